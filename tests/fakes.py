@@ -1,0 +1,35 @@
+"""Test doubles: a deterministic embedder that counts its calls."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from embedeval.embedders.base import check_texts, l2_normalize
+
+
+class CountingEmbedder:
+    """Unit vectors derived from sha256(kind, text); records every text it is asked to embed."""
+
+    def __init__(self, name: str = "fake:counting", dim: int = 8, fail_on_call: bool = False):
+        self.name = name
+        self.dim = dim
+        self.max_tokens = 512
+        self.fail_on_call = fail_on_call
+        self.calls: list[list[str]] = []
+
+    @staticmethod
+    def vector_for(text: str, kind: str = "document", dim: int = 8) -> np.ndarray:
+        seed = int.from_bytes(hashlib.sha256(f"{kind}|{text}".encode()).digest()[:8], "little")
+        return l2_normalize(np.random.default_rng(seed).normal(size=dim))[0]
+
+    def embed(self, texts, kind="document"):
+        texts = check_texts(texts, kind)
+        if self.fail_on_call:
+            raise AssertionError(f"model called for {len(texts)} texts")
+        self.calls.append(list(texts))
+        return np.stack([self.vector_for(t, kind, self.dim) for t in texts])
+
+    def count_tokens(self, texts):
+        return [len(t.split()) + 2 for t in texts]

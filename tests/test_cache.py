@@ -1,0 +1,103 @@
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache, cache_key, clear_cache
+from embedeval.errors import CacheError
+from fakes import CountingEmbedder
+from conftest import TESTS_DIR
+
+
+def test_second_call_does_not_reach_the_model(tmp_path):
+    fake = CountingEmbedder()
+    cached = CachedEmbedder(fake, EmbeddingCache(tmp_path))
+    first = cached.embed(["a", "b", "c"])
+    second = cached.embed(["c", "a", "b"])
+    assert len(fake.calls) == 1
+    np.testing.assert_array_equal(second, first[[2, 0, 1]])
+    expected = np.stack([CountingEmbedder.vector_for(t) for t in "abc"])
+    np.testing.assert_allclose(first, expected)
+
+
+def test_duplicates_in_one_call_are_embedded_once(tmp_path):
+    fake = CountingEmbedder()
+    cached = CachedEmbedder(fake, EmbeddingCache(tmp_path))
+    vectors = cached.embed(["x", "y", "x", "x", "y"])
+    assert fake.calls == [["x", "y"]]
+    np.testing.assert_array_equal(vectors[0], vectors[2])
+    np.testing.assert_array_equal(vectors[1], vectors[4])
+
+
+def test_kind_and_spec_are_part_of_the_key(tmp_path):
+    fake = CountingEmbedder()
+    cached = CachedEmbedder(fake, EmbeddingCache(tmp_path))
+    cached.embed(["same"], kind="query")
+    cached.embed(["same"], kind="document")
+    assert len(fake.calls) == 2
+    assert cache_key("a", "query", "t") != cache_key("b", "query", "t")
+    other = CachedEmbedder(CountingEmbedder(name="fake:other"), EmbeddingCache(tmp_path))
+    other.embed(["same"], kind="query")
+    assert len(other.inner.calls) == 1
+
+
+def test_only_missing_texts_are_sent_in_chunks(tmp_path):
+    fake = CountingEmbedder()
+    cached = CachedEmbedder(fake, EmbeddingCache(tmp_path), chunk_size=3)
+    cached.embed(["a", "b"])
+    cached.embed([str(i) for i in range(7)] + ["a", "b"])
+    assert [len(c) for c in fake.calls] == [2, 3, 3, 1]
+    assert "a" not in sum(fake.calls[1:], [])
+
+
+def test_a_second_process_reads_what_the_first_wrote(tmp_path):
+    texts = [f"sentence {i}" for i in range(50)]
+    first = CachedEmbedder(CountingEmbedder(), EmbeddingCache(tmp_path)).embed(texts)
+    script = textwrap.dedent(
+        f"""
+        import sys, numpy as np
+        sys.path.insert(0, {str(TESTS_DIR)!r})
+        from fakes import CountingEmbedder
+        from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache
+        model = CachedEmbedder(CountingEmbedder(fail_on_call=True), EmbeddingCache({str(tmp_path)!r}))
+        np.save(sys.stdout.buffer, model.embed({texts!r}))
+        """
+    )
+    out = tmp_path / "second.npy"
+    with open(out, "wb") as handle:
+        subprocess.run([sys.executable, "-c", script], stdout=handle, check=True)
+    np.testing.assert_array_equal(np.load(out), first)
+
+
+def test_concurrent_writers_leave_a_complete_readable_cache(tmp_path):
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(TESTS_DIR)!r})
+        from fakes import CountingEmbedder
+        from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache
+        worker = int(sys.argv[1])
+        model = CachedEmbedder(CountingEmbedder(), EmbeddingCache({str(tmp_path)!r}), chunk_size=50)
+        for round in range(20):
+            texts = [f"w{{worker}} r{{round}} t{{i}}" for i in range(50)] + [f"shared {{round}} {{i}}" for i in range(50)]
+            model.embed(texts)
+        """
+    )
+    workers = [subprocess.Popen([sys.executable, "-c", script, str(w)]) for w in range(2)]
+    assert [w.wait(timeout=300) for w in workers] == [0, 0]
+    expected = [f"w{w} r{r} t{i}" for w in range(2) for r in range(20) for i in range(50)]
+    expected += [f"shared {r} {i}" for r in range(20) for i in range(50)]
+    reader = CachedEmbedder(CountingEmbedder(fail_on_call=True), EmbeddingCache(tmp_path))
+    vectors = reader.embed(expected)
+    np.testing.assert_allclose(vectors, np.stack([CountingEmbedder.vector_for(t) for t in expected]))
+    assert EmbeddingCache(tmp_path).info()["vectors"] == len(expected)
+
+
+def test_corrupt_cache_is_one_clear_error_naming_the_file(tmp_path):
+    (tmp_path / "embeddings.sqlite").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(CacheError, match=r"embedding cache .*embeddings\.sqlite is corrupt"):
+        EmbeddingCache(tmp_path)
+    assert clear_cache(tmp_path)
+    EmbeddingCache(tmp_path)  # usable again after clear

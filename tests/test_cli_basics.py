@@ -1,0 +1,88 @@
+import numpy as np
+import pandas as pd
+from typer.testing import CliRunner
+
+from embedeval import __version__
+from embedeval.cli import app
+
+runner = CliRunner()
+
+
+def _error_line(result) -> str:
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert "Traceback" not in result.output
+    assert isinstance(result.exception, SystemExit), result.exception  # no escaped exception
+    return lines[0]
+
+
+def test_version():
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"embedeval {__version__}"
+
+
+def test_embedders_lists_the_default_as_ready():
+    result = runner.invoke(app, ["embedders"])
+    assert result.exit_code == 0
+    line = next(line for line in result.output.splitlines() if line.startswith("st:all-MiniLM-L6-v2"))
+    assert "ready" in line
+
+
+def test_embed_writes_npy_and_parquet_matching_the_model(tmp_path, minilm, isolated_cache):
+    source = tmp_path / "in.txt"
+    texts = ["first text", "second text", "third, unrelated"]
+    source.write_text("\n".join(texts) + "\n")
+    result = runner.invoke(app, ["embed", "--input", str(source), "--out", str(tmp_path / "v.npy"), "-q"])
+    assert result.exit_code == 0, result.output
+    vectors = np.load(tmp_path / "v.npy")
+    np.testing.assert_allclose(vectors, minilm.embed(texts), atol=1e-5)
+
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text("\n".join(f'{{"text": "{t}"}}' for t in texts))
+    result = runner.invoke(app, ["embed", "-i", str(jsonl), "-o", str(tmp_path / "v.parquet"), "-q"])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_parquet(tmp_path / "v.parquet")
+    assert frame["text"].tolist() == texts
+    np.testing.assert_allclose(np.stack(frame["embedding"]), vectors, atol=1e-6)
+
+    info = runner.invoke(app, ["cache", "info"])
+    assert "st:all-MiniLM-L6-v2: 3" in info.output
+
+
+def test_unknown_spec_is_one_line_and_nonzero(tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("a text\n")
+    result = runner.invoke(app, ["embed", "-e", "nope:model", "-i", str(source), "-o", str(tmp_path / "o.npy")])
+    assert result.exit_code == 1
+    assert _error_line(result).startswith("error: unknown embedder 'nope:model'")
+    assert not (tmp_path / "o.npy").exists()
+
+
+def test_empty_input_file_is_one_line_and_nonzero(tmp_path):
+    source = tmp_path / "empty.txt"
+    source.write_text("\n\n")
+    result = runner.invoke(app, ["embed", "-i", str(source), "-o", str(tmp_path / "o.npy")])
+    assert result.exit_code == 1
+    assert "has no texts" in _error_line(result)
+    assert not (tmp_path / "o.npy").exists()
+
+
+def test_blank_line_inside_input_names_the_line(tmp_path):
+    source = tmp_path / "gap.txt"
+    source.write_text("one\n\nthree\n")
+    result = runner.invoke(app, ["embed", "-i", str(source), "-o", str(tmp_path / "o.npy")])
+    assert result.exit_code == 1
+    assert _error_line(result).endswith("gap.txt:2: empty text")
+
+
+def test_corrupt_cache_via_cli(tmp_path, isolated_cache):
+    (isolated_cache / "embeddings.sqlite").write_bytes(b"garbage" * 500)
+    source = tmp_path / "in.txt"
+    source.write_text("a text\n")
+    result = runner.invoke(app, ["embed", "-i", str(source), "-o", str(tmp_path / "o.npy"), "-q"])
+    assert result.exit_code == 1
+    assert "embeddings.sqlite is corrupt" in _error_line(result)
+    cleared = runner.invoke(app, ["cache", "clear"])
+    assert cleared.exit_code == 0 and "removed" in cleared.output
+    assert runner.invoke(app, ["embed", "-i", str(source), "-o", str(tmp_path / "o.npy"), "-q"]).exit_code == 0
