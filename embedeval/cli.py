@@ -34,13 +34,37 @@ app = typer.Typer(
     help="Evaluate embedding models for retrieval over long contexts.",
 )
 cache_app = typer.Typer(no_args_is_help=True, help="Inspect or clear the embedding cache.")
+needles_app = typer.Typer(no_args_is_help=True, help="Check needle sets.")
+haystacks_app = typer.Typer(no_args_is_help=True, help="Build and inspect haystacks.")
 app.add_typer(cache_app, name="cache")
+app.add_typer(needles_app, name="needles")
+app.add_typer(haystacks_app, name="haystacks")
 
 CacheDir = Annotated[
     Optional[Path],
     typer.Option("--cache-dir", envvar="EMBEDEVAL_CACHE", help="Embedding cache folder [default: user cache dir]."),
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+NeedlesOpt = Annotated[Optional[Path], typer.Option("--needles", help="Needle set JSON [default: queries/nolima-onehop.json].")]
+CorpusOpt = Annotated[str, typer.Option("--corpus", help="shakespeare, gutenberg or dir:PATH.")]
+LengthsOpt = Annotated[str, typer.Option("--lengths", help="Comma-separated haystack lengths in tokens.")]
+DepthsOpt = Annotated[int, typer.Option("--depths", help="Needle depths per length, spread from start to end.")]
+VariantsOpt = Annotated[str, typer.Option("--variants", help="Comma-separated: onehop, inverted, literal, literal_inverted.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded).")]
+DEFAULT_LENGTHS_TEXT = "128,256,512,1024,2048,4096,8192"
+
+
+def split_list(value: str) -> list[str]:
+    """``"a, b,,c"`` -> ``["a", "b", "c"]``."""
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def int_list(value: str, option: str) -> list[int]:
+    """Comma-separated integers; anything else is a one-line :class:`InputError`."""
+    try:
+        return [int(item) for item in split_list(value)]
+    except ValueError:
+        raise InputError(f"{option} takes comma-separated whole numbers, not {value!r}") from None
 
 
 def _version(value: bool) -> None:
@@ -113,6 +137,82 @@ def cache_clear(cache_dir: CacheDir = None) -> None:
 
     removed = clear_cache(cache_dir)
     typer.echo(f"removed {len(removed)} file(s)" + (f" from {removed[0].parent}" if removed else ""))
+
+
+@needles_app.command("check")
+def needles_check(file: Annotated[Path, typer.Argument(help="Needle set JSON.")]) -> None:
+    """Validate a needle set: a row per group (shared content words, if any); exit 1 on any error."""
+    from embedeval.needles import needle_report
+
+    rows, problems = needle_report(file)
+    typer.echo(f"{'group':<20} {'category':<14} {'character':<12} {'onehop overlap':<18} inverted overlap")
+    for row in rows:
+        typer.echo(
+            f"{row['id']:<20} {row['category']:<14} {row['character']:<12} "
+            f"{row['onehop_overlap'] or '-':<18} {row['inverted_overlap'] or '-'}"
+        )
+    for group_id, reason in problems:
+        typer.echo(f"{file}: group {group_id}: {reason}", err=True)
+    if problems:
+        typer.echo(f"error: {len(problems)} problem(s) in {file}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"ok: {len(rows)} groups, no problems")
+
+
+@haystacks_app.command("build")
+def haystacks_build(
+    out: Annotated[Path, typer.Option("--out", help="Output .parquet (e.g. runs/NAME/haystacks.parquet).")],
+    needles: NeedlesOpt = None,
+    corpus: CorpusOpt = "shakespeare",
+    lengths: LengthsOpt = DEFAULT_LENGTHS_TEXT,
+    depths: DepthsOpt = 10,
+    variants: VariantsOpt = "onehop,inverted",
+    seed: SeedOpt = 0,
+    controls: Annotated[bool, typer.Option("--controls/--no-controls", help="One needle-free control per condition.")] = True,
+    quiet: Quiet = False,
+) -> None:
+    """Build the deterministic haystack grid and write it as Parquet."""
+    from embedeval.corpus import load_corpus
+    from embedeval.haystacks import build_haystacks, check_build_args, write_haystacks
+    from embedeval.needles import DEFAULT_NEEDLES, load_needle_set
+
+    if out.suffix != ".parquet":
+        raise InputError(f"output {out} must end in .parquet")
+    length_list, variant_list = int_list(lengths, "--lengths"), split_list(variants)
+    check_build_args(length_list, depths, variant_list)
+    needle_set = load_needle_set(needles or DEFAULT_NEEDLES)
+    frame = build_haystacks(
+        needle_set, load_corpus(corpus), lengths=length_list, depths=depths, variants=variant_list,
+        controls=controls, seed=seed, progress=not quiet,
+    )
+    write_haystacks(frame, out)
+    typer.echo(f"wrote {len(frame)} haystacks to {out}")
+
+
+@haystacks_app.command("show")
+def haystacks_show(
+    file: Annotated[Path, typer.Argument(help="A haystacks.parquet file.")],
+    id: Annotated[str, typer.Option("--id", help="Haystack id, e.g. loc-dresden:onehop:512:d03.")],
+) -> None:
+    """Print one haystack with its needle highlighted as [[...]]."""
+    import pandas as pd
+
+    if not file.is_file():
+        raise InputError(f"haystack file {file} does not exist")
+    frame = pd.read_parquet(file)
+    match = frame[frame["id"] == id]
+    if match.empty:
+        raise InputError(f"no haystack with id {id!r} in {file} (ids look like {frame['id'].iloc[0]!r})")
+    row = match.iloc[0]
+    depth = "-" if pd.isna(row["depth"]) else f"{row['depth']:.3f}"
+    typer.echo(f"{row['id']}  variant={row['variant']}  tokens={row['n_tokens']}/{row['length']}  depth={depth}")
+    typer.echo(f"sources: {', '.join(row['sources'])}\n")
+    text = row["text"]
+    if pd.isna(row["needle_start"]):
+        typer.echo(text)
+        return
+    start, end = int(row["needle_start"]), int(row["needle_end"])
+    typer.echo(text[:start] + typer.style(f"[[{text[start:end]}]]", fg="yellow", bold=True) + text[end:])
 
 
 def main() -> None:

@@ -20,20 +20,10 @@ from tqdm.auto import tqdm
 
 from embedeval.embedders.base import Embedder, Kind, check_texts
 from embedeval.errors import CacheError
+from embedeval.paths import CACHE_ENV, default_cache_dir
 
-CACHE_ENV = "EMBEDEVAL_CACHE"
 CACHE_FILENAME = "embeddings.sqlite"
 _SELECT_CHUNK = 500  # SQLite host-parameter limit is 999 on old builds
-
-
-def default_cache_dir() -> Path:
-    """``$EMBEDEVAL_CACHE`` if set, else the platform's user cache dir for embedeval."""
-    env = os.environ.get(CACHE_ENV)
-    if env:
-        return Path(env).expanduser()
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("embedeval"))
 
 
 def cache_key(spec: str, kind: str, text: str) -> bytes:

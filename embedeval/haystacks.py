@@ -1,0 +1,230 @@
+"""Deterministic NoLiMa-style haystacks (DESIGN §3).
+
+Paired design: for each (group, length) one *filler* is drawn — random sentence-aligned snippets
+(< 250 tokens each) from random books. Every depth and variant inserts its needle into that same
+filler, trimmed at its end so the total is ``length`` tokens; the control is the filler alone,
+trimmed to ``length``. Within a condition only the needle and its place change.
+
+Every book is split and tokenised once (:class:`SentencePool`); sentences naming any character
+of the needle set are left out, so controls never mention a character.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from embedeval.corpus import Corpus
+from embedeval.errors import ConfigError, CorpusError
+from embedeval.needles import NEEDLE_VARIANTS, NeedleSet
+from embedeval.tokens import TokenCounter
+
+DEFAULT_LENGTHS: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096, 8192)
+DEFAULT_DEPTHS = 10
+DEFAULT_VARIANTS: tuple[str, ...] = ("onehop", "inverted")
+CONTROL = "control"
+MAX_SNIPPET_TOKENS = 250  # snippets are strictly shorter
+MIN_SNIPPET_TOKENS = 40
+MIN_BOOKS = 10
+HAYSTACK_COLUMNS = [
+    "id", "group_id", "category", "variant", "length", "n_tokens", "depth", "target_depth",
+    "text", "needle_start", "needle_end", "sources", "seed",
+]
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"'’”)\]])\s+|\n\s*\n")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text`` (split after . ! ? and at blank lines), whitespace collapsed."""
+    sentences = (" ".join(part.split()) for part in _SENTENCE_END.split(text))
+    return [s for s in sentences if s]
+
+
+@dataclass
+class SentencePool:
+    """All usable sentences of a corpus with their token counts, per book."""
+
+    book_ids: list[str]
+    sentences: list[list[str]]
+    tokens: list[np.ndarray]
+
+    @classmethod
+    def from_corpus(cls, corpus: Corpus, tokenizer: TokenCounter, exclude: Sequence[str] = ()) -> SentencePool:
+        """Split and tokenise every book once; drop sentences of >= 250 tokens or naming ``exclude``."""
+        banned = re.compile(r"\b(" + "|".join(map(re.escape, exclude)) + r")\b", re.I) if exclude else None
+        book_ids, sentences, tokens = [], [], []
+        for book in corpus.books:
+            candidates = [s for s in split_sentences(book.text) if not (banned and banned.search(s))]
+            counts = np.asarray(tokenizer.count(candidates), dtype=np.int64)
+            keep = (counts > 0) & (counts < MAX_SNIPPET_TOKENS)
+            if keep.any():
+                book_ids.append(book.id)
+                sentences.append([s for s, k in zip(candidates, keep) if k])
+                tokens.append(counts[keep])
+        return cls(book_ids, sentences, tokens)
+
+    @property
+    def total_tokens(self) -> int:
+        return int(sum(t.sum() for t in self.tokens))
+
+
+@dataclass
+class Piece:
+    text: str
+    n_tokens: int
+    book: str
+
+
+def condition_rng(seed: int, group_id: str, length: int) -> np.random.Generator:
+    """The random stream of one (group, length) condition: independent of the others."""
+    return np.random.default_rng([seed, zlib.crc32(group_id.encode("utf-8")), length])
+
+
+def draw_filler(pool: SentencePool, n_tokens: int, rng: np.random.Generator) -> list[Piece]:
+    """Random snippets (consecutive sentences of one random book, < 250 tokens) until ``n_tokens``."""
+    pieces: list[Piece] = []
+    total = 0
+    while total < n_tokens:
+        b = int(rng.integers(len(pool.book_ids)))
+        sentences, counts = pool.sentences[b], pool.tokens[b]
+        i = int(rng.integers(len(sentences)))
+        budget = int(rng.integers(MIN_SNIPPET_TOKENS, MAX_SNIPPET_TOKENS))
+        used = 0
+        while i < len(sentences) and (used == 0 or used + counts[i] < budget):
+            pieces.append(Piece(sentences[i], int(counts[i]), pool.book_ids[b]))
+            used += int(counts[i])
+            i += 1
+        total += used
+    return pieces
+
+
+def trim(pieces: list[Piece], n_tokens: int, tokenizer: TokenCounter) -> list[Piece]:
+    """The first ``n_tokens`` tokens of the filler: whole sentences, then a cut last one."""
+    out, total = [], 0
+    for piece in pieces:
+        if total + piece.n_tokens <= n_tokens:
+            out.append(piece)
+            total += piece.n_tokens
+            continue
+        head = tokenizer.prefix(piece.text, n_tokens - total)
+        if head:
+            out.append(Piece(head, tokenizer.count([head])[0], piece.book))
+        break
+    return out
+
+
+def insert_needle(pieces: list[Piece], needle: str, target_depth: float) -> tuple[str, int, int, int]:
+    """Put ``needle`` at the sentence boundary nearest ``target_depth`` of the filler's tokens.
+
+    Returns (text, needle_start, needle_end, tokens before the needle).
+    """
+    boundaries = np.concatenate([[0], np.cumsum([p.n_tokens for p in pieces])])
+    k = int(np.argmin(np.abs(boundaries - target_depth * boundaries[-1])))
+    before = " ".join(p.text for p in pieces[:k])
+    after = " ".join(p.text for p in pieces[k:])
+    start = len(before) + (1 if before else 0)
+    text = " ".join(part for part in (before, needle, after) if part)
+    return text, start, start + len(needle), int(boundaries[k])
+
+
+def check_build_args(lengths: Sequence[int], depths: int, variants: Sequence[str]) -> None:
+    """Reject bad grids before any work: lengths must be positive ints, depths >= 1, known variants."""
+    if not lengths:
+        raise ConfigError("no haystack lengths given")
+    for length in lengths:
+        if not isinstance(length, (int, np.integer)) or length < 16:
+            raise ConfigError(f"haystack length {length!r} is invalid: lengths are whole numbers of tokens >= 16")
+    if depths < 1:
+        raise ConfigError(f"depths must be >= 1, not {depths}")
+    unknown = [v for v in variants if v not in NEEDLE_VARIANTS]
+    if unknown:
+        raise ConfigError(f"unknown variant {unknown[0]!r}; known: {', '.join(NEEDLE_VARIANTS)}")
+
+
+def depth_grid(n_depths: int) -> np.ndarray:
+    """``n_depths`` target depths spread evenly from 0 (start) to 1 (end)."""
+    return np.linspace(0.0, 1.0, n_depths) if n_depths > 1 else np.array([0.5])
+
+
+def build_haystacks(
+    needle_set: NeedleSet,
+    corpus: Corpus,
+    lengths: Sequence[int] = DEFAULT_LENGTHS,
+    depths: int = DEFAULT_DEPTHS,
+    variants: Sequence[str] = DEFAULT_VARIANTS,
+    controls: bool = True,
+    tokenizer: TokenCounter | None = None,
+    seed: int = 0,
+    min_books: int = MIN_BOOKS,
+    progress: bool = False,
+    pool: SentencePool | None = None,
+) -> pd.DataFrame:
+    """Every haystack of the grid as a DataFrame with the columns of :data:`HAYSTACK_COLUMNS`.
+
+    Same inputs and seed -> identical rows. ``depth`` is the needle's token offset / n_tokens.
+    """
+    from embedeval.tokens import load_token_counter
+
+    check_build_args(lengths, depths, variants)
+    tokenizer = tokenizer or load_token_counter()
+    if len(corpus.books) < min_books:
+        raise CorpusError(f"corpus {corpus.source} has {len(corpus.books)} books; haystacks draw from at least {min_books}")
+    pool = pool or SentencePool.from_corpus(corpus, tokenizer, exclude=needle_set.characters)
+    need = max(lengths) + MAX_SNIPPET_TOKENS
+    if pool.total_tokens < need:
+        raise CorpusError(
+            f"corpus {corpus.source} is too small: {pool.total_tokens} usable tokens, "
+            f"haystacks of {max(lengths)} tokens need at least {need}"
+        )
+    needle_tokens = {
+        (g.id, v): n
+        for g in needle_set.groups
+        for v, n in zip(variants, tokenizer.count([g.needles[v] for v in variants]))
+    }
+    rows = []
+    conditions = [(g, length) for g in needle_set.groups for length in lengths]
+    for group, length in tqdm(conditions, desc="building haystacks", unit="condition", disable=not progress):
+        filler = draw_filler(pool, length + MAX_SNIPPET_TOKENS, condition_rng(seed, group.id, length))
+        rows += _condition_rows(group, length, filler, variants, depth_grid(depths), controls, needle_tokens, tokenizer, seed)
+    return pd.DataFrame(rows, columns=HAYSTACK_COLUMNS).astype(
+        {"needle_start": "Int64", "needle_end": "Int64", "depth": "Float64", "target_depth": "Float64"}
+    )
+
+
+def _condition_rows(group, length, filler, variants, targets, controls, needle_tokens, tokenizer, seed) -> list[dict]:
+    base = {"group_id": group.id, "category": group.category, "length": length, "seed": seed}
+    rows = []
+    for variant in variants:
+        needle = group.needles[variant]
+        pieces = trim(filler, length - needle_tokens[(group.id, variant)], tokenizer)
+        for index, target in enumerate(targets):
+            text, start, end, tokens_before = insert_needle(pieces, needle, float(target))
+            rows.append({**base, "id": f"{group.id}:{variant}:{length}:d{index:02d}", "variant": variant,
+                         "target_depth": float(target), "text": text, "needle_start": start, "needle_end": end,
+                         "tokens_before": tokens_before, "sources": sorted({p.book for p in pieces})})
+    if controls:
+        pieces = trim(filler, length, tokenizer)
+        rows.append({**base, "id": f"{group.id}:{CONTROL}:{length}", "variant": CONTROL, "target_depth": None,
+                     "text": " ".join(p.text for p in pieces), "needle_start": None, "needle_end": None,
+                     "tokens_before": None, "sources": sorted({p.book for p in pieces})})
+    for row, n in zip(rows, tokenizer.count([r["text"] for r in rows])):
+        if n > length:
+            raise CorpusError(f"haystack {row['id']} came out at {n} tokens, over its target {length}")
+        row["n_tokens"] = n
+        row["depth"] = None if row["tokens_before"] is None else row.pop("tokens_before") / n
+        row.pop("tokens_before", None)
+    return rows
+
+
+def write_haystacks(frame: pd.DataFrame, path) -> None:
+    """Write a haystack table to Parquet atomically."""
+    from embedeval.io import atomic_path
+
+    with atomic_path(path) as tmp:
+        frame.to_parquet(tmp, index=False)

@@ -1,0 +1,198 @@
+"""Needle sets: schema, loading and validation (DESIGN §3).
+
+A needle set is ``{"name", "description", "groups": [...]}``; each group is
+``{"id", "category", "question", "character", "keyword", "needles": {variant: text}}`` with the
+variants ``onehop``, ``inverted``, ``literal``, ``literal_inverted``.
+
+Validation reports *every* problem as (group id, reason): missing or empty fields, duplicate
+ids, a one-hop (or inverted) needle sharing a content word with its question, a needle without
+the character's name, a question without its keyword.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+from embedeval.errors import NeedleSetError
+
+NEEDLE_VARIANTS: tuple[str, ...] = ("onehop", "inverted", "literal", "literal_inverted")
+#: Variants whose needle must share no content word with the question.
+NO_OVERLAP_VARIANTS: tuple[str, ...] = ("onehop", "inverted")
+GROUP_FIELDS: tuple[str, ...] = ("id", "category", "question", "character", "keyword", "needles")
+#: The needle set shipped with embedeval (queries/ beside the package).
+DEFAULT_NEEDLES = Path(__file__).resolve().parent.parent / "queries" / "nolima-onehop.json"
+_WORD = re.compile(r"[a-z0-9]+")
+_SUFFIXES = (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("ly", ""), ("es", ""), ("s", ""))
+
+
+@dataclass(frozen=True)
+class NeedleGroup:
+    """One question with its needles (one per variant)."""
+
+    id: str
+    category: str
+    question: str
+    character: str
+    keyword: str
+    needles: dict[str, str]
+
+
+@dataclass(frozen=True)
+class NeedleSet:
+    """A validated needle set."""
+
+    name: str
+    description: str
+    groups: tuple[NeedleGroup, ...]
+    path: str | None = None
+
+    def group(self, group_id: str) -> NeedleGroup:
+        for group in self.groups:
+            if group.id == group_id:
+                return group
+        raise KeyError(group_id)
+
+    @property
+    def characters(self) -> list[str]:
+        return [g.character for g in self.groups]
+
+
+def stem(word: str) -> str:
+    """A deliberately simple suffix stripper: lowercase, then drop one of -ies/-es/-s/-ing/-ed/-ly.
+
+    ``stem("cities") == "city"``, ``stem("speaks") == "speak"``, ``stem("hiking") == "hik"``.
+    """
+    word = word.lower()
+    for suffix, replacement in _SUFFIXES:
+        if suffix == "s" and word.endswith("ss"):
+            break
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: len(word) - len(suffix)] + replacement
+    return word
+
+
+def content_words(text: str) -> set[str]:
+    """Stems of the words of ``text`` that are not English stop words (scikit-learn's list)."""
+    return {stem(w) for w in _WORD.findall(text.lower()) if w not in ENGLISH_STOP_WORDS}
+
+
+def lexical_overlap(question: str, needle: str) -> list[str]:
+    """Content-word stems shared by a question and a needle, sorted."""
+    return sorted(content_words(question) & content_words(needle))
+
+
+def _contains_word(text: str, word: str) -> bool:
+    return re.search(rf"(?<![\w]){re.escape(word)}(?![\w])", text, flags=re.IGNORECASE) is not None
+
+
+def group_problems(raw: object, index: int) -> tuple[str, list[str]]:
+    """(group id, reasons) for one raw group dict; no reasons means valid."""
+    if not isinstance(raw, dict):
+        return f"#{index}", ["is not an object"]
+    gid = str(raw.get("id") or f"#{index}")
+    reasons = [f"missing field {f!r}" for f in GROUP_FIELDS if f not in raw]
+    reasons += [
+        f"field {f!r} must be a non-empty string"
+        for f in GROUP_FIELDS[:-1]
+        if f in raw and (not isinstance(raw[f], str) or not raw[f].strip())
+    ]
+    needles = raw.get("needles")
+    if "needles" in raw and not isinstance(needles, dict):
+        return gid, reasons + ["'needles' must be an object"]
+    if reasons:
+        return gid, reasons
+    for variant in NEEDLE_VARIANTS:
+        text = needles.get(variant)
+        if not isinstance(text, str) or not text.strip():
+            reasons.append(f"missing needle {variant!r}")
+            continue
+        if not _contains_word(text, raw["character"]):
+            reasons.append(f"{variant} needle does not name the character {raw['character']!r}")
+        if variant in NO_OVERLAP_VARIANTS:
+            shared = lexical_overlap(raw["question"], text)
+            if shared:
+                reasons.append(f"{variant} needle shares content words with the question: {', '.join(shared)}")
+    reasons += [f"unknown needle variant {v!r}" for v in needles if v not in NEEDLE_VARIANTS]
+    if not _contains_word(raw["question"], raw["keyword"]):
+        reasons.append(f"question does not contain its keyword {raw['keyword']!r}")
+    return gid, reasons
+
+
+def validate_needle_set(data: object, path: str = "<memory>") -> list[tuple[str, str]]:
+    """Every problem of a raw needle set as (group id, reason)."""
+    if not isinstance(data, dict):
+        return [("-", "top level must be an object with name, description and groups")]
+    problems = [("-", f"missing field {f!r}") for f in ("name", "groups") if f not in data]
+    groups = data.get("groups", [])
+    if not isinstance(groups, list) or ("groups" in data and not groups):
+        return problems + [("-", "'groups' must be a non-empty list")]
+    seen: set[str] = set()
+    for index, raw in enumerate(groups):
+        gid, reasons = group_problems(raw, index)
+        problems += [(gid, r) for r in reasons]
+        if isinstance(raw, dict) and "id" in raw:
+            if raw["id"] in seen:
+                problems.append((gid, "duplicate id"))
+            seen.add(raw["id"])
+    characters = [g.get("character") for g in groups if isinstance(g, dict)]
+    for name in sorted({c for c in characters if isinstance(c, str) and characters.count(c) > 1}):
+        problems.append(("-", f"character {name!r} is used by more than one group"))
+    return problems
+
+
+def parse_needle_set(data: dict, path: str | None = None) -> NeedleSet:
+    """Validate raw data and build a :class:`NeedleSet`; raises :class:`NeedleSetError`."""
+    problems = validate_needle_set(data, path or "<memory>")
+    if problems:
+        raise NeedleSetError(path or "<memory>", problems)
+    groups = tuple(
+        NeedleGroup(
+            id=g["id"], category=g["category"], question=g["question"], character=g["character"],
+            keyword=g["keyword"], needles={v: g["needles"][v] for v in NEEDLE_VARIANTS},
+        )
+        for g in data["groups"]
+    )
+    return NeedleSet(name=data["name"], description=data.get("description", ""), groups=groups, path=path)
+
+
+def read_needle_json(path: str | os.PathLike) -> dict:
+    """Raw JSON of a needle file; unreadable or malformed JSON is a :class:`NeedleSetError`."""
+    source = Path(path)
+    try:
+        return json.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise NeedleSetError(str(source), [("-", "file does not exist")]) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise NeedleSetError(str(source), [("-", f"not valid JSON ({exc})")]) from None
+
+
+def load_needle_set(path: str | os.PathLike) -> NeedleSet:
+    """Load and validate a needle set file."""
+    return parse_needle_set(read_needle_json(path), str(path))
+
+
+def needle_report(path: str | os.PathLike) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Per-group overview rows (id, category, character, one-hop/inverted overlap) and all problems.
+
+    Used by ``embedeval needles check``; raises only for an unreadable file.
+    """
+    data = read_needle_json(path)
+    problems = validate_needle_set(data, str(path))
+    rows = []
+    for index, raw in enumerate(data.get("groups", []) if isinstance(data, dict) else []):
+        if not isinstance(raw, dict):
+            continue
+        needles = raw.get("needles") if isinstance(raw.get("needles"), dict) else {}
+        question = raw.get("question", "") if isinstance(raw.get("question"), str) else ""
+        row = {"id": raw.get("id", f"#{index}"), "category": raw.get("category", ""), "character": raw.get("character", "")}
+        for variant in NO_OVERLAP_VARIANTS:
+            text = needles.get(variant)
+            row[f"{variant}_overlap"] = ", ".join(lexical_overlap(question, text)) if isinstance(text, str) else "?"
+        rows.append(row)
+    return rows, problems
