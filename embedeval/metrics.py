@@ -1,0 +1,194 @@
+"""Metrics of the NoLiMa-for-embeddings study: pure, vectorised functions on arrays.
+
+No I/O and no models. Every function validates its input and raises ``ValueError`` saying what
+is wrong (empty, mismatched lengths, NaN, zero denominators, a single class).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+from sklearn.metrics import roc_auc_score
+
+BUCKET_NAMES_3 = ("beginning", "middle", "end")
+
+
+def _as_array(values, name: str) -> np.ndarray:
+    array = np.asarray(values, dtype=float).ravel()
+    if array.size == 0:
+        raise ValueError(f"{name} is empty")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return array
+
+
+def _paired(a, b, name_a: str, name_b: str) -> tuple[np.ndarray, np.ndarray]:
+    a, b = _as_array(a, name_a), _as_array(b, name_b)
+    if a.shape != b.shape:
+        raise ValueError(f"{name_a} and {name_b} have different lengths ({a.size} vs {b.size})")
+    return a, b
+
+
+def normalized_similarity(sim_qh, sim_qn) -> np.ndarray:
+    """sim(q, haystack) / sim(q, needle alone), element-wise.
+
+    1.0: the haystack is as close to the question as the bare needle; lower values mean the
+    filler dilutes the needle. Example (Jina study): 0.2391 / 0.3598 = 0.66454.
+    """
+    sim_qh, sim_qn = _paired(sim_qh, sim_qn, "sim_qh", "sim_qn")
+    if np.any(sim_qn == 0):
+        raise ValueError("sim_qn contains zeros: normalized similarity is undefined")
+    return sim_qh / sim_qn
+
+
+def comparative_ratio(sim_pos, sim_neg) -> float:
+    """Share of pairs where the haystack holding the needle beats the needle-free one.
+
+    ratio = mean_i( 1[pos_i > neg_i] + 0.5 * 1[pos_i == neg_i] ); 0.5 is chance, 1.0 always found.
+    """
+    pos, neg = _paired(sim_pos, sim_neg, "sim_pos", "sim_neg")
+    return float(np.mean((pos > neg) + 0.5 * (pos == neg)))
+
+
+def comparative_ratio_table(
+    table: pd.DataFrame,
+    by: Sequence[str] = ("length", "variant"),
+    score: str = "sim_qh",
+    condition: Sequence[str] = ("embedder", "query_form", "group_id", "length"),
+) -> pd.DataFrame:
+    """Comparative ratio per group of ``by``, each needle haystack paired with its control.
+
+    A row's control is the ``variant == "control"`` row with the same ``condition`` columns
+    (those present in ``table``). Returns ``by`` + ``ratio`` + ``n``.
+    """
+    keys = [c for c in condition if c in table.columns]
+    is_control = table["variant"] == "control"
+    controls = table.loc[is_control, keys + [score]].rename(columns={score: "_neg"})
+    if controls.duplicated(keys).any():
+        raise ValueError(f"more than one control per condition {keys}")
+    pairs = table.loc[~is_control].merge(controls, on=keys, how="inner", validate="many_to_one")
+    if pairs.empty:
+        raise ValueError("no needle haystack has a matching control")
+    rows = [
+        {**dict(zip(by, key if isinstance(key, tuple) else (key,))), "ratio": comparative_ratio(g[score], g["_neg"]), "n": len(g)}
+        for key, g in pairs.groupby(list(by), sort=True)
+    ]
+    return pd.DataFrame(rows)
+
+
+class Separation(NamedTuple):
+    """How well sim(q, haystack) separates haystacks with q's needle from those without."""
+
+    mean_diff: float
+    auc: float
+    cohens_d: float
+    n_pos: int
+    n_neg: int
+
+
+def cohens_d(pos, neg) -> float:
+    """(mean(pos) - mean(neg)) / s_pooled, s_pooled = sqrt(((n1-1)s1² + (n2-1)s2²) / (n1+n2-2)).
+
+    NaN when the pooled standard deviation is 0.
+    """
+    pos, neg = _as_array(pos, "pos"), _as_array(neg, "neg")
+    n1, n2 = pos.size, neg.size
+    if n1 + n2 < 3:
+        raise ValueError("Cohen's d needs at least 3 values in all")
+    pooled = math.sqrt(((n1 - 1) * pos.var(ddof=1 if n1 > 1 else 0) + (n2 - 1) * neg.var(ddof=1 if n2 > 1 else 0)) / (n1 + n2 - 2))
+    return float((pos.mean() - neg.mean()) / pooled) if pooled > 0 else float("nan")
+
+
+def separation(pos, neg) -> Separation:
+    """Mean difference, ROC AUC (scikit-learn ``roc_auc_score``) and Cohen's d.
+
+    Positives: sim(q, haystacks with q's needle); negatives: sim(q, same-length haystacks
+    without an answer to q). AUC = P(pos > neg) + 0.5 P(pos == neg); 0.5 chance, 1.0 perfect.
+    """
+    pos = _as_array(pos, "pos (no positive scores: AUC needs both classes)")
+    neg = _as_array(neg, "neg (no negative scores: AUC needs both classes)")
+    labels = np.r_[np.ones(pos.size), np.zeros(neg.size)]
+    auc = float(roc_auc_score(labels, np.r_[pos, neg]))
+    return Separation(float(pos.mean() - neg.mean()), auc, cohens_d(pos, neg), int(pos.size), int(neg.size))
+
+
+class PositionEffects(NamedTuple):
+    """How a score depends on the needle's depth (0 = start, 1 = end)."""
+
+    pearson_r: float
+    spearman_rho: float
+    slope: float
+    intercept: float
+    buckets: pd.DataFrame
+
+
+def position_effects(depth, score, n_buckets: int = 3) -> PositionEffects:
+    """Pearson r, Spearman rho, least-squares ``score = slope * depth + intercept`` (scipy), and
+    per-bucket statistics over ``n_buckets`` equal-width depth bins (3 -> beginning/middle/end).
+
+    ``buckets`` columns: bucket, lo, hi, n, mean, std (std with ddof=1; NaN for n < 2).
+    """
+    depth, score = _paired(depth, score, "depth", "score")
+    if depth.size < 3:
+        raise ValueError("position effects need at least 3 points")
+    if np.ptp(depth) == 0:
+        raise ValueError("all depths are equal: no position effect can be estimated")
+    if n_buckets < 1:
+        raise ValueError("n_buckets must be >= 1")
+    if np.ptp(score) == 0:
+        r = rho = float("nan")
+    else:
+        r, rho = float(stats.pearsonr(depth, score)[0]), float(stats.spearmanr(depth, score)[0])
+    fit = stats.linregress(depth, score)
+    edges = np.linspace(0.0, 1.0, n_buckets + 1)
+    which = np.clip(np.searchsorted(edges, depth, side="right") - 1, 0, n_buckets - 1)
+    names = BUCKET_NAMES_3 if n_buckets == 3 else tuple(f"bucket {i + 1}" for i in range(n_buckets))
+    rows = []
+    for i in range(n_buckets):
+        values = score[which == i]
+        rows.append({
+            "bucket": names[i], "lo": edges[i], "hi": edges[i + 1], "n": int(values.size),
+            "mean": float(values.mean()) if values.size else float("nan"),
+            "std": float(values.std(ddof=1)) if values.size > 1 else float("nan"),
+        })
+    return PositionEffects(r, rho, float(fit.slope), float(fit.intercept), pd.DataFrame(rows))
+
+
+def break_point(lengths, scores, threshold: float = 0.8) -> int | None:
+    """The largest length up to which the score stays >= ``threshold`` (the "working context").
+
+    Lengths are sorted first; None when even the shortest length scores below the threshold.
+    """
+    lengths, scores = _paired(lengths, scores, "lengths", "scores")
+    order = np.argsort(lengths, kind="stable")
+    best = None
+    for length, value in zip(lengths[order], scores[order]):
+        if value < threshold:
+            break
+        best = int(length)
+    return best
+
+
+def recommended_chunk_tokens(break_point_tokens: int | None) -> int | None:
+    """floor(0.8 * break point): a chunk size with a safety margin below the break point."""
+    return None if break_point_tokens is None else int(math.floor(0.8 * break_point_tokens))
+
+
+def bootstrap_ci(
+    values, stat: Callable = np.mean, n_resamples: int = 1000, seed: int = 0, confidence: float = 0.95
+) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of ``stat`` (scipy.stats.bootstrap)."""
+    values = _as_array(values, "values")
+    if values.size == 1 or np.ptp(values) == 0:
+        point = float(stat(values))
+        return point, point
+    result = stats.bootstrap(
+        (values,), stat, n_resamples=n_resamples, confidence_level=confidence,
+        method="percentile", rng=np.random.default_rng(seed),
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)

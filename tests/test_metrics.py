@@ -1,0 +1,127 @@
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from sklearn.metrics import roc_auc_score
+
+from embedeval.metrics import (
+    bootstrap_ci,
+    break_point,
+    cohens_d,
+    comparative_ratio,
+    comparative_ratio_table,
+    normalized_similarity,
+    position_effects,
+    recommended_chunk_tokens,
+    separation,
+)
+
+rng = np.random.default_rng(42)
+
+
+def test_worked_example_from_the_study():
+    assert normalized_similarity([0.2391], [0.3598])[0] == pytest.approx(0.66454, abs=5e-6)
+    np.testing.assert_allclose(normalized_similarity([0.5, 0.1], [1.0, 0.4]), [0.5, 0.25])
+
+
+def test_comparative_ratio_hand_cases_with_ties():
+    assert comparative_ratio([0.9, 0.8, 0.7, 0.6], [0.1, 0.1, 0.1, 0.1]) == 1.0
+    assert comparative_ratio([0.1, 0.2], [0.3, 0.4]) == 0.0
+    # win, loss, tie, tie -> (1 + 0 + 0.5 + 0.5) / 4
+    assert comparative_ratio([0.5, 0.2, 0.3, 0.4], [0.4, 0.3, 0.3, 0.4]) == 0.5
+    assert comparative_ratio([0.5, 0.5, 0.1], [0.5, 0.4, 0.2]) == pytest.approx((0.5 + 1 + 0) / 3)
+
+
+def test_comparative_ratio_table_pairs_with_the_condition_control():
+    table = pd.DataFrame({
+        "embedder": "e", "query_form": "question",
+        "group_id": ["g1", "g1", "g1", "g2", "g2", "g2", "g1", "g1"],
+        "length": [128, 128, 128, 128, 128, 128, 256, 256],
+        "variant": ["onehop", "onehop", "control", "onehop", "onehop", "control", "onehop", "control"],
+        "sim_qh": [0.6, 0.4, 0.5, 0.2, 0.3, 0.3, 0.1, 0.2],
+    })
+    result = comparative_ratio_table(table, by=["length"])
+    assert result.to_dict("records") == [
+        {"length": 128, "ratio": (1 + 0 + 0 + 0.5) / 4, "n": 4},
+        {"length": 256, "ratio": 0.0, "n": 1},
+    ]
+
+
+def test_auc_equals_roc_auc_score_on_random_data():
+    pos, neg = rng.normal(0.3, 0.1, 57), rng.normal(0.25, 0.1, 43)
+    result = separation(pos, neg)
+    expected = roc_auc_score(np.r_[np.ones(57), np.zeros(43)], np.r_[pos, neg])
+    assert result.auc == pytest.approx(expected)
+    # and the rank formula: P(pos > neg)
+    assert result.auc == pytest.approx(np.mean(pos[:, None] > neg[None, :]))
+    assert result.mean_diff == pytest.approx(pos.mean() - neg.mean())
+    assert (result.n_pos, result.n_neg) == (57, 43)
+
+
+def test_cohens_d_by_hand():
+    pos, neg = [2.0, 4.0, 6.0], [1.0, 2.0, 3.0, 4.0]
+    # means 4 and 2.5; sample variances 4 and 5/3; pooled = sqrt((2*4 + 3*5/3) / 5) = sqrt(13/5)
+    assert cohens_d(pos, neg) == pytest.approx(1.5 / math.sqrt(13 / 5))
+    assert separation(pos, neg).cohens_d == pytest.approx(1.5 / math.sqrt(13 / 5))
+
+
+def test_position_effects_match_independent_computations():
+    depth = rng.uniform(0, 1, 80)
+    score = 0.3 - 0.1 * depth + rng.normal(0, 0.05, 80)
+    result = position_effects(depth, score)
+    assert result.pearson_r == pytest.approx(np.corrcoef(depth, score)[0, 1])
+    assert result.spearman_rho == pytest.approx(np.corrcoef(stats.rankdata(depth), stats.rankdata(score))[0, 1])
+    slope, intercept = np.polyfit(depth, score, 1)
+    assert (result.slope, result.intercept) == (pytest.approx(slope), pytest.approx(intercept))
+    buckets = result.buckets
+    assert buckets["bucket"].tolist() == ["beginning", "middle", "end"]
+    assert buckets["n"].sum() == 80
+    end = score[depth >= 2 / 3]
+    assert buckets.iloc[2]["mean"] == pytest.approx(end.mean())
+    assert buckets.iloc[2]["std"] == pytest.approx(end.std(ddof=1))
+
+
+def test_position_buckets_include_both_ends():
+    result = position_effects([0.0, 0.5, 1.0, 1.0], [1.0, 2.0, 3.0, 5.0], n_buckets=2)
+    assert result.buckets["n"].tolist() == [1, 3]
+    assert result.buckets["mean"].tolist() == [1.0, pytest.approx(10 / 3)]
+
+
+def test_break_point_and_chunk_recommendation():
+    assert break_point([128, 256, 512, 1024], [0.95, 0.85, 0.79, 0.9]) == 256  # stops at the first dip
+    assert break_point([512, 128, 256], [0.9, 0.9, 0.9]) == 512  # unsorted input
+    assert break_point([128, 256], [0.7, 0.9]) is None
+    assert break_point([128, 256], [0.7, 0.9], threshold=0.6) == 256
+    assert recommended_chunk_tokens(1024) == 819
+    assert recommended_chunk_tokens(None) is None
+
+
+def test_bootstrap_ci_brackets_the_mean_and_is_reproducible():
+    values = rng.normal(1.0, 0.5, 200)
+    lo, hi = bootstrap_ci(values, seed=3)
+    assert lo < values.mean() < hi
+    # close to the normal-theory interval
+    half = 1.96 * values.std(ddof=1) / math.sqrt(values.size)
+    assert hi - lo == pytest.approx(2 * half, rel=0.2)
+    assert bootstrap_ci(values, seed=3) == (lo, hi)
+    assert bootstrap_ci([0.4]) == (0.4, 0.4)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: normalized_similarity([], []), "sim_qh is empty"),
+    (lambda: normalized_similarity([0.1, 0.2], [0.3]), "different lengths"),
+    (lambda: normalized_similarity([0.1], [0.0]), "sim_qn contains zeros"),
+    (lambda: normalized_similarity([np.nan], [0.3]), "NaN"),
+    (lambda: comparative_ratio([0.1], [np.nan]), "sim_neg contains NaN"),
+    (lambda: separation([0.1, 0.2], []), "AUC needs both classes"),
+    (lambda: separation([], [0.1, 0.2]), "AUC needs both classes"),
+    (lambda: position_effects([0.1, 0.2], [1.0, 2.0]), "at least 3 points"),
+    (lambda: position_effects([0.5, 0.5, 0.5], [1.0, 2.0, 3.0]), "all depths are equal"),
+    (lambda: break_point([128], [0.9, 0.8]), "different lengths"),
+    (lambda: bootstrap_ci([]), "values is empty"),
+])
+def test_bad_input_raises_value_error_saying_what(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
