@@ -215,6 +215,54 @@ def haystacks_show(
     typer.echo(text[:start] + typer.style(f"[[{text[start:end]}]]", fg="yellow", bold=True) + text[end:])
 
 
+@app.command("nolima")
+def nolima(
+    embedder: Annotated[Optional[list[str]], typer.Option("--embedder", "-e", help="Embedder spec or preset; repeat for several [default: st:all-MiniLM-L6-v2].")] = None,
+    needles: NeedlesOpt = None,
+    corpus: CorpusOpt = "shakespeare",
+    lengths: LengthsOpt = DEFAULT_LENGTHS_TEXT,
+    depths: DepthsOpt = 10,
+    variants: VariantsOpt = "onehop,inverted",
+    seed: SeedOpt = 0,
+    out: Annotated[Path, typer.Option("--out", help="Run directory.")] = Path("runs/nolima"),
+    auc_threshold: Annotated[float, typer.Option("--auc-threshold", help="AUC a length must keep for the break point.")] = 0.8,
+    commit_every: Annotated[int, typer.Option("--commit-every", help="Texts per cache commit (what an interruption can lose).")] = 256,
+    cache_dir: CacheDir = None,
+    quiet: Quiet = False,
+) -> None:
+    """Run the NoLiMa needle-in-a-haystack sweep and write tables, figures and report.md."""
+    from embedeval.experiments.nolima import NolimaConfig, run_nolima
+    from embedeval.needles import DEFAULT_NEEDLES
+    from embedeval.report import break_points
+
+    if commit_every < 1:
+        raise InputError("--commit-every must be >= 1")
+    config = NolimaConfig(
+        embedders=embedder or ["st:all-MiniLM-L6-v2"], needles=str(needles or DEFAULT_NEEDLES), corpus=corpus,
+        lengths=int_list(lengths, "--lengths"), depths=depths, variants=split_list(variants), seed=seed,
+        out=str(out), auc_threshold=auc_threshold,
+    )
+    result = run_nolima(config, progress=not quiet, cache_dir=cache_dir, commit_every=commit_every)
+    for name, count in result.newly_embedded.items():
+        typer.echo(f"{name}: {count} texts newly embedded")
+    for row in break_points(result.metrics, auc_threshold).itertuples():
+        if row.query_form == "question":
+            typer.echo(f"{row.embedder} [{row.variant}]: break point {row.break_point} tokens, "
+                       f"recommended chunk {row.recommended_chunk_tokens} tokens")
+    typer.echo(f"wrote {out}/report.md")
+
+
+@app.command("report")
+def report(
+    run_dirs: Annotated[list[Path], typer.Argument(help="One or more run directories.")],
+    out: Annotated[Optional[Path], typer.Option("--out", help="Where to write [default: the run dir, or runs/compare].")] = None,
+) -> None:
+    """Rebuild report.md and figures of a run, or compare several runs on the same figures."""
+    from embedeval.report import compare_runs
+
+    typer.echo(f"wrote {compare_runs(run_dirs, out)}")
+
+
 def main() -> None:
     """Console-script entry point."""
     app()

@@ -8,6 +8,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
@@ -22,6 +25,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        os.chmod(tmp_path, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file normal permissions
         os.replace(tmp_path, target)
     finally:
         tmp_path.unlink(missing_ok=True)

@@ -51,31 +51,41 @@ def comparative_ratio(sim_pos, sim_neg) -> float:
 
     ratio = mean_i( 1[pos_i > neg_i] + 0.5 * 1[pos_i == neg_i] ); 0.5 is chance, 1.0 always found.
     """
-    pos, neg = _paired(sim_pos, sim_neg, "sim_pos", "sim_neg")
-    return float(np.mean((pos > neg) + 0.5 * (pos == neg)))
+    return float(np.mean(win_scores(sim_pos, sim_neg)))
 
 
-def comparative_ratio_table(
+def pair_with_controls(
     table: pd.DataFrame,
-    by: Sequence[str] = ("length", "variant"),
     score: str = "sim_qh",
     condition: Sequence[str] = ("embedder", "query_form", "group_id", "length"),
 ) -> pd.DataFrame:
-    """Comparative ratio per group of ``by``, each needle haystack paired with its control.
+    """The needle rows of ``table`` with their condition's control score in column ``neg``.
 
-    A row's control is the ``variant == "control"`` row with the same ``condition`` columns
-    (those present in ``table``). Returns ``by`` + ``ratio`` + ``n``.
+    A row's control is the ``variant == "control"`` row sharing the ``condition`` columns
+    present in ``table``; needle rows without a control are dropped.
     """
     keys = [c for c in condition if c in table.columns]
     is_control = table["variant"] == "control"
-    controls = table.loc[is_control, keys + [score]].rename(columns={score: "_neg"})
+    controls = table.loc[is_control, keys + [score]].rename(columns={score: "neg"})
     if controls.duplicated(keys).any():
         raise ValueError(f"more than one control per condition {keys}")
     pairs = table.loc[~is_control].merge(controls, on=keys, how="inner", validate="many_to_one")
     if pairs.empty:
         raise ValueError("no needle haystack has a matching control")
+    return pairs
+
+
+def win_scores(pos, neg) -> np.ndarray:
+    """Per pair: 1 if pos > neg, 0.5 on a tie, 0 otherwise (their mean is the comparative ratio)."""
+    pos, neg = _paired(pos, neg, "sim_pos", "sim_neg")
+    return (pos > neg) + 0.5 * (pos == neg)
+
+
+def comparative_ratio_table(table: pd.DataFrame, by: Sequence[str] = ("length", "variant"), score: str = "sim_qh") -> pd.DataFrame:
+    """Comparative ratio per group of ``by`` (see :func:`pair_with_controls`): ``by`` + ratio + n."""
+    pairs = pair_with_controls(table, score)
     rows = [
-        {**dict(zip(by, key if isinstance(key, tuple) else (key,))), "ratio": comparative_ratio(g[score], g["_neg"]), "n": len(g)}
+        {**dict(zip(by, key if isinstance(key, tuple) else (key,))), "ratio": comparative_ratio(g[score], g["neg"]), "n": len(g)}
         for key, g in pairs.groupby(list(by), sort=True)
     ]
     return pd.DataFrame(rows)
@@ -117,6 +127,16 @@ def separation(pos, neg) -> Separation:
     return Separation(float(pos.mean() - neg.mean()), auc, cohens_d(pos, neg), int(pos.size), int(neg.size))
 
 
+def auc_score(pos, neg, axis: int = -1) -> np.ndarray | float:
+    """AUC by the Mann-Whitney formula, mean over pairs of 1[p > n] + 0.5 * 1[p == n].
+
+    Vectorised over leading axes (used for bootstrap resamples); equals ``roc_auc_score``.
+    """
+    pos, neg = np.moveaxis(np.asarray(pos, float), axis, -1), np.moveaxis(np.asarray(neg, float), axis, -1)
+    p, n = pos[..., :, None], neg[..., None, :]
+    return ((p > n) + 0.5 * (p == n)).mean(axis=(-2, -1))
+
+
 class PositionEffects(NamedTuple):
     """How a score depends on the needle's depth (0 = start, 1 = end)."""
 
@@ -145,9 +165,8 @@ def position_effects(depth, score, n_buckets: int = 3) -> PositionEffects:
     else:
         r, rho = float(stats.pearsonr(depth, score)[0]), float(stats.spearmanr(depth, score)[0])
     fit = stats.linregress(depth, score)
-    edges = np.linspace(0.0, 1.0, n_buckets + 1)
-    which = np.clip(np.searchsorted(edges, depth, side="right") - 1, 0, n_buckets - 1)
-    names = BUCKET_NAMES_3 if n_buckets == 3 else tuple(f"bucket {i + 1}" for i in range(n_buckets))
+    edges, names = bucket_edges(n_buckets), bucket_names(n_buckets)
+    which = depth_bucket_index(depth, n_buckets)
     rows = []
     for i in range(n_buckets):
         values = score[which == i]
@@ -157,6 +176,22 @@ def position_effects(depth, score, n_buckets: int = 3) -> PositionEffects:
             "std": float(values.std(ddof=1)) if values.size > 1 else float("nan"),
         })
     return PositionEffects(r, rho, float(fit.slope), float(fit.intercept), pd.DataFrame(rows))
+
+
+def bucket_edges(n_buckets: int) -> np.ndarray:
+    """``n_buckets`` equal-width depth bins over [0, 1]: their ``n_buckets + 1`` edges."""
+    return np.linspace(0.0, 1.0, n_buckets + 1)
+
+
+def bucket_names(n_buckets: int) -> tuple[str, ...]:
+    """beginning/middle/end for 3 buckets, else "bucket 1".."bucket n"."""
+    return BUCKET_NAMES_3 if n_buckets == 3 else tuple(f"bucket {i + 1}" for i in range(n_buckets))
+
+
+def depth_bucket_index(depth, n_buckets: int = 3) -> np.ndarray:
+    """Index of each depth's bin; bins are [lo, hi) except the last, which includes 1.0."""
+    depth = np.asarray(depth, dtype=float)
+    return np.clip(np.searchsorted(bucket_edges(n_buckets), depth, side="right") - 1, 0, n_buckets - 1)
 
 
 def break_point(lengths, scores, threshold: float = 0.8) -> int | None:
@@ -180,15 +215,20 @@ def recommended_chunk_tokens(break_point_tokens: int | None) -> int | None:
 
 
 def bootstrap_ci(
-    values, stat: Callable = np.mean, n_resamples: int = 1000, seed: int = 0, confidence: float = 0.95
+    values, stat: Callable = np.mean, n_resamples: int = 1000, seed: int = 0, confidence: float = 0.95, paired: bool = False
 ) -> tuple[float, float]:
-    """Percentile bootstrap confidence interval of ``stat`` (scipy.stats.bootstrap)."""
-    values = _as_array(values, "values")
-    if values.size == 1 or np.ptp(values) == 0:
-        point = float(stat(values))
+    """Percentile bootstrap confidence interval of ``stat`` (scipy.stats.bootstrap).
+
+    ``values`` is one sample, or a tuple of samples for a multi-sample statistic such as
+    ``auc_score(pos, neg)`` (resampled independently, or together when ``paired``).
+    A statistic with an ``axis`` argument is evaluated vectorised.
+    """
+    samples = tuple(_as_array(v, "values") for v in values) if isinstance(values, tuple) else (_as_array(values, "values"),)
+    if all(s.size == 1 or np.ptp(s) == 0 for s in samples):
+        point = float(stat(*samples))
         return point, point
     result = stats.bootstrap(
-        (values,), stat, n_resamples=n_resamples, confidence_level=confidence,
-        method="percentile", rng=np.random.default_rng(seed),
+        samples, stat, n_resamples=n_resamples, confidence_level=confidence,
+        method="percentile", paired=paired, rng=np.random.default_rng(seed),
     )
     return float(result.confidence_interval.low), float(result.confidence_interval.high)

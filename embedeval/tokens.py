@@ -1,13 +1,16 @@
 """Token counting with a named reference tokenizer (haystack lengths are in its tokens).
 
-Counts exclude special tokens: a haystack of ``length`` tokens is ``length`` content tokens.
+Counts exclude special tokens unless asked: a haystack of ``length`` tokens is ``length``
+content tokens.
 """
 
 from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 DEFAULT_REFERENCE = "st:all-MiniLM-L6-v2"
 
@@ -26,10 +29,10 @@ class TokenCounter:
         self._backend.no_truncation()
         self._backend.no_padding()
 
-    def count(self, texts: Sequence[str]) -> list[int]:
+    def count(self, texts: Sequence[str], special_tokens: bool = False) -> list[int]:
         if not texts:
             return []
-        encoded = self._backend.encode_batch_fast(list(texts), add_special_tokens=False)
+        encoded = self._backend.encode_batch_fast(list(texts), add_special_tokens=special_tokens)
         return [len(e.ids) for e in encoded]
 
     def prefix(self, text: str, n_tokens: int) -> str:
@@ -61,3 +64,29 @@ def load_token_counter(spec: str = DEFAULT_REFERENCE) -> TokenCounter:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     hf_logging.set_verbosity_error()
     return TokenCounter(AutoTokenizer.from_pretrained(resolve_model_path(model)), spec)
+
+
+def count_up_to(count: Callable[[list[str]], list[int]], texts: Sequence[str], cap: int, chars_per_token: int = 5) -> np.ndarray:
+    """Token counts exact up to ``cap``; a text with more tokens gets some count > ``cap``.
+
+    Only a whitespace-aligned prefix of each text is tokenised (about ``cap * chars_per_token``
+    characters, doubled while a prefix still fits under the cap), so deciding "does this fit in
+    the model's window?" costs the window, not the whole 8k-token haystack. Cutting at whitespace
+    keeps the prefix's tokens identical to the text's first tokens.
+    """
+    texts = list(texts)
+    result = np.zeros(len(texts), dtype=np.int64)
+    pending = np.arange(len(texts))
+    size = max(64, (cap + 1) * chars_per_token)
+    while pending.size:
+        prefixes = []
+        for i in pending:
+            text = texts[i]
+            cut = len(text) if len(text) <= size else max(text.rfind(" ", 0, size), 1)
+            prefixes.append(text[:cut])
+        counts = np.asarray(count(prefixes), dtype=np.int64)
+        result[pending] = counts
+        whole = np.array([len(p) == len(texts[i]) for p, i in zip(prefixes, pending)], dtype=bool)
+        pending = pending[(counts <= cap) & ~whole]
+        size *= 2
+    return result

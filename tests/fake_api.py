@@ -1,0 +1,92 @@
+"""A fake embeddings server on 127.0.0.1 speaking the OpenAI-shaped JSON of OpenAI, Voyage and Jina.
+
+Vectors are deterministic (sha256 of the text). Behaviour is scripted per test: a queue of
+status codes to answer before succeeding (e.g. [429, 429] then 200), keys that get 401, models
+that get 404. Every request is recorded (path, model, inputs, body, authorization header).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import json
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+DIM = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "voyage-3-large": 1024, "jina-embeddings-v3": 1024}
+
+
+def fake_vector(text: str, dim: int) -> list[float]:
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+    return np.random.default_rng(seed).normal(size=dim).round(6).tolist()
+
+
+@dataclass
+class Script:
+    fail_with: list[int] = field(default_factory=list)  # statuses to answer first, in order
+    bad_keys: set[str] = field(default_factory=lambda: {"bad-key"})
+    unknown_models: set[str] = field(default_factory=set)
+    requests: list[dict] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class FakeEmbeddingServer:
+    def __init__(self):
+        self.script = Script()
+        script = self.script
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                auth = self.headers.get("Authorization", "")
+                inputs = body.get("input", body.get("texts", []))
+                inputs = [inputs] if isinstance(inputs, str) else inputs
+                with script.lock:
+                    script.requests.append({"path": self.path, "model": body.get("model"), "inputs": inputs,
+                                            "body": body, "auth": auth})
+                    status = script.fail_with.pop(0) if script.fail_with else 200
+                if auth.removeprefix("Bearer ") in script.bad_keys:
+                    status = 401
+                if body.get("model") in script.unknown_models:
+                    status = 404
+                if status != 200:
+                    self._send(status, {"error": {"message": f"scripted {status}", "type": "error"}, "detail": f"scripted {status}"})
+                    return
+                dim = DIM.get(body.get("model"), 8)
+                data = [{"object": "embedding", "index": i, "embedding": fake_vector(t, dim)} for i, t in enumerate(inputs)]
+                tokens = sum(len(t.split()) for t in inputs)
+                self._send(200, {"object": "list", "data": data, "model": body.get("model"),
+                                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+
+            def _send(self, status, payload):
+                raw = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+    @property
+    def requests(self) -> list[dict]:
+        return self.script.requests
+
+    def embedding_requests(self) -> list[dict]:
+        """Requests other than the one-text connection check."""
+        return [r for r in self.requests if r["inputs"] != ["embedeval connection check"]]

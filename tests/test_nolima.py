@@ -1,0 +1,219 @@
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from sklearn.metrics import roc_auc_score
+from typer.testing import CliRunner
+
+from embedeval.cli import app
+from embedeval.experiments import NolimaConfig, run_nolima
+from embedeval.needles import DEFAULT_NEEDLES
+
+LENGTHS = [128, 512, 1024]
+DEPTHS = 3
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def small_needle_file(path, group_ids=("loc-dresden", "diet-vegan", "lang-dutch")):
+    data = json.loads(DEFAULT_NEEDLES.read_text())
+    data["groups"] = [g for g in data["groups"] if g["id"] in group_ids]
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, books_dir):
+    folder = tmp_path_factory.mktemp("nolima")
+    config = NolimaConfig(needles=str(small_needle_file(folder / "needles.json")), corpus=f"dir:{books_dir}",
+                          lengths=LENGTHS, depths=DEPTHS, out=str(folder / "run"), n_bootstrap=200)
+    return run_nolima(config, progress=False, cache_dir=folder / "cache")
+
+
+def test_run_writes_every_output(run):
+    for name in ["config.json", "haystacks.parquet", "similarities.parquet", "metrics.csv", "report.md"]:
+        assert (run.out / name).is_file(), name
+    figures = sorted(p.name for p in (run.out / "figures").glob("*.png"))
+    assert figures == ["auc_vs_length.png", "category_heatmap.png", "comparative_ratio_vs_length.png",
+                       "depth_heatmap.png", "normalized_vs_length.png"]
+    import matplotlib.image
+
+    for png in (run.out / "figures").glob("*.png"):
+        assert png.read_bytes()[:8] == PNG_MAGIC
+        assert matplotlib.image.imread(png).shape[0] > 100
+    config = json.loads((run.out / "config.json").read_text())
+    assert config["tokenizer"] == "st:all-MiniLM-L6-v2" and config["lengths"] == LENGTHS
+    assert {"embedeval", "torch", "sentence-transformers", "numpy"} <= set(config["versions"])
+    report = (run.out / "report.md").read_text()
+    assert "recommended chunk size" in report.lower() and "truncates long haystacks" in report
+
+
+def test_similarity_table_matches_direct_embedding(run, minilm):
+    sims = pd.read_parquet(run.out / "similarities.parquet")
+    haystacks = pd.read_parquet(run.out / "haystacks.parquet")
+    assert len(sims) == len(haystacks) == 3 * len(LENGTHS) * (2 * DEPTHS + 1)
+    needles = {g["id"]: g for g in json.loads(DEFAULT_NEEDLES.read_text())["groups"]}
+    sample = sims.merge(haystacks[["id", "text"]], left_on="haystack_id", right_on="id").iloc[::5]
+    q = minilm.embed([needles[g]["question"] for g in sample["group_id"]], kind="query")
+    h = minilm.embed(sample["text"].tolist())
+    np.testing.assert_allclose(sample["sim_qh"], np.einsum("ij,ij->i", q, h), atol=2e-5)
+    positives = sample[sample["variant"] != "control"]
+    n = minilm.embed([needles[g]["needles"][v] for g, v in zip(positives["group_id"], positives["variant"])])
+    qp = q[(sample["variant"] != "control").to_numpy()]
+    np.testing.assert_allclose(positives["sim_qn"], np.einsum("ij,ij->i", qp, n), atol=2e-5)
+    np.testing.assert_allclose(positives["normalized"], positives["sim_qh"] / positives["sim_qn"])
+    assert sims.loc[sims["variant"] == "control", "normalized"].isna().all()
+
+
+def test_truncation_and_needle_visibility(run, minilm):
+    sims = pd.read_parquet(run.out / "similarities.parquet")
+    haystacks = pd.read_parquet(run.out / "haystacks.parquet").set_index("id")
+    for row in sims.itertuples():
+        text = haystacks.loc[row.haystack_id, "text"]
+        assert row.truncated == (len(minilm.model.tokenizer(text)["input_ids"]) > 256)
+        if row.variant == "control":
+            assert pd.isna(row.needle_visible)
+        else:
+            end = haystacks.loc[row.haystack_id, "needle_end"]
+            assert row.needle_visible == (len(minilm.model.tokenizer(text[:end])["input_ids"]) <= 256)
+    assert not sims.loc[sims["length"] == 128, "truncated"].any()
+    long = sims[(sims["length"] == 1024) & (sims["variant"] != "control")]
+    assert long["needle_visible"].any() and not long["needle_visible"].all()
+
+
+def test_metrics_recomputed_independently_from_similarities(run):
+    sims = pd.read_parquet(run.out / "similarities.parquet")
+    metrics = pd.read_csv(run.out / "metrics.csv")
+    overall = metrics[(metrics["category"] == "all") & (metrics["depth_bucket"] == "all")]
+
+    def value(metric, variant, length):
+        row = overall[(overall["metric"] == metric) & (overall["variant"] == variant) & (overall["length"] == length)]
+        assert len(row) == 1
+        return row.iloc[0]
+
+    for variant in ["onehop", "inverted"]:
+        for length in LENGTHS:
+            pos = sims[(sims["variant"] == variant) & (sims["length"] == length)]
+            neg = sims[(sims["variant"] == "control") & (sims["length"] == length)]
+            assert value("normalized_mean", variant, length)["value"] == pytest.approx((pos["sim_qh"] / pos["sim_qn"]).mean())
+            wins = [1.0 if p > c else 0.5 if p == c else 0.0
+                    for p, c in zip(pos["sim_qh"], pos["group_id"].map(neg.set_index("group_id")["sim_qh"]))]
+            ratio = value("comparative_ratio", variant, length)
+            assert ratio["value"] == pytest.approx(np.mean(wins)) and ratio["n"] == len(pos)
+            assert ratio["ci_lo"] <= ratio["value"] <= ratio["ci_hi"]
+            labels = np.r_[np.ones(len(pos)), np.zeros(len(neg))]
+            auc = value("auc", variant, length)
+            assert auc["value"] == pytest.approx(roc_auc_score(labels, np.r_[pos["sim_qh"], neg["sim_qh"]]))
+            p, c = pos["sim_qh"].to_numpy(), neg["sim_qh"].to_numpy()
+            pooled = np.sqrt(((len(p) - 1) * p.var(ddof=1) + (len(c) - 1) * c.var(ddof=1)) / (len(p) + len(c) - 2))
+            assert value("cohens_d", variant, length)["value"] == pytest.approx((p.mean() - c.mean()) / pooled)
+            assert value("pearson_r", variant, length)["value"] == pytest.approx(stats.pearsonr(pos["depth"], pos["normalized"])[0])
+            assert value("needle_visible_share", variant, length)["value"] == pytest.approx(pos["needle_visible"].mean())
+    by_category = metrics[(metrics["category"] == "location") & (metrics["metric"] == "normalized_mean")
+                          & (metrics["variant"] == "onehop") & (metrics["length"] == 128)]
+    loc = sims[(sims["category"] == "location") & (sims["variant"] == "onehop") & (sims["length"] == 128)]
+    assert by_category["value"].item() == pytest.approx(loc["normalized"].mean())
+
+
+def test_rerun_embeds_nothing_and_gives_identical_tables(run):
+    again = run_nolima(run.config, progress=False, cache_dir=run.out.parent / "cache")
+    assert again.newly_embedded == {"st:all-MiniLM-L6-v2": 0}
+    pd.testing.assert_frame_equal(again.similarities, run.similarities)
+    pd.testing.assert_frame_equal(pd.read_csv(run.out / "metrics.csv"), run.metrics, check_dtype=False)
+
+
+def test_report_command_rebuilds_and_compares(run, tmp_path):
+    (run.out / "report.md").unlink()
+    result = CliRunner().invoke(app, ["report", str(run.out)])
+    assert result.exit_code == 0, result.output
+    assert (run.out / "report.md").is_file()
+    result = CliRunner().invoke(app, ["report", str(run.out), str(run.out), "--out", str(tmp_path / "cmp")])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "cmp" / "report.md").read_text()
+    assert "run/st:all-MiniLM-L6-v2" in text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--variants", "onehop,sideways"], "unknown variant 'sideways'"),
+    (["--lengths", "0,128"], "haystack length 0 is invalid"),
+    (["--embedder", "nope:x"], "unknown embedder 'nope:x'"),
+])
+def test_bad_config_fails_before_any_embedding(tmp_path, isolated_cache, args, message):
+    result = CliRunner().invoke(app, ["nolima", "--out", str(tmp_path / "run"), "-q", *args])
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0]
+    assert not (isolated_cache / "embeddings.sqlite").exists()
+    assert not (tmp_path / "run").exists()
+
+
+def test_invalid_needle_file_fails_before_any_embedding(tmp_path, isolated_cache):
+    data = json.loads(DEFAULT_NEEDLES.read_text())
+    data["groups"][1]["needles"]["onehop"] = "Wenonah has been to Peru."
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    result = CliRunner().invoke(app, ["nolima", "--needles", str(bad), "--out", str(tmp_path / "run"), "-q"])
+    assert result.exit_code == 1
+    assert "group loc-peru: onehop needle shares content words with the question: peru" in result.output
+    assert not (isolated_cache / "embeddings.sqlite").exists()
+
+
+def test_literal_variants_run_side_by_side(tmp_path, books_dir):
+    result = CliRunner().invoke(app, [
+        "nolima", "--needles", str(small_needle_file(tmp_path / "n.json")), "--corpus", f"dir:{books_dir}",
+        "--lengths", "128,256", "--depths", "3", "--variants", "onehop,literal,literal_inverted",
+        "--out", str(tmp_path / "lit"), "-q"])
+    assert result.exit_code == 0, result.output
+    sims = pd.read_parquet(tmp_path / "lit" / "similarities.parquet")
+    assert set(sims["variant"]) == {"onehop", "literal", "literal_inverted", "control"}
+    report = (tmp_path / "lit" / "report.md").read_text()
+    assert "question literal |" in report and "question onehop |" in report
+
+
+def _cache_vectors(path):
+    try:
+        with sqlite3.connect(path, timeout=1) as conn:
+            return conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def test_killed_run_resumes_without_losing_or_repeating_work(tmp_path, books_dir):
+    needles = small_needle_file(tmp_path / "n.json")
+    cache = tmp_path / "cache"
+    args = ["nolima", "--needles", str(needles), "--corpus", f"dir:{books_dir}", "--lengths", "128,256,512,1024",
+            "--depths", "5", "--out", str(tmp_path / "run"), "--commit-every", "4", "--cache-dir", str(cache), "-q"]
+    process = subprocess.Popen([sys.executable, "-c", "from embedeval.cli import main; main()", *args],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 240
+    while _cache_vectors(cache / "embeddings.sqlite") < 12 and process.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    assert process.poll() is None, "run finished before it could be interrupted"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    saved = _cache_vectors(cache / "embeddings.sqlite")
+    assert not (tmp_path / "run" / "similarities.parquet").exists()
+
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    resumed = int(result.output.split("st:all-MiniLM-L6-v2: ")[1].split(" texts newly embedded")[0])
+    haystacks = pd.read_parquet(tmp_path / "run" / "haystacks.parquet")
+    groups = json.loads(needles.read_text())["groups"]
+    unique_docs = set(haystacks["text"]) | {g["needles"][v] for g in groups for v in ("onehop", "inverted")}
+    assert saved + resumed == len(unique_docs) + len(groups)  # nothing embedded twice, nothing lost
+
+    fresh_args = [a if a != str(tmp_path / "run") else str(tmp_path / "fresh") for a in args]
+    fresh_args[fresh_args.index(str(cache))] = str(tmp_path / "fresh-cache")
+    assert CliRunner().invoke(app, fresh_args).exit_code == 0
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "run" / "similarities.parquet"),
+                                  pd.read_parquet(tmp_path / "fresh" / "similarities.parquet"), atol=1e-5)
+    resumed_metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
+    fresh_metrics = pd.read_csv(tmp_path / "fresh" / "metrics.csv")
+    pd.testing.assert_frame_equal(resumed_metrics, fresh_metrics, atol=1e-4)
