@@ -39,6 +39,8 @@ haystacks_app = typer.Typer(no_args_is_help=True, help="Build and inspect haysta
 app.add_typer(cache_app, name="cache")
 app.add_typer(needles_app, name="needles")
 app.add_typer(haystacks_app, name="haystacks")
+similarity_app = typer.Typer(no_args_is_help=True, help="Needle-question / needle-haystack similarity across embedders.")
+app.add_typer(similarity_app, name="similarity")
 
 CacheDir = Annotated[
     Optional[Path],
@@ -51,6 +53,8 @@ LengthsOpt = Annotated[str, typer.Option("--lengths", help="Comma-separated hays
 DepthsOpt = Annotated[int, typer.Option("--depths", help="Needle depths per length, spread from start to end.")]
 VariantsOpt = Annotated[str, typer.Option("--variants", help="Comma-separated: onehop, inverted, literal, literal_inverted.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded).")]
+EmbeddersOpt = Annotated[Optional[list[str]], typer.Option("--embedder", "-e", help="Embedder spec or preset (e.g. context-rot-5); repeat for several [default: st:all-MiniLM-L6-v2].")]
+SkipOpt = Annotated[bool, typer.Option("--skip-unavailable", help="Run the embedders that can run here; list the others.")]
 DEFAULT_LENGTHS_TEXT = "128,256,512,1024,2048,4096,8192"
 
 
@@ -217,7 +221,7 @@ def haystacks_show(
 
 @app.command("nolima")
 def nolima(
-    embedder: Annotated[Optional[list[str]], typer.Option("--embedder", "-e", help="Embedder spec or preset; repeat for several [default: st:all-MiniLM-L6-v2].")] = None,
+    embedder: EmbeddersOpt = None,
     needles: NeedlesOpt = None,
     corpus: CorpusOpt = "shakespeare",
     lengths: LengthsOpt = DEFAULT_LENGTHS_TEXT,
@@ -227,6 +231,7 @@ def nolima(
     out: Annotated[Path, typer.Option("--out", help="Run directory.")] = Path("runs/nolima"),
     auc_threshold: Annotated[float, typer.Option("--auc-threshold", help="AUC a length must keep for the break point.")] = 0.8,
     commit_every: Annotated[int, typer.Option("--commit-every", help="Texts per cache commit (what an interruption can lose).")] = 256,
+    skip_unavailable: SkipOpt = False,
     cache_dir: CacheDir = None,
     quiet: Quiet = False,
 ) -> None:
@@ -240,9 +245,11 @@ def nolima(
     config = NolimaConfig(
         embedders=embedder or ["st:all-MiniLM-L6-v2"], needles=str(needles or DEFAULT_NEEDLES), corpus=corpus,
         lengths=int_list(lengths, "--lengths"), depths=depths, variants=split_list(variants), seed=seed,
-        out=str(out), auc_threshold=auc_threshold,
+        out=str(out), auc_threshold=auc_threshold, skip_unavailable=skip_unavailable,
     )
     result = run_nolima(config, progress=not quiet, cache_dir=cache_dir, commit_every=commit_every)
+    for spec, why in config.skipped:
+        typer.echo(f"skipped {spec} ({why})")
     for name, count in result.newly_embedded.items():
         typer.echo(f"{name}: {count} texts newly embedded")
     for row in break_points(result.metrics, auc_threshold).itertuples():
@@ -261,6 +268,115 @@ def report(
     from embedeval.report import compare_runs
 
     typer.echo(f"wrote {compare_runs(run_dirs, out)}")
+
+
+def _load_embedders(specs: Optional[list[str]], skip_unavailable: bool, cache_dir: Optional[Path], quiet: bool) -> list:
+    """Expand presets, check availability (echoing what is skipped), then load each embedder."""
+    from embedeval.embedders.registry import DEFAULT_EMBEDDER, load_embedder, select_embedders
+
+    usable, skipped = select_embedders(specs or [DEFAULT_EMBEDDER], skip_unavailable)
+    for spec, why in skipped:
+        typer.echo(f"skipped {spec} ({why})")
+    return [load_embedder(spec, cache_dir=cache_dir, progress=not quiet) for spec in usable]
+
+
+def _check_table_out(out: Path) -> None:
+    if out.suffix not in (".csv", ".parquet"):
+        raise InputError(f"output {out} must end in .csv or .parquet")
+
+
+def _write_similarity_table(frame, out: Path) -> None:
+    from embedeval.experiments.nolima import write_table
+
+    write_table(frame, out)
+    typer.echo(f"wrote {len(frame)} rows to {out}")
+
+
+OutTable = Annotated[Path, typer.Option("--out", help="Output .csv or .parquet.")]
+ChunkerOpt = Annotated[str, typer.Option("--chunker", help="sentences:N, sentences:A-B or tokens:N.")]
+
+
+@similarity_app.command("needle-question")
+def similarity_needle_question(
+    out: OutTable,
+    needles: NeedlesOpt = None,
+    embedder: EmbeddersOpt = None,
+    skip_unavailable: SkipOpt = False,
+    cache_dir: CacheDir = None,
+    quiet: Quiet = False,
+) -> None:
+    """Cosine of each question with each of its needles, per embedder, with mean and std across them."""
+    from embedeval.experiments.context_rot import needle_question_similarity
+    from embedeval.needles import DEFAULT_NEEDLES, load_needle_set
+
+    _check_table_out(out)
+    needle_set = load_needle_set(needles or DEFAULT_NEEDLES)
+    models = _load_embedders(embedder, skip_unavailable, cache_dir, quiet)
+    _write_similarity_table(needle_question_similarity(needle_set, models), out)
+
+
+@similarity_app.command("needle-haystack")
+def similarity_needle_haystack(
+    out: OutTable,
+    needles: NeedlesOpt = None,
+    corpus: CorpusOpt = "shakespeare",
+    embedder: EmbeddersOpt = None,
+    chunker: ChunkerOpt = "sentences:1-3",
+    top_k: Annotated[int, typer.Option("--top-k", help="Chunks averaged per needle.")] = 5,
+    index: Annotated[str, typer.Option("--index", help="faiss or chroma.")] = "faiss",
+    seed: SeedOpt = 0,
+    skip_unavailable: SkipOpt = False,
+    cache_dir: CacheDir = None,
+    quiet: Quiet = False,
+) -> None:
+    """Mean cosine of each needle with its top-k corpus chunks, per embedder, with mean and std."""
+    from embedeval.chunking import chunk_corpus, parse_chunker
+    from embedeval.corpus import load_corpus
+    from embedeval.experiments.context_rot import needle_haystack_similarity
+    from embedeval.index import INDEXES
+    from embedeval.needles import DEFAULT_NEEDLES, load_needle_set
+
+    _check_table_out(out)
+    if index not in INDEXES or top_k < 1:
+        raise InputError(f"--index must be one of {', '.join(INDEXES)} and --top-k >= 1")
+    parse_chunker(chunker)
+    needle_set = load_needle_set(needles or DEFAULT_NEEDLES)
+    models = _load_embedders(embedder, skip_unavailable, cache_dir, quiet)
+    chunks = chunk_corpus(load_corpus(corpus), chunker, seed=seed)
+    table = needle_haystack_similarity(needle_set, chunks, models, top=top_k, index=index)
+    _write_similarity_table(table, out)
+
+
+@similarity_app.command("absence")
+def similarity_absence(
+    out: OutTable,
+    needles: NeedlesOpt = None,
+    corpus: CorpusOpt = "shakespeare",
+    embedder: Annotated[str, typer.Option("--embedder", "-e", help="Embedder spec.")] = "st:all-MiniLM-L6-v2",
+    chunker: ChunkerOpt = "sentences:1-3",
+    top_k: Annotated[int, typer.Option("--top-k", help="Chunks listed per question.")] = 10,
+    chroma_path: Annotated[Optional[Path], typer.Option("--chroma-path", help="Keep the chromadb index here [default: temporary].")] = None,
+    seed: SeedOpt = 0,
+    cache_dir: CacheDir = None,
+    quiet: Quiet = False,
+) -> None:
+    """Each question's top-k corpus chunks (chromadb), flagging those that contain its keyword."""
+    from embedeval.chunking import chunk_corpus, parse_chunker
+    from embedeval.corpus import load_corpus
+    from embedeval.embedders.registry import load_embedder
+    from embedeval.experiments.context_rot import answer_absence
+    from embedeval.needles import DEFAULT_NEEDLES, load_needle_set
+
+    _check_table_out(out)
+    parse_chunker(chunker)
+    needle_set = load_needle_set(needles or DEFAULT_NEEDLES)
+    model = load_embedder(embedder, cache_dir=cache_dir, progress=not quiet)
+    chunks = chunk_corpus(load_corpus(corpus), chunker, seed=seed)
+    table = answer_absence(needle_set, chunks, model, top=top_k, path=chroma_path)
+    _write_similarity_table(table, out)
+    flagged = table[table["contains_keyword"] | table["contains_character"]]
+    typer.echo(f"{flagged['group_id'].nunique()} of {len(needle_set.groups)} questions have a top-{top_k} chunk "
+               f"containing their keyword or a character name ({len(flagged)} chunks); review {out}")
 
 
 def main() -> None:

@@ -35,18 +35,33 @@ class TokenCounter:
         encoded = self._backend.encode_batch_fast(list(texts), add_special_tokens=special_tokens)
         return [len(e.ids) for e in encoded]
 
+    def word_windows(self, text: str, n_tokens: int) -> list[str]:
+        """``text`` cut into consecutive pieces of at most ``n_tokens`` tokens, never inside a word
+        (unless one word alone is longer than ``n_tokens``)."""
+        encoding = self._backend.encode(text, add_special_tokens=False)
+        offsets, words = encoding.offsets, encoding.word_ids
+        pieces, start = [], 0
+        while start < len(offsets):
+            end = _back_to_word_start(words, min(start + n_tokens, len(offsets)), floor=start + 1)
+            pieces.append(text[offsets[start][0] : offsets[end - 1][1]])
+            start = end
+        return pieces
+
     def prefix(self, text: str, n_tokens: int) -> str:
         if n_tokens <= 0:
             return ""
-        encoding = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        offsets, words = encoding["offset_mapping"], encoding.word_ids()
-        if len(offsets) <= n_tokens:
+        encoding = self._backend.encode(text, add_special_tokens=False)
+        if len(encoding.ids) <= n_tokens:
             return text
-        # cut before token n_tokens, backing up so no word is split into sub-word pieces
-        cut = n_tokens
-        while cut > 0 and words[cut] is not None and words[cut] == words[cut - 1]:
-            cut -= 1
-        return text[: offsets[cut - 1][1]] if cut > 0 else ""
+        cut = _back_to_word_start(encoding.word_ids, n_tokens, floor=0)
+        return text[: encoding.offsets[cut - 1][1]] if cut > 0 else ""
+
+
+def _back_to_word_start(words: list[int | None], end: int, floor: int) -> int:
+    """Move a cut position ``end`` back (not below ``floor``) until it does not split a word."""
+    while floor < end < len(words) and words[end] is not None and words[end] == words[end - 1]:
+        end -= 1
+    return end
 
 
 def load_token_counter(spec: str = DEFAULT_REFERENCE) -> TokenCounter:

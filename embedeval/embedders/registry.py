@@ -14,7 +14,7 @@ from embedeval.embedders.api import API_EMBEDDERS, APIEmbedder
 from embedeval.embedders.base import Embedder
 from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache
 from embedeval.embedders.local import SentenceTransformerEmbedder, bundled_model_installed
-from embedeval.errors import UnknownEmbedderError
+from embedeval.errors import EmbedderUnavailableError, UnknownEmbedderError
 
 DEFAULT_EMBEDDER = "st:all-MiniLM-L6-v2"
 
@@ -114,15 +114,21 @@ def expand_specs(specs: Iterable[str]) -> list[str]:
     return out
 
 
-def split_available(specs: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
-    """(usable specs, [(skipped spec, why)]) without loading any model."""
+def select_embedders(specs: Iterable[str], skip_unavailable: bool = False) -> tuple[list[str], list[tuple[str, str]]]:
+    """Expand presets and check each spec can run here, without loading any model.
+
+    Returns (usable specs, [(skipped spec, why)]). Unless ``skip_unavailable``, any unusable
+    spec is an :class:`EmbedderUnavailableError` naming all of them.
+    """
     usable, skipped = [], []
-    for spec in specs:
+    for spec in expand_specs(specs):
         ok, why = availability(spec)
-        if ok:
-            usable.append(spec)
-        else:
-            skipped.append((spec, why))
+        (usable if ok else skipped).append(spec if ok else (spec, why))
+    if skipped and not skip_unavailable:
+        listed = "; ".join(f"{spec} ({why})" for spec, why in skipped)
+        raise EmbedderUnavailableError(f"cannot run {listed}; use --skip-unavailable to run the others")
+    if not usable:
+        raise EmbedderUnavailableError("none of the requested embedders can run here")
     return usable, skipped
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from embedeval.embedders.registry import DEFAULT_EMBEDDER, expand_specs, load_embedder
+from embedeval.embedders.registry import DEFAULT_EMBEDDER, load_embedder, select_embedders
 from embedeval.errors import ConfigError
 from embedeval.haystacks import CONTROL, DEFAULT_DEPTHS, DEFAULT_LENGTHS, DEFAULT_VARIANTS, check_build_args
 from embedeval.io import atomic_path, write_text_atomic
@@ -50,6 +50,8 @@ class NolimaConfig:
     tokenizer: str = DEFAULT_REFERENCE
     auc_threshold: float = 0.8
     n_bootstrap: int = 1000
+    skip_unavailable: bool = False
+    skipped: list = field(default_factory=list)  # filled by validate(): [(spec, why)]
 
     def validate(self) -> NeedleSet:
         """Check everything that can be checked without work; returns the loaded needle set."""
@@ -58,9 +60,9 @@ class NolimaConfig:
             raise ConfigError("no variants given")
         if not 0 < self.auc_threshold <= 1:
             raise ConfigError(f"AUC threshold must be in (0, 1], not {self.auc_threshold}")
-        self.embedders = expand_specs(self.embedders)
         if not self.embedders:
             raise ConfigError("no embedders given")
+        self.embedders, self.skipped = select_embedders(self.embedders, self.skip_unavailable)
         return load_needle_set(self.needles)
 
     def haystack_settings(self) -> dict:

@@ -1,0 +1,169 @@
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from embedeval.cli import app
+from embedeval.embedders.api import RetryPolicy
+from embedeval.embedders.base import l2_normalize
+from embedeval.embedders.registry import load_embedder
+from embedeval.errors import APIError, EmbedderUnavailableError, UnknownEmbedderError
+from fake_api import DIM, FakeEmbeddingServer, fake_vector
+
+KEYS = {"OPENAI_API_KEY": "sk-test-SECRET-openai", "VOYAGE_API_KEY": "pa-SECRET-voyage", "JINA_API_KEY": "jina_SECRET_key"}
+SPECS = ["openai:text-embedding-3-small", "openai:text-embedding-3-large", "voyage:voyage-3-large", "jina:jina-embeddings-v3"]
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    with FakeEmbeddingServer() as server:
+        for name, value in KEYS.items():
+            monkeypatch.setenv(name, value)
+        for name in ["OPENAI_BASE_URL", "VOYAGE_BASE_URL", "JINA_BASE_URL"]:
+            monkeypatch.setenv(name, f"{server.url}/v1")
+        monkeypatch.setenv("EMBEDEVAL_RETRY_BASE_DELAY", "0.01")
+        monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "4")
+        yield server
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_vectors_come_back_in_order_and_normalised(fake, spec, tmp_path):
+    model_name = spec.split(":")[1]
+    texts = ["first text", "second text", "a third one"]
+    model = load_embedder(spec, cache_dir=tmp_path)
+    vectors = model.embed(texts, kind="query")
+    expected = l2_normalize(np.array([fake_vector(t, DIM[model_name]) for t in texts]))
+    np.testing.assert_allclose(vectors, expected, atol=1e-6)
+    request = fake.embedding_requests()[-1]
+    assert request["path"] == "/v1/embeddings" and request["model"] == model_name
+    assert request["auth"] == f"Bearer {KEYS[spec.split(':')[0].upper() + '_API_KEY']}"
+    if spec.startswith("jina"):
+        assert request["body"]["task"] == "text-matching" and request["body"]["late_chunking"] is False
+    if spec.startswith("voyage"):
+        assert request["body"]["input_type"] is None and request["body"]["truncation"] is True
+
+
+def test_cached_texts_are_not_sent_again(fake, tmp_path):
+    model = load_embedder("jina:jina-embeddings-v3", cache_dir=tmp_path)
+    model.embed(["alpha", "beta"])
+    model.embed(["beta", "gamma", "alpha"])
+    sent = [t for r in fake.embedding_requests() for t in r["inputs"]]
+    assert sorted(sent) == ["alpha", "beta", "gamma"]
+    again = load_embedder("jina:jina-embeddings-v3", cache_dir=tmp_path)  # a new process would do the same
+    again.embed(["gamma", "alpha"])
+    assert sorted(t for r in fake.embedding_requests() for t in r["inputs"]) == ["alpha", "beta", "gamma"]
+
+
+def test_batches_stay_within_input_and_token_limits(fake, tmp_path):
+    model = load_embedder("openai:text-embedding-3-small", cache=False)
+    texts = [f"short text number {i}" for i in range(2500)]
+    model.embed(texts)
+    sizes = [len(r["inputs"]) for r in fake.embedding_requests()]
+    assert max(sizes) <= 2048 and sum(sizes) == 2500 and len(sizes) == 2
+
+    voyage = load_embedder("voyage:voyage-3-large", cache=False)
+    long_texts = [" ".join(f"w{i}x{j}" for j in range(4000)) for i in range(40)]
+    start = len(fake.requests)
+    voyage.embed(long_texts)
+    counter = voyage.token_counter
+    for request in fake.requests[start:]:
+        assert sum(counter.count(request["inputs"])) <= 120_000
+        assert len(request["inputs"]) <= 1000
+    assert sum(len(r["inputs"]) for r in fake.requests[start:]) == 40
+
+
+def test_over_long_inputs_are_cut_to_the_window(fake):
+    model = load_embedder("openai:text-embedding-3-small", cache=False)
+    text = " ".join(["lorem"] * 9000)
+    model.embed([text])
+    sent = fake.embedding_requests()[-1]["inputs"][0]
+    assert text.startswith(sent) and model.token_counter.count([sent])[0] <= 8191
+    assert model.count_tokens([text])[0] > model.max_tokens  # reported as truncated
+
+
+def test_429_and_5xx_are_retried_then_succeed(fake):
+    model = load_embedder("openai:text-embedding-3-small", cache=False)
+    fake.script.fail_with = [429, 500, 503]
+    vectors = model.embed(["retry me"])
+    assert vectors.shape == (1, 1536)
+    assert [r["inputs"] for r in fake.requests[-4:]] == [["retry me"]] * 4
+
+
+@pytest.mark.parametrize("spec", SPECS[1:])
+def test_a_429_storm_gives_up_after_bounded_attempts(fake, spec):
+    model = load_embedder(spec, cache=False)
+    before = len(fake.requests)
+    fake.script.fail_with = [429] * 10
+    with pytest.raises(APIError, match=r"gave up after 4 attempts .*429"):
+        model.embed(["storm"])
+    assert len(fake.requests) - before == 4
+
+
+def test_backoff_grows_and_is_bounded():
+    import random
+
+    policy = RetryPolicy(max_attempts=8, base_delay=1.0, max_delay=5.0)
+    rng = random.Random(0)
+    delays = [[policy.delay(a, rng) for _ in range(200)] for a in range(6)]
+    assert all(0 <= d <= min(5.0, 2**a) for a, ds in enumerate(delays) for d in ds)
+    assert np.mean(delays[2]) > np.mean(delays[0])
+
+
+@pytest.mark.parametrize("spec, env", [("openai:text-embedding-3-small", "OPENAI_API_KEY"),
+                                       ("voyage:voyage-3-large", "VOYAGE_API_KEY"),
+                                       ("jina:jina-embeddings-v3", "JINA_API_KEY")])
+def test_401_is_one_clear_error_at_load_without_the_key(fake, monkeypatch, spec, env):
+    monkeypatch.setenv(env, "bad-key")
+    with pytest.raises(APIError) as info:
+        load_embedder(spec)
+    assert f"authentication failed (HTTP 401); check {env}" in str(info.value)
+    assert "bad-key" not in str(info.value)
+    assert len(fake.requests) == 1  # not retried
+
+
+def test_missing_key_and_unknown_model_fail_before_any_request(fake, monkeypatch):
+    monkeypatch.delenv("VOYAGE_API_KEY")
+    with pytest.raises(EmbedderUnavailableError, match="needs an API key in the environment variable VOYAGE_API_KEY"):
+        load_embedder("voyage:voyage-3-large")
+    with pytest.raises(UnknownEmbedderError, match="unknown openai model 'text-embedding-9'.*text-embedding-3-small"):
+        load_embedder("openai:text-embedding-9")
+    assert fake.requests == []
+    fake.script.unknown_models = {"jina-embeddings-v3"}
+    with pytest.raises(APIError, match="unknown model or wrong base URL"):
+        load_embedder("jina:jina-embeddings-v3")
+
+
+def test_keys_never_reach_outputs(fake, tmp_path, books_dir, isolated_cache):
+    from test_nolima import small_needle_file
+
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, [
+        "nolima", "-e", "openai:text-embedding-3-small", "-e", "voyage:voyage-3-large",
+        "--needles", str(small_needle_file(tmp_path / "n.json")), "--corpus", f"dir:{books_dir}",
+        "--lengths", "128,256", "--depths", "3", "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    sims = __import__("pandas").read_parquet(out / "similarities.parquet")
+    assert set(sims["embedder"]) == {"openai:text-embedding-3-small", "voyage:voyage-3-large"}
+    blobs = [result.output.encode()] + [p.read_bytes() for p in out.rglob("*") if p.is_file()]
+    blobs += [p.read_bytes() for p in isolated_cache.rglob("*") if p.is_file()]
+    for key in KEYS.values():
+        assert not any(key.encode() in blob for blob in blobs), key
+    assert "SECRET" not in json.dumps(json.loads((out / "config.json").read_text()))
+
+
+def test_skip_unavailable_runs_what_it_can(fake, monkeypatch, tmp_path, books_dir):
+    from test_nolima import small_needle_file
+
+    monkeypatch.delenv("VOYAGE_API_KEY")
+    monkeypatch.delenv("JINA_API_KEY")
+    args = ["nolima", "-e", "context-rot-5", "--needles", str(small_needle_file(tmp_path / "n.json")),
+            "--corpus", f"dir:{books_dir}", "--lengths", "128", "--depths", "3", "--out", str(tmp_path / "run"), "-q"]
+    failed = CliRunner().invoke(app, args)
+    assert failed.exit_code == 1 and "JINA_API_KEY" in failed.output
+    result = CliRunner().invoke(app, [*args, "--skip-unavailable"])
+    assert result.exit_code == 0, result.output
+    assert "skipped jina:jina-embeddings-v3 (JINA_API_KEY is not set)" in result.output
+    assert "skipped voyage:voyage-3-large (VOYAGE_API_KEY is not set)" in result.output
+    sims = __import__("pandas").read_parquet(tmp_path / "run" / "similarities.parquet")
+    assert set(sims["embedder"]) == {"openai:text-embedding-3-small", "openai:text-embedding-3-large", "st:all-MiniLM-L6-v2"}

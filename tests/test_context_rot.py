@@ -1,0 +1,137 @@
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from embedeval.chunking import chunk_corpus, parse_chunker
+from embedeval.cli import app
+from embedeval.corpus import Book, Corpus, load_corpus
+from embedeval.embedders.registry import load_embedder
+from embedeval.errors import ConfigError
+from embedeval.experiments.context_rot import answer_absence, needle_haystack_similarity, needle_question_similarity
+from embedeval.haystacks import split_sentences
+from embedeval.index import top_k
+from embedeval.needles import DEFAULT_NEEDLES, NeedleSet, load_needle_set
+from fake_api import FakeEmbeddingServer
+
+
+@pytest.fixture(scope="module")
+def needle_set():
+    full = load_needle_set(DEFAULT_NEEDLES)
+    return NeedleSet(full.name, full.description, full.groups[:4], full.path)
+
+
+@pytest.fixture(scope="module")
+def small_corpus(books_dir, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("small-corpus")
+    for book in sorted(books_dir.glob("*.txt"))[:3]:
+        (folder / book.name).write_text(book.read_text(encoding="utf-8")[20_000:32_000], encoding="utf-8")
+    return load_corpus(f"dir:{folder}")
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    with FakeEmbeddingServer() as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
+        monkeypatch.setenv("JINA_API_KEY", "jina-test")
+        monkeypatch.setenv("JINA_BASE_URL", f"{server.url}/v1")
+        yield server
+
+
+def test_chunkers_cover_the_text_in_order(small_corpus):
+    chunks = chunk_corpus(small_corpus, "sentences:1-3", seed=1)
+    for book in small_corpus.books:
+        mine = [c.text for c in chunks if c.book == book.id]
+        assert " ".join(mine) == " ".join(split_sentences(book.text))
+        sizes = [len(split_sentences(t)) for t in mine]
+        assert min(sizes) >= 1 and max(sizes) <= 3
+    assert [c.text for c in chunk_corpus(small_corpus, "sentences:1-3", seed=1)] == [c.text for c in chunks]
+    windows = chunk_corpus(small_corpus, "tokens:64")
+    from embedeval.tokens import load_token_counter
+
+    counts = load_token_counter().count([c.text for c in windows])
+    assert max(counts) <= 64 and np.median(counts) >= 60
+
+
+@pytest.mark.parametrize("spec", ["words:3", "sentences:0", "sentences:3-1", "tokens:"])
+def test_bad_chunker_spec(spec):
+    with pytest.raises(ConfigError, match="chunker"):
+        parse_chunker(spec)
+
+
+def test_faiss_and_chroma_agree_with_brute_force():
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(1500, 32)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    queries = vectors[:20] + 0.3 * rng.normal(size=(20, 32)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    brute = queries @ vectors.T
+    expected_ids = np.argsort(-brute, axis=1)[:, :5]
+    for index in ["faiss", "chroma"]:
+        scores, ids = top_k(vectors, queries, 5, index=index)
+        np.testing.assert_array_equal(ids, expected_ids)
+        np.testing.assert_allclose(scores, np.take_along_axis(brute, expected_ids, axis=1), atol=1e-5)
+
+
+def test_needle_question_across_embedders(fake, needle_set, minilm, tmp_path):
+    models = [load_embedder("st:all-MiniLM-L6-v2", cache_dir=tmp_path), load_embedder("openai:text-embedding-3-small", cache_dir=tmp_path),
+              load_embedder("jina:jina-embeddings-v3", cache_dir=tmp_path)]
+    table = needle_question_similarity(needle_set, models)
+    assert len(table) == 4 * 4
+    q = minilm.embed(table["question"].tolist(), kind="query")
+    n = minilm.embed(table["needle"].tolist())
+    np.testing.assert_allclose(table["st:all-MiniLM-L6-v2"], np.sum(q * n, axis=1), atol=1e-5)
+    columns = ["st:all-MiniLM-L6-v2", "openai:text-embedding-3-small", "jina:jina-embeddings-v3"]
+    values = table[columns].to_numpy()
+    np.testing.assert_allclose(table["mean"], values.mean(axis=1))
+    np.testing.assert_allclose(table["std"], values.std(axis=1, ddof=1))
+
+
+def test_needle_haystack_mean_of_top5(needle_set, small_corpus, minilm, tmp_path):
+    chunks = chunk_corpus(small_corpus, "sentences:1-3")
+    model = load_embedder("st:all-MiniLM-L6-v2", cache_dir=tmp_path)
+    by_faiss = needle_haystack_similarity(needle_set, chunks, [model], top=5, index="faiss", variants=["onehop"])
+    by_chroma = needle_haystack_similarity(needle_set, chunks, [model], top=5, index="chroma", variants=["onehop"])
+    np.testing.assert_allclose(by_faiss["mean"], by_chroma["mean"], atol=1e-5)
+    chunk_vectors = minilm.embed([c.text for c in chunks])
+    needle_vectors = minilm.embed(by_faiss["needle"].tolist(), kind="query")
+    expected = np.sort(needle_vectors @ chunk_vectors.T, axis=1)[:, -5:].mean(axis=1)
+    np.testing.assert_allclose(by_faiss["st:all-MiniLM-L6-v2"], expected, atol=1e-5)
+    assert by_faiss["std"].isna().all()  # one embedder: no spread
+
+
+def test_absence_flags_chunks_with_the_keyword(needle_set, small_corpus, tmp_path):
+    planted = Book("planted", "The old bridge in Dresden was rebuilt after the war. Nobody remembered why.")
+    corpus = Corpus("mix", small_corpus.books + (planted,))
+    chunks = chunk_corpus(corpus, "sentences:1")
+    model = load_embedder("st:all-MiniLM-L6-v2", cache_dir=tmp_path)
+    table = answer_absence(needle_set, chunks, model, top=10, path=tmp_path / "chroma")
+    assert len(table) == 4 * 10 and (tmp_path / "chroma").is_dir()
+    dresden = table[table["group_id"] == "loc-dresden"]
+    hit = dresden[dresden["chunk"].str.contains("Dresden")]
+    assert len(hit) == 1 and hit["contains_keyword"].item() and hit["rank"].item() <= 3
+    assert table.groupby("group_id")["similarity"].apply(lambda s: s.is_monotonic_decreasing).all()
+
+
+def test_cli_similarity_commands(fake, tmp_path, small_corpus, books_dir):
+    from test_nolima import small_needle_file
+
+    needles = small_needle_file(tmp_path / "n.json")
+    corpus = small_corpus.source
+    runner = CliRunner()
+    result = runner.invoke(app, ["similarity", "needle-question", "--needles", str(needles), "-e", "st:all-MiniLM-L6-v2",
+                                 "-e", "openai:text-embedding-3-small", "--out", str(tmp_path / "nq.csv"), "-q"])
+    assert result.exit_code == 0, result.output
+    nq = pd.read_csv(tmp_path / "nq.csv")
+    assert {"st:all-MiniLM-L6-v2", "openai:text-embedding-3-small", "mean", "std"} <= set(nq.columns)
+    result = runner.invoke(app, ["similarity", "needle-haystack", "--needles", str(needles), "--corpus", corpus,
+                                 "--index", "chroma", "--top-k", "5", "--out", str(tmp_path / "nh.parquet"), "-q"])
+    assert result.exit_code == 0, result.output
+    assert len(pd.read_parquet(tmp_path / "nh.parquet")) == 3 * 4
+    result = runner.invoke(app, ["similarity", "absence", "--needles", str(needles), "--corpus", corpus,
+                                 "--out", str(tmp_path / "absence.csv"), "-q"])
+    assert result.exit_code == 0, result.output
+    assert "questions have a top-10 chunk" in result.output
+    bad = runner.invoke(app, ["similarity", "needle-haystack", "--index", "annoy", "--out", str(tmp_path / "x.csv")])
+    assert bad.exit_code == 1 and "--index must be one of faiss, chroma" in bad.output
