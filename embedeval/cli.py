@@ -231,6 +231,7 @@ def nolima(
     out: Annotated[Path, typer.Option("--out", help="Run directory.")] = Path("runs/nolima"),
     auc_threshold: Annotated[float, typer.Option("--auc-threshold", help="AUC a length must keep for the break point.")] = 0.8,
     commit_every: Annotated[int, typer.Option("--commit-every", help="Texts per cache commit (what an interruption can lose).")] = 256,
+    expansions: Annotated[Optional[str], typer.Option("--expansions", help="Comma-separated expansion files: adds query forms expanded-N.")] = None,
     skip_unavailable: SkipOpt = False,
     cache_dir: CacheDir = None,
     quiet: Quiet = False,
@@ -246,6 +247,7 @@ def nolima(
         embedders=embedder or ["st:all-MiniLM-L6-v2"], needles=str(needles or DEFAULT_NEEDLES), corpus=corpus,
         lengths=int_list(lengths, "--lengths"), depths=depths, variants=split_list(variants), seed=seed,
         out=str(out), auc_threshold=auc_threshold, skip_unavailable=skip_unavailable,
+        expansions=split_list(expansions or ""),
     )
     result = run_nolima(config, progress=not quiet, cache_dir=cache_dir, commit_every=commit_every)
     for spec, why in config.skipped:
@@ -268,6 +270,29 @@ def report(
     from embedeval.report import compare_runs
 
     typer.echo(f"wrote {compare_runs(run_dirs, out)}")
+
+
+@app.command("expand")
+def expand_command(
+    out: Annotated[Path, typer.Option("--out", help="Expansion file to write (queries/expansions/<set>.json).")],
+    llm: Annotated[str, typer.Option("--llm", help="Chat model name at the endpoint.")],
+    needles: NeedlesOpt = None,
+    sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated numbers of terms.")] = "100,150,250",
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible base URL [default: OPENAI_BASE_URL or OpenAI].")] = None,
+    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (recorded).")] = 0.7,
+    quiet: Quiet = False,
+) -> None:
+    """Ask a chat model for N search terms per question and store them for offline sweeps."""
+    from embedeval.experiments.expansion import ChatLLM, build_expansion_file, write_expansions
+    from embedeval.needles import DEFAULT_NEEDLES, load_needle_set
+
+    size_list = int_list(sizes, "--sizes")
+    if not size_list or min(size_list) < 1:
+        raise InputError("--sizes must be positive whole numbers")
+    needle_set = load_needle_set(needles or DEFAULT_NEEDLES)
+    data = build_expansion_file(needle_set, size_list, ChatLLM(llm, base_url, temperature), progress=not quiet)
+    write_expansions(data, out)
+    typer.echo(f"wrote {len(needle_set.groups)} questions x sizes {', '.join(map(str, size_list))} to {out}")
 
 
 def _load_embedders(specs: Optional[list[str]], skip_unavailable: bool, cache_dir: Optional[Path], quiet: bool) -> list:

@@ -89,6 +89,45 @@ def heatmap_figure(tables: dict[str, pd.DataFrame], title: str, path: Path, cmap
     _save(fig, path)
 
 
+def expansion_figure(metrics: pd.DataFrame, variant: str, path: Path) -> None:
+    """Comparative ratio and AUC vs length, a line per query form (and embedder), chance at 0.5."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), squeeze=False)
+    embedders = metrics["embedder"].unique()
+    for ax, metric, title in zip(axes[0], ("comparative_ratio", "auc"), ("comparative ratio", "ROC AUC")):
+        data = metric_series(metrics, metric)
+        data = data[data["variant"] == variant]
+        for (embedder, form), series in data.groupby(["embedder", "query_form"]):
+            series = series.sort_values("length")
+            label = form if len(embedders) == 1 else f"{embedder} [{form}]"
+            ax.plot(series["length"], series["value"], marker="o", label=label)
+        ax.axhline(0.5, color="grey", linestyle="--", linewidth=1, label="chance")
+        ax.set_xscale("log", base=2)
+        lengths = sorted(data["length"].unique())
+        ax.set_xticks(lengths, [str(length) for length in lengths])
+        ax.minorticks_off()
+        ax.set_title(f"{title} by query form ({variant})")
+        ax.set_xlabel("haystack length (tokens)")
+        ax.grid(alpha=0.3)
+    axes[0][1].legend(fontsize=8)
+    _save(fig, path)
+
+
+def best_query_form(metrics: pd.DataFrame, variant: str) -> pd.DataFrame:
+    """Per embedder and length: the query form with the highest comparative ratio (AUC breaks ties)."""
+    ratio = metric_series(metrics, "comparative_ratio")
+    auc = metric_series(metrics, "auc")[["embedder", "query_form", "variant", "length", "value"]]
+    data = ratio[ratio["variant"] == variant].merge(auc, on=["embedder", "query_form", "variant", "length"], suffixes=("", "_auc"))
+    data = data.sort_values(["embedder", "length", "value", "value_auc"], ascending=[True, True, False, False])
+    best = data.groupby(["embedder", "length"], as_index=False).first()
+    return best.rename(columns={"query_form": "best_query_form", "value": "comparative_ratio", "value_auc": "auc"})[
+        ["embedder", "length", "best_query_form", "comparative_ratio", "auc"]]
+
+
 def _main_variant(metrics: pd.DataFrame) -> str:
     variants = list(metrics["variant"].unique())
     return "onehop" if "onehop" in variants else sorted(variants)[0]
@@ -177,6 +216,13 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, a
               "## Truncation", "", *truncation_lines(metrics), ""]
     for metric, name, ylabel, _ in LINE_FIGURES:
         lines += [f"## {ylabel}", "", f"![{metric}](figures/{name})", "", markdown_table(summary_table(metrics, metric)), ""]
+    if metrics["query_form"].nunique() > 1:
+        expansion_figure(metrics, variant, figures / "query_expansion.png")
+        lines += ["## Query expansion", "",
+                  f"Expanded query = question + N terms. Comparative ratio above 0.5 means the haystack with the needle "
+                  f"wins more often than its needle-free control ({variant} needles).", "",
+                  "![query expansion](figures/query_expansion.png)", "",
+                  markdown_table(best_query_form(metrics, variant)), ""]
     lines += ["## By category and by needle depth", "", "![category](figures/category_heatmap.png)", "",
               "![depth](figures/depth_heatmap.png)", "",
               "Every value in `metrics.csv` carries n and a bootstrap 95% CI.", ""]

@@ -1,4 +1,5 @@
-"""A fake embeddings server on 127.0.0.1 speaking the OpenAI-shaped JSON of OpenAI, Voyage and Jina.
+"""A fake server on 127.0.0.1 speaking the OpenAI-shaped JSON of OpenAI, Voyage and Jina embeddings
+and of OpenAI-compatible chat completions (scripted replies).
 
 Vectors are deterministic (sha256 of the text). Behaviour is scripted per test: a queue of
 status codes to answer before succeeding (e.g. [429, 429] then 200), keys that get 401, models
@@ -28,6 +29,7 @@ class Script:
     fail_with: list[int] = field(default_factory=list)  # statuses to answer first, in order
     bad_keys: set[str] = field(default_factory=lambda: {"bad-key"})
     unknown_models: set[str] = field(default_factory=set)
+    chat_replies: list[str] = field(default_factory=list)  # answers of /chat/completions, in order
     requests: list[dict] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -41,7 +43,7 @@ class FakeEmbeddingServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 auth = self.headers.get("Authorization", "")
-                inputs = body.get("input", body.get("texts", []))
+                inputs = body.get("input", body.get("messages", []))
                 inputs = [inputs] if isinstance(inputs, str) else inputs
                 with script.lock:
                     script.requests.append({"path": self.path, "model": body.get("model"), "inputs": inputs,
@@ -53,6 +55,14 @@ class FakeEmbeddingServer:
                     status = 404
                 if status != 200:
                     self._send(status, {"error": {"message": f"scripted {status}", "type": "error"}, "detail": f"scripted {status}"})
+                    return
+                if self.path.endswith("/chat/completions"):
+                    with script.lock:
+                        content = script.chat_replies.pop(0) if script.chat_replies else "[]"
+                    self._send(200, {"id": "chat-1", "object": "chat.completion", "created": 0, "model": body.get("model"),
+                                     "choices": [{"index": 0, "finish_reason": "stop",
+                                                  "message": {"role": "assistant", "content": content}}],
+                                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
                     return
                 dim = DIM.get(body.get("model"), 8)
                 data = [{"object": "embedding", "index": i, "embedding": fake_vector(t, dim)} for i, t in enumerate(inputs)]

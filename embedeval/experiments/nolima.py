@@ -51,6 +51,7 @@ class NolimaConfig:
     auc_threshold: float = 0.8
     n_bootstrap: int = 1000
     skip_unavailable: bool = False
+    expansions: list[str] = field(default_factory=list)  # expansion files -> query forms expanded-N
     skipped: list = field(default_factory=list)  # filled by validate(): [(spec, why)]
 
     def validate(self) -> NeedleSet:
@@ -112,9 +113,12 @@ def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progres
     return frame
 
 
-def query_forms(needle_set: NeedleSet) -> dict[str, list[str]]:
-    """Query texts per form, one per group in needle-set order."""
-    return {QUESTION: [g.question for g in needle_set.groups]}
+def query_forms(needle_set: NeedleSet, expansion_files: list[str] = ()) -> dict[str, list[str]]:
+    """Query texts per form, one per group in needle-set order: the question, then
+    ``expanded-N`` (question + N terms) for every size of every expansion file."""
+    from embedeval.experiments.expansion import expanded_query_forms
+
+    return {QUESTION: [g.question for g in needle_set.groups], **expanded_query_forms(expansion_files, needle_set)}
 
 
 def similarity_rows(embedder, haystacks: pd.DataFrame, needle_set: NeedleSet, forms: dict[str, list[str]], progress: bool) -> pd.DataFrame:
@@ -178,6 +182,7 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
 
     config = config or NolimaConfig()
     needle_set = config.validate()
+    forms = query_forms(needle_set, config.expansions)
     embedders = [load_embedder(spec, cache_dir=cache_dir, progress=progress) for spec in config.embedders]
     for embedder in embedders:
         embedder.chunk_size = commit_every
@@ -186,7 +191,6 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
     write_text_atomic(out / "config.json", json.dumps({**asdict(config), "versions": package_versions()}, indent=2))
 
     haystacks = load_or_build_haystacks(config, needle_set, progress)
-    forms = query_forms(needle_set)
     similarities = pd.concat(
         [similarity_rows(e, haystacks, needle_set, forms, progress) for e in embedders], ignore_index=True
     )

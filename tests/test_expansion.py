@@ -1,0 +1,165 @@
+import copy
+import json
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from embedeval.cli import app
+from embedeval.errors import APIError, InputError
+from embedeval.experiments.expansion import (
+    ChatLLM,
+    expand_question,
+    expanded_query_forms,
+    load_expansions,
+    parse_terms,
+    validate_expansions,
+)
+from embedeval.needles import DEFAULT_NEEDLES, load_needle_set
+from fake_api import FakeEmbeddingServer
+
+SHIPPED = DEFAULT_NEEDLES.parent / "expansions" / "nolima-onehop.json"
+
+
+@pytest.fixture
+def chat(monkeypatch):
+    with FakeEmbeddingServer() as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-chat-SECRET")
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
+        monkeypatch.setenv("EMBEDEVAL_RETRY_BASE_DELAY", "0.01")
+        monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "3")
+        yield server
+
+
+@pytest.mark.parametrize("answer, expected", [
+    ('["opera", "Saxony", "Elbe"]', ["opera", "Saxony", "Elbe"]),
+    ('Here you go:\n```json\n["opera", "opera", "Elbe"]\n```', ["opera", "Elbe"]),
+    ('{"terms": ["a b", "c"]}', ["a b", "c"]),
+    ("**Places:**\n1. Zwinger\n2) Elbe\n- Saxony\n* Meissen", ["Zwinger", "Elbe", "Saxony", "Meissen"]),
+    ("opera, Elbe,  Saxony ,opera", ["opera", "Elbe", "Saxony"]),
+    ("I cannot help with that.", ["I cannot help with that."]),
+])
+def test_parse_terms(answer, expected):
+    assert parse_terms(answer) == expected
+
+
+def test_well_formed_answer_is_trimmed_to_n(chat):
+    chat.script.chat_replies = [json.dumps([f"term {i}" for i in range(7)])]
+    terms = expand_question("Which character has been to Dresden?", 5, ChatLLM("fake-model"))
+    assert terms == [f"term {i}" for i in range(5)]
+    request = chat.requests[-1]
+    assert request["path"] == "/v1/chat/completions" and request["model"] == "fake-model"
+    assert "exactly 5" in request["body"]["messages"][0]["content"]
+
+
+def test_too_few_terms_asks_again_for_the_rest(chat):
+    chat.script.chat_replies = ['["a", "b"]', '["b", "c", "d"]']
+    assert expand_question("Q?", 4, ChatLLM("m")) == ["a", "b", "c", "d"]
+    follow_up = chat.requests[-1]["body"]["messages"][0]["content"]
+    assert "2 more are needed" in follow_up and "a, b" in follow_up
+
+
+def test_garbage_gives_up_after_bounded_rounds_naming_the_question(chat):
+    chat.script.chat_replies = ["", "", "", ""]
+    with pytest.raises(APIError, match=r"expansion of 'Which character plays chess\?' has 0 usable terms after 3 requests"):
+        expand_question("Which character plays chess?", 10, ChatLLM("m"))
+    assert len(chat.requests) == 3
+
+
+def test_429_then_200(chat):
+    chat.script.fail_with = [429]
+    chat.script.chat_replies = ['["x", "y"]']
+    assert expand_question("Q?", 2, ChatLLM("m")) == ["x", "y"]
+    assert len(chat.requests) == 2
+
+
+def test_cli_expand_writes_a_valid_file_without_the_key(chat, tmp_path):
+    from test_nolima import small_needle_file
+
+    needles = small_needle_file(tmp_path / "n.json")
+    chat.script.chat_replies = [json.dumps([f"w{k}-{i}" for i in range(n)]) for n in (3, 5) for k in range(3)]
+    out = tmp_path / "exp.json"
+    result = CliRunner().invoke(app, ["expand", "--needles", str(needles), "--sizes", "3,5", "--llm", "fake-model",
+                                      "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    data = load_expansions(out, load_needle_set(needles))
+    assert {k: len(next(iter(v.values()))) for k, v in data["sizes"].items()} == {"3": 3, "5": 5}
+    assert data["model"] == "fake-model" and data["temperature"] == 0.7 and "created" in data and "prompt" in data
+    assert "SECRET" not in out.read_text()
+
+
+def test_missing_key_is_one_clear_error(monkeypatch, tmp_path):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    result = CliRunner().invoke(app, ["expand", "--llm", "m", "--out", str(tmp_path / "x.json")])
+    assert result.exit_code == 1 and "needs an API key in OPENAI_API_KEY" in result.output
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_shipped_expansions_have_exact_sizes_and_do_not_leak():
+    needle_set = load_needle_set(DEFAULT_NEEDLES)
+    data = load_expansions(SHIPPED, needle_set)
+    assert sorted(map(int, data["sizes"])) == [100, 150, 250]
+    for size, groups in data["sizes"].items():
+        assert set(groups) == {g.id for g in needle_set.groups}
+        for group in needle_set.groups:
+            terms = groups[group.id]
+            assert len(terms) == int(size) == len({t.lower() for t in terms})
+            text = " ".join(terms).lower()
+            assert all(g.character.lower() not in text for g in needle_set.groups)
+            assert all(needle.lower().rstrip(".") not in text for needle in group.needles.values())
+    assert "hand-written" in data["model"] and "compose_nolima_onehop.py" in data["how"]
+
+
+def test_validation_errors_name_file_and_problem(tmp_path):
+    needle_set = load_needle_set(DEFAULT_NEEDLES)
+    good = json.loads(SHIPPED.read_text())
+    wrong_size = copy.deepcopy(good)
+    wrong_size["sizes"]["100"]["loc-dresden"] = wrong_size["sizes"]["100"]["loc-dresden"][:99]
+    with pytest.raises(InputError, match="group loc-dresden at size 100 has 99 terms, not 100"):
+        validate_expansions(wrong_size, needle_set, "x.json")
+    no_meta = {k: v for k, v in good.items() if k != "model"}
+    with pytest.raises(InputError, match="x.json: missing metadata model"):
+        validate_expansions(no_meta, needle_set, "x.json")
+    leaking = copy.deepcopy(good)
+    leaking["sizes"]["100"]["loc-dresden"][5] = "Yuki"
+    with pytest.raises(InputError, match="leaks the answer in term 'Yuki'"):
+        validate_expansions(leaking, needle_set, "x.json")
+    path = tmp_path / "broken.json"
+    path.write_text("{")
+    with pytest.raises(InputError, match="is not valid JSON"):
+        load_expansions(path)
+
+
+def test_expanded_query_forms():
+    needle_set = load_needle_set(DEFAULT_NEEDLES)
+    forms = expanded_query_forms([str(SHIPPED)], needle_set)
+    assert list(forms) == ["expanded-100", "expanded-150", "expanded-250"]
+    first = forms["expanded-100"][0]
+    assert first.startswith(needle_set.groups[0].question + " ") and len(first.split(", ")) == 1
+
+
+def test_sweep_with_two_expansion_sizes(tmp_path, books_dir):
+    from test_nolima import small_needle_file
+
+    needles = small_needle_file(tmp_path / "n.json")
+    ns = load_needle_set(needles)
+    shipped = json.loads(SHIPPED.read_text())
+    shipped["needle_set"] = ns.name
+    shipped["sizes"] = {s: {g.id: shipped["sizes"][s][g.id] for g in ns.groups} for s in ("100", "150")}
+    expansions = tmp_path / "exp.json"
+    expansions.write_text(json.dumps(shipped))
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["nolima", "--needles", str(needles), "--corpus", f"dir:{books_dir}",
+                                      "--lengths", "128,256", "--depths", "3", "--expansions", str(expansions),
+                                      "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    sims = pd.read_parquet(out / "similarities.parquet")
+    assert sorted(sims["query_form"].unique()) == ["expanded-100", "expanded-150", "question"]
+    per_form = sims.groupby("query_form").size()
+    assert per_form.nunique() == 1  # same haystacks for every form
+    question = sims[sims["query_form"] == "question"].set_index("haystack_id")["sim_qh"]
+    expanded = sims[sims["query_form"] == "expanded-100"].set_index("haystack_id")["sim_qh"]
+    assert not question.equals(expanded)
+    assert (out / "figures" / "query_expansion.png").read_bytes()[:4] == b"\x89PNG"
+    report = (out / "report.md").read_text()
+    assert "## Query expansion" in report and "best_query_form" in report
