@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Optional
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -18,7 +17,7 @@ from embedeval.errors import EmbedevalError, InputError
 
 
 class _UserErrorsAsOneLine(TyperGroup):
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: typer.Context):
         try:
             return super().invoke(ctx)
         except EmbedevalError as exc:
@@ -44,16 +43,16 @@ app.add_typer(similarity_app, name="similarity")
 
 CacheDir = Annotated[
     Optional[Path],
-    typer.Option("--cache-dir", envvar="EMBEDEVAL_CACHE", help="Embedding cache folder [default: user cache dir]."),
+    typer.Option("--cache-dir", envvar="EMBEDEVAL_CACHE", help="Embedding cache folder (default: user cache dir)."),
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
-NeedlesOpt = Annotated[Optional[Path], typer.Option("--needles", help="Needle set JSON [default: queries/nolima-onehop.json].")]
+NeedlesOpt = Annotated[Optional[Path], typer.Option("--needles", help="Needle set JSON (default: queries/nolima-onehop.json).")]
 CorpusOpt = Annotated[str, typer.Option("--corpus", help="shakespeare, gutenberg or dir:PATH.")]
 LengthsOpt = Annotated[str, typer.Option("--lengths", help="Comma-separated haystack lengths in tokens.")]
 DepthsOpt = Annotated[int, typer.Option("--depths", help="Needle depths per length, spread from start to end.")]
 VariantsOpt = Annotated[str, typer.Option("--variants", help="Comma-separated: onehop, inverted, literal, literal_inverted.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded).")]
-EmbeddersOpt = Annotated[Optional[list[str]], typer.Option("--embedder", "-e", help="Embedder spec or preset (e.g. context-rot-5); repeat for several [default: st:all-MiniLM-L6-v2].")]
+EmbeddersOpt = Annotated[Optional[list[str]], typer.Option("--embedder", "-e", help="Embedder spec or preset (e.g. context-rot-5); repeat for several (default: st:all-MiniLM-L6-v2).")]
 SkipOpt = Annotated[bool, typer.Option("--skip-unavailable", help="Run the embedders that can run here; list the others.")]
 DEFAULT_LENGTHS_TEXT = "128,256,512,1024,2048,4096,8192"
 
@@ -264,7 +263,7 @@ def nolima(
 @app.command("report")
 def report(
     run_dirs: Annotated[list[Path], typer.Argument(help="One or more run directories.")],
-    out: Annotated[Optional[Path], typer.Option("--out", help="Where to write [default: the run dir, or runs/compare].")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Where to write (default: the run dir, or runs/compare).")] = None,
 ) -> None:
     """Rebuild report.md and figures of a run, or compare several runs on the same figures."""
     from embedeval.report import compare_runs
@@ -278,7 +277,7 @@ def expand_command(
     llm: Annotated[str, typer.Option("--llm", help="Chat model name at the endpoint.")],
     needles: NeedlesOpt = None,
     sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated numbers of terms.")] = "100,150,250",
-    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible base URL [default: OPENAI_BASE_URL or OpenAI].")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible base URL (default: OPENAI_BASE_URL or OpenAI).")] = None,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (recorded).")] = 0.7,
     quiet: Quiet = False,
 ) -> None:
@@ -380,7 +379,7 @@ def similarity_absence(
     embedder: Annotated[str, typer.Option("--embedder", "-e", help="Embedder spec.")] = "st:all-MiniLM-L6-v2",
     chunker: ChunkerOpt = "sentences:1-3",
     top_k: Annotated[int, typer.Option("--top-k", help="Chunks listed per question.")] = 10,
-    chroma_path: Annotated[Optional[Path], typer.Option("--chroma-path", help="Keep the chromadb index here [default: temporary].")] = None,
+    chroma_path: Annotated[Optional[Path], typer.Option("--chroma-path", help="Keep the chromadb index here (default: temporary).")] = None,
     seed: SeedOpt = 0,
     cache_dir: CacheDir = None,
     quiet: Quiet = False,
