@@ -12,6 +12,7 @@ import hashlib
 import http.server
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +31,9 @@ class Script:
     bad_keys: set[str] = field(default_factory=lambda: {"bad-key"})
     unknown_models: set[str] = field(default_factory=set)
     chat_replies: list[str] = field(default_factory=list)  # answers of /chat/completions, in order
+    delay: float = 0.0  # seconds each request takes
+    in_flight: int = 0
+    max_in_flight: int = 0
     requests: list[dict] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -49,6 +53,16 @@ class FakeEmbeddingServer:
                     script.requests.append({"path": self.path, "model": body.get("model"), "inputs": inputs,
                                             "body": body, "auth": auth})
                     status = script.fail_with.pop(0) if script.fail_with else 200
+                    script.in_flight += 1
+                    script.max_in_flight = max(script.max_in_flight, script.in_flight)
+                try:
+                    time.sleep(script.delay)
+                    self._answer(status, body, auth, inputs)
+                finally:
+                    with script.lock:
+                        script.in_flight -= 1
+
+            def _answer(self, status, body, auth, inputs):
                 if auth.removeprefix("Bearer ") in script.bad_keys:
                     status = 401
                 if body.get("model") in script.unknown_models:

@@ -167,3 +167,13 @@ def test_skip_unavailable_runs_what_it_can(fake, monkeypatch, tmp_path, books_di
     assert "skipped voyage:voyage-3-large (VOYAGE_API_KEY is not set)" in result.output
     sims = __import__("pandas").read_parquet(tmp_path / "run" / "similarities.parquet")
     assert set(sims["embedder"]) == {"openai:text-embedding-3-small", "openai:text-embedding-3-large", "st:all-MiniLM-L6-v2"}
+
+
+def test_requests_run_concurrently_and_results_keep_order(fake):
+    model = load_embedder("jina:jina-embeddings-v3", cache=False)
+    fake.script.delay = 0.2
+    texts = [f"text {i}" for i in range(512 * 4)]  # 4 requests of 512 inputs
+    vectors = model.embed(texts)
+    assert fake.script.max_in_flight >= 2
+    expected = l2_normalize(np.array([fake_vector(t, 1024) for t in texts[::97]]))
+    np.testing.assert_allclose(vectors[::97], expected, atol=1e-6)

@@ -2,7 +2,6 @@
 
 import nbformat
 import pandas as pd
-import pytest
 from nbclient import NotebookClient
 
 from conftest import REPO_ROOT
@@ -11,7 +10,7 @@ NOTEBOOKS = REPO_ROOT / "notebooks"
 GROUPS = ["loc-dresden", "diet-vegan", "lang-dutch"]
 
 
-def run_notebook(name: str, overrides: dict, workdir) -> nbformat.NotebookNode:
+def run_notebook(name: str, overrides: dict) -> nbformat.NotebookNode:
     notebook = nbformat.read(NOTEBOOKS / name, as_version=4)
     index = next(i for i, c in enumerate(notebook.cells) if "parameters" in c.metadata.get("tags", []))
     lines = [f"{key} = {value!r}" for key, value in overrides.items()]
@@ -33,7 +32,7 @@ def test_committed_notebooks_have_no_outputs():
 def test_01_nolima_sweep(tmp_path, books_dir):
     out = tmp_path / "nb1"
     notebook = run_notebook("01_nolima_sweep.ipynb", {"CORPUS": f"dir:{books_dir}", "LENGTHS": [128, 512], "DEPTHS": 3,
-                                                       "GROUPS": GROUPS, "OUT": str(out)}, tmp_path)
+                                                       "GROUPS": GROUPS, "OUT": str(out)})
     assert (out / "report.md").is_file() and (out / "figures" / "depth_heatmap.png").is_file()
     text = "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
     assert "[[" in text and "haystacks" in text  # haystack anatomy printed with its needle
@@ -46,7 +45,7 @@ def test_02_context_rot_similarity(tmp_path, books_dir):
         (corpus / book.name).write_text(book.read_text(encoding="utf-8")[30_000:38_000], encoding="utf-8")
     out = tmp_path / "nb2"
     run_notebook("02_context_rot_similarity.ipynb", {"EMBEDDERS": ["st:all-MiniLM-L6-v2"], "CORPUS": f"dir:{corpus}",
-                                                      "GROUPS": GROUPS, "OUT": str(out)}, tmp_path)
+                                                      "GROUPS": GROUPS, "OUT": str(out)})
     exported = pd.read_csv(out / "similarities_for_llm.csv")
     assert len(exported) == len(GROUPS) * 4
     assert exported["mean_needle_question"].between(-1, 1).all()
@@ -56,7 +55,7 @@ def test_02_context_rot_similarity(tmp_path, books_dir):
 def test_03_query_expansion(tmp_path, books_dir):
     out = tmp_path / "nb3"
     run_notebook("03_query_expansion.ipynb", {"CORPUS": f"dir:{books_dir}", "LENGTHS": [128, 512], "DEPTHS": 3,
-                                               "GROUPS": GROUPS, "OUT": str(out)}, tmp_path)
+                                               "GROUPS": GROUPS, "OUT": str(out)})
     sims = pd.read_parquet(out / "similarities.parquet")
     assert sorted(sims["query_form"].unique()) == ["expanded-100", "expanded-150", "expanded-250", "question"]
     assert (out / "figures" / "query_expansion.png").is_file()
