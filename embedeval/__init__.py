@@ -10,4 +10,16 @@ try:
 except PackageNotFoundError:  # running from a source tree without install
     __version__ = "0.0.0"
 
-__all__ = ["Embedder", "EmbeddingCache", "EmbedevalError", "__version__", "load_embedder"]
+_LAZY = {"run_nolima", "NolimaConfig", "NolimaResult"}
+
+__all__ = ["Embedder", "EmbeddingCache", "EmbedevalError", "NolimaConfig", "NolimaResult", "__version__",
+           "load_embedder", "run_nolima"]
+
+
+def __getattr__(name: str):
+    # The sweep pulls in pandas, scipy and matplotlib: import it only when asked for.
+    if name in _LAZY:
+        from embedeval import experiments
+
+        return getattr(experiments, name)
+    raise AttributeError(f"module 'embedeval' has no attribute {name!r}")

@@ -74,6 +74,7 @@ def heatmap_figure(tables: dict[str, pd.DataFrame], title: str, path: Path, cmap
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib import patheffects
 
     fig, axes = plt.subplots(1, len(tables), figsize=(6 * len(tables), 0.35 * max(len(t) for t in tables.values()) + 2), squeeze=False)
     for ax, (name, table) in zip(axes[0], tables.items()):
@@ -82,7 +83,8 @@ def heatmap_figure(tables: dict[str, pd.DataFrame], title: str, path: Path, cmap
         ax.set_yticks(range(table.shape[0]), [str(i) for i in table.index])
         for (r, c), value in np.ndenumerate(table.to_numpy(float)):
             if np.isfinite(value):
-                ax.text(c, r, f"{value:.2f}", ha="center", va="center", fontsize=7, color="black")
+                ax.text(c, r, f"{value:.2f}", ha="center", va="center", fontsize=7, color="black",
+                        path_effects=[patheffects.withStroke(linewidth=2, foreground="white")])
         ax.set_title(f"{title}\n{name}", fontsize=9)
         ax.set_xlabel("haystack length (tokens)")
         fig.colorbar(image, ax=ax, shrink=0.8)

@@ -129,6 +129,22 @@ def test_rerun_embeds_nothing_and_gives_identical_tables(run):
     pd.testing.assert_frame_equal(pd.read_csv(run.out / "metrics.csv"), run.metrics, check_dtype=False)
 
 
+def test_top_level_api_and_edited_needles_rebuild_haystacks(run, tmp_path):
+    import embedeval
+
+    assert embedeval.run_nolima is run_nolima and embedeval.NolimaConfig is NolimaConfig
+    needles = tmp_path / "needles.json"
+    data = json.loads(open(run.config.needles).read())
+    data["groups"][0]["needles"]["onehop"] = data["groups"][0]["needles"]["onehop"].replace("Actually, ", "Qwzx, ")
+    needles.write_text(json.dumps(data))
+    from embedeval.experiments.nolima import load_or_build_haystacks
+
+    config = NolimaConfig(**{**run.config.__dict__, "needles": str(needles), "skipped": []})
+    rebuilt = load_or_build_haystacks(config, config.validate(), progress=False)
+    assert rebuilt["text"].str.contains("Qwzx, ").any()
+    assert not run.haystacks["text"].str.contains("Qwzx, ").any()
+
+
 def test_report_command_rebuilds_and_compares(run, tmp_path):
     (run.out / "report.md").unlink()
     result = CliRunner().invoke(app, ["report", str(run.out)])

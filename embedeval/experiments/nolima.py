@@ -8,6 +8,7 @@ stopped and a rerun of the same config embeds nothing and yields the same tables
 
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 from dataclasses import asdict, dataclass, field
@@ -67,8 +68,11 @@ class NolimaConfig:
         return load_needle_set(self.needles)
 
     def haystack_settings(self) -> dict:
+        """The settings the haystacks depend on, with a hash of the needle file's content."""
         data = asdict(self)
-        return {k: data[k] for k in HAYSTACK_KEYS}
+        settings = {k: data[k] for k in HAYSTACK_KEYS}
+        settings["needles_sha256"] = hashlib.sha256(Path(self.needles).read_bytes()).hexdigest()
+        return settings
 
 
 @dataclass
