@@ -176,7 +176,8 @@ def haystacks_build(
 ) -> None:
     """Build the deterministic haystack grid and write it as Parquet."""
     from embedeval.corpus import load_corpus
-    from embedeval.haystacks import build_haystacks, check_build_args, write_haystacks
+    from embedeval.haystacks import build_haystacks, check_build_args
+    from embedeval.io import write_table
     from embedeval.needles import DEFAULT_NEEDLES, load_needle_set
 
     if out.suffix != ".parquet":
@@ -188,7 +189,7 @@ def haystacks_build(
         needle_set, load_corpus(corpus), lengths=length_list, depths=depths, variants=variant_list,
         controls=controls, seed=seed, progress=not quiet,
     )
-    write_haystacks(frame, out)
+    write_table(frame, out)
     typer.echo(f"wrote {len(frame)} haystacks to {out}")
 
 
@@ -310,7 +311,7 @@ def _check_table_out(out: Path) -> None:
 
 
 def _write_similarity_table(frame, out: Path) -> None:
-    from embedeval.experiments.nolima import write_table
+    from embedeval.io import write_table
 
     write_table(frame, out)
     typer.echo(f"wrote {len(frame)} rows to {out}")

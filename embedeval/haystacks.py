@@ -217,14 +217,6 @@ def _condition_rows(group, length, filler, variants, targets, controls, needle_t
         if n > length:
             raise CorpusError(f"haystack {row['id']} came out at {n} tokens, over its target {length}")
         row["n_tokens"] = n
-        row["depth"] = None if row["tokens_before"] is None else row.pop("tokens_before") / n
-        row.pop("tokens_before", None)
+        before = row.pop("tokens_before")
+        row["depth"] = None if before is None else before / n
     return rows
-
-
-def write_haystacks(frame: pd.DataFrame, path) -> None:
-    """Write a haystack table to Parquet atomically."""
-    from embedeval.io import atomic_path
-
-    with atomic_path(path) as tmp:
-        frame.to_parquet(tmp, index=False)

@@ -91,8 +91,16 @@ def write_embeddings(path: str | os.PathLike, texts: list[str], vectors) -> None
     elif target.suffix == ".parquet":
         import pandas as pd
 
-        frame = pd.DataFrame({"text": texts, "embedding": [np.asarray(v, dtype=np.float32) for v in vectors]})
-        with atomic_path(target) as tmp:
-            frame.to_parquet(tmp, index=False)
+        write_table(pd.DataFrame({"text": texts, "embedding": [np.asarray(v, dtype=np.float32) for v in vectors]}), target)
     else:
         raise InputError(f"output {target} must end in .npy or .parquet")
+
+
+def write_table(frame, path: str | os.PathLike) -> None:
+    """Write a DataFrame atomically: ``.csv`` as CSV, anything else as Parquet."""
+    target = Path(path)
+    with atomic_path(target) as tmp:
+        if target.suffix == ".csv":
+            frame.to_csv(tmp, index=False)
+        else:
+            frame.to_parquet(tmp, index=False)

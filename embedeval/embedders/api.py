@@ -13,6 +13,7 @@ WordPiece): the providers' own tokenizers are not available offline, so counts, 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import time
@@ -189,7 +190,7 @@ class APIEmbedder:
         raise NotImplementedError
 
 
-def _status_error(status: int | None, message: str, key_env: str) -> Exception:
+def status_error(status: int | None, message: str, key_env: str) -> Exception:
     """Map an HTTP status to a retryable or fatal error with a readable message."""
     if status in (401, 403):
         return FatalAPIError(f"authentication failed (HTTP {status}); check {key_env}", status)
@@ -198,6 +199,19 @@ def _status_error(status: int | None, message: str, key_env: str) -> Exception:
     if status == 404:
         return FatalAPIError(f"not found (HTTP 404): unknown model or wrong base URL ({message})", status)
     return FatalAPIError(f"HTTP {status}: {message}", status)
+
+
+@contextlib.contextmanager
+def openai_errors(key_env: str):
+    """Translate the ``openai`` client's exceptions into retryable or fatal ones."""
+    import openai
+
+    try:
+        yield
+    except openai.APIStatusError as exc:
+        raise status_error(exc.status_code, exc.message, key_env) from None
+    except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+        raise RetryableError(f"{type(exc).__name__}: {exc}") from None
 
 
 class OpenAIEmbedder(APIEmbedder):
@@ -214,17 +228,11 @@ class OpenAIEmbedder(APIEmbedder):
         super().__init__(model, **kwargs)
         import openai
 
-        self._openai = openai
         self._client = openai.OpenAI(api_key=self._key, base_url=self.base_url, max_retries=0, timeout=self.timeout)
 
     def _request(self, texts, kind):
-        openai = self._openai
-        try:
+        with openai_errors(self.key_env):
             response = self._client.embeddings.create(model=self.model, input=texts, encoding_format="float")
-        except openai.APIStatusError as exc:
-            raise _status_error(exc.status_code, exc.message, self.key_env) from None
-        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-            raise RetryableError(f"{type(exc).__name__}: {exc}") from None
         return [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
 
 
@@ -250,7 +258,7 @@ class VoyageEmbedder(APIEmbedder):
         except (error.Timeout, error.APIConnectionError, error.TryAgain) as exc:
             raise RetryableError(f"{type(exc).__name__}: {exc}") from None
         except error.VoyageError as exc:
-            raise _status_error(exc.http_status, str(exc._message or exc), self.key_env) from None
+            raise status_error(exc.http_status, str(exc._message or exc), self.key_env) from None
         return result.embeddings
 
 
@@ -277,7 +285,7 @@ class JinaEmbedder(APIEmbedder):
         except (httpx.TimeoutException, httpx.TransportError) as exc:
             raise RetryableError(f"{type(exc).__name__}: {exc}") from None
         if response.status_code != 200:
-            raise _status_error(response.status_code, response.text[:200], self.key_env)
+            raise status_error(response.status_code, response.text[:200], self.key_env)
         try:
             data = response.json()["data"]
             return [item["embedding"] for item in sorted(data, key=lambda d: d["index"])]

@@ -89,23 +89,16 @@ class ChatLLM:
         if not key:
             raise EmbedderUnavailableError("query expansion needs an API key in OPENAI_API_KEY (any value for a local server)")
         self._key = key
-        self._openai = openai
         self._client = openai.OpenAI(api_key=key, base_url=self.base_url or os.environ.get("OPENAI_BASE_URL") or None, max_retries=0)
         self.policy = retry_policy_from_env()
 
     def complete(self, prompt: str) -> str:
-        from embedeval.embedders.api import RetryableError, _status_error, call_with_retries
-
-        openai = self._openai
+        from embedeval.embedders.api import call_with_retries, openai_errors
 
         def request() -> str:
-            try:
+            with openai_errors("OPENAI_API_KEY"):
                 response = self._client.chat.completions.create(
                     model=self.model, messages=[{"role": "user", "content": prompt}], temperature=self.temperature)
-            except openai.APIStatusError as exc:
-                raise _status_error(exc.status_code, exc.message, "OPENAI_API_KEY") from None
-            except (openai.APITimeoutError, openai.APIConnectionError) as exc:
-                raise RetryableError(f"{type(exc).__name__}: {exc}") from None
             return response.choices[0].message.content or ""
 
         return call_with_retries(request, self.policy, f"chat model {self.model}", lambda m: m.replace(self._key, "***"))

@@ -21,7 +21,7 @@ import pandas as pd
 from embedeval.embedders.registry import DEFAULT_EMBEDDER, load_embedder, select_embedders
 from embedeval.errors import ConfigError
 from embedeval.haystacks import CONTROL, DEFAULT_DEPTHS, DEFAULT_LENGTHS, DEFAULT_VARIANTS, check_build_args
-from embedeval.io import atomic_path, write_text_atomic
+from embedeval.io import write_table, write_text_atomic
 from embedeval.needles import DEFAULT_NEEDLES, NeedleSet, load_needle_set
 from embedeval.tokens import DEFAULT_REFERENCE, count_up_to
 
@@ -100,7 +100,7 @@ def package_versions() -> dict[str, str]:
 def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progress: bool) -> pd.DataFrame:
     """Reuse ``out/haystacks.parquet`` when it was built with the same settings, else build it."""
     from embedeval.corpus import load_corpus
-    from embedeval.haystacks import build_haystacks, write_haystacks
+    from embedeval.haystacks import build_haystacks
     from embedeval.tokens import load_token_counter
 
     out = Path(config.out)
@@ -112,7 +112,7 @@ def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progres
         needle_set, load_corpus(config.corpus), config.lengths, config.depths, config.variants,
         tokenizer=load_token_counter(config.tokenizer), seed=config.seed, progress=progress,
     )
-    write_haystacks(frame, path)
+    write_table(frame, path)
     write_text_atomic(settings_path, json.dumps(settings, indent=2))
     return frame
 
@@ -168,15 +168,6 @@ def similarity_rows(embedder, haystacks: pd.DataFrame, needle_set: NeedleSet, fo
             "needle_visible": visible,
         }))
     return pd.concat(frames, ignore_index=True)[SIMILARITY_COLUMNS]
-
-
-def write_table(frame: pd.DataFrame, path: Path) -> None:
-    """Parquet or CSV by suffix, atomically."""
-    with atomic_path(path) as tmp:
-        if path.suffix == ".csv":
-            frame.to_csv(tmp, index=False)
-        else:
-            frame.to_parquet(tmp, index=False)
 
 
 def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_dir=None, commit_every: int = 256) -> NolimaResult:
