@@ -41,6 +41,17 @@ def _pearson(depth, score, axis=-1):
     return (x * y).sum(axis=axis) / np.sqrt((x * x).sum(axis=axis) * (y * y).sum(axis=axis))
 
 
+def _spearman(depth, score, axis=-1):
+    """Pearson correlation of the ranks (average ranks for ties)."""
+    from scipy.stats import rankdata
+
+    return _pearson(rankdata(depth, axis=axis), rankdata(score, axis=axis), axis=axis)
+
+
+def _intercept(depth, score, axis=-1):
+    return score.mean(axis=axis) - _slope(depth, score, axis=axis) * depth.mean(axis=axis)
+
+
 def _mean_diff(pos, neg, axis=-1):
     return pos.mean(axis=axis) - neg.mean(axis=axis)
 
@@ -82,17 +93,16 @@ def _separation_rows(rows: _Rows, positives: pd.DataFrame, controls: pd.DataFram
     rows.two_sample("mean_diff", _mean_diff, pos, neg)
     if pos.size + neg.size >= 3 and np.isfinite(cohens_d(pos, neg)):
         rows.two_sample("cohens_d", _cohens_d, pos, neg)
-    visible = positives["needle_visible"].astype(float).to_numpy()
-    rows.add("needle_visible_share", visible.mean(), visible.size)
-    rows.add("truncated_share", positives["truncated"].astype(float).mean(), len(positives))
+    rows.mean("needle_visible_share", positives["needle_visible"].astype(float).to_numpy())
+    rows.mean("truncated_share", positives["truncated"].astype(float).to_numpy())
     depth, score = positives["depth"].to_numpy(float), positives["normalized"].to_numpy(float)
     if np.unique(depth).size >= 3 and np.ptp(score) > 0:
         effects = position_effects(depth, score)
         ci = lambda stat: bootstrap_ci((depth, score), stat, rows.n_resamples, rows.seed, paired=True)  # noqa: E731
         rows.add("pearson_r", effects.pearson_r, depth.size, ci(_pearson))
-        rows.add("spearman_rho", effects.spearman_rho, depth.size)
+        rows.add("spearman_rho", effects.spearman_rho, depth.size, ci(_spearman))
         rows.add("slope", effects.slope, depth.size, ci(_slope))
-        rows.add("intercept", effects.intercept, depth.size)
+        rows.add("intercept", effects.intercept, depth.size, ci(_intercept))
 
 
 def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = 1000, seed: int = 0, n_buckets: int = 3) -> pd.DataFrame:

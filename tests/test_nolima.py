@@ -92,6 +92,8 @@ def test_metrics_recomputed_independently_from_similarities(run):
     sims = pd.read_parquet(run.out / "similarities.parquet")
     metrics = pd.read_csv(run.out / "metrics.csv")
     overall = metrics[(metrics["category"] == "all") & (metrics["depth_bucket"] == "all")]
+    assert overall[["ci_lo", "ci_hi"]].notna().all().all()  # every overall value carries a bootstrap CI
+    assert {"spearman_rho", "intercept", "needle_visible_share", "truncated_share"} <= set(overall["metric"])
 
     def value(metric, variant, length):
         row = overall[(overall["metric"] == metric) & (overall["variant"] == variant) & (overall["length"] == length)]
