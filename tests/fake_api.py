@@ -8,6 +8,7 @@ that get 404. Every request is recorded (path, model, inputs, body, authorizatio
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.server
 import json
@@ -114,3 +115,16 @@ class FakeEmbeddingServer:
     def embedding_requests(self) -> list[dict]:
         """Requests other than the one-text connection check."""
         return [r for r in self.requests if r["inputs"] != ["embedeval connection check"]]
+
+
+@contextlib.contextmanager
+def serving(monkeypatch, keys: dict[str, str], max_attempts: int = 4):
+    """Start a :class:`FakeEmbeddingServer` and point each provider at it: ``keys`` maps a provider
+    (``OPENAI``, ``VOYAGE``, ``JINA``) to the API key to set; retries are made fast and bounded."""
+    with FakeEmbeddingServer() as server:
+        for provider, key in keys.items():
+            monkeypatch.setenv(f"{provider}_API_KEY", key)
+            monkeypatch.setenv(f"{provider}_BASE_URL", f"{server.url}/v1")
+        monkeypatch.setenv("EMBEDEVAL_RETRY_BASE_DELAY", "0.01")
+        monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", str(max_attempts))
+        yield server

@@ -9,21 +9,15 @@ from embedeval.embedders.api import RetryPolicy
 from embedeval.embedders.base import l2_normalize
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import APIError, EmbedderUnavailableError, UnknownEmbedderError
-from fake_api import DIM, FakeEmbeddingServer, fake_vector
+from fake_api import DIM, fake_vector, serving
 
-KEYS = {"OPENAI_API_KEY": "sk-test-SECRET-openai", "VOYAGE_API_KEY": "pa-SECRET-voyage", "JINA_API_KEY": "jina_SECRET_key"}
+KEYS = {"OPENAI": "sk-test-SECRET-openai", "VOYAGE": "pa-SECRET-voyage", "JINA": "jina_SECRET_key"}
 SPECS = ["openai:text-embedding-3-small", "openai:text-embedding-3-large", "voyage:voyage-3-large", "jina:jina-embeddings-v3"]
 
 
 @pytest.fixture
 def fake(monkeypatch):
-    with FakeEmbeddingServer() as server:
-        for name, value in KEYS.items():
-            monkeypatch.setenv(name, value)
-        for name in ["OPENAI_BASE_URL", "VOYAGE_BASE_URL", "JINA_BASE_URL"]:
-            monkeypatch.setenv(name, f"{server.url}/v1")
-        monkeypatch.setenv("EMBEDEVAL_RETRY_BASE_DELAY", "0.01")
-        monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "4")
+    with serving(monkeypatch, KEYS) as server:
         yield server
 
 
@@ -37,7 +31,7 @@ def test_vectors_come_back_in_order_and_normalised(fake, spec, tmp_path):
     np.testing.assert_allclose(vectors, expected, atol=1e-6)
     request = fake.embedding_requests()[-1]
     assert request["path"] == "/v1/embeddings" and request["model"] == model_name
-    assert request["auth"] == f"Bearer {KEYS[spec.split(':')[0].upper() + '_API_KEY']}"
+    assert request["auth"] == f"Bearer {KEYS[spec.split(':')[0].upper()]}"
     if spec.startswith("jina"):
         assert request["body"]["task"] == "text-matching" and request["body"]["late_chunking"] is False
     if spec.startswith("voyage"):

@@ -12,7 +12,7 @@ from embedeval.experiments.context_rot import answer_absence, needle_haystack_si
 from embedeval.haystacks import split_sentences
 from embedeval.index import top_k
 from embedeval.needles import DEFAULT_NEEDLES, NeedleSet, load_needle_set
-from fake_api import FakeEmbeddingServer
+from fake_api import serving
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +31,7 @@ def small_corpus(books_dir, tmp_path_factory):
 
 @pytest.fixture
 def fake(monkeypatch):
-    with FakeEmbeddingServer() as server:
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
-        monkeypatch.setenv("JINA_API_KEY", "jina-test")
-        monkeypatch.setenv("JINA_BASE_URL", f"{server.url}/v1")
+    with serving(monkeypatch, {"OPENAI": "sk-test", "JINA": "jina-test"}) as server:
         yield server
 
 

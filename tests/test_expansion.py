@@ -16,18 +16,14 @@ from embedeval.experiments.expansion import (
     validate_expansions,
 )
 from embedeval.needles import DEFAULT_NEEDLES, load_needle_set
-from fake_api import FakeEmbeddingServer
+from fake_api import serving
 
 SHIPPED = DEFAULT_NEEDLES.parent / "expansions" / "nolima-onehop.json"
 
 
 @pytest.fixture
 def chat(monkeypatch):
-    with FakeEmbeddingServer() as server:
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-chat-SECRET")
-        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
-        monkeypatch.setenv("EMBEDEVAL_RETRY_BASE_DELAY", "0.01")
-        monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "3")
+    with serving(monkeypatch, {"OPENAI": "sk-chat-SECRET"}, max_attempts=3) as server:
         yield server
 
 
