@@ -38,6 +38,16 @@ def _save(fig, path: Path) -> None:
     plt.close(fig)
 
 
+def _length_axis(ax, lengths) -> None:
+    """A log2 x axis ticked at the measured haystack lengths, with a grid."""
+    ticks = sorted(set(lengths))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ticks, [str(length) for length in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel("haystack length (tokens)")
+    ax.grid(alpha=0.3)
+
+
 def line_figure(metrics: pd.DataFrame, metric: str, ylabel: str, path: Path, hline: float | None = None) -> None:
     """One panel per variant: ``metric`` vs length, a line (with CI band) per embedder/query form."""
     import matplotlib
@@ -56,13 +66,8 @@ def line_figure(metrics: pd.DataFrame, metric: str, ylabel: str, path: Path, hli
             ax.fill_between(series["length"], series["ci_lo"], series["ci_hi"], alpha=0.15)
         if hline is not None:
             ax.axhline(hline, color="grey", linestyle="--", linewidth=1, label="chance" if hline == 0.5 else None)
-        ax.set_xscale("log", base=2)
-        lengths = sorted(data["length"].unique())
-        ax.set_xticks(lengths, [str(length) for length in lengths])
-        ax.minorticks_off()
         ax.set_title(variant)
-        ax.set_xlabel("haystack length (tokens)")
-        ax.grid(alpha=0.3)
+        _length_axis(ax, data["length"])
     axes[0][0].set_ylabel(ylabel)
     axes[0][-1].legend(fontsize=8)
     _save(fig, path)
@@ -108,13 +113,8 @@ def expansion_figure(metrics: pd.DataFrame, variant: str, path: Path) -> None:
             label = form if len(embedders) == 1 else f"{embedder} [{form}]"
             ax.plot(series["length"], series["value"], marker="o", label=label)
         ax.axhline(0.5, color="grey", linestyle="--", linewidth=1, label="chance")
-        ax.set_xscale("log", base=2)
-        lengths = sorted(data["length"].unique())
-        ax.set_xticks(lengths, [str(length) for length in lengths])
-        ax.minorticks_off()
         ax.set_title(f"{title} by query form ({variant})")
-        ax.set_xlabel("haystack length (tokens)")
-        ax.grid(alpha=0.3)
+        _length_axis(ax, data["length"])
     axes[0][1].legend(fontsize=8)
     _save(fig, path)
 

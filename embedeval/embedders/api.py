@@ -34,10 +34,6 @@ class RetryableError(Exception):
 class FatalAPIError(Exception):
     """A failure that retrying cannot fix (401/403, unknown model, bad request)."""
 
-    def __init__(self, message: str, status: int | None = None):
-        super().__init__(message)
-        self.status = status
-
 
 @dataclass(frozen=True)
 class ModelLimits:
@@ -193,12 +189,12 @@ class APIEmbedder:
 def status_error(status: int | None, message: str, key_env: str) -> Exception:
     """Map an HTTP status to a retryable or fatal error with a readable message."""
     if status in (401, 403):
-        return FatalAPIError(f"authentication failed (HTTP {status}); check {key_env}", status)
+        return FatalAPIError(f"authentication failed (HTTP {status}); check {key_env}")
     if status == 429 or (status is not None and status >= 500) or status is None:
         return RetryableError(f"HTTP {status}: {message}" if status else message)
     if status == 404:
-        return FatalAPIError(f"not found (HTTP 404): unknown model or wrong base URL ({message})", status)
-    return FatalAPIError(f"HTTP {status}: {message}", status)
+        return FatalAPIError(f"not found (HTTP 404): unknown model or wrong base URL ({message})")
+    return FatalAPIError(f"HTTP {status}: {message}")
 
 
 @contextlib.contextmanager

@@ -123,7 +123,10 @@ def select_embedders(specs: Iterable[str], skip_unavailable: bool = False) -> tu
     usable, skipped = [], []
     for spec in expand_specs(specs):
         ok, why = availability(spec)
-        (usable if ok else skipped).append(spec if ok else (spec, why))
+        if ok:
+            usable.append(spec)
+        else:
+            skipped.append((spec, why))
     if skipped and not skip_unavailable:
         listed = "; ".join(f"{spec} ({why})" for spec, why in skipped)
         raise EmbedderUnavailableError(f"cannot run {listed}; use --skip-unavailable to run the others")
@@ -145,10 +148,12 @@ def load_embedder(
     cache_dir: str | os.PathLike | None = None,
     progress: bool = False,
     verify: bool = True,
+    commit_every: int = 256,
 ) -> Embedder:
     """Build the embedder named by ``spec``, wrapped in the embedding cache unless ``cache=False``.
 
     API embedders make one tiny request first (``verify``), so a bad key or model fails here.
+    The cache commits new vectors every ``commit_every`` texts (what an interruption can lose).
 
     >>> model = load_embedder("st:all-MiniLM-L6-v2")      # doctest: +SKIP
     >>> model.embed(["a question"], kind="query").shape   # doctest: +SKIP
@@ -161,4 +166,4 @@ def load_embedder(
     if cache is False:
         return embedder
     store = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache_dir)
-    return CachedEmbedder(embedder, store, progress=progress)
+    return CachedEmbedder(embedder, store, chunk_size=commit_every, progress=progress)

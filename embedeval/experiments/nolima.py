@@ -178,9 +178,8 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
     config = config or NolimaConfig()
     needle_set = config.validate()
     forms = query_forms(needle_set, config.expansions)
-    embedders = [load_embedder(spec, cache_dir=cache_dir, progress=progress) for spec in config.embedders]
-    for embedder in embedders:
-        embedder.chunk_size = commit_every
+    embedders = [load_embedder(spec, cache_dir=cache_dir, progress=progress, commit_every=commit_every)
+                 for spec in config.embedders]
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / "config.json", json.dumps({**asdict(config), "versions": package_versions()}, indent=2))
