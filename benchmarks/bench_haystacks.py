@@ -15,7 +15,8 @@ from pathlib import Path
 
 from embedeval.corpus import load_corpus
 from embedeval.haystacks import SentencePool, build_haystacks
-from embedeval.needles import DEFAULT_NEEDLES, load_needle_set
+from embedeval.defaults import DEFAULT_NEEDLES
+from embedeval.needles import load_needle_set
 from embedeval.tokens import load_token_counter
 
 BOOKS = Path(__file__).resolve().parent.parent.parent / "shared" / "haystacks" / "gutenberg"
@@ -27,7 +28,7 @@ def main(books: Path = BOOKS) -> None:
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
     corpus = load_corpus(f"dir:{books}")
-    pool = SentencePool.from_corpus(corpus, tokenizer, exclude=needle_set.characters)
+    pool = SentencePool.from_corpus(corpus, tokenizer, banned=needle_set.character_pattern())
     prepared = time.perf_counter()
     frame = build_haystacks(needle_set, corpus, tokenizer=tokenizer, pool=pool)
     done = time.perf_counter()

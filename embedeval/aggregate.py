@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy.stats import rankdata
 
+from embedeval.defaults import DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
+from embedeval.labels import ALL, CONTROL
 from embedeval.metrics import (
     auc_score,
     bootstrap_ci,
@@ -25,7 +28,6 @@ from embedeval.metrics import (
 
 CELL = ["embedder", "query_form", "variant", "length"]
 METRIC_COLUMNS = CELL + ["category", "depth_bucket", "metric", "value", "n", "ci_lo", "ci_hi"]
-ALL = "all"
 
 
 def _slope(depth, score, axis=-1):
@@ -43,8 +45,6 @@ def _pearson(depth, score, axis=-1):
 
 def _spearman(depth, score, axis=-1):
     """Pearson correlation of the ranks (average ranks for ties)."""
-    from scipy.stats import rankdata
-
     return _pearson(rankdata(depth, axis=axis), rankdata(score, axis=axis), axis=axis)
 
 
@@ -105,12 +105,12 @@ def _separation_rows(rows: _Rows, positives: pd.DataFrame, controls: pd.DataFram
         rows.add("intercept", effects.intercept, depth.size, ci(_intercept))
 
 
-def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = 1000, seed: int = 0, n_buckets: int = 3) -> pd.DataFrame:
+def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED, n_buckets: int = 3) -> pd.DataFrame:
     """Long metrics table (columns :data:`METRIC_COLUMNS`) from a similarity table."""
     pairs = pair_with_controls(similarities)
     pairs["win"] = win_scores(pairs["sim_qh"], pairs["neg"])
     pairs["depth_bucket"] = np.asarray(bucket_names(n_buckets))[depth_bucket_index(pairs["depth"].to_numpy(float), n_buckets)]
-    controls = similarities[similarities["variant"] == "control"]
+    controls = similarities[similarities["variant"] == CONTROL]
     control_cells = {key: g for key, g in controls.groupby(["embedder", "query_form", "length"])}
     out: list[dict] = []
     for key, cell in pairs.groupby(CELL, sort=True):

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from embedeval.corpus import Corpus
+from embedeval.defaults import DEFAULT_CHUNKER, DEFAULT_SEED
 from embedeval.errors import ConfigError
-from embedeval.haystacks import split_sentences
-from embedeval.tokens import TokenCounter
+from embedeval.text import split_sentences
+from embedeval.tokens import TokenCounter, load_token_counter
 
 _SPEC = re.compile(r"^(sentences):(\d+)(?:-(\d+))?$|^(tokens):(\d+)$")
 
@@ -41,7 +42,7 @@ def parse_chunker(spec: str) -> tuple[str, int, int]:
     return match.group(1) or match.group(4), low, high
 
 
-def chunk_corpus(corpus: Corpus, spec: str = "sentences:1-3", seed: int = 0, tokenizer: TokenCounter | None = None) -> list[Chunk]:
+def chunk_corpus(corpus: Corpus, spec: str = DEFAULT_CHUNKER, seed: int = DEFAULT_SEED, tokenizer: TokenCounter | None = None) -> list[Chunk]:
     """Every book cut into consecutive chunks (nothing skipped, nothing overlapping)."""
     kind, low, high = parse_chunker(spec)
     rng = np.random.default_rng(seed)
@@ -56,8 +57,6 @@ def chunk_corpus(corpus: Corpus, spec: str = "sentences:1-3", seed: int = 0, tok
                 start += size
         else:
             if tokenizer is None:
-                from embedeval.tokens import load_token_counter
-
                 tokenizer = load_token_counter()
             for piece in tokenizer.word_windows(" ".join(book.text.split()), low):
                 chunks.append(Chunk(f"{book.id}:{len(chunks)}", book.id, piece))

@@ -13,7 +13,12 @@ import typer
 from typer.core import TyperGroup
 
 from embedeval import __version__
+from embedeval.defaults import (
+    DEFAULT_AUC_THRESHOLD, DEFAULT_CHUNKER, DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER,
+    DEFAULT_LENGTHS, DEFAULT_NEEDLES, DEFAULT_SEED, DEFAULT_VARIANTS,
+)
 from embedeval.errors import EmbedevalError, InputError
+from embedeval.labels import QUESTION
 
 
 class _UserErrorsAsOneLine(TyperGroup):
@@ -46,15 +51,19 @@ CacheDir = Annotated[
     typer.Option("--cache-dir", envvar="EMBEDEVAL_CACHE", help="Embedding cache folder (default: user cache dir)."),
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
-NeedlesOpt = Annotated[Optional[Path], typer.Option("--needles", help="Needle set JSON (default: queries/nolima-onehop.json).")]
+NeedlesOpt = Annotated[Optional[Path], typer.Option("--needles", help="Needle set JSON (default: the shipped queries/nolima-onehop.json).")]
 CorpusOpt = Annotated[str, typer.Option("--corpus", help="shakespeare, gutenberg or dir:PATH.")]
 LengthsOpt = Annotated[str, typer.Option("--lengths", help="Comma-separated haystack lengths in tokens.")]
 DepthsOpt = Annotated[int, typer.Option("--depths", help="Needle depths per length, spread from start to end.")]
 VariantsOpt = Annotated[str, typer.Option("--variants", help="Comma-separated: onehop, inverted, literal, literal_inverted.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded).")]
-EmbeddersOpt = Annotated[Optional[list[str]], typer.Option("--embedder", "-e", help="Embedder spec or preset (e.g. context-rot-5); repeat for several (default: st:all-MiniLM-L6-v2).")]
+EmbeddersOpt = Annotated[Optional[list[str]], typer.Option("--embedder", "-e", help=f"Embedder spec or preset (e.g. context-rot-5); repeat for several (default: {DEFAULT_EMBEDDER}).")]
+EmbedderOpt = Annotated[str, typer.Option("--embedder", "-e", help="Embedder spec.")]
 SkipOpt = Annotated[bool, typer.Option("--skip-unavailable", help="Run the embedders that can run here; list the others.")]
-DEFAULT_LENGTHS_TEXT = "128,256,512,1024,2048,4096,8192"
+OutTable = Annotated[Path, typer.Option("--out", help="Output .csv or .parquet.")]
+ChunkerOpt = Annotated[str, typer.Option("--chunker", help="sentences:N, sentences:A-B or tokens:N.")]
+DEFAULT_LENGTHS_TEXT = ",".join(map(str, DEFAULT_LENGTHS))
+DEFAULT_VARIANTS_TEXT = ",".join(DEFAULT_VARIANTS)
 
 
 def split_list(value: str) -> list[str]:
@@ -101,7 +110,7 @@ def list_embedders() -> None:
 def embed(
     input: Annotated[Path, typer.Option("--input", "-i", help="One text per line, or .jsonl with a \"text\" field.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output .npy or .parquet.")],
-    embedder: Annotated[str, typer.Option("--embedder", "-e", help="Embedder spec.")] = "st:all-MiniLM-L6-v2",
+    embedder: EmbedderOpt = DEFAULT_EMBEDDER,
     kind: Annotated[str, typer.Option(help="query or document.")] = "document",
     cache_dir: CacheDir = None,
     quiet: Quiet = False,
@@ -117,7 +126,7 @@ def embed(
     vectors = model.embed(texts, kind=kind)
     write_embeddings(out, texts, vectors)
     if not quiet:
-        typer.echo(f"wrote {len(texts)} x {vectors.shape[1]} vectors to {out} ({model.texts_embedded} newly embedded)")
+        typer.echo(f"wrote {len(texts)} x {vectors.shape[1]} vectors to {out} ({model.stats.embedded} newly embedded)")
 
 
 @cache_app.command("info")
@@ -166,11 +175,11 @@ def needles_check(file: Annotated[Path, typer.Argument(help="Needle set JSON.")]
 def haystacks_build(
     out: Annotated[Path, typer.Option("--out", help="Output .parquet (e.g. runs/NAME/haystacks.parquet).")],
     needles: NeedlesOpt = None,
-    corpus: CorpusOpt = "shakespeare",
+    corpus: CorpusOpt = DEFAULT_CORPUS,
     lengths: LengthsOpt = DEFAULT_LENGTHS_TEXT,
-    depths: DepthsOpt = 10,
-    variants: VariantsOpt = "onehop,inverted",
-    seed: SeedOpt = 0,
+    depths: DepthsOpt = DEFAULT_DEPTHS,
+    variants: VariantsOpt = DEFAULT_VARIANTS_TEXT,
+    seed: SeedOpt = DEFAULT_SEED,
     controls: Annotated[bool, typer.Option("--controls/--no-controls", help="One needle-free control per condition.")] = True,
     quiet: Quiet = False,
 ) -> None:
@@ -178,7 +187,7 @@ def haystacks_build(
     from embedeval.corpus import load_corpus
     from embedeval.haystacks import build_haystacks, check_build_args
     from embedeval.io import write_table
-    from embedeval.needles import DEFAULT_NEEDLES, load_needle_set
+    from embedeval.needles import load_needle_set
 
     if out.suffix != ".parquet":
         raise InputError(f"output {out} must end in .parquet")
@@ -223,14 +232,15 @@ def haystacks_show(
 def nolima(
     embedder: EmbeddersOpt = None,
     needles: NeedlesOpt = None,
-    corpus: CorpusOpt = "shakespeare",
+    corpus: CorpusOpt = DEFAULT_CORPUS,
     lengths: LengthsOpt = DEFAULT_LENGTHS_TEXT,
-    depths: DepthsOpt = 10,
-    variants: VariantsOpt = "onehop,inverted",
-    seed: SeedOpt = 0,
+    depths: DepthsOpt = DEFAULT_DEPTHS,
+    variants: VariantsOpt = DEFAULT_VARIANTS_TEXT,
+    seed: SeedOpt = DEFAULT_SEED,
     out: Annotated[Path, typer.Option("--out", help="Run directory.")] = Path("runs/nolima"),
-    auc_threshold: Annotated[float, typer.Option("--auc-threshold", help="AUC a length must keep for the break point.")] = 0.8,
-    commit_every: Annotated[int, typer.Option("--commit-every", help="Texts per cache commit (what an interruption can lose).")] = 256,
+    auc_threshold: Annotated[float, typer.Option("--auc-threshold", help="AUC a length must keep for the break point.")] = DEFAULT_AUC_THRESHOLD,
+    commit_every: Annotated[int, typer.Option("--commit-every", help="Texts per cache commit (what an interruption can lose).")] = DEFAULT_COMMIT_EVERY,
+    groups: Annotated[Optional[str], typer.Option("--groups", help="Comma-separated group ids to run (default: every group).")] = None,
     expansions: Annotated[Optional[str], typer.Option("--expansions", help="Comma-separated expansion files: adds query forms expanded-N.")] = None,
     skip_unavailable: SkipOpt = False,
     cache_dir: CacheDir = None,
@@ -238,13 +248,12 @@ def nolima(
 ) -> None:
     """Run the NoLiMa needle-in-a-haystack sweep and write tables, figures and report.md."""
     from embedeval.experiments.nolima import NolimaConfig, run_nolima
-    from embedeval.needles import DEFAULT_NEEDLES
     from embedeval.report import break_points
 
     if commit_every < 1:
         raise InputError("--commit-every must be >= 1")
     config = NolimaConfig(
-        embedders=embedder or ["st:all-MiniLM-L6-v2"], needles=str(needles or DEFAULT_NEEDLES), corpus=corpus,
+        embedders=embedder or [DEFAULT_EMBEDDER], needles=str(needles or DEFAULT_NEEDLES), groups=split_list(groups) if groups else None, corpus=corpus,
         lengths=int_list(lengths, "--lengths"), depths=depths, variants=split_list(variants), seed=seed,
         out=str(out), auc_threshold=auc_threshold, skip_unavailable=skip_unavailable,
         expansions=split_list(expansions or ""),
@@ -255,7 +264,7 @@ def nolima(
     for name, count in result.newly_embedded.items():
         typer.echo(f"{name}: {count} texts newly embedded")
     for row in break_points(result.metrics, auc_threshold).itertuples():
-        if row.query_form == "question":
+        if row.query_form == QUESTION:
             typer.echo(f"{row.embedder} [{row.variant}]: break point {row.break_point} tokens, "
                        f"recommended chunk {row.recommended_chunk_tokens} tokens")
     typer.echo(f"wrote {out}/report.md")
@@ -284,7 +293,7 @@ def expand_command(
 ) -> None:
     """Ask a chat model for N search terms per question and store them for offline sweeps."""
     from embedeval.experiments.expansion import ChatLLM, build_expansion_file, write_expansions
-    from embedeval.needles import DEFAULT_NEEDLES, load_needle_set
+    from embedeval.needles import load_needle_set
 
     size_list = int_list(sizes, "--sizes")
     if not size_list or min(size_list) < 1:
@@ -297,7 +306,7 @@ def expand_command(
 
 def _load_embedders(specs: Optional[list[str]], skip_unavailable: bool, cache_dir: Optional[Path], quiet: bool) -> list:
     """Expand presets, check availability (echoing what is skipped), then load each embedder."""
-    from embedeval.embedders.registry import DEFAULT_EMBEDDER, load_embedder, select_embedders
+    from embedeval.embedders.registry import load_embedder, select_embedders
 
     usable, skipped = select_embedders(specs or [DEFAULT_EMBEDDER], skip_unavailable)
     for spec, why in skipped:
@@ -317,10 +326,6 @@ def _write_similarity_table(frame, out: Path) -> None:
     typer.echo(f"wrote {len(frame)} rows to {out}")
 
 
-OutTable = Annotated[Path, typer.Option("--out", help="Output .csv or .parquet.")]
-ChunkerOpt = Annotated[str, typer.Option("--chunker", help="sentences:N, sentences:A-B or tokens:N.")]
-
-
 @similarity_app.command("needle-question")
 def similarity_needle_question(
     out: OutTable,
@@ -332,7 +337,7 @@ def similarity_needle_question(
 ) -> None:
     """Cosine of each question with each of its needles, per embedder, with mean and std across them."""
     from embedeval.experiments.context_rot import needle_question_similarity
-    from embedeval.needles import DEFAULT_NEEDLES, load_needle_set
+    from embedeval.needles import load_needle_set
 
     _check_table_out(out)
     needle_set = load_needle_set(needles or DEFAULT_NEEDLES)
@@ -344,12 +349,12 @@ def similarity_needle_question(
 def similarity_needle_haystack(
     out: OutTable,
     needles: NeedlesOpt = None,
-    corpus: CorpusOpt = "shakespeare",
+    corpus: CorpusOpt = DEFAULT_CORPUS,
     embedder: EmbeddersOpt = None,
-    chunker: ChunkerOpt = "sentences:1-3",
+    chunker: ChunkerOpt = DEFAULT_CHUNKER,
     top_k: Annotated[int, typer.Option("--top-k", help="Chunks averaged per needle.")] = 5,
     index: Annotated[str, typer.Option("--index", help="faiss or chroma.")] = "faiss",
-    seed: SeedOpt = 0,
+    seed: SeedOpt = DEFAULT_SEED,
     skip_unavailable: SkipOpt = False,
     cache_dir: CacheDir = None,
     quiet: Quiet = False,
@@ -359,7 +364,7 @@ def similarity_needle_haystack(
     from embedeval.corpus import load_corpus
     from embedeval.experiments.context_rot import needle_haystack_similarity
     from embedeval.index import INDEXES
-    from embedeval.needles import DEFAULT_NEEDLES, load_needle_set
+    from embedeval.needles import load_needle_set
 
     _check_table_out(out)
     if index not in INDEXES or top_k < 1:
@@ -376,12 +381,12 @@ def similarity_needle_haystack(
 def similarity_absence(
     out: OutTable,
     needles: NeedlesOpt = None,
-    corpus: CorpusOpt = "shakespeare",
-    embedder: Annotated[str, typer.Option("--embedder", "-e", help="Embedder spec.")] = "st:all-MiniLM-L6-v2",
-    chunker: ChunkerOpt = "sentences:1-3",
+    corpus: CorpusOpt = DEFAULT_CORPUS,
+    embedder: EmbedderOpt = DEFAULT_EMBEDDER,
+    chunker: ChunkerOpt = DEFAULT_CHUNKER,
     top_k: Annotated[int, typer.Option("--top-k", help="Chunks listed per question.")] = 10,
     chroma_path: Annotated[Optional[Path], typer.Option("--chroma-path", help="Keep the chromadb index here (default: temporary).")] = None,
-    seed: SeedOpt = 0,
+    seed: SeedOpt = DEFAULT_SEED,
     cache_dir: CacheDir = None,
     quiet: Quiet = False,
 ) -> None:
@@ -390,7 +395,7 @@ def similarity_absence(
     from embedeval.corpus import load_corpus
     from embedeval.embedders.registry import load_embedder
     from embedeval.experiments.context_rot import answer_absence
-    from embedeval.needles import DEFAULT_NEEDLES, load_needle_set
+    from embedeval.needles import load_needle_set
 
     _check_table_out(out)
     parse_chunker(chunker)

@@ -10,13 +10,16 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 import tarfile
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
+import tomllib
 
 from embedeval.errors import CorpusError
 from embedeval.io import write_text_atomic
@@ -145,10 +148,6 @@ def read_gutenberg_manifest(path: Path = GUTENBERG_MANIFEST) -> list[dict]:
 
 def gutenberg_books(manifest: Path = GUTENBERG_MANIFEST, cache_dir: str | Path | None = None) -> list[Book]:
     """The manifest's books, each downloaded once (``{base}/cache/epub/N/pgN.txt``) and cached."""
-    import os
-
-    import httpx
-
     folder = corpora_cache(cache_dir, "gutenberg")
     base = os.environ.get(GUTENBERG_URL_ENV, GUTENBERG_DEFAULT_URL).rstrip("/")
     books = []

@@ -22,13 +22,12 @@ from tqdm.auto import tqdm
 
 from embedeval.corpus import Corpus
 from embedeval.errors import ConfigError, CorpusError
+from embedeval.defaults import DEFAULT_DEPTHS, DEFAULT_LENGTHS, DEFAULT_SEED, DEFAULT_VARIANTS
+from embedeval.labels import CONTROL
 from embedeval.needles import NEEDLE_VARIANTS, NeedleSet
-from embedeval.tokens import TokenCounter
+from embedeval.text import split_sentences
+from embedeval.tokens import TokenCounter, load_token_counter
 
-DEFAULT_LENGTHS: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096, 8192)
-DEFAULT_DEPTHS = 10
-DEFAULT_VARIANTS: tuple[str, ...] = ("onehop", "inverted")
-CONTROL = "control"
 MAX_SNIPPET_TOKENS = 250  # snippets are strictly shorter
 MIN_SNIPPET_TOKENS = 40
 MIN_BOOKS = 10
@@ -36,15 +35,6 @@ HAYSTACK_COLUMNS = [
     "id", "group_id", "category", "variant", "length", "n_tokens", "depth", "target_depth",
     "text", "needle_start", "needle_end", "sources", "seed",
 ]
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"'’”)\]])\s+|\n\s*\n")
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of ``text`` (split after . ! ? and at blank lines), whitespace collapsed."""
-    sentences = (" ".join(part.split()) for part in _SENTENCE_END.split(text))
-    return [s for s in sentences if s]
-
 
 @dataclass
 class SentencePool:
@@ -55,9 +45,9 @@ class SentencePool:
     tokens: list[np.ndarray]
 
     @classmethod
-    def from_corpus(cls, corpus: Corpus, tokenizer: TokenCounter, exclude: Sequence[str] = ()) -> SentencePool:
-        """Split and tokenise every book once; drop sentences of >= 250 tokens or naming ``exclude``."""
-        banned = re.compile(r"\b(" + "|".join(map(re.escape, exclude)) + r")\b", re.I) if exclude else None
+    def from_corpus(cls, corpus: Corpus, tokenizer: TokenCounter, banned: re.Pattern | None = None) -> SentencePool:
+        """Split and tokenise every book once; drop sentences of >= 250 tokens or matching ``banned``
+        (the needle set's :meth:`~embedeval.needles.NeedleSet.character_pattern`)."""
         book_ids, sentences, tokens = [], [], []
         for book in corpus.books:
             candidates = [s for s in split_sentences(book.text) if not (banned and banned.search(s))]
@@ -160,7 +150,7 @@ def build_haystacks(
     variants: Sequence[str] = DEFAULT_VARIANTS,
     controls: bool = True,
     tokenizer: TokenCounter | None = None,
-    seed: int = 0,
+    seed: int = DEFAULT_SEED,
     min_books: int = MIN_BOOKS,
     progress: bool = False,
     pool: SentencePool | None = None,
@@ -169,13 +159,11 @@ def build_haystacks(
 
     Same inputs and seed -> identical rows. ``depth`` is the needle's token offset / n_tokens.
     """
-    from embedeval.tokens import load_token_counter
-
     check_build_args(lengths, depths, variants)
     tokenizer = tokenizer or load_token_counter()
     if len(corpus.books) < min_books:
         raise CorpusError(f"corpus {corpus.source} has {len(corpus.books)} books; haystacks draw from at least {min_books}")
-    pool = pool or SentencePool.from_corpus(corpus, tokenizer, exclude=needle_set.characters)
+    pool = pool or SentencePool.from_corpus(corpus, tokenizer, banned=needle_set.character_pattern())
     need = max(lengths) + MAX_SNIPPET_TOKENS
     if pool.total_tokens < need:
         raise CorpusError(

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from embedeval.errors import InputError
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -43,10 +49,6 @@ def read_texts(path: str | os.PathLike) -> list[str]:
     Raises :class:`~embedeval.errors.InputError` naming the file and line for a missing file,
     undecodable bytes, malformed JSON, an empty text, or a file with no texts at all.
     """
-    import json
-
-    from embedeval.errors import InputError
-
     source = Path(path)
     try:
         raw = source.read_text(encoding="utf-8")
@@ -79,18 +81,12 @@ def read_texts(path: str | os.PathLike) -> list[str]:
 
 def write_embeddings(path: str | os.PathLike, texts: list[str], vectors) -> None:
     """Write vectors atomically: ``.npy`` (the array) or ``.parquet`` (text, embedding columns)."""
-    import numpy as np
-
-    from embedeval.errors import InputError
-
     target = Path(path)
     if target.suffix == ".npy":
         with atomic_path(target) as tmp:
             with open(tmp, "wb") as handle:
                 np.save(handle, np.asarray(vectors, dtype=np.float32))
     elif target.suffix == ".parquet":
-        import pandas as pd
-
         write_table(pd.DataFrame({"text": texts, "embedding": [np.asarray(v, dtype=np.float32) for v in vectors]}), target)
     else:
         raise InputError(f"output {target} must end in .npy or .parquet")

@@ -15,6 +15,9 @@ import pandas as pd
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
+from embedeval.defaults import CHUNK_FACTOR, DEFAULT_AUC_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
+from embedeval.labels import CONTROL
+
 BUCKET_NAMES_3 = ("beginning", "middle", "end")
 
 
@@ -61,11 +64,11 @@ def pair_with_controls(
 ) -> pd.DataFrame:
     """The needle rows of ``table`` with their condition's control score in column ``neg``.
 
-    A row's control is the ``variant == "control"`` row sharing the ``condition`` columns
+    A row's control is the ``variant == CONTROL`` row sharing the ``condition`` columns
     present in ``table``; needle rows without a control are dropped.
     """
     keys = [c for c in condition if c in table.columns]
-    is_control = table["variant"] == "control"
+    is_control = table["variant"] == CONTROL
     controls = table.loc[is_control, keys + [score]].rename(columns={score: "neg"})
     if controls.duplicated(keys).any():
         raise ValueError(f"more than one control per condition {keys}")
@@ -194,7 +197,7 @@ def depth_bucket_index(depth, n_buckets: int = 3) -> np.ndarray:
     return np.clip(np.searchsorted(bucket_edges(n_buckets), depth, side="right") - 1, 0, n_buckets - 1)
 
 
-def break_point(lengths, scores, threshold: float = 0.8) -> int | None:
+def break_point(lengths, scores, threshold: float = DEFAULT_AUC_THRESHOLD) -> int | None:
     """The largest length up to which the score stays >= ``threshold`` (the "working context").
 
     Lengths are sorted first; None when even the shortest length scores below the threshold.
@@ -210,12 +213,13 @@ def break_point(lengths, scores, threshold: float = 0.8) -> int | None:
 
 
 def recommended_chunk_tokens(break_point_tokens: int | None) -> int | None:
-    """floor(0.8 * break point): a chunk size with a safety margin below the break point."""
-    return None if break_point_tokens is None else int(math.floor(0.8 * break_point_tokens))
+    """floor(CHUNK_FACTOR * break point), CHUNK_FACTOR = 0.8: a chunk size with a safety margin
+    below the break point."""
+    return None if break_point_tokens is None else int(math.floor(CHUNK_FACTOR * break_point_tokens))
 
 
 def bootstrap_ci(
-    values, stat: Callable = np.mean, n_resamples: int = 1000, seed: int = 0, confidence: float = 0.95, paired: bool = False
+    values, stat: Callable = np.mean, n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED, confidence: float = 0.95, paired: bool = False
 ) -> tuple[float, float]:
     """Percentile bootstrap confidence interval of ``stat`` (scipy.stats.bootstrap).
 

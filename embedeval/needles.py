@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
@@ -25,8 +25,6 @@ NEEDLE_VARIANTS: tuple[str, ...] = ("onehop", "inverted", "literal", "literal_in
 #: Variants whose needle must share no content word with the question.
 NO_OVERLAP_VARIANTS: tuple[str, ...] = ("onehop", "inverted")
 GROUP_FIELDS: tuple[str, ...] = ("id", "category", "question", "character", "keyword", "needles")
-#: The needle set shipped with embedeval (queries/ beside the package).
-DEFAULT_NEEDLES = Path(__file__).resolve().parent.parent / "queries" / "nolima-onehop.json"
 _WORD = re.compile(r"[a-z0-9]+")
 _SUFFIXES = (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("ly", ""), ("es", ""), ("s", ""))
 
@@ -61,6 +59,18 @@ class NeedleSet:
     @property
     def characters(self) -> list[str]:
         return [g.character for g in self.groups]
+
+    def character_pattern(self) -> re.Pattern:
+        """A case-insensitive regex matching any character name of the set as a whole word."""
+        return re.compile(r"\b(" + "|".join(map(re.escape, self.characters)) + r")\b", re.I)
+
+    def subset(self, group_ids) -> NeedleSet:
+        """The same set restricted to ``group_ids`` (in the set's order); unknown ids are a KeyError."""
+        wanted = set(group_ids)
+        unknown = wanted - {g.id for g in self.groups}
+        if unknown:
+            raise KeyError(f"no group {sorted(unknown)[0]!r} in needle set {self.name!r}")
+        return replace(self, groups=tuple(g for g in self.groups if g.id in wanted))
 
 
 def stem(word: str) -> str:

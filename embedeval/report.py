@@ -13,12 +13,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from embedeval.aggregate import ALL, metric_series
+from embedeval.aggregate import metric_series
 from embedeval.errors import InputError
 from embedeval.io import atomic_path, write_text_atomic
+from embedeval.labels import ALL, QUESTION
+from embedeval.defaults import CHUNK_FACTOR, DEFAULT_AUC_THRESHOLD
 from embedeval.metrics import break_point, recommended_chunk_tokens
 
-QUESTION = "question"
 LINE_FIGURES = (
     ("normalized_mean", "normalized_vs_length.png", "normalized similarity  sim(q,h) / sim(q,needle)", None),
     ("comparative_ratio", "comparative_ratio_vs_length.png", "comparative ratio (0.5 = chance)", 0.5),
@@ -149,7 +150,7 @@ def depth_tables(similarities: pd.DataFrame, variant: str) -> dict[str, pd.DataF
     return {e: g.pivot_table(index="depth_label", columns="length", values="normalized") for e, g in data.groupby("embedder")}
 
 
-def break_points(metrics: pd.DataFrame, threshold: float = 0.8) -> pd.DataFrame:
+def break_points(metrics: pd.DataFrame, threshold: float = DEFAULT_AUC_THRESHOLD) -> pd.DataFrame:
     """Per embedder, query form and variant: the AUC break point and the recommended chunk size."""
     rows = []
     for (embedder, form, variant), series in metric_series(metrics, "auc").groupby(["embedder", "query_form", "variant"]):
@@ -194,7 +195,7 @@ def summary_table(metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
     return data.pivot_table(index="length", columns="series", values="value").reset_index()
 
 
-def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, auc_threshold: float = 0.8, title: str = "NoLiMa sweep") -> Path:
+def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, auc_threshold: float = DEFAULT_AUC_THRESHOLD, title: str = "NoLiMa sweep") -> Path:
     """Write ``report.md`` and ``figures/`` into ``out``; returns the report path."""
     out = Path(out)
     figures = out / "figures"
@@ -214,7 +215,7 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, a
                   f"token counts by `{config['tokenizer']}`.", ""]
     lines += [f"## Break point and recommended chunk size (AUC >= {auc_threshold})", "",
               "The break point is the largest length up to which the AUC stays at or above the threshold; "
-              "the recommended chunk size is 0.8 x break point.", "", markdown_table(bps), "",
+              f"the recommended chunk size is {CHUNK_FACTOR} x break point.", "", markdown_table(bps), "",
               "## Truncation", "", *truncation_lines(metrics), ""]
     for metric, name, ylabel, _ in LINE_FIGURES:
         lines += [f"## {ylabel}", "", f"![{metric}](figures/{name})", "", markdown_table(summary_table(metrics, metric)), ""]
@@ -249,7 +250,7 @@ def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
     loaded = [load_run(Path(d)) for d in run_dirs]
     if len(loaded) == 1:
         metrics, sims, config = loaded[0]
-        return write_report(Path(out or run_dirs[0]), metrics, sims, config.get("auc_threshold", 0.8))
+        return write_report(Path(out or run_dirs[0]), metrics, sims, config.get("auc_threshold", DEFAULT_AUC_THRESHOLD))
     all_embedders = [e for m, _, _ in loaded for e in m["embedder"].unique()]
     relabel = len(all_embedders) != len(set(all_embedders))
     metrics_frames, sim_frames = [], []
@@ -261,5 +262,5 @@ def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
         sim_frames.append(sims)
     target = Path(out or "runs/compare")
     target.mkdir(parents=True, exist_ok=True)
-    return write_report(target, pd.concat(metrics_frames), pd.concat(sim_frames), loaded[0][2].get("auc_threshold", 0.8),
+    return write_report(target, pd.concat(metrics_frames), pd.concat(sim_frames), loaded[0][2].get("auc_threshold", DEFAULT_AUC_THRESHOLD),
                         title="NoLiMa sweep: " + " vs ".join(Path(d).name for d in run_dirs))

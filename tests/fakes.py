@@ -10,10 +10,12 @@ from embedeval.embedders.base import check_texts, l2_normalize
 
 
 class CountingEmbedder:
-    """Unit vectors derived from sha256(kind, text); records every text it is asked to embed."""
+    """Unit vectors derived from sha256(kind, text); records every text it is asked to embed.
+    Implements the whole :class:`~embedeval.embedders.base.Embedder` protocol."""
 
-    def __init__(self, name: str = "fake:counting", dim: int = 8, fail_on_call: bool = False):
+    def __init__(self, name: str = "fake:counting", dim: int = 8, fail_on_call: bool = False, fingerprint: str = "v1"):
         self.name = name
+        self.fingerprint = fingerprint
         self.dim = dim
         self.max_tokens = 512
         self.fail_on_call = fail_on_call
@@ -33,3 +35,6 @@ class CountingEmbedder:
 
     def count_tokens(self, texts):
         return [len(t.split()) + 2 for t in texts]
+
+    def check(self):
+        pass

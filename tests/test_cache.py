@@ -5,6 +5,7 @@ import textwrap
 import numpy as np
 import pytest
 
+from embedeval.embedders.base import Embedder, EmbedStats
 from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache, cache_key, clear_cache
 from embedeval.errors import CacheError
 from fakes import CountingEmbedder
@@ -37,15 +38,59 @@ def test_kind_and_spec_are_part_of_the_key(tmp_path):
     cached.embed(["same"], kind="query")
     cached.embed(["same"], kind="document")
     assert len(fake.calls) == 2
-    assert cache_key("a", "query", "t") != cache_key("b", "query", "t")
+    assert cache_key("a", "fp", "query", "t") != cache_key("b", "fp", "query", "t")
     other = CachedEmbedder(CountingEmbedder(name="fake:other"), EmbeddingCache(tmp_path))
     other.embed(["same"], kind="query")
     assert len(other.inner.calls) == 1
 
 
+def test_a_changed_fingerprint_never_gets_stale_vectors(tmp_path):
+    fake = CountingEmbedder()
+    cached = CachedEmbedder(fake, EmbeddingCache(tmp_path))
+    cached.embed(["same"])
+    fake.fingerprint = "v2"  # e.g. a longer max_seq_length or edited weights
+    cached.embed(["same"])
+    cached.embed(["same"])
+    assert fake.calls == [["same"], ["same"]]
+    assert cache_key("s", "v1", "query", "t") != cache_key("s", "v2", "query", "t")
+
+
+def test_the_wrapper_is_an_embedder_and_counts_its_work(tmp_path):
+    cached = CachedEmbedder(CountingEmbedder(), EmbeddingCache(tmp_path), commit_every=2)
+    assert isinstance(cached, Embedder) and isinstance(CountingEmbedder(), Embedder)
+    assert (cached.name, cached.dim, cached.fingerprint, cached.max_tokens) == ("fake:counting", 8, "v1", 512)
+    cached.embed(["a", "b", "c", "a"])
+    cached.embed(["a", "d"])
+    assert cached.stats == EmbedStats(requested=6, cache_hits=1, embedded=4, model_calls=3)  # the 2nd "a" of call 1 is a duplicate
+    with pytest.raises(AttributeError):
+        cached.calls  # no passthrough of the model's own attributes
+
+
+def test_format_1_cache_is_upgraded_and_reused_for_models_named_by_spec(tmp_path, capsys):
+    import hashlib
+    import sqlite3
+
+    old = {spec: CountingEmbedder.vector_for(spec) for spec in ("st:all-MiniLM-L6-v2", "st:model")}
+    with sqlite3.connect(tmp_path / "embeddings.sqlite") as conn:  # what embedeval 0.1 wrote
+        conn.execute("CREATE TABLE embeddings (key BLOB PRIMARY KEY, spec TEXT NOT NULL, dim INTEGER NOT NULL,"
+                     " vector BLOB NOT NULL) WITHOUT ROWID")
+        for spec, vector in old.items():
+            key = hashlib.sha256(f"{spec}\0document\0hello".encode()).digest()
+            conn.execute("INSERT INTO embeddings VALUES (?, ?, 8, ?)", (key, spec, vector.tobytes()))
+    cache = EmbeddingCache(tmp_path)
+    assert "upgraded to format 2" in capsys.readouterr().err and cache.info()["legacy_vectors"] == 2
+    bundled = CachedEmbedder(CountingEmbedder(name="st:all-MiniLM-L6-v2", fail_on_call=True), cache)
+    np.testing.assert_array_equal(bundled.embed(["hello"])[0], old["st:all-MiniLM-L6-v2"])  # reused, not re-embedded
+    folder = CountingEmbedder(name="st:model")
+    CachedEmbedder(folder, cache).embed(["hello"])
+    assert folder.calls == [["hello"]]  # a folder's old vectors may be of other weights: embedded again
+    EmbeddingCache(tmp_path)
+    assert capsys.readouterr().err == ""  # the message comes once
+
+
 def test_only_missing_texts_are_sent_in_chunks(tmp_path):
     fake = CountingEmbedder()
-    cached = CachedEmbedder(fake, EmbeddingCache(tmp_path), chunk_size=3)
+    cached = CachedEmbedder(fake, EmbeddingCache(tmp_path), commit_every=3)
     cached.embed(["a", "b"])
     cached.embed([str(i) for i in range(7)] + ["a", "b"])
     assert [len(c) for c in fake.calls] == [2, 3, 3, 1]
@@ -79,7 +124,7 @@ def test_concurrent_writers_leave_a_complete_readable_cache(tmp_path):
         from fakes import CountingEmbedder
         from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache
         worker = int(sys.argv[1])
-        model = CachedEmbedder(CountingEmbedder(), EmbeddingCache({str(tmp_path)!r}), chunk_size=50)
+        model = CachedEmbedder(CountingEmbedder(), EmbeddingCache({str(tmp_path)!r}), commit_every=50)
         for round in range(20):
             texts = [f"w{{worker}} r{{round}} t{{i}}" for i in range(50)] + [f"shared {{round}} {{i}}" for i in range(50)]
             model.embed(texts)

@@ -9,16 +9,17 @@ from embedeval.corpus import Book, Corpus, load_corpus
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import ConfigError
 from embedeval.experiments.context_rot import answer_absence, needle_haystack_similarity, needle_question_similarity
-from embedeval.haystacks import split_sentences
+from embedeval.text import split_sentences
 from embedeval.index import top_k
-from embedeval.needles import DEFAULT_NEEDLES, NeedleSet, load_needle_set
+from embedeval.defaults import DEFAULT_NEEDLES
+from embedeval.needles import load_needle_set
 from fake_api import serving
 
 
 @pytest.fixture(scope="module")
 def needle_set():
     full = load_needle_set(DEFAULT_NEEDLES)
-    return NeedleSet(full.name, full.description, full.groups[:4], full.path)
+    return full.subset([g.id for g in full.groups[:4]])
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,8 @@ from embedeval.experiments.expansion import (
     parse_terms,
     validate_expansions,
 )
-from embedeval.needles import DEFAULT_NEEDLES, load_needle_set
+from embedeval.defaults import DEFAULT_NEEDLES
+from embedeval.needles import load_needle_set
 from fake_api import serving
 
 SHIPPED = DEFAULT_NEEDLES.parent / "expansions" / "nolima-onehop.json"

@@ -8,8 +8,10 @@ from typer.testing import CliRunner
 from embedeval.cli import app
 from embedeval.corpus import Book, Corpus, load_corpus
 from embedeval.errors import ConfigError, CorpusError
-from embedeval.haystacks import MAX_SNIPPET_TOKENS, SentencePool, build_haystacks, split_sentences
-from embedeval.needles import DEFAULT_NEEDLES, NeedleSet, load_needle_set
+from embedeval.haystacks import MAX_SNIPPET_TOKENS, SentencePool, build_haystacks
+from embedeval.text import split_sentences
+from embedeval.defaults import DEFAULT_NEEDLES
+from embedeval.needles import load_needle_set
 from embedeval.tokens import load_token_counter
 
 LENGTHS = [128, 512, 2048]
@@ -25,7 +27,7 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def needle_set():
     full = load_needle_set(DEFAULT_NEEDLES)
-    return NeedleSet(full.name, full.description, full.groups[::8], full.path)  # 3 groups
+    return full.subset([g.id for g in full.groups[::8]])  # 3 groups
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +110,7 @@ def test_same_seed_identical_other_seed_different(haystacks, needle_set, corpus,
 def test_sentence_pool_excludes_long_sentences_and_names(tokenizer):
     long_sentence = " ".join(["word"] * 300) + "."
     corpus = Corpus("mem", (Book("a", f"Hello there. Yuki waved. {long_sentence} Bye now."),))
-    pool = SentencePool.from_corpus(corpus, tokenizer, exclude=["Yuki"])
+    pool = SentencePool.from_corpus(corpus, tokenizer, banned=re.compile(r"\bYuki\b", re.I))
     assert pool.sentences == [["Hello there.", "Bye now."]]
     assert all(t.max() < MAX_SNIPPET_TOKENS for t in pool.tokens)
     assert split_sentences('He said "Stop!" Then left.\n\nNew para') == ['He said "Stop!"', "Then left.", "New para"]

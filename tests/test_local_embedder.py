@@ -1,7 +1,13 @@
+import json
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pytest
+from sentence_transformers import SentenceTransformer
 
-from embedeval.embedders.registry import load_embedder
+from embedeval.embedders.models import resolve_model_path
+from embedeval.embedders.registry import expand_specs, load_embedder
 from embedeval.errors import InputError, UnknownEmbedderError
 
 TEXTS = [
@@ -49,3 +55,76 @@ def test_unknown_local_model_is_one_clear_error(tmp_path):
 def test_unknown_prefix_lists_known_specs():
     with pytest.raises(UnknownEmbedderError, match=r"unknown embedder 'nope:x'; known: .*st:all-MiniLM-L6-v2"):
         load_embedder("nope:x")
+
+
+# --- prompts, fingerprints and folder names --------------------------------------------------
+
+def copy_minilm(target: Path, **st_config) -> Path:
+    """A copy of the bundled MiniLM folder (weights linked, configs copied), with
+    ``config_sentence_transformers.json`` updated by ``st_config``."""
+    source = Path(resolve_model_path("all-MiniLM-L6-v2"))
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("model.safetensors"))
+    (target / "model.safetensors").symlink_to(source / "model.safetensors")
+    config_path = target / "config_sentence_transformers.json"
+    config = json.loads(config_path.read_text())
+    config.update(st_config)
+    config_path.write_text(json.dumps(config))
+    return target
+
+
+def st_reference(folder: Path, texts: list[str], **encode) -> np.ndarray:
+    """sentence-transformers' own output, independent of embedeval."""
+    return SentenceTransformer(str(folder), device="cpu").encode(texts, normalize_embeddings=True, **encode)
+
+
+def test_minilm_has_no_prompts_and_embeds_both_kinds_like_plain_encode(minilm):
+    assert minilm.model.prompts.get("query", "") == "" and minilm.model.prompts.get("document", "") == ""
+    expected = st_reference(Path(resolve_model_path("all-MiniLM-L6-v2")), TEXTS)
+    np.testing.assert_allclose(minilm.embed(TEXTS, kind="query"), expected, atol=1e-6)
+    np.testing.assert_allclose(minilm.embed(TEXTS, kind="document"), expected, atol=1e-6)
+
+
+def test_model_prompts_are_used_for_queries_and_documents(tmp_path):
+    folder = copy_minilm(tmp_path / "e5like", prompts={"query": "query: ", "document": "passage: "})
+    model = load_embedder(f"st:{folder}", cache_dir=tmp_path / "cache")
+    text = ["Which character has been to Dresden?"]
+    query, document = model.embed(text, kind="query"), model.embed(text, kind="document")
+    assert float(query[0] @ document[0]) < 0.999
+    np.testing.assert_allclose(query, st_reference(folder, text, prompt="query: "), atol=1e-6)
+    np.testing.assert_allclose(document, st_reference(folder, text, prompt="passage: "), atol=1e-6)
+
+
+def test_editing_a_model_folder_never_serves_stale_vectors(tmp_path):
+    folder = copy_minilm(tmp_path / "model")
+    cache = tmp_path / "cache"
+    text = ["Actually, Yuki lives next to the Semper Opera House."]
+    before = load_embedder(f"st:{folder}", cache_dir=cache).embed(text)
+    pooling = folder / "1_Pooling" / "config.json"
+    config = json.loads(pooling.read_text())
+    config.update(pooling_mode_mean_tokens=False, pooling_mode_max_tokens=True)
+    pooling.write_text(json.dumps(config))
+    edited = load_embedder(f"st:{folder}", cache_dir=cache)
+    after = edited.embed(text)
+    np.testing.assert_allclose(after, st_reference(folder, text), atol=1e-6)
+    assert float(before[0] @ after[0]) < 0.99 and edited.stats.embedded == 1
+
+
+def test_raising_max_seq_length_changes_the_fingerprint(minilm):
+    before = minilm.fingerprint
+    minilm.model.max_seq_length = 512
+    try:
+        assert minilm.fingerprint != before
+    finally:
+        minilm.model.max_seq_length = 256
+    assert minilm.fingerprint == before
+
+
+def test_relative_folder_names_resolve_to_absolute_paths(tmp_path, monkeypatch):
+    names = []
+    for side in ("a", "b"):
+        copy_minilm(tmp_path / side / "model")
+        monkeypatch.chdir(tmp_path / side)
+        assert expand_specs(["st:model"]) == [f"st:{tmp_path / side / 'model'}"]
+        names.append(load_embedder("st:model", cache=False).name)
+    assert names == [f"st:{tmp_path / 'a' / 'model'}", f"st:{tmp_path / 'b' / 'model'}"]
+    assert expand_specs(["st:sentence-transformers/all-MiniLM-L6-v2"]) == ["st:all-MiniLM-L6-v2"]

