@@ -52,6 +52,7 @@ CacheDir = Annotated[
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 NeedlesOpt = Annotated[Optional[Path], typer.Option("--needles", help="Needle set JSON (default: the shipped queries/nolima-onehop.json).")]
+GroupsOpt = Annotated[Optional[str], typer.Option("--groups", help="Comma-separated group ids to use (default: every group).")]
 CorpusOpt = Annotated[str, typer.Option("--corpus", help="shakespeare, gutenberg or dir:PATH.")]
 LengthsOpt = Annotated[str, typer.Option("--lengths", help="Comma-separated haystack lengths in tokens.")]
 DepthsOpt = Annotated[int, typer.Option("--depths", help="Needle depths per length, spread from start to end.")]
@@ -64,6 +65,17 @@ OutTable = Annotated[Path, typer.Option("--out", help="Output .csv or .parquet."
 ChunkerOpt = Annotated[str, typer.Option("--chunker", help="sentences:N, sentences:A-B or tokens:N.")]
 DEFAULT_LENGTHS_TEXT = ",".join(map(str, DEFAULT_LENGTHS))
 DEFAULT_VARIANTS_TEXT = ",".join(DEFAULT_VARIANTS)
+
+
+def _load_needles(path: Optional[Path], groups: Optional[str]):
+    """The needle set at ``path`` (default: the shipped one), restricted to ``groups`` if given."""
+    from embedeval.needles import load_needle_set
+
+    needle_set = load_needle_set(path or DEFAULT_NEEDLES)
+    try:
+        return needle_set.subset(split_list(groups)) if groups else needle_set
+    except KeyError as exc:
+        raise InputError(f"--groups: {exc.args[0]}") from None
 
 
 def split_list(value: str) -> list[str]:
@@ -175,6 +187,7 @@ def needles_check(file: Annotated[Path, typer.Argument(help="Needle set JSON.")]
 def haystacks_build(
     out: Annotated[Path, typer.Option("--out", help="Output .parquet (e.g. runs/NAME/haystacks.parquet).")],
     needles: NeedlesOpt = None,
+    groups: GroupsOpt = None,
     corpus: CorpusOpt = DEFAULT_CORPUS,
     lengths: LengthsOpt = DEFAULT_LENGTHS_TEXT,
     depths: DepthsOpt = DEFAULT_DEPTHS,
@@ -187,13 +200,12 @@ def haystacks_build(
     from embedeval.corpus import load_corpus
     from embedeval.haystacks import build_haystacks, check_build_args
     from embedeval.io import write_table
-    from embedeval.needles import load_needle_set
 
     if out.suffix != ".parquet":
         raise InputError(f"output {out} must end in .parquet")
     length_list, variant_list = int_list(lengths, "--lengths"), split_list(variants)
     check_build_args(length_list, depths, variant_list)
-    needle_set = load_needle_set(needles or DEFAULT_NEEDLES)
+    needle_set = _load_needles(needles, groups)
     frame = build_haystacks(
         needle_set, load_corpus(corpus), lengths=length_list, depths=depths, variants=variant_list,
         controls=controls, seed=seed, progress=not quiet,
@@ -232,6 +244,7 @@ def haystacks_show(
 def nolima(
     embedder: EmbeddersOpt = None,
     needles: NeedlesOpt = None,
+    groups: GroupsOpt = None,
     corpus: CorpusOpt = DEFAULT_CORPUS,
     lengths: LengthsOpt = DEFAULT_LENGTHS_TEXT,
     depths: DepthsOpt = DEFAULT_DEPTHS,
@@ -240,7 +253,6 @@ def nolima(
     out: Annotated[Path, typer.Option("--out", help="Run directory.")] = Path("runs/nolima"),
     auc_threshold: Annotated[float, typer.Option("--auc-threshold", help="AUC a length must keep for the break point.")] = DEFAULT_AUC_THRESHOLD,
     commit_every: Annotated[int, typer.Option("--commit-every", help="Texts per cache commit (what an interruption can lose).")] = DEFAULT_COMMIT_EVERY,
-    groups: Annotated[Optional[str], typer.Option("--groups", help="Comma-separated group ids to run (default: every group).")] = None,
     expansions: Annotated[Optional[str], typer.Option("--expansions", help="Comma-separated expansion files: adds query forms expanded-N.")] = None,
     skip_unavailable: SkipOpt = False,
     cache_dir: CacheDir = None,
@@ -286,6 +298,7 @@ def expand_command(
     out: Annotated[Path, typer.Option("--out", help="Expansion file to write (queries/expansions/<set>.json).")],
     llm: Annotated[str, typer.Option("--llm", help="Chat model name at the endpoint.")],
     needles: NeedlesOpt = None,
+    groups: GroupsOpt = None,
     sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated numbers of terms.")] = "100,150,250",
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible base URL (default: OPENAI_BASE_URL or OpenAI).")] = None,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (recorded).")] = 0.7,
@@ -293,12 +306,11 @@ def expand_command(
 ) -> None:
     """Ask a chat model for N search terms per question and store them for offline sweeps."""
     from embedeval.experiments.expansion import ChatLLM, build_expansion_file, write_expansions
-    from embedeval.needles import load_needle_set
 
     size_list = int_list(sizes, "--sizes")
     if not size_list or min(size_list) < 1:
         raise InputError("--sizes must be positive whole numbers")
-    needle_set = load_needle_set(needles or DEFAULT_NEEDLES)
+    needle_set = _load_needles(needles, groups)
     data = build_expansion_file(needle_set, size_list, ChatLLM(llm, base_url, temperature), progress=not quiet)
     write_expansions(data, out)
     typer.echo(f"wrote {len(needle_set.groups)} questions x sizes {', '.join(map(str, size_list))} to {out}")
@@ -330,6 +342,7 @@ def _write_similarity_table(frame, out: Path) -> None:
 def similarity_needle_question(
     out: OutTable,
     needles: NeedlesOpt = None,
+    groups: GroupsOpt = None,
     embedder: EmbeddersOpt = None,
     skip_unavailable: SkipOpt = False,
     cache_dir: CacheDir = None,
@@ -337,10 +350,9 @@ def similarity_needle_question(
 ) -> None:
     """Cosine of each question with each of its needles, per embedder, with mean and std across them."""
     from embedeval.experiments.context_rot import needle_question_similarity
-    from embedeval.needles import load_needle_set
 
     _check_table_out(out)
-    needle_set = load_needle_set(needles or DEFAULT_NEEDLES)
+    needle_set = _load_needles(needles, groups)
     models = _load_embedders(embedder, skip_unavailable, cache_dir, quiet)
     _write_similarity_table(needle_question_similarity(needle_set, models), out)
 
@@ -349,6 +361,7 @@ def similarity_needle_question(
 def similarity_needle_haystack(
     out: OutTable,
     needles: NeedlesOpt = None,
+    groups: GroupsOpt = None,
     corpus: CorpusOpt = DEFAULT_CORPUS,
     embedder: EmbeddersOpt = None,
     chunker: ChunkerOpt = DEFAULT_CHUNKER,
@@ -364,13 +377,12 @@ def similarity_needle_haystack(
     from embedeval.corpus import load_corpus
     from embedeval.experiments.context_rot import needle_haystack_similarity
     from embedeval.index import INDEXES
-    from embedeval.needles import load_needle_set
 
     _check_table_out(out)
     if index not in INDEXES or top_k < 1:
         raise InputError(f"--index must be one of {', '.join(INDEXES)} and --top-k >= 1")
     parse_chunker(chunker)
-    needle_set = load_needle_set(needles or DEFAULT_NEEDLES)
+    needle_set = _load_needles(needles, groups)
     models = _load_embedders(embedder, skip_unavailable, cache_dir, quiet)
     chunks = chunk_corpus(load_corpus(corpus), chunker, seed=seed)
     table = needle_haystack_similarity(needle_set, chunks, models, top=top_k, index=index)
@@ -381,6 +393,7 @@ def similarity_needle_haystack(
 def similarity_absence(
     out: OutTable,
     needles: NeedlesOpt = None,
+    groups: GroupsOpt = None,
     corpus: CorpusOpt = DEFAULT_CORPUS,
     embedder: EmbedderOpt = DEFAULT_EMBEDDER,
     chunker: ChunkerOpt = DEFAULT_CHUNKER,
@@ -395,11 +408,10 @@ def similarity_absence(
     from embedeval.corpus import load_corpus
     from embedeval.embedders.registry import load_embedder
     from embedeval.experiments.context_rot import answer_absence
-    from embedeval.needles import load_needle_set
 
     _check_table_out(out)
     parse_chunker(chunker)
-    needle_set = load_needle_set(needles or DEFAULT_NEEDLES)
+    needle_set = _load_needles(needles, groups)
     model = load_embedder(embedder, cache_dir=cache_dir, progress=not quiet)
     chunks = chunk_corpus(load_corpus(corpus), chunker, seed=seed)
     table = answer_absence(needle_set, chunks, model, top=top_k, path=chroma_path)

@@ -112,21 +112,21 @@ def test_absence_flags_chunks_with_the_keyword(needle_set, small_corpus, tmp_pat
 
 
 def test_cli_similarity_commands(fake, tmp_path, small_corpus, books_dir):
-    from test_nolima import small_needle_file
+    from test_nolima import SMALL_GROUPS
 
-    needles = small_needle_file(tmp_path / "n.json")
+    groups = ",".join(SMALL_GROUPS)
     corpus = small_corpus.source
     runner = CliRunner()
-    result = runner.invoke(app, ["similarity", "needle-question", "--needles", str(needles), "-e", "st:all-MiniLM-L6-v2",
+    result = runner.invoke(app, ["similarity", "needle-question", "--groups", groups, "-e", "st:all-MiniLM-L6-v2",
                                  "-e", "openai:text-embedding-3-small", "--out", str(tmp_path / "nq.csv"), "-q"])
     assert result.exit_code == 0, result.output
     nq = pd.read_csv(tmp_path / "nq.csv")
     assert {"st:all-MiniLM-L6-v2", "openai:text-embedding-3-small", "mean", "std"} <= set(nq.columns)
-    result = runner.invoke(app, ["similarity", "needle-haystack", "--needles", str(needles), "--corpus", corpus,
+    result = runner.invoke(app, ["similarity", "needle-haystack", "--groups", groups, "--corpus", corpus,
                                  "--index", "chroma", "--top-k", "5", "--out", str(tmp_path / "nh.parquet"), "-q"])
     assert result.exit_code == 0, result.output
     assert len(pd.read_parquet(tmp_path / "nh.parquet")) == 3 * 4
-    result = runner.invoke(app, ["similarity", "absence", "--needles", str(needles), "--corpus", corpus,
+    result = runner.invoke(app, ["similarity", "absence", "--groups", groups, "--corpus", corpus,
                                  "--out", str(tmp_path / "absence.csv"), "-q"])
     assert result.exit_code == 0, result.output
     assert "questions have a top-10 chunk" in result.output

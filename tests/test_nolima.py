@@ -22,17 +22,13 @@ DEPTHS = 3
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def small_needle_file(path, group_ids=("loc-dresden", "diet-vegan", "lang-dutch")):
-    data = json.loads(DEFAULT_NEEDLES.read_text())
-    data["groups"] = [g for g in data["groups"] if g["id"] in group_ids]
-    path.write_text(json.dumps(data))
-    return path
+SMALL_GROUPS = ["loc-dresden", "diet-vegan", "lang-dutch"]  # a quick run: --groups / NolimaConfig.groups
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, books_dir):
     folder = tmp_path_factory.mktemp("nolima")
-    config = NolimaConfig(needles=str(small_needle_file(folder / "needles.json")), corpus=f"dir:{books_dir}",
+    config = NolimaConfig(groups=SMALL_GROUPS, corpus=f"dir:{books_dir}",
                           lengths=LENGTHS, depths=DEPTHS, out=str(folder / "run"), n_bootstrap=200)
     return run_nolima(config, progress=False, cache_dir=folder / "cache")
 
@@ -162,6 +158,7 @@ def test_report_command_rebuilds_and_compares(run, tmp_path):
     (["--variants", "onehop,sideways"], "unknown variant 'sideways'"),
     (["--lengths", "0,128"], "haystack length 0 is invalid"),
     (["--embedder", "nope:x"], "unknown embedder 'nope:x'"),
+    (["--groups", "loc-dresden,nope"], "no group 'nope' in needle set"),
 ])
 def test_bad_config_fails_before_any_embedding(tmp_path, isolated_cache, args, message):
     result = CliRunner().invoke(app, ["nolima", "--out", str(tmp_path / "run"), "-q", *args])
@@ -185,7 +182,7 @@ def test_invalid_needle_file_fails_before_any_embedding(tmp_path, isolated_cache
 
 def test_literal_variants_run_side_by_side(tmp_path, books_dir):
     result = CliRunner().invoke(app, [
-        "nolima", "--needles", str(small_needle_file(tmp_path / "n.json")), "--corpus", f"dir:{books_dir}",
+        "nolima", "--groups", ",".join(SMALL_GROUPS), "--corpus", f"dir:{books_dir}",
         "--lengths", "128,256", "--depths", "3", "--variants", "onehop,literal,literal_inverted",
         "--out", str(tmp_path / "lit"), "-q"])
     assert result.exit_code == 0, result.output
@@ -204,9 +201,8 @@ def _cache_vectors(path):
 
 
 def test_killed_run_resumes_without_losing_or_repeating_work(tmp_path, books_dir):
-    needles = small_needle_file(tmp_path / "n.json")
     cache = tmp_path / "cache"
-    args = ["nolima", "--needles", str(needles), "--corpus", f"dir:{books_dir}", "--lengths", "128,256,512,1024",
+    args = ["nolima", "--groups", ",".join(SMALL_GROUPS), "--corpus", f"dir:{books_dir}", "--lengths", "128,256,512,1024",
             "--depths", "5", "--out", str(tmp_path / "run"), "--commit-every", "4", "--cache-dir", str(cache), "-q"]
     process = subprocess.Popen([sys.executable, "-c", "from embedeval.cli import main; main()", *args],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -223,7 +219,7 @@ def test_killed_run_resumes_without_losing_or_repeating_work(tmp_path, books_dir
     assert result.exit_code == 0, result.output
     resumed = int(result.output.split("st:all-MiniLM-L6-v2: ")[1].split(" texts newly embedded")[0])
     haystacks = pd.read_parquet(tmp_path / "run" / "haystacks.parquet")
-    groups = json.loads(needles.read_text())["groups"]
+    groups = [g for g in json.loads(DEFAULT_NEEDLES.read_text())["groups"] if g["id"] in SMALL_GROUPS]
     unique_docs = set(haystacks["text"]) | {g["needles"][v] for g in groups for v in ("onehop", "inverted")}
     assert saved + resumed == len(unique_docs) + len(groups)  # nothing embedded twice, nothing lost
 
