@@ -13,10 +13,10 @@ import typer
 from typer.core import TyperGroup
 
 from embedeval import __version__
-from embedeval.defaults import (
-    DEFAULT_AUC_THRESHOLD, DEFAULT_CHUNKER, DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER,
-    DEFAULT_LENGTHS, DEFAULT_NEEDLES, DEFAULT_SEED, DEFAULT_VARIANTS,
+from embedeval.cli_options import (
+    CacheDir, ChunkOptions, EmbedderOptions, GridOptions, NeedleOptions, Quiet, int_list, split_list, with_option_groups,
 )
+from embedeval.defaults import DEFAULT_AUC_THRESHOLD, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER
 from embedeval.errors import EmbedevalError, InputError
 from embedeval.labels import QUESTION
 
@@ -46,49 +46,8 @@ app.add_typer(haystacks_app, name="haystacks")
 similarity_app = typer.Typer(no_args_is_help=True, help="Needle-question / needle-haystack similarity across embedders.")
 app.add_typer(similarity_app, name="similarity")
 
-CacheDir = Annotated[
-    Optional[Path],
-    typer.Option("--cache-dir", envvar="EMBEDEVAL_CACHE", help="Embedding cache folder (default: user cache dir)."),
-]
-Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
-NeedlesOpt = Annotated[Optional[Path], typer.Option("--needles", help="Needle set JSON (default: the shipped queries/nolima-onehop.json).")]
-GroupsOpt = Annotated[Optional[str], typer.Option("--groups", help="Comma-separated group ids to use (default: every group).")]
-CorpusOpt = Annotated[str, typer.Option("--corpus", help="shakespeare, gutenberg or dir:PATH.")]
-LengthsOpt = Annotated[str, typer.Option("--lengths", help="Comma-separated haystack lengths in tokens.")]
-DepthsOpt = Annotated[int, typer.Option("--depths", help="Needle depths per length, spread from start to end.")]
-VariantsOpt = Annotated[str, typer.Option("--variants", help="Comma-separated: onehop, inverted, literal, literal_inverted.")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded).")]
-EmbeddersOpt = Annotated[Optional[list[str]], typer.Option("--embedder", "-e", help=f"Embedder spec or preset (e.g. context-rot-5); repeat for several (default: {DEFAULT_EMBEDDER}).")]
 EmbedderOpt = Annotated[str, typer.Option("--embedder", "-e", help="Embedder spec.")]
-SkipOpt = Annotated[bool, typer.Option("--skip-unavailable", help="Run the embedders that can run here; list the others.")]
 OutTable = Annotated[Path, typer.Option("--out", help="Output .csv or .parquet.")]
-ChunkerOpt = Annotated[str, typer.Option("--chunker", help="sentences:N, sentences:A-B or tokens:N.")]
-DEFAULT_LENGTHS_TEXT = ",".join(map(str, DEFAULT_LENGTHS))
-DEFAULT_VARIANTS_TEXT = ",".join(DEFAULT_VARIANTS)
-
-
-def _load_needles(path: Optional[Path], groups: Optional[str]):
-    """The needle set at ``path`` (default: the shipped one), restricted to ``groups`` if given."""
-    from embedeval.needles import load_needle_set
-
-    needle_set = load_needle_set(path or DEFAULT_NEEDLES)
-    try:
-        return needle_set.subset(split_list(groups)) if groups else needle_set
-    except KeyError as exc:
-        raise InputError(f"--groups: {exc.args[0]}") from None
-
-
-def split_list(value: str) -> list[str]:
-    """``"a, b,,c"`` -> ``["a", "b", "c"]``."""
-    return [item.strip() for item in value.split(",") if item.strip()]
-
-
-def int_list(value: str, option: str) -> list[int]:
-    """Comma-separated integers; anything else is a one-line :class:`InputError`."""
-    try:
-        return [int(item) for item in split_list(value)]
-    except ValueError:
-        raise InputError(f"{option} takes comma-separated whole numbers, not {value!r}") from None
 
 
 def _version(value: bool) -> None:
@@ -184,15 +143,11 @@ def needles_check(file: Annotated[Path, typer.Argument(help="Needle set JSON.")]
 
 
 @haystacks_app.command("build")
+@with_option_groups
 def haystacks_build(
     out: Annotated[Path, typer.Option("--out", help="Output .parquet (e.g. runs/NAME/haystacks.parquet).")],
-    needles: NeedlesOpt = None,
-    groups: GroupsOpt = None,
-    corpus: CorpusOpt = DEFAULT_CORPUS,
-    lengths: LengthsOpt = DEFAULT_LENGTHS_TEXT,
-    depths: DepthsOpt = DEFAULT_DEPTHS,
-    variants: VariantsOpt = DEFAULT_VARIANTS_TEXT,
-    seed: SeedOpt = DEFAULT_SEED,
+    needles: NeedleOptions,
+    grid: GridOptions,
     controls: Annotated[bool, typer.Option("--controls/--no-controls", help="One needle-free control per condition.")] = True,
     quiet: Quiet = False,
 ) -> None:
@@ -203,12 +158,11 @@ def haystacks_build(
 
     if out.suffix != ".parquet":
         raise InputError(f"output {out} must end in .parquet")
-    length_list, variant_list = int_list(lengths, "--lengths"), split_list(variants)
-    check_build_args(length_list, depths, variant_list)
-    needle_set = _load_needles(needles, groups)
+    check_build_args(grid.length_list, grid.depths, grid.variant_list)
+    needle_set = needles.load()
     frame = build_haystacks(
-        needle_set, load_corpus(corpus), lengths=length_list, depths=depths, variants=variant_list,
-        controls=controls, seed=seed, progress=not quiet,
+        needle_set, load_corpus(grid.corpus), lengths=grid.length_list, depths=grid.depths, variants=grid.variant_list,
+        controls=controls, seed=grid.seed, progress=not quiet,
     )
     write_table(frame, out)
     typer.echo(f"wrote {len(frame)} haystacks to {out}")
@@ -241,21 +195,15 @@ def haystacks_show(
 
 
 @app.command("nolima")
+@with_option_groups
 def nolima(
-    embedder: EmbeddersOpt = None,
-    needles: NeedlesOpt = None,
-    groups: GroupsOpt = None,
-    corpus: CorpusOpt = DEFAULT_CORPUS,
-    lengths: LengthsOpt = DEFAULT_LENGTHS_TEXT,
-    depths: DepthsOpt = DEFAULT_DEPTHS,
-    variants: VariantsOpt = DEFAULT_VARIANTS_TEXT,
-    seed: SeedOpt = DEFAULT_SEED,
+    embedders: EmbedderOptions,
+    needles: NeedleOptions,
+    grid: GridOptions,
     out: Annotated[Path, typer.Option("--out", help="Run directory.")] = Path("runs/nolima"),
     auc_threshold: Annotated[float, typer.Option("--auc-threshold", help="AUC a length must keep for the break point.")] = DEFAULT_AUC_THRESHOLD,
     commit_every: Annotated[int, typer.Option("--commit-every", help="Texts per cache commit (what an interruption can lose).")] = DEFAULT_COMMIT_EVERY,
     expansions: Annotated[Optional[str], typer.Option("--expansions", help="Comma-separated expansion files: adds query forms expanded-N.")] = None,
-    skip_unavailable: SkipOpt = False,
-    cache_dir: CacheDir = None,
     quiet: Quiet = False,
 ) -> None:
     """Run the NoLiMa needle-in-a-haystack sweep and write tables, figures and report.md."""
@@ -265,12 +213,12 @@ def nolima(
     if commit_every < 1:
         raise InputError("--commit-every must be >= 1")
     config = NolimaConfig(
-        embedders=embedder or [DEFAULT_EMBEDDER], needles=str(needles or DEFAULT_NEEDLES), groups=split_list(groups) if groups else None, corpus=corpus,
-        lengths=int_list(lengths, "--lengths"), depths=depths, variants=split_list(variants), seed=seed,
-        out=str(out), auc_threshold=auc_threshold, skip_unavailable=skip_unavailable,
+        embedders=embedders.specs, needles=str(needles.path), groups=needles.group_ids, corpus=grid.corpus,
+        lengths=grid.length_list, depths=grid.depths, variants=grid.variant_list, seed=grid.seed,
+        out=str(out), auc_threshold=auc_threshold, skip_unavailable=embedders.skip_unavailable,
         expansions=split_list(expansions or ""),
     )
-    result = run_nolima(config, progress=not quiet, cache_dir=cache_dir, commit_every=commit_every)
+    result = run_nolima(config, progress=not quiet, cache_dir=embedders.cache_dir, commit_every=commit_every)
     for spec, why in config.skipped:
         typer.echo(f"skipped {spec} ({why})")
     for name, count in result.newly_embedded.items():
@@ -294,11 +242,11 @@ def report(
 
 
 @app.command("expand")
+@with_option_groups
 def expand_command(
     out: Annotated[Path, typer.Option("--out", help="Expansion file to write (queries/expansions/<set>.json).")],
     llm: Annotated[str, typer.Option("--llm", help="Chat model name at the endpoint.")],
-    needles: NeedlesOpt = None,
-    groups: GroupsOpt = None,
+    needles: NeedleOptions,
     sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated numbers of terms.")] = "100,150,250",
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible base URL (default: OPENAI_BASE_URL or OpenAI).")] = None,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (recorded).")] = 0.7,
@@ -310,20 +258,10 @@ def expand_command(
     size_list = int_list(sizes, "--sizes")
     if not size_list or min(size_list) < 1:
         raise InputError("--sizes must be positive whole numbers")
-    needle_set = _load_needles(needles, groups)
+    needle_set = needles.load()
     data = build_expansion_file(needle_set, size_list, ChatLLM(llm, base_url, temperature), progress=not quiet)
     write_expansions(data, out)
     typer.echo(f"wrote {len(needle_set.groups)} questions x sizes {', '.join(map(str, size_list))} to {out}")
-
-
-def _load_embedders(specs: Optional[list[str]], skip_unavailable: bool, cache_dir: Optional[Path], quiet: bool) -> list:
-    """Expand presets, check availability (echoing what is skipped), then load each embedder."""
-    from embedeval.embedders.registry import load_embedder, select_embedders
-
-    usable, skipped = select_embedders(specs or [DEFAULT_EMBEDDER], skip_unavailable)
-    for spec, why in skipped:
-        typer.echo(f"skipped {spec} ({why})")
-    return [load_embedder(spec, cache_dir=cache_dir, progress=not quiet) for spec in usable]
 
 
 def _check_table_out(out: Path) -> None:
@@ -339,82 +277,62 @@ def _write_similarity_table(frame, out: Path) -> None:
 
 
 @similarity_app.command("needle-question")
-def similarity_needle_question(
-    out: OutTable,
-    needles: NeedlesOpt = None,
-    groups: GroupsOpt = None,
-    embedder: EmbeddersOpt = None,
-    skip_unavailable: SkipOpt = False,
-    cache_dir: CacheDir = None,
-    quiet: Quiet = False,
-) -> None:
+@with_option_groups
+def similarity_needle_question(out: OutTable, needles: NeedleOptions, embedders: EmbedderOptions, quiet: Quiet = False) -> None:
     """Cosine of each question with each of its needles, per embedder, with mean and std across them."""
     from embedeval.experiments.context_rot import needle_question_similarity
 
     _check_table_out(out)
-    needle_set = _load_needles(needles, groups)
-    models = _load_embedders(embedder, skip_unavailable, cache_dir, quiet)
-    _write_similarity_table(needle_question_similarity(needle_set, models), out)
+    needle_set = needles.load()
+    _write_similarity_table(needle_question_similarity(needle_set, embedders.load(quiet)), out)
 
 
 @similarity_app.command("needle-haystack")
+@with_option_groups
 def similarity_needle_haystack(
     out: OutTable,
-    needles: NeedlesOpt = None,
-    groups: GroupsOpt = None,
-    corpus: CorpusOpt = DEFAULT_CORPUS,
-    embedder: EmbeddersOpt = None,
-    chunker: ChunkerOpt = DEFAULT_CHUNKER,
+    needles: NeedleOptions,
+    chunking: ChunkOptions,
+    embedders: EmbedderOptions,
     top_k: Annotated[int, typer.Option("--top-k", help="Chunks averaged per needle.")] = 5,
     index: Annotated[str, typer.Option("--index", help="faiss or chroma.")] = "faiss",
-    seed: SeedOpt = DEFAULT_SEED,
-    skip_unavailable: SkipOpt = False,
-    cache_dir: CacheDir = None,
     quiet: Quiet = False,
 ) -> None:
     """Mean cosine of each needle with its top-k corpus chunks, per embedder, with mean and std."""
-    from embedeval.chunking import chunk_corpus, parse_chunker
-    from embedeval.corpus import load_corpus
     from embedeval.experiments.context_rot import needle_haystack_similarity
     from embedeval.index import INDEXES
 
     _check_table_out(out)
     if index not in INDEXES or top_k < 1:
         raise InputError(f"--index must be one of {', '.join(INDEXES)} and --top-k >= 1")
-    parse_chunker(chunker)
-    needle_set = _load_needles(needles, groups)
-    models = _load_embedders(embedder, skip_unavailable, cache_dir, quiet)
-    chunks = chunk_corpus(load_corpus(corpus), chunker, seed=seed)
-    table = needle_haystack_similarity(needle_set, chunks, models, top=top_k, index=index)
+    chunking.check()
+    needle_set = needles.load()
+    models = embedders.load(quiet)
+    table = needle_haystack_similarity(needle_set, chunking.chunks(), models, top=top_k, index=index)
     _write_similarity_table(table, out)
 
 
 @similarity_app.command("absence")
+@with_option_groups
 def similarity_absence(
     out: OutTable,
-    needles: NeedlesOpt = None,
-    groups: GroupsOpt = None,
-    corpus: CorpusOpt = DEFAULT_CORPUS,
+    needles: NeedleOptions,
+    chunking: ChunkOptions,
     embedder: EmbedderOpt = DEFAULT_EMBEDDER,
-    chunker: ChunkerOpt = DEFAULT_CHUNKER,
     top_k: Annotated[int, typer.Option("--top-k", help="Chunks listed per question.")] = 10,
     chroma_path: Annotated[Optional[Path], typer.Option("--chroma-path", help="Keep the chromadb index here (default: temporary).")] = None,
-    seed: SeedOpt = DEFAULT_SEED,
     cache_dir: CacheDir = None,
     quiet: Quiet = False,
 ) -> None:
     """Each question's top-k corpus chunks (chromadb), flagging those that contain its keyword."""
-    from embedeval.chunking import chunk_corpus, parse_chunker
-    from embedeval.corpus import load_corpus
     from embedeval.embedders.registry import load_embedder
     from embedeval.experiments.context_rot import answer_absence
 
     _check_table_out(out)
-    parse_chunker(chunker)
-    needle_set = _load_needles(needles, groups)
+    chunking.check()
+    needle_set = needles.load()
     model = load_embedder(embedder, cache_dir=cache_dir, progress=not quiet)
-    chunks = chunk_corpus(load_corpus(corpus), chunker, seed=seed)
-    table = answer_absence(needle_set, chunks, model, top=top_k, path=chroma_path)
+    table = answer_absence(needle_set, chunking.chunks(), model, top=top_k, path=chroma_path)
     _write_similarity_table(table, out)
     flagged = table[table["contains_keyword"] | table["contains_character"]]
     typer.echo(f"{flagged['group_id'].nunique()} of {len(needle_set.groups)} questions have a top-{top_k} chunk "

@@ -1,0 +1,160 @@
+"""Command-line options shared by several ``embedeval`` commands, each declared once.
+
+An option group is a dataclass whose fields are typer options. A command decorated with
+:func:`with_option_groups` takes a group as one parameter (``needles: NeedleOptions``); typer
+sees the group's fields as the command's own options, and the command receives the group built
+from them. So ``--needles``/``--groups``, the haystack grid, the embedder list and the corpus
+chunking are declared once, used by every command that needs them, and parsed in one place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from embedeval.defaults import (
+    DEFAULT_CHUNKER, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_LENGTHS, DEFAULT_NEEDLES, DEFAULT_SEED,
+    DEFAULT_VARIANTS,
+)
+from embedeval.errors import InputError
+
+CacheDir = Annotated[
+    Optional[Path],
+    typer.Option("--cache-dir", envvar="EMBEDEVAL_CACHE", help="Embedding cache folder (default: user cache dir)."),
+]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+CorpusOpt = Annotated[str, typer.Option("--corpus", help="shakespeare, gutenberg or dir:PATH.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded).")]
+
+
+def split_list(value: str) -> list[str]:
+    """``"a, b,,c"`` -> ``["a", "b", "c"]``."""
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def int_list(value: str, option: str) -> list[int]:
+    """Comma-separated integers; anything else is a one-line :class:`InputError`."""
+    try:
+        return [int(item) for item in split_list(value)]
+    except ValueError:
+        raise InputError(f"{option} takes comma-separated whole numbers, not {value!r}") from None
+
+
+@dataclass
+class NeedleOptions:
+    """``--needles FILE --groups ID,ID``: which needle set, and which of its groups."""
+
+    needles: Annotated[Optional[Path], typer.Option("--needles", help="Needle set JSON (default: the shipped queries/nolima-onehop.json).")] = None
+    groups: Annotated[Optional[str], typer.Option("--groups", help="Comma-separated group ids to use (default: every group).")] = None
+
+    @property
+    def path(self) -> Path:
+        return self.needles or DEFAULT_NEEDLES
+
+    @property
+    def group_ids(self) -> list[str] | None:
+        return split_list(self.groups) if self.groups else None
+
+    def load(self):
+        """The needle set, restricted to ``--groups`` if given."""
+        from embedeval.needles import load_needle_set
+
+        needle_set = load_needle_set(self.path)
+        try:
+            return needle_set.subset(self.group_ids) if self.group_ids else needle_set
+        except KeyError as exc:
+            raise InputError(f"--groups: {exc.args[0]}") from None
+
+
+@dataclass
+class GridOptions:
+    """The haystack grid: corpus, lengths, depths, variants and seed."""
+
+    corpus: CorpusOpt = DEFAULT_CORPUS
+    lengths: Annotated[str, typer.Option("--lengths", help="Comma-separated haystack lengths in tokens.")] = ",".join(map(str, DEFAULT_LENGTHS))
+    depths: Annotated[int, typer.Option("--depths", help="Needle depths per length, spread from start to end.")] = DEFAULT_DEPTHS
+    variants: Annotated[str, typer.Option("--variants", help="Comma-separated: onehop, inverted, literal, literal_inverted.")] = ",".join(DEFAULT_VARIANTS)
+    seed: SeedOpt = DEFAULT_SEED
+
+    @property
+    def length_list(self) -> list[int]:
+        return int_list(self.lengths, "--lengths")
+
+    @property
+    def variant_list(self) -> list[str]:
+        return split_list(self.variants)
+
+
+@dataclass
+class EmbedderOptions:
+    """``--embedder`` (repeatable, presets allowed), ``--skip-unavailable`` and ``--cache-dir``."""
+
+    embedder: Annotated[Optional[list[str]], typer.Option("--embedder", "-e", help=f"Embedder spec or preset (e.g. context-rot-5); repeat for several (default: {DEFAULT_EMBEDDER}).")] = None
+    skip_unavailable: Annotated[bool, typer.Option("--skip-unavailable", help="Run the embedders that can run here; list the others.")] = False
+    cache_dir: CacheDir = None
+
+    @property
+    def specs(self) -> list[str]:
+        return self.embedder or [DEFAULT_EMBEDDER]
+
+    def load(self, quiet: bool) -> list:
+        """Expand presets, check availability (echoing what is skipped), then load each embedder."""
+        from embedeval.embedders.registry import load_embedder, select_embedders
+
+        usable, skipped = select_embedders(self.specs, self.skip_unavailable)
+        for spec, why in skipped:
+            typer.echo(f"skipped {spec} ({why})")
+        return [load_embedder(spec, cache_dir=self.cache_dir, progress=not quiet) for spec in usable]
+
+
+@dataclass
+class ChunkOptions:
+    """How the similarity commands cut a corpus into chunks: ``--corpus --chunker --seed``."""
+
+    corpus: CorpusOpt = DEFAULT_CORPUS
+    chunker: Annotated[str, typer.Option("--chunker", help="sentences:N, sentences:A-B or tokens:N.")] = DEFAULT_CHUNKER
+    seed: SeedOpt = DEFAULT_SEED
+
+    def check(self) -> None:
+        from embedeval.chunking import parse_chunker
+
+        parse_chunker(self.chunker)
+
+    def chunks(self) -> list:
+        from embedeval.chunking import chunk_corpus
+        from embedeval.corpus import load_corpus
+
+        return chunk_corpus(load_corpus(self.corpus), self.chunker, seed=self.seed)
+
+
+def with_option_groups(command):
+    """Let ``command`` take option groups: each parameter annotated with a dataclass is replaced,
+    in the signature typer reads, by that dataclass's fields, and rebuilt from them on each call."""
+    hints = typing.get_type_hints(command, include_extras=True)
+    groups: dict[str, type] = {}
+    params: list[inspect.Parameter] = []
+    for param in inspect.signature(command).parameters.values():
+        kind = hints[param.name]
+        if dataclasses.is_dataclass(kind):
+            groups[param.name] = kind
+            fields = inspect.signature(kind, eval_str=True).parameters.values()
+            params += [field.replace(kind=inspect.Parameter.KEYWORD_ONLY) for field in fields]
+        else:
+            params.append(param.replace(annotation=kind, kind=inspect.Parameter.KEYWORD_ONLY))
+
+    @functools.wraps(command)
+    def run(**options):
+        for name, kind in groups.items():
+            options[name] = kind(**{f.name: options.pop(f.name) for f in dataclasses.fields(kind)})
+        return command(**options)
+
+    run.__signature__ = inspect.Signature(params)
+    run.__annotations__ = {p.name: p.annotation for p in params}
+    return run
