@@ -102,15 +102,34 @@ def embed(
 
 @cache_app.command("info")
 def cache_info(cache_dir: CacheDir = None) -> None:
-    """Where the cache is, how big, and how many vectors per embedder."""
+    """Where the cache is, how big, how many vectors per embedder, and whether it is intact."""
     from embedeval.embedders.cache import EmbeddingCache
 
-    info = EmbeddingCache(cache_dir).info()
+    cache = EmbeddingCache(cache_dir)
+    info, check = cache.info(), cache.verify()
     typer.echo(f"path:    {info['path']}")
     typer.echo(f"size:    {info['bytes'] / 1e6:.1f} MB")
     typer.echo(f"vectors: {info['vectors']}")
     for spec, count in info["per_spec"].items():
         typer.echo(f"  {spec}: {count}")
+    if info["legacy_vectors"]:
+        typer.echo(f"older:   {info['legacy_vectors']} vectors of cache format 1, reused as they are read")
+    typer.echo(f"check:   integrity {check['integrity']}, {check['bad_checksums']} vector(s) failing their checksum")
+
+
+@cache_app.command("verify")
+def cache_verify(cache_dir: CacheDir = None) -> None:
+    """Check the whole cache file (SQLite integrity check and every vector's checksum); exit 1 on damage."""
+    from embedeval.embedders.cache import EmbeddingCache
+
+    cache = EmbeddingCache(cache_dir)
+    report = cache.verify()
+    typer.echo(f"{cache.path}: integrity {report['integrity']}, {report['rows']} vectors, "
+               f"{report['bad_checksums']} failing their checksum")
+    if report["integrity"] != "ok" or report["bad_checksums"]:
+        typer.echo("error: the cache is damaged; damaged vectors are re-embedded when read, "
+                   "or remove the file with `embedeval cache clear`", err=True)
+        raise typer.Exit(1)
 
 
 @cache_app.command("clear")

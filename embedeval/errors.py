@@ -27,6 +27,10 @@ class CacheError(EmbedevalError):
     """The embedding cache file is corrupt or unreadable."""
 
 
+class InvalidVectorsError(EmbedevalError):
+    """A model returned vectors that cannot be right: wrong count or dimension, NaN, or zero norm."""
+
+
 class NeedleSetError(EmbedevalError, ValueError):
     """A needle set that fails validation; ``problems`` lists every (group id, reason)."""
 

@@ -1,3 +1,5 @@
+import errno
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -146,3 +148,85 @@ def test_corrupt_cache_is_one_clear_error_naming_the_file(tmp_path):
         EmbeddingCache(tmp_path)
     assert clear_cache(tmp_path)
     EmbeddingCache(tmp_path)  # usable again after clear
+
+
+def _flip_a_byte_of_a_stored_vector(path):
+    import sqlite3
+
+    with sqlite3.connect(path) as conn:
+        key, blob = conn.execute("SELECT key, vector FROM embeddings LIMIT 1").fetchone()
+        damaged = bytearray(blob)
+        damaged[5] ^= 0x40
+        conn.execute("UPDATE embeddings SET vector = ? WHERE key = ?", (bytes(damaged), key))
+
+
+def test_a_damaged_vector_is_dropped_and_embedded_again(tmp_path, capsys):
+    fake = CountingEmbedder()
+    CachedEmbedder(fake, EmbeddingCache(tmp_path)).embed(["a"])
+    _flip_a_byte_of_a_stored_vector(tmp_path / "embeddings.sqlite")
+    assert EmbeddingCache(tmp_path).verify() == {"integrity": "ok", "rows": 1, "bad_checksums": 1}
+    again = CachedEmbedder(fake, EmbeddingCache(tmp_path)).embed(["a"])
+    np.testing.assert_array_equal(again[0], CountingEmbedder.vector_for("a"))
+    assert fake.calls == [["a"], ["a"]]
+    assert "1 cached vector(s)" in capsys.readouterr().err
+    assert EmbeddingCache(tmp_path).verify()["bad_checksums"] == 0
+
+
+def test_cache_verify_and_info_report_damage(tmp_path):
+    from typer.testing import CliRunner
+
+    from embedeval.cli import app
+
+    CachedEmbedder(CountingEmbedder(), EmbeddingCache(tmp_path)).embed(["a", "b"])
+    runner = CliRunner()
+    ok = runner.invoke(app, ["cache", "verify", "--cache-dir", str(tmp_path)])
+    assert ok.exit_code == 0 and "integrity ok, 2 vectors, 0 failing" in ok.output
+    _flip_a_byte_of_a_stored_vector(tmp_path / "embeddings.sqlite")
+    bad = runner.invoke(app, ["cache", "verify", "--cache-dir", str(tmp_path)])
+    assert bad.exit_code == 1 and "1 failing their checksum" in bad.output
+    info = runner.invoke(app, ["cache", "info", "--cache-dir", str(tmp_path)])
+    assert info.exit_code == 0 and "1 vector(s) failing their checksum" in info.output
+
+
+@pytest.mark.parametrize("vectors, problem", [
+    (np.full((1, 8), np.nan), "NaN or infinite"),
+    (np.zeros((1, 8)), "all-zero vector"),
+    (np.ones((1, 1)), "shape (1, 1), expected (1, 8)"),
+    (np.ones((2, 8)), "shape (2, 8), expected (1, 8)"),
+])
+def test_bad_vectors_are_never_cached(tmp_path, vectors, problem):
+    from embedeval.errors import InvalidVectorsError
+
+    class Broken(CountingEmbedder):
+        def embed(self, texts, kind="document"):
+            return vectors
+
+    with pytest.raises(InvalidVectorsError, match=problem.replace("(", r"\(").replace(")", r"\)")):
+        CachedEmbedder(Broken(), EmbeddingCache(tmp_path)).embed(["a"])
+    assert EmbeddingCache(tmp_path).info()["vectors"] == 0
+
+
+def test_a_locked_cache_says_locked_not_corrupt(tmp_path):
+    import sqlite3
+
+    EmbeddingCache(tmp_path)
+    holder = sqlite3.connect(tmp_path / "embeddings.sqlite", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(CacheError, match=r"is locked by another process \(waited 0.2 s\)"):
+            EmbeddingCache(tmp_path, timeout=0.2)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+@pytest.mark.parametrize("error, says", [
+    (sqlite3.OperationalError("attempt to write a readonly database"), "is read-only"),
+    (OSError(errno.ENOSPC, "No space left on device"), "is full"),
+    (sqlite3.OperationalError("database or disk is full"), "is full"),
+    (sqlite3.DatabaseError("file is not a database"), "is corrupt or unreadable"),
+])
+def test_cache_errors_say_what_is_true(tmp_path, error, says):
+    message = str(EmbeddingCache(tmp_path)._error(error))
+    assert says in message
+    assert ("cache clear" in message) == (says == "is corrupt or unreadable")  # only corruption is cured by clearing

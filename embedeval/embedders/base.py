@@ -8,7 +8,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from embedeval.errors import InputError
+from embedeval.errors import InputError, InvalidVectorsError
 
 Kind = Literal["query", "document"]
 KINDS: tuple[str, ...] = ("query", "document")
@@ -76,6 +76,22 @@ def check_texts(texts: Sequence[str], kind: str) -> list[str]:
         if not text.strip():
             raise InputError(f"text #{i} is empty")
     return texts
+
+
+def check_vectors(vectors, n_texts: int, dim: int, source: str) -> np.ndarray:
+    """``vectors`` as a float32 ``(n_texts, dim)`` array, or :class:`InvalidVectorsError` naming
+    ``source`` and the problem: wrong shape, NaN/inf, or a zero vector (which has no direction)."""
+    try:
+        array = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise InvalidVectorsError(f"{source} returned vectors that are not numbers ({exc})") from None
+    if array.shape != (n_texts, dim):
+        raise InvalidVectorsError(f"{source} returned vectors of shape {array.shape}, expected ({n_texts}, {dim})")
+    if not np.isfinite(array).all():
+        raise InvalidVectorsError(f"{source} returned NaN or infinite values")
+    if (np.linalg.norm(array, axis=1) == 0).any():
+        raise InvalidVectorsError(f"{source} returned an all-zero vector")
+    return array
 
 
 def l2_normalize(vectors: np.ndarray) -> np.ndarray:

@@ -3,7 +3,8 @@
 Key: ``sha256(spec \\0 fingerprint \\0 kind \\0 text)`` (:func:`cache_key`), where the
 fingerprint is the model's own (:attr:`Embedder.fingerprint`: weights, ``max_seq_length``,
 prompts, pooling, API dimensions and task), so an edited model folder never gets stale vectors;
-value: the float32 vector as a blob. Texts seen before are never sent to the model again, in this
+value: the float32 vector as a blob with a checksum of key and vector, verified on every read.
+Vectors are checked (shape, finite, non-zero) before they are stored. Texts seen before are never sent to the model again, in this
 process or the next; duplicates within one call are embedded once. New vectors are committed
 after every chunk, so a crash loses at most the chunk in flight.
 
@@ -15,19 +16,21 @@ whose spec alone identifies them (the bundled all-MiniLM-L6-v2 and the API model
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
 import sqlite3
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from embedeval.defaults import DEFAULT_COMMIT_EVERY
-from embedeval.embedders.base import Embedder, EmbedStats, Kind, check_texts
+from embedeval.embedders.base import Embedder, EmbedStats, Kind, check_texts, check_vectors
 from embedeval.embedders.models import bundled_name
 from embedeval.errors import CacheError
 from embedeval.paths import CACHE_ENV, default_cache_dir
@@ -35,12 +38,20 @@ from embedeval.paths import CACHE_ENV, default_cache_dir
 CACHE_FILENAME = "embeddings.sqlite"
 CACHE_FORMAT = 2
 LEGACY_TABLE = "embeddings_v1"
+#: Seconds a writer waits for another process's write lock before giving up.
+LOCK_TIMEOUT = 60.0
 _SELECT_CHUNK = 500  # SQLite host-parameter limit is 999 on old builds
 
 
 def cache_key(spec: str, fingerprint: str, kind: str, text: str) -> bytes:
     """sha256 over spec, model fingerprint, kind and text, separated by NUL bytes."""
     return hashlib.sha256(f"{spec}\0{fingerprint}\0{kind}\0{text}".encode("utf-8")).digest()
+
+
+def row_checksum(key: bytes, vector: bytes) -> bytes:
+    """blake2b (8 bytes) over a row's key and vector bytes: a flipped byte or a vector stored
+    under another key fails it."""
+    return hashlib.blake2b(key + vector, digest_size=8).digest()
 
 
 def legacy_cache_key(spec: str, kind: str, text: str) -> bytes:
@@ -56,21 +67,45 @@ def spec_identifies_model(spec: str) -> bool:
 
 
 class EmbeddingCache:
-    """A SQLite file of vectors keyed by :func:`cache_key`. Safe for concurrent processes."""
+    """A SQLite file of vectors keyed by :func:`cache_key`. Safe for concurrent processes.
 
-    def __init__(self, directory: str | os.PathLike | None = None):
+    Every row carries a checksum of its key and vector (:func:`row_checksum`), checked on each
+    read: a row that fails it (a flipped byte, a torn write) is deleted with one warning line and
+    its text embedded again. :meth:`verify` checks the whole file.
+    """
+
+    def __init__(self, directory: str | os.PathLike | None = None, timeout: float = LOCK_TIMEOUT):
         self.directory = Path(directory).expanduser() if directory else default_cache_dir()
         self.path = self.directory / CACHE_FILENAME
+        self.timeout = timeout
         self._lock = threading.Lock()
-        try:
+        with self._guard():
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+            self._conn = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False, isolation_level=None)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._upgrade()
             self.has_legacy = self._table_exists(LEGACY_TABLE)
+
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Turn SQLite and file-system failures into one :class:`CacheError` that says what is true."""
+        try:
+            yield
         except (sqlite3.DatabaseError, OSError) as exc:
             raise self._error(exc) from None
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (taken at once, so concurrent writers queue instead of deadlocking)."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+            self._conn.execute("COMMIT")
+        except BaseException:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise
 
     def _table_exists(self, name: str) -> bool:
         query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
@@ -78,77 +113,105 @@ class EmbeddingCache:
 
     def _upgrade(self) -> None:
         """Create the table, or move a format-1 table aside (one message) and create the new one."""
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            found = self._conn.execute("PRAGMA user_version").fetchone()[0]
+        with self._transaction() as conn:
+            found = conn.execute("PRAGMA user_version").fetchone()[0]
             moved = 0
             if found < CACHE_FORMAT and self._table_exists("embeddings"):
-                self._conn.execute(f"ALTER TABLE embeddings RENAME TO {LEGACY_TABLE}")
-                moved = self._conn.execute(f"SELECT COUNT(*) FROM {LEGACY_TABLE}").fetchone()[0]
-            self._conn.execute(
+                conn.execute(f"ALTER TABLE embeddings RENAME TO {LEGACY_TABLE}")
+                moved = conn.execute(f"SELECT COUNT(*) FROM {LEGACY_TABLE}").fetchone()[0]
+            conn.execute(
                 "CREATE TABLE IF NOT EXISTS embeddings ("
                 " key BLOB PRIMARY KEY, spec TEXT NOT NULL, dim INTEGER NOT NULL,"
-                " vector BLOB NOT NULL) WITHOUT ROWID"
+                " vector BLOB NOT NULL, checksum BLOB NOT NULL) WITHOUT ROWID"
             )
-            self._conn.execute(f"PRAGMA user_version = {CACHE_FORMAT}")
-            self._conn.execute("COMMIT")
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
+            conn.execute(f"PRAGMA user_version = {CACHE_FORMAT}")
         if moved:
             print(f"note: embedding cache {self.path} upgraded to format {CACHE_FORMAT} (keys include the model's "
                   f"fingerprint); its {moved} older vectors are reused for bundled and API models, "
                   f"vectors of st: folders will be embedded again", file=sys.stderr)
 
     def _error(self, exc: Exception) -> CacheError:
-        return CacheError(
-            f"embedding cache {self.path} is corrupt or unreadable ({exc}); "
-            f"remove it with `embedeval cache clear` or point {CACHE_ENV} elsewhere"
-        )
+        """Locked, read-only, full or corrupt: only the last is cured by clearing the cache."""
+        text = str(exc).lower()
+        where = f"embedding cache {self.path}"
+        if "locked" in text or "busy" in text:
+            return CacheError(f"{where} is locked by another process (waited {self.timeout:g} s); "
+                              "try again when that run has finished")
+        if (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or "disk is full" in text:
+            return CacheError(f"the disk holding {where} is full ({exc}); free space or point {CACHE_ENV} elsewhere")
+        if ("readonly" in text or "read-only" in text or isinstance(exc, PermissionError)
+                or (self.directory.exists() and not os.access(self.directory, os.W_OK))):
+            return CacheError(f"{where} is read-only ({exc}); point {CACHE_ENV} or --cache-dir at a writable folder")
+        return CacheError(f"{where} is corrupt or unreadable ({exc}); "
+                          f"remove it with `embedeval cache clear` or point {CACHE_ENV} elsewhere")
 
-    def get_many(self, keys: Sequence[bytes], table: str = "embeddings") -> dict[bytes, np.ndarray]:
-        """Vectors for the keys that are present (``table``: the current one, or :data:`LEGACY_TABLE`)."""
+    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
+        """Vectors for the keys that are present and intact; rows failing their checksum are deleted
+        (one warning line) and left out, so their texts are embedded again."""
         found: dict[bytes, np.ndarray] = {}
-        try:
-            with self._lock:
-                for start in range(0, len(keys), _SELECT_CHUNK):
-                    chunk = keys[start : start + _SELECT_CHUNK]
-                    marks = ",".join("?" * len(chunk))
-                    rows = self._conn.execute(f"SELECT key, vector FROM {table} WHERE key IN ({marks})", chunk)
-                    for key, blob in rows:
+        damaged: list[bytes] = []
+        with self._guard(), self._lock:
+            for start in range(0, len(keys), _SELECT_CHUNK):
+                chunk = keys[start : start + _SELECT_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                query = f"SELECT key, dim, vector, checksum FROM embeddings WHERE key IN ({marks})"
+                for key, dim, blob, checksum in self._conn.execute(query, chunk):
+                    if checksum == row_checksum(key, blob) and len(blob) == 4 * dim:
                         found[key] = np.frombuffer(blob, dtype=np.float32)
-        except sqlite3.DatabaseError as exc:
-            raise self._error(exc) from None
+                    else:
+                        damaged.append(key)
+            if damaged:
+                with self._transaction() as conn:
+                    conn.executemany("DELETE FROM embeddings WHERE key = ?", [(k,) for k in damaged])
+        if damaged:
+            print(f"warning: {len(damaged)} cached vector(s) in {self.path} failed their checksum; "
+                  "they are embedded again", file=sys.stderr)
+        return found
+
+    def get_legacy(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
+        """Format-1 vectors (no checksum) for the keys present in :data:`LEGACY_TABLE`; only
+        finite, non-zero vectors are returned."""
+        found: dict[bytes, np.ndarray] = {}
+        if not self.has_legacy:
+            return found
+        with self._guard(), self._lock:
+            for start in range(0, len(keys), _SELECT_CHUNK):
+                chunk = keys[start : start + _SELECT_CHUNK]
+                marks = ",".join("?" * len(chunk))
+                for key, blob in self._conn.execute(f"SELECT key, vector FROM {LEGACY_TABLE} WHERE key IN ({marks})", chunk):
+                    vector = np.frombuffer(blob, dtype=np.float32)
+                    if vector.size and np.isfinite(vector).all() and np.linalg.norm(vector) > 0:
+                        found[key] = vector
         return found
 
     def put_many(self, spec: str, keys: Sequence[bytes], vectors: np.ndarray) -> None:
-        """Store vectors (one transaction; existing keys are kept)."""
+        """Store vectors with their checksums (one transaction; existing keys are kept)."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        rows = [(k, spec, vectors.shape[1], v.tobytes()) for k, v in zip(keys, vectors)]
-        try:
-            with self._lock:
-                self._conn.execute("BEGIN IMMEDIATE")
-                try:
-                    self._conn.executemany(
-                        "INSERT OR IGNORE INTO embeddings (key, spec, dim, vector) VALUES (?, ?, ?, ?)", rows
-                    )
-                    self._conn.execute("COMMIT")
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
-        except sqlite3.DatabaseError as exc:
-            raise self._error(exc) from None
+        rows = []
+        for key, vector in zip(keys, vectors):
+            blob = vector.tobytes()
+            rows.append((key, spec, vectors.shape[1], blob, row_checksum(key, blob)))
+        with self._guard(), self._lock, self._transaction() as conn:
+            conn.executemany(
+                "INSERT OR IGNORE INTO embeddings (key, spec, dim, vector, checksum) VALUES (?, ?, ?, ?, ?)", rows
+            )
+
+    def verify(self) -> dict[str, object]:
+        """Check the whole file: SQLite's ``integrity_check`` and every row's checksum (nothing is
+        changed). Returns ``{"integrity": "ok" or SQLite's findings, "rows": n, "bad_checksums": n}``."""
+        with self._guard(), self._lock:
+            findings = [row[0] for row in self._conn.execute("PRAGMA integrity_check")]
+            rows = bad = 0
+            for key, dim, blob, checksum in self._conn.execute("SELECT key, dim, vector, checksum FROM embeddings"):
+                rows += 1
+                bad += checksum != row_checksum(key, blob) or len(blob) != 4 * dim
+        return {"integrity": "; ".join(findings), "rows": rows, "bad_checksums": bad}
 
     def info(self) -> dict[str, object]:
         """Path, size on disk, vector counts per embedder spec, and format-1 vectors not yet re-keyed."""
-        try:
-            with self._lock:
-                per_spec = dict(
-                    self._conn.execute("SELECT spec, COUNT(*) FROM embeddings GROUP BY spec ORDER BY spec")
-                )
-                legacy = self._conn.execute(f"SELECT COUNT(*) FROM {LEGACY_TABLE}").fetchone()[0] if self.has_legacy else 0
-        except sqlite3.DatabaseError as exc:
-            raise self._error(exc) from None
+        with self._guard(), self._lock:
+            per_spec = dict(self._conn.execute("SELECT spec, COUNT(*) FROM embeddings GROUP BY spec ORDER BY spec"))
+            legacy = self._conn.execute(f"SELECT COUNT(*) FROM {LEGACY_TABLE}").fetchone()[0] if self.has_legacy else 0
         size = sum(p.stat().st_size for p in self.directory.glob(CACHE_FILENAME + "*") if p.is_file())
         return {"path": str(self.path), "bytes": size, "vectors": sum(per_spec.values()), "per_spec": per_spec,
                 "legacy_vectors": legacy}
@@ -224,7 +287,7 @@ class CachedEmbedder:
     def _reuse_legacy(self, missing: dict[bytes, str], kind: Kind) -> dict[bytes, np.ndarray]:
         """Move the format-1 vectors of ``missing`` texts under their new keys (removed from ``missing``)."""
         legacy = {legacy_cache_key(self.name, kind, text): key for key, text in missing.items()}
-        old = self.cache.get_many(list(legacy), table=LEGACY_TABLE)
+        old = self.cache.get_legacy(list(legacy))
         if not old:
             return {}
         moved = {legacy[k]: vector for k, vector in old.items()}
@@ -241,7 +304,8 @@ class CachedEmbedder:
                   delay=0.5) as bar:
             for start in range(0, len(texts), step):
                 chunk_keys = keys[start : start + step]
-                vectors = self.inner.embed(texts[start : start + step], kind=kind)
+                chunk_texts = texts[start : start + step]
+                vectors = check_vectors(self.inner.embed(chunk_texts, kind=kind), len(chunk_texts), self.dim, self.name)
                 self.stats.model_calls += 1
                 self.stats.embedded += len(chunk_keys)
                 self.cache.put_many(self.name, chunk_keys, vectors)
