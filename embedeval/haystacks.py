@@ -130,11 +130,16 @@ def check_build_args(lengths: Sequence[int], depths: int, variants: Sequence[str
     for length in lengths:
         if not isinstance(length, (int, np.integer)) or length < 16:
             raise ConfigError(f"haystack length {length!r} is invalid: lengths are whole numbers of tokens >= 16")
+    repeated = sorted({length for length in lengths if list(lengths).count(length) > 1})
+    if repeated:
+        raise ConfigError(f"haystack length {repeated[0]} is given more than once")
     if depths < 1:
         raise ConfigError(f"depths must be >= 1, not {depths}")
     unknown = [v for v in variants if v not in NEEDLE_VARIANTS]
     if unknown:
         raise ConfigError(f"unknown variant {unknown[0]!r}; known: {', '.join(NEEDLE_VARIANTS)}")
+    if len(set(variants)) < len(variants):
+        raise ConfigError(f"a variant is given more than once: {', '.join(variants)}")
 
 
 def depth_grid(n_depths: int) -> np.ndarray:

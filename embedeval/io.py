@@ -1,10 +1,15 @@
-"""Atomic file output: a reader never sees a half-written file."""
+"""File output: atomic writes (a reader never sees a half-written file) and run directories held
+by one run at a time."""
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import fcntl
 import json
 import os
+import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +21,9 @@ from embedeval.errors import InputError
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
+#: The file a run holds locked (flock) in its run directory while it works.
+LOCK_NAME = ".embedeval.lock"
+_TEMP_PATTERN = ".*.tmp"  # what atomic_path leaves behind when a process is killed mid-write
 
 
 @contextlib.contextmanager
@@ -35,6 +43,53 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         os.replace(tmp_path, target)
     finally:
         tmp_path.unlink(missing_ok=True)
+
+
+def remove_stale_temp_files(folder: Path) -> list[Path]:
+    """Delete temporary files that :func:`atomic_path` left in ``folder`` (and its subfolders) when
+    a run was killed mid-write. Call it only while holding the folder (:func:`run_directory`)."""
+    stale = sorted(p for p in folder.rglob(_TEMP_PATTERN) if p.is_file())
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
+
+
+@contextlib.contextmanager
+def run_directory(path: str | os.PathLike) -> Iterator[Path]:
+    """Create ``path`` if needed and hold it for one run: a second run into the same folder fails at
+    once with an :class:`InputError` naming the holder. Temporary files of a killed run are removed
+    first. If this call created the folder and the run fails before writing anything, the folder
+    is removed again."""
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"--out {folder} exists and is not a folder")
+    created = not folder.exists()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = open(folder / LOCK_NAME, "a+", encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write to run directory {folder} ({exc.strerror or exc})") from None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise InputError(f"run directory {folder} is in use by {holder}; wait for it or choose another --out") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {dt.datetime.now().isoformat(timespec='seconds')}\n")
+    handle.flush()
+    try:
+        remove_stale_temp_files(folder)
+        yield folder
+    finally:
+        handle.seek(0)
+        handle.truncate()
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+        if created and {p.name for p in folder.iterdir()} <= {LOCK_NAME}:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:

@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -159,6 +160,8 @@ def test_report_command_rebuilds_and_compares(run, tmp_path):
     (["--lengths", "0,128"], "haystack length 0 is invalid"),
     (["--embedder", "nope:x"], "unknown embedder 'nope:x'"),
     (["--groups", "loc-dresden,nope"], "no group 'nope' in needle set"),
+    (["--lengths", "128,128"], "haystack length 128 is given more than once"),
+    (["--variants", "onehop,onehop"], "a variant is given more than once"),
 ])
 def test_bad_config_fails_before_any_embedding(tmp_path, isolated_cache, args, message):
     result = CliRunner().invoke(app, ["nolima", "--out", str(tmp_path / "run"), "-q", *args])
@@ -231,3 +234,49 @@ def test_killed_run_resumes_without_losing_or_repeating_work(tmp_path, books_dir
     resumed_metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
     fresh_metrics = pd.read_csv(tmp_path / "fresh" / "metrics.csv")
     pd.testing.assert_frame_equal(resumed_metrics, fresh_metrics, atol=1e-4)
+
+
+def test_a_second_run_into_a_held_run_directory_fails_at_once(tmp_path, isolated_cache):
+    from embedeval.io import run_directory
+
+    with run_directory(tmp_path / "run"):
+        result = CliRunner().invoke(app, ["nolima", "--out", str(tmp_path / "run"), "-q"])
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and f"run directory {tmp_path / 'run'} is in use by pid {os.getpid()}" in lines[0]
+    assert not (isolated_cache / "embeddings.sqlite").exists()
+
+
+def test_out_onto_an_existing_file_is_one_line(tmp_path, isolated_cache):
+    (tmp_path / "taken").write_text("mine")
+    result = CliRunner().invoke(app, ["nolima", "--out", str(tmp_path / "taken"), "-q"])
+    assert result.exit_code == 1 and result.output.strip() == f"error: --out {tmp_path / 'taken'} exists and is not a folder"
+    assert (tmp_path / "taken").read_text() == "mine"
+
+
+def test_stale_temp_files_of_a_killed_run_are_removed(tmp_path):
+    from embedeval.io import run_directory
+
+    (tmp_path / "run" / "figures").mkdir(parents=True)
+    stale = [tmp_path / "run" / ".metrics.csv.x1y2.tmp", tmp_path / "run" / "figures" / ".auc.png.abcd.tmp"]
+    for path in stale:
+        path.write_bytes(b"")
+    keep = tmp_path / "run" / "metrics.csv"
+    keep.write_text("kept")
+    with run_directory(tmp_path / "run"):
+        assert not any(p.exists() for p in stale) and keep.read_text() == "kept"
+
+
+def test_a_failed_rerun_leaves_the_finished_run_untouched(run, tmp_path, books_dir):
+    finished = tmp_path / "finished"
+    shutil.copytree(run.out, finished)
+    before = {p.name: p.read_bytes() for p in finished.iterdir() if p.is_file()}
+    small = tmp_path / "small-corpus"
+    small.mkdir()
+    for book in sorted(books_dir.glob("*.txt"))[:3]:
+        shutil.copy(book, small)
+    result = CliRunner().invoke(app, ["nolima", "--groups", ",".join(SMALL_GROUPS), "--corpus", f"dir:{small}",
+                                      "--lengths", "128", "--depths", "2", "--out", str(finished), "-q"])
+    assert result.exit_code == 1 and "has 3 books" in result.output
+    after = {p.name: p.read_bytes() for p in finished.iterdir() if p.is_file()}
+    assert after == before  # config.json still describes the tables beside it

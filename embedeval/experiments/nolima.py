@@ -4,8 +4,9 @@ This module only orchestrates: haystacks come from :mod:`embedeval.haystacks`, t
 table from :mod:`embedeval.similarity`, metrics from :mod:`embedeval.aggregate`, the report from
 :mod:`embedeval.report`.
 
-``run_nolima(config)`` writes ``config.json``, ``haystacks.parquet``, ``similarities.parquet``,
-``metrics.csv``, ``report.md`` and ``figures/`` into ``config.out`` (each file atomically).
+``run_nolima(config)`` writes ``haystacks.parquet``, ``similarities.parquet``, ``metrics.csv``,
+``report.md``, ``figures/`` and, last, ``config.json`` into ``config.out`` (each file atomically),
+holding the folder so that no second run writes into it at the same time.
 Every embedding goes through the persistent cache, so an interrupted run resumes where it
 stopped and a rerun of the same config embeds nothing and yields the same tables.
 """
@@ -30,7 +31,7 @@ from embedeval.defaults import (
 from embedeval.embedders.registry import load_embedder, select_embedders
 from embedeval.errors import ConfigError
 from embedeval.haystacks import build_haystacks, check_build_args
-from embedeval.io import write_table, write_text_atomic
+from embedeval.io import run_directory, write_table, write_text_atomic
 from embedeval.needles import NeedleSet, load_needle_set
 from embedeval.report import write_report
 from embedeval.similarity import query_forms, similarity_rows
@@ -133,18 +134,17 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
     config = config or NolimaConfig()
     needle_set = config.validate()
     forms = query_forms(needle_set, config.expansions)
-    embedders = [load_embedder(spec, cache_dir=cache_dir, progress=progress, commit_every=commit_every)
-                 for spec in config.embedders]
-    out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out / "config.json", json.dumps({**asdict(config), "versions": package_versions()}, indent=2))
-
-    haystacks = load_or_build_haystacks(config, needle_set, progress)
-    similarities = pd.concat(
-        [similarity_rows(e, haystacks, needle_set, forms) for e in embedders], ignore_index=True
-    )
-    metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.seed)
-    write_table(similarities, out / "similarities.parquet")
-    write_table(metrics, out / "metrics.csv")
-    write_report(out, metrics, similarities, auc_threshold=config.auc_threshold)
+    with run_directory(config.out) as out:
+        embedders = [load_embedder(spec, cache_dir=cache_dir, progress=progress, commit_every=commit_every)
+                     for spec in config.embedders]
+        haystacks = load_or_build_haystacks(config, needle_set, progress)
+        similarities = pd.concat(
+            [similarity_rows(e, haystacks, needle_set, forms) for e in embedders], ignore_index=True
+        )
+        metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.seed)
+        write_table(similarities, out / "similarities.parquet")
+        write_table(metrics, out / "metrics.csv")
+        write_report(out, metrics, similarities, auc_threshold=config.auc_threshold)
+        # Last, so config.json always describes the tables beside it.
+        write_text_atomic(out / "config.json", json.dumps({**asdict(config), "versions": package_versions()}, indent=2))
     return NolimaResult(config, haystacks, similarities, metrics, out, {e.name: e.stats.embedded for e in embedders})
