@@ -7,8 +7,8 @@ from typer.testing import CliRunner
 
 from embedeval.cli import app
 from embedeval.errors import APIError, InputError
-from embedeval.experiments.expansion import (
-    ChatLLM,
+from embedeval.llm import ChatLLM
+from embedeval.expansion import (
     expand_question,
     expanded_query_forms,
     load_expansions,
@@ -67,6 +67,23 @@ def test_429_then_200(chat):
     chat.script.chat_replies = ['["x", "y"]']
     assert expand_question("Q?", 2, ChatLLM("m")) == ["x", "y"]
     assert len(chat.requests) == 2
+
+
+def test_chat_errors_never_show_the_key(chat):
+    chat.script.echo_auth = True
+    chat.script.fail_with = [429] * 5
+    with pytest.raises(APIError, match=r"chat model m: gave up after 3 attempts") as info:
+        ChatLLM("m").complete("Q?")
+    assert "SECRET" not in str(info.value) and "***" in str(info.value)
+
+
+def test_chat_honours_retry_after(chat):
+    chat.script.fail_with = [503]
+    chat.script.fail_headers = {"Retry-After": "1"}
+    chat.script.chat_replies = ['["x"]']
+    assert ChatLLM("m").complete("Q?") == '["x"]'
+    first, second = chat.requests
+    assert second["time"] - first["time"] >= 0.95
 
 
 def test_cli_expand_writes_a_valid_file_without_the_key(chat, tmp_path):

@@ -10,11 +10,16 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from embedeval.embedders.api import API_EMBEDDERS, APIEmbedder
 from embedeval.embedders.base import Embedder
 from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache
+from embedeval.embedders.http import APIEmbedder
+from embedeval.embedders.jina import JinaEmbedder
 from embedeval.embedders.local import SentenceTransformerEmbedder, bundled_model_installed
+from embedeval.embedders.openai import OpenAIEmbedder
+from embedeval.embedders.voyage import VoyageEmbedder
 from embedeval.errors import EmbedderUnavailableError, UnknownEmbedderError
+
+API_EMBEDDERS: dict[str, type[APIEmbedder]] = {cls.provider: cls for cls in (OpenAIEmbedder, VoyageEmbedder, JinaEmbedder)}
 
 DEFAULT_EMBEDDER = "st:all-MiniLM-L6-v2"
 

@@ -120,7 +120,7 @@ def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progres
 def query_forms(needle_set: NeedleSet, expansion_files: list[str] = ()) -> dict[str, list[str]]:
     """Query texts per form, one per group in needle-set order: the question, then
     ``expanded-N`` (question + N terms) for every size of every expansion file."""
-    from embedeval.experiments.expansion import expanded_query_forms
+    from embedeval.expansion import expanded_query_forms
 
     return {QUESTION: [g.question for g in needle_set.groups], **expanded_query_forms(expansion_files, needle_set)}
 
