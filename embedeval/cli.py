@@ -272,7 +272,8 @@ def expand_command(
     quiet: Quiet = False,
 ) -> None:
     """Ask a chat model for N search terms per question and store them for offline sweeps."""
-    from embedeval.experiments.expansion import ChatLLM, build_expansion_file, write_expansions
+    from embedeval.expansion import build_expansion_file, write_expansions
+    from embedeval.llm import ChatLLM
 
     size_list = int_list(sizes, "--sizes")
     if not size_list or min(size_list) < 1:

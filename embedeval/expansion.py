@@ -14,13 +14,13 @@ import json
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from embedeval.errors import APIError, EmbedderUnavailableError, InputError
+from embedeval.errors import APIError, InputError
 from embedeval.io import write_text_atomic
+from embedeval.llm import ChatLLM
 from embedeval.needles import NeedleSet
 
 PROMPT = (
@@ -71,39 +71,6 @@ def parse_terms(text: str) -> list[str]:
             seen.add(term.lower())
             out.append(term)
     return out
-
-
-@dataclass
-class ChatLLM:
-    """An OpenAI-compatible chat endpoint (key ``OPENAI_API_KEY``, base URL from the argument or
-    ``OPENAI_BASE_URL``), with the same retry policy as the API embedders."""
-
-    model: str
-    base_url: str | None = None
-    temperature: float = 0.7
-
-    def __post_init__(self):
-        import openai
-
-        from embedeval.embedders.api import retry_policy_from_env
-
-        key = os.environ.get("OPENAI_API_KEY", "").strip()
-        if not key:
-            raise EmbedderUnavailableError("query expansion needs an API key in OPENAI_API_KEY (any value for a local server)")
-        self._key = key
-        self._client = openai.OpenAI(api_key=key, base_url=self.base_url or os.environ.get("OPENAI_BASE_URL") or None, max_retries=0)
-        self.policy = retry_policy_from_env()
-
-    def complete(self, prompt: str) -> str:
-        from embedeval.embedders.api import call_with_retries, openai_errors
-
-        def request() -> str:
-            with openai_errors("OPENAI_API_KEY"):
-                response = self._client.chat.completions.create(
-                    model=self.model, messages=[{"role": "user", "content": prompt}], temperature=self.temperature)
-            return response.choices[0].message.content or ""
-
-        return call_with_retries(request, self.policy, f"chat model {self.model}", lambda m: m.replace(self._key, "***"))
 
 
 def expand_question(question: str, n_terms: int, llm: ChatLLM, max_rounds: int = 3) -> list[str]:
@@ -160,7 +127,7 @@ def validate_expansions(data: object, needle_set: NeedleSet | None, path: str) -
         return
     if data["needle_set"] != needle_set.name:
         raise InputError(f"expansion file {path} is for needle set {data['needle_set']!r}, not {needle_set.name!r}")
-    names = re.compile(r"\b(" + "|".join(map(re.escape, needle_set.characters)) + r")\b", re.I)
+    names = needle_set.character_pattern()
     for size, groups in data["sizes"].items():
         absent = [g.id for g in needle_set.groups if g.id not in groups]
         if absent:

@@ -2,8 +2,9 @@
 and of OpenAI-compatible chat completions (scripted replies).
 
 Vectors are deterministic (sha256 of the text). Behaviour is scripted per test: a queue of
-status codes to answer before succeeding (e.g. [429, 429] then 200), keys that get 401, models
-that get 404. Every request is recorded (path, model, inputs, body, authorization header).
+status codes to answer before succeeding (e.g. [429, 429] then 200) and headers to send with them
+(e.g. ``Retry-After``), keys that get 401, models that get 404. Every request is recorded (path,
+model, inputs, body, authorization header, arrival time on ``time.monotonic()``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def fake_vector(text: str, dim: int) -> list[float]:
 @dataclass
 class Script:
     fail_with: list[int] = field(default_factory=list)  # statuses to answer first, in order
+    fail_headers: dict[str, str] = field(default_factory=dict)  # sent with every error answer
+    echo_auth: bool = False  # error answers quote the Authorization header (a careless server)
     bad_keys: set[str] = field(default_factory=lambda: {"bad-key"})
     unknown_models: set[str] = field(default_factory=set)
     chat_replies: list[str] = field(default_factory=list)  # answers of /chat/completions, in order
@@ -52,7 +55,7 @@ class FakeEmbeddingServer:
                 inputs = [inputs] if isinstance(inputs, str) else inputs
                 with script.lock:
                     script.requests.append({"path": self.path, "model": body.get("model"), "inputs": inputs,
-                                            "body": body, "auth": auth})
+                                            "body": body, "auth": auth, "time": time.monotonic()})
                     status = script.fail_with.pop(0) if script.fail_with else 200
                     script.in_flight += 1
                     script.max_in_flight = max(script.max_in_flight, script.in_flight)
@@ -69,7 +72,8 @@ class FakeEmbeddingServer:
                 if body.get("model") in script.unknown_models:
                     status = 404
                 if status != 200:
-                    self._send(status, {"error": {"message": f"scripted {status}", "type": "error"}, "detail": f"scripted {status}"})
+                    message = f"scripted {status}" + (f" for {auth}" if script.echo_auth else "")
+                    self._send(status, {"error": {"message": message, "type": "error"}, "detail": message}, script.fail_headers)
                     return
                 if self.path.endswith("/chat/completions"):
                     with script.lock:
@@ -85,11 +89,13 @@ class FakeEmbeddingServer:
                 self._send(200, {"object": "list", "data": data, "model": body.get("model"),
                                  "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
 
-            def _send(self, status, payload):
+            def _send(self, status, payload, headers=None):
                 raw = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(raw)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(raw)
 

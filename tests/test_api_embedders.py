@@ -5,8 +5,8 @@ import pytest
 from typer.testing import CliRunner
 
 from embedeval.cli import app
-from embedeval.embedders.api import RetryPolicy
 from embedeval.embedders.base import l2_normalize
+from embedeval.embedders.http import RetryableError, RetryPolicy, parse_retry_after
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import APIError, EmbedderUnavailableError, UnknownEmbedderError
 from fake_api import DIM, fake_vector, serving
@@ -94,14 +94,102 @@ def test_a_429_storm_gives_up_after_bounded_attempts(fake, spec):
     assert len(fake.requests) - before == 4
 
 
-def test_backoff_grows_and_is_bounded():
-    import random
+def failed(attempt_number: int, error: Exception, elapsed: float = 0.0):
+    """A tenacity retry state after ``attempt_number`` attempts, the last failing with ``error``."""
+    from tenacity import RetryCallState
 
+    state = RetryCallState(None, None, (), {})
+    state.start_time -= elapsed
+    state.attempt_number = attempt_number
+    state.set_exception((type(error), error, None))
+    return state
+
+
+def test_backoff_grows_and_is_bounded():
     policy = RetryPolicy(max_attempts=8, base_delay=1.0, max_delay=5.0)
-    rng = random.Random(0)
-    delays = [[policy.delay(a, rng) for _ in range(200)] for a in range(6)]
+    wait = policy.wait()
+    delays = [[wait(failed(a + 1, RetryableError("HTTP 503"))) for _ in range(200)] for a in range(6)]
     assert all(0 <= d <= min(5.0, 2**a) for a, ds in enumerate(delays) for d in ds)
     assert np.mean(delays[2]) > np.mean(delays[0])
+
+
+def test_retry_after_replaces_the_backoff_capped_by_max_delay_and_time_left():
+    wait = RetryPolicy(base_delay=0.01, max_delay=5.0, max_seconds=60).wait()
+    assert wait(failed(1, RetryableError("HTTP 429", retry_after=2.5))) == pytest.approx(2.5)
+    assert wait(failed(1, RetryableError("HTTP 429", retry_after=100))) == pytest.approx(5.0)
+    assert wait(failed(3, RetryableError("HTTP 429", retry_after=4), elapsed=58.5)) == pytest.approx(1.5, abs=0.1)
+    assert wait(failed(1, RetryableError("HTTP 503"))) <= 0.01
+
+
+def test_parse_retry_after_reads_seconds_and_http_dates():
+    import datetime as dt
+
+    now = dt.datetime(2025, 3, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+    assert parse_retry_after("7") == 7.0 and parse_retry_after(" 1.5 ") == 1.5
+    assert parse_retry_after("Sat, 01 Mar 2025 12:00:30 GMT", now=now) == 30.0
+    assert parse_retry_after("Sat, 01 Mar 2025 11:00:00 GMT", now=now) == 0.0  # in the past: no wait
+    assert parse_retry_after("-3") == 0.0
+    assert parse_retry_after(None) is None and parse_retry_after("soon") is None and parse_retry_after("") is None
+
+
+@pytest.mark.parametrize("spec", SPECS[1:])
+def test_retry_after_header_sets_the_wait(fake, spec):
+    model = load_embedder(spec, cache=False)  # retries would otherwise wait ~0.01 s
+    fake.script.fail_with = [429]
+    fake.script.fail_headers = {"Retry-After": "1"}
+    model.embed(["wait for me"])
+    first, second = fake.requests[-2:]
+    assert first["inputs"] == second["inputs"] == ["wait for me"]
+    assert second["time"] - first["time"] >= 0.95
+
+
+@pytest.mark.parametrize("headers", [{}, {"Retry-After": "30"}])
+def test_retries_are_bounded_in_total_time(fake, monkeypatch, headers):
+    import time
+
+    monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "1000")
+    monkeypatch.setenv("EMBEDEVAL_RETRY_BASE_DELAY", "0.2")
+    monkeypatch.setenv("EMBEDEVAL_RETRY_MAX_SECONDS", "1")
+    model = load_embedder("jina:jina-embeddings-v3", cache=False)
+    before = len(fake.requests)
+    fake.script.fail_with = [500] * 10_000
+    fake.script.fail_headers = headers
+    start = time.monotonic()
+    with pytest.raises(APIError, match=r"gave up after \d+ attempts within 1 s \(HTTP 500"):
+        model.embed(["endless 500s"])
+    assert time.monotonic() - start < 3
+    assert 2 <= len(fake.requests) - before < 1000
+
+
+@pytest.mark.parametrize("status", [429, 400])
+@pytest.mark.parametrize("spec", SPECS[1:])
+def test_keys_are_scrubbed_from_error_messages(fake, spec, status):
+    model = load_embedder(spec, cache=False)
+    fake.script.echo_auth = True  # the server quotes the key back in its error
+    fake.script.fail_with = [status] * 10
+    with pytest.raises(APIError) as info:
+        model.embed(["leak"])
+    message = str(info.value)
+    assert KEYS[spec.split(":")[0].upper()] not in message and "SECRET" not in message
+    assert "***" in message  # the quoted key reached the message and was replaced
+
+
+def test_fingerprints_name_model_and_settings_but_no_key(fake):
+    from embedeval.embedders.jina import JinaEmbedder
+    from embedeval.embedders.voyage import VoyageEmbedder
+
+    prints = {spec: load_embedder(spec, cache=False, verify=False).fingerprint for spec in SPECS}
+    assert len(set(prints.values())) == len(SPECS)
+    assert prints == {spec: load_embedder(spec, cache=False, verify=False).fingerprint for spec in SPECS}
+    assert "dimensions=native" in prints["openai:text-embedding-3-small"]
+    voyage, jina = prints["voyage:voyage-3-large"], prints["jina:jina-embeddings-v3"]
+    assert "input_type=None" in voyage and "truncation=True" in voyage
+    assert "task=text-matching" in jina and "late_chunking=False" in jina and "truncate=True" in jina
+    for fingerprint in prints.values():
+        assert "SECRET" not in fingerprint and fake.url not in fingerprint
+    assert VoyageEmbedder("voyage-3-large", input_type="query").fingerprint != voyage
+    assert JinaEmbedder("jina-embeddings-v3", task="retrieval.query").fingerprint != jina
+    assert fake.requests == []
 
 
 @pytest.mark.parametrize("spec, env", [("openai:text-embedding-3-small", "OPENAI_API_KEY"),
@@ -129,12 +217,12 @@ def test_missing_key_and_unknown_model_fail_before_any_request(fake, monkeypatch
 
 
 def test_keys_never_reach_outputs(fake, tmp_path, books_dir, isolated_cache):
-    from test_nolima import small_needle_file
+    from test_nolima import SMALL_GROUPS
 
     out = tmp_path / "run"
     result = CliRunner().invoke(app, [
         "nolima", "-e", "openai:text-embedding-3-small", "-e", "voyage:voyage-3-large",
-        "--needles", str(small_needle_file(tmp_path / "n.json")), "--corpus", f"dir:{books_dir}",
+        "--groups", ",".join(SMALL_GROUPS), "--corpus", f"dir:{books_dir}",
         "--lengths", "128,256", "--depths", "3", "--out", str(out), "-q"])
     assert result.exit_code == 0, result.output
     sims = __import__("pandas").read_parquet(out / "similarities.parquet")
@@ -147,11 +235,11 @@ def test_keys_never_reach_outputs(fake, tmp_path, books_dir, isolated_cache):
 
 
 def test_skip_unavailable_runs_what_it_can(fake, monkeypatch, tmp_path, books_dir):
-    from test_nolima import small_needle_file
+    from test_nolima import SMALL_GROUPS
 
     monkeypatch.delenv("VOYAGE_API_KEY")
     monkeypatch.delenv("JINA_API_KEY")
-    args = ["nolima", "-e", "context-rot-5", "--needles", str(small_needle_file(tmp_path / "n.json")),
+    args = ["nolima", "-e", "context-rot-5", "--groups", ",".join(SMALL_GROUPS),
             "--corpus", f"dir:{books_dir}", "--lengths", "128", "--depths", "3", "--out", str(tmp_path / "run"), "-q"]
     failed = CliRunner().invoke(app, args)
     assert failed.exit_code == 1 and "JINA_API_KEY" in failed.output

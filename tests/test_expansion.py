@@ -7,8 +7,8 @@ from typer.testing import CliRunner
 
 from embedeval.cli import app
 from embedeval.errors import APIError, InputError
-from embedeval.experiments.expansion import (
-    ChatLLM,
+from embedeval.llm import ChatLLM
+from embedeval.expansion import (
     expand_question,
     expanded_query_forms,
     load_expansions,
@@ -70,16 +70,32 @@ def test_429_then_200(chat):
     assert len(chat.requests) == 2
 
 
-def test_cli_expand_writes_a_valid_file_without_the_key(chat, tmp_path):
-    from test_nolima import small_needle_file
+def test_chat_errors_never_show_the_key(chat):
+    chat.script.echo_auth = True
+    chat.script.fail_with = [429] * 5
+    with pytest.raises(APIError, match=r"chat model m: gave up after 3 attempts") as info:
+        ChatLLM("m").complete("Q?")
+    assert "SECRET" not in str(info.value) and "***" in str(info.value)
 
-    needles = small_needle_file(tmp_path / "n.json")
+
+def test_chat_honours_retry_after(chat):
+    chat.script.fail_with = [503]
+    chat.script.fail_headers = {"Retry-After": "1"}
+    chat.script.chat_replies = ['["x"]']
+    assert ChatLLM("m").complete("Q?") == '["x"]'
+    first, second = chat.requests
+    assert second["time"] - first["time"] >= 0.95
+
+
+def test_cli_expand_writes_a_valid_file_without_the_key(chat, tmp_path):
+    from test_nolima import SMALL_GROUPS
+
     chat.script.chat_replies = [json.dumps([f"w{k}-{i}" for i in range(n)]) for n in (3, 5) for k in range(3)]
     out = tmp_path / "exp.json"
-    result = CliRunner().invoke(app, ["expand", "--needles", str(needles), "--sizes", "3,5", "--llm", "fake-model",
+    result = CliRunner().invoke(app, ["expand", "--groups", ",".join(SMALL_GROUPS), "--sizes", "3,5", "--llm", "fake-model",
                                       "--out", str(out), "-q"])
     assert result.exit_code == 0, result.output
-    data = load_expansions(out, load_needle_set(needles))
+    data = load_expansions(out, load_needle_set(DEFAULT_NEEDLES).subset(SMALL_GROUPS))
     assert {k: len(next(iter(v.values()))) for k, v in data["sizes"].items()} == {"3": 3, "5": 5}
     assert data["model"] == "fake-model" and data["temperature"] == 0.7 and "created" in data and "prompt" in data
     assert "SECRET" not in out.read_text()
@@ -136,17 +152,16 @@ def test_expanded_query_forms():
 
 
 def test_sweep_with_two_expansion_sizes(tmp_path, books_dir):
-    from test_nolima import small_needle_file
+    from test_nolima import SMALL_GROUPS
 
-    needles = small_needle_file(tmp_path / "n.json")
-    ns = load_needle_set(needles)
+    ns = load_needle_set(DEFAULT_NEEDLES).subset(SMALL_GROUPS)
     shipped = json.loads(SHIPPED.read_text())
     shipped["needle_set"] = ns.name
     shipped["sizes"] = {s: {g.id: shipped["sizes"][s][g.id] for g in ns.groups} for s in ("100", "150")}
     expansions = tmp_path / "exp.json"
     expansions.write_text(json.dumps(shipped))
     out = tmp_path / "run"
-    result = CliRunner().invoke(app, ["nolima", "--needles", str(needles), "--corpus", f"dir:{books_dir}",
+    result = CliRunner().invoke(app, ["nolima", "--groups", ",".join(SMALL_GROUPS), "--corpus", f"dir:{books_dir}",
                                       "--lengths", "128,256", "--depths", "3", "--expansions", str(expansions),
                                       "--out", str(out), "-q"])
     assert result.exit_code == 0, result.output

@@ -10,13 +10,18 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from embedeval.embedders.api import API_EMBEDDERS
-from embedeval.embedders.base import Embedder
 from embedeval.defaults import DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER
+from embedeval.embedders.base import Embedder
 from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache
+from embedeval.embedders.http import APIEmbedder
+from embedeval.embedders.jina import JinaEmbedder
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.models import BUNDLED_MODELS, bundled_model_installed, canonical_model
+from embedeval.embedders.openai import OpenAIEmbedder
+from embedeval.embedders.voyage import VoyageEmbedder
 from embedeval.errors import EmbedderUnavailableError, UnknownEmbedderError
+
+API_EMBEDDERS: dict[str, type[APIEmbedder]] = {cls.provider: cls for cls in (OpenAIEmbedder, VoyageEmbedder, JinaEmbedder)}
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ No LLM was used: we wrote, per question, search terms for its facets (QUESTION_T
 category the terms of that domain (CATEGORY_TERMS), and a pool of general terms of
 "which person ..." searches (GENERAL_TERMS). An expansion of size N takes them in that order
 (question, category, general), de-duplicated, and keeps the first N. No character name and no
-needle text occurs in any term; `embedeval.experiments.expansion.validate_expansions` checks it.
+needle text occurs in any term; `embedeval.expansion.validate_expansions` checks it.
 
 Run from the repository root:  python queries/expansions/compose_nolima_onehop.py
 """

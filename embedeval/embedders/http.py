@@ -1,0 +1,314 @@
+"""The shared engine of everything behind an HTTP API: the embedders and the chat client.
+
+- Keys come from an environment variable (:class:`APIKey`) and are scrubbed from every message.
+- Errors are sorted into :class:`RetryableError` (429, 5xx, timeouts, connection errors) and
+  :class:`FatalAPIError` (401/403, unknown model, bad request); :func:`status_error` maps an HTTP
+  status, :func:`openai_errors` translates the ``openai`` client's exceptions.
+- :func:`call_with_retries` retries with ``tenacity``: exponential backoff with full jitter,
+  bounded attempts and bounded total time; a server's ``Retry-After`` replaces the jittered
+  delay. Running out, or a fatal error, is one :class:`~embedeval.errors.APIError`.
+- :class:`APIEmbedder` batches inputs within a model's limits, cuts over-long inputs to its
+  window and runs a few requests concurrently; a provider subclass implements ``_request``.
+
+Token counts for API models come from the reference tokenizer (``st:all-MiniLM-L6-v2``'s
+WordPiece): the providers' own tokenizers are not available offline, so counts, truncation and
+``needle_visible`` for API models are estimates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import email.utils
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import numpy as np
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay
+from tenacity.wait import wait_base, wait_random_exponential
+
+from embedeval.embedders.base import Kind, check_texts, l2_normalize
+from embedeval.errors import APIError, EmbedderUnavailableError, UnknownEmbedderError
+
+_T = TypeVar("_T")
+
+
+class RetryableError(Exception):
+    """A failure worth retrying (429, 5xx, timeout, connection); ``retry_after`` is the wait in
+    seconds the server asked for (``Retry-After``), if it did."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class FatalAPIError(Exception):
+    """A failure that retrying cannot fix (401/403, unknown model, bad request)."""
+
+
+@dataclass(frozen=True)
+class APIKey:
+    """An API key read from the environment variable ``env``; its repr never shows it."""
+
+    env: str
+    value: str = field(repr=False)
+
+    @classmethod
+    def from_env(cls, env: str, missing: str) -> APIKey:
+        """Read ``env``; raise :class:`EmbedderUnavailableError` with the message ``missing``
+        when it is unset or blank."""
+        value = os.environ.get(env, "").strip()
+        if not value:
+            raise EmbedderUnavailableError(missing)
+        return cls(env, value)
+
+    def scrub(self, message: str) -> str:
+        """``message`` with the key replaced by ``***``."""
+        return message.replace(self.value, "***")
+
+
+def parse_retry_after(value: str | None, now: dt.datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value: a number of seconds or an HTTP date
+    (RFC 9110 §10.2.3); ``None`` when absent or unreadable. Never negative."""
+    if value is None or not str(value).strip():
+        return None
+    value = str(value).strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.timezone.utc)
+        seconds = (when - (now or dt.datetime.now(dt.timezone.utc))).total_seconds()
+    return max(0.0, seconds) if seconds == seconds else None  # NaN -> None
+
+
+def retry_after_from_headers(headers: Mapping[str, str] | None) -> float | None:
+    """The wait a response's headers ask for: ``retry-after-ms`` (OpenAI) or ``Retry-After``,
+    looked up case-insensitively."""
+    if not headers:
+        return None
+    lower = {str(k).lower(): v for k, v in headers.items()}
+    if "retry-after-ms" in lower:
+        ms = parse_retry_after(lower["retry-after-ms"])
+        if ms is not None:
+            return ms / 1000
+    return parse_retry_after(lower.get("retry-after"))
+
+
+def status_error(status: int | None, message: str, key_env: str, headers: Mapping[str, str] | None = None) -> Exception:
+    """Map an HTTP status to a retryable or fatal error with a readable message; a retryable
+    one carries the response's ``Retry-After`` (from ``headers``)."""
+    if status in (401, 403):
+        return FatalAPIError(f"authentication failed (HTTP {status}); check {key_env}")
+    if status == 429 or (status is not None and status >= 500) or status is None:
+        return RetryableError(f"HTTP {status}: {message}" if status else message, retry_after_from_headers(headers))
+    if status == 404:
+        return FatalAPIError(f"not found (HTTP 404): unknown model or wrong base URL ({message})")
+    return FatalAPIError(f"HTTP {status}: {message}")
+
+
+@contextlib.contextmanager
+def openai_errors(key_env: str):
+    """Translate the ``openai`` client's exceptions into retryable or fatal ones."""
+    import openai
+
+    try:
+        yield
+    except openai.APIStatusError as exc:
+        raise status_error(exc.status_code, exc.message, key_env, exc.response.headers) from None
+    except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+        raise RetryableError(f"{type(exc).__name__}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Retry :class:`RetryableError` at most ``max_attempts`` times and for at most
+    ``max_seconds`` in all. Between attempts sleep ``U(0, min(max_delay, base_delay * 2**(n-1)))``
+    after the n-th failure (full jitter), or the server's ``Retry-After`` capped at
+    ``max_delay``; never past the ``max_seconds`` budget."""
+
+    max_attempts: int = 6
+    base_delay: float = 0.5
+    max_delay: float = 20.0
+    max_seconds: float = 120.0
+
+    def stop(self):
+        return stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_seconds)
+
+    def wait(self) -> wait_base:
+        return RetryAfterWait(self)
+
+
+class RetryAfterWait(wait_base):
+    """The wait of a :class:`RetryPolicy`: ``Retry-After`` if the last error carried one, else
+    exponential backoff with full jitter; capped at ``max_delay`` and at the time left."""
+
+    def __init__(self, policy: RetryPolicy):
+        self.policy = policy
+        self.jitter = wait_random_exponential(multiplier=policy.base_delay, max=policy.max_delay)
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        error = retry_state.outcome.exception() if retry_state.outcome else None
+        hint = getattr(error, "retry_after", None)
+        delay = min(hint, self.policy.max_delay) if hint is not None else self.jitter(retry_state)
+        left = self.policy.max_seconds - (retry_state.seconds_since_start or 0.0)
+        return max(0.0, min(delay, left))
+
+
+def retry_policy_from_env() -> RetryPolicy:
+    """``EMBEDEVAL_MAX_ATTEMPTS`` (6), ``EMBEDEVAL_RETRY_BASE_DELAY`` (0.5 s) and
+    ``EMBEDEVAL_RETRY_MAX_SECONDS`` (120 s) override the defaults."""
+    return RetryPolicy(
+        max_attempts=int(os.environ.get("EMBEDEVAL_MAX_ATTEMPTS", 6)),
+        base_delay=float(os.environ.get("EMBEDEVAL_RETRY_BASE_DELAY", 0.5)),
+        max_seconds=float(os.environ.get("EMBEDEVAL_RETRY_MAX_SECONDS", 120)),
+    )
+
+
+def call_with_retries(call: Callable[[], _T], policy: RetryPolicy, what: str, scrub: Callable[[str], str]) -> _T:
+    """Run ``call()`` until it succeeds, retrying :class:`RetryableError` per ``policy``.
+
+    Raises :class:`~embedeval.errors.APIError` (message passed through ``scrub``) when the
+    attempts or the time run out, or at once on a :class:`FatalAPIError`.
+    """
+
+    def give_up(state: RetryCallState):
+        within = "" if state.attempt_number >= policy.max_attempts else f" within {policy.max_seconds:g} s"
+        raise APIError(scrub(f"{what}: gave up after {state.attempt_number} attempts{within} ({state.outcome.exception()})"))
+
+    retrying = Retrying(stop=policy.stop(), wait=policy.wait(), retry=retry_if_exception_type(RetryableError),
+                        retry_error_callback=give_up)
+    try:
+        return retrying(call)
+    except FatalAPIError as exc:
+        raise APIError(scrub(f"{what}: {exc}")) from None
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    """What one model accepts: ``dim`` of its vectors, tokens per input, per-request caps."""
+
+    dim: int
+    max_tokens: int
+    max_inputs_per_request: int
+    max_tokens_per_request: int
+
+
+class APIEmbedder:
+    """Shared engine of the API embedders; subclasses implement :meth:`_request` and name what
+    else changes a vector in :meth:`settings`."""
+
+    provider = ""
+    key_env = ""
+    base_url_env = ""
+    default_base_url = ""
+    models: dict[str, ModelLimits] = {}
+    fit_margin = 16  # tokens kept free below the window, for the estimate
+
+    def __init__(self, model: str, max_workers: int = 4, policy: RetryPolicy | None = None, timeout: float = 60.0):
+        if model not in self.models:
+            raise UnknownEmbedderError(f"unknown {self.provider} model {model!r}; known: {', '.join(self.models)}")
+        missing = f"{self.provider}:{model} needs an API key in the environment variable {self.key_env}"
+        self._key = APIKey.from_env(self.key_env, missing)
+        self.model = model
+        self.name = f"{self.provider}:{model}"
+        self.limits = self.models[model]
+        self.base_url = (os.environ.get(self.base_url_env) or self.default_base_url).rstrip("/")
+        self.max_workers = max_workers
+        self.policy = policy or retry_policy_from_env()
+        self.timeout = timeout
+        self._tokens = None
+
+    def __repr__(self) -> str:  # never show the key
+        return f"{type(self).__name__}({self.name!r}, base_url={self.base_url!r})"
+
+    @property
+    def dim(self) -> int:
+        return self.limits.dim
+
+    @property
+    def max_tokens(self) -> int:
+        return self.limits.max_tokens
+
+    def settings(self) -> dict[str, object]:
+        """Request settings besides the model that change a vector (none requested: native size)."""
+        return {"dimensions": "native"}
+
+    @property
+    def fingerprint(self) -> str:
+        """Everything besides spec, kind and text that changes a vector: the model id, the
+        request settings and where over-long inputs are cut. Never the key or the URL."""
+        parts = {"model": self.model, **self.settings(), "cut": self.limits.max_tokens - self.fit_margin}
+        return ";".join(f"{k}={v}" for k, v in parts.items())
+
+    @property
+    def token_counter(self):
+        if self._tokens is None:
+            from embedeval.tokens import load_token_counter
+
+            self._tokens = load_token_counter()
+        return self._tokens
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Estimated with the reference tokenizer (special tokens included)."""
+        return self.token_counter.count(list(texts), special_tokens=True)
+
+    def scrub(self, message: str) -> str:
+        """Remove the API key from a message."""
+        return self._key.scrub(message)
+
+    def _fit(self, texts: list[str]) -> tuple[list[str], list[int]]:
+        """Cut inputs longer than the window (estimated); return texts and their token estimates."""
+        counts = self.token_counter.count(texts)
+        limit = self.limits.max_tokens - self.fit_margin
+        fitted = [t if n <= limit else self.token_counter.prefix(t, limit) for t, n in zip(texts, counts)]
+        return fitted, [min(n, limit) for n in counts]
+
+    def batches(self, counts: Sequence[int]) -> list[list[int]]:
+        """Greedy index batches within the inputs-per-request and tokens-per-request limits."""
+        out, current, tokens = [], [], 0
+        for i, n in enumerate(counts):
+            if current and (len(current) == self.limits.max_inputs_per_request or tokens + n > self.limits.max_tokens_per_request):
+                out.append(current)
+                current, tokens = [], 0
+            current.append(i)
+            tokens += n
+        if current:
+            out.append(current)
+        return out
+
+    def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
+        texts = check_texts(texts, kind)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        fitted, counts = self._fit(texts)
+        batches = self.batches(counts)
+
+        def run(batch: list[int]) -> list[list[float]]:
+            payload = [fitted[i] for i in batch]
+            vectors = call_with_retries(lambda: self._request(payload, kind), self.policy,
+                                        f"{self.name} request failed", self.scrub)
+            if len(vectors) != len(payload):
+                raise APIError(f"{self.name}: asked for {len(payload)} vectors, got {len(vectors)}")
+            return vectors
+
+        with ThreadPoolExecutor(max_workers=min(self.max_workers, len(batches))) as pool:
+            results = list(pool.map(run, batches))
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for batch, vectors in zip(batches, results):
+            out[batch] = np.asarray(vectors, dtype=np.float32)
+        return l2_normalize(out)
+
+    def check(self) -> None:
+        """One tiny request, so a bad key or model fails before any real work."""
+        self.embed(["embedeval connection check"], kind="query")
+
+    def _request(self, texts: list[str], kind: Kind) -> list[list[float]]:  # pragma: no cover - abstract
+        raise NotImplementedError

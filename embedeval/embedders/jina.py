@@ -1,0 +1,43 @@
+"""``jina:jina-embeddings-v3`` over plain HTTP (``{base}/embeddings``)."""
+
+from __future__ import annotations
+
+from embedeval.embedders.http import APIEmbedder, FatalAPIError, ModelLimits, RetryableError, status_error
+
+
+class JinaEmbedder(APIEmbedder):
+    """Jina embeddings (key ``JINA_API_KEY``, base URL ``JINA_BASE_URL``): task text-matching,
+    no late chunking, server-side truncation on."""
+
+    provider, key_env, base_url_env = "jina", "JINA_API_KEY", "JINA_BASE_URL"
+    default_base_url = "https://api.jina.ai/v1"
+    models = {"jina-embeddings-v3": ModelLimits(1024, 8192, 512, 250_000)}
+
+    def __init__(self, model: str, task: str = "text-matching", **kwargs):
+        super().__init__(model, **kwargs)
+        import httpx
+
+        self._httpx = httpx
+        self.task = task
+        self.late_chunking = False
+        self.truncate = True
+        self._client = httpx.Client(timeout=self.timeout, headers={"Authorization": f"Bearer {self._key.value}"})
+
+    def settings(self) -> dict[str, object]:
+        return {**super().settings(), "task": self.task, "late_chunking": self.late_chunking, "truncate": self.truncate}
+
+    def _request(self, texts, kind):
+        httpx = self._httpx
+        body = {"model": self.model, "input": texts, "task": self.task, "late_chunking": self.late_chunking,
+                "truncate": self.truncate}
+        try:
+            response = self._client.post(f"{self.base_url}/embeddings", json=body)
+        except (httpx.TimeoutException, httpx.TransportError) as exc:
+            raise RetryableError(f"{type(exc).__name__}: {exc}") from None
+        if response.status_code != 200:
+            raise status_error(response.status_code, response.text[:200], self.key_env, response.headers)
+        try:
+            data = response.json()["data"]
+            return [item["embedding"] for item in sorted(data, key=lambda d: d["index"])]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise FatalAPIError(f"malformed response ({exc})") from None

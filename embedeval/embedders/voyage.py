@@ -1,0 +1,36 @@
+"""``voyage:voyage-3-large`` through the ``voyageai`` client."""
+
+from __future__ import annotations
+
+from embedeval.embedders.http import APIEmbedder, ModelLimits, RetryableError, status_error
+
+
+class VoyageEmbedder(APIEmbedder):
+    """Voyage embeddings (key ``VOYAGE_API_KEY``, base URL ``VOYAGE_BASE_URL``), input_type None
+    by default (as in the Context Rot study) and server-side truncation on."""
+
+    provider, key_env, base_url_env = "voyage", "VOYAGE_API_KEY", "VOYAGE_BASE_URL"
+    default_base_url = "https://api.voyageai.com/v1"
+    models = {"voyage-3-large": ModelLimits(1024, 32_000, 1000, 120_000)}
+
+    def __init__(self, model: str, input_type: str | None = None, **kwargs):
+        super().__init__(model, **kwargs)
+        import voyageai
+
+        self._voyage = voyageai
+        self.input_type = input_type
+        self.truncation = True
+        self._client = voyageai.Client(api_key=self._key.value, base_url=self.base_url, max_retries=0, timeout=self.timeout)
+
+    def settings(self) -> dict[str, object]:
+        return {**super().settings(), "input_type": self.input_type, "truncation": self.truncation}
+
+    def _request(self, texts, kind):
+        error = self._voyage.error
+        try:
+            result = self._client.embed(texts, model=self.model, input_type=self.input_type, truncation=self.truncation)
+        except (error.Timeout, error.APIConnectionError, error.TryAgain) as exc:
+            raise RetryableError(f"{type(exc).__name__}: {exc}") from None
+        except error.VoyageError as exc:  # .headers: the response's headers ({} when there was none)
+            raise status_error(exc.http_status, str(exc._message or exc), self.key_env, exc.headers) from None
+        return result.embeddings
