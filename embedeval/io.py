@@ -99,7 +99,8 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
 
 
 def read_texts(path: str | os.PathLike) -> list[str]:
-    """Texts from a file: ``.jsonl`` (a ``"text"`` field per line) or one text per line.
+    """Texts from a file: ``.jsonl`` (a ``"text"`` field per line) or one text per line. Lines end
+    at ``\n`` (or ``\r\n``) only: a form feed or U+2028 inside a text does not split it.
 
     Raises :class:`~embedeval.errors.InputError` naming the file and line for a missing file,
     undecodable bytes, malformed JSON, an empty text, or a file with no texts at all.
@@ -111,7 +112,7 @@ def read_texts(path: str | os.PathLike) -> list[str]:
         raise InputError(f"input file {source} does not exist") from None
     except UnicodeDecodeError as exc:
         raise InputError(f"input file {source} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    lines = raw.splitlines()
+    lines = [line.removesuffix("\r") for line in raw.split("\n")]  # not splitlines(): U+2028, \f stay inside a text
     while lines and not lines[-1].strip():
         lines.pop()
     texts: list[str] = []

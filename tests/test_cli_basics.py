@@ -1,9 +1,11 @@
 import numpy as np
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from embedeval import __version__
 from embedeval.cli import app
+from embedeval.io import read_texts
 
 runner = CliRunner()
 
@@ -50,30 +52,24 @@ def test_embed_writes_npy_and_parquet_matching_the_model(tmp_path, minilm, isola
     assert "st:all-MiniLM-L6-v2: 3" in info.output
 
 
-def test_unknown_spec_is_one_line_and_nonzero(tmp_path):
-    source = tmp_path / "in.txt"
-    source.write_text("a text\n")
-    result = runner.invoke(app, ["embed", "-e", "nope:model", "-i", str(source), "-o", str(tmp_path / "o.npy")])
-    assert result.exit_code == 1
-    assert _error_line(result).startswith("error: unknown embedder 'nope:model'")
-    assert not (tmp_path / "o.npy").exists()
-
-
-def test_empty_input_file_is_one_line_and_nonzero(tmp_path):
-    source = tmp_path / "empty.txt"
-    source.write_text("\n\n")
-    result = runner.invoke(app, ["embed", "-i", str(source), "-o", str(tmp_path / "o.npy")])
-    assert result.exit_code == 1
-    assert "has no texts" in _error_line(result)
-    assert not (tmp_path / "o.npy").exists()
-
-
-def test_blank_line_inside_input_names_the_line(tmp_path):
+@pytest.mark.parametrize("content, args, says", [
+    ("a text\n", ["-e", "nope:model"], "error: unknown embedder 'nope:model'"),
+    ("\n\n", [], "has no texts"),
+    ("one\n\nthree\n", [], "gap.txt:2: empty text"),
+])
+def test_bad_embed_input_is_one_line_and_writes_nothing(tmp_path, content, args, says):
     source = tmp_path / "gap.txt"
-    source.write_text("one\n\nthree\n")
-    result = runner.invoke(app, ["embed", "-i", str(source), "-o", str(tmp_path / "o.npy")])
+    source.write_text(content)
+    result = runner.invoke(app, ["embed", *args, "-i", str(source), "-o", str(tmp_path / "o.npy")])
     assert result.exit_code == 1
-    assert _error_line(result).endswith("gap.txt:2: empty text")
+    assert says in _error_line(result)
+    assert not (tmp_path / "o.npy").exists()
+
+
+def test_lines_split_only_at_newlines(tmp_path):
+    source = tmp_path / "odd.txt"
+    source.write_text("one\u2028still one\ntwo\x0cstill two\r\nthree\n", encoding="utf-8")
+    assert read_texts(source) == ["one\u2028still one", "two\x0cstill two", "three"]
 
 
 def test_corrupt_cache_via_cli(tmp_path, isolated_cache):

@@ -220,6 +220,7 @@ class APIEmbedder:
         self.model = model
         self.name = f"{self.provider}:{model}"
         self.limits = self.models[model]
+        self.dim, self.max_tokens = self.limits.dim, self.limits.max_tokens  # fixed per model
         self.base_url = (os.environ.get(self.base_url_env) or self.default_base_url).rstrip("/")
         self.max_workers = max_workers
         self.policy = policy or retry_policy_from_env()
@@ -228,14 +229,6 @@ class APIEmbedder:
 
     def __repr__(self) -> str:  # never show the key
         return f"{type(self).__name__}({self.name!r}, base_url={self.base_url!r})"
-
-    @property
-    def dim(self) -> int:
-        return self.limits.dim
-
-    @property
-    def max_tokens(self) -> int:
-        return self.limits.max_tokens
 
     def settings(self) -> dict[str, object]:
         """Request settings besides the model that change a vector (none requested: native size)."""
