@@ -40,7 +40,8 @@ def books_dir(request, tmp_path_factory) -> Path:
     """
     from embedeval.corpus import shakespeare_books
 
-    download = request.config.cache.mkdir("embedeval-corpora") if request.config.cache else tmp_path_factory.mktemp("corpora")
+    cache = getattr(request.config, "cache", None)  # absent with -p no:cacheprovider
+    download = cache.mkdir("embedeval-corpora") if cache else tmp_path_factory.mktemp("corpora")
     folder = tmp_path_factory.mktemp("plays")
     for book in shakespeare_books(cache_dir=download):
         (folder / f"{book.id}.txt").write_text(book.text, encoding="utf-8")

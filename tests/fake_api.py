@@ -27,11 +27,42 @@ def fake_vector(text: str, dim: int) -> list[float]:
     return np.random.default_rng(seed).normal(size=dim).round(6).tolist()
 
 
+#: What ``Script.faults`` can do to a good answer.
+FAULTS = ("nan", "null", "zero", "short", "long", "count", "duplicate_index", "missing_data", "malformed_json")
+
+
+def spoil(payload: dict, fault: str | None):
+    """``payload`` with one defect (see :data:`FAULTS`), or as it is for ``None``."""
+    data = payload["data"]
+    if fault == "nan":
+        data[0]["embedding"][0] = float("nan")
+    elif fault == "null":
+        data[0]["embedding"] = None
+    elif fault == "zero":
+        data[0]["embedding"] = [0.0] * len(data[0]["embedding"])
+    elif fault == "short":
+        data[0]["embedding"] = data[0]["embedding"][:1]
+    elif fault == "long":
+        data[0]["embedding"] = data[0]["embedding"] + [0.5]
+    elif fault == "count":
+        data.pop()
+    elif fault == "duplicate_index":
+        data[-1]["index"] = 0
+    elif fault == "missing_data":
+        del payload["data"]
+    elif fault == "malformed_json":
+        return b'{"object": "list", "data": [{"index": 0, "embedding": [0.1,'
+    return payload
+
+
 @dataclass
 class Script:
     fail_with: list[int] = field(default_factory=list)  # statuses to answer first, in order
     fail_headers: dict[str, str] = field(default_factory=dict)  # sent with every error answer
     echo_auth: bool = False  # error answers quote the Authorization header (a careless server)
+    echo_key_at: int | None = None  # error answers quote the key after this many characters
+    faults: list[str] = field(default_factory=list)  # ways to spoil successful embedding answers, in order
+    always_shuffle: bool = False  # answer embeddings in reverse order (indices kept)
     bad_keys: set[str] = field(default_factory=lambda: {"bad-key"})
     unknown_models: set[str] = field(default_factory=set)
     chat_replies: list[str] = field(default_factory=list)  # answers of /chat/completions, in order
@@ -73,6 +104,8 @@ class FakeEmbeddingServer:
                     status = 404
                 if status != 200:
                     message = f"scripted {status}" + (f" for {auth}" if script.echo_auth else "")
+                    if script.echo_key_at is not None:
+                        message = "x" * script.echo_key_at + auth.removeprefix("Bearer ") + " was refused"
                     self._send(status, {"error": {"message": message, "type": "error"}, "detail": message}, script.fail_headers)
                     return
                 if self.path.endswith("/chat/completions"):
@@ -86,11 +119,16 @@ class FakeEmbeddingServer:
                 dim = DIM.get(body.get("model"), 8)
                 data = [{"object": "embedding", "index": i, "embedding": fake_vector(t, dim)} for i, t in enumerate(inputs)]
                 tokens = sum(len(t.split()) for t in inputs)
-                self._send(200, {"object": "list", "data": data, "model": body.get("model"),
-                                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+                payload = {"object": "list", "data": data, "model": body.get("model"),
+                           "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+                with script.lock:
+                    fault = script.faults.pop(0) if script.faults else None
+                if script.always_shuffle:
+                    data.reverse()
+                self._send(200, spoil(payload, fault))
 
             def _send(self, status, payload, headers=None):
-                raw = json.dumps(payload).encode()
+                raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(raw)))

@@ -9,7 +9,7 @@ from embedeval.embedders.base import l2_normalize
 from embedeval.embedders.http import RetryableError, RetryPolicy, parse_retry_after
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import APIError, EmbedderUnavailableError, UnknownEmbedderError
-from fake_api import DIM, fake_vector, serving
+from fake_api import DIM, FAULTS, fake_vector, serving
 
 KEYS = {"OPENAI": "sk-test-SECRET-openai", "VOYAGE": "pa-SECRET-voyage", "JINA": "jina_SECRET_key"}
 SPECS = ["openai:text-embedding-3-small", "openai:text-embedding-3-large", "voyage:voyage-3-large", "jina:jina-embeddings-v3"]
@@ -259,3 +259,54 @@ def test_requests_run_concurrently_and_results_keep_order(fake):
     assert fake.script.max_in_flight >= 2
     expected = l2_normalize(np.array([fake_vector(t, 1024) for t in texts[::97]]))
     np.testing.assert_allclose(vectors[::97], expected, atol=1e-6)
+
+
+def expected_vectors(texts, spec):
+    return l2_normalize(np.array([fake_vector(t, DIM[spec.split(":")[1]]) for t in texts]))
+
+
+@pytest.mark.parametrize("spec", SPECS[1:])
+def test_vectors_are_matched_to_texts_by_index_not_arrival_order(fake, spec):
+    fake.script.always_shuffle = True
+    texts = [f"text number {i}" for i in range(7)]
+    vectors = load_embedder(spec, cache=False).embed(texts)
+    np.testing.assert_allclose(vectors, expected_vectors(texts, spec), atol=1e-5)
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("spec", SPECS[1:])
+def test_a_bad_response_is_retried_and_never_used(fake, spec, fault):
+    model = load_embedder(spec, cache=False)
+    before = len(fake.requests)
+    fake.script.faults = [fault]
+    texts = ["first text", "second text"]
+    vectors = model.embed(texts)
+    np.testing.assert_allclose(vectors, expected_vectors(texts, spec), atol=1e-5)
+    assert len(fake.requests) - before == 2  # the spoiled answer, then a good one
+
+
+@pytest.mark.parametrize("fault, says", [("nan", "NaN"), ("null", "a null vector (#0)"), ("zero", "all-zero"),
+                                         ("short", "a vector of 1 values (#0), expected 1024"), ("count", "1 vectors"),
+                                         ("duplicate_index", "indices [0, 0]"), ("missing_data", ""),
+                                         ("malformed_json", "malformed response")])
+def test_a_server_that_keeps_answering_badly_is_one_error_and_nothing_is_cached(fake, tmp_path, fault, says):
+    from embedeval.embedders.cache import EmbeddingCache
+
+    model = load_embedder("jina:jina-embeddings-v3", cache_dir=tmp_path)
+    fake.script.faults = [fault] * 10
+    with pytest.raises(APIError) as info:
+        model.embed(["first text", "second text"])
+    message = str(info.value)
+    assert message.startswith("jina:jina-embeddings-v3 request failed: gave up after 4 attempts") and says in message
+    assert EmbeddingCache(tmp_path).info()["vectors"] == 0
+
+
+@pytest.mark.parametrize("offset", range(185, 205))
+def test_a_key_straddling_the_cut_of_an_error_body_never_shows(fake, offset):
+    model = load_embedder("jina:jina-embeddings-v3", cache=False)
+    fake.script.echo_key_at = offset
+    fake.script.fail_with = [400]
+    with pytest.raises(APIError) as info:
+        model.embed(["leak"])
+    message = str(info.value)
+    assert all(KEYS["JINA"][:n] not in message for n in range(6, len(KEYS["JINA"]) + 1)), message  # "jina_S" on

@@ -80,7 +80,16 @@ def check_texts(texts: Sequence[str], kind: str) -> list[str]:
 
 def check_vectors(vectors, n_texts: int, dim: int, source: str) -> np.ndarray:
     """``vectors`` as a float32 ``(n_texts, dim)`` array, or :class:`InvalidVectorsError` naming
-    ``source`` and the problem: wrong shape, NaN/inf, or a zero vector (which has no direction)."""
+    ``source`` and the problem: wrong count or length, null, NaN/inf, or a zero vector (which has
+    no direction)."""
+    if not isinstance(vectors, np.ndarray):  # rows from a parsed response: say which row is wrong
+        rows = list(vectors)
+        for i, row in enumerate(rows):
+            if row is None:
+                raise InvalidVectorsError(f"{source} returned a null vector (#{i})")
+            if len(row) != dim:
+                raise InvalidVectorsError(f"{source} returned a vector of {len(row)} values (#{i}), expected {dim}")
+        vectors = rows
     try:
         array = np.asarray(vectors, dtype=np.float32)
     except (TypeError, ValueError) as exc:

@@ -21,7 +21,7 @@ import contextlib
 import datetime as dt
 import email.utils
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -30,8 +30,8 @@ import numpy as np
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay
 from tenacity.wait import wait_base, wait_random_exponential
 
-from embedeval.embedders.base import Kind, check_texts, l2_normalize
-from embedeval.errors import APIError, EmbedderUnavailableError, UnknownEmbedderError
+from embedeval.embedders.base import Kind, check_texts, check_vectors, l2_normalize
+from embedeval.errors import APIError, EmbedderUnavailableError, InvalidVectorsError, UnknownEmbedderError
 
 _T = TypeVar("_T")
 
@@ -107,6 +107,8 @@ def status_error(status: int | None, message: str, key_env: str, headers: Mappin
     one carries the response's ``Retry-After`` (from ``headers``)."""
     if status in (401, 403):
         return FatalAPIError(f"authentication failed (HTTP {status}); check {key_env}")
+    if status is not None and 200 <= status < 300:  # the request went through; its body did not parse
+        return RetryableError(f"malformed response ({message})")
     if status == 429 or (status is not None and status >= 500) or status is None:
         return RetryableError(f"HTTP {status}: {message}" if status else message, retry_after_from_headers(headers))
     if status == 404:
@@ -125,6 +127,8 @@ def openai_errors(key_env: str):
         raise status_error(exc.status_code, exc.message, key_env, exc.response.headers) from None
     except (openai.APITimeoutError, openai.APIConnectionError) as exc:
         raise RetryableError(f"{type(exc).__name__}: {exc}") from None
+    except (openai.APIResponseValidationError, ValueError) as exc:  # a 200 whose body is not what it should be
+        raise RetryableError(f"malformed response ({type(exc).__name__}: {exc})") from None
 
 
 @dataclass(frozen=True)
@@ -134,10 +138,10 @@ class RetryPolicy:
     after the n-th failure (full jitter), or the server's ``Retry-After`` capped at
     ``max_delay``; never past the ``max_seconds`` budget."""
 
-    max_attempts: int = 6
+    max_attempts: int = 30
     base_delay: float = 0.5
     max_delay: float = 20.0
-    max_seconds: float = 120.0
+    max_seconds: float = 300.0
 
     def stop(self):
         return stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_seconds)
@@ -163,12 +167,14 @@ class RetryAfterWait(wait_base):
 
 
 def retry_policy_from_env() -> RetryPolicy:
-    """``EMBEDEVAL_MAX_ATTEMPTS`` (6), ``EMBEDEVAL_RETRY_BASE_DELAY`` (0.5 s) and
-    ``EMBEDEVAL_RETRY_MAX_SECONDS`` (120 s) override the defaults."""
+    """``EMBEDEVAL_MAX_ATTEMPTS``, ``EMBEDEVAL_RETRY_BASE_DELAY`` and
+    ``EMBEDEVAL_RETRY_MAX_SECONDS`` override the defaults of :class:`RetryPolicy` (30 attempts,
+    0.5 s, 300 s: enough to ride out minutes of 429s)."""
+    default = RetryPolicy()
     return RetryPolicy(
-        max_attempts=int(os.environ.get("EMBEDEVAL_MAX_ATTEMPTS", 6)),
-        base_delay=float(os.environ.get("EMBEDEVAL_RETRY_BASE_DELAY", 0.5)),
-        max_seconds=float(os.environ.get("EMBEDEVAL_RETRY_MAX_SECONDS", 120)),
+        max_attempts=int(os.environ.get("EMBEDEVAL_MAX_ATTEMPTS", default.max_attempts)),
+        base_delay=float(os.environ.get("EMBEDEVAL_RETRY_BASE_DELAY", default.base_delay)),
+        max_seconds=float(os.environ.get("EMBEDEVAL_RETRY_MAX_SECONDS", default.max_seconds)),
     )
 
 
@@ -189,6 +195,26 @@ def call_with_retries(call: Callable[[], _T], policy: RetryPolicy, what: str, sc
         return retrying(call)
     except FatalAPIError as exc:
         raise APIError(scrub(f"{what}: {exc}")) from None
+
+
+def vectors_by_index(items: Iterable[tuple[int, object]], n_inputs: int, dim: int) -> np.ndarray:
+    """A response's embeddings put back in input order by their ``index``, as a float32
+    ``(n_inputs, dim)`` array. A response with the wrong count, missing or repeated indices, or
+    vectors of the wrong size, NaN, null or all zeros is a :class:`RetryableError` (retried like a
+    5xx; nothing of it is kept)."""
+    try:
+        pairs = [(int(index), embedding) for index, embedding in items]
+    except (TypeError, ValueError) as exc:
+        raise RetryableError(f"malformed response ({exc})") from None
+    indices = sorted(index for index, _ in pairs)
+    if indices != list(range(n_inputs)):
+        raise RetryableError(f"bad response: {len(pairs)} vectors with indices {indices[:5]}{'...' if len(pairs) > 5 else ''} "
+                             f"for {n_inputs} inputs")
+    try:
+        return check_vectors([embedding for _, embedding in sorted(pairs, key=lambda pair: pair[0])], n_inputs, dim,
+                             "the server")
+    except InvalidVectorsError as exc:
+        raise RetryableError(f"bad response: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -284,24 +310,22 @@ class APIEmbedder:
         fitted, counts = self._fit(texts)
         batches = self.batches(counts)
 
-        def run(batch: list[int]) -> list[list[float]]:
+        def run(batch: list[int]) -> np.ndarray:
             payload = [fitted[i] for i in batch]
-            vectors = call_with_retries(lambda: self._request(payload, kind), self.policy,
-                                        f"{self.name} request failed", self.scrub)
-            if len(vectors) != len(payload):
-                raise APIError(f"{self.name}: asked for {len(payload)} vectors, got {len(vectors)}")
-            return vectors
+            return call_with_retries(lambda: vectors_by_index(self._request(payload, kind), len(payload), self.dim),
+                                     self.policy, f"{self.name} request failed", self.scrub)
 
         with ThreadPoolExecutor(max_workers=min(self.max_workers, len(batches))) as pool:
             results = list(pool.map(run, batches))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for batch, vectors in zip(batches, results):
-            out[batch] = np.asarray(vectors, dtype=np.float32)
+            out[batch] = vectors
         return l2_normalize(out)
 
     def check(self) -> None:
         """One tiny request, so a bad key or model fails before any real work."""
         self.embed(["embedeval connection check"], kind="query")
 
-    def _request(self, texts: list[str], kind: Kind) -> list[list[float]]:  # pragma: no cover - abstract
+    def _request(self, texts: list[str], kind: Kind) -> Iterable[tuple[int, object]]:  # pragma: no cover - abstract
+        """One request: the response's ``(index, embedding)`` pairs, in the order they came."""
         raise NotImplementedError

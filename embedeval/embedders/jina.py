@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from embedeval.embedders.http import APIEmbedder, FatalAPIError, ModelLimits, RetryableError, status_error
+from embedeval.embedders.http import APIEmbedder, ModelLimits, RetryableError, status_error
 
 
 class JinaEmbedder(APIEmbedder):
@@ -35,9 +35,9 @@ class JinaEmbedder(APIEmbedder):
         except (httpx.TimeoutException, httpx.TransportError) as exc:
             raise RetryableError(f"{type(exc).__name__}: {exc}") from None
         if response.status_code != 200:
-            raise status_error(response.status_code, response.text[:200], self.key_env, response.headers)
+            body = self.scrub(response.text)[:200]  # scrub the whole body first: a cut key would survive
+            raise status_error(response.status_code, body, self.key_env, response.headers)
         try:
-            data = response.json()["data"]
-            return [item["embedding"] for item in sorted(data, key=lambda d: d["index"])]
+            return [(item["index"], item["embedding"]) for item in response.json()["data"]]
         except (ValueError, KeyError, TypeError) as exc:
-            raise FatalAPIError(f"malformed response ({exc})") from None
+            raise RetryableError(f"malformed response ({type(exc).__name__}: {exc})") from None

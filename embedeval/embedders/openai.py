@@ -25,4 +25,4 @@ class OpenAIEmbedder(APIEmbedder):
     def _request(self, texts, kind):
         with openai_errors(self.key_env):
             response = self._client.embeddings.create(model=self.model, input=texts, encoding_format="float")
-        return [item.embedding for item in sorted(response.data, key=lambda d: d.index)]
+        return [(item.index, item.embedding) for item in response.data or ()]

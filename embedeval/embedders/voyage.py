@@ -20,7 +20,6 @@ class VoyageEmbedder(APIEmbedder):
         self._voyage = voyageai
         self.input_type = input_type
         self.truncation = True
-        self._client = voyageai.Client(api_key=self._key.value, base_url=self.base_url, max_retries=0, timeout=self.timeout)
 
     def settings(self) -> dict[str, object]:
         return {**super().settings(), "input_type": self.input_type, "truncation": self.truncation}
@@ -28,9 +27,14 @@ class VoyageEmbedder(APIEmbedder):
     def _request(self, texts, kind):
         error = self._voyage.error
         try:
-            result = self._client.embed(texts, model=self.model, input_type=self.input_type, truncation=self.truncation)
+            # The client's embed() drops each item's index; Embedding.create keeps the response.
+            response = self._voyage.Embedding.create(input=texts, model=self.model, input_type=self.input_type,
+                                                     truncation=self.truncation, api_key=self._key.value,
+                                                     base_url=self.base_url, request_timeout=self.timeout)
         except (error.Timeout, error.APIConnectionError, error.TryAgain) as exc:
             raise RetryableError(f"{type(exc).__name__}: {exc}") from None
         except error.VoyageError as exc:  # .headers: the response's headers ({} when there was none)
             raise status_error(exc.http_status, str(exc._message or exc), self.key_env, exc.headers) from None
-        return result.embeddings
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:  # the client choked on a malformed body
+            raise RetryableError(f"malformed response ({type(exc).__name__}: {exc})") from None
+        return [(item.index, item.embedding) for item in getattr(response, "data", None) or ()]
