@@ -72,7 +72,11 @@ class _Rows:
         self.rows.append({**self.labels, "metric": metric, "value": float(value), "n": int(n), "ci_lo": ci[0], "ci_hi": ci[1]})
 
     def mean(self, metric: str, values: np.ndarray) -> None:
+        """Mean of the finite values (an undefined normalized similarity is NaN), if any."""
         values = np.asarray(values, dtype=float)
+        values = values[np.isfinite(values)]
+        if not values.size:
+            return
         self.add(metric, values.mean(), values.size, bootstrap_ci(values, np.mean, self.n_resamples, self.seed))
 
     def two_sample(self, metric: str, stat, pos: np.ndarray, neg: np.ndarray) -> None:
@@ -96,6 +100,8 @@ def _separation_rows(rows: _Rows, positives: pd.DataFrame, controls: pd.DataFram
     rows.mean("needle_visible_share", positives["needle_visible"].astype(float).to_numpy())
     rows.mean("truncated_share", positives["truncated"].astype(float).to_numpy())
     depth, score = positives["depth"].to_numpy(float), positives["normalized"].to_numpy(float)
+    defined = np.isfinite(score)
+    depth, score = depth[defined], score[defined]
     if np.unique(depth).size >= 3 and np.ptp(score) > 0:
         effects = position_effects(depth, score)
         ci = lambda stat: bootstrap_ci((depth, score), stat, rows.n_resamples, rows.seed, paired=True)  # noqa: E731

@@ -195,9 +195,10 @@ def haystacks_show(
     """Print one haystack with its needle highlighted as [[...]]."""
     import pandas as pd
 
-    if not file.is_file():
-        raise InputError(f"haystack file {file} does not exist")
-    frame = pd.read_parquet(file)
+    from embedeval.haystacks import HAYSTACK_COLUMNS
+    from embedeval.io import read_table
+
+    frame = read_table(file, HAYSTACK_COLUMNS)
     match = frame[frame["id"] == id]
     if match.empty:
         raise InputError(f"no haystack with id {id!r} in {file} (ids look like {frame['id'].iloc[0]!r})")

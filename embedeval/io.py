@@ -11,7 +11,7 @@ import os
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +33,12 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     On any exception the temporary file is removed and ``path`` is left untouched.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.is_dir():
+        raise InputError(f"output {target} is a folder, not a file")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the folder of {target} ({exc.strerror or exc})") from None
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp_path = Path(tmp)
@@ -146,6 +151,25 @@ def write_embeddings(path: str | os.PathLike, texts: list[str], vectors) -> None
         write_table(pd.DataFrame({"text": texts, "embedding": [np.asarray(v, dtype=np.float32) for v in vectors]}), target)
     else:
         raise InputError(f"output {target} must end in .npy or .parquet")
+
+
+def read_table(path: str | os.PathLike, columns: Sequence[str] = ()) -> pd.DataFrame:
+    """A ``.csv`` or Parquet table that must exist, parse, have rows and hold ``columns``; anything
+    else is one :class:`InputError` naming the file and what is wrong."""
+    source = Path(path)
+    if not source.is_file():
+        raise InputError(f"{source} does not exist or is not a file")
+    kind = "CSV" if source.suffix == ".csv" else "Parquet"
+    try:
+        frame = pd.read_csv(source) if kind == "CSV" else pd.read_parquet(source)
+    except Exception as exc:  # pandas and pyarrow raise many types for a file that is not a table
+        raise InputError(f"{source} is not a readable {kind} table ({type(exc).__name__}: {str(exc)[:120]})") from None
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise InputError(f"{source} lacks the column(s) {', '.join(missing)}")
+    if frame.empty:
+        raise InputError(f"{source} has no rows")
+    return frame
 
 
 def write_table(frame, path: str | os.PathLike) -> None:

@@ -178,6 +178,10 @@ def read_needle_json(path: str | os.PathLike) -> dict:
         return json.loads(source.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise NeedleSetError(str(source), [("-", "file does not exist")]) from None
+    except IsADirectoryError:
+        raise NeedleSetError(str(source), [("-", "is a folder, not a JSON file")]) from None
+    except OSError as exc:
+        raise NeedleSetError(str(source), [("-", f"cannot be read ({exc.strerror or exc})")]) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise NeedleSetError(str(source), [("-", f"not valid JSON ({exc})")]) from None
 

@@ -13,12 +13,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from embedeval.aggregate import metric_series
+from embedeval.aggregate import METRIC_COLUMNS, metric_series
 from embedeval.errors import InputError
-from embedeval.io import atomic_path, write_text_atomic
+from embedeval.io import atomic_path, read_table, write_text_atomic
 from embedeval.labels import ALL, QUESTION
 from embedeval.defaults import CHUNK_FACTOR, DEFAULT_AUC_THRESHOLD
 from embedeval.metrics import break_point, recommended_chunk_tokens
+from embedeval.similarity import SIMILARITY_COLUMNS
 
 LINE_FIGURES = (
     ("normalized_mean", "normalized_vs_length.png", "normalized similarity  sim(q,h) / sim(q,needle)", None),
@@ -241,8 +242,11 @@ def load_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     missing = [p.name for p in needed if not p.is_file()]
     if missing:
         raise InputError(f"{run_dir} is not a finished run directory (missing {', '.join(missing)})")
-    config = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").is_file() else {}
-    return pd.read_csv(needed[0]), pd.read_parquet(needed[1]), config
+    try:
+        config = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").is_file() else {}
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{run_dir / 'config.json'} is not valid JSON ({exc})") from None
+    return read_table(needed[0], METRIC_COLUMNS), read_table(needed[1], SIMILARITY_COLUMNS), config
 
 
 def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:

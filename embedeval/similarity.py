@@ -7,12 +7,15 @@ truncated the haystack or saw its needle.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pandas as pd
 
 from embedeval.embedders.base import Embedder
 from embedeval.expansion import expanded_query_forms
 from embedeval.labels import CONTROL, QUESTION
+from embedeval.metrics import normalized_similarity
 from embedeval.needles import NeedleSet
 from embedeval.tokens import count_up_to
 
@@ -32,7 +35,8 @@ def similarity_rows(embedder: Embedder, haystacks: pd.DataFrame, needle_set: Nee
     """The similarity table of one embedder (DESIGN §3).
 
     Haystacks and bare needles are embedded as documents, queries as queries; sim = dot product
-    of unit vectors. ``normalized = sim_qh / sim_qn`` (NaN for controls). ``n_tokens`` is the
+    of unit vectors. ``normalized = sim_qh / sim_qn`` (NaN for controls, and where sim_qn is 0:
+then it is undefined, and a warning names the groups). ``n_tokens`` is the
     haystack's length in reference tokens; ``truncated``: the haystack has more of the embedder's
     own tokens than it reads (``max_tokens``); ``needle_visible``: the text up to the needle's end
     fits in that window (NA for controls).
@@ -60,6 +64,14 @@ def similarity_rows(embedder: Embedder, haystacks: pd.DataFrame, needle_set: Nee
         sim_qh = np.einsum("ij,ij->i", query_vectors, doc_vectors)
         sim_qn = np.full(len(texts), np.nan)
         sim_qn[positive_idx] = np.einsum("ij,ij->i", query_vectors[positive_idx], needle_matrix)
+        normalized = np.full(len(texts), np.nan)
+        defined = positive & (sim_qn != 0)
+        if defined.any():
+            normalized[defined] = normalized_similarity(sim_qh[defined], sim_qn[defined])
+        undefined = sorted(set(haystacks["group_id"].to_numpy()[positive & ~defined]))
+        if undefined:
+            print(f"warning: {embedder.name} [{form}]: sim(query, needle) is 0 for {', '.join(undefined)}; "
+                  "their normalized similarity is left empty", file=sys.stderr)
         frames.append(pd.DataFrame({
             "embedder": embedder.name, "haystack_id": haystacks["id"].to_numpy(),
             "group_id": haystacks["group_id"].to_numpy(), "category": haystacks["category"].to_numpy(),
@@ -67,7 +79,7 @@ def similarity_rows(embedder: Embedder, haystacks: pd.DataFrame, needle_set: Nee
             "depth": haystacks["depth"].to_numpy(dtype=float, na_value=np.nan),
             "target_depth": haystacks["target_depth"].to_numpy(dtype=float, na_value=np.nan),
             "query_form": form, "sim_qh": sim_qh.astype(float), "sim_qn": sim_qn.astype(float),
-            "normalized": sim_qh / sim_qn, "n_tokens": haystacks["n_tokens"].to_numpy(), "truncated": truncated,
+            "normalized": normalized, "n_tokens": haystacks["n_tokens"].to_numpy(), "truncated": truncated,
             "needle_visible": visible,
         }))
     return pd.concat(frames, ignore_index=True)[SIMILARITY_COLUMNS]

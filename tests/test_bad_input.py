@@ -1,0 +1,86 @@
+"""User mistakes get one ``error:`` line, a non-zero exit and no new files (issue 13)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from embedeval.cli import app
+
+
+def _files(folder):
+    return sorted(p.relative_to(folder) for p in folder.rglob("*"))
+
+
+def _setup(tmp_path):
+    (tmp_path / "a-folder").mkdir()
+    (tmp_path / "x.npy").mkdir()
+    (tmp_path / "texts.txt").write_text("one text\n")
+    (tmp_path / "not.parquet").write_text("not a table")
+    (tmp_path / "garbage-run").mkdir()
+    (tmp_path / "garbage-run" / "metrics.csv").write_text("\x00\x01 nonsense\n")
+    pd.DataFrame({"a": [1]}).to_parquet(tmp_path / "garbage-run" / "similarities.parquet")
+    (tmp_path / "empty-run").mkdir()
+    pd.DataFrame(columns=["metric"]).to_csv(tmp_path / "empty-run" / "metrics.csv", index=False)
+    pd.DataFrame({"a": pd.Series([], dtype=float)}).to_parquet(tmp_path / "empty-run" / "similarities.parquet")
+
+
+@pytest.mark.parametrize("args, says", [
+    (["nolima", "--needles", "a-folder", "--out", "run"], "a-folder is invalid: group -: is a folder, not a JSON file"),
+    (["needles", "check", "a-folder"], "is a folder, not a JSON file"),
+    (["embed", "-i", "texts.txt", "-o", "x.npy"], "output x.npy is a folder, not a file"),
+    (["haystacks", "show", "not.parquet", "--id", "x"], "not.parquet is not a readable Parquet table"),
+    (["report", "garbage-run"], "garbage-run/metrics.csv lacks the column(s)"),
+    (["report", "empty-run"], "empty-run/metrics.csv lacks the column(s) embedder"),
+])
+def test_mistakes_are_one_line_and_write_nothing(tmp_path, monkeypatch, isolated_cache, args, says):
+    _setup(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    before = _files(tmp_path)
+    result = CliRunner().invoke(app, args)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1, result.output
+    assert lines[-1].startswith("error: ") and says in lines[-1], result.output
+    assert all(not line.startswith("Traceback") for line in lines)
+    assert _files(tmp_path) == before
+
+
+def test_a_question_orthogonal_to_its_needle_leaves_normalized_empty(capsys):
+    from embedeval.aggregate import nolima_metrics
+    from embedeval.needles import NeedleGroup, NeedleSet
+    from embedeval.similarity import similarity_rows
+    from fakes import CountingEmbedder
+
+    class Orthogonal(CountingEmbedder):
+        """Queries along e0, needles along e1, haystacks between: sim(q, needle) = 0."""
+
+        def embed(self, texts, kind="document"):
+            rows = []
+            for text in texts:
+                v = np.zeros(self.dim)
+                if kind == "query":
+                    v[0] = 1
+                elif text.startswith("Needle"):
+                    v[1] = 1
+                else:
+                    v[:2] = 1 / np.sqrt(2) if "Needle" in text else (0.2, 0.98)
+                rows.append(v / np.linalg.norm(v))
+            return np.array(rows, dtype=np.float32)
+
+    group = NeedleGroup("g1", "cat", "Who?", "Ann", "who", {"onehop": "Needle: Ann was there."})
+    needle_set = NeedleSet("set", "", (group,))
+    rows = []
+    for i, depth in enumerate([0.0, 0.5, 1.0]):
+        text = "filler text. Needle: Ann was there. more filler."
+        rows.append({"id": f"g1:onehop:128:d{i}", "group_id": "g1", "category": "cat", "variant": "onehop", "length": 128,
+                     "depth": depth, "target_depth": depth, "text": text, "needle_end": len(text), "n_tokens": 20})
+    rows.append({"id": "g1:control:128", "group_id": "g1", "category": "cat", "variant": "control", "length": 128,
+                 "depth": None, "target_depth": None, "text": "filler only.", "needle_end": None, "n_tokens": 20})
+    haystacks = pd.DataFrame(rows).astype({"depth": "Float64", "target_depth": "Float64", "needle_end": "Int64"})
+    table = similarity_rows(Orthogonal(), haystacks, needle_set, {"question": ["Who?"]})
+    assert "sim(query, needle) is 0 for g1" in capsys.readouterr().err
+    assert table["normalized"].isna().all() and (table.loc[table["variant"] == "onehop", "sim_qn"] == 0).all()
+    metrics = nolima_metrics(table, n_resamples=50)
+    assert "normalized_mean" not in set(metrics["metric"]) and "comparative_ratio" in set(metrics["metric"])
