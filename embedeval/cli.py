@@ -16,7 +16,9 @@ from embedeval import __version__
 from embedeval.cli_options import (
     CacheDir, ChunkOptions, EmbedderOptions, GridOptions, NeedleOptions, Quiet, int_list, split_list, with_option_groups,
 )
-from embedeval.defaults import DEFAULT_AUC_THRESHOLD, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER
+from embedeval.defaults import (
+    DEFAULT_AUC_THRESHOLD, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_TEMPERATURE,
+)
 from embedeval.errors import EmbedevalError, InputError
 from embedeval.labels import QUESTION
 
@@ -267,9 +269,9 @@ def expand_command(
     out: Annotated[Path, typer.Option("--out", help="Expansion file to write (queries/expansions/<set>.json).")],
     llm: Annotated[str, typer.Option("--llm", help="Chat model name at the endpoint.")],
     needles: NeedleOptions,
-    sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated numbers of terms.")] = "100,150,250",
+    sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated numbers of terms.")] = ",".join(map(str, DEFAULT_EXPANSION_SIZES)),
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible base URL (default: OPENAI_BASE_URL or OpenAI).")] = None,
-    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (recorded).")] = 0.7,
+    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (recorded).")] = DEFAULT_TEMPERATURE,
     quiet: Quiet = False,
 ) -> None:
     """Ask a chat model for N search terms per question and store them for offline sweeps."""
@@ -280,7 +282,9 @@ def expand_command(
     if not size_list or min(size_list) < 1:
         raise InputError("--sizes must be positive whole numbers")
     needle_set = needles.load()
-    data = build_expansion_file(needle_set, size_list, ChatLLM(llm, base_url, temperature), progress=not quiet)
+    checkpoint = out.with_name(f".{out.name}.partial")  # finished questions, so a rerun asks only for the rest
+    data = build_expansion_file(needle_set, size_list, ChatLLM(llm, base_url, temperature), progress=not quiet,
+                                checkpoint=checkpoint)
     write_expansions(data, out)
     typer.echo(f"wrote {len(needle_set.groups)} questions x sizes {', '.join(map(str, size_list))} to {out}")
 

@@ -23,5 +23,10 @@ CHUNK_FACTOR = 0.8
 DEFAULT_N_BOOTSTRAP = 1000
 #: New vectors are committed to the cache after this many texts (what an interruption can lose).
 DEFAULT_COMMIT_EVERY = 256
+#: Query expansion: terms per expanded question, and the chat model's sampling temperature.
+DEFAULT_EXPANSION_SIZES: tuple[int, ...] = (100, 150, 250)
+DEFAULT_TEMPERATURE = 0.7
+#: Seconds one HTTP request (embeddings or chat) may take before it is retried.
+DEFAULT_REQUEST_TIMEOUT = 60.0
 #: How the similarity commands cut a corpus into chunks.
 DEFAULT_CHUNKER = "sentences:1-3"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from embedeval.defaults import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TEMPERATURE
 from embedeval.embedders.http import APIKey, call_with_retries, openai_errors, retry_policy_from_env
 
 KEY_ENV = "OPENAI_API_KEY"
@@ -22,14 +23,15 @@ class ChatLLM:
 
     model: str
     base_url: str | None = None
-    temperature: float = 0.7
+    temperature: float = DEFAULT_TEMPERATURE
+    timeout: float = DEFAULT_REQUEST_TIMEOUT  # seconds per request; a hung server is retried, then given up
 
     def __post_init__(self):
         import openai
 
         self._key = APIKey.from_env(KEY_ENV, f"query expansion needs an API key in {KEY_ENV} (any value for a local server)")
         self._client = openai.OpenAI(api_key=self._key.value, base_url=self.base_url or os.environ.get("OPENAI_BASE_URL") or None,
-                                     max_retries=0)
+                                     max_retries=0, timeout=self.timeout)
         self.policy = retry_policy_from_env()
 
     def complete(self, prompt: str) -> str:

@@ -175,3 +175,40 @@ def test_sweep_with_two_expansion_sizes(tmp_path, books_dir):
     assert (out / "figures" / "query_expansion.png").read_bytes()[:4] == b"\x89PNG"
     report = (out / "report.md").read_text()
     assert "## Query expansion" in report and "best_query_form" in report
+
+
+def test_an_interrupted_expand_keeps_finished_questions_and_a_rerun_asks_only_for_the_rest(chat, tmp_path):
+    from test_nolima import SMALL_GROUPS
+
+    out = tmp_path / "exp.json"
+    args = ["expand", "--groups", ",".join(SMALL_GROUPS), "--sizes", "3,5", "--llm", "fake-model", "--out", str(out), "-q"]
+    replies = [json.dumps([f"w{k}-{i}" for i in range(n)]) for n in (3, 5) for k in range(3)]
+    chat.script.chat_replies = replies[:4]  # four questions answered, then the server fails
+    chat.script.fail_with = [200] * 4 + [500] * 20
+    failed = CliRunner().invoke(app, args)
+    assert failed.exit_code == 1 and "gave up after 3 attempts" in failed.output
+    assert not out.exists()
+    partial = json.loads((tmp_path / ".exp.json.partial").read_text())
+    assert sum(len(groups) for groups in partial["sizes"].values()) == 4
+    chat.script.fail_with, chat.script.chat_replies = [], replies[4:]
+    before = len(chat.requests)
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert len(chat.requests) - before == 2  # only the two questions that were missing
+    data = load_expansions(out, load_needle_set(DEFAULT_NEEDLES).subset(SMALL_GROUPS))
+    assert [data["sizes"][s][g] for s, g in (("3", SMALL_GROUPS[0]), ("5", SMALL_GROUPS[2]))] == \
+        [[f"w0-{i}" for i in range(3)], [f"w2-{i}" for i in range(5)]]
+    assert not (tmp_path / ".exp.json.partial").exists()
+
+
+def test_chat_requests_have_a_timeout(chat, monkeypatch):
+    import time
+
+    from embedeval.llm import ChatLLM
+
+    monkeypatch.setenv("EMBEDEVAL_RETRY_MAX_SECONDS", "1")
+    chat.script.delay = 3
+    start = time.monotonic()
+    with pytest.raises(APIError, match="chat model m: gave up"):
+        ChatLLM("m", timeout=0.3).complete("Q?")
+    assert time.monotonic() - start < 2.5

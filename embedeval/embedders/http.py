@@ -30,6 +30,7 @@ import numpy as np
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay
 from tenacity.wait import wait_base, wait_random_exponential
 
+from embedeval.defaults import DEFAULT_REQUEST_TIMEOUT
 from embedeval.embedders.base import Kind, check_texts, check_vectors, l2_normalize
 from embedeval.errors import APIError, EmbedderUnavailableError, InvalidVectorsError, UnknownEmbedderError
 
@@ -238,7 +239,8 @@ class APIEmbedder:
     models: dict[str, ModelLimits] = {}
     fit_margin = 16  # tokens kept free below the window, for the estimate
 
-    def __init__(self, model: str, max_workers: int = 4, policy: RetryPolicy | None = None, timeout: float = 60.0):
+    def __init__(self, model: str, max_workers: int = 4, policy: RetryPolicy | None = None,
+                 timeout: float = DEFAULT_REQUEST_TIMEOUT):
         if model not in self.models:
             raise UnknownEmbedderError(f"unknown {self.provider} model {model!r}; known: {', '.join(self.models)}")
         missing = f"{self.provider}:{model} needs an API key in the environment variable {self.key_env}"
