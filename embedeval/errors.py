@@ -46,6 +46,10 @@ class CorpusError(EmbedevalError):
     """A corpus that cannot be read or is too small for the requested haystacks."""
 
 
+class OutputError(EmbedevalError):
+    """An output that cannot be written (disk full, read-only file system, no permission)."""
+
+
 class ConfigError(EmbedevalError, ValueError):
     """An invalid experiment configuration (unknown variant, bad length, ...)."""
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from embedeval.errors import InputError
+from embedeval.errors import InputError, OutputError
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -30,22 +30,25 @@ _TEMP_PATTERN = ".*.tmp"  # what atomic_path leaves behind when a process is kil
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success rename it over ``path``.
 
-    On any exception the temporary file is removed and ``path`` is left untouched.
+    On any exception the temporary file is removed and ``path`` is left untouched; a file-system
+    failure (no space, read-only, no permission) is one :class:`OutputError` naming ``path``.
     """
     target = Path(path)
     if target.is_dir():
         raise InputError(f"output {target} is a folder, not a file")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
-        raise InputError(f"cannot create the folder of {target} ({exc.strerror or exc})") from None
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        raise OutputError(f"cannot write {target} ({exc.strerror or exc})") from None
     os.close(fd)
     tmp_path = Path(tmp)
     try:
         yield tmp_path
         os.chmod(tmp_path, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file normal permissions
         os.replace(tmp_path, target)
+    except OSError as exc:
+        raise OutputError(f"cannot write {target} ({exc.strerror or exc})") from None
     finally:
         tmp_path.unlink(missing_ok=True)
 

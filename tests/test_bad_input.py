@@ -84,3 +84,21 @@ def test_a_question_orthogonal_to_its_needle_leaves_normalized_empty(capsys):
     assert table["normalized"].isna().all() and (table.loc[table["variant"] == "onehop", "sim_qn"] == 0).all()
     metrics = nolima_metrics(table, n_resamples=50)
     assert "normalized_mean" not in set(metrics["metric"]) and "comparative_ratio" in set(metrics["metric"])
+
+
+def test_a_full_disk_while_writing_is_one_line_and_leaves_the_old_file(tmp_path, monkeypatch):
+    import errno
+
+    from embedeval.errors import OutputError
+    from embedeval.io import write_text_atomic
+
+    target = tmp_path / "config.json"
+    target.write_text("old")
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("os.replace", full)
+    with pytest.raises(OutputError, match=r"cannot write .*config.json \(No space left on device\)"):
+        write_text_atomic(target, "new")
+    assert target.read_text() == "old" and _files(tmp_path) == [target.relative_to(tmp_path)]
