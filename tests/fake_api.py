@@ -63,6 +63,7 @@ class Script:
     echo_key_at: int | None = None  # error answers quote the key after this many characters
     faults: list[str] = field(default_factory=list)  # ways to spoil successful embedding answers, in order
     always_shuffle: bool = False  # answer embeddings in reverse order (indices kept)
+    storm_until: float = 0.0  # time.monotonic() until which every request gets a 429
     bad_keys: set[str] = field(default_factory=lambda: {"bad-key"})
     unknown_models: set[str] = field(default_factory=set)
     chat_replies: list[str] = field(default_factory=list)  # answers of /chat/completions, in order
@@ -71,6 +72,11 @@ class Script:
     max_in_flight: int = 0
     requests: list[dict] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class _QuietServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        pass  # a client that timed out and hung up mid-answer is what some tests want
 
 
 class FakeEmbeddingServer:
@@ -88,6 +94,8 @@ class FakeEmbeddingServer:
                     script.requests.append({"path": self.path, "model": body.get("model"), "inputs": inputs,
                                             "body": body, "auth": auth, "time": time.monotonic()})
                     status = script.fail_with.pop(0) if script.fail_with else 200
+                    if time.monotonic() < script.storm_until:
+                        status = 429
                     script.in_flight += 1
                     script.max_in_flight = max(script.max_in_flight, script.in_flight)
                 try:
@@ -140,7 +148,7 @@ class FakeEmbeddingServer:
             def log_message(self, *args):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _QuietServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 

@@ -310,3 +310,31 @@ def test_a_key_straddling_the_cut_of_an_error_body_never_shows(fake, offset):
         model.embed(["leak"])
     message = str(info.value)
     assert all(KEYS["JINA"][:n] not in message for n in range(6, len(KEYS["JINA"]) + 1)), message  # "jina_S" on
+
+
+def test_the_default_retry_budget_rides_out_a_429_storm(fake, monkeypatch):
+    import time
+
+    monkeypatch.delenv("EMBEDEVAL_MAX_ATTEMPTS")  # the defaults, as a user has them (base delay kept small)
+    model = load_embedder("voyage:voyage-3-large", cache=False)
+    fake.script.fail_headers = {"Retry-After": "1"}
+    fake.script.storm_until = time.monotonic() + 3.5
+    before = len(fake.requests)
+    vectors = model.embed(["after the storm"])
+    np.testing.assert_allclose(vectors, expected_vectors(["after the storm"], "voyage:voyage-3-large"), atol=1e-5)
+    waits = np.diff([r["time"] for r in fake.requests[before:]])
+    assert len(waits) >= 3 and (waits >= 0.95).all()  # every retry waited as the server asked
+
+
+def test_a_hung_server_is_timed_out_and_retried_within_bounds(fake, monkeypatch):
+    import time
+
+    from embedeval.embedders.openai import OpenAIEmbedder
+
+    monkeypatch.setenv("EMBEDEVAL_RETRY_MAX_SECONDS", "1.5")
+    model = OpenAIEmbedder("text-embedding-3-small", timeout=0.3)
+    fake.script.delay = 2
+    start = time.monotonic()
+    with pytest.raises(APIError, match="openai:text-embedding-3-small request failed: gave up after"):
+        model.embed(["hang"])
+    assert time.monotonic() - start < 3
