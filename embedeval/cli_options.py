@@ -23,6 +23,7 @@ from embedeval.defaults import (
     DEFAULT_CHUNKER, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_LENGTHS, DEFAULT_NEEDLES, DEFAULT_SEED,
     DEFAULT_VARIANTS,
 )
+from embedeval.embedders.registry import load_embedder, select_embedders
 from embedeval.errors import InputError
 
 CacheDir = Annotated[
@@ -106,8 +107,6 @@ class EmbedderOptions:
 
     def load(self, quiet: bool) -> list:
         """Expand presets, check availability (echoing what is skipped), then load each embedder."""
-        from embedeval.embedders.registry import load_embedder, select_embedders
-
         usable, skipped = select_embedders(self.specs, self.skip_unavailable)
         for spec, why in skipped:
             typer.echo(f"skipped {spec} ({why})")

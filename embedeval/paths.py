@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from platformdirs import user_cache_dir
+
 CACHE_ENV = "EMBEDEVAL_CACHE"
 
 
@@ -13,6 +15,4 @@ def default_cache_dir() -> Path:
     env = os.environ.get(CACHE_ENV)
     if env:
         return Path(env).expanduser()
-    from platformdirs import user_cache_dir
-
     return Path(user_cache_dir("embedeval"))

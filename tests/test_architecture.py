@@ -80,3 +80,20 @@ def test_a_cycle_hidden_in_a_function_is_found(tmp_path):
     assert find_cycle(graph) in (["pkg.low", "pkg.sub.high", "pkg.low"], ["pkg.sub.high", "pkg.low", "pkg.sub.high"])
     (package / "low.py").write_text("")
     assert find_cycle(module_graph(package)) is None
+
+
+def test_package_modules_import_each_other_at_the_top():
+    """Inside functions only third-party heavyweights are imported (torch, chromadb, faiss,
+    matplotlib, API clients); an embedeval import there could hide a cycle. The command line
+    (cli, cli_options) and the package's lazy ``__getattr__`` defer loading on purpose."""
+    allowed = {"cli.py", "cli_options.py", "__init__.py"}
+    hidden = []
+    for path in sorted((REPO_ROOT / "embedeval").rglob("*.py")):
+        if path.name in allowed and path.parent.name == "embedeval":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        top = {id(node) for node in tree.body}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and id(node) not in top and (node.module or "").startswith("embedeval"):
+                hidden.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno} {node.module}")
+    assert hidden == []

@@ -27,12 +27,24 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 import numpy as np
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, stop_after_delay
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+)
 from tenacity.wait import wait_base, wait_random_exponential
 
 from embedeval.defaults import DEFAULT_REQUEST_TIMEOUT
 from embedeval.embedders.base import Kind, check_texts, check_vectors, l2_normalize
-from embedeval.errors import APIError, EmbedderUnavailableError, InvalidVectorsError, UnknownEmbedderError
+from embedeval.errors import (
+    APIError,
+    EmbedderUnavailableError,
+    InvalidVectorsError,
+    UnknownEmbedderError,
+)
+from embedeval.tokens import TokenCounter, load_token_counter
 
 _T = TypeVar("_T")
 
@@ -270,10 +282,9 @@ class APIEmbedder:
         return ";".join(f"{k}={v}" for k, v in parts.items())
 
     @property
-    def token_counter(self):
+    def token_counter(self) -> TokenCounter:
+        """The reference tokenizer, loaded on first use."""
         if self._tokens is None:
-            from embedeval.tokens import load_token_counter
-
             self._tokens = load_token_counter()
         return self._tokens
 

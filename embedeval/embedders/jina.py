@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import httpx
+
 from embedeval.embedders.http import APIEmbedder, ModelLimits, RetryableError, status_error
 
 
@@ -15,9 +17,6 @@ class JinaEmbedder(APIEmbedder):
 
     def __init__(self, model: str, task: str = "text-matching", **kwargs):
         super().__init__(model, **kwargs)
-        import httpx
-
-        self._httpx = httpx
         self.task = task
         self.late_chunking = False
         self.truncate = True
@@ -27,7 +26,6 @@ class JinaEmbedder(APIEmbedder):
         return {**super().settings(), "task": self.task, "late_chunking": self.late_chunking, "truncate": self.truncate}
 
     def _request(self, texts, kind):
-        httpx = self._httpx
         body = {"model": self.model, "input": texts, "task": self.task, "late_chunking": self.late_chunking,
                 "truncate": self.truncate}
         try:
