@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import fcntl
 import json
 import os
@@ -23,7 +24,9 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 #: The file a run holds locked (flock) in its run directory while it works.
 LOCK_NAME = ".embedeval.lock"
-_TEMP_PATTERN = ".*.tmp"  # what atomic_path leaves behind when a process is killed mid-write
+_TEMP_PATTERN = ".*.tmp"
+#: errno values that mean "the file system will not take this file" (not a bug in the caller).
+_WRITE_FAILURES = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}  # what atomic_path leaves behind when a process is killed mid-write
 
 
 @contextlib.contextmanager
@@ -48,15 +51,18 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         os.chmod(tmp_path, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file normal permissions
         os.replace(tmp_path, target)
     except OSError as exc:
+        if exc.errno not in _WRITE_FAILURES:
+            raise
         raise OutputError(f"cannot write {target} ({exc.strerror or exc})") from None
     finally:
         tmp_path.unlink(missing_ok=True)
 
 
 def remove_stale_temp_files(folder: Path) -> list[Path]:
-    """Delete temporary files that :func:`atomic_path` left in ``folder`` (and its subfolders) when
-    a run was killed mid-write. Call it only while holding the folder (:func:`run_directory`)."""
-    stale = sorted(p for p in folder.rglob(_TEMP_PATTERN) if p.is_file())
+    """Delete temporary files that :func:`atomic_path` left in a run directory (its top level and
+    ``figures/``) when a run was killed mid-write. Call it only while holding the folder
+    (:func:`run_directory`)."""
+    stale = sorted(p for place in (folder, folder / "figures") for p in place.glob(_TEMP_PATTERN) if p.is_file())
     for path in stale:
         path.unlink(missing_ok=True)
     return stale
@@ -72,32 +78,38 @@ def run_directory(path: str | os.PathLike) -> Iterator[Path]:
     if folder.exists() and not folder.is_dir():
         raise InputError(f"--out {folder} exists and is not a folder")
     created = not folder.exists()
+    lock = folder / LOCK_NAME
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        handle = open(folder / LOCK_NAME, "a+", encoding="utf-8")
+        handle = open(lock, "a+", encoding="utf-8")
     except OSError as exc:
         raise InputError(f"cannot write to run directory {folder} ({exc.strerror or exc})") from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    except OSError as exc:
         handle.seek(0)
         holder = handle.read().strip() or "another process"
         handle.close()
-        raise InputError(f"run directory {folder} is in use by {holder}; wait for it or choose another --out") from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {dt.datetime.now().isoformat(timespec='seconds')}\n")
-    handle.flush()
+        if isinstance(exc, BlockingIOError):
+            raise InputError(f"run directory {folder} is in use by {holder}; wait for it or choose another --out") from None
+        raise InputError(f"cannot lock run directory {folder} ({exc.strerror or exc})") from None
     try:
-        remove_stale_temp_files(folder)
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {dt.datetime.now().isoformat(timespec='seconds')}\n")
+            handle.flush()
+            remove_stale_temp_files(folder)
+        except OSError as exc:
+            raise OutputError(f"cannot write to run directory {folder} ({exc.strerror or exc})") from None
         yield folder
     finally:
-        handle.seek(0)
-        handle.truncate()
+        # Clean up while still holding the lock, so no other run can slip in between.
+        lock.unlink(missing_ok=True)
+        if created and not any(folder.iterdir()):
+            shutil.rmtree(folder, ignore_errors=True)
         fcntl.flock(handle, fcntl.LOCK_UN)
         handle.close()
-        if created and {p.name for p in folder.iterdir()} <= {LOCK_NAME}:
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:

@@ -196,8 +196,14 @@ def summary_table(metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
     return data.pivot_table(index="length", columns="series", values="value").reset_index()
 
 
-def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, auc_threshold: float = DEFAULT_AUC_THRESHOLD, title: str = "NoLiMa sweep") -> Path:
-    """Write ``report.md`` and ``figures/`` into ``out``; returns the report path."""
+#: The run settings the report's first line names (from the run's config).
+HEADER_KEYS = ("needles", "corpus", "lengths", "depths", "seed", "tokenizer")
+
+
+def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, auc_threshold: float = DEFAULT_AUC_THRESHOLD,
+                 title: str = "NoLiMa sweep", config: dict | None = None) -> Path:
+    """Write ``report.md`` and ``figures/`` into ``out``; returns the report path. ``config``: the
+    settings of the run the tables come from (named in the first line), if there is one run."""
     out = Path(out)
     figures = out / "figures"
     for metric, name, ylabel, hline in LINE_FIGURES:
@@ -207,10 +213,8 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, a
     heatmap_figure(depth_tables(similarities, variant), f"normalized similarity by needle depth ({variant})", figures / "depth_heatmap.png")
 
     bps = break_points(metrics, auc_threshold)
-    config_path = out / "config.json"
     lines = [f"# {title}", ""]
-    if config_path.is_file():
-        config = json.loads(config_path.read_text())
+    if config and all(key in config for key in HEADER_KEYS):
         lines += [f"Needles `{Path(config['needles']).name}`, corpus `{config['corpus']}`, lengths "
                   f"{', '.join(map(str, config['lengths']))}, {config['depths']} depths, seed {config['seed']}, "
                   f"token counts by `{config['tokenizer']}`.", ""]
@@ -238,15 +242,18 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, a
 def load_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """metrics.csv, similarities.parquet and config.json of a run directory."""
     run_dir = Path(run_dir)
-    needed = [run_dir / "metrics.csv", run_dir / "similarities.parquet"]
+    needed = [run_dir / "metrics.csv", run_dir / "similarities.parquet", run_dir / "config.json"]
     missing = [p.name for p in needed if not p.is_file()]
     if missing:
         raise InputError(f"{run_dir} is not a finished run directory (missing {', '.join(missing)})")
+    metrics, similarities = read_table(needed[0], METRIC_COLUMNS), read_table(needed[1], SIMILARITY_COLUMNS)
     try:
-        config = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").is_file() else {}
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{run_dir / 'config.json'} is not valid JSON ({exc})") from None
-    return read_table(needed[0], METRIC_COLUMNS), read_table(needed[1], SIMILARITY_COLUMNS), config
+        config = json.loads(needed[2].read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{needed[2]} is not valid JSON ({exc})") from None
+    if not isinstance(config, dict) or not all(key in config for key in HEADER_KEYS):
+        raise InputError(f"{needed[2]} is not a run's config (it needs {', '.join(HEADER_KEYS)})")
+    return metrics, similarities, config
 
 
 def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
@@ -254,7 +261,8 @@ def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
     loaded = [load_run(Path(d)) for d in run_dirs]
     if len(loaded) == 1:
         metrics, sims, config = loaded[0]
-        return write_report(Path(out or run_dirs[0]), metrics, sims, config.get("auc_threshold", DEFAULT_AUC_THRESHOLD))
+        return write_report(Path(out or run_dirs[0]), metrics, sims, config.get("auc_threshold", DEFAULT_AUC_THRESHOLD),
+                            config=config)
     all_embedders = [e for m, _, _ in loaded for e in m["embedder"].unique()]
     relabel = len(all_embedders) != len(set(all_embedders))
     metrics_frames, sim_frames = [], []

@@ -23,6 +23,11 @@ def _setup(tmp_path):
     (tmp_path / "garbage-run" / "metrics.csv").write_text("\x00\x01 nonsense\n")
     pd.DataFrame({"a": [1]}).to_parquet(tmp_path / "garbage-run" / "similarities.parquet")
     (tmp_path / "empty-run").mkdir()
+    for run in ("garbage-run", "empty-run"):
+        (tmp_path / run / "config.json").write_text('{"needles": "n.json", "corpus": "c", "lengths": [128], "depths": 2, '
+                                                    '"seed": 0, "tokenizer": "st:all-MiniLM-L6-v2"}')
+    (tmp_path / "bad-config-run").mkdir()
+    (tmp_path / "bad-config-run" / "config.json").write_text("[1, 2]")
     pd.DataFrame(columns=["metric"]).to_csv(tmp_path / "empty-run" / "metrics.csv", index=False)
     pd.DataFrame({"a": pd.Series([], dtype=float)}).to_parquet(tmp_path / "empty-run" / "similarities.parquet")
 
@@ -34,6 +39,7 @@ def _setup(tmp_path):
     (["haystacks", "show", "not.parquet", "--id", "x"], "not.parquet is not a readable Parquet table"),
     (["report", "garbage-run"], "garbage-run/metrics.csv lacks the column(s)"),
     (["report", "empty-run"], "empty-run/metrics.csv lacks the column(s) embedder"),
+    (["report", "bad-config-run"], "bad-config-run is not a finished run directory (missing metrics.csv"),
 ])
 def test_mistakes_are_one_line_and_write_nothing(tmp_path, monkeypatch, isolated_cache, args, says):
     _setup(tmp_path)

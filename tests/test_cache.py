@@ -68,24 +68,32 @@ def test_the_wrapper_is_an_embedder_and_counts_its_work(tmp_path):
         cached.calls  # no passthrough of the model's own attributes
 
 
-def test_format_1_cache_is_upgraded_and_reused_for_models_named_by_spec(tmp_path, capsys):
+def test_format_1_cache_is_upgraded_and_only_the_bundled_models_checked_vectors_reused(tmp_path, capsys):
     import hashlib
     import sqlite3
 
-    old = {spec: CountingEmbedder.vector_for(spec) for spec in ("st:all-MiniLM-L6-v2", "st:model")}
+    specs = ("st:all-MiniLM-L6-v2", "st:model", "voyage:voyage-3-large")
+    old = {spec: CountingEmbedder.vector_for(spec) for spec in specs}
+    flipped = bytearray(CountingEmbedder.vector_for("other").tobytes())
+    flipped[3] ^= 0x40  # a flipped byte in the exponent: finite, but no longer of unit length
     with sqlite3.connect(tmp_path / "embeddings.sqlite") as conn:  # what embedeval 0.1 wrote
         conn.execute("CREATE TABLE embeddings (key BLOB PRIMARY KEY, spec TEXT NOT NULL, dim INTEGER NOT NULL,"
                      " vector BLOB NOT NULL) WITHOUT ROWID")
-        for spec, vector in old.items():
-            key = hashlib.sha256(f"{spec}\0document\0hello".encode()).digest()
-            conn.execute("INSERT INTO embeddings VALUES (?, ?, 8, ?)", (key, spec, vector.tobytes()))
+        rows = [(f"{spec}\0document\0hello", spec, old[spec].tobytes()) for spec in specs]
+        rows.append(("st:all-MiniLM-L6-v2\0document\0damaged", "st:all-MiniLM-L6-v2", bytes(flipped)))
+        for text, spec, blob in rows:
+            conn.execute("INSERT INTO embeddings VALUES (?, ?, 8, ?)", (hashlib.sha256(text.encode()).digest(), spec, blob))
     cache = EmbeddingCache(tmp_path)
-    assert "upgraded to format 2" in capsys.readouterr().err and cache.info()["legacy_vectors"] == 2
-    bundled = CachedEmbedder(CountingEmbedder(name="st:all-MiniLM-L6-v2", fail_on_call=True), cache)
+    assert "upgraded to format 2" in capsys.readouterr().err and cache.info()["legacy_vectors"] == 4
+    bundled = CachedEmbedder(CountingEmbedder(name="st:all-MiniLM-L6-v2"), cache)
     np.testing.assert_array_equal(bundled.embed(["hello"])[0], old["st:all-MiniLM-L6-v2"])  # reused, not re-embedded
-    folder = CountingEmbedder(name="st:model")
-    CachedEmbedder(folder, cache).embed(["hello"])
-    assert folder.calls == [["hello"]]  # a folder's old vectors may be of other weights: embedded again
+    bundled.embed(["damaged"])
+    assert bundled.inner.calls == [["damaged"]]  # the damaged one is embedded again
+    for spec in specs[1:]:  # a folder may have meant other weights; format 1 did not check API responses
+        other = CountingEmbedder(name=spec)
+        CachedEmbedder(other, cache).embed(["hello"])
+        assert other.calls == [["hello"]]
+    assert cache.info()["legacy_vectors"] == 2 and cache.verify()["bad_checksums"] == 0
     EmbeddingCache(tmp_path)
     assert capsys.readouterr().err == ""  # the message comes once
 

@@ -138,7 +138,8 @@ def test_top_level_api_and_edited_needles_rebuild_haystacks(run, tmp_path):
     needles.write_text(json.dumps(data))
     from embedeval.experiments.nolima import load_or_build_haystacks
 
-    config = NolimaConfig(**{**run.config.__dict__, "needles": str(needles), "skipped": []})
+    shutil.copytree(run.out, tmp_path / "copy")  # the edited needles must not reuse the copied haystacks
+    config = NolimaConfig(**{**run.config.__dict__, "needles": str(needles), "skipped": [], "out": str(tmp_path / "copy")})
     rebuilt = load_or_build_haystacks(config, config.validate(), progress=False)
     assert rebuilt["text"].str.contains("Qwzx, ").any()
     assert not run.haystacks["text"].str.contains("Qwzx, ").any()

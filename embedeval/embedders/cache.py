@@ -9,9 +9,8 @@ process or the next; duplicates within one call are embedded once. New vectors a
 after every chunk, so a crash loses at most the chunk in flight.
 
 Caches written by embedeval 0.1 (format 1, keys without a fingerprint) are upgraded in place:
-their vectors move to a side table and are reused, re-keyed as they are read, for the models
-whose spec alone identifies them (the bundled all-MiniLM-L6-v2 and the API models); vectors of
-``st:`` folders are not reused.
+their vectors move to a side table; those of the bundled all-MiniLM-L6-v2 are reused (checked,
+re-keyed and given a checksum) as they are read; others are embedded again.
 """
 
 from __future__ import annotations
@@ -54,16 +53,23 @@ def row_checksum(key: bytes, vector: bytes) -> bytes:
     return hashlib.blake2b(key + vector, digest_size=8).digest()
 
 
+def row_intact(key: bytes, dim: int, vector: bytes, checksum: bytes) -> bool:
+    """Whether a stored row is as it was written: its checksum matches and it holds ``dim`` floats."""
+    return checksum == row_checksum(key, vector) and len(vector) == 4 * dim
+
+
 def legacy_cache_key(spec: str, kind: str, text: str) -> bytes:
     """The key of cache format 1: sha256 over spec, kind and text."""
     return hashlib.sha256(f"{spec}\0{kind}\0{text}".encode("utf-8")).digest()
 
 
-def spec_identifies_model(spec: str) -> bool:
-    """Whether a spec alone named one model under cache format 1: a bundled model or an API model
-    (an ``st:`` folder or hub name may have meant other weights)."""
+def legacy_vectors_trusted(spec: str) -> bool:
+    """Whether format-1 vectors of ``spec`` may be reused: only a bundled model's, whose spec named
+    exactly one set of weights. Not an ``st:`` folder's (other weights may have had its name), nor
+    an API model's (format 1 did not check responses, and put some Voyage vectors on the wrong
+    texts)."""
     prefix, _, model = spec.partition(":")
-    return prefix != "st" or bundled_name(model) is not None
+    return prefix == "st" and bundled_name(model) is not None
 
 
 class EmbeddingCache:
@@ -127,8 +133,8 @@ class EmbeddingCache:
             conn.execute(f"PRAGMA user_version = {CACHE_FORMAT}")
         if moved:
             print(f"note: embedding cache {self.path} upgraded to format {CACHE_FORMAT} (keys include the model's "
-                  f"fingerprint); its {moved} older vectors are reused for bundled and API models, "
-                  f"vectors of st: folders will be embedded again", file=sys.stderr)
+                  f"fingerprint); of its {moved} older vectors, those of the bundled model are reused, "
+                  f"the others are embedded again", file=sys.stderr)
 
     def _error(self, exc: Exception) -> CacheError:
         """Locked, read-only, full or corrupt: only the last is cured by clearing the cache."""
@@ -145,43 +151,52 @@ class EmbeddingCache:
         return CacheError(f"{where} is corrupt or unreadable ({exc}); "
                           f"remove it with `embedeval cache clear` or point {CACHE_ENV} elsewhere")
 
+    def _select_in(self, query: str, keys: Sequence[bytes]) -> Iterator[tuple]:
+        """Rows of ``query`` (which ends in ``WHERE key IN``) for ``keys``, a chunk at a time."""
+        for start in range(0, len(keys), _SELECT_CHUNK):
+            chunk = keys[start : start + _SELECT_CHUNK]
+            yield from self._conn.execute(f"{query} ({','.join('?' * len(chunk))})", chunk)
+
     def get_many(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
-        """Vectors for the keys that are present and intact; rows failing their checksum are deleted
-        (one warning line) and left out, so their texts are embedded again."""
+        """Vectors for the keys that are present and intact; rows failing their checksum are
+        left out (one warning line), so their texts are embedded again, and deleted if the cache
+        is writable."""
         found: dict[bytes, np.ndarray] = {}
-        damaged: list[bytes] = []
+        damaged: list[tuple[bytes, bytes]] = []
         with self._guard(), self._lock:
-            for start in range(0, len(keys), _SELECT_CHUNK):
-                chunk = keys[start : start + _SELECT_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                query = f"SELECT key, dim, vector, checksum FROM embeddings WHERE key IN ({marks})"
-                for key, dim, blob, checksum in self._conn.execute(query, chunk):
-                    if checksum == row_checksum(key, blob) and len(blob) == 4 * dim:
-                        found[key] = np.frombuffer(blob, dtype=np.float32)
-                    else:
-                        damaged.append(key)
-            if damaged:
-                with self._transaction() as conn:
-                    conn.executemany("DELETE FROM embeddings WHERE key = ?", [(k,) for k in damaged])
+            for key, dim, blob, checksum in self._select_in(
+                    "SELECT key, dim, vector, checksum FROM embeddings WHERE key IN", keys):
+                if row_intact(key, dim, blob, checksum):
+                    found[key] = np.frombuffer(blob, dtype=np.float32)
+                else:
+                    damaged.append((key, checksum))
         if damaged:
             print(f"warning: {len(damaged)} cached vector(s) in {self.path} failed their checksum; "
                   "they are embedded again", file=sys.stderr)
+            with contextlib.suppress(sqlite3.Error), self._lock, self._transaction() as conn:
+                # Only the damaged version: a row another process has repaired meanwhile stays.
+                conn.executemany("DELETE FROM embeddings WHERE key = ? AND checksum = ?", damaged)
         return found
 
-    def get_legacy(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
-        """Format-1 vectors (no checksum) for the keys present in :data:`LEGACY_TABLE`; only
-        finite, non-zero vectors are returned."""
+    def take_legacy(self, keys: Sequence[bytes], dim: int) -> dict[bytes, np.ndarray]:
+        """Remove and return the format-1 vectors (no checksum) stored under ``keys`` that can be
+        trusted: ``dim`` float32 values, finite, of unit length (they were stored L2-normalised, so
+        a flipped byte shows). The side table is dropped once it is empty."""
         found: dict[bytes, np.ndarray] = {}
         if not self.has_legacy:
             return found
         with self._guard(), self._lock:
-            for start in range(0, len(keys), _SELECT_CHUNK):
-                chunk = keys[start : start + _SELECT_CHUNK]
-                marks = ",".join("?" * len(chunk))
-                for key, blob in self._conn.execute(f"SELECT key, vector FROM {LEGACY_TABLE} WHERE key IN ({marks})", chunk):
+            rows = list(self._select_in(f"SELECT key, vector FROM {LEGACY_TABLE} WHERE key IN", keys))
+            for key, blob in rows:
+                if len(blob) == 4 * dim:
                     vector = np.frombuffer(blob, dtype=np.float32)
-                    if vector.size and np.isfinite(vector).all() and np.linalg.norm(vector) > 0:
+                    if np.isfinite(vector).all() and abs(float(np.linalg.norm(vector.astype(np.float64))) - 1.0) < 1e-3:
                         found[key] = vector
+            with self._transaction() as conn:
+                conn.executemany(f"DELETE FROM {LEGACY_TABLE} WHERE key = ?", [(key,) for key, _ in rows])
+                if conn.execute(f"SELECT 1 FROM {LEGACY_TABLE} LIMIT 1").fetchone() is None:
+                    conn.execute(f"DROP TABLE {LEGACY_TABLE}")
+                    self.has_legacy = False
         return found
 
     def put_many(self, spec: str, keys: Sequence[bytes], vectors: np.ndarray) -> None:
@@ -204,7 +219,7 @@ class EmbeddingCache:
             rows = bad = 0
             for key, dim, blob, checksum in self._conn.execute("SELECT key, dim, vector, checksum FROM embeddings"):
                 rows += 1
-                bad += checksum != row_checksum(key, blob) or len(blob) != 4 * dim
+                bad += not row_intact(key, dim, blob, checksum)
         return {"integrity": "; ".join(findings), "rows": rows, "bad_checksums": bad}
 
     def info(self) -> dict[str, object]:
@@ -274,7 +289,7 @@ class CachedEmbedder:
         for key, text in zip(keys, texts):
             if key not in found and key not in missing:
                 missing[key] = text
-        if missing and self.cache.has_legacy and spec_identifies_model(self.name):
+        if missing and self.cache.has_legacy and legacy_vectors_trusted(self.name):
             found.update(self._reuse_legacy(missing, kind))
         self.stats.requested += len(texts)
         self.stats.cache_hits += sum(k not in missing for k in keys)
@@ -287,7 +302,7 @@ class CachedEmbedder:
     def _reuse_legacy(self, missing: dict[bytes, str], kind: Kind) -> dict[bytes, np.ndarray]:
         """Move the format-1 vectors of ``missing`` texts under their new keys (removed from ``missing``)."""
         legacy = {legacy_cache_key(self.name, kind, text): key for key, text in missing.items()}
-        old = self.cache.get_legacy(list(legacy))
+        old = self.cache.take_legacy(list(legacy), self.dim)
         if not old:
             return {}
         moved = {legacy[k]: vector for k, vector in old.items()}

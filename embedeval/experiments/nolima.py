@@ -113,19 +113,31 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progress: bool) -> pd.DataFrame:
-    """Reuse ``out/haystacks.parquet`` when it was built with the same settings, else build it."""
+def reusable_haystacks(config: NolimaConfig) -> pd.DataFrame | None:
+    """``out/haystacks.parquet`` if it was built with the same settings and reads back, else None."""
     out = Path(config.out)
-    path, settings_path = out / "haystacks.parquet", out / "haystacks.json"
-    settings = config.haystack_settings()
-    if path.is_file() and settings_path.is_file() and json.loads(settings_path.read_text()) == settings:
-        return pd.read_parquet(path)
+    try:
+        if json.loads((out / "haystacks.json").read_text(encoding="utf-8")) == config.haystack_settings():
+            return pd.read_parquet(out / "haystacks.parquet")
+    except Exception:  # missing, or damaged by hand: build them again
+        return None
+    return None
+
+
+def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progress: bool) -> pd.DataFrame:
+    """Reuse ``out/haystacks.parquet`` when it was built with the same settings, else build and
+    write it (with ``haystacks.json``, the settings it was built with)."""
+    frame = reusable_haystacks(config)
+    if frame is not None:
+        return frame
     frame = build_haystacks(
         needle_set, load_corpus(config.corpus), config.lengths, config.depths, config.variants,
         tokenizer=load_token_counter(config.tokenizer), seed=config.seed, progress=progress,
     )
-    write_table(frame, path)
-    write_text_atomic(settings_path, json.dumps(settings, indent=2))
+    out = Path(config.out)
+    (out / "config.json").unlink(missing_ok=True)  # the first write: from here on the folder reads as unfinished
+    write_table(frame, out / "haystacks.parquet")
+    write_text_atomic(out / "haystacks.json", json.dumps(config.haystack_settings(), indent=2))
     return frame
 
 
@@ -134,6 +146,7 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
     config = config or NolimaConfig()
     needle_set = config.validate()
     forms = query_forms(needle_set, config.expansions)
+    settings = {**asdict(config), "versions": package_versions()}
     with run_directory(config.out) as out:
         embedders = [load_embedder(spec, cache_dir=cache_dir, progress=progress, commit_every=commit_every)
                      for spec in config.embedders]
@@ -142,9 +155,10 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
             [similarity_rows(e, haystacks, needle_set, forms) for e in embedders], ignore_index=True
         )
         metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.seed)
+        (out / "config.json").unlink(missing_ok=True)  # until it is written last, the folder reads as unfinished
         write_table(similarities, out / "similarities.parquet")
         write_table(metrics, out / "metrics.csv")
-        write_report(out, metrics, similarities, auc_threshold=config.auc_threshold)
+        write_report(out, metrics, similarities, auc_threshold=config.auc_threshold, config=settings)
         # Last, so config.json always describes the tables beside it.
-        write_text_atomic(out / "config.json", json.dumps({**asdict(config), "versions": package_versions()}, indent=2))
+        write_text_atomic(out / "config.json", json.dumps(settings, indent=2))
     return NolimaResult(config, haystacks, similarities, metrics, out, {e.name: e.stats.embedded for e in embedders})
