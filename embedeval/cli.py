@@ -20,6 +20,7 @@ from embedeval.defaults import (
     DEFAULT_AUC_THRESHOLD, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_TEMPERATURE,
 )
 from embedeval.errors import EmbedevalError, InputError
+from embedeval.io import check_output_file
 from embedeval.labels import QUESTION
 
 
@@ -49,6 +50,7 @@ similarity_app = typer.Typer(no_args_is_help=True, help="Needle-question / needl
 app.add_typer(similarity_app, name="similarity")
 
 EmbedderOpt = Annotated[str, typer.Option("--embedder", "-e", help="Embedder spec.")]
+TABLE_SUFFIXES = (".csv", ".parquet")
 OutTable = Annotated[Path, typer.Option("--out", help="Output .csv or .parquet.")]
 
 
@@ -92,8 +94,7 @@ def embed(
     from embedeval.embedders import load_embedder
     from embedeval.io import read_texts, write_embeddings
 
-    if out.suffix not in (".npy", ".parquet"):
-        raise InputError(f"output {out} must end in .npy or .parquet")
+    check_output_file(out, (".npy", ".parquet"))
     texts = read_texts(input)
     model = load_embedder(embedder, cache_dir=cache_dir, progress=not quiet)
     vectors = model.embed(texts, kind=kind)
@@ -177,8 +178,7 @@ def haystacks_build(
     from embedeval.haystacks import build_haystacks, check_build_args
     from embedeval.io import write_table
 
-    if out.suffix != ".parquet":
-        raise InputError(f"output {out} must end in .parquet")
+    check_output_file(out, (".parquet",))
     check_build_args(grid.length_list, grid.depths, grid.variant_list)
     needle_set = needles.load()
     frame = build_haystacks(
@@ -278,6 +278,7 @@ def expand_command(
     from embedeval.expansion import build_expansion_file, write_expansions
     from embedeval.llm import ChatLLM
 
+    check_output_file(out, (".json",))
     size_list = int_list(sizes, "--sizes")
     if not size_list or min(size_list) < 1:
         raise InputError("--sizes must be positive whole numbers")
@@ -286,12 +287,8 @@ def expand_command(
     data = build_expansion_file(needle_set, size_list, ChatLLM(llm, base_url, temperature), progress=not quiet,
                                 checkpoint=checkpoint)
     write_expansions(data, out)
+    checkpoint.unlink(missing_ok=True)  # only once the file is safely written
     typer.echo(f"wrote {len(needle_set.groups)} questions x sizes {', '.join(map(str, size_list))} to {out}")
-
-
-def _check_table_out(out: Path) -> None:
-    if out.suffix not in (".csv", ".parquet"):
-        raise InputError(f"output {out} must end in .csv or .parquet")
 
 
 def _write_similarity_table(frame, out: Path) -> None:
@@ -307,7 +304,7 @@ def similarity_needle_question(out: OutTable, needles: NeedleOptions, embedders:
     """Cosine of each question with each of its needles, per embedder, with mean and std across them."""
     from embedeval.experiments.context_rot import needle_question_similarity
 
-    _check_table_out(out)
+    check_output_file(out, TABLE_SUFFIXES)
     needle_set = needles.load()
     _write_similarity_table(needle_question_similarity(needle_set, embedders.load(quiet)), out)
 
@@ -327,7 +324,7 @@ def similarity_needle_haystack(
     from embedeval.experiments.context_rot import needle_haystack_similarity
     from embedeval.index import INDEXES
 
-    _check_table_out(out)
+    check_output_file(out, TABLE_SUFFIXES)
     if index not in INDEXES or top_k < 1:
         raise InputError(f"--index must be one of {', '.join(INDEXES)} and --top-k >= 1")
     chunking.check()
@@ -353,7 +350,7 @@ def similarity_absence(
     from embedeval.embedders.registry import load_embedder
     from embedeval.experiments.context_rot import answer_absence
 
-    _check_table_out(out)
+    check_output_file(out, TABLE_SUFFIXES)
     chunking.check()
     needle_set = needles.load()
     model = load_embedder(embedder, cache_dir=cache_dir, progress=not quiet)

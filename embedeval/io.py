@@ -29,6 +29,20 @@ _TEMP_PATTERN = ".*.tmp"
 _WRITE_FAILURES = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}  # what atomic_path leaves behind when a process is killed mid-write
 
 
+def check_output_file(path: str | os.PathLike, suffixes: Sequence[str]) -> Path:
+    """Refuse, before any work, an output that cannot become a file of one of ``suffixes``: a
+    wrong suffix, an existing folder, or a parent that is a file. Returns the path."""
+    target = Path(path)
+    if target.suffix not in suffixes:
+        raise InputError(f"output {target} must end in {' or '.join(suffixes)}")
+    if target.is_dir():
+        raise InputError(f"output {target} is a folder, not a file")
+    parent = next((p for p in target.parents if p.exists()), Path("."))
+    if not parent.is_dir():
+        raise InputError(f"output {target} cannot be created: {parent} is a file")
+    return target
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success rename it over ``path``.
@@ -158,14 +172,13 @@ def read_texts(path: str | os.PathLike) -> list[str]:
 def write_embeddings(path: str | os.PathLike, texts: list[str], vectors) -> None:
     """Write vectors atomically: ``.npy`` (the array) or ``.parquet`` (text, embedding columns)."""
     target = Path(path)
+    check_output_file(target, (".npy", ".parquet"))
     if target.suffix == ".npy":
         with atomic_path(target) as tmp:
             with open(tmp, "wb") as handle:
                 np.save(handle, np.asarray(vectors, dtype=np.float32))
     elif target.suffix == ".parquet":
         write_table(pd.DataFrame({"text": texts, "embedding": [np.asarray(v, dtype=np.float32) for v in vectors]}), target)
-    else:
-        raise InputError(f"output {target} must end in .npy or .parquet")
 
 
 def read_table(path: str | os.PathLike, columns: Sequence[str] = ()) -> pd.DataFrame:

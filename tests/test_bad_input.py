@@ -16,7 +16,8 @@ def _files(folder):
 
 def _setup(tmp_path):
     (tmp_path / "a-folder").mkdir()
-    (tmp_path / "x.npy").mkdir()
+    for folder in ("x.npy", "dir.json", "dir.csv", "dir.parquet"):
+        (tmp_path / folder).mkdir()
     (tmp_path / "texts.txt").write_text("one text\n")
     (tmp_path / "not.parquet").write_text("not a table")
     (tmp_path / "garbage-run").mkdir()
@@ -36,6 +37,10 @@ def _setup(tmp_path):
     (["nolima", "--needles", "a-folder", "--out", "run"], "a-folder is invalid: group -: is a folder, not a JSON file"),
     (["needles", "check", "a-folder"], "is a folder, not a JSON file"),
     (["embed", "-i", "texts.txt", "-o", "x.npy"], "output x.npy is a folder, not a file"),
+    (["expand", "--llm", "m", "--out", "dir.json"], "output dir.json is a folder, not a file"),
+    (["similarity", "needle-question", "--out", "dir.csv"], "output dir.csv is a folder, not a file"),
+    (["haystacks", "build", "--out", "dir.parquet"], "output dir.parquet is a folder, not a file"),
+    (["haystacks", "build", "--out", "texts.txt/h.parquet"], "cannot be created: texts.txt is a file"),
     (["haystacks", "show", "not.parquet", "--id", "x"], "not.parquet is not a readable Parquet table"),
     (["report", "garbage-run"], "garbage-run/metrics.csv lacks the column(s)"),
     (["report", "empty-run"], "empty-run/metrics.csv lacks the column(s) embedder"),
