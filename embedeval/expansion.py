@@ -177,6 +177,8 @@ def load_expansions(path: str | os.PathLike, needle_set: NeedleSet | None = None
         data = json.loads(source.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError(f"expansion file {source} does not exist") from None
+    except OSError as exc:  # a folder, no permission
+        raise InputError(f"expansion file {source} cannot be read ({exc.strerror or exc})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"expansion file {source} is not valid JSON ({exc})") from None
     validate_expansions(data, needle_set, str(source))

@@ -146,6 +146,8 @@ def read_texts(path: str | os.PathLike) -> list[str]:
         raise InputError(f"input file {source} does not exist") from None
     except UnicodeDecodeError as exc:
         raise InputError(f"input file {source} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:  # a folder, no permission
+        raise InputError(f"input file {source} cannot be read ({exc.strerror or exc})") from None
     lines = [line.removesuffix("\r") for line in raw.split("\n")]  # not splitlines(): U+2028, \f stay inside a text
     while lines and not lines[-1].strip():
         lines.pop()

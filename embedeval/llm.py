@@ -41,6 +41,9 @@ class ChatLLM:
             with openai_errors(KEY_ENV):
                 response = self._client.chat.completions.create(
                     model=self.model, messages=[{"role": "user", "content": prompt}], temperature=self.temperature)
-            return response.choices[0].message.content or ""
+                try:
+                    return response.choices[0].message.content or ""
+                except (AttributeError, IndexError, TypeError) as exc:
+                    raise ValueError(f"no answer in the response ({exc})") from None
 
         return call_with_retries(request, self.policy, f"chat model {self.model}", self._key.scrub)

@@ -41,6 +41,8 @@ def _setup(tmp_path):
     (["similarity", "needle-question", "--out", "dir.csv"], "output dir.csv is a folder, not a file"),
     (["haystacks", "build", "--out", "dir.parquet"], "output dir.parquet is a folder, not a file"),
     (["haystacks", "build", "--out", "texts.txt/h.parquet"], "cannot be created: texts.txt is a file"),
+    (["embed", "-i", "a-folder", "-o", "o.npy"], "input file a-folder cannot be read"),
+    (["nolima", "--expansions", "a-folder", "--out", "run"], "expansion file a-folder cannot be read"),
     (["haystacks", "show", "not.parquet", "--id", "x"], "not.parquet is not a readable Parquet table"),
     (["report", "garbage-run"], "garbage-run/metrics.csv lacks the column(s)"),
     (["report", "empty-run"], "empty-run/metrics.csv lacks the column(s) embedder"),
@@ -113,3 +115,13 @@ def test_a_full_disk_while_writing_is_one_line_and_leaves_the_old_file(tmp_path,
     with pytest.raises(OutputError, match=r"cannot write .*config.json \(No space left on device\)"):
         write_text_atomic(target, "new")
     assert target.read_text() == "old" and _files(tmp_path) == [target.relative_to(tmp_path)]
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-3"])
+def test_a_bad_retry_setting_is_one_clear_error(monkeypatch, value):
+    from embedeval.embedders.http import retry_policy_from_env
+    from embedeval.errors import ConfigError
+
+    monkeypatch.setenv("EMBEDEVAL_RETRY_MAX_SECONDS", value)
+    with pytest.raises(ConfigError, match=f"EMBEDEVAL_RETRY_MAX_SECONDS must be a positive number, not '{value}'"):
+        retry_policy_from_env()

@@ -87,6 +87,8 @@ def check_vectors(vectors, n_texts: int, dim: int, source: str) -> np.ndarray:
         for i, row in enumerate(rows):
             if row is None:
                 raise InvalidVectorsError(f"{source} returned a null vector (#{i})")
+            if not hasattr(row, "__len__"):
+                raise InvalidVectorsError(f"{source} returned {type(row).__name__} instead of a vector (#{i})")
             if len(row) != dim:
                 raise InvalidVectorsError(f"{source} returned a vector of {len(row)} values (#{i}), expected {dim}")
         vectors = rows

@@ -25,4 +25,7 @@ class OpenAIEmbedder(APIEmbedder):
     def _request(self, texts, kind):
         with openai_errors(self.key_env):
             response = self._client.embeddings.create(model=self.model, input=texts, encoding_format="float")
-        return [(item.index, item.embedding) for item in response.data or ()]
+            try:
+                return [(item.index, item.embedding) for item in response.data or ()]
+            except (AttributeError, TypeError) as exc:
+                raise ValueError(f"items without index or embedding ({exc})") from None
