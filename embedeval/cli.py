@@ -17,7 +17,8 @@ from embedeval.cli_options import (
     CacheDir, ChunkOptions, EmbedderOptions, GridOptions, NeedleOptions, Quiet, int_list, split_list, with_option_groups,
 )
 from embedeval.defaults import (
-    DEFAULT_AUC_THRESHOLD, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_TEMPERATURE,
+    DEFAULT_ABSENCE_TOP_K, DEFAULT_AUC_THRESHOLD, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX,
+    DEFAULT_TEMPERATURE, DEFAULT_TOP_K,
 )
 from embedeval.errors import EmbedevalError, InputError
 from embedeval.io import check_output_file
@@ -316,8 +317,8 @@ def similarity_needle_haystack(
     needles: NeedleOptions,
     chunking: ChunkOptions,
     embedders: EmbedderOptions,
-    top_k: Annotated[int, typer.Option("--top-k", help="Chunks averaged per needle.")] = 5,
-    index: Annotated[str, typer.Option("--index", help="faiss or chroma.")] = "faiss",
+    top_k: Annotated[int, typer.Option("--top-k", help="Chunks averaged per needle.")] = DEFAULT_TOP_K,
+    index: Annotated[str, typer.Option("--index", help="faiss or chroma.")] = DEFAULT_INDEX,
     quiet: Quiet = False,
 ) -> None:
     """Mean cosine of each needle with its top-k corpus chunks, per embedder, with mean and std."""
@@ -341,7 +342,7 @@ def similarity_absence(
     needles: NeedleOptions,
     chunking: ChunkOptions,
     embedder: EmbedderOpt = DEFAULT_EMBEDDER,
-    top_k: Annotated[int, typer.Option("--top-k", help="Chunks listed per question.")] = 10,
+    top_k: Annotated[int, typer.Option("--top-k", help="Chunks listed per question.")] = DEFAULT_ABSENCE_TOP_K,
     chroma_path: Annotated[Optional[Path], typer.Option("--chroma-path", help="Keep the chromadb index here (default: temporary).")] = None,
     cache_dir: CacheDir = None,
     quiet: Quiet = False,

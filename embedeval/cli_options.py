@@ -25,10 +25,11 @@ from embedeval.defaults import (
 )
 from embedeval.embedders.registry import load_embedder, select_embedders
 from embedeval.errors import InputError
+from embedeval.paths import CACHE_ENV
 
 CacheDir = Annotated[
     Optional[Path],
-    typer.Option("--cache-dir", envvar="EMBEDEVAL_CACHE", help="Embedding cache folder (default: user cache dir)."),
+    typer.Option("--cache-dir", envvar=CACHE_ENV, help="Embedding cache folder (default: user cache dir)."),
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 CorpusOpt = Annotated[str, typer.Option("--corpus", help="shakespeare, gutenberg or dir:PATH.")]
@@ -61,17 +62,14 @@ class NeedleOptions:
 
     @property
     def group_ids(self) -> list[str] | None:
-        return split_list(self.groups) if self.groups else None
+        return None if self.groups is None else split_list(self.groups)
 
     def load(self):
         """The needle set, restricted to ``--groups`` if given."""
         from embedeval.needles import load_needle_set
 
         needle_set = load_needle_set(self.path)
-        try:
-            return needle_set.subset(self.group_ids) if self.group_ids else needle_set
-        except KeyError as exc:
-            raise InputError(f"--groups: {exc.args[0]}") from None
+        return needle_set if self.group_ids is None else needle_set.subset(self.group_ids)
 
 
 @dataclass
@@ -154,6 +152,9 @@ def with_option_groups(command):
             options[name] = kind(**{f.name: options.pop(f.name) for f in dataclasses.fields(kind)})
         return command(**options)
 
+    names = [p.name for p in params]
+    if len(set(names)) < len(names):
+        raise TypeError(f"{command.__name__}: option groups share an option name: {sorted(n for n in set(names) if names.count(n) > 1)}")
     run.__signature__ = inspect.Signature(params)
     run.__annotations__ = {p.name: p.annotation for p in params}
     return run

@@ -28,5 +28,11 @@ DEFAULT_EXPANSION_SIZES: tuple[int, ...] = (100, 150, 250)
 DEFAULT_TEMPERATURE = 0.7
 #: Seconds one HTTP request (embeddings or chat) may take before it is retried.
 DEFAULT_REQUEST_TIMEOUT = 60.0
+#: Needle-haystack similarity: mean of the top-k chunks (Context Rot: 5), searched with this index;
+#: the answer-absence check lists more chunks per question, from chromadb.
+DEFAULT_TOP_K = 5
+DEFAULT_INDEX = "faiss"
+DEFAULT_ABSENCE_TOP_K = 10
+DEFAULT_ABSENCE_INDEX = "chroma"
 #: How the similarity commands cut a corpus into chunks.
 DEFAULT_CHUNKER = "sentences:1-3"

@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 
 from embedeval.errors import APIError, InputError
 from embedeval.io import write_text_atomic
+from embedeval.labels import QUESTION
 from embedeval.llm import ChatLLM
 from embedeval.needles import NeedleSet
 
@@ -187,6 +188,12 @@ def load_expansions(path: str | os.PathLike, needle_set: NeedleSet | None = None
 
 def write_expansions(data: dict, path: str | os.PathLike) -> None:
     write_text_atomic(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+
+
+def query_forms(needle_set: NeedleSet, expansion_files: Sequence[str] = ()) -> dict[str, list[str]]:
+    """Query texts per form, one per group in needle-set order: the question, then
+    ``expanded-N`` (question + N terms) for every size of every expansion file."""
+    return {QUESTION: [g.question for g in needle_set.groups], **expanded_query_forms(expansion_files, needle_set)}
 
 
 def expanded_query_forms(files: Sequence[str], needle_set: NeedleSet) -> dict[str, list[str]]:

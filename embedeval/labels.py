@@ -7,3 +7,8 @@ CONTROL = "control"
 QUESTION = "question"
 #: ``category`` / ``depth_bucket`` of a metric computed over every category or depth.
 ALL = "all"
+#: Columns of the similarity table (one row per embedder x haystack x query form).
+SIMILARITY_COLUMNS = [
+    "embedder", "haystack_id", "group_id", "category", "variant", "length", "depth", "target_depth",
+    "query_form", "sim_qh", "sim_qn", "normalized", "n_tokens", "truncated", "needle_visible",
+]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from embedeval.errors import NeedleSetError
+from embedeval.errors import ConfigError, NeedleSetError
 
 NEEDLE_VARIANTS: tuple[str, ...] = ("onehop", "inverted", "literal", "literal_inverted")
 #: Variants whose needle must share no content word with the question.
@@ -65,11 +65,14 @@ class NeedleSet:
         return re.compile(r"\b(" + "|".join(map(re.escape, self.characters)) + r")\b", re.I)
 
     def subset(self, group_ids) -> NeedleSet:
-        """The same set restricted to ``group_ids`` (in the set's order); unknown ids are a KeyError."""
+        """The same set restricted to ``group_ids`` (in the set's order). An unknown id, or none at
+        all, is a :class:`~embedeval.errors.ConfigError`."""
         wanted = set(group_ids)
+        if not wanted:
+            raise ConfigError("no groups given (leave the groups unset to use every group)")
         unknown = wanted - {g.id for g in self.groups}
         if unknown:
-            raise KeyError(f"no group {sorted(unknown)[0]!r} in needle set {self.name!r}")
+            raise ConfigError(f"no group {sorted(unknown)[0]!r} in needle set {self.name!r}")
         return replace(self, groups=tuple(g for g in self.groups if g.id in wanted))
 
 

@@ -16,10 +16,9 @@ import pandas as pd
 from embedeval.aggregate import METRIC_COLUMNS, metric_series
 from embedeval.errors import InputError
 from embedeval.io import atomic_path, read_table, write_text_atomic
-from embedeval.labels import ALL, QUESTION
+from embedeval.labels import ALL, QUESTION, SIMILARITY_COLUMNS
 from embedeval.defaults import CHUNK_FACTOR, DEFAULT_AUC_THRESHOLD
 from embedeval.metrics import break_point, recommended_chunk_tokens
-from embedeval.similarity import SIMILARITY_COLUMNS
 
 LINE_FIGURES = (
     ("normalized_mean", "normalized_vs_length.png", "normalized similarity  sim(q,h) / sim(q,needle)", None),

@@ -13,23 +13,10 @@ import numpy as np
 import pandas as pd
 
 from embedeval.embedders.base import Embedder
-from embedeval.expansion import expanded_query_forms
-from embedeval.labels import CONTROL, QUESTION
+from embedeval.labels import CONTROL, SIMILARITY_COLUMNS
 from embedeval.metrics import normalized_similarity
 from embedeval.needles import NeedleSet
 from embedeval.tokens import count_up_to
-
-SIMILARITY_COLUMNS = [
-    "embedder", "haystack_id", "group_id", "category", "variant", "length", "depth", "target_depth",
-    "query_form", "sim_qh", "sim_qn", "normalized", "n_tokens", "truncated", "needle_visible",
-]
-
-
-def query_forms(needle_set: NeedleSet, expansion_files: list[str] = ()) -> dict[str, list[str]]:
-    """Query texts per form, one per group in needle-set order: the question, then
-    ``expanded-N`` (question + N terms) for every size of every expansion file."""
-    return {QUESTION: [g.question for g in needle_set.groups], **expanded_query_forms(expansion_files, needle_set)}
-
 
 def similarity_rows(embedder: Embedder, haystacks: pd.DataFrame, needle_set: NeedleSet, forms: dict[str, list[str]]) -> pd.DataFrame:
     """The similarity table of one embedder (DESIGN §3).

@@ -206,6 +206,13 @@ def _env_number(name: str, default: float) -> float:
     return value
 
 
+def _one_line(message: str, limit: int = 600) -> str:
+    """An error message as one line of at most ``limit`` characters (an error body may be a whole
+    HTML page). Cut only after the key was scrubbed from all of it."""
+    line = " ".join(message.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def call_with_retries(call: Callable[[], _T], policy: RetryPolicy, what: str, scrub: Callable[[str], str]) -> _T:
     """Run ``call()`` until it succeeds, retrying :class:`RetryableError` per ``policy``.
 
@@ -215,14 +222,14 @@ def call_with_retries(call: Callable[[], _T], policy: RetryPolicy, what: str, sc
 
     def give_up(state: RetryCallState):
         within = "" if state.attempt_number >= policy.max_attempts else f" within {policy.max_seconds:g} s"
-        raise APIError(scrub(f"{what}: gave up after {state.attempt_number} attempts{within} ({state.outcome.exception()})"))
+        raise APIError(_one_line(scrub(f"{what}: gave up after {state.attempt_number} attempts{within} ({state.outcome.exception()})")))
 
     retrying = Retrying(stop=policy.stop(), wait=policy.wait(), retry=retry_if_exception_type(RetryableError),
                         retry_error_callback=give_up)
     try:
         return retrying(call)
     except FatalAPIError as exc:
-        raise APIError(scrub(f"{what}: {exc}")) from None
+        raise APIError(_one_line(scrub(f"{what}: {exc}"))) from None
 
 
 def vectors_by_index(items: Iterable[tuple[int, object]], n_inputs: int, dim: int) -> np.ndarray:

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from embedeval.chunking import Chunk
+from embedeval.defaults import DEFAULT_ABSENCE_INDEX, DEFAULT_ABSENCE_TOP_K, DEFAULT_INDEX, DEFAULT_TOP_K
 from embedeval.index import top_k
 from embedeval.needles import NEEDLE_VARIANTS, NeedleSet
 
@@ -55,7 +56,7 @@ def needle_question_similarity(needle_set: NeedleSet, embedders: Sequence, varia
 
 
 def needle_haystack_similarity(
-    needle_set: NeedleSet, chunks: list[Chunk], embedders: Sequence, top: int = 5, index: str = "faiss",
+    needle_set: NeedleSet, chunks: list[Chunk], embedders: Sequence, top: int = DEFAULT_TOP_K, index: str = DEFAULT_INDEX,
     variants: Sequence[str] = NEEDLE_VARIANTS,
 ) -> pd.DataFrame:
     """Mean cosine of each needle (as query) with its ``top`` most similar corpus chunks."""
@@ -70,7 +71,7 @@ def needle_haystack_similarity(
     return across_embedders(per_embedder, base)
 
 
-def answer_absence(needle_set: NeedleSet, chunks: list[Chunk], embedder, top: int = 10, index: str = "chroma",
+def answer_absence(needle_set: NeedleSet, chunks: list[Chunk], embedder, top: int = DEFAULT_ABSENCE_TOP_K, index: str = DEFAULT_ABSENCE_INDEX,
                    path=None) -> pd.DataFrame:
     """Each question's ``top`` nearest chunks (``index``, chromadb by default), flagged for review."""
     texts = [c.text for c in chunks]

@@ -34,7 +34,8 @@ from embedeval.haystacks import build_haystacks, check_build_args
 from embedeval.io import run_directory, write_table, write_text_atomic
 from embedeval.needles import NeedleSet, load_needle_set
 from embedeval.report import write_report
-from embedeval.similarity import query_forms, similarity_rows
+from embedeval.expansion import query_forms
+from embedeval.similarity import similarity_rows
 from embedeval.tokens import DEFAULT_REFERENCE, load_token_counter
 
 #: Settings that determine the haystacks; a run directory's haystacks are reused when they match.
@@ -74,14 +75,7 @@ class NolimaConfig:
             raise ConfigError("no embedders given")
         self.embedders, self.skipped = select_embedders(self.embedders, self.skip_unavailable)
         needle_set = load_needle_set(self.needles)
-        if self.groups is None:
-            return needle_set
-        if not self.groups:
-            raise ConfigError("no groups given (leave groups unset to run every group)")
-        try:
-            return needle_set.subset(self.groups)
-        except KeyError as exc:
-            raise ConfigError(exc.args[0]) from None
+        return needle_set if self.groups is None else needle_set.subset(self.groups)
 
     def haystack_settings(self) -> dict:
         """The settings the haystacks depend on, with a hash of the needle file's content."""
