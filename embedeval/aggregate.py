@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.stats import rankdata
 
 from embedeval.defaults import DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.labels import ALL, CONTROL
@@ -21,45 +20,18 @@ from embedeval.metrics import (
     bucket_names,
     cohens_d,
     depth_bucket_index,
+    mean_difference,
     pair_with_controls,
+    pearson_r,
     position_effects,
+    regression_intercept,
+    regression_slope,
+    spearman_rho,
     win_scores,
 )
 
 CELL = ["embedder", "query_form", "variant", "length"]
 METRIC_COLUMNS = CELL + ["category", "depth_bucket", "metric", "value", "n", "ci_lo", "ci_hi"]
-
-
-def _slope(depth, score, axis=-1):
-    """Least-squares slope cov(x, y) / var(x), vectorised for the paired bootstrap."""
-    x = depth - depth.mean(axis=axis, keepdims=True)
-    y = score - score.mean(axis=axis, keepdims=True)
-    return (x * y).sum(axis=axis) / (x * x).sum(axis=axis)
-
-
-def _pearson(depth, score, axis=-1):
-    x = depth - depth.mean(axis=axis, keepdims=True)
-    y = score - score.mean(axis=axis, keepdims=True)
-    return (x * y).sum(axis=axis) / np.sqrt((x * x).sum(axis=axis) * (y * y).sum(axis=axis))
-
-
-def _spearman(depth, score, axis=-1):
-    """Pearson correlation of the ranks (average ranks for ties)."""
-    return _pearson(rankdata(depth, axis=axis), rankdata(score, axis=axis), axis=axis)
-
-
-def _intercept(depth, score, axis=-1):
-    return score.mean(axis=axis) - _slope(depth, score, axis=axis) * depth.mean(axis=axis)
-
-
-def _mean_diff(pos, neg, axis=-1):
-    return pos.mean(axis=axis) - neg.mean(axis=axis)
-
-
-def _cohens_d(pos, neg, axis=-1):
-    n1, n2 = pos.shape[axis], neg.shape[axis]
-    pooled = np.sqrt(((n1 - 1) * pos.var(axis=axis, ddof=1) + (n2 - 1) * neg.var(axis=axis, ddof=1)) / (n1 + n2 - 2))
-    return (pos.mean(axis=axis) - neg.mean(axis=axis)) / pooled
 
 
 class _Rows:
@@ -94,9 +66,9 @@ def _separation_rows(rows: _Rows, positives: pd.DataFrame, controls: pd.DataFram
     rows.two_sample("auc", auc_score, pos, neg)
     if not full:
         return
-    rows.two_sample("mean_diff", _mean_diff, pos, neg)
+    rows.two_sample("mean_diff", mean_difference, pos, neg)
     if pos.size + neg.size >= 3 and np.isfinite(cohens_d(pos, neg)):
-        rows.two_sample("cohens_d", _cohens_d, pos, neg)
+        rows.two_sample("cohens_d", cohens_d, pos, neg)
     rows.mean("needle_visible_share", positives["needle_visible"].astype(float).to_numpy())
     rows.mean("truncated_share", positives["truncated"].astype(float).to_numpy())
     depth, score = positives["depth"].to_numpy(float), positives["normalized"].to_numpy(float)
@@ -105,10 +77,10 @@ def _separation_rows(rows: _Rows, positives: pd.DataFrame, controls: pd.DataFram
     if np.unique(depth).size >= 3 and np.ptp(score) > 0:
         effects = position_effects(depth, score)
         ci = lambda stat: bootstrap_ci((depth, score), stat, rows.n_resamples, rows.seed, paired=True)  # noqa: E731
-        rows.add("pearson_r", effects.pearson_r, depth.size, ci(_pearson))
-        rows.add("spearman_rho", effects.spearman_rho, depth.size, ci(_spearman))
-        rows.add("slope", effects.slope, depth.size, ci(_slope))
-        rows.add("intercept", effects.intercept, depth.size, ci(_intercept))
+        rows.add("pearson_r", effects.pearson_r, depth.size, ci(pearson_r))
+        rows.add("spearman_rho", effects.spearman_rho, depth.size, ci(spearman_rho))
+        rows.add("slope", effects.slope, depth.size, ci(regression_slope))
+        rows.add("intercept", effects.intercept, depth.size, ci(regression_intercept))
 
 
 def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED, n_buckets: int = 3) -> pd.DataFrame:

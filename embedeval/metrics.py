@@ -104,17 +104,64 @@ class Separation(NamedTuple):
     n_neg: int
 
 
-def cohens_d(pos, neg) -> float:
+def _along(values, axis: int) -> np.ndarray:
+    """``values`` as floats with ``axis`` moved last (statistics below reduce the last axis, so
+    one code path serves a sample and a stack of bootstrap resamples)."""
+    return np.moveaxis(np.asarray(values, dtype=float), axis, -1)
+
+
+def _scalar(value):
+    """A 0-d result as a Python float, anything else as it is."""
+    return float(value) if np.ndim(value) == 0 else value
+
+
+def mean_difference(pos, neg, axis: int = -1):
+    """mean(pos) - mean(neg); vectorised over leading axes."""
+    return _scalar(_along(pos, axis).mean(-1) - _along(neg, axis).mean(-1))
+
+
+def cohens_d(pos, neg, axis: int = -1):
     """(mean(pos) - mean(neg)) / s_pooled, s_pooled = sqrt(((n1-1)s1² + (n2-1)s2²) / (n1+n2-2)).
 
-    NaN when the pooled standard deviation is 0.
+    NaN when the pooled standard deviation is 0; vectorised over leading axes.
     """
-    pos, neg = _as_array(pos, "pos"), _as_array(neg, "neg")
-    n1, n2 = pos.size, neg.size
+    pos, neg = _along(pos, axis), _along(neg, axis)
+    if pos.ndim == 1:
+        pos, neg = _as_array(pos, "pos"), _as_array(neg, "neg")
+    n1, n2 = pos.shape[-1], neg.shape[-1]
     if n1 + n2 < 3:
         raise ValueError("Cohen's d needs at least 3 values in all")
-    pooled = math.sqrt(((n1 - 1) * pos.var(ddof=1 if n1 > 1 else 0) + (n2 - 1) * neg.var(ddof=1 if n2 > 1 else 0)) / (n1 + n2 - 2))
-    return float((pos.mean() - neg.mean()) / pooled) if pooled > 0 else float("nan")
+    ss1 = pos.var(-1, ddof=1) * (n1 - 1) if n1 > 1 else np.zeros(pos.shape[:-1])
+    ss2 = neg.var(-1, ddof=1) * (n2 - 1) if n2 > 1 else np.zeros(neg.shape[:-1])
+    pooled = np.sqrt((ss1 + ss2) / (n1 + n2 - 2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.where(pooled > 0, (pos.mean(-1) - neg.mean(-1)) / np.where(pooled > 0, pooled, 1.0), np.nan)
+    return _scalar(d)
+
+
+def pearson_r(x, y, axis: int = -1):
+    """cov(x, y) / (sd(x) sd(y)); vectorised over leading axes (equals ``scipy.stats.pearsonr``)."""
+    x, y = _along(x, axis), _along(y, axis)
+    dx, dy = x - x.mean(-1, keepdims=True), y - y.mean(-1, keepdims=True)
+    return _scalar((dx * dy).sum(-1) / np.sqrt((dx * dx).sum(-1) * (dy * dy).sum(-1)))
+
+
+def spearman_rho(x, y, axis: int = -1):
+    """Pearson r of the ranks (average ranks for ties); equals ``scipy.stats.spearmanr``."""
+    return pearson_r(stats.rankdata(_along(x, axis), axis=-1), stats.rankdata(_along(y, axis), axis=-1))
+
+
+def regression_slope(x, y, axis: int = -1):
+    """Least-squares slope of ``y = slope * x + intercept``: cov(x, y) / var(x)."""
+    x, y = _along(x, axis), _along(y, axis)
+    dx, dy = x - x.mean(-1, keepdims=True), y - y.mean(-1, keepdims=True)
+    return _scalar((dx * dy).sum(-1) / (dx * dx).sum(-1))
+
+
+def regression_intercept(x, y, axis: int = -1):
+    """Least-squares intercept: mean(y) - slope * mean(x)."""
+    x, y = _along(x, axis), _along(y, axis)
+    return _scalar(y.mean(-1) - np.asarray(regression_slope(x, y)) * x.mean(-1))
 
 
 def separation(pos, neg) -> Separation:
@@ -151,7 +198,7 @@ class PositionEffects(NamedTuple):
 
 
 def position_effects(depth, score, n_buckets: int = 3) -> PositionEffects:
-    """Pearson r, Spearman rho, least-squares ``score = slope * depth + intercept`` (scipy), and
+    """Pearson r, Spearman rho, least-squares ``score = slope * depth + intercept``, and
     per-bucket statistics over ``n_buckets`` equal-width depth bins (3 -> beginning/middle/end).
 
     ``buckets`` columns: bucket, lo, hi, n, mean, std (std with ddof=1; NaN for n < 2).
@@ -166,8 +213,7 @@ def position_effects(depth, score, n_buckets: int = 3) -> PositionEffects:
     if np.ptp(score) == 0:
         r = rho = float("nan")
     else:
-        r, rho = float(stats.pearsonr(depth, score)[0]), float(stats.spearmanr(depth, score)[0])
-    fit = stats.linregress(depth, score)
+        r, rho = pearson_r(depth, score), spearman_rho(depth, score)
     edges, names = bucket_edges(n_buckets), bucket_names(n_buckets)
     which = depth_bucket_index(depth, n_buckets)
     rows = []
@@ -178,7 +224,7 @@ def position_effects(depth, score, n_buckets: int = 3) -> PositionEffects:
             "mean": float(values.mean()) if values.size else float("nan"),
             "std": float(values.std(ddof=1)) if values.size > 1 else float("nan"),
         })
-    return PositionEffects(r, rho, float(fit.slope), float(fit.intercept), pd.DataFrame(rows))
+    return PositionEffects(r, rho, regression_slope(depth, score), regression_intercept(depth, score), pd.DataFrame(rows))
 
 
 def bucket_edges(n_buckets: int) -> np.ndarray:

@@ -125,3 +125,20 @@ def test_bootstrap_ci_brackets_the_mean_and_is_reproducible():
 def test_bad_input_raises_value_error_saying_what(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_one_implementation_serves_a_sample_and_a_stack_of_resamples():
+    from scipy import stats as st
+
+    from embedeval.metrics import cohens_d, mean_difference, pearson_r, regression_intercept, regression_slope, spearman_rho
+
+    rng = np.random.default_rng(3)
+    x, y = rng.random((5, 40)), rng.random((5, 40))
+    y[:, :10] = np.round(y[:, :10], 1)  # some ties for the ranks
+    np.testing.assert_allclose(pearson_r(x, y), [st.pearsonr(a, b)[0] for a, b in zip(x, y)])
+    np.testing.assert_allclose(spearman_rho(x, y), [st.spearmanr(a, b)[0] for a, b in zip(x, y)])
+    np.testing.assert_allclose(regression_slope(x, y), [st.linregress(a, b).slope for a, b in zip(x, y)])
+    np.testing.assert_allclose(regression_intercept(x, y), [st.linregress(a, b).intercept for a, b in zip(x, y)])
+    np.testing.assert_allclose(cohens_d(x, y), [cohens_d(a, b) for a, b in zip(x, y)])
+    np.testing.assert_allclose(mean_difference(x.T, y.T, axis=0), x.mean(1) - y.mean(1))
+    assert isinstance(pearson_r(x[0], y[0]), float) and isinstance(cohens_d(x[0], y[0]), float)
