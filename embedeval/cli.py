@@ -17,7 +17,7 @@ from embedeval.cli_options import (
     CacheDir, ChunkOptions, EmbedderOptions, GridOptions, NeedleOptions, Quiet, int_list, split_list, with_option_groups,
 )
 from embedeval.defaults import (
-    DEFAULT_ABSENCE_TOP_K, DEFAULT_AUC_THRESHOLD, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX,
+    DEFAULT_ABSENCE_TOP_K, DEFAULT_AUC_THRESHOLD, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_NORMALIZE_BY,
     DEFAULT_TEMPERATURE, DEFAULT_TOP_K,
 )
 from embedeval.errors import EmbedevalError, InputError
@@ -226,6 +226,7 @@ def nolima(
     out: Annotated[Path, typer.Option("--out", help="Run directory.")] = Path("runs/nolima"),
     auc_threshold: Annotated[float, typer.Option("--auc-threshold", help="AUC a length must keep for the break point.")] = DEFAULT_AUC_THRESHOLD,
     commit_every: Annotated[int, typer.Option("--commit-every", help="Texts per cache commit (what an interruption can lose).")] = DEFAULT_COMMIT_EVERY,
+    normalize_by: Annotated[str, typer.Option("--normalize-by", help="Divide sim(q, haystack) by sim(q, the standard needle of the variant's family), as the Jina study does (standard), or by the haystack's own needle (own).")] = DEFAULT_NORMALIZE_BY,
     expansions: Annotated[Optional[str], typer.Option("--expansions", help="Comma-separated expansion files: adds query forms expanded-N.")] = None,
     quiet: Quiet = False,
 ) -> None:
@@ -238,7 +239,7 @@ def nolima(
     config = NolimaConfig(
         embedders=embedders.specs, needles=str(needles.path), groups=needles.group_ids, corpus=grid.corpus,
         lengths=grid.length_list, depths=grid.depths, variants=grid.variant_list, seed=grid.seed,
-        out=str(out), auc_threshold=auc_threshold, skip_unavailable=embedders.skip_unavailable,
+        out=str(out), auc_threshold=auc_threshold, normalize_by=normalize_by, skip_unavailable=embedders.skip_unavailable,
         expansions=split_list(expansions or ""),
     )
     result = run_nolima(config, progress=not quiet, cache_dir=embedders.cache_dir, commit_every=commit_every)

@@ -15,6 +15,9 @@ DEFAULT_LENGTHS: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096, 8192)
 DEFAULT_DEPTHS = 10
 DEFAULT_VARIANTS: tuple[str, ...] = ("onehop", "inverted")
 DEFAULT_SEED = 0
+#: What ``normalized`` divides by: sim(q, the standard needle of the variant's family), as the Jina
+#: study does ("standard"), or sim(q, the haystack's own needle) ("own").
+DEFAULT_NORMALIZE_BY = "standard"
 #: Break point rule: the AUC a length must keep ("working context").
 DEFAULT_AUC_THRESHOLD = 0.8
 #: Recommended chunk size = CHUNK_FACTOR x break point.

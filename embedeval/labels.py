@@ -10,5 +10,5 @@ ALL = "all"
 #: Columns of the similarity table (one row per embedder x haystack x query form).
 SIMILARITY_COLUMNS = [
     "embedder", "haystack_id", "group_id", "category", "variant", "length", "depth", "target_depth",
-    "query_form", "sim_qh", "sim_qn", "normalized", "n_tokens", "truncated", "needle_visible",
+    "query_form", "sim_qh", "sim_qn", "normalized", "normalized_by", "n_tokens", "truncated", "needle_visible",
 ]

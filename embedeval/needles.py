@@ -22,6 +22,11 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from embedeval.errors import ConfigError, NeedleSetError
 
 NEEDLE_VARIANTS: tuple[str, ...] = ("onehop", "inverted", "literal", "literal_inverted")
+#: The needle each variant is normalised by under ``normalize_by="standard"`` (as the Jina study
+#: does): the one-hop needle for one-hop and inverted haystacks, the literal one for literal ones.
+STANDARD_NEEDLE: dict[str, str] = {"onehop": "onehop", "inverted": "onehop",
+                                   "literal": "literal", "literal_inverted": "literal"}
+NORMALIZE_BY: tuple[str, ...] = ("standard", "own")
 #: Variants whose needle must share no content word with the question.
 NO_OVERLAP_VARIANTS: tuple[str, ...] = ("onehop", "inverted")
 GROUP_FIELDS: tuple[str, ...] = ("id", "category", "question", "character", "keyword", "needles")

@@ -12,21 +12,27 @@ import sys
 import numpy as np
 import pandas as pd
 
+from embedeval.defaults import DEFAULT_NORMALIZE_BY
 from embedeval.embedders.base import Embedder
+from embedeval.errors import ConfigError
 from embedeval.labels import CONTROL, SIMILARITY_COLUMNS
 from embedeval.metrics import normalized_similarity
-from embedeval.needles import NeedleSet
+from embedeval.needles import NORMALIZE_BY, STANDARD_NEEDLE, NeedleSet
 from embedeval.tokens import count_up_to
 
-def similarity_rows(embedder: Embedder, haystacks: pd.DataFrame, needle_set: NeedleSet, forms: dict[str, list[str]]) -> pd.DataFrame:
+def similarity_rows(embedder: Embedder, haystacks: pd.DataFrame, needle_set: NeedleSet, forms: dict[str, list[str]],
+                    normalize_by: str = DEFAULT_NORMALIZE_BY) -> pd.DataFrame:
     """The similarity table of one embedder (DESIGN §3).
 
     Haystacks and bare needles are embedded as documents, queries as queries; sim = dot product
-    of unit vectors. ``normalized = sim_qh / sim_qn`` (NaN for controls, and where sim_qn is 0:
-then it is undefined, and a warning names the groups). ``n_tokens`` is the
-    haystack's length in reference tokens; ``truncated``: the haystack has more of the embedder's
-    own tokens than it reads (``max_tokens``); ``needle_visible``: the text up to the needle's end
-    fits in that window (NA for controls).
+    of unit vectors. ``sim_qn`` = sim(query, the normalising needle): with ``normalize_by=
+    "standard"`` (the Jina study) the group's standard needle of the variant's family
+    (:data:`~embedeval.needles.STANDARD_NEEDLE`: one-hop for one-hop and inverted, literal for
+    the literal variants), with ``"own"`` the haystack's own needle. ``normalized = sim_qh /
+    sim_qn`` (NaN for controls, and where sim_qn is 0: then it is undefined, and a warning names
+    the groups). ``n_tokens`` is the haystack's length in reference tokens; ``truncated``: the
+    haystack has more of the embedder's own tokens than it reads (``max_tokens``);
+    ``needle_visible``: the text up to the needle's end fits in that window (NA for controls).
     """
     group_index = {g.id: i for i, g in enumerate(needle_set.groups)}
     rows_group = haystacks["group_id"].map(group_index).to_numpy()
@@ -34,7 +40,11 @@ then it is undefined, and a warning names the groups). ``n_tokens`` is the
     doc_vectors = embedder.embed(texts, kind="document")
     positive = (haystacks["variant"] != CONTROL).to_numpy()
     positive_idx = np.flatnonzero(positive)
-    needle_texts = [needle_set.groups[rows_group[i]].needles[haystacks["variant"].iloc[i]] for i in positive_idx]
+    if normalize_by not in NORMALIZE_BY:
+        raise ConfigError(f"normalize_by must be one of {', '.join(NORMALIZE_BY)}, not {normalize_by!r}")
+    variants = haystacks["variant"].to_numpy()
+    divisors = [STANDARD_NEEDLE[variants[i]] if normalize_by == "standard" else variants[i] for i in positive_idx]
+    needle_texts = [needle_set.groups[rows_group[i]].needles[v] for i, v in zip(positive_idx, divisors)]
     unique_needles = sorted(set(needle_texts))
     needle_vectors = dict(zip(unique_needles, embedder.embed(unique_needles, kind="document")))
     needle_matrix = np.stack([needle_vectors[t] for t in needle_texts])
@@ -66,7 +76,7 @@ then it is undefined, and a warning names the groups). ``n_tokens`` is the
             "depth": haystacks["depth"].to_numpy(dtype=float, na_value=np.nan),
             "target_depth": haystacks["target_depth"].to_numpy(dtype=float, na_value=np.nan),
             "query_form": form, "sim_qh": sim_qh.astype(float), "sim_qn": sim_qn.astype(float),
-            "normalized": normalized, "n_tokens": haystacks["n_tokens"].to_numpy(), "truncated": truncated,
+            "normalized": normalized, "normalized_by": normalize_by, "n_tokens": haystacks["n_tokens"].to_numpy(), "truncated": truncated,
             "needle_visible": visible,
         }))
     return pd.concat(frames, ignore_index=True)[SIMILARITY_COLUMNS]

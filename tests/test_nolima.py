@@ -62,7 +62,9 @@ def test_similarity_table_matches_direct_embedding(run, minilm):
     h = minilm.embed(sample["text"].tolist())
     np.testing.assert_allclose(sample["sim_qh"], np.einsum("ij,ij->i", q, h), atol=2e-5)
     positives = sample[sample["variant"] != "control"]
-    n = minilm.embed([needles[g]["needles"][v] for g, v in zip(positives["group_id"], positives["variant"])])
+    # the study's normalisation: every variant divided by the standard (one-hop) needle
+    assert set(positives["variant"]) == {"onehop", "inverted"} and (positives["normalized_by"] == "standard").all()
+    n = minilm.embed([needles[g]["needles"]["onehop"] for g in positives["group_id"]])
     qp = q[(sample["variant"] != "control").to_numpy()]
     np.testing.assert_allclose(positives["sim_qn"], np.einsum("ij,ij->i", qp, n), atol=2e-5)
     np.testing.assert_allclose(positives["normalized"], positives["sim_qh"] / positives["sim_qn"])
@@ -224,7 +226,7 @@ def test_killed_run_resumes_without_losing_or_repeating_work(tmp_path, books_dir
     resumed = int(result.output.split("st:all-MiniLM-L6-v2: ")[1].split(" texts newly embedded")[0])
     haystacks = pd.read_parquet(tmp_path / "run" / "haystacks.parquet")
     groups = [g for g in json.loads(DEFAULT_NEEDLES.read_text())["groups"] if g["id"] in SMALL_GROUPS]
-    unique_docs = set(haystacks["text"]) | {g["needles"][v] for g in groups for v in ("onehop", "inverted")}
+    unique_docs = set(haystacks["text"]) | {g["needles"]["onehop"] for g in groups}  # the standard needles (divisors)
     assert saved + resumed == len(unique_docs) + len(groups)  # nothing embedded twice, nothing lost
 
     fresh_args = [a if a != str(tmp_path / "run") else str(tmp_path / "fresh") for a in args]
@@ -281,3 +283,24 @@ def test_a_failed_rerun_leaves_the_finished_run_untouched(run, tmp_path, books_d
     assert result.exit_code == 1 and "has 3 books" in result.output
     after = {p.name: p.read_bytes() for p in finished.iterdir() if p.is_file()}
     assert after == before  # config.json still describes the tables beside it
+
+
+def test_normalize_by_standard_or_own_needle(run):
+    from embedeval.needles import load_needle_set
+    from embedeval.similarity import similarity_rows
+    from fakes import CountingEmbedder
+
+    needle_set = load_needle_set(DEFAULT_NEEDLES).subset(SMALL_GROUPS)
+    haystacks = run.haystacks[run.haystacks["length"] == LENGTHS[0]]
+    forms = {"question": [g.question for g in needle_set.groups]}
+    tables = {how: similarity_rows(CountingEmbedder(), haystacks, needle_set, forms, how) for how in ("standard", "own")}
+    for how, table in tables.items():
+        rows = table[table["variant"] == "inverted"]
+        assert len(rows) and (rows["normalized_by"] == how).all()
+        q = np.stack([CountingEmbedder.vector_for(needle_set.group(g).question, "query") for g in rows["group_id"]])
+        n = np.stack([CountingEmbedder.vector_for(needle_set.group(g).needles["onehop" if how == "standard" else "inverted"])
+                      for g in rows["group_id"]])
+        np.testing.assert_allclose(rows["sim_qn"], np.einsum("ij,ij->i", q, n), atol=1e-6)
+        np.testing.assert_allclose(rows["normalized"], rows["sim_qh"] / rows["sim_qn"])
+    onehop = [t[t["variant"] == "onehop"]["normalized"].to_numpy() for t in tables.values()]
+    np.testing.assert_array_equal(*onehop)  # one-hop rows are their own standard

@@ -26,13 +26,13 @@ from embedeval.aggregate import nolima_metrics
 from embedeval.corpus import load_corpus
 from embedeval.defaults import (
     DEFAULT_AUC_THRESHOLD, DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_LENGTHS,
-    DEFAULT_N_BOOTSTRAP, DEFAULT_NEEDLES, DEFAULT_SEED, DEFAULT_VARIANTS,
+    DEFAULT_N_BOOTSTRAP, DEFAULT_NEEDLES, DEFAULT_NORMALIZE_BY, DEFAULT_SEED, DEFAULT_VARIANTS,
 )
 from embedeval.embedders.registry import load_embedder, select_embedders
 from embedeval.errors import ConfigError
 from embedeval.haystacks import build_haystacks, check_build_args
 from embedeval.io import run_directory, write_table, write_text_atomic
-from embedeval.needles import NeedleSet, load_needle_set
+from embedeval.needles import NORMALIZE_BY, NeedleSet, load_needle_set
 from embedeval.report import write_report
 from embedeval.expansion import query_forms
 from embedeval.similarity import similarity_rows
@@ -59,6 +59,7 @@ class NolimaConfig:
     out: str = "runs/nolima"
     tokenizer: str = DEFAULT_REFERENCE
     auc_threshold: float = DEFAULT_AUC_THRESHOLD
+    normalize_by: str = DEFAULT_NORMALIZE_BY  # "standard" (the study's divisor) or "own"
     n_bootstrap: int = DEFAULT_N_BOOTSTRAP
     skip_unavailable: bool = False
     expansions: list[str] = field(default_factory=list)  # expansion files -> query forms expanded-N
@@ -69,6 +70,8 @@ class NolimaConfig:
         check_build_args(self.lengths, self.depths, self.variants)
         if not self.variants:
             raise ConfigError("no variants given")
+        if self.normalize_by not in NORMALIZE_BY:
+            raise ConfigError(f"normalize_by must be one of {', '.join(NORMALIZE_BY)}, not {self.normalize_by!r}")
         if not 0 < self.auc_threshold <= 1:
             raise ConfigError(f"AUC threshold must be in (0, 1], not {self.auc_threshold}")
         if not self.embedders:
@@ -146,7 +149,7 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
                      for spec in config.embedders]
         haystacks = load_or_build_haystacks(config, needle_set, progress)
         similarities = pd.concat(
-            [similarity_rows(e, haystacks, needle_set, forms) for e in embedders], ignore_index=True
+            [similarity_rows(e, haystacks, needle_set, forms, config.normalize_by) for e in embedders], ignore_index=True
         )
         metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.seed)
         (out / "config.json").unlink(missing_ok=True)  # until it is written last, the folder reads as unfinished
