@@ -23,6 +23,7 @@ from embedeval.metrics import (
     mean_difference,
     pair_with_controls,
     pearson_r,
+    RETRIEVAL_MEASURES,
     position_effects,
     regression_intercept,
     regression_slope,
@@ -83,11 +84,37 @@ def _separation_rows(rows: _Rows, positives: pd.DataFrame, controls: pd.DataFram
         rows.add("intercept", effects.intercept, depth.size, ci(regression_intercept))
 
 
-def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED, n_buckets: int = 3) -> pd.DataFrame:
-    """Long metrics table (columns :data:`METRIC_COLUMNS`) from a similarity table."""
+def _depth_buckets(depth: pd.Series, n_buckets: int) -> np.ndarray:
+    return np.asarray(bucket_names(n_buckets))[depth_bucket_index(depth.to_numpy(float), n_buckets)]
+
+
+def retrieval_metrics(retrieval: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED,
+                      n_buckets: int = 3) -> pd.DataFrame:
+    """Long metrics rows (columns :data:`METRIC_COLUMNS`) from a rank table: the mean of every
+    per-query measure (:data:`~embedeval.metrics.RETRIEVAL_MEASURES`) per cell, per category
+    and per depth bucket."""
+    retrieval = retrieval.assign(depth_bucket=_depth_buckets(retrieval["depth"], n_buckets))
+    out: list[dict] = []
+    for key, cell in retrieval.groupby(CELL, sort=True):
+        labels = dict(zip(CELL, key))
+        rows = _Rows(labels, n_resamples, seed)
+        slices = [(ALL, ALL, cell)] + [(category, ALL, sub) for category, sub in cell.groupby("category", sort=True)]
+        slices += [(ALL, bucket, sub) for bucket, sub in cell.groupby("depth_bucket", sort=False)]
+        for category, bucket, sub in slices:
+            rows.labels = {**labels, "category": category, "depth_bucket": bucket}
+            for measure in RETRIEVAL_MEASURES:
+                rows.mean(measure, sub[measure].to_numpy(float))
+        out += rows.rows
+    return pd.DataFrame(out, columns=METRIC_COLUMNS)
+
+
+def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED, n_buckets: int = 3,
+                   retrieval: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Long metrics table (columns :data:`METRIC_COLUMNS`) from a similarity table and, if given,
+    the rank table (:func:`retrieval_metrics`)."""
     pairs = pair_with_controls(similarities)
     pairs["win"] = win_scores(pairs["sim_qh"], pairs["neg"])
-    pairs["depth_bucket"] = np.asarray(bucket_names(n_buckets))[depth_bucket_index(pairs["depth"].to_numpy(float), n_buckets)]
+    pairs["depth_bucket"] = _depth_buckets(pairs["depth"], n_buckets)
     controls = similarities[similarities["variant"] == CONTROL]
     control_cells = {key: g for key, g in controls.groupby(["embedder", "query_form", "length"])}
     out: list[dict] = []
@@ -104,7 +131,10 @@ def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOT
             rows.labels = {**labels, "category": ALL, "depth_bucket": bucket}
             _separation_rows(rows, sub, cell_controls, full=False)
         out += rows.rows
-    return pd.DataFrame(out, columns=METRIC_COLUMNS)
+    table = pd.DataFrame(out, columns=METRIC_COLUMNS)
+    if retrieval is None:
+        return table
+    return pd.concat([table, retrieval_metrics(retrieval, n_resamples, seed, n_buckets)], ignore_index=True)
 
 
 def metric_series(metrics: pd.DataFrame, metric: str, category: str = ALL, depth_bucket: str = ALL) -> pd.DataFrame:

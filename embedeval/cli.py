@@ -180,11 +180,11 @@ def haystacks_build(
     from embedeval.io import write_table
 
     check_output_file(out, (".parquet",))
-    check_build_args(grid.length_list, grid.depths, grid.variant_list)
+    check_build_args(grid.length_list, grid.depths, grid.variant_list, grid.negatives)
     needle_set = needles.load()
     frame = build_haystacks(
         needle_set, load_corpus(grid.corpus), lengths=grid.length_list, depths=grid.depths, variants=grid.variant_list,
-        controls=controls, seed=grid.seed, progress=not quiet,
+        controls=controls, seed=grid.seed, progress=not quiet, negatives=grid.negatives,
     )
     write_table(frame, out)
     typer.echo(f"wrote {len(frame)} haystacks to {out}")
@@ -238,7 +238,7 @@ def nolima(
         raise InputError("--commit-every must be >= 1")
     config = NolimaConfig(
         embedders=embedders.specs, needles=str(needles.path), groups=needles.group_ids, corpus=grid.corpus,
-        lengths=grid.length_list, depths=grid.depths, variants=grid.variant_list, seed=grid.seed,
+        lengths=grid.length_list, depths=grid.depths, variants=grid.variant_list, seed=grid.seed, negatives=grid.negatives,
         out=str(out), auc_threshold=auc_threshold, normalize_by=normalize_by, skip_unavailable=embedders.skip_unavailable,
         expansions=split_list(expansions or ""),
     )

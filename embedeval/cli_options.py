@@ -21,7 +21,7 @@ import typer
 
 from embedeval.defaults import (
     DEFAULT_CHUNKER, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_LENGTHS, DEFAULT_NEEDLES, DEFAULT_SEED,
-    DEFAULT_VARIANTS,
+    DEFAULT_NEGATIVES, DEFAULT_VARIANTS,
 )
 from embedeval.embedders.registry import load_embedder, select_embedders
 from embedeval.errors import InputError
@@ -81,6 +81,7 @@ class GridOptions:
     depths: Annotated[int, typer.Option("--depths", help="Needle depths per length, spread from start to end.")] = DEFAULT_DEPTHS
     variants: Annotated[str, typer.Option("--variants", help="Comma-separated: onehop, inverted, literal, literal_inverted.")] = ",".join(DEFAULT_VARIANTS)
     seed: SeedOpt = DEFAULT_SEED
+    negatives: Annotated[int, typer.Option("--negatives", help="Needle-free haystacks per length in the pool every needle haystack is ranked in (with the controls).")] = DEFAULT_NEGATIVES
 
     @property
     def length_list(self) -> list[int]:

@@ -15,6 +15,8 @@ DEFAULT_LENGTHS: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096, 8192)
 DEFAULT_DEPTHS = 10
 DEFAULT_VARIANTS: tuple[str, ...] = ("onehop", "inverted")
 DEFAULT_SEED = 0
+#: Needle-free haystacks per length in the shared retrieval pool (with the per-group controls).
+DEFAULT_NEGATIVES = 100
 #: What ``normalized`` divides by: sim(q, the standard needle of the variant's family), as the Jina
 #: study does ("standard"), or sim(q, the haystack's own needle) ("own").
 DEFAULT_NORMALIZE_BY = "standard"

@@ -22,8 +22,8 @@ from tqdm.auto import tqdm
 
 from embedeval.corpus import Corpus
 from embedeval.errors import ConfigError, CorpusError
-from embedeval.defaults import DEFAULT_DEPTHS, DEFAULT_LENGTHS, DEFAULT_SEED, DEFAULT_VARIANTS
-from embedeval.labels import CONTROL
+from embedeval.defaults import DEFAULT_DEPTHS, DEFAULT_LENGTHS, DEFAULT_NEGATIVES, DEFAULT_SEED, DEFAULT_VARIANTS
+from embedeval.labels import CONTROL, NEGATIVE
 from embedeval.needles import NEEDLE_VARIANTS, NeedleSet
 from embedeval.text import split_sentences
 from embedeval.tokens import TokenCounter, load_token_counter
@@ -123,8 +123,9 @@ def insert_needle(pieces: list[Piece], needle: str, target_depth: float) -> tupl
     return text, start, start + len(needle), int(boundaries[k])
 
 
-def check_build_args(lengths: Sequence[int], depths: int, variants: Sequence[str]) -> None:
-    """Reject bad grids before any work: lengths must be positive ints, depths >= 1, known variants."""
+def check_build_args(lengths: Sequence[int], depths: int, variants: Sequence[str], negatives: int = DEFAULT_NEGATIVES) -> None:
+    """Reject bad grids before any work: lengths must be positive ints, depths >= 1, known
+    variants, at least one negative per length."""
     if not lengths:
         raise ConfigError("no haystack lengths given")
     for length in lengths:
@@ -135,6 +136,8 @@ def check_build_args(lengths: Sequence[int], depths: int, variants: Sequence[str
         raise ConfigError(f"haystack length {repeated[0]} is given more than once")
     if depths < 1:
         raise ConfigError(f"depths must be >= 1, not {depths}")
+    if not isinstance(negatives, (int, np.integer)) or negatives < 1:
+        raise ConfigError(f"negatives must be a whole number >= 1, not {negatives!r}: each needle haystack is ranked among them")
     unknown = [v for v in variants if v not in NEEDLE_VARIANTS]
     if unknown:
         raise ConfigError(f"unknown variant {unknown[0]!r}; known: {', '.join(NEEDLE_VARIANTS)}")
@@ -159,12 +162,16 @@ def build_haystacks(
     min_books: int = MIN_BOOKS,
     progress: bool = False,
     pool: SentencePool | None = None,
+    negatives: int = DEFAULT_NEGATIVES,
 ) -> pd.DataFrame:
     """Every haystack of the grid as a DataFrame with the columns of :data:`HAYSTACK_COLUMNS`.
 
     Same inputs and seed -> identical rows. ``depth`` is the needle's token offset / n_tokens.
+    Besides the needle haystacks and the per-condition controls, every length gets ``negatives``
+    needle-free haystacks built like the controls (variant ``negative``, no group): with the
+    controls they are the pool each needle haystack is ranked in.
     """
-    check_build_args(lengths, depths, variants)
+    check_build_args(lengths, depths, variants, negatives)
     tokenizer = tokenizer or load_token_counter()
     if len(corpus.books) < min_books:
         raise CorpusError(f"corpus {corpus.source} has {len(corpus.books)} books; haystacks draw from at least {min_books}")
@@ -185,6 +192,13 @@ def build_haystacks(
     for group, length in tqdm(conditions, desc="building haystacks", unit="condition", disable=not progress):
         filler = draw_filler(pool, length + MAX_SNIPPET_TOKENS, condition_rng(seed, group.id, length))
         rows += _condition_rows(group, length, filler, variants, depth_grid(depths), controls, needle_tokens, tokenizer, seed)
+    for length in tqdm(lengths, desc="building negatives", unit="length", disable=not progress):
+        base = {"group_id": "", "category": "", "length": length, "seed": seed}
+        pool_rows = []
+        for k in range(negatives):
+            filler = draw_filler(pool, length + MAX_SNIPPET_TOKENS, condition_rng(seed, f"{NEGATIVE}-{k}", length))
+            pool_rows += _needle_free_row(base, f"{NEGATIVE}:{length}:{k:03d}", NEGATIVE, trim(filler, length, tokenizer))
+        rows += _counted(pool_rows, length, tokenizer)
     return pd.DataFrame(rows, columns=HAYSTACK_COLUMNS).astype(
         {"needle_start": "Int64", "needle_end": "Int64", "depth": "Float64", "target_depth": "Float64"}
     )
@@ -202,10 +216,18 @@ def _condition_rows(group, length, filler, variants, targets, controls, needle_t
                          "target_depth": float(target), "text": text, "needle_start": start, "needle_end": end,
                          "tokens_before": tokens_before, "sources": sorted({p.book for p in pieces})})
     if controls:
-        pieces = trim(filler, length, tokenizer)
-        rows.append({**base, "id": f"{group.id}:{CONTROL}:{length}", "variant": CONTROL, "target_depth": None,
-                     "text": " ".join(p.text for p in pieces), "needle_start": None, "needle_end": None,
-                     "tokens_before": None, "sources": sorted({p.book for p in pieces})})
+        rows += _needle_free_row(base, f"{group.id}:{CONTROL}:{length}", CONTROL, trim(filler, length, tokenizer))
+    return _counted(rows, length, tokenizer)
+
+
+def _needle_free_row(base: dict, haystack_id: str, variant: str, pieces: list[Piece]) -> list[dict]:
+    """A haystack of filler alone (a control or a negative), as a one-row list."""
+    return [{**base, "id": haystack_id, "variant": variant, "target_depth": None, "text": " ".join(p.text for p in pieces),
+             "needle_start": None, "needle_end": None, "tokens_before": None, "sources": sorted({p.book for p in pieces})}]
+
+
+def _counted(rows: list[dict], length: int, tokenizer: TokenCounter) -> list[dict]:
+    """``rows`` with ``n_tokens`` and ``depth`` (needle's token offset / n_tokens) filled in."""
     for row, n in zip(rows, tokenizer.count([r["text"] for r in rows])):
         if n > length:
             raise CorpusError(f"haystack {row['id']} came out at {n} tokens, over its target {length}")

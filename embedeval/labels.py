@@ -3,10 +3,18 @@ report all match on."""
 
 #: ``variant`` of a needle-free haystack paired with a (group, length) condition.
 CONTROL = "control"
+#: ``variant`` of a needle-free haystack of a length's shared retrieval pool (``--negatives``).
+NEGATIVE = "negative"
 #: ``query_form`` of the plain question (expanded forms are ``expanded-N``).
 QUESTION = "question"
 #: ``category`` / ``depth_bucket`` of a metric computed over every category or depth.
 ALL = "all"
+#: Columns of the rank table (one row per embedder x query form x needle haystack), then the
+#: per-query measures of :func:`embedeval.metrics.retrieval_measures`.
+RETRIEVAL_COLUMNS = [
+    "embedder", "query_form", "group_id", "category", "variant", "length", "depth", "haystack_id",
+    "score", "rank", "n_candidates", "ties",
+]
 #: Columns of the similarity table (one row per embedder x haystack x query form).
 SIMILARITY_COLUMNS = [
     "embedder", "haystack_id", "group_id", "category", "variant", "length", "depth", "target_depth",

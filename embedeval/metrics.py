@@ -187,6 +187,45 @@ def auc_score(pos, neg, axis: int = -1) -> np.ndarray | float:
     return ((p > n) + 0.5 * (p == n)).mean(axis=(-2, -1))
 
 
+#: The per-query retrieval measures of :func:`retrieval_measures`, in this order.
+RETRIEVAL_MEASURES = ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10", "query_auc")
+#: trec_eval's names for them (computed by pytrec_eval).
+_TREC_MEASURES = {"recall@1": "recall_1", "recall@5": "recall_5", "recall@10": "recall_10", "mrr": "recip_rank",
+                  "ndcg@10": "ndcg_cut_10"}
+
+
+def retrieval_measures(pos_scores, pool_scores) -> pd.DataFrame:
+    """Each positive ranked among its pool (LongEmbed-style, one relevant candidate per query).
+
+    ``pos_scores[i]`` is query i's score for its needle haystack, ``pool_scores[i, j]`` its score
+    for the j-th of the m needle-free candidates. Ties are broken against the positive:
+    ``rank = 1 + #{j: pool >= pos}``, ``ties = #{j: pool == pos}``, ``n_candidates = m + 1``.
+    ``recall@k`` = 1[rank <= k], ``mrr`` = 1 / rank, ``ndcg@10`` = 1 / log2(rank + 1) if rank <= 10
+    (the ideal DCG of one relevant item is 1) are computed by trec_eval (``pytrec_eval``), fed the
+    real scores with the positive's nudged just below any equal one, so its tie-breaking agrees.
+    ``query_auc`` = (#{pool < pos} + 0.5 #{pool == pos}) / m: the share of the pool it beats.
+    """
+    import pytrec_eval
+
+    pos = _as_array(pos_scores, "pos_scores").astype(np.float32)
+    pool = np.asarray(pool_scores, dtype=np.float32)
+    if pool.ndim != 2 or pool.shape[0] != pos.size or pool.shape[1] == 0 or not np.isfinite(pool).all():
+        raise ValueError(f"pool_scores must be a finite ({pos.size}, m >= 1) array, not shape {pool.shape}")
+    above = (pool > pos[:, None]).sum(axis=1)
+    ties = (pool == pos[:, None]).sum(axis=1)
+    below = pool.shape[1] - above - ties
+    nudged = np.nextafter(pos, np.float32(-np.inf))  # below an equal pool score, above any lower one
+    qrels = {str(i): {"positive": 1} for i in range(pos.size)}
+    run = {str(i): {"positive": float(nudged[i]), **{f"c{j}": float(s) for j, s in enumerate(pool[i])}}
+           for i in range(pos.size)}
+    trec = pytrec_eval.RelevanceEvaluator(qrels, {"recall.1,5,10", "recip_rank", "ndcg_cut.10"}).evaluate(run)
+    table = pd.DataFrame({"rank": 1 + above + ties, "ties": ties, "n_candidates": pool.shape[1] + 1})
+    for name, trec_name in _TREC_MEASURES.items():
+        table[name] = [trec[str(i)][trec_name] for i in range(pos.size)]
+    table["query_auc"] = (below + 0.5 * ties) / pool.shape[1]
+    return table
+
+
 class PositionEffects(NamedTuple):
     """How a score depends on the needle's depth (0 = start, 1 = end)."""
 

@@ -15,8 +15,8 @@ import pandas as pd
 from embedeval.defaults import DEFAULT_NORMALIZE_BY
 from embedeval.embedders.base import Embedder
 from embedeval.errors import ConfigError
-from embedeval.labels import CONTROL, SIMILARITY_COLUMNS
-from embedeval.metrics import normalized_similarity
+from embedeval.labels import CONTROL, NEGATIVE, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
+from embedeval.metrics import RETRIEVAL_MEASURES, normalized_similarity, retrieval_measures
 from embedeval.needles import NORMALIZE_BY, STANDARD_NEEDLE, NeedleSet
 from embedeval.tokens import count_up_to
 
@@ -34,6 +34,7 @@ def similarity_rows(embedder: Embedder, haystacks: pd.DataFrame, needle_set: Nee
     haystack has more of the embedder's own tokens than it reads (``max_tokens``);
     ``needle_visible``: the text up to the needle's end fits in that window (NA for controls).
     """
+    haystacks = haystacks[haystacks["variant"] != NEGATIVE]  # the retrieval pool: see retrieval_rows
     group_index = {g.id: i for i, g in enumerate(needle_set.groups)}
     rows_group = haystacks["group_id"].map(group_index).to_numpy()
     texts = haystacks["text"].tolist()
@@ -80,3 +81,38 @@ def similarity_rows(embedder: Embedder, haystacks: pd.DataFrame, needle_set: Nee
             "needle_visible": visible,
         }))
     return pd.concat(frames, ignore_index=True)[SIMILARITY_COLUMNS]
+
+
+def retrieval_rows(embedder: Embedder, haystacks: pd.DataFrame, needle_set: NeedleSet, forms: dict[str, list[str]]) -> pd.DataFrame:
+    """The rank table of one embedder (DESIGN §3): every needle haystack p ranked, by its
+    question's score, among the needle-free haystacks of its length (every group's control and
+    the ``negative`` pool), with the per-query measures of
+    :func:`~embedeval.metrics.retrieval_measures`. Columns: :data:`~embedeval.labels.RETRIEVAL_COLUMNS`
+    and then the measures. The pool costs one embedding per haystack, shared by all questions.
+    """
+    variants = haystacks["variant"].to_numpy()
+    positive = (variants != CONTROL) & (variants != NEGATIVE)
+    doc_vectors = embedder.embed(haystacks["text"].tolist(), kind="document")
+    lengths = haystacks["length"].to_numpy()
+    group_index = {g.id: i for i, g in enumerate(needle_set.groups)}
+    frames = []
+    for form, queries in forms.items():
+        query_vectors = embedder.embed(queries, kind="query")
+        for length in np.unique(lengths):
+            pool = np.flatnonzero(~positive & (lengths == length))
+            rows = np.flatnonzero(positive & (lengths == length))
+            if not rows.size or not pool.size:
+                continue
+            groups = haystacks["group_id"].to_numpy()[rows]
+            q = query_vectors[[group_index[g] for g in groups]]
+            scores = np.einsum("ij,ij->i", q, doc_vectors[rows])
+            measures = retrieval_measures(scores, q @ doc_vectors[pool].T)
+            picked = haystacks.iloc[rows]
+            frame = pd.DataFrame({
+                "embedder": embedder.name, "query_form": form, "group_id": groups,
+                "category": picked["category"].to_numpy(), "variant": picked["variant"].to_numpy(), "length": length,
+                "depth": picked["depth"].to_numpy(dtype=float, na_value=np.nan), "haystack_id": picked["id"].to_numpy(),
+                "score": scores.astype(float),
+            })
+            frames.append(pd.concat([frame, measures], axis=1))
+    return pd.concat(frames, ignore_index=True)[RETRIEVAL_COLUMNS + list(RETRIEVAL_MEASURES)]

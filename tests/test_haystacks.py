@@ -17,6 +17,7 @@ from embedeval.tokens import load_token_counter
 LENGTHS = [128, 512, 2048]
 DEPTHS = 4
 VARIANTS = ["onehop", "inverted"]
+NEGATIVES = 4
 
 
 @pytest.fixture(scope="module")
@@ -37,14 +38,17 @@ def corpus(books_dir):
 
 @pytest.fixture(scope="module")
 def haystacks(needle_set, corpus, tokenizer):
-    return build_haystacks(needle_set, corpus, LENGTHS, DEPTHS, VARIANTS, tokenizer=tokenizer, seed=7)
+    return build_haystacks(needle_set, corpus, LENGTHS, DEPTHS, VARIANTS, tokenizer=tokenizer, seed=7, negatives=NEGATIVES)
 
 
 def test_grid_shape(haystacks, needle_set):
     n_groups = len(needle_set.groups)
-    assert len(haystacks) == n_groups * len(LENGTHS) * (len(VARIANTS) * DEPTHS + 1)
+    assert len(haystacks) == n_groups * len(LENGTHS) * (len(VARIANTS) * DEPTHS + 1) + len(LENGTHS) * NEGATIVES
     assert haystacks["id"].is_unique
     assert (haystacks["variant"] == "control").sum() == n_groups * len(LENGTHS)
+    negatives = haystacks[haystacks["variant"] == "negative"]
+    assert negatives.groupby("length").size().to_dict() == {length: NEGATIVES for length in LENGTHS}
+    assert (negatives["group_id"] == "").all() and negatives["text"].is_unique
 
 
 def test_token_counts_within_97_to_100_percent(haystacks, tokenizer):
@@ -56,7 +60,7 @@ def test_token_counts_within_97_to_100_percent(haystacks, tokenizer):
 
 
 def test_needle_occurs_exactly_once_at_recorded_offsets(haystacks, needle_set):
-    for row in haystacks[haystacks["variant"] != "control"].itertuples():
+    for row in haystacks[haystacks["variant"].isin(VARIANTS)].itertuples():
         needle = needle_set.group(row.group_id).needles[row.variant]
         assert row.text.count(needle) == 1
         assert row.text[row.needle_start : row.needle_end] == needle
@@ -64,7 +68,7 @@ def test_needle_occurs_exactly_once_at_recorded_offsets(haystacks, needle_set):
 
 def test_controls_hold_no_needle_and_no_character(haystacks, needle_set):
     names = re.compile(r"\b(" + "|".join(needle_set.characters) + r")\b", re.I)
-    controls = haystacks[haystacks["variant"] == "control"]
+    controls = haystacks[haystacks["variant"].isin(["control", "negative"])]
     for row in controls.itertuples():
         assert names.search(row.text) is None
         assert pd.isna(row.depth) and pd.isna(row.needle_start)
@@ -73,7 +77,7 @@ def test_controls_hold_no_needle_and_no_character(haystacks, needle_set):
 
 
 def test_recorded_depth_is_where_the_needle_is(haystacks, tokenizer):
-    positives = haystacks[haystacks["variant"] != "control"]
+    positives = haystacks[haystacks["variant"].isin(VARIANTS)]
     for row in positives.itertuples():
         before = len(tokenizer.tokenizer(row.text[: row.needle_start], add_special_tokens=False)["input_ids"])
         assert row.depth == pytest.approx(before / row.n_tokens, abs=1e-9)
@@ -85,7 +89,7 @@ def test_recorded_depth_is_where_the_needle_is(haystacks, tokenizer):
 
 
 def test_paired_design_one_filler_per_condition(haystacks):
-    for (group, length), cond in haystacks.groupby(["group_id", "length"]):
+    for (group, length), cond in haystacks[haystacks["variant"] != "negative"].groupby(["group_id", "length"]):
         control = cond[cond["variant"] == "control"]["text"].item()
         for row in cond[cond["variant"] != "control"].itertuples():
             before = row.text[: row.needle_start].rstrip(" ")
@@ -100,10 +104,10 @@ def test_long_haystacks_mix_books(haystacks):
 
 
 def test_same_seed_identical_other_seed_different(haystacks, needle_set, corpus, tokenizer):
-    again = build_haystacks(needle_set, corpus, LENGTHS, DEPTHS, VARIANTS, tokenizer=tokenizer, seed=7)
+    again = build_haystacks(needle_set, corpus, LENGTHS, DEPTHS, VARIANTS, tokenizer=tokenizer, seed=7, negatives=NEGATIVES)
     pd.testing.assert_frame_equal(again, haystacks)
     assert all(a.encode() == b.encode() for a, b in zip(again["text"], haystacks["text"]))
-    other = build_haystacks(needle_set, corpus, LENGTHS, DEPTHS, VARIANTS, tokenizer=tokenizer, seed=8)
+    other = build_haystacks(needle_set, corpus, LENGTHS, DEPTHS, VARIANTS, tokenizer=tokenizer, seed=8, negatives=NEGATIVES)
     assert (other["text"] != haystacks["text"]).mean() > 0.9
 
 
@@ -128,6 +132,8 @@ def test_corpus_too_small_and_too_few_books(needle_set, tokenizer):
     ({"lengths": [0]}, "haystack length 0 is invalid"),
     ({"variants": ["sideways"]}, "unknown variant 'sideways'"),
     ({"depths": 0}, "depths must be >= 1"),
+    ({"negatives": 0}, "negatives must be a whole number >= 1, not 0"),
+    ({"negatives": -5}, "negatives must be a whole number >= 1, not -5"),
 ])
 def test_bad_grid_is_rejected_before_work(needle_set, kwargs, message):
     with pytest.raises(ConfigError, match=message):
@@ -138,10 +144,10 @@ def test_cli_build_and_show(tmp_path, books_dir):
     out = tmp_path / "run" / "haystacks.parquet"
     runner = CliRunner()
     result = runner.invoke(app, ["haystacks", "build", "--corpus", f"dir:{books_dir}", "--lengths", "128,256",
-                                 "--depths", "2", "--variants", "onehop", "--seed", "3", "--out", str(out), "-q"])
+                                 "--depths", "2", "--variants", "onehop", "--seed", "3", "--negatives", "5", "--out", str(out), "-q"])
     assert result.exit_code == 0, result.output
     frame = pd.read_parquet(out)
-    assert len(frame) == 24 * 2 * 3 and set(frame["seed"]) == {3}
+    assert len(frame) == 24 * 2 * 3 + 2 * 5 and set(frame["seed"]) == {3}
     shown = runner.invoke(app, ["haystacks", "show", str(out), "--id", "loc-dresden:onehop:256:d01"])
     assert shown.exit_code == 0
     assert "[[Actually, Yuki lives next to the Semper Opera House.]]" in shown.output

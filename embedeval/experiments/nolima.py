@@ -4,7 +4,7 @@ This module only orchestrates: haystacks come from :mod:`embedeval.haystacks`, t
 table from :mod:`embedeval.similarity`, metrics from :mod:`embedeval.aggregate`, the report from
 :mod:`embedeval.report`.
 
-``run_nolima(config)`` writes ``haystacks.parquet``, ``similarities.parquet``, ``metrics.csv``,
+``run_nolima(config)`` writes ``haystacks.parquet``, ``similarities.parquet``, ``retrieval.parquet``, ``metrics.csv``,
 ``report.md``, ``figures/`` and, last, ``config.json`` into ``config.out`` (each file atomically),
 holding the folder so that no second run writes into it at the same time.
 Every embedding goes through the persistent cache, so an interrupted run resumes where it
@@ -26,7 +26,7 @@ from embedeval.aggregate import nolima_metrics
 from embedeval.corpus import load_corpus
 from embedeval.defaults import (
     DEFAULT_AUC_THRESHOLD, DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_LENGTHS,
-    DEFAULT_N_BOOTSTRAP, DEFAULT_NEEDLES, DEFAULT_NORMALIZE_BY, DEFAULT_SEED, DEFAULT_VARIANTS,
+    DEFAULT_N_BOOTSTRAP, DEFAULT_NEEDLES, DEFAULT_NEGATIVES, DEFAULT_NORMALIZE_BY, DEFAULT_SEED, DEFAULT_VARIANTS,
 )
 from embedeval.embedders.registry import load_embedder, select_embedders
 from embedeval.errors import ConfigError
@@ -35,11 +35,11 @@ from embedeval.io import run_directory, write_table, write_text_atomic
 from embedeval.needles import NORMALIZE_BY, NeedleSet, load_needle_set
 from embedeval.report import write_report
 from embedeval.expansion import query_forms
-from embedeval.similarity import similarity_rows
+from embedeval.similarity import retrieval_rows, similarity_rows
 from embedeval.tokens import DEFAULT_REFERENCE, load_token_counter
 
 #: Settings that determine the haystacks; a run directory's haystacks are reused when they match.
-HAYSTACK_KEYS = ("needles", "groups", "corpus", "lengths", "depths", "variants", "seed", "tokenizer")
+HAYSTACK_KEYS = ("needles", "groups", "corpus", "lengths", "depths", "variants", "seed", "negatives", "tokenizer")
 VERSIONED_PACKAGES = ("embedeval", "numpy", "pandas", "scipy", "scikit-learn", "torch",
                       "sentence-transformers", "transformers", "tokenizers")
 
@@ -56,6 +56,7 @@ class NolimaConfig:
     depths: int = DEFAULT_DEPTHS
     variants: list[str] = field(default_factory=lambda: list(DEFAULT_VARIANTS))
     seed: int = DEFAULT_SEED
+    negatives: int = DEFAULT_NEGATIVES  # needle-free haystacks per length in the retrieval pool
     out: str = "runs/nolima"
     tokenizer: str = DEFAULT_REFERENCE
     auc_threshold: float = DEFAULT_AUC_THRESHOLD
@@ -67,7 +68,7 @@ class NolimaConfig:
 
     def validate(self) -> NeedleSet:
         """Check everything that can be checked without work; returns the loaded needle set."""
-        check_build_args(self.lengths, self.depths, self.variants)
+        check_build_args(self.lengths, self.depths, self.variants, self.negatives)
         if not self.variants:
             raise ConfigError("no variants given")
         if self.normalize_by not in NORMALIZE_BY:
@@ -95,6 +96,7 @@ class NolimaResult:
     config: NolimaConfig
     haystacks: pd.DataFrame
     similarities: pd.DataFrame
+    retrieval: pd.DataFrame
     metrics: pd.DataFrame
     out: Path
     newly_embedded: dict[str, int]
@@ -129,7 +131,7 @@ def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progres
         return frame
     frame = build_haystacks(
         needle_set, load_corpus(config.corpus), config.lengths, config.depths, config.variants,
-        tokenizer=load_token_counter(config.tokenizer), seed=config.seed, progress=progress,
+        tokenizer=load_token_counter(config.tokenizer), seed=config.seed, progress=progress, negatives=config.negatives,
     )
     out = Path(config.out)
     (out / "config.json").unlink(missing_ok=True)  # the first write: from here on the folder reads as unfinished
@@ -151,11 +153,13 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
         similarities = pd.concat(
             [similarity_rows(e, haystacks, needle_set, forms, config.normalize_by) for e in embedders], ignore_index=True
         )
-        metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.seed)
+        retrieval = pd.concat([retrieval_rows(e, haystacks, needle_set, forms) for e in embedders], ignore_index=True)
+        metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.seed, retrieval=retrieval)
         (out / "config.json").unlink(missing_ok=True)  # until it is written last, the folder reads as unfinished
         write_table(similarities, out / "similarities.parquet")
+        write_table(retrieval, out / "retrieval.parquet")
         write_table(metrics, out / "metrics.csv")
         write_report(out, metrics, similarities, auc_threshold=config.auc_threshold, config=settings)
         # Last, so config.json always describes the tables beside it.
         write_text_atomic(out / "config.json", json.dumps(settings, indent=2))
-    return NolimaResult(config, haystacks, similarities, metrics, out, {e.name: e.stats.embedded for e in embedders})
+    return NolimaResult(config, haystacks, similarities, retrieval, metrics, out, {e.name: e.stats.embedded for e in embedders})
