@@ -142,3 +142,38 @@ def test_one_implementation_serves_a_sample_and_a_stack_of_resamples():
     np.testing.assert_allclose(cohens_d(x, y), [cohens_d(a, b) for a, b in zip(x, y)])
     np.testing.assert_allclose(mean_difference(x.T, y.T, axis=0), x.mean(1) - y.mean(1))
     assert isinstance(pearson_r(x[0], y[0]), float) and isinstance(cohens_d(x[0], y[0]), float)
+
+
+def test_retrieval_measures_on_hand_worked_ranks_with_ties():
+    from embedeval.metrics import retrieval_measures
+
+    pos = [0.5, 0.9, 0.3, 0.2]
+    pool = [[0.6, 0.5, 0.1, 0.0],   # one above, one tie -> rank 3 (ties count against the positive)
+            [0.1, 0.2, 0.3, 0.4],   # beats all -> rank 1
+            [0.3, 0.3, 0.9, 0.3],   # one above, three ties -> rank 5
+            [0.9, 0.8, 0.7, 0.6]]   # last -> rank 5
+    table = retrieval_measures(pos, pool)
+    assert table["rank"].tolist() == [3, 1, 5, 5] and table["ties"].tolist() == [1, 0, 3, 0]
+    assert table["n_candidates"].tolist() == [5] * 4
+    ranks = np.array([3, 1, 5, 5])
+    np.testing.assert_allclose(table["recall@1"], [0, 1, 0, 0])
+    np.testing.assert_allclose(table["recall@5"], [1, 1, 1, 1])
+    np.testing.assert_allclose(table["mrr"], 1 / ranks)
+    np.testing.assert_allclose(table["ndcg@10"], 1 / np.log2(ranks + 1))
+    np.testing.assert_allclose(table["query_auc"], [(2 + 0.5) / 4, 1.0, 1.5 / 4, 0.0])
+
+
+def test_retrieval_measures_agree_with_a_direct_ranking():
+    from embedeval.metrics import retrieval_measures
+
+    rng = np.random.default_rng(0)
+    pos, pool = rng.random(50).round(2), rng.random((50, 30)).round(2)  # rounding makes ties
+    table = retrieval_measures(pos, pool)
+    for i in range(50):
+        # rank by sorting: the positive goes after every candidate with a score >= its own
+        order = sorted([(-s, 0) for s in pool[i]] + [(-pos[i], 1)])
+        rank = 1 + [tag for _, tag in order].index(1)
+        assert table["rank"][i] == rank
+        assert table["recall@10"][i] == (rank <= 10) and table["mrr"][i] == pytest.approx(1 / rank)
+    with pytest.raises(ValueError, match="pool_scores must be"):
+        retrieval_measures([0.1], np.zeros((2, 3)))

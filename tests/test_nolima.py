@@ -20,6 +20,7 @@ from embedeval.defaults import DEFAULT_NEEDLES
 
 LENGTHS = [128, 512, 1024]
 DEPTHS = 3
+NEGATIVES = 20
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -30,12 +31,12 @@ SMALL_GROUPS = ["loc-dresden", "diet-vegan", "lang-dutch"]  # a quick run: --gro
 def run(tmp_path_factory, books_dir):
     folder = tmp_path_factory.mktemp("nolima")
     config = NolimaConfig(groups=SMALL_GROUPS, corpus=f"dir:{books_dir}",
-                          lengths=LENGTHS, depths=DEPTHS, out=str(folder / "run"), n_bootstrap=200)
+                          lengths=LENGTHS, depths=DEPTHS, out=str(folder / "run"), n_bootstrap=200, negatives=NEGATIVES)
     return run_nolima(config, progress=False, cache_dir=folder / "cache")
 
 
 def test_run_writes_every_output(run):
-    for name in ["config.json", "haystacks.parquet", "similarities.parquet", "metrics.csv", "report.md"]:
+    for name in ["config.json", "haystacks.parquet", "similarities.parquet", "retrieval.parquet", "metrics.csv", "report.md"]:
         assert (run.out / name).is_file(), name
     figures = sorted(p.name for p in (run.out / "figures").glob("*.png"))
     assert figures == ["auc_vs_length.png", "category_heatmap.png", "comparative_ratio_vs_length.png",
@@ -55,7 +56,7 @@ def test_run_writes_every_output(run):
 def test_similarity_table_matches_direct_embedding(run, minilm):
     sims = pd.read_parquet(run.out / "similarities.parquet")
     haystacks = pd.read_parquet(run.out / "haystacks.parquet")
-    assert len(sims) == len(haystacks) == 3 * len(LENGTHS) * (2 * DEPTHS + 1)
+    assert len(sims) == len(haystacks) - NEGATIVES * len(LENGTHS) == 3 * len(LENGTHS) * (2 * DEPTHS + 1)
     needles = {g["id"]: g for g in json.loads(DEFAULT_NEEDLES.read_text())["groups"]}
     sample = sims.merge(haystacks[["id", "text"]], left_on="haystack_id", right_on="id").iloc[::5]
     q = minilm.embed([needles[g]["question"] for g in sample["group_id"]], kind="query")
@@ -304,3 +305,40 @@ def test_normalize_by_standard_or_own_needle(run):
         np.testing.assert_allclose(rows["normalized"], rows["sim_qh"] / rows["sim_qn"])
     onehop = [t[t["variant"] == "onehop"]["normalized"].to_numpy() for t in tables.values()]
     np.testing.assert_array_equal(*onehop)  # one-hop rows are their own standard
+
+
+def test_ranks_recomputed_from_direct_embeddings(run, minilm):
+    retrieval = pd.read_parquet(run.out / "retrieval.parquet")
+    haystacks = pd.read_parquet(run.out / "haystacks.parquet")
+    needles = {g["id"]: g for g in json.loads(DEFAULT_NEEDLES.read_text())["groups"]}
+    positives = haystacks[haystacks["variant"].isin(["onehop", "inverted"])]
+    assert len(retrieval) == len(positives) and set(retrieval["haystack_id"]) == set(positives["id"])
+    texts = haystacks.set_index("id")["text"]
+    for length in LENGTHS:
+        pool = haystacks[(haystacks["length"] == length) & haystacks["variant"].isin(["control", "negative"])]
+        assert len(pool) == NEGATIVES + len(SMALL_GROUPS)
+        pool_vectors = minilm.embed(pool["text"].tolist())
+        sample = retrieval[retrieval["length"] == length].iloc[::4]
+        q = minilm.embed([needles[g]["question"] for g in sample["group_id"]], kind="query")
+        p = minilm.embed([texts[h] for h in sample["haystack_id"]])
+        scores = np.einsum("ij,ij->i", q, p)
+        np.testing.assert_allclose(sample["score"], scores, atol=2e-5)
+        pool_scores = q @ pool_vectors.T
+        # pessimistic: every candidate scoring at least as high ranks above (1e-5: batch-size noise)
+        highest = 1 + (pool_scores > scores[:, None] + 1e-5).sum(axis=1)
+        lowest = 1 + (pool_scores >= scores[:, None] - 1e-5).sum(axis=1)
+        assert ((highest <= sample["rank"].to_numpy()) & (sample["rank"].to_numpy() <= lowest)).all()
+        assert (sample["n_candidates"] == len(pool) + 1).all()
+
+
+def test_retrieval_metrics_are_the_means_of_the_rank_table(run):
+    retrieval = pd.read_parquet(run.out / "retrieval.parquet")
+    metrics = pd.read_csv(run.out / "metrics.csv")
+    overall = metrics[(metrics["category"] == "all") & (metrics["depth_bucket"] == "all")]
+    for measure in ["recall@1", "recall@5", "recall@10", "mrr", "ndcg@10", "query_auc"]:
+        rows = overall[overall["metric"] == measure].set_index(["variant", "length"])
+        expected = retrieval[retrieval["query_form"] == "question"].groupby(["variant", "length"])[measure].mean()
+        np.testing.assert_allclose(rows.loc[expected.index, "value"], expected.to_numpy())
+        assert (rows["ci_lo"] <= rows["value"] + 1e-12).all() and (rows["value"] <= rows["ci_hi"] + 1e-12).all()
+    recall = overall[overall["metric"] == "recall@1"]["value"]
+    assert recall.between(0, 1).all()
