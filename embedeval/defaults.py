@@ -20,8 +20,10 @@ DEFAULT_NEGATIVES = 100
 #: What ``normalized`` divides by: sim(q, the standard needle of the variant's family), as the Jina
 #: study does ("standard"), or sim(q, the haystack's own needle) ("own").
 DEFAULT_NORMALIZE_BY = "standard"
-#: Break point rule: the AUC a length must keep ("working context").
-DEFAULT_AUC_THRESHOLD = 0.8
+#: Break point rule: the metric a length must keep at or above the threshold ("working context");
+#: the study's pooled-AUC break point is shown beside it, with the same threshold.
+DEFAULT_BREAK_METRIC = "query_auc"
+DEFAULT_BREAK_THRESHOLD = 0.8
 #: Recommended chunk size = CHUNK_FACTOR x break point.
 CHUNK_FACTOR = 0.8
 #: Bootstrap resamples behind every confidence interval.

@@ -15,7 +15,7 @@ import pandas as pd
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
-from embedeval.defaults import CHUNK_FACTOR, DEFAULT_AUC_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
+from embedeval.defaults import CHUNK_FACTOR, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.labels import CONTROL
 
 BUCKET_NAMES_3 = ("beginning", "middle", "end")
@@ -190,6 +190,9 @@ def auc_score(pos, neg, axis: int = -1) -> np.ndarray | float:
 #: The per-query retrieval measures of :func:`retrieval_measures`, in this order.
 RETRIEVAL_MEASURES = ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10", "query_auc")
 #: trec_eval's names for them (computed by pytrec_eval).
+#: Metrics a break point may be read from (``--break-metric``): the retrieval measures and the
+#: study's pooled AUC and comparative ratio.
+BREAK_METRICS = RETRIEVAL_MEASURES + ("auc", "comparative_ratio")
 _TREC_MEASURES = {"recall@1": "recall_1", "recall@5": "recall_5", "recall@10": "recall_10", "mrr": "recip_rank",
                   "ndcg@10": "ndcg_cut_10"}
 
@@ -282,7 +285,7 @@ def depth_bucket_index(depth, n_buckets: int = 3) -> np.ndarray:
     return np.clip(np.searchsorted(bucket_edges(n_buckets), depth, side="right") - 1, 0, n_buckets - 1)
 
 
-def break_point(lengths, scores, threshold: float = DEFAULT_AUC_THRESHOLD) -> int | None:
+def break_point(lengths, scores, threshold: float = DEFAULT_BREAK_THRESHOLD) -> int | None:
     """The largest length up to which the score stays >= ``threshold`` (the "working context").
 
     Lengths are sorted first; None when even the shortest length scores below the threshold.

@@ -17,14 +17,18 @@ from embedeval.aggregate import METRIC_COLUMNS, metric_series
 from embedeval.errors import InputError
 from embedeval.io import atomic_path, read_table, write_text_atomic
 from embedeval.labels import ALL, QUESTION, SIMILARITY_COLUMNS
-from embedeval.defaults import CHUNK_FACTOR, DEFAULT_AUC_THRESHOLD
+from embedeval.defaults import CHUNK_FACTOR, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD
 from embedeval.metrics import break_point, recommended_chunk_tokens
 
 LINE_FIGURES = (
     ("normalized_mean", "normalized_vs_length.png", "normalized similarity  sim(q,h) / sim(q,needle)", None),
     ("comparative_ratio", "comparative_ratio_vs_length.png", "comparative ratio (0.5 = chance)", 0.5),
-    ("auc", "auc_vs_length.png", "ROC AUC (needle vs control haystacks)", None),
+    ("auc", "auc_vs_length.png", "ROC AUC (needle vs control haystacks, pooled over questions)", None),
+    ("query_auc", "query_auc_vs_length.png", "per-query AUC among same-length candidates", None),
+    ("mrr", "mrr_vs_length.png", "MRR among same-length candidates", None),
+    ("ndcg@10", "ndcg_vs_length.png", "nDCG@10 among same-length candidates", None),
 )
+RECALL_KS = (1, 5, 10)
 
 
 def _series_label(embedder: str, form: str, forms: list[str]) -> str:
@@ -71,6 +75,33 @@ def line_figure(metrics: pd.DataFrame, metric: str, ylabel: str, path: Path, hli
         _length_axis(ax, data["length"])
     axes[0][0].set_ylabel(ylabel)
     axes[0][-1].legend(fontsize=8)
+    _save(fig, path)
+
+
+def recall_figure(metrics: pd.DataFrame, path: Path, candidates: int | None = None) -> None:
+    """One panel per variant: recall@1/5/10 vs length (question form), a line per embedder and k,
+    with the chance level k / candidates as a dotted line when the pool size is known."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = metrics[(metrics["query_form"] == QUESTION) & (metrics["category"] == ALL) & (metrics["depth_bucket"] == ALL)]
+    variants = sorted(data["variant"].unique())
+    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 4), squeeze=False, sharey=True)
+    for ax, variant in zip(axes[0], variants):
+        for k, color in zip(RECALL_KS, ("C0", "C1", "C2")):
+            cell = data[(data["variant"] == variant) & (data["metric"] == f"recall@{k}")]
+            for (embedder,), series in cell.groupby(["embedder"]):
+                series = series.sort_values("length")
+                ax.plot(series["length"], series["value"], marker="o", color=color, label=f"recall@{k} {embedder}")
+            if candidates:
+                ax.axhline(k / candidates, color=color, linestyle=":", linewidth=1)
+        ax.set_title(f"{variant} (dotted: chance k/{candidates})" if candidates else variant)
+        ax.set_ylim(0, 1.02)
+        _length_axis(ax, data["length"])
+    axes[0][0].set_ylabel("recall@k: share of needle haystacks in the top k")
+    axes[0][-1].legend(fontsize=7)
     _save(fig, path)
 
 
@@ -150,14 +181,35 @@ def depth_tables(similarities: pd.DataFrame, variant: str) -> dict[str, pd.DataF
     return {e: g.pivot_table(index="depth_label", columns="length", values="normalized") for e, g in data.groupby("embedder")}
 
 
-def break_points(metrics: pd.DataFrame, threshold: float = DEFAULT_AUC_THRESHOLD) -> pd.DataFrame:
-    """Per embedder, query form and variant: the AUC break point and the recommended chunk size."""
+BREAK_COLUMNS = ["embedder", "query_form", "variant", "break_point", "recommended_chunk_tokens", "best_length",
+                 "best_value", "auc_break_point"]
+
+
+def break_points(metrics: pd.DataFrame, metric: str = DEFAULT_BREAK_METRIC,
+                 threshold: float = DEFAULT_BREAK_THRESHOLD) -> pd.DataFrame:
+    """Per embedder, query form and variant: the break point by ``metric`` (the largest length up to
+    which it stays >= ``threshold``), the recommended chunk size, the best length and its value
+    (the answer when no length reaches the threshold), and the study's pooled-AUC break point."""
+    auc = {key: s for key, s in metric_series(metrics, "auc").groupby(["embedder", "query_form", "variant"])}
     rows = []
-    for (embedder, form, variant), series in metric_series(metrics, "auc").groupby(["embedder", "query_form", "variant"]):
+    for key, series in metric_series(metrics, metric).groupby(["embedder", "query_form", "variant"]):
         bp = break_point(series["length"], series["value"], threshold)
-        rows.append({"embedder": embedder, "query_form": form, "variant": variant,
-                     "break_point": bp, "recommended_chunk_tokens": recommended_chunk_tokens(bp)})
-    return pd.DataFrame(rows, columns=["embedder", "query_form", "variant", "break_point", "recommended_chunk_tokens"])
+        best = series.iloc[int(np.argmax(series["value"].to_numpy()))]
+        auc_series = auc.get(key)
+        rows.append({**dict(zip(["embedder", "query_form", "variant"], key)), "break_point": bp,
+                     "recommended_chunk_tokens": recommended_chunk_tokens(bp), "best_length": int(best["length"]),
+                     "best_value": float(best["value"]),
+                     "auc_break_point": None if auc_series is None else break_point(auc_series["length"], auc_series["value"], threshold)})
+    return pd.DataFrame(rows, columns=BREAK_COLUMNS)
+
+
+def break_sentence(row, metric: str, threshold: float) -> str:
+    """One line about a row of :func:`break_points`, saying so when no length reaches the threshold."""
+    if row.break_point is None or pd.isna(row.break_point):
+        return (f"no length keeps {metric} >= {threshold} (best: {row.best_length} tokens at {row.best_value:.3f}); "
+                f"pooled-AUC break point {row.auc_break_point}")
+    return (f"break point {int(row.break_point)} tokens by {metric} >= {threshold}, recommended chunk "
+            f"{int(row.recommended_chunk_tokens)} tokens; pooled-AUC break point {row.auc_break_point}")
 
 
 def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
@@ -199,29 +251,42 @@ def summary_table(metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
 HEADER_KEYS = ("needles", "corpus", "lengths", "depths", "seed", "tokenizer")
 
 
-def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, auc_threshold: float = DEFAULT_AUC_THRESHOLD,
-                 title: str = "NoLiMa sweep", config: dict | None = None) -> Path:
+def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, break_metric: str = DEFAULT_BREAK_METRIC,
+                 break_threshold: float = DEFAULT_BREAK_THRESHOLD, title: str = "NoLiMa sweep", config: dict | None = None,
+                 candidates: int | None = None) -> Path:
     """Write ``report.md`` and ``figures/`` into ``out``; returns the report path. ``config``: the
-    settings of the run the tables come from (named in the first line), if there is one run."""
+    settings of the run the tables come from (named in the first line), if there is one run;
+    ``candidates``: the size of the retrieval pool plus one, for the chance level of recall@k."""
     out = Path(out)
     figures = out / "figures"
-    for metric, name, ylabel, hline in LINE_FIGURES:
-        line_figure(metrics, metric, ylabel, figures / name, hline=hline if metric != "auc" else auc_threshold)
+    shown = [f for f in LINE_FIGURES if f[0] in set(metrics["metric"])]  # runs of older versions lack some
+    for metric, name, ylabel, hline in shown:
+        line_figure(metrics, metric, ylabel, figures / name, hline=break_threshold if metric == break_metric else hline)
     variant = _main_variant(metrics)
     heatmap_figure(category_tables(metrics, variant), f"comparative ratio by category ({variant})", figures / "category_heatmap.png", cmap="RdYlGn")
     heatmap_figure(depth_tables(similarities, variant), f"normalized similarity by needle depth ({variant})", figures / "depth_heatmap.png")
 
-    bps = break_points(metrics, auc_threshold)
+    bps = break_points(metrics, break_metric, break_threshold)
     lines = [f"# {title}", ""]
     if config and all(key in config for key in HEADER_KEYS):
         lines += [f"Needles `{Path(config['needles']).name}`, corpus `{config['corpus']}`, lengths "
                   f"{', '.join(map(str, config['lengths']))}, {config['depths']} depths, seed {config['seed']}, "
                   f"token counts by `{config['tokenizer']}`.", ""]
-    lines += [f"## Break point and recommended chunk size (AUC >= {auc_threshold})", "",
-              "The break point is the largest length up to which the AUC stays at or above the threshold; "
-              f"the recommended chunk size is {CHUNK_FACTOR} x break point.", "", markdown_table(bps), "",
-              "## Truncation", "", *truncation_lines(metrics), ""]
-    for metric, name, ylabel, _ in LINE_FIGURES:
+    lines += [f"## Break point and recommended chunk size ({break_metric} >= {break_threshold})", "",
+              f"The break point is the largest length up to which {break_metric} stays at or above the threshold; "
+              f"the recommended chunk size is {CHUNK_FACTOR} x break point. Where no length reaches the threshold, "
+              "the best length is named. Beside it: the study's break point from the AUC pooled over questions.", "",
+              *[f"- {r.embedder} [{r.variant}, {r.query_form}]: {break_sentence(r, break_metric, break_threshold)}"
+                for r in bps.itertuples()], "", markdown_table(bps), ""]
+    if "recall@5" in set(metrics["metric"]):
+        recall_figure(metrics, figures / "recall_vs_length.png", candidates)
+        lines += ["## Retrieval among same-length candidates", "",
+                  "Each needle haystack ranked by its question's score among every needle-free haystack of its "
+                  f"length (the controls and the negative pool{f'; {candidates} candidates in all' if candidates else ''}; "
+                  "ties counted against it). Recall@5 per length:", "", markdown_table(summary_table(metrics, "recall@5")), "",
+                  "![recall@k](figures/recall_vs_length.png)", ""]
+    lines += ["## Truncation", "", *truncation_lines(metrics), ""]
+    for metric, name, ylabel, _ in shown:
         lines += [f"## {ylabel}", "", f"![{metric}](figures/{name})", "", markdown_table(summary_table(metrics, metric)), ""]
     if metrics["query_form"].nunique() > 1:
         expansion_figure(metrics, variant, figures / "query_expansion.png")
@@ -255,13 +320,26 @@ def load_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     return metrics, similarities, config
 
 
+def _pool_size(run_dir: Path) -> int | None:
+    """Candidates per ranking (pool + 1) of a run's ``retrieval.parquet``, if it has one."""
+    path = run_dir / "retrieval.parquet"
+    return int(read_table(path, ["n_candidates"])["n_candidates"].max()) if path.is_file() else None
+
+
+def _break_rule(config: dict) -> tuple[str, float]:
+    """The break metric and threshold a run was made with (runs before 0.2 read the pooled AUC)."""
+    if "break_metric" in config:
+        return config["break_metric"], config.get("break_threshold", DEFAULT_BREAK_THRESHOLD)
+    return "auc", config.get("auc_threshold", DEFAULT_BREAK_THRESHOLD)
+
+
 def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
     """Rebuild the report of one run, or a combined report of several into ``out``."""
     loaded = [load_run(Path(d)) for d in run_dirs]
     if len(loaded) == 1:
         metrics, sims, config = loaded[0]
-        return write_report(Path(out or run_dirs[0]), metrics, sims, config.get("auc_threshold", DEFAULT_AUC_THRESHOLD),
-                            config=config)
+        return write_report(Path(out or run_dirs[0]), metrics, sims, *_break_rule(config), config=config,
+                            candidates=_pool_size(Path(run_dirs[0])))
     all_embedders = [e for m, _, _ in loaded for e in m["embedder"].unique()]
     relabel = len(all_embedders) != len(set(all_embedders))
     metrics_frames, sim_frames = [], []
@@ -273,5 +351,5 @@ def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
         sim_frames.append(sims)
     target = Path(out or "runs/compare")
     target.mkdir(parents=True, exist_ok=True)
-    return write_report(target, pd.concat(metrics_frames), pd.concat(sim_frames), loaded[0][2].get("auc_threshold", DEFAULT_AUC_THRESHOLD),
+    return write_report(target, pd.concat(metrics_frames), pd.concat(sim_frames), *_break_rule(loaded[0][2]),
                         title="NoLiMa sweep: " + " vs ".join(Path(d).name for d in run_dirs))

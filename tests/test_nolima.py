@@ -40,7 +40,8 @@ def test_run_writes_every_output(run):
         assert (run.out / name).is_file(), name
     figures = sorted(p.name for p in (run.out / "figures").glob("*.png"))
     assert figures == ["auc_vs_length.png", "category_heatmap.png", "comparative_ratio_vs_length.png",
-                       "depth_heatmap.png", "normalized_vs_length.png"]
+                       "depth_heatmap.png", "mrr_vs_length.png", "ndcg_vs_length.png", "normalized_vs_length.png",
+                       "query_auc_vs_length.png", "recall_vs_length.png"]
     import matplotlib.image
 
     for png in (run.out / "figures").glob("*.png"):
@@ -165,6 +166,10 @@ def test_report_command_rebuilds_and_compares(run, tmp_path):
     (["--embedder", "nope:x"], "unknown embedder 'nope:x'"),
     (["--groups", "loc-dresden,nope"], "no group 'nope' in needle set"),
     (["--lengths", "128,128"], "haystack length 128 is given more than once"),
+    (["--negatives", "0"], "negatives must be a whole number >= 1, not 0"),
+    (["--negatives", "-2"], "negatives must be a whole number >= 1, not -2"),
+    (["--break-metric", "precision@3"], "unknown break metric 'precision@3'; use one of recall@1"),
+    (["--normalize-by", "mine"], "normalize_by must be one of standard, own"),
     (["--variants", "onehop,onehop"], "a variant is given more than once"),
 ])
 def test_bad_config_fails_before_any_embedding(tmp_path, isolated_cache, args, message):
@@ -342,3 +347,18 @@ def test_retrieval_metrics_are_the_means_of_the_rank_table(run):
         assert (rows["ci_lo"] <= rows["value"] + 1e-12).all() and (rows["value"] <= rows["ci_hi"] + 1e-12).all()
     recall = overall[overall["metric"] == "recall@1"]["value"]
     assert recall.between(0, 1).all()
+
+
+def test_break_points_name_the_best_length_when_none_reaches_the_threshold():
+    from embedeval.report import break_points, break_sentence
+
+    rows = [{"embedder": "m", "query_form": "question", "variant": "onehop", "length": length, "category": "all",
+             "depth_bucket": "all", "metric": metric, "value": value, "n": 10, "ci_lo": 0, "ci_hi": 1}
+            for metric, values in (("query_auc", (0.75, 0.79, 0.6)), ("auc", (0.9, 0.85, 0.7)))
+            for length, value in zip((128, 256, 512), values)]
+    table = break_points(pd.DataFrame(rows), "query_auc", 0.8)
+    row = next(table.itertuples())
+    assert pd.isna(row.break_point) and row.best_length == 256 and row.auc_break_point == 256
+    assert break_sentence(row, "query_auc", 0.8).startswith("no length keeps query_auc >= 0.8 (best: 256 tokens at 0.790)")
+    row = next(break_points(pd.DataFrame(rows), "auc", 0.8).itertuples())
+    assert row.break_point == 256 and row.recommended_chunk_tokens == 204

@@ -25,13 +25,14 @@ import pandas as pd
 from embedeval.aggregate import nolima_metrics
 from embedeval.corpus import load_corpus
 from embedeval.defaults import (
-    DEFAULT_AUC_THRESHOLD, DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_LENGTHS,
+    DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_LENGTHS,
     DEFAULT_N_BOOTSTRAP, DEFAULT_NEEDLES, DEFAULT_NEGATIVES, DEFAULT_NORMALIZE_BY, DEFAULT_SEED, DEFAULT_VARIANTS,
 )
 from embedeval.embedders.registry import load_embedder, select_embedders
 from embedeval.errors import ConfigError
 from embedeval.haystacks import build_haystacks, check_build_args
 from embedeval.io import run_directory, write_table, write_text_atomic
+from embedeval.metrics import BREAK_METRICS
 from embedeval.needles import NORMALIZE_BY, NeedleSet, load_needle_set
 from embedeval.report import write_report
 from embedeval.expansion import query_forms
@@ -59,7 +60,8 @@ class NolimaConfig:
     negatives: int = DEFAULT_NEGATIVES  # needle-free haystacks per length in the retrieval pool
     out: str = "runs/nolima"
     tokenizer: str = DEFAULT_REFERENCE
-    auc_threshold: float = DEFAULT_AUC_THRESHOLD
+    break_metric: str = DEFAULT_BREAK_METRIC  # the metric the break point is read from
+    break_threshold: float = DEFAULT_BREAK_THRESHOLD
     normalize_by: str = DEFAULT_NORMALIZE_BY  # "standard" (the study's divisor) or "own"
     n_bootstrap: int = DEFAULT_N_BOOTSTRAP
     skip_unavailable: bool = False
@@ -73,8 +75,10 @@ class NolimaConfig:
             raise ConfigError("no variants given")
         if self.normalize_by not in NORMALIZE_BY:
             raise ConfigError(f"normalize_by must be one of {', '.join(NORMALIZE_BY)}, not {self.normalize_by!r}")
-        if not 0 < self.auc_threshold <= 1:
-            raise ConfigError(f"AUC threshold must be in (0, 1], not {self.auc_threshold}")
+        if self.break_metric not in BREAK_METRICS:
+            raise ConfigError(f"unknown break metric {self.break_metric!r}; use one of {', '.join(BREAK_METRICS)}")
+        if not 0 < self.break_threshold <= 1:
+            raise ConfigError(f"break threshold must be in (0, 1], not {self.break_threshold}")
         if not self.embedders:
             raise ConfigError("no embedders given")
         self.embedders, self.skipped = select_embedders(self.embedders, self.skip_unavailable)
@@ -159,7 +163,8 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
         write_table(similarities, out / "similarities.parquet")
         write_table(retrieval, out / "retrieval.parquet")
         write_table(metrics, out / "metrics.csv")
-        write_report(out, metrics, similarities, auc_threshold=config.auc_threshold, config=settings)
+        write_report(out, metrics, similarities, config.break_metric, config.break_threshold, config=settings,
+                     candidates=int(retrieval["n_candidates"].max()))
         # Last, so config.json always describes the tables beside it.
         write_text_atomic(out / "config.json", json.dumps(settings, indent=2))
     return NolimaResult(config, haystacks, similarities, retrieval, metrics, out, {e.name: e.stats.embedded for e in embedders})
