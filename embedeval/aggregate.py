@@ -4,7 +4,8 @@ Cells are (embedder, query_form, variant, length), each also split by category a
 bucket. Positives are the haystacks holding the question's needle; negatives (for AUC, Cohen's
 d, the comparative ratio) are the needle-free controls of the same length — for the ratio, each
 haystack against its own condition's control. Output is long: one row per metric with its
-value, n and bootstrap 95% CI.
+value, n and a 95% CI from a cluster bootstrap over question groups (the needle haystacks of one
+question share its question and its filler, so they are resampled together).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from embedeval.defaults import DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.labels import ALL, CONTROL
 from embedeval.metrics import (
     auc_score,
-    bootstrap_ci,
+    cluster_bootstrap_ci,
     bucket_names,
     cohens_d,
     depth_bucket_index,
@@ -44,44 +45,49 @@ class _Rows:
     def add(self, metric: str, value: float, n: int, ci: tuple[float, float] = (np.nan, np.nan)) -> None:
         self.rows.append({**self.labels, "metric": metric, "value": float(value), "n": int(n), "ci_lo": ci[0], "ci_hi": ci[1]})
 
-    def mean(self, metric: str, values: np.ndarray) -> None:
-        """Mean of the finite values (an undefined normalized similarity is NaN), if any."""
-        values = np.asarray(values, dtype=float)
-        values = values[np.isfinite(values)]
-        if not values.size:
-            return
-        self.add(metric, values.mean(), values.size, bootstrap_ci(values, np.mean, self.n_resamples, self.seed))
+    def ci(self, stat, samples: tuple, groups: tuple) -> tuple[float, float]:
+        """Cluster bootstrap over question groups (:func:`~embedeval.metrics.cluster_bootstrap_ci`)."""
+        return cluster_bootstrap_ci(stat, samples, groups, self.n_resamples, self.seed)
 
-    def two_sample(self, metric: str, stat, pos: np.ndarray, neg: np.ndarray) -> None:
+    def mean(self, metric: str, values: np.ndarray, groups: np.ndarray) -> None:
+        """Mean of the finite values (an undefined normalized similarity is NaN), if any."""
+        values, groups = np.asarray(values, dtype=float), np.asarray(groups)
+        defined = np.isfinite(values)
+        if not defined.any():
+            return
+        values, groups = values[defined], groups[defined]
+        self.add(metric, values.mean(), values.size, self.ci(np.mean, (values,), (groups,)))
+
+    def two_sample(self, metric: str, stat, pos: np.ndarray, neg: np.ndarray, pos_groups: np.ndarray,
+                   neg_groups: np.ndarray) -> None:
         if pos.size < 2 or neg.size < 2:
             return
         value = stat(pos, neg)
-        ci = bootstrap_ci((pos, neg), stat, self.n_resamples, self.seed) if np.isfinite(value) else (np.nan, np.nan)
+        ci = self.ci(stat, (pos, neg), (pos_groups, neg_groups)) if np.isfinite(value) else (np.nan, np.nan)
         self.add(metric, value, pos.size + neg.size, ci)
 
 
 def _separation_rows(rows: _Rows, positives: pd.DataFrame, controls: pd.DataFrame, full: bool) -> None:
     pos, neg = positives["sim_qh"].to_numpy(float), controls["sim_qh"].to_numpy(float)
-    rows.mean("normalized_mean", positives["normalized"].to_numpy(float))
-    rows.mean("comparative_ratio", positives["win"].to_numpy(float))
-    rows.two_sample("auc", auc_score, pos, neg)
+    groups, control_groups = positives["group_id"].to_numpy(), controls["group_id"].to_numpy()
+    rows.mean("normalized_mean", positives["normalized"].to_numpy(float), groups)
+    rows.mean("comparative_ratio", positives["win"].to_numpy(float), groups)
+    rows.two_sample("auc", auc_score, pos, neg, groups, control_groups)
     if not full:
         return
-    rows.two_sample("mean_diff", mean_difference, pos, neg)
+    rows.two_sample("mean_diff", mean_difference, pos, neg, groups, control_groups)
     if pos.size + neg.size >= 3 and np.isfinite(cohens_d(pos, neg)):
-        rows.two_sample("cohens_d", cohens_d, pos, neg)
-    rows.mean("needle_visible_share", positives["needle_visible"].astype(float).to_numpy())
-    rows.mean("truncated_share", positives["truncated"].astype(float).to_numpy())
+        rows.two_sample("cohens_d", cohens_d, pos, neg, groups, control_groups)
+    rows.mean("needle_visible_share", positives["needle_visible"].astype(float).to_numpy(), groups)
+    rows.mean("truncated_share", positives["truncated"].astype(float).to_numpy(), groups)
     depth, score = positives["depth"].to_numpy(float), positives["normalized"].to_numpy(float)
     defined = np.isfinite(score)
-    depth, score = depth[defined], score[defined]
+    depth, score, groups = depth[defined], score[defined], groups[defined]
     if np.unique(depth).size >= 3 and np.ptp(score) > 0:
         effects = position_effects(depth, score)
-        ci = lambda stat: bootstrap_ci((depth, score), stat, rows.n_resamples, rows.seed, paired=True)  # noqa: E731
-        rows.add("pearson_r", effects.pearson_r, depth.size, ci(pearson_r))
-        rows.add("spearman_rho", effects.spearman_rho, depth.size, ci(spearman_rho))
-        rows.add("slope", effects.slope, depth.size, ci(regression_slope))
-        rows.add("intercept", effects.intercept, depth.size, ci(regression_intercept))
+        for metric, value, stat in (("pearson_r", effects.pearson_r, pearson_r), ("spearman_rho", effects.spearman_rho, spearman_rho),
+                                    ("slope", effects.slope, regression_slope), ("intercept", effects.intercept, regression_intercept)):
+            rows.add(metric, value, depth.size, rows.ci(stat, (depth, score), (groups, groups)))
 
 
 def _depth_buckets(depth: pd.Series, n_buckets: int) -> np.ndarray:
@@ -103,7 +109,7 @@ def retrieval_metrics(retrieval: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOT
         for category, bucket, sub in slices:
             rows.labels = {**labels, "category": category, "depth_bucket": bucket}
             for measure in RETRIEVAL_MEASURES:
-                rows.mean(measure, sub[measure].to_numpy(float))
+                rows.mean(measure, sub[measure].to_numpy(float), sub["group_id"].to_numpy())
         out += rows.rows
     return pd.DataFrame(out, columns=METRIC_COLUMNS)
 

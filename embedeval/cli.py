@@ -17,7 +17,7 @@ from embedeval.cli_options import (
     CacheDir, ChunkOptions, EmbedderOptions, GridOptions, NeedleOptions, Quiet, int_list, split_list, with_option_groups,
 )
 from embedeval.defaults import (
-    DEFAULT_ABSENCE_TOP_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_NORMALIZE_BY,
+    DEFAULT_ABSENCE_TOP_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY,
     DEFAULT_TEMPERATURE, DEFAULT_TOP_K,
 )
 from embedeval.errors import EmbedevalError, InputError
@@ -227,6 +227,7 @@ def nolima(
     break_metric: Annotated[str, typer.Option("--break-metric", help="Metric the break point is read from: recall@1, recall@5, recall@10, mrr, ndcg@10, query_auc, auc or comparative_ratio.")] = DEFAULT_BREAK_METRIC,
     break_threshold: Annotated[float, typer.Option("--break-threshold", help="Value the break metric must keep for a length to count as working.")] = DEFAULT_BREAK_THRESHOLD,
     commit_every: Annotated[int, typer.Option("--commit-every", help="Texts per cache commit (what an interruption can lose).")] = DEFAULT_COMMIT_EVERY,
+    n_bootstrap: Annotated[int, typer.Option("--n-bootstrap", help="Cluster-bootstrap resamples behind every confidence interval.")] = DEFAULT_N_BOOTSTRAP,
     normalize_by: Annotated[str, typer.Option("--normalize-by", help="Divide sim(q, haystack) by sim(q, the standard needle of the variant's family), as the Jina study does (standard), or by the haystack's own needle (own).")] = DEFAULT_NORMALIZE_BY,
     expansions: Annotated[Optional[str], typer.Option("--expansions", help="Comma-separated expansion files: adds query forms expanded-N.")] = None,
     quiet: Quiet = False,
@@ -240,7 +241,7 @@ def nolima(
     config = NolimaConfig(
         embedders=embedders.specs, needles=str(needles.path), groups=needles.group_ids, corpus=grid.corpus,
         lengths=grid.length_list, depths=grid.depths, variants=grid.variant_list, seed=grid.seed, negatives=grid.negatives,
-        out=str(out), break_metric=break_metric, break_threshold=break_threshold, normalize_by=normalize_by, skip_unavailable=embedders.skip_unavailable,
+        out=str(out), break_metric=break_metric, break_threshold=break_threshold, n_bootstrap=n_bootstrap, normalize_by=normalize_by, skip_unavailable=embedders.skip_unavailable,
         expansions=split_list(expansions or ""),
     )
     result = run_nolima(config, progress=not quiet, cache_dir=embedders.cache_dir, commit_every=commit_every)

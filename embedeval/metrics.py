@@ -324,3 +324,56 @@ def bootstrap_ci(
         method="percentile", paired=paired, rng=np.random.default_rng(seed),
     )
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def cluster_bootstrap_ci(
+    stat: Callable, samples: tuple, clusters: tuple, n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED,
+    confidence: float = 0.95,
+) -> tuple[float, float]:
+    """Percentile confidence interval of ``stat(*samples)`` when rows come in clusters.
+
+    Rows of one cluster (one question group: the same question, the same filler) are not
+    independent, so a resample draws the C clusters with replacement and keeps every row of each
+    drawn cluster, once per draw; ``clusters[i]`` labels the rows of ``samples[i]`` (samples that
+    share labels, e.g. ``(depth, score)``, are resampled together). The interval is the
+    ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of the resampled statistics.
+
+    The mean of one sample and :func:`auc_score` of two are computed exactly from per-cluster
+    sums (a resample is a vector of cluster counts w: mean = w·S / w·N, AUC = wᵀ K w /
+    (w·n_pos)(w·n_neg) with K the per-cluster-pair sums of 1[p > n] + ½ 1[p = n]); any other
+    statistic is recomputed on every resample.
+    """
+    samples = tuple(_as_array(s, "values") for s in samples)
+    clusters = tuple(np.asarray(c) for c in clusters)
+    if len(samples) != len(clusters) or any(s.size != c.size for s, c in zip(samples, clusters)):
+        raise ValueError("every sample needs one cluster label per value")
+    labels = np.unique(np.concatenate([c.astype(str) for c in clusters]))
+    codes = [np.searchsorted(labels, c.astype(str)) for c in clusters]
+    n_clusters = labels.size
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(n_clusters, size=(n_resamples, n_clusters))
+    weights = np.zeros((n_resamples, n_clusters))
+    np.add.at(weights, (np.arange(n_resamples)[:, None], draws), 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if stat is np.mean and len(samples) == 1:
+            sums, counts = np.bincount(codes[0], samples[0], n_clusters), np.bincount(codes[0], minlength=n_clusters)
+            values = (weights @ sums) / (weights @ counts)
+        elif stat is auc_score and len(samples) == 2:
+            pos, neg = samples
+            kernel = (pos[:, None] > neg[None, :]) + 0.5 * (pos[:, None] == neg[None, :])
+            onehot_pos, onehot_neg = np.eye(n_clusters)[codes[0]], np.eye(n_clusters)[codes[1]]
+            pair_sums = onehot_pos.T @ kernel @ onehot_neg
+            values = np.einsum("bc,cd,bd->b", weights, pair_sums, weights) / (
+                (weights @ onehot_pos.sum(0)) * (weights @ onehot_neg.sum(0)))
+        else:
+            members = [[np.flatnonzero(code == c) for c in range(n_clusters)] for code in codes]
+            values = np.full(n_resamples, np.nan)
+            for b, row in enumerate(draws):
+                parts = [np.concatenate([rows[c] for c in row]) for rows in members]
+                if all(p.size for p in parts):
+                    values[b] = stat(*(s[p] for s, p in zip(samples, parts)))
+    values = values[np.isfinite(values)]
+    if not values.size:
+        return float("nan"), float("nan")
+    tail = (1 - confidence) / 2
+    return float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail))

@@ -177,3 +177,28 @@ def test_retrieval_measures_agree_with_a_direct_ranking():
         assert table["recall@10"][i] == (rank <= 10) and table["mrr"][i] == pytest.approx(1 / rank)
     with pytest.raises(ValueError, match="pool_scores must be"):
         retrieval_measures([0.1], np.zeros((2, 3)))
+
+
+def test_cluster_bootstrap_widens_for_correlated_groups_and_matches_a_direct_loop():
+    from embedeval.metrics import auc_score, bootstrap_ci, cluster_bootstrap_ci
+
+    rng = np.random.default_rng(7)
+    groups = np.repeat(np.arange(24), 10)  # 24 questions x 10 depths, strongly correlated within a question
+    values = rng.normal(size=24)[groups] + 0.05 * rng.normal(size=groups.size)
+    clustered = cluster_bootstrap_ci(np.mean, (values,), (groups,), n_resamples=4000, seed=1)
+    iid = bootstrap_ci(values, np.mean, n_resamples=4000, seed=1)
+    assert clustered[1] - clustered[0] > 2 * (iid[1] - iid[0])
+    # the same resampling written out directly: draw 24 questions with replacement, keep all their rows
+    direct = []
+    for _ in range(4000):
+        chosen = rng.integers(24, size=24)
+        direct.append(np.concatenate([values[groups == g] for g in chosen]).mean())
+    np.testing.assert_allclose(clustered, np.quantile(direct, [0.025, 0.975]), atol=0.05)
+    # the exact fast paths equal the generic resampling loop draw for draw
+    neg, neg_groups = rng.normal(size=24), np.arange(24)
+    np.testing.assert_allclose(cluster_bootstrap_ci(np.mean, (values,), (groups,), 300, 5),
+                               cluster_bootstrap_ci(lambda v: np.mean(v), (values,), (groups,), 300, 5))
+    np.testing.assert_allclose(cluster_bootstrap_ci(auc_score, (values, neg), (groups, neg_groups), 300, 5),
+                               cluster_bootstrap_ci(lambda p, n: auc_score(p, n), (values, neg), (groups, neg_groups), 300, 5))
+    with pytest.raises(ValueError, match="one cluster label per value"):
+        cluster_bootstrap_ci(np.mean, (values,), (groups[:5],))

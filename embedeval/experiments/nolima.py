@@ -77,6 +77,8 @@ class NolimaConfig:
             raise ConfigError(f"normalize_by must be one of {', '.join(NORMALIZE_BY)}, not {self.normalize_by!r}")
         if self.break_metric not in BREAK_METRICS:
             raise ConfigError(f"unknown break metric {self.break_metric!r}; use one of {', '.join(BREAK_METRICS)}")
+        if self.n_bootstrap < 10:
+            raise ConfigError(f"n_bootstrap must be at least 10 resamples, not {self.n_bootstrap}")
         if not 0 < self.break_threshold <= 1:
             raise ConfigError(f"break threshold must be in (0, 1], not {self.break_threshold}")
         if not self.embedders:
