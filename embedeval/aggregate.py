@@ -10,21 +10,23 @@ question share its question and its filler, so they are resampled together).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
 from embedeval.defaults import DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.labels import ALL, CONTROL
 from embedeval.metrics import (
+    RETRIEVAL_MEASURES,
     auc_score,
-    cluster_bootstrap_ci,
     bucket_names,
+    cluster_bootstrap_ci,
     cohens_d,
+    comparative_ratio,
     depth_bucket_index,
     mean_difference,
-    pair_with_controls,
     pearson_r,
-    RETRIEVAL_MEASURES,
     position_effects,
     regression_intercept,
     regression_slope,
@@ -34,6 +36,37 @@ from embedeval.metrics import (
 
 CELL = ["embedder", "query_form", "variant", "length"]
 METRIC_COLUMNS = CELL + ["category", "depth_bucket", "metric", "value", "n", "ci_lo", "ci_hi"]
+
+
+def pair_with_controls(
+    table: pd.DataFrame,
+    score: str = "sim_qh",
+    condition: Sequence[str] = ("embedder", "query_form", "group_id", "length"),
+) -> pd.DataFrame:
+    """The needle rows of ``table`` with their condition's control score in column ``neg``.
+
+    A row's control is the ``variant == CONTROL`` row sharing the ``condition`` columns
+    present in ``table``; needle rows without a control are dropped.
+    """
+    keys = [c for c in condition if c in table.columns]
+    is_control = table["variant"] == CONTROL
+    controls = table.loc[is_control, keys + [score]].rename(columns={score: "neg"})
+    if controls.duplicated(keys).any():
+        raise ValueError(f"more than one control per condition {keys}")
+    pairs = table.loc[~is_control].merge(controls, on=keys, how="inner", validate="many_to_one")
+    if pairs.empty:
+        raise ValueError("no needle haystack has a matching control")
+    return pairs
+
+
+def comparative_ratio_table(table: pd.DataFrame, by: Sequence[str] = ("length", "variant"), score: str = "sim_qh") -> pd.DataFrame:
+    """Comparative ratio per group of ``by`` (see :func:`pair_with_controls`): ``by`` + ratio + n."""
+    pairs = pair_with_controls(table, score)
+    rows = [
+        {**dict(zip(by, key if isinstance(key, tuple) else (key,))), "ratio": comparative_ratio(g[score], g["neg"]), "n": len(g)}
+        for key, g in pairs.groupby(list(by), sort=True)
+    ]
+    return pd.DataFrame(rows)
 
 
 class _Rows:

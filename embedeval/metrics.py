@@ -6,8 +6,9 @@ is wrong (empty, mismatched lengths, NaN, zero denominators, a single class).
 
 from __future__ import annotations
 
+import inspect
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -16,7 +17,6 @@ from scipy import stats
 from sklearn.metrics import roc_auc_score
 
 from embedeval.defaults import CHUNK_FACTOR, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
-from embedeval.labels import CONTROL
 
 BUCKET_NAMES_3 = ("beginning", "middle", "end")
 
@@ -57,41 +57,10 @@ def comparative_ratio(sim_pos, sim_neg) -> float:
     return float(np.mean(win_scores(sim_pos, sim_neg)))
 
 
-def pair_with_controls(
-    table: pd.DataFrame,
-    score: str = "sim_qh",
-    condition: Sequence[str] = ("embedder", "query_form", "group_id", "length"),
-) -> pd.DataFrame:
-    """The needle rows of ``table`` with their condition's control score in column ``neg``.
-
-    A row's control is the ``variant == CONTROL`` row sharing the ``condition`` columns
-    present in ``table``; needle rows without a control are dropped.
-    """
-    keys = [c for c in condition if c in table.columns]
-    is_control = table["variant"] == CONTROL
-    controls = table.loc[is_control, keys + [score]].rename(columns={score: "neg"})
-    if controls.duplicated(keys).any():
-        raise ValueError(f"more than one control per condition {keys}")
-    pairs = table.loc[~is_control].merge(controls, on=keys, how="inner", validate="many_to_one")
-    if pairs.empty:
-        raise ValueError("no needle haystack has a matching control")
-    return pairs
-
-
 def win_scores(pos, neg) -> np.ndarray:
     """Per pair: 1 if pos > neg, 0.5 on a tie, 0 otherwise (their mean is the comparative ratio)."""
     pos, neg = _paired(pos, neg, "sim_pos", "sim_neg")
     return (pos > neg) + 0.5 * (pos == neg)
-
-
-def comparative_ratio_table(table: pd.DataFrame, by: Sequence[str] = ("length", "variant"), score: str = "sim_qh") -> pd.DataFrame:
-    """Comparative ratio per group of ``by`` (see :func:`pair_with_controls`): ``by`` + ratio + n."""
-    pairs = pair_with_controls(table, score)
-    rows = [
-        {**dict(zip(by, key if isinstance(key, tuple) else (key,))), "ratio": comparative_ratio(g[score], g["neg"]), "n": len(g)}
-        for key, g in pairs.groupby(list(by), sort=True)
-    ]
-    return pd.DataFrame(rows)
 
 
 class Separation(NamedTuple):
@@ -197,8 +166,9 @@ _TREC_MEASURES = {"recall@1": "recall_1", "recall@5": "recall_5", "recall@10": "
                   "ndcg@10": "ndcg_cut_10"}
 
 
-def retrieval_measures(pos_scores, pool_scores) -> pd.DataFrame:
-    """Each positive ranked among its pool (LongEmbed-style, one relevant candidate per query).
+def retrieval_measures(pos_scores, pool_scores) -> dict[str, np.ndarray]:
+    """Each positive ranked among its pool (LongEmbed-style, one relevant candidate per query):
+    ``{"rank", "ties", "n_candidates", *RETRIEVAL_MEASURES}``, an array per key.
 
     ``pos_scores[i]`` is query i's score for its needle haystack, ``pool_scores[i, j]`` its score
     for the j-th of the m needle-free candidates. Ties are broken against the positive:
@@ -222,9 +192,9 @@ def retrieval_measures(pos_scores, pool_scores) -> pd.DataFrame:
     run = {str(i): {"positive": float(nudged[i]), **{f"c{j}": float(s) for j, s in enumerate(pool[i])}}
            for i in range(pos.size)}
     trec = pytrec_eval.RelevanceEvaluator(qrels, {"recall.1,5,10", "recip_rank", "ndcg_cut.10"}).evaluate(run)
-    table = pd.DataFrame({"rank": 1 + above + ties, "ties": ties, "n_candidates": pool.shape[1] + 1})
+    table = {"rank": 1 + above + ties, "ties": ties, "n_candidates": np.full(pos.size, pool.shape[1] + 1)}
     for name, trec_name in _TREC_MEASURES.items():
-        table[name] = [trec[str(i)][trec_name] for i in range(pos.size)]
+        table[name] = np.array([trec[str(i)][trec_name] for i in range(pos.size)])
     table["query_auc"] = (below + 0.5 * ties) / pool.shape[1]
     return table
 
@@ -341,7 +311,8 @@ def cluster_bootstrap_ci(
     The mean of one sample and :func:`auc_score` of two are computed exactly from per-cluster
     sums (a resample is a vector of cluster counts w: mean = w·S / w·N, AUC = wᵀ K w /
     (w·n_pos)(w·n_neg) with K the per-cluster-pair sums of 1[p > n] + ½ 1[p = n]); any other
-    statistic is recomputed on every resample.
+    statistic is recomputed on every resample (all at once, along ``axis``, when every cluster has
+    the same number of rows, as in the paired design).
     """
     samples = tuple(_as_array(s, "values") for s in samples)
     clusters = tuple(np.asarray(c) for c in clusters)
@@ -367,11 +338,17 @@ def cluster_bootstrap_ci(
                 (weights @ onehot_pos.sum(0)) * (weights @ onehot_neg.sum(0)))
         else:
             members = [[np.flatnonzero(code == c) for c in range(n_clusters)] for code in codes]
-            values = np.full(n_resamples, np.nan)
-            for b, row in enumerate(draws):
-                parts = [np.concatenate([rows[c] for c in row]) for rows in members]
-                if all(p.size for p in parts):
-                    values[b] = stat(*(s[p] for s, p in zip(samples, parts)))
+            sizes = [{len(rows) for rows in sample_members} for sample_members in members]
+            if all(len(size) == 1 and size != {0} for size in sizes) and "axis" in inspect.signature(stat).parameters:
+                # Every cluster has as many rows as the others: stack all resamples, one vectorised call.
+                parts = [np.stack(sample_members)[draws].reshape(n_resamples, -1) for sample_members in members]
+                values = np.asarray(stat(*(s[p] for s, p in zip(samples, parts)), axis=-1), dtype=float)
+            else:
+                values = np.full(n_resamples, np.nan)
+                for b, row in enumerate(draws):
+                    parts = [np.concatenate([rows[c] for c in row]) for rows in members]
+                    if all(p.size for p in parts):
+                        values[b] = stat(*(s[p] for s, p in zip(samples, parts)))
     values = values[np.isfinite(values)]
     if not values.size:
         return float("nan"), float("nan")

@@ -114,5 +114,5 @@ def retrieval_rows(embedder: Embedder, haystacks: pd.DataFrame, needle_set: Need
                 "depth": picked["depth"].to_numpy(dtype=float, na_value=np.nan), "haystack_id": picked["id"].to_numpy(),
                 "score": scores.astype(float),
             })
-            frames.append(pd.concat([frame, measures], axis=1))
+            frames.append(pd.concat([frame, pd.DataFrame(measures)], axis=1))
     return pd.concat(frames, ignore_index=True)[RETRIEVAL_COLUMNS + list(RETRIEVAL_MEASURES)]

@@ -11,7 +11,6 @@ from embedeval.metrics import (
     break_point,
     cohens_d,
     comparative_ratio,
-    comparative_ratio_table,
     normalized_similarity,
     position_effects,
     recommended_chunk_tokens,
@@ -35,6 +34,8 @@ def test_comparative_ratio_hand_cases_with_ties():
 
 
 def test_comparative_ratio_table_pairs_with_the_condition_control():
+    from embedeval.aggregate import comparative_ratio_table
+
     table = pd.DataFrame({
         "embedder": "e", "query_form": "question",
         "group_id": ["g1", "g1", "g1", "g2", "g2", "g2", "g1", "g1"],
@@ -202,3 +203,17 @@ def test_cluster_bootstrap_widens_for_correlated_groups_and_matches_a_direct_loo
                                cluster_bootstrap_ci(lambda p, n: auc_score(p, n), (values, neg), (groups, neg_groups), 300, 5))
     with pytest.raises(ValueError, match="one cluster label per value"):
         cluster_bootstrap_ci(np.mean, (values,), (groups[:5],))
+
+
+def test_cluster_bootstrap_stacks_equal_clusters_with_the_same_result_as_the_loop():
+    from embedeval.metrics import cluster_bootstrap_ci, cohens_d, spearman_rho
+
+    rng = np.random.default_rng(11)
+    groups = np.repeat(np.arange(12), 10)
+    depth, score = np.tile(np.linspace(0, 1, 10), 12), rng.normal(size=12)[groups] + rng.normal(size=120)
+    stacked = cluster_bootstrap_ci(spearman_rho, (depth, score), (groups, groups), 200, 3)
+    looped = cluster_bootstrap_ci(lambda x, y: spearman_rho(x, y), (depth, score), (groups, groups), 200, 3)
+    np.testing.assert_allclose(stacked, looped)
+    neg, neg_groups = rng.normal(size=12), np.arange(12)
+    np.testing.assert_allclose(cluster_bootstrap_ci(cohens_d, (score, neg), (groups, neg_groups), 200, 3),
+                               cluster_bootstrap_ci(lambda p, n: cohens_d(p, n), (score, neg), (groups, neg_groups), 200, 3))
