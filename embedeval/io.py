@@ -24,9 +24,9 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 #: The file a run holds locked (flock) in its run directory while it works.
 LOCK_NAME = ".embedeval.lock"
-_TEMP_PATTERN = ".*.tmp"
+_TEMP_PATTERN = ".*.tmp"  # what atomic_path leaves behind when a process is killed mid-write
 #: errno values that mean "the file system will not take this file" (not a bug in the caller).
-_WRITE_FAILURES = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}  # what atomic_path leaves behind when a process is killed mid-write
+_WRITE_FAILURES = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}
 
 
 def check_output_file(path: str | os.PathLike, suffixes: Sequence[str]) -> Path:

@@ -27,6 +27,12 @@ NEEDLE_VARIANTS: tuple[str, ...] = ("onehop", "inverted", "literal", "literal_in
 STANDARD_NEEDLE: dict[str, str] = {"onehop": "onehop", "inverted": "onehop",
                                    "literal": "literal", "literal_inverted": "literal"}
 NORMALIZE_BY: tuple[str, ...] = ("standard", "own")
+
+
+def check_normalize_by(value: str) -> None:
+    """A :class:`~embedeval.errors.ConfigError` unless ``value`` is one of :data:`NORMALIZE_BY`."""
+    if value not in NORMALIZE_BY:
+        raise ConfigError(f"normalize_by must be one of {', '.join(NORMALIZE_BY)}, not {value!r}")
 #: Variants whose needle must share no content word with the question.
 NO_OVERLAP_VARIANTS: tuple[str, ...] = ("onehop", "inverted")
 GROUP_FIELDS: tuple[str, ...] = ("id", "category", "question", "character", "keyword", "needles")

@@ -14,10 +14,9 @@ import pandas as pd
 
 from embedeval.defaults import DEFAULT_NORMALIZE_BY
 from embedeval.embedders.base import Embedder
-from embedeval.errors import ConfigError
 from embedeval.labels import CONTROL, NEGATIVE, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.metrics import RETRIEVAL_MEASURES, normalized_similarity, retrieval_measures
-from embedeval.needles import NORMALIZE_BY, STANDARD_NEEDLE, NeedleSet
+from embedeval.needles import STANDARD_NEEDLE, NeedleSet, check_normalize_by
 from embedeval.tokens import count_up_to
 
 def similarity_rows(embedder: Embedder, haystacks: pd.DataFrame, needle_set: NeedleSet, forms: dict[str, list[str]],
@@ -41,8 +40,7 @@ def similarity_rows(embedder: Embedder, haystacks: pd.DataFrame, needle_set: Nee
     doc_vectors = embedder.embed(texts, kind="document")
     positive = (haystacks["variant"] != CONTROL).to_numpy()
     positive_idx = np.flatnonzero(positive)
-    if normalize_by not in NORMALIZE_BY:
-        raise ConfigError(f"normalize_by must be one of {', '.join(NORMALIZE_BY)}, not {normalize_by!r}")
+    check_normalize_by(normalize_by)
     variants = haystacks["variant"].to_numpy()
     divisors = [STANDARD_NEEDLE[variants[i]] if normalize_by == "standard" else variants[i] for i in positive_idx]
     needle_texts = [needle_set.groups[rows_group[i]].needles[v] for i, v in zip(positive_idx, divisors)]

@@ -33,7 +33,7 @@ from embedeval.errors import ConfigError
 from embedeval.haystacks import build_haystacks, check_build_args
 from embedeval.io import run_directory, write_table, write_text_atomic
 from embedeval.metrics import BREAK_METRICS
-from embedeval.needles import NORMALIZE_BY, NeedleSet, load_needle_set
+from embedeval.needles import NeedleSet, check_normalize_by, load_needle_set
 from embedeval.report import write_report
 from embedeval.expansion import query_forms
 from embedeval.similarity import retrieval_rows, similarity_rows
@@ -73,8 +73,7 @@ class NolimaConfig:
         check_build_args(self.lengths, self.depths, self.variants, self.negatives)
         if not self.variants:
             raise ConfigError("no variants given")
-        if self.normalize_by not in NORMALIZE_BY:
-            raise ConfigError(f"normalize_by must be one of {', '.join(NORMALIZE_BY)}, not {self.normalize_by!r}")
+        check_normalize_by(self.normalize_by)
         if self.break_metric not in BREAK_METRICS:
             raise ConfigError(f"unknown break metric {self.break_metric!r}; use one of {', '.join(BREAK_METRICS)}")
         if self.n_bootstrap < 10:
