@@ -112,3 +112,83 @@ def l2_normalize(vectors: np.ndarray) -> np.ndarray:
         vectors = vectors[None, :]
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return (vectors / np.where(norms == 0, 1.0, norms)).astype(np.float32, copy=False)
+
+
+@runtime_checkable
+class TokenIdEmbedder(Embedder, Protocol):
+    """An :class:`Embedder` that can be fed token ids, so that a long text's windows are cut
+    exactly where the model's own tokenizer puts them and never re-tokenised (``st:`` models).
+
+    - ``id_capacity(kind)``: content tokens one input holds (``max_tokens`` minus the special
+      tokens and the kind's prompt).
+    - ``token_ids(texts, limit)``: per text, its content token ids (no special tokens) and each
+      token's ``(start, end)`` character offsets; with ``limit``, at least the first ``limit``
+      tokens (or all, if the text has fewer), which is cheaper on long texts.
+    - ``embed_ids(ids, kind)``: like ``embed``, for sequences of at most ``id_capacity(kind)``
+      content ids; the model adds its special tokens and prompt. For a text's first
+      ``id_capacity`` ids the vector equals ``embed([text])``.
+    """
+
+    def id_capacity(self, kind: Kind = "document") -> int: ...
+
+    def token_ids(self, texts: Sequence[str], limit: int | None = None) -> list[tuple[list[int], list[tuple[int, int]]]]: ...
+
+    def embed_ids(self, ids: Sequence[Sequence[int]], kind: Kind = "document") -> np.ndarray: ...
+
+
+@dataclass
+class Scores:
+    """Scores of ``n_queries`` queries against ``n_texts`` indexed texts, each ``(n_queries, n_texts)``.
+
+    ``values[q, t]``: the score (a cosine for embedders, BM25 for the lexical baseline);
+    ``best_piece[q, t]``: the piece of text ``t`` that gave it (its chunk index; 0 when texts are
+    scored whole); ``best_start``/``best_end``: that piece's character span in text ``t``.
+    """
+
+    values: np.ndarray
+    best_piece: np.ndarray
+    best_start: np.ndarray
+    best_end: np.ndarray
+
+    @classmethod
+    def whole(cls, values: np.ndarray, seen_chars: np.ndarray) -> Scores:
+        """Scores of texts read as one piece: piece 0, spanning the characters the scorer read."""
+        values = np.asarray(values, dtype=np.float64)
+        shape = values.shape
+        return cls(values, np.zeros(shape, dtype=np.int64), np.zeros(shape, dtype=np.int64),
+                   np.broadcast_to(np.asarray(seen_chars, dtype=np.int64), shape).copy())
+
+
+class ScoredTexts(Protocol):
+    """Texts a :class:`Scorer` has read, ready to be scored against queries.
+
+    ``seen_chars[t]``: how many characters of text ``t`` (from its start) the scorer read:
+    ``len(text)`` unless the model truncated it. ``scores(queries)`` -> :class:`Scores`.
+    """
+
+    seen_chars: np.ndarray
+
+    def scores(self, queries: Sequence[str]) -> Scores: ...
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Scores (query, text) pairs: an embedder read through a long-text strategy, or a lexical
+    baseline. What the similarity and rank tables are computed from.
+
+    - ``name``: the ``embedder`` column; ``strategy``: the ``strategy`` column.
+    - ``windows_exact``: whether the text was cut on the model's own token ids (False: windows or
+      truncation estimated with a reference tokenizer, as for API models).
+    - ``normalizable``: whether sim(query, bare needle) is on the same scale as sim(query,
+      haystack), so that ``normalized`` means something (not for BM25, whose scores depend on
+      the corpus and the document length).
+    - ``index(texts, partition)``: read the texts. Texts with equal ``partition`` values form one
+      corpus (the lexical scorer's IDF comes from it; embedders ignore it).
+    """
+
+    name: str
+    strategy: str
+    windows_exact: bool
+    normalizable: bool
+
+    def index(self, texts: Sequence[str], partition: Sequence | None = None) -> ScoredTexts: ...
