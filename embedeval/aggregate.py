@@ -1,6 +1,6 @@
 """Similarity table -> metrics table: every metric of :mod:`embedeval.metrics` per condition.
 
-Cells are (embedder, query_form, variant, length), each also split by category and by depth
+Cells are (embedder, strategy, query_form, variant, length), each also split by category and by depth
 bucket. Positives are the haystacks holding the question's needle; negatives (for AUC, Cohen's
 d, the comparative ratio) are the needle-free controls of the same length — for the ratio, each
 haystack against its own condition's control. Output is long: one row per metric with its
@@ -34,14 +34,14 @@ from embedeval.metrics import (
     win_scores,
 )
 
-CELL = ["embedder", "query_form", "variant", "length"]
+CELL = ["embedder", "strategy", "query_form", "variant", "length"]
 METRIC_COLUMNS = CELL + ["category", "depth_bucket", "metric", "value", "n", "ci_lo", "ci_hi"]
 
 
 def pair_with_controls(
     table: pd.DataFrame,
     score: str = "sim_qh",
-    condition: Sequence[str] = ("embedder", "query_form", "group_id", "length"),
+    condition: Sequence[str] = ("embedder", "strategy", "query_form", "group_id", "length"),
 ) -> pd.DataFrame:
     """The needle rows of ``table`` with their condition's control score in column ``neg``.
 
@@ -113,6 +113,8 @@ def _separation_rows(rows: _Rows, positives: pd.DataFrame, controls: pd.DataFram
         rows.two_sample("cohens_d", cohens_d, pos, neg, groups, control_groups)
     rows.mean("needle_visible_share", positives["needle_visible"].astype(float).to_numpy(), groups)
     rows.mean("truncated_share", positives["truncated"].astype(float).to_numpy(), groups)
+    if "chunk_has_needle" in positives.columns:
+        rows.mean("chunk_has_needle_share", positives["chunk_has_needle"].astype(float).to_numpy(), groups)
     depth, score = positives["depth"].to_numpy(float), positives["normalized"].to_numpy(float)
     defined = np.isfinite(score)
     depth, score, groups = depth[defined], score[defined], groups[defined]
@@ -155,11 +157,11 @@ def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOT
     pairs["win"] = win_scores(pairs["sim_qh"], pairs["neg"])
     pairs["depth_bucket"] = _depth_buckets(pairs["depth"], n_buckets)
     controls = similarities[similarities["variant"] == CONTROL]
-    control_cells = {key: g for key, g in controls.groupby(["embedder", "query_form", "length"])}
+    control_cells = {key: g for key, g in controls.groupby(["embedder", "strategy", "query_form", "length"])}
     out: list[dict] = []
     for key, cell in pairs.groupby(CELL, sort=True):
-        embedder, form, variant, length = key
-        cell_controls = control_cells[(embedder, form, length)]
+        embedder, strategy, form, variant, length = key
+        cell_controls = control_cells[(embedder, strategy, form, length)]
         labels = dict(zip(CELL, key))
         rows = _Rows({**labels, "category": ALL, "depth_bucket": ALL}, n_resamples, seed)
         _separation_rows(rows, cell, cell_controls, full=True)

@@ -17,8 +17,8 @@ from embedeval.cli_options import (
     CacheDir, ChunkOptions, EmbedderOptions, GridOptions, NeedleOptions, Quiet, int_list, split_list, with_option_groups,
 )
 from embedeval.defaults import (
-    DEFAULT_ABSENCE_TOP_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY,
-    DEFAULT_TEMPERATURE, DEFAULT_TOP_K,
+    DEFAULT_ABSENCE_TOP_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY,
+    DEFAULT_STRATEGIES, DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_WINDOW_OVERLAP,
 )
 from embedeval.errors import EmbedevalError, InputError
 from embedeval.io import check_output_file
@@ -230,9 +230,14 @@ def nolima(
     n_bootstrap: Annotated[int, typer.Option("--n-bootstrap", help="Cluster-bootstrap resamples behind every confidence interval.")] = DEFAULT_N_BOOTSTRAP,
     normalize_by: Annotated[str, typer.Option("--normalize-by", help="Divide sim(q, haystack) by sim(q, the standard needle of the variant's family), as the Jina study does (standard), or by the haystack's own needle (own).")] = DEFAULT_NORMALIZE_BY,
     expansions: Annotated[Optional[str], typer.Option("--expansions", help="Comma-separated expansion files: adds query forms expanded-N.")] = None,
+    strategy: Annotated[Optional[list[str]], typer.Option("--strategy", "-s", help="How long haystacks are read: truncate (the model's own window), windows-mean (mean of window vectors over the whole text) or chunks-max (best chunk, as a RAG retriever); repeat or comma-separate for several (default: truncate).")] = None,
+    chunk_tokens: Annotated[str, typer.Option("--chunk-tokens", help="Comma-separated chunk sizes for chunks-max, in model input tokens (special tokens included, at most the model's max_tokens).")] = ",".join(map(str, DEFAULT_CHUNK_TOKENS)),
+    window_overlap: Annotated[int, typer.Option("--window-overlap", help="Tokens shared by neighbouring windows of windows-mean.")] = DEFAULT_WINDOW_OVERLAP,
     quiet: Quiet = False,
 ) -> None:
-    """Run the NoLiMa needle-in-a-haystack sweep and write tables, figures and report.md."""
+    """Run the NoLiMa needle-in-a-haystack sweep and write tables, figures and report.md.
+
+    `--embedder bm25` adds a lexical baseline (BM25 over the haystacks of each length)."""
     from embedeval.experiments.nolima import NolimaConfig, run_nolima
     from embedeval.report import break_points, break_sentence
 
@@ -243,6 +248,8 @@ def nolima(
         lengths=grid.length_list, depths=grid.depths, variants=grid.variant_list, seed=grid.seed, negatives=grid.negatives,
         out=str(out), break_metric=break_metric, break_threshold=break_threshold, n_bootstrap=n_bootstrap, normalize_by=normalize_by, skip_unavailable=embedders.skip_unavailable,
         expansions=split_list(expansions or ""),
+        strategies=[name for item in (strategy or list(DEFAULT_STRATEGIES)) for name in split_list(item)],
+        chunk_tokens=int_list(chunk_tokens, "--chunk-tokens"), window_overlap=window_overlap,
     )
     result = run_nolima(config, progress=not quiet, cache_dir=embedders.cache_dir, commit_every=commit_every)
     for spec, why in config.skipped:
@@ -251,7 +258,7 @@ def nolima(
         typer.echo(f"{name}: {count} texts newly embedded")
     for row in break_points(result.metrics, break_metric, break_threshold).itertuples():
         if row.query_form == QUESTION:
-            typer.echo(f"{row.embedder} [{row.variant}]: {break_sentence(row, break_metric, break_threshold)}")
+            typer.echo(f"{row.embedder} [{row.strategy}, {row.variant}]: {break_sentence(row, break_metric, break_threshold)}")
     typer.echo(f"wrote {out}/report.md")
 
 

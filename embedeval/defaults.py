@@ -24,6 +24,12 @@ DEFAULT_NORMALIZE_BY = "standard"
 #: the study's pooled-AUC break point is shown beside it, with the same threshold.
 DEFAULT_BREAK_METRIC = "query_auc"
 DEFAULT_BREAK_THRESHOLD = 0.8
+#: How long texts are read (embedeval.strategies): the model's own truncation by default; chunk
+#: sizes of chunks-max in model input tokens (special tokens included, as max_tokens counts them);
+#: tokens shared by neighbouring windows of windows-mean.
+DEFAULT_STRATEGIES: tuple[str, ...] = ("truncate",)
+DEFAULT_CHUNK_TOKENS: tuple[int, ...] = (128, 256)
+DEFAULT_WINDOW_OVERLAP = 0
 #: Recommended chunk size = CHUNK_FACTOR x break point.
 CHUNK_FACTOR = 0.8
 #: Bootstrap resamples behind every confidence interval.

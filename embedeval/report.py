@@ -176,27 +176,30 @@ def category_tables(metrics: pd.DataFrame, variant: str) -> dict[str, pd.DataFra
 
 def depth_tables(similarities: pd.DataFrame, variant: str) -> dict[str, pd.DataFrame]:
     """Mean normalized similarity, target depth x length, per embedder (question form)."""
-    data = similarities[(similarities["variant"] == variant) & (similarities["query_form"] == QUESTION)]
+    data = similarities[(similarities["variant"] == variant) & (similarities["query_form"] == QUESTION)
+                        & similarities["normalized"].notna()]  # a lexical scorer has no normalized similarity
     data = data.assign(depth_label=data["target_depth"].round(2))
     return {e: g.pivot_table(index="depth_label", columns="length", values="normalized") for e, g in data.groupby("embedder")}
 
 
-BREAK_COLUMNS = ["embedder", "query_form", "variant", "break_point", "recommended_chunk_tokens", "best_length",
+BREAK_COLUMNS = ["embedder", "strategy", "query_form", "variant", "break_point", "recommended_chunk_tokens", "best_length",
                  "best_value", "auc_break_point"]
 
 
 def break_points(metrics: pd.DataFrame, metric: str = DEFAULT_BREAK_METRIC,
                  threshold: float = DEFAULT_BREAK_THRESHOLD) -> pd.DataFrame:
-    """Per embedder, query form and variant: the break point by ``metric`` (the largest length up to
-    which it stays >= ``threshold``), the recommended chunk size, the best length and its value
-    (the answer when no length reaches the threshold), and the study's pooled-AUC break point."""
-    auc = {key: s for key, s in metric_series(metrics, "auc").groupby(["embedder", "query_form", "variant"])}
+    """Per embedder, strategy, query form and variant: the break point by ``metric`` (the largest
+    length up to which it stays >= ``threshold``), the recommended chunk size, the best length and
+    its value (the answer when no length reaches the threshold), and the study's pooled-AUC break
+    point."""
+    series_keys = ["embedder", "strategy", "query_form", "variant"]
+    auc = {key: s for key, s in metric_series(metrics, "auc").groupby(series_keys)}
     rows = []
-    for key, series in metric_series(metrics, metric).groupby(["embedder", "query_form", "variant"]):
+    for key, series in metric_series(metrics, metric).groupby(series_keys):
         bp = break_point(series["length"], series["value"], threshold)
         best = series.iloc[int(np.argmax(series["value"].to_numpy()))]
         auc_series = auc.get(key)
-        rows.append({**dict(zip(["embedder", "query_form", "variant"], key)), "break_point": bp,
+        rows.append({**dict(zip(series_keys, key)), "break_point": bp,
                      "recommended_chunk_tokens": recommended_chunk_tokens(bp), "best_length": int(best["length"]),
                      "best_value": float(best["value"]),
                      "auc_break_point": None if auc_series is None else break_point(auc_series["length"], auc_series["value"], threshold)})
@@ -205,11 +208,12 @@ def break_points(metrics: pd.DataFrame, metric: str = DEFAULT_BREAK_METRIC,
 
 def break_sentence(row, metric: str, threshold: float) -> str:
     """One line about a row of :func:`break_points`, saying so when no length reaches the threshold."""
+    auc = "none" if row.auc_break_point is None or pd.isna(row.auc_break_point) else f"{int(row.auc_break_point)} tokens"
     if row.break_point is None or pd.isna(row.break_point):
         return (f"no length keeps {metric} >= {threshold} (best: {row.best_length} tokens at {row.best_value:.3f}); "
-                f"pooled-AUC break point {row.auc_break_point}")
+                f"pooled-AUC break point {auc}")
     return (f"break point {int(row.break_point)} tokens by {metric} >= {threshold}, recommended chunk "
-            f"{int(row.recommended_chunk_tokens)} tokens; pooled-AUC break point {row.auc_break_point}")
+            f"{int(row.recommended_chunk_tokens)} tokens; pooled-AUC break point {auc}")
 
 
 def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
@@ -225,8 +229,61 @@ def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
     return "\n".join([header, rule, *body])
 
 
+def scorer_view(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with ``embedder`` naming what one figure series shows: the embedder, followed by
+    its strategy when the tables hold more than one strategy (``st:all-MiniLM-L6-v2 · windows-mean``)."""
+    if "strategy" not in frame.columns or frame["strategy"].nunique() <= 1:
+        return frame
+    return frame.assign(embedder=frame["embedder"] + " · " + frame["strategy"])
+
+
+def chunk_size_table(metrics: pd.DataFrame, metric: str, variant: str) -> pd.DataFrame:
+    """``metric`` (question form, ``variant``) per embedder and strategy (rows) and haystack length
+    (columns): whole documents of each length (truncate, windows-mean, bm25), and for chunks-max
+    each chunk size's row."""
+    data = metric_series(metrics, metric)
+    data = data[(data["variant"] == variant) & (data["query_form"] == QUESTION)]
+    return data.pivot_table(index=["embedder", "strategy"], columns="length", values="value").reset_index()
+
+
+def chunk_size_lines(metrics: pd.DataFrame, metric: str, threshold: float, variant: str) -> list[str]:
+    """Per embedder with chunked scoring: the largest chunk size whose ``metric`` stays >=
+    ``threshold`` at every length, and whether the best chunk size beats the best whole-document
+    strategy at the longest length (with both 95% CIs)."""
+    data = metric_series(metrics, metric)
+    data = data[(data["variant"] == variant) & (data["query_form"] == QUESTION)]
+    lines = []
+    for embedder, rows in data.groupby("embedder"):
+        chunked = rows[rows["strategy"].str.startswith("chunks-max@")]
+        if chunked.empty:
+            continue
+        longest = int(rows["length"].max())
+        sizes = {int(s.split("@")[1]): g for s, g in chunked.groupby("strategy")}
+        holding = [c for c, g in sizes.items() if (g["value"] >= threshold).all()]
+        if holding:
+            first = f"chunks of up to {max(holding)} tokens keep {metric} >= {threshold} at every length up to {longest}"
+        else:
+            first = f"no chunk size keeps {metric} >= {threshold} at every length up to {longest}"
+        at_longest = rows[rows["length"] == longest]
+        best_chunk = at_longest[at_longest["strategy"].str.startswith("chunks-max@")].sort_values("value").iloc[-1]
+        whole = at_longest[~at_longest["strategy"].str.startswith("chunks-max@")]
+        if whole.empty:
+            lines.append(f"- **{embedder}**: {first}.")
+            continue
+        best_whole = whole.sort_values("value").iloc[-1]
+        gap = best_chunk["value"] - best_whole["value"]
+        separated = best_chunk["ci_lo"] > best_whole["ci_hi"] or best_whole["ci_lo"] > best_chunk["ci_hi"]
+        verdict = ("chunked retrieval beats embedding the document whole" if gap > 0 else
+                   "embedding the document whole does at least as well as chunked retrieval")
+        lines.append(f"- **{embedder}**: {first}. At {longest} tokens, {best_chunk['strategy']} reaches {best_chunk['value']:.3f} "
+                     f"[{best_chunk['ci_lo']:.3f}, {best_chunk['ci_hi']:.3f}] against {best_whole['value']:.3f} "
+                     f"[{best_whole['ci_lo']:.3f}, {best_whole['ci_hi']:.3f}] for {best_whole['strategy']}: {verdict}"
+                     f"{'' if separated else ' (the 95% CIs overlap)'}.")
+    return lines
+
+
 def truncation_lines(metrics: pd.DataFrame) -> list[str]:
-    """One sentence per embedder on where its window hides the needle."""
+    """One sentence per embedder (and strategy) on where its window hides the needle."""
     lines = []
     visible = metric_series(metrics, "needle_visible_share")
     for embedder, series in visible[visible["query_form"] == QUESTION].groupby("embedder"):
@@ -247,6 +304,9 @@ def summary_table(metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
     return data.pivot_table(index="length", columns="series", values="value").reset_index()
 
 
+#: Columns that came with long-text strategies (runs of older versions lack them).
+STRATEGY_COLUMNS = ("strategy", "windows_exact", "best_chunk", "chunk_has_needle")
+
 #: The run settings the report's first line names (from the run's config).
 HEADER_KEYS = ("needles", "corpus", "lengths", "depths", "seed", "tokenizer")
 
@@ -259,14 +319,19 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, b
     ``candidates``: the size of the retrieval pool plus one, for the chance level of recall@k."""
     out = Path(out)
     figures = out / "figures"
+    bps = break_points(metrics, break_metric, break_threshold)
+    variant = _main_variant(metrics)
+    chunk_lines = chunk_size_lines(metrics, break_metric, break_threshold, variant)
+    chunk_table = chunk_size_table(metrics, break_metric, variant)
+    metrics, similarities = scorer_view(metrics), scorer_view(similarities)  # one series per embedder and strategy
     shown = [f for f in LINE_FIGURES if f[0] in set(metrics["metric"])]  # runs of older versions lack some
     for metric, name, ylabel, hline in shown:
         line_figure(metrics, metric, ylabel, figures / name, hline=break_threshold if metric == break_metric else hline)
-    variant = _main_variant(metrics)
     heatmap_figure(category_tables(metrics, variant), f"comparative ratio by category ({variant})", figures / "category_heatmap.png", cmap="RdYlGn")
-    heatmap_figure(depth_tables(similarities, variant), f"normalized similarity by needle depth ({variant})", figures / "depth_heatmap.png")
+    depth = depth_tables(similarities, variant)
+    if depth:
+        heatmap_figure(depth, f"normalized similarity by needle depth ({variant})", figures / "depth_heatmap.png")
 
-    bps = break_points(metrics, break_metric, break_threshold)
     lines = [f"# {title}", ""]
     if config and all(key in config for key in HEADER_KEYS):
         lines += [f"Needles `{Path(config['needles']).name}`, corpus `{config['corpus']}`, lengths "
@@ -276,8 +341,14 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, b
               f"The break point is the largest length up to which {break_metric} stays at or above the threshold; "
               f"the recommended chunk size is {CHUNK_FACTOR} x break point. Where no length reaches the threshold, "
               "the best length is named. Beside it: the study's break point from the AUC pooled over questions.", "",
-              *[f"- {r.embedder} [{r.variant}, {r.query_form}]: {break_sentence(r, break_metric, break_threshold)}"
+              *[f"- {r.embedder} [{r.strategy}, {r.variant}, {r.query_form}]: {break_sentence(r, break_metric, break_threshold)}"
                 for r in bps.itertuples()], "", markdown_table(bps), ""]
+    if chunk_table["strategy"].nunique() > 1:
+        lines += ["## Chunk size", "",
+                  f"{break_metric} ({variant} needles, question form) per strategy and haystack length: `truncate` reads "
+                  "the model's window, `windows-mean` the mean of window vectors over the whole text, `chunks-max@C` the "
+                  "best of C-token chunks (a RAG retriever), `full-text` a lexical scorer reading everything.", "",
+                  *chunk_lines, "", markdown_table(chunk_table), ""]
     if "recall@5" in set(metrics["metric"]):
         recall_figure(metrics, figures / "recall_vs_length.png", candidates)
         lines += ["## Retrieval among same-length candidates", "",
@@ -296,7 +367,7 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, b
                   "![query expansion](figures/query_expansion.png)", "",
                   markdown_table(best_query_form(metrics, variant)), ""]
     lines += ["## By category and by needle depth", "", "![category](figures/category_heatmap.png)", "",
-              "![depth](figures/depth_heatmap.png)", "",
+              *(["![depth](figures/depth_heatmap.png)", ""] if depth else []),
               "Every value in `metrics.csv` carries n and a bootstrap 95% CI.", ""]
     path = out / "report.md"
     write_text_atomic(path, "\n".join(lines))
@@ -310,7 +381,11 @@ def load_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     missing = [p.name for p in needed if not p.is_file()]
     if missing:
         raise InputError(f"{run_dir} is not a finished run directory (missing {', '.join(missing)})")
-    metrics, similarities = read_table(needed[0], METRIC_COLUMNS), read_table(needed[1], SIMILARITY_COLUMNS)
+    metrics = read_table(needed[0], [c for c in METRIC_COLUMNS if c not in STRATEGY_COLUMNS])
+    similarities = read_table(needed[1], [c for c in SIMILARITY_COLUMNS if c not in STRATEGY_COLUMNS])
+    # Runs made before strategies existed read every haystack through the model's own window.
+    metrics, similarities = (frame if "strategy" in frame.columns else frame.assign(strategy="truncate")
+                             for frame in (metrics, similarities))
     try:
         config = json.loads(needed[2].read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

@@ -9,12 +9,15 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 
 from embedeval.defaults import DEFAULT_EMBEDDER
 from embedeval.embedders.models import resolve_model_path
 from embedeval.errors import UnknownEmbedderError
+
+R = TypeVar("R")
 
 #: Haystack lengths are counted in this model's tokens.
 DEFAULT_REFERENCE = DEFAULT_EMBEDDER
@@ -39,6 +42,17 @@ class TokenCounter:
             return []
         encoded = self._backend.encode_batch_fast(list(texts), add_special_tokens=special_tokens)
         return [len(e.ids) for e in encoded]
+
+    def ids(self, texts: Sequence[str], limit: int | None = None) -> list[tuple[list[int], list[tuple[int, int]]]]:
+        """Per text, its content token ids and their ``(start, end)`` character offsets. With
+        ``limit``, only a prefix holding more than ``limit`` tokens is tokenised (all of a
+        shorter text), through :func:`read_prefixes`: the first ``limit`` ids are exact."""
+        def encode(batch: list[str]) -> list[tuple[list[int], list[tuple[int, int]]]]:
+            return [(e.ids, e.offsets) for e in self._backend.encode_batch(batch, add_special_tokens=False)] if batch else []
+
+        if limit is None:
+            return encode(list(texts))
+        return read_prefixes(encode, texts, limit, size_of=lambda pair: len(pair[0]))
 
     def word_windows(self, text: str, n_tokens: int) -> list[str]:
         """``text`` cut into consecutive pieces of at most ``n_tokens`` tokens, never inside a word
@@ -92,24 +106,38 @@ def load_token_counter(spec: str = DEFAULT_REFERENCE) -> TokenCounter:
 def count_up_to(count: Callable[[list[str]], list[int]], texts: Sequence[str], cap: int, chars_per_token: int = 5) -> np.ndarray:
     """Token counts exact up to ``cap``; a text with more tokens gets some count > ``cap``.
 
-    Only a whitespace-aligned prefix of each text is tokenised (about ``cap * chars_per_token``
-    characters, doubled while a prefix still fits under the cap), so deciding "does this fit in
-    the model's window?" costs the window, not the whole 8k-token haystack. Cutting at whitespace
-    keeps the prefix's tokens identical to the text's first tokens.
+    Only a whitespace-aligned prefix of each text is tokenised (see :func:`read_prefixes`), so
+    deciding "does this fit in the model's window?" costs the window, not the whole 8k-token
+    haystack.
+    """
+    return np.asarray(read_prefixes(count, texts, cap, size_of=int, chars_per_token=chars_per_token), dtype=np.int64)
+
+
+def read_prefixes(read: Callable[[list[str]], list[R]], texts: Sequence[str], cap: int, size_of: Callable[[R], int],
+                  chars_per_token: int = 5) -> list[R]:
+    """``read`` (a tokenisation) applied to a prefix of each text that holds more than ``cap``
+    tokens, or to the whole text if it has no more.
+
+    A prefix is cut at a space about ``cap * chars_per_token`` characters in, doubled while it
+    still holds at most ``cap`` tokens (``size_of`` of its result). Cutting at whitespace keeps
+    the prefix's tokens identical to the text's first tokens, so this costs the window, not the
+    text.
     """
     texts = list(texts)
-    result = np.zeros(len(texts), dtype=np.int64)
-    pending = np.arange(len(texts))
+    result: list = [None] * len(texts)
+    pending = list(range(len(texts)))
     size = max(64, (cap + 1) * chars_per_token)
-    while pending.size:
+    while pending:
         prefixes = []
         for i in pending:
             text = texts[i]
-            cut = len(text) if len(text) <= size else max(text.rfind(" ", 0, size), 1)
-            prefixes.append(text[:cut])
-        counts = np.asarray(count(prefixes), dtype=np.int64)
-        result[pending] = counts
-        whole = np.array([len(p) == len(texts[i]) for p, i in zip(prefixes, pending)], dtype=bool)
-        pending = pending[(counts <= cap) & ~whole]
+            prefixes.append(text if len(text) <= size else text[: max(text.rfind(" ", 0, size), 1)])
+        read_now = read(prefixes)
+        still = []
+        for i, prefix, value in zip(pending, prefixes, read_now):
+            result[i] = value
+            if size_of(value) <= cap and len(prefix) < len(texts[i]):
+                still.append(i)
+        pending = still
         size *= 2
     return result

@@ -38,3 +38,13 @@ class CountingEmbedder:
 
     def check(self):
         pass
+
+
+def similarity_table(embedder, haystacks, needle_set, forms, normalize_by="standard", strategy="truncate"):
+    """The similarity table of ``embedder`` read through ``strategy`` (no reference tokenizer:
+    a fake's texts are read whole)."""
+    from embedeval.similarity import score_haystacks, similarity_rows
+    from embedeval.strategies import EmbeddingScorer, Strategy
+
+    scored = score_haystacks(EmbeddingScorer(embedder, Strategy(strategy)), haystacks, forms)
+    return similarity_rows(scored, needle_set, normalize_by)

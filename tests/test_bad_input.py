@@ -63,8 +63,7 @@ def test_mistakes_are_one_line_and_write_nothing(tmp_path, monkeypatch, isolated
 def test_a_question_orthogonal_to_its_needle_leaves_normalized_empty(capsys):
     from embedeval.aggregate import nolima_metrics
     from embedeval.needles import NeedleGroup, NeedleSet
-    from embedeval.similarity import similarity_rows
-    from fakes import CountingEmbedder
+    from fakes import CountingEmbedder, similarity_table
 
     class Orthogonal(CountingEmbedder):
         """Queries along e0, needles along e1, haystacks between: sim(q, needle) = 0."""
@@ -88,11 +87,11 @@ def test_a_question_orthogonal_to_its_needle_leaves_normalized_empty(capsys):
     for i, depth in enumerate([0.0, 0.5, 1.0]):
         text = "filler text. Needle: Ann was there. more filler."
         rows.append({"id": f"g1:onehop:128:d{i}", "group_id": "g1", "category": "cat", "variant": "onehop", "length": 128,
-                     "depth": depth, "target_depth": depth, "text": text, "needle_end": len(text), "n_tokens": 20})
+                     "depth": depth, "target_depth": depth, "text": text, "needle_start": 13, "needle_end": len(text), "n_tokens": 20})
     rows.append({"id": "g1:control:128", "group_id": "g1", "category": "cat", "variant": "control", "length": 128,
-                 "depth": None, "target_depth": None, "text": "filler only.", "needle_end": None, "n_tokens": 20})
-    haystacks = pd.DataFrame(rows).astype({"depth": "Float64", "target_depth": "Float64", "needle_end": "Int64"})
-    table = similarity_rows(Orthogonal(), haystacks, needle_set, {"question": ["Who?"]})
+                 "depth": None, "target_depth": None, "text": "filler only.", "needle_start": None, "needle_end": None, "n_tokens": 20})
+    haystacks = pd.DataFrame(rows).astype({"depth": "Float64", "target_depth": "Float64", "needle_start": "Int64", "needle_end": "Int64"})
+    table = similarity_table(Orthogonal(), haystacks, needle_set, {"question": ["Who?"]})
     assert "sim(query, needle) is 0 for g1" in capsys.readouterr().err
     assert table["normalized"].isna().all() and (table.loc[table["variant"] == "onehop", "sim_qn"] == 0).all()
     metrics = nolima_metrics(table, n_resamples=50)

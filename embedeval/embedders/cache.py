@@ -47,6 +47,13 @@ def cache_key(spec: str, fingerprint: str, kind: str, text: str) -> bytes:
     return hashlib.sha256(f"{spec}\0{fingerprint}\0{kind}\0{text}".encode("utf-8")).digest()
 
 
+def ids_cache_key(spec: str, fingerprint: str, kind: str, ids: Sequence[int]) -> bytes:
+    """sha256 over spec, model fingerprint, ``kind:ids`` and the token ids as little-endian int32:
+    the key of what a model fed token ids reads (the ``:ids`` suffix keeps it apart from text keys)."""
+    head = f"{spec}\0{fingerprint}\0{kind}:ids\0".encode("utf-8")
+    return hashlib.sha256(head + np.asarray(ids, dtype="<i4").tobytes()).digest()
+
+
 def row_checksum(key: bytes, vector: bytes) -> bytes:
     """blake2b (8 bytes) over a row's key and vector bytes: a flipped byte or a vector stored
     under another key fails it."""
@@ -284,18 +291,23 @@ class CachedEmbedder:
         texts = check_texts(texts, kind)
         fingerprint = self.inner.fingerprint
         keys = [cache_key(self.name, fingerprint, kind, t) for t in texts]
+        return self._through_cache(keys, texts, kind, self.inner.embed, legacy=True)
+
+    def _through_cache(self, keys: list[bytes], inputs: list, kind: Kind, embed, legacy: bool = False) -> np.ndarray:
+        """Vectors for ``inputs`` (keyed by ``keys``): the cached ones read, the distinct others
+        sent to ``embed`` (the model) a chunk at a time and stored."""
         found = self.cache.get_many(list(dict.fromkeys(keys)))
-        missing: dict[bytes, str] = {}
-        for key, text in zip(keys, texts):
+        missing: dict[bytes, object] = {}
+        for key, item in zip(keys, inputs):
             if key not in found and key not in missing:
-                missing[key] = text
-        if missing and self.cache.has_legacy and legacy_vectors_trusted(self.name):
+                missing[key] = item
+        if legacy and missing and self.cache.has_legacy and legacy_vectors_trusted(self.name):
             found.update(self._reuse_legacy(missing, kind))
-        self.stats.requested += len(texts)
+        self.stats.requested += len(inputs)
         self.stats.cache_hits += sum(k not in missing for k in keys)
         if missing:
-            found.update(self._embed_missing(missing, kind))
-        if not texts:
+            found.update(self._embed_missing(missing, kind, embed))
+        if not inputs:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
@@ -311,7 +323,7 @@ class CachedEmbedder:
             del missing[key]
         return moved
 
-    def _embed_missing(self, missing: dict[bytes, str], kind: Kind) -> dict[bytes, np.ndarray]:
+    def _embed_missing(self, missing: dict[bytes, object], kind: Kind, embed) -> dict[bytes, np.ndarray]:
         keys, texts = list(missing), list(missing.values())
         out: dict[bytes, np.ndarray] = {}
         step = self.commit_every
@@ -320,10 +332,29 @@ class CachedEmbedder:
             for start in range(0, len(texts), step):
                 chunk_keys = keys[start : start + step]
                 chunk_texts = texts[start : start + step]
-                vectors = check_vectors(self.inner.embed(chunk_texts, kind=kind), len(chunk_texts), self.dim, self.name)
+                vectors = check_vectors(embed(chunk_texts, kind=kind), len(chunk_texts), self.dim, self.name)
                 self.stats.model_calls += 1
                 self.stats.embedded += len(chunk_keys)
                 self.cache.put_many(self.name, chunk_keys, vectors)
                 out.update(zip(chunk_keys, vectors))
                 bar.update(len(chunk_keys))
         return out
+
+
+class CachedTokenIdEmbedder(CachedEmbedder):
+    """A :class:`CachedEmbedder` of a :class:`~embedeval.embedders.base.TokenIdEmbedder`: also
+    ``embed_ids``, cached under :func:`ids_cache_key`, so a vector is keyed on exactly the token
+    ids the model read (two texts whose windows hold the same ids share it)."""
+
+    def id_capacity(self, kind: Kind = "document") -> int:
+        return self.inner.id_capacity(kind)
+
+    def token_ids(self, texts: Sequence[str], limit: int | None = None) -> list[tuple[list[int], list[tuple[int, int]]]]:
+        return self.inner.token_ids(texts, limit)
+
+    def embed_ids(self, ids: Sequence[Sequence[int]], kind: Kind = "document") -> np.ndarray:
+        check_texts([], kind)
+        ids = [tuple(seq) for seq in ids]
+        fingerprint = self.inner.fingerprint
+        keys = [ids_cache_key(self.name, fingerprint, kind, seq) for seq in ids]
+        return self._through_cache(keys, ids, kind, self.inner.embed_ids)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import cached_property
 from collections.abc import Sequence
 
 import numpy as np
+import torch
 
 from embedeval.embedders.base import Kind, check_texts
 from embedeval.embedders.models import (
@@ -20,7 +22,7 @@ from embedeval.embedders.models import (
     folder_fingerprint,
     resolve_model_path,
 )
-from embedeval.errors import UnknownEmbedderError
+from embedeval.errors import InputError, UnknownEmbedderError
 from embedeval.tokens import TokenCounter, quiet_transformers
 
 
@@ -79,6 +81,57 @@ class SentenceTransformerEmbedder:
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         return self.token_counter.count(texts, special_tokens=True)
+
+    # -- token ids (the TokenIdEmbedder protocol): windows cut exactly, never re-tokenised --------
+
+    @cached_property
+    def _special_ids(self) -> tuple[list[int], list[int]]:
+        """The special tokens the tokenizer puts before and after a single text ([CLS] / [SEP], <s> / </s>)."""
+        probe = self.token_counter.ids(["a"])[0][0]
+        framed = self.model.tokenizer("a", add_special_tokens=True)["input_ids"]
+        at = next(i for i in range(len(framed)) if framed[i : i + len(probe)] == probe)
+        return framed[:at], framed[at + len(probe):]
+
+    def _prompt_ids(self, kind: Kind) -> list[int]:
+        """Content ids of the model's prompt for ``kind`` ("" or none: no ids)."""
+        prompt = (self.model.prompts or {}).get(kind) or ""
+        return self.token_counter.ids([prompt])[0][0] if prompt else []
+
+    def id_capacity(self, kind: Kind = "document") -> int:
+        """Content tokens one input holds: ``max_seq_length`` - special tokens - the kind's prompt."""
+        before, after = self._special_ids
+        return self.max_tokens - len(before) - len(after) - len(self._prompt_ids(kind))
+
+    def token_ids(self, texts: Sequence[str], limit: int | None = None) -> list[tuple[list[int], list[tuple[int, int]]]]:
+        texts = check_texts(texts, "document")
+        return self.token_counter.ids(texts, limit)
+
+    def embed_ids(self, ids: Sequence[Sequence[int]], kind: Kind = "document") -> np.ndarray:
+        """Embed content-id sequences: each gets the special tokens and the kind's prompt, as
+        ``encode`` would add them, and goes through the model's modules (pooling, normalisation);
+        vectors are L2-normalised. ``prompt_length`` is passed for pooling that leaves the prompt out."""
+        if kind not in ("query", "document"):
+            check_texts([], kind)
+        ids = [list(map(int, seq)) for seq in ids]
+        capacity = self.id_capacity(kind)
+        if any(not seq or len(seq) > capacity for seq in ids):
+            raise InputError(f"embed_ids takes 1..{capacity} token ids per input for {self.name} ({kind})")
+        if not ids:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        before, after = self._special_ids
+        prompt = self._prompt_ids(kind)
+        tokenizer = self.model.tokenizer
+        out = []
+        with torch.inference_mode():
+            for start in range(0, len(ids), self.batch_size):
+                batch = [before + prompt + seq + after for seq in ids[start : start + self.batch_size]]
+                features = dict(tokenizer.pad({"input_ids": batch}, return_tensors="pt", return_attention_mask=True))
+                features = {k: v.to(self.model.device) for k, v in features.items()}
+                if prompt:
+                    features["prompt_length"] = len(before) + len(prompt)
+                vectors = self.model.forward(features)["sentence_embedding"]
+                out.append(torch.nn.functional.normalize(vectors.float(), dim=1).cpu().numpy())
+        return np.concatenate(out).astype(np.float32, copy=False)
 
     def check(self) -> None:
         """Nothing to reach: the weights are loaded."""

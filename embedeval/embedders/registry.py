@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from embedeval.defaults import DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER
-from embedeval.embedders.base import Embedder
-from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache
+from embedeval.embedders.base import Embedder, TokenIdEmbedder
+from embedeval.embedders.cache import CachedEmbedder, CachedTokenIdEmbedder, EmbeddingCache
 from embedeval.embedders.http import APIEmbedder
 from embedeval.embedders.jina import JinaEmbedder
 from embedeval.embedders.local import SentenceTransformerEmbedder
@@ -85,6 +85,11 @@ PRESETS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: Specs of lexical baseline scorers: no model, no vectors; they score (query, text) pairs in the
+#: NoLiMa sweep only (:func:`embedeval.strategies.load_scorers`).
+LEXICAL_SPECS: tuple[str, ...] = ("bm25",)
+
+
 def known_specs() -> list[str]:
     """Every spec the registry knows by name (open-ended backends accept more)."""
     return [f"{b.prefix}:{m}" for b in BACKENDS.values() for m in b.known_models]
@@ -92,6 +97,9 @@ def known_specs() -> list[str]:
 
 def parse_spec(spec: str) -> tuple[Backend, str]:
     """Split ``prefix:model`` and check both parts; raises :class:`UnknownEmbedderError`."""
+    if spec in LEXICAL_SPECS:
+        raise UnknownEmbedderError(f"{spec} is a lexical baseline scorer, not an embedding model: "
+                                   "it runs in the NoLiMa sweep (`embedeval nolima --embedder bm25`) only")
     prefix, sep, model = spec.partition(":")
     if not sep or not model or prefix not in BACKENDS:
         raise UnknownEmbedderError(
@@ -115,26 +123,28 @@ def canonical_spec(spec: str) -> str:
     return f"st:{canonical_model(model)}" if backend.prefix == "st" else spec
 
 
-def expand_specs(specs: Iterable[str]) -> list[str]:
-    """Replace preset names by their specs, drop repeats, keep order; validate and canonicalise each."""
+def expand_specs(specs: Iterable[str], lexical: bool = False) -> list[str]:
+    """Replace preset names by their specs, drop repeats, keep order; validate and canonicalise
+    each. ``lexical``: lexical scorers (``bm25``) are accepted too."""
     out: list[str] = []
     for spec in specs:
         for item in PRESETS.get(spec, (spec,)):
-            item = canonical_spec(item)
+            item = item if lexical and item in LEXICAL_SPECS else canonical_spec(item)
             if item not in out:
                 out.append(item)
     return out
 
 
-def select_embedders(specs: Iterable[str], skip_unavailable: bool = False) -> tuple[list[str], list[tuple[str, str]]]:
-    """Expand presets and check each spec can run here, without loading any model.
+def select_embedders(specs: Iterable[str], skip_unavailable: bool = False, lexical: bool = False) -> tuple[list[str], list[tuple[str, str]]]:
+    """Expand presets and check each spec can run here, without loading any model (``lexical``:
+    lexical scorers such as ``bm25`` are accepted too).
 
     Returns (usable specs, [(skipped spec, why)]). Unless ``skip_unavailable``, any unusable
     spec is an :class:`EmbedderUnavailableError` naming all of them.
     """
     usable, skipped = [], []
-    for spec in expand_specs(specs):
-        ok, why = availability(spec)
+    for spec in expand_specs(specs, lexical):
+        ok, why = (True, "lexical") if spec in LEXICAL_SPECS else availability(spec)
         if ok:
             usable.append(spec)
         else:
@@ -179,4 +189,5 @@ def load_embedder(
     if cache is False:
         return embedder
     store = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache_dir)
-    return CachedEmbedder(embedder, store, commit_every=commit_every, progress=progress)
+    wrapper = CachedTokenIdEmbedder if isinstance(embedder, TokenIdEmbedder) else CachedEmbedder
+    return wrapper(embedder, store, commit_every=commit_every, progress=progress)

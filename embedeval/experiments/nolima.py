@@ -25,10 +25,11 @@ import pandas as pd
 from embedeval.aggregate import nolima_metrics
 from embedeval.corpus import load_corpus
 from embedeval.defaults import (
-    DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_LENGTHS,
-    DEFAULT_N_BOOTSTRAP, DEFAULT_NEEDLES, DEFAULT_NEGATIVES, DEFAULT_NORMALIZE_BY, DEFAULT_SEED, DEFAULT_VARIANTS,
+    DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DEPTHS,
+    DEFAULT_EMBEDDER, DEFAULT_LENGTHS, DEFAULT_N_BOOTSTRAP, DEFAULT_NEEDLES, DEFAULT_NEGATIVES, DEFAULT_NORMALIZE_BY, DEFAULT_SEED,
+    DEFAULT_STRATEGIES, DEFAULT_VARIANTS, DEFAULT_WINDOW_OVERLAP,
 )
-from embedeval.embedders.registry import load_embedder, select_embedders
+from embedeval.embedders.registry import select_embedders
 from embedeval.errors import ConfigError
 from embedeval.haystacks import build_haystacks, check_build_args
 from embedeval.io import run_directory, write_table, write_text_atomic
@@ -36,7 +37,8 @@ from embedeval.metrics import BREAK_METRICS
 from embedeval.needles import NeedleSet, check_normalize_by, load_needle_set
 from embedeval.report import write_report
 from embedeval.expansion import query_forms
-from embedeval.similarity import retrieval_rows, similarity_rows
+from embedeval.similarity import retrieval_rows, score_haystacks, similarity_rows
+from embedeval.strategies import EmbeddingScorer, load_scorers, parse_strategies
 from embedeval.tokens import DEFAULT_REFERENCE, load_token_counter
 
 #: Settings that determine the haystacks; a run directory's haystacks are reused when they match.
@@ -63,6 +65,10 @@ class NolimaConfig:
     break_metric: str = DEFAULT_BREAK_METRIC  # the metric the break point is read from
     break_threshold: float = DEFAULT_BREAK_THRESHOLD
     normalize_by: str = DEFAULT_NORMALIZE_BY  # "standard" (the study's divisor) or "own"
+    strategies: list[str] = field(default_factory=lambda: list(DEFAULT_STRATEGIES))  # how long haystacks are read
+    chunk_tokens: list[int] = field(default_factory=lambda: list(DEFAULT_CHUNK_TOKENS))  # chunks-max sizes
+    window_overlap: int = DEFAULT_WINDOW_OVERLAP  # windows-mean: tokens shared by neighbouring windows
+    dedupe: bool = True  # embed each distinct token-id sequence once (False: every text whole; same tables)
     n_bootstrap: int = DEFAULT_N_BOOTSTRAP
     skip_unavailable: bool = False
     expansions: list[str] = field(default_factory=list)  # expansion files -> query forms expanded-N
@@ -80,9 +86,10 @@ class NolimaConfig:
             raise ConfigError(f"n_bootstrap must be at least 10 resamples, not {self.n_bootstrap}")
         if not 0 < self.break_threshold <= 1:
             raise ConfigError(f"break threshold must be in (0, 1], not {self.break_threshold}")
+        parse_strategies(self.strategies, self.chunk_tokens, self.window_overlap)
         if not self.embedders:
             raise ConfigError("no embedders given")
-        self.embedders, self.skipped = select_embedders(self.embedders, self.skip_unavailable)
+        self.embedders, self.skipped = select_embedders(self.embedders, self.skip_unavailable, lexical=True)
         needle_set = load_needle_set(self.needles)
         return needle_set if self.groups is None else needle_set.subset(self.groups)
 
@@ -128,7 +135,7 @@ def reusable_haystacks(config: NolimaConfig) -> pd.DataFrame | None:
     return None
 
 
-def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progress: bool) -> pd.DataFrame:
+def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progress: bool, tokenizer=None) -> pd.DataFrame:
     """Reuse ``out/haystacks.parquet`` when it was built with the same settings, else build and
     write it (with ``haystacks.json``, the settings it was built with)."""
     frame = reusable_haystacks(config)
@@ -136,7 +143,7 @@ def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progres
         return frame
     frame = build_haystacks(
         needle_set, load_corpus(config.corpus), config.lengths, config.depths, config.variants,
-        tokenizer=load_token_counter(config.tokenizer), seed=config.seed, progress=progress, negatives=config.negatives,
+        tokenizer=tokenizer or load_token_counter(config.tokenizer), seed=config.seed, progress=progress, negatives=config.negatives,
     )
     out = Path(config.out)
     (out / "config.json").unlink(missing_ok=True)  # the first write: from here on the folder reads as unfinished
@@ -151,14 +158,16 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
     needle_set = config.validate()
     forms = query_forms(needle_set, config.expansions)
     settings = {**asdict(config), "versions": package_versions()}
+    strategies = parse_strategies(config.strategies, config.chunk_tokens, config.window_overlap)
     with run_directory(config.out) as out:
-        embedders = [load_embedder(spec, cache_dir=cache_dir, progress=progress, commit_every=commit_every)
-                     for spec in config.embedders]
-        haystacks = load_or_build_haystacks(config, needle_set, progress)
-        similarities = pd.concat(
-            [similarity_rows(e, haystacks, needle_set, forms, config.normalize_by) for e in embedders], ignore_index=True
-        )
-        retrieval = pd.concat([retrieval_rows(e, haystacks, needle_set, forms) for e in embedders], ignore_index=True)
+        reference = load_token_counter(config.tokenizer)
+        scorers = [scorer for spec in config.embedders
+                   for scorer in load_scorers(spec, strategies, reference, cache_dir=cache_dir, progress=progress,
+                                              commit_every=commit_every, dedupe=config.dedupe)]
+        haystacks = load_or_build_haystacks(config, needle_set, progress, reference)
+        scored = [score_haystacks(scorer, haystacks, forms) for scorer in scorers]
+        similarities = pd.concat([similarity_rows(s, needle_set, config.normalize_by) for s in scored], ignore_index=True)
+        retrieval = pd.concat([retrieval_rows(s, needle_set) for s in scored], ignore_index=True)
         metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.seed, retrieval=retrieval)
         (out / "config.json").unlink(missing_ok=True)  # until it is written last, the folder reads as unfinished
         write_table(similarities, out / "similarities.parquet")
@@ -168,4 +177,5 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
                      candidates=int(retrieval["n_candidates"].max()))
         # Last, so config.json always describes the tables beside it.
         write_text_atomic(out / "config.json", json.dumps(settings, indent=2))
-    return NolimaResult(config, haystacks, similarities, retrieval, metrics, out, {e.name: e.stats.embedded for e in embedders})
+    embedded = {s.name: s.embedder.stats.embedded for s in scorers if isinstance(s, EmbeddingScorer)}
+    return NolimaResult(config, haystacks, similarities, retrieval, metrics, out, embedded)

@@ -1,0 +1,241 @@
+"""How a long text is scored against a query (DESIGN §6): ``truncate``, ``windows-mean`` or
+``chunks-max@C``, for any embedder; and the spec -> scorers step of the sweep.
+
+A strategy cuts each text into the pieces a model reads, embeds every distinct piece once, and
+scores a text from its pieces' vectors:
+
+- ``truncate``: one piece, the text's first ``W`` content tokens (``W`` = the model's capacity:
+  ``max_tokens`` minus special tokens and prompt) — what the model does natively. Score =
+  cos(q, v).
+- ``windows-mean``: consecutive windows of ``W`` tokens (``overlap`` tokens shared by neighbours)
+  over the whole text; v = normalise(mean of the window vectors). Score = cos(q, v).
+- ``chunks-max@C``: consecutive chunks the model reads as inputs of ``C`` tokens (counted as
+  ``max_tokens`` counts them, special tokens and prompt included, so ``C`` <= ``max_tokens`` and
+  ``chunks-max@256`` fills all-MiniLM-L6-v2's 256-token window: chunks of ``C - (max_tokens -
+  W)`` content tokens); score = max over chunks of cos(q, chunk) — what a RAG retriever does.
+  The scores keep which chunk won.
+
+For models fed token ids (``st:``; :class:`~embedeval.embedders.base.TokenIdEmbedder`) the
+pieces are the model's own token ids, never decoded and re-tokenised, and a piece is embedded
+once per distinct id sequence across everything indexed together (and cached on the ids): two
+haystacks whose first ``W`` tokens agree cost one vector. For API models the pieces are text
+cut with the reference tokenizer (an estimate: ``windows_exact`` is False) and ``truncate``
+sends the whole text, which the embedder cuts itself.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from embedeval.defaults import DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_STRATEGIES, DEFAULT_WINDOW_OVERLAP
+from embedeval.embedders.base import Embedder, Scores, TokenIdEmbedder, check_texts, l2_normalize
+from embedeval.embedders.bm25 import BM25Scorer
+from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
+from embedeval.errors import ConfigError
+from embedeval.tokens import TokenCounter
+
+TRUNCATE, WINDOWS_MEAN, CHUNKS_MAX = "truncate", "windows-mean", "chunks-max"
+STRATEGY_NAMES: tuple[str, ...] = (TRUNCATE, WINDOWS_MEAN, CHUNKS_MAX)
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One way of reading long texts. ``label`` is the table's ``strategy`` value
+    (``truncate``, ``windows-mean``, ``chunks-max@128``)."""
+
+    name: str
+    chunk_tokens: int | None = None  # chunks-max only
+    overlap: int = 0  # windows-mean only: tokens shared by neighbouring windows
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}@{self.chunk_tokens}" if self.name == CHUNKS_MAX else self.name
+
+
+def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Sequence[int] = DEFAULT_CHUNK_TOKENS,
+                     window_overlap: int = DEFAULT_WINDOW_OVERLAP) -> list[Strategy]:
+    """The strategies a run asks for: ``chunks-max`` becomes one strategy per chunk size.
+    Unknown names, repeats, chunk sizes < 1 and a negative overlap are a :class:`ConfigError`."""
+    names = list(names)
+    if not names:
+        raise ConfigError("no strategies given")
+    unknown = [n for n in names if n not in STRATEGY_NAMES]
+    if unknown:
+        raise ConfigError(f"unknown strategy {unknown[0]!r}; use one of {', '.join(STRATEGY_NAMES)}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"strategy given twice in {', '.join(names)}")
+    if window_overlap < 0:
+        raise ConfigError(f"window overlap must be >= 0 tokens, not {window_overlap}")
+    sizes = list(chunk_tokens)
+    if CHUNKS_MAX in names:
+        if not sizes:
+            raise ConfigError("chunks-max needs at least one chunk size (--chunk-tokens)")
+        if any(int(c) < 1 for c in sizes) or len(set(sizes)) != len(sizes):
+            raise ConfigError(f"chunk sizes must be distinct positive token counts, not {sizes}")
+    out = []
+    for name in names:
+        if name == CHUNKS_MAX:
+            out += [Strategy(CHUNKS_MAX, chunk_tokens=int(c)) for c in sizes]
+        else:
+            out.append(Strategy(name, overlap=window_overlap if name == WINDOWS_MEAN else 0))
+    return out
+
+
+def piece_bounds(n_tokens: int, size: int, step: int) -> list[tuple[int, int]]:
+    """Token ranges ``[start, end)`` of consecutive pieces of ``size`` tokens, each starting
+    ``step`` after the previous, covering ``n_tokens`` (at least one piece, even when empty)."""
+    if n_tokens <= size:
+        return [(0, n_tokens)]
+    overlap = size - step
+    return [(start, min(start + size, n_tokens)) for start in range(0, n_tokens - overlap, step)]
+
+
+@dataclass
+class Pieces:
+    """What a model reads of a list of texts: ``inputs[i]`` (token ids as a tuple, or text) of
+    text ``owner[i]`` spanning characters ``spans[i]``; ``owner`` is sorted. ``seen_chars[t]``:
+    characters of text ``t`` read from its start."""
+
+    inputs: list
+    owner: np.ndarray
+    spans: np.ndarray
+    seen_chars: np.ndarray
+
+
+class EmbeddingScorer:
+    """An :class:`~embedeval.embedders.base.Embedder` read through a :class:`Strategy`: a
+    :class:`~embedeval.embedders.base.Scorer`.
+
+    ``reference`` cuts texts for models that cannot be fed token ids (API models).
+    ``dedupe=False`` sends every text to ``embed`` whole, as before token-id keying (``truncate``
+    only; a check that the two give the same tables).
+    """
+
+    normalizable = True
+
+    def __init__(self, embedder: Embedder, strategy: Strategy, reference: TokenCounter | None = None, dedupe: bool = True):
+        self.embedder = embedder
+        self.strategy_spec = strategy
+        self.name = embedder.name
+        self.strategy = strategy.label
+        self.reads_ids = isinstance(embedder, TokenIdEmbedder)
+        self.windows_exact = self.reads_ids or strategy.name == TRUNCATE
+        self.dedupe = dedupe
+        if not self.reads_ids and reference is None and strategy.name != TRUNCATE:
+            raise ConfigError(f"{strategy.label} for {embedder.name} needs a reference tokenizer to cut windows")
+        self.reference = reference
+        self.capacity = self._capacity()
+        self.frame_tokens = embedder.max_tokens - self.capacity  # special tokens and prompt per input
+        if strategy.name == CHUNKS_MAX and not self.frame_tokens < strategy.chunk_tokens <= embedder.max_tokens:
+            raise ConfigError(f"chunks of {strategy.chunk_tokens} tokens do not fit {embedder.name}, which reads "
+                              f"{embedder.max_tokens} tokens per input ({self.frame_tokens} of them special); "
+                              f"use --chunk-tokens between {self.frame_tokens + 1} and {embedder.max_tokens}")
+        if strategy.name == WINDOWS_MEAN and strategy.overlap >= self.capacity:
+            raise ConfigError(f"a window overlap of {strategy.overlap} tokens leaves nothing new in {embedder.name}'s "
+                              f"windows of {self.capacity} tokens")
+
+    def _capacity(self) -> int:
+        """Content tokens the model reads per input (for API models, in reference tokens)."""
+        if self.reads_ids:
+            return self.embedder.id_capacity("document")
+        specials = self.embedder.count_tokens(["a"])[0] - 1
+        return self.embedder.max_tokens - specials
+
+    def index(self, texts: Sequence[str], partition: Sequence | None = None) -> EmbeddedTexts:
+        """Cut, embed (each distinct piece once) and combine; ``partition`` is not used."""
+        texts = check_texts(texts, "document")
+        pieces = self._cut(texts)
+        vectors = self._embed_pieces(pieces.inputs, texts if not self.dedupe else None)
+        owner, spans = pieces.owner, pieces.spans
+        if self.strategy_spec.name == WINDOWS_MEAN:
+            starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+            vectors = l2_normalize(np.add.reduceat(vectors.astype(np.float64), starts, axis=0))
+            owner = np.arange(len(texts))
+            spans = np.stack([np.zeros(len(texts), dtype=np.int64), pieces.seen_chars], axis=1)
+        return EmbeddedTexts(self.embedder, vectors, owner, spans, pieces.seen_chars)
+
+    def _cut(self, texts: list[str]) -> Pieces:
+        strategy, capacity = self.strategy_spec, self.capacity
+        if strategy.name == TRUNCATE and not self.reads_ids:
+            seen = self._seen_by_reference(texts, capacity) if self.reference else np.array([len(t) for t in texts])
+            return Pieces(list(texts), np.arange(len(texts)), np.stack([np.zeros(len(texts), int), seen], axis=1), seen)
+        if strategy.name == TRUNCATE:
+            size, step, limit = capacity, capacity, capacity
+        elif strategy.name == WINDOWS_MEAN:
+            size, step, limit = capacity, capacity - strategy.overlap, None
+        else:
+            size = step = strategy.chunk_tokens - self.frame_tokens
+            limit = None
+        counter = self.embedder if self.reads_ids else self.reference
+        encoded = counter.token_ids(texts, limit) if self.reads_ids else counter.ids(texts, limit)
+        inputs, owner, spans, seen = [], [], [], np.zeros(len(texts), dtype=np.int64)
+        for t, (text, (ids, offsets)) in enumerate(zip(texts, encoded)):
+            bounds = piece_bounds(len(ids), size, step)
+            if strategy.name == TRUNCATE:
+                bounds = bounds[:1]
+            for start, end in bounds:
+                span = (offsets[start][0], offsets[end - 1][1]) if end > start else (0, len(text))
+                inputs.append(tuple(ids[start:end]) if self.reads_ids else text[span[0] : span[1]])
+                owner.append(t)
+                spans.append(span)
+            seen[t] = len(text) if bounds[-1][1] >= len(ids) else spans[-1][1]
+        return Pieces(inputs, np.asarray(owner, dtype=np.int64), np.asarray(spans, dtype=np.int64).reshape(-1, 2), seen)
+
+    def _seen_by_reference(self, texts: list[str], capacity: int) -> np.ndarray:
+        """Characters an API model reads of each text, estimated with the reference tokenizer."""
+        seen = np.array([len(t) for t in texts], dtype=np.int64)
+        for t, (ids, offsets) in enumerate(self.reference.ids(texts, capacity)):
+            if len(ids) > capacity:
+                seen[t] = offsets[capacity - 1][1]
+        return seen
+
+    def _embed_pieces(self, inputs: list, whole_texts: list[str] | None) -> np.ndarray:
+        """Vectors of ``inputs``, each distinct input embedded once (``whole_texts``: embed these
+        texts instead, one by one as given: the check without deduplication)."""
+        if whole_texts is not None and self.strategy_spec.name == TRUNCATE:
+            return self.embedder.embed(whole_texts, kind="document")
+        distinct = list(dict.fromkeys(inputs))
+        if self.reads_ids:
+            vectors = self.embedder.embed_ids(distinct, kind="document")
+        else:
+            vectors = self.embedder.embed(distinct, kind="document")
+        where = {item: i for i, item in enumerate(distinct)}
+        return vectors[[where[item] for item in inputs]]
+
+
+class EmbeddedTexts:
+    """Texts read by an :class:`EmbeddingScorer`: piece vectors, their owners and spans."""
+
+    def __init__(self, embedder: Embedder, vectors: np.ndarray, owner: np.ndarray, spans: np.ndarray, seen_chars: np.ndarray):
+        self.embedder, self.vectors, self.owner, self.spans, self.seen_chars = embedder, vectors, owner, spans, seen_chars
+        self.starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]) if owner.size else np.zeros(0, dtype=np.int64)
+
+    def scores(self, queries: Sequence[str]) -> Scores:
+        """cos(query, piece) for every piece; a text's score is its best piece's (max over chunks)."""
+        query_vectors = self.embedder.embed(list(queries), kind="query")
+        piece_scores = (query_vectors @ self.vectors.T).astype(np.float64)
+        if len(self.starts) == len(self.owner):  # one piece per text
+            return Scores(piece_scores, np.zeros(piece_scores.shape, dtype=np.int64),
+                          np.broadcast_to(self.spans[:, 0], piece_scores.shape).copy(),
+                          np.broadcast_to(self.spans[:, 1], piece_scores.shape).copy())
+        values = np.maximum.reduceat(piece_scores, self.starts, axis=1)
+        local = np.arange(len(self.owner)) - self.starts[self.owner]
+        marked = np.where(piece_scores == values[:, self.owner], local, np.iinfo(np.int64).max)
+        best = np.minimum.reduceat(marked, self.starts, axis=1)  # the first chunk reaching the max
+        chosen = self.starts + best
+        return Scores(values, best, self.spans[chosen, 0], self.spans[chosen, 1])
+
+
+def load_scorers(spec: str, strategies: Sequence[Strategy], reference: TokenCounter | None = None, *,
+                 cache_dir: str | os.PathLike | None = None, progress: bool = False,
+                 commit_every: int = DEFAULT_COMMIT_EVERY, dedupe: bool = True) -> list:
+    """The scorers of one spec: a lexical scorer once (it reads whole texts), an embedder once
+    per strategy (loaded, checked and cached once)."""
+    if spec in LEXICAL_SPECS:
+        return [BM25Scorer()]
+    embedder = load_embedder(spec, cache_dir=cache_dir, progress=progress, commit_every=commit_every)
+    return [EmbeddingScorer(embedder, strategy, reference, dedupe=dedupe) for strategy in strategies]
