@@ -1,12 +1,16 @@
-"""Test doubles: a deterministic embedder that counts its calls."""
+"""Test doubles: a deterministic embedder that counts its calls, a copy of MiniLM with edited configs."""
 
 from __future__ import annotations
 
 import hashlib
+import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 
 from embedeval.embedders.base import check_texts, l2_normalize
+from embedeval.embedders.models import resolve_model_path
 
 
 class CountingEmbedder:
@@ -48,3 +52,16 @@ def similarity_table(embedder, haystacks, needle_set, forms, normalize_by="stand
 
     scored = score_haystacks(EmbeddingScorer(embedder, Strategy(strategy)), haystacks, forms)
     return similarity_rows(scored, needle_set, normalize_by)
+
+
+def copy_minilm(target: Path, **st_config) -> Path:
+    """A copy of the bundled MiniLM folder (weights linked, configs copied), with
+    ``config_sentence_transformers.json`` updated by ``st_config``."""
+    source = Path(resolve_model_path("all-MiniLM-L6-v2"))
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("model.safetensors"))
+    (target / "model.safetensors").symlink_to(source / "model.safetensors")
+    config_path = target / "config_sentence_transformers.json"
+    config = json.loads(config_path.read_text())
+    config.update(st_config)
+    config_path.write_text(json.dumps(config))
+    return target

@@ -132,3 +132,9 @@ def test_cli_similarity_commands(fake, tmp_path, small_corpus, books_dir):
     assert "questions have a top-10 chunk" in result.output
     bad = runner.invoke(app, ["similarity", "needle-haystack", "--index", "annoy", "--out", str(tmp_path / "x.csv")])
     assert bad.exit_code == 1 and "--index must be one of faiss, chroma" in bad.output
+
+
+def test_bm25_is_refused_where_vectors_are_needed(tmp_path):
+    result = CliRunner().invoke(app, ["similarity", "needle-question", "-e", "bm25", "--out", str(tmp_path / "nq.csv"), "-q"])
+    assert result.exit_code == 1 and not (tmp_path / "nq.csv").exists()
+    assert result.output.startswith("error: bm25 is a lexical baseline scorer, not an embedding model")

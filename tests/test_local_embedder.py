@@ -1,5 +1,4 @@
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +8,7 @@ from sentence_transformers import SentenceTransformer
 from embedeval.embedders.models import resolve_model_path
 from embedeval.embedders.registry import expand_specs, load_embedder
 from embedeval.errors import InputError, UnknownEmbedderError
+from fakes import copy_minilm
 
 TEXTS = [
     "The cat sat on the mat.",
@@ -58,19 +58,6 @@ def test_unknown_prefix_lists_known_specs():
 
 
 # --- prompts, fingerprints and folder names --------------------------------------------------
-
-def copy_minilm(target: Path, **st_config) -> Path:
-    """A copy of the bundled MiniLM folder (weights linked, configs copied), with
-    ``config_sentence_transformers.json`` updated by ``st_config``."""
-    source = Path(resolve_model_path("all-MiniLM-L6-v2"))
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns("model.safetensors"))
-    (target / "model.safetensors").symlink_to(source / "model.safetensors")
-    config_path = target / "config_sentence_transformers.json"
-    config = json.loads(config_path.read_text())
-    config.update(st_config)
-    config_path.write_text(json.dumps(config))
-    return target
-
 
 def st_reference(folder: Path, texts: list[str], **encode) -> np.ndarray:
     """sentence-transformers' own output, independent of embedeval."""

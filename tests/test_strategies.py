@@ -1,0 +1,200 @@
+"""Long-text strategies checked against direct computations: the model's own transformers forward
+on window ids, sentence-transformers' encode, and numpy maxima; dedupe on token ids; BM25 in the
+sweep; bad strategy settings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from embedeval.cli import app
+from embedeval.errors import ConfigError
+from embedeval.strategies import EmbeddingScorer, Strategy, parse_strategies, piece_bounds
+from fakes import CountingEmbedder, copy_minilm
+
+SENTENCES = [
+    "The ferry left the harbour before dawn, loaded with crates of apples and a single bicycle.",
+    "Nobody on the island remembered who had painted the lighthouse green.",
+    "Marta kept a notebook of every storm, with the wind speed written in pencil.",
+    "In the evenings the baker sold the unsold bread to the fishermen at half price.",
+    "A goat wandered into the post office and ate two letters and a postcard.",
+]
+
+
+def long_text(n_sentences: int, offset: int = 0) -> str:
+    return " ".join(SENTENCES[(offset + i) % len(SENTENCES)] for i in range(n_sentences))
+
+
+TEXTS = [long_text(40), long_text(9, 2), "Marta counts storms.", long_text(25, 4)]
+
+
+def direct_vectors(minilm, id_windows: list[list[int]]) -> np.ndarray:
+    """Window ids -> [CLS] ids [SEP] -> BERT -> attention-masked mean -> L2 normalise, with
+    transformers directly (no sentence-transformers)."""
+    bert = minilm.model[0].auto_model
+    tokenizer = minilm.model.tokenizer
+    out = []
+    with torch.inference_mode():
+        for ids in id_windows:
+            input_ids = torch.tensor([[tokenizer.cls_token_id, *ids, tokenizer.sep_token_id]])
+            hidden = bert(input_ids=input_ids, attention_mask=torch.ones_like(input_ids)).last_hidden_state[0]
+            out.append(torch.nn.functional.normalize(hidden.mean(dim=0), dim=0).numpy())
+    return np.stack(out)
+
+
+def content_ids(minilm, text: str) -> list[int]:
+    return minilm.model.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def test_piece_bounds_cover_the_text_with_the_given_step():
+    assert piece_bounds(10, 4, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert piece_bounds(10, 4, 3) == [(0, 4), (3, 7), (6, 10)]
+    assert piece_bounds(3, 4, 4) == [(0, 3)]
+    for n, size, step in [(1000, 254, 254), (1000, 254, 200), (255, 254, 254)]:
+        bounds = piece_bounds(n, size, step)
+        assert bounds[0][0] == 0 and bounds[-1][1] == n and all(e - s <= size for s, e in bounds)
+        assert all(b[0] - a[0] == step for a, b in zip(bounds, bounds[1:]))
+
+
+def test_truncate_on_token_ids_equals_sentence_transformers_encode(minilm):
+    scorer = EmbeddingScorer(minilm, Strategy("truncate"))
+    indexed = scorer.index(TEXTS)
+    expected = minilm.model.encode_document(TEXTS, normalize_embeddings=True, convert_to_numpy=True)
+    np.testing.assert_allclose(indexed.vectors, expected, atol=2e-6)
+    long_ids = content_ids(minilm, TEXTS[0])
+    assert len(long_ids) > 254 and indexed.seen_chars[0] < len(TEXTS[0]) and indexed.seen_chars[2] == len(TEXTS[2])
+
+
+@pytest.mark.parametrize("overlap", [0, 50])
+def test_windows_mean_equals_a_direct_computation(minilm, overlap):
+    scorer = EmbeddingScorer(minilm, Strategy("windows-mean", overlap=overlap))
+    indexed = scorer.index(TEXTS)
+    for text, vector in zip(TEXTS, indexed.vectors):
+        ids = content_ids(minilm, text)
+        windows = [ids[s : s + 254] for s in range(0, max(len(ids) - overlap, 1), 254 - overlap)]
+        mean = direct_vectors(minilm, windows).mean(axis=0)
+        np.testing.assert_allclose(vector, mean / np.linalg.norm(mean), atol=2e-5)
+    assert (indexed.seen_chars == [len(t) for t in TEXTS]).all()  # the whole text is read
+
+
+def test_chunks_max_scores_equal_a_direct_max_over_chunk_vectors(minilm):
+    scorer = EmbeddingScorer(minilm, Strategy("chunks-max", chunk_tokens=64))  # 62 content tokens a chunk
+    queries = ["Who painted the lighthouse?", "What did the goat eat?"]
+    scores = scorer.index(TEXTS).scores(queries)
+    q = minilm.model.encode_query(queries, normalize_embeddings=True, convert_to_numpy=True)
+    for t, text in enumerate(TEXTS):
+        ids = content_ids(minilm, text)
+        chunks = direct_vectors(minilm, [ids[s : s + 62] for s in range(0, len(ids), 62)])
+        expected = q @ chunks.T
+        np.testing.assert_allclose(scores.values[:, t], expected.max(axis=1), atol=2e-5)
+        assert (scores.best_piece[:, t] == expected.argmax(axis=1)).all()
+        offsets = minilm.model.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        for qi, best in enumerate(scores.best_piece[:, t]):  # the span is the winning chunk's characters
+            assert scores.best_start[qi, t] == offsets[62 * best][0]
+            assert scores.best_end[qi, t] == offsets[min(62 * best + 61, len(ids) - 1)][1]
+
+
+def test_a_prompted_model_gets_its_prompt_on_token_ids_too(tmp_path):
+    from embedeval.embedders.local import SentenceTransformerEmbedder
+
+    folder = copy_minilm(tmp_path / "e5like", prompts={"query": "query: ", "document": "passage of text: "})
+    model = SentenceTransformerEmbedder(str(folder))
+    assert model.id_capacity("document") == 254 - 4 and model.id_capacity("query") == 254 - 2  # "passage of text :"
+    for kind in ("query", "document"):
+        ids = [tuple(ids[: model.id_capacity(kind)]) for ids, _ in model.token_ids(TEXTS)]
+        expected = model.embed(TEXTS, kind=kind)  # sentence-transformers adds the prompt to the text and truncates
+        np.testing.assert_allclose(model.embed_ids(ids, kind=kind), expected, atol=2e-6)
+
+
+def test_api_models_get_windows_from_the_reference_tokenizer_flagged_as_estimates():
+    from embedeval.tokens import load_token_counter
+
+    reference = load_token_counter()
+    fake = CountingEmbedder()
+    fake.max_tokens = 66  # 64 content tokens per window by the reference tokenizer
+    scorer = EmbeddingScorer(fake, Strategy("windows-mean"), reference)
+    assert not scorer.windows_exact and EmbeddingScorer(fake, Strategy("truncate"), reference).windows_exact
+    indexed = scorer.index(TEXTS[:2])
+    for text, vector in zip(TEXTS[:2], indexed.vectors):
+        offsets = reference.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        pieces = [text[offsets[s][0] : offsets[min(s + 64, len(offsets)) - 1][1]] for s in range(0, len(offsets), 64)]
+        mean = np.stack([CountingEmbedder.vector_for(p) for p in pieces]).mean(axis=0)
+        np.testing.assert_allclose(vector, mean / np.linalg.norm(mean), atol=1e-6)
+
+
+def test_each_distinct_window_is_embedded_once(minilm, tmp_path):
+    from embedeval.embedders.cache import CachedTokenIdEmbedder, EmbeddingCache
+
+    cached = CachedTokenIdEmbedder(minilm, EmbeddingCache(tmp_path))
+    head = long_text(30)  # > 254 tokens: what follows is past the window
+    texts = [head + " The key was under the mat.", head + " A different ending entirely.", head]
+    EmbeddingScorer(cached, Strategy("truncate")).index(texts)
+    assert cached.stats.embedded == 1  # three texts, one window
+    EmbeddingScorer(cached, Strategy("windows-mean")).index(texts)
+    distinct = {tuple(ids[s : s + 254]) for ids, _ in minilm.token_ids(texts) for s in range(0, len(ids), 254)}
+    assert cached.stats.embedded == len(distinct)  # the shared first window is not embedded again
+
+
+def test_dedupe_embeds_fewer_texts_and_gives_the_same_tables(tmp_path, books_dir):
+    from embedeval.experiments.nolima import NolimaConfig, run_nolima
+
+    def sweep(name: str, dedupe: bool):
+        config = NolimaConfig(groups=["loc-dresden", "diet-vegan"], corpus=f"dir:{books_dir}", lengths=[512, 1024], depths=4,
+                              negatives=4, n_bootstrap=20, dedupe=dedupe, out=str(tmp_path / name))
+        return run_nolima(config, progress=False, cache_dir=tmp_path / f"cache-{name}")
+
+    deduped, every_text = sweep("dedupe", True), sweep("whole", False)
+    n_docs = deduped.haystacks["text"].nunique()
+    assert deduped.newly_embedded["st:all-MiniLM-L6-v2"] < n_docs < every_text.newly_embedded["st:all-MiniLM-L6-v2"]
+    for table in ("similarities", "retrieval"):
+        a, b = getattr(deduped, table), getattr(every_text, table)
+        numeric = a.select_dtypes("number").columns
+        pd.testing.assert_frame_equal(a.drop(columns=numeric), b.drop(columns=numeric))
+        np.testing.assert_allclose(a[numeric].to_numpy(float), b[numeric].to_numpy(float), atol=1e-5)
+
+
+def test_parse_strategies_expands_chunk_sizes_and_refuses_bad_settings():
+    assert [s.label for s in parse_strategies(["truncate", "chunks-max"], [128, 256])] == \
+        ["truncate", "chunks-max@128", "chunks-max@256"]
+    assert parse_strategies(["windows-mean"], [], 32)[0].overlap == 32
+    for names, sizes, overlap, message in [
+        (["truncate", "truncate"], [128], 0, "twice"), (["mean"], [128], 0, "unknown strategy 'mean'"),
+        (["chunks-max"], [], 0, "at least one chunk size"), (["chunks-max"], [0], 0, "distinct positive"),
+        (["windows-mean"], [128], -1, "overlap"), ([], [128], 0, "no strategies"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            parse_strategies(names, sizes, overlap)
+
+
+def test_chunks_larger_than_the_window_are_one_error_line_before_any_work(tmp_path):
+    result = CliRunner().invoke(app, ["nolima", "--strategy", "chunks-max", "--chunk-tokens", "128,512",
+                                      "--out", str(tmp_path / "run"), "-q"])
+    assert result.exit_code == 1
+    assert result.output.startswith("error: chunks of 512 tokens do not fit st:all-MiniLM-L6-v2")
+    assert result.output.count("\n") == 1 and not (tmp_path / "run" / "haystacks.parquet").exists()
+    result = CliRunner().invoke(app, ["nolima", "--strategy", "windows-mean", "--window-overlap", "254", "--out", str(tmp_path / "r2")])
+    assert result.exit_code == 1 and "leaves nothing new" in result.output
+
+
+def test_bm25_and_three_strategies_in_one_sweep(tmp_path, books_dir):
+    result = CliRunner().invoke(app, [
+        "nolima", "--embedder", "st:all-MiniLM-L6-v2", "--embedder", "bm25", "--strategy", "truncate,windows-mean",
+        "--strategy", "chunks-max", "--chunk-tokens", "128", "--groups", "loc-dresden,diet-vegan,lang-dutch,job-pilot",
+        "--corpus", f"dir:{books_dir}", "--lengths", "128,512", "--depths", "3", "--negatives", "8",
+        "--variants", "onehop,literal", "--n-bootstrap", "20", "--out", str(tmp_path / "run"), "-q"])
+    assert result.exit_code == 0, result.output
+    sims = pd.read_parquet(tmp_path / "run" / "similarities.parquet")
+    pairs = set(zip(sims["embedder"], sims["strategy"]))
+    assert pairs == {("st:all-MiniLM-L6-v2", s) for s in ("truncate", "windows-mean", "chunks-max@128")} | {("bm25", "full-text")}
+    bm25 = sims[sims["embedder"] == "bm25"]
+    assert bm25["normalized"].isna().all() and bm25["sim_qn"].isna().all() and bm25["needle_visible"].dropna().all()
+    whole_text = sims[sims["strategy"] != "truncate"]
+    assert whole_text["needle_visible"].dropna().all() and not whole_text["truncated"].any()
+    retrieval = pd.read_parquet(tmp_path / "run" / "retrieval.parquet")
+    lexical = retrieval[retrieval["embedder"] == "bm25"].groupby("variant")["query_auc"].mean()
+    assert lexical["literal"] > 0.95 and lexical["onehop"] < lexical["literal"] - 0.2  # finds the keyword, not the meaning
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "## Chunk size" in report and "chunks-max@128" in report and "bm25 · full-text" in report
