@@ -39,6 +39,8 @@ from embedeval.errors import ConfigError
 from embedeval.tokens import TokenCounter
 
 TRUNCATE, WINDOWS_MEAN, CHUNKS_MAX = "truncate", "windows-mean", "chunks-max"
+#: Texts tokenised at a time when cutting pieces (token offsets of 8k-token texts add up).
+TOKENIZE_BATCH = 256
 STRATEGY_NAMES: tuple[str, ...] = (TRUNCATE, WINDOWS_MEAN, CHUNKS_MAX)
 
 
@@ -96,7 +98,7 @@ def piece_bounds(n_tokens: int, size: int, step: int) -> list[tuple[int, int]]:
 
 @dataclass
 class Pieces:
-    """What a model reads of a list of texts: ``inputs[i]`` (token ids as a tuple, or text) of
+    """What a model reads of a list of texts: ``inputs[i]`` (token ids as int32 bytes, or text) of
     text ``owner[i]`` spanning characters ``spans[i]``; ``owner`` is sorted. ``seen_chars[t]``:
     characters of text ``t`` read from its start."""
 
@@ -170,19 +172,19 @@ class EmbeddingScorer:
         else:
             size = step = strategy.chunk_tokens - self.frame_tokens
             limit = None
-        counter = self.embedder if self.reads_ids else self.reference
-        encoded = counter.token_ids(texts, limit) if self.reads_ids else counter.ids(texts, limit)
         inputs, owner, spans, seen = [], [], [], np.zeros(len(texts), dtype=np.int64)
-        for t, (text, (ids, offsets)) in enumerate(zip(texts, encoded)):
-            bounds = piece_bounds(len(ids), size, step)
-            if strategy.name == TRUNCATE:
-                bounds = bounds[:1]
-            for start, end in bounds:
-                span = (offsets[start][0], offsets[end - 1][1]) if end > start else (0, len(text))
-                inputs.append(tuple(ids[start:end]) if self.reads_ids else text[span[0] : span[1]])
-                owner.append(t)
-                spans.append(span)
-            seen[t] = len(text) if bounds[-1][1] >= len(ids) else spans[-1][1]
+        for first in range(0, len(texts), TOKENIZE_BATCH):  # a batch's token offsets at a time: they are large
+            batch = texts[first : first + TOKENIZE_BATCH]
+            encoded = self.embedder.token_ids(batch, limit) if self.reads_ids else self.reference.ids(batch, limit)
+            for t, text, (ids, offsets) in zip(range(first, first + len(batch)), batch, encoded):
+                bounds = piece_bounds(len(ids), size, step)[: 1 if strategy.name == TRUNCATE else None]
+                ids = np.asarray(ids, dtype=np.int32)
+                for start, end in bounds:
+                    span = (offsets[start][0], offsets[end - 1][1]) if end > start else (0, len(text))
+                    inputs.append(ids[start:end].tobytes() if self.reads_ids else text[span[0] : span[1]])
+                    owner.append(t)
+                    spans.append(span)
+                seen[t] = len(text) if bounds[-1][1] >= len(ids) else spans[-1][1]
         return Pieces(inputs, np.asarray(owner, dtype=np.int64), np.asarray(spans, dtype=np.int64).reshape(-1, 2), seen)
 
     def _seen_by_reference(self, texts: list[str], capacity: int) -> np.ndarray:
@@ -200,7 +202,7 @@ class EmbeddingScorer:
             return self.embedder.embed(whole_texts, kind="document")
         distinct = list(dict.fromkeys(inputs))
         if self.reads_ids:
-            vectors = self.embedder.embed_ids(distinct, kind="document")
+            vectors = self.embedder.embed_ids([np.frombuffer(ids, dtype=np.int32) for ids in distinct], kind="document")
         else:
             vectors = self.embedder.embed(distinct, kind="document")
         where = {item: i for i, item in enumerate(distinct)}

@@ -354,7 +354,7 @@ class CachedTokenIdEmbedder(CachedEmbedder):
 
     def embed_ids(self, ids: Sequence[Sequence[int]], kind: Kind = "document") -> np.ndarray:
         check_texts([], kind)
-        ids = [tuple(seq) for seq in ids]
+        ids = [np.asarray(seq, dtype=np.int32) for seq in ids]
         fingerprint = self.inner.fingerprint
         keys = [ids_cache_key(self.name, fingerprint, kind, seq) for seq in ids]
         return self._through_cache(keys, ids, kind, self.inner.embed_ids)
