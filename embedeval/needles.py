@@ -5,8 +5,9 @@ A needle set is ``{"name", "description", "groups": [...]}``; each group is
 variants ``onehop``, ``inverted``, ``literal``, ``literal_inverted``.
 
 Validation reports *every* problem as (group id, reason): missing or empty fields, duplicate
-ids, a one-hop (or inverted) needle sharing a content word with its question, a needle without
-the character's name, a question without its keyword.
+ids, a one-hop (or inverted) needle sharing a content word (by lemma,
+:func:`embedeval.text.lexical_overlap`) with its question, a needle without the character's
+name, a question without its keyword.
 """
 
 from __future__ import annotations
@@ -17,9 +18,8 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
 from embedeval.errors import ConfigError, NeedleSetError
+from embedeval.text import lexical_overlap
 
 NEEDLE_VARIANTS: tuple[str, ...] = ("onehop", "inverted", "literal", "literal_inverted")
 #: The needle each variant is normalised by under ``normalize_by="standard"`` (as the Jina study
@@ -36,8 +36,6 @@ def check_normalize_by(value: str) -> None:
 #: Variants whose needle must share no content word with the question.
 NO_OVERLAP_VARIANTS: tuple[str, ...] = ("onehop", "inverted")
 GROUP_FIELDS: tuple[str, ...] = ("id", "category", "question", "character", "keyword", "needles")
-_WORD = re.compile(r"[a-z0-9]+")
-_SUFFIXES = (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("ly", ""), ("es", ""), ("s", ""))
 
 
 @dataclass(frozen=True)
@@ -85,30 +83,6 @@ class NeedleSet:
         if unknown:
             raise ConfigError(f"no group {sorted(unknown)[0]!r} in needle set {self.name!r}")
         return replace(self, groups=tuple(g for g in self.groups if g.id in wanted))
-
-
-def stem(word: str) -> str:
-    """A deliberately simple suffix stripper: lowercase, then drop one of -ies/-es/-s/-ing/-ed/-ly.
-
-    ``stem("cities") == "city"``, ``stem("speaks") == "speak"``, ``stem("hiking") == "hik"``.
-    """
-    word = word.lower()
-    for suffix, replacement in _SUFFIXES:
-        if suffix == "s" and word.endswith("ss"):
-            break
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: len(word) - len(suffix)] + replacement
-    return word
-
-
-def content_words(text: str) -> set[str]:
-    """Stems of the words of ``text`` that are not English stop words (scikit-learn's list)."""
-    return {stem(w) for w in _WORD.findall(text.lower()) if w not in ENGLISH_STOP_WORDS}
-
-
-def lexical_overlap(question: str, needle: str) -> list[str]:
-    """Content-word stems shared by a question and a needle, sorted."""
-    return sorted(content_words(question) & content_words(needle))
 
 
 def _contains_word(text: str, word: str) -> bool:
@@ -224,3 +198,4 @@ def needle_report(path: str | os.PathLike) -> tuple[list[dict], list[tuple[str, 
             row[f"{variant}_overlap"] = ", ".join(lexical_overlap(question, text)) if isinstance(text, str) else "?"
         rows.append(row)
     return rows, problems
+

@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 from embedeval.cli import app
 from embedeval.errors import NeedleSetError
 from embedeval.defaults import DEFAULT_NEEDLES
-from embedeval.needles import load_needle_set, parse_needle_set, stem
+from embedeval.needles import load_needle_set, parse_needle_set
+from embedeval.text import lemmas, lexical_overlap
 
 REQUIRED_CATEGORIES = {"dietary", "medical", "language", "professional", "location"}
 
@@ -54,8 +55,31 @@ def test_character_names_do_not_occur_in_the_default_corpus(shipped, books_dir):
         assert match is None, (book.name, match and match.group(0))
 
 
-def test_stemming_examples():
-    assert [stem(w) for w in ["cities", "speaks", "trained", "glass", "Dresden"]] == ["city", "speak", "train", "glass", "dresden"]
+@pytest.mark.parametrize("question, needle, shared", [
+    ("Which character is writing a novel?", "Ana would write all night.", ["write"]),
+    ("Which character is writing a novel?", "Ana wrote every night.", ["write"]),
+    ("Which character can write?", "Ana wrote every night.", ["write"]),
+    ("Which character studies Latin?", "Ana studied in Rome.", ["study"]),
+    ("Which character likes cities?", "Ana was born in a city.", ["city"]),
+    ("Which character ran a marathon?", "Ana goes running at dawn.", ["run"]),
+    ("Which character teaches young children?", "Mirela taught a child to read.", ["child", "teach"]),
+    ("Which character has been to Australia?", "Lorcan loves Australia.", ["australia"]),
+])
+def test_inflections_share_a_lemma(question, needle, shared):
+    assert lexical_overlap(question, needle) == shared
+
+
+def test_lemmas_of_known_unknown_and_stop_words():
+    assert {"write", "writing"} == lemmas("Writing") and lemmas("wrote") == {"write"}
+    assert lemmas("dresden") == {"dresden"}  # unknown to the dictionary: the word itself stays
+    assert lexical_overlap("Which character has been there?", "She has been here.") == []  # stop words only
+    assert lexical_overlap("Which character speaks Greek?", "Tancredi spent his childhood in Athens.") == []
+
+
+def test_the_shipped_set_has_no_lemma_overlap(shipped):
+    for group in shipped.groups:
+        for variant in ("onehop", "inverted"):
+            assert lexical_overlap(group.question, group.needles[variant]) == [], (group.id, variant)
 
 
 def test_every_problem_is_reported_with_group_and_reason(raw):
@@ -89,6 +113,17 @@ def test_cli_check_fails_with_table_and_reasons(tmp_path, raw):
     row = next(line for line in result.output.splitlines() if line.startswith("loc-dresden"))
     assert "dresden" in row
     assert f"{path}: group loc-dresden: onehop needle shares content words with the question: dresden" in result.output
+
+
+def test_cli_check_fails_on_an_inflection_with_one_line_per_problem(tmp_path, raw):
+    teacher = next(g for g in raw["groups"] if g["id"] == "job-teacher")
+    teacher["needles"]["onehop"] = "Mirela taught a child to read."
+    path = tmp_path / "inflected.json"
+    path.write_text(json.dumps(raw))
+    result = CliRunner().invoke(app, ["needles", "check", str(path)])
+    assert result.exit_code == 1
+    problems = [line for line in result.output.splitlines() if line.startswith(f"{path}: ")]
+    assert problems == [f"{path}: group job-teacher: onehop needle shares content words with the question: child, teach"]
 
 
 def test_malformed_json_is_one_line(tmp_path):
