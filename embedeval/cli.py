@@ -14,7 +14,7 @@ from typer.core import TyperGroup
 
 from embedeval import __version__
 from embedeval.cli_options import (
-    CacheDir, ChunkOptions, EmbedderOptions, GridOptions, NeedleOptions, Quiet, int_list, split_list, with_option_groups,
+    CacheDir, ChunkOptions, EmbedderOptions, GridOptions, NeedleOptions, PairOptions, Quiet, int_list, split_list, with_option_groups,
 )
 from embedeval.defaults import (
     DEFAULT_ABSENCE_TOP_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY,
@@ -310,13 +310,17 @@ def _write_similarity_table(frame, out: Path) -> None:
 
 @similarity_app.command("needle-question")
 @with_option_groups
-def similarity_needle_question(out: OutTable, needles: NeedleOptions, embedders: EmbedderOptions, quiet: Quiet = False) -> None:
-    """Cosine of each question with each of its needles, per embedder, with mean and std across them."""
+def similarity_needle_question(out: OutTable, needles: NeedleOptions, pairs: PairOptions, embedders: EmbedderOptions,
+                               quiet: Quiet = False) -> None:
+    """Cosine of each question with each of its needles, per embedder, with mean and std across them.
+
+    Rows come from a needle set (one per group x variant) or a --pairs file (one per pair, keeping
+    id and topic); `shared_words` lists the lemmas a question and its needle share."""
     from embedeval.experiments.context_rot import needle_question_similarity
 
     check_output_file(out, TABLE_SUFFIXES)
-    needle_set = needles.load()
-    _write_similarity_table(needle_question_similarity(needle_set, embedders.load(quiet)), out)
+    source = pairs.load(needles)
+    _write_similarity_table(needle_question_similarity(source, embedders.load(quiet)), out)
 
 
 @similarity_app.command("needle-haystack")
@@ -324,13 +328,16 @@ def similarity_needle_question(out: OutTable, needles: NeedleOptions, embedders:
 def similarity_needle_haystack(
     out: OutTable,
     needles: NeedleOptions,
+    pairs: PairOptions,
     chunking: ChunkOptions,
     embedders: EmbedderOptions,
     top_k: Annotated[int, typer.Option("--top-k", help="Chunks averaged per needle.")] = DEFAULT_TOP_K,
     index: Annotated[str, typer.Option("--index", help="faiss or chroma.")] = DEFAULT_INDEX,
     quiet: Quiet = False,
 ) -> None:
-    """Mean cosine of each needle with its top-k corpus chunks, per embedder, with mean and std."""
+    """Mean cosine of each needle with its top-k corpus chunks, per embedder, with mean and std.
+
+    Needles come from a needle set or a --pairs file, as for needle-question."""
     from embedeval.experiments.context_rot import needle_haystack_similarity
     from embedeval.index import INDEXES
 
@@ -338,9 +345,9 @@ def similarity_needle_haystack(
     if index not in INDEXES or top_k < 1:
         raise InputError(f"--index must be one of {', '.join(INDEXES)} and --top-k >= 1")
     chunking.check()
-    needle_set = needles.load()
+    source = pairs.load(needles)
     models = embedders.load(quiet)
-    table = needle_haystack_similarity(needle_set, chunking.chunks(), models, top=top_k, index=index)
+    table = needle_haystack_similarity(source, chunking.chunks(), models, top=top_k, index=index)
     _write_similarity_table(table, out)
 
 
@@ -349,6 +356,7 @@ def similarity_needle_haystack(
 def similarity_absence(
     out: OutTable,
     needles: NeedleOptions,
+    pairs: PairOptions,
     chunking: ChunkOptions,
     embedder: EmbedderOpt = DEFAULT_EMBEDDER,
     top_k: Annotated[int, typer.Option("--top-k", help="Chunks listed per question.")] = DEFAULT_ABSENCE_TOP_K,
@@ -356,18 +364,25 @@ def similarity_absence(
     cache_dir: CacheDir = None,
     quiet: Quiet = False,
 ) -> None:
-    """Each question's top-k corpus chunks (chromadb), flagging those that contain its keyword."""
+    """Each distinct question's top-k corpus chunks (chromadb), flagging those that contain its keyword.
+
+    A question shared by several needles is listed once, with the group or pair ids that ask it."""
     from embedeval.embedders.registry import load_embedder
     from embedeval.experiments.context_rot import answer_absence
 
     check_output_file(out, TABLE_SUFFIXES)
     chunking.check()
-    needle_set = needles.load()
+    source = pairs.load(needles)
     model = load_embedder(embedder, cache_dir=cache_dir, progress=not quiet)
-    table = answer_absence(needle_set, chunking.chunks(), model, top=top_k, path=chroma_path)
+    table = answer_absence(source, chunking.chunks(), model, top=top_k, path=chroma_path)
     _write_similarity_table(table, out)
-    flagged = table[table["contains_keyword"] | table["contains_character"]]
-    typer.echo(f"{flagged['group_id'].nunique()} of {len(needle_set.groups)} questions have a top-{top_k} chunk "
+    n_questions = table["question"].nunique()
+    if pairs.pairs is not None:
+        typer.echo(f"{n_questions} distinct questions, top-{top_k} chunks each; a pair file names no keywords "
+                   f"or characters, so nothing is flagged: review {out}")
+        return
+    flagged = table[(table["contains_keyword"] | table["contains_character"]).fillna(False)]
+    typer.echo(f"{flagged['question'].nunique()} of {n_questions} distinct questions have a top-{top_k} chunk "
                f"containing their keyword or a character name ({len(flagged)} chunks); review {out}")
 
 

@@ -73,6 +73,24 @@ class NeedleOptions:
 
 
 @dataclass
+class PairOptions:
+    """``--pairs FILE``: question-needle pairs instead of a needle set (the similarity commands)."""
+
+    pairs: Annotated[Optional[Path], typer.Option("--pairs", help="Question-needle pair file instead of a needle set: .csv, .jsonl or .parquet with columns question, needle and optional id, topic (not with --needles or --groups).")] = None
+
+    def load(self, needles: NeedleOptions):
+        """The pairs of ``--pairs`` if given (then ``--needles``/``--groups`` must not be), else
+        the needle set of ``needles``."""
+        from embedeval.needles import load_pairs
+
+        if self.pairs is None:
+            return needles.load()
+        if needles.needles is not None or needles.groups is not None:
+            raise InputError("--pairs takes the place of --needles and --groups: give one or the other")
+        return load_pairs(self.pairs)
+
+
+@dataclass
 class GridOptions:
     """The haystack grid: corpus, lengths, depths, variants and seed."""
 

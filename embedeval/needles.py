@@ -8,6 +8,11 @@ Validation reports *every* problem as (group id, reason): missing or empty field
 ids, a one-hop (or inverted) needle sharing a content word (by lemma,
 :func:`embedeval.text.lexical_overlap`) with its question, a needle without the character's
 name, a question without its keyword.
+
+A pair file (``.csv``, ``.jsonl`` or ``.parquet``) is the lighter input of the similarity
+commands: one question-needle :class:`Pair` per row, columns ``question``, ``needle`` and
+optionally ``id`` and ``topic``; no variants, characters or keywords, and overlap is reported,
+not refused (:func:`load_pairs`).
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from embedeval.errors import ConfigError, NeedleSetError
+import pandas as pd
+
+from embedeval.errors import ConfigError, InputError, NeedleSetError
 from embedeval.text import lexical_overlap
 
 NEEDLE_VARIANTS: tuple[str, ...] = ("onehop", "inverted", "literal", "literal_inverted")
@@ -199,3 +206,121 @@ def needle_report(path: str | os.PathLike) -> tuple[list[dict], list[tuple[str, 
         rows.append(row)
     return rows, problems
 
+
+#: Pair-file formats, by file extension.
+PAIR_SUFFIXES: tuple[str, ...] = (".csv", ".jsonl", ".parquet")
+PAIR_COLUMNS: tuple[str, ...] = ("question", "needle")
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One question with one needle, from a pair file."""
+
+    id: str
+    topic: str
+    question: str
+    needle: str
+
+
+def _cell_text(value: object) -> str | None:
+    """A cell as text: strings as they are, whole numbers as digits; None for a missing value."""
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return value if isinstance(value, str) else str(value)
+
+
+def _read_pair_records(source: Path) -> tuple[list[dict], str]:
+    """The records of a pair file and the word naming their place (``row`` or ``line``)."""
+    suffix = source.suffix.lower()
+    if suffix not in PAIR_SUFFIXES:
+        raise InputError(f"pair file {source} must end in .csv, .jsonl or .parquet")
+    if not source.exists():
+        raise InputError(f"pair file {source} does not exist")
+    if source.is_dir():
+        raise InputError(f"pair file {source} is a folder, not a file")
+    try:
+        if suffix == ".jsonl":
+            return _read_jsonl_records(source), "line"
+        if suffix == ".csv":
+            frame = pd.read_csv(source, dtype=str, keep_default_na=False, encoding="utf-8-sig")
+        else:
+            frame = pd.read_parquet(source)
+    except InputError:
+        raise
+    except OSError as exc:
+        raise InputError(f"pair file {source} cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"pair file {source} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except Exception as exc:  # pandas and pyarrow raise many types for a file that is not a table
+        kind = "CSV" if suffix == ".csv" else "Parquet"
+        raise InputError(f"pair file {source} is not a readable {kind} table ({type(exc).__name__}: {str(exc)[:120]})") from None
+    missing = [c for c in PAIR_COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputError(f"pair file {source} lacks the column(s) {', '.join(missing)} "
+                         f"(needs question and needle; id and topic are optional)")
+    columns = [c for c in ("id", "topic", *PAIR_COLUMNS) if c in frame.columns]
+    return frame[columns].to_dict("records"), "row"
+
+
+def _read_jsonl_records(source: Path) -> list[dict]:
+    records = []
+    for number, line in enumerate(source.read_text(encoding="utf-8-sig").split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"pair file {source}: line {number}: not valid JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise InputError(f"pair file {source}: line {number}: expected an object with question and needle")
+        records.append({"_place": number, **record})
+    return records
+
+
+def load_pairs(path: str | os.PathLike) -> tuple[Pair, ...]:
+    """The question-needle pairs of a ``.csv``, ``.jsonl`` or ``.parquet`` file.
+
+    Fields: ``question`` and ``needle`` (non-empty text, required), ``id`` (optional; unique;
+    default: the pair's 1-based row number, or line number in JSONL) and ``topic`` (optional,
+    default empty). Other fields are ignored. A file that cannot be read, an unknown extension, a
+    missing column, an empty question or needle, an empty or duplicate id, or a file with no pairs
+    is one :class:`~embedeval.errors.InputError` naming the file and the rows at fault.
+    """
+    source = Path(path)
+    records, place = _read_pair_records(source)
+    pairs: list[Pair] = []
+    problems: list[str] = []
+    seen: set[str] = set()
+    for number, record in enumerate(records, start=1):
+        number = record.pop("_place", number)
+        where = f"{place} {number}"
+        texts = {}
+        for field in PAIR_COLUMNS:
+            value = record.get(field)
+            if field not in record:
+                problems.append(f"{where}: missing field {field!r}")
+            elif isinstance(value, str) and value.strip():
+                texts[field] = value
+            elif value is None or isinstance(value, str) or _cell_text(value) is None:
+                problems.append(f"{where}: empty {field}")
+            else:
+                problems.append(f"{where}: {field} must be text, not {value!r}")
+        pair_id = _cell_text(record["id"]) if "id" in record else str(number)
+        if pair_id is None or not pair_id.strip():
+            problems.append(f"{where}: empty id")
+        elif pair_id in seen:
+            problems.append(f"{where}: duplicate id {pair_id!r}")
+        else:
+            seen.add(pair_id)
+            if len(texts) == len(PAIR_COLUMNS):
+                pairs.append(Pair(id=pair_id, topic=_cell_text(record.get("topic")) or "", **texts))
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise InputError(f"pair file {source}: {'; '.join(problems[:3])}{more}")
+    if not pairs:
+        raise InputError(f"pair file {source} has no pairs")
+    return tuple(pairs)

@@ -124,3 +124,47 @@ def test_a_bad_retry_setting_is_one_clear_error(monkeypatch, value):
     monkeypatch.setenv("EMBEDEVAL_RETRY_MAX_SECONDS", value)
     with pytest.raises(ConfigError, match=f"EMBEDEVAL_RETRY_MAX_SECONDS must be a positive number, not '{value}'"):
         retry_policy_from_env()
+
+
+def _pair_files(folder):
+    (folder / "no-needle.csv").write_text("id,question\na,Who?\n")
+    (folder / "empty-question.csv").write_text("question,needle\nWho?,Ann was there.\n,Bo was there.\n")
+    (folder / "empty-needle.jsonl").write_text('{"question": "Who?", "needle": "Ann was there."}\n{"question": "Who?", "needle": " "}\n')
+    (folder / "dup.jsonl").write_text('{"id": 7, "question": "Who?", "needle": "Ann."}\n{"id": 7, "question": "Why?", "needle": "Bo."}\n')
+    (folder / "broken.jsonl").write_text('{"question": "Who?", "needle": \n')
+    (folder / "pairs.txt").write_text("question,needle\nWho?,Ann.\n")
+    (folder / "not.parquet").write_text("not a table")
+    (folder / "latin1.csv").write_bytes("question,needle\nWho?,Ren\xe9e.\n".encode("latin-1"))
+    (folder / "header-only.csv").write_text("question,needle\n")
+    (folder / "pairs-dir.csv").mkdir()
+    pd.DataFrame({"question": ["Who?"], "needle": [None]}).to_parquet(folder / "null-needle.parquet")
+    (folder / "ok.csv").write_text("question,needle\nWho?,Ann was there.\n")
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--pairs", "no-needle.csv"], "pair file no-needle.csv lacks the column(s) needle"),
+    (["--pairs", "empty-question.csv"], "pair file empty-question.csv: row 2: empty question"),
+    (["--pairs", "empty-needle.jsonl"], "pair file empty-needle.jsonl: line 2: empty needle"),
+    (["--pairs", "null-needle.parquet"], "pair file null-needle.parquet: row 1: empty needle"),
+    (["--pairs", "dup.jsonl"], "pair file dup.jsonl: line 2: duplicate id '7'"),
+    (["--pairs", "broken.jsonl"], "pair file broken.jsonl: line 1: not valid JSON"),
+    (["--pairs", "pairs.txt"], "pair file pairs.txt must end in .csv, .jsonl or .parquet"),
+    (["--pairs", "not.parquet"], "pair file not.parquet is not a readable Parquet table"),
+    (["--pairs", "latin1.csv"], "pair file latin1.csv is not UTF-8 text"),
+    (["--pairs", "header-only.csv"], "pair file header-only.csv has no pairs"),
+    (["--pairs", "missing.csv"], "pair file missing.csv does not exist"),
+    (["--pairs", "pairs-dir.csv"], "pair file pairs-dir.csv is a folder, not a file"),
+    (["--pairs", "ok.csv", "--groups", "loc-dresden"], "--pairs takes the place of --needles and --groups"),
+    (["--pairs", "ok.csv", "--needles", "n.json"], "--pairs takes the place of --needles and --groups"),
+])
+def test_bad_pair_files_are_one_line_before_any_model(tmp_path, monkeypatch, args, says):
+    _pair_files(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)  # a model checked first would fail on the key instead
+    before = _files(tmp_path)
+    result = CliRunner().invoke(app, ["similarity", "needle-question", *args, "-e", "openai:text-embedding-3-small",
+                                      "--out", "nq.csv"])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert lines[0].startswith("error: ") and says in lines[0], result.output
+    assert _files(tmp_path) == before

@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from embedeval.chunking import chunk_corpus, parse_chunker
+from embedeval.chunking import Chunk, chunk_corpus, parse_chunker
 from embedeval.cli import app
 from embedeval.corpus import Book, Corpus, load_corpus
 from embedeval.embedders.registry import load_embedder
@@ -12,8 +12,18 @@ from embedeval.experiments.context_rot import answer_absence, needle_haystack_si
 from embedeval.text import split_sentences
 from embedeval.index import top_k
 from embedeval.defaults import DEFAULT_NEEDLES
-from embedeval.needles import load_needle_set
+from embedeval.needles import load_needle_set, load_pairs, parse_needle_set
 from fake_api import serving
+from fakes import CountingEmbedder
+
+PAIRS = pd.DataFrame({
+    "id": ["w1", "w2", "s1", "c1"],
+    "topic": ["writing", "writing", "study", ""],
+    "question": ["Which character is writing a novel?", "Which character is writing a novel?",
+                 "Which character studies Latin?", "Which character has been to Dresden?"],
+    "needle": ["Ana wrote every night.", "Ben has a book deal with Penguin.", "Cleo studied in Rome.",
+               "Dora lives next to the Semper Opera House."],
+})
 
 
 @pytest.fixture(scope="module")
@@ -105,10 +115,11 @@ def test_absence_flags_chunks_with_the_keyword(needle_set, small_corpus, tmp_pat
     model = load_embedder("st:all-MiniLM-L6-v2", cache_dir=tmp_path)
     table = answer_absence(needle_set, chunks, model, top=10, path=tmp_path / "chroma")
     assert len(table) == 4 * 10 and (tmp_path / "chroma").is_dir()
-    dresden = table[table["group_id"] == "loc-dresden"]
+    dresden = table[table["needles"] == "loc-dresden"]
     hit = dresden[dresden["chunk"].str.contains("Dresden")]
     assert len(hit) == 1 and hit["contains_keyword"].item() and hit["rank"].item() <= 3
-    assert table.groupby("group_id")["similarity"].apply(lambda s: s.is_monotonic_decreasing).all()
+    assert (table["n_needles"] == 1).all() and table["contains_character"].notna().all()
+    assert table.groupby("needles")["similarity"].apply(lambda s: s.is_monotonic_decreasing).all()
 
 
 def test_cli_similarity_commands(fake, tmp_path, small_corpus, books_dir):
@@ -130,6 +141,12 @@ def test_cli_similarity_commands(fake, tmp_path, small_corpus, books_dir):
                                  "--out", str(tmp_path / "absence.csv"), "-q"])
     assert result.exit_code == 0, result.output
     assert "questions have a top-10 chunk" in result.output
+    PAIRS.to_csv(tmp_path / "pairs.csv", index=False)
+    result = runner.invoke(app, ["similarity", "absence", "--pairs", str(tmp_path / "pairs.csv"), "--corpus", corpus,
+                                 "--out", str(tmp_path / "absence-pairs.csv"), "-q"])
+    assert result.exit_code == 0, result.output
+    assert "3 distinct questions, top-10 chunks each; a pair file names no keywords or characters" in result.output
+    assert pd.read_csv(tmp_path / "absence-pairs.csv")["needles"].drop_duplicates().tolist() == ["w1;w2", "s1", "c1"]
     bad = runner.invoke(app, ["similarity", "needle-haystack", "--index", "annoy", "--out", str(tmp_path / "x.csv")])
     assert bad.exit_code == 1 and "--index must be one of faiss, chroma" in bad.output
 
@@ -138,3 +155,76 @@ def test_bm25_is_refused_where_vectors_are_needed(tmp_path):
     result = CliRunner().invoke(app, ["similarity", "needle-question", "-e", "bm25", "--out", str(tmp_path / "nq.csv"), "-q"])
     assert result.exit_code == 1 and not (tmp_path / "nq.csv").exists()
     assert result.output.startswith("error: bm25 is a lexical baseline scorer, not an embedding model")
+
+
+def _write_pairs(folder):
+    PAIRS.to_csv(folder / "pairs.csv", index=False)
+    PAIRS.to_json(folder / "pairs.jsonl", orient="records", lines=True)
+    PAIRS.to_parquet(folder / "pairs.parquet", index=False)
+    return [folder / f"pairs.{ext}" for ext in ("csv", "jsonl", "parquet")]
+
+
+def test_pair_files_match_sentence_transformers_in_every_format(tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from embedeval.embedders.models import resolve_model_path
+
+    tables = []
+    for path in _write_pairs(tmp_path):
+        out = tmp_path / f"nq-{path.suffix[1:]}.csv"
+        result = CliRunner().invoke(app, ["similarity", "needle-question", "--pairs", str(path), "-e", "st:all-MiniLM-L6-v2",
+                                          "--out", str(out), "-q"])
+        assert result.exit_code == 0, result.output
+        tables.append(pd.read_csv(out, keep_default_na=False))
+    for other in tables[1:]:
+        pd.testing.assert_frame_equal(tables[0], other)
+    table = tables[0]
+    assert list(table.columns[:5]) == ["id", "topic", "question", "needle", "shared_words"]
+    assert table["id"].tolist() == PAIRS["id"].tolist() and table["topic"].tolist() == PAIRS["topic"].tolist()
+    assert table["shared_words"].tolist() == ["write", "", "study", ""]  # reported, not refused
+    model = SentenceTransformer(str(resolve_model_path("all-MiniLM-L6-v2")), device="cpu")
+    q = model.encode_query(PAIRS["question"].tolist())
+    n = model.encode_document(PAIRS["needle"].tolist())
+    cosine = np.sum(q * n, axis=1) / (np.linalg.norm(q, axis=1) * np.linalg.norm(n, axis=1))
+    np.testing.assert_allclose(table["st:all-MiniLM-L6-v2"], cosine, atol=1e-5)
+
+
+def test_needle_haystack_takes_pairs(tmp_path):
+    chunks = [Chunk(f"c{i}", "b", text) for i, text in enumerate(["The opera house.", "A novel.", "Rome at night.", "Bread."])]
+    pairs = load_pairs(_write_pairs(tmp_path)[0])
+    table = needle_haystack_similarity(pairs, chunks, [CountingEmbedder()], top=2)
+    assert table.columns[:4].tolist() == ["id", "topic", "needle", "shared_words"] and len(table) == 4
+    assert table["std"].isna().all()
+
+
+def _shared_question_set(needle_set):
+    """Three groups asking one question (with their own characters and needles), one asking another."""
+    groups = []
+    for group in needle_set.groups[:4]:
+        groups.append({"id": group.id, "category": group.category, "question": group.question, "character": group.character,
+                       "keyword": group.keyword, "needles": dict(group.needles)})
+    for group in groups[1:3]:
+        group["question"], group["keyword"] = groups[0]["question"], groups[0]["keyword"]
+        for variant in ("literal", "literal_inverted"):
+            group["needles"][variant] = f"{group['character']} has been to {groups[0]['keyword']}."
+    return parse_needle_set({"name": "shared", "groups": groups})
+
+
+def test_absence_lists_each_distinct_question_once(needle_set, tmp_path):
+    chunks = [Chunk(f"c{i}", "b", text) for i, text in
+              enumerate(["Dresden is on the Elbe.", "Peru is far.", "Yuki waved.", "Rain.", "Snow.", "Sun."])]
+    shared = _shared_question_set(needle_set)
+    model = CountingEmbedder()
+    table = answer_absence(shared, chunks, model, top=3, index="faiss")
+    assert model.calls[1] == [shared.groups[0].question, shared.groups[3].question]  # each question embedded once
+    assert len(table) == 2 * 3 and table["question"].nunique() == 2
+    first = table[table["question"] == shared.groups[0].question]
+    ids = ";".join(g.id for g in shared.groups[:3])
+    assert (first["needles"] == ids).all() and (first["n_needles"] == 3).all() and (first["keyword"] == "Dresden").all()
+    for row in table.itertuples():
+        assert row.contains_keyword == (row.keyword in row.chunk)
+        assert row.contains_character == any(g.character in row.chunk for g in shared.groups)
+    pairs = load_pairs(_write_pairs(tmp_path)[1])
+    by_pairs = answer_absence(pairs, chunks, CountingEmbedder(), top=2, index="faiss")
+    assert by_pairs.drop_duplicates("question")[["needles", "n_needles"]].values.tolist() == [["w1;w2", 2], ["s1", 1], ["c1", 1]]
+    assert by_pairs["contains_keyword"].isna().all() and by_pairs["contains_character"].isna().all()

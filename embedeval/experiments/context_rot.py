@@ -2,9 +2,15 @@
 
 ``needle_question_similarity``: cosine of each question with each of its needles.
 ``needle_haystack_similarity``: for each needle, the mean cosine of its top-k corpus chunks.
-``answer_absence``: each question's top-k corpus chunks, flagged where a chunk contains the
-question's keyword or a character name, for a human to confirm the haystack does not already
+``answer_absence``: each distinct question's top-k corpus chunks, flagged where a chunk contains
+the question's keyword or a character name, for a human to confirm the haystack does not already
 answer the question.
+
+Each takes its questions and needles from a needle set (one row per group x variant, keyed by
+``group_id``, ``category``, ``variant``) or from question-needle pairs of a pair file (one row per
+pair, keyed by ``id``, ``topic``); :func:`pair_rows` turns either into the same table, so both go
+through one code path. Rows carry ``shared_words``: the lemmas the question and needle share
+(";"-joined, empty when none), reported here, never refused.
 
 The first two are computed per embedder, then combined into one wide table with a column per
 embedder plus ``mean`` and ``std`` (sample std, ddof=1) across embedders.
@@ -21,16 +27,51 @@ import pandas as pd
 from embedeval.chunking import Chunk
 from embedeval.defaults import DEFAULT_ABSENCE_INDEX, DEFAULT_ABSENCE_TOP_K, DEFAULT_INDEX, DEFAULT_TOP_K
 from embedeval.index import top_k
-from embedeval.needles import NEEDLE_VARIANTS, NeedleSet
+from embedeval.needles import NEEDLE_VARIANTS, NeedleSet, Pair
+from embedeval.text import lexical_overlap
 
 KEYS = ["group_id", "category", "variant"]
+#: The key columns of rows from a pair file.
+PAIR_KEYS = ["id", "topic"]
+#: Where questions and needles come from: a needle set, or the pairs of a pair file.
+Source = NeedleSet | Sequence[Pair]
 
 
-def _needle_rows(needle_set: NeedleSet, variants: Sequence[str]) -> pd.DataFrame:
-    return pd.DataFrame([
-        {"group_id": g.id, "category": g.category, "variant": v, "question": g.question, "needle": g.needles[v]}
-        for g in needle_set.groups for v in variants
-    ])
+def pair_rows(source: Source, variants: Sequence[str] = NEEDLE_VARIANTS) -> pd.DataFrame:
+    """One row per question-needle pair of ``source``: the key columns (``group_id``, ``category``,
+    ``variant`` for each group x variant of a needle set; ``id``, ``topic`` for pairs, whose
+    ``variants`` are not used), then ``question``, ``needle`` and ``shared_words`` (the shared
+    lemmas of :func:`~embedeval.text.lexical_overlap`, ";"-joined; empty when none)."""
+    if isinstance(source, NeedleSet):
+        rows = [{"group_id": g.id, "category": g.category, "variant": v, "question": g.question, "needle": g.needles[v]}
+                for g in source.groups for v in variants]
+        columns = KEYS
+    else:
+        rows = [{"id": p.id, "topic": p.topic, "question": p.question, "needle": p.needle} for p in source]
+        columns = PAIR_KEYS
+    table = pd.DataFrame(rows, columns=[*columns, "question", "needle"])
+    table["shared_words"] = [";".join(lexical_overlap(q, n)) for q, n in zip(table["question"], table["needle"])]
+    return table
+
+
+def distinct_questions(source: Source) -> pd.DataFrame:
+    """One row per distinct question of ``source`` (whitespace-normalised, first spelling kept), in
+    order of first appearance: ``question``, ``needles`` (the group ids or pair ids that ask it,
+    ";"-joined), ``n_needles`` and ``keyword`` (the groups' distinct keywords, ";"-joined; empty
+    for pairs, which name none)."""
+    items = ([(g.question, g.id, g.keyword) for g in source.groups] if isinstance(source, NeedleSet)
+             else [(p.question, p.id, "") for p in source])
+    questions: dict[str, dict] = {}
+    for question, item_id, keyword in items:
+        entry = questions.setdefault(" ".join(question.split()), {"question": question, "ids": [], "keywords": []})
+        entry["ids"].append(item_id)
+        if keyword and keyword not in entry["keywords"]:
+            entry["keywords"].append(keyword)
+    return pd.DataFrame(
+        [{"question": e["question"], "needles": ";".join(e["ids"]), "n_needles": len(e["ids"]), "keyword": ";".join(e["keywords"])}
+         for e in questions.values()],
+        columns=["question", "needles", "n_needles", "keyword"],
+    )
 
 
 def across_embedders(per_embedder: dict[str, pd.Series], base: pd.DataFrame) -> pd.DataFrame:
@@ -44,9 +85,9 @@ def across_embedders(per_embedder: dict[str, pd.Series], base: pd.DataFrame) -> 
     return table
 
 
-def needle_question_similarity(needle_set: NeedleSet, embedders: Sequence, variants: Sequence[str] = NEEDLE_VARIANTS) -> pd.DataFrame:
-    """cos(question as query, needle as document) for every group x variant, per embedder."""
-    base = _needle_rows(needle_set, variants)
+def needle_question_similarity(source: Source, embedders: Sequence, variants: Sequence[str] = NEEDLE_VARIANTS) -> pd.DataFrame:
+    """cos(question as query, needle as document) for every row of :func:`pair_rows`, per embedder."""
+    base = pair_rows(source, variants)
     per_embedder = {}
     for embedder in embedders:
         questions = embedder.embed(base["question"].tolist(), kind="query")
@@ -56,11 +97,12 @@ def needle_question_similarity(needle_set: NeedleSet, embedders: Sequence, varia
 
 
 def needle_haystack_similarity(
-    needle_set: NeedleSet, chunks: list[Chunk], embedders: Sequence, top: int = DEFAULT_TOP_K, index: str = DEFAULT_INDEX,
+    source: Source, chunks: list[Chunk], embedders: Sequence, top: int = DEFAULT_TOP_K, index: str = DEFAULT_INDEX,
     variants: Sequence[str] = NEEDLE_VARIANTS,
 ) -> pd.DataFrame:
-    """Mean cosine of each needle (as query) with its ``top`` most similar corpus chunks."""
-    base = _needle_rows(needle_set, variants).drop(columns="question")
+    """Mean cosine of each needle (as query) with its ``top`` most similar corpus chunks, for every
+    row of :func:`pair_rows` (without its question column)."""
+    base = pair_rows(source, variants).drop(columns="question")
     texts = [c.text for c in chunks]
     per_embedder = {}
     for embedder in embedders:
@@ -71,21 +113,30 @@ def needle_haystack_similarity(
     return across_embedders(per_embedder, base)
 
 
-def answer_absence(needle_set: NeedleSet, chunks: list[Chunk], embedder, top: int = DEFAULT_ABSENCE_TOP_K, index: str = DEFAULT_ABSENCE_INDEX,
+def answer_absence(source: Source, chunks: list[Chunk], embedder, top: int = DEFAULT_ABSENCE_TOP_K, index: str = DEFAULT_ABSENCE_INDEX,
                    path=None) -> pd.DataFrame:
-    """Each question's ``top`` nearest chunks (``index``, chromadb by default), flagged for review."""
+    """Each distinct question's ``top`` nearest chunks (``index``, chromadb by default), flagged for review.
+
+    A question asked by several groups or pairs is searched once; its rows list them all
+    (``needles``, ``n_needles``; see :func:`distinct_questions`). ``contains_keyword``: the chunk
+    holds one of the question's keywords as a whole word; ``contains_character``: it holds a
+    character name of the set. Pairs name neither, so for them both flags are empty (NA).
+    """
+    questions = distinct_questions(source)
     texts = [c.text for c in chunks]
     vectors = embedder.embed(texts, kind="document")
-    questions = embedder.embed([g.question for g in needle_set.groups], kind="query")
-    scores, ids = top_k(vectors, questions, top, index=index, path=path, documents=texts)
-    names = needle_set.character_pattern()
+    query_vectors = embedder.embed(questions["question"].tolist(), kind="query")
+    scores, ids = top_k(vectors, query_vectors, top, index=index, path=path, documents=texts)
+    names = source.character_pattern() if isinstance(source, NeedleSet) else None
     rows = []
-    for g, group in enumerate(needle_set.groups):
-        keyword = re.compile(rf"\b{re.escape(group.keyword)}\b", re.I)
-        for rank, (score, i) in enumerate(zip(scores[g], ids[g]), start=1):
+    for q, question in enumerate(questions.itertuples(index=False)):
+        keywords = [k for k in question.keyword.split(";") if k]
+        keyword = re.compile(r"\b(" + "|".join(map(re.escape, keywords)) + r")\b", re.I) if keywords else None
+        for rank, (score, i) in enumerate(zip(scores[q], ids[q]), start=1):
             chunk = chunks[int(i)]
-            rows.append({"group_id": group.id, "question": group.question, "keyword": group.keyword, "rank": rank,
-                         "similarity": float(score), "chunk_id": chunk.id, "book": chunk.book, "chunk": chunk.text,
-                         "contains_keyword": bool(keyword.search(chunk.text)),
-                         "contains_character": bool(names.search(chunk.text))})
-    return pd.DataFrame(rows)
+            rows.append({"question": question.question, "needles": question.needles, "n_needles": question.n_needles,
+                         "keyword": question.keyword, "rank": rank, "similarity": float(score), "chunk_id": chunk.id,
+                         "book": chunk.book, "chunk": chunk.text,
+                         "contains_keyword": bool(keyword.search(chunk.text)) if keyword else pd.NA,
+                         "contains_character": bool(names.search(chunk.text)) if names else pd.NA})
+    return pd.DataFrame(rows).astype({"contains_keyword": "boolean", "contains_character": "boolean"})
