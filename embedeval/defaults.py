@@ -30,6 +30,9 @@ DEFAULT_BREAK_THRESHOLD = 0.8
 DEFAULT_STRATEGIES: tuple[str, ...] = ("truncate",)
 DEFAULT_CHUNK_TOKENS: tuple[int, ...] = (128, 256)
 DEFAULT_WINDOW_OVERLAP = 0
+#: Models fed text (API models) are cut this many tokens below their window, counted with the
+#: reference tokenizer (an estimate of the provider's own tokens).
+TEXT_FIT_MARGIN = 16
 #: Recommended chunk size = CHUNK_FACTOR x break point.
 CHUNK_FACTOR = 0.8
 #: Bootstrap resamples behind every confidence interval.

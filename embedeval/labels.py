@@ -21,3 +21,7 @@ SIMILARITY_COLUMNS = [
     "query_form", "sim_qh", "sim_qn", "normalized", "normalized_by", "n_tokens", "truncated", "needle_visible",
     "windows_exact", "best_chunk", "chunk_has_needle",
 ]
+#: ``strategy`` of a scorer that reads whole texts (the lexical baseline); chunked strategies are
+#: labelled ``CHUNKED_PREFIX`` + chunk size (``chunks-max@128``).
+FULL_TEXT = "full-text"
+CHUNKED_PREFIX = "chunks-max@"

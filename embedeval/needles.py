@@ -17,15 +17,17 @@ not refused (:func:`load_pairs`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
 
 from embedeval.errors import ConfigError, InputError, NeedleSetError
+from embedeval.labels import QUESTION
 from embedeval.text import lexical_overlap
 
 NEEDLE_VARIANTS: tuple[str, ...] = ("onehop", "inverted", "literal", "literal_inverted")
@@ -42,12 +44,23 @@ def check_normalize_by(value: str) -> None:
         raise ConfigError(f"normalize_by must be one of {', '.join(NORMALIZE_BY)}, not {value!r}")
 #: Variants whose needle must share no content word with the question.
 NO_OVERLAP_VARIANTS: tuple[str, ...] = ("onehop", "inverted")
-GROUP_FIELDS: tuple[str, ...] = ("id", "category", "question", "character", "keyword", "needles")
+#: The one variant every group must have; the others are optional (a run asks for what it uses).
+REQUIRED_VARIANT = "onehop"
+#: Placeholder for the character's name in a needle (drawn from the group's ``character_set``).
+CHAR = "{CHAR}"
+_PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+REQUIRED_FIELDS: tuple[str, ...] = ("id", "category", "needles")
 
 
 @dataclass(frozen=True)
 class NeedleGroup:
-    """One question with its needles (one per variant)."""
+    """One question with its needles (one per variant the set provides).
+
+    ``question`` is the plain query form (``question``); ``questions`` holds further forms of the
+    same question over the same haystacks (``twohop``, ...). A needle may write the character as
+    ``{CHAR}``: it is filled from ``character_set`` per haystack (or with ``character``).
+    ``keyword`` is the question's term the one-hop needle avoids ("" when the set names none).
+    """
 
     id: str
     category: str
@@ -55,6 +68,22 @@ class NeedleGroup:
     character: str
     keyword: str
     needles: dict[str, str]
+    questions: dict[str, str] = field(default_factory=dict)
+    character_set: tuple[str, ...] = ()
+    distractors: tuple[str, ...] = ()
+
+    @property
+    def characters(self) -> tuple[str, ...]:
+        """The names a haystack's character is drawn from (the one character, if no set)."""
+        return self.character_set or (self.character,)
+
+    def needle(self, variant: str, character: str | None = None) -> str:
+        """The ``variant`` needle with ``{CHAR}`` filled by ``character`` (default: ``character``)."""
+        return self.needles[variant].replace(CHAR, character or self.character)
+
+    def query(self, form: str) -> str | None:
+        """The question of query form ``form`` (``question`` or one of ``questions``), or None."""
+        return self.question if form == QUESTION else self.questions.get(form)
 
 
 @dataclass(frozen=True)
@@ -74,7 +103,27 @@ class NeedleSet:
 
     @property
     def characters(self) -> list[str]:
-        return [g.character for g in self.groups]
+        """Every character name the set can put in a haystack."""
+        return sorted({name for g in self.groups for name in g.characters})
+
+    @property
+    def question_forms(self) -> list[str]:
+        """The query forms the set's questions come in: ``question`` first, then the others."""
+        extra = {form for g in self.groups for form in g.questions}
+        return [QUESTION, *sorted(extra)]
+
+    def variants_served(self) -> list[str]:
+        """The needle variants every group has."""
+        return [v for v in NEEDLE_VARIANTS if all(v in g.needles for g in self.groups)]
+
+    def check_variants(self, variants) -> None:
+        """A :class:`~embedeval.errors.ConfigError` naming the groups that lack a requested variant."""
+        for variant in variants:
+            lacking = [g.id for g in self.groups if variant not in g.needles]
+            if lacking:
+                shown = ", ".join(lacking[:5]) + (f" and {len(lacking) - 5} more" if len(lacking) > 5 else "")
+                raise ConfigError(f"needle set {self.name!r} has no {variant!r} needle for {shown} "
+                                  f"(every group serves: {', '.join(self.variants_served())})")
 
     def character_pattern(self) -> re.Pattern:
         """A case-insensitive regex matching any character name of the set as a whole word."""
@@ -96,43 +145,91 @@ def _contains_word(text: str, word: str) -> bool:
     return re.search(rf"(?<![\w]){re.escape(word)}(?![\w])", text, flags=re.IGNORECASE) is not None
 
 
+def _non_empty_string(value: object) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def raw_questions(raw: dict) -> dict[str, str]:
+    """A raw group's query forms: ``question`` (the field, or ``questions["question"]``) and the
+    other entries of ``questions``."""
+    forms = dict(raw["questions"]) if isinstance(raw.get("questions"), dict) else {}
+    if "question" in raw:
+        forms = {QUESTION: raw["question"], **{k: v for k, v in forms.items() if k != QUESTION}}
+    return forms
+
+
+def raw_distractors(raw: dict) -> list:
+    """A raw group's distractors: a list, or lists (or single texts) by query form, flattened."""
+    value = raw.get("distractors", [])
+    items = [x for v in value.values() for x in (v if isinstance(v, list) else [v])] if isinstance(value, dict) else value
+    return list(dict.fromkeys(items)) if isinstance(items, list) else [items]
+
+
 def group_problems(raw: object, index: int) -> tuple[str, list[str]]:
     """(group id, reasons) for one raw group dict; no reasons means valid."""
     if not isinstance(raw, dict):
         return f"#{index}", ["is not an object"]
     gid = str(raw.get("id") or f"#{index}")
-    reasons = [f"missing field {f!r}" for f in GROUP_FIELDS if f not in raw]
-    reasons += [
-        f"field {f!r} must be a non-empty string"
-        for f in GROUP_FIELDS[:-1]
-        if f in raw and (not isinstance(raw[f], str) or not raw[f].strip())
-    ]
+    reasons = [f"missing field {f!r}" for f in REQUIRED_FIELDS if f not in raw]
+    reasons += [f"field {f!r} must be a non-empty string" for f in ("id", "category")
+                if f in raw and not _non_empty_string(raw[f])]
+    questions = raw_questions(raw)
+    if QUESTION not in questions:
+        reasons.append("missing field 'question'")
+    reasons += [f"question form {form!r} must be a non-empty string" for form, text in questions.items()
+                if not _non_empty_string(text)]
+    has_set, has_character = "character_set" in raw, "character" in raw
+    if has_set == has_character:
+        reasons.append("needs either 'character' or 'character_set'")
+    elif has_character and not _non_empty_string(raw["character"]):
+        reasons.append("field 'character' must be a non-empty string")
+    elif has_set and (not isinstance(raw["character_set"], list) or not raw["character_set"]
+                      or not all(_non_empty_string(c) for c in raw["character_set"])):
+        reasons.append("'character_set' must be a non-empty list of names")
+    elif has_set and len(set(raw["character_set"])) != len(raw["character_set"]):
+        reasons.append("'character_set' names a character twice")
+    if "keyword" in raw and not _non_empty_string(raw["keyword"]):
+        reasons.append("field 'keyword' must be a non-empty string")
+    distractors = raw_distractors(raw)
+    if not all(_non_empty_string(d) for d in distractors):
+        reasons.append("'distractors' must hold non-empty texts (a list, or lists by query form)")
     needles = raw.get("needles")
     if "needles" in raw and not isinstance(needles, dict):
-        return gid, reasons + ["'needles' must be an object"]
+        reasons.append("'needles' must be an object")
     if reasons:
         return gid, reasons
-    for variant in NEEDLE_VARIANTS:
-        text = needles.get(variant)
-        if not isinstance(text, str) or not text.strip():
-            reasons.append(f"missing needle {variant!r}")
+    if REQUIRED_VARIANT not in needles:
+        reasons.append(f"missing needle {REQUIRED_VARIANT!r}")
+    reasons += [f"unknown needle variant {v!r}" for v in needles if v not in NEEDLE_VARIANTS]
+    for variant, text in needles.items():
+        if variant not in NEEDLE_VARIANTS:
             continue
-        if not _contains_word(text, raw["character"]):
+        if not _non_empty_string(text):
+            reasons.append(f"needle {variant!r} must be a non-empty string")
+            continue
+        unknown = [p for p in _PLACEHOLDER.findall(text) if p != CHAR]
+        if unknown:
+            reasons.append(f"{variant} needle has an unknown placeholder {unknown[0]} (only {CHAR} is filled in)")
+        if has_set and CHAR not in text:
+            reasons.append(f"{variant} needle must write the character as {CHAR} (the group has a character_set)")
+        elif has_character and CHAR not in text and not _contains_word(text, raw["character"]):
             reasons.append(f"{variant} needle does not name the character {raw['character']!r}")
         if variant in NO_OVERLAP_VARIANTS:
-            shared = lexical_overlap(raw["question"], text)
-            if shared:
-                reasons.append(f"{variant} needle shares content words with the question: {', '.join(shared)}")
-    reasons += [f"unknown needle variant {v!r}" for v in needles if v not in NEEDLE_VARIANTS]
-    if not _contains_word(raw["question"], raw["keyword"]):
+            for form, question in questions.items():
+                shared = lexical_overlap(question, text.replace(CHAR, " "))
+                if shared:
+                    where = "the question" if form == QUESTION else f"the {form} question"
+                    reasons.append(f"{variant} needle shares content words with {where}: {', '.join(shared)}")
+    if "keyword" in raw and not _contains_word(questions[QUESTION], raw["keyword"]):
         reasons.append(f"question does not contain its keyword {raw['keyword']!r}")
     return gid, reasons
 
 
 def validate_needle_set(data: object, path: str = "<memory>") -> list[tuple[str, str]]:
-    """Every problem of a raw needle set as (group id, reason)."""
+    """Every problem of a raw needle set (our format) as (group id, reason)."""
     if not isinstance(data, dict):
-        return [("-", "top level must be an object with name, description and groups")]
+        return [("-", "top level must be an object with name and groups (or a NoLiMa needle set: a list of "
+                      "entries with needle, questions and tests)")]
     problems = [("-", f"missing field {f!r}") for f in ("name", "groups") if f not in data]
     groups = data.get("groups", [])
     if not isinstance(groups, list) or ("groups" in data and not groups):
@@ -147,26 +244,33 @@ def validate_needle_set(data: object, path: str = "<memory>") -> list[tuple[str,
             seen.add(raw["id"])
     characters = [g.get("character") for g in groups if isinstance(g, dict)]
     for name in sorted({c for c in characters if isinstance(c, str) and characters.count(c) > 1}):
-        problems.append(("-", f"character {name!r} is used by more than one group"))
+        problems.append(("-", f"character {name!r} is used by more than one group (give one group several "
+                              "question forms instead)"))
     return problems
 
 
 def parse_needle_set(data: dict, path: str | None = None) -> NeedleSet:
-    """Validate raw data and build a :class:`NeedleSet`; raises :class:`NeedleSetError`."""
+    """Validate raw data (our format, or NoLiMa's: converted first) and build a :class:`NeedleSet`;
+    raises :class:`NeedleSetError`."""
+    if is_nolima_schema(data):
+        data = convert_nolima(data, path or "<memory>")
     problems = validate_needle_set(data, path or "<memory>")
     if problems:
         raise NeedleSetError(path or "<memory>", problems)
-    groups = tuple(
-        NeedleGroup(
-            id=g["id"], category=g["category"], question=g["question"], character=g["character"],
-            keyword=g["keyword"], needles={v: g["needles"][v] for v in NEEDLE_VARIANTS},
-        )
-        for g in data["groups"]
-    )
-    return NeedleSet(name=data["name"], description=data.get("description", ""), groups=groups, path=path)
+    groups = []
+    for g in data["groups"]:
+        questions = raw_questions(g)
+        names = tuple(g.get("character_set", ()))
+        groups.append(NeedleGroup(
+            id=g["id"], category=g["category"], question=questions.pop(QUESTION),
+            character=g.get("character") or names[0], keyword=g.get("keyword", ""),
+            needles={v: g["needles"][v] for v in NEEDLE_VARIANTS if v in g["needles"]},
+            questions=questions, character_set=names, distractors=tuple(raw_distractors(g)),
+        ))
+    return NeedleSet(name=data["name"], description=data.get("description", ""), groups=tuple(groups), path=path)
 
 
-def read_needle_json(path: str | os.PathLike) -> dict:
+def read_needle_json(path: str | os.PathLike) -> dict | list:
     """Raw JSON of a needle file; unreadable or malformed JSON is a :class:`NeedleSetError`."""
     source = Path(path)
     try:
@@ -182,29 +286,125 @@ def read_needle_json(path: str | os.PathLike) -> dict:
 
 
 def load_needle_set(path: str | os.PathLike) -> NeedleSet:
-    """Load and validate a needle set file."""
+    """Load and validate a needle set file (our format or NoLiMa's, told apart by shape)."""
     return parse_needle_set(read_needle_json(path), str(path))
 
 
 def needle_report(path: str | os.PathLike) -> tuple[list[dict], list[tuple[str, str]]]:
-    """Per-group overview rows (id, category, character, one-hop/inverted overlap) and all problems.
-
-    Used by ``embedeval needles check``; raises only for an unreadable file.
-    """
+    """Per-group overview rows (id, category, characters, query forms, variants, one-hop/inverted
+    overlap) and all problems. Used by ``embedeval needles check``; raises only for an unreadable
+    file or a NoLiMa file that cannot be converted."""
     data = read_needle_json(path)
+    if is_nolima_schema(data):
+        data = convert_nolima(data, str(path))
     problems = validate_needle_set(data, str(path))
     rows = []
     for index, raw in enumerate(data.get("groups", []) if isinstance(data, dict) else []):
         if not isinstance(raw, dict):
             continue
         needles = raw.get("needles") if isinstance(raw.get("needles"), dict) else {}
-        question = raw.get("question", "") if isinstance(raw.get("question"), str) else ""
-        row = {"id": raw.get("id", f"#{index}"), "category": raw.get("category", ""), "character": raw.get("character", "")}
+        questions = {k: v for k, v in raw_questions(raw).items() if isinstance(v, str)}
+        names = raw.get("character_set") if isinstance(raw.get("character_set"), list) else [raw.get("character", "")]
+        row = {"id": raw.get("id", f"#{index}"), "category": raw.get("category", ""),
+               "character": ", ".join(map(str, names)), "forms": ", ".join(questions),
+               "variants": ", ".join(v for v in NEEDLE_VARIANTS if v in needles)}
         for variant in NO_OVERLAP_VARIANTS:
             text = needles.get(variant)
-            row[f"{variant}_overlap"] = ", ".join(lexical_overlap(question, text)) if isinstance(text, str) else "?"
+            shared = sorted({w for q in questions.values() for w in lexical_overlap(q, text.replace(CHAR, " "))}) \
+                if isinstance(text, str) else None
+            row[f"{variant}_overlap"] = "–" if shared is None else ", ".join(shared)
         rows.append(row)
     return rows, problems
+
+
+# --- NoLiMa's needle-set schema ------------------------------------------------------------------
+
+#: NoLiMa's question type that is our plain ``question`` form; its other types keep their names.
+NOLIMA_PRIMARY_QUESTION = "onehop"
+NOLIMA_FIELDS: tuple[str, ...] = ("id", "needle", "questions", "tests")
+
+
+def is_nolima_schema(data: object) -> bool:
+    """Whether ``data`` has the shape of a NoLiMa needle set: a list of entries with a ``needle``
+    template, ``questions`` by type and ``tests`` (adobe-research/NoLiMa, ``needlesets/*.json``)."""
+    return isinstance(data, list) and bool(data) and all(isinstance(e, dict) and "needle" in e and "tests" in e for e in data)
+
+
+def _fill_arguments(template: str, args: list[str], what: str) -> str:
+    """``template`` with ``{1}..{n}`` replaced by ``args``; ``{CHAR}`` is kept for later."""
+    def fill(match: re.Match) -> str:
+        name = match.group(0)[1:-1]
+        if name == CHAR[1:-1]:
+            return match.group(0)
+        if not name.isdigit():
+            raise ValueError(f"{what} has an unknown placeholder {match.group(0)}")
+        if not 1 <= int(name) <= len(args):
+            raise ValueError(f"{what} needs {{{name}}} but the test gives {len(args)} input_args")
+        return str(args[int(name) - 1])
+
+    return _PLACEHOLDER.sub(fill, template)
+
+
+def convert_nolima(data: list, source: str = "<memory>") -> dict:
+    """A NoLiMa needle set in our format (DESIGN §3), with provenance in ``source``.
+
+    Each (entry, test) becomes a group ``<entry id>_<test id>``: its needle template with the
+    test's ``input_args`` filled in as the ``onehop`` needle (``{CHAR}`` kept, drawn per haystack
+    from the entry's ``character_set``), each question type as a query form (``onehop`` ->
+    ``question``, the others by name) and the entry's ``distractors`` by question type, filled in
+    the same way. Problems are a :class:`NeedleSetError` listing every entry and test at fault.
+    """
+    groups, problems = [], []
+    for index, entry in enumerate(data):
+        eid = str(entry.get("id", f"#{index}"))
+        missing = [f for f in NOLIMA_FIELDS if f not in entry]
+        if missing:
+            problems += [(eid, f"missing field {f!r}") for f in missing]
+            continue
+        if not isinstance(entry["questions"], dict) or not entry["questions"]:
+            problems.append((eid, "'questions' must be an object of question templates by type"))
+            continue
+        if not isinstance(entry["tests"], dict) or not entry["tests"]:
+            problems.append((eid, "'tests' must be an object of tests by id"))
+            continue
+        names = entry.get("character_set")
+        if CHAR in entry["needle"] and (not isinstance(names, list) or not names):
+            problems.append((eid, f"the needle writes {CHAR} but 'character_set' is missing or empty"))
+            continue
+        distractors = entry.get("distractors") if isinstance(entry.get("distractors"), dict) else {}
+        for test_id, test in entry["tests"].items():
+            args = test.get("input_args") if isinstance(test, dict) else None
+            if not isinstance(args, list):
+                problems.append((f"{eid}_{test_id}", "test has no 'input_args' list"))
+                continue
+            try:
+                needle = _fill_arguments(entry["needle"], args, "the needle")
+                questions = {(QUESTION if kind == NOLIMA_PRIMARY_QUESTION else kind): _fill_arguments(q, args, f"the {kind} question")
+                             for kind, q in entry["questions"].items()}
+                filled = {kind: _fill_arguments(d, args, f"the {kind} distractor") for kind, d in distractors.items()}
+            except ValueError as exc:
+                problems.append((f"{eid}_{test_id}", str(exc)))
+                continue
+            if QUESTION not in questions:  # no onehop type: the first question type is the plain form
+                first = next(iter(entry["questions"]))
+                questions = {QUESTION: questions.pop(first), **questions}
+            group = {"id": f"{eid}_{test_id}", "category": str(entry.get("category") or entry.get("type") or "nolima"),
+                     "questions": questions, "needles": {REQUIRED_VARIANT: needle}}
+            if CHAR in needle:
+                group["character_set"] = list(dict.fromkeys(names))
+            else:
+                problems.append((f"{eid}_{test_id}", f"the needle names no character ({CHAR})"))
+                continue
+            if filled:
+                group["distractors"] = {(QUESTION if k == NOLIMA_PRIMARY_QUESTION else k): v for k, v in filled.items()}
+            groups.append(group)
+    if problems:
+        raise NeedleSetError(source, problems)
+    digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode("utf-8")).hexdigest()
+    name = Path(source).stem if source != "<memory>" else "nolima"
+    return {"name": name, "description": f"Converted by embedeval from the NoLiMa needle set {source}.",
+            "source": {"format": "nolima", "path": source, "sha256": digest, "entries": len(data)},
+            "groups": groups}
 
 
 #: Pair-file formats, by file extension.
@@ -299,16 +499,16 @@ def load_pairs(path: str | os.PathLike) -> tuple[Pair, ...]:
         number = record.pop("_place", number)
         where = f"{place} {number}"
         texts = {}
-        for field in PAIR_COLUMNS:
-            value = record.get(field)
-            if field not in record:
-                problems.append(f"{where}: missing field {field!r}")
+        for column in PAIR_COLUMNS:
+            value = record.get(column)
+            if column not in record:
+                problems.append(f"{where}: missing field {column!r}")
             elif isinstance(value, str) and value.strip():
-                texts[field] = value
+                texts[column] = value
             elif value is None or isinstance(value, str) or _cell_text(value) is None:
-                problems.append(f"{where}: empty {field}")
+                problems.append(f"{where}: empty {column}")
             else:
-                problems.append(f"{where}: {field} must be text, not {value!r}")
+                problems.append(f"{where}: {column} must be text, not {value!r}")
         pair_id = _cell_text(record["id"]) if "id" in record else str(number)
         if pair_id is None or not pair_id.strip():
             problems.append(f"{where}: empty id")

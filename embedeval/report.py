@@ -16,7 +16,7 @@ import pandas as pd
 from embedeval.aggregate import METRIC_COLUMNS, metric_series
 from embedeval.errors import InputError
 from embedeval.io import atomic_path, read_table, write_text_atomic
-from embedeval.labels import ALL, QUESTION, SIMILARITY_COLUMNS
+from embedeval.labels import ALL, CHUNKED_PREFIX, QUESTION, SIMILARITY_COLUMNS
 from embedeval.defaults import CHUNK_FACTOR, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD
 from embedeval.metrics import break_point, recommended_chunk_tokens
 
@@ -199,8 +199,9 @@ def break_points(metrics: pd.DataFrame, metric: str = DEFAULT_BREAK_METRIC,
         bp = break_point(series["length"], series["value"], threshold)
         best = series.iloc[int(np.argmax(series["value"].to_numpy()))]
         auc_series = auc.get(key)
+        chunked = str(key[1]).startswith(CHUNKED_PREFIX)  # its length is the document's, not a chunk's
         rows.append({**dict(zip(series_keys, key)), "break_point": bp,
-                     "recommended_chunk_tokens": recommended_chunk_tokens(bp), "best_length": int(best["length"]),
+                     "recommended_chunk_tokens": None if chunked else recommended_chunk_tokens(bp), "best_length": int(best["length"]),
                      "best_value": float(best["value"]),
                      "auc_break_point": None if auc_series is None else break_point(auc_series["length"], auc_series["value"], threshold)})
     return pd.DataFrame(rows, columns=BREAK_COLUMNS)
@@ -212,8 +213,9 @@ def break_sentence(row, metric: str, threshold: float) -> str:
     if row.break_point is None or pd.isna(row.break_point):
         return (f"no length keeps {metric} >= {threshold} (best: {row.best_length} tokens at {row.best_value:.3f}); "
                 f"pooled-AUC break point {auc}")
-    return (f"break point {int(row.break_point)} tokens by {metric} >= {threshold}, recommended chunk "
-            f"{int(row.recommended_chunk_tokens)} tokens; pooled-AUC break point {auc}")
+    chunk = row.recommended_chunk_tokens
+    advice = ("" if chunk is None or pd.isna(chunk) else f", recommended chunk {int(chunk)} tokens")
+    return f"break point {int(row.break_point)} tokens by {metric} >= {threshold}{advice}; pooled-AUC break point {auc}"
 
 
 def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
@@ -251,22 +253,25 @@ def chunk_size_lines(metrics: pd.DataFrame, metric: str, threshold: float, varia
     ``threshold`` at every length, and whether the best chunk size beats the best whole-document
     strategy at the longest length (with both 95% CIs)."""
     data = metric_series(metrics, metric)
-    data = data[(data["variant"] == variant) & (data["query_form"] == QUESTION)]
+    data = data[(data["variant"] == variant) & (data["query_form"] == QUESTION) & data["value"].notna()]
     lines = []
     for embedder, rows in data.groupby("embedder"):
-        chunked = rows[rows["strategy"].str.startswith("chunks-max@")]
-        if chunked.empty:
+        is_chunked = rows["strategy"].str.startswith(CHUNKED_PREFIX)
+        if not is_chunked.any():
             continue
         longest = int(rows["length"].max())
-        sizes = {int(s.split("@")[1]): g for s, g in chunked.groupby("strategy")}
+        sizes = {int(s.removeprefix(CHUNKED_PREFIX)): g for s, g in rows[is_chunked].groupby("strategy")}
         holding = [c for c, g in sizes.items() if (g["value"] >= threshold).all()]
+        tried = ", ".join(map(str, sorted(sizes)))
         if holding:
-            first = f"chunks of up to {max(holding)} tokens keep {metric} >= {threshold} at every length up to {longest}"
+            first = (f"of the chunk sizes tried ({tried}), the largest that keeps {metric} >= {threshold} at every "
+                     f"length up to {longest} is {max(holding)} tokens")
         else:
-            first = f"no chunk size keeps {metric} >= {threshold} at every length up to {longest}"
+            first = f"none of the chunk sizes tried ({tried}) keeps {metric} >= {threshold} at every length up to {longest}"
         at_longest = rows[rows["length"] == longest]
-        best_chunk = at_longest[at_longest["strategy"].str.startswith("chunks-max@")].sort_values("value").iloc[-1]
-        whole = at_longest[~at_longest["strategy"].str.startswith("chunks-max@")]
+        chunked_there = at_longest["strategy"].str.startswith(CHUNKED_PREFIX)
+        best_chunk = at_longest[chunked_there].sort_values("value").iloc[-1]
+        whole = at_longest[~chunked_there]
         if whole.empty:
             lines.append(f"- **{embedder}**: {first}.")
             continue

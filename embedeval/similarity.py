@@ -33,8 +33,11 @@ class HaystackScores:
 
 
 def score_haystacks(scorer: Scorer, haystacks: pd.DataFrame, forms: dict[str, list[str]]) -> HaystackScores:
-    """Read every haystack once (the texts of one length form the lexical scorer's corpus) and
-    score each query form's questions against all of them."""
+    """Read every haystack once and score each query form's questions against all of them.
+
+    The texts of one length form the lexical scorer's corpus: every haystack of that length, the
+    needle haystacks with the needle-free pool, as one index holding them all would (so a
+    needle's words weigh less as more haystacks of the run hold them)."""
     indexed = scorer.index(haystacks["text"].tolist(), partition=haystacks["length"].to_numpy())
     return HaystackScores(scorer, haystacks, forms, {form: indexed.scores(queries) for form, queries in forms.items()},
                           np.asarray(indexed.seen_chars))

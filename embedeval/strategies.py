@@ -18,9 +18,11 @@ scores a text from its pieces' vectors:
 For models fed token ids (``st:``; :class:`~embedeval.embedders.base.TokenIdEmbedder`) the
 pieces are the model's own token ids, never decoded and re-tokenised, and a piece is embedded
 once per distinct id sequence across everything indexed together (and cached on the ids): two
-haystacks whose first ``W`` tokens agree cost one vector. For API models the pieces are text
-cut with the reference tokenizer (an estimate: ``windows_exact`` is False) and ``truncate``
-sends the whole text, which the embedder cuts itself.
+haystacks whose first ``W`` tokens agree cost one vector. For models fed text (API models, and
+``st:`` models whose document prompt does not tokenise apart from the text) the pieces are text
+cut with the reference tokenizer — an estimate of what the model reads, so ``windows_exact`` is
+False: ``truncate`` sends the word-aligned prefix the embedder would cut itself (two texts with the
+same prefix cost one request), windows keep a further margin below that cut.
 """
 
 from __future__ import annotations
@@ -31,11 +33,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from embedeval.defaults import DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_STRATEGIES, DEFAULT_WINDOW_OVERLAP
+from embedeval.defaults import (
+    DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_STRATEGIES, DEFAULT_WINDOW_OVERLAP, TEXT_FIT_MARGIN,
+)
 from embedeval.embedders.base import Embedder, Scores, TokenIdEmbedder, check_texts, l2_normalize
 from embedeval.embedders.bm25 import BM25Scorer
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
-from embedeval.errors import ConfigError
+from embedeval.errors import ConfigError, InputError
+from embedeval.labels import CHUNKED_PREFIX
 from embedeval.tokens import TokenCounter
 
 TRUNCATE, WINDOWS_MEAN, CHUNKS_MAX = "truncate", "windows-mean", "chunks-max"
@@ -53,9 +58,19 @@ class Strategy:
     chunk_tokens: int | None = None  # chunks-max only
     overlap: int = 0  # windows-mean only: tokens shared by neighbouring windows
 
+    def __post_init__(self) -> None:
+        if self.name not in STRATEGY_NAMES:
+            raise ConfigError(f"unknown strategy {self.name!r}; use one of {', '.join(STRATEGY_NAMES)}")
+        if (self.name == CHUNKS_MAX) != (self.chunk_tokens is not None):
+            raise ConfigError("a chunk size goes with chunks-max, and only with it")
+        if self.chunk_tokens is not None and self.chunk_tokens < 1:
+            raise ConfigError(f"chunk size must be a positive token count, not {self.chunk_tokens}")
+        if self.overlap < 0 or (self.overlap and self.name != WINDOWS_MEAN):
+            raise ConfigError(f"a window overlap (>= 0 tokens) goes with windows-mean only, not {self.overlap} for {self.name}")
+
     @property
     def label(self) -> str:
-        return f"{self.name}@{self.chunk_tokens}" if self.name == CHUNKS_MAX else self.name
+        return f"{CHUNKED_PREFIX}{self.chunk_tokens}" if self.name == CHUNKS_MAX else self.name
 
 
 def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Sequence[int] = DEFAULT_CHUNK_TOKENS,
@@ -108,6 +123,19 @@ class Pieces:
     seen_chars: np.ndarray
 
 
+def _takes_document_ids(embedder: Embedder) -> bool:
+    """Whether documents can go to ``embedder`` as token ids that reproduce its own ``encode``
+    (a :class:`~embedeval.embedders.base.TokenIdEmbedder` whose document prompt, if any,
+    tokenises apart from the text)."""
+    if not isinstance(embedder, TokenIdEmbedder):
+        return False
+    try:
+        embedder.id_capacity("document")
+    except InputError:
+        return False
+    return True
+
+
 class EmbeddingScorer:
     """An :class:`~embedeval.embedders.base.Embedder` read through a :class:`Strategy`: a
     :class:`~embedeval.embedders.base.Scorer`.
@@ -124,32 +152,40 @@ class EmbeddingScorer:
         self.strategy_spec = strategy
         self.name = embedder.name
         self.strategy = strategy.label
-        self.reads_ids = isinstance(embedder, TokenIdEmbedder)
-        self.windows_exact = self.reads_ids or strategy.name == TRUNCATE
+        self.reads_ids = _takes_document_ids(embedder)
+        self.windows_exact = self.reads_ids
         self.dedupe = dedupe
         if not self.reads_ids and reference is None and strategy.name != TRUNCATE:
             raise ConfigError(f"{strategy.label} for {embedder.name} needs a reference tokenizer to cut windows")
         self.reference = reference
         self.capacity = self._capacity()
-        self.frame_tokens = embedder.max_tokens - self.capacity  # special tokens and prompt per input
-        if strategy.name == CHUNKS_MAX and not self.frame_tokens < strategy.chunk_tokens <= embedder.max_tokens:
+        # Tokens of a model input that are not the text's (special tokens, prompt): chunk sizes count them.
+        self.frame_tokens = embedder.max_tokens - self.capacity if self.reads_ids else 0
+        largest = embedder.max_tokens if self.reads_ids else self.capacity
+        if strategy.name == CHUNKS_MAX and not self.frame_tokens < strategy.chunk_tokens <= largest:
             raise ConfigError(f"chunks of {strategy.chunk_tokens} tokens do not fit {embedder.name}, which reads "
-                              f"{embedder.max_tokens} tokens per input ({self.frame_tokens} of them special); "
-                              f"use --chunk-tokens between {self.frame_tokens + 1} and {embedder.max_tokens}")
+                              f"{largest} tokens per input ({self.frame_tokens} of them special); "
+                              f"use --chunk-tokens between {self.frame_tokens + 1} and {largest}")
         if strategy.name == WINDOWS_MEAN and strategy.overlap >= self.capacity:
             raise ConfigError(f"a window overlap of {strategy.overlap} tokens leaves nothing new in {embedder.name}'s "
                               f"windows of {self.capacity} tokens")
 
     def _capacity(self) -> int:
-        """Content tokens the model reads per input (for API models, in reference tokens)."""
+        """Content tokens the model reads per input. A model fed text (an API model) is cut
+        :data:`~embedeval.defaults.TEXT_FIT_MARGIN` reference tokens below its window, as the
+        embedder cuts it itself; its windows keep a second margin below that, so that a window
+        re-tokenised on its own never exceeds the cut."""
         if self.reads_ids:
             return self.embedder.id_capacity("document")
-        specials = self.embedder.count_tokens(["a"])[0] - 1
-        return self.embedder.max_tokens - specials
+        return self.embedder.max_tokens - TEXT_FIT_MARGIN - (0 if self.strategy_spec.name == TRUNCATE else TEXT_FIT_MARGIN)
 
     def index(self, texts: Sequence[str], partition: Sequence | None = None) -> EmbeddedTexts:
         """Cut, embed (each distinct piece once) and combine; ``partition`` is not used."""
         texts = check_texts(texts, "document")
+        if not texts:
+            empty = np.zeros(0, dtype=np.int64)
+            return EmbeddedTexts(self.embedder, np.zeros((0, self.embedder.dim), dtype=np.float32), empty,
+                                 empty.reshape(0, 2), empty)
         pieces = self._cut(texts)
         vectors = self._embed_pieces(pieces.inputs, texts if not self.dedupe else None)
         owner, spans = pieces.owner, pieces.spans
@@ -162,9 +198,10 @@ class EmbeddingScorer:
 
     def _cut(self, texts: list[str]) -> Pieces:
         strategy, capacity = self.strategy_spec, self.capacity
-        if strategy.name == TRUNCATE and not self.reads_ids:
-            seen = self._seen_by_reference(texts, capacity) if self.reference else np.array([len(t) for t in texts])
-            return Pieces(list(texts), np.arange(len(texts)), np.stack([np.zeros(len(texts), int), seen], axis=1), seen)
+        if strategy.name == TRUNCATE and not self.reads_ids:  # the embedder's own cut, made here: dedupes too
+            read = [self.reference.prefix(t, capacity) for t in texts] if self.reference else list(texts)
+            seen = np.array([len(t) for t in read], dtype=np.int64)
+            return Pieces(read, np.arange(len(texts)), np.stack([np.zeros(len(texts), dtype=np.int64), seen], axis=1), seen)
         if strategy.name == TRUNCATE:
             size, step, limit = capacity, capacity, capacity
         elif strategy.name == WINDOWS_MEAN:
@@ -177,23 +214,17 @@ class EmbeddingScorer:
             batch = texts[first : first + TOKENIZE_BATCH]
             encoded = self.embedder.token_ids(batch, limit) if self.reads_ids else self.reference.ids(batch, limit)
             for t, text, (ids, offsets) in zip(range(first, first + len(batch)), batch, encoded):
+                if not ids:
+                    raise InputError(f"text #{t} has no tokens for {self.name} ({text[:40]!r}); it cannot be embedded")
                 bounds = piece_bounds(len(ids), size, step)[: 1 if strategy.name == TRUNCATE else None]
                 ids = np.asarray(ids, dtype=np.int32)
                 for start, end in bounds:
-                    span = (offsets[start][0], offsets[end - 1][1]) if end > start else (0, len(text))
+                    span = (offsets[start][0], offsets[end - 1][1])
                     inputs.append(ids[start:end].tobytes() if self.reads_ids else text[span[0] : span[1]])
                     owner.append(t)
                     spans.append(span)
                 seen[t] = len(text) if bounds[-1][1] >= len(ids) else spans[-1][1]
         return Pieces(inputs, np.asarray(owner, dtype=np.int64), np.asarray(spans, dtype=np.int64).reshape(-1, 2), seen)
-
-    def _seen_by_reference(self, texts: list[str], capacity: int) -> np.ndarray:
-        """Characters an API model reads of each text, estimated with the reference tokenizer."""
-        seen = np.array([len(t) for t in texts], dtype=np.int64)
-        for t, (ids, offsets) in enumerate(self.reference.ids(texts, capacity)):
-            if len(ids) > capacity:
-                seen[t] = offsets[capacity - 1][1]
-        return seen
 
     def _embed_pieces(self, inputs: list, whole_texts: list[str] | None) -> np.ndarray:
         """Vectors of ``inputs``, each distinct input embedded once (``whole_texts``: embed these

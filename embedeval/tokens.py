@@ -11,7 +11,6 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-import numpy as np
 
 from embedeval.defaults import DEFAULT_EMBEDDER
 from embedeval.embedders.models import resolve_model_path
@@ -101,16 +100,6 @@ def load_token_counter(spec: str = DEFAULT_REFERENCE) -> TokenCounter:
     from transformers import AutoTokenizer
 
     return TokenCounter(AutoTokenizer.from_pretrained(resolve_model_path(model)), spec)
-
-
-def count_up_to(count: Callable[[list[str]], list[int]], texts: Sequence[str], cap: int, chars_per_token: int = 5) -> np.ndarray:
-    """Token counts exact up to ``cap``; a text with more tokens gets some count > ``cap``.
-
-    Only a whitespace-aligned prefix of each text is tokenised (see :func:`read_prefixes`), so
-    deciding "does this fit in the model's window?" costs the window, not the whole 8k-token
-    haystack.
-    """
-    return np.asarray(read_prefixes(count, texts, cap, size_of=int, chars_per_token=chars_per_token), dtype=np.int64)
 
 
 def read_prefixes(read: Callable[[list[str]], list[R]], texts: Sequence[str], cap: int, size_of: Callable[[R], int],

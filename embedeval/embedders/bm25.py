@@ -36,6 +36,7 @@ import Stemmer
 
 from embedeval.embedders.base import Scores, check_texts
 from embedeval.errors import ConfigError, InputError
+from embedeval.labels import FULL_TEXT
 
 #: BM25 term-frequency saturation and length normalisation: ``bm25s``'s defaults.
 DEFAULT_K1 = 1.5
@@ -121,7 +122,7 @@ class BM25Scorer:
     """
 
     name = "bm25"
-    strategy = "full-text"
+    strategy = FULL_TEXT
     windows_exact = True
     normalizable = False
 

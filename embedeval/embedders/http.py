@@ -36,7 +36,7 @@ from tenacity import (
 )
 from tenacity.wait import wait_base, wait_random_exponential
 
-from embedeval.defaults import DEFAULT_REQUEST_TIMEOUT
+from embedeval.defaults import DEFAULT_REQUEST_TIMEOUT, TEXT_FIT_MARGIN
 from embedeval.embedders.base import Kind, check_texts, check_vectors, l2_normalize
 from embedeval.errors import (
     ConfigError,
@@ -271,7 +271,7 @@ class APIEmbedder:
     base_url_env = ""
     default_base_url = ""
     models: dict[str, ModelLimits] = {}
-    fit_margin = 16  # tokens kept free below the window, for the estimate
+    fit_margin = TEXT_FIT_MARGIN  # tokens kept free below the window, for the estimate
 
     def __init__(self, model: str, max_workers: int = 4, policy: RetryPolicy | None = None,
                  timeout: float = DEFAULT_REQUEST_TIMEOUT):

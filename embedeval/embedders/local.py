@@ -47,6 +47,7 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         self.token_counter = TokenCounter(self.model.tokenizer, self.name)
         self._folder_fingerprint = folder_fingerprint(model)
+        self._prompt_cache: dict[str, list[int]] = {}
 
     @property
     def dim(self) -> int:
@@ -93,9 +94,23 @@ class SentenceTransformerEmbedder:
         return framed[:at], framed[at + len(probe):]
 
     def _prompt_ids(self, kind: Kind) -> list[int]:
-        """Content ids of the model's prompt for ``kind`` ("" or none: no ids)."""
+        """Content ids of the model's prompt for ``kind`` as they come out when the prompt is
+        tokenised together with a text (as ``encode`` does): the tokens that start inside the
+        prompt. Checked on a probe text: if prompt ids + text ids differ from the joint
+        tokenisation, ids cannot reproduce ``encode`` for this model and an :class:`InputError`
+        says so."""
         prompt = (self.model.prompts or {}).get(kind) or ""
-        return self.token_counter.ids([prompt])[0][0] if prompt else []
+        if not prompt:
+            return []
+        if kind not in self._prompt_cache:
+            probe = "The probe sentence checks how the prompt joins the text."
+            (joint, offsets), = self.token_counter.ids([prompt + probe])
+            ids = [i for i, (start, _) in zip(joint, offsets) if start < len(prompt)]
+            if ids + self.token_counter.ids([probe])[0][0] != joint:
+                raise InputError(f"{self.name}'s {kind} prompt {prompt!r} does not tokenise apart from the text, "
+                                 "so windows on token ids cannot match the model's own encode; use --strategy truncate")
+            self._prompt_cache[kind] = ids
+        return self._prompt_cache[kind]
 
     def id_capacity(self, kind: Kind = "document") -> int:
         """Content tokens one input holds: ``max_seq_length`` - special tokens - the kind's prompt."""
