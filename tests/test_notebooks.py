@@ -32,10 +32,25 @@ def test_committed_notebooks_have_no_outputs():
 def test_01_nolima_sweep(tmp_path, books_dir):
     out = tmp_path / "nb1"
     notebook = run_notebook("01_nolima_sweep.ipynb", {"CORPUS": f"dir:{books_dir}", "LENGTHS": [128, 512], "DEPTHS": 3,
-                                                       "GROUPS": GROUPS, "OUT": str(out)})
-    assert (out / "report.md").is_file() and (out / "figures" / "depth_heatmap.png").is_file()
+                                                       "GROUPS": GROUPS, "CHUNK_TOKENS": [128], "NEGATIVES": 10,
+                                                       "OUT": str(out)})
+    sims = pd.read_parquet(out / "similarities.parquet")
+    scorers = set(zip(sims["embedder"], sims["strategy"]))
+    assert scorers == {("st:all-MiniLM-L6-v2", "truncate"), ("st:all-MiniLM-L6-v2", "windows-mean"),
+                       ("st:all-MiniLM-L6-v2", "chunks-max@128"), ("bm25", "full-text")}
+    assert set(sims["variant"]) == {"onehop", "literal", "control"}
+    bm25 = sims[sims["embedder"] == "bm25"]
+    assert bm25["normalized"].isna().all() and (bm25["normalized_by"] == "").all()
+    assert sims.query("strategy == 'windows-mean' and variant != 'control'")["needle_visible"].all()
+    assert not sims.query("strategy == 'truncate' and length == 512 and variant != 'control'")["needle_visible"].all()
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "\n## Chunk size\n" in report and "chunks-max@128" in report
+    assert (out / "figures" / "depth_heatmap.png").is_file() and (out / "figures" / "strategies_vs_length.png").is_file()
     text = "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
     assert "[[" in text and "haystacks" in text  # haystack anatomy printed with its needle
+    shown = "".join(o.get("data", {}).get("text/plain", "") for c in notebook.cells if c.cell_type == "code"
+                    for o in c.outputs)
+    assert "jina_v3_auc" in shown and "truncate_needle_visible_share" in shown  # the Jina comparison, on windows-mean
 
 
 def test_02_context_rot_similarity(tmp_path, books_dir):
