@@ -79,8 +79,9 @@ def line_figure(metrics: pd.DataFrame, metric: str, ylabel: str, path: Path, hli
 
 
 def recall_figure(metrics: pd.DataFrame, path: Path, candidates: int | None = None) -> None:
-    """One panel per variant: recall@1/5/10 vs length (question form), a line per embedder and k,
-    with the chance level k / candidates as a dotted line when the pool size is known."""
+    """One panel per variant: recall@1/5/10 vs length (question form), a colour per embedder (and
+    strategy) and a line style per k, with the chance level k / candidates in grey when the pool
+    size is known."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -88,16 +89,18 @@ def recall_figure(metrics: pd.DataFrame, path: Path, candidates: int | None = No
 
     data = metrics[(metrics["query_form"] == QUESTION) & (metrics["category"] == ALL) & (metrics["depth_bucket"] == ALL)]
     variants = sorted(data["variant"].unique())
+    colors = {name: f"C{i % 10}" for i, name in enumerate(sorted(data["embedder"].unique()))}  # one colour per series
     fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 4), squeeze=False, sharey=True)
     for ax, variant in zip(axes[0], variants):
-        for k, color in zip(RECALL_KS, ("C0", "C1", "C2")):
+        for k, style in zip(RECALL_KS, ("-", "--", ":")):
             cell = data[(data["variant"] == variant) & (data["metric"] == f"recall@{k}")]
             for (embedder,), series in cell.groupby(["embedder"]):
                 series = series.sort_values("length")
-                ax.plot(series["length"], series["value"], marker="o", color=color, label=f"recall@{k} {embedder}")
+                ax.plot(series["length"], series["value"], marker="o", color=colors[embedder], linestyle=style,
+                        label=f"recall@{k} {embedder}")
             if candidates:
-                ax.axhline(k / candidates, color=color, linestyle=":", linewidth=1)
-        ax.set_title(f"{variant} (dotted: chance k/{candidates})" if candidates else variant)
+                ax.axhline(k / candidates, color="grey", linestyle=style, linewidth=0.8)
+        ax.set_title(f"{variant} (grey: chance k/{candidates})" if candidates else variant)
         ax.set_ylim(0, 1.02)
         _length_axis(ax, data["length"])
     axes[0][0].set_ylabel("recall@k: share of needle haystacks in the top k")

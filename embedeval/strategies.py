@@ -231,7 +231,7 @@ class EmbeddingScorer:
         texts instead, one by one as given: the check without deduplication)."""
         if whole_texts is not None and self.strategy_spec.name == TRUNCATE:
             return self.embedder.embed(whole_texts, kind="document")
-        distinct = list(dict.fromkeys(inputs))
+        distinct = sorted(dict.fromkeys(inputs), key=len, reverse=True)  # similar lengths batch with little padding
         if self.reads_ids:
             vectors = self.embedder.embed_ids([np.frombuffer(ids, dtype=np.int32) for ids in distinct], kind="document")
         else:

@@ -84,14 +84,18 @@ def test_the_shipped_set_has_no_lemma_overlap(shipped):
 
 def test_every_problem_is_reported_with_group_and_reason(raw):
     bad = copy.deepcopy(raw)
-    del bad["groups"][0]["keyword"]
+    bad["groups"][0]["keyword"] = " "
+    del bad["groups"][5]["needles"]["onehop"]
+    bad["groups"][6]["needles"]["onehop"] = "Ottavia keeps a {SECRET} of bread."
     bad["groups"][1]["id"] = bad["groups"][2]["id"]
     bad["groups"][3]["needles"]["onehop"] = "Lorcan has been to Australia many times."
     bad["groups"][4]["needles"]["inverted"] = "Being vegan is who she is."
     with pytest.raises(NeedleSetError) as info:
         parse_needle_set(bad, "bad.json")
     problems = info.value.problems
-    assert (raw["groups"][0]["id"], "missing field 'keyword'") in problems
+    assert (raw["groups"][0]["id"], "field 'keyword' must be a non-empty string") in problems
+    assert (raw["groups"][5]["id"], "missing needle 'onehop'") in problems
+    assert any(gid == raw["groups"][6]["id"] and "unknown placeholder {SECRET}" in why for gid, why in problems)
     assert (raw["groups"][2]["id"], "duplicate id") in problems
     assert ("loc-australia", "onehop needle shares content words with the question: australia") in problems
     assert ("diet-vegan", "inverted needle does not name the character 'Ottoline'") in problems

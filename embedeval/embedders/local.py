@@ -136,17 +136,19 @@ class SentenceTransformerEmbedder:
         before, after = self._special_ids
         prompt = self._prompt_ids(kind)
         tokenizer = self.model.tokenizer
-        out = []
+        order = np.argsort([-len(seq) for seq in ids], kind="stable")  # like encode: batches of similar length pad little
+        out = np.zeros((len(ids), self.dim), dtype=np.float32)
         with torch.inference_mode():
             for start in range(0, len(ids), self.batch_size):
-                batch = [before + prompt + seq + after for seq in ids[start : start + self.batch_size]]
+                rows = order[start : start + self.batch_size]
+                batch = [before + prompt + ids[i] + after for i in rows]
                 features = dict(tokenizer.pad({"input_ids": batch}, return_tensors="pt", return_attention_mask=True))
                 features = {k: v.to(self.model.device) for k, v in features.items()}
                 if prompt:
                     features["prompt_length"] = len(before) + len(prompt)
                 vectors = self.model.forward(features)["sentence_embedding"]
-                out.append(torch.nn.functional.normalize(vectors.float(), dim=1).cpu().numpy())
-        return np.concatenate(out).astype(np.float32, copy=False)
+                out[rows] = torch.nn.functional.normalize(vectors.float(), dim=1).cpu().numpy()
+        return out
 
     def check(self) -> None:
         """Nothing to reach: the weights are loaded."""
