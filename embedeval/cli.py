@@ -146,15 +146,16 @@ def cache_clear(cache_dir: CacheDir = None) -> None:
 
 
 @needles_app.command("check")
-def needles_check(file: Annotated[Path, typer.Argument(help="Needle set JSON.")]) -> None:
-    """Validate a needle set: a row per group (shared content words, if any); exit 1 on any error."""
-    from embedeval.needles import needle_report
+def needles_check(file: Annotated[Path, typer.Argument(help="Needle set JSON (ours, or NoLiMa's schema).")]) -> None:
+    """Validate a needle set: a row per group (shared content words, if any) and the variants every
+    group serves; exit 1 on any error."""
+    from embedeval.needles import NEEDLE_VARIANTS, needle_report
 
     rows, problems = needle_report(file)
-    typer.echo(f"{'group':<20} {'category':<14} {'character':<12} {'onehop overlap':<18} inverted overlap")
+    typer.echo(f"{'group':<20} {'category':<14} {'character':<16} {'forms':<16} {'onehop overlap':<18} inverted overlap")
     for row in rows:
         typer.echo(
-            f"{row['id']:<20} {row['category']:<14} {row['character']:<12} "
+            f"{row['id']:<20} {row['category']:<14} {row['character'][:16]:<16} {row['forms']:<16} "
             f"{row['onehop_overlap'] or '-':<18} {row['inverted_overlap'] or '-'}"
         )
     for group_id, reason in problems:
@@ -162,7 +163,30 @@ def needles_check(file: Annotated[Path, typer.Argument(help="Needle set JSON.")]
     if problems:
         typer.echo(f"error: {len(problems)} problem(s) in {file}", err=True)
         raise typer.Exit(1)
-    typer.echo(f"ok: {len(rows)} groups, no problems")
+    served = [v for v in NEEDLE_VARIANTS if rows and all(v in row["variants"].split(", ") for row in rows)]
+    typer.echo(f"ok: {len(rows)} groups, no problems; variants every group serves: {', '.join(served)}")
+
+
+@needles_app.command("convert")
+def needles_convert(
+    file: Annotated[Path, typer.Argument(help="A NoLiMa needle set (adobe-research/NoLiMa needlesets/*.json).")],
+    out: Annotated[Path, typer.Option("--out", help="Where to write the needle set in embedeval's format (.json).")],
+) -> None:
+    """Convert a NoLiMa needle set to embedeval's format, with its provenance (source path and sha256)."""
+    import json
+
+    from embedeval.errors import NeedleSetError
+    from embedeval.io import write_text_atomic
+    from embedeval.needles import convert_nolima, is_nolima_schema, parse_needle_set, read_needle_json
+
+    check_output_file(out, (".json",))
+    data = read_needle_json(file)
+    if not is_nolima_schema(data):
+        raise NeedleSetError(str(file), [("-", "is not a NoLiMa needle set (a list of entries with needle, questions and tests)")])
+    converted = convert_nolima(data, str(file))
+    needle_set = parse_needle_set(converted, str(file))  # the converted set must load, or nothing is written
+    write_text_atomic(out, json.dumps(converted, indent=2, ensure_ascii=False) + "\n")
+    typer.echo(f"wrote {out}: {len(needle_set.groups)} groups, query forms {', '.join(needle_set.question_forms)}")
 
 
 @haystacks_app.command("build")

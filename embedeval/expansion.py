@@ -20,7 +20,6 @@ from tqdm.auto import tqdm
 
 from embedeval.errors import APIError, InputError
 from embedeval.io import write_text_atomic
-from embedeval.labels import QUESTION
 from embedeval.llm import ChatLLM
 from embedeval.needles import NeedleSet
 
@@ -161,7 +160,7 @@ def validate_expansions(data: object, needle_set: NeedleSet | None, path: str) -
             raise InputError(f"expansion file {path}: size {size} has no expansion for group {absent[0]}")
         for group in needle_set.groups:
             for term in groups[group.id]:
-                if names.search(term) or any(_leaks(term, needle) for needle in group.needles.values()):
+                if names.search(term) or any(_leaks(term, group.needle(v)) for v in group.needles):
                     raise InputError(f"expansion file {path}: group {group.id} at size {size} leaks the answer in term {term!r}")
 
 
@@ -190,10 +189,12 @@ def write_expansions(data: dict, path: str | os.PathLike) -> None:
     write_text_atomic(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
 
 
-def query_forms(needle_set: NeedleSet, expansion_files: Sequence[str] = ()) -> dict[str, list[str]]:
-    """Query texts per form, one per group in needle-set order: the question, then
-    ``expanded-N`` (question + N terms) for every size of every expansion file."""
-    return {QUESTION: [g.question for g in needle_set.groups], **expanded_query_forms(expansion_files, needle_set)}
+def query_forms(needle_set: NeedleSet, expansion_files: Sequence[str] = ()) -> dict[str, list[str | None]]:
+    """Query texts per form, one per group in needle-set order: the question, the set's other
+    question forms (``twohop``, ...; None for a group without that form), then ``expanded-N``
+    (question + N terms) for every size of every expansion file."""
+    forms = {form: [g.query(form) for g in needle_set.groups] for form in needle_set.question_forms}
+    return {**forms, **expanded_query_forms(expansion_files, needle_set)}
 
 
 def expanded_query_forms(files: Sequence[str], needle_set: NeedleSet) -> dict[str, list[str]]:

@@ -24,7 +24,7 @@ from embedeval.corpus import Corpus
 from embedeval.errors import ConfigError, CorpusError
 from embedeval.defaults import DEFAULT_DEPTHS, DEFAULT_LENGTHS, DEFAULT_NEGATIVES, DEFAULT_SEED, DEFAULT_VARIANTS
 from embedeval.labels import CONTROL, NEGATIVE
-from embedeval.needles import NEEDLE_VARIANTS, NeedleSet
+from embedeval.needles import NEEDLE_VARIANTS, NeedleGroup, NeedleSet
 from embedeval.text import split_sentences
 from embedeval.tokens import TokenCounter, load_token_counter
 
@@ -33,7 +33,7 @@ MIN_SNIPPET_TOKENS = 40
 MIN_BOOKS = 10
 HAYSTACK_COLUMNS = [
     "id", "group_id", "category", "variant", "length", "n_tokens", "depth", "target_depth",
-    "text", "needle_start", "needle_end", "sources", "seed",
+    "text", "needle_start", "needle_end", "character", "sources", "seed",
 ]
 
 @dataclass
@@ -74,6 +74,17 @@ class Piece:
 def condition_rng(seed: int, group_id: str, length: int) -> np.random.Generator:
     """The random stream of one (group, length) condition: independent of the others."""
     return np.random.default_rng([seed, zlib.crc32(group_id.encode("utf-8")), length])
+
+
+def draw_character(group: NeedleGroup, seed: int, haystack_id: str) -> str:
+    """The character of one needle haystack: drawn from the group's ``character_set`` with a
+    stream of its own (seed, haystack id), as NoLiMa draws one per placement; the group's one
+    character when it has no set."""
+    names = group.characters
+    if len(names) == 1:
+        return names[0]
+    rng = np.random.default_rng([seed, zlib.crc32(haystack_id.encode("utf-8"))])
+    return names[int(rng.integers(len(names)))]
 
 
 def draw_filler(pool: SentencePool, n_tokens: int, rng: np.random.Generator) -> list[Piece]:
@@ -182,11 +193,10 @@ def build_haystacks(
             f"corpus {corpus.source} is too small: {pool.total_tokens} usable tokens, "
             f"haystacks of {max(lengths)} tokens need at least {need}"
         )
-    needle_tokens = {
-        (g.id, v): n
-        for g in needle_set.groups
-        for v, n in zip(variants, tokenizer.count([g.needles[v] for v in variants]))
-    }
+    needle_set.check_variants(variants)
+    needles = [(g, v, name) for g in needle_set.groups for v in variants for name in g.characters]
+    counts = tokenizer.count([g.needle(v, name) for g, v, name in needles])
+    needle_tokens = {(g.id, v, name): n for (g, v, name), n in zip(needles, counts)}
     rows = []
     conditions = [(g, length) for g in needle_set.groups for length in lengths]
     for group, length in tqdm(conditions, desc="building haystacks", unit="condition", disable=not progress):
@@ -208,12 +218,13 @@ def _condition_rows(group, length, filler, variants, targets, controls, needle_t
     base = {"group_id": group.id, "category": group.category, "length": length, "seed": seed}
     rows = []
     for variant in variants:
-        needle = group.needles[variant]
-        pieces = trim(filler, length - needle_tokens[(group.id, variant)], tokenizer)
         for index, target in enumerate(targets):
-            text, start, end, tokens_before = insert_needle(pieces, needle, float(target))
-            rows.append({**base, "id": f"{group.id}:{variant}:{length}:d{index:02d}", "variant": variant,
-                         "target_depth": float(target), "text": text, "needle_start": start, "needle_end": end,
+            haystack_id = f"{group.id}:{variant}:{length}:d{index:02d}"
+            character = draw_character(group, seed, haystack_id)
+            pieces = trim(filler, length - needle_tokens[(group.id, variant, character)], tokenizer)
+            text, start, end, tokens_before = insert_needle(pieces, group.needle(variant, character), float(target))
+            rows.append({**base, "id": haystack_id, "variant": variant, "target_depth": float(target), "text": text,
+                         "needle_start": start, "needle_end": end, "character": character,
                          "tokens_before": tokens_before, "sources": sorted({p.book for p in pieces})})
     if controls:
         rows += _needle_free_row(base, f"{group.id}:{CONTROL}:{length}", CONTROL, trim(filler, length, tokenizer))
@@ -223,7 +234,8 @@ def _condition_rows(group, length, filler, variants, targets, controls, needle_t
 def _needle_free_row(base: dict, haystack_id: str, variant: str, pieces: list[Piece]) -> list[dict]:
     """A haystack of filler alone (a control or a negative), as a one-row list."""
     return [{**base, "id": haystack_id, "variant": variant, "target_depth": None, "text": " ".join(p.text for p in pieces),
-             "needle_start": None, "needle_end": None, "tokens_before": None, "sources": sorted({p.book for p in pieces})}]
+             "needle_start": None, "needle_end": None, "character": None, "tokens_before": None,
+             "sources": sorted({p.book for p in pieces})}]
 
 
 def _counted(rows: list[dict], length: int, tokenizer: TokenCounter) -> list[dict]:

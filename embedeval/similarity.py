@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from embedeval.defaults import DEFAULT_NORMALIZE_BY
-from embedeval.embedders.base import Scorer, Scores
+from embedeval.embedders.base import ScoredTexts, Scorer, Scores
 from embedeval.labels import CONTROL, NEGATIVE, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.metrics import RETRIEVAL_MEASURES, normalized_similarity, retrieval_measures
 from embedeval.needles import STANDARD_NEEDLE, NeedleSet, check_normalize_by
@@ -39,8 +39,22 @@ def score_haystacks(scorer: Scorer, haystacks: pd.DataFrame, forms: dict[str, li
     needle haystacks with the needle-free pool, as one index holding them all would (so a
     needle's words weigh less as more haystacks of the run hold them)."""
     indexed = scorer.index(haystacks["text"].tolist(), partition=haystacks["length"].to_numpy())
-    return HaystackScores(scorer, haystacks, forms, {form: indexed.scores(queries) for form, queries in forms.items()},
+    return HaystackScores(scorer, haystacks, forms, {form: scores_of(indexed, queries) for form, queries in forms.items()},
                           np.asarray(indexed.seen_chars))
+
+
+def scores_of(indexed: ScoredTexts, queries: list[str | None]) -> Scores:
+    """``indexed.scores(queries)`` where a query may be None (a group without that query form):
+    its row of values is NaN."""
+    present = [i for i, q in enumerate(queries) if q is not None]
+    if len(present) == len(queries):
+        return indexed.scores(queries)
+    found = indexed.scores([queries[i] for i in present])
+    full = Scores(np.full((len(queries), found.values.shape[1]), np.nan),
+                  *(np.zeros((len(queries), found.values.shape[1]), dtype=np.int64) for _ in range(3)))
+    for name in ("values", "best_piece", "best_start", "best_end"):
+        getattr(full, name)[present] = getattr(found, name)
+    return full
 
 
 def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by: str = DEFAULT_NORMALIZE_BY) -> pd.DataFrame:
@@ -78,9 +92,12 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
     needle_scores = None
     if scorer.normalizable:
         divisors = [STANDARD_NEEDLE[variants[i]] if normalize_by == "standard" else variants[i] for i in positive_idx]
-        needle_texts = [needle_set.groups[rows_group[i]].needles[v] for i, v in zip(positive_idx, divisors)]
+        characters = (haystacks["character"].to_numpy() if "character" in haystacks.columns
+                      else [g.character for g in (needle_set.groups[r] for r in rows_group)])
+        needle_texts = [needle_set.groups[rows_group[i]].needle(v, characters[i]) for i, v in zip(positive_idx, divisors)]
         unique_needles = sorted(set(needle_texts))
-        needle_column = np.array([unique_needles.index(t) for t in needle_texts], dtype=np.int64)
+        column_of = {text: c for c, text in enumerate(unique_needles)}
+        needle_column = np.array([column_of[t] for t in needle_texts], dtype=np.int64)
         needle_scores = scorer.index(unique_needles)
 
     frames = []
@@ -89,11 +106,11 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
         sim_qn = np.full(len(haystacks), np.nan)
         normalized = np.full(len(haystacks), np.nan)
         if needle_scores is not None:
-            sim_qn[positive_idx] = needle_scores.scores(scored.queries[form]).values[rows_group[positive_idx], needle_column]
-            defined = positive & (sim_qn != 0)
+            sim_qn[positive_idx] = scores_of(needle_scores, scored.queries[form]).values[rows_group[positive_idx], needle_column]
+            defined = positive & (sim_qn != 0) & np.isfinite(sim_qh)
             if defined.any():
                 normalized[defined] = normalized_similarity(sim_qh[defined], sim_qn[defined])
-            undefined = sorted(set(haystacks["group_id"].to_numpy()[positive & ~defined]))
+            undefined = sorted(set(haystacks["group_id"].to_numpy()[positive & ~defined & np.isfinite(sim_qh)]))
             if undefined:
                 print(f"warning: {scorer.name} [{form}]: sim(query, needle) is 0 for {', '.join(undefined)}; "
                       "their normalized similarity is left empty", file=sys.stderr)
@@ -111,7 +128,8 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
             "truncated": seen < lengths, "needle_visible": visible, "windows_exact": scorer.windows_exact,
             "best_chunk": scores.best_piece[rows_group, keep], "chunk_has_needle": has_needle,
         }))
-    return pd.concat(frames, ignore_index=True)[SIMILARITY_COLUMNS]
+    table = pd.concat(frames, ignore_index=True)[SIMILARITY_COLUMNS]
+    return table[table["sim_qh"].notna()].reset_index(drop=True)  # a group without a query form has no rows for it
 
 
 def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet) -> pd.DataFrame:
@@ -133,8 +151,12 @@ def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet) -> pd.DataFram
             rows = np.flatnonzero(positive & (lengths == length))
             if not rows.size or not pool.size:
                 continue
+            query_rows = np.array([group_index[g] for g in haystacks["group_id"].to_numpy()[rows]], dtype=np.int64)
+            asked = np.array([scored.queries[form][q] is not None for q in query_rows], dtype=bool)
+            rows, query_rows = rows[asked], query_rows[asked]  # groups without this query form are not ranked
+            if not rows.size:
+                continue
             groups = haystacks["group_id"].to_numpy()[rows]
-            query_rows = np.array([group_index[g] for g in groups])
             candidate_scores = scores.values[query_rows][:, pool]
             measures = retrieval_measures(scores.values[query_rows, rows], candidate_scores)
             picked = haystacks.iloc[rows]

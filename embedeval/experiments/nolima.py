@@ -91,7 +91,9 @@ class NolimaConfig:
             raise ConfigError("no embedders given")
         self.embedders, self.skipped = select_embedders(self.embedders, self.skip_unavailable, lexical=True)
         needle_set = load_needle_set(self.needles)
-        return needle_set if self.groups is None else needle_set.subset(self.groups)
+        needle_set = needle_set if self.groups is None else needle_set.subset(self.groups)
+        needle_set.check_variants(self.variants)
+        return needle_set
 
     def haystack_settings(self) -> dict:
         """The settings the haystacks depend on, with a hash of the needle file's content."""
