@@ -347,6 +347,23 @@ def similarity_needle_question(out: OutTable, needles: NeedleOptions, pairs: Pai
     _write_similarity_table(needle_question_similarity(source, embedders.load(quiet)), out)
 
 
+@similarity_app.command("distractor-question")
+@with_option_groups
+def similarity_distractor_question(out: OutTable, needles: NeedleOptions, embedders: EmbedderOptions, quiet: Quiet = False) -> None:
+    """Cosine of each distractor with its question, per embedder, with mean and std across them.
+
+    Distractors come from the needle set (a group's `distractors`: a list, or lists by query form,
+    as NoLiMa's); a distractor shares its question's keyword, so this shows how close a lexical
+    decoy comes to the question (Context Rot's distractor analysis)."""
+    from embedeval.experiments.context_rot import distractor_question_similarity
+
+    check_output_file(out, TABLE_SUFFIXES)
+    needle_set = needles.load()
+    if not any(g.distractors for g in needle_set.groups):
+        raise InputError(f"needle set {needle_set.name!r} has no distractors")
+    _write_similarity_table(distractor_question_similarity(needle_set, embedders.load(quiet)), out)
+
+
 @similarity_app.command("needle-haystack")
 @with_option_groups
 def similarity_needle_haystack(

@@ -70,7 +70,7 @@ class NeedleGroup:
     needles: dict[str, str]
     questions: dict[str, str] = field(default_factory=dict)
     character_set: tuple[str, ...] = ()
-    distractors: tuple[str, ...] = ()
+    distractors: tuple[tuple[str, str], ...] = ()  # (query form, text): texts that share the form's keyword
 
     @property
     def characters(self) -> tuple[str, ...]:
@@ -158,11 +158,13 @@ def raw_questions(raw: dict) -> dict[str, str]:
     return forms
 
 
-def raw_distractors(raw: dict) -> list:
-    """A raw group's distractors: a list, or lists (or single texts) by query form, flattened."""
+def raw_distractors(raw: dict) -> list[tuple[str, object]]:
+    """A raw group's distractors as (query form, text) pairs: a list belongs to the plain
+    ``question``; an object maps query forms to a text or a list of texts."""
     value = raw.get("distractors", [])
-    items = [x for v in value.values() for x in (v if isinstance(v, list) else [v])] if isinstance(value, dict) else value
-    return list(dict.fromkeys(items)) if isinstance(items, list) else [items]
+    by_form = value if isinstance(value, dict) else {QUESTION: value}
+    pairs = [(form, x) for form, v in by_form.items() for x in (v if isinstance(v, list) else [v])]
+    return list(dict.fromkeys(pairs)) if all(isinstance(x, str) for _, x in pairs) else pairs
 
 
 def group_problems(raw: object, index: int) -> tuple[str, list[str]]:
@@ -191,7 +193,7 @@ def group_problems(raw: object, index: int) -> tuple[str, list[str]]:
     if "keyword" in raw and not _non_empty_string(raw["keyword"]):
         reasons.append("field 'keyword' must be a non-empty string")
     distractors = raw_distractors(raw)
-    if not all(_non_empty_string(d) for d in distractors):
+    if not all(_non_empty_string(d) for _, d in distractors):
         reasons.append("'distractors' must hold non-empty texts (a list, or lists by query form)")
     needles = raw.get("needles")
     if "needles" in raw and not isinstance(needles, dict):

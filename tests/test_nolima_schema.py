@@ -155,3 +155,17 @@ def test_our_format_takes_several_question_forms_and_a_character_set(tmp_path):
     reasons = [why for _, why in info.value.problems]
     assert "onehop needle must write the character as {CHAR} (the group has a character_set)" in reasons
     assert "onehop needle shares content words with the formal question: grow" in reasons
+
+
+def test_distractor_question_similarity_equals_sentence_transformers(nolima_file, tmp_path, minilm):
+    result = CliRunner().invoke(app, ["similarity", "distractor-question", "--needles", str(nolima_file),
+                                      "--out", str(tmp_path / "dq.csv"), "-q"])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(tmp_path / "dq.csv")
+    assert len(table) == 3 * 2 and set(table["query_form"]) == {"question", "twohop"}  # entry 0202 has none
+    q = minilm.model.encode_query(table["question"].tolist(), normalize_embeddings=True)
+    d = minilm.model.encode_document(table["distractor"].tolist(), normalize_embeddings=True)
+    assert table["st:all-MiniLM-L6-v2"].to_numpy() == pytest.approx((q * d).sum(axis=1), abs=1e-5)
+    assert all(row.question.split()[-1].rstrip("?") in row.distractor for row in table.itertuples())
+    missing = CliRunner().invoke(app, ["similarity", "distractor-question", "--out", str(tmp_path / "none.csv"), "-q"])
+    assert missing.exit_code == 1 and "has no distractors" in missing.output and not (tmp_path / "none.csv").exists()

@@ -27,6 +27,7 @@ import pandas as pd
 from embedeval.chunking import Chunk
 from embedeval.defaults import DEFAULT_ABSENCE_INDEX, DEFAULT_ABSENCE_TOP_K, DEFAULT_INDEX, DEFAULT_TOP_K
 from embedeval.index import top_k
+from embedeval.errors import InputError
 from embedeval.needles import NEEDLE_VARIANTS, NeedleSet, Pair
 from embedeval.text import lexical_overlap
 
@@ -87,12 +88,29 @@ def across_embedders(per_embedder: dict[str, pd.Series], base: pd.DataFrame) -> 
 
 def needle_question_similarity(source: Source, embedders: Sequence, variants: Sequence[str] = NEEDLE_VARIANTS) -> pd.DataFrame:
     """cos(question as query, needle as document) for every row of :func:`pair_rows`, per embedder."""
-    base = pair_rows(source, variants)
+    return _question_text_cosines(pair_rows(source, variants), "needle", embedders)
+
+
+def distractor_question_similarity(needle_set: NeedleSet, embedders: Sequence) -> pd.DataFrame:
+    """cos(question as query, distractor as document) for every distractor of the set (the
+    Context Rot analysis: how close a keyword-sharing distractor comes to its question), per
+    embedder. A distractor is paired with the question of its query form."""
+    rows = [{"group_id": g.id, "category": g.category, "query_form": form, "distractor_id": k,
+             "question": g.query(form) or g.question, "distractor": text}
+            for g in needle_set.groups for k, (form, text) in enumerate(g.distractors)]
+    if not rows:
+        raise InputError(f"needle set {needle_set.name!r} has no distractors")
+    return _question_text_cosines(pd.DataFrame(rows), "distractor", embedders)
+
+
+def _question_text_cosines(base: pd.DataFrame, column: str, embedders: Sequence) -> pd.DataFrame:
+    """cos(``question`` as query, ``column`` as document) per row of ``base``, per embedder, with
+    mean and std across embedders (:func:`across_embedders`)."""
     per_embedder = {}
     for embedder in embedders:
         questions = embedder.embed(base["question"].tolist(), kind="query")
-        needles = embedder.embed(base["needle"].tolist(), kind="document")
-        per_embedder[embedder.name] = np.einsum("ij,ij->i", questions, needles)
+        texts = embedder.embed(base[column].tolist(), kind="document")
+        per_embedder[embedder.name] = np.einsum("ij,ij->i", questions, texts)
     return across_embedders(per_embedder, base)
 
 
