@@ -136,19 +136,48 @@ def _takes_document_ids(embedder: Embedder) -> bool:
     return True
 
 
+class TokenMemo:
+    """The token ids and character offsets (int32 arrays) of the last texts one model read, shared
+    by its strategies: tokenising thousands of 8k-token haystacks costs about a minute, once.
+
+    ``encode(texts, tokenize, limit)`` returns per text ``(ids, offsets)``, at least the first
+    ``limit`` tokens (all with ``limit=None``); a stored encoding of the same texts that reaches as
+    far serves again. ``tokenize`` is the model's ``token_ids`` (or the reference ``ids``).
+    """
+
+    def __init__(self):
+        self._key: tuple | None = None
+        self._limit: int | None = None
+        self._encoded: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def encode(self, texts: list[str], tokenize, limit: int | None) -> list[tuple[np.ndarray, np.ndarray]]:
+        key = (len(texts), hash(tuple(texts)))
+        if key == self._key and (self._limit is None or (limit is not None and limit <= self._limit)):
+            return self._encoded
+        encoded = []
+        for first in range(0, len(texts), TOKENIZE_BATCH):  # the tokenizer's Python offsets are large: a batch at a time
+            for ids, offsets in tokenize(texts[first : first + TOKENIZE_BATCH], limit):
+                encoded.append((np.asarray(ids, dtype=np.int32), np.asarray(offsets, dtype=np.int32).reshape(-1, 2)))
+        self._key, self._limit, self._encoded = key, limit, encoded
+        return encoded
+
+
 class EmbeddingScorer:
     """An :class:`~embedeval.embedders.base.Embedder` read through a :class:`Strategy`: a
     :class:`~embedeval.embedders.base.Scorer`.
 
     ``reference`` cuts texts for models that cannot be fed token ids (API models).
     ``dedupe=False`` sends every text to ``embed`` whole, as before token-id keying (``truncate``
-    only; a check that the two give the same tables).
+    only; a check that the two give the same tables). Scorers of one model share a
+    :class:`TokenMemo`, so the texts are tokenised once for all strategies.
     """
 
     normalizable = True
 
-    def __init__(self, embedder: Embedder, strategy: Strategy, reference: TokenCounter | None = None, dedupe: bool = True):
+    def __init__(self, embedder: Embedder, strategy: Strategy, reference: TokenCounter | None = None, dedupe: bool = True,
+                 memo: TokenMemo | None = None):
         self.embedder = embedder
+        self.memo = memo
         self.strategy_spec = strategy
         self.name = embedder.name
         self.strategy = strategy.label
@@ -209,21 +238,19 @@ class EmbeddingScorer:
         else:
             size = step = strategy.chunk_tokens - self.frame_tokens
             limit = None
+        tokenize = self.embedder.token_ids if self.reads_ids else self.reference.ids
+        encoded = (self.memo or TokenMemo()).encode(texts, tokenize, limit)
         inputs, owner, spans, seen = [], [], [], np.zeros(len(texts), dtype=np.int64)
-        for first in range(0, len(texts), TOKENIZE_BATCH):  # a batch's token offsets at a time: they are large
-            batch = texts[first : first + TOKENIZE_BATCH]
-            encoded = self.embedder.token_ids(batch, limit) if self.reads_ids else self.reference.ids(batch, limit)
-            for t, text, (ids, offsets) in zip(range(first, first + len(batch)), batch, encoded):
-                if not ids:
-                    raise InputError(f"text #{t} has no tokens for {self.name} ({text[:40]!r}); it cannot be embedded")
-                bounds = piece_bounds(len(ids), size, step)[: 1 if strategy.name == TRUNCATE else None]
-                ids = np.asarray(ids, dtype=np.int32)
-                for start, end in bounds:
-                    span = (offsets[start][0], offsets[end - 1][1])
-                    inputs.append(ids[start:end].tobytes() if self.reads_ids else text[span[0] : span[1]])
-                    owner.append(t)
-                    spans.append(span)
-                seen[t] = len(text) if bounds[-1][1] >= len(ids) else spans[-1][1]
+        for t, (text, (ids, offsets)) in enumerate(zip(texts, encoded)):
+            if not len(ids):
+                raise InputError(f"text #{t} has no tokens for {self.name} ({text[:40]!r}); it cannot be embedded")
+            bounds = piece_bounds(len(ids), size, step)[: 1 if strategy.name == TRUNCATE else None]
+            for start, end in bounds:
+                span = (int(offsets[start, 0]), int(offsets[end - 1, 1]))
+                inputs.append(ids[start:end].tobytes() if self.reads_ids else text[span[0] : span[1]])
+                owner.append(t)
+                spans.append(span)
+            seen[t] = len(text) if bounds[-1][1] >= len(ids) else spans[-1][1]
         return Pieces(inputs, np.asarray(owner, dtype=np.int64), np.asarray(spans, dtype=np.int64).reshape(-1, 2), seen)
 
     def _embed_pieces(self, inputs: list, whole_texts: list[str] | None) -> np.ndarray:
@@ -271,4 +298,5 @@ def load_scorers(spec: str, strategies: Sequence[Strategy], reference: TokenCoun
     if spec in LEXICAL_SPECS:
         return [BM25Scorer()]
     embedder = load_embedder(spec, cache_dir=cache_dir, progress=progress, commit_every=commit_every)
-    return [EmbeddingScorer(embedder, strategy, reference, dedupe=dedupe) for strategy in strategies]
+    memo = TokenMemo()  # the haystacks are tokenised once for all the strategies
+    return [EmbeddingScorer(embedder, strategy, reference, dedupe=dedupe, memo=memo) for strategy in strategies]

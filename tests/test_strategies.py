@@ -198,3 +198,27 @@ def test_bm25_and_three_strategies_in_one_sweep(tmp_path, books_dir):
     assert lexical["literal"] > 0.95 and lexical["onehop"] < lexical["literal"] - 0.2  # finds the keyword, not the meaning
     report = (tmp_path / "run" / "report.md").read_text()
     assert "## Chunk size" in report and "chunks-max@128" in report and "bm25 · full-text" in report
+
+
+def test_strategies_of_one_model_tokenise_the_texts_once(minilm):
+    from embedeval.strategies import TokenMemo
+
+    calls = []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(minilm, name)
+
+        def token_ids(self, texts, limit=None):
+            calls.append((len(texts), limit))
+            return minilm.token_ids(texts, limit)
+
+    counting = Counting()
+    memo = TokenMemo()
+    scorers = [EmbeddingScorer(minilm, s, memo=memo) for s in parse_strategies(["windows-mean", "chunks-max", "truncate"], [128, 256])]
+    for scorer in scorers:
+        scorer.embedder = counting
+    assert all(scorer.reads_ids for scorer in scorers)
+    vectors = [scorer.index(TEXTS).vectors for scorer in scorers]
+    assert calls == [(len(TEXTS), None)]  # one full tokenisation served windows, both chunk sizes and truncation
+    np.testing.assert_allclose(vectors[-1], EmbeddingScorer(minilm, Strategy("truncate")).index(TEXTS).vectors, atol=1e-6)
