@@ -162,3 +162,29 @@ def test_cli_build_bad_input_writes_nothing(tmp_path, books_dir):
     result = CliRunner().invoke(app, ["haystacks", "build", "--corpus", f"dir:{tmp_path}", "--out", str(out)])
     assert result.exit_code == 1 and "has no .txt files" in result.output
     assert not out.exists()
+
+
+# --- sentence splitting (syntok) -------------------------------------------------------------
+
+@pytest.mark.parametrize("text, sentences", [
+    ("It kept accelerating.We were surprised. Then it stopped.", ["It kept accelerating.", "We were surprised.", "Then it stopped."]),
+    ("Mr. Darcy arrived late. He bowed.", ["Mr. Darcy arrived late.", "He bowed."]),
+    ("Dr. Watson came in. Holmes looked up.", ["Dr. Watson came in.", "Holmes looked up."]),
+    ("Some tools, e.g. this one, are odd. Others are not.", ["Some tools, e.g. this one, are odd.", "Others are not."]),
+    ("Mrs. Smith left at 3 p.m. on Friday. The U.S. Army stayed.", ["Mrs. Smith left at 3 p.m. on Friday.", "The U.S. Army stayed."]),
+    ("Is it?  Yes!\nShe said \"Go!\" Then left.", ["Is it?", "Yes!", 'She said "Go!"', "Then left."]),
+    ("A line without an end\n\nA new paragraph. Don't   stop.", ["A line without an end", "A new paragraph.", "Don't stop."]),
+    ("", []),
+])
+def test_split_sentences_handles_abbreviations_and_glued_full_stops(text, sentences):
+    assert split_sentences(text) == sentences
+
+
+def test_split_sentences_changes_nothing_but_whitespace():
+    text = "First one.Second one -- with a dash. \u201cQuoted,\u201d he said.\n\n  Indented para (with brackets). Last"
+    sentences = split_sentences(text)
+    assert "".join("".join(sentences).split()) == "".join(text.split())
+    assert split_sentences(text) == sentences  # memoised: same answer, a fresh list
+    sentences.append("x")
+    assert split_sentences(text) != sentences
+

@@ -39,9 +39,11 @@ from embedeval.report import write_report
 from embedeval.expansion import query_forms
 from embedeval.similarity import retrieval_rows, score_haystacks, similarity_rows
 from embedeval.strategies import EmbeddingScorer, load_scorers, parse_strategies
+from embedeval.text import SENTENCE_SPLITTER
 from embedeval.tokens import DEFAULT_REFERENCE, load_token_counter
 
-#: Settings that determine the haystacks; a run directory's haystacks are reused when they match.
+#: Settings that determine the haystacks; a run directory's haystacks are reused when they match
+#: (together with the needle file's hash and the sentence splitter, see ``haystack_settings``).
 HAYSTACK_KEYS = ("needles", "groups", "corpus", "lengths", "depths", "variants", "seed", "negatives", "tokenizer")
 VERSIONED_PACKAGES = ("embedeval", "numpy", "pandas", "scipy", "scikit-learn", "torch",
                       "sentence-transformers", "transformers", "tokenizers")
@@ -94,10 +96,12 @@ class NolimaConfig:
         return needle_set if self.groups is None else needle_set.subset(self.groups)
 
     def haystack_settings(self) -> dict:
-        """The settings the haystacks depend on, with a hash of the needle file's content."""
+        """The settings the haystacks depend on, with a hash of the needle file's content and the
+        sentence splitter (haystacks cut by another splitter are rebuilt, not reused)."""
         data = asdict(self)
         settings = {k: data[k] for k in HAYSTACK_KEYS}
         settings["needles_sha256"] = hashlib.sha256(Path(self.needles).read_bytes()).hexdigest()
+        settings["splitter"] = SENTENCE_SPLITTER
         return settings
 
 
