@@ -27,7 +27,7 @@ def main(books: Path = BOOKS) -> None:
     tokenizer = load_token_counter()
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
-    corpus = load_corpus(f"dir:{books}")
+    corpus = load_corpus(f"dir:{books}/*.txt")  # the books, not the folder's SOURCES.md
     pool = SentencePool.from_corpus(corpus, tokenizer, banned=needle_set.character_pattern())
     prepared = time.perf_counter()
     frame = build_haystacks(needle_set, corpus, tokenizer=tokenizer, pool=pool)

@@ -204,11 +204,12 @@ def haystacks_build(
     from embedeval.io import write_table
 
     check_output_file(out, (".parquet",))
-    check_build_args(grid.length_list, grid.depths, grid.variant_list, grid.negatives)
+    check_build_args(grid.length_list, grid.depths, grid.variant_list, grid.negatives, grid.min_books, grid.filler)
     needle_set = needles.load()
     frame = build_haystacks(
         needle_set, load_corpus(grid.corpus), lengths=grid.length_list, depths=grid.depths, variants=grid.variant_list,
-        controls=controls, seed=grid.seed, progress=not quiet, negatives=grid.negatives,
+        controls=controls, seed=grid.seed, progress=not quiet, negatives=grid.negatives, min_books=grid.min_books,
+        filler=grid.filler,
     )
     write_table(frame, out)
     typer.echo(f"wrote {len(frame)} haystacks to {out}")
@@ -269,6 +270,7 @@ def nolima(
         raise InputError("--commit-every must be >= 1")
     config = NolimaConfig(
         embedders=embedders.specs, needles=str(needles.path), groups=needles.group_ids, corpus=grid.corpus,
+        min_books=grid.min_books, filler=grid.filler,
         lengths=grid.length_list, depths=grid.depths, variants=grid.variant_list, seed=grid.seed, negatives=grid.negatives,
         out=str(out), break_metric=break_metric, break_threshold=break_threshold, n_bootstrap=n_bootstrap, normalize_by=normalize_by, skip_unavailable=embedders.skip_unavailable,
         expansions=split_list(expansions or ""),
@@ -387,8 +389,9 @@ def similarity_needle_haystack(
         raise InputError(f"--index must be one of {', '.join(INDEXES)} and --top-k >= 1")
     chunking.check()
     source = pairs.load(needles)
+    chunks = chunking.chunks()  # before the models: a corpus mistake is reported at once
     models = embedders.load(quiet)
-    table = needle_haystack_similarity(source, chunking.chunks(), models, top=top_k, index=index)
+    table = needle_haystack_similarity(source, chunks, models, top=top_k, index=index)
     _write_similarity_table(table, out)
 
 
@@ -414,8 +417,9 @@ def similarity_absence(
     check_output_file(out, TABLE_SUFFIXES)
     chunking.check()
     source = pairs.load(needles)
+    chunks = chunking.chunks()  # before the model: a corpus mistake is reported at once
     model = load_embedder(embedder, cache_dir=cache_dir, progress=not quiet)
-    table = answer_absence(source, chunking.chunks(), model, top=top_k, path=chroma_path)
+    table = answer_absence(source, chunks, model, top=top_k, path=chroma_path)
     _write_similarity_table(table, out)
     n_questions = table["question"].nunique()
     if pairs.pairs is not None:

@@ -20,8 +20,8 @@ from typing import Annotated, Optional
 import typer
 
 from embedeval.defaults import (
-    DEFAULT_CHUNKER, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_LENGTHS, DEFAULT_NEEDLES, DEFAULT_SEED,
-    DEFAULT_NEGATIVES, DEFAULT_VARIANTS,
+    DEFAULT_CHUNKER, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS,
+    DEFAULT_NEEDLES, DEFAULT_SEED, DEFAULT_NEGATIVES, DEFAULT_VARIANTS,
 )
 from embedeval.embedders.registry import load_embedder, select_embedders
 from embedeval.errors import InputError
@@ -32,7 +32,8 @@ CacheDir = Annotated[
     typer.Option("--cache-dir", envvar=CACHE_ENV, help="Embedding cache folder (default: user cache dir)."),
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
-CorpusOpt = Annotated[str, typer.Option("--corpus", help="shakespeare, gutenberg or dir:PATH.")]
+CorpusOpt = Annotated[str, typer.Option("--corpus", help="shakespeare, gutenberg, dir:PATH (its .txt and .md files; dir:PATH/*.txt picks), jsonl:FILE (a text field per line, optional id) or parquet:FILE (column text, optional id).")]
+MinBooksOpt = Annotated[int, typer.Option("--min-books", help="Fewest books (files, JSONL lines, Parquet rows) the corpus must hold.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded).")]
 
 
@@ -92,9 +93,12 @@ class PairOptions:
 
 @dataclass
 class GridOptions:
-    """The haystack grid: corpus, lengths, depths, variants and seed."""
+    """The haystack grid: corpus (and its fewest books, how filler is drawn), lengths, depths,
+    variants, seed and negatives."""
 
     corpus: CorpusOpt = DEFAULT_CORPUS
+    min_books: MinBooksOpt = DEFAULT_MIN_BOOKS
+    filler: Annotated[str, typer.Option("--filler", help="random (sentence-aligned snippets from random books) or sequential (contiguous passages in book order, as Context Rot and NoLiMa).")] = DEFAULT_FILLER
     lengths: Annotated[str, typer.Option("--lengths", help="Comma-separated haystack lengths in tokens.")] = ",".join(map(str, DEFAULT_LENGTHS))
     depths: Annotated[int, typer.Option("--depths", help="Needle depths per length, spread from start to end.")] = DEFAULT_DEPTHS
     variants: Annotated[str, typer.Option("--variants", help="Comma-separated: onehop, inverted, literal, literal_inverted.")] = ",".join(DEFAULT_VARIANTS)
@@ -132,22 +136,28 @@ class EmbedderOptions:
 
 @dataclass
 class ChunkOptions:
-    """How the similarity commands cut a corpus into chunks: ``--corpus --chunker --seed``."""
+    """How the similarity commands cut a corpus into chunks: ``--corpus --min-books --chunker --seed``."""
 
     corpus: CorpusOpt = DEFAULT_CORPUS
+    min_books: MinBooksOpt = DEFAULT_MIN_BOOKS
     chunker: Annotated[str, typer.Option("--chunker", help="sentences:N, sentences:A-B or tokens:N.")] = DEFAULT_CHUNKER
     seed: SeedOpt = DEFAULT_SEED
 
     def check(self) -> None:
         from embedeval.chunking import parse_chunker
+        from embedeval.corpus import check_min_books
 
         parse_chunker(self.chunker)
+        check_min_books(self.min_books)
 
     def chunks(self) -> list:
+        """The corpus (at least ``--min-books`` books) cut into chunks."""
         from embedeval.chunking import chunk_corpus
-        from embedeval.corpus import load_corpus
+        from embedeval.corpus import load_corpus, require_books
 
-        return chunk_corpus(load_corpus(self.corpus), self.chunker, seed=self.seed)
+        corpus = load_corpus(self.corpus)
+        require_books(corpus, self.min_books, purpose="chunks are drawn from")
+        return chunk_corpus(corpus, self.chunker, seed=self.seed)
 
 
 def with_option_groups(command):

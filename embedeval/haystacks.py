@@ -1,12 +1,19 @@
 """Deterministic NoLiMa-style haystacks (DESIGN §3).
 
-Paired design: for each (group, length) one *filler* is drawn — random sentence-aligned snippets
-(< 250 tokens each) from random books. Every depth and variant inserts its needle into that same
-filler, trimmed at its end so the total is ``length`` tokens; the control is the filler alone,
-trimmed to ``length``. Within a condition only the needle and its place change.
+Paired design: for each (group, length) one *filler* is drawn. Every depth and variant inserts its
+needle into that same filler, trimmed at its end so the total is ``length`` tokens; the control is
+the filler alone, trimmed to ``length``. Within a condition only the needle and its place change.
+
+Two ways to draw a filler (``filler=``):
+
+``random``      random sentence-aligned snippets (< 250 tokens each) from random books;
+``sequential``  one contiguous passage in book order (as Context Rot and NoLiMa do): a start
+                sentence drawn with the seed, then consecutive sentences, on into the next book
+                when one ends (after the last book, the first).
 
 Every book is split and tokenised once (:class:`SentencePool`); sentences naming any character
-of the needle set are left out, so controls never mention a character.
+of the needle set, or of 250 tokens or more, are left out, so controls never mention a character
+(a sequential passage steps over them).
 """
 
 from __future__ import annotations
@@ -20,9 +27,11 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from embedeval.corpus import Corpus
+from embedeval.corpus import Corpus, check_min_books, require_books
 from embedeval.errors import ConfigError, CorpusError
-from embedeval.defaults import DEFAULT_DEPTHS, DEFAULT_LENGTHS, DEFAULT_NEGATIVES, DEFAULT_SEED, DEFAULT_VARIANTS
+from embedeval.defaults import (
+    DEFAULT_DEPTHS, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_NEGATIVES, DEFAULT_SEED, DEFAULT_VARIANTS,
+)
 from embedeval.labels import CONTROL, NEGATIVE
 from embedeval.needles import NEEDLE_VARIANTS, NeedleGroup, NeedleSet
 from embedeval.text import split_sentences
@@ -30,7 +39,7 @@ from embedeval.tokens import TokenCounter, load_token_counter
 
 MAX_SNIPPET_TOKENS = 250  # snippets are strictly shorter
 MIN_SNIPPET_TOKENS = 40
-MIN_BOOKS = 10
+FILLERS = ("random", "sequential")
 HAYSTACK_COLUMNS = [
     "id", "group_id", "category", "variant", "length", "n_tokens", "depth", "target_depth",
     "text", "needle_start", "needle_end", "character", "sources", "seed",
@@ -105,6 +114,31 @@ def draw_filler(pool: SentencePool, n_tokens: int, rng: np.random.Generator) -> 
     return pieces
 
 
+def draw_sequential(pool: SentencePool, n_tokens: int, rng: np.random.Generator) -> list[Piece]:
+    """One contiguous passage of at least ``n_tokens``: from a start sentence drawn uniformly over
+    the whole pool, consecutive sentences in book order, on into the next book when one ends
+    (after the last book, the first)."""
+    sizes = np.array([len(s) for s in pool.sentences])
+    start = int(rng.integers(int(sizes.sum())))
+    b = int(np.searchsorted(np.cumsum(sizes), start, side="right"))
+    i = start - int(sizes[:b].sum())
+    pieces: list[Piece] = []
+    total = 0
+    while total < n_tokens:
+        if i == sizes[b]:
+            b, i = (b + 1) % len(sizes), 0
+            continue
+        pieces.append(Piece(pool.sentences[b][i], int(pool.tokens[b][i]), pool.book_ids[b]))
+        total += int(pool.tokens[b][i])
+        i += 1
+    return pieces
+
+
+def fill(pool: SentencePool, n_tokens: int, rng: np.random.Generator, filler: str = DEFAULT_FILLER) -> list[Piece]:
+    """A filler of at least ``n_tokens`` drawn the ``filler`` way (one of :data:`FILLERS`)."""
+    return draw_sequential(pool, n_tokens, rng) if filler == "sequential" else draw_filler(pool, n_tokens, rng)
+
+
 def trim(pieces: list[Piece], n_tokens: int, tokenizer: TokenCounter) -> list[Piece]:
     """The first ``n_tokens`` tokens of the filler: whole sentences, then a cut last one."""
     out, total = [], 0
@@ -134,9 +168,10 @@ def insert_needle(pieces: list[Piece], needle: str, target_depth: float) -> tupl
     return text, start, start + len(needle), int(boundaries[k])
 
 
-def check_build_args(lengths: Sequence[int], depths: int, variants: Sequence[str], negatives: int = DEFAULT_NEGATIVES) -> None:
+def check_build_args(lengths: Sequence[int], depths: int, variants: Sequence[str], negatives: int = DEFAULT_NEGATIVES,
+                     min_books: int = DEFAULT_MIN_BOOKS, filler: str = DEFAULT_FILLER) -> None:
     """Reject bad grids before any work: lengths must be positive ints, depths >= 1, known
-    variants, at least one negative per length."""
+    variants, at least one negative per length, min_books >= 1, a known filler."""
     if not lengths:
         raise ConfigError("no haystack lengths given")
     for length in lengths:
@@ -154,6 +189,9 @@ def check_build_args(lengths: Sequence[int], depths: int, variants: Sequence[str
         raise ConfigError(f"unknown variant {unknown[0]!r}; known: {', '.join(NEEDLE_VARIANTS)}")
     if len(set(variants)) < len(variants):
         raise ConfigError(f"a variant is given more than once: {', '.join(variants)}")
+    check_min_books(min_books)
+    if filler not in FILLERS:
+        raise ConfigError(f"unknown filler {filler!r}; use one of {', '.join(FILLERS)}")
 
 
 def depth_grid(n_depths: int) -> np.ndarray:
@@ -170,22 +208,24 @@ def build_haystacks(
     controls: bool = True,
     tokenizer: TokenCounter | None = None,
     seed: int = DEFAULT_SEED,
-    min_books: int = MIN_BOOKS,
+    min_books: int = DEFAULT_MIN_BOOKS,
     progress: bool = False,
     pool: SentencePool | None = None,
     negatives: int = DEFAULT_NEGATIVES,
+    filler: str = DEFAULT_FILLER,
 ) -> pd.DataFrame:
     """Every haystack of the grid as a DataFrame with the columns of :data:`HAYSTACK_COLUMNS`.
 
     Same inputs and seed -> identical rows. ``depth`` is the needle's token offset / n_tokens.
     Besides the needle haystacks and the per-condition controls, every length gets ``negatives``
     needle-free haystacks built like the controls (variant ``negative``, no group): with the
-    controls they are the pool each needle haystack is ranked in.
+    controls they are the pool each needle haystack is ranked in. ``filler`` is how fillers are
+    drawn (see the module docstring); the corpus must hold at least ``min_books`` books either way
+    (a single haystack need not span them).
     """
-    check_build_args(lengths, depths, variants, negatives)
+    check_build_args(lengths, depths, variants, negatives, min_books, filler)
     tokenizer = tokenizer or load_token_counter()
-    if len(corpus.books) < min_books:
-        raise CorpusError(f"corpus {corpus.source} has {len(corpus.books)} books; haystacks draw from at least {min_books}")
+    require_books(corpus, min_books)
     pool = pool or SentencePool.from_corpus(corpus, tokenizer, banned=needle_set.character_pattern())
     need = max(lengths) + MAX_SNIPPET_TOKENS
     if pool.total_tokens < need:
@@ -200,14 +240,14 @@ def build_haystacks(
     rows = []
     conditions = [(g, length) for g in needle_set.groups for length in lengths]
     for group, length in tqdm(conditions, desc="building haystacks", unit="condition", disable=not progress):
-        filler = draw_filler(pool, length + MAX_SNIPPET_TOKENS, condition_rng(seed, group.id, length))
-        rows += _condition_rows(group, length, filler, variants, depth_grid(depths), controls, needle_tokens, tokenizer, seed)
+        pieces = fill(pool, length + MAX_SNIPPET_TOKENS, condition_rng(seed, group.id, length), filler)
+        rows += _condition_rows(group, length, pieces, variants, depth_grid(depths), controls, needle_tokens, tokenizer, seed)
     for length in tqdm(lengths, desc="building negatives", unit="length", disable=not progress):
         base = {"group_id": "", "category": "", "length": length, "seed": seed}
         pool_rows = []
         for k in range(negatives):
-            filler = draw_filler(pool, length + MAX_SNIPPET_TOKENS, condition_rng(seed, f"{NEGATIVE}-{k}", length))
-            pool_rows += _needle_free_row(base, f"{NEGATIVE}:{length}:{k:03d}", NEGATIVE, trim(filler, length, tokenizer))
+            pieces = fill(pool, length + MAX_SNIPPET_TOKENS, condition_rng(seed, f"{NEGATIVE}-{k}", length), filler)
+            pool_rows += _needle_free_row(base, f"{NEGATIVE}:{length}:{k:03d}", NEGATIVE, trim(pieces, length, tokenizer))
         rows += _counted(pool_rows, length, tokenizer)
     return pd.DataFrame(rows, columns=HAYSTACK_COLUMNS).astype(
         {"needle_start": "Int64", "needle_end": "Int64", "depth": "Float64", "target_depth": "Float64"}

@@ -133,11 +133,11 @@ def test_cli_similarity_commands(fake, tmp_path, small_corpus, books_dir):
     assert result.exit_code == 0, result.output
     nq = pd.read_csv(tmp_path / "nq.csv")
     assert {"st:all-MiniLM-L6-v2", "openai:text-embedding-3-small", "mean", "std"} <= set(nq.columns)
-    result = runner.invoke(app, ["similarity", "needle-haystack", "--groups", groups, "--corpus", corpus,
+    result = runner.invoke(app, ["similarity", "needle-haystack", "--groups", groups, "--corpus", corpus, "--min-books", "3",
                                  "--index", "chroma", "--top-k", "5", "--out", str(tmp_path / "nh.parquet"), "-q"])
     assert result.exit_code == 0, result.output
     assert len(pd.read_parquet(tmp_path / "nh.parquet")) == 3 * 4
-    result = runner.invoke(app, ["similarity", "absence", "--groups", groups, "--corpus", corpus,
+    result = runner.invoke(app, ["similarity", "absence", "--groups", groups, "--corpus", corpus, "--min-books", "3",
                                  "--out", str(tmp_path / "absence.csv"), "-q"])
     assert result.exit_code == 0, result.output
     assert "questions have a top-10 chunk" in result.output

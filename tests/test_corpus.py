@@ -22,12 +22,78 @@ Section 1. General Terms of Use and Redistributing Project Gutenberg-tm electron
 """
 
 
-def test_dir_corpus_reads_every_txt(tmp_path):
+def test_dir_corpus_reads_every_txt_and_md(tmp_path):
     for name in ["b", "a"]:
         (tmp_path / f"{name}.txt").write_text(f"Book {name} text.")
-    (tmp_path / "skip.md").write_text("not a book")
+    (tmp_path / "c.md").write_text("# Notes\n\nA markdown book.")
+    (tmp_path / "skip.json").write_text("not a book")
+    (tmp_path / "sub.txt").mkdir()  # a folder, not a book
     corpus = load_corpus(f"dir:{tmp_path}")
-    assert [(b.id, b.text) for b in corpus.books] == [("a", "Book a text."), ("b", "Book b text.")]
+    assert [(b.id, b.text) for b in corpus.books] == [("a", "Book a text."), ("b", "Book b text."), ("c", "# Notes\n\nA markdown book.")]
+
+
+def test_dir_corpus_pattern_picks_files(tmp_path):
+    for name in ["b.txt", "a.txt", "README.md"]:
+        (tmp_path / name).write_text(f"Text of {name}.")
+    assert [b.id for b in load_corpus(f"dir:{tmp_path}").books] == ["README", "a", "b"]
+    assert [b.id for b in load_corpus(f"dir:{tmp_path}/*.txt").books] == ["a", "b"]
+    with pytest.raises(CorpusError, match=r"has no files matching \*\.rst"):
+        load_corpus(f"dir:{tmp_path}/*.rst")
+
+
+def test_dir_corpus_refuses_two_files_with_one_id(tmp_path):
+    (tmp_path / "a.txt").write_text("One.")
+    (tmp_path / "a.md").write_text("Two.")
+    with pytest.raises(CorpusError, match="a.md and a.txt in .* would both be book 'a'"):
+        load_corpus(f"dir:{tmp_path}")
+
+
+def test_jsonl_corpus_ids_default_to_line_numbers(tmp_path):
+    path = tmp_path / "docs.jsonl"
+    path.write_text('{"text": "First record."}\n\n{"id": "essay-b", "text": "Second record."}\n{"id": 7, "text": "Third.", "extra": 1}\n')
+    corpus = load_corpus(f"jsonl:{path}")
+    assert corpus.source == f"jsonl:{path}"
+    assert [(b.id, b.text) for b in corpus.books] == [("1", "First record."), ("essay-b", "Second record."), ("7", "Third.")]
+
+
+def test_parquet_corpus_keeps_row_order_and_ids(tmp_path):
+    import pandas as pd
+
+    pd.DataFrame({"text": ["Zeta text.", "Alpha text."], "id": ["z", "a"], "other": [1, 2]}).to_parquet(tmp_path / "with-id.parquet")
+    pd.DataFrame({"text": ["One.", "Two.", "Three."]}).to_parquet(tmp_path / "no-id.parquet")
+    assert [(b.id, b.text) for b in load_corpus(f"parquet:{tmp_path / 'with-id.parquet'}").books] == [("z", "Zeta text."), ("a", "Alpha text.")]
+    assert [b.id for b in load_corpus(f"parquet:{tmp_path / 'no-id.parquet'}").books] == ["1", "2", "3"]
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"text": "ok"}\n{"text": "broken"\n', r"docs.jsonl:2: not valid JSON"),
+    ('{"text": "ok"}\n{"id": "x"}\n', r"docs.jsonl:2: no text field"),
+    ('{"text": "ok"}\n\n{"text": "  "}\n', r"docs.jsonl:3: empty text"),
+    ('{"text": 5}\n', r"docs.jsonl:1: text must be a string, not int"),
+    ('["text"]\n', r"docs.jsonl:1: each line must be a JSON object"),
+    ('{"text": "a", "id": "x"}\n{"text": "b", "id": "x"}\n', r"docs.jsonl: id 'x' is used by more than one record"),
+    ('\n\n', r"docs.jsonl holds no records"),
+])
+def test_jsonl_corpus_errors_name_file_and_line(tmp_path, content, message):
+    (tmp_path / "docs.jsonl").write_text(content)
+    with pytest.raises(CorpusError, match=message):
+        load_corpus(f"jsonl:{tmp_path / 'docs.jsonl'}")
+
+
+def test_parquet_corpus_errors(tmp_path):
+    import pandas as pd
+
+    pd.DataFrame({"body": ["x"]}).to_parquet(tmp_path / "nocol.parquet")
+    with pytest.raises(CorpusError, match=r"nocol.parquet has no text column \(columns: body\)"):
+        load_corpus(f"parquet:{tmp_path / 'nocol.parquet'}")
+    pd.DataFrame({"text": ["fine", ""]}).to_parquet(tmp_path / "empty.parquet")
+    with pytest.raises(CorpusError, match=r"empty.parquet: row 2: empty text"):
+        load_corpus(f"parquet:{tmp_path / 'empty.parquet'}")
+    (tmp_path / "garbage.parquet").write_text("not parquet")
+    with pytest.raises(CorpusError, match=r"garbage.parquet is not a readable Parquet table"):
+        load_corpus(f"parquet:{tmp_path / 'garbage.parquet'}")
+    with pytest.raises(CorpusError, match=r"missing.parquet does not exist"):
+        load_corpus(f"parquet:{tmp_path / 'missing.parquet'}")
 
 
 @pytest.mark.parametrize(

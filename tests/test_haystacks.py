@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 from embedeval.cli import app
 from embedeval.corpus import Book, Corpus, load_corpus
 from embedeval.errors import ConfigError, CorpusError
-from embedeval.haystacks import MAX_SNIPPET_TOKENS, SentencePool, build_haystacks
+from embedeval.haystacks import MAX_SNIPPET_TOKENS, SentencePool, build_haystacks, draw_sequential
 from embedeval.text import split_sentences
 from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.needles import load_needle_set
@@ -162,3 +162,210 @@ def test_cli_build_bad_input_writes_nothing(tmp_path, books_dir):
     result = CliRunner().invoke(app, ["haystacks", "build", "--corpus", f"dir:{tmp_path}", "--out", str(out)])
     assert result.exit_code == 1 and "has no .txt files" in result.output
     assert not out.exists()
+
+
+# --- sentence splitting (syntok) -------------------------------------------------------------
+
+@pytest.mark.parametrize("text, sentences", [
+    ("It kept accelerating.We were surprised. Then it stopped.", ["It kept accelerating.", "We were surprised.", "Then it stopped."]),
+    ("Mr. Darcy arrived late. He bowed.", ["Mr. Darcy arrived late.", "He bowed."]),
+    ("Dr. Watson came in. Holmes looked up.", ["Dr. Watson came in.", "Holmes looked up."]),
+    ("Some tools, e.g. this one, are odd. Others are not.", ["Some tools, e.g. this one, are odd.", "Others are not."]),
+    ("Mrs. Smith left at 3 p.m. on Friday. The U.S. Army stayed.", ["Mrs. Smith left at 3 p.m. on Friday.", "The U.S. Army stayed."]),
+    ("Is it?  Yes!\nShe said \"Go!\" Then left.", ["Is it?", "Yes!", 'She said "Go!"', "Then left."]),
+    ("A line without an end\n\nA new paragraph. Don't   stop.", ["A line without an end", "A new paragraph.", "Don't stop."]),
+    ("", []),
+])
+def test_split_sentences_handles_abbreviations_and_glued_full_stops(text, sentences):
+    assert split_sentences(text) == sentences
+
+
+def test_split_sentences_changes_nothing_but_whitespace():
+    text = "First one.Second one -- with a dash. \u201cQuoted,\u201d he said.\n\n  Indented para (with brackets). Last"
+    sentences = split_sentences(text)
+    assert "".join("".join(sentences).split()) == "".join(text.split())
+    assert split_sentences(text) == sentences  # memoised: same answer, a fresh list
+    sentences.append("x")
+    assert split_sentences(text) != sentences
+
+
+# --- corpus size, --min-books and the sequential filler ------------------------------------------
+
+def labelled_books(n_books: int, n_sentences: int) -> tuple[Book, ...]:
+    """Hand-made books whose every sentence says where it comes from."""
+    words = ["river", "lantern", "orchard", "harbour", "meadow", "violin", "glacier", "market"]
+    return tuple(
+        Book(f"book{b}", " ".join(f"Line {i} of book {b} sees the {words[(b + i) % 8]} near the {words[(3 * i) % 8]}."
+                                  for i in range(n_sentences)))
+        for b in range(n_books)
+    )
+
+
+def labels(text: str) -> list[tuple[int, int]]:
+    return [(int(b), int(i)) for i, b in re.findall(r"Line (\d+) of book (\d+) sees the \w+ near the \w+\.", text)]
+
+
+def test_min_books_is_configurable(needle_set, tokenizer):
+    corpus = Corpus("five", labelled_books(5, 40))
+    with pytest.raises(CorpusError, match=r"corpus five has 5 books; haystacks draw from at least 10 \(set --min-books"):
+        build_haystacks(needle_set, corpus, [128], 2, tokenizer=tokenizer, negatives=1)
+    frame = build_haystacks(needle_set, corpus, [128], 2, tokenizer=tokenizer, negatives=1, min_books=5)
+    assert len(frame) == len(needle_set.groups) * (2 * 2 + 1) + 1
+    for bad in (0, -1):
+        with pytest.raises(ConfigError, match=f"--min-books must be a whole number >= 1, not {bad}"):
+            build_haystacks(needle_set, corpus, [128], 2, tokenizer=tokenizer, min_books=bad)
+    with pytest.raises(ConfigError, match="unknown filler 'shuffled'; use one of random, sequential"):
+        build_haystacks(needle_set, corpus, [128], 2, tokenizer=tokenizer, min_books=5, filler="shuffled")
+
+
+class FixedStart:
+    """An rng whose only draw is the start sentence of a sequential passage."""
+
+    def __init__(self, start: int):
+        self.start = start
+
+    def integers(self, high: int) -> int:
+        assert 0 <= self.start < high
+        return self.start
+
+
+def test_sequential_passages_run_on_into_the_next_book_and_wrap(tokenizer):
+    pool = SentencePool.from_corpus(Corpus("three", labelled_books(3, 4)), tokenizer)
+    tokens = {(b, i): int(pool.tokens[b][i]) for b in range(3) for i in range(4)}
+    expected = [(0, 2), (0, 3), (1, 0), (1, 1), (1, 2)]
+    pieces = draw_sequential(pool, sum(tokens[s] for s in expected), FixedStart(2))  # book 0, sentence 2
+    assert [labels(p.text)[0] for p in pieces] == expected
+    assert [p.book for p in pieces] == ["book0", "book0", "book1", "book1", "book1"]
+    expected = [(2, 3), (0, 0), (0, 1)]
+    pieces = draw_sequential(pool, sum(tokens[s] for s in expected), FixedStart(11))  # the last sentence of the last book
+    assert [labels(p.text)[0] for p in pieces] == expected
+
+
+def test_sequential_filler_is_contiguous_and_paired(needle_set, tokenizer):
+    corpus = Corpus("labelled", labelled_books(6, 60))
+    build = dict(lengths=[128, 512], depths=3, variants=VARIANTS, tokenizer=tokenizer, seed=5, negatives=3, min_books=6)
+    frame = build_haystacks(needle_set, corpus, filler="sequential", **build)
+    order = [(b, i) for b in range(6) for i in range(60)]
+    for row in frame[frame["variant"].isin(["control", "negative"])].itertuples():
+        found = labels(row.text)
+        start = order.index(found[0])
+        assert found == [order[(start + k) % len(order)] for k in range(len(found))], row.id
+        assert len(row.sources) <= 2
+    for (group, length), cond in frame[frame["variant"] != "negative"].groupby(["group_id", "length"]):
+        control = cond[cond["variant"] == "control"]["text"].item()
+        for row in cond[cond["variant"] != "control"].itertuples():
+            filler = " ".join(part for part in (row.text[: row.needle_start].rstrip(" "), row.text[row.needle_end :].lstrip(" ")) if part)
+            assert control.startswith(filler), (group, length, row.id)
+    again = build_haystacks(needle_set, corpus, filler="sequential", **build)
+    assert all(a.encode() == b.encode() for a, b in zip(again["text"], frame["text"]))
+    pd.testing.assert_frame_equal(again, frame)
+    random_mode = build_haystacks(needle_set, corpus, **build)
+    assert (random_mode["text"] != frame["text"]).mean() > 0.9
+
+
+def test_sequential_filler_on_the_plays_follows_the_source_sentences(needle_set, corpus, tokenizer):
+    frame = build_haystacks(needle_set.subset([needle_set.groups[0].id]), corpus, [256, 1024], 2, ["onehop"], tokenizer=tokenizer,
+                            seed=11, negatives=2, filler="sequential")
+    pool = SentencePool.from_corpus(corpus, tokenizer, banned=needle_set.character_pattern())
+    flat = [s for sentences in pool.sentences for s in sentences]
+    for row in frame[frame["variant"].isin(["control", "negative"])].itertuples():
+        starts = [k for k, s in enumerate(flat) if row.text.startswith(s + " ")]
+        assert any(_runs_from(row.text, flat, k) for k in starts), row.id
+
+
+def _runs_from(text: str, flat: list[str], k: int) -> bool:
+    """``text`` is flat[k], flat[k+1], ... joined by spaces, the last one possibly cut short."""
+    rest = text
+    while rest:
+        sentence = flat[k % len(flat)]
+        if rest == sentence or rest.startswith(sentence + " "):
+            rest, k = rest[len(sentence) + 1 :], k + 1
+        else:
+            return sentence.startswith(rest)
+    return True
+
+
+def _write_books(folder, books):
+    folder.mkdir()
+    for k, book in enumerate(books):
+        (folder / f"{book.id}.{'md' if k % 2 else 'txt'}").write_text(book.text, encoding="utf-8")
+    return folder
+
+
+def test_cli_min_books_lets_a_small_corpus_run(tmp_path):
+    books = _write_books(tmp_path / "five", labelled_books(5, 40))
+    out = tmp_path / "h.parquet"
+    result = CliRunner().invoke(app, ["haystacks", "build", "--corpus", f"dir:{books}", "--min-books", "3", "--filler", "sequential",
+                                      "--groups", "loc-dresden", "--lengths", "128,256", "--depths", "2", "--variants", "onehop",
+                                      "--negatives", "2", "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    frame = pd.read_parquet(out)
+    assert len(frame) == 2 * (2 + 1) + 2 * 2
+    assert set(frame["sources"].explode()) <= {f"book{b}" for b in range(5)}
+    order = [(b, i) for b in range(5) for i in range(40)]
+    for text in frame.loc[frame["variant"] == "control", "text"]:
+        found = labels(text)
+        start = order.index(found[0])
+        assert found == [order[(start + k) % len(order)] for k in range(len(found))]
+
+
+def _bad_corpora(tmp_path):
+    five = _write_books(tmp_path / "five", labelled_books(5, 40))
+    (tmp_path / "bad.jsonl").write_text('{"text": "Fine line."}\n{"text": "Fine too."}\n{"text": oops}\n')
+    (tmp_path / "empty.jsonl").write_text('{"text": "Fine line."}\n{"id": "b", "text": ""}\n')
+    pd.DataFrame({"body": ["Some text."]}).to_parquet(tmp_path / "nocol.parquet")
+    return {
+        "few": (["--corpus", f"dir:{five}"], f"corpus dir:{five} has 5 books; {{purpose}} at least 10 (set --min-books to use fewer)"),
+        "zero": (["--corpus", f"dir:{five}", "--min-books", "0"], "--min-books must be a whole number >= 1, not 0"),
+        "jsonl": (["--corpus", f"jsonl:{tmp_path / 'bad.jsonl'}"], f"{tmp_path / 'bad.jsonl'}:3: not valid JSON"),
+        "empty": (["--corpus", f"jsonl:{tmp_path / 'empty.jsonl'}"], f"{tmp_path / 'empty.jsonl'}:2: empty text"),
+        "parquet": (["--corpus", f"parquet:{tmp_path / 'nocol.parquet'}"], f"corpus file {tmp_path / 'nocol.parquet'} has no text column (columns: body)"),
+    }
+
+
+def _files(folder):
+    return sorted(p.relative_to(folder) for p in folder.rglob("*"))
+
+
+COMMANDS = {
+    "haystacks build": (["haystacks", "build", "--lengths", "128", "--out", "out/h.parquet"], "haystacks draw from"),
+    "nolima": (["nolima", "-e", "bm25", "--lengths", "128", "--depths", "2", "--out", "run"], "haystacks draw from"),
+    "similarity absence": (["similarity", "absence", "--out", "out/a.csv"], "chunks are drawn from"),
+    "similarity needle-haystack": (["similarity", "needle-haystack", "--out", "out/n.csv"], "chunks are drawn from"),
+}
+
+
+@pytest.mark.parametrize("command, case", [
+    *[("haystacks build", case) for case in ("few", "zero", "jsonl", "empty", "parquet")],
+    # the corpus readers are shared: the other commands are checked for the book count
+    *[(command, case) for command in ("nolima", "similarity absence", "similarity needle-haystack") for case in ("few", "zero")],
+])
+def test_cli_corpus_mistakes_are_one_line_and_write_nothing(tmp_path, monkeypatch, command, case):
+    corpus_args, says = _bad_corpora(tmp_path)[case]
+    args, purpose = COMMANDS[command]
+    monkeypatch.chdir(tmp_path)
+    before = _files(tmp_path)
+    result = CliRunner().invoke(app, [*args, *corpus_args, "-q"])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1, result.output
+    assert len(lines) == 1 and lines[0].startswith(f"error: {says.format(purpose=purpose)}"), result.output
+    assert _files(tmp_path) == before
+
+
+def test_run_directories_reuse_haystacks_only_with_the_same_corpus_settings(tmp_path):
+    import json
+
+    from embedeval.experiments.nolima import NolimaConfig, reusable_haystacks
+    from embedeval.text import SENTENCE_SPLITTER
+
+    config = NolimaConfig(out=str(tmp_path), min_books=3, filler="sequential")
+    settings = config.haystack_settings()
+    assert (settings["min_books"], settings["filler"], settings["splitter"]) == (3, "sequential", SENTENCE_SPLITTER)
+    pd.DataFrame({"id": ["x"]}).to_parquet(tmp_path / "haystacks.parquet")
+    (tmp_path / "haystacks.json").write_text(json.dumps(settings))
+    assert reusable_haystacks(config) is not None
+    for change in ({"filler": "random"}, {"min_books": 10}):
+        assert reusable_haystacks(NolimaConfig(**{**vars(config), **change})) is None
+    older = {k: v for k, v in settings.items() if k not in ("splitter", "min_books", "filler")}  # built before these settings
+    (tmp_path / "haystacks.json").write_text(json.dumps(older))
+    assert reusable_haystacks(config) is None

@@ -26,8 +26,8 @@ from embedeval.aggregate import nolima_metrics
 from embedeval.corpus import load_corpus
 from embedeval.defaults import (
     DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DEPTHS,
-    DEFAULT_EMBEDDER, DEFAULT_LENGTHS, DEFAULT_N_BOOTSTRAP, DEFAULT_NEEDLES, DEFAULT_NEGATIVES, DEFAULT_NORMALIZE_BY, DEFAULT_SEED,
-    DEFAULT_STRATEGIES, DEFAULT_VARIANTS, DEFAULT_WINDOW_OVERLAP,
+    DEFAULT_EMBEDDER, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_N_BOOTSTRAP, DEFAULT_NEEDLES, DEFAULT_NEGATIVES,
+    DEFAULT_NORMALIZE_BY, DEFAULT_SEED, DEFAULT_STRATEGIES, DEFAULT_VARIANTS, DEFAULT_WINDOW_OVERLAP,
 )
 from embedeval.embedders.registry import select_embedders
 from embedeval.errors import ConfigError
@@ -39,10 +39,13 @@ from embedeval.report import write_report
 from embedeval.expansion import query_forms
 from embedeval.similarity import retrieval_rows, score_haystacks, similarity_rows
 from embedeval.strategies import EmbeddingScorer, load_scorers, parse_strategies
+from embedeval.text import SENTENCE_SPLITTER
 from embedeval.tokens import DEFAULT_REFERENCE, load_token_counter
 
-#: Settings that determine the haystacks; a run directory's haystacks are reused when they match.
-HAYSTACK_KEYS = ("needles", "groups", "corpus", "lengths", "depths", "variants", "seed", "negatives", "tokenizer")
+#: Settings that determine the haystacks; a run directory's haystacks are reused when they match
+#: (together with the needle file's hash and the sentence splitter, see ``haystack_settings``).
+HAYSTACK_KEYS = ("needles", "groups", "corpus", "min_books", "filler", "lengths", "depths", "variants", "seed", "negatives",
+                 "tokenizer")
 VERSIONED_PACKAGES = ("embedeval", "numpy", "pandas", "scipy", "scikit-learn", "torch",
                       "sentence-transformers", "transformers", "tokenizers")
 
@@ -55,6 +58,8 @@ class NolimaConfig:
     needles: str = str(DEFAULT_NEEDLES)
     groups: list[str] | None = None  # group ids to run (None: every group of the needle set)
     corpus: str = DEFAULT_CORPUS
+    min_books: int = DEFAULT_MIN_BOOKS  # fewest books the corpus must hold
+    filler: str = DEFAULT_FILLER  # "random" snippets or "sequential" passages in book order
     lengths: list[int] = field(default_factory=lambda: list(DEFAULT_LENGTHS))
     depths: int = DEFAULT_DEPTHS
     variants: list[str] = field(default_factory=lambda: list(DEFAULT_VARIANTS))
@@ -76,7 +81,7 @@ class NolimaConfig:
 
     def validate(self) -> NeedleSet:
         """Check everything that can be checked without work; returns the loaded needle set."""
-        check_build_args(self.lengths, self.depths, self.variants, self.negatives)
+        check_build_args(self.lengths, self.depths, self.variants, self.negatives, self.min_books, self.filler)
         if not self.variants:
             raise ConfigError("no variants given")
         check_normalize_by(self.normalize_by)
@@ -96,10 +101,12 @@ class NolimaConfig:
         return needle_set
 
     def haystack_settings(self) -> dict:
-        """The settings the haystacks depend on, with a hash of the needle file's content."""
+        """The settings the haystacks depend on, with a hash of the needle file's content and the
+        sentence splitter (haystacks cut by another splitter are rebuilt, not reused)."""
         data = asdict(self)
         settings = {k: data[k] for k in HAYSTACK_KEYS}
         settings["needles_sha256"] = hashlib.sha256(Path(self.needles).read_bytes()).hexdigest()
+        settings["splitter"] = SENTENCE_SPLITTER
         return settings
 
 
@@ -146,6 +153,7 @@ def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progres
     frame = build_haystacks(
         needle_set, load_corpus(config.corpus), config.lengths, config.depths, config.variants,
         tokenizer=tokenizer or load_token_counter(config.tokenizer), seed=config.seed, progress=progress, negatives=config.negatives,
+        min_books=config.min_books, filler=config.filler,
     )
     out = Path(config.out)
     (out / "config.json").unlink(missing_ok=True)  # the first write: from here on the folder reads as unfinished
