@@ -180,6 +180,8 @@ def needles_convert(
     from embedeval.needles import convert_nolima, is_nolima_schema, parse_needle_set, read_needle_json
 
     check_output_file(out, (".json",))
+    if out.resolve() == file.resolve():
+        raise InputError(f"--out {out} is the NoLiMa file itself; write the converted set elsewhere")
     data = read_needle_json(file)
     if not is_nolima_schema(data):
         raise NeedleSetError(str(file), [("-", "is not a NoLiMa needle set (a list of entries with needle, questions and tests)")])
@@ -206,6 +208,7 @@ def haystacks_build(
     check_output_file(out, (".parquet",))
     check_build_args(grid.length_list, grid.depths, grid.variant_list, grid.negatives, grid.min_books, grid.filler)
     needle_set = needles.load()
+    needle_set.check_variants(grid.variant_list)  # before the corpus is read
     frame = build_haystacks(
         needle_set, load_corpus(grid.corpus), lengths=grid.length_list, depths=grid.depths, variants=grid.variant_list,
         controls=controls, seed=grid.seed, progress=not quiet, negatives=grid.negatives, min_books=grid.min_books,
@@ -226,7 +229,7 @@ def haystacks_show(
     from embedeval.haystacks import HAYSTACK_COLUMNS
     from embedeval.io import read_table
 
-    frame = read_table(file, HAYSTACK_COLUMNS)
+    frame = read_table(file, [c for c in HAYSTACK_COLUMNS if c != "character"])  # older files have no character
     match = frame[frame["id"] == id]
     if match.empty:
         raise InputError(f"no haystack with id {id!r} in {file} (ids look like {frame['id'].iloc[0]!r})")

@@ -85,14 +85,15 @@ def condition_rng(seed: int, group_id: str, length: int) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(group_id.encode("utf-8")), length])
 
 
-def draw_character(group: NeedleGroup, seed: int, haystack_id: str) -> str:
-    """The character of one needle haystack: drawn from the group's ``character_set`` with a
-    stream of its own (seed, haystack id), as NoLiMa draws one per placement; the group's one
+def draw_character(group: NeedleGroup, seed: int, placement: str) -> str:
+    """The character of one needle placement (group, length, depth): drawn from the group's
+    ``character_set`` with a stream of its own (seed, placement), as NoLiMa draws one per
+    placement; the variants of one placement share it, so they stay comparable. The group's one
     character when it has no set."""
     names = group.characters
     if len(names) == 1:
         return names[0]
-    rng = np.random.default_rng([seed, zlib.crc32(haystack_id.encode("utf-8"))])
+    rng = np.random.default_rng([seed, zlib.crc32(placement.encode("utf-8"))])
     return names[int(rng.integers(len(names)))]
 
 
@@ -224,6 +225,7 @@ def build_haystacks(
     (a single haystack need not span them).
     """
     check_build_args(lengths, depths, variants, negatives, min_books, filler)
+    needle_set.check_variants(variants)
     tokenizer = tokenizer or load_token_counter()
     require_books(corpus, min_books)
     pool = pool or SentencePool.from_corpus(corpus, tokenizer, banned=needle_set.character_pattern())
@@ -233,7 +235,6 @@ def build_haystacks(
             f"corpus {corpus.source} is too small: {pool.total_tokens} usable tokens, "
             f"haystacks of {max(lengths)} tokens need at least {need}"
         )
-    needle_set.check_variants(variants)
     needles = [(g, v, name) for g in needle_set.groups for v in variants for name in g.characters]
     counts = tokenizer.count([g.needle(v, name) for g, v, name in needles])
     needle_tokens = {(g.id, v, name): n for (g, v, name), n in zip(needles, counts)}
@@ -260,7 +261,7 @@ def _condition_rows(group, length, filler, variants, targets, controls, needle_t
     for variant in variants:
         for index, target in enumerate(targets):
             haystack_id = f"{group.id}:{variant}:{length}:d{index:02d}"
-            character = draw_character(group, seed, haystack_id)
+            character = draw_character(group, seed, f"{group.id}:{length}:d{index:02d}")
             pieces = trim(filler, length - needle_tokens[(group.id, variant, character)], tokenizer)
             text, start, end, tokens_before = insert_needle(pieces, group.needle(variant, character), float(target))
             rows.append({**base, "id": haystack_id, "variant": variant, "target_depth": float(target), "text": text,

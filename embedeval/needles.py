@@ -50,6 +50,9 @@ REQUIRED_VARIANT = "onehop"
 CHAR = "{CHAR}"
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 REQUIRED_FIELDS: tuple[str, ...] = ("id", "category", "needles")
+#: Query forms that ask with the needle's own words on purpose (NoLiMa's ``direct`` questions):
+#: exempt from the no-overlap rule.
+LEXICAL_QUESTION_FORMS: tuple[str, ...] = ("direct",)
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,8 @@ def group_problems(raw: object, index: int) -> tuple[str, list[str]]:
     reasons = [f"missing field {f!r}" for f in REQUIRED_FIELDS if f not in raw]
     reasons += [f"field {f!r} must be a non-empty string" for f in ("id", "category")
                 if f in raw and not _non_empty_string(raw[f])]
+    if "questions" in raw and not isinstance(raw["questions"], dict):
+        reasons.append("'questions' must be an object of question texts by query form")
     questions = raw_questions(raw)
     if QUESTION not in questions:
         reasons.append("missing field 'question'")
@@ -192,9 +197,16 @@ def group_problems(raw: object, index: int) -> tuple[str, list[str]]:
         reasons.append("'character_set' names a character twice")
     if "keyword" in raw and not _non_empty_string(raw["keyword"]):
         reasons.append("field 'keyword' must be a non-empty string")
+    reasons += [f"question form {form!r} is reserved for query expansion" for form in questions if form.startswith("expanded-")]
+    reasons += [f"the {form} question has a placeholder {_PLACEHOLDER.findall(text)[0]} (questions are plain text)"
+                for form, text in questions.items() if isinstance(text, str) and _PLACEHOLDER.search(text)]
     distractors = raw_distractors(raw)
     if not all(_non_empty_string(d) for _, d in distractors):
         reasons.append("'distractors' must hold non-empty texts (a list, or lists by query form)")
+    reasons += [f"distractors are given for query form {form!r}, which the group does not ask"
+                for form in dict.fromkeys(f for f, _ in distractors) if form not in questions]
+    reasons += [f"a distractor has a placeholder {_PLACEHOLDER.findall(d)[0]} (distractors are plain text)"
+                for _, d in distractors if isinstance(d, str) and _PLACEHOLDER.search(d)]
     needles = raw.get("needles")
     if "needles" in raw and not isinstance(needles, dict):
         reasons.append("'needles' must be an object")
@@ -217,7 +229,7 @@ def group_problems(raw: object, index: int) -> tuple[str, list[str]]:
         elif has_character and CHAR not in text and not _contains_word(text, raw["character"]):
             reasons.append(f"{variant} needle does not name the character {raw['character']!r}")
         if variant in NO_OVERLAP_VARIANTS:
-            for form, question in questions.items():
+            for form, question in ((f, q) for f, q in questions.items() if f not in LEXICAL_QUESTION_FORMS):
                 shared = lexical_overlap(question, text.replace(CHAR, " "))
                 if shared:
                     where = "the question" if form == QUESTION else f"the {form} question"
@@ -334,8 +346,12 @@ def is_nolima_schema(data: object) -> bool:
             and any("needle" in e and ("questions" in e or "tests" in e) for e in data))
 
 
-def _fill_arguments(template: str, args: list[str], what: str) -> str:
-    """``template`` with ``{1}..{n}`` replaced by ``args``; ``{CHAR}`` is kept for later."""
+def _fill_arguments(template: object, args: list[str], what: str) -> str:
+    """``template`` with ``{1}..{n}`` replaced by ``args``; ``{CHAR}`` is kept for later. A
+    template that is not text, or a placeholder it cannot fill, is a :class:`ValueError`."""
+    if not _non_empty_string(template):
+        raise ValueError(f"{what} must be a non-empty text, not {template!r}"[:200])
+
     def fill(match: re.Match) -> str:
         name = match.group(0)[1:-1]
         if name == CHAR[1:-1]:
@@ -375,7 +391,13 @@ def convert_nolima(data: list, source: str = "<memory>") -> dict:
         if CHAR in entry["needle"] and (not isinstance(names, list) or not names):
             problems.append((eid, f"the needle writes {CHAR} but 'character_set' is missing or empty"))
             continue
-        distractors = entry.get("distractors") if isinstance(entry.get("distractors"), dict) else {}
+        raw = entry.get("distractors", {})
+        by_kind = raw if isinstance(raw, dict) else {NOLIMA_PRIMARY_QUESTION: raw}  # a plain list: the one-hop question's
+        distractors = [(kind, d) for kind, value in by_kind.items() for d in (value if isinstance(value, list) else [value])]
+        if NOLIMA_PRIMARY_QUESTION not in entry["questions"]:
+            problems.append((eid, f"has no {NOLIMA_PRIMARY_QUESTION!r} question (embedeval's plain question form); "
+                                  f"its types are {', '.join(map(str, entry['questions']))}"))
+            continue
         for test_id, test in entry["tests"].items():
             args = test.get("input_args") if isinstance(test, dict) else None
             if not isinstance(args, list):
@@ -385,14 +407,16 @@ def convert_nolima(data: list, source: str = "<memory>") -> dict:
                 needle = _fill_arguments(entry["needle"], args, "the needle")
                 questions = {(QUESTION if kind == NOLIMA_PRIMARY_QUESTION else kind): _fill_arguments(q, args, f"the {kind} question")
                              for kind, q in entry["questions"].items()}
-                filled = {kind: _fill_arguments(d, args, f"the {kind} distractor") for kind, d in distractors.items()}
+                filled: dict[str, list[str]] = {}
+                for kind, d in distractors:
+                    if kind not in entry["questions"]:
+                        raise ValueError(f"a distractor is for question type {kind!r}, which the entry does not ask")
+                    form = QUESTION if kind == NOLIMA_PRIMARY_QUESTION else kind
+                    filled.setdefault(form, []).append(_fill_arguments(d, args, f"the {kind} distractor"))
             except ValueError as exc:
                 problems.append((f"{eid}_{test_id}", str(exc)))
                 continue
-            if QUESTION not in questions:  # no onehop type: the first question type is the plain form
-                first = next(iter(entry["questions"]))
-                questions = {QUESTION: questions.pop(first), **questions}
-            group = {"id": f"{eid}_{test_id}", "category": str(entry.get("category") or entry.get("type") or "nolima"),
+            group = {"id": f"{eid}_{test_id}", "category": str(entry.get("category") or entry.get("reasoning_type") or entry.get("type") or "nolima"),
                      "questions": questions, "needles": {REQUIRED_VARIANT: needle}}
             if CHAR in needle:
                 group["character_set"] = list(dict.fromkeys(names))
@@ -400,7 +424,7 @@ def convert_nolima(data: list, source: str = "<memory>") -> dict:
                 problems.append((f"{eid}_{test_id}", f"the needle names no character ({CHAR})"))
                 continue
             if filled:
-                group["distractors"] = {(QUESTION if k == NOLIMA_PRIMARY_QUESTION else k): v for k, v in filled.items()}
+                group["distractors"] = filled
             groups.append(group)
     if problems:
         raise NeedleSetError(source, problems)

@@ -27,6 +27,7 @@ same prefix cost one request), windows keep a further margin below that cut.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -141,8 +142,10 @@ class TokenMemo:
     by its strategies: tokenising thousands of 8k-token haystacks costs about a minute, once.
 
     ``encode(texts, tokenize, limit)`` returns per text ``(ids, offsets)``, at least the first
-    ``limit`` tokens (all with ``limit=None``); a stored encoding of the same texts that reaches as
-    far serves again. ``tokenize`` is the model's ``token_ids`` (or the reference ``ids``).
+    ``limit`` tokens (all with ``limit=None``); a stored encoding of the same texts by the same
+    tokenizer that reaches as far serves again (so windows and chunks after a full tokenisation,
+    and truncation after either, cost nothing more). ``tokenize`` is the model's ``token_ids``
+    (or the reference ``ids``).
     """
 
     def __init__(self):
@@ -151,7 +154,10 @@ class TokenMemo:
         self._encoded: list[tuple[np.ndarray, np.ndarray]] = []
 
     def encode(self, texts: list[str], tokenize, limit: int | None) -> list[tuple[np.ndarray, np.ndarray]]:
-        key = (len(texts), hash(tuple(texts)))
+        digest = hashlib.blake2b(digest_size=16)
+        for text in texts:
+            digest.update(text.encode("utf-8", "surrogatepass") + b"\0")
+        key = (id(getattr(tokenize, "__self__", tokenize)), len(texts), digest.digest())  # which tokenizer, which texts
         if key == self._key and (self._limit is None or (limit is not None and limit <= self._limit)):
             return self._encoded
         encoded = []

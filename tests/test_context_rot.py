@@ -142,7 +142,7 @@ def test_cli_similarity_commands(fake, tmp_path, small_corpus, books_dir):
     assert result.exit_code == 0, result.output
     assert "questions have a top-10 chunk" in result.output
     PAIRS.to_csv(tmp_path / "pairs.csv", index=False)
-    result = runner.invoke(app, ["similarity", "absence", "--pairs", str(tmp_path / "pairs.csv"), "--corpus", corpus,
+    result = runner.invoke(app, ["similarity", "absence", "--pairs", str(tmp_path / "pairs.csv"), "--corpus", corpus, "--min-books", "3",
                                  "--out", str(tmp_path / "absence-pairs.csv"), "-q"])
     assert result.exit_code == 0, result.output
     assert "3 distinct questions, top-10 chunks each; a pair file names no keywords or characters" in result.output

@@ -49,8 +49,8 @@ def test_conversion_makes_a_group_per_entry_and_test(nolima_file, tmp_path):
     assert group.question == "Which character has been to Dresden?" and group.questions == {"twohop": "Which character has been to Saxony?"}
     assert group.needles == {"onehop": "Actually, {CHAR} lives next to the Semper Opera House."}
     assert group.character_set == tuple(NAMES) and group.needle("onehop", "Megan").startswith("Actually, Megan lives")
-    assert set(group.distractors) == {"There was an article about Dresden in the daily paper.",
-                                      "A documentary about Saxony was on television."}
+    assert set(group.distractors) == {("question", "There was an article about Dresden in the daily paper."),
+                                      ("twohop", "A documentary about Saxony was on television.")}
     assert needle_set.variants_served() == ["onehop"]
 
     result = CliRunner().invoke(app, ["needles", "convert", str(nolima_file), "--out", str(tmp_path / "ours.json")])
@@ -120,6 +120,9 @@ def _one_line_error(path, tmp_path) -> str:
     (lambda d: d[0].update(character_set=[]), f"0101: the needle writes {CHAR} but 'character_set' is missing or empty"),
     (lambda d: d[1]["tests"]["T02"].update(input_args=["vegan"]), "0202_T02: the onehop question needs {2} but the test gives 1 input_args"),
     (lambda d: d[1].pop("tests"), "0202: missing field 'tests'"),
+    (lambda d: d[0].update(needle=["{CHAR} lives by the {1}."]), "0101_T01: the needle must be a non-empty text"),
+    (lambda d: d[0]["questions"].pop("onehop"), "0101: has no 'onehop' question"),
+    (lambda d: d[0]["distractors"].update(direct="About {2}."), "0101_T01: a distractor is for question type 'direct'"),
 ])
 def test_bad_nolima_files_are_one_line(tmp_path, edit, message):
     data = copy.deepcopy(FIXTURE)
@@ -130,6 +133,32 @@ def test_bad_nolima_files_are_one_line(tmp_path, edit, message):
         convert_nolima(data, str(path))
     output = _one_line_error(path, tmp_path)
     assert output.startswith("error:") and message.split(": ")[0] in output
+
+
+def test_direct_questions_may_share_words_and_distractor_lists_are_kept(tmp_path):
+    data = copy.deepcopy(FIXTURE)
+    data[0]["questions"]["direct"] = "Which character lives next to the {1}?"  # literal on purpose
+    data[1]["distractors"] = ["Some people never eat {2} at all."]  # a plain list: the one-hop question's
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    needle_set = load_needle_set(path)
+    assert needle_set.group("0101_T01").query("direct") == "Which character lives next to the Kiasma museum?"
+    assert needle_set.group("0202_T02").distractors == (("question", "Some people never eat meat at all."),)
+    result = CliRunner().invoke(app, ["needles", "convert", str(path), "--out", str(path)])
+    assert result.exit_code == 1 and "is the NoLiMa file itself" in result.output
+    assert json.loads(path.read_text()) == data  # untouched
+
+
+def test_questions_and_distractors_of_our_format_are_checked(tmp_path):
+    group = {"id": "g1", "category": "c", "question": "Which character speaks {LANG}?", "character": "Ann",
+             "needles": {"onehop": "Ann grew up in Utrecht."}, "distractors": {"formal": ["Dutch is spoken in Utrecht."]}}
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps({"name": "mini", "groups": [group]}))
+    with pytest.raises(NeedleSetError) as info:
+        load_needle_set(path)
+    reasons = [why for _, why in info.value.problems]
+    assert "the question question has a placeholder {LANG} (questions are plain text)" in reasons
+    assert "distractors are given for query form 'formal', which the group does not ask" in reasons
 
 
 def test_a_variant_the_file_does_not_serve_is_refused_before_any_work(nolima_file, tmp_path):
