@@ -41,6 +41,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+
 from embedeval.defaults import DEFAULT_DEPTHS, DEFAULT_LENGTHS, DEFAULT_NEGATIVES
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.expansion import query_forms
@@ -172,7 +174,7 @@ def part_windows(model: SentenceTransformerEmbedder, folder: Path, args) -> None
     scorer = EmbeddingScorer(model, parse_strategies(["windows-mean"], window_overlap=config.window_overlap)[0])
     start = time.perf_counter()
     pieces = scorer._cut(texts).inputs + scorer._cut(needles).inputs
-    distinct = list(dict.fromkeys(pieces))
+    distinct = [np.frombuffer(ids, dtype=np.int32) for ids in dict.fromkeys(pieces)]  # pieces are int32 id bytes
     cut = time.perf_counter() - start
     model.embed_ids(distinct[:32])  # warm up kernels
     start = time.perf_counter()
