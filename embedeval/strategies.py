@@ -112,6 +112,11 @@ def piece_bounds(n_tokens: int, size: int, step: int) -> list[tuple[int, int]]:
     return [(start, min(start + size, n_tokens)) for start in range(0, n_tokens - overlap, step)]
 
 
+def segment_starts(owner: np.ndarray) -> np.ndarray:
+    """Where each text's pieces begin in a sorted ``owner`` array (for ``np.ufunc.reduceat``)."""
+    return np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]) if owner.size else np.zeros(0, dtype=np.int64)
+
+
 @dataclass
 class Pieces:
     """What a model reads of a list of texts: ``inputs[i]`` (token ids as int32 bytes, or text) of
@@ -225,8 +230,7 @@ class EmbeddingScorer:
         vectors = self._embed_pieces(pieces.inputs, texts if not self.dedupe else None)
         owner, spans = pieces.owner, pieces.spans
         if self.strategy_spec.name == WINDOWS_MEAN:
-            starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
-            vectors = l2_normalize(np.add.reduceat(vectors.astype(np.float64), starts, axis=0))
+            vectors = l2_normalize(np.add.reduceat(vectors.astype(np.float64), segment_starts(owner), axis=0))
             owner = np.arange(len(texts))
             spans = np.stack([np.zeros(len(texts), dtype=np.int64), pieces.seen_chars], axis=1)
         return EmbeddedTexts(self.embedder, vectors, owner, spans, pieces.seen_chars)
@@ -278,7 +282,7 @@ class EmbeddedTexts:
 
     def __init__(self, embedder: Embedder, vectors: np.ndarray, owner: np.ndarray, spans: np.ndarray, seen_chars: np.ndarray):
         self.embedder, self.vectors, self.owner, self.spans, self.seen_chars = embedder, vectors, owner, spans, seen_chars
-        self.starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]) if owner.size else np.zeros(0, dtype=np.int64)
+        self.starts = segment_starts(owner)
 
     def scores(self, queries: Sequence[str]) -> Scores:
         """cos(query, piece) for every piece; a text's score is its best piece's (max over chunks)."""
