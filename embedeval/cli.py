@@ -149,7 +149,7 @@ def cache_clear(cache_dir: CacheDir = None) -> None:
 def needles_check(file: Annotated[Path, typer.Argument(help="Needle set JSON (ours, or NoLiMa's schema).")]) -> None:
     """Validate a needle set: a row per group (shared content words, if any) and the variants every
     group serves; exit 1 on any error."""
-    from embedeval.needles import NEEDLE_VARIANTS, needle_report
+    from embedeval.needles import load_needle_set, needle_report
 
     rows, problems = needle_report(file)
     typer.echo(f"{'group':<20} {'category':<14} {'character':<16} {'forms':<16} {'onehop overlap':<18} inverted overlap")
@@ -163,7 +163,7 @@ def needles_check(file: Annotated[Path, typer.Argument(help="Needle set JSON (ou
     if problems:
         typer.echo(f"error: {len(problems)} problem(s) in {file}", err=True)
         raise typer.Exit(1)
-    served = [v for v in NEEDLE_VARIANTS if rows and all(v in row["variants"].split(", ") for row in rows)]
+    served = load_needle_set(file).variants_served()  # the file is valid: it loads
     typer.echo(f"ok: {len(rows)} groups, no problems; variants every group serves: {', '.join(served)}")
 
 

