@@ -1,9 +1,9 @@
 """Similarity table -> metrics table: every metric of :mod:`embedeval.metrics` per condition.
 
-Cells are (embedder, strategy, query_form, variant, length), each also split by category and by depth
-bucket. Positives are the haystacks holding the question's needle; negatives (for AUC, Cohen's
-d, the comparative ratio) are the needle-free controls of the same length — for the ratio, each
-haystack against its own condition's control. Output is long: one row per metric with its
+Cells are (embedder, strategy, query_form, variant, length, n_distractors), each also split by
+category and by depth bucket. Positives are the haystacks holding the question's needle; negatives
+(for AUC, Cohen's d, the comparative ratio) are the needle-free controls of the same length and
+distractor count — for the ratio, each haystack against its own control (``control_id``). Output is long: one row per metric with its
 value, n and a 95% CI from a cluster bootstrap over question groups (the needle haystacks of one
 question share its question and its filler, so they are resampled together).
 """
@@ -34,7 +34,7 @@ from embedeval.metrics import (
     win_scores,
 )
 
-CELL = ["embedder", "strategy", "query_form", "variant", "length"]
+CELL = ["embedder", "strategy", "query_form", "variant", "length", "n_distractors"]
 METRIC_COLUMNS = CELL + ["category", "depth_bucket", "metric", "value", "n", "ci_lo", "ci_hi"]
 
 
@@ -43,14 +43,21 @@ def pair_with_controls(
     score: str = "sim_qh",
     condition: Sequence[str] = ("embedder", "strategy", "query_form", "group_id", "length"),
 ) -> pd.DataFrame:
-    """The needle rows of ``table`` with their condition's control score in column ``neg``.
+    """The needle rows of ``table`` with their control's score in column ``neg``.
 
-    A row's control is the ``variant == CONTROL`` row sharing the ``condition`` columns
-    present in ``table``; needle rows without a control are dropped.
+    A row's control is the ``variant == CONTROL`` row whose ``haystack_id`` is the row's
+    ``control_id`` (for the same embedder, strategy and query form); a table without control
+    ids (made by hand, or by a version before distractors) pairs each row with the control sharing
+    the ``condition`` columns present in it. Needle rows without a control are dropped.
     """
-    keys = [c for c in condition if c in table.columns]
     is_control = table["variant"] == CONTROL
-    controls = table.loc[is_control, keys + [score]].rename(columns={score: "neg"})
+    if "control_id" in table.columns and "haystack_id" in table.columns and table["control_id"].notna().any():
+        keys = [c for c in ("embedder", "strategy", "query_form") if c in table.columns] + ["control_id"]
+        controls = table.loc[is_control, keys[:-1] + ["haystack_id", score]].rename(columns={"haystack_id": "control_id"})
+    else:
+        keys = [c for c in condition if c in table.columns]
+        controls = table.loc[is_control, keys + [score]]
+    controls = controls.rename(columns={score: "neg"})
     if controls.duplicated(keys).any():
         raise ValueError(f"more than one control per condition {keys}")
     pairs = table.loc[~is_control].merge(controls, on=keys, how="inner", validate="many_to_one")
@@ -157,11 +164,11 @@ def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOT
     pairs["win"] = win_scores(pairs["sim_qh"], pairs["neg"])
     pairs["depth_bucket"] = _depth_buckets(pairs["depth"], n_buckets)
     controls = similarities[similarities["variant"] == CONTROL]
-    control_cells = {key: g for key, g in controls.groupby(["embedder", "strategy", "query_form", "length"])}
+    control_cells = {key: g for key, g in controls.groupby(["embedder", "strategy", "query_form", "length", "n_distractors"])}
     out: list[dict] = []
     for key, cell in pairs.groupby(CELL, sort=True):
-        embedder, strategy, form, variant, length = key
-        cell_controls = control_cells[(embedder, strategy, form, length)]
+        embedder, strategy, form, variant, length, n_distractors = key
+        cell_controls = control_cells[(embedder, strategy, form, length, n_distractors)]
         labels = dict(zip(CELL, key))
         rows = _Rows({**labels, "category": ALL, "depth_bucket": ALL}, n_resamples, seed)
         _separation_rows(rows, cell, cell_controls, full=True)

@@ -202,17 +202,16 @@ def haystacks_build(
 ) -> None:
     """Build the deterministic haystack grid and write it as Parquet."""
     from embedeval.corpus import load_corpus
-    from embedeval.haystacks import build_haystacks, check_build_args
+    from embedeval.haystacks import build_haystacks
     from embedeval.io import write_table
 
     check_output_file(out, (".parquet",))
-    check_build_args(grid.length_list, grid.depths, grid.variant_list, grid.negatives, grid.min_books, grid.filler)
-    needle_set = needles.load()
-    needle_set.check_variants(grid.variant_list)  # before the corpus is read
+    grid.check()
+    needle_set = grid.needle_set(needles)  # before the corpus is read
     frame = build_haystacks(
         needle_set, load_corpus(grid.corpus), lengths=grid.length_list, depths=grid.depths, variants=grid.variant_list,
         controls=controls, seed=grid.seed, progress=not quiet, negatives=grid.negatives, min_books=grid.min_books,
-        filler=grid.filler,
+        filler=grid.filler, n_distractors=grid.distractor_counts,
     )
     write_table(frame, out)
     typer.echo(f"wrote {len(frame)} haystacks to {out}")
@@ -275,6 +274,7 @@ def nolima(
         embedders=embedders.specs, needles=str(needles.path), groups=needles.group_ids, corpus=grid.corpus,
         min_books=grid.min_books, filler=grid.filler,
         lengths=grid.length_list, depths=grid.depths, variants=grid.variant_list, seed=grid.seed, negatives=grid.negatives,
+        n_distractors=grid.distractor_counts, distractors_file=None if grid.distractors_file is None else str(grid.distractors_file),
         out=str(out), break_metric=break_metric, break_threshold=break_threshold, n_bootstrap=n_bootstrap, normalize_by=normalize_by, skip_unavailable=embedders.skip_unavailable,
         expansions=split_list(expansions or ""),
         strategies=[name for item in (strategy or list(DEFAULT_STRATEGIES)) for name in split_list(item)],

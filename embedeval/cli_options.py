@@ -21,7 +21,7 @@ import typer
 
 from embedeval.defaults import (
     DEFAULT_CHUNKER, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS,
-    DEFAULT_NEEDLES, DEFAULT_SEED, DEFAULT_NEGATIVES, DEFAULT_VARIANTS,
+    DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES, DEFAULT_SEED, DEFAULT_NEGATIVES, DEFAULT_VARIANTS,
 )
 from embedeval.embedders.registry import load_embedder, select_embedders
 from embedeval.errors import InputError
@@ -94,7 +94,7 @@ class PairOptions:
 @dataclass
 class GridOptions:
     """The haystack grid: corpus (and its fewest books, how filler is drawn), lengths, depths,
-    variants, seed and negatives."""
+    variants, seed, negatives and distractors."""
 
     corpus: CorpusOpt = DEFAULT_CORPUS
     min_books: MinBooksOpt = DEFAULT_MIN_BOOKS
@@ -104,6 +104,8 @@ class GridOptions:
     variants: Annotated[str, typer.Option("--variants", help="Comma-separated: onehop, inverted, literal, literal_inverted.")] = ",".join(DEFAULT_VARIANTS)
     seed: SeedOpt = DEFAULT_SEED
     negatives: Annotated[int, typer.Option("--negatives", help="Needle-free haystacks per length in the pool every needle haystack is ranked in (with the controls).")] = DEFAULT_NEGATIVES
+    n_distractors: Annotated[str, typer.Option("--n-distractors", help="Comma-separated distractor counts K (e.g. 0,1,4): each builds the grid with the first K distractors of every group, outside a ±0.2 depth zone around the needle.")] = ",".join(map(str, DEFAULT_N_DISTRACTORS))
+    distractors_file: Annotated[Optional[Path], typer.Option("--distractors-file", help="Distractors by group, replacing the needle file's: .json ({group id: [texts]}) or .csv/.jsonl/.parquet (columns group_id, distractor, optional query_form).")] = None
 
     @property
     def length_list(self) -> list[int]:
@@ -112,6 +114,24 @@ class GridOptions:
     @property
     def variant_list(self) -> list[str]:
         return split_list(self.variants)
+
+    @property
+    def distractor_counts(self) -> list[int]:
+        return int_list(self.n_distractors, "--n-distractors")
+
+    def check(self) -> None:
+        """The grid's settings, checked before any work."""
+        from embedeval.haystacks import check_build_args
+
+        check_build_args(self.length_list, self.depths, self.variant_list, self.negatives, self.min_books, self.filler,
+                         self.distractor_counts)
+
+    def needle_set(self, needles: NeedleOptions):
+        """The needle set of ``needles`` with ``--distractors-file`` applied, checked to serve the
+        grid's variants and distractor counts (before the corpus is read)."""
+        from embedeval.needles import grid_needle_set
+
+        return grid_needle_set(needles.path, needles.group_ids, self.variant_list, self.distractor_counts, self.distractors_file)
 
 
 @dataclass

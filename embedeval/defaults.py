@@ -22,6 +22,9 @@ DEFAULT_VARIANTS: tuple[str, ...] = ("onehop", "inverted")
 DEFAULT_SEED = 0
 #: Needle-free haystacks per length in the shared retrieval pool (with the per-group controls).
 DEFAULT_NEGATIVES = 100
+#: Distractors per needle haystack: one or more K values (0 = none); the first K of each group's
+#: distractors go in (NoLiMa uses 0 or 1, Context Rot 0, 1 and 4).
+DEFAULT_N_DISTRACTORS: tuple[int, ...] = (0,)
 #: What ``normalized`` divides by: sim(q, the standard needle of the variant's family), as the Jina
 #: study does ("standard"), or sim(q, the haystack's own needle) ("own").
 DEFAULT_NORMALIZE_BY = "standard"

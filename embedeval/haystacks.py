@@ -11,6 +11,14 @@ Two ways to draw a filler (``filler=``):
                 sentence drawn with the seed, then consecutive sentences, on into the next book
                 when one ends (after the last book, the first).
 
+Distractors (``n_distractors``, a list of K values; 0 = none): for each K > 0 every needle
+haystack gets the first K distractors of its group at sentence boundaries outside a +-0.2 depth
+zone around its needle (NoLiMa's rule), chosen with a stream of its own; it then has a control of
+its own: the same filler with the same distractors at the same boundaries and no needle, topped
+up to the length (``control_id`` pairs the two). Each question's retrieval pool at K > 0 is the
+``negatives`` fillers with that question's K distractors at random boundaries
+(``distractors_of``), so a needle haystack is ranked among texts that hold its decoys too.
+
 Every book is split and tokenised once (:class:`SentencePool`); sentences naming any character
 of the needle set, or of 250 tokens or more, are left out, so controls never mention a character
 (a sequential passage steps over them).
@@ -30,7 +38,8 @@ from tqdm.auto import tqdm
 from embedeval.corpus import Corpus, check_min_books, require_books
 from embedeval.errors import ConfigError, CorpusError
 from embedeval.defaults import (
-    DEFAULT_DEPTHS, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_NEGATIVES, DEFAULT_SEED, DEFAULT_VARIANTS,
+    DEFAULT_DEPTHS, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_N_DISTRACTORS, DEFAULT_NEGATIVES, DEFAULT_SEED,
+    DEFAULT_VARIANTS,
 )
 from embedeval.labels import CONTROL, NEGATIVE
 from embedeval.needles import NEEDLE_VARIANTS, NeedleGroup, NeedleSet
@@ -43,7 +52,10 @@ FILLERS = ("random", "sequential")
 HAYSTACK_COLUMNS = [
     "id", "group_id", "category", "variant", "length", "n_tokens", "depth", "target_depth",
     "text", "needle_start", "needle_end", "character", "sources", "seed",
+    "n_distractors", "distractors_of", "distractor_starts", "control_id",
 ]
+#: Distractors go at sentence boundaries whose depth differs from the needle's by more than this.
+DISTRACTOR_ZONE = 0.2
 
 @dataclass
 class SentencePool:
@@ -155,24 +167,67 @@ def trim(pieces: list[Piece], n_tokens: int, tokenizer: TokenCounter) -> list[Pi
     return out
 
 
-def insert_needle(pieces: list[Piece], needle: str, target_depth: float) -> tuple[str, int, int, int]:
-    """Put ``needle`` at the sentence boundary nearest ``target_depth`` of the filler's tokens.
+def assemble(pieces: list[Piece], inserts: Sequence[tuple[int, str]]) -> tuple[str, list[int]]:
+    """The filler's sentences joined by spaces, with each insert ``(k, text)`` put at boundary
+    ``k`` (before piece k; ``len(pieces)`` is the end; inserts at one boundary keep their order).
 
-    Returns (text, needle_start, needle_end, tokens before the needle).
+    Returns the text and each insert's character offset in it.
     """
-    boundaries = np.concatenate([[0], np.cumsum([p.n_tokens for p in pieces])])
-    k = int(np.argmin(np.abs(boundaries - target_depth * boundaries[-1])))
-    before = " ".join(p.text for p in pieces[:k])
-    after = " ".join(p.text for p in pieces[k:])
-    start = len(before) + (1 if before else 0)
-    text = " ".join(part for part in (before, needle, after) if part)
-    return text, start, start + len(needle), int(boundaries[k])
+    by_boundary: dict[int, list[int]] = {}
+    for index, (k, _) in enumerate(inserts):
+        by_boundary.setdefault(k, []).append(index)
+    parts: list[str] = []
+    starts = [0] * len(inserts)
+    offset = 0
+    for k in range(len(pieces) + 1):
+        for index in by_boundary.get(k, ()):
+            parts.append(inserts[index][1])
+            starts[index] = offset
+            offset += len(inserts[index][1]) + 1
+        if k < len(pieces):
+            parts.append(pieces[k].text)
+            offset += len(pieces[k].text) + 1
+    return " ".join(parts), starts
+
+
+def boundary_tokens(pieces: list[Piece]) -> np.ndarray:
+    """Tokens before each sentence boundary of the filler: 0, then the running totals."""
+    return np.concatenate([[0], np.cumsum([p.n_tokens for p in pieces])]).astype(np.int64)
+
+
+def needle_boundary(pieces: list[Piece], target_depth: float) -> int:
+    """The sentence boundary nearest ``target_depth`` of the filler's tokens."""
+    boundaries = boundary_tokens(pieces)
+    return int(np.argmin(np.abs(boundaries - target_depth * boundaries[-1])))
+
+
+def distractor_boundaries(pieces: list[Piece], n: int, rng: np.random.Generator, needle_at: int | None = None) -> list[int]:
+    """``n`` sentence boundaries for distractors, ascending, drawn with ``rng`` from the
+    boundaries before each sentence (never the end, so a control topped up with more filler has
+    them at the same places). With a needle at boundary ``needle_at``: only boundaries whose depth
+    (tokens before / filler tokens) differs from the needle's by more than
+    :data:`DISTRACTOR_ZONE`; when fewer than ``n`` are, the rest go to the boundaries farthest
+    from the needle (several may share one)."""
+    boundaries = boundary_tokens(pieces)
+    candidates = np.arange(max(len(pieces), 1))
+    if needle_at is None:
+        allowed = candidates
+    else:
+        distance = np.abs(boundaries[candidates] - boundaries[needle_at]) / max(int(boundaries[-1]), 1)
+        allowed = candidates[(distance > DISTRACTOR_ZONE) & (candidates != needle_at)]
+        if allowed.size < n:
+            farthest = candidates[np.argsort(-distance, kind="stable")]
+            return sorted([int(k) for k in allowed] + [int(farthest[i % farthest.size]) for i in range(n - allowed.size)])
+    chosen = rng.choice(allowed, size=n, replace=allowed.size < n)
+    return sorted(int(k) for k in chosen)
 
 
 def check_build_args(lengths: Sequence[int], depths: int, variants: Sequence[str], negatives: int = DEFAULT_NEGATIVES,
-                     min_books: int = DEFAULT_MIN_BOOKS, filler: str = DEFAULT_FILLER) -> None:
+                     min_books: int = DEFAULT_MIN_BOOKS, filler: str = DEFAULT_FILLER,
+                     n_distractors: Sequence[int] = DEFAULT_N_DISTRACTORS) -> None:
     """Reject bad grids before any work: lengths must be positive ints, depths >= 1, known
-    variants, at least one negative per length, min_books >= 1, a known filler."""
+    variants, at least one negative per length, min_books >= 1, a known filler, distinct
+    distractor counts >= 0."""
     if not lengths:
         raise ConfigError("no haystack lengths given")
     for length in lengths:
@@ -193,6 +248,13 @@ def check_build_args(lengths: Sequence[int], depths: int, variants: Sequence[str
     check_min_books(min_books)
     if filler not in FILLERS:
         raise ConfigError(f"unknown filler {filler!r}; use one of {', '.join(FILLERS)}")
+    if not n_distractors:
+        raise ConfigError("no distractor counts given (0 builds haystacks without distractors)")
+    for count in n_distractors:
+        if not isinstance(count, (int, np.integer)) or isinstance(count, bool) or count < 0:
+            raise ConfigError(f"distractor count {count!r} is invalid: counts are whole numbers >= 0")
+    if len(set(n_distractors)) < len(n_distractors):
+        raise ConfigError(f"a distractor count is given more than once: {', '.join(map(str, n_distractors))}")
 
 
 def depth_grid(n_depths: int) -> np.ndarray:
@@ -214,18 +276,22 @@ def build_haystacks(
     pool: SentencePool | None = None,
     negatives: int = DEFAULT_NEGATIVES,
     filler: str = DEFAULT_FILLER,
+    n_distractors: Sequence[int] = DEFAULT_N_DISTRACTORS,
 ) -> pd.DataFrame:
     """Every haystack of the grid as a DataFrame with the columns of :data:`HAYSTACK_COLUMNS`.
 
     Same inputs and seed -> identical rows. ``depth`` is the needle's token offset / n_tokens.
-    Besides the needle haystacks and the per-condition controls, every length gets ``negatives``
+    Besides the needle haystacks and their controls, every length gets ``negatives``
     needle-free haystacks built like the controls (variant ``negative``, no group): with the
     controls they are the pool each needle haystack is ranked in. ``filler`` is how fillers are
     drawn (see the module docstring); the corpus must hold at least ``min_books`` books either way
-    (a single haystack need not span them).
+    (a single haystack need not span them). Each K of ``n_distractors`` builds the grid with K
+    distractors (see the module docstring; K = 0 is the grid without them, its rows and ids as
+    they always were); every group must have K distinct distractors.
     """
-    check_build_args(lengths, depths, variants, negatives, min_books, filler)
+    check_build_args(lengths, depths, variants, negatives, min_books, filler, n_distractors)
     needle_set.check_variants(variants)
+    needle_set.check_distractors(n_distractors)
     tokenizer = tokenizer or load_token_counter()
     require_books(corpus, min_books)
     pool = pool or SentencePool.from_corpus(corpus, tokenizer, banned=needle_set.character_pattern())
@@ -238,45 +304,107 @@ def build_haystacks(
     needles = [(g, v, name) for g in needle_set.groups for v in variants for name in g.characters]
     counts = tokenizer.count([g.needle(v, name) for g, v, name in needles])
     needle_tokens = {(g.id, v, name): n for (g, v, name), n in zip(needles, counts)}
+    decoys = sorted({text for g in needle_set.groups for text in g.distractor_texts[:max(n_distractors)]})
+    decoy_tokens = dict(zip(decoys, tokenizer.count(decoys)))
+    grid = _Grid(variants, depth_grid(depths), controls, seed, tuple(n_distractors), needle_tokens, decoy_tokens, tokenizer)
     rows = []
     conditions = [(g, length) for g in needle_set.groups for length in lengths]
     for group, length in tqdm(conditions, desc="building haystacks", unit="condition", disable=not progress):
         pieces = fill(pool, length + MAX_SNIPPET_TOKENS, condition_rng(seed, group.id, length), filler)
-        rows += _condition_rows(group, length, pieces, variants, depth_grid(depths), controls, needle_tokens, tokenizer, seed)
+        rows += grid.condition_rows(group, length, pieces)
     for length in tqdm(lengths, desc="building negatives", unit="length", disable=not progress):
-        base = {"group_id": "", "category": "", "length": length, "seed": seed}
-        pool_rows = []
         for k in range(negatives):
             pieces = fill(pool, length + MAX_SNIPPET_TOKENS, condition_rng(seed, f"{NEGATIVE}-{k}", length), filler)
-            pool_rows += _needle_free_row(base, f"{NEGATIVE}:{length}:{k:03d}", NEGATIVE, trim(pieces, length, tokenizer))
-        rows += _counted(pool_rows, length, tokenizer)
+            rows += grid.negative_rows(needle_set.groups, length, k, pieces)
     return pd.DataFrame(rows, columns=HAYSTACK_COLUMNS).astype(
         {"needle_start": "Int64", "needle_end": "Int64", "depth": "Float64", "target_depth": "Float64"}
     )
 
 
-def _condition_rows(group, length, filler, variants, targets, controls, needle_tokens, tokenizer, seed) -> list[dict]:
-    base = {"group_id": group.id, "category": group.category, "length": length, "seed": seed}
-    rows = []
-    for variant in variants:
-        for index, target in enumerate(targets):
-            haystack_id = f"{group.id}:{variant}:{length}:d{index:02d}"
-            character = draw_character(group, seed, f"{group.id}:{length}:d{index:02d}")
-            pieces = trim(filler, length - needle_tokens[(group.id, variant, character)], tokenizer)
-            text, start, end, tokens_before = insert_needle(pieces, group.needle(variant, character), float(target))
-            rows.append({**base, "id": haystack_id, "variant": variant, "target_depth": float(target), "text": text,
-                         "needle_start": start, "needle_end": end, "character": character,
-                         "tokens_before": tokens_before, "sources": sorted({p.book for p in pieces})})
-    if controls:
-        rows += _needle_free_row(base, f"{group.id}:{CONTROL}:{length}", CONTROL, trim(filler, length, tokenizer))
-    return _counted(rows, length, tokenizer)
+@dataclass
+class _Grid:
+    """What every condition of one build shares: the settings and the token counts of needles and
+    distractors."""
+
+    variants: Sequence[str]
+    targets: np.ndarray
+    controls: bool
+    seed: int
+    n_distractors: tuple[int, ...]
+    needle_tokens: dict
+    decoy_tokens: dict[str, int]
+    tokenizer: TokenCounter
+
+    def _decoys(self, group: NeedleGroup, count: int) -> tuple[list[str], int]:
+        """The first ``count`` distractors of ``group`` and the tokens they take."""
+        texts = list(group.distractor_texts[:count])
+        return texts, sum(self.decoy_tokens[t] for t in texts)
+
+    def _rng(self, haystack_id: str) -> np.random.Generator:
+        """The stream that places the distractors of one haystack."""
+        return np.random.default_rng([self.seed, zlib.crc32(haystack_id.encode("utf-8"))])
+
+    def condition_rows(self, group: NeedleGroup, length: int, filler: list[Piece]) -> list[dict]:
+        """The needle haystacks of one (group, length) with their controls, for every K."""
+        base = {"group_id": group.id, "category": group.category, "length": length, "seed": self.seed}
+        plain_control = f"{group.id}:{CONTROL}:{length}"
+        rows = []
+        for count in self.n_distractors:
+            decoys, decoy_tokens = self._decoys(group, count)
+            suffix = f":x{count}" if count else ""
+            marks = {"n_distractors": count, "distractors_of": group.id if count else ""}
+            for variant in self.variants:
+                for index, target in enumerate(self.targets):
+                    haystack_id = f"{group.id}:{variant}:{length}:d{index:02d}{suffix}"
+                    character = draw_character(group, self.seed, f"{group.id}:{length}:d{index:02d}")
+                    needle = group.needle(variant, character)
+                    pieces = trim(filler, length - self.needle_tokens[(group.id, variant, character)] - decoy_tokens, self.tokenizer)
+                    needle_at = needle_boundary(pieces, float(target))
+                    places = distractor_boundaries(pieces, count, self._rng(haystack_id), needle_at) if count else []
+                    text, starts = assemble(pieces, [(needle_at, needle), *zip(places, decoys)])
+                    control_id = f"{group.id}:{CONTROL}:{length}:{variant}:d{index:02d}{suffix}" if count else plain_control
+                    rows.append({**base, **marks, "id": haystack_id, "variant": variant, "target_depth": float(target),
+                                 "text": text, "needle_start": starts[0], "needle_end": starts[0] + len(needle),
+                                 "character": character, "distractor_starts": starts[1:],
+                                 "control_id": control_id if self.controls else None,
+                                 "tokens_before": int(boundary_tokens(pieces)[needle_at])
+                                 + sum(self.decoy_tokens[d] for k, d in zip(places, decoys) if k < needle_at),
+                                 "sources": sorted({p.book for p in pieces})})
+                    if count and self.controls:  # the same filler and distractors at the same boundaries, no needle
+                        rows += _needle_free_row({**base, **marks}, control_id, CONTROL,
+                                                 trim(filler, length - decoy_tokens, self.tokenizer), list(zip(places, decoys)))
+            if not count and self.controls:
+                rows += _needle_free_row({**base, **marks}, plain_control, CONTROL, trim(filler, length, self.tokenizer))
+        return _counted(rows, length, self.tokenizer)
+
+    def negative_rows(self, groups: Sequence[NeedleGroup], length: int, k: int, filler: list[Piece]) -> list[dict]:
+        """The ``k``-th negative of a length: plain (K = 0), and for every K > 0 one copy per group
+        holding that group's K distractors at random boundaries (its question's pool)."""
+        base = {"group_id": "", "category": "", "length": length, "seed": self.seed}
+        rows = []
+        for count in self.n_distractors:
+            if not count:
+                rows += _needle_free_row({**base, "n_distractors": 0, "distractors_of": ""}, f"{NEGATIVE}:{length}:{k:03d}",
+                                         NEGATIVE, trim(filler, length, self.tokenizer))
+                continue
+            for group in groups:
+                haystack_id = f"{NEGATIVE}:{length}:{k:03d}:{group.id}:x{count}"
+                decoys, decoy_tokens = self._decoys(group, count)
+                pieces = trim(filler, length - decoy_tokens, self.tokenizer)
+                places = distractor_boundaries(pieces, count, self._rng(haystack_id))
+                rows += _needle_free_row({**base, "n_distractors": count, "distractors_of": group.id}, haystack_id, NEGATIVE,
+                                         pieces, list(zip(places, decoys)))
+        return _counted(rows, length, self.tokenizer)
 
 
-def _needle_free_row(base: dict, haystack_id: str, variant: str, pieces: list[Piece]) -> list[dict]:
-    """A haystack of filler alone (a control or a negative), as a one-row list."""
-    return [{**base, "id": haystack_id, "variant": variant, "target_depth": None, "text": " ".join(p.text for p in pieces),
+def _needle_free_row(base: dict, haystack_id: str, variant: str, pieces: list[Piece],
+                     decoys: Sequence[tuple[int, str]] = ()) -> list[dict]:
+    """A haystack of filler alone (a control or a negative) with ``decoys`` (boundary,
+    distractor) put in, as a one-row list."""
+    text, starts = assemble(pieces, decoys)
+    return [{**base, "id": haystack_id, "variant": variant, "target_depth": None, "text": text,
              "needle_start": None, "needle_end": None, "character": None, "tokens_before": None,
-             "sources": sorted({p.book for p in pieces})}]
+             "distractor_starts": starts, "control_id": None, "sources": sorted({p.book for p in pieces})}]
 
 
 def _counted(rows: list[dict], length: int, tokenizer: TokenCounter) -> list[dict]:

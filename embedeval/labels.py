@@ -12,12 +12,13 @@ ALL = "all"
 #: Columns of the rank table (one row per embedder x strategy x query form x needle haystack), then the
 #: per-query measures of :func:`embedeval.metrics.retrieval_measures`.
 RETRIEVAL_COLUMNS = [
-    "embedder", "strategy", "query_form", "group_id", "category", "variant", "length", "depth", "haystack_id",
-    "score", "rank", "n_candidates", "ties",
+    "embedder", "strategy", "query_form", "group_id", "category", "variant", "length", "n_distractors", "depth",
+    "haystack_id", "score", "rank", "n_candidates", "ties",
 ]
 #: Columns of the similarity table (one row per embedder x strategy x haystack x query form).
 SIMILARITY_COLUMNS = [
-    "embedder", "strategy", "haystack_id", "group_id", "category", "variant", "length", "depth", "target_depth",
+    "embedder", "strategy", "haystack_id", "control_id", "group_id", "category", "variant", "length", "n_distractors",
+    "depth", "target_depth",
     "query_form", "sim_qh", "sim_qn", "normalized", "normalized_by", "n_tokens", "truncated", "needle_visible",
     "windows_exact", "best_chunk", "chunk_has_needle",
 ]

@@ -89,6 +89,12 @@ class NeedleGroup:
         """The question of query form ``form`` (``question`` or one of ``questions``), or None."""
         return self.question if form == QUESTION else self.questions.get(form)
 
+    @property
+    def distractor_texts(self) -> tuple[str, ...]:
+        """The distinct distractor texts, in the order given: the first K go into a haystack
+        built with K distractors."""
+        return tuple(dict.fromkeys(text for _, text in self.distractors))
+
 
 @dataclass(frozen=True)
 class NeedleSet:
@@ -128,6 +134,32 @@ class NeedleSet:
                 shown = ", ".join(lacking[:5]) + (f" and {len(lacking) - 5} more" if len(lacking) > 5 else "")
                 raise ConfigError(f"needle set {self.name!r} has no {variant!r} needle for {shown} "
                                   f"(every group serves: {', '.join(self.variants_served())})")
+
+    def check_distractors(self, counts) -> None:
+        """A :class:`~embedeval.errors.ConfigError` naming the groups with fewer distinct
+        distractors than the largest of ``counts`` asks for."""
+        most = max(counts, default=0)
+        short = [f"{g.id} ({len(g.distractor_texts)})" for g in self.groups if len(g.distractor_texts) < most]
+        if short:
+            shown = ", ".join(short[:5]) + (f" and {len(short) - 5} more" if len(short) > 5 else "")
+            raise ConfigError(f"{most} distractors per haystack asked for, but needle set {self.name!r} has fewer for "
+                              f"{shown}; give them in the needle file or with --distractors-file")
+
+    def with_distractors(self, distractors: dict[str, tuple[tuple[str, str], ...]]) -> NeedleSet:
+        """The set with the distractors of every group named in ``distractors`` (group id ->
+        (query form, text) pairs, as :func:`load_distractors` reads them) replaced; the other
+        groups keep theirs. A group id the set lacks, or a query form its group does not ask, is a
+        :class:`~embedeval.errors.ConfigError`."""
+        known = {g.id: g for g in self.groups}
+        unknown = [group_id for group_id in distractors if group_id not in known]
+        if unknown:
+            raise ConfigError(f"the distractors name group {unknown[0]!r}, which needle set {self.name!r} does not have")
+        for group_id, pairs in distractors.items():
+            forms = [form for form, _ in pairs if known[group_id].query(form) is None]
+            if forms:
+                raise ConfigError(f"the distractors of group {group_id!r} are for query form {forms[0]!r}, which it does not ask")
+        return replace(self, groups=tuple(replace(g, distractors=distractors[g.id]) if g.id in distractors else g
+                                          for g in self.groups))
 
     def character_pattern(self) -> re.Pattern:
         """A case-insensitive regex matching any character name of the set as a whole word."""
@@ -305,6 +337,20 @@ def load_needle_set(path: str | os.PathLike) -> NeedleSet:
     return parse_needle_set(read_needle_json(path), str(path))
 
 
+def grid_needle_set(path: str | os.PathLike, groups=None, variants=(), n_distractors=(0,),
+                    distractors_file: str | os.PathLike | None = None) -> NeedleSet:
+    """The needle set a haystack grid is built from: loaded, restricted to ``groups`` (None: all),
+    its distractors replaced by those of ``distractors_file`` for the groups it names, and
+    checked to serve ``variants`` and the largest of ``n_distractors``."""
+    needle_set = load_needle_set(path)
+    if distractors_file:
+        needle_set = needle_set.with_distractors(load_distractors(distractors_file))
+    needle_set = needle_set if groups is None else needle_set.subset(groups)
+    needle_set.check_variants(variants)
+    needle_set.check_distractors(n_distractors)
+    return needle_set
+
+
 def needle_report(path: str | os.PathLike) -> tuple[list[dict], list[tuple[str, str]]]:
     """Per-group overview rows (id, category, characters, query forms, variants, one-hop/inverted
     overlap) and all problems. Used by ``embedeval needles check``; raises only for an unreadable
@@ -462,18 +508,20 @@ def _cell_text(value: object) -> str | None:
     return value if isinstance(value, str) else str(value)
 
 
-def _read_pair_records(source: Path) -> tuple[list[dict], str]:
-    """The records of a pair file and the word naming their place (``row`` or ``line``)."""
+def _read_records(source: Path, what: str, columns: tuple[str, ...], optional: tuple[str, ...]) -> tuple[list[dict], str]:
+    """The records of a ``.csv``, ``.jsonl`` or ``.parquet`` table (``what``: "pair file", ...)
+    with the required ``columns`` and any of the ``optional`` ones, and the word naming their
+    place (``row`` or ``line``; JSONL records carry theirs as ``_place``)."""
     suffix = source.suffix.lower()
     if suffix not in PAIR_SUFFIXES:
-        raise InputError(f"pair file {source} must end in .csv, .jsonl or .parquet")
+        raise InputError(f"{what} {source} must end in .csv, .jsonl or .parquet")
     if not source.exists():
-        raise InputError(f"pair file {source} does not exist")
+        raise InputError(f"{what} {source} does not exist")
     if source.is_dir():
-        raise InputError(f"pair file {source} is a folder, not a file")
+        raise InputError(f"{what} {source} is a folder, not a file")
     try:
         if suffix == ".jsonl":
-            return _read_jsonl_records(source), "line"
+            return _read_jsonl_records(source, what, columns), "line"
         if suffix == ".csv":
             frame = pd.read_csv(source, dtype=str, keep_default_na=False, encoding="utf-8-sig")
         else:
@@ -481,31 +529,50 @@ def _read_pair_records(source: Path) -> tuple[list[dict], str]:
     except InputError:
         raise
     except OSError as exc:
-        raise InputError(f"pair file {source} cannot be read ({exc.strerror or exc})") from None
+        raise InputError(f"{what} {source} cannot be read ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
-        raise InputError(f"pair file {source} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise InputError(f"{what} {source} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except Exception as exc:  # pandas and pyarrow raise many types for a file that is not a table
         kind = "CSV" if suffix == ".csv" else "Parquet"
-        raise InputError(f"pair file {source} is not a readable {kind} table ({type(exc).__name__}: {str(exc)[:120]})") from None
-    missing = [c for c in PAIR_COLUMNS if c not in frame.columns]
+        raise InputError(f"{what} {source} is not a readable {kind} table ({type(exc).__name__}: {str(exc)[:120]})") from None
+    missing = [c for c in columns if c not in frame.columns]
     if missing:
-        raise InputError(f"pair file {source} lacks the column(s) {', '.join(missing)} "
-                         f"(needs question and needle; id and topic are optional)")
-    columns = [c for c in ("id", "topic", *PAIR_COLUMNS) if c in frame.columns]
-    return frame[columns].to_dict("records"), "row"
+        raise InputError(f"{what} {source} lacks the column(s) {', '.join(missing)} "
+                         f"(needs {' and '.join(columns)}; {', '.join(optional)} optional)")
+    return frame[[c for c in (*optional, *columns) if c in frame.columns]].to_dict("records"), "row"
 
 
-def _read_jsonl_records(source: Path) -> list[dict]:
+def _read_jsonl_records(source: Path, what: str, columns: tuple[str, ...]) -> list[dict]:
     records = []
     for number, line in jsonl_lines(source.read_text(encoding="utf-8-sig")):
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InputError(f"pair file {source}: line {number}: not valid JSON ({exc.msg})") from None
+            raise InputError(f"{what} {source}: line {number}: not valid JSON ({exc.msg})") from None
         if not isinstance(record, dict):
-            raise InputError(f"pair file {source}: line {number}: expected an object with question and needle")
+            raise InputError(f"{what} {source}: line {number}: expected an object with {' and '.join(columns)}")
         records.append({"_place": number, **record})
     return records
+
+
+def _text_field(record: dict, column: str, where: str, problems: list[str]) -> str | None:
+    """``record[column]`` if it is non-empty text; else None, with the problem added."""
+    value = record.get(column)
+    if column not in record:
+        problems.append(f"{where}: missing field {column!r}")
+    elif isinstance(value, str) and value.strip():
+        return value
+    elif value is None or isinstance(value, str) or _cell_text(value) is None:
+        problems.append(f"{where}: empty {column}")
+    else:
+        problems.append(f"{where}: {column} must be text, not {value!r}")
+    return None
+
+
+def _raise_problems(what: str, source: Path, problems: list[str]) -> None:
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise InputError(f"{what} {source}: {'; '.join(problems[:3])}{more}")
 
 
 def load_pairs(path: str | os.PathLike) -> tuple[Pair, ...]:
@@ -518,24 +585,14 @@ def load_pairs(path: str | os.PathLike) -> tuple[Pair, ...]:
     is one :class:`~embedeval.errors.InputError` naming the file and the rows at fault.
     """
     source = Path(path)
-    records, place = _read_pair_records(source)
+    records, place = _read_records(source, "pair file", PAIR_COLUMNS, ("id", "topic"))
     pairs: list[Pair] = []
     problems: list[str] = []
     seen: set[str] = set()
     for number, record in enumerate(records, start=1):
         number = record.pop("_place", number)
         where = f"{place} {number}"
-        texts = {}
-        for column in PAIR_COLUMNS:
-            value = record.get(column)
-            if column not in record:
-                problems.append(f"{where}: missing field {column!r}")
-            elif isinstance(value, str) and value.strip():
-                texts[column] = value
-            elif value is None or isinstance(value, str) or _cell_text(value) is None:
-                problems.append(f"{where}: empty {column}")
-            else:
-                problems.append(f"{where}: {column} must be text, not {value!r}")
+        texts = {column: _text_field(record, column, where, problems) for column in PAIR_COLUMNS}
         pair_id = _cell_text(record["id"]) if "id" in record else str(number)
         if pair_id is None or not pair_id.strip():
             problems.append(f"{where}: empty id")
@@ -543,11 +600,56 @@ def load_pairs(path: str | os.PathLike) -> tuple[Pair, ...]:
             problems.append(f"{where}: duplicate id {pair_id!r}")
         else:
             seen.add(pair_id)
-            if len(texts) == len(PAIR_COLUMNS):
+            if all(texts.values()):
                 pairs.append(Pair(id=pair_id, topic=_cell_text(record.get("topic")) or "", **texts))
-    if problems:
-        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        raise InputError(f"pair file {source}: {'; '.join(problems[:3])}{more}")
+    _raise_problems("pair file", source, problems)
     if not pairs:
         raise InputError(f"pair file {source} has no pairs")
     return tuple(pairs)
+
+
+DISTRACTOR_COLUMNS: tuple[str, ...] = ("group_id", "distractor")
+
+
+def load_distractors(path: str | os.PathLike) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Distractors by group from a file (``--distractors-file``): group id -> (query form, text)
+    pairs, in file order.
+
+    ``.json``: an object mapping group ids to what a group's ``distractors`` field holds (a list of
+    texts, or an object mapping query forms to a text or a list). ``.csv``/``.jsonl``/``.parquet``:
+    columns ``group_id`` and ``distractor``, optional ``query_form`` (default ``question``), one
+    distractor per row. A file that cannot be read, a missing column, an empty text, a placeholder
+    in a text, or no distractors at all is one :class:`~embedeval.errors.InputError`.
+    """
+    source = Path(path)
+    what = "distractors file"
+    problems: list[str] = []
+    found: dict[str, list[tuple[str, str]]] = {}
+    if source.suffix.lower() not in (".json", *PAIR_SUFFIXES):
+        raise InputError(f"{what} {source} must end in .json, .csv, .jsonl or .parquet")
+    if source.suffix.lower() == ".json":
+        try:
+            data = read_needle_json(source)
+        except NeedleSetError as exc:
+            raise InputError(f"{what} {source}: {exc.problems[0][1]}") from None
+        if not isinstance(data, dict):
+            raise InputError(f"{what} {source} must hold an object mapping group ids to distractors")
+        for group_id, value in data.items():
+            pairs = raw_distractors({"distractors": value})
+            if not pairs or not all(_non_empty_string(text) for _, text in pairs):
+                problems.append(f"group {group_id!r}: distractors must be non-empty texts (a list, or lists by query form)")
+            found[group_id] = pairs
+    else:
+        records, place = _read_records(source, what, DISTRACTOR_COLUMNS, ("query_form",))
+        for number, record in enumerate(records, start=1):
+            where = f"{place} {record.pop('_place', number)}"
+            group_id, text = (_text_field(record, column, where, problems) for column in DISTRACTOR_COLUMNS)
+            form = _cell_text(record.get("query_form")) or QUESTION
+            if group_id and text:
+                found.setdefault(group_id, []).append((form, text))
+    problems += [f"group {group_id!r}: a distractor has a placeholder {_PLACEHOLDER.findall(text)[0]} (distractors are plain text)"
+                 for group_id, pairs in found.items() for _, text in pairs if isinstance(text, str) and _PLACEHOLDER.search(text)]
+    _raise_problems(what, source, problems)
+    if not found:
+        raise InputError(f"{what} {source} has no distractors")
+    return {group_id: tuple(dict.fromkeys(pairs)) for group_id, pairs in found.items()}

@@ -185,17 +185,18 @@ def depth_tables(similarities: pd.DataFrame, variant: str) -> dict[str, pd.DataF
     return {e: g.pivot_table(index="depth_label", columns="length", values="normalized") for e, g in data.groupby("embedder")}
 
 
-BREAK_COLUMNS = ["embedder", "strategy", "query_form", "variant", "break_point", "recommended_chunk_tokens", "best_length",
+BREAK_COLUMNS = ["embedder", "strategy", "query_form", "variant", "n_distractors", "break_point", "recommended_chunk_tokens", "best_length",
                  "best_value", "auc_break_point"]
 
 
 def break_points(metrics: pd.DataFrame, metric: str = DEFAULT_BREAK_METRIC,
                  threshold: float = DEFAULT_BREAK_THRESHOLD) -> pd.DataFrame:
-    """Per embedder, strategy, query form and variant: the break point by ``metric`` (the largest
+    """Per embedder, strategy, query form, variant and distractor count: the break point by ``metric`` (the largest
     length up to which it stays >= ``threshold``), the recommended chunk size, the best length and
     its value (the answer when no length reaches the threshold), and the study's pooled-AUC break
     point."""
-    series_keys = ["embedder", "strategy", "query_form", "variant"]
+    series_keys = ["embedder", "strategy", "query_form", "variant", "n_distractors"]
+    metrics = older_run_defaults(metrics)
     auc = {key: s for key, s in metric_series(metrics, "auc").groupby(series_keys)}
     rows = []
     for key, series in metric_series(metrics, metric).groupby(series_keys):
@@ -236,10 +237,30 @@ def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
 
 def scorer_view(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with ``embedder`` naming what one figure series shows: the embedder, followed by
-    its strategy when the tables hold more than one strategy (``st:all-MiniLM-L6-v2 · windows-mean``)."""
-    if "strategy" not in frame.columns or frame["strategy"].nunique() <= 1:
-        return frame
-    return frame.assign(embedder=frame["embedder"] + " · " + frame["strategy"])
+    its strategy when the tables hold more than one strategy (``st:all-MiniLM-L6-v2 · windows-mean``)
+    and by the distractor count when they hold more than one (``· 4 distractors``)."""
+    label = frame["embedder"]
+    if "strategy" in frame.columns and frame["strategy"].nunique() > 1:
+        label = label + " · " + frame["strategy"]
+    if "n_distractors" in frame.columns and frame["n_distractors"].nunique() > 1:
+        label = label + " · " + frame["n_distractors"].astype(str) + " distractors"
+    return frame.assign(embedder=label)
+
+
+def fewest_distractors(metrics: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``metrics`` with the smallest distractor count of the run (all rows of a run
+    without distractors)."""
+    if "n_distractors" not in metrics.columns:
+        return metrics
+    return metrics[metrics["n_distractors"] == metrics["n_distractors"].min()]
+
+
+def distractor_table(metrics: pd.DataFrame, metric: str, variant: str) -> pd.DataFrame:
+    """``metric`` (question form, ``variant``) per embedder, strategy and distractor count (rows)
+    and haystack length (columns)."""
+    data = metric_series(metrics, metric)
+    data = data[(data["variant"] == variant) & (data["query_form"] == QUESTION)]
+    return data.pivot_table(index=["embedder", "strategy", "n_distractors"], columns="length", values="value").reset_index()
 
 
 def chunk_size_table(metrics: pd.DataFrame, metric: str, variant: str) -> pd.DataFrame:
@@ -312,8 +333,8 @@ def summary_table(metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
     return data.pivot_table(index="length", columns="series", values="value").reset_index()
 
 
-#: Columns that came with long-text strategies (runs of older versions lack them).
-STRATEGY_COLUMNS = ("strategy", "windows_exact", "best_chunk", "chunk_has_needle")
+#: Columns that came with long-text strategies and with distractors (runs of older versions lack them).
+LATER_COLUMNS = ("strategy", "windows_exact", "best_chunk", "chunk_has_needle", "n_distractors", "control_id")
 
 #: The run settings the report's first line names (from the run's config).
 HEADER_KEYS = ("needles", "corpus", "lengths", "depths", "seed", "tokenizer")
@@ -327,10 +348,12 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, b
     ``candidates``: the size of the retrieval pool plus one, for the chance level of recall@k."""
     out = Path(out)
     figures = out / "figures"
+    metrics, similarities = older_run_defaults(metrics), older_run_defaults(similarities)
     bps = break_points(metrics, break_metric, break_threshold)
     variant = _main_variant(metrics)
-    chunk_lines = chunk_size_lines(metrics, break_metric, break_threshold, variant)
-    chunk_table = chunk_size_table(metrics, break_metric, variant)
+    chunk_lines = chunk_size_lines(fewest_distractors(metrics), break_metric, break_threshold, variant)
+    chunk_table = chunk_size_table(fewest_distractors(metrics), break_metric, variant)
+    decoy_table = distractor_table(metrics, break_metric, variant)
     metrics, similarities = scorer_view(metrics), scorer_view(similarities)  # one series per embedder and strategy
     shown = [f for f in LINE_FIGURES if f[0] in set(metrics["metric"])]  # runs of older versions lack some
     for metric, name, ylabel, hline in shown:
@@ -349,11 +372,19 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, b
               f"The break point is the largest length up to which {break_metric} stays at or above the threshold; "
               f"the recommended chunk size is {CHUNK_FACTOR} x break point. Where no length reaches the threshold, "
               "the best length is named. Beside it: the study's break point from the AUC pooled over questions.", "",
-              *[f"- {r.embedder} [{r.strategy}, {r.variant}, {r.query_form}]: {break_sentence(r, break_metric, break_threshold)}"
-                for r in bps.itertuples()], "", markdown_table(bps), ""]
+              *[f"- {r.embedder} [{r.strategy}, {r.variant}, {r.query_form}{_distractor_note(r.n_distractors)}]: "
+                f"{break_sentence(r, break_metric, break_threshold)}" for r in bps.itertuples()], "", markdown_table(bps), ""]
+    if decoy_table["n_distractors"].nunique() > 1:
+        lines += ["## Distractors", "",
+                  f"{break_metric} ({variant} needles, question form) per distractor count and haystack length. A "
+                  "haystack with K distractors holds the first K distractors of its question (texts that share the "
+                  "question's keyword) outside a ±0.2 depth zone around the needle; it is compared with its own control "
+                  "(the same filler and distractors, no needle) and ranked among negatives that hold the same K "
+                  "distractors, so only the needle tells it apart.", "", markdown_table(decoy_table), ""]
     if chunk_table["strategy"].nunique() > 1:
         lines += ["## Chunk size", "",
-                  f"{break_metric} ({variant} needles, question form) per strategy and haystack length: `truncate` reads "
+                  f"{break_metric} ({variant} needles, question form{_distractor_note(decoy_table['n_distractors'].min())}) "
+                  "per strategy and haystack length: `truncate` reads "
                   "the model's window, `windows-mean` the mean of window vectors over the whole text, `chunks-max@C` the "
                   "best of C-token chunks (a RAG retriever), `full-text` a lexical scorer reading everything.", "",
                   *chunk_lines, "", markdown_table(chunk_table), ""]
@@ -382,6 +413,18 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, b
     return path
 
 
+def older_run_defaults(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the columns that runs of older versions lack filled in: they read every
+    haystack through the model's own window (``strategy`` truncate) and had no distractors."""
+    return frame.assign(**{column: value for column, value in (("strategy", "truncate"), ("n_distractors", 0))
+                           if column not in frame.columns})
+
+
+def _distractor_note(count) -> str:
+    """", K distractors" for a count above 0, else nothing."""
+    return f", {int(count)} distractors" if count else ""
+
+
 def load_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """metrics.csv, similarities.parquet and config.json of a run directory."""
     run_dir = Path(run_dir)
@@ -389,11 +432,9 @@ def load_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     missing = [p.name for p in needed if not p.is_file()]
     if missing:
         raise InputError(f"{run_dir} is not a finished run directory (missing {', '.join(missing)})")
-    metrics = read_table(needed[0], [c for c in METRIC_COLUMNS if c not in STRATEGY_COLUMNS])
-    similarities = read_table(needed[1], [c for c in SIMILARITY_COLUMNS if c not in STRATEGY_COLUMNS])
-    # Runs made before strategies existed read every haystack through the model's own window.
-    metrics, similarities = (frame if "strategy" in frame.columns else frame.assign(strategy="truncate")
-                             for frame in (metrics, similarities))
+    metrics = read_table(needed[0], [c for c in METRIC_COLUMNS if c not in LATER_COLUMNS])
+    similarities = read_table(needed[1], [c for c in SIMILARITY_COLUMNS if c not in LATER_COLUMNS])
+    metrics, similarities = older_run_defaults(metrics), older_run_defaults(similarities)
     try:
         config = json.loads(needed[2].read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

@@ -71,7 +71,9 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
     ``n_tokens``: the haystack's length in reference tokens; ``truncated``: the scorer read less
     than the whole haystack; ``needle_visible``: it read the needle (NA for controls);
     ``best_chunk``: the chunk that gave the score (chunks-max; 0 where the text is scored as one
-    piece); ``chunk_has_needle``: that piece holds the whole needle (NA for controls).
+    piece); ``chunk_has_needle``: that piece holds the whole needle (NA for controls);
+    ``n_distractors``: distractors in the haystack; ``control_id``: the needle haystack's control
+    (the same filler and distractors without the needle; empty for controls).
     """
     check_normalize_by(normalize_by)
     scorer = scored.scorer
@@ -100,6 +102,9 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
         needle_column = np.array([column_of[t] for t in needle_texts], dtype=np.int64)
         needle_scores = scorer.index(unique_needles)
 
+    n_distractors, _ = distractor_columns(haystacks)
+    control_ids = (haystacks["control_id"].to_numpy(dtype=object) if "control_id" in haystacks.columns
+                   else np.full(len(haystacks), None, dtype=object))
     frames = []
     for form, scores in scored.scores.items():
         sim_qh = scores.values[rows_group, keep]
@@ -120,7 +125,8 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
         frames.append(pd.DataFrame({
             "embedder": scorer.name, "strategy": scorer.strategy, "haystack_id": haystacks["id"].to_numpy(),
             "group_id": haystacks["group_id"].to_numpy(), "category": haystacks["category"].to_numpy(),
-            "variant": variants, "length": haystacks["length"].to_numpy(),
+            "variant": variants, "length": haystacks["length"].to_numpy(), "n_distractors": n_distractors,
+            "control_id": control_ids,
             "depth": haystacks["depth"].to_numpy(dtype=float, na_value=np.nan),
             "target_depth": haystacks["target_depth"].to_numpy(dtype=float, na_value=np.nan),
             "query_form": form, "sim_qh": sim_qh.astype(float), "sim_qn": sim_qn, "normalized": normalized,
@@ -132,23 +138,42 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
     return table[table["sim_qh"].notna()].reset_index(drop=True)  # a group without a query form has no rows for it
 
 
+def distractor_columns(haystacks: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Each haystack's distractor count and the group whose distractors it holds ("" for none);
+    0 and "" for tables built before distractors existed."""
+    if "n_distractors" not in haystacks.columns:
+        return np.zeros(len(haystacks), dtype=np.int64), np.full(len(haystacks), "", dtype=object)
+    return (haystacks["n_distractors"].to_numpy(dtype=np.int64),
+            haystacks["distractors_of"].fillna("").to_numpy(dtype=object))
+
+
 def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet) -> pd.DataFrame:
     """The rank table of one scorer (DESIGN §3): every needle haystack p ranked, by its
-    question's score, among the needle-free haystacks of its length (every group's control and
-    the ``negative`` pool), with the per-query measures of
-    :func:`~embedeval.metrics.retrieval_measures`. Columns: :data:`~embedeval.labels.RETRIEVAL_COLUMNS`
-    and then the measures.
+    question's score, among the needle-free haystacks of its pool, with the per-query measures of
+    :func:`~embedeval.metrics.retrieval_measures`. A needle haystack's pool: the needle-free
+    haystacks of its length and distractor count that hold the same distractors as it does —
+    without distractors every group's control and the ``negative`` pool; with K distractors the
+    negatives and controls that hold its question's K distractors (so the decoys are in every
+    candidate, and only the needle tells the haystack apart). Columns:
+    :data:`~embedeval.labels.RETRIEVAL_COLUMNS` and then the measures.
     """
     haystacks = scored.haystacks
     variants = haystacks["variant"].to_numpy()
     positive = (variants != CONTROL) & (variants != NEGATIVE)
     lengths = haystacks["length"].to_numpy()
+    n_distractors, distractors_of = distractor_columns(haystacks)
+    pool_keys = list(zip(lengths.tolist(), n_distractors.tolist(), distractors_of.tolist()))
+    keys = sorted(set(pool_keys))
+    code_of = {key: code for code, key in enumerate(keys)}
+    codes = np.array([code_of[key] for key in pool_keys], dtype=np.int64)
     group_index = {g.id: i for i, g in enumerate(needle_set.groups)}
     frames = []
     for form, scores in scored.scores.items():
-        for length in np.unique(lengths):
-            pool = np.flatnonzero(~positive & (lengths == length))
-            rows = np.flatnonzero(positive & (lengths == length))
+        for code in np.unique(codes[positive]):
+            length, count, _ = keys[code]
+            same = codes == code
+            pool = np.flatnonzero(~positive & same)
+            rows = np.flatnonzero(positive & same)
             if not rows.size or not pool.size:
                 continue
             query_rows = np.array([group_index[g] for g in haystacks["group_id"].to_numpy()[rows]], dtype=np.int64)
@@ -163,8 +188,8 @@ def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet) -> pd.DataFram
             frame = pd.DataFrame({
                 "embedder": scored.scorer.name, "strategy": scored.scorer.strategy, "query_form": form, "group_id": groups,
                 "category": picked["category"].to_numpy(), "variant": picked["variant"].to_numpy(), "length": length,
-                "depth": picked["depth"].to_numpy(dtype=float, na_value=np.nan), "haystack_id": picked["id"].to_numpy(),
-                "score": scores.values[query_rows, rows].astype(float),
+                "n_distractors": count, "depth": picked["depth"].to_numpy(dtype=float, na_value=np.nan),
+                "haystack_id": picked["id"].to_numpy(), "score": scores.values[query_rows, rows].astype(float),
             })
             frames.append(pd.concat([frame, pd.DataFrame(measures)], axis=1))
     return pd.concat(frames, ignore_index=True)[RETRIEVAL_COLUMNS + list(RETRIEVAL_MEASURES)]

@@ -160,16 +160,16 @@ def test_report_command_rebuilds_and_compares(run, tmp_path):
     assert "run/st:all-MiniLM-L6-v2" in text
 
 
-def test_report_reads_runs_made_before_strategies(run, tmp_path):
+def test_report_reads_runs_made_before_strategies_and_distractors(run, tmp_path):
     import shutil
 
-    from embedeval.report import STRATEGY_COLUMNS, compare_runs
+    from embedeval.report import LATER_COLUMNS, compare_runs
 
     old = tmp_path / "old"
     shutil.copytree(run.out, old)
-    metrics = pd.read_csv(old / "metrics.csv").drop(columns=["strategy"])
+    metrics = pd.read_csv(old / "metrics.csv").drop(columns=["strategy", "n_distractors"])
     metrics.to_csv(old / "metrics.csv", index=False)
-    pd.read_parquet(old / "similarities.parquet").drop(columns=list(STRATEGY_COLUMNS)).to_parquet(old / "similarities.parquet")
+    pd.read_parquet(old / "similarities.parquet").drop(columns=list(LATER_COLUMNS)).to_parquet(old / "similarities.parquet")
     (old / "report.md").unlink()
     compare_runs([old])
     text = (old / "report.md").read_text()

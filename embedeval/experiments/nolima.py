@@ -26,7 +26,8 @@ from embedeval.aggregate import nolima_metrics
 from embedeval.corpus import load_corpus
 from embedeval.defaults import (
     DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DEPTHS,
-    DEFAULT_EMBEDDER, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_N_BOOTSTRAP, DEFAULT_NEEDLES, DEFAULT_NEGATIVES,
+    DEFAULT_EMBEDDER, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_N_BOOTSTRAP, DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES,
+    DEFAULT_NEGATIVES,
     DEFAULT_NORMALIZE_BY, DEFAULT_SEED, DEFAULT_STRATEGIES, DEFAULT_VARIANTS, DEFAULT_WINDOW_OVERLAP,
 )
 from embedeval.embedders.registry import select_embedders
@@ -34,7 +35,7 @@ from embedeval.errors import ConfigError
 from embedeval.haystacks import build_haystacks, check_build_args
 from embedeval.io import run_directory, write_table, write_text_atomic
 from embedeval.metrics import BREAK_METRICS
-from embedeval.needles import NeedleSet, check_normalize_by, load_needle_set
+from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
 from embedeval.report import write_report
 from embedeval.expansion import query_forms
 from embedeval.similarity import retrieval_rows, score_haystacks, similarity_rows
@@ -45,7 +46,7 @@ from embedeval.tokens import DEFAULT_REFERENCE, load_token_counter
 #: Settings that determine the haystacks; a run directory's haystacks are reused when they match
 #: (together with the needle file's hash and the sentence splitter, see ``haystack_settings``).
 HAYSTACK_KEYS = ("needles", "groups", "corpus", "min_books", "filler", "lengths", "depths", "variants", "seed", "negatives",
-                 "tokenizer")
+                 "n_distractors", "distractors_file", "tokenizer")
 VERSIONED_PACKAGES = ("embedeval", "numpy", "pandas", "scipy", "scikit-learn", "torch",
                       "sentence-transformers", "transformers", "tokenizers")
 
@@ -65,6 +66,8 @@ class NolimaConfig:
     variants: list[str] = field(default_factory=lambda: list(DEFAULT_VARIANTS))
     seed: int = DEFAULT_SEED
     negatives: int = DEFAULT_NEGATIVES  # needle-free haystacks per length in the retrieval pool
+    n_distractors: list[int] = field(default_factory=lambda: list(DEFAULT_N_DISTRACTORS))  # K values: distractors per haystack
+    distractors_file: str | None = None  # distractors by group, replacing the needle file's (load_distractors)
     out: str = "runs/nolima"
     tokenizer: str = DEFAULT_REFERENCE
     break_metric: str = DEFAULT_BREAK_METRIC  # the metric the break point is read from
@@ -81,7 +84,7 @@ class NolimaConfig:
 
     def validate(self) -> NeedleSet:
         """Check everything that can be checked without work; returns the loaded needle set."""
-        check_build_args(self.lengths, self.depths, self.variants, self.negatives, self.min_books, self.filler)
+        check_build_args(self.lengths, self.depths, self.variants, self.negatives, self.min_books, self.filler, self.n_distractors)
         if not self.variants:
             raise ConfigError("no variants given")
         check_normalize_by(self.normalize_by)
@@ -95,10 +98,7 @@ class NolimaConfig:
         if not self.embedders:
             raise ConfigError("no embedders given")
         self.embedders, self.skipped = select_embedders(self.embedders, self.skip_unavailable, lexical=True)
-        needle_set = load_needle_set(self.needles)
-        needle_set = needle_set if self.groups is None else needle_set.subset(self.groups)
-        needle_set.check_variants(self.variants)
-        return needle_set
+        return grid_needle_set(self.needles, self.groups, self.variants, self.n_distractors, self.distractors_file)
 
     def haystack_settings(self) -> dict:
         """The settings the haystacks depend on, with a hash of the needle file's content and the
@@ -106,6 +106,8 @@ class NolimaConfig:
         data = asdict(self)
         settings = {k: data[k] for k in HAYSTACK_KEYS}
         settings["needles_sha256"] = hashlib.sha256(Path(self.needles).read_bytes()).hexdigest()
+        if self.distractors_file:
+            settings["distractors_sha256"] = hashlib.sha256(Path(self.distractors_file).read_bytes()).hexdigest()
         settings["splitter"] = SENTENCE_SPLITTER
         return settings
 
@@ -153,7 +155,7 @@ def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progres
     frame = build_haystacks(
         needle_set, load_corpus(config.corpus), config.lengths, config.depths, config.variants,
         tokenizer=tokenizer or load_token_counter(config.tokenizer), seed=config.seed, progress=progress, negatives=config.negatives,
-        min_books=config.min_books, filler=config.filler,
+        min_books=config.min_books, filler=config.filler, n_distractors=config.n_distractors,
     )
     out = Path(config.out)
     (out / "config.json").unlink(missing_ok=True)  # the first write: from here on the folder reads as unfinished

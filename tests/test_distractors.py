@@ -1,0 +1,232 @@
+"""Distractors in haystacks (issue 16, item 5): where they go, the controls and negatives that
+carry them, the tables split by their count, and the CLI's grid options."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from embedeval.cli import app
+from embedeval.corpus import load_corpus
+from embedeval.defaults import DEFAULT_NEEDLES
+from embedeval.embedders.base import Scores
+from embedeval.haystacks import DISTRACTOR_ZONE, build_haystacks
+from embedeval.labels import CONTROL, NEGATIVE
+from embedeval.needles import load_needle_set
+from embedeval.similarity import HaystackScores, retrieval_rows
+from embedeval.tokens import load_token_counter
+
+GROUPS = ["loc-dresden", "loc-peru"]
+# Distractors written for these tests: each shares its question's keyword and names no character.
+DISTRACTORS = {
+    "loc-dresden": ["The old guidebook praised Dresden for its bridges and its bread.",
+                    "Nobody in the village had ever been as far as Dresden, they said.",
+                    "A letter from Dresden arrived late in the winter, unopened.",
+                    "Maps of Dresden hung beside the door of the inn."],
+    "loc-peru": ["The merchant spoke of silver brought from Peru by ship.",
+                 "A painting of Peru hung crooked in the hall.",
+                 "Peru was only a word on a crate in the cellar.",
+                 "The sailors argued about the coast of Peru all night."],
+}
+
+
+@pytest.fixture(scope="module")
+def needle_file(tmp_path_factory):
+    data = json.loads(DEFAULT_NEEDLES.read_text())
+    data["groups"] = [dict(g, distractors=DISTRACTORS[g["id"]]) for g in data["groups"] if g["id"] in GROUPS]
+    path = tmp_path_factory.mktemp("needles") / "with-distractors.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.fixture(scope="module")
+def grid(needle_file, books_dir):
+    needle_set = load_needle_set(needle_file)
+    frame = build_haystacks(needle_set, load_corpus(f"dir:{books_dir}"), lengths=[512, 1024], depths=4,
+                            variants=["onehop", "inverted"], negatives=3, n_distractors=[0, 2])
+    return needle_set, frame
+
+
+def _strip(text: str, spans) -> str:
+    """``text`` without the (start, end) spans and the space after each."""
+    for start, end in sorted(spans, reverse=True):
+        text = text[:start] + text[end + 1:]
+    return text
+
+
+def test_each_needle_haystack_holds_k_distractors_outside_the_needle_zone(grid):
+    needle_set, frame = grid
+    counter = load_token_counter()
+    positives = frame[~frame["variant"].isin([CONTROL, NEGATIVE])]
+    assert set(positives["n_distractors"]) == {0, 2}
+    for row in positives.itertuples():
+        decoys = DISTRACTORS[row.group_id][:row.n_distractors]
+        assert len(row.distractor_starts) == row.n_distractors
+        spans = [(s, s + len(d)) for s, d in zip(row.distractor_starts, decoys)]
+        assert [row.text[s:e] for s, e in spans] == decoys
+        assert all(row.text.count(d) == 1 for d in decoys)
+        assert not any(d in row.text for d in DISTRACTORS[row.group_id][row.n_distractors:])
+        needle = (row.needle_start, row.needle_end)
+        filler_total = counter.count([_strip(row.text, [needle, *spans])])[0]
+        for start, end in spans:
+            # the filler tokens between distractor and needle, other inserts left out
+            lo, hi = sorted([(start, end), needle])
+            between = _strip(row.text[lo[1] + 1:hi[0]], [(s - lo[1] - 1, e - lo[1] - 1) for s, e in spans if lo[1] < s < hi[0]])
+            assert counter.count([between])[0] > DISTRACTOR_ZONE * filler_total - 2, (row.id, start)
+        assert row.n_tokens <= row.length
+
+
+def test_controls_hold_the_same_distractors_at_the_same_places(grid):
+    _, frame = grid
+    by_id = frame.set_index("id")
+    positives = frame[~frame["variant"].isin([CONTROL, NEGATIVE]) & (frame["n_distractors"] > 0)]
+    assert len(positives) == 2 * 2 * 4 * 2  # groups x lengths x depths x variants
+    assert positives["control_id"].is_unique
+    for row in positives.itertuples():
+        control = by_id.loc[row.control_id]
+        assert control["variant"] == CONTROL and control["n_distractors"] == row.n_distractors
+        assert control["distractors_of"] == row.group_id
+        without_needle = _strip(row.text, [(row.needle_start, row.needle_end)])
+        for mine, theirs, decoy in zip(row.distractor_starts, control["distractor_starts"], DISTRACTORS[row.group_id]):
+            shift = (row.needle_end - row.needle_start + 1) if row.needle_start < mine else 0
+            assert theirs == mine - shift
+            assert control["text"][:theirs] == without_needle[:theirs]
+            assert control["text"][theirs:theirs + len(decoy)] == decoy
+    plain = frame[~frame["variant"].isin([CONTROL, NEGATIVE]) & (frame["n_distractors"] == 0)]
+    assert (plain["control_id"] == plain["group_id"] + ":control:" + plain["length"].astype(str)).all()
+
+
+def test_needle_free_haystacks_never_hold_a_needle(grid):
+    needle_set, frame = grid
+    needles = {g.needle(v, c) for g in needle_set.groups for v in g.needles for c in g.characters}
+    free = frame[frame["variant"].isin([CONTROL, NEGATIVE])]
+    assert len(free) > 0
+    for text in free["text"]:
+        assert not any(n in text for n in needles)
+        assert not any(c in text for g in needle_set.groups for c in g.characters)
+
+
+def test_negatives_carry_each_questions_distractors(grid):
+    _, frame = grid
+    negatives = frame[frame["variant"] == NEGATIVE]
+    assert len(negatives[negatives["n_distractors"] == 0]) == 2 * 3  # lengths x negatives
+    with_decoys = negatives[negatives["n_distractors"] == 2]
+    assert len(with_decoys) == 2 * 3 * 2  # lengths x negatives x groups
+    for row in with_decoys.itertuples():
+        assert all(d in row.text for d in DISTRACTORS[row.distractors_of][:2])
+        plain = negatives[(negatives["n_distractors"] == 0) & (negatives["length"] == row.length)
+                          & (negatives["id"] == row.id.split(f":{row.distractors_of}")[0])].iloc[0]
+        assert _strip(row.text, [(s, s + len(d)) for s, d in zip(row.distractor_starts, DISTRACTORS[row.distractors_of])])[:200] \
+            == plain["text"][:200]  # the same filler
+
+
+@dataclass
+class _DecoyCounter:
+    """A scorer whose score for (question, text) is how many of the question's distractors the
+    text holds: a needle haystack ties with exactly the candidates that hold its decoys too."""
+
+    decoys: dict
+    name: str = "decoy-counter"
+    strategy: str = "full-text"
+    windows_exact: bool = True
+    normalizable: bool = False
+
+
+def test_a_question_is_ranked_among_candidates_with_its_own_distractors(grid):
+    needle_set, frame = grid
+    questions = [g.question for g in needle_set.groups]
+    values = np.array([[sum(d in text for d in DISTRACTORS[g.id]) for text in frame["text"]] for g in needle_set.groups], float)
+    zeros = np.zeros(values.shape, dtype=np.int64)
+    scored = HaystackScores(_DecoyCounter(DISTRACTORS), frame, {"question": questions},
+                            {"question": Scores(values, zeros, zeros, zeros)}, frame["text"].str.len().to_numpy())
+    ranks = retrieval_rows(scored, needle_set)
+    with_decoys = ranks[ranks["n_distractors"] == 2]
+    assert len(with_decoys) == 2 * 2 * 4 * 2
+    # pool: the question's 3 negatives and its 8 controls at that length, all holding its 2 distractors
+    assert (with_decoys["n_candidates"] == 3 + 8 + 1).all()
+    assert (with_decoys["ties"] == with_decoys["n_candidates"] - 1).all()
+    plain = ranks[ranks["n_distractors"] == 0]
+    assert (plain["n_candidates"] == 3 + 2 + 1).all()  # negatives + every group's control
+    assert (plain["ties"] == plain["n_candidates"] - 1).all()  # nothing holds a decoy at K = 0
+
+
+def test_haystacks_build_and_nolima_build_identical_haystacks(needle_file, books_dir, tmp_path):
+    grid_args = ["--needles", str(needle_file), "--corpus", f"dir:{books_dir}", "--lengths", "256", "--depths", "3",
+                 "--negatives", "2", "--n-distractors", "0,1", "--seed", "7", "--variants", "onehop", "-q"]
+    built = CliRunner().invoke(app, ["haystacks", "build", "--out", str(tmp_path / "h.parquet"), *grid_args])
+    assert built.exit_code == 0, built.output
+    ran = CliRunner().invoke(app, ["nolima", "--embedder", "bm25", "--out", str(tmp_path / "run"), *grid_args])
+    assert ran.exit_code == 0, ran.output
+    a, b = pd.read_parquet(tmp_path / "h.parquet"), pd.read_parquet(tmp_path / "run" / "haystacks.parquet")
+    # groups x (K=0: depths + a control; K=1: depths + a control each) + negatives x (plain + one per group)
+    assert len(a) == 2 * (3 + 1 + 3 + 3) + 2 * (1 + 2)
+    pd.testing.assert_frame_equal(a, b)
+    metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
+    assert set(metrics["n_distractors"]) == {0, 1}
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "## Distractors" in report and "1 distractors" in report
+
+
+def test_similarity_rows_pair_each_needle_haystack_with_its_own_control(needle_file, books_dir, tmp_path):
+    from embedeval.aggregate import pair_with_controls
+    from embedeval.experiments.nolima import NolimaConfig, run_nolima
+
+    config = NolimaConfig(needles=str(needle_file), corpus=f"dir:{books_dir}", lengths=[256, 512], depths=3,
+                          variants=["onehop"], negatives=3, n_distractors=[0, 2], out=str(tmp_path / "run"), n_bootstrap=50)
+    result = run_nolima(config, progress=False, cache_dir=tmp_path / "cache")
+    table = result.similarities
+    assert set(table["n_distractors"]) == {0, 2}
+    pairs = pair_with_controls(table)
+    assert len(pairs) == len(table[table["variant"] != CONTROL])
+    controls = table[table["variant"] == CONTROL].set_index("haystack_id")["sim_qh"]
+    np.testing.assert_allclose(pairs["neg"], controls.loc[pairs["control_id"]].to_numpy())
+    ratio = result.metrics[(result.metrics["metric"] == "comparative_ratio") & (result.metrics["category"] == "all")
+                           & (result.metrics["depth_bucket"] == "all")]
+    for (length, count), cell in pairs.groupby(["length", "n_distractors"]):
+        expected = np.mean((cell["sim_qh"] > cell["neg"]) + 0.5 * (cell["sim_qh"] == cell["neg"]))
+        got = ratio[(ratio["length"] == length) & (ratio["n_distractors"] == count)]["value"]
+        assert got.tolist() == pytest.approx([expected])
+    assert set(result.retrieval["n_distractors"]) == {0, 2}
+
+
+def test_distractors_file_replaces_the_needle_files(needle_file, tmp_path):
+    from embedeval.needles import grid_needle_set
+
+    table = tmp_path / "decoys.csv"
+    pd.DataFrame({"group_id": ["loc-peru"] * 2, "distractor": ["Peru, said the map.", "Peru again."]}).to_csv(table, index=False)
+    needle_set = grid_needle_set(needle_file, n_distractors=[2], distractors_file=table)
+    assert needle_set.group("loc-peru").distractor_texts == ("Peru, said the map.", "Peru again.")
+    assert needle_set.group("loc-dresden").distractor_texts == tuple(DISTRACTORS["loc-dresden"])
+    as_json = tmp_path / "decoys.json"
+    as_json.write_text(json.dumps({"loc-dresden": ["Dresden, once."]}))
+    assert grid_needle_set(needle_file, n_distractors=[1], distractors_file=as_json).group("loc-dresden").distractor_texts == ("Dresden, once.",)
+
+
+@pytest.mark.parametrize("extra, files, says", [
+    (["--n-distractors", "5"], {}, "5 distractors per haystack asked for, but needle set"),
+    (["--n-distractors", "-1"], {}, "distractor count -1 is invalid"),
+    (["--n-distractors", "1,1"], {}, "a distractor count is given more than once"),
+    (["--n-distractors", "one"], {}, "--n-distractors takes comma-separated whole numbers"),
+    (["--distractors-file", "d.csv"], {"d.csv": "group,distractor\nloc-peru,Peru.\n"}, "d.csv lacks the column(s) group_id"),
+    (["--distractors-file", "d.csv"], {"d.csv": "group_id,distractor\nloc-nowhere,Peru.\n"}, "name group 'loc-nowhere'"),
+    (["--distractors-file", "d.csv"], {"d.csv": "group_id,distractor\nloc-peru,\n"}, "row 1: empty distractor"),
+    (["--distractors-file", "d.json"], {"d.json": '{"loc-peru": ["{1} in Peru"]}'}, "has a placeholder {1}"),
+    (["--distractors-file", "d.txt"], {"d.txt": "x"}, "must end in .json, .csv, .jsonl or .parquet"),
+    (["--distractors-file", "none.csv"], {}, "none.csv does not exist"),
+])
+def test_bad_distractor_settings_are_one_line(needle_file, tmp_path, monkeypatch, isolated_cache, extra, files, says):
+    monkeypatch.chdir(tmp_path)
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    for command in (["nolima", "--out", "run"], ["haystacks", "build", "--out", "h.parquet"]):
+        result = CliRunner().invoke(app, [*command, "--needles", str(needle_file), "-q", *extra])
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert result.exit_code == 1, result.output
+        assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], result.output
+        assert not (tmp_path / "run").exists() and not (tmp_path / "h.parquet").exists()
+    assert not (isolated_cache / "embeddings.sqlite").exists()
