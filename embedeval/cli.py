@@ -14,7 +14,8 @@ from typer.core import TyperGroup
 
 from embedeval import __version__
 from embedeval.cli_options import (
-    CacheDir, ChunkOptions, EmbedderOptions, GridOptions, NeedleOptions, PairOptions, Quiet, int_list, split_list, with_option_groups,
+    CacheDir, ChunkOptions, DistractorsFileOpt, EmbedderOptions, GridOptions, NeedleOptions, PairOptions, Quiet, int_list, split_list,
+    with_option_groups,
 )
 from embedeval.defaults import (
     DEFAULT_ABSENCE_TOP_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY,
@@ -354,16 +355,18 @@ def similarity_needle_question(out: OutTable, needles: NeedleOptions, pairs: Pai
 
 @similarity_app.command("distractor-question")
 @with_option_groups
-def similarity_distractor_question(out: OutTable, needles: NeedleOptions, embedders: EmbedderOptions, quiet: Quiet = False) -> None:
+def similarity_distractor_question(out: OutTable, needles: NeedleOptions, embedders: EmbedderOptions,
+                                   distractors_file: DistractorsFileOpt = None, quiet: Quiet = False) -> None:
     """Cosine of each distractor with its question, per embedder, with mean and std across them.
 
     Distractors come from the needle set (a group's `distractors`: a list, or lists by query form,
-    as NoLiMa's); a distractor shares its question's keyword, so this shows how close a lexical
-    decoy comes to the question (Context Rot's distractor analysis)."""
+    as NoLiMa's) or from `--distractors-file`; a distractor shares its question's keyword, so this
+    shows how close a lexical decoy comes to the question (Context Rot's distractor analysis)."""
     from embedeval.experiments.context_rot import distractor_question_similarity
+    from embedeval.needles import grid_needle_set
 
     check_output_file(out, TABLE_SUFFIXES)
-    needle_set = needles.load()
+    needle_set = grid_needle_set(needles.path, needles.group_ids, distractors_file=distractors_file)
     if not any(g.distractors for g in needle_set.groups):
         raise InputError(f"needle set {needle_set.name!r} has no distractors")
     _write_similarity_table(distractor_question_similarity(needle_set, embedders.load(quiet)), out)

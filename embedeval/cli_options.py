@@ -35,6 +35,7 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 CorpusOpt = Annotated[str, typer.Option("--corpus", help="shakespeare, gutenberg, dir:PATH (its .txt and .md files; dir:PATH/*.txt picks), jsonl:FILE (a text field per line, optional id) or parquet:FILE (column text, optional id).")]
 MinBooksOpt = Annotated[int, typer.Option("--min-books", help="Fewest books (files, JSONL lines, Parquet rows) the corpus must hold.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded).")]
+DistractorsFileOpt = Annotated[Optional[Path], typer.Option("--distractors-file", help="Distractors by group, replacing the needle file's: .json ({group id: [texts]}) or .csv/.jsonl/.parquet (columns group_id, distractor, optional query_form).")]
 
 
 def split_list(value: str) -> list[str]:
@@ -105,7 +106,7 @@ class GridOptions:
     seed: SeedOpt = DEFAULT_SEED
     negatives: Annotated[int, typer.Option("--negatives", help="Needle-free haystacks per length in the pool every needle haystack is ranked in (with the controls).")] = DEFAULT_NEGATIVES
     n_distractors: Annotated[str, typer.Option("--n-distractors", help="Comma-separated distractor counts K (e.g. 0,1,4): each builds the grid with the first K distractors of every group, outside a ±0.2 depth zone around the needle.")] = ",".join(map(str, DEFAULT_N_DISTRACTORS))
-    distractors_file: Annotated[Optional[Path], typer.Option("--distractors-file", help="Distractors by group, replacing the needle file's: .json ({group id: [texts]}) or .csv/.jsonl/.parquet (columns group_id, distractor, optional query_form).")] = None
+    distractors_file: DistractorsFileOpt = None
 
     @property
     def length_list(self) -> list[int]:

@@ -230,3 +230,19 @@ def test_bad_distractor_settings_are_one_line(needle_file, tmp_path, monkeypatch
         assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], result.output
         assert not (tmp_path / "run").exists() and not (tmp_path / "h.parquet").exists()
     assert not (isolated_cache / "embeddings.sqlite").exists()
+
+
+def test_distractor_question_reads_a_distractors_file(needle_file, tmp_path, minilm):
+    table = tmp_path / "decoys.jsonl"
+    table.write_text('{"group_id": "loc-peru", "distractor": "Peru, said the map."}\n')
+    out = tmp_path / "dq.csv"
+    result = CliRunner().invoke(app, ["similarity", "distractor-question", "--needles", str(needle_file),
+                                      "--distractors-file", str(table), "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    rows = pd.read_csv(out)
+    assert rows.groupby("group_id").size().to_dict() == {"loc-dresden": 4, "loc-peru": 1}
+    peru = rows[rows["group_id"] == "loc-peru"].iloc[0]
+    assert peru["distractor"] == "Peru, said the map."
+    q = minilm.model.encode_query(["Which character has been to Peru?"], normalize_embeddings=True)
+    d = minilm.model.encode_document(["Peru, said the map."], normalize_embeddings=True)
+    assert peru["st:all-MiniLM-L6-v2"] == pytest.approx(float(q[0] @ d[0]), abs=1e-5)
