@@ -198,3 +198,19 @@ def test_distractor_question_similarity_equals_sentence_transformers(nolima_file
     assert all(row.question.split()[-1].rstrip("?") in row.distractor for row in table.itertuples())
     missing = CliRunner().invoke(app, ["similarity", "distractor-question", "--out", str(tmp_path / "none.csv"), "-q"])
     assert missing.exit_code == 1 and "has no distractors" in missing.output and not (tmp_path / "none.csv").exists()
+
+
+def test_nolima_distractors_go_into_the_haystacks_of_their_entry(nolima_file, books_dir):
+    from embedeval.corpus import load_corpus
+    from embedeval.errors import ConfigError
+    from embedeval.haystacks import build_haystacks
+
+    needle_set = load_needle_set(nolima_file)
+    with pytest.raises(ConfigError, match=r"1 distractors per haystack asked for, but .* 0202_T01 \(0\), 0202_T02 \(0\), 0202_T03 \(0\)"):
+        build_haystacks(needle_set, load_corpus(f"dir:{books_dir}"), lengths=[256], variants=["onehop"], n_distractors=[1])
+    frame = build_haystacks(needle_set.subset(["0101_T02"]), load_corpus(f"dir:{books_dir}"), lengths=[256], depths=2,
+                            variants=["onehop"], negatives=2, n_distractors=[2])
+    decoys = ["There was an article about Dresden in the daily paper.", "A documentary about Saxony was on television."]
+    assert len(frame) == 2 + 2 + 2  # needle haystacks, their controls, the negatives carrying the decoys
+    assert all(all(text.count(d) == 1 for d in decoys) for text in frame["text"])
+    assert (frame["n_distractors"] == 2).all() and (frame["distractors_of"] == "0101_T02").all()
