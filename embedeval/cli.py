@@ -280,6 +280,7 @@ def nolima(
         expansions=split_list(expansions or ""),
         strategies=[name for item in (strategy or list(DEFAULT_STRATEGIES)) for name in split_list(item)],
         chunk_tokens=int_list(chunk_tokens, "--chunk-tokens"), window_overlap=window_overlap,
+        executor=embedders.executor, workers=embedders.workers, ray_address=embedders.ray_address,
     )
     result = run_nolima(config, progress=not quiet, cache_dir=embedders.cache_dir, commit_every=commit_every)
     for spec, why in config.skipped:

@@ -20,9 +20,10 @@ from typing import Annotated, Optional
 import typer
 
 from embedeval.defaults import (
-    DEFAULT_CHUNKER, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS,
-    DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES, DEFAULT_SEED, DEFAULT_NEGATIVES, DEFAULT_VARIANTS,
+    DEFAULT_CHUNKER, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS,
+    DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES, DEFAULT_SEED, DEFAULT_NEGATIVES, DEFAULT_VARIANTS, DEFAULT_WORKERS,
 )
+from embedeval.embedders.ray_pool import RAY_ADDRESS_ENV, Executor
 from embedeval.embedders.registry import load_embedder, select_embedders
 from embedeval.errors import InputError
 from embedeval.paths import CACHE_ENV
@@ -142,17 +143,25 @@ class EmbedderOptions:
     embedder: Annotated[Optional[list[str]], typer.Option("--embedder", "-e", help=f"Embedder spec or preset (e.g. context-rot-5); repeat for several (default: {DEFAULT_EMBEDDER}).")] = None
     skip_unavailable: Annotated[bool, typer.Option("--skip-unavailable", help="Run the embedders that can run here; list the others.")] = False
     cache_dir: CacheDir = None
+    executor: Annotated[str, typer.Option("--executor", help="Where cache misses of local (st:) models are embedded: local, or ray (a pool of Ray actors; pip install 'embedeval[ray]'). Same vectors either way.")] = DEFAULT_EXECUTOR
+    workers: Annotated[int, typer.Option("--workers", help="Ray actors, each holding the model once (one GPU each where the cluster has GPUs).")] = DEFAULT_WORKERS
+    ray_address: Annotated[Optional[str], typer.Option("--ray-address", envvar=RAY_ADDRESS_ENV, help="Ray cluster to join: auto (a running cluster), ray://HOST:PORT; unset: start a local Ray.")] = None
 
     @property
     def specs(self) -> list[str]:
         return self.embedder or [DEFAULT_EMBEDDER]
 
+    @property
+    def executor_settings(self) -> Executor:
+        return Executor(self.executor, self.workers, self.ray_address)
+
     def load(self, quiet: bool) -> list:
         """Expand presets, check availability (echoing what is skipped), then load each embedder."""
+        self.executor_settings.check()
         usable, skipped = select_embedders(self.specs, self.skip_unavailable)
         for spec, why in skipped:
             typer.echo(f"skipped {spec} ({why})")
-        return [load_embedder(spec, cache_dir=self.cache_dir, progress=not quiet) for spec in usable]
+        return [load_embedder(spec, cache_dir=self.cache_dir, progress=not quiet, executor=self.executor_settings) for spec in usable]
 
 
 @dataclass

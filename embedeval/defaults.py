@@ -45,6 +45,10 @@ TEXT_FIT_MARGIN = 16
 CHUNK_FACTOR = 0.8
 #: Bootstrap resamples behind every confidence interval.
 DEFAULT_N_BOOTSTRAP = 1000
+#: Where cache misses are embedded: "local" (this process) or "ray" (a pool of Ray actors), and
+#: how many actors.
+DEFAULT_EXECUTOR = "local"
+DEFAULT_WORKERS = 1
 #: New vectors are committed to the cache after this many texts (what an interruption can lose).
 DEFAULT_COMMIT_EVERY = 256
 #: Query expansion: terms per expanded question, and the chat model's sampling temperature.

@@ -39,6 +39,7 @@ from embedeval.defaults import (
 )
 from embedeval.embedders.base import Embedder, Scores, TokenIdEmbedder, check_texts, l2_normalize
 from embedeval.embedders.bm25 import BM25Scorer
+from embedeval.embedders.ray_pool import Executor
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.errors import ConfigError, InputError
 from embedeval.labels import CHUNKED_PREFIX
@@ -302,11 +303,11 @@ class EmbeddedTexts:
 
 def load_scorers(spec: str, strategies: Sequence[Strategy], reference: TokenCounter | None = None, *,
                  cache_dir: str | os.PathLike | None = None, progress: bool = False,
-                 commit_every: int = DEFAULT_COMMIT_EVERY, dedupe: bool = True) -> list:
+                 commit_every: int = DEFAULT_COMMIT_EVERY, dedupe: bool = True, executor: Executor | None = None) -> list:
     """The scorers of one spec: a lexical scorer once (it reads whole texts), an embedder once
-    per strategy (loaded, checked and cached once)."""
+    per strategy (loaded, checked and cached once; its misses embedded by ``executor``)."""
     if spec in LEXICAL_SPECS:
         return [BM25Scorer()]
-    embedder = load_embedder(spec, cache_dir=cache_dir, progress=progress, commit_every=commit_every)
+    embedder = load_embedder(spec, cache_dir=cache_dir, progress=progress, commit_every=commit_every, executor=executor)
     memo = TokenMemo()  # the haystacks are tokenised once for all the strategies
     return [EmbeddingScorer(embedder, strategy, reference, dedupe=dedupe, memo=memo) for strategy in strategies]

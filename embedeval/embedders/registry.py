@@ -18,6 +18,7 @@ from embedeval.embedders.jina import JinaEmbedder
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.models import BUNDLED_MODELS, bundled_model_installed, canonical_model
 from embedeval.embedders.openai import OpenAIEmbedder
+from embedeval.embedders.ray_pool import Executor, RayEmbedder
 from embedeval.embedders.voyage import VoyageEmbedder
 from embedeval.errors import EmbedderUnavailableError, UnknownEmbedderError
 
@@ -171,8 +172,13 @@ def load_embedder(
     progress: bool = False,
     verify: bool = True,
     commit_every: int = DEFAULT_COMMIT_EVERY,
+    executor: Executor | None = None,
 ) -> Embedder:
     """Build the embedder named by ``spec``, wrapped in the embedding cache unless ``cache=False``.
+
+    With ``executor`` of kind ``ray``, a local model's forward passes run on a pool of Ray actors
+    (:class:`~embedeval.embedders.ray_pool.RayEmbedder`; same vectors, same cache keys); API
+    embedders send their requests from this process either way.
 
     ``verify`` calls the model's ``check()`` first (API embedders send one tiny request), so a bad
     key or model fails here.
@@ -186,6 +192,8 @@ def load_embedder(
     embedder = backend.factory(model)
     if verify:
         embedder.check()
+    if executor is not None and executor.kind == "ray" and backend.prefix == "st":
+        embedder = RayEmbedder(embedder, model, executor)
     if cache is False:
         return embedder
     store = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache_dir)

@@ -26,10 +26,11 @@ from embedeval.aggregate import nolima_metrics
 from embedeval.corpus import load_corpus
 from embedeval.defaults import (
     DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DEPTHS,
-    DEFAULT_EMBEDDER, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_N_BOOTSTRAP, DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES,
+    DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_N_BOOTSTRAP, DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES,
     DEFAULT_NEGATIVES,
-    DEFAULT_NORMALIZE_BY, DEFAULT_SEED, DEFAULT_STRATEGIES, DEFAULT_VARIANTS, DEFAULT_WINDOW_OVERLAP,
+    DEFAULT_NORMALIZE_BY, DEFAULT_SEED, DEFAULT_STRATEGIES, DEFAULT_VARIANTS, DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS,
 )
+from embedeval.embedders.ray_pool import Executor
 from embedeval.embedders.registry import select_embedders
 from embedeval.errors import ConfigError
 from embedeval.haystacks import build_haystacks, check_build_args
@@ -77,6 +78,9 @@ class NolimaConfig:
     chunk_tokens: list[int] = field(default_factory=lambda: list(DEFAULT_CHUNK_TOKENS))  # chunks-max sizes
     window_overlap: int = DEFAULT_WINDOW_OVERLAP  # windows-mean: tokens shared by neighbouring windows
     dedupe: bool = True  # embed each distinct token-id sequence once (False: every text whole; same tables)
+    executor: str = DEFAULT_EXECUTOR  # where cache misses are embedded: "local" or "ray" (same tables)
+    workers: int = DEFAULT_WORKERS  # Ray actors
+    ray_address: str | None = None  # "auto", "ray://HOST:PORT"; None: EMBEDEVAL_RAY_ADDRESS, else a local Ray
     n_bootstrap: int = DEFAULT_N_BOOTSTRAP
     skip_unavailable: bool = False
     expansions: list[str] = field(default_factory=list)  # expansion files -> query forms expanded-N
@@ -95,10 +99,15 @@ class NolimaConfig:
         if not 0 < self.break_threshold <= 1:
             raise ConfigError(f"break threshold must be in (0, 1], not {self.break_threshold}")
         parse_strategies(self.strategies, self.chunk_tokens, self.window_overlap)
+        self.executor_settings().check()
         if not self.embedders:
             raise ConfigError("no embedders given")
         self.embedders, self.skipped = select_embedders(self.embedders, self.skip_unavailable, lexical=True)
         return grid_needle_set(self.needles, self.groups, self.variants, self.n_distractors, self.distractors_file)
+
+    def executor_settings(self) -> Executor:
+        """Where the run's cache misses are embedded."""
+        return Executor(self.executor, self.workers, self.ray_address)
 
     def haystack_settings(self) -> dict:
         """The settings the haystacks depend on, with a hash of the needle file's content and the
@@ -175,7 +184,8 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
         reference = load_token_counter(config.tokenizer)
         scorers = [scorer for spec in config.embedders
                    for scorer in load_scorers(spec, strategies, reference, cache_dir=cache_dir, progress=progress,
-                                              commit_every=commit_every, dedupe=config.dedupe)]
+                                              commit_every=commit_every, dedupe=config.dedupe,
+                                              executor=config.executor_settings())]
         haystacks = load_or_build_haystacks(config, needle_set, progress, reference)
         scored = [score_haystacks(scorer, haystacks, forms) for scorer in scorers]
         similarities = pd.concat([similarity_rows(s, needle_set, config.normalize_by) for s in scored], ignore_index=True)

