@@ -1,0 +1,98 @@
+"""Local vs Ray executors on the same texts (issue 17): what Ray costs on one machine.
+
+In one process, side by side, each into an empty embedding cache, all-MiniLM-L6-v2 embeds the
+same ``--texts`` token-id inputs (haystack-like passages of the Shakespeare corpus, cut to the
+model's window) the way a sweep does (``CachedTokenIdEmbedder.embed_ids``, commits every
+``--commit-every``):
+  local   the model in this process (torch on every core),
+  ray x1  one Ray actor (``num_cpus=1``),
+  ray x2  two Ray actors.
+Printed per executor: seconds, texts/s, and the ratio to local; Ray's start-up (cluster start,
+actors loading the model) is timed apart, outside the ratios, as it is paid once per run. Every
+executor's vectors are checked equal to local's. Target: ray x1 <= 1.3 x local.
+
+    PYTHONPATH=. python benchmarks/bench_executors.py             # 2,000 texts (a few minutes on 2 cores)
+    PYTHONPATH=. python benchmarks/bench_executors.py --texts 200 # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import tempfile
+import time
+
+import numpy as np
+
+from embedeval.corpus import load_corpus
+from embedeval.embedders.cache import CachedTokenIdEmbedder, EmbeddingCache
+from embedeval.embedders.local import SentenceTransformerEmbedder
+from embedeval.embedders.ray_pool import Executor, RayEmbedder
+
+MODEL = "all-MiniLM-L6-v2"
+RAY_CEILING = 1.3
+
+
+def passages(n: int) -> list[str]:
+    """``n`` distinct passages of about 1,500 characters from the Shakespeare corpus."""
+    text = " ".join(book.text for book in load_corpus("shakespeare").books)
+    step = max(1, (len(text) - 1500) // n)
+    return [text[i * step: i * step + 1500] for i in range(n)]
+
+
+def timed_embed(embedder, ids, commit_every: int) -> tuple[float, np.ndarray]:
+    with tempfile.TemporaryDirectory() as folder:
+        cached = CachedTokenIdEmbedder(embedder, EmbeddingCache(folder), commit_every=commit_every)
+        start = time.perf_counter()
+        vectors = cached.embed_ids(ids)
+        seconds = time.perf_counter() - start
+        cached.cache.close()
+    return seconds, vectors
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--texts", type=int, default=2000)
+    parser.add_argument("--commit-every", type=int, default=256)
+    args = parser.parse_args()
+
+    import ray
+
+    local = SentenceTransformerEmbedder(MODEL)
+    capacity = local.id_capacity()
+    ids = [seq[:capacity] for seq, _ in local.token_ids(passages(args.texts), capacity)]
+    print(f"{len(ids)} texts, {sum(map(len, ids))} token ids, commit every {args.commit_every}; "
+          f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, load {os.getloadavg()[0]:.2f}")
+    local.embed_ids(ids[:32])  # warm the local model as the actors are warmed below
+    rows = [("local", *timed_embed(local, ids, args.commit_every))]
+
+    start = time.perf_counter()
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    started = time.perf_counter() - start
+    for workers in (1, 2):
+        remote = RayEmbedder(local, MODEL, Executor("ray", workers=workers))
+        start = time.perf_counter()
+        remote.embed_ids(ids[:32 * workers])  # every actor loads the model and embeds one batch
+        warm = time.perf_counter() - start
+        seconds, vectors = timed_embed(remote, ids, args.commit_every)
+        assert np.array_equal(vectors, rows[0][2]), f"ray x{workers} vectors differ from local"
+        rows.append((f"ray x{workers}", seconds, vectors))
+        print(f"ray x{workers}: actors started and warm in {warm:.1f} s (outside the ratio)")
+        del remote
+    ray.shutdown()
+    print(f"ray cluster start: {started:.1f} s (outside the ratios)\n")
+
+    base = rows[0][1]
+    print(f"{'executor':<10} {'seconds':>8} {'texts/s':>8} {'x local':>8}")
+    for name, seconds, _ in rows:
+        print(f"{name:<10} {seconds:8.1f} {len(ids) / seconds:8.1f} {seconds / base:8.3f}")
+    ratio = rows[1][1] / base
+    print(f"\nray x1 / local = {ratio:.3f} (target <= {RAY_CEILING}): {'PASS' if ratio <= RAY_CEILING else 'FAIL'}")
+    print("vectors: identical to local for every executor")
+    print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
