@@ -7,8 +7,11 @@ content tokens.
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 from collections.abc import Callable, Sequence
+from functools import cached_property
+from importlib.metadata import version
 from typing import TypeVar
 
 
@@ -35,6 +38,15 @@ class TokenCounter:
         self._backend = copy.deepcopy(tokenizer.backend_tokenizer)  # the Rust tokenizer, for speed
         self._backend.no_truncation()
         self._backend.no_padding()
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """sha256 of the Rust tokenizer as serialised (vocabulary, normaliser, pre-tokeniser,
+        model; truncation and padding off) and of the ``tokenizers`` version: counters with equal
+        fingerprints give a text the same ids and offsets."""
+        digest = hashlib.sha256(f"tokenizers {version('tokenizers')}\0".encode())
+        digest.update(self._backend.to_str().encode("utf-8"))
+        return digest.hexdigest()
 
     def count(self, texts: Sequence[str], special_tokens: bool = False) -> list[int]:
         if not texts:

@@ -84,7 +84,7 @@ def test_format_1_cache_is_upgraded_and_only_the_bundled_models_checked_vectors_
         for text, spec, blob in rows:
             conn.execute("INSERT INTO embeddings VALUES (?, ?, 8, ?)", (hashlib.sha256(text.encode()).digest(), spec, blob))
     cache = EmbeddingCache(tmp_path)
-    assert "upgraded to format 2" in capsys.readouterr().err and cache.info()["legacy_vectors"] == 4
+    assert "upgraded to format 3" in capsys.readouterr().err and cache.info()["legacy_vectors"] == 4
     bundled = CachedEmbedder(CountingEmbedder(name="st:all-MiniLM-L6-v2"), cache)
     np.testing.assert_array_equal(bundled.embed(["hello"])[0], old["st:all-MiniLM-L6-v2"])  # reused, not re-embedded
     bundled.embed(["damaged"])
@@ -238,3 +238,59 @@ def test_cache_errors_say_what_is_true(tmp_path, error, says):
     message = str(EmbeddingCache(tmp_path)._error(error))
     assert says in message
     assert ("cache clear" in message) == (says == "is corrupt or unreadable")  # only corruption is cured by clearing
+
+
+def test_a_format_2_cache_keeps_its_vectors_and_gains_the_new_tables(tmp_path, capsys):
+    fake = CountingEmbedder()
+    CachedEmbedder(fake, EmbeddingCache(tmp_path)).embed(["a", "b"])
+    with sqlite3.connect(tmp_path / "embeddings.sqlite") as conn:  # what embedeval wrote before token prefixes
+        conn.execute("DROP TABLE token_prefixes")
+        conn.execute("DROP TABLE model_facts")
+        conn.execute("PRAGMA user_version = 2")
+    capsys.readouterr()
+    cache = EmbeddingCache(tmp_path)
+    assert capsys.readouterr().err == ""  # nothing moved aside
+    CachedEmbedder(fake, cache).embed(["a", "b"])
+    assert fake.calls == [["a", "b"]]  # served from the format-2 vectors
+    with sqlite3.connect(tmp_path / "embeddings.sqlite") as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert {"embeddings", "token_prefixes", "model_facts"} <= tables
+    assert cache.info()["token_prefixes"] == 0
+
+
+def test_token_prefixes_are_keyed_on_tokenizer_limit_and_text(tmp_path, minilm, capsys):
+    from embedeval.embedders.cache import CachedTokenIdEmbedder
+
+    texts = ["word " * 400, "a short text", "word " * 400 + "with another ending"]
+    cached = CachedTokenIdEmbedder(minilm, EmbeddingCache(tmp_path))
+    first = cached.token_ids(texts, 254)
+    assert cached.stats.tokenized == 3
+    for (ids, offsets), (full_ids, full_offsets) in zip(first, minilm.token_ids(texts)):
+        np.testing.assert_array_equal(ids, full_ids[:255])  # one past the limit: a longer text shows
+        np.testing.assert_array_equal(offsets, np.asarray(full_offsets)[:255])
+    again = CachedTokenIdEmbedder(minilm, EmbeddingCache(tmp_path))
+    second = again.token_ids(texts, 254)
+    assert again.stats.tokenized == 0 and EmbeddingCache(tmp_path).info()["token_prefixes"] == 3
+    for (a, b), (c, d) in zip(first, second):
+        np.testing.assert_array_equal(a, c)
+        np.testing.assert_array_equal(b, d)
+    again.token_ids(texts, 128)  # another limit is another prefix
+    assert again.stats.tokenized == 3
+
+    class OtherTokenizer:  # same model, but a tokenizer that would cut differently
+        def __getattr__(self, name):
+            return getattr(minilm, name)
+
+        token_fingerprint = "another tokenizer"
+
+    other = CachedTokenIdEmbedder(OtherTokenizer(), EmbeddingCache(tmp_path))
+    other.token_ids(texts[:1], 254)
+    assert other.stats.tokenized == 1
+
+    with sqlite3.connect(tmp_path / "embeddings.sqlite") as conn:  # a damaged prefix is tokenised again
+        conn.execute("UPDATE token_prefixes SET ids = zeroblob(length(ids))")
+    damaged = CachedTokenIdEmbedder(minilm, EmbeddingCache(tmp_path))
+    third = damaged.token_ids(texts, 254)
+    assert damaged.stats.tokenized == 3 and "failed their checksum" in capsys.readouterr().err
+    np.testing.assert_array_equal(third[0][0], first[0][0])

@@ -115,3 +115,51 @@ def test_relative_folder_names_resolve_to_absolute_paths(tmp_path, monkeypatch):
         names.append(load_embedder("st:model", cache=False).name)
     assert names == [f"st:{tmp_path / 'a' / 'model'}", f"st:{tmp_path / 'b' / 'model'}"]
     assert expand_specs(["st:sentence-transformers/all-MiniLM-L6-v2"]) == ["st:all-MiniLM-L6-v2"]
+
+
+def test_fingerprint_is_the_one_cached_vectors_were_keyed_on(minilm):
+    """The definition the cache's existing keys rest on, computed from sentence-transformers alone."""
+    import hashlib
+
+    from embedeval.embedders.models import folder_fingerprint
+
+    st = SentenceTransformer(resolve_model_path("all-MiniLM-L6-v2"), device="cpu")
+    live = {"folder": folder_fingerprint("all-MiniLM-L6-v2"), "max_seq_length": st.max_seq_length, "prompts": st.prompts,
+            "default_prompt": st.default_prompt_name, "modules": [m.get_config_dict() for m in st if hasattr(m, "get_config_dict")]}
+    assert minilm.fingerprint == hashlib.sha256(json.dumps(live, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def test_a_cached_model_loads_its_weights_only_to_embed_something_new(tmp_path, minilm):
+    cache = tmp_path / "cache"
+    long_text = "The orchard wall was older than the house. " * 60
+    first = load_embedder("st:all-MiniLM-L6-v2", cache_dir=cache)
+    vectors = first.embed(TEXTS, kind="query")
+    prefixes = first.token_ids([long_text], 254)
+    window = first.embed_ids([prefixes[0][0][:254]])
+    assert first.inner.loaded
+
+    warm = load_embedder("st:all-MiniLM-L6-v2", cache_dir=cache)  # a later run: facts, ids and vectors cached
+    assert not warm.inner.loaded
+    assert (warm.fingerprint, warm.dim, warm.max_tokens, warm.id_capacity("document"), warm.token_fingerprint) == (
+        minilm.fingerprint, minilm.dim, minilm.max_tokens, minilm.id_capacity("document"), minilm.token_fingerprint)
+    np.testing.assert_array_equal(warm.embed(TEXTS, kind="query"), vectors)
+    ids = warm.token_ids([long_text], 254)[0][0]
+    np.testing.assert_array_equal(warm.embed_ids([ids[:254]]), window)
+    assert not warm.inner.loaded and warm.stats.embedded == 0 and warm.stats.tokenized == 0
+
+    warm.token_ids(["A text no run has seen before."], 254)  # a new text: the tokenizer alone
+    assert warm.stats.tokenized == 1 and not warm.inner.loaded
+    fresh = warm.embed(["A text no run has seen before."])  # a new vector: now the weights
+    assert warm.inner.loaded and warm.stats.embedded == 1
+    np.testing.assert_allclose(fresh, minilm.embed(["A text no run has seen before."]), atol=1e-6)
+
+
+def test_remembered_facts_keep_a_prompt_that_cannot_go_as_ids(tmp_path):
+    folder = copy_minilm(tmp_path / "glued", prompts={"query": "", "document": "passage"})  # "passage" + text fuses
+    cache = tmp_path / "cache"
+    with pytest.raises(InputError, match="does not tokenise apart") as loaded:
+        load_embedder(f"st:{folder}", cache_dir=cache).id_capacity("document")
+    warm = load_embedder(f"st:{folder}", cache_dir=cache)
+    with pytest.raises(InputError, match="does not tokenise apart") as remembered:
+        warm.id_capacity("document")
+    assert str(remembered.value) == str(loaded.value) and not warm.inner.loaded

@@ -132,6 +132,71 @@ def test_rerun_embeds_nothing_and_gives_identical_tables(run):
     pd.testing.assert_frame_equal(pd.read_csv(run.out / "metrics.csv"), run.metrics, check_dtype=False)
 
 
+def _outputs(folder):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name not in ("config.json", ".embedeval.lock")}
+
+
+def test_a_warm_rerun_loads_no_weights_and_keeps_metrics_and_report(run, monkeypatch):
+    from sentence_transformers import SentenceTransformer
+
+    import embedeval.experiments.nolima as nolima
+
+    before = _outputs(run.out)
+    assert "derived.json" in before and "figures/auc_vs_length.png" in before
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a warm rerun must not need this")
+
+    monkeypatch.setattr(SentenceTransformer, "__init__", refuse)  # the weights
+    monkeypatch.setattr(nolima, "nolima_metrics", refuse)  # the bootstrap
+    monkeypatch.setattr(nolima, "write_report", refuse)  # the figures
+    again = run_nolima(run.config, progress=False, cache_dir=run.out.parent / "cache")
+    assert again.newly_embedded == {"st:all-MiniLM-L6-v2": 0}
+    assert _outputs(run.out) == before  # tables, metrics.csv, report.md, figures: byte for byte
+    pd.testing.assert_frame_equal(again.metrics, run.metrics)
+    pd.testing.assert_frame_equal(again.similarities, run.similarities)
+
+
+def test_metrics_and_report_are_recomputed_when_what_they_come_from_changes(run, tmp_path, monkeypatch):
+    import embedeval.experiments.nolima as nolima
+
+    calls = []
+    compute = nolima.nolima_metrics
+    monkeypatch.setattr(nolima, "nolima_metrics", lambda *a, **k: calls.append(k["n_resamples"]) or compute(*a, **k))
+    shutil.copytree(run.out, tmp_path / "copy")
+    config = NolimaConfig(**{**run.config.__dict__, "skipped": [], "out": str(tmp_path / "copy")})
+    cache = run.out.parent / "cache"
+
+    moved = run_nolima(config, progress=False, cache_dir=cache)  # another folder, the same tables: kept
+    assert calls == [] and moved.metrics.equals(run.metrics)
+
+    config.n_bootstrap = 100  # a report setting (with 3 groups the CIs may come out the same; they are recomputed)
+    fewer = run_nolima(config, progress=False, cache_dir=cache)
+    assert calls == [100]
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "copy" / "metrics.csv"), fewer.metrics, check_dtype=False)
+    figure = tmp_path / "copy" / "figures" / "auc_vs_length.png"
+    drawn = figure.read_bytes()
+
+    figure.write_bytes(drawn[:100])  # an altered output: everything derived is made again
+    run_nolima(config, progress=False, cache_dir=cache)
+    assert calls == [100, 100] and figure.read_bytes() == drawn
+
+    def broken(*args, **kwargs):
+        raise OSError("disk gone while drawing")
+
+    config.n_bootstrap = 200
+    monkeypatch.setattr(nolima, "write_report", broken)  # interrupted after metrics.csv, before the report
+    with pytest.raises(OSError):
+        run_nolima(config, progress=False, cache_dir=cache)
+    assert not (tmp_path / "copy" / "derived.json").exists() and not (tmp_path / "copy" / "config.json").exists()
+    monkeypatch.undo()
+    monkeypatch.setattr(nolima, "nolima_metrics", lambda *a, **k: calls.append(k["n_resamples"]) or compute(*a, **k))
+    run_nolima(config, progress=False, cache_dir=cache)  # the half-written outputs are not taken as fresh
+    assert calls == [100, 100, 200, 200]
+    assert _outputs(tmp_path / "copy") == _outputs(run.out)  # back to the fixture's settings: the same bytes
+
+
 def test_top_level_api_and_edited_needles_rebuild_haystacks(run, tmp_path):
     import embedeval
 

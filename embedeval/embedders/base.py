@@ -55,12 +55,14 @@ class Embedder(Protocol):
 class EmbedStats:
     """What a cached embedder did: ``requested`` texts asked for, ``cache_hits`` of them found in
     the cache, ``embedded`` distinct texts sent to the model in ``model_calls`` calls (a text
-    repeated within one call is embedded once and counts as neither hit nor embedded again)."""
+    repeated within one call is embedded once and counts as neither hit nor embedded again);
+    ``tokenized``: distinct texts whose token-id prefix was not cached and was computed."""
 
     requested: int = 0
     cache_hits: int = 0
     embedded: int = 0
     model_calls: int = 0
+    tokenized: int = 0
 
 
 def check_texts(texts: Sequence[str], kind: str) -> list[str]:
@@ -121,6 +123,8 @@ class TokenIdEmbedder(Embedder, Protocol):
 
     - ``id_capacity(kind)``: content tokens one input holds (``max_tokens`` minus the special
       tokens and the kind's prompt).
+    - ``token_fingerprint``: a string that changes whenever the tokenizer would give a text other
+      ids or offsets (the cache keys token prefixes on it).
     - ``token_ids(texts, limit)``: per text, its content token ids (no special tokens) and each
       token's ``(start, end)`` character offsets; with ``limit``, at least the first ``limit``
       tokens (or all, if the text has fewer), which is cheaper on long texts.
@@ -130,6 +134,9 @@ class TokenIdEmbedder(Embedder, Protocol):
     """
 
     def id_capacity(self, kind: Kind = "document") -> int: ...
+
+    @property
+    def token_fingerprint(self) -> str: ...
 
     def token_ids(self, texts: Sequence[str], limit: int | None = None) -> list[tuple[list[int], list[tuple[int, int]]]]: ...
 

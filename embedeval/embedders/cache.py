@@ -1,6 +1,18 @@
 """Persistent embedding cache (SQLite, WAL) and the embedder wrapper that uses it.
 
-Key: ``sha256(spec \\0 fingerprint \\0 kind \\0 text)`` (:func:`cache_key`), where the
+The file holds three tables:
+
+- ``embeddings``: the vectors (below);
+- ``token_prefixes``: the first token ids (and their character offsets) a tokenizer gave a
+  text, keyed on :func:`token_prefix_key` (the tokenizer's fingerprint, the limit and the text),
+  so that a rerun finds the ids a model reads of a text (the vector's key) without tokenising
+  it again;
+- ``model_facts``: what a local model says about itself once loaded (its fingerprint, dimension,
+  token window, special and prompt ids, tokenizer fingerprint), keyed on its files and the library
+  versions, so that a run whose vectors are all cached never loads the weights
+  (:class:`~embedeval.embedders.local.SentenceTransformerEmbedder`).
+
+Vector key: ``sha256(spec \\0 fingerprint \\0 kind \\0 text)`` (:func:`cache_key`), where the
 fingerprint is the model's own (:attr:`Embedder.fingerprint`: weights, ``max_seq_length``,
 prompts, pooling, API dimensions and task), so an edited model folder never gets stale vectors;
 value: the float32 vector as a blob with a checksum of key and vector, verified on every read.
@@ -8,9 +20,13 @@ Vectors are checked (shape, finite, non-zero) before they are stored. Texts seen
 process or the next; duplicates within one call are embedded once. New vectors are committed
 after every chunk, so a crash loses at most the chunk in flight.
 
+Every row of every table carries a checksum of its key and value, verified on every read; a
+damaged row is dropped and recomputed.
+
 Caches written by embedeval 0.1 (format 1, keys without a fingerprint) are upgraded in place:
 their vectors move to a side table; those of the bundled all-MiniLM-L6-v2 are reused (checked,
-re-keyed and given a checksum) as they are read; others are embedded again.
+re-keyed and given a checksum) as they are read; others are embedded again. Format 2 files (no
+token prefixes, no model facts) gain the two tables and keep every vector.
 """
 
 from __future__ import annotations
@@ -18,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import sqlite3
 import sys
@@ -35,7 +52,9 @@ from embedeval.errors import CacheError
 from embedeval.paths import CACHE_ENV, default_cache_dir
 
 CACHE_FILENAME = "embeddings.sqlite"
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
+#: The first format whose vector keys include the model's fingerprint (older tables move aside).
+KEYED_FORMAT = 2
 LEGACY_TABLE = "embeddings_v1"
 #: Seconds a writer waits for another process's write lock before giving up.
 LOCK_TIMEOUT = 60.0
@@ -52,6 +71,14 @@ def ids_cache_key(spec: str, fingerprint: str, kind: str, ids: Sequence[int]) ->
     the key of what a model fed token ids reads (the ``:ids`` suffix keeps it apart from text keys)."""
     head = f"{spec}\0{fingerprint}\0{kind}:ids\0".encode("utf-8")
     return hashlib.sha256(head + np.asarray(ids, dtype="<i4").tobytes()).digest()
+
+
+def token_prefix_key(tokenizer: str, limit: int, text: str) -> bytes:
+    """blake2b (32 bytes) over a tokenizer's fingerprint, a token limit and a text: the key of the
+    text's first ``limit + 1`` token ids by that tokenizer."""
+    digest = hashlib.blake2b(f"{tokenizer}\0{limit}\0".encode("utf-8"), digest_size=32)
+    digest.update(text.encode("utf-8", "surrogatepass"))
+    return digest.digest()
 
 
 def row_checksum(key: bytes, vector: bytes) -> bytes:
@@ -125,11 +152,12 @@ class EmbeddingCache:
         return self._conn.execute(query, (name,)).fetchone() is not None
 
     def _upgrade(self) -> None:
-        """Create the table, or move a format-1 table aside (one message) and create the new one."""
+        """Create the tables that are missing (a format-2 file gains the token prefixes and model
+        facts), moving a format-1 vector table aside first (one message)."""
         with self._transaction() as conn:
             found = conn.execute("PRAGMA user_version").fetchone()[0]
             moved = 0
-            if found < CACHE_FORMAT and self._table_exists("embeddings"):
+            if found < KEYED_FORMAT and self._table_exists("embeddings"):
                 conn.execute(f"ALTER TABLE embeddings RENAME TO {LEGACY_TABLE}")
                 moved = conn.execute(f"SELECT COUNT(*) FROM {LEGACY_TABLE}").fetchone()[0]
             conn.execute(
@@ -137,7 +165,16 @@ class EmbeddingCache:
                 " key BLOB PRIMARY KEY, spec TEXT NOT NULL, dim INTEGER NOT NULL,"
                 " vector BLOB NOT NULL, checksum BLOB NOT NULL) WITHOUT ROWID"
             )
-            conn.execute(f"PRAGMA user_version = {CACHE_FORMAT}")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS token_prefixes ("
+                " key BLOB PRIMARY KEY, ids BLOB NOT NULL, offsets BLOB NOT NULL, checksum BLOB NOT NULL) WITHOUT ROWID"
+            )
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS model_facts ("
+                " key BLOB PRIMARY KEY, facts TEXT NOT NULL, checksum BLOB NOT NULL) WITHOUT ROWID"
+            )
+            if found < CACHE_FORMAT:  # a newer format (a later embedeval) keeps its number
+                conn.execute(f"PRAGMA user_version = {CACHE_FORMAT}")
         if moved:
             print(f"note: embedding cache {self.path} upgraded to format {CACHE_FORMAT} (keys include the model's "
                   f"fingerprint); of its {moved} older vectors, those of the bundled model are reused, "
@@ -164,26 +201,61 @@ class EmbeddingCache:
             chunk = keys[start : start + _SELECT_CHUNK]
             yield from self._conn.execute(f"{query} ({','.join('?' * len(chunk))})", chunk)
 
+    def _get_intact(self, table: str, values: str, keys: Sequence[bytes], intact, what: str) -> list[tuple]:
+        """Rows ``(key, <values>, checksum)`` of ``table`` for ``keys`` that pass ``intact(row)``;
+        rows failing it are left out (one warning line naming ``what`` they are), so they are
+        computed again, and deleted if the cache is writable."""
+        good: list[tuple] = []
+        damaged: list[tuple] = []
+        with self._guard(), self._lock:
+            for row in self._select_in(f"SELECT key, {values}, checksum FROM {table} WHERE key IN", keys):
+                (good if intact(row) else damaged).append(row)
+        if damaged:
+            print(f"warning: {len(damaged)} cached {what} in {self.path} failed their checksum; "
+                  "they are computed again", file=sys.stderr)
+            with contextlib.suppress(sqlite3.Error), self._lock, self._transaction() as conn:
+                # Only the damaged version: a row another process has repaired meanwhile stays.
+                conn.executemany(f"DELETE FROM {table} WHERE key = ? AND checksum = ?", [(r[0], r[-1]) for r in damaged])
+        return good
+
     def get_many(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         """Vectors for the keys that are present and intact; rows failing their checksum are
         left out (one warning line), so their texts are embedded again, and deleted if the cache
         is writable."""
-        found: dict[bytes, np.ndarray] = {}
-        damaged: list[tuple[bytes, bytes]] = []
-        with self._guard(), self._lock:
-            for key, dim, blob, checksum in self._select_in(
-                    "SELECT key, dim, vector, checksum FROM embeddings WHERE key IN", keys):
-                if row_intact(key, dim, blob, checksum):
-                    found[key] = np.frombuffer(blob, dtype=np.float32)
-                else:
-                    damaged.append((key, checksum))
-        if damaged:
-            print(f"warning: {len(damaged)} cached vector(s) in {self.path} failed their checksum; "
-                  "they are embedded again", file=sys.stderr)
-            with contextlib.suppress(sqlite3.Error), self._lock, self._transaction() as conn:
-                # Only the damaged version: a row another process has repaired meanwhile stays.
-                conn.executemany("DELETE FROM embeddings WHERE key = ? AND checksum = ?", damaged)
-        return found
+        rows = self._get_intact("embeddings", "dim, vector", keys, lambda r: row_intact(r[0], r[1], r[2], r[3]), "vector(s)")
+        return {key: np.frombuffer(blob, dtype=np.float32) for key, _, blob, _ in rows}
+
+    def get_token_prefixes(self, keys: Sequence[bytes]) -> dict[bytes, tuple[np.ndarray, np.ndarray]]:
+        """Token ids (int32) and their ``(start, end)`` character offsets (int32, shape ``(n, 2)``)
+        stored under :func:`token_prefix_key` keys, for those present and intact."""
+        rows = self._get_intact("token_prefixes", "ids, offsets", keys,
+                                lambda r: r[3] == row_checksum(r[0], r[1] + r[2]) and 2 * len(r[1]) == len(r[2]),
+                                "token prefix(es)")
+        return {key: (np.frombuffer(ids, dtype="<i4").astype(np.int32, copy=False),
+                      np.frombuffer(offsets, dtype="<i4").astype(np.int32, copy=False).reshape(-1, 2))
+                for key, ids, offsets, _ in rows}
+
+    def put_token_prefixes(self, prefixes: dict[bytes, tuple[np.ndarray, np.ndarray]]) -> None:
+        """Store token ids and offsets under their keys (one transaction; existing keys are kept)."""
+        rows = []
+        for key, (ids, offsets) in prefixes.items():
+            ids_blob, offsets_blob = np.asarray(ids, dtype="<i4").tobytes(), np.asarray(offsets, dtype="<i4").tobytes()
+            rows.append((key, ids_blob, offsets_blob, row_checksum(key, ids_blob + offsets_blob)))
+        with self._guard(), self._lock, self._transaction() as conn:
+            conn.executemany("INSERT OR IGNORE INTO token_prefixes (key, ids, offsets, checksum) VALUES (?, ?, ?, ?)", rows)
+
+    def get_facts(self, key: bytes) -> dict | None:
+        """The model facts stored under ``key`` (a JSON object), if present and intact."""
+        rows = self._get_intact("model_facts", "facts", [key], lambda r: r[2] == row_checksum(r[0], r[1].encode()),
+                                "model description(s)")
+        return json.loads(rows[0][1]) if rows else None
+
+    def put_facts(self, key: bytes, facts: dict) -> None:
+        """Store (or replace) the model facts under ``key``."""
+        text = json.dumps(facts, sort_keys=True)
+        with self._guard(), self._lock, self._transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO model_facts (key, facts, checksum) VALUES (?, ?, ?)",
+                         (key, text, row_checksum(key, text.encode())))
 
     def take_legacy(self, keys: Sequence[bytes], dim: int) -> dict[bytes, np.ndarray]:
         """Remove and return the format-1 vectors (no checksum) stored under ``keys`` that can be
@@ -219,8 +291,8 @@ class EmbeddingCache:
             )
 
     def verify(self) -> dict[str, object]:
-        """Check the whole file: SQLite's ``integrity_check`` and every row's checksum (nothing is
-        changed). Returns ``{"integrity": "ok" or SQLite's findings, "rows": n, "bad_checksums": n}``."""
+        """Check the whole file: SQLite's ``integrity_check`` and every vector's checksum (nothing
+        is changed; token prefixes and model facts are checked as they are read). Returns ``{"integrity": "ok" or SQLite's findings, "rows": n, "bad_checksums": n}``."""
         with self._guard(), self._lock:
             findings = [row[0] for row in self._conn.execute("PRAGMA integrity_check")]
             rows = bad = 0
@@ -230,13 +302,15 @@ class EmbeddingCache:
         return {"integrity": "; ".join(findings), "rows": rows, "bad_checksums": bad}
 
     def info(self) -> dict[str, object]:
-        """Path, size on disk, vector counts per embedder spec, and format-1 vectors not yet re-keyed."""
+        """Path, size on disk, vector counts per embedder spec, format-1 vectors not yet re-keyed,
+        and stored token prefixes."""
         with self._guard(), self._lock:
             per_spec = dict(self._conn.execute("SELECT spec, COUNT(*) FROM embeddings GROUP BY spec ORDER BY spec"))
             legacy = self._conn.execute(f"SELECT COUNT(*) FROM {LEGACY_TABLE}").fetchone()[0] if self.has_legacy else 0
+            prefixes = self._conn.execute("SELECT COUNT(*) FROM token_prefixes").fetchone()[0]
         size = sum(p.stat().st_size for p in self.directory.glob(CACHE_FILENAME + "*") if p.is_file())
         return {"path": str(self.path), "bytes": size, "vectors": sum(per_spec.values()), "per_spec": per_spec,
-                "legacy_vectors": legacy}
+                "legacy_vectors": legacy, "token_prefixes": prefixes}
 
     def close(self) -> None:
         self._conn.close()
@@ -344,13 +418,36 @@ class CachedEmbedder:
 class CachedTokenIdEmbedder(CachedEmbedder):
     """A :class:`CachedEmbedder` of a :class:`~embedeval.embedders.base.TokenIdEmbedder`: also
     ``embed_ids``, cached under :func:`ids_cache_key`, so a vector is keyed on exactly the token
-    ids the model read (two texts whose windows hold the same ids share it)."""
+    ids the model read (two texts whose windows hold the same ids share it); and ``token_ids``
+    with a limit, whose prefixes are cached under :func:`token_prefix_key`, so a rerun finds the
+    ids (and with them the vectors) of long texts without tokenising them again."""
 
     def id_capacity(self, kind: Kind = "document") -> int:
         return self.inner.id_capacity(kind)
 
-    def token_ids(self, texts: Sequence[str], limit: int | None = None) -> list[tuple[list[int], list[tuple[int, int]]]]:
-        return self.inner.token_ids(texts, limit)
+    @property
+    def token_fingerprint(self) -> str:
+        return self.inner.token_fingerprint
+
+    def token_ids(self, texts: Sequence[str], limit: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The model's ``token_ids``; with a ``limit``, per text its first ``limit + 1`` ids and
+        offsets (all of them when it has no more: so whether a text exceeds ``limit`` still shows),
+        read from the cache where this tokenizer met the same text with the same limit before,
+        else tokenised (counted in ``stats.tokenized``) and stored."""
+        if limit is None:
+            return self.inner.token_ids(texts, None)
+        texts = check_texts(texts, "document")
+        tokenizer = self.inner.token_fingerprint
+        keys = [token_prefix_key(tokenizer, limit, text) for text in texts]
+        found = self.cache.get_token_prefixes(list(dict.fromkeys(keys)))
+        missing = {key: text for key, text in zip(keys, texts) if key not in found}
+        if missing:
+            fresh = {key: (np.asarray(ids[: limit + 1], dtype=np.int32), np.asarray(offsets[: limit + 1], dtype=np.int32).reshape(-1, 2))
+                     for key, (ids, offsets) in zip(missing, self.inner.token_ids(list(missing.values()), limit))}
+            self.cache.put_token_prefixes(fresh)
+            self.stats.tokenized += len(fresh)
+            found.update(fresh)
+        return [found[key] for key in keys]
 
     def embed_ids(self, ids: Sequence[Sequence[int]], kind: Kind = "document") -> np.ndarray:
         check_texts([], kind)

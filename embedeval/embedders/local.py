@@ -4,67 +4,170 @@ Where the weights come from (bundled packages, folders) is :mod:`embedeval.embed
 Queries and documents get the model's own ``query``/``document`` prompts when its
 ``config_sentence_transformers.json`` declares them (e5, bge, nomic, ...); models without
 prompts (all-MiniLM-L6-v2) embed both kinds the same way.
+
+The model is loaded when first needed. What the pipeline asks of it besides vectors (its
+fingerprint, dimension, token window, special and prompt ids, tokenizer fingerprint: its *facts*)
+is remembered in a ``facts_store`` (the embedding cache, :meth:`EmbeddingCache.get_facts
+<embedeval.embedders.cache.EmbeddingCache.get_facts>`) keyed on the folder's fingerprint and
+the library versions, so a run whose vectors are all cached never loads the weights; the
+tokenizer alone is loaded when a text must be tokenised (checked against the remembered
+tokenizer fingerprint), the weights when something must be embedded. Once the model is loaded
+every fact is read from it live (so a changed ``max_seq_length`` shows at once).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from functools import cached_property
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 import numpy as np
-import torch
 
-from embedeval.embedders.base import Kind, check_texts
+from embedeval.embedders.base import KINDS, Kind, check_texts
 from embedeval.embedders.models import (
     canonical_model,
     folder_fingerprint,
     resolve_model_path,
 )
 from embedeval.errors import InputError, UnknownEmbedderError
-from embedeval.tokens import TokenCounter, quiet_transformers
+from embedeval.tokens import TokenCounter, load_token_counter, quiet_transformers
+
+#: Bump when the facts change shape or meaning (older remembered facts are then ignored).
+FACTS_FORMAT = 1
+#: Packages whose versions can change what a loaded model says about itself.
+FACTS_PACKAGES = ("sentence-transformers", "transformers", "tokenizers", "torch")
+
+
+def _package_version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "absent"
 
 
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model on the CPU (or ``device``).
+    """A sentence-transformers model on the CPU (or ``device``), loaded when first needed.
 
     Vectors are pooled per the model's own config and L2-normalised; ``max_tokens`` is the
     model's ``max_seq_length`` (special tokens included). ``name`` is ``st:`` + the bundled
-    model's name or the folder's absolute path.
+    model's name or the folder's absolute path. ``facts_store``: where the model's facts are
+    remembered (see the module docstring); without one, asking for them loads the model.
     """
 
-    def __init__(self, model: str = "all-MiniLM-L6-v2", batch_size: int = 32, device: str = "cpu"):
-        path = resolve_model_path(model)
-        quiet_transformers()
-        from sentence_transformers import SentenceTransformer
-
-        try:
-            self.model = SentenceTransformer(path, device=device)
-        except (OSError, ValueError) as exc:
-            raise UnknownEmbedderError(f"cannot load local model {model!r}: {exc}") from None
+    def __init__(self, model: str = "all-MiniLM-L6-v2", batch_size: int = 32, device: str = "cpu", facts_store=None):
+        self.path = resolve_model_path(model)
         self.name = f"st:{canonical_model(model)}"
         self.batch_size = batch_size
-        self.token_counter = TokenCounter(self.model.tokenizer, self.name)
+        self.device = device
+        self.facts_store = facts_store
+        self._given = model
         self._folder_fingerprint = folder_fingerprint(model)
+        self._model = None
+        self._token_counter: TokenCounter | None = None
+        self._remembered: dict | None = None
         self._prompt_cache: dict[str, list[int]] = {}
+
+    # -- loading ---------------------------------------------------------------------------------
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the weights are loaded."""
+        return self._model is not None
+
+    @property
+    def model(self):
+        """The ``SentenceTransformer`` (loaded on first use; its facts are then remembered)."""
+        if self._model is None:
+            quiet_transformers()
+            from sentence_transformers import SentenceTransformer
+
+            try:
+                self._model = SentenceTransformer(self.path, device=self.device)
+            except (OSError, ValueError) as exc:
+                raise UnknownEmbedderError(f"cannot load local model {self._given!r}: {exc}") from None
+            self._token_counter = TokenCounter(self._model.tokenizer, self.name)
+            key = self._facts_key()
+            if key is not None and self.facts_store is not None:
+                self.facts_store.put_facts(key, self._live_facts())
+        return self._model
+
+    def _facts_key(self) -> bytes | None:
+        """What the facts depend on: the folder's fingerprint (every file; weights by size and
+        stamp) and the library versions. None for a hub name (its files are not here to fingerprint)."""
+        if not Path(self.path).is_dir():
+            return None
+        parts = {"format": FACTS_FORMAT, "name": self.name, "folder": self._folder_fingerprint,
+                 "versions": {name: _package_version(name) for name in FACTS_PACKAGES}}
+        return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).digest()
+
+    def _recalled(self) -> dict | None:
+        """The remembered facts while the model is not loaded (None once it is, or if none are)."""
+        if self._model is not None:
+            return None
+        if self._remembered is None and self.facts_store is not None:
+            key = self._facts_key()
+            self._remembered = self.facts_store.get_facts(key) if key is not None else None
+        return self._remembered
+
+    def _live_facts(self) -> dict:
+        """The facts, read from the loaded model."""
+        prompt_ids: dict[str, list[int] | str] = {}
+        for kind in KINDS:
+            try:
+                prompt_ids[kind] = self._prompt_ids(kind)
+            except InputError as exc:
+                prompt_ids[kind] = str(exc)
+        return {"fingerprint": self._live_fingerprint(), "dim": int(self.model.get_embedding_dimension()),
+                "max_tokens": int(self.model.max_seq_length), "special_ids": list(self._special_ids()),
+                "prompt_ids": prompt_ids, "tokenizer": self.token_counter.fingerprint}
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        """The model's tokenizer: the loaded model's or, while the weights are not needed, the
+        folder's tokenizer loaded alone if its fingerprint is the remembered one (else the model
+        is loaded)."""
+        if self._token_counter is None:
+            facts = self._recalled()
+            if facts is not None:
+                alone = load_token_counter(self.name)
+                if alone.fingerprint == facts["tokenizer"]:
+                    self._token_counter = alone
+                    return alone
+            self.model
+        return self._token_counter
+
+    # -- facts -----------------------------------------------------------------------------------
 
     @property
     def dim(self) -> int:
-        return int(self.model.get_embedding_dimension())
+        facts = self._recalled()
+        return facts["dim"] if facts else int(self.model.get_embedding_dimension())
 
     @property
     def max_tokens(self) -> int:
-        return int(self.model.max_seq_length)
+        facts = self._recalled()
+        return facts["max_tokens"] if facts else int(self.model.max_seq_length)
 
     @property
     def fingerprint(self) -> str:
         """sha256 of the folder's fingerprint, the live ``max_seq_length``, prompts and every
         module's config (pooling, normalisation): what changes a vector besides the text and kind."""
+        facts = self._recalled()
+        return facts["fingerprint"] if facts else self._live_fingerprint()
+
+    def _live_fingerprint(self) -> str:
         modules = [m.get_config_dict() for m in self.model if hasattr(m, "get_config_dict")]
         live = {"folder": self._folder_fingerprint, "max_seq_length": self.max_tokens,
                 "prompts": self.model.prompts, "default_prompt": self.model.default_prompt_name, "modules": modules}
         return hashlib.sha256(json.dumps(live, sort_keys=True, default=str).encode()).hexdigest()
+
+    @property
+    def token_fingerprint(self) -> str:
+        """The tokenizer's fingerprint (:attr:`TokenCounter.fingerprint`)."""
+        facts = self._recalled()
+        return facts["tokenizer"] if facts else self.token_counter.fingerprint
 
     def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
         texts = check_texts(texts, kind)
@@ -85,9 +188,11 @@ class SentenceTransformerEmbedder:
 
     # -- token ids (the TokenIdEmbedder protocol): windows cut exactly, never re-tokenised --------
 
-    @cached_property
     def _special_ids(self) -> tuple[list[int], list[int]]:
         """The special tokens the tokenizer puts before and after a single text ([CLS] / [SEP], <s> / </s>)."""
+        facts = self._recalled()
+        if facts:
+            return tuple(facts["special_ids"])
         probe = self.token_counter.ids(["a"])[0][0]
         framed = self.model.tokenizer("a", add_special_tokens=True)["input_ids"]
         at = next(i for i in range(len(framed)) if framed[i : i + len(probe)] == probe)
@@ -99,6 +204,12 @@ class SentenceTransformerEmbedder:
         prompt. Checked on a probe text: if prompt ids + text ids differ from the joint
         tokenisation, ids cannot reproduce ``encode`` for this model and an :class:`InputError`
         says so."""
+        facts = self._recalled()
+        if facts:
+            remembered = facts["prompt_ids"][kind]  # the ids, or why there are none
+            if isinstance(remembered, str):
+                raise InputError(remembered)
+            return remembered
         prompt = (self.model.prompts or {}).get(kind) or ""
         if not prompt:
             return []
@@ -114,7 +225,7 @@ class SentenceTransformerEmbedder:
 
     def id_capacity(self, kind: Kind = "document") -> int:
         """Content tokens one input holds: ``max_seq_length`` - special tokens - the kind's prompt."""
-        before, after = self._special_ids
+        before, after = self._special_ids()
         return self.max_tokens - len(before) - len(after) - len(self._prompt_ids(kind))
 
     def token_ids(self, texts: Sequence[str], limit: int | None = None) -> list[tuple[list[int], list[tuple[int, int]]]]:
@@ -133,9 +244,12 @@ class SentenceTransformerEmbedder:
             raise InputError(f"embed_ids takes 1..{capacity} token ids per input for {self.name} ({kind})")
         if not ids:
             return np.zeros((0, self.dim), dtype=np.float32)
-        before, after = self._special_ids
+        import torch
+
+        model = self.model  # the weights, from here on
+        before, after = self._special_ids()
         prompt = self._prompt_ids(kind)
-        tokenizer = self.model.tokenizer
+        tokenizer = model.tokenizer
         order = np.argsort([-len(seq) for seq in ids], kind="stable")  # like encode: batches of similar length pad little
         out = np.zeros((len(ids), self.dim), dtype=np.float32)
         with torch.inference_mode():
@@ -143,12 +257,15 @@ class SentenceTransformerEmbedder:
                 rows = order[start : start + self.batch_size]
                 batch = [before + prompt + ids[i] + after for i in rows]
                 features = dict(tokenizer.pad({"input_ids": batch}, return_tensors="pt", return_attention_mask=True))
-                features = {k: v.to(self.model.device) for k, v in features.items()}
+                features = {k: v.to(model.device) for k, v in features.items()}
                 if prompt:
                     features["prompt_length"] = len(before) + len(prompt)
-                vectors = self.model.forward(features)["sentence_embedding"]
+                vectors = model.forward(features)["sentence_embedding"]
                 out[rows] = torch.nn.functional.normalize(vectors.float(), dim=1).cpu().numpy()
         return out
 
     def check(self) -> None:
-        """Nothing to reach: the weights are loaded."""
+        """Nothing to reach; the model's facts are remembered or the model loads (a broken folder
+        fails here)."""
+        if self._recalled() is None:
+            self.model

@@ -183,6 +183,8 @@ def load_embedder(
     ``verify`` calls the model's ``check()`` first (API embedders send one tiny request), so a bad
     key or model fails here.
     The cache commits new vectors every ``commit_every`` texts (what an interruption can lose).
+    A local model is loaded only when something must be embedded (its facts are remembered in the
+    cache, see :mod:`embedeval.embedders.local`).
 
     >>> model = load_embedder("st:all-MiniLM-L6-v2")      # doctest: +SKIP
     >>> model.embed(["a question"], kind="query").shape   # doctest: +SKIP
@@ -190,12 +192,16 @@ def load_embedder(
     """
     backend, model = parse_spec(spec)
     embedder = backend.factory(model)
+    store = None
+    if cache is not False and isinstance(embedder, SentenceTransformerEmbedder):
+        # Its facts are remembered in the cache, so a run whose vectors are cached never loads the weights.
+        store = embedder.facts_store = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache_dir)
     if verify:
         embedder.check()
     if executor is not None and executor.kind == "ray" and backend.prefix == "st":
         embedder = RayEmbedder(embedder, model, executor)
     if cache is False:
         return embedder
-    store = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache_dir)
+    store = store or (cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache_dir))
     wrapper = CachedTokenIdEmbedder if isinstance(embedder, TokenIdEmbedder) else CachedEmbedder
     return wrapper(embedder, store, commit_every=commit_every, progress=progress)

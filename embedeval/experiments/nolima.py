@@ -8,7 +8,9 @@ table from :mod:`embedeval.similarity`, metrics from :mod:`embedeval.aggregate`,
 ``report.md``, ``figures/`` and, last, ``config.json`` into ``config.out`` (each file atomically),
 holding the folder so that no second run writes into it at the same time.
 Every embedding goes through the persistent cache, so an interrupted run resumes where it
-stopped and a rerun of the same config embeds nothing and yields the same tables.
+stopped and a rerun of the same config embeds nothing and yields the same tables. When those
+tables and the settings are the ones ``metrics.csv``, ``report.md`` and ``figures/`` were made
+from (:mod:`embedeval.derived`, recorded in ``derived.json``), these are kept as they are.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from embedeval.embedders.ray_pool import Executor
 from embedeval.embedders.registry import select_embedders
 from embedeval.errors import ConfigError
 from embedeval.haystacks import build_haystacks, check_build_args
-from embedeval.io import run_directory, write_table, write_text_atomic
+from embedeval.derived import forget_outputs, fresh_outputs, inputs_digest, record_outputs
+from embedeval.io import read_table, run_directory, write_table, write_text_atomic
 from embedeval.metrics import BREAK_METRICS
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
 from embedeval.report import write_report
@@ -190,13 +193,21 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
         scored = [score_haystacks(scorer, haystacks, forms) for scorer in scorers]
         similarities = pd.concat([similarity_rows(s, needle_set, config.normalize_by) for s in scored], ignore_index=True)
         retrieval = pd.concat([retrieval_rows(s, needle_set) for s in scored], ignore_index=True)
-        metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.seed, retrieval=retrieval)
         (out / "config.json").unlink(missing_ok=True)  # until it is written last, the folder reads as unfinished
         write_table(similarities, out / "similarities.parquet")
         write_table(retrieval, out / "retrieval.parquet")
-        write_table(metrics, out / "metrics.csv")
-        write_report(out, metrics, similarities, config.break_metric, config.break_threshold, config=settings,
-                     candidates=int(retrieval["n_candidates"].max()))
+        derived_from = {k: v for k, v in settings.items() if k != "out"}  # where the folder lies changes nothing derived
+        digest = inputs_digest(out, ("similarities.parquet", "retrieval.parquet"), derived_from)
+        if fresh_outputs(out, digest):  # the same tables and settings made them: the bootstrap and figures stand
+            metrics = read_table(out / "metrics.csv")
+        else:
+            forget_outputs(out)
+            metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.seed, retrieval=retrieval)
+            write_table(metrics, out / "metrics.csv")
+            write_report(out, metrics, similarities, config.break_metric, config.break_threshold, config=settings,
+                         candidates=int(retrieval["n_candidates"].max()))
+            figures = [str(p.relative_to(out)) for p in sorted((out / "figures").glob("*.png"))]
+            record_outputs(out, digest, ["metrics.csv", "report.md", *figures])
         # Last, so config.json always describes the tables beside it.
         write_text_atomic(out / "config.json", json.dumps(settings, indent=2))
     embedded = {s.name: s.embedder.stats.embedded for s in scorers if isinstance(s, EmbeddingScorer)}

@@ -1,0 +1,78 @@
+"""Outputs derived from a run's tables (``metrics.csv``, ``report.md``, ``figures/``), reused when
+the tables and settings they come from are unchanged.
+
+``derived.json`` in the run directory records what they were derived from, as one digest
+(:func:`inputs_digest`: sha256 over the run's settings, the bytes of the tables as written and
+the source of the embedeval package, so an edited metric or figure counts even without a new
+version number),
+and the sha256 of each derived file. A rerun whose digest matches, and whose recorded files are
+all present and unaltered, reads them instead of recomputing the bootstrap and redrawing the
+figures (:func:`fresh_outputs`). Any other run removes the record before it rewrites an output
+(:func:`forget_outputs`) and writes it after the last one (:func:`record_outputs`), so an
+interrupted run never leaves outputs marked as derived from tables they do not describe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from embedeval.io import write_text_atomic
+
+RECORD = "derived.json"
+_READ_CHUNK = 1 << 20
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes (hex)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_READ_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def source_digest() -> str:
+    """sha256 over the path and bytes of every module of the embedeval package."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(f"{path.relative_to(package)}\0".encode() + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def inputs_digest(out: Path, tables: Iterable[str], settings: dict) -> str:
+    """sha256 over ``settings`` (as canonical JSON), the name and bytes of each table file in
+    ``out`` and :func:`source_digest`."""
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode("utf-8"))
+    for name in tables:
+        digest.update(f"\0{name}\0{file_sha256(Path(out) / name)}".encode())
+    digest.update(f"\0source\0{source_digest()}".encode())
+    return digest.hexdigest()
+
+
+def fresh_outputs(out: Path, digest: str) -> bool:
+    """Whether ``out``'s derived files were made from inputs with ``digest`` and are all still as
+    they were written (a missing, altered or unreadable file or record means no)."""
+    out = Path(out)
+    try:
+        record = json.loads((out / RECORD).read_text(encoding="utf-8"))
+        files = record["files"]
+        return (record["inputs"] == digest and bool(files)
+                and all(file_sha256(out / name) == sha for name, sha in files.items()))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
+
+
+def forget_outputs(out: Path) -> None:
+    """Remove the record: from here on ``out``'s derived files count as stale."""
+    (Path(out) / RECORD).unlink(missing_ok=True)
+
+
+def record_outputs(out: Path, digest: str, names: Iterable[str]) -> None:
+    """Record that the files ``names`` (relative to ``out``) were derived from inputs with ``digest``."""
+    out = Path(out)
+    files = {name: file_sha256(out / name) for name in sorted(names)}
+    write_text_atomic(out / RECORD, json.dumps({"inputs": digest, "files": files}, indent=2))
