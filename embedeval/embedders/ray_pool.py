@@ -122,6 +122,10 @@ class RayEmbedder:
         return self.inner.fingerprint
 
     @property
+    def token_fingerprint(self) -> str:
+        return self.inner.token_fingerprint
+
+    @property
     def batch_size(self) -> int:
         return self.inner.batch_size
 
