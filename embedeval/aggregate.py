@@ -41,7 +41,7 @@ METRIC_COLUMNS = CELL + ["category", "depth_bucket", "metric", "value", "n", "ci
 def pair_with_controls(
     table: pd.DataFrame,
     score: str = "sim_qh",
-    condition: Sequence[str] = ("embedder", "strategy", "query_form", "group_id", "length"),
+    condition: Sequence[str] = ("embedder", "strategy", "query_form", "group_id", "length", "n_distractors"),
 ) -> pd.DataFrame:
     """The needle rows of ``table`` with their control's score in column ``neg``.
 

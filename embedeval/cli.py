@@ -267,7 +267,7 @@ def nolima(
 
     `--embedder bm25` adds a lexical baseline (BM25 over the haystacks of each length)."""
     from embedeval.experiments.nolima import NolimaConfig, run_nolima
-    from embedeval.report import break_points, break_sentence
+    from embedeval.report import break_points, break_sentence, distractor_note
 
     if commit_every < 1:
         raise InputError("--commit-every must be >= 1")
@@ -289,7 +289,8 @@ def nolima(
         typer.echo(f"{name}: {count} texts newly embedded")
     for row in break_points(result.metrics, break_metric, break_threshold).itertuples():
         if row.query_form == QUESTION:
-            typer.echo(f"{row.embedder} [{row.strategy}, {row.variant}]: {break_sentence(row, break_metric, break_threshold)}")
+            typer.echo(f"{row.embedder} [{row.strategy}, {row.variant}{distractor_note(row.n_distractors)}]: "
+                       f"{break_sentence(row, break_metric, break_threshold)}")
     typer.echo(f"wrote {out}/report.md")
 
 

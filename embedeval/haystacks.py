@@ -201,24 +201,32 @@ def needle_boundary(pieces: list[Piece], target_depth: float) -> int:
     return int(np.argmin(np.abs(boundaries - target_depth * boundaries[-1])))
 
 
-def distractor_boundaries(pieces: list[Piece], n: int, rng: np.random.Generator, needle_at: int | None = None) -> list[int]:
+def distractor_boundaries(pieces: list[Piece], n: int, rng: np.random.Generator, needle_at: int | None = None,
+                          length: int | None = None, haystack_id: str = "") -> list[int]:
     """``n`` sentence boundaries for distractors, ascending, drawn with ``rng`` from the
     boundaries before each sentence (never the end, so a control topped up with more filler has
-    them at the same places). With a needle at boundary ``needle_at``: only boundaries whose depth
-    (tokens before / filler tokens) differs from the needle's by more than
-    :data:`DISTRACTOR_ZONE`; when fewer than ``n`` are, the rest go to the boundaries farthest
-    from the needle (several may share one)."""
+    them at the same places).
+
+    With a needle at boundary ``needle_at`` of a haystack of ``length`` tokens: only boundaries b
+    with ``|filler tokens before b - filler tokens before the needle| / length >`` :data:`DISTRACTOR_ZONE`.
+    Whatever else goes in between only adds tokens, and the haystack holds at most ``length``, so
+    each distractor is more than 0.2 of the haystack's tokens away from the needle. When fewer
+    than ``n`` boundaries qualify, some hold more than one distractor; when none does, the
+    haystack is too short for distractors: a :class:`~embedeval.errors.ConfigError`.
+    """
     boundaries = boundary_tokens(pieces)
     candidates = np.arange(max(len(pieces), 1))
-    if needle_at is None:
-        allowed = candidates
-    else:
-        distance = np.abs(boundaries[candidates] - boundaries[needle_at]) / max(int(boundaries[-1]), 1)
+    allowed = candidates
+    if needle_at is not None:
+        distance = np.abs(boundaries[candidates] - boundaries[needle_at]) / max(length or int(boundaries[-1]), 1)
         allowed = candidates[(distance > DISTRACTOR_ZONE) & (candidates != needle_at)]
-        if allowed.size < n:
-            farthest = candidates[np.argsort(-distance, kind="stable")]
-            return sorted([int(k) for k in allowed] + [int(farthest[i % farthest.size]) for i in range(n - allowed.size)])
-    chosen = rng.choice(allowed, size=n, replace=allowed.size < n)
+        if not allowed.size:
+            raise ConfigError(f"haystack {haystack_id}: no sentence boundary lies outside the ±{DISTRACTOR_ZONE} zone around "
+                              f"its needle, so its {n} distractor(s) have nowhere to go; use longer haystacks or fewer distractors")
+    if allowed.size >= n:
+        chosen = rng.choice(allowed, size=n, replace=False)
+    else:
+        chosen = np.concatenate([allowed, rng.choice(allowed, size=n - allowed.size)])
     return sorted(int(k) for k in chosen)
 
 
@@ -255,6 +263,17 @@ def check_build_args(lengths: Sequence[int], depths: int, variants: Sequence[str
             raise ConfigError(f"distractor count {count!r} is invalid: counts are whole numbers >= 0")
     if len(set(n_distractors)) < len(n_distractors):
         raise ConfigError(f"a distractor count is given more than once: {', '.join(map(str, n_distractors))}")
+
+
+def distractor_columns(haystacks: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each haystack's distractor count, the group whose distractors it holds ("" for none) and
+    its control's id (None for needle-free haystacks); 0, "" and None for tables built before
+    distractors existed."""
+    if "n_distractors" not in haystacks.columns:
+        return (np.zeros(len(haystacks), dtype=np.int64), np.full(len(haystacks), "", dtype=object),
+                np.full(len(haystacks), None, dtype=object))
+    return (haystacks["n_distractors"].to_numpy(dtype=np.int64), haystacks["distractors_of"].fillna("").to_numpy(dtype=object),
+            haystacks["control_id"].to_numpy(dtype=object))
 
 
 def depth_grid(n_depths: int) -> np.ndarray:
@@ -294,6 +313,13 @@ def build_haystacks(
     needle_set.check_distractors(n_distractors)
     tokenizer = tokenizer or load_token_counter()
     require_books(corpus, min_books)
+    needles = [(g, v, name) for g in needle_set.groups for v in variants for name in g.characters]
+    counts = tokenizer.count([g.needle(v, name) for g, v, name in needles])
+    needle_tokens = {(g.id, v, name): n for (g, v, name), n in zip(needles, counts)}
+    decoys = sorted({text for g in needle_set.groups for text in g.distractor_texts[:max(n_distractors)]})
+    decoy_tokens = dict(zip(decoys, tokenizer.count(decoys)))
+    grid = _Grid(variants, depth_grid(depths), controls, seed, tuple(n_distractors), needle_tokens, decoy_tokens, tokenizer)
+    grid.check_room(needle_set.groups, lengths)
     pool = pool or SentencePool.from_corpus(corpus, tokenizer, banned=needle_set.character_pattern())
     need = max(lengths) + MAX_SNIPPET_TOKENS
     if pool.total_tokens < need:
@@ -301,12 +327,6 @@ def build_haystacks(
             f"corpus {corpus.source} is too small: {pool.total_tokens} usable tokens, "
             f"haystacks of {max(lengths)} tokens need at least {need}"
         )
-    needles = [(g, v, name) for g in needle_set.groups for v in variants for name in g.characters]
-    counts = tokenizer.count([g.needle(v, name) for g, v, name in needles])
-    needle_tokens = {(g.id, v, name): n for (g, v, name), n in zip(needles, counts)}
-    decoys = sorted({text for g in needle_set.groups for text in g.distractor_texts[:max(n_distractors)]})
-    decoy_tokens = dict(zip(decoys, tokenizer.count(decoys)))
-    grid = _Grid(variants, depth_grid(depths), controls, seed, tuple(n_distractors), needle_tokens, decoy_tokens, tokenizer)
     rows = []
     conditions = [(g, length) for g in needle_set.groups for length in lengths]
     for group, length in tqdm(conditions, desc="building haystacks", unit="condition", disable=not progress):
@@ -344,6 +364,23 @@ class _Grid:
         """The stream that places the distractors of one haystack."""
         return np.random.default_rng([self.seed, zlib.crc32(haystack_id.encode("utf-8"))])
 
+    def _tokens_before(self, pieces: list[Piece], needle_at: int, places: Sequence[int], decoys: Sequence[str]) -> int:
+        """Tokens before the needle: the filler's before its boundary and the distractors put
+        before it (those at its own boundary follow it)."""
+        return int(boundary_tokens(pieces)[needle_at]) + sum(self.decoy_tokens[d] for k, d in zip(places, decoys) if k < needle_at)
+
+    def check_room(self, groups: Sequence[NeedleGroup], lengths: Sequence[int]) -> None:
+        """A one-line :class:`~embedeval.errors.ConfigError` when a haystack length cannot hold a
+        group's longest needle and its K distractors with filler to spare."""
+        for group in groups:
+            needle = max(n for (g, _, _), n in self.needle_tokens.items() if g == group.id)
+            for count in (c for c in self.n_distractors if c):
+                taken = needle + self._decoys(group, count)[1]
+                short = [length for length in lengths if length < taken + MIN_SNIPPET_TOKENS]
+                if short:
+                    raise ConfigError(f"haystacks of {short[0]} tokens are too short for group {group.id!r}: its needle and "
+                                      f"{count} distractor(s) take {taken} tokens, leaving under {MIN_SNIPPET_TOKENS} for filler")
+
     def condition_rows(self, group: NeedleGroup, length: int, filler: list[Piece]) -> list[dict]:
         """The needle haystacks of one (group, length) with their controls, for every K."""
         base = {"group_id": group.id, "category": group.category, "length": length, "seed": self.seed}
@@ -360,15 +397,15 @@ class _Grid:
                     needle = group.needle(variant, character)
                     pieces = trim(filler, length - self.needle_tokens[(group.id, variant, character)] - decoy_tokens, self.tokenizer)
                     needle_at = needle_boundary(pieces, float(target))
-                    places = distractor_boundaries(pieces, count, self._rng(haystack_id), needle_at) if count else []
+                    places = (distractor_boundaries(pieces, count, self._rng(haystack_id), needle_at, length, haystack_id)
+                              if count else [])
                     text, starts = assemble(pieces, [(needle_at, needle), *zip(places, decoys)])
                     control_id = f"{group.id}:{CONTROL}:{length}:{variant}:d{index:02d}{suffix}" if count else plain_control
                     rows.append({**base, **marks, "id": haystack_id, "variant": variant, "target_depth": float(target),
                                  "text": text, "needle_start": starts[0], "needle_end": starts[0] + len(needle),
                                  "character": character, "distractor_starts": starts[1:],
                                  "control_id": control_id if self.controls else None,
-                                 "tokens_before": int(boundary_tokens(pieces)[needle_at])
-                                 + sum(self.decoy_tokens[d] for k, d in zip(places, decoys) if k < needle_at),
+                                 "tokens_before": self._tokens_before(pieces, needle_at, places, decoys),
                                  "sources": sorted({p.book for p in pieces})})
                     if count and self.controls:  # the same filler and distractors at the same boundaries, no needle
                         rows += _needle_free_row({**base, **marks}, control_id, CONTROL,

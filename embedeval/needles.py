@@ -91,9 +91,10 @@ class NeedleGroup:
 
     @property
     def distractor_texts(self) -> tuple[str, ...]:
-        """The distinct distractor texts, in the order given: the first K go into a haystack
-        built with K distractors."""
-        return tuple(dict.fromkeys(text for _, text in self.distractors))
+        """The distinct distractor texts, the plain question's first, then the other forms', each
+        in the order given: the first K go into a haystack built with K distractors."""
+        ordered = sorted(self.distractors, key=lambda pair: pair[0] != QUESTION)  # stable
+        return tuple(dict.fromkeys(text for _, text in ordered))
 
 
 @dataclass(frozen=True)
@@ -139,13 +140,20 @@ class NeedleSet:
         """A :class:`~embedeval.errors.ConfigError` naming the groups with fewer distinct
         distractors than the largest of ``counts`` asks for."""
         most = max(counts, default=0)
+        if most:
+            names = self.character_pattern()
+            naming = [(g.id, text) for g in self.groups for text in g.distractor_texts[:most] if names.search(text)]
+            if naming:
+                group_id, text = naming[0]
+                raise ConfigError(f"a distractor of group {group_id!r} names a character ({names.search(text).group(0)}): "
+                                  "the needle-free haystacks that hold it would then mention one")
         short = [f"{g.id} ({len(g.distractor_texts)})" for g in self.groups if len(g.distractor_texts) < most]
         if short:
             shown = ", ".join(short[:5]) + (f" and {len(short) - 5} more" if len(short) > 5 else "")
             raise ConfigError(f"{most} distractors per haystack asked for, but needle set {self.name!r} has fewer for "
                               f"{shown}; give them in the needle file or with --distractors-file")
 
-    def with_distractors(self, distractors: dict[str, tuple[tuple[str, str], ...]]) -> NeedleSet:
+    def with_distractors(self, distractors: dict[str, tuple[tuple[str, str], ...]], source: str = "the distractors") -> NeedleSet:
         """The set with the distractors of every group named in ``distractors`` (group id ->
         (query form, text) pairs, as :func:`load_distractors` reads them) replaced; the other
         groups keep theirs. A group id the set lacks, or a query form its group does not ask, is a
@@ -153,11 +161,12 @@ class NeedleSet:
         known = {g.id: g for g in self.groups}
         unknown = [group_id for group_id in distractors if group_id not in known]
         if unknown:
-            raise ConfigError(f"the distractors name group {unknown[0]!r}, which needle set {self.name!r} does not have")
+            raise ConfigError(f"{source}: group {unknown[0]!r} is not in needle set {self.name!r}")
         for group_id, pairs in distractors.items():
             forms = [form for form, _ in pairs if known[group_id].query(form) is None]
             if forms:
-                raise ConfigError(f"the distractors of group {group_id!r} are for query form {forms[0]!r}, which it does not ask")
+                raise ConfigError(f"{source}: the distractors of group {group_id!r} are for query form {forms[0]!r}, "
+                                  "which it does not ask")
         return replace(self, groups=tuple(replace(g, distractors=distractors[g.id]) if g.id in distractors else g
                                           for g in self.groups))
 
@@ -344,7 +353,7 @@ def grid_needle_set(path: str | os.PathLike, groups=None, variants=(), n_distrac
     checked to serve ``variants`` and the largest of ``n_distractors``."""
     needle_set = load_needle_set(path)
     if distractors_file:
-        needle_set = needle_set.with_distractors(load_distractors(distractors_file))
+        needle_set = needle_set.with_distractors(load_distractors(distractors_file), f"distractors file {distractors_file}")
     needle_set = needle_set if groups is None else needle_set.subset(groups)
     needle_set.check_variants(variants)
     needle_set.check_distractors(n_distractors)

@@ -372,18 +372,20 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, b
               f"The break point is the largest length up to which {break_metric} stays at or above the threshold; "
               f"the recommended chunk size is {CHUNK_FACTOR} x break point. Where no length reaches the threshold, "
               "the best length is named. Beside it: the study's break point from the AUC pooled over questions.", "",
-              *[f"- {r.embedder} [{r.strategy}, {r.variant}, {r.query_form}{_distractor_note(r.n_distractors)}]: "
+              *[f"- {r.embedder} [{r.strategy}, {r.variant}, {r.query_form}{distractor_note(r.n_distractors)}]: "
                 f"{break_sentence(r, break_metric, break_threshold)}" for r in bps.itertuples()], "", markdown_table(bps), ""]
     if decoy_table["n_distractors"].nunique() > 1:
         lines += ["## Distractors", "",
                   f"{break_metric} ({variant} needles, question form) per distractor count and haystack length. A "
                   "haystack with K distractors holds the first K distractors of its question (texts that share the "
-                  "question's keyword) outside a ±0.2 depth zone around the needle; it is compared with its own control "
-                  "(the same filler and distractors, no needle) and ranked among negatives that hold the same K "
-                  "distractors, so only the needle tells it apart.", "", markdown_table(decoy_table), ""]
+                  "question's keyword) more than 0.2 of its tokens away from the needle; it is compared with its own "
+                  "control (the same filler and distractors, no needle) and ranked among the negatives that hold its "
+                  "question's K distractors plus that control, so every candidate holds the decoys and only the needle "
+                  "tells it apart (without distractors, every group's control and the plain negatives).", "",
+                  markdown_table(decoy_table), ""]
     if chunk_table["strategy"].nunique() > 1:
         lines += ["## Chunk size", "",
-                  f"{break_metric} ({variant} needles, question form{_distractor_note(decoy_table['n_distractors'].min())}) "
+                  f"{break_metric} ({variant} needles, question form{distractor_note(decoy_table['n_distractors'].min())}) "
                   "per strategy and haystack length: `truncate` reads "
                   "the model's window, `windows-mean` the mean of window vectors over the whole text, `chunks-max@C` the "
                   "best of C-token chunks (a RAG retriever), `full-text` a lexical scorer reading everything.", "",
@@ -392,7 +394,8 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, b
         recall_figure(metrics, figures / "recall_vs_length.png", candidates)
         lines += ["## Retrieval among same-length candidates", "",
                   "Each needle haystack ranked by its question's score among every needle-free haystack of its "
-                  f"length (the controls and the negative pool{f'; {candidates} candidates in all' if candidates else ''}; "
+                  f"length (the controls and the negative pool{f'; {candidates} candidates in all' if candidates else ''}"
+                  f"{'; with distractors, the pool of the Distractors section' if decoy_table['n_distractors'].nunique() > 1 else ''}; "
                   "ties counted against it). Recall@5 per length:", "", markdown_table(summary_table(metrics, "recall@5")), "",
                   "![recall@k](figures/recall_vs_length.png)", ""]
     lines += ["## Truncation", "", *truncation_lines(metrics), ""]
@@ -420,8 +423,8 @@ def older_run_defaults(frame: pd.DataFrame) -> pd.DataFrame:
                            if column not in frame.columns})
 
 
-def _distractor_note(count) -> str:
-    """", K distractors" for a count above 0, else nothing."""
+def distractor_note(count) -> str:
+    """", K distractors" for a count above 0, else nothing (for labels of break-point rows)."""
     return f", {int(count)} distractors" if count else ""
 
 
@@ -444,10 +447,17 @@ def load_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     return metrics, similarities, config
 
 
+def pool_size(retrieval: pd.DataFrame) -> int:
+    """Candidates per ranking (pool + 1) at the run's fewest distractors (without them: every
+    group's control and the negatives); the chance level of recall@k is k / this."""
+    retrieval = older_run_defaults(retrieval)
+    return int(retrieval.loc[retrieval["n_distractors"] == retrieval["n_distractors"].min(), "n_candidates"].max())
+
+
 def _pool_size(run_dir: Path) -> int | None:
-    """Candidates per ranking (pool + 1) of a run's ``retrieval.parquet``, if it has one."""
+    """:func:`pool_size` of a run's ``retrieval.parquet``, if it has one."""
     path = run_dir / "retrieval.parquet"
-    return int(read_table(path, ["n_candidates"])["n_candidates"].max()) if path.is_file() else None
+    return pool_size(read_table(path, ["n_candidates"])) if path.is_file() else None
 
 
 def _break_rule(config: dict) -> tuple[str, float]:

@@ -16,6 +16,7 @@ import pandas as pd
 
 from embedeval.defaults import DEFAULT_NORMALIZE_BY
 from embedeval.embedders.base import ScoredTexts, Scorer, Scores
+from embedeval.haystacks import distractor_columns
 from embedeval.labels import CONTROL, NEGATIVE, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.metrics import RETRIEVAL_MEASURES, normalized_similarity, retrieval_measures
 from embedeval.needles import STANDARD_NEEDLE, NeedleSet, check_normalize_by
@@ -102,9 +103,7 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
         needle_column = np.array([column_of[t] for t in needle_texts], dtype=np.int64)
         needle_scores = scorer.index(unique_needles)
 
-    n_distractors, _ = distractor_columns(haystacks)
-    control_ids = (haystacks["control_id"].to_numpy(dtype=object) if "control_id" in haystacks.columns
-                   else np.full(len(haystacks), None, dtype=object))
+    n_distractors, _, control_ids = distractor_columns(haystacks)
     frames = []
     for form, scores in scored.scores.items():
         sim_qh = scores.values[rows_group, keep]
@@ -138,51 +137,47 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
     return table[table["sim_qh"].notna()].reset_index(drop=True)  # a group without a query form has no rows for it
 
 
-def distractor_columns(haystacks: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Each haystack's distractor count and the group whose distractors it holds ("" for none);
-    0 and "" for tables built before distractors existed."""
-    if "n_distractors" not in haystacks.columns:
-        return np.zeros(len(haystacks), dtype=np.int64), np.full(len(haystacks), "", dtype=object)
-    return (haystacks["n_distractors"].to_numpy(dtype=np.int64),
-            haystacks["distractors_of"].fillna("").to_numpy(dtype=object))
-
-
 def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet) -> pd.DataFrame:
     """The rank table of one scorer (DESIGN §3): every needle haystack p ranked, by its
     question's score, among the needle-free haystacks of its pool, with the per-query measures of
-    :func:`~embedeval.metrics.retrieval_measures`. A needle haystack's pool: the needle-free
-    haystacks of its length and distractor count that hold the same distractors as it does —
-    without distractors every group's control and the ``negative`` pool; with K distractors the
-    negatives and controls that hold its question's K distractors (so the decoys are in every
-    candidate, and only the needle tells the haystack apart). Columns:
+    :func:`~embedeval.metrics.retrieval_measures`. A needle haystack's pool, at its length:
+    without distractors, every group's control and the ``negative`` pool; with K distractors, the
+    negatives that hold its question's K distractors and its own control (``control_id``). So
+    the decoys are in every candidate and only the needle tells the haystack apart, and in both
+    pools one candidate (its control) shares its filler. Columns:
     :data:`~embedeval.labels.RETRIEVAL_COLUMNS` and then the measures.
     """
     haystacks = scored.haystacks
     variants = haystacks["variant"].to_numpy()
     positive = (variants != CONTROL) & (variants != NEGATIVE)
     lengths = haystacks["length"].to_numpy()
-    n_distractors, distractors_of = distractor_columns(haystacks)
+    n_distractors, distractors_of, control_ids = distractor_columns(haystacks)
     pool_keys = list(zip(lengths.tolist(), n_distractors.tolist(), distractors_of.tolist()))
     keys = sorted(set(pool_keys))
     code_of = {key: code for code, key in enumerate(keys)}
     codes = np.array([code_of[key] for key in pool_keys], dtype=np.int64)
     group_index = {g.id: i for i, g in enumerate(needle_set.groups)}
+    position = {haystack_id: i for i, haystack_id in enumerate(haystacks["id"])}
     frames = []
     for form, scores in scored.scores.items():
         for code in np.unique(codes[positive]):
             length, count, _ = keys[code]
             same = codes == code
-            pool = np.flatnonzero(~positive & same)
             rows = np.flatnonzero(positive & same)
-            if not rows.size or not pool.size:
-                continue
             query_rows = np.array([group_index[g] for g in haystacks["group_id"].to_numpy()[rows]], dtype=np.int64)
             asked = np.array([scored.queries[form][q] is not None for q in query_rows], dtype=bool)
             rows, query_rows = rows[asked], query_rows[asked]  # groups without this query form are not ranked
-            if not rows.size:
+            free = ~positive & same
+            pool = np.flatnonzero(free & (variants == NEGATIVE) if count else free)
+            candidate_scores = scores.values[query_rows][:, pool]
+            if count:  # and each haystack's own control
+                own = np.array([position.get(c, -1) for c in control_ids[rows]], dtype=np.int64)
+                rows, query_rows, candidate_scores = rows[own >= 0], query_rows[own >= 0], candidate_scores[own >= 0]
+                own = own[own >= 0]
+                candidate_scores = np.concatenate([candidate_scores, scores.values[query_rows, own][:, None]], axis=1)
+            if not rows.size or not candidate_scores.shape[1]:
                 continue
             groups = haystacks["group_id"].to_numpy()[rows]
-            candidate_scores = scores.values[query_rows][:, pool]
             measures = retrieval_measures(scores.values[query_rows, rows], candidate_scores)
             picked = haystacks.iloc[rows]
             frame = pd.DataFrame({

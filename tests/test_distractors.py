@@ -59,6 +59,16 @@ def _strip(text: str, spans) -> str:
     return text
 
 
+def _assert_outside_zone(row, counter) -> None:
+    """Each distractor of ``row`` more than 0.2 of the haystack's tokens away from its needle,
+    counted in the haystack's own text (whatever lies between included)."""
+    decoys = DISTRACTORS[row.group_id][:row.n_distractors]
+    for start, decoy in zip(row.distractor_starts, decoys):
+        lo, hi = sorted([(start, start + len(decoy)), (row.needle_start, row.needle_end)])
+        between = row.text[lo[1]:hi[0]].strip()
+        assert counter.count([between])[0] > DISTRACTOR_ZONE * row.n_tokens, (row.id, start)
+
+
 def test_each_needle_haystack_holds_k_distractors_outside_the_needle_zone(grid):
     needle_set, frame = grid
     counter = load_token_counter()
@@ -67,18 +77,28 @@ def test_each_needle_haystack_holds_k_distractors_outside_the_needle_zone(grid):
     for row in positives.itertuples():
         decoys = DISTRACTORS[row.group_id][:row.n_distractors]
         assert len(row.distractor_starts) == row.n_distractors
-        spans = [(s, s + len(d)) for s, d in zip(row.distractor_starts, decoys)]
-        assert [row.text[s:e] for s, e in spans] == decoys
+        assert [row.text[s:s + len(d)] for s, d in zip(row.distractor_starts, decoys)] == decoys
         assert all(row.text.count(d) == 1 for d in decoys)
         assert not any(d in row.text for d in DISTRACTORS[row.group_id][row.n_distractors:])
-        needle = (row.needle_start, row.needle_end)
-        filler_total = counter.count([_strip(row.text, [needle, *spans])])[0]
-        for start, end in spans:
-            # the filler tokens between distractor and needle, other inserts left out
-            lo, hi = sorted([(start, end), needle])
-            between = _strip(row.text[lo[1] + 1:hi[0]], [(s - lo[1] - 1, e - lo[1] - 1) for s, e in spans if lo[1] < s < hi[0]])
-            assert counter.count([between])[0] > DISTRACTOR_ZONE * filler_total - 2, (row.id, start)
+        _assert_outside_zone(row, counter)
         assert row.n_tokens <= row.length
+        # depth counts every token before the needle, distractors included
+        assert row.depth == pytest.approx(counter.count([row.text[:row.needle_start].strip()])[0] / row.n_tokens, abs=2 / row.n_tokens)
+
+
+def test_short_haystacks_keep_the_zone_or_refuse(needle_file, books_dir):
+    from embedeval.errors import ConfigError
+
+    needle_set = load_needle_set(needle_file)
+    corpus = load_corpus(f"dir:{books_dir}")
+    counter = load_token_counter()
+    frame = build_haystacks(needle_set, corpus, lengths=[160, 256], depths=5, variants=["onehop"], negatives=1, n_distractors=[4])
+    positives = frame[frame["variant"] == "onehop"]
+    for row in positives.itertuples():
+        assert len(row.distractor_starts) == 4
+        _assert_outside_zone(row, counter)
+    with pytest.raises(ConfigError, match="haystacks of 100 tokens are too short for group 'loc-dresden': its needle and 4 distractor"):
+        build_haystacks(needle_set, corpus, lengths=[100, 256], depths=5, variants=["onehop"], negatives=1, n_distractors=[0, 4])
 
 
 def test_controls_hold_the_same_distractors_at_the_same_places(grid):
@@ -147,8 +167,8 @@ def test_a_question_is_ranked_among_candidates_with_its_own_distractors(grid):
     ranks = retrieval_rows(scored, needle_set)
     with_decoys = ranks[ranks["n_distractors"] == 2]
     assert len(with_decoys) == 2 * 2 * 4 * 2
-    # pool: the question's 3 negatives and its 8 controls at that length, all holding its 2 distractors
-    assert (with_decoys["n_candidates"] == 3 + 8 + 1).all()
+    # pool: the question's 3 negatives holding its 2 distractors and the haystack's own control
+    assert (with_decoys["n_candidates"] == 3 + 1 + 1).all()
     assert (with_decoys["ties"] == with_decoys["n_candidates"] - 1).all()
     plain = ranks[ranks["n_distractors"] == 0]
     assert (plain["n_candidates"] == 3 + 2 + 1).all()  # negatives + every group's control
@@ -213,9 +233,11 @@ def test_distractors_file_replaces_the_needle_files(needle_file, tmp_path):
     (["--n-distractors", "1,1"], {}, "a distractor count is given more than once"),
     (["--n-distractors", "one"], {}, "--n-distractors takes comma-separated whole numbers"),
     (["--distractors-file", "d.csv"], {"d.csv": "group,distractor\nloc-peru,Peru.\n"}, "d.csv lacks the column(s) group_id"),
-    (["--distractors-file", "d.csv"], {"d.csv": "group_id,distractor\nloc-nowhere,Peru.\n"}, "name group 'loc-nowhere'"),
+    (["--distractors-file", "d.csv"], {"d.csv": "group_id,distractor\nloc-nowhere,Peru.\n"}, "distractors file d.csv: group 'loc-nowhere' is not in needle set"),
     (["--distractors-file", "d.csv"], {"d.csv": "group_id,distractor\nloc-peru,\n"}, "row 1: empty distractor"),
     (["--distractors-file", "d.json"], {"d.json": '{"loc-peru": ["{1} in Peru"]}'}, "has a placeholder {1}"),
+    (["--n-distractors", "1", "--distractors-file", "d.json"], {"d.json": '{"loc-peru": ["Yuki saw Peru."]}'},
+     "a distractor of group 'loc-peru' names a character (Yuki)"),
     (["--distractors-file", "d.txt"], {"d.txt": "x"}, "must end in .json, .csv, .jsonl or .parquet"),
     (["--distractors-file", "none.csv"], {}, "none.csv does not exist"),
 ])

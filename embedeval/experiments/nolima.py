@@ -40,7 +40,7 @@ from embedeval.derived import forget_outputs, fresh_outputs, inputs_digest, reco
 from embedeval.io import read_table, run_directory, write_table, write_text_atomic
 from embedeval.metrics import BREAK_METRICS
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
-from embedeval.report import write_report
+from embedeval.report import pool_size, write_report
 from embedeval.expansion import query_forms
 from embedeval.similarity import retrieval_rows, score_haystacks, similarity_rows
 from embedeval.strategies import EmbeddingScorer, load_scorers, parse_strategies
@@ -205,7 +205,7 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
             metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.seed, retrieval=retrieval)
             write_table(metrics, out / "metrics.csv")
             write_report(out, metrics, similarities, config.break_metric, config.break_threshold, config=settings,
-                         candidates=int(retrieval["n_candidates"].max()))
+                         candidates=pool_size(retrieval))
             figures = [str(p.relative_to(out)) for p in sorted((out / "figures").glob("*.png"))]
             record_outputs(out, digest, ["metrics.csv", "report.md", *figures])
         # Last, so config.json always describes the tables beside it.
