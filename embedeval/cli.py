@@ -14,7 +14,7 @@ from typer.core import TyperGroup
 
 from embedeval import __version__
 from embedeval.cli_options import (
-    CacheDir, ChunkOptions, EmbedderOptions, GridOptions, NeedleOptions, PairOptions, Quiet, int_list, split_list, with_option_groups,
+    APIOptions, CacheDir, ChunkOptions, EmbedderOptions, GridOptions, NeedleOptions, PairOptions, Quiet, int_list, split_list, with_option_groups,
 )
 from embedeval.defaults import (
     DEFAULT_ABSENCE_TOP_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY,
@@ -83,12 +83,15 @@ def list_embedders() -> None:
 
 
 @app.command("embed")
+@with_option_groups
 def embed(
+    *,
     input: Annotated[Path, typer.Option("--input", "-i", help="One text per line, or .jsonl with a \"text\" field.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output .npy or .parquet.")],
     embedder: EmbedderOpt = DEFAULT_EMBEDDER,
     kind: Annotated[str, typer.Option(help="query or document.")] = "document",
     cache_dir: CacheDir = None,
+    api: APIOptions,
     quiet: Quiet = False,
 ) -> None:
     """Embed the texts of a file (through the cache) and write the vectors."""
@@ -405,6 +408,7 @@ def similarity_absence(
     needles: NeedleOptions,
     pairs: PairOptions,
     chunking: ChunkOptions,
+    api: APIOptions,
     embedder: EmbedderOpt = DEFAULT_EMBEDDER,
     top_k: Annotated[int, typer.Option("--top-k", help="Chunks listed per question.")] = DEFAULT_ABSENCE_TOP_K,
     chroma_path: Annotated[Optional[Path], typer.Option("--chroma-path", help="Keep the chromadb index here (default: temporary).")] = None,

@@ -23,7 +23,8 @@ from embedeval.defaults import (
     DEFAULT_CHUNKER, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS,
     DEFAULT_NEEDLES, DEFAULT_SEED, DEFAULT_NEGATIVES, DEFAULT_VARIANTS,
 )
-from embedeval.embedders.registry import load_embedder, select_embedders
+from embedeval.embedders import budget
+from embedeval.embedders.registry import API_EMBEDDERS, load_embedder, select_embedders
 from embedeval.errors import InputError
 from embedeval.paths import CACHE_ENV
 
@@ -114,13 +115,54 @@ class GridOptions:
         return split_list(self.variants)
 
 
-@dataclass
-class EmbedderOptions:
-    """``--embedder`` (repeatable, presets allowed), ``--skip-unavailable`` and ``--cache-dir``."""
+def budget_map(value: str | None, option: str) -> dict[str, int]:
+    """``--tpm`` / ``--rpm`` values: ``"100000"`` -> ``{"*": 100000}`` (every provider);
+    ``"openai=1000000,jina=100000"`` -> one budget per named provider."""
+    out: dict[str, int] = {}
+    for item in split_list(value or ""):
+        provider, sep, number = item.rpartition("=")
+        provider = provider.strip() if sep else budget.ALL
+        if provider != budget.ALL and provider not in API_EMBEDDERS:
+            raise InputError(f"{option}: unknown provider {provider!r}; use one of {', '.join(API_EMBEDDERS)}")
+        try:
+            amount = int(number.strip().replace("_", ""))
+        except ValueError:
+            amount = 0
+        if amount < 1:
+            raise InputError(f"{option} takes N or provider=N with N a whole number >= 1, not {item!r}")
+        out[provider] = amount
+    return out
 
+
+@dataclass
+class APIOptions:
+    """``--api-workers``, ``--rpm``, ``--tpm``: how API embedders send their requests.
+
+    Building the group sets them for the process (:func:`embedeval.embedders.budget.configure`),
+    so every API embedder the command builds afterwards, however deep in the library, uses them.
+    """
+
+    api_workers: Annotated[Optional[int], typer.Option("--api-workers", envvar=budget.WORKERS_ENV, help="Concurrent requests per API embedder (default: 4).")] = None
+    rpm: Annotated[Optional[str], typer.Option("--rpm", help="Requests-per-minute budget of the API providers: N for each, or provider=N,... (default: EMBEDEVAL_<PROVIDER>_RPM, else the provider's tier-1 limit).")] = None
+    tpm: Annotated[Optional[str], typer.Option("--tpm", help="Tokens-per-minute budget of the API providers: N for each, or provider=N,... (default: EMBEDEVAL_<PROVIDER>_TPM, else the provider's tier-1 limit).")] = None
+
+    def __post_init__(self):
+        if self.api_workers is not None and self.api_workers < 1:
+            raise InputError(f"--api-workers must be >= 1, not {self.api_workers}")
+        budget.configure(rpm=budget_map(self.rpm, "--rpm"), tpm=budget_map(self.tpm, "--tpm"), workers=self.api_workers)
+
+
+@dataclass
+class _EmbedderChoice:
     embedder: Annotated[Optional[list[str]], typer.Option("--embedder", "-e", help=f"Embedder spec or preset (e.g. context-rot-5); repeat for several (default: {DEFAULT_EMBEDDER}).")] = None
     skip_unavailable: Annotated[bool, typer.Option("--skip-unavailable", help="Run the embedders that can run here; list the others.")] = False
     cache_dir: CacheDir = None
+
+
+@dataclass
+class EmbedderOptions(APIOptions, _EmbedderChoice):
+    """``--embedder`` (repeatable, presets allowed), ``--skip-unavailable`` and ``--cache-dir``,
+    then the :class:`APIOptions` of API embedders (a dataclass lists its last base's fields first)."""
 
     @property
     def specs(self) -> list[str]:

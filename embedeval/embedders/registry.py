@@ -174,7 +174,8 @@ def load_embedder(
 ) -> Embedder:
     """Build the embedder named by ``spec``, wrapped in the embedding cache unless ``cache=False``.
 
-    ``verify`` calls the model's ``check()`` first (API embedders send one tiny request), so a bad
+    ``progress``: progress bars (texts embedded; for API models also tokens sent and tokens per
+    minute). ``verify`` calls the model's ``check()`` first (API embedders send one tiny request), so a bad
     key or model fails here.
     The cache commits new vectors every ``commit_every`` texts (what an interruption can lose).
 
@@ -184,6 +185,8 @@ def load_embedder(
     """
     backend, model = parse_spec(spec)
     embedder = backend.factory(model)
+    if isinstance(embedder, APIEmbedder):
+        embedder.progress = progress  # a bar of tokens sent and tokens per minute
     if verify:
         embedder.check()
     if cache is False:
