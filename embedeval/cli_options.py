@@ -36,6 +36,7 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 CorpusOpt = Annotated[str, typer.Option("--corpus", help="shakespeare, gutenberg, dir:PATH (its .txt and .md files; dir:PATH/*.txt picks), jsonl:FILE (a text field per line, optional id) or parquet:FILE (column text, optional id).")]
 MinBooksOpt = Annotated[int, typer.Option("--min-books", help="Fewest books (files, JSONL lines, Parquet rows) the corpus must hold.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded).")]
+ChromaUrlOpt = Annotated[Optional[str], typer.Option("--chroma-url", help="A chroma server (http://HOST:PORT, e.g. from `chroma run`) holding the chunk vectors: one collection per embedder and chunk set, reused by later runs (needs --index chroma).")]
 
 
 def split_list(value: str) -> list[str]:
@@ -191,6 +192,11 @@ class ChunkOptions:
 
         parse_chunker(self.chunker)
         check_min_books(self.min_books)
+
+    @property
+    def origin(self) -> dict[str, object]:
+        """Where the chunks come from, as a chroma collection records it."""
+        return {"corpus": self.corpus, "chunker": self.chunker, "seed": self.seed}
 
     def chunks(self) -> list:
         """The corpus (at least ``--min-books`` books) cut into chunks."""
