@@ -14,8 +14,8 @@ from typer.core import TyperGroup
 
 from embedeval import __version__
 from embedeval.cli_options import (
-    CacheDir, ChunkOptions, DistractorsFileOpt, EmbedderOptions, GridOptions, NeedleOptions, PairOptions, Quiet, int_list, split_list,
-    with_option_groups,
+    APIOptions, CacheDir, ChromaUrlOpt, ChunkOptions, DistractorsFileOpt, EmbedderOptions, GridOptions, NeedleOptions, PairOptions,
+    Quiet, int_list, split_list, with_option_groups,
 )
 from embedeval.defaults import (
     DEFAULT_ABSENCE_TOP_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY,
@@ -84,12 +84,15 @@ def list_embedders() -> None:
 
 
 @app.command("embed")
+@with_option_groups
 def embed(
+    *,
     input: Annotated[Path, typer.Option("--input", "-i", help="One text per line, or .jsonl with a \"text\" field.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output .npy or .parquet.")],
     embedder: EmbedderOpt = DEFAULT_EMBEDDER,
     kind: Annotated[str, typer.Option(help="query or document.")] = "document",
     cache_dir: CacheDir = None,
+    api: APIOptions,
     quiet: Quiet = False,
 ) -> None:
     """Embed the texts of a file (through the cache) and write the vectors."""
@@ -384,6 +387,7 @@ def similarity_needle_haystack(
     embedders: EmbedderOptions,
     top_k: Annotated[int, typer.Option("--top-k", help="Chunks averaged per needle.")] = DEFAULT_TOP_K,
     index: Annotated[str, typer.Option("--index", help="faiss or chroma.")] = DEFAULT_INDEX,
+    chroma_url: ChromaUrlOpt = None,
     quiet: Quiet = False,
 ) -> None:
     """Mean cosine of each needle with its top-k corpus chunks, per embedder, with mean and std.
@@ -395,11 +399,14 @@ def similarity_needle_haystack(
     check_output_file(out, TABLE_SUFFIXES)
     if index not in INDEXES or top_k < 1:
         raise InputError(f"--index must be one of {', '.join(INDEXES)} and --top-k >= 1")
+    if chroma_url and index != "chroma":
+        raise InputError("--chroma-url needs --index chroma")
     chunking.check()
     source = pairs.load(needles)
     chunks = chunking.chunks()  # before the models: a corpus mistake is reported at once
     models = embedders.load(quiet)
-    table = needle_haystack_similarity(source, chunks, models, top=top_k, index=index)
+    table = needle_haystack_similarity(source, chunks, models, top=top_k, index=index, chroma_url=chroma_url,
+                                       chunk_origin=chunking.origin)
     _write_similarity_table(table, out)
 
 
@@ -410,9 +417,11 @@ def similarity_absence(
     needles: NeedleOptions,
     pairs: PairOptions,
     chunking: ChunkOptions,
+    api: APIOptions,
     embedder: EmbedderOpt = DEFAULT_EMBEDDER,
     top_k: Annotated[int, typer.Option("--top-k", help="Chunks listed per question.")] = DEFAULT_ABSENCE_TOP_K,
     chroma_path: Annotated[Optional[Path], typer.Option("--chroma-path", help="Keep the chromadb index here (default: temporary).")] = None,
+    chroma_url: ChromaUrlOpt = None,
     cache_dir: CacheDir = None,
     quiet: Quiet = False,
 ) -> None:
@@ -423,11 +432,14 @@ def similarity_absence(
     from embedeval.experiments.context_rot import answer_absence
 
     check_output_file(out, TABLE_SUFFIXES)
+    if chroma_url and chroma_path:
+        raise InputError("--chroma-url and --chroma-path: give one or the other")
     chunking.check()
     source = pairs.load(needles)
     chunks = chunking.chunks()  # before the model: a corpus mistake is reported at once
     model = load_embedder(embedder, cache_dir=cache_dir, progress=not quiet)
-    table = answer_absence(source, chunks, model, top=top_k, path=chroma_path)
+    table = answer_absence(source, chunks, model, top=top_k, path=chroma_path, chroma_url=chroma_url,
+                           chunk_origin=chunking.origin)
     _write_similarity_table(table, out)
     n_questions = table["question"].nunique()
     if pairs.pairs is not None:

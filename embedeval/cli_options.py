@@ -23,8 +23,9 @@ from embedeval.defaults import (
     DEFAULT_CHUNKER, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS,
     DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES, DEFAULT_SEED, DEFAULT_NEGATIVES, DEFAULT_VARIANTS, DEFAULT_WORKERS,
 )
+from embedeval.embedders import budget
 from embedeval.embedders.ray_pool import RAY_ADDRESS_ENV, Executor
-from embedeval.embedders.registry import load_embedder, select_embedders
+from embedeval.embedders.registry import API_EMBEDDERS, load_embedder, select_embedders
 from embedeval.errors import InputError
 from embedeval.paths import CACHE_ENV
 
@@ -37,6 +38,7 @@ CorpusOpt = Annotated[str, typer.Option("--corpus", help="shakespeare, gutenberg
 MinBooksOpt = Annotated[int, typer.Option("--min-books", help="Fewest books (files, JSONL lines, Parquet rows) the corpus must hold.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded).")]
 DistractorsFileOpt = Annotated[Optional[Path], typer.Option("--distractors-file", help="Distractors by group, replacing the needle file's: .json ({group id: [texts]}) or .csv/.jsonl/.parquet (columns group_id, distractor, optional query_form).")]
+ChromaUrlOpt = Annotated[Optional[str], typer.Option("--chroma-url", help="A chroma server (http://HOST:PORT, e.g. from `chroma run`) holding the chunk vectors: one collection per embedder and chunk set, reused by later runs (needs --index chroma).")]
 
 
 def split_list(value: str) -> list[str]:
@@ -136,16 +138,58 @@ class GridOptions:
         return grid_needle_set(needles.path, needles.group_ids, self.variant_list, self.distractor_counts, self.distractors_file)
 
 
-@dataclass
-class EmbedderOptions:
-    """``--embedder`` (repeatable, presets allowed), ``--skip-unavailable`` and ``--cache-dir``."""
+def budget_map(value: str | None, option: str) -> dict[str, int]:
+    """``--tpm`` / ``--rpm`` values: ``"100000"`` -> ``{"*": 100000}`` (every provider);
+    ``"openai=1000000,jina=100000"`` -> one budget per named provider."""
+    out: dict[str, int] = {}
+    for item in split_list(value or ""):
+        provider, sep, number = item.rpartition("=")
+        provider = provider.strip() if sep else budget.ALL
+        if provider != budget.ALL and provider not in API_EMBEDDERS:
+            raise InputError(f"{option}: unknown provider {provider!r}; use one of {', '.join(API_EMBEDDERS)}")
+        try:
+            amount = int(number.strip().replace("_", ""))
+        except ValueError:
+            amount = 0
+        if amount < 1:
+            raise InputError(f"{option} takes N or provider=N with N a whole number >= 1, not {item!r}")
+        out[provider] = amount
+    return out
 
+
+@dataclass
+class APIOptions:
+    """``--api-workers``, ``--rpm``, ``--tpm``: how API embedders send their requests.
+
+    Building the group sets them for the process (:func:`embedeval.embedders.budget.configure`),
+    so every API embedder the command builds afterwards, however deep in the library, uses them.
+    """
+
+    api_workers: Annotated[Optional[int], typer.Option("--api-workers", envvar=budget.WORKERS_ENV, help="Concurrent requests per API embedder (default: 4).")] = None
+    rpm: Annotated[Optional[str], typer.Option("--rpm", help="Requests-per-minute budget of the API providers: N for each, or provider=N,... (default: EMBEDEVAL_<PROVIDER>_RPM, else the provider's tier-1 limit).")] = None
+    tpm: Annotated[Optional[str], typer.Option("--tpm", help="Tokens-per-minute budget of the API providers: N for each, or provider=N,... (default: EMBEDEVAL_<PROVIDER>_TPM, else the provider's tier-1 limit).")] = None
+
+    def __post_init__(self):
+        if self.api_workers is not None and self.api_workers < 1:
+            raise InputError(f"--api-workers must be >= 1, not {self.api_workers}")
+        budget.configure(rpm=budget_map(self.rpm, "--rpm"), tpm=budget_map(self.tpm, "--tpm"), workers=self.api_workers)
+
+
+@dataclass
+class _EmbedderChoice:
     embedder: Annotated[Optional[list[str]], typer.Option("--embedder", "-e", help=f"Embedder spec or preset (e.g. context-rot-5); repeat for several (default: {DEFAULT_EMBEDDER}).")] = None
     skip_unavailable: Annotated[bool, typer.Option("--skip-unavailable", help="Run the embedders that can run here; list the others.")] = False
     cache_dir: CacheDir = None
     executor: Annotated[str, typer.Option("--executor", help="Where cache misses of local (st:) models are embedded: local, or ray (a pool of Ray actors; pip install 'embedeval[ray]'). Same vectors either way.")] = DEFAULT_EXECUTOR
     workers: Annotated[int, typer.Option("--workers", help="Ray actors, each holding the model once (one GPU each where the cluster has GPUs).")] = DEFAULT_WORKERS
     ray_address: Annotated[Optional[str], typer.Option("--ray-address", envvar=RAY_ADDRESS_ENV, help="Ray cluster to join: auto (a running cluster), ray://HOST:PORT; unset: start a local Ray.")] = None
+
+
+@dataclass
+class EmbedderOptions(APIOptions, _EmbedderChoice):
+    """``--embedder`` (repeatable, presets allowed), ``--skip-unavailable``, ``--cache-dir`` and
+    where local models embed (``--executor``, ``--workers``, ``--ray-address``), then the
+    :class:`APIOptions` of API embedders (a dataclass lists its last base's fields first)."""
 
     @property
     def specs(self) -> list[str]:
@@ -179,6 +223,11 @@ class ChunkOptions:
 
         parse_chunker(self.chunker)
         check_min_books(self.min_books)
+
+    @property
+    def origin(self) -> dict[str, object]:
+        """Where the chunks come from, as a chroma collection records it."""
+        return {"corpus": self.corpus, "chunker": self.chunker, "seed": self.seed}
 
     def chunks(self) -> list:
         """The corpus (at least ``--min-books`` books) cut into chunks."""

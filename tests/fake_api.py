@@ -173,10 +173,16 @@ class FakeEmbeddingServer:
 def serving(monkeypatch, keys: dict[str, str], max_attempts: int = 4):
     """Start a :class:`FakeEmbeddingServer` and point each provider at it: ``keys`` maps a provider
     (``OPENAI``, ``VOYAGE``, ``JINA``) to the API key to set; retries are made fast and bounded."""
+    from embedeval.embedders import budget
+
+    budget.reset()  # no limiter or --rpm/--tpm setting of an earlier test
     with FakeEmbeddingServer() as server:
         for provider, key in keys.items():
             monkeypatch.setenv(f"{provider}_API_KEY", key)
             monkeypatch.setenv(f"{provider}_BASE_URL", f"{server.url}/v1")
         monkeypatch.setenv("EMBEDEVAL_RETRY_BASE_DELAY", "0.01")
         monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", str(max_attempts))
-        yield server
+        try:
+            yield server
+        finally:
+            budget.reset()

@@ -8,7 +8,10 @@
   bounded attempts and bounded total time; a server's ``Retry-After`` replaces the jittered
   delay. Running out, or a fatal error, is one :class:`~embedeval.errors.APIError`.
 - :class:`APIEmbedder` batches inputs within a model's limits, cuts over-long inputs to its
-  window and runs a few requests concurrently; a provider subclass implements ``_request``.
+  window and runs a few requests concurrently (``--api-workers``); every request first waits for
+  its provider's request and token budget (:mod:`embedeval.embedders.budget`: ``--rpm``,
+  ``--tpm``), and a ``Retry-After`` pauses the whole provider. A provider subclass implements
+  ``_request`` and names its default budget.
 
 Token counts for API models come from the reference tokenizer (``st:all-MiniLM-L6-v2``'s
 WordPiece): the providers' own tokenizers are not available offline, so counts, truncation and
@@ -21,6 +24,8 @@ import contextlib
 import datetime as dt
 import email.utils
 import os
+import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,9 +40,11 @@ from tenacity import (
     stop_after_delay,
 )
 from tenacity.wait import wait_base, wait_random_exponential
+from tqdm.auto import tqdm
 
 from embedeval.defaults import DEFAULT_REQUEST_TIMEOUT, TEXT_FIT_MARGIN
 from embedeval.embedders.base import Kind, check_texts, check_vectors, l2_normalize
+from embedeval.embedders.budget import Budget, limiter_for, resolve_budget, resolve_workers
 from embedeval.errors import (
     ConfigError,
     APIError,
@@ -263,18 +270,26 @@ class ModelLimits:
 
 
 class APIEmbedder:
-    """Shared engine of the API embedders; subclasses implement :meth:`_request` and name what
-    else changes a vector in :meth:`settings`."""
+    """Shared engine of the API embedders; subclasses implement :meth:`_request`, name what
+    else changes a vector in :meth:`settings` and their provider's ``default_budget``.
+
+    ``max_workers`` requests run at once (default: ``--api-workers``, ``EMBEDEVAL_API_WORKERS``
+    or 4); ``rpm``/``tpm`` override the provider's budget (see
+    :func:`~embedeval.embedders.budget.resolve_budget`); ``progress`` shows a bar of the tokens
+    sent with the provider's tokens of the last minute.
+    """
 
     provider = ""
     key_env = ""
     base_url_env = ""
     default_base_url = ""
     models: dict[str, ModelLimits] = {}
+    default_budget = Budget(rpm=60, tpm=100_000)  # a provider names its own (tier-1 limits)
     fit_margin = TEXT_FIT_MARGIN  # tokens kept free below the window, for the estimate
 
-    def __init__(self, model: str, max_workers: int = 4, policy: RetryPolicy | None = None,
-                 timeout: float = DEFAULT_REQUEST_TIMEOUT):
+    def __init__(self, model: str, max_workers: int | None = None, policy: RetryPolicy | None = None,
+                 timeout: float = DEFAULT_REQUEST_TIMEOUT, rpm: int | None = None, tpm: int | None = None,
+                 progress: bool = False):
         if model not in self.models:
             raise UnknownEmbedderError(f"unknown {self.provider} model {model!r}; known: {', '.join(self.models)}")
         missing = f"{self.provider}:{model} needs an API key in the environment variable {self.key_env}"
@@ -284,9 +299,12 @@ class APIEmbedder:
         self.limits = self.models[model]
         self.dim, self.max_tokens = self.limits.dim, self.limits.max_tokens  # fixed per model
         self.base_url = (os.environ.get(self.base_url_env) or self.default_base_url).rstrip("/")
-        self.max_workers = max_workers
+        self.max_workers = resolve_workers(max_workers)
         self.policy = policy or retry_policy_from_env()
         self.timeout = timeout
+        self.budget = resolve_budget(self.provider, self.default_budget, rpm, tpm)
+        self.limiter = limiter_for(self.provider, self.base_url, self.budget)
+        self.progress = progress
         self._tokens = None
 
     def __repr__(self) -> str:  # never show the key
@@ -326,10 +344,12 @@ class APIEmbedder:
         return fitted, [min(n, limit) for n in counts]
 
     def batches(self, counts: Sequence[int]) -> list[list[int]]:
-        """Greedy index batches within the inputs-per-request and tokens-per-request limits."""
+        """Greedy index batches within the inputs-per-request and tokens-per-request limits (and
+        within the token budget, so every request can fit it)."""
+        max_tokens = min(self.limits.max_tokens_per_request, self.budget.tpm)
         out, current, tokens = [], [], 0
         for i, n in enumerate(counts):
-            if current and (len(current) == self.limits.max_inputs_per_request or tokens + n > self.limits.max_tokens_per_request):
+            if current and (len(current) == self.limits.max_inputs_per_request or tokens + n > max_tokens):
                 out.append(current)
                 current, tokens = [], 0
             current.append(i)
@@ -343,19 +363,50 @@ class APIEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         fitted, counts = self._fit(texts)
+        self.limiter.check(max(counts), self.name)  # an input over the token budget: refused before any request
         batches = self.batches(counts)
+        lock = threading.Lock()
 
-        def run(batch: list[int]) -> np.ndarray:
-            payload = [fitted[i] for i in batch]
-            return call_with_retries(lambda: vectors_by_index(self._request(payload, kind), len(payload), self.dim),
-                                     self.policy, f"{self.name} request failed", self.scrub)
+        with tqdm(total=sum(counts), desc=f"sending ({self.name})", unit="tok", unit_scale=True, leave=False,
+                  disable=not self.progress, delay=0.5) as bar:
 
-        with ThreadPoolExecutor(max_workers=min(self.max_workers, len(batches))) as pool:
-            results = list(pool.map(run, batches))
+            def run(batch: list[int]) -> np.ndarray:
+                payload = [fitted[i] for i in batch]
+                tokens = sum(counts[i] for i in batch)
+                vectors = self._send(payload, tokens, kind)
+                with lock:
+                    bar.update(tokens)
+                    bar.set_postfix_str(f"{self.limiter.tokens_last_minute():,} tok/min of {self.budget.tpm:,}", refresh=False)
+                return vectors
+
+            with ThreadPoolExecutor(max_workers=min(self.max_workers, len(batches))) as pool:
+                results = list(pool.map(run, batches))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for batch, vectors in zip(batches, results):
             out[batch] = vectors
         return l2_normalize(out)
+
+    def _send(self, payload: list[str], tokens: int, kind: Kind) -> np.ndarray:
+        """One request with retries, each attempt sent only once the provider's budget admits
+        ``tokens`` tokens. A ``Retry-After`` (capped at the policy's ``max_delay``) pauses every
+        request of the provider; this call's own retry waits as :class:`RetryPolicy` says."""
+        start = time.monotonic()
+        own_pause = 0.0  # the end of the pause this call set: its retry waits by the policy instead
+
+        def attempt() -> np.ndarray:
+            nonlocal own_pause
+            left = self.policy.max_seconds - (time.monotonic() - start)
+            if not self.limiter.acquire(tokens, left, self.name, own_pause=own_pause):
+                raise RetryableError(f"the {self.provider} budget admitted no request within the retry time "
+                                     f"({self.budget.rpm:,} requests, {self.budget.tpm:,} tokens per {self.budget.period:g} s)")
+            try:
+                return vectors_by_index(self._request(payload, kind), len(payload), self.dim)
+            except RetryableError as exc:
+                if exc.retry_after:
+                    own_pause = self.limiter.pause(min(exc.retry_after, self.policy.max_delay))
+                raise
+
+        return call_with_retries(attempt, self.policy, f"{self.name} request failed", self.scrub)
 
     def check(self) -> None:
         """One tiny request, so a bad key or model fails before any real work."""

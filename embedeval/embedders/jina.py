@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 
+from embedeval.embedders.budget import Budget
 from embedeval.embedders.http import APIEmbedder, ModelLimits, RetryableError, status_error
 
 
@@ -14,6 +15,9 @@ class JinaEmbedder(APIEmbedder):
     provider, key_env, base_url_env = "jina", "JINA_API_KEY", "JINA_BASE_URL"
     default_base_url = "https://api.jina.ai/v1"
     models = {"jina-embeddings-v3": ModelLimits(1024, 8192, 512, 250_000)}
+    # A paid API key (Jina's first paid tier): 500 RPM, 2,000,000 TPM for the embeddings API
+    # (jina.ai/api-dashboard/rate-limit); a free key gets 100 RPM, 100,000 TPM.
+    default_budget = Budget(rpm=500, tpm=2_000_000)
 
     def __init__(self, model: str, task: str = "text-matching", **kwargs):
         super().__init__(model, **kwargs)

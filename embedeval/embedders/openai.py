@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from embedeval.embedders.budget import Budget
 from embedeval.embedders.http import APIEmbedder, ModelLimits, openai_errors
 
 
@@ -15,6 +16,9 @@ class OpenAIEmbedder(APIEmbedder):
         "text-embedding-3-small": ModelLimits(1536, 8191, 2048, 300_000),
         "text-embedding-3-large": ModelLimits(3072, 8191, 2048, 300_000),
     }
+    # Usage tier 1 of text-embedding-3-small/-large: 3,000 RPM, 1,000,000 TPM (OpenAI's rate-limit
+    # tables as quoted on community.openai.com; OpenAI counts them per model, we per provider).
+    default_budget = Budget(rpm=3_000, tpm=1_000_000)
 
     def __init__(self, model: str, **kwargs):
         super().__init__(model, **kwargs)

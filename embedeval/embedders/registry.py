@@ -180,7 +180,8 @@ def load_embedder(
     (:class:`~embedeval.embedders.ray_pool.RayEmbedder`; same vectors, same cache keys); API
     embedders send their requests from this process either way.
 
-    ``verify`` calls the model's ``check()`` first (API embedders send one tiny request), so a bad
+    ``progress``: progress bars (texts embedded; for API models also tokens sent and tokens per
+    minute). ``verify`` calls the model's ``check()`` first (API embedders send one tiny request), so a bad
     key or model fails here.
     The cache commits new vectors every ``commit_every`` texts (what an interruption can lose).
     A local model is loaded only when something must be embedded (its facts are remembered in the
@@ -196,6 +197,8 @@ def load_embedder(
     if cache is not False and isinstance(embedder, SentenceTransformerEmbedder):
         # Its facts are remembered in the cache, so a run whose vectors are cached never loads the weights.
         store = embedder.facts_store = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache_dir)
+    if isinstance(embedder, APIEmbedder):
+        embedder.progress = progress  # a bar of tokens sent and tokens per minute
     if verify:
         embedder.check()
     if executor is not None and executor.kind == "ray" and backend.prefix == "st":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from embedeval.embedders.budget import Budget
 from embedeval.embedders.http import APIEmbedder, ModelLimits, RetryableError, status_error
 
 
@@ -12,6 +13,9 @@ class VoyageEmbedder(APIEmbedder):
     provider, key_env, base_url_env = "voyage", "VOYAGE_API_KEY", "VOYAGE_BASE_URL"
     default_base_url = "https://api.voyageai.com/v1"
     models = {"voyage-3-large": ModelLimits(1024, 32_000, 1000, 120_000)}
+    # Usage tier 1 (a payment method added) of voyage-3-large: 2,000 RPM, 3,000,000 TPM
+    # (docs.voyageai.com/docs/rate-limits).
+    default_budget = Budget(rpm=2_000, tpm=3_000_000)
 
     def __init__(self, model: str, input_type: str | None = None, **kwargs):
         super().__init__(model, **kwargs)

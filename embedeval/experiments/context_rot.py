@@ -19,14 +19,14 @@ embedder plus ``mean`` and ``std`` (sample std, ddof=1) across embedders.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from embedeval.chunking import Chunk
 from embedeval.defaults import DEFAULT_ABSENCE_INDEX, DEFAULT_ABSENCE_TOP_K, DEFAULT_INDEX, DEFAULT_TOP_K
-from embedeval.index import top_k
+from embedeval.index import collection_identity, top_k
 from embedeval.errors import InputError
 from embedeval.needles import NEEDLE_VARIANTS, NeedleSet, Pair
 from embedeval.text import lexical_overlap
@@ -114,25 +114,39 @@ def _question_text_cosines(base: pd.DataFrame, column: str, embedders: Sequence)
     return across_embedders(per_embedder, base)
 
 
+def _chunk_search(embedder, chunks: list[Chunk], queries: list[str], top: int, index: str, path=None,
+                  url: str | None = None, origin: Mapping[str, object] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``top`` chunks per query text (embedded as queries). With chromadb the chunk vectors go
+    into a collection named after the embedder and the chunks (``origin``: corpus, chunker, seed,
+    recorded with it); one already complete is reused, and the chunks are then not embedded."""
+    texts = [c.text for c in chunks]
+    if index != "chroma":
+        vectors = embedder.embed(texts, kind="document")
+        return top_k(vectors, embedder.embed(queries, kind="query"), top, index=index, path=path, url=url)
+    identity = collection_identity(embedder.name, embedder.fingerprint, embedder.dim, [c.id for c in chunks], texts, origin)
+    return top_k(lambda: embedder.embed(texts, kind="document"), embedder.embed(queries, kind="query"), top,
+                 index=index, path=path, documents=texts, url=url, identity=identity)
+
+
 def needle_haystack_similarity(
     source: Source, chunks: list[Chunk], embedders: Sequence, top: int = DEFAULT_TOP_K, index: str = DEFAULT_INDEX,
-    variants: Sequence[str] = NEEDLE_VARIANTS,
+    variants: Sequence[str] = NEEDLE_VARIANTS, path=None, chroma_url: str | None = None,
+    chunk_origin: Mapping[str, object] | None = None,
 ) -> pd.DataFrame:
     """Mean cosine of each needle (as query) with its ``top`` most similar corpus chunks, for every
-    row of :func:`pair_rows` (without its question column)."""
+    row of :func:`pair_rows` (without its question column). ``index="chroma"`` keeps the chunk
+    vectors in chromadb (a temporary folder, the folder ``path`` or the server ``chroma_url``),
+    one collection per embedder and chunk set, reused by later runs."""
     base = pair_rows(source, variants).drop(columns="question")
-    texts = [c.text for c in chunks]
     per_embedder = {}
     for embedder in embedders:
-        chunk_vectors = embedder.embed(texts, kind="document")
-        needle_vectors = embedder.embed(base["needle"].tolist(), kind="query")
-        scores, _ = top_k(chunk_vectors, needle_vectors, top, index=index)
+        scores, _ = _chunk_search(embedder, chunks, base["needle"].tolist(), top, index, path, chroma_url, chunk_origin)
         per_embedder[embedder.name] = scores.mean(axis=1)
     return across_embedders(per_embedder, base)
 
 
 def answer_absence(source: Source, chunks: list[Chunk], embedder, top: int = DEFAULT_ABSENCE_TOP_K, index: str = DEFAULT_ABSENCE_INDEX,
-                   path=None) -> pd.DataFrame:
+                   path=None, chroma_url: str | None = None, chunk_origin: Mapping[str, object] | None = None) -> pd.DataFrame:
     """Each distinct question's ``top`` nearest chunks (``index``, chromadb by default), flagged for review.
 
     A question asked by several groups or pairs is searched once; its rows list them all
@@ -141,10 +155,7 @@ def answer_absence(source: Source, chunks: list[Chunk], embedder, top: int = DEF
     character name of the set. Pairs name neither, so for them both flags are empty (NA).
     """
     questions = distinct_questions(source)
-    texts = [c.text for c in chunks]
-    vectors = embedder.embed(texts, kind="document")
-    query_vectors = embedder.embed(questions["question"].tolist(), kind="query")
-    scores, ids = top_k(vectors, query_vectors, top, index=index, path=path, documents=texts)
+    scores, ids = _chunk_search(embedder, chunks, questions["question"].tolist(), top, index, path, chroma_url, chunk_origin)
     names = source.character_pattern() if isinstance(source, NeedleSet) else None
     rows = []
     for q, question in enumerate(questions.itertuples(index=False)):
