@@ -11,8 +11,13 @@ Printed per executor: seconds, texts/s, and the ratio to local; Ray's start-up (
 actors loading the model) is timed apart, outside the ratios, as it is paid once per run. Every
 executor's vectors are checked equal to local's. Target: ray x1 <= 1.3 x local.
 
+Then an API sweep at a budget: ``openai:text-embedding-3-small`` against the loopback fake server
+of the tests (tests/fake_api.py, 127.0.0.1 only) embeds ``--api-texts`` of the same passages with
+``--tpm`` tokens per ``--period`` seconds (the per-minute budget scaled down so the run is short);
+printed: seconds, tokens sent, the tokens per period achieved against the budget, requests.
+
     PYTHONPATH=. python benchmarks/bench_executors.py             # 2,000 texts (a few minutes on 2 cores)
-    PYTHONPATH=. python benchmarks/bench_executors.py --texts 200 # a smoke run
+    PYTHONPATH=. python benchmarks/bench_executors.py --texts 200 --api-texts 100   # a smoke run
 """
 
 from __future__ import annotations
@@ -21,8 +26,10 @@ import argparse
 import os
 import platform
 import resource
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -52,10 +59,41 @@ def timed_embed(embedder, ids, commit_every: int) -> tuple[float, np.ndarray]:
     return seconds, vectors
 
 
+def api_at_budget(texts: list[str], tpm: int, period: float) -> None:
+    """Embed ``texts`` with a fake OpenAI model at ``tpm`` tokens per ``period`` seconds and
+    print how close the sweep ran to its budget."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from fake_api import FakeEmbeddingServer
+
+    from embedeval.embedders import budget
+    from embedeval.embedders.registry import load_embedder
+
+    with FakeEmbeddingServer() as server, tempfile.TemporaryDirectory() as folder:
+        os.environ.update({"OPENAI_API_KEY": "sk-fake-bench", "OPENAI_BASE_URL": f"{server.url}/v1",
+                           budget.PERIOD_ENV: str(period)})
+        budget.reset()
+        budget.configure(tpm={"openai": tpm})
+        model = load_embedder("openai:text-embedding-3-small", cache_dir=folder, verify=False)
+        tokens = sum(model.count_tokens(texts))
+        start = time.perf_counter()
+        model.embed(texts)
+        seconds = time.perf_counter() - start
+        requests = len(server.requests)
+        budget.reset()
+    per_period = tokens / seconds * period
+    print(f"\nAPI at a budget: {len(texts)} texts, {tokens} tokens (reference count), {requests} requests, "
+          f"budget {tpm} tokens per {period:g} s")
+    print(f"{seconds:.1f} s: {per_period:.0f} tokens per {period:g} s = {per_period / tpm:.2f} x the budget "
+          f"(a sweep that runs at its budget: just under 1; the first period's burst is free, so short runs exceed it)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--texts", type=int, default=2000)
     parser.add_argument("--commit-every", type=int, default=256)
+    parser.add_argument("--api-texts", type=int, default=600)
+    parser.add_argument("--tpm", type=int, default=40_000, help="token budget per --period seconds")
+    parser.add_argument("--period", type=float, default=5.0)
     args = parser.parse_args()
 
     import ray
@@ -91,6 +129,7 @@ def main() -> None:
     ratio = rows[1][1] / base
     print(f"\nray x1 / local = {ratio:.3f} (target <= {RAY_CEILING}): {'PASS' if ratio <= RAY_CEILING else 'FAIL'}")
     print("vectors: identical to local for every executor")
+    api_at_budget(passages(args.api_texts), args.tpm, args.period)
     print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 
