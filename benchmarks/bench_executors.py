@@ -16,6 +16,10 @@ of the tests (tests/fake_api.py, 127.0.0.1 only) embeds ``--api-texts`` of the s
 ``--tpm`` tokens per ``--period`` seconds (the per-minute budget scaled down so the run is short);
 printed: seconds, tokens sent, the tokens per period achieved against the budget, requests.
 
+Last, the driver's cache write rate, what a cluster of fast workers is bounded by: random vectors
+of 384 and 1024 dimensions stored with ``EmbeddingCache.put_many`` in commits of ``--commit-every``;
+printed: vectors/s, MB/s and bytes on disk per vector (the inputs of docs/scale.md's estimate).
+
     PYTHONPATH=. python benchmarks/bench_executors.py             # 2,000 texts (a few minutes on 2 cores)
     PYTHONPATH=. python benchmarks/bench_executors.py --texts 200 --api-texts 100   # a smoke run
 """
@@ -87,6 +91,26 @@ def api_at_budget(texts: list[str], tpm: int, period: float) -> None:
           f"(a sweep that runs at its budget: just under 1; the first period's burst is free, so short runs exceed it)")
 
 
+def cache_write_rate(n: int, commit_every: int) -> None:
+    """Store ``n`` random vectors per dimension in an empty cache, ``commit_every`` at a time."""
+    from embedeval.embedders.cache import ids_cache_key
+
+    print()
+    for dim in (384, 1024):
+        vectors = np.random.default_rng(0).normal(size=(n, dim)).astype(np.float32)
+        keys = [ids_cache_key("st:bench", "f", "document", np.array([i, dim], dtype=np.int32)) for i in range(n)]
+        with tempfile.TemporaryDirectory() as folder:
+            cache = EmbeddingCache(folder)
+            start = time.perf_counter()
+            for at in range(0, n, commit_every):
+                cache.put_many("st:bench", keys[at:at + commit_every], vectors[at:at + commit_every])
+            seconds = time.perf_counter() - start
+            cache.close()
+            size = sum(f.stat().st_size for f in Path(folder).iterdir())
+        print(f"cache writes, {dim} dims: {n / seconds:,.0f} vectors/s, {size / seconds / 1e6:.0f} MB/s, "
+              f"{size / n:,.0f} bytes per vector on disk")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--texts", type=int, default=2000)
@@ -94,6 +118,7 @@ def main() -> None:
     parser.add_argument("--api-texts", type=int, default=600)
     parser.add_argument("--tpm", type=int, default=40_000, help="token budget per --period seconds")
     parser.add_argument("--period", type=float, default=5.0)
+    parser.add_argument("--cache-vectors", type=int, default=50_000)
     args = parser.parse_args()
 
     import ray
@@ -130,6 +155,7 @@ def main() -> None:
     print(f"\nray x1 / local = {ratio:.3f} (target <= {RAY_CEILING}): {'PASS' if ratio <= RAY_CEILING else 'FAIL'}")
     print("vectors: identical to local for every executor")
     api_at_budget(passages(args.api_texts), args.tpm, args.period)
+    cache_write_rate(args.cache_vectors, args.commit_every)
     print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 

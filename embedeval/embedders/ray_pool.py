@@ -27,6 +27,7 @@ import numpy as np
 
 from embedeval.defaults import DEFAULT_EXECUTOR, DEFAULT_WORKERS
 from embedeval.embedders.base import Kind, check_texts
+from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.errors import ConfigError
 
 #: Where ``--executor ray`` finds its cluster when ``--ray-address`` is not given.
@@ -67,8 +68,6 @@ class ModelWorker:
     """What one Ray actor runs: a local model loaded once, embedding batches."""
 
     def __init__(self, model: str, device: str):
-        from embedeval.embedders.local import SentenceTransformerEmbedder
-
         self.embedder = SentenceTransformerEmbedder(model, device=device)
         self.inputs = 0
 
