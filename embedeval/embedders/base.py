@@ -199,3 +199,46 @@ class Scorer(Protocol):
     normalizable: bool
 
     def index(self, texts: Sequence[str], partition: Sequence | None = None) -> ScoredTexts: ...
+
+
+class EmbedderWrapper:
+    """An embedder around another (``inner``) that passes on what it does not change: ``name``,
+    ``dim``, ``max_tokens``, ``fingerprint``, ``count_tokens`` and ``check`` (the cache and the
+    Ray pool are such wrappers)."""
+
+    def __init__(self, inner: Embedder):
+        self.inner = inner
+        self.name = inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    @property
+    def max_tokens(self) -> int:
+        return self.inner.max_tokens
+
+    @property
+    def fingerprint(self) -> str:
+        return self.inner.fingerprint
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        return self.inner.count_tokens(texts)
+
+    def check(self) -> None:
+        self.inner.check()
+
+
+class TokenIdWrapper(EmbedderWrapper):
+    """An :class:`EmbedderWrapper` of a :class:`TokenIdEmbedder` that also passes on
+    ``id_capacity``, ``token_fingerprint`` and ``token_ids``."""
+
+    def id_capacity(self, kind: Kind = "document") -> int:
+        return self.inner.id_capacity(kind)
+
+    @property
+    def token_fingerprint(self) -> str:
+        return self.inner.token_fingerprint
+
+    def token_ids(self, texts: Sequence[str], limit: int | None = None):
+        return self.inner.token_ids(texts, limit)

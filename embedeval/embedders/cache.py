@@ -46,7 +46,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from embedeval.defaults import DEFAULT_COMMIT_EVERY
-from embedeval.embedders.base import Embedder, EmbedStats, Kind, check_texts, check_vectors
+from embedeval.embedders.base import Embedder, EmbedderWrapper, EmbedStats, Kind, TokenIdWrapper, check_texts, check_vectors
 from embedeval.embedders.models import bundled_name
 from embedeval.errors import CacheError
 from embedeval.paths import CACHE_ENV, default_cache_dir
@@ -326,7 +326,7 @@ def clear_cache(directory: str | os.PathLike | None = None) -> list[Path]:
     return removed
 
 
-class CachedEmbedder:
+class CachedEmbedder(EmbedderWrapper):
     """An :class:`Embedder` whose every vector goes through an :class:`EmbeddingCache`.
 
     It is an Embedder itself (the protocol, nothing more): ``name``, ``dim``, ``max_tokens``,
@@ -336,30 +336,11 @@ class CachedEmbedder:
     """
 
     def __init__(self, embedder: Embedder, cache: EmbeddingCache, commit_every: int = DEFAULT_COMMIT_EVERY, progress: bool = False):
-        self.inner = embedder
+        super().__init__(embedder)
         self.cache = cache
         self.commit_every = commit_every
         self.progress = progress
-        self.name = embedder.name
         self.stats = EmbedStats()
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    @property
-    def max_tokens(self) -> int:
-        return self.inner.max_tokens
-
-    @property
-    def fingerprint(self) -> str:
-        return self.inner.fingerprint
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return self.inner.count_tokens(texts)
-
-    def check(self) -> None:
-        self.inner.check()
 
     def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
         texts = check_texts(texts, kind)
@@ -415,19 +396,12 @@ class CachedEmbedder:
         return out
 
 
-class CachedTokenIdEmbedder(CachedEmbedder):
+class CachedTokenIdEmbedder(CachedEmbedder, TokenIdWrapper):
     """A :class:`CachedEmbedder` of a :class:`~embedeval.embedders.base.TokenIdEmbedder`: also
     ``embed_ids``, cached under :func:`ids_cache_key`, so a vector is keyed on exactly the token
     ids the model read (two texts whose windows hold the same ids share it); and ``token_ids``
     with a limit, whose prefixes are cached under :func:`token_prefix_key`, so a rerun finds the
     ids (and with them the vectors) of long texts without tokenising them again."""
-
-    def id_capacity(self, kind: Kind = "document") -> int:
-        return self.inner.id_capacity(kind)
-
-    @property
-    def token_fingerprint(self) -> str:
-        return self.inner.token_fingerprint
 
     def token_ids(self, texts: Sequence[str], limit: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
         """The model's ``token_ids``; with a ``limit``, per text its first ``limit + 1`` ids and

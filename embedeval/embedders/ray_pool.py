@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from embedeval.defaults import DEFAULT_EXECUTOR, DEFAULT_WORKERS
-from embedeval.embedders.base import Kind, check_texts
+from embedeval.embedders.base import Kind, TokenIdWrapper, check_texts
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.errors import ConfigError
 
@@ -92,7 +92,7 @@ def start_ray(address: str | None) -> None:
         ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
 
 
-class RayEmbedder:
+class RayEmbedder(TokenIdWrapper):
     """A local model (``st:``) whose forward passes run on a pool of Ray actors.
 
     ``local`` (the model on the driver) gives the name, dimension, window, fingerprint and token
@@ -102,43 +102,14 @@ class RayEmbedder:
     """
 
     def __init__(self, local, model: str, executor: Executor):
-        self.inner = local
+        super().__init__(local)
         self.model = model
         self.executor = executor
-        self.name = local.name
         self._actors: list | None = None
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    @property
-    def max_tokens(self) -> int:
-        return self.inner.max_tokens
-
-    @property
-    def fingerprint(self) -> str:
-        return self.inner.fingerprint
-
-    @property
-    def token_fingerprint(self) -> str:
-        return self.inner.token_fingerprint
 
     @property
     def batch_size(self) -> int:
         return self.inner.batch_size
-
-    def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        return self.inner.count_tokens(texts)
-
-    def check(self) -> None:
-        self.inner.check()
-
-    def id_capacity(self, kind: Kind = "document") -> int:
-        return self.inner.id_capacity(kind)
-
-    def token_ids(self, texts: Sequence[str], limit: int | None = None):
-        return self.inner.token_ids(texts, limit)
 
     def actors(self) -> list:
         """The actor pool, started on first use."""
