@@ -65,3 +65,39 @@ def copy_minilm(target: Path, **st_config) -> Path:
     config.update(st_config)
     config_path.write_text(json.dumps(config))
     return target
+
+
+def cache_vectors(path) -> int:
+    """Vectors in the cache file at ``path`` (0 while it does not exist or is being created)."""
+    import sqlite3
+
+    try:
+        with sqlite3.connect(path, timeout=1) as conn:
+            return conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def kill_cli_run(args: list[str], cache_file, vectors: int, timeout: float = 300) -> int:
+    """Run ``embedeval ARGS`` in a child process, SIGKILL it once its cache holds ``vectors``
+    vectors, and return how many the cache kept; the run must still have been going."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    process = subprocess.Popen([sys.executable, "-c", "from embedeval.cli import main; main()", *args],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + timeout
+    while cache_vectors(cache_file) < vectors and process.poll() is None and time.time() < deadline:
+        time.sleep(0.1)
+    assert process.poll() is None, f"run ended before it could be interrupted: {process.communicate()[1][-2000:]!r}"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    return cache_vectors(cache_file)
+
+
+def newly_embedded(output: str, name: str = "st:all-MiniLM-L6-v2") -> int:
+    """The count of ``NAME: N texts newly embedded`` in the output of ``embedeval nolima``."""
+    return int(output.split(f"{name}: ")[1].split(" texts newly embedded")[0])

@@ -1,11 +1,6 @@
 import json
 import os
 import shutil
-import signal
-import sqlite3
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pandas as pd
@@ -17,6 +12,7 @@ from typer.testing import CliRunner
 from embedeval.cli import app
 from embedeval.experiments import NolimaConfig, run_nolima
 from embedeval.defaults import DEFAULT_NEEDLES
+from fakes import kill_cli_run, newly_embedded
 
 LENGTHS = [128, 512, 1024]
 DEPTHS = 3
@@ -287,14 +283,6 @@ def test_literal_variants_run_side_by_side(tmp_path, books_dir):
     assert "question literal |" in report and "question onehop |" in report
 
 
-def _cache_vectors(path):
-    try:
-        with sqlite3.connect(path, timeout=1) as conn:
-            return conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
-    except sqlite3.Error:
-        return 0
-
-
 def _distinct_windows(texts) -> int:
     """Distinct first-254-token id sequences of ``texts`` by the bundled model's own tokenizer
     (what all-MiniLM-L6-v2 reads of each), computed with transformers directly."""
@@ -310,20 +298,12 @@ def test_killed_run_resumes_without_losing_or_repeating_work(tmp_path, books_dir
     cache = tmp_path / "cache"
     args = ["nolima", "--groups", ",".join(SMALL_GROUPS), "--corpus", f"dir:{books_dir}", "--lengths", "128,256,512,1024",
             "--depths", "5", "--out", str(tmp_path / "run"), "--commit-every", "4", "--cache-dir", str(cache), "-q"]
-    process = subprocess.Popen([sys.executable, "-c", "from embedeval.cli import main; main()", *args],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.time() + 240
-    while _cache_vectors(cache / "embeddings.sqlite") < 12 and process.poll() is None and time.time() < deadline:
-        time.sleep(0.1)
-    assert process.poll() is None, "run finished before it could be interrupted"
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
-    saved = _cache_vectors(cache / "embeddings.sqlite")
+    saved = kill_cli_run(args, cache / "embeddings.sqlite", vectors=12, timeout=240)
     assert not (tmp_path / "run" / "similarities.parquet").exists()
 
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    resumed = int(result.output.split("st:all-MiniLM-L6-v2: ")[1].split(" texts newly embedded")[0])
+    resumed = newly_embedded(result.output)
     haystacks = pd.read_parquet(tmp_path / "run" / "haystacks.parquet")
     groups = [g for g in json.loads(DEFAULT_NEEDLES.read_text())["groups"] if g["id"] in SMALL_GROUPS]
     unique_docs = set(haystacks["text"]) | {g["needles"]["onehop"] for g in groups}  # the standard needles (divisors)

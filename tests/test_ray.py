@@ -4,13 +4,6 @@ cache with nothing embedded twice."""
 
 from __future__ import annotations
 
-import os
-import signal
-import sqlite3
-import subprocess
-import sys
-import time
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -19,6 +12,7 @@ from typer.testing import CliRunner
 
 from embedeval.cli import app
 from embedeval.experiments.nolima import NolimaConfig, run_nolima
+from fakes import cache_vectors, kill_cli_run, newly_embedded
 
 GROUPS = ["loc-dresden", "diet-vegan"]
 
@@ -60,40 +54,24 @@ def test_ray_embeds_ids_as_the_local_model_does(local_ray, minilm):
     assert remote.embed_ids([]).shape == (0, minilm.dim)
 
 
-def _cache_vectors(path) -> int:
-    try:
-        with sqlite3.connect(path, timeout=1) as conn:
-            return conn.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
-    except sqlite3.Error:
-        return 0
-
-
 def test_a_killed_ray_driver_resumes_without_repeating_work(local_ray, tmp_path, books_dir):
     cache = tmp_path / "cache"
     args = ["nolima", "--groups", ",".join(GROUPS), "--corpus", f"dir:{books_dir}", "--lengths", "128,512,1024,2048",
             "--depths", "4", "--negatives", "4", "--strategy", "windows-mean", "--out", str(tmp_path / "run"),
             "--commit-every", "8", "--cache-dir", str(cache), "--executor", "ray", "--workers", "2", "-q"]
-    process = subprocess.Popen([sys.executable, "-c", "from embedeval.cli import main; main()", *args],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.time() + 300
-    while _cache_vectors(cache / "embeddings.sqlite") < 24 and process.poll() is None and time.time() < deadline:
-        time.sleep(0.1)
-    assert process.poll() is None, f"run ended before it could be interrupted: {process.communicate()[1][-2000:]!r}"
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
-    saved = _cache_vectors(cache / "embeddings.sqlite")
+    saved = kill_cli_run(args, cache / "embeddings.sqlite", vectors=24)
     assert not (tmp_path / "run" / "similarities.parquet").exists()
 
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    resumed = int(result.output.split("st:all-MiniLM-L6-v2: ")[1].split(" texts newly embedded")[0])
+    resumed = newly_embedded(result.output)
     fresh = [a if a != str(tmp_path / "run") else str(tmp_path / "fresh") for a in args]
     fresh[fresh.index(str(cache))] = str(tmp_path / "fresh-cache")
     whole = CliRunner().invoke(app, fresh)
     assert whole.exit_code == 0, whole.output
-    total = int(whole.output.split("st:all-MiniLM-L6-v2: ")[1].split(" texts newly embedded")[0])
+    total = newly_embedded(whole.output)
     assert saved > 0 and resumed > 0
-    assert saved + resumed == total == _cache_vectors(cache / "embeddings.sqlite")  # nothing twice, nothing lost
+    assert saved + resumed == total == cache_vectors(cache / "embeddings.sqlite")  # nothing twice, nothing lost
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "run" / "similarities.parquet"),
                                   pd.read_parquet(tmp_path / "fresh" / "similarities.parquet"), check_exact=True)
 
