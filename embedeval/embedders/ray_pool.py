@@ -67,7 +67,11 @@ class Executor:
 class ModelWorker:
     """What one Ray actor runs: a local model loaded once, embedding batches."""
 
-    def __init__(self, model: str, device: str):
+    def __init__(self, model: str, device: str, threads: int):
+        if device == "cpu":
+            import torch
+
+            torch.set_num_threads(threads)  # the cores Ray gave this actor
         self.embedder = SentenceTransformerEmbedder(model, device=device)
         self.inputs = 0
 
@@ -92,13 +96,24 @@ def start_ray(address: str | None) -> None:
         ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
 
 
+def cpus_per_actor(workers: int) -> int:
+    """CPUs for each of ``workers`` CPU actors: the cluster's CPUs shared out evenly, at most one
+    node's worth (an actor runs on one node), at least one."""
+    import ray
+
+    nodes = [node["Resources"].get("CPU", 0) for node in ray.nodes() if node.get("Alive")]
+    total = int(ray.cluster_resources().get("CPU", 1))
+    return max(1, min(total // workers, int(max(nodes, default=1))))
+
+
 class RayEmbedder(TokenIdWrapper):
     """A local model (``st:``) whose forward passes run on a pool of Ray actors.
 
     ``local`` (the model on the driver) gives the name, dimension, window, fingerprint and token
     ids, so cache keys and every table are those of the local executor; ``embed`` and
     ``embed_ids`` go to ``executor.workers`` actors (``num_gpus=1`` each where the cluster has
-    GPUs, else ``num_cpus=1``), started on first use. See the module docstring.
+    GPUs, else an even share of the CPUs, :func:`cpus_per_actor`, with as many torch threads),
+    started on first use. See the module docstring.
     """
 
     def __init__(self, local, model: str, executor: Executor):
@@ -118,9 +133,10 @@ class RayEmbedder(TokenIdWrapper):
 
             start_ray(self.executor.cluster_address)
             gpus = ray.cluster_resources().get("GPU", 0) > 0
-            worker = ray.remote(ModelWorker).options(num_gpus=1) if gpus else ray.remote(ModelWorker).options(num_cpus=1)
+            cpus = cpus_per_actor(self.executor.workers)
+            worker = ray.remote(ModelWorker).options(num_gpus=1) if gpus else ray.remote(ModelWorker).options(num_cpus=cpus)
             device = "cuda" if gpus else "cpu"
-            self._actors = [worker.remote(self.model, device) for _ in range(self.executor.workers)]
+            self._actors = [worker.remote(self.model, device, cpus) for _ in range(self.executor.workers)]
         return self._actors
 
     def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
