@@ -5,8 +5,8 @@ same ``--texts`` token-id inputs (haystack-like passages of the Shakespeare corp
 model's window) the way a sweep does (``CachedTokenIdEmbedder.embed_ids``, commits every
 ``--commit-every``):
   local   the model in this process (torch on every core),
-  ray x1  one Ray actor (``num_cpus=1``),
-  ray x2  two Ray actors.
+  ray x1  one Ray actor (all the CPUs, as many torch threads),
+  ray x2  two Ray actors (half the CPUs each).
 Printed per executor: seconds, texts/s, and the ratio to local; Ray's start-up (cluster start,
 actors loading the model) is timed apart, outside the ratios, as it is paid once per run. Every
 executor's vectors are checked equal to local's. Target: ray x1 <= 1.3 x local.

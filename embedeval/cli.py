@@ -229,10 +229,10 @@ def haystacks_show(
     """Print one haystack with its needle highlighted as [[...]]."""
     import pandas as pd
 
-    from embedeval.haystacks import HAYSTACK_COLUMNS
+    from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
     from embedeval.io import read_table
 
-    frame = read_table(file, [c for c in HAYSTACK_COLUMNS if c != "character"])  # older files have no character
+    frame = read_table(file, [c for c in HAYSTACK_COLUMNS if c not in LATER_HAYSTACK_COLUMNS])  # older files lack them
     match = frame[frame["id"] == id]
     if match.empty:
         raise InputError(f"no haystack with id {id!r} in {file} (ids look like {frame['id'].iloc[0]!r})")

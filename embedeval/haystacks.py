@@ -54,6 +54,8 @@ HAYSTACK_COLUMNS = [
     "text", "needle_start", "needle_end", "character", "sources", "seed",
     "n_distractors", "distractors_of", "distractor_starts", "control_id",
 ]
+#: Columns that haystack files of older versions lack (``character``, then the distractors').
+LATER_HAYSTACK_COLUMNS = ("character", "n_distractors", "distractors_of", "distractor_starts", "control_id")
 #: Distractors go at sentence boundaries whose depth differs from the needle's by more than this.
 DISTRACTOR_ZONE = 0.2
 

@@ -163,10 +163,9 @@ class NeedleSet:
         if unknown:
             raise ConfigError(f"{source}: group {unknown[0]!r} is not in needle set {self.name!r}")
         for group_id, pairs in distractors.items():
-            forms = [form for form, _ in pairs if known[group_id].query(form) is None]
-            if forms:
-                raise ConfigError(f"{source}: the distractors of group {group_id!r} are for query form {forms[0]!r}, "
-                                  "which it does not ask")
+            reasons = distractor_problems(pairs, (QUESTION, *known[group_id].questions))
+            if reasons:
+                raise ConfigError(f"{source}: group {group_id!r}: {reasons[0]}")
         return replace(self, groups=tuple(replace(g, distractors=distractors[g.id]) if g.id in distractors else g
                                           for g in self.groups))
 
@@ -212,6 +211,20 @@ def raw_distractors(raw: dict) -> list[tuple[str, object]]:
     return list(dict.fromkeys(pairs)) if all(isinstance(x, str) for _, x in pairs) else pairs
 
 
+def distractor_problems(pairs: list[tuple[str, object]], questions=None) -> list[str]:
+    """Why (query form, text) distractor pairs are not valid: a text that is not non-empty text,
+    a form not among ``questions`` (when given), a placeholder in a text."""
+    reasons = []
+    if not all(_non_empty_string(d) for _, d in pairs):
+        reasons.append("'distractors' must hold non-empty texts (a list, or lists by query form)")
+    if questions is not None:
+        reasons += [f"distractors are given for query form {form!r}, which the group does not ask"
+                    for form in dict.fromkeys(f for f, _ in pairs) if form not in questions]
+    reasons += [f"a distractor has a placeholder {_PLACEHOLDER.findall(d)[0]} (distractors are plain text)"
+                for _, d in pairs if isinstance(d, str) and _PLACEHOLDER.search(d)]
+    return reasons
+
+
 def group_problems(raw: object, index: int) -> tuple[str, list[str]]:
     """(group id, reasons) for one raw group dict; no reasons means valid."""
     if not isinstance(raw, dict):
@@ -242,13 +255,7 @@ def group_problems(raw: object, index: int) -> tuple[str, list[str]]:
     reasons += [f"question form {form!r} is reserved for query expansion" for form in questions if form.startswith("expanded-")]
     reasons += [f"the {form} question has a placeholder {_PLACEHOLDER.findall(text)[0]} (questions are plain text)"
                 for form, text in questions.items() if isinstance(text, str) and _PLACEHOLDER.search(text)]
-    distractors = raw_distractors(raw)
-    if not all(_non_empty_string(d) for _, d in distractors):
-        reasons.append("'distractors' must hold non-empty texts (a list, or lists by query form)")
-    reasons += [f"distractors are given for query form {form!r}, which the group does not ask"
-                for form in dict.fromkeys(f for f, _ in distractors) if form not in questions]
-    reasons += [f"a distractor has a placeholder {_PLACEHOLDER.findall(d)[0]} (distractors are plain text)"
-                for _, d in distractors if isinstance(d, str) and _PLACEHOLDER.search(d)]
+    reasons += distractor_problems(raw_distractors(raw), questions)
     needles = raw.get("needles")
     if "needles" in raw and not isinstance(needles, dict):
         reasons.append("'needles' must be an object")
@@ -644,10 +651,9 @@ def load_distractors(path: str | os.PathLike) -> dict[str, tuple[tuple[str, str]
         if not isinstance(data, dict):
             raise InputError(f"{what} {source} must hold an object mapping group ids to distractors")
         for group_id, value in data.items():
-            pairs = raw_distractors({"distractors": value})
-            if not pairs or not all(_non_empty_string(text) for _, text in pairs):
-                problems.append(f"group {group_id!r}: distractors must be non-empty texts (a list, or lists by query form)")
-            found[group_id] = pairs
+            found[group_id] = raw_distractors({"distractors": value})
+            if not found[group_id]:
+                problems.append(f"group {group_id!r}: no distractors")
     else:
         records, place = _read_records(source, what, DISTRACTOR_COLUMNS, ("query_form",))
         for number, record in enumerate(records, start=1):
@@ -656,8 +662,7 @@ def load_distractors(path: str | os.PathLike) -> dict[str, tuple[tuple[str, str]
             form = _cell_text(record.get("query_form")) or QUESTION
             if group_id and text:
                 found.setdefault(group_id, []).append((form, text))
-    problems += [f"group {group_id!r}: a distractor has a placeholder {_PLACEHOLDER.findall(text)[0]} (distractors are plain text)"
-                 for group_id, pairs in found.items() for _, text in pairs if isinstance(text, str) and _PLACEHOLDER.search(text)]
+    problems += [f"group {group_id!r}: {reason}" for group_id, pairs in found.items() for reason in distractor_problems(pairs)]
     _raise_problems(what, source, problems)
     if not found:
         raise InputError(f"{what} {source} has no distractors")

@@ -57,7 +57,7 @@ def test_tokens_sent_in_any_window_stay_within_the_tpm_budget(fake, tmp_path, mo
     # loopback), so windows a little shorter than the period are checked.
     assert most_tokens_in_a_window(fake.requests, counter, PERIOD - 0.15) <= tpm
     assert max(sum(counter.count(r["inputs"])) for r in fake.requests) <= tpm  # batches cut to the budget
-    assert f"tok/min of {tpm}" in result.output  # the progress bar shows the sending rate against the budget
+    assert f"tok/{PERIOD:g} s of {tpm}" in result.output  # the progress bar shows the sending rate against the budget, per its period
 
 
 def test_the_request_budget_spaces_requests(fake, monkeypatch):
@@ -133,7 +133,7 @@ def test_a_limiter_refuses_what_can_never_fit_and_times_out_what_cannot_fit_yet(
         start = time.monotonic()
         assert not limiter.acquire(1, timeout=0.3)  # the window is full for a minute
         assert time.monotonic() - start >= 0.29
-        assert limiter.tokens_last_minute() == 100
+        assert limiter.tokens_last_period() == 100
     finally:
         limiter.close()
 

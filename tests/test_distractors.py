@@ -268,3 +268,15 @@ def test_distractor_question_reads_a_distractors_file(needle_file, tmp_path, min
     q = minilm.model.encode_query(["Which character has been to Peru?"], normalize_embeddings=True)
     d = minilm.model.encode_document(["Peru, said the map."], normalize_embeddings=True)
     assert peru["st:all-MiniLM-L6-v2"] == pytest.approx(float(q[0] @ d[0]), abs=1e-5)
+
+
+def test_haystacks_show_reads_files_made_before_distractors(grid, tmp_path):
+    from embedeval.haystacks import LATER_HAYSTACK_COLUMNS
+
+    _, frame = grid
+    old = tmp_path / "old.parquet"
+    frame.drop(columns=list(LATER_HAYSTACK_COLUMNS)).to_parquet(old)
+    row = frame[frame["variant"] == "onehop"].iloc[0]
+    result = CliRunner().invoke(app, ["haystacks", "show", str(old), "--id", row["id"]])
+    assert result.exit_code == 0, result.output
+    assert f"[[{row['text'][row['needle_start']:row['needle_end']]}]]" in result.output

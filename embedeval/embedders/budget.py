@@ -155,7 +155,7 @@ class ProviderLimiter:
 
     :meth:`acquire` blocks (up to a deadline) until one request of ``tokens`` tokens fits both
     the request and the token budget and no ``Retry-After`` pause is running; :meth:`pause`
-    starts such a pause. :meth:`tokens_last_minute` is the recent sending rate (for progress bars).
+    starts such a pause. :meth:`tokens_last_period` is the recent sending rate (for progress bars).
     """
 
     def __init__(self, provider: str, budget: Budget):
@@ -190,10 +190,11 @@ class ProviderLimiter:
         if tokens > self.budget.tpm:
             raise BudgetError(
                 f"{what}: one request of {tokens:,} tokens is over the {self.provider} budget of "
-                f"{self.budget.tpm:,} tokens per {self._per()}; raise it (--tpm {self.provider}=N or "
+                f"{self.budget.tpm:,} tokens per {self.period_label()}; raise it (--tpm {self.provider}=N or "
                 f"EMBEDEVAL_{self.provider.upper()}_TPM) or send shorter inputs")
 
-    def _per(self) -> str:
+    def period_label(self) -> str:
+        """"minute", or the scaled-down period ("2 s") the budgets apply to."""
         return "minute" if self.budget.period == 60 else f"{self.budget.period:g} s"
 
     def acquire(self, tokens: int, timeout: float, what: str = "request", own_pause: float = 0.0) -> bool:
@@ -214,7 +215,7 @@ class ProviderLimiter:
         now = time.monotonic()
         with self._lock:
             self._sent.append((now, tokens))
-            while self._sent and self._sent[0][0] < now - 60:
+            while self._sent and self._sent[0][0] < now - self.budget.period:
                 self._sent.popleft()
         return True
 
@@ -233,11 +234,12 @@ class ProviderLimiter:
             time.sleep(min(wait, left))
         return self.paused_until <= max(time.monotonic(), own_pause)
 
-    def tokens_last_minute(self) -> int:
-        """Tokens admitted in the last 60 s: the sending rate in tokens per minute (progress bars)."""
+    def tokens_last_period(self) -> int:
+        """Tokens admitted in the last budget period (a minute unless scaled down): the sending
+        rate on the scale of the token budget (progress bars)."""
         now = time.monotonic()
         with self._lock:
-            return sum(n for t, n in self._sent if t >= now - 60)
+            return sum(n for t, n in self._sent if t >= now - self.budget.period)
 
     def close(self) -> None:
         """Stop the limiter's background threads (pyrate-limiter's leakers)."""

@@ -376,7 +376,7 @@ class APIEmbedder:
                 vectors = self._send(payload, tokens, kind)
                 with lock:
                     bar.update(tokens)
-                    bar.set_postfix_str(f"{self.limiter.tokens_last_minute():,} tok/min of {self.budget.tpm:,}", refresh=False)
+                    bar.set_postfix_str(f"{self.limiter.tokens_last_period():,} tok/{self.limiter.period_label()} of {self.budget.tpm:,}", refresh=False)
                 return vectors
 
             with ThreadPoolExecutor(max_workers=min(self.max_workers, len(batches))) as pool:

@@ -232,6 +232,12 @@ class SentenceTransformerEmbedder:
         texts = check_texts(texts, "document")
         return self.token_counter.ids(texts, limit)
 
+    def id_batches(self, ids: Sequence[Sequence[int]]) -> list[np.ndarray]:
+        """The rows of ``ids`` in the batches :meth:`embed_ids` forms: longest first (a stable
+        sort, like ``encode``'s: batches of similar length pad little), ``batch_size`` at a time."""
+        order = np.argsort([-len(seq) for seq in ids], kind="stable")
+        return [order[start:start + self.batch_size] for start in range(0, len(ids), self.batch_size)]
+
     def embed_ids(self, ids: Sequence[Sequence[int]], kind: Kind = "document") -> np.ndarray:
         """Embed content-id sequences: each gets the special tokens and the kind's prompt, as
         ``encode`` would add them, and goes through the model's modules (pooling, normalisation);
@@ -250,11 +256,9 @@ class SentenceTransformerEmbedder:
         before, after = self._special_ids()
         prompt = self._prompt_ids(kind)
         tokenizer = model.tokenizer
-        order = np.argsort([-len(seq) for seq in ids], kind="stable")  # like encode: batches of similar length pad little
         out = np.zeros((len(ids), self.dim), dtype=np.float32)
         with torch.inference_mode():
-            for start in range(0, len(ids), self.batch_size):
-                rows = order[start : start + self.batch_size]
+            for rows in self.id_batches(ids):
                 batch = [before + prompt + ids[i] + after for i in rows]
                 features = dict(tokenizer.pad({"input_ids": batch}, return_tensors="pt", return_attention_mask=True))
                 features = {k: v.to(model.device) for k, v in features.items()}

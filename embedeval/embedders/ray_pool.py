@@ -67,12 +67,12 @@ class Executor:
 class ModelWorker:
     """What one Ray actor runs: a local model loaded once, embedding batches."""
 
-    def __init__(self, model: str, device: str, threads: int):
+    def __init__(self, model: str, batch_size: int, device: str, threads: int):
         if device == "cpu":
             import torch
 
             torch.set_num_threads(threads)  # the cores Ray gave this actor
-        self.embedder = SentenceTransformerEmbedder(model, device=device)
+        self.embedder = SentenceTransformerEmbedder(model, batch_size=batch_size, device=device)
         self.inputs = 0
 
     def embed(self, texts: list[str], kind: Kind) -> np.ndarray:
@@ -122,10 +122,6 @@ class RayEmbedder(TokenIdWrapper):
         self.executor = executor
         self._actors: list | None = None
 
-    @property
-    def batch_size(self) -> int:
-        return self.inner.batch_size
-
     def actors(self) -> list:
         """The actor pool, started on first use."""
         if self._actors is None:
@@ -136,7 +132,7 @@ class RayEmbedder(TokenIdWrapper):
             cpus = cpus_per_actor(self.executor.workers)
             worker = ray.remote(ModelWorker).options(num_gpus=1) if gpus else ray.remote(ModelWorker).options(num_cpus=cpus)
             device = "cuda" if gpus else "cpu"
-            self._actors = [worker.remote(self.model, device, cpus) for _ in range(self.executor.workers)]
+            self._actors = [worker.remote(self.model, self.inner.batch_size, device, cpus) for _ in range(self.executor.workers)]
         return self._actors
 
     def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
@@ -155,8 +151,7 @@ class RayEmbedder(TokenIdWrapper):
         ids = [list(map(int, seq)) for seq in ids]
         if not ids:
             return self.inner.embed_ids(ids, kind=kind)  # validates the kind, returns an empty (0, dim)
-        order = np.argsort([-len(seq) for seq in ids], kind="stable")
-        batches = [order[start:start + self.batch_size] for start in range(0, len(ids), self.batch_size)]
+        batches = self.inner.id_batches(ids)
         actors = self.actors()
         dealt = [list(range(a, len(batches), len(actors))) for a in range(len(actors))]
         pending = [actor.embed_id_batches.remote([[ids[i] for i in batches[b]] for b in mine], kind)

@@ -193,18 +193,17 @@ def load_embedder(
     """
     backend, model = parse_spec(spec)
     embedder = backend.factory(model)
-    store = None
-    if cache is not False and isinstance(embedder, SentenceTransformerEmbedder):
+    store = None if cache is False else cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache_dir)
+    if store is not None and isinstance(embedder, SentenceTransformerEmbedder):
         # Its facts are remembered in the cache, so a run whose vectors are cached never loads the weights.
-        store = embedder.facts_store = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache_dir)
+        embedder.facts_store = store
     if isinstance(embedder, APIEmbedder):
         embedder.progress = progress  # a bar of tokens sent and tokens per minute
     if verify:
         embedder.check()
     if executor is not None and executor.kind == "ray" and backend.prefix == "st":
         embedder = RayEmbedder(embedder, model, executor)
-    if cache is False:
+    if store is None:
         return embedder
-    store = store or (cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache_dir))
     wrapper = CachedTokenIdEmbedder if isinstance(embedder, TokenIdEmbedder) else CachedEmbedder
     return wrapper(embedder, store, commit_every=commit_every, progress=progress)

@@ -51,6 +51,9 @@ from embedeval.tokens import DEFAULT_REFERENCE, load_token_counter
 #: (together with the needle file's hash and the sentence splitter, see ``haystack_settings``).
 HAYSTACK_KEYS = ("needles", "groups", "corpus", "min_books", "filler", "lengths", "depths", "variants", "seed", "negatives",
                  "n_distractors", "distractors_file", "tokenizer")
+#: Settings that change where or how a run works but nothing it writes (the tables are the same
+#: for every executor): a rerun differing only in them reuses the metrics and the report.
+NOT_IN_OUTPUTS = ("out", "executor", "workers", "ray_address")
 VERSIONED_PACKAGES = ("embedeval", "numpy", "pandas", "scipy", "scikit-learn", "torch",
                       "sentence-transformers", "transformers", "tokenizers")
 
@@ -196,7 +199,7 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
         (out / "config.json").unlink(missing_ok=True)  # until it is written last, the folder reads as unfinished
         write_table(similarities, out / "similarities.parquet")
         write_table(retrieval, out / "retrieval.parquet")
-        derived_from = {k: v for k, v in settings.items() if k != "out"}  # where the folder lies changes nothing derived
+        derived_from = {k: v for k, v in settings.items() if k not in NOT_IN_OUTPUTS}
         digest = inputs_digest(out, ("similarities.parquet", "retrieval.parquet"), derived_from)
         if fresh_outputs(out, digest):  # the same tables and settings made them: the bootstrap and figures stand
             metrics = read_table(out / "metrics.csv")
