@@ -147,11 +147,8 @@ def budget_map(value: str | None, option: str) -> dict[str, int]:
         provider = provider.strip() if sep else budget.ALL
         if provider != budget.ALL and provider not in API_EMBEDDERS:
             raise InputError(f"{option}: unknown provider {provider!r}; use one of {', '.join(API_EMBEDDERS)}")
-        try:
-            amount = int(number.strip().replace("_", ""))
-        except ValueError:
-            amount = 0
-        if amount < 1:
+        amount = budget.positive_int(number)
+        if amount is None:
             raise InputError(f"{option} takes N or provider=N with N a whole number >= 1, not {item!r}")
         out[provider] = amount
     return out

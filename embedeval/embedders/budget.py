@@ -94,15 +94,21 @@ def configure(rpm: Mapping[str, int] | None = None, tpm: Mapping[str, int] | Non
     _settings.rpm, _settings.tpm, _settings.workers = dict(rpm or {}), dict(tpm or {}), workers
 
 
+def positive_int(raw: str) -> int | None:
+    """``raw`` as a whole number >= 1 (``_`` allowed between digits), or None when it is not one."""
+    try:
+        value = int(raw.strip().replace("_", ""))
+    except ValueError:
+        return None
+    return value if value >= 1 else None
+
+
 def _env_int(name: str) -> int | None:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return None
-    try:
-        value = int(raw.replace("_", ""))
-    except ValueError:
-        value = 0
-    if value < 1:
+    value = positive_int(raw)
+    if value is None:
         raise ConfigError(f"{name} must be a whole number >= 1, not {raw!r}")
     return value
 
