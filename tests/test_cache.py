@@ -150,6 +150,37 @@ def test_concurrent_writers_leave_a_complete_readable_cache(tmp_path):
     assert EmbeddingCache(tmp_path).info()["vectors"] == len(expected)
 
 
+def test_processes_opening_a_new_cache_at_the_same_instant_all_succeed(tmp_path):
+    # SQLite answers the switch to WAL "locked" at once, without its busy timeout, while another
+    # process creates the same file: about one opening in eight failed so before it was retried.
+    script = textwrap.dedent(
+        f"""
+        import multiprocessing, pathlib
+        from embedeval.embedders.cache import EmbeddingCache
+
+        def open_cache(directory, barrier):
+            barrier.wait()
+            EmbeddingCache(directory)
+
+        if __name__ == "__main__":
+            context = multiprocessing.get_context("fork")
+            exit_codes = []
+            for round in range(30):
+                directory = pathlib.Path({str(tmp_path)!r}) / f"cache{{round}}"
+                barrier = context.Barrier(3)
+                processes = [context.Process(target=open_cache, args=(directory, barrier)) for _ in range(3)]
+                for process in processes:
+                    process.start()
+                for process in processes:
+                    process.join()
+                    exit_codes.append(process.exitcode)
+            print(sum(code != 0 for code in exit_codes), "of", len(exit_codes), "failed")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=True)
+    assert done.stdout.strip() == "0 of 90 failed", done.stderr[-2000:]
+
+
 def test_corrupt_cache_is_one_clear_error_naming_the_file(tmp_path):
     (tmp_path / "embeddings.sqlite").write_bytes(b"this is not a database" * 100)
     with pytest.raises(CacheError, match=r"embedding cache .*embeddings\.sqlite is corrupt"):

@@ -43,6 +43,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
+from tenacity import retry_if_exception, Retrying, stop_after_delay, wait_random_exponential
 from tqdm.auto import tqdm
 
 from embedeval.defaults import DEFAULT_COMMIT_EVERY
@@ -92,6 +93,12 @@ def row_intact(key: bytes, dim: int, vector: bytes, checksum: bytes) -> bool:
     return checksum == row_checksum(key, vector) and len(vector) == 4 * dim
 
 
+def _is_busy(exc: Exception) -> bool:
+    """Whether an SQLite error says another connection holds a lock."""
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
 def legacy_cache_key(spec: str, kind: str, text: str) -> bytes:
     """The key of cache format 1: sha256 over spec, kind and text."""
     return hashlib.sha256(f"{spec}\0{kind}\0{text}".encode("utf-8")).digest()
@@ -122,7 +129,7 @@ class EmbeddingCache:
         with self._guard():
             self.directory.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False, isolation_level=None)
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._enter_wal()
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._upgrade()
             self.has_legacy = self._table_exists(LEGACY_TABLE)
@@ -134,6 +141,19 @@ class EmbeddingCache:
             yield
         except (sqlite3.DatabaseError, OSError) as exc:
             raise self._error(exc) from None
+
+    def _enter_wal(self) -> None:
+        """Switch the file to WAL mode. SQLite answers this pragma "locked" at once, without its busy
+        timeout, while another process is creating or switching the same file, so it is retried
+        (random exponential waits, 10 ms to 1 s) until :attr:`timeout` seconds have passed."""
+        for attempt in Retrying(
+            retry=retry_if_exception(lambda exc: isinstance(exc, sqlite3.OperationalError) and _is_busy(exc)),
+            wait=wait_random_exponential(multiplier=0.01, max=1.0),
+            stop=stop_after_delay(self.timeout),
+            reraise=True,
+        ):
+            with attempt:
+                self._conn.execute("PRAGMA journal_mode=WAL")
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -184,7 +204,7 @@ class EmbeddingCache:
         """Locked, read-only, full or corrupt: only the last is cured by clearing the cache."""
         text = str(exc).lower()
         where = f"embedding cache {self.path}"
-        if "locked" in text or "busy" in text:
+        if _is_busy(exc):
             return CacheError(f"{where} is locked by another process (waited {self.timeout:g} s); "
                               "try again when that run has finished")
         if (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or "disk is full" in text:
