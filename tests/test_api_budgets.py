@@ -53,9 +53,10 @@ def test_tokens_sent_in_any_window_stay_within_the_tpm_budget(fake, tmp_path, mo
     assert np.load(tmp_path / "v.npy").shape == (40, 1024)
     sent = [t for r in fake.embedding_requests() for t in r["inputs"]]
     assert sorted(sent) == sorted(texts)
-    # Arrival at the server lags the limiter's admission by the request's own latency (ms on
-    # loopback), so windows a little shorter than the period are checked.
-    assert most_tokens_in_a_window(fake.requests, counter, PERIOD - 0.15) <= tpm
+    # Arrival at the server lags the limiter's admission by the request's own latency (ms on an
+    # idle loopback, more on a loaded CI machine), so windows a quarter shorter than the period are
+    # checked: all at once, or at twice the budget, the tokens would still overflow one of them.
+    assert most_tokens_in_a_window(fake.requests, counter, 0.75 * PERIOD) <= tpm
     assert max(sum(counter.count(r["inputs"])) for r in fake.requests) <= tpm  # batches cut to the budget
     assert f"tok/{PERIOD:g} s of {tpm}" in result.output  # the progress bar shows the sending rate against the budget, per its period
 
