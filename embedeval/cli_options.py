@@ -167,8 +167,6 @@ class APIOptions:
     tpm: Annotated[Optional[str], typer.Option("--tpm", help="Tokens-per-minute budget of the API providers: N for each, or provider=N,... (default: EMBEDEVAL_<PROVIDER>_TPM, else the provider's tier-1 limit).")] = None
 
     def __post_init__(self):
-        if self.api_workers is not None and self.api_workers < 1:
-            raise InputError(f"--api-workers must be >= 1, not {self.api_workers}")
         budget.configure(rpm=budget_map(self.rpm, "--rpm"), tpm=budget_map(self.tpm, "--tpm"), workers=self.api_workers)
 
 

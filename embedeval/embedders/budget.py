@@ -90,7 +90,7 @@ def configure(rpm: Mapping[str, int] | None = None, tpm: Mapping[str, int] | Non
         for provider, value in (given or {}).items():
             Budget(**{"rpm": 1, "tpm": 1, name: value})  # validates
     if workers is not None and (not isinstance(workers, int) or workers < 1):
-        raise ConfigError(f"--api-workers must be a whole number >= 1, not {workers!r}")
+        raise ConfigError(f"--api-workers must be >= 1 (a whole number), not {workers!r}")
     _settings.rpm, _settings.tpm, _settings.workers = dict(rpm or {}), dict(tpm or {}), workers
 
 
