@@ -120,6 +120,7 @@ def _chroma_collection(client, vectors: Vectors, k: int, identity: Mapping[str, 
     stored = {key[len(_META):]: value for key, value in (collection.metadata or {}).items() if key.startswith(_META)}
     if stored != dict(identity):
         raise ConfigError(f"chroma collection {name} holds something else ({stored}); delete it or use another server/path")
+    _fit_search(collection, name, ef)
     n = int(identity["n_chunks"])
     if collection.count() != n:
         matrix = _materialise(vectors)
@@ -131,6 +132,18 @@ def _chroma_collection(client, vectors: Vectors, k: int, identity: Mapping[str, 
             collection.upsert(ids=[str(i) for i in rows], embeddings=matrix[start : rows.stop],
                               documents=[documents[i] for i in rows] if documents else None)
     return collection, n
+
+
+def _fit_search(collection, name: str, ef: int) -> None:
+    """A reused collection keeps the settings it was made with: refuse one that is not in cosine
+    space (similarity is 1 - distance), and raise its ``ef_search`` to ``ef`` when a run with a
+    smaller ``k`` (or another tool) made it lower."""
+    hnsw = (collection.configuration or {}).get("hnsw") or {}
+    space = hnsw.get("space", "cosine")
+    if space != "cosine":
+        raise ConfigError(f"chroma collection {name} measures {space} distance, not cosine; delete it or use another server/path")
+    if hnsw.get("ef_search", ef) < ef:
+        collection.modify(configuration={"hnsw": {"ef_search": ef}})
 
 
 def search_chroma(

@@ -143,6 +143,18 @@ def test_an_incomplete_collection_is_completed(chroma_url, writes):
     partial.add(ids=[str(i) for i in range(20)], embeddings=vectors[:20])  # a run that stopped mid-way
     scores, ids = top_k(lambda: vectors, vectors[:3], 1, index="chroma", url=chroma_url, identity=identity)
     assert partial.count() == 50 and ids[:, 0].tolist() == [0, 1, 2]
+    # made with chroma's default ef_search (100): raised to what this search asks for, and kept
+    assert partial.configuration["hnsw"]["ef_search"] == 100
+    assert client.get_collection(collection_name(identity)).configuration["hnsw"]["ef_search"] == 256
+
+
+def test_a_collection_in_another_space_is_refused(chroma_url):
+    vectors = random_unit_vectors(30, 8, 3)
+    identity = collection_identity("fake:l2", "v1", 8, [str(i) for i in range(30)], [f"t{i}" for i in range(30)])
+    metadata = {"hnsw:space": "l2", **{f"embedeval:{k}": v for k, v in identity.items()}}
+    chroma_client(chroma_url).create_collection(collection_name(identity), embedding_function=None, metadata=metadata)
+    with pytest.raises(ConfigError, match=r"chroma collection .* measures l2 distance, not cosine"):
+        top_k(vectors, vectors[:2], 1, index="chroma", url=chroma_url, identity=identity)
 
 
 def test_the_cli_takes_a_chroma_url_and_reuses_its_collection(chroma_url, writes, tmp_path, books_dir):
