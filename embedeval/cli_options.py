@@ -24,7 +24,7 @@ from embedeval.defaults import (
     DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES, DEFAULT_SEED, DEFAULT_NEGATIVES, DEFAULT_VARIANTS, DEFAULT_WORKERS,
 )
 from embedeval.embedders import budget
-from embedeval.embedders.ray_pool import RAY_ADDRESS_ENV, Executor
+from embedeval.executors import RAY_ADDRESS_ENV, Executor
 from embedeval.embedders.registry import API_EMBEDDERS, load_embedder, select_embedders
 from embedeval.errors import InputError
 from embedeval.paths import CACHE_ENV

@@ -39,7 +39,7 @@ from embedeval.defaults import (
 )
 from embedeval.embedders.base import Embedder, Scores, TokenIdEmbedder, check_texts, l2_normalize
 from embedeval.embedders.bm25 import BM25Scorer
-from embedeval.embedders.ray_pool import Executor
+from embedeval.executors import Executor
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.errors import ConfigError, InputError
 from embedeval.labels import CHUNKED_PREFIX

@@ -32,7 +32,7 @@ from embedeval.defaults import (
     DEFAULT_NEGATIVES,
     DEFAULT_NORMALIZE_BY, DEFAULT_SEED, DEFAULT_STRATEGIES, DEFAULT_VARIANTS, DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS,
 )
-from embedeval.embedders.ray_pool import Executor
+from embedeval.executors import Executor
 from embedeval.embedders.registry import select_embedders
 from embedeval.errors import ConfigError
 from embedeval.haystacks import build_haystacks, check_build_args

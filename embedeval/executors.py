@@ -1,5 +1,5 @@
-"""Embedding on Ray (``--executor ray``): a local model's forward passes run in a pool of Ray
-actors, each holding the model once.
+"""Where cache misses are embedded (``--executor local|ray``). With ``ray``, a local model's
+forward passes run in a pool of Ray actors, each holding the model once.
 
 Ray actors directly, not Ray Data: the work is already cut into cache chunks by
 :class:`~embedeval.embedders.cache.CachedEmbedder` (``commit_every`` inputs, committed before the
