@@ -143,8 +143,8 @@ def test_an_incomplete_collection_is_completed(chroma_url, writes):
     partial.add(ids=[str(i) for i in range(20)], embeddings=vectors[:20])  # a run that stopped mid-way
     scores, ids = top_k(lambda: vectors, vectors[:3], 1, index="chroma", url=chroma_url, identity=identity)
     assert partial.count() == 50 and ids[:, 0].tolist() == [0, 1, 2]
-    # made with chroma's default ef_search (100): raised to what this search asks for, and kept
-    assert partial.configuration["hnsw"]["ef_search"] == 100
+    # made with chroma's default ef_search (100 in chromadb 1.x): raised to what this search asks for, and kept
+    assert partial.configuration["hnsw"]["ef_search"] < 256
     assert client.get_collection(collection_name(identity)).configuration["hnsw"]["ef_search"] == 256
 
 
