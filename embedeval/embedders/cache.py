@@ -43,7 +43,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
-from tenacity import retry_if_exception, Retrying, stop_after_delay, wait_random_exponential
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 from tqdm.auto import tqdm
 
 from embedeval.defaults import DEFAULT_COMMIT_EVERY
