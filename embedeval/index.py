@@ -31,6 +31,9 @@ INDEXES = ("faiss", "chroma")
 Vectors = np.ndarray | Callable[[], np.ndarray]
 #: Metadata key prefix of a collection's identity.
 _META = "embedeval:"
+#: The identity keys that decide what a collection holds (a reused collection must match them);
+#: the rest of an identity, the chunks' origin (corpus, chunker, seed), is recorded only.
+CONTENT_KEYS = ("embedder", "fingerprint", "dim", "n_chunks", "chunks_sha256", "vectors_sha256")
 
 
 def _materialise(vectors: Vectors) -> np.ndarray:
@@ -63,6 +66,11 @@ def collection_identity(embedder: str, fingerprint: str, dim: int, chunk_ids: Se
     for key, value in (origin or {}).items():
         identity[str(key)] = value if isinstance(value, (int, str)) else json.dumps(value)
     return identity
+
+
+def _content(identity: Mapping[str, object]) -> dict[str, object]:
+    """``identity`` without the chunks' recorded origin: its :data:`CONTENT_KEYS`."""
+    return {key: value for key, value in identity.items() if key in CONTENT_KEYS}
 
 
 def collection_name(identity: Mapping[str, object]) -> str:
@@ -118,7 +126,7 @@ def _chroma_collection(client, vectors: Vectors, k: int, identity: Mapping[str, 
                 **{_META + key: value for key, value in identity.items()}}
     collection = client.get_or_create_collection(name, embedding_function=None, metadata=metadata)
     stored = {key[len(_META):]: value for key, value in (collection.metadata or {}).items() if key.startswith(_META)}
-    if stored != dict(identity):
+    if _content(stored) != _content(identity):
         raise ConfigError(f"chroma collection {name} holds something else ({stored}); delete it or use another server/path")
     _fit_search(collection, name, ef)
     n = int(identity["n_chunks"])

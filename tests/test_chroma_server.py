@@ -118,6 +118,11 @@ def test_a_second_run_reuses_the_collection_without_embedding_or_adding(chroma_u
     assert writes["add"] + writes["upsert"] == 120  # nothing written the second time
     assert all(len(call) != 120 for call in again_model.calls)  # and the chunks were not even embedded
     pd.testing.assert_frame_equal(again, first)
+    renamed = {**origin, "corpus": "dir:/srv/shared/books"}  # the same chunks, their folder named otherwise
+    moved = needle_haystack_similarity(needle_set, chunks, [CountingEmbedder("fake:counting", dim=16)], top=5,
+                                       index="chroma", chroma_url=chroma_url, chunk_origin=renamed)
+    assert writes["add"] + writes["upsert"] == 120  # shares the collection: the origin is recorded, not compared
+    pd.testing.assert_frame_equal(moved, first)
 
     client = chroma_client(chroma_url)
     identity = collection_identity("fake:counting", "v1", 16, [c.id for c in chunks], [c.text for c in chunks], origin)
@@ -201,3 +206,13 @@ def test_collection_names_are_valid_chroma_names(embedder):
     assert re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{1,61}[A-Za-z0-9]", name), name
     other = collection_name(collection_identity(embedder, "g", 384, ["a"], ["text"], {"chunker": "sentences:1-3"}))
     assert other != name  # another fingerprint, another collection
+
+
+def test_a_collection_holding_other_chunks_under_the_name_is_refused(chroma_url):
+    vectors = random_unit_vectors(30, 8, 4)
+    identity = collection_identity("fake:clash", "v1", 8, [str(i) for i in range(30)], [f"t{i}" for i in range(30)])
+    other = {**identity, "chunks_sha256": "0" * 64}
+    metadata = {"hnsw:space": "cosine", **{f"embedeval:{k}": v for k, v in other.items()}}
+    chroma_client(chroma_url).create_collection(collection_name(identity), embedding_function=None, metadata=metadata)
+    with pytest.raises(ConfigError, match=r"chroma collection .* holds something else"):
+        top_k(vectors, vectors[:2], 1, index="chroma", url=chroma_url, identity=identity)
