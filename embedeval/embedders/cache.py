@@ -25,7 +25,8 @@ damaged row is dropped and recomputed.
 
 Caches written by embedeval 0.1 (format 1, keys without a fingerprint) are upgraded in place:
 their vectors move to a side table; those of the bundled all-MiniLM-L6-v2 are reused (checked,
-re-keyed and given a checksum) as they are read; others are embedded again. Format 2 files (no
+re-keyed and given a checksum) as texts are read (:meth:`CachedEmbedder.embed`); others, and
+inputs now keyed on their token ids (haystack windows), are embedded again. Format 2 files (no
 token prefixes, no model facts) gain the two tables and keep every vector.
 """
 
