@@ -75,10 +75,9 @@ def _content(identity: Mapping[str, object]) -> dict[str, object]:
 
 def collection_name(identity: Mapping[str, object]) -> str:
     """A valid chroma name (3-512 characters of ``[A-Za-z0-9._-]``, alphanumeric at both ends; we
-    keep it under 64): ``ee-`` + the embedder and chunker made safe + a hash of the embedder,
-    fingerprint, dim and chunk digest."""
-    key = {k: identity[k] for k in ("embedder", "fingerprint", "dim", "chunks_sha256") if k in identity}
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    keep it under 64): ``ee-`` + the embedder and chunker made safe + a hash of what the
+    collection holds (:func:`_content`: embedder, fingerprint, dim, chunk count and digest)."""
+    digest = hashlib.sha256(json.dumps(_content(identity), sort_keys=True).encode()).hexdigest()[:16]
     label = f"{identity.get('embedder', '')}-{identity.get('chunker', '')}"
     slug = re.sub(r"[^A-Za-z0-9]+", "-", label).strip("-")[:40].strip("-")
     return f"ee-{slug}-{digest}" if slug else f"ee-{digest}"
