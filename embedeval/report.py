@@ -258,18 +258,17 @@ def fewest_distractors(metrics: pd.DataFrame) -> pd.DataFrame:
 def distractor_table(metrics: pd.DataFrame, metric: str, variant: str) -> pd.DataFrame:
     """``metric`` (question form, ``variant``) per embedder, strategy and distractor count (rows)
     and haystack length (columns)."""
-    data = metric_series(metrics, metric)
-    data = data[(data["variant"] == variant) & (data["query_form"] == QUESTION)]
-    return data.pivot_table(index=["embedder", "strategy", "n_distractors"], columns="length", values="value").reset_index()
+    return chunk_size_table(metrics, metric, variant, rows=("embedder", "strategy", "n_distractors"))
 
 
-def chunk_size_table(metrics: pd.DataFrame, metric: str, variant: str) -> pd.DataFrame:
-    """``metric`` (question form, ``variant``) per embedder and strategy (rows) and haystack length
-    (columns): whole documents of each length (truncate, windows-mean, bm25), and for chunks-max
-    each chunk size's row."""
+def chunk_size_table(metrics: pd.DataFrame, metric: str, variant: str,
+                     rows: tuple[str, ...] = ("embedder", "strategy")) -> pd.DataFrame:
+    """``metric`` (question form, ``variant``) per ``rows`` (embedder and strategy) and haystack
+    length (columns): whole documents of each length (truncate, windows-mean, bm25), and for
+    chunks-max each chunk size's row."""
     data = metric_series(metrics, metric)
     data = data[(data["variant"] == variant) & (data["query_form"] == QUESTION)]
-    return data.pivot_table(index=["embedder", "strategy"], columns="length", values="value").reset_index()
+    return data.pivot_table(index=list(rows), columns="length", values="value").reset_index()
 
 
 def chunk_size_lines(metrics: pd.DataFrame, metric: str, threshold: float, variant: str) -> list[str]:
@@ -351,8 +350,9 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, b
     metrics, similarities = older_run_defaults(metrics), older_run_defaults(similarities)
     bps = break_points(metrics, break_metric, break_threshold)
     variant = _main_variant(metrics)
-    chunk_lines = chunk_size_lines(fewest_distractors(metrics), break_metric, break_threshold, variant)
-    chunk_table = chunk_size_table(fewest_distractors(metrics), break_metric, variant)
+    fewest = fewest_distractors(metrics)
+    chunk_lines = chunk_size_lines(fewest, break_metric, break_threshold, variant)
+    chunk_table = chunk_size_table(fewest, break_metric, variant)
     decoy_table = distractor_table(metrics, break_metric, variant)
     metrics, similarities = scorer_view(metrics), scorer_view(similarities)  # one series per embedder and strategy
     shown = [f for f in LINE_FIGURES if f[0] in set(metrics["metric"])]  # runs of older versions lack some
