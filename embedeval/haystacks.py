@@ -99,6 +99,12 @@ def condition_rng(seed: int, group_id: str, length: int) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(group_id.encode("utf-8")), length])
 
 
+def placement_rng(seed: int, placement: str) -> np.random.Generator:
+    """The random stream of one labelled placement (a needle's character, a haystack's
+    distractors): independent of the others."""
+    return np.random.default_rng([seed, zlib.crc32(placement.encode("utf-8"))])
+
+
 def draw_character(group: NeedleGroup, seed: int, placement: str) -> str:
     """The character of one needle placement (group, length, depth): drawn from the group's
     ``character_set`` with a stream of its own (seed, placement), as NoLiMa draws one per
@@ -107,8 +113,7 @@ def draw_character(group: NeedleGroup, seed: int, placement: str) -> str:
     names = group.characters
     if len(names) == 1:
         return names[0]
-    rng = np.random.default_rng([seed, zlib.crc32(placement.encode("utf-8"))])
-    return names[int(rng.integers(len(names)))]
+    return names[int(placement_rng(seed, placement).integers(len(names)))]
 
 
 def draw_filler(pool: SentencePool, n_tokens: int, rng: np.random.Generator) -> list[Piece]:
@@ -364,7 +369,7 @@ class _Grid:
 
     def _rng(self, haystack_id: str) -> np.random.Generator:
         """The stream that places the distractors of one haystack."""
-        return np.random.default_rng([self.seed, zlib.crc32(haystack_id.encode("utf-8"))])
+        return placement_rng(self.seed, haystack_id)
 
     def _tokens_before(self, pieces: list[Piece], needle_at: int, places: Sequence[int], decoys: Sequence[str]) -> int:
         """Tokens before the needle: the filler's before its boundary and the distractors put
@@ -392,6 +397,8 @@ class _Grid:
             decoys, decoy_tokens = self._decoys(group, count)
             suffix = f":x{count}" if count else ""
             marks = {"n_distractors": count, "distractors_of": group.id if count else ""}
+            # the filler of this K's controls: the same for every variant and depth
+            control_pieces = trim(filler, length - decoy_tokens, self.tokenizer) if count and self.controls else []
             for variant in self.variants:
                 for index, target in enumerate(self.targets):
                     haystack_id = f"{group.id}:{variant}:{length}:d{index:02d}{suffix}"
@@ -410,8 +417,7 @@ class _Grid:
                                  "tokens_before": self._tokens_before(pieces, needle_at, places, decoys),
                                  "sources": sorted({p.book for p in pieces})})
                     if count and self.controls:  # the same filler and distractors at the same boundaries, no needle
-                        rows += _needle_free_row({**base, **marks}, control_id, CONTROL,
-                                                 trim(filler, length - decoy_tokens, self.tokenizer), list(zip(places, decoys)))
+                        rows += _needle_free_row({**base, **marks}, control_id, CONTROL, control_pieces, list(zip(places, decoys)))
             if not count and self.controls:
                 rows += _needle_free_row({**base, **marks}, plain_control, CONTROL, trim(filler, length, self.tokenizer))
         return _counted(rows, length, self.tokenizer)
@@ -421,6 +427,7 @@ class _Grid:
         holding that group's K distractors at random boundaries (its question's pool)."""
         base = {"group_id": "", "category": "", "length": length, "seed": self.seed}
         rows = []
+        trimmed: dict[int, list[Piece]] = {}  # the filler trimmed for each distractor total
         for count in self.n_distractors:
             if not count:
                 rows += _needle_free_row({**base, "n_distractors": 0, "distractors_of": ""}, f"{NEGATIVE}:{length}:{k:03d}",
@@ -429,7 +436,9 @@ class _Grid:
             for group in groups:
                 haystack_id = f"{NEGATIVE}:{length}:{k:03d}:{group.id}:x{count}"
                 decoys, decoy_tokens = self._decoys(group, count)
-                pieces = trim(filler, length - decoy_tokens, self.tokenizer)
+                if decoy_tokens not in trimmed:
+                    trimmed[decoy_tokens] = trim(filler, length - decoy_tokens, self.tokenizer)
+                pieces = trimmed[decoy_tokens]
                 places = distractor_boundaries(pieces, count, self._rng(haystack_id))
                 rows += _needle_free_row({**base, "n_distractors": count, "distractors_of": group.id}, haystack_id, NEGATIVE,
                                          pieces, list(zip(places, decoys)))
