@@ -15,7 +15,6 @@ from (:mod:`embedeval.derived`, recorded in ``derived.json``), these are kept as
 
 from __future__ import annotations
 
-import hashlib
 import json
 import platform
 from dataclasses import asdict, dataclass, field
@@ -36,7 +35,7 @@ from embedeval.executors import Executor
 from embedeval.embedders.registry import select_embedders
 from embedeval.errors import ConfigError
 from embedeval.haystacks import build_haystacks, check_build_args
-from embedeval.derived import forget_outputs, fresh_outputs, inputs_digest, record_outputs
+from embedeval.derived import file_sha256, forget_outputs, fresh_outputs, inputs_digest, record_outputs
 from embedeval.io import read_table, run_directory, write_table, write_text_atomic
 from embedeval.metrics import BREAK_METRICS
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
@@ -120,9 +119,9 @@ class NolimaConfig:
         sentence splitter (haystacks cut by another splitter are rebuilt, not reused)."""
         data = asdict(self)
         settings = {k: data[k] for k in HAYSTACK_KEYS}
-        settings["needles_sha256"] = hashlib.sha256(Path(self.needles).read_bytes()).hexdigest()
+        settings["needles_sha256"] = file_sha256(Path(self.needles))
         if self.distractors_file:
-            settings["distractors_sha256"] = hashlib.sha256(Path(self.distractors_file).read_bytes()).hexdigest()
+            settings["distractors_sha256"] = file_sha256(Path(self.distractors_file))
         settings["splitter"] = SENTENCE_SPLITTER
         return settings
 
