@@ -68,6 +68,7 @@ class SentenceTransformerEmbedder:
         self._token_counter: TokenCounter | None = None
         self._remembered: dict | None = None
         self._prompt_cache: dict[str, list[int]] = {}
+        self._special_cache: tuple[list[int], list[int]] | None = None
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -193,10 +194,12 @@ class SentenceTransformerEmbedder:
         facts = self._recalled()
         if facts:
             return tuple(facts["special_ids"])
-        probe = self.token_counter.ids(["a"])[0][0]
-        framed = self.model.tokenizer("a", add_special_tokens=True)["input_ids"]
-        at = next(i for i in range(len(framed)) if framed[i : i + len(probe)] == probe)
-        return framed[:at], framed[at + len(probe):]
+        if self._special_cache is None:  # the loaded tokenizer's, probed once
+            probe = self.token_counter.ids(["a"])[0][0]
+            framed = self.model.tokenizer("a", add_special_tokens=True)["input_ids"]
+            at = next(i for i in range(len(framed)) if framed[i : i + len(probe)] == probe)
+            self._special_cache = (framed[:at], framed[at + len(probe):])
+        return self._special_cache
 
     def _prompt_ids(self, kind: Kind) -> list[int]:
         """Content ids of the model's prompt for ``kind`` as they come out when the prompt is
