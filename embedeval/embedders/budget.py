@@ -113,17 +113,25 @@ def _env_int(name: str) -> int | None:
     return value
 
 
-def budget_period() -> float:
-    """Seconds the per-minute budgets apply to: ``EMBEDEVAL_BUDGET_PERIOD`` or 60."""
-    raw = os.environ.get(PERIOD_ENV, "").strip()
+def env_number(name: str, default: float) -> float:
+    """A positive number from the environment variable ``name``, or ``default`` when unset."""
+    raw = os.environ.get(name, "").strip()
     if not raw:
-        return 60.0
+        return default
     try:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not (value > 0 and math.isfinite(value)):
-        raise ConfigError(f"{PERIOD_ENV} must be a number of seconds > 0, not {raw!r}")
+    if not value > 0:
+        raise ConfigError(f"{name} must be a positive number, not {raw!r}")
+    return value
+
+
+def budget_period() -> float:
+    """Seconds the per-minute budgets apply to: ``EMBEDEVAL_BUDGET_PERIOD`` or 60."""
+    value = env_number(PERIOD_ENV, 60.0)
+    if not math.isfinite(value):
+        raise ConfigError(f"{PERIOD_ENV} must be a finite number of seconds, not {value!r}")
     return value
 
 

@@ -44,9 +44,8 @@ from tqdm.auto import tqdm
 
 from embedeval.defaults import DEFAULT_REQUEST_TIMEOUT, TEXT_FIT_MARGIN
 from embedeval.embedders.base import Kind, check_texts, check_vectors, l2_normalize
-from embedeval.embedders.budget import Budget, limiter_for, resolve_budget, resolve_workers
+from embedeval.embedders.budget import Budget, env_number, limiter_for, resolve_budget, resolve_workers
 from embedeval.errors import (
-    ConfigError,
     APIError,
     EmbedderUnavailableError,
     InvalidVectorsError,
@@ -193,24 +192,10 @@ def retry_policy_from_env() -> RetryPolicy:
     0.5 s, 300 s: enough to ride out minutes of 429s)."""
     default = RetryPolicy()
     return RetryPolicy(
-        max_attempts=int(_env_number("EMBEDEVAL_MAX_ATTEMPTS", default.max_attempts)),
-        base_delay=_env_number("EMBEDEVAL_RETRY_BASE_DELAY", default.base_delay),
-        max_seconds=_env_number("EMBEDEVAL_RETRY_MAX_SECONDS", default.max_seconds),
+        max_attempts=int(env_number("EMBEDEVAL_MAX_ATTEMPTS", default.max_attempts)),
+        base_delay=env_number("EMBEDEVAL_RETRY_BASE_DELAY", default.base_delay),
+        max_seconds=env_number("EMBEDEVAL_RETRY_MAX_SECONDS", default.max_seconds),
     )
-
-
-def _env_number(name: str, default: float) -> float:
-    """A positive number from the environment variable ``name``, or ``default`` when unset."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise ConfigError(f"{name} must be a positive number, not {raw!r}")
-    return value
 
 
 def _one_line(message: str, limit: int = 600) -> str:
