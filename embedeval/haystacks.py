@@ -27,9 +27,11 @@ of the needle set, or of 250 tokens or more, are left out, so controls never men
 from __future__ import annotations
 
 import re
+import sys
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -43,7 +45,7 @@ from embedeval.defaults import (
 )
 from embedeval.labels import CONTROL, NEGATIVE
 from embedeval.needles import NEEDLE_VARIANTS, NeedleGroup, NeedleSet
-from embedeval.text import split_sentences
+from embedeval.sentences import book_sentences
 from embedeval.tokens import TokenCounter, load_token_counter
 
 MAX_SNIPPET_TOKENS = 250  # snippets are strictly shorter
@@ -52,10 +54,10 @@ FILLERS = ("random", "sequential")
 HAYSTACK_COLUMNS = [
     "id", "group_id", "category", "variant", "length", "n_tokens", "depth", "target_depth",
     "text", "needle_start", "needle_end", "character", "sources", "seed",
-    "n_distractors", "distractors_of", "distractor_starts", "control_id",
+    "n_distractors", "distractors_of", "distractor_starts", "distractors_in_zone", "control_id",
 ]
 #: Columns that haystack files of older versions lack (``character``, then the distractors').
-LATER_HAYSTACK_COLUMNS = ("character", "n_distractors", "distractors_of", "distractor_starts", "control_id")
+LATER_HAYSTACK_COLUMNS = ("character", "n_distractors", "distractors_of", "distractor_starts", "control_id", "distractors_in_zone")
 #: Distractors go at sentence boundaries whose depth differs from the needle's by more than this.
 DISTRACTOR_ZONE = 0.2
 
@@ -68,17 +70,21 @@ class SentencePool:
     tokens: list[np.ndarray]
 
     @classmethod
-    def from_corpus(cls, corpus: Corpus, tokenizer: TokenCounter, banned: re.Pattern | None = None) -> SentencePool:
-        """Split and tokenise every book once; drop sentences of >= 250 tokens or matching ``banned``
-        (the needle set's :meth:`~embedeval.needles.NeedleSet.character_pattern`)."""
+    def from_corpus(cls, corpus: Corpus, tokenizer: TokenCounter, banned: re.Pattern | None = None,
+                    cache_dir: str | Path | None = None) -> SentencePool:
+        """Every book's sentences and token counts, split and counted once per content
+        (:func:`~embedeval.sentences.book_sentences`: kept in ``<cache_dir>/sentences``); drop
+        sentences of >= 250 tokens or matching ``banned`` (the needle set's
+        :meth:`~embedeval.needles.NeedleSet.character_pattern`)."""
         book_ids, sentences, tokens = [], [], []
         for book in corpus.books:
-            candidates = [s for s in split_sentences(book.text) if not (banned and banned.search(s))]
-            counts = np.asarray(tokenizer.count(candidates), dtype=np.int64)
+            split, counts = book_sentences(book.text, tokenizer, cache_dir)
             keep = (counts > 0) & (counts < MAX_SNIPPET_TOKENS)
+            if banned:
+                keep &= np.fromiter((not banned.search(s) for s in split), dtype=bool, count=len(split))
             if keep.any():
                 book_ids.append(book.id)
-                sentences.append([s for s, k in zip(candidates, keep) if k])
+                sentences.append([s for s, k in zip(split, keep) if k])
                 tokens.append(counts[keep])
         return cls(book_ids, sentences, tokens)
 
@@ -209,27 +215,40 @@ def needle_boundary(pieces: list[Piece], target_depth: float) -> int:
 
 
 def distractor_boundaries(pieces: list[Piece], n: int, rng: np.random.Generator, needle_at: int | None = None,
-                          length: int | None = None, haystack_id: str = "") -> list[int]:
-    """``n`` sentence boundaries for distractors, ascending, drawn with ``rng`` from the
-    boundaries before each sentence (never the end, so a control topped up with more filler has
-    them at the same places).
+                          length: int | None = None) -> tuple[list[int], int]:
+    """``n`` sentence boundaries for distractors, ascending, drawn with ``rng``, and how many of
+    them lie inside the needle's zone (0 unless no boundary is outside it).
 
-    With a needle at boundary ``needle_at`` of a haystack of ``length`` tokens: only boundaries b
-    with ``|filler tokens before b - filler tokens before the needle| / length >`` :data:`DISTRACTOR_ZONE`.
-    Whatever else goes in between only adds tokens, and the haystack holds at most ``length``, so
-    each distractor is more than 0.2 of the haystack's tokens away from the needle. When fewer
-    than ``n`` boundaries qualify, some hold more than one distractor; when none does, the
-    haystack is too short for distractors: a :class:`~embedeval.errors.ConfigError`.
+    The boundaries drawn from are those before each sentence, never the end, so a control topped
+    up with more filler has the distractors at the same places. With a needle at boundary
+    ``needle_at`` of a haystack of ``length`` tokens, only those with ``|filler tokens before b -
+    filler tokens before the needle| / length >`` :data:`DISTRACTOR_ZONE`: whatever else goes in
+    between only adds tokens, and the haystack holds at most ``length``, so each distractor is
+    more than 0.2 of the haystack's tokens away from the needle. When fewer than ``n`` boundaries
+    qualify, some hold more than one distractor. When none does (a short haystack of long
+    sentences), the end of the filler is taken if it lies outside the zone (in the control, the
+    distractors then follow its copy of the last sentence, which the needle haystack may cut);
+    failing that the zone cannot be kept: the distractors go to the boundaries farthest from the
+    needle, and all ``n`` count as inside it.
     """
+    if needle_at is None:
+        return _draw(np.arange(max(len(pieces), 1)), n, rng), 0
     boundaries = boundary_tokens(pieces)
-    candidates = np.arange(max(len(pieces), 1))
-    allowed = candidates
-    if needle_at is not None:
-        distance = np.abs(boundaries[candidates] - boundaries[needle_at]) / max(length or int(boundaries[-1]), 1)
-        allowed = candidates[(distance > DISTRACTOR_ZONE) & (candidates != needle_at)]
-        if not allowed.size:
-            raise ConfigError(f"haystack {haystack_id}: no sentence boundary lies outside the ±{DISTRACTOR_ZONE} zone around "
-                              f"its needle, so its {n} distractor(s) have nowhere to go; use longer haystacks or fewer distractors")
+    candidates = np.arange(len(pieces) + 1)
+    distance = np.abs(boundaries[candidates] - boundaries[needle_at]) / max(length or int(boundaries[-1]), 1)
+    outside = (distance > DISTRACTOR_ZONE) & (candidates != needle_at)
+    allowed = candidates[:-1][outside[:-1]]
+    if not allowed.size and outside[-1]:
+        allowed = candidates[-1:]
+    if allowed.size:
+        return _draw(allowed, n, rng), 0
+    order = np.lexsort((candidates, -distance))  # the farthest first (the needle's own boundary, at distance 0, last)
+    return sorted(int(candidates[order[i % len(order)]]) for i in range(n)), n
+
+
+def _draw(allowed: np.ndarray, n: int, rng: np.random.Generator) -> list[int]:
+    """``n`` of the ``allowed`` boundaries, ascending: distinct while there are enough, then the
+    rest drawn again from them."""
     if allowed.size >= n:
         chosen = rng.choice(allowed, size=n, replace=False)
     else:
@@ -303,6 +322,7 @@ def build_haystacks(
     negatives: int = DEFAULT_NEGATIVES,
     filler: str = DEFAULT_FILLER,
     n_distractors: Sequence[int] = DEFAULT_N_DISTRACTORS,
+    cache_dir: str | Path | None = None,
 ) -> pd.DataFrame:
     """Every haystack of the grid as a DataFrame with the columns of :data:`HAYSTACK_COLUMNS`.
 
@@ -313,7 +333,12 @@ def build_haystacks(
     drawn (see the module docstring); the corpus must hold at least ``min_books`` books either way
     (a single haystack need not span them). Each K of ``n_distractors`` builds the grid with K
     distractors (see the module docstring; K = 0 is the grid without them, its rows and ids as
-    they always were); every group must have K distinct distractors.
+    they always were); every group must have K distinct distractors, and every length must hold a
+    group's needle and its K distractors. Where no sentence boundary lies outside a needle's
+    zone, its distractors go inside it (``distractors_in_zone``); a needle haystack
+    byte-identical to an earlier depth's is left out (counted once). Each is said once, with
+    counts, on stderr. Books are split once per content into ``cache_dir``
+    (:mod:`embedeval.sentences`).
     """
     check_build_args(lengths, depths, variants, negatives, min_books, filler, n_distractors)
     needle_set.check_variants(variants)
@@ -327,7 +352,7 @@ def build_haystacks(
     decoy_tokens = dict(zip(decoys, tokenizer.count(decoys)))
     grid = _Grid(variants, depth_grid(depths), controls, seed, tuple(n_distractors), needle_tokens, decoy_tokens, tokenizer)
     grid.check_room(needle_set.groups, lengths)
-    pool = pool or SentencePool.from_corpus(corpus, tokenizer, banned=needle_set.character_pattern())
+    pool = pool or SentencePool.from_corpus(corpus, tokenizer, banned=needle_set.character_pattern(), cache_dir=cache_dir)
     need = max(lengths) + MAX_SNIPPET_TOKENS
     if pool.total_tokens < need:
         raise CorpusError(
@@ -343,6 +368,7 @@ def build_haystacks(
         for k in range(negatives):
             pieces = fill(pool, length + MAX_SNIPPET_TOKENS, condition_rng(seed, f"{NEGATIVE}-{k}", length), filler)
             rows += grid.negative_rows(needle_set.groups, length, k, pieces)
+    grid.say_what_moved()
     return pd.DataFrame(rows, columns=HAYSTACK_COLUMNS).astype(
         {"needle_start": "Int64", "needle_end": "Int64", "depth": "Float64", "target_depth": "Float64"}
     )
@@ -361,6 +387,20 @@ class _Grid:
     needle_tokens: dict
     decoy_tokens: dict[str, int]
     tokenizer: TokenCounter
+    merged: int = 0  # needle haystacks left out as byte-identical to another depth's
+    zone_misses: int = 0  # needle haystacks whose distractors had to go inside the needle's zone
+    with_distractors: int = 0  # needle haystacks with distractors
+
+    def say_what_moved(self) -> None:
+        """One stderr line each for merged depths and distractors inside the zone, if any."""
+        if self.merged:
+            print(f"note: {self.merged} needle haystack(s) came out byte-identical to another depth's of the same "
+                  "condition (few sentence boundaries in short haystacks) and are counted once; the report gives the "
+                  "distinct needle positions per length", file=sys.stderr)
+        if self.zone_misses:
+            print(f"warning: {self.zone_misses} of {self.with_distractors} needle haystacks with distractors have no sentence "
+                  f"boundary outside the ±{DISTRACTOR_ZONE} zone around their needle: their distractors went to the farthest "
+                  "boundaries, inside it (column distractors_in_zone; the report counts them per length)", file=sys.stderr)
 
     def _decoys(self, group: NeedleGroup, count: int) -> tuple[list[str], int]:
         """The first ``count`` distractors of ``group`` and the tokens they take."""
@@ -378,18 +418,23 @@ class _Grid:
 
     def check_room(self, groups: Sequence[NeedleGroup], lengths: Sequence[int]) -> None:
         """A one-line :class:`~embedeval.errors.ConfigError` when a haystack length cannot hold a
-        group's longest needle and its K distractors with filler to spare."""
+        group's longest needle and its K distractors."""
         for group in groups:
             needle = max(n for (g, _, _), n in self.needle_tokens.items() if g == group.id)
             for count in (c for c in self.n_distractors if c):
                 taken = needle + self._decoys(group, count)[1]
-                short = [length for length in lengths if length < taken + MIN_SNIPPET_TOKENS]
+                short = [length for length in lengths if length < taken]
                 if short:
                     raise ConfigError(f"haystacks of {short[0]} tokens are too short for group {group.id!r}: its needle and "
-                                      f"{count} distractor(s) take {taken} tokens, leaving under {MIN_SNIPPET_TOKENS} for filler")
+                                      f"{count} distractor(s) take {taken} tokens")
 
     def condition_rows(self, group: NeedleGroup, length: int, filler: list[Piece]) -> list[dict]:
-        """The needle haystacks of one (group, length) with their controls, for every K."""
+        """The needle haystacks of one (group, length) with their controls, for every K.
+
+        A needle haystack byte-identical to one of an earlier depth of the same variant and K
+        (both depths' nearest sentence boundary is the same, as in short haystacks of long
+        sentences) is left out, with its control: it would be counted twice. ``self.merged``
+        counts them."""
         base = {"group_id": group.id, "category": group.category, "length": length, "seed": self.seed}
         plain_control = f"{group.id}:{CONTROL}:{length}"
         rows = []
@@ -400,24 +445,34 @@ class _Grid:
             # the filler of this K's controls: the same for every variant and depth
             control_pieces = trim(filler, length - decoy_tokens, self.tokenizer) if count and self.controls else []
             for variant in self.variants:
+                built: set[str] = set()
                 for index, target in enumerate(self.targets):
                     haystack_id = f"{group.id}:{variant}:{length}:d{index:02d}{suffix}"
                     character = draw_character(group, self.seed, f"{group.id}:{length}:d{index:02d}")
                     needle = group.needle(variant, character)
-                    pieces = trim(filler, length - self.needle_tokens[(group.id, variant, character)] - decoy_tokens, self.tokenizer)
+                    needle_tokens = self.needle_tokens[(group.id, variant, character)]
+                    pieces = trim(filler, length - needle_tokens - decoy_tokens, self.tokenizer)
                     needle_at = needle_boundary(pieces, float(target))
-                    places = (distractor_boundaries(pieces, count, self._rng(haystack_id), needle_at, length, haystack_id)
-                              if count else [])
+                    places, in_zone = (distractor_boundaries(pieces, count, self._rng(haystack_id), needle_at, length)
+                                       if count else ([], 0))
                     text, starts = assemble(pieces, [(needle_at, needle), *zip(places, decoys)])
+                    if text in built:
+                        self.merged += 1
+                        continue
+                    built.add(text)
+                    self.zone_misses += bool(in_zone)
+                    self.with_distractors += bool(count)
                     control_id = f"{group.id}:{CONTROL}:{length}:{variant}:d{index:02d}{suffix}" if count else plain_control
                     rows.append({**base, **marks, "id": haystack_id, "variant": variant, "target_depth": float(target),
                                  "text": text, "needle_start": starts[0], "needle_end": starts[0] + len(needle),
-                                 "character": character, "distractor_starts": starts[1:],
+                                 "character": character, "distractor_starts": starts[1:], "distractors_in_zone": in_zone,
                                  "control_id": control_id if self.controls else None,
                                  "tokens_before": self._tokens_before(pieces, needle_at, places, decoys),
+                                 "parts_tokens": _tokens_of(pieces) + needle_tokens + decoy_tokens,
                                  "sources": sorted({p.book for p in pieces})})
                     if count and self.controls:  # the same filler and distractors at the same boundaries, no needle
-                        rows += _needle_free_row({**base, **marks}, control_id, CONTROL, control_pieces, list(zip(places, decoys)))
+                        rows += _needle_free_row({**base, **marks, "distractors_in_zone": in_zone}, control_id, CONTROL,
+                                                 control_pieces, list(zip(places, decoys)), decoy_tokens)
             if not count and self.controls:
                 rows += _needle_free_row({**base, **marks}, plain_control, CONTROL, trim(filler, length, self.tokenizer))
         return _counted(rows, length, self.tokenizer)
@@ -439,28 +494,40 @@ class _Grid:
                 if decoy_tokens not in trimmed:
                     trimmed[decoy_tokens] = trim(filler, length - decoy_tokens, self.tokenizer)
                 pieces = trimmed[decoy_tokens]
-                places = distractor_boundaries(pieces, count, self._rng(haystack_id))
+                places, _ = distractor_boundaries(pieces, count, self._rng(haystack_id))
                 rows += _needle_free_row({**base, "n_distractors": count, "distractors_of": group.id}, haystack_id, NEGATIVE,
-                                         pieces, list(zip(places, decoys)))
+                                         pieces, list(zip(places, decoys)), decoy_tokens)
         return _counted(rows, length, self.tokenizer)
 
 
 def _needle_free_row(base: dict, haystack_id: str, variant: str, pieces: list[Piece],
-                     decoys: Sequence[tuple[int, str]] = ()) -> list[dict]:
+                     decoys: Sequence[tuple[int, str]] = (), decoy_tokens: int = 0) -> list[dict]:
     """A haystack of filler alone (a control or a negative) with ``decoys`` (boundary,
-    distractor) put in, as a one-row list."""
+    distractor; ``decoy_tokens`` tokens in all) put in, as a one-row list."""
     text, starts = assemble(pieces, decoys)
-    return [{**base, "id": haystack_id, "variant": variant, "target_depth": None, "text": text,
+    return [{"distractors_in_zone": 0, **base, "id": haystack_id, "variant": variant, "target_depth": None, "text": text,
              "needle_start": None, "needle_end": None, "character": None, "tokens_before": None,
+             "parts_tokens": _tokens_of(pieces) + decoy_tokens,
              "distractor_starts": starts, "control_id": None, "sources": sorted({p.book for p in pieces})}]
 
 
+def _tokens_of(pieces: list[Piece]) -> int:
+    return sum(p.n_tokens for p in pieces)
+
+
 def _counted(rows: list[dict], length: int, tokenizer: TokenCounter) -> list[dict]:
-    """``rows`` with ``n_tokens`` and ``depth`` (needle's token offset / n_tokens) filled in."""
-    for row, n in zip(rows, tokenizer.count([r["text"] for r in rows])):
+    """``rows`` with ``n_tokens`` and ``depth`` (needle's token offset / n_tokens) filled in.
+
+    ``n_tokens`` is the sum of the counts of the parts a haystack was assembled from when the
+    tokenizer's counts add up over space-joined parts (:attr:`~embedeval.tokens.TokenCounter.counts_add_up`,
+    true of the default reference tokenizer: the assembled text is not tokenised again), else the
+    count of the assembled text."""
+    parts = [row.pop("parts_tokens") for row in rows]
+    counts = parts if tokenizer.counts_add_up else tokenizer.count([r["text"] for r in rows])
+    for row, n in zip(rows, counts):
         if n > length:
             raise CorpusError(f"haystack {row['id']} came out at {n} tokens, over its target {length}")
         row["n_tokens"] = n
         before = row.pop("tokens_before")
-        row["depth"] = None if before is None else before / n
+        row["depth"] = None if before is None else before / n if n else 0.0
     return rows

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 import os
 from collections.abc import Callable, Sequence
 from functools import cached_property
@@ -23,6 +24,10 @@ R = TypeVar("R")
 
 #: Haystack lengths are counted in this model's tokens.
 DEFAULT_REFERENCE = DEFAULT_EMBEDDER
+#: Normalisers that change characters one at a time (never across a space).
+_CHARACTER_NORMALIZERS = frozenset({"BertNormalizer", "Lowercase", "StripAccents", "NFC", "NFD", "NFKC", "NFKD"})
+#: Pre-tokenisers that cut at every whitespace (a token never spans a space).
+_WHITESPACE_SPLITTERS = frozenset({"BertPreTokenizer", "Whitespace", "WhitespaceSplit"})
 
 
 class TokenCounter:
@@ -47,6 +52,25 @@ class TokenCounter:
         digest = hashlib.sha256(f"tokenizers {version('tokenizers')}\0".encode())
         digest.update(self._backend.to_str().encode("utf-8"))
         return digest.hexdigest()
+
+    @cached_property
+    def counts_add_up(self) -> bool:
+        """True when ``count([" ".join(parts)]) == sum(count(parts))`` for any parts: the
+        normaliser works character by character and the pre-tokeniser splits at whitespace before
+        the model sees anything (BERT's WordPiece tokenizers, all-MiniLM-L6-v2's among them), so no
+        token spans a space. Haystacks are counted from their parts then, instead of tokenising
+        every assembled text again (a SentencePiece or byte-level BPE tokenizer is counted whole)."""
+        config = json.loads(self._backend.to_str())
+
+        def kinds(part) -> set[str]:
+            if not part:
+                return set()
+            inner = part.get("normalizers") or part.get("pretokenizers")
+            return set().union(*(kinds(p) for p in inner)) if inner else {part["type"]}
+
+        normalizers, pre_tokenizers = kinds(config.get("normalizer")), kinds(config.get("pre_tokenizer"))
+        return (normalizers <= _CHARACTER_NORMALIZERS and bool(pre_tokenizers & _WHITESPACE_SPLITTERS)
+                and pre_tokenizers <= _WHITESPACE_SPLITTERS | {"Punctuation", "Digits"})
 
     def count(self, texts: Sequence[str], special_tokens: bool = False) -> list[int]:
         if not texts:

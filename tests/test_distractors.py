@@ -86,7 +86,7 @@ def test_each_needle_haystack_holds_k_distractors_outside_the_needle_zone(grid):
         assert row.depth == pytest.approx(counter.count([row.text[:row.needle_start].strip()])[0] / row.n_tokens, abs=2 / row.n_tokens)
 
 
-def test_short_haystacks_keep_the_zone_or_refuse(needle_file, books_dir):
+def test_short_haystacks_keep_the_zone_where_they_can_and_refuse_what_cannot_hold_the_distractors(needle_file, books_dir, capsys):
     from embedeval.errors import ConfigError
 
     needle_set = load_needle_set(needle_file)
@@ -94,11 +94,24 @@ def test_short_haystacks_keep_the_zone_or_refuse(needle_file, books_dir):
     counter = load_token_counter()
     frame = build_haystacks(needle_set, corpus, lengths=[160, 256], depths=5, variants=["onehop"], negatives=1, n_distractors=[4])
     positives = frame[frame["variant"] == "onehop"]
+    assert (positives["distractors_in_zone"] == 0).all()
     for row in positives.itertuples():
         assert len(row.distractor_starts) == 4
         _assert_outside_zone(row, counter)
-    with pytest.raises(ConfigError, match="haystacks of 100 tokens are too short for group 'loc-dresden': its needle and 4 distractor"):
-        build_haystacks(needle_set, corpus, lengths=[100, 256], depths=5, variants=["onehop"], negatives=1, n_distractors=[0, 4])
+    # 100 tokens: the needle and 4 distractors leave few boundaries; what cannot keep the zone is placed and counted
+    frame = build_haystacks(needle_set, corpus, lengths=[100, 256], depths=5, variants=["onehop"], negatives=1, n_distractors=[0, 4])
+    short = frame[(frame["variant"] == "onehop") & (frame["length"] == 100) & (frame["n_distractors"] == 4)]
+    assert len(short) and (short["n_tokens"] <= 100).all()
+    assert all(len(starts) == 4 for starts in short["distractor_starts"])
+    missed = int((frame.loc[frame["variant"] == "onehop", "distractors_in_zone"] > 0).sum())
+    assert missed > 0 and set(short["distractors_in_zone"]) <= {0, 4}
+    assert f"warning: {missed} of {len(short) + 5 * 2} needle haystacks with distractors have no sentence boundary" in capsys.readouterr().err
+    for row in short[short["distractors_in_zone"] == 0].itertuples():
+        _assert_outside_zone(row, counter)
+    taken = max(counter.count([g.needle("onehop", c) for g in needle_set.groups for c in g.characters]))
+    with pytest.raises(ConfigError, match="haystacks of 40 tokens are too short for group 'loc-dresden': its needle and 4 distractor"):
+        build_haystacks(needle_set, corpus, lengths=[40, 256], depths=5, variants=["onehop"], negatives=1, n_distractors=[0, 4])
+    assert taken < 40 < taken + sum(counter.count(DISTRACTORS["loc-dresden"]))
 
 
 def test_controls_hold_the_same_distractors_at_the_same_places(grid):

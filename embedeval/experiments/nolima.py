@@ -160,16 +160,18 @@ def reusable_haystacks(config: NolimaConfig) -> pd.DataFrame | None:
     return None
 
 
-def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progress: bool, tokenizer=None) -> pd.DataFrame:
+def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progress: bool, tokenizer=None,
+                            cache_dir=None) -> pd.DataFrame:
     """Reuse ``out/haystacks.parquet`` when it was built with the same settings, else build and
-    write it (with ``haystacks.json``, the settings it was built with)."""
+    write it (with ``haystacks.json``, the settings it was built with); books are split once into
+    ``cache_dir``."""
     frame = reusable_haystacks(config)
     if frame is not None:
         return frame
     frame = build_haystacks(
         needle_set, load_corpus(config.corpus), config.lengths, config.depths, config.variants,
         tokenizer=tokenizer or load_token_counter(config.tokenizer), seed=config.seed, progress=progress, negatives=config.negatives,
-        min_books=config.min_books, filler=config.filler, n_distractors=config.n_distractors,
+        min_books=config.min_books, filler=config.filler, n_distractors=config.n_distractors, cache_dir=cache_dir,
     )
     out = Path(config.out)
     (out / "config.json").unlink(missing_ok=True)  # the first write: from here on the folder reads as unfinished
@@ -191,7 +193,7 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
                    for scorer in load_scorers(spec, strategies, reference, cache_dir=cache_dir, progress=progress,
                                               commit_every=commit_every, dedupe=config.dedupe,
                                               executor=config.executor_settings())]
-        haystacks = load_or_build_haystacks(config, needle_set, progress, reference)
+        haystacks = load_or_build_haystacks(config, needle_set, progress, reference, cache_dir)
         scored = [score_haystacks(scorer, haystacks, forms) for scorer in scorers]
         similarities = pd.concat([similarity_rows(s, needle_set, config.normalize_by) for s in scored], ignore_index=True)
         retrieval = pd.concat([retrieval_rows(s, needle_set) for s in scored], ignore_index=True)
