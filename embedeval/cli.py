@@ -18,7 +18,7 @@ from embedeval.cli_options import (
     Quiet, int_list, split_list, with_option_groups,
 )
 from embedeval.defaults import (
-    DEFAULT_ABSENCE_TOP_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY,
+    DEFAULT_ABSENCE_TOP_K, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY,
     DEFAULT_STRATEGIES, DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_WINDOW_OVERLAP,
 )
 from embedeval.errors import EmbedevalError, InputError
@@ -255,8 +255,10 @@ def nolima(
     needles: NeedleOptions,
     grid: GridOptions,
     out: Annotated[Path, typer.Option("--out", help="Run directory.")] = Path("runs/nolima"),
-    break_metric: Annotated[str, typer.Option("--break-metric", help="Metric the break point is read from: recall@1, recall@5, recall@10, mrr, ndcg@10, query_auc, auc or comparative_ratio.")] = DEFAULT_BREAK_METRIC,
-    break_threshold: Annotated[float, typer.Option("--break-threshold", help="Value the break metric must keep for a length to count as working.")] = DEFAULT_BREAK_THRESHOLD,
+    break_rule: Annotated[str, typer.Option("--break-rule", help="The headline break point: relative (the largest length whose recall@k stays >= 0.85 x its value at the shortest length) or absolute (--break-metric >= --break-threshold). Both are in the report.")] = DEFAULT_BREAK_RULE,
+    break_k: Annotated[int, typer.Option("--break-k", help="The relative rule's recall@k: 1, 5 or 10.")] = DEFAULT_BREAK_K,
+    break_metric: Annotated[str, typer.Option("--break-metric", help="The absolute rule's metric: recall@1, recall@5, recall@10, mrr, ndcg@10, query_auc, auc or comparative_ratio.")] = DEFAULT_BREAK_METRIC,
+    break_threshold: Annotated[float, typer.Option("--break-threshold", help="The value the absolute rule's metric must keep for a length to count as working.")] = DEFAULT_BREAK_THRESHOLD,
     commit_every: Annotated[int, typer.Option("--commit-every", help="Texts per cache commit (what an interruption can lose).")] = DEFAULT_COMMIT_EVERY,
     n_bootstrap: Annotated[int, typer.Option("--n-bootstrap", help="Cluster-bootstrap resamples behind every confidence interval.")] = DEFAULT_N_BOOTSTRAP,
     normalize_by: Annotated[str, typer.Option("--normalize-by", help="Divide sim(q, haystack) by sim(q, the standard needle of the variant's family), as the Jina study does (standard), or by the haystack's own needle (own).")] = DEFAULT_NORMALIZE_BY,
@@ -270,7 +272,8 @@ def nolima(
 
     `--embedder bm25` adds a lexical baseline (BM25 over the haystacks of each length)."""
     from embedeval.experiments.nolima import NolimaConfig, run_nolima
-    from embedeval.report import break_points, break_sentence, distractor_note
+    from embedeval.breaks import break_points, break_sentence
+    from embedeval.report import distractor_note
 
     if commit_every < 1:
         raise InputError("--commit-every must be >= 1")
@@ -279,7 +282,7 @@ def nolima(
         min_books=grid.min_books, filler=grid.filler,
         lengths=grid.length_list, depths=grid.depths, variants=grid.variant_list, seed=grid.seed, negatives=grid.negatives,
         n_distractors=grid.distractor_counts, distractors_file=None if grid.distractors_file is None else str(grid.distractors_file),
-        out=str(out), break_metric=break_metric, break_threshold=break_threshold, n_bootstrap=n_bootstrap, normalize_by=normalize_by, skip_unavailable=embedders.skip_unavailable,
+        out=str(out), break_rule=break_rule, break_k=break_k, break_metric=break_metric, break_threshold=break_threshold, n_bootstrap=n_bootstrap, normalize_by=normalize_by, skip_unavailable=embedders.skip_unavailable,
         expansions=split_list(expansions or ""),
         strategies=[name for item in (strategy or list(DEFAULT_STRATEGIES)) for name in split_list(item)],
         chunk_tokens=int_list(chunk_tokens, "--chunk-tokens"), window_overlap=window_overlap,
@@ -290,10 +293,10 @@ def nolima(
         typer.echo(f"skipped {spec} ({why})")
     for name, count in result.newly_embedded.items():
         typer.echo(f"{name}: {count} texts newly embedded")
-    for row in break_points(result.metrics, break_metric, break_threshold).itertuples():
+    for row in break_points(result.metrics, config.rule()).itertuples():
         if row.query_form == QUESTION:
             typer.echo(f"{row.embedder} [{row.strategy}, {row.variant}{distractor_note(row.n_distractors)}]: "
-                       f"{break_sentence(row, break_metric, break_threshold)}")
+                       f"{break_sentence(row, config.rule())}")
     typer.echo(f"wrote {out}/report.md")
 
 

@@ -28,8 +28,13 @@ DEFAULT_N_DISTRACTORS: tuple[int, ...] = (0,)
 #: What ``normalized`` divides by: sim(q, the standard needle of the variant's family), as the Jina
 #: study does ("standard"), or sim(q, the haystack's own needle) ("own").
 DEFAULT_NORMALIZE_BY = "standard"
-#: Break point rule: the metric a length must keep at or above the threshold ("working context");
-#: the study's pooled-AUC break point is shown beside it, with the same threshold.
+#: The headline break point (embedeval.breaks): "relative" (the largest length whose recall@k
+#: stays >= RELATIVE_BREAK_FRACTION x its value at the shortest length, after RULER's and NoLiMa's
+#: effective length) or "absolute" (the metric a length must keep at or above a fixed threshold,
+#: the "working context"); both are shown, and the study's pooled-AUC break point beside them.
+DEFAULT_BREAK_RULE = "relative"
+DEFAULT_BREAK_K = 5
+RELATIVE_BREAK_FRACTION = 0.85
 DEFAULT_BREAK_METRIC = "query_auc"
 DEFAULT_BREAK_THRESHOLD = 0.8
 #: How long texts are read (embedeval.strategies): the model's own truncation by default; chunk

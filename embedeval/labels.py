@@ -18,7 +18,7 @@ RETRIEVAL_COLUMNS = [
 #: Columns of the similarity table (one row per embedder x strategy x haystack x query form).
 SIMILARITY_COLUMNS = [
     "embedder", "strategy", "haystack_id", "control_id", "group_id", "category", "variant", "length", "n_distractors",
-    "depth", "target_depth",
+    "distractors_in_zone", "depth", "target_depth",
     "query_form", "sim_qh", "sim_qn", "normalized", "normalized_by", "n_tokens", "truncated", "needle_visible",
     "windows_exact", "best_chunk", "chunk_has_needle",
 ]

@@ -16,7 +16,7 @@ import pandas as pd
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
-from embedeval.defaults import CHUNK_FACTOR, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
+from embedeval.defaults import CHUNK_FACTOR, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED, RELATIVE_BREAK_FRACTION
 
 BUCKET_NAMES_3 = ("beginning", "middle", "end")
 
@@ -268,6 +268,28 @@ def break_point(lengths, scores, threshold: float = DEFAULT_BREAK_THRESHOLD) -> 
             break
         best = int(length)
     return best
+
+
+def relative_break_point(lengths, scores, fraction: float = RELATIVE_BREAK_FRACTION) -> int | None:
+    """The largest length up to which the score stays >= ``fraction`` x its value at the
+    shortest length (an *effective length*, as RULER and NoLiMa read it against a short-context
+    reference):
+
+        L* = max { L : s(l) >= fraction * s(l_min) for every measured l <= L }
+
+    None when the score at the shortest length is not positive (nothing to keep) or not finite.
+    Example: lengths 128, 256, 512 with recall 0.60, 0.52, 0.49 and fraction 0.85 -> the bar is
+    0.51, so L* = 256.
+    """
+    lengths, scores = _paired(lengths, scores, "lengths", "scores")
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], not {fraction}")
+    if not lengths.size:
+        return None
+    base = scores[np.argmin(lengths)]
+    if not np.isfinite(base) or base <= 0:
+        return None
+    return break_point(lengths, scores, fraction * base)
 
 
 def recommended_chunk_tokens(break_point_tokens: int | None) -> int | None:

@@ -16,9 +16,9 @@ import pandas as pd
 from embedeval.aggregate import METRIC_COLUMNS, metric_series
 from embedeval.errors import InputError
 from embedeval.io import atomic_path, read_table, write_text_atomic
-from embedeval.labels import ALL, CHUNKED_PREFIX, QUESTION, SIMILARITY_COLUMNS
-from embedeval.defaults import CHUNK_FACTOR, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD
-from embedeval.metrics import break_point, recommended_chunk_tokens
+from embedeval.breaks import BreakRule, break_points, break_sentence
+from embedeval.labels import ALL, CHUNKED_PREFIX, CONTROL, NEGATIVE, QUESTION, SIMILARITY_COLUMNS
+from embedeval.defaults import CHUNK_FACTOR, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD
 
 LINE_FIGURES = (
     ("normalized_mean", "normalized_vs_length.png", "normalized similarity  sim(q,h) / sim(q,needle)", None),
@@ -185,43 +185,6 @@ def depth_tables(similarities: pd.DataFrame, variant: str) -> dict[str, pd.DataF
     return {e: g.pivot_table(index="depth_label", columns="length", values="normalized") for e, g in data.groupby("embedder")}
 
 
-BREAK_COLUMNS = ["embedder", "strategy", "query_form", "variant", "n_distractors", "break_point", "recommended_chunk_tokens", "best_length",
-                 "best_value", "auc_break_point"]
-
-
-def break_points(metrics: pd.DataFrame, metric: str = DEFAULT_BREAK_METRIC,
-                 threshold: float = DEFAULT_BREAK_THRESHOLD) -> pd.DataFrame:
-    """Per embedder, strategy, query form, variant and distractor count: the break point by ``metric`` (the largest
-    length up to which it stays >= ``threshold``), the recommended chunk size, the best length and
-    its value (the answer when no length reaches the threshold), and the study's pooled-AUC break
-    point."""
-    series_keys = ["embedder", "strategy", "query_form", "variant", "n_distractors"]
-    metrics = older_run_defaults(metrics)
-    auc = {key: s for key, s in metric_series(metrics, "auc").groupby(series_keys)}
-    rows = []
-    for key, series in metric_series(metrics, metric).groupby(series_keys):
-        bp = break_point(series["length"], series["value"], threshold)
-        best = series.iloc[int(np.argmax(series["value"].to_numpy()))]
-        auc_series = auc.get(key)
-        chunked = str(key[1]).startswith(CHUNKED_PREFIX)  # its length is the document's, not a chunk's
-        rows.append({**dict(zip(series_keys, key)), "break_point": bp,
-                     "recommended_chunk_tokens": None if chunked else recommended_chunk_tokens(bp), "best_length": int(best["length"]),
-                     "best_value": float(best["value"]),
-                     "auc_break_point": None if auc_series is None else break_point(auc_series["length"], auc_series["value"], threshold)})
-    return pd.DataFrame(rows, columns=BREAK_COLUMNS)
-
-
-def break_sentence(row, metric: str, threshold: float) -> str:
-    """One line about a row of :func:`break_points`, saying so when no length reaches the threshold."""
-    auc = "none" if row.auc_break_point is None or pd.isna(row.auc_break_point) else f"{int(row.auc_break_point)} tokens"
-    if row.break_point is None or pd.isna(row.break_point):
-        return (f"no length keeps {metric} >= {threshold} (best: {row.best_length} tokens at {row.best_value:.3f}); "
-                f"pooled-AUC break point {auc}")
-    chunk = row.recommended_chunk_tokens
-    advice = ("" if chunk is None or pd.isna(chunk) else f", recommended chunk {int(chunk)} tokens")
-    return f"break point {int(row.break_point)} tokens by {metric} >= {threshold}{advice}; pooled-AUC break point {auc}"
-
-
 def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
     """A GitHub-flavoured markdown table."""
     def cell(value) -> str:
@@ -271,10 +234,11 @@ def chunk_size_table(metrics: pd.DataFrame, metric: str, variant: str,
     return data.pivot_table(index=list(rows), columns="length", values="value").reset_index()
 
 
-def chunk_size_lines(metrics: pd.DataFrame, metric: str, threshold: float, variant: str) -> list[str]:
-    """Per embedder with chunked scoring: the largest chunk size whose ``metric`` stays >=
-    ``threshold`` at every length, and whether the best chunk size beats the best whole-document
+def chunk_size_lines(metrics: pd.DataFrame, rule: BreakRule, variant: str) -> list[str]:
+    """Per embedder with chunked scoring: the largest chunk size whose headline metric keeps the
+    break rule at every length, and whether the best chunk size beats the best whole-document
     strategy at the longest length (with both 95% CIs)."""
+    metric = rule.headline_metric
     data = metric_series(metrics, metric)
     data = data[(data["variant"] == variant) & (data["query_form"] == QUESTION) & data["value"].notna()]
     lines = []
@@ -284,13 +248,13 @@ def chunk_size_lines(metrics: pd.DataFrame, metric: str, threshold: float, varia
             continue
         longest = int(rows["length"].max())
         sizes = {int(s.removeprefix(CHUNKED_PREFIX)): g for s, g in rows[is_chunked].groupby("strategy")}
-        holding = [c for c, g in sizes.items() if (g["value"] >= threshold).all()]
+        holding = [c for c, g in sizes.items() if rule.holds_everywhere(g["length"], g["value"])]
         tried = ", ".join(map(str, sorted(sizes)))
         if holding:
-            first = (f"of the chunk sizes tried ({tried}), the largest that keeps {metric} >= {threshold} at every "
+            first = (f"of the chunk sizes tried ({tried}), the largest that keeps {rule.condition()} at every "
                      f"length up to {longest} is {max(holding)} tokens")
         else:
-            first = f"none of the chunk sizes tried ({tried}) keeps {metric} >= {threshold} at every length up to {longest}"
+            first = f"none of the chunk sizes tried ({tried}) keeps {rule.condition()} at every length up to {longest}"
         at_longest = rows[rows["length"] == longest]
         chunked_there = at_longest["strategy"].str.startswith(CHUNKED_PREFIX)
         best_chunk = at_longest[chunked_there].sort_values("value").iloc[-1]
@@ -325,6 +289,27 @@ def truncation_lines(metrics: pd.DataFrame) -> list[str]:
     return lines
 
 
+def position_table(similarities: pd.DataFrame, depths: int | None = None) -> pd.DataFrame:
+    """Per length and distractor count: the distinct needle positions each (question, variant)
+    reached (mean, min, max; of ``depths`` asked for, if given) and how many needle haystacks
+    hold distractors inside the needle's zone, from one scorer's question-form rows."""
+    first = similarities[["embedder", "strategy"]].drop_duplicates().iloc[:1]
+    rows = similarities.merge(first, on=["embedder", "strategy"])
+    rows = rows[(rows["query_form"] == QUESTION) & ~rows["variant"].isin([CONTROL, NEGATIVE])]
+    if rows.empty:
+        return pd.DataFrame()
+    per_question = rows.groupby(["length", "n_distractors", "group_id", "variant"]).agg(
+        positions=("haystack_id", "nunique"), in_zone=("distractors_in_zone", lambda v: int((v > 0).sum())))
+    table = per_question.groupby(["length", "n_distractors"]).agg(
+        positions_mean=("positions", "mean"), positions_min=("positions", "min"), positions_max=("positions", "max"),
+        in_zone=("in_zone", "sum")).reset_index()
+    table = table.rename(columns={"positions_mean": "distinct positions (mean)", "positions_min": "min", "positions_max": "max",
+                                  "in_zone": "haystacks with distractors in zone"})
+    if depths:
+        table.insert(2, "depths asked", int(depths))
+    return table
+
+
 def summary_table(metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
     """``metric`` per length (rows) for each embedder/form/variant (columns)."""
     data = metric_series(metrics, metric)
@@ -333,14 +318,14 @@ def summary_table(metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 
 #: Columns that came with long-text strategies and with distractors (runs of older versions lack them).
-LATER_COLUMNS = ("strategy", "windows_exact", "best_chunk", "chunk_has_needle", "n_distractors", "control_id")
+LATER_COLUMNS = ("strategy", "windows_exact", "best_chunk", "chunk_has_needle", "n_distractors", "control_id", "distractors_in_zone")
 
 #: The run settings the report's first line names (from the run's config).
 HEADER_KEYS = ("needles", "corpus", "lengths", "depths", "seed", "tokenizer")
 
 
-def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, break_metric: str = DEFAULT_BREAK_METRIC,
-                 break_threshold: float = DEFAULT_BREAK_THRESHOLD, title: str = "NoLiMa sweep", config: dict | None = None,
+def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, rule: BreakRule | None = None,
+                 title: str = "NoLiMa sweep", config: dict | None = None,
                  candidates: int | None = None) -> Path:
     """Write ``report.md`` and ``figures/`` into ``out``; returns the report path. ``config``: the
     settings of the run the tables come from (named in the first line), if there is one run;
@@ -348,16 +333,18 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, b
     out = Path(out)
     figures = out / "figures"
     metrics, similarities = older_run_defaults(metrics), older_run_defaults(similarities)
-    bps = break_points(metrics, break_metric, break_threshold)
+    rule = rule or BreakRule()
+    break_metric = rule.headline_metric
+    bps = break_points(metrics, rule)
     variant = _main_variant(metrics)
     fewest = fewest_distractors(metrics)
-    chunk_lines = chunk_size_lines(fewest, break_metric, break_threshold, variant)
+    chunk_lines = chunk_size_lines(fewest, rule, variant)
     chunk_table = chunk_size_table(fewest, break_metric, variant)
     decoy_table = distractor_table(metrics, break_metric, variant)
     metrics, similarities = scorer_view(metrics), scorer_view(similarities)  # one series per embedder and strategy
     shown = [f for f in LINE_FIGURES if f[0] in set(metrics["metric"])]  # runs of older versions lack some
     for metric, name, ylabel, hline in shown:
-        line_figure(metrics, metric, ylabel, figures / name, hline=break_threshold if metric == break_metric else hline)
+        line_figure(metrics, metric, ylabel, figures / name, hline=rule.threshold if metric == rule.metric else hline)
     heatmap_figure(category_tables(metrics, variant), f"comparative ratio by category ({variant})", figures / "category_heatmap.png", cmap="RdYlGn")
     depth = depth_tables(similarities, variant)
     if depth:
@@ -368,12 +355,22 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, b
         lines += [f"Needles `{Path(config['needles']).name}`, corpus `{config['corpus']}`, lengths "
                   f"{', '.join(map(str, config['lengths']))}, {config['depths']} depths, seed {config['seed']}, "
                   f"token counts by `{config['tokenizer']}`.", ""]
-    lines += [f"## Break point and recommended chunk size ({break_metric} >= {break_threshold})", "",
-              f"The break point is the largest length up to which {break_metric} stays at or above the threshold; "
-              f"the recommended chunk size is {CHUNK_FACTOR} x break point. Where no length reaches the threshold, "
-              "the best length is named. Beside it: the study's break point from the AUC pooled over questions.", "",
+    lines += [f"## Break point and recommended chunk size ({rule.condition()})", "",
+              "The break point is the largest length up to which the rule holds at every length from the shortest; "
+              f"the recommended chunk size is {CHUNK_FACTOR} x the headline ({rule.rule}) break point. Where no length "
+              "keeps the rule, the best length is named. Both rules are in the table, and the study's break point from "
+              "the AUC pooled over questions beside them:", "", *[f"- {line}" for line in rule.meanings()], "",
               *[f"- {r.embedder} [{r.strategy}, {r.variant}, {r.query_form}{distractor_note(r.n_distractors)}]: "
-                f"{break_sentence(r, break_metric, break_threshold)}" for r in bps.itertuples()], "", markdown_table(bps), ""]
+                f"{break_sentence(r, rule)}" for r in bps.itertuples()], "", markdown_table(bps), ""]
+    positions = position_table(similarities, config.get("depths") if config else None)
+    if not positions.empty:
+        lines += ["## Needle positions", "",
+                  "A needle goes in at the sentence boundary nearest its target depth. In short haystacks of long "
+                  "sentences two depths can meet at one boundary; such a haystack is built once and counted once, so "
+                  "per length the distinct positions reached can be fewer than the depths asked for (mean, min and max "
+                  "over questions and variants). Where no boundary lies outside the ±0.2 zone around the needle, "
+                  "its distractors go to the farthest boundaries inside it (`haystacks with distractors in zone`).", "",
+                  markdown_table(positions, digits=1), ""]
     if decoy_table["n_distractors"].nunique() > 1:
         lines += ["## Distractors", "",
                   f"{break_metric} ({variant} needles, question form) per distractor count and haystack length. A "
@@ -419,7 +416,8 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, b
 def older_run_defaults(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with the columns that runs of older versions lack filled in: they read every
     haystack through the model's own window (``strategy`` truncate) and had no distractors."""
-    return frame.assign(**{column: value for column, value in (("strategy", "truncate"), ("n_distractors", 0))
+    return frame.assign(**{column: value for column, value in (("strategy", "truncate"), ("n_distractors", 0),
+                                                               ("distractors_in_zone", 0))
                            if column not in frame.columns})
 
 
@@ -460,11 +458,15 @@ def _pool_size(run_dir: Path) -> int | None:
     return pool_size(read_table(path, ["n_candidates"])) if path.is_file() else None
 
 
-def _break_rule(config: dict) -> tuple[str, float]:
-    """The break metric and threshold a run was made with (runs before 0.2 read the pooled AUC)."""
+def break_rule_of(config: dict) -> BreakRule:
+    """The break rule a run was made with: runs before the relative rule read an absolute one
+    (and runs before 0.2 the pooled AUC)."""
+    if "break_rule" in config:
+        return BreakRule(config["break_rule"], config.get("break_k", DEFAULT_BREAK_K), config.get("break_metric", DEFAULT_BREAK_METRIC),
+                         config.get("break_threshold", DEFAULT_BREAK_THRESHOLD))
     if "break_metric" in config:
-        return config["break_metric"], config.get("break_threshold", DEFAULT_BREAK_THRESHOLD)
-    return "auc", config.get("auc_threshold", DEFAULT_BREAK_THRESHOLD)
+        return BreakRule("absolute", metric=config["break_metric"], threshold=config.get("break_threshold", DEFAULT_BREAK_THRESHOLD))
+    return BreakRule("absolute", metric="auc", threshold=config.get("auc_threshold", DEFAULT_BREAK_THRESHOLD))
 
 
 def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
@@ -472,7 +474,7 @@ def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
     loaded = [load_run(Path(d)) for d in run_dirs]
     if len(loaded) == 1:
         metrics, sims, config = loaded[0]
-        return write_report(Path(out or run_dirs[0]), metrics, sims, *_break_rule(config), config=config,
+        return write_report(Path(out or run_dirs[0]), metrics, sims, break_rule_of(config), config=config,
                             candidates=_pool_size(Path(run_dirs[0])))
     all_embedders = [e for m, _, _ in loaded for e in m["embedder"].unique()]
     relabel = len(all_embedders) != len(set(all_embedders))
@@ -485,5 +487,5 @@ def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
         sim_frames.append(sims)
     target = Path(out or "runs/compare")
     target.mkdir(parents=True, exist_ok=True)
-    return write_report(target, pd.concat(metrics_frames), pd.concat(sim_frames), *_break_rule(loaded[0][2]),
+    return write_report(target, pd.concat(metrics_frames), pd.concat(sim_frames), break_rule_of(loaded[0][2]),
                         title="NoLiMa sweep: " + " vs ".join(Path(d).name for d in run_dirs))

@@ -73,7 +73,8 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
     than the whole haystack; ``needle_visible``: it read the needle (NA for controls);
     ``best_chunk``: the chunk that gave the score (chunks-max; 0 where the text is scored as one
     piece); ``chunk_has_needle``: that piece holds the whole needle (NA for controls);
-    ``n_distractors``: distractors in the haystack; ``control_id``: the needle haystack's control
+    ``n_distractors``: distractors in the haystack (``distractors_in_zone`` of them inside the
+    needle's ±0.2 zone, where no boundary lay outside it); ``control_id``: the needle haystack's control
     (the same filler and distractors without the needle; empty for controls).
     """
     check_normalize_by(normalize_by)
@@ -104,6 +105,8 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
         needle_scores = scorer.index(unique_needles)
 
     n_distractors, _, control_ids = distractor_columns(haystacks)
+    in_zone = (haystacks["distractors_in_zone"].fillna(0).to_numpy(dtype=np.int64) if "distractors_in_zone" in haystacks.columns
+               else np.zeros(len(haystacks), dtype=np.int64))
     frames = []
     for form, scores in scored.scores.items():
         sim_qh = scores.values[rows_group, keep]
@@ -125,7 +128,7 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
             "embedder": scorer.name, "strategy": scorer.strategy, "haystack_id": haystacks["id"].to_numpy(),
             "group_id": haystacks["group_id"].to_numpy(), "category": haystacks["category"].to_numpy(),
             "variant": variants, "length": haystacks["length"].to_numpy(), "n_distractors": n_distractors,
-            "control_id": control_ids,
+            "distractors_in_zone": in_zone, "control_id": control_ids,
             "depth": haystacks["depth"].to_numpy(dtype=float, na_value=np.nan),
             "target_depth": haystacks["target_depth"].to_numpy(dtype=float, na_value=np.nan),
             "query_form": form, "sim_qh": sim_qh.astype(float), "sim_qn": sim_qn, "normalized": normalized,

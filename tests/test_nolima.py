@@ -425,15 +425,19 @@ def test_retrieval_metrics_are_the_means_of_the_rank_table(run):
 
 
 def test_break_points_name_the_best_length_when_none_reaches_the_threshold():
-    from embedeval.report import break_points, break_sentence
+    from embedeval.breaks import BreakRule, break_points, break_sentence
 
     rows = [{"embedder": "m", "strategy": "truncate", "query_form": "question", "variant": "onehop", "length": length, "category": "all",
              "depth_bucket": "all", "metric": metric, "value": value, "n": 10, "ci_lo": 0, "ci_hi": 1}
-            for metric, values in (("query_auc", (0.75, 0.79, 0.6)), ("auc", (0.9, 0.85, 0.7)))
+            for metric, values in (("query_auc", (0.75, 0.79, 0.6)), ("auc", (0.9, 0.85, 0.7)), ("recall@5", (0.0, 0.0, 0.0)))
             for length, value in zip((128, 256, 512), values)]
-    table = break_points(pd.DataFrame(rows), "query_auc", 0.8)
+    rule = BreakRule("absolute", metric="query_auc", threshold=0.8)
+    table = break_points(pd.DataFrame(rows), rule)
     row = next(table.itertuples())
     assert pd.isna(row.break_point) and row.best_length == 256 and row.auc_break_point == 256
-    assert break_sentence(row, "query_auc", 0.8).startswith("no length keeps query_auc >= 0.8 (best: 256 tokens at 0.790)")
-    row = next(break_points(pd.DataFrame(rows), "auc", 0.8).itertuples())
+    assert break_sentence(row, rule).startswith("no length keeps query_auc >= 0.8 (best: 256 tokens at 0.790)")
+    row = next(break_points(pd.DataFrame(rows), BreakRule("absolute", metric="auc", threshold=0.8)).itertuples())
     assert row.break_point == 256 and row.recommended_chunk_tokens == 204
+    row = next(break_points(pd.DataFrame(rows)).itertuples())  # relative: recall@5 is 0 at the shortest length
+    assert pd.isna(row.break_point) and pd.isna(row.relative_break_point) and pd.isna(row.absolute_break_point)
+    assert break_sentence(row).startswith("no length keeps recall@5 >= 0.85 x its value at the shortest length")

@@ -26,7 +26,7 @@ import pandas as pd
 from embedeval.aggregate import nolima_metrics
 from embedeval.corpus import load_corpus
 from embedeval.defaults import (
-    DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DEPTHS,
+    DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DEPTHS,
     DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_N_BOOTSTRAP, DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES,
     DEFAULT_NEGATIVES,
     DEFAULT_NORMALIZE_BY, DEFAULT_SEED, DEFAULT_STRATEGIES, DEFAULT_VARIANTS, DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS,
@@ -37,7 +37,7 @@ from embedeval.errors import ConfigError
 from embedeval.haystacks import build_haystacks, check_build_args
 from embedeval.derived import file_sha256, forget_outputs, fresh_outputs, inputs_digest, record_outputs
 from embedeval.io import read_table, run_directory, write_table, write_text_atomic
-from embedeval.metrics import BREAK_METRICS
+from embedeval.breaks import BreakRule
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
 from embedeval.report import pool_size, write_report
 from embedeval.expansion import query_forms
@@ -76,8 +76,10 @@ class NolimaConfig:
     distractors_file: str | None = None  # distractors by group, replacing the needle file's (load_distractors)
     out: str = "runs/nolima"
     tokenizer: str = DEFAULT_REFERENCE
-    break_metric: str = DEFAULT_BREAK_METRIC  # the metric the break point is read from
-    break_threshold: float = DEFAULT_BREAK_THRESHOLD
+    break_rule: str = DEFAULT_BREAK_RULE  # the headline break point: "relative" (recall@k vs the shortest length) or "absolute"
+    break_k: int = DEFAULT_BREAK_K  # relative rule: recall@k
+    break_metric: str = DEFAULT_BREAK_METRIC  # absolute rule: the metric ...
+    break_threshold: float = DEFAULT_BREAK_THRESHOLD  # ... and the value it must keep
     normalize_by: str = DEFAULT_NORMALIZE_BY  # "standard" (the study's divisor) or "own"
     strategies: list[str] = field(default_factory=lambda: list(DEFAULT_STRATEGIES))  # how long haystacks are read
     chunk_tokens: list[int] = field(default_factory=lambda: list(DEFAULT_CHUNK_TOKENS))  # chunks-max sizes
@@ -97,18 +99,19 @@ class NolimaConfig:
         if not self.variants:
             raise ConfigError("no variants given")
         check_normalize_by(self.normalize_by)
-        if self.break_metric not in BREAK_METRICS:
-            raise ConfigError(f"unknown break metric {self.break_metric!r}; use one of {', '.join(BREAK_METRICS)}")
+        self.rule().check()
         if self.n_bootstrap < 10:
             raise ConfigError(f"n_bootstrap must be at least 10 resamples, not {self.n_bootstrap}")
-        if not 0 < self.break_threshold <= 1:
-            raise ConfigError(f"break threshold must be in (0, 1], not {self.break_threshold}")
         parse_strategies(self.strategies, self.chunk_tokens, self.window_overlap)
         self.executor_settings().check()
         if not self.embedders:
             raise ConfigError("no embedders given")
         self.embedders, self.skipped = select_embedders(self.embedders, self.skip_unavailable, lexical=True)
         return grid_needle_set(self.needles, self.groups, self.variants, self.n_distractors, self.distractors_file)
+
+    def rule(self) -> BreakRule:
+        """How the report reads the break point."""
+        return BreakRule(self.break_rule, self.break_k, self.break_metric, self.break_threshold)
 
     def executor_settings(self) -> Executor:
         """Where the run's cache misses are embedded."""
@@ -208,7 +211,7 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
             forget_outputs(out)
             metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.seed, retrieval=retrieval)
             write_table(metrics, out / "metrics.csv")
-            write_report(out, metrics, similarities, config.break_metric, config.break_threshold, config=settings,
+            write_report(out, metrics, similarities, config.rule(), config=settings,
                          candidates=pool_size(retrieval))
             figures = [str(p.relative_to(out)) for p in sorted((out / "figures").glob("*.png"))]
             record_outputs(out, digest, ["metrics.csv", "report.md", *figures])
