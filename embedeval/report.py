@@ -290,16 +290,18 @@ def truncation_lines(metrics: pd.DataFrame) -> list[str]:
 
 
 def position_table(similarities: pd.DataFrame, depths: int | None = None) -> pd.DataFrame:
-    """Per length and distractor count: the distinct needle positions each (question, variant)
-    reached (mean, min, max; of ``depths`` asked for, if given) and how many needle haystacks
-    hold distractors inside the needle's zone, from one scorer's question-form rows."""
+    """Per length and distractor count: the distinct needle positions (depths to 0.01) each
+    (question, variant) reached (mean, min, max; of ``depths`` asked for, if given) and how many
+    needle haystacks hold distractors inside the needle's zone, from one scorer's question-form
+    rows."""
     first = similarities[["embedder", "strategy"]].drop_duplicates().iloc[:1]
     rows = similarities.merge(first, on=["embedder", "strategy"])
     rows = rows[(rows["query_form"] == QUESTION) & ~rows["variant"].isin([CONTROL, NEGATIVE])]
     if rows.empty:
         return pd.DataFrame()
+    rows = rows.assign(position=rows["depth"].round(2))
     per_question = rows.groupby(["length", "n_distractors", "group_id", "variant"]).agg(
-        positions=("haystack_id", "nunique"), in_zone=("distractors_in_zone", lambda v: int((v > 0).sum())))
+        positions=("position", "nunique"), in_zone=("distractors_in_zone", lambda v: int((v > 0).sum())))
     table = per_question.groupby(["length", "n_distractors"]).agg(
         positions_mean=("positions", "mean"), positions_min=("positions", "min"), positions_max=("positions", "max"),
         in_zone=("in_zone", "sum")).reset_index()
@@ -367,7 +369,7 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, r
         lines += ["## Needle positions", "",
                   "A needle goes in at the sentence boundary nearest its target depth. In short haystacks of long "
                   "sentences two depths can meet at one boundary; such a haystack is built once and counted once, so "
-                  "per length the distinct positions reached can be fewer than the depths asked for (mean, min and max "
+                  "per length the distinct positions reached (depths to 0.01) can be fewer than the depths asked for (mean, min and max "
                   "over questions and variants). Where no boundary lies outside the ±0.2 zone around the needle, "
                   "its distractors go to the farthest boundaries inside it (`haystacks with distractors in zone`).", "",
                   markdown_table(positions, digits=1), ""]

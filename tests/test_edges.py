@@ -1,0 +1,202 @@
+"""Users' own material at the edges (issue 22): NoLiMa-schema sets with distractors in short
+haystacks of long sentences, depths that meet at one sentence boundary, books split once, token
+counts added up from the parts, and the two break-point rules on hand-made tables."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from embedeval.breaks import BreakRule, break_points, break_sentence
+from embedeval.cli import app
+from embedeval.corpus import load_corpus
+from embedeval.haystacks import Piece, SentencePool, build_haystacks, distractor_boundaries
+from embedeval.labels import CONTROL, NEGATIVE
+from embedeval.metrics import relative_break_point
+from embedeval.needles import load_needle_set
+from embedeval.tokens import load_token_counter
+from test_nolima_schema import FIXTURE, NAMES
+
+WORDS = ("river stone window garden letter candle harbour meadow lantern orchard valley bridge market winter summer "
+         "morning evening quiet heavy golden narrow distant gentle ancient crowded silver wooden patient careful "
+         "walked carried watched gathered followed painted answered wandered noticed remembered").split()
+
+
+@pytest.fixture(scope="module")
+def long_sentence_books(tmp_path_factory):
+    """Ten books of long sentences (70-110 words each) written from a word list: a 128-token
+    haystack holds one or two of them, so it has few sentence boundaries."""
+    rng = np.random.default_rng(7)
+    folder = tmp_path_factory.mktemp("long-sentences")
+    for b in range(10):
+        sentences = [" ".join(rng.choice(WORDS, size=int(rng.integers(70, 110)))).capitalize() + "." for _ in range(60)]
+        (folder / f"book{b:02d}.txt").write_text(" ".join(sentences) + "\n", encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def nolima_with_distractors(tmp_path_factory):
+    data = [dict(entry) for entry in FIXTURE]
+    data[1]["distractors"] = {"onehop": "The cook refused to serve {2} on any day of the week."}
+    path = tmp_path_factory.mktemp("nolima") / "with-distractors.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_a_nolima_set_with_distractors_runs_at_128_tokens_of_long_sentences(nolima_with_distractors, long_sentence_books, tmp_path):
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["nolima", "--needles", str(nolima_with_distractors), "--corpus", f"dir:{long_sentence_books}",
+                                      "--lengths", "128,512", "--n-distractors", "1", "--depths", "5", "--negatives", "3",
+                                      "--n-bootstrap", "50", "--out", str(out), "--quiet", "--variants", "onehop"])
+    assert result.exit_code == 0, result.output
+    haystacks = pd.read_parquet(out / "haystacks.parquet")
+    needled = haystacks[~haystacks["variant"].isin([CONTROL, NEGATIVE])]
+    assert set(needled["length"]) == {128, 512}
+    assert (needled["n_tokens"] <= needled["length"]).all()
+    for row in needled.itertuples():
+        distractor = "There was an article about" if row.group_id.startswith("0101") else "The cook refused to serve"
+        assert len(row.distractor_starts) == 1 and row.text[row.distractor_starts[0]:].startswith(distractor)
+        assert row.text[row.needle_start:row.needle_end].split()[0] in {"Actually,", *NAMES}
+    assert "## Needle positions" in (out / "report.md").read_text()
+    similarities = pd.read_parquet(out / "similarities.parquet")
+    assert "distractors_in_zone" in similarities.columns
+
+
+def test_distractors_go_outside_the_zone_then_to_the_end_then_to_the_farthest_boundaries():
+    rng = np.random.default_rng(0)
+    pieces = [Piece("a", 10, "b"), Piece("b", 10, "b")]  # boundaries at 0, 10 and 20 tokens
+    # needle at boundary 1 of a 24-token haystack: 0 and 2 are 10/24 = 0.42 away; 0 is before a sentence
+    assert distractor_boundaries(pieces, 1, rng, needle_at=1, length=24) == ([0], 0)
+    # needle at boundary 0 of a 60-token haystack: boundary 1 is 10/60 away (inside), the end 20/60 (outside)
+    assert distractor_boundaries(pieces, 2, rng, needle_at=0, length=60) == ([2, 2], 0)
+    # needle at boundary 1 of a 100-token haystack: nothing lies 0.2 away; farthest first, ties by position
+    assert distractor_boundaries(pieces, 3, rng, needle_at=1, length=100) == ([0, 1, 2], 3)
+    assert distractor_boundaries([], 2, rng, needle_at=0, length=40) == ([0, 0], 2)  # no filler at all
+
+
+def test_depths_that_meet_at_one_boundary_are_built_and_counted_once(long_sentence_books, tmp_path, capsys):
+    needle_set = load_needle_set(_nolima_file(tmp_path))
+    corpus = load_corpus(f"dir:{long_sentence_books}")
+    frame = build_haystacks(needle_set, corpus, [128, 1024], depths=10, variants=["onehop"], negatives=2)
+    needled = frame[frame["variant"] == "onehop"]
+    per_condition = needled.groupby(["group_id", "length"])
+    assert (per_condition["text"].nunique() == per_condition.size()).all()  # no byte-identical needle haystack twice
+    assert not needled.duplicated(["group_id", "length", "needle_start", "character"]).any()  # a name drawn per depth may differ
+    counts = per_condition.size()
+    assert (counts.xs(128, level="length") < 10).all() and (counts.xs(1024, level="length") == 10).all()
+    merged = 10 * len(needle_set.groups) * 2 - len(needled)
+    assert f"note: {merged} needle haystack(s) came out byte-identical" in capsys.readouterr().err
+    # the kept target depths of a short condition are the first of each run of depths that met
+    one = needled[(needled["length"] == 128) & (needled["group_id"] == needle_set.groups[0].id)]
+    assert one["target_depth"].is_monotonic_increasing and one["target_depth"].iloc[0] == 0.0
+
+
+def _nolima_file(folder):
+    path = folder / "needle_set.json"
+    path.write_text(json.dumps(FIXTURE), encoding="utf-8")
+    return path
+
+
+def test_the_report_counts_each_distinct_position_once(long_sentence_books, tmp_path):
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["nolima", "--needles", str(_nolima_file(tmp_path)), "--corpus", f"dir:{long_sentence_books}",
+                                      "--lengths", "128,1024", "--depths", "10", "--negatives", "3", "--n-bootstrap", "50",
+                                      "--out", str(out), "--quiet", "--variants", "onehop"])
+    assert result.exit_code == 0, result.output
+    haystacks = pd.read_parquet(out / "haystacks.parquet")
+    retrieval = pd.read_parquet(out / "retrieval.parquet")
+    needled = haystacks[haystacks["variant"] == "onehop"]
+    assert sorted(retrieval.loc[retrieval["query_form"] == "question", "haystack_id"]) == sorted(needled["id"])  # one rank row per distinct haystack
+    positions = needled.assign(at=needled["depth"].round(2)).groupby(["length", "group_id"])["at"].nunique().groupby("length")
+    report = (out / "report.md").read_text()
+    for length, mean in positions.mean().items():
+        assert f"| {length} | 0 | 10 | {mean:.1f} | {positions.min()[length]} | {positions.max()[length]} | 0 |" in report
+
+
+def test_a_second_build_reads_the_split_books_from_the_cache(books_dir, monkeypatch, isolated_cache):
+    import embedeval.sentences as sentences
+
+    needle_set = load_needle_set(_nolima_file(isolated_cache))
+    corpus = load_corpus(f"dir:{books_dir}")
+    tokenizer = load_token_counter()
+    first = build_haystacks(needle_set, corpus, [256], depths=3, variants=["onehop"], negatives=2, tokenizer=tokenizer)
+    assert len(list((isolated_cache / "sentences").glob("*.arrow"))) == len(corpus.books)
+
+    def refuse(text):
+        raise AssertionError("a cached book was split again")
+
+    monkeypatch.setattr(sentences, "split_sentences", refuse)
+    again = build_haystacks(needle_set, corpus, [256], depths=3, variants=["onehop"], negatives=2, tokenizer=tokenizer)
+    pd.testing.assert_frame_equal(first, again)
+    changed = type(corpus)(corpus.source, (type(corpus.books[0])("new", corpus.books[0].text + " One more line."), *corpus.books[1:]))
+    with pytest.raises(AssertionError, match="split again"):
+        SentencePool.from_corpus(changed, tokenizer)
+
+
+def test_token_counts_added_up_from_the_parts_equal_counting_each_haystack(books_dir, isolated_cache):
+    tokenizer = load_token_counter()
+    assert tokenizer.counts_add_up
+    needle_set = load_needle_set(_nolima_file(isolated_cache))
+    frame = build_haystacks(needle_set, load_corpus(f"dir:{books_dir}"), [128, 700], depths=4, variants=["onehop"], negatives=3,
+                            tokenizer=tokenizer)
+    assert frame["n_tokens"].tolist() == tokenizer.count(frame["text"].tolist())
+
+
+def test_tokenizers_whose_tokens_can_span_a_space_are_counted_whole():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from embedeval.tokens import TokenCounter
+
+    def counter(pre_tokenizer) -> TokenCounter:
+        backend = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+        backend.pre_tokenizer = pre_tokenizer
+        return TokenCounter(PreTrainedTokenizerFast(tokenizer_object=backend), "test")
+
+    assert counter(pre_tokenizers.Whitespace()).counts_add_up
+    assert not counter(pre_tokenizers.Metaspace()).counts_add_up
+    assert not counter(pre_tokenizers.ByteLevel()).counts_add_up
+
+
+def test_relative_break_point_by_hand():
+    assert relative_break_point([128, 256, 512], [0.60, 0.52, 0.49]) == 256  # bar 0.85 x 0.60 = 0.51
+    assert relative_break_point([512, 128, 256], [0.49, 0.60, 0.52]) == 256  # order does not matter
+    assert relative_break_point([128, 256, 512], [0.60, 0.40, 0.59]) == 128  # stays: the first miss ends it
+    assert relative_break_point([128, 256], [0.0, 0.0]) is None
+    assert relative_break_point([128, 256], [0.5, 0.5], fraction=1.0) == 256
+
+
+def _metrics(series: dict[str, tuple[float, ...]], lengths=(128, 256, 512, 1024), strategy="truncate") -> pd.DataFrame:
+    return pd.DataFrame([{"embedder": "m", "strategy": strategy, "query_form": "question", "variant": "onehop", "n_distractors": 0,
+                          "length": length, "category": "all", "depth_bucket": "all", "metric": metric, "value": value,
+                          "n": 24, "ci_lo": value - 0.05, "ci_hi": value + 0.05}
+                         for metric, values in series.items() for length, value in zip(lengths, values)])
+
+
+def test_both_break_rules_on_a_hand_made_table():
+    # the issue's case: query_auc holds, recall@5 falls off below 0.85 x its value at 128 tokens
+    metrics = _metrics({"recall@5": (0.53, 0.45, 0.40, 0.20), "query_auc": (0.89, 0.85, 0.82, 0.70), "auc": (0.9, 0.9, 0.8, 0.6)})
+    relative = next(break_points(metrics).itertuples())  # 0.45 < 0.85 x 0.53 = 0.4505
+    assert (relative.break_point, relative.relative_break_point, relative.absolute_break_point) == (128, 128, 512)
+    assert relative.recommended_chunk_tokens == 102 and relative.base_value == pytest.approx(0.53)
+    assert relative.auc_break_point == 512
+    assert break_sentence(relative).startswith("break point 128 tokens by recall@5 >= 0.85 x its value at the shortest length")
+    absolute = next(break_points(metrics, BreakRule("absolute")).itertuples())
+    assert (absolute.break_point, absolute.recommended_chunk_tokens) == (512, 409)
+    assert "relative rule (recall@5 >= 0.85 x its value at the shortest length): 128 tokens" in break_sentence(absolute, BreakRule("absolute"))
+    ten = next(break_points(_metrics({"recall@10": (0.8, 0.75, 0.6, 0.5), "query_auc": (0.9,) * 4}), BreakRule(k=10)).itertuples())
+    assert ten.break_point == 256  # bar 0.68
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--break-rule", "median"], "error: unknown break rule 'median'; use one of relative, absolute"),
+    (["--break-k", "3"], "error: --break-k must be one of 1, 5, 10 (the recall@k measured), not 3"),
+])
+def test_bad_break_rules_are_one_line(args, message, tmp_path):
+    result = CliRunner().invoke(app, ["nolima", "--out", str(tmp_path / "run"), *args])
+    assert result.exit_code != 0 and message in result.output
+    assert not (tmp_path / "run").exists()
