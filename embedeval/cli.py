@@ -223,8 +223,8 @@ def haystacks_build(
 
 @haystacks_app.command("show")
 def haystacks_show(
-    file: Annotated[Path, typer.Argument(help="A haystacks.parquet file.")],
     id: Annotated[str, typer.Option("--id", help="Haystack id, e.g. loc-dresden:onehop:512:d03.")],
+    file: Annotated[Path, typer.Argument(help="A haystacks.parquet file.")],
 ) -> None:
     """Print one haystack with its needle highlighted as [[...]]."""
     import pandas as pd

