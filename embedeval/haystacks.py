@@ -19,7 +19,13 @@ up to the length (``control_id`` pairs the two). Each question's retrieval pool 
 ``negatives`` fillers with that question's K distractors at random boundaries
 (``distractors_of``), so a needle haystack is ranked among texts that hold its decoys too.
 
-Every book is split and tokenised once (:class:`SentencePool`); sentences naming any character
+Where no boundary lies outside a needle's zone (short haystacks of long sentences), its
+distractors go to the farthest boundaries inside it (``distractors_in_zone``), and a needle
+haystack byte-identical to an earlier depth's of its condition is left out (counted once); one
+stderr line each says how many.
+
+Every book is split and tokenised once per content, kept in the cache (:mod:`embedeval.sentences`,
+:class:`SentencePool`); sentences naming any character
 of the needle set, or of 250 tokens or more, are left out, so controls never mention a character
 (a sequential passage steps over them).
 """
@@ -58,6 +64,9 @@ HAYSTACK_COLUMNS = [
 ]
 #: Columns that haystack files of older versions lack (``character``, then the distractors').
 LATER_HAYSTACK_COLUMNS = ("character", "n_distractors", "distractors_of", "distractor_starts", "control_id", "distractors_in_zone")
+#: How haystacks are built, recorded with them: a run directory's haystacks of another format are
+#: rebuilt, not reused (2: depths that meet at one boundary built once; distractors_in_zone).
+HAYSTACK_FORMAT = 2
 #: Distractors go at sentence boundaries whose depth differs from the needle's by more than this.
 DISTRACTOR_ZONE = 0.2
 

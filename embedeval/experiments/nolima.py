@@ -34,7 +34,7 @@ from embedeval.defaults import (
 from embedeval.executors import Executor
 from embedeval.embedders.registry import select_embedders
 from embedeval.errors import ConfigError
-from embedeval.haystacks import build_haystacks, check_build_args
+from embedeval.haystacks import HAYSTACK_FORMAT, build_haystacks, check_build_args
 from embedeval.derived import file_sha256, forget_outputs, fresh_outputs, inputs_digest, record_outputs
 from embedeval.io import read_table, run_directory, write_table, write_text_atomic
 from embedeval.breaks import BreakRule
@@ -118,14 +118,16 @@ class NolimaConfig:
         return Executor(self.executor, self.workers, self.ray_address)
 
     def haystack_settings(self) -> dict:
-        """The settings the haystacks depend on, with a hash of the needle file's content and the
-        sentence splitter (haystacks cut by another splitter are rebuilt, not reused)."""
+        """The settings the haystacks depend on, with a hash of the needle file's content, the
+        sentence splitter and the build format (haystacks cut by another splitter or built by
+        another format are rebuilt, not reused)."""
         data = asdict(self)
         settings = {k: data[k] for k in HAYSTACK_KEYS}
         settings["needles_sha256"] = file_sha256(Path(self.needles))
         if self.distractors_file:
             settings["distractors_sha256"] = file_sha256(Path(self.distractors_file))
         settings["splitter"] = SENTENCE_SPLITTER
+        settings["format"] = HAYSTACK_FORMAT
         return settings
 
 
