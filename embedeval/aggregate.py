@@ -34,8 +34,17 @@ from embedeval.metrics import (
     win_scores,
 )
 
-CELL = ["embedder", "strategy", "query_form", "variant", "length", "n_distractors"]
+CELL = ["embedder", "strategy", "query_form", "variant", "length", "n_distractors", "n_needles", "own_question"]
 METRIC_COLUMNS = CELL + ["category", "depth_bucket", "metric", "value", "n", "ci_lo", "ci_hi"]
+#: Columns that tables of older versions (and tables made by hand) may lack, with the value they
+#: stand for there: every haystack read through the model's own window, no distractors, one needle.
+LATER_DEFAULTS = {"strategy": "truncate", "n_distractors": 0, "distractors_in_zone": 0, "n_needles": 1, "own_question": True}
+
+
+def with_later_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the columns of :data:`LATER_DEFAULTS` it lacks filled in."""
+    return frame.assign(**{column: value for column, value in LATER_DEFAULTS.items() if column not in frame.columns})
+
 
 
 def pair_with_controls(
@@ -141,6 +150,7 @@ def retrieval_metrics(retrieval: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOT
     """Long metrics rows (columns :data:`METRIC_COLUMNS`) from a rank table: the mean of every
     per-query measure (:data:`~embedeval.metrics.RETRIEVAL_MEASURES`) per cell, per category
     and per depth bucket."""
+    retrieval = with_later_columns(retrieval)
     retrieval = retrieval.assign(depth_bucket=_depth_buckets(retrieval["depth"], n_buckets))
     out: list[dict] = []
     for key, cell in retrieval.groupby(CELL, sort=True):
@@ -159,7 +169,10 @@ def retrieval_metrics(retrieval: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOT
 def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED, n_buckets: int = 3,
                    retrieval: pd.DataFrame | None = None) -> pd.DataFrame:
     """Long metrics table (columns :data:`METRIC_COLUMNS`) from a similarity table and, if given,
-    the rank table (:func:`retrieval_metrics`)."""
+    the rank table (:func:`retrieval_metrics`). The separation metrics need a control, so they
+    come from the haystacks' own questions only; with several needles per haystack the other
+    questions' rows are in the rank table's cells (``own_question`` false)."""
+    similarities = with_later_columns(similarities)
     pairs = pair_with_controls(similarities)
     pairs["win"] = win_scores(pairs["sim_qh"], pairs["neg"])
     pairs["depth_bucket"] = _depth_buckets(pairs["depth"], n_buckets)
@@ -167,7 +180,7 @@ def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOT
     control_cells = {key: g for key, g in controls.groupby(["embedder", "strategy", "query_form", "length", "n_distractors"])}
     out: list[dict] = []
     for key, cell in pairs.groupby(CELL, sort=True):
-        embedder, strategy, form, variant, length, n_distractors = key
+        embedder, strategy, form, variant, length, n_distractors = key[:6]
         cell_controls = control_cells[(embedder, strategy, form, length, n_distractors)]
         labels = dict(zip(CELL, key))
         rows = _Rows({**labels, "category": ALL, "depth_bucket": ALL}, n_resamples, seed)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from embedeval.aggregate import metric_series
+from embedeval.aggregate import metric_series, with_later_columns
 from embedeval.defaults import (
     DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, RELATIVE_BREAK_FRACTION,
 )
@@ -36,7 +36,7 @@ from embedeval.metrics import BREAK_METRICS, RETRIEVAL_MEASURES, break_point, re
 BREAK_RULES = ("relative", "absolute")
 #: The recall@k a relative break point may be read from.
 BREAK_KS = tuple(int(m.removeprefix("recall@")) for m in RETRIEVAL_MEASURES if m.startswith("recall@"))
-SERIES_KEYS = ["embedder", "strategy", "query_form", "variant", "n_distractors"]
+SERIES_KEYS = ["embedder", "strategy", "query_form", "variant", "n_distractors", "n_needles", "own_question"]
 BREAK_COLUMNS = [*SERIES_KEYS, "break_point", "relative_break_point", "absolute_break_point", "recommended_chunk_tokens",
                  "base_value", "best_length", "best_value", "auc_break_point"]
 
@@ -106,8 +106,7 @@ def break_points(metrics: pd.DataFrame, rule: BreakRule | None = None) -> pd.Dat
     shortest length (``base_value``), the best length and its value (the answer when no length
     keeps the rule), and the study's pooled-AUC break point (with the absolute threshold)."""
     rule = rule or BreakRule()
-    if "n_distractors" not in metrics.columns:
-        metrics = metrics.assign(n_distractors=0)
+    metrics = with_later_columns(metrics)
     series = {name: {key: s for key, s in metric_series(metrics, name).groupby(SERIES_KEYS)}
               for name in {rule.recall_metric, rule.metric, "auc"}}
     rows = []

@@ -215,7 +215,7 @@ def haystacks_build(
     frame = build_haystacks(
         needle_set, load_corpus(grid.corpus), lengths=grid.length_list, depths=grid.depths, variants=grid.variant_list,
         controls=controls, seed=grid.seed, progress=not quiet, negatives=grid.negatives, min_books=grid.min_books,
-        filler=grid.filler, n_distractors=grid.distractor_counts,
+        filler=grid.filler, n_distractors=grid.distractor_counts, needles_per_haystack=grid.needle_counts,
     )
     write_table(frame, out)
     typer.echo(f"wrote {len(frame)} haystacks to {out}")
@@ -273,7 +273,7 @@ def nolima(
     `--embedder bm25` adds a lexical baseline (BM25 over the haystacks of each length)."""
     from embedeval.experiments.nolima import NolimaConfig, run_nolima
     from embedeval.breaks import break_points, break_sentence
-    from embedeval.report import distractor_note
+    from embedeval.report import series_note
 
     if commit_every < 1:
         raise InputError("--commit-every must be >= 1")
@@ -281,7 +281,7 @@ def nolima(
         embedders=embedders.specs, needles=str(needles.path), groups=needles.group_ids, corpus=grid.corpus,
         min_books=grid.min_books, filler=grid.filler,
         lengths=grid.length_list, depths=grid.depths, variants=grid.variant_list, seed=grid.seed, negatives=grid.negatives,
-        n_distractors=grid.distractor_counts, distractors_file=None if grid.distractors_file is None else str(grid.distractors_file),
+        n_distractors=grid.distractor_counts, needles_per_haystack=grid.needle_counts, distractors_file=None if grid.distractors_file is None else str(grid.distractors_file),
         out=str(out), break_rule=break_rule, break_k=break_k, break_metric=break_metric, break_threshold=break_threshold, n_bootstrap=n_bootstrap, normalize_by=normalize_by, skip_unavailable=embedders.skip_unavailable,
         expansions=split_list(expansions or ""),
         strategies=[name for item in (strategy or list(DEFAULT_STRATEGIES)) for name in split_list(item)],
@@ -295,7 +295,7 @@ def nolima(
         typer.echo(f"{name}: {count} texts newly embedded")
     for row in break_points(result.metrics, config.rule()).itertuples():
         if row.query_form == QUESTION:
-            typer.echo(f"{row.embedder} [{row.strategy}, {row.variant}{distractor_note(row.n_distractors)}]: "
+            typer.echo(f"{row.embedder} [{row.strategy}, {row.variant}{series_note(row)}]: "
                        f"{break_sentence(row, config.rule())}")
     typer.echo(f"wrote {out}/report.md")
 

@@ -21,7 +21,7 @@ import typer
 
 from embedeval.defaults import (
     DEFAULT_CHUNKER, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS,
-    DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES, DEFAULT_SEED, DEFAULT_NEGATIVES, DEFAULT_VARIANTS, DEFAULT_WORKERS,
+    DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES, DEFAULT_NEEDLES_PER_HAYSTACK, DEFAULT_SEED, DEFAULT_NEGATIVES, DEFAULT_VARIANTS, DEFAULT_WORKERS,
 )
 from embedeval.embedders import budget
 from embedeval.executors import RAY_ADDRESS_ENV, Executor
@@ -98,7 +98,7 @@ class PairOptions:
 @dataclass
 class GridOptions:
     """The haystack grid: corpus (and its fewest books, how filler is drawn), lengths, depths,
-    variants, seed, negatives and distractors."""
+    variants, seed, negatives, distractors and needles per haystack."""
 
     corpus: CorpusOpt = DEFAULT_CORPUS
     min_books: MinBooksOpt = DEFAULT_MIN_BOOKS
@@ -110,6 +110,7 @@ class GridOptions:
     negatives: Annotated[int, typer.Option("--negatives", help="Needle-free haystacks per length in the pool every needle haystack is ranked in (with the controls).")] = DEFAULT_NEGATIVES
     n_distractors: Annotated[str, typer.Option("--n-distractors", help="Comma-separated distractor counts K (e.g. 0,1,4): each builds the grid with the first K distractors of every group, outside a ±0.2 depth zone around the needle.")] = ",".join(map(str, DEFAULT_N_DISTRACTORS))
     distractors_file: DistractorsFileOpt = None
+    needles_per_haystack: Annotated[str, typer.Option("--needles-per-haystack", help="Comma-separated needle counts K (e.g. 1,3): each K > 1 builds the needle haystacks again with K - 1 needles of other groups beside the own one; the haystack is ranked by every question whose needle it holds. Goes with --n-distractors 0.")] = ",".join(map(str, DEFAULT_NEEDLES_PER_HAYSTACK))
 
     @property
     def length_list(self) -> list[int]:
@@ -123,12 +124,16 @@ class GridOptions:
     def distractor_counts(self) -> list[int]:
         return int_list(self.n_distractors, "--n-distractors")
 
+    @property
+    def needle_counts(self) -> list[int]:
+        return int_list(self.needles_per_haystack, "--needles-per-haystack")
+
     def check(self) -> None:
         """The grid's settings, checked before any work."""
         from embedeval.haystacks import check_build_args
 
         check_build_args(self.length_list, self.depths, self.variant_list, self.negatives, self.min_books, self.filler,
-                         self.distractor_counts)
+                         self.distractor_counts, self.needle_counts)
 
     def needle_set(self, needles: NeedleOptions):
         """The needle set of ``needles`` with ``--distractors-file`` applied, checked to serve the

@@ -25,6 +25,9 @@ DEFAULT_NEGATIVES = 100
 #: Distractors per needle haystack: one or more K values (0 = none); the first K of each group's
 #: distractors go in (NoLiMa uses 0 or 1, Context Rot 0, 1 and 4).
 DEFAULT_N_DISTRACTORS: tuple[int, ...] = (0,)
+#: Needles per needle haystack: one or more K values; K > 1 adds K - 1 needles of other groups
+#: (RULER's multi-key and NeedleBench's multi-needle tasks).
+DEFAULT_NEEDLES_PER_HAYSTACK: tuple[int, ...] = (1,)
 #: What ``normalized`` divides by: sim(q, the standard needle of the variant's family), as the Jina
 #: study does ("standard"), or sim(q, the haystack's own needle) ("own").
 DEFAULT_NORMALIZE_BY = "standard"

@@ -46,7 +46,8 @@ from tqdm.auto import tqdm
 from embedeval.corpus import Corpus, check_min_books, require_books
 from embedeval.errors import ConfigError, CorpusError
 from embedeval.defaults import (
-    DEFAULT_DEPTHS, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_N_DISTRACTORS, DEFAULT_NEGATIVES, DEFAULT_SEED,
+    DEFAULT_DEPTHS, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES_PER_HAYSTACK,
+    DEFAULT_NEGATIVES, DEFAULT_SEED,
     DEFAULT_VARIANTS,
 )
 from embedeval.labels import CONTROL, NEGATIVE
@@ -61,9 +62,11 @@ HAYSTACK_COLUMNS = [
     "id", "group_id", "category", "variant", "length", "n_tokens", "depth", "target_depth",
     "text", "needle_start", "needle_end", "character", "sources", "seed",
     "n_distractors", "distractors_of", "distractor_starts", "distractors_in_zone", "control_id",
+    "n_needles", "needle_groups", "needle_characters", "needle_starts",
 ]
 #: Columns that haystack files of older versions lack (``character``, then the distractors').
-LATER_HAYSTACK_COLUMNS = ("character", "n_distractors", "distractors_of", "distractor_starts", "control_id", "distractors_in_zone")
+LATER_HAYSTACK_COLUMNS = ("character", "n_distractors", "distractors_of", "distractor_starts", "control_id", "distractors_in_zone",
+                          "n_needles", "needle_groups", "needle_characters", "needle_starts")
 #: How haystacks are built, recorded with them: a run directory's haystacks of another format are
 #: rebuilt, not reused (2: depths that meet at one boundary built once; distractors_in_zone).
 HAYSTACK_FORMAT = 2
@@ -267,10 +270,12 @@ def _draw(allowed: np.ndarray, n: int, rng: np.random.Generator) -> list[int]:
 
 def check_build_args(lengths: Sequence[int], depths: int, variants: Sequence[str], negatives: int = DEFAULT_NEGATIVES,
                      min_books: int = DEFAULT_MIN_BOOKS, filler: str = DEFAULT_FILLER,
-                     n_distractors: Sequence[int] = DEFAULT_N_DISTRACTORS) -> None:
+                     n_distractors: Sequence[int] = DEFAULT_N_DISTRACTORS,
+                     needles_per_haystack: Sequence[int] = DEFAULT_NEEDLES_PER_HAYSTACK) -> None:
     """Reject bad grids before any work: lengths must be positive ints, depths >= 1, known
     variants, at least one negative per length, min_books >= 1, a known filler, distinct
-    distractor counts >= 0."""
+    distractor counts >= 0, distinct needle counts >= 1, and several needles only without
+    distractors."""
     if not lengths:
         raise ConfigError("no haystack lengths given")
     for length in lengths:
@@ -291,13 +296,22 @@ def check_build_args(lengths: Sequence[int], depths: int, variants: Sequence[str
     check_min_books(min_books)
     if filler not in FILLERS:
         raise ConfigError(f"unknown filler {filler!r}; use one of {', '.join(FILLERS)}")
-    if not n_distractors:
-        raise ConfigError("no distractor counts given (0 builds haystacks without distractors)")
-    for count in n_distractors:
-        if not isinstance(count, (int, np.integer)) or isinstance(count, bool) or count < 0:
-            raise ConfigError(f"distractor count {count!r} is invalid: counts are whole numbers >= 0")
-    if len(set(n_distractors)) < len(n_distractors):
-        raise ConfigError(f"a distractor count is given more than once: {', '.join(map(str, n_distractors))}")
+    _check_counts(n_distractors, "distractor count", 0, "no distractor counts given (0 builds haystacks without distractors)")
+    _check_counts(needles_per_haystack, "needles-per-haystack count", 1, "no needles-per-haystack counts given (1: one needle)")
+    if max(needles_per_haystack) > 1 and max(n_distractors) > 0:
+        raise ConfigError("--needles-per-haystack above 1 goes with --n-distractors 0 (a haystack holds several needles "
+                          "or distractors, not both)")
+
+
+def _check_counts(counts: Sequence[int], what: str, least: int, empty: str) -> None:
+    """A non-empty list of distinct whole numbers >= ``least`` (``empty``: the error without any)."""
+    if not counts:
+        raise ConfigError(empty)
+    for count in counts:
+        if not isinstance(count, (int, np.integer)) or isinstance(count, bool) or count < least:
+            raise ConfigError(f"{what} {count!r} is invalid: counts are whole numbers >= {least}")
+    if len(set(counts)) < len(counts):
+        raise ConfigError(f"a {what} is given more than once: {', '.join(map(str, counts))}")
 
 
 def distractor_columns(haystacks: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -332,6 +346,7 @@ def build_haystacks(
     filler: str = DEFAULT_FILLER,
     n_distractors: Sequence[int] = DEFAULT_N_DISTRACTORS,
     cache_dir: str | Path | None = None,
+    needles_per_haystack: Sequence[int] = DEFAULT_NEEDLES_PER_HAYSTACK,
 ) -> pd.DataFrame:
     """Every haystack of the grid as a DataFrame with the columns of :data:`HAYSTACK_COLUMNS`.
 
@@ -347,9 +362,12 @@ def build_haystacks(
     zone, its distractors go inside it (``distractors_in_zone``); a needle haystack
     byte-identical to an earlier depth's is left out (counted once). Each is said once, with
     counts, on stderr. Books are split once per content into ``cache_dir``
-    (:mod:`embedeval.sentences`).
+    (:mod:`embedeval.sentences`). Each K > 1 of ``needles_per_haystack`` builds the needle
+    haystacks again with K - 1 needles of other groups beside the own one (``n_needles``,
+    ``needle_groups``, ``needle_characters`` and ``needle_starts``, own first; without
+    distractors); their control is the plain one.
     """
-    check_build_args(lengths, depths, variants, negatives, min_books, filler, n_distractors)
+    check_build_args(lengths, depths, variants, negatives, min_books, filler, n_distractors, needles_per_haystack)
     needle_set.check_variants(variants)
     needle_set.check_distractors(n_distractors)
     tokenizer = tokenizer or load_token_counter()
@@ -359,7 +377,8 @@ def build_haystacks(
     needle_tokens = {(g.id, v, name): n for (g, v, name), n in zip(needles, counts)}
     decoys = sorted({text for g in needle_set.groups for text in g.distractor_texts[:max(n_distractors)]})
     decoy_tokens = dict(zip(decoys, tokenizer.count(decoys)))
-    grid = _Grid(variants, depth_grid(depths), controls, seed, tuple(n_distractors), needle_tokens, decoy_tokens, tokenizer)
+    grid = _Grid(variants, depth_grid(depths), controls, seed, tuple(n_distractors), needle_tokens, decoy_tokens, tokenizer,
+                 needle_set.groups, tuple(needles_per_haystack))
     grid.check_room(needle_set.groups, lengths)
     pool = pool or SentencePool.from_corpus(corpus, tokenizer, banned=needle_set.character_pattern(), cache_dir=cache_dir)
     need = max(lengths) + MAX_SNIPPET_TOKENS
@@ -396,6 +415,8 @@ class _Grid:
     needle_tokens: dict
     decoy_tokens: dict[str, int]
     tokenizer: TokenCounter
+    groups: Sequence[NeedleGroup] = ()
+    needles_per_haystack: tuple[int, ...] = DEFAULT_NEEDLES_PER_HAYSTACK
     merged: int = 0  # needle haystacks left out as byte-identical to another depth's
     zone_misses: int = 0  # needle haystacks whose distractors had to go inside the needle's zone
     with_distractors: int = 0  # needle haystacks with distractors
@@ -420,14 +441,40 @@ class _Grid:
         """The stream that places the distractors of one haystack."""
         return placement_rng(self.seed, haystack_id)
 
-    def _tokens_before(self, pieces: list[Piece], needle_at: int, places: Sequence[int], decoys: Sequence[str]) -> int:
-        """Tokens before the needle: the filler's before its boundary and the distractors put
+    def _tokens_before(self, pieces: list[Piece], needle_at: int, places: Sequence[int], extra_tokens: Sequence[int]) -> int:
+        """Tokens before the needle: the filler's before its boundary and the other inserts put
         before it (those at its own boundary follow it)."""
-        return int(boundary_tokens(pieces)[needle_at]) + sum(self.decoy_tokens[d] for k, d in zip(places, decoys) if k < needle_at)
+        return int(boundary_tokens(pieces)[needle_at]) + sum(n for k, n in zip(places, extra_tokens) if k < needle_at)
+
+    def kinds(self) -> list[tuple[int, int]]:
+        """The (distractor count, needle count) of each kind of needle haystack: every distractor
+        count with one needle, then every needle count above one without distractors."""
+        return [(count, 1) for count in self.n_distractors] + [(0, k) for k in self.needles_per_haystack if k > 1]
+
+    def other_needles(self, group: NeedleGroup, variant: str, character: str, n: int,
+                      haystack_id: str) -> list[tuple[str, str, str]]:
+        """``n`` needles of other groups for one haystack, as (group id, character, text): groups
+        drawn without replacement from those with a character other than ``character``, each
+        with a name not yet in the haystack where it has one, with a stream of its own."""
+        if not n:
+            return []
+        rng = placement_rng(self.seed, f"{haystack_id}:needles")
+        candidates = [g for g in self.groups if g.id != group.id and any(name != character for name in g.characters)]
+        if len(candidates) < n:
+            raise ConfigError(f"haystack {haystack_id}: {n + 1} needles need {n} other groups with another character; "
+                              f"the needle set has {len(candidates)}")
+        used, others = {character}, []
+        for index in rng.choice(len(candidates), size=n, replace=False):
+            other = candidates[int(index)]
+            names = [x for x in other.characters if x not in used] or [x for x in other.characters if x != character]
+            name = names[int(rng.integers(len(names)))]
+            used.add(name)
+            others.append((other.id, name, other.needle(variant, name)))
+        return others
 
     def check_room(self, groups: Sequence[NeedleGroup], lengths: Sequence[int]) -> None:
         """A one-line :class:`~embedeval.errors.ConfigError` when a haystack length cannot hold a
-        group's longest needle and its K distractors."""
+        group's longest needle and its K distractors, or K of the set's longest needles."""
         for group in groups:
             needle = max(n for (g, _, _), n in self.needle_tokens.items() if g == group.id)
             for count in (c for c in self.n_distractors if c):
@@ -436,21 +483,31 @@ class _Grid:
                 if short:
                     raise ConfigError(f"haystacks of {short[0]} tokens are too short for group {group.id!r}: its needle and "
                                       f"{count} distractor(s) take {taken} tokens")
+        most = max(self.needles_per_haystack)
+        if most > 1:
+            if len(self.groups) < most:
+                raise ConfigError(f"--needles-per-haystack {most} needs at least {most} groups; the needle set has {len(self.groups)}")
+            taken = most * max(self.needle_tokens.values())
+            short = [length for length in lengths if length < taken]
+            if short:
+                raise ConfigError(f"haystacks of {short[0]} tokens are too short for {most} needles: they may take {taken} tokens")
 
     def condition_rows(self, group: NeedleGroup, length: int, filler: list[Piece]) -> list[dict]:
-        """The needle haystacks of one (group, length) with their controls, for every K.
+        """The needle haystacks of one (group, length) with their controls, for every kind
+        (:meth:`kinds`).
 
-        A needle haystack byte-identical to one of an earlier depth of the same variant and K
+        A needle haystack byte-identical to one of an earlier depth of the same variant and kind
         (both depths' nearest sentence boundary is the same, as in short haystacks of long
         sentences) is left out, with its control: it would be counted twice. ``self.merged``
-        counts them."""
+        counts them. With K needles, the K - 1 needles of other groups go where distractors go
+        (:func:`distractor_boundaries`), and the control is the plain one (the filler alone)."""
         base = {"group_id": group.id, "category": group.category, "length": length, "seed": self.seed}
         plain_control = f"{group.id}:{CONTROL}:{length}"
         rows = []
-        for count in self.n_distractors:
+        for count, n_needles in self.kinds():
             decoys, decoy_tokens = self._decoys(group, count)
-            suffix = f":x{count}" if count else ""
-            marks = {"n_distractors": count, "distractors_of": group.id if count else ""}
+            suffix = (f":x{count}" if count else "") + (f":n{n_needles}" if n_needles > 1 else "")
+            marks = {"n_distractors": count, "distractors_of": group.id if count else "", "n_needles": n_needles}
             # the filler of this K's controls: the same for every variant and depth
             control_pieces = trim(filler, length - decoy_tokens, self.tokenizer) if count and self.controls else []
             for variant in self.variants:
@@ -460,29 +517,36 @@ class _Grid:
                     character = draw_character(group, self.seed, f"{group.id}:{length}:d{index:02d}")
                     needle = group.needle(variant, character)
                     needle_tokens = self.needle_tokens[(group.id, variant, character)]
-                    pieces = trim(filler, length - needle_tokens - decoy_tokens, self.tokenizer)
+                    others = self.other_needles(group, variant, character, n_needles - 1, haystack_id)
+                    extra = [text for _, _, text in others] + decoys  # what goes away from the needle
+                    extra_tokens = [self.needle_tokens[(g, variant, name)] for g, name, _ in others] + [self.decoy_tokens[d] for d in decoys]
+                    pieces = trim(filler, length - needle_tokens - sum(extra_tokens), self.tokenizer)
                     needle_at = needle_boundary(pieces, float(target))
-                    places, in_zone = (distractor_boundaries(pieces, count, self._rng(haystack_id), needle_at, length)
-                                       if count else ([], 0))
-                    text, starts = assemble(pieces, [(needle_at, needle), *zip(places, decoys)])
+                    places, in_zone = (distractor_boundaries(pieces, len(extra), self._rng(haystack_id), needle_at, length)
+                                       if extra else ([], 0))
+                    text, starts = assemble(pieces, [(needle_at, needle), *zip(places, extra)])
                     if text in built:
                         self.merged += 1
                         continue
                     built.add(text)
-                    self.zone_misses += bool(in_zone)
+                    self.zone_misses += bool(count and in_zone)
                     self.with_distractors += bool(count)
                     control_id = f"{group.id}:{CONTROL}:{length}:{variant}:d{index:02d}{suffix}" if count else plain_control
                     rows.append({**base, **marks, "id": haystack_id, "variant": variant, "target_depth": float(target),
                                  "text": text, "needle_start": starts[0], "needle_end": starts[0] + len(needle),
-                                 "character": character, "distractor_starts": starts[1:], "distractors_in_zone": in_zone,
+                                 "character": character, "distractor_starts": starts[1 + len(others):],
+                                 "distractors_in_zone": in_zone if count else 0,
+                                 "needle_groups": [group.id, *(g for g, _, _ in others)],
+                                 "needle_characters": [character, *(name for _, name, _ in others)],
+                                 "needle_starts": starts[:1 + len(others)],
                                  "control_id": control_id if self.controls else None,
-                                 "tokens_before": self._tokens_before(pieces, needle_at, places, decoys),
-                                 "parts_tokens": _tokens_of(pieces) + needle_tokens + decoy_tokens,
+                                 "tokens_before": self._tokens_before(pieces, needle_at, places, extra_tokens),
+                                 "parts_tokens": _tokens_of(pieces) + needle_tokens + sum(extra_tokens),
                                  "sources": sorted({p.book for p in pieces})})
                     if count and self.controls:  # the same filler and distractors at the same boundaries, no needle
-                        rows += _needle_free_row({**base, **marks, "distractors_in_zone": in_zone}, control_id, CONTROL,
-                                                 control_pieces, list(zip(places, decoys)), decoy_tokens)
-            if not count and self.controls:
+                        rows += _needle_free_row({**base, **marks, "distractors_in_zone": in_zone}, control_id,
+                                                 CONTROL, control_pieces, list(zip(places, decoys)), decoy_tokens)
+            if not count and n_needles == 1 and self.controls:
                 rows += _needle_free_row({**base, **marks}, plain_control, CONTROL, trim(filler, length, self.tokenizer))
         return _counted(rows, length, self.tokenizer)
 
@@ -514,7 +578,8 @@ def _needle_free_row(base: dict, haystack_id: str, variant: str, pieces: list[Pi
     """A haystack of filler alone (a control or a negative) with ``decoys`` (boundary,
     distractor; ``decoy_tokens`` tokens in all) put in, as a one-row list."""
     text, starts = assemble(pieces, decoys)
-    return [{"distractors_in_zone": 0, **base, "id": haystack_id, "variant": variant, "target_depth": None, "text": text,
+    return [{"distractors_in_zone": 0, **base, "n_needles": 0, "needle_groups": [], "needle_characters": [], "needle_starts": [],
+             "id": haystack_id, "variant": variant, "target_depth": None, "text": text,
              "needle_start": None, "needle_end": None, "character": None, "tokens_before": None,
              "parts_tokens": _tokens_of(pieces) + decoy_tokens,
              "distractor_starts": starts, "control_id": None, "sources": sorted({p.book for p in pieces})}]

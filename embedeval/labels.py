@@ -12,13 +12,13 @@ ALL = "all"
 #: Columns of the rank table (one row per embedder x strategy x query form x needle haystack), then the
 #: per-query measures of :func:`embedeval.metrics.retrieval_measures`.
 RETRIEVAL_COLUMNS = [
-    "embedder", "strategy", "query_form", "group_id", "category", "variant", "length", "n_distractors", "depth",
-    "haystack_id", "score", "rank", "n_candidates", "ties",
+    "embedder", "strategy", "query_form", "group_id", "category", "variant", "length", "n_distractors", "n_needles",
+    "own_question", "depth", "haystack_id", "score", "rank", "n_candidates", "ties",
 ]
 #: Columns of the similarity table (one row per embedder x strategy x haystack x query form).
 SIMILARITY_COLUMNS = [
     "embedder", "strategy", "haystack_id", "control_id", "group_id", "category", "variant", "length", "n_distractors",
-    "distractors_in_zone", "depth", "target_depth",
+    "distractors_in_zone", "n_needles", "own_question", "depth", "target_depth",
     "query_form", "sim_qh", "sim_qn", "normalized", "normalized_by", "n_tokens", "truncated", "needle_visible",
     "windows_exact", "best_chunk", "chunk_has_needle",
 ]

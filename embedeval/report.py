@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from embedeval.aggregate import METRIC_COLUMNS, metric_series
+from embedeval.aggregate import METRIC_COLUMNS, metric_series, with_later_columns
 from embedeval.errors import InputError
 from embedeval.io import atomic_path, read_table, write_text_atomic
 from embedeval.breaks import BreakRule, break_points, break_sentence
@@ -210,6 +210,29 @@ def scorer_view(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(embedder=label)
 
 
+def one_needle(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``frame`` (metrics or similarities) of haystacks with one needle, asked their
+    own question."""
+    return frame[(frame["n_needles"] <= 1) & frame["own_question"].astype(bool)]
+
+
+SEVERAL_METRICS = ("recall@1", "query_auc")
+
+
+def several_needles_table(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Recall@1 and query_auc (question form, main variant) per embedder, strategy, needle count
+    and question (own or other) and haystack length; empty for a run with one needle per haystack."""
+    if metrics["n_needles"].max() <= 1:
+        return pd.DataFrame()
+    variant = _main_variant(one_needle(metrics))
+    data = metrics[metrics["metric"].isin(SEVERAL_METRICS) & (metrics["category"] == ALL) & (metrics["depth_bucket"] == ALL)
+                   & (metrics["variant"] == variant) & (metrics["query_form"] == QUESTION)
+                   & (metrics["n_distractors"] == 0)]
+    data = data.assign(question=np.where(data["own_question"].astype(bool), "own", "other"))
+    return data.pivot_table(index=["embedder", "strategy", "n_needles", "question", "metric"], columns="length",
+                            values="value").reset_index()
+
+
 def fewest_distractors(metrics: pd.DataFrame) -> pd.DataFrame:
     """The rows of ``metrics`` with the smallest distractor count of the run (all rows of a run
     without distractors)."""
@@ -320,7 +343,8 @@ def summary_table(metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 
 #: Columns that came with long-text strategies and with distractors (runs of older versions lack them).
-LATER_COLUMNS = ("strategy", "windows_exact", "best_chunk", "chunk_has_needle", "n_distractors", "control_id", "distractors_in_zone")
+LATER_COLUMNS = ("strategy", "windows_exact", "best_chunk", "chunk_has_needle", "n_distractors", "control_id", "distractors_in_zone",
+                 "n_needles", "own_question")
 
 #: The run settings the report's first line names (from the run's config).
 HEADER_KEYS = ("needles", "corpus", "lengths", "depths", "seed", "tokenizer")
@@ -334,10 +358,12 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, r
     ``candidates``: the size of the retrieval pool plus one, for the chance level of recall@k."""
     out = Path(out)
     figures = out / "figures"
-    metrics, similarities = older_run_defaults(metrics), older_run_defaults(similarities)
+    metrics, similarities = with_later_columns(metrics), with_later_columns(similarities)
     rule = rule or BreakRule()
     break_metric = rule.headline_metric
     bps = break_points(metrics, rule)
+    several = several_needles_table(metrics)
+    metrics, similarities = one_needle(metrics), one_needle(similarities)  # the sections below: one needle, its own question
     variant = _main_variant(metrics)
     fewest = fewest_distractors(metrics)
     chunk_lines = chunk_size_lines(fewest, rule, variant)
@@ -362,8 +388,14 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, r
               f"the recommended chunk size is {CHUNK_FACTOR} x the headline ({rule.rule}) break point. Where no length "
               "keeps the rule, the best length is named. Both rules are in the table, and the study's break point from "
               "the AUC pooled over questions beside them:", "", *[f"- {line}" for line in rule.meanings()], "",
-              *[f"- {r.embedder} [{r.strategy}, {r.variant}, {r.query_form}{distractor_note(r.n_distractors)}]: "
+              *[f"- {r.embedder} [{r.strategy}, {r.variant}, {r.query_form}{series_note(r)}]: "
                 f"{break_sentence(r, rule)}" for r in bps.itertuples()], "", markdown_table(bps), ""]
+    if not several.empty:
+        lines += ["## Several needles", "",
+                  "A haystack with K needles holds its own group's needle at the grid's depth and K - 1 needles of other "
+                  "groups (other characters) away from it; it is ranked among the same-length needle-free pool by every "
+                  "question whose needle it holds: its own (`own`) and the others' (`other`). Recall@1 and query_auc per "
+                  f"length ({variant} needles, question form):", "", markdown_table(several), ""]
     positions = position_table(similarities, config.get("depths") if config else None)
     if not positions.empty:
         lines += ["## Needle positions", "",
@@ -415,17 +447,16 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, r
     return path
 
 
-def older_run_defaults(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with the columns that runs of older versions lack filled in: they read every
-    haystack through the model's own window (``strategy`` truncate) and had no distractors."""
-    return frame.assign(**{column: value for column, value in (("strategy", "truncate"), ("n_distractors", 0),
-                                                               ("distractors_in_zone", 0))
-                           if column not in frame.columns})
-
-
 def distractor_note(count) -> str:
     """", K distractors" for a count above 0, else nothing (for labels of break-point rows)."""
     return f", {int(count)} distractors" if count else ""
+
+
+def series_note(row) -> str:
+    """What sets a break-point row apart besides embedder, strategy and variant: its distractors,
+    and with several needles their number and whose question ranks the haystack."""
+    needles = "" if row.n_needles <= 1 else f", {int(row.n_needles)} needles, {'own' if row.own_question else 'other'} questions"
+    return distractor_note(row.n_distractors) + needles
 
 
 def load_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
@@ -437,7 +468,7 @@ def load_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
         raise InputError(f"{run_dir} is not a finished run directory (missing {', '.join(missing)})")
     metrics = read_table(needed[0], [c for c in METRIC_COLUMNS if c not in LATER_COLUMNS])
     similarities = read_table(needed[1], [c for c in SIMILARITY_COLUMNS if c not in LATER_COLUMNS])
-    metrics, similarities = older_run_defaults(metrics), older_run_defaults(similarities)
+    metrics, similarities = with_later_columns(metrics), with_later_columns(similarities)
     try:
         config = json.loads(needed[2].read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -450,7 +481,7 @@ def load_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
 def pool_size(retrieval: pd.DataFrame) -> int:
     """Candidates per ranking (pool + 1) at the run's fewest distractors (without them: every
     group's control and the negatives); the chance level of recall@k is k / this."""
-    retrieval = older_run_defaults(retrieval)
+    retrieval = with_later_columns(retrieval)
     return int(retrieval.loc[retrieval["n_distractors"] == retrieval["n_distractors"].min(), "n_candidates"].max())
 
 

@@ -58,96 +58,142 @@ def scores_of(indexed: ScoredTexts, queries: list[str | None]) -> Scores:
     return full
 
 
+@dataclass
+class Asks:
+    """Which question is asked of which haystack: one entry per (haystack, question whose needle it
+    holds), the haystack's own question first; a needle-free haystack is asked its own group's
+    question (a negative none). Arrays aligned: ``haystack`` (row position in the haystack table),
+    ``group`` (index in the needle set), ``own``, ``character``, ``needle_start``/``needle_end``
+    (that question's needle in the text; NaN without one)."""
+
+    haystack: np.ndarray
+    group: np.ndarray
+    own: np.ndarray
+    character: np.ndarray
+    needle_start: np.ndarray
+    needle_end: np.ndarray
+
+
+def asks_of(haystacks: pd.DataFrame, needle_set: NeedleSet, negatives: bool = False) -> Asks:
+    """:class:`Asks` of a haystack table (negatives too, if ``negatives``: asked nothing)."""
+    group_index = {g.id: i for i, g in enumerate(needle_set.groups)}
+    several = "needle_groups" in haystacks.columns
+    columns = [haystacks[c].to_numpy() if c in haystacks.columns else np.full(len(haystacks), None)
+               for c in ("variant", "group_id", "character", "needle_start")]
+    lists = ([haystacks[c].to_numpy() for c in ("needle_groups", "needle_characters", "needle_starts")] if several
+             else [None] * 3)
+    entries = []
+    for row, (variant, group_id, character, start) in enumerate(zip(*columns)):
+        if variant == NEGATIVE:
+            continue
+        if variant == CONTROL or not several or len(lists[0][row]) == 0:
+            own_character = character if isinstance(character, str) else needle_set.groups[group_index[group_id]].character
+            entries.append((row, group_index[group_id], True, own_character, np.nan if pd.isna(start) else float(start)))
+            continue
+        for k, (asked, name, at) in enumerate(zip(lists[0][row], lists[1][row], lists[2][row])):
+            entries.append((row, group_index[asked], k == 0, name, float(at)))
+    haystack, group, own, character, start = (np.array(x) for x in zip(*entries)) if entries else [np.array([])] * 5
+    variants = haystacks["variant"].to_numpy()
+    length = np.array([np.nan if variants[h] == CONTROL else len(needle_set.groups[g].needle(variants[h], c))
+                       for h, g, c in zip(haystack, group, character)], dtype=float)
+    return Asks(haystack.astype(np.int64), group.astype(np.int64), own.astype(bool), character.astype(object),
+                start.astype(float), start.astype(float) + length)
+
+
 def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by: str = DEFAULT_NORMALIZE_BY) -> pd.DataFrame:
     """The similarity table of one scorer (DESIGN §3), negatives left out (they are the rank
-    table's pool).
+    table's pool): one row per haystack and question asked of it (:func:`asks_of`: a haystack
+    with several needles gets one row per question whose needle it holds, ``own_question`` true
+    for its own group's).
 
     ``sim_qh`` = the query's score for the haystack (for embedders the cosine of query and text as
     the strategy reads it). ``sim_qn`` = the same scorer's score for the normalising needle alone:
-    with ``normalize_by="standard"`` (the Jina study) the group's standard needle of the variant's
-    family (:data:`~embedeval.needles.STANDARD_NEEDLE`: one-hop for one-hop and inverted, literal
-    for the literal variants), with ``"own"`` the haystack's own needle. ``normalized = sim_qh /
-    sim_qn`` (NaN for controls, where sim_qn is 0 — a warning names the groups — and for scorers
-    whose scores are not comparable across texts, such as BM25: then ``sim_qn`` is empty too).
-    ``n_tokens``: the haystack's length in reference tokens; ``truncated``: the scorer read less
-    than the whole haystack; ``needle_visible``: it read the needle (NA for controls);
-    ``best_chunk``: the chunk that gave the score (chunks-max; 0 where the text is scored as one
-    piece); ``chunk_has_needle``: that piece holds the whole needle (NA for controls);
-    ``n_distractors``: distractors in the haystack (``distractors_in_zone`` of them inside the
-    needle's ±0.2 zone, where no boundary lay outside it); ``control_id``: the needle haystack's control
-    (the same filler and distractors without the needle; empty for controls).
+    with ``normalize_by="standard"`` (the Jina study) the asked group's standard needle of the
+    variant's family (:data:`~embedeval.needles.STANDARD_NEEDLE`: one-hop for one-hop and inverted,
+    literal for the literal variants), with ``"own"`` the haystack's needle of that group.
+    ``normalized = sim_qh / sim_qn`` (NaN for controls, where sim_qn is 0 — a warning names the
+    groups — and for scorers whose scores are not comparable across texts, such as BM25: then
+    ``sim_qn`` is empty too). ``n_tokens``: the haystack's length in reference tokens;
+    ``truncated``: the scorer read less than the whole haystack; ``needle_visible``: it read the
+    asked question's needle (NA for controls); ``best_chunk``: the chunk that gave the score
+    (chunks-max; 0 where the text is scored as one piece); ``chunk_has_needle``: that piece holds
+    the whole needle (NA for controls); ``n_distractors``: distractors in the haystack
+    (``distractors_in_zone`` of them inside the needle's ±0.2 zone, where no boundary lay outside
+    it); ``n_needles``: needles in it; ``control_id``: the needle haystack's control (the same
+    filler and distractors without the needle; empty for controls and for other questions' rows,
+    which have no control of their own).
     """
     check_normalize_by(normalize_by)
     scorer = scored.scorer
-    keep = np.flatnonzero((scored.haystacks["variant"] != NEGATIVE).to_numpy())
-    haystacks = scored.haystacks.iloc[keep]
-    seen = scored.seen_chars[keep]
-    group_index = {g.id: i for i, g in enumerate(needle_set.groups)}
-    rows_group = haystacks["group_id"].map(group_index).to_numpy()
+    asks = asks_of(scored.haystacks, needle_set)
+    haystacks = scored.haystacks.iloc[asks.haystack]
+    seen = scored.seen_chars[asks.haystack]
     variants = haystacks["variant"].to_numpy()
     positive = variants != CONTROL
     positive_idx = np.flatnonzero(positive)
-    needle_start = haystacks["needle_start"].to_numpy(dtype=float, na_value=np.nan)
-    needle_end = haystacks["needle_end"].to_numpy(dtype=float, na_value=np.nan)
-    lengths = haystacks["text"].str.len().to_numpy()
     visible = pd.array([pd.NA] * len(haystacks), dtype="boolean")
-    visible[positive_idx] = needle_end[positive_idx] <= seen[positive_idx]
+    visible[positive_idx] = asks.needle_end[positive_idx] <= seen[positive_idx]
 
     needle_scores = None
     if scorer.normalizable:
         divisors = [STANDARD_NEEDLE[variants[i]] if normalize_by == "standard" else variants[i] for i in positive_idx]
-        characters = (haystacks["character"].to_numpy() if "character" in haystacks.columns
-                      else [g.character for g in (needle_set.groups[r] for r in rows_group)])
-        needle_texts = [needle_set.groups[rows_group[i]].needle(v, characters[i]) for i, v in zip(positive_idx, divisors)]
+        needle_texts = [needle_set.groups[asks.group[i]].needle(v, asks.character[i]) for i, v in zip(positive_idx, divisors)]
         unique_needles = sorted(set(needle_texts))
         column_of = {text: c for c, text in enumerate(unique_needles)}
         needle_column = np.array([column_of[t] for t in needle_texts], dtype=np.int64)
         needle_scores = scorer.index(unique_needles)
 
     n_distractors, _, control_ids = distractor_columns(haystacks)
+    control_ids = np.where(asks.own, control_ids, None)
     in_zone = (haystacks["distractors_in_zone"].fillna(0).to_numpy(dtype=np.int64) if "distractors_in_zone" in haystacks.columns
                else np.zeros(len(haystacks), dtype=np.int64))
+    n_needles = (haystacks["n_needles"].to_numpy(dtype=np.int64) if "n_needles" in haystacks.columns
+                 else positive.astype(np.int64))
+    group_ids = np.array([g.id for g in needle_set.groups], dtype=object)[asks.group]
+    categories = np.array([g.category for g in needle_set.groups], dtype=object)[asks.group]
     frames = []
     for form, scores in scored.scores.items():
-        sim_qh = scores.values[rows_group, keep]
+        sim_qh = scores.values[asks.group, asks.haystack]
         sim_qn = np.full(len(haystacks), np.nan)
         normalized = np.full(len(haystacks), np.nan)
         if needle_scores is not None:
-            sim_qn[positive_idx] = scores_of(needle_scores, scored.queries[form]).values[rows_group[positive_idx], needle_column]
+            sim_qn[positive_idx] = scores_of(needle_scores, scored.queries[form]).values[asks.group[positive_idx], needle_column]
             defined = positive & (sim_qn != 0) & np.isfinite(sim_qh)
             if defined.any():
                 normalized[defined] = normalized_similarity(sim_qh[defined], sim_qn[defined])
-            undefined = sorted(set(haystacks["group_id"].to_numpy()[positive & ~defined & np.isfinite(sim_qh)]))
+            undefined = sorted(set(group_ids[positive & ~defined & np.isfinite(sim_qh)]))
             if undefined:
                 print(f"warning: {scorer.name} [{form}]: sim(query, needle) is 0 for {', '.join(undefined)}; "
                       "their normalized similarity is left empty", file=sys.stderr)
-        best_start, best_end = scores.best_start[rows_group, keep], scores.best_end[rows_group, keep]
+        best_start, best_end = scores.best_start[asks.group, asks.haystack], scores.best_end[asks.group, asks.haystack]
         has_needle = pd.array([pd.NA] * len(haystacks), dtype="boolean")
-        has_needle[positive_idx] = (best_start[positive_idx] <= needle_start[positive_idx]) & (needle_end[positive_idx] <= best_end[positive_idx])
+        has_needle[positive_idx] = ((best_start[positive_idx] <= asks.needle_start[positive_idx])
+                                    & (asks.needle_end[positive_idx] <= best_end[positive_idx]))
         frames.append(pd.DataFrame({
             "embedder": scorer.name, "strategy": scorer.strategy, "haystack_id": haystacks["id"].to_numpy(),
-            "group_id": haystacks["group_id"].to_numpy(), "category": haystacks["category"].to_numpy(),
+            "group_id": group_ids, "category": categories,
             "variant": variants, "length": haystacks["length"].to_numpy(), "n_distractors": n_distractors,
-            "distractors_in_zone": in_zone, "control_id": control_ids,
+            "distractors_in_zone": in_zone, "n_needles": n_needles, "own_question": asks.own, "control_id": control_ids,
             "depth": haystacks["depth"].to_numpy(dtype=float, na_value=np.nan),
             "target_depth": haystacks["target_depth"].to_numpy(dtype=float, na_value=np.nan),
             "query_form": form, "sim_qh": sim_qh.astype(float), "sim_qn": sim_qn, "normalized": normalized,
             "normalized_by": normalize_by if scorer.normalizable else "", "n_tokens": haystacks["n_tokens"].to_numpy(),
-            "truncated": seen < lengths, "needle_visible": visible, "windows_exact": scorer.windows_exact,
-            "best_chunk": scores.best_piece[rows_group, keep], "chunk_has_needle": has_needle,
+            "truncated": seen < haystacks["text"].str.len().to_numpy(), "needle_visible": visible, "windows_exact": scorer.windows_exact,
+            "best_chunk": scores.best_piece[asks.group, asks.haystack], "chunk_has_needle": has_needle,
         }))
     table = pd.concat(frames, ignore_index=True)[SIMILARITY_COLUMNS]
     return table[table["sim_qh"].notna()].reset_index(drop=True)  # a group without a query form has no rows for it
 
 
 def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet) -> pd.DataFrame:
-    """The rank table of one scorer (DESIGN §3): every needle haystack p ranked, by its
-    question's score, among the needle-free haystacks of its pool, with the per-query measures of
-    :func:`~embedeval.metrics.retrieval_measures`. A needle haystack's pool, at its length:
-    without distractors, every group's control and the ``negative`` pool; with K distractors, the
-    negatives that hold its question's K distractors and its own control (``control_id``). So
-    the decoys are in every candidate and only the needle tells the haystack apart, and in both
-    pools one candidate (its control) shares its filler. Columns:
+    """The rank table of one scorer (DESIGN §3): every needle haystack p ranked, by the score of
+    each question whose needle it holds (:func:`asks_of`: one row per question, ``own_question``
+    true for its own group's), among the needle-free haystacks of its pool, with the per-query
+    measures of :func:`~embedeval.metrics.retrieval_measures`. A needle haystack's pool, at its
+    length: without distractors, every group's control and the ``negative`` pool; with K
+    distractors, the negatives that hold its question's K distractors and its own control
+    (``control_id``). So the decoys are in every candidate and only the needle tells the haystack
+    apart, and in both pools one candidate (its control) shares its filler. Columns:
     :data:`~embedeval.labels.RETRIEVAL_COLUMNS` and then the measures.
     """
     haystacks = scored.haystacks
@@ -155,38 +201,41 @@ def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet) -> pd.DataFram
     positive = (variants != CONTROL) & (variants != NEGATIVE)
     lengths = haystacks["length"].to_numpy()
     n_distractors, distractors_of, control_ids = distractor_columns(haystacks)
+    n_needles = haystacks["n_needles"].to_numpy(dtype=np.int64) if "n_needles" in haystacks.columns else positive.astype(np.int64)
     pool_keys = list(zip(lengths.tolist(), n_distractors.tolist(), distractors_of.tolist()))
     keys = sorted(set(pool_keys))
     code_of = {key: code for code, key in enumerate(keys)}
     codes = np.array([code_of[key] for key in pool_keys], dtype=np.int64)
-    group_index = {g.id: i for i, g in enumerate(needle_set.groups)}
     position = {haystack_id: i for i, haystack_id in enumerate(haystacks["id"])}
+    asks = asks_of(haystacks, needle_set)
+    asked = positive[asks.haystack]
+    ask_rows, ask_groups, ask_own = asks.haystack[asked], asks.group[asked], asks.own[asked]
+    group_ids = np.array([g.id for g in needle_set.groups], dtype=object)
+    categories = np.array([g.category for g in needle_set.groups], dtype=object)
     frames = []
     for form, scores in scored.scores.items():
-        for code in np.unique(codes[positive]):
+        for code in np.unique(codes[ask_rows]):
             length, count, _ = keys[code]
             same = codes == code
-            rows = np.flatnonzero(positive & same)
-            query_rows = np.array([group_index[g] for g in haystacks["group_id"].to_numpy()[rows]], dtype=np.int64)
-            asked = np.array([scored.queries[form][q] is not None for q in query_rows], dtype=bool)
-            rows, query_rows = rows[asked], query_rows[asked]  # groups without this query form are not ranked
+            chosen = (codes[ask_rows] == code) & np.array([scored.queries[form][q] is not None for q in ask_groups], dtype=bool)
+            rows, query_rows, own = ask_rows[chosen], ask_groups[chosen], ask_own[chosen]  # groups without this form: not ranked
             free = ~positive & same
             pool = np.flatnonzero(free & (variants == NEGATIVE) if count else free)
             candidate_scores = scores.values[query_rows][:, pool]
             if count:  # and each haystack's own control
-                own = np.array([position.get(c, -1) for c in control_ids[rows]], dtype=np.int64)
-                rows, query_rows, candidate_scores = rows[own >= 0], query_rows[own >= 0], candidate_scores[own >= 0]
-                own = own[own >= 0]
-                candidate_scores = np.concatenate([candidate_scores, scores.values[query_rows, own][:, None]], axis=1)
+                mine = np.array([position.get(c, -1) for c in control_ids[rows]], dtype=np.int64)
+                kept = mine >= 0
+                rows, query_rows, own, candidate_scores, mine = rows[kept], query_rows[kept], own[kept], candidate_scores[kept], mine[kept]
+                candidate_scores = np.concatenate([candidate_scores, scores.values[query_rows, mine][:, None]], axis=1)
             if not rows.size or not candidate_scores.shape[1]:
                 continue
-            groups = haystacks["group_id"].to_numpy()[rows]
             measures = retrieval_measures(scores.values[query_rows, rows], candidate_scores)
             picked = haystacks.iloc[rows]
             frame = pd.DataFrame({
-                "embedder": scored.scorer.name, "strategy": scored.scorer.strategy, "query_form": form, "group_id": groups,
-                "category": picked["category"].to_numpy(), "variant": picked["variant"].to_numpy(), "length": length,
-                "n_distractors": count, "depth": picked["depth"].to_numpy(dtype=float, na_value=np.nan),
+                "embedder": scored.scorer.name, "strategy": scored.scorer.strategy, "query_form": form,
+                "group_id": group_ids[query_rows], "category": categories[query_rows], "variant": picked["variant"].to_numpy(),
+                "length": length, "n_distractors": count, "n_needles": n_needles[rows], "own_question": own,
+                "depth": picked["depth"].to_numpy(dtype=float, na_value=np.nan),
                 "haystack_id": picked["id"].to_numpy(), "score": scores.values[query_rows, rows].astype(float),
             })
             frames.append(pd.concat([frame, pd.DataFrame(measures)], axis=1))

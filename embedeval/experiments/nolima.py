@@ -27,7 +27,7 @@ from embedeval.aggregate import nolima_metrics
 from embedeval.corpus import load_corpus
 from embedeval.defaults import (
     DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DEPTHS,
-    DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_N_BOOTSTRAP, DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES,
+    DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_N_BOOTSTRAP, DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES, DEFAULT_NEEDLES_PER_HAYSTACK,
     DEFAULT_NEGATIVES,
     DEFAULT_NORMALIZE_BY, DEFAULT_SEED, DEFAULT_STRATEGIES, DEFAULT_VARIANTS, DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS,
 )
@@ -49,7 +49,7 @@ from embedeval.tokens import DEFAULT_REFERENCE, load_token_counter
 #: Settings that determine the haystacks; a run directory's haystacks are reused when they match
 #: (together with the needle file's hash and the sentence splitter, see ``haystack_settings``).
 HAYSTACK_KEYS = ("needles", "groups", "corpus", "min_books", "filler", "lengths", "depths", "variants", "seed", "negatives",
-                 "n_distractors", "distractors_file", "tokenizer")
+                 "n_distractors", "needles_per_haystack", "distractors_file", "tokenizer")
 #: Settings that change where or how a run works but nothing it writes (the tables are the same
 #: for every executor): a rerun differing only in them reuses the metrics and the report.
 NOT_IN_OUTPUTS = ("out", "executor", "workers", "ray_address")
@@ -73,6 +73,7 @@ class NolimaConfig:
     seed: int = DEFAULT_SEED
     negatives: int = DEFAULT_NEGATIVES  # needle-free haystacks per length in the retrieval pool
     n_distractors: list[int] = field(default_factory=lambda: list(DEFAULT_N_DISTRACTORS))  # K values: distractors per haystack
+    needles_per_haystack: list[int] = field(default_factory=lambda: list(DEFAULT_NEEDLES_PER_HAYSTACK))  # K values: needles per haystack
     distractors_file: str | None = None  # distractors by group, replacing the needle file's (load_distractors)
     out: str = "runs/nolima"
     tokenizer: str = DEFAULT_REFERENCE
@@ -95,7 +96,8 @@ class NolimaConfig:
 
     def validate(self) -> NeedleSet:
         """Check everything that can be checked without work; returns the loaded needle set."""
-        check_build_args(self.lengths, self.depths, self.variants, self.negatives, self.min_books, self.filler, self.n_distractors)
+        check_build_args(self.lengths, self.depths, self.variants, self.negatives, self.min_books, self.filler, self.n_distractors,
+                         self.needles_per_haystack)
         if not self.variants:
             raise ConfigError("no variants given")
         check_normalize_by(self.normalize_by)
@@ -177,6 +179,7 @@ def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progres
         needle_set, load_corpus(config.corpus), config.lengths, config.depths, config.variants,
         tokenizer=tokenizer or load_token_counter(config.tokenizer), seed=config.seed, progress=progress, negatives=config.negatives,
         min_books=config.min_books, filler=config.filler, n_distractors=config.n_distractors, cache_dir=cache_dir,
+        needles_per_haystack=config.needles_per_haystack,
     )
     out = Path(config.out)
     (out / "config.json").unlink(missing_ok=True)  # the first write: from here on the folder reads as unfinished
