@@ -45,6 +45,7 @@ def test_01_nolima_sweep(tmp_path, books_dir):
     assert not sims.query("strategy == 'truncate' and length == 512 and variant != 'control'")["needle_visible"].all()
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "\n## Chunk size\n" in report and "chunks-max@128" in report
+    assert "\n## Several needles\n" in report and set(sims["n_needles"]) == {0, 1, 3}
     assert (out / "figures" / "depth_heatmap.png").is_file() and (out / "figures" / "strategies_vs_length.png").is_file()
     text = "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
     assert "[[" in text and "haystacks" in text  # haystack anatomy printed with its needle
