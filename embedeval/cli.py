@@ -268,7 +268,7 @@ def nolima(
     window_overlap: Annotated[int, typer.Option("--window-overlap", help="Tokens shared by neighbouring windows of windows-mean.")] = DEFAULT_WINDOW_OVERLAP,
     quiet: Quiet = False,
 ) -> None:
-    """Run the NoLiMa needle-in-a-haystack sweep and write tables, figures and report.md.
+    """Run the NoLiMa needle-in-a-haystack sweep and write tables, figures, report.md and report.html.
 
     `--embedder bm25` adds a lexical baseline (BM25 over the haystacks of each length)."""
     from embedeval.experiments.nolima import NolimaConfig, run_nolima
@@ -297,7 +297,7 @@ def nolima(
         if row.query_form == QUESTION:
             typer.echo(f"{row.embedder} [{row.strategy}, {row.variant}{series_note(row)}]: "
                        f"{break_sentence(row, config.rule())}")
-    typer.echo(f"wrote {out}/report.md")
+    typer.echo(f"wrote {out}/report.md and {out}/report.html")
 
 
 @app.command("report")
@@ -305,7 +305,7 @@ def report(
     run_dirs: Annotated[list[Path], typer.Argument(help="One or more run directories.")],
     out: Annotated[Optional[Path], typer.Option("--out", help="Where to write (default: the run dir, or runs/compare).")] = None,
 ) -> None:
-    """Rebuild report.md and figures of a run, or compare several runs on the same figures."""
+    """Rebuild report.md, report.html and figures of a run, or compare several runs on the same figures."""
     from embedeval.report import compare_runs
 
     typer.echo(f"wrote {compare_runs(run_dirs, out)}")

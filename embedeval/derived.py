@@ -1,4 +1,4 @@
-"""Outputs derived from a run's tables (``metrics.csv``, ``report.md``, ``figures/``), reused when
+"""Outputs derived from a run's tables (``metrics.csv``, ``report.md``, ``report.html``, ``figures/``), reused when
 the tables and settings they come from are unchanged.
 
 ``derived.json`` in the run directory records what they were derived from, as one digest

@@ -5,11 +5,11 @@ table from :mod:`embedeval.similarity`, metrics from :mod:`embedeval.aggregate`,
 :mod:`embedeval.report`.
 
 ``run_nolima(config)`` writes ``haystacks.parquet``, ``similarities.parquet``, ``retrieval.parquet``, ``metrics.csv``,
-``report.md``, ``figures/`` and, last, ``config.json`` into ``config.out`` (each file atomically),
+``report.md``, ``report.html``, ``figures/`` and, last, ``config.json`` into ``config.out`` (each file atomically),
 holding the folder so that no second run writes into it at the same time.
 Every embedding goes through the persistent cache, so an interrupted run resumes where it
 stopped and a rerun of the same config embeds nothing and yields the same tables. When those
-tables and the settings are the ones ``metrics.csv``, ``report.md`` and ``figures/`` were made
+tables and the settings are the ones ``metrics.csv``, the reports and ``figures/`` were made
 from (:mod:`embedeval.derived`, recorded in ``derived.json``), these are kept as they are.
 """
 
@@ -39,7 +39,7 @@ from embedeval.derived import file_sha256, forget_outputs, fresh_outputs, inputs
 from embedeval.io import read_table, run_directory, write_table, write_text_atomic
 from embedeval.breaks import BreakRule
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
-from embedeval.report import pool_size, write_report
+from embedeval.report import REPORT_FILES, pool_size, write_report
 from embedeval.expansion import query_forms
 from embedeval.similarity import retrieval_rows, score_haystacks, similarity_rows
 from embedeval.strategies import EmbeddingScorer, load_scorers, parse_strategies
@@ -219,7 +219,7 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
             write_report(out, metrics, similarities, config.rule(), config=settings,
                          candidates=pool_size(retrieval))
             figures = [str(p.relative_to(out)) for p in sorted((out / "figures").glob("*.png"))]
-            record_outputs(out, digest, ["metrics.csv", "report.md", *figures])
+            record_outputs(out, digest, ["metrics.csv", *REPORT_FILES, *figures])
         # Last, so config.json always describes the tables beside it.
         write_text_atomic(out / "config.json", json.dumps(settings, indent=2))
     embedded = {s.name: s.embedder.stats.embedded for s in scorers if isinstance(s, EmbeddingScorer)}

@@ -1,0 +1,148 @@
+"""The report's figures (matplotlib, drawn headless): metric vs length, recall@k vs length, heatmaps,
+query expansion. Each writes one PNG atomically."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from embedeval.aggregate import metric_series
+from embedeval.io import atomic_path
+from embedeval.labels import ALL, QUESTION
+
+LINE_FIGURES = (
+    ("normalized_mean", "normalized_vs_length.png", "normalized similarity  sim(q,h) / sim(q,needle)", None),
+    ("comparative_ratio", "comparative_ratio_vs_length.png", "comparative ratio (0.5 = chance)", 0.5),
+    ("auc", "auc_vs_length.png", "ROC AUC (needle vs control haystacks, pooled over questions)", None),
+    ("query_auc", "query_auc_vs_length.png", "per-query AUC among same-length candidates", None),
+    ("mrr", "mrr_vs_length.png", "MRR among same-length candidates", None),
+    ("ndcg@10", "ndcg_vs_length.png", "nDCG@10 among same-length candidates", None),
+)
+
+
+RECALL_KS = (1, 5, 10)
+
+
+def _series_label(embedder: str, form: str, forms: list[str]) -> str:
+    return embedder if len(forms) == 1 else f"{embedder} [{form}]"
+
+
+def _save(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def _length_axis(ax, lengths) -> None:
+    """A log2 x axis ticked at the measured haystack lengths, with a grid."""
+    ticks = sorted(set(lengths))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ticks, [str(length) for length in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel("haystack length (tokens)")
+    ax.grid(alpha=0.3)
+
+
+def line_figure(metrics: pd.DataFrame, metric: str, ylabel: str, path: Path, hline: float | None = None) -> None:
+    """One panel per variant: ``metric`` vs length, a line (with CI band) per embedder/query form."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = metric_series(metrics, metric)
+    variants = sorted(data["variant"].unique())
+    forms = sorted(data["query_form"].unique())
+    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 4), squeeze=False, sharey=True)
+    for ax, variant in zip(axes[0], variants):
+        for (embedder, form), series in data[data["variant"] == variant].groupby(["embedder", "query_form"]):
+            series = series.sort_values("length")
+            ax.plot(series["length"], series["value"], marker="o", label=_series_label(embedder, form, forms))
+            ax.fill_between(series["length"], series["ci_lo"], series["ci_hi"], alpha=0.15)
+        if hline is not None:
+            ax.axhline(hline, color="grey", linestyle="--", linewidth=1, label="chance" if hline == 0.5 else None)
+        ax.set_title(variant)
+        _length_axis(ax, data["length"])
+    axes[0][0].set_ylabel(ylabel)
+    axes[0][-1].legend(fontsize=8)
+    _save(fig, path)
+
+
+def recall_figure(metrics: pd.DataFrame, path: Path, candidates: int | None = None) -> None:
+    """One panel per variant: recall@1/5/10 vs length (question form), a colour per embedder (and
+    strategy) and a line style per k, with the chance level k / candidates in grey when the pool
+    size is known."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = metrics[(metrics["query_form"] == QUESTION) & (metrics["category"] == ALL) & (metrics["depth_bucket"] == ALL)]
+    variants = sorted(data["variant"].unique())
+    colors = {name: f"C{i % 10}" for i, name in enumerate(sorted(data["embedder"].unique()))}  # one colour per series
+    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 4), squeeze=False, sharey=True)
+    for ax, variant in zip(axes[0], variants):
+        for k, style in zip(RECALL_KS, ("-", "--", ":")):
+            cell = data[(data["variant"] == variant) & (data["metric"] == f"recall@{k}")]
+            for (embedder,), series in cell.groupby(["embedder"]):
+                series = series.sort_values("length")
+                ax.plot(series["length"], series["value"], marker="o", color=colors[embedder], linestyle=style,
+                        label=f"recall@{k} {embedder}")
+            if candidates:
+                ax.axhline(k / candidates, color="grey", linestyle=style, linewidth=0.8)
+        ax.set_title(f"{variant} (grey: chance k/{candidates})" if candidates else variant)
+        ax.set_ylim(0, 1.02)
+        _length_axis(ax, data["length"])
+    axes[0][0].set_ylabel("recall@k: share of needle haystacks in the top k")
+    axes[0][-1].legend(fontsize=7)
+    _save(fig, path)
+
+
+def heatmap_figure(tables: dict[str, pd.DataFrame], title: str, path: Path, cmap: str = "viridis") -> None:
+    """One heatmap per embedder; each table is rows x lengths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib import patheffects
+
+    fig, axes = plt.subplots(1, len(tables), figsize=(6 * len(tables), 0.35 * max(len(t) for t in tables.values()) + 2), squeeze=False)
+    for ax, (name, table) in zip(axes[0], tables.items()):
+        image = ax.imshow(table.to_numpy(float), aspect="auto", cmap=cmap)
+        ax.set_xticks(range(table.shape[1]), [str(c) for c in table.columns])
+        ax.set_yticks(range(table.shape[0]), [str(i) for i in table.index])
+        for (r, c), value in np.ndenumerate(table.to_numpy(float)):
+            if np.isfinite(value):
+                ax.text(c, r, f"{value:.2f}", ha="center", va="center", fontsize=7, color="black",
+                        path_effects=[patheffects.withStroke(linewidth=2, foreground="white")])
+        ax.set_title(f"{title}\n{name}", fontsize=9)
+        ax.set_xlabel("haystack length (tokens)")
+        fig.colorbar(image, ax=ax, shrink=0.8)
+    _save(fig, path)
+
+
+def expansion_figure(metrics: pd.DataFrame, variant: str, path: Path) -> None:
+    """Comparative ratio and AUC vs length, a line per query form (and embedder), chance at 0.5."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), squeeze=False)
+    embedders = metrics["embedder"].unique()
+    for ax, metric, title in zip(axes[0], ("comparative_ratio", "auc"), ("comparative ratio", "ROC AUC")):
+        data = metric_series(metrics, metric)
+        data = data[data["variant"] == variant]
+        for (embedder, form), series in data.groupby(["embedder", "query_form"]):
+            series = series.sort_values("length")
+            label = form if len(embedders) == 1 else f"{embedder} [{form}]"
+            ax.plot(series["length"], series["value"], marker="o", label=label)
+        ax.axhline(0.5, color="grey", linestyle="--", linewidth=1, label="chance")
+        ax.set_title(f"{title} by query form ({variant})")
+        _length_axis(ax, data["length"])
+    axes[0][1].legend(fontsize=8)
+    _save(fig, path)

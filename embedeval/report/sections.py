@@ -1,0 +1,176 @@
+"""What a run's report says, format-free: a :class:`Document` of sections made of text, bullet
+lists, tables and figures. :mod:`embedeval.report.markdown` and :mod:`embedeval.report.html`
+render the same document, so ``report.md`` and ``report.html`` hold the same sections.
+
+Text may use two inline marks, as Markdown writes them: ```code``` and ``**bold**``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from embedeval.aggregate import with_later_columns
+from embedeval.breaks import BreakRule, break_points, break_sentence
+from embedeval.defaults import CHUNK_FACTOR
+from embedeval.report.figures import LINE_FIGURES, expansion_figure, heatmap_figure, line_figure, recall_figure
+from embedeval.report.tables import (
+    best_query_form, category_tables, chunk_size_lines, chunk_size_table, depth_tables, distractor_note, distractor_table,
+    fewest_distractors, main_variant, one_needle, position_table, scorer_view, series_note, several_needles_table, summary_table,
+    truncation_lines,
+)
+
+#: The run settings the report's first line names (from the run's config).
+HEADER_KEYS = ("needles", "corpus", "lengths", "depths", "seed", "tokenizer")
+
+
+@dataclass(frozen=True)
+class Text:
+    text: str
+
+
+@dataclass(frozen=True)
+class Bullets:
+    items: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Table:
+    frame: pd.DataFrame
+    digits: int = 3
+
+
+@dataclass(frozen=True)
+class Figure:
+    path: str  # relative to the run directory: figures/NAME.png
+    alt: str
+
+
+Block = Text | Bullets | Table | Figure
+
+
+@dataclass
+class Section:
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+
+
+@dataclass
+class Document:
+    title: str
+    intro: list[Block]
+    sections: list[Section]
+
+    def figures(self) -> list[str]:
+        """Every figure the document shows, in order."""
+        return [b.path for s in self.sections for b in s.blocks if isinstance(b, Figure)]
+
+
+def format_cell(value, digits: int = 3) -> str:
+    """A table cell as both renderers write it: floats to ``digits`` places, a missing value as "–"."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "–"
+    return f"{value:.{digits}f}" if isinstance(value, (float, np.floating)) else str(value)
+
+
+def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, rule: BreakRule | None = None,
+                    title: str = "NoLiMa sweep", config: dict | None = None, candidates: int | None = None) -> Document:
+    """The report of a run's tables, its figures drawn into ``out/figures``. ``config``: the
+    settings of the run the tables come from (named in the first line), if there is one run;
+    ``candidates``: the size of the retrieval pool plus one, for the chance level of recall@k.
+    The break-point table comes first."""
+    figures = Path(out) / "figures"
+    metrics, similarities = with_later_columns(metrics), with_later_columns(similarities)
+    rule = rule or BreakRule()
+    break_metric = rule.headline_metric
+    bps = break_points(metrics, rule)
+    several = several_needles_table(metrics)
+    metrics, similarities = one_needle(metrics), one_needle(similarities)  # the sections below: one needle, its own question
+    variant = main_variant(metrics)
+    fewest = fewest_distractors(metrics)
+    chunk_lines = chunk_size_lines(fewest, rule, variant)
+    chunk_table = chunk_size_table(fewest, break_metric, variant)
+    decoy_table = distractor_table(metrics, break_metric, variant)
+    metrics, similarities = scorer_view(metrics), scorer_view(similarities)  # one series per embedder and strategy
+    shown = [f for f in LINE_FIGURES if f[0] in set(metrics["metric"])]  # runs of older versions lack some
+    for metric, name, ylabel, hline in shown:
+        line_figure(metrics, metric, ylabel, figures / name, hline=rule.threshold if metric == rule.metric else hline)
+    heatmap_figure(category_tables(metrics, variant), f"comparative ratio by category ({variant})", figures / "category_heatmap.png", cmap="RdYlGn")
+    depth = depth_tables(similarities, variant)
+    if depth:
+        heatmap_figure(depth, f"normalized similarity by needle depth ({variant})", figures / "depth_heatmap.png")
+
+    intro: list[Block] = []
+    if config and all(key in config for key in HEADER_KEYS):
+        intro.append(Text(f"Needles `{Path(config['needles']).name}`, corpus `{config['corpus']}`, lengths "
+                          f"{', '.join(map(str, config['lengths']))}, {config['depths']} depths, seed {config['seed']}, "
+                          f"token counts by `{config['tokenizer']}`."))
+    sections = [Section(f"Break point and recommended chunk size ({rule.condition()})", [
+        Text("The break point is the largest length up to which the rule holds at every length from the shortest; "
+             f"the recommended chunk size is {CHUNK_FACTOR} x the headline ({rule.rule}) break point. Where no length "
+             "keeps the rule, the best length is named. Both rules are in the table, and the study's break point from "
+             "the AUC pooled over questions beside them:"),
+        Bullets(tuple(rule.meanings())),
+        Bullets(tuple(f"{r.embedder} [{r.strategy}, {r.variant}, {r.query_form}{series_note(r)}]: {break_sentence(r, rule)}"
+                      for r in bps.itertuples())),
+        Table(bps)])]
+    if not several.empty:
+        sections.append(Section("Several needles", [
+            Text("A haystack with K needles holds its own group's needle at the grid's depth and K - 1 needles of other "
+                 "groups (other characters) away from it; it is ranked among the same-length needle-free pool by every "
+                 "question whose needle it holds: its own (`own`) and the others' (`other`). Recall@1 and query_auc per "
+                 f"length ({variant} needles, question form):"),
+            Table(several)]))
+    positions = position_table(similarities, config.get("depths") if config else None)
+    if not positions.empty:
+        sections.append(Section("Needle positions", [
+            Text("A needle goes in at the sentence boundary nearest its target depth. In short haystacks of long "
+                 "sentences two depths can meet at one boundary; such a haystack is built once and counted once, so "
+                 "per length the distinct positions reached (depths to 0.01) can be fewer than the depths asked for (mean, "
+                 "min and max over questions and variants). Where no boundary lies outside the ±0.2 zone around the needle, "
+                 "its distractors go to the farthest boundaries inside it (`haystacks with distractors in zone`)."),
+            Table(positions, digits=1)]))
+    if decoy_table["n_distractors"].nunique() > 1:
+        sections.append(Section("Distractors", [
+            Text(f"{break_metric} ({variant} needles, question form) per distractor count and haystack length. A "
+                 "haystack with K distractors holds the first K distractors of its question (texts that share the "
+                 "question's keyword) more than 0.2 of its tokens away from the needle; it is compared with its own "
+                 "control (the same filler and distractors, no needle) and ranked among the negatives that hold its "
+                 "question's K distractors plus that control, so every candidate holds the decoys and only the needle "
+                 "tells it apart (without distractors, every group's control and the plain negatives)."),
+            Table(decoy_table)]))
+    if chunk_table["strategy"].nunique() > 1:
+        sections.append(Section("Chunk size", [
+            Text(f"{break_metric} ({variant} needles, question form{distractor_note(decoy_table['n_distractors'].min())}) "
+                 "per strategy and haystack length: `truncate` reads the model's window, `windows-mean` the mean of window "
+                 "vectors over the whole text, `chunks-max@C` the best of C-token chunks (a RAG retriever), `full-text` a "
+                 "lexical scorer reading everything."),
+            Bullets(tuple(line.removeprefix("- ") for line in chunk_lines)),
+            Table(chunk_table)]))
+    if "recall@5" in set(metrics["metric"]):
+        recall_figure(metrics, figures / "recall_vs_length.png", candidates)
+        sections.append(Section("Retrieval among same-length candidates", [
+            Text("Each needle haystack ranked by its question's score among every needle-free haystack of its "
+                 f"length (the controls and the negative pool{f'; {candidates} candidates in all' if candidates else ''}"
+                 f"{'; with distractors, the pool of the Distractors section' if decoy_table['n_distractors'].nunique() > 1 else ''}; "
+                 "ties counted against it). Recall@5 per length:"),
+            Table(summary_table(metrics, "recall@5")),
+            Figure("figures/recall_vs_length.png", "recall@k")]))
+    sections.append(Section("Truncation", [Bullets(tuple(line.removeprefix("- ") for line in truncation_lines(metrics)))]))
+    for metric, name, ylabel, _ in shown:
+        sections.append(Section(ylabel, [Figure(f"figures/{name}", metric), Table(summary_table(metrics, metric))]))
+    if metrics["query_form"].nunique() > 1:
+        expansion_figure(metrics, variant, figures / "query_expansion.png")
+        sections.append(Section("Query expansion", [
+            Text("Expanded query = question + N terms. Comparative ratio above 0.5 means the haystack with the needle "
+                 f"wins more often than its needle-free control ({variant} needles)."),
+            Figure("figures/query_expansion.png", "query expansion"),
+            Table(best_query_form(metrics, variant))]))
+    sections.append(Section("By category and by needle depth", [
+        Figure("figures/category_heatmap.png", "category"),
+        *([Figure("figures/depth_heatmap.png", "depth")] if depth else []),
+        Text("Every value in `metrics.csv` carries n and a bootstrap 95% CI.")]))
+    return Document(title, intro, sections)

@@ -1,0 +1,198 @@
+"""The report's tables and sentences, computed from the metrics and similarity tables (no
+rendering: :mod:`embedeval.report.markdown` and :mod:`embedeval.report.html` render them)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from embedeval.aggregate import metric_series
+from embedeval.breaks import BreakRule
+from embedeval.labels import ALL, CHUNKED_PREFIX, CONTROL, NEGATIVE, QUESTION
+
+def main_variant(metrics: pd.DataFrame) -> str:
+    """The variant the single-variant sections show: one-hop if the run has it."""
+    variants = list(metrics["variant"].unique())
+    return "onehop" if "onehop" in variants else sorted(variants)[0]
+
+
+def best_query_form(metrics: pd.DataFrame, variant: str) -> pd.DataFrame:
+    """Per embedder and length: the query form with the highest comparative ratio (AUC breaks ties)."""
+    ratio = metric_series(metrics, "comparative_ratio")
+    auc = metric_series(metrics, "auc")[["embedder", "query_form", "variant", "length", "value"]]
+    data = ratio[ratio["variant"] == variant].merge(auc, on=["embedder", "query_form", "variant", "length"], suffixes=("", "_auc"))
+    data = data.sort_values(["embedder", "length", "value", "value_auc"], ascending=[True, True, False, False])
+    best = data.groupby(["embedder", "length"], as_index=False).first()
+    return best.rename(columns={"query_form": "best_query_form", "value": "comparative_ratio", "value_auc": "auc"})[
+        ["embedder", "length", "best_query_form", "comparative_ratio", "auc"]]
+
+
+def category_tables(metrics: pd.DataFrame, variant: str) -> dict[str, pd.DataFrame]:
+    """Comparative ratio, category x length, per embedder (question form)."""
+    data = metrics[(metrics["metric"] == "comparative_ratio") & (metrics["category"] != ALL)
+                   & (metrics["variant"] == variant) & (metrics["query_form"] == QUESTION)]
+    return {e: g.pivot_table(index="category", columns="length", values="value") for e, g in data.groupby("embedder")}
+
+
+def depth_tables(similarities: pd.DataFrame, variant: str) -> dict[str, pd.DataFrame]:
+    """Mean normalized similarity, target depth x length, per embedder (question form)."""
+    data = similarities[(similarities["variant"] == variant) & (similarities["query_form"] == QUESTION)
+                        & similarities["normalized"].notna()]  # a lexical scorer has no normalized similarity
+    data = data.assign(depth_label=data["target_depth"].round(2))
+    return {e: g.pivot_table(index="depth_label", columns="length", values="normalized") for e, g in data.groupby("embedder")}
+
+
+def scorer_view(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with ``embedder`` naming what one figure series shows: the embedder, followed by
+    its strategy when the tables hold more than one strategy (``st:all-MiniLM-L6-v2 · windows-mean``)
+    and by the distractor count when they hold more than one (``· 4 distractors``)."""
+    label = frame["embedder"]
+    if "strategy" in frame.columns and frame["strategy"].nunique() > 1:
+        label = label + " · " + frame["strategy"]
+    if "n_distractors" in frame.columns and frame["n_distractors"].nunique() > 1:
+        label = label + " · " + frame["n_distractors"].astype(str) + " distractors"
+    return frame.assign(embedder=label)
+
+
+def one_needle(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``frame`` (metrics or similarities) of haystacks with one needle, asked their
+    own question."""
+    return frame[(frame["n_needles"] <= 1) & frame["own_question"].astype(bool)]
+
+
+SEVERAL_METRICS = ("recall@1", "query_auc")
+
+
+def several_needles_table(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Recall@1 and query_auc (question form, main variant) per embedder, strategy, needle count
+    and question (own or other) and haystack length; empty for a run with one needle per haystack."""
+    if metrics["n_needles"].max() <= 1:
+        return pd.DataFrame()
+    variant = main_variant(one_needle(metrics))
+    data = metrics[metrics["metric"].isin(SEVERAL_METRICS) & (metrics["category"] == ALL) & (metrics["depth_bucket"] == ALL)
+                   & (metrics["variant"] == variant) & (metrics["query_form"] == QUESTION)
+                   & (metrics["n_distractors"] == 0)]
+    data = data.assign(question=np.where(data["own_question"].astype(bool), "own", "other"))
+    return data.pivot_table(index=["embedder", "strategy", "n_needles", "question", "metric"], columns="length",
+                            values="value").reset_index()
+
+
+def fewest_distractors(metrics: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``metrics`` with the smallest distractor count of the run (all rows of a run
+    without distractors)."""
+    if "n_distractors" not in metrics.columns:
+        return metrics
+    return metrics[metrics["n_distractors"] == metrics["n_distractors"].min()]
+
+
+def distractor_table(metrics: pd.DataFrame, metric: str, variant: str) -> pd.DataFrame:
+    """``metric`` (question form, ``variant``) per embedder, strategy and distractor count (rows)
+    and haystack length (columns)."""
+    return chunk_size_table(metrics, metric, variant, rows=("embedder", "strategy", "n_distractors"))
+
+
+def chunk_size_table(metrics: pd.DataFrame, metric: str, variant: str,
+                     rows: tuple[str, ...] = ("embedder", "strategy")) -> pd.DataFrame:
+    """``metric`` (question form, ``variant``) per ``rows`` (embedder and strategy) and haystack
+    length (columns): whole documents of each length (truncate, windows-mean, bm25), and for
+    chunks-max each chunk size's row."""
+    data = metric_series(metrics, metric)
+    data = data[(data["variant"] == variant) & (data["query_form"] == QUESTION)]
+    return data.pivot_table(index=list(rows), columns="length", values="value").reset_index()
+
+
+def chunk_size_lines(metrics: pd.DataFrame, rule: BreakRule, variant: str) -> list[str]:
+    """Per embedder with chunked scoring: the largest chunk size whose headline metric keeps the
+    break rule at every length, and whether the best chunk size beats the best whole-document
+    strategy at the longest length (with both 95% CIs)."""
+    metric = rule.headline_metric
+    data = metric_series(metrics, metric)
+    data = data[(data["variant"] == variant) & (data["query_form"] == QUESTION) & data["value"].notna()]
+    lines = []
+    for embedder, rows in data.groupby("embedder"):
+        is_chunked = rows["strategy"].str.startswith(CHUNKED_PREFIX)
+        if not is_chunked.any():
+            continue
+        longest = int(rows["length"].max())
+        sizes = {int(s.removeprefix(CHUNKED_PREFIX)): g for s, g in rows[is_chunked].groupby("strategy")}
+        holding = [c for c, g in sizes.items() if rule.holds_everywhere(g["length"], g["value"])]
+        tried = ", ".join(map(str, sorted(sizes)))
+        if holding:
+            first = (f"of the chunk sizes tried ({tried}), the largest that keeps {rule.condition()} at every "
+                     f"length up to {longest} is {max(holding)} tokens")
+        else:
+            first = f"none of the chunk sizes tried ({tried}) keeps {rule.condition()} at every length up to {longest}"
+        at_longest = rows[rows["length"] == longest]
+        chunked_there = at_longest["strategy"].str.startswith(CHUNKED_PREFIX)
+        best_chunk = at_longest[chunked_there].sort_values("value").iloc[-1]
+        whole = at_longest[~chunked_there]
+        if whole.empty:
+            lines.append(f"- **{embedder}**: {first}.")
+            continue
+        best_whole = whole.sort_values("value").iloc[-1]
+        gap = best_chunk["value"] - best_whole["value"]
+        separated = best_chunk["ci_lo"] > best_whole["ci_hi"] or best_whole["ci_lo"] > best_chunk["ci_hi"]
+        verdict = ("chunked retrieval beats embedding the document whole" if gap > 0 else
+                   "embedding the document whole does at least as well as chunked retrieval")
+        lines.append(f"- **{embedder}**: {first}. At {longest} tokens, {best_chunk['strategy']} reaches {best_chunk['value']:.3f} "
+                     f"[{best_chunk['ci_lo']:.3f}, {best_chunk['ci_hi']:.3f}] against {best_whole['value']:.3f} "
+                     f"[{best_whole['ci_lo']:.3f}, {best_whole['ci_hi']:.3f}] for {best_whole['strategy']}: {verdict}"
+                     f"{'' if separated else ' (the 95% CIs overlap)'}.")
+    return lines
+
+
+def truncation_lines(metrics: pd.DataFrame) -> list[str]:
+    """One sentence per embedder (and strategy) on where its window hides the needle."""
+    lines = []
+    visible = metric_series(metrics, "needle_visible_share")
+    for embedder, series in visible[visible["query_form"] == QUESTION].groupby("embedder"):
+        per_length = series.groupby("length")["value"].mean()
+        hidden = [f"{length}: {share:.0%}" for length, share in per_length.items() if share < 1]
+        if hidden:
+            lines.append(f"- **{embedder}** truncates long haystacks; share of haystacks whose needle it can see, "
+                         f"by length: {', '.join(hidden)}. Scores at those lengths partly measure truncation.")
+        else:
+            lines.append(f"- **{embedder}** sees the needle in every haystack (no truncation before the needle).")
+    return lines
+
+
+def position_table(similarities: pd.DataFrame, depths: int | None = None) -> pd.DataFrame:
+    """Per length and distractor count: the distinct needle positions (depths to 0.01) each
+    (question, variant) reached (mean, min, max; of ``depths`` asked for, if given) and how many
+    needle haystacks hold distractors inside the needle's zone, from one scorer's question-form
+    rows."""
+    first = similarities[["embedder", "strategy"]].drop_duplicates().iloc[:1]
+    rows = similarities.merge(first, on=["embedder", "strategy"])
+    rows = rows[(rows["query_form"] == QUESTION) & ~rows["variant"].isin([CONTROL, NEGATIVE])]
+    if rows.empty:
+        return pd.DataFrame()
+    rows = rows.assign(position=rows["depth"].round(2))
+    per_question = rows.groupby(["length", "n_distractors", "group_id", "variant"]).agg(
+        positions=("position", "nunique"), in_zone=("distractors_in_zone", lambda v: int((v > 0).sum())))
+    table = per_question.groupby(["length", "n_distractors"]).agg(
+        positions_mean=("positions", "mean"), positions_min=("positions", "min"), positions_max=("positions", "max"),
+        in_zone=("in_zone", "sum")).reset_index()
+    table = table.rename(columns={"positions_mean": "distinct positions (mean)", "positions_min": "min", "positions_max": "max",
+                                  "in_zone": "haystacks with distractors in zone"})
+    if depths:
+        table.insert(2, "depths asked", int(depths))
+    return table
+
+
+def summary_table(metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """``metric`` per length (rows) for each embedder/form/variant (columns)."""
+    data = metric_series(metrics, metric)
+    data = data.assign(series=data["embedder"] + " " + data["query_form"] + " " + data["variant"])
+    return data.pivot_table(index="length", columns="series", values="value").reset_index()
+
+
+def distractor_note(count) -> str:
+    """", K distractors" for a count above 0, else nothing (for labels of break-point rows)."""
+    return f", {int(count)} distractors" if count else ""
+
+
+def series_note(row) -> str:
+    """What sets a break-point row apart besides embedder, strategy and variant: its distractors,
+    and with several needles their number and whose question ranks the haystack."""
+    needles = "" if row.n_needles <= 1 else f", {int(row.n_needles)} needles, {'own' if row.own_question else 'other'} questions"
+    return distractor_note(row.n_distractors) + needles
