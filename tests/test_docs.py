@@ -1,0 +1,28 @@
+"""The documentation site builds with ``mkdocs build --strict`` (a broken link or a page missing
+from the nav fails), and README.md stays a two-minute read whose links resolve."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from conftest import REPO_ROOT
+
+
+def test_the_docs_site_builds_strictly(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    pages = {p.relative_to(tmp_path / "site").as_posix() for p in (tmp_path / "site").rglob("index.html")}
+    assert {"index.html", "nolima/index.html", "metrics/index.html", "cli/index.html"} <= pages
+
+
+def test_readme_is_short_starts_with_the_two_commands_and_links_to_files_that_exist():
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) < 150
+    first_block = readme.split("```bash\n", 1)[1].split("```", 1)[0]
+    assert "embedeval nolima --out runs/nolima" in first_block and "python -m pytest" in first_block
+    targets = re.findall(r"\]\(([^)#]+)\)", readme)
+    assert targets and all((REPO_ROOT / t).exists() for t in targets if not t.startswith("http")), targets
