@@ -311,6 +311,31 @@ def report(
     typer.echo(f"wrote {compare_runs(run_dirs, out)}")
 
 
+@app.command("export")
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="A finished run directory (embedeval nolima --out).")],
+    format: Annotated[str, typer.Option("--format", help="mteb (MTEB result files under --out, a folder) or prompts (an LLM prompt set with similarity covariates, --out .csv or .parquet).")],
+    out: Annotated[Path, typer.Option("--out", help="A folder for mteb; a .csv or .parquet file for prompts.")],
+    template: Annotated[Optional[Path], typer.Option("--template", help="prompts: a text file with {haystack} and {question} (default: NoLiMa's task template).")] = None,
+    cache_dir: CacheDir = None,
+    quiet: Quiet = False,
+) -> None:
+    """Hand a run on: MTEB result files (one TaskResult per strategy and query form, a split per length) or an
+    LLM prompt set in Context Rot's columns with needle-question and needle-haystack similarity beside each prompt."""
+    from embedeval.export import FORMATS, export_mteb, export_prompts
+
+    if format not in FORMATS:
+        raise InputError(f"unknown export format {format!r}; use one of {', '.join(FORMATS)}")
+    if format == "mteb":
+        if template is not None:
+            raise InputError("--template goes with --format prompts")
+        written = export_mteb(run_dir, out)
+        typer.echo(f"wrote {len(written)} MTEB result file(s) under {out}")
+        return
+    table = export_prompts(run_dir, out, template, cache_dir=cache_dir, progress=not quiet)
+    typer.echo(f"wrote {len(table)} prompts to {out}")
+
+
 @app.command("expand")
 @with_option_groups
 def expand_command(

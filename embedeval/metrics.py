@@ -157,13 +157,13 @@ def auc_score(pos, neg, axis: int = -1) -> np.ndarray | float:
 
 
 #: The per-query retrieval measures of :func:`retrieval_measures`, in this order.
-RETRIEVAL_MEASURES = ("recall@1", "recall@5", "recall@10", "mrr", "ndcg@10", "query_auc")
+RETRIEVAL_MEASURES = ("recall@1", "recall@5", "recall@10", "mrr", "mrr@10", "ndcg@1", "ndcg@10", "query_auc")
 #: trec_eval's names for them (computed by pytrec_eval).
 #: Metrics a break point may be read from (``--break-metric``): the retrieval measures and the
 #: study's pooled AUC and comparative ratio.
 BREAK_METRICS = RETRIEVAL_MEASURES + ("auc", "comparative_ratio")
 _TREC_MEASURES = {"recall@1": "recall_1", "recall@5": "recall_5", "recall@10": "recall_10", "mrr": "recip_rank",
-                  "ndcg@10": "ndcg_cut_10"}
+                  "ndcg@1": "ndcg_cut_1", "ndcg@10": "ndcg_cut_10"}
 
 
 def retrieval_measures(pos_scores, pool_scores) -> dict[str, np.ndarray]:
@@ -173,9 +173,11 @@ def retrieval_measures(pos_scores, pool_scores) -> dict[str, np.ndarray]:
     ``pos_scores[i]`` is query i's score for its needle haystack, ``pool_scores[i, j]`` its score
     for the j-th of the m needle-free candidates. Ties are broken against the positive:
     ``rank = 1 + #{j: pool >= pos}``, ``ties = #{j: pool == pos}``, ``n_candidates = m + 1``.
-    ``recall@k`` = 1[rank <= k], ``mrr`` = 1 / rank, ``ndcg@10`` = 1 / log2(rank + 1) if rank <= 10
-    (the ideal DCG of one relevant item is 1) are computed by trec_eval (``pytrec_eval``), fed the
-    real scores with the positive's nudged just below any equal one, so its tie-breaking agrees.
+    ``recall@k`` = 1[rank <= k], ``mrr`` = 1 / rank, ``ndcg@k`` = 1 / log2(rank + 1) if rank <= k
+    (k = 1, 10; the ideal DCG of one relevant item is 1, so ndcg@1 = recall@1) are computed by
+    trec_eval (``pytrec_eval``), fed the real scores with the positive's nudged just below any
+    equal one, so its tie-breaking agrees; ``mrr@10`` = trec_eval's ``mrr`` where rank <= 10, else 0
+    (MTEB's ``mrr_at_10``).
     ``query_auc`` = (#{pool < pos} + 0.5 #{pool == pos}) / m: the share of the pool it beats.
     """
     import pytrec_eval
@@ -191,12 +193,13 @@ def retrieval_measures(pos_scores, pool_scores) -> dict[str, np.ndarray]:
     qrels = {str(i): {"positive": 1} for i in range(pos.size)}
     run = {str(i): {"positive": float(nudged[i]), **{f"c{j}": float(s) for j, s in enumerate(pool[i])}}
            for i in range(pos.size)}
-    trec = pytrec_eval.RelevanceEvaluator(qrels, {"recall.1,5,10", "recip_rank", "ndcg_cut.10"}).evaluate(run)
+    trec = pytrec_eval.RelevanceEvaluator(qrels, {"recall.1,5,10", "recip_rank", "ndcg_cut.1,10"}).evaluate(run)
     table = {"rank": 1 + above + ties, "ties": ties, "n_candidates": np.full(pos.size, pool.shape[1] + 1)}
     for name, trec_name in _TREC_MEASURES.items():
         table[name] = np.array([trec[str(i)][trec_name] for i in range(pos.size)])
+    table["mrr@10"] = np.where(table["rank"] <= 10, table["mrr"], 0.0)
     table["query_auc"] = (below + 0.5 * ties) / pool.shape[1]
-    return table
+    return {name: table[name] for name in ("rank", "ties", "n_candidates", *RETRIEVAL_MEASURES)}
 
 
 class PositionEffects(NamedTuple):

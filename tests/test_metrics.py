@@ -161,7 +161,12 @@ def test_retrieval_measures_on_hand_worked_ranks_with_ties():
     np.testing.assert_allclose(table["recall@5"], [1, 1, 1, 1])
     np.testing.assert_allclose(table["mrr"], 1 / ranks)
     np.testing.assert_allclose(table["ndcg@10"], 1 / np.log2(ranks + 1))
+    np.testing.assert_allclose(table["ndcg@1"], [0, 1, 0, 0])
+    np.testing.assert_allclose(table["mrr@10"], 1 / ranks)  # every rank within 10 here
     np.testing.assert_allclose(table["query_auc"], [(2 + 0.5) / 4, 1.0, 1.5 / 4, 0.0])
+    deep = retrieval_measures([0.1, 0.5], [[0.2] * 11, [0.6] * 9 + [0.1] * 2])  # ranks 12 and 10
+    np.testing.assert_allclose(deep["mrr@10"], [0.0, 1 / 10])
+    np.testing.assert_allclose(deep["mrr"], [1 / 12, 1 / 10])
 
 
 def test_retrieval_measures_agree_with_a_direct_ranking():

@@ -1,0 +1,234 @@
+"""A run directory, handed on to where users already work (DESIGN §1.4).
+
+``export_mteb(run, out)``: MTEB result files. One ``TaskResult``-shaped JSON per embedder,
+strategy and query form, written as MTEB's own results repository lays them out:
+``out/{org__model}/{revision}/{task}.json`` with a ``model_meta.json`` beside them. The task is
+``EmbedevalNoLiMa``, suffixed with the strategy when it is not ``truncate`` and with the query form
+when it is not ``question``: ``EmbedevalNoLiMa``, ``EmbedevalNoLiMa.windows-mean``,
+``EmbedevalNoLiMa.chunks-max@128.expanded-100``. Each haystack length is a split ``test_<length>``
+(as LongEmbed's needle and passkey tasks are split by length); within it, one score dict per
+``hf_subset``: the needle variant (``onehop``, ``inverted``, ...), suffixed ``-x<K>`` with K
+distractors and ``-n<K>-own``/``-n<K>-other`` with K needles per haystack. Scores are the
+``metrics.csv`` means of the retrieval view: ``main_score`` = ``ndcg_at_1`` (LongEmbed's main score),
+``ndcg_at_10``, ``recall_at_1/5/10``, ``mrr_at_10``.
+
+``export_prompts(run, out)``: an LLM prompt set in Context Rot's columns (``token_count,
+approximate_input_length, needle_depth, prompt, question, answer``, then ``haystack_id, needle,
+variant, n_distractors``), one row per needle haystack and query form, with the similarity
+covariates of Chroma's study beside each prompt: ``needle_question_sim`` and
+``needle_haystack_sim`` (mean cosine of the needle with its top-5 corpus chunks, as
+``similarity needle-haystack``), each the mean across the run's embedders, and per embedder as
+``needle_question_sim:<spec>``, ``needle_haystack_sim:<spec>``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from embedeval.defaults import DEFAULT_CHUNKER, DEFAULT_INDEX, DEFAULT_TOP_K
+from embedeval.errors import InputError
+from embedeval.io import check_output_file, read_table, write_table, write_text_atomic
+from embedeval.labels import ALL, CONTROL, NEGATIVE, QUESTION
+
+MTEB_TASK = "EmbedevalNoLiMa"
+#: What MTEB names each retrieval measure of ``metrics.csv``.
+MTEB_SCORES = {"ndcg_at_1": "ndcg@1", "ndcg_at_10": "ndcg@10", "recall_at_1": "recall@1", "recall_at_5": "recall@5",
+               "recall_at_10": "recall@10", "mrr_at_10": "mrr@10"}
+MTEB_MAIN_SCORE = "ndcg_at_1"
+#: The TaskResult schema the files follow (mteb's own JSON, as its ``TaskResult.to_disk`` writes it).
+MTEB_FORMAT_VERSION = "2.0.0"
+NO_REVISION = "no_revision_available"
+LANGUAGES = ["eng-Latn"]
+#: Where MTEB's results repository files each provider's models.
+ORGANISATIONS = {"st": "sentence-transformers", "openai": "openai", "voyage": "voyageai", "jina": "jinaai"}
+#: NoLiMa's task template (its ``templates``, in words of our own): the haystack, then the question.
+DEFAULT_TEMPLATE = ("You will answer a question based on the following book snippet:\n\n{haystack}\n\n"
+                    "Use the information provided in the book snippet to answer the question. Your answer should be "
+                    "short and based on either explicitly stated facts or strong, logical inferences.\n\n"
+                    "Question: {question}\n\nReturn only the final answer with no additional explanation or reasoning.")
+PROMPT_COLUMNS = ["token_count", "approximate_input_length", "needle_depth", "prompt", "question", "answer",
+                  "haystack_id", "needle", "variant", "n_distractors"]
+FORMATS = ("mteb", "prompts")
+
+
+@dataclass(frozen=True)
+class Run:
+    """What an export reads from a run directory."""
+
+    path: Path
+    config: dict
+
+    @classmethod
+    def open(cls, path: str | Path, needs: tuple[str, ...]) -> Run:
+        """The run at ``path``, refused with one line unless it is a finished run directory holding
+        ``needs``."""
+        folder = Path(path)
+        if not folder.is_dir():
+            raise InputError(f"run directory {folder} does not exist")
+        missing = [name for name in ("config.json", *needs) if not (folder / name).is_file()]
+        if missing:
+            raise InputError(f"{folder} is not a finished run directory (missing {', '.join(missing)})")
+        try:
+            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"{folder / 'config.json'} is not valid JSON ({exc})") from None
+        if not isinstance(config, dict) or "embedders" not in config:
+            raise InputError(f"{folder / 'config.json'} is not a NoLiMa run's config")
+        return cls(folder, config)
+
+
+def model_folder(spec: str) -> tuple[str, str]:
+    """(MTEB's model name, its folder ``org__model``) of an embedder spec:
+    ``st:all-MiniLM-L6-v2`` -> ``sentence-transformers/all-MiniLM-L6-v2``; a local path or an unknown
+    provider goes under ``embedeval``."""
+    provider, _, model = spec.partition(":")
+    model = model or provider
+    if provider == "st" and "/" in model and not Path(model).exists():
+        name = model  # already org/model
+    else:
+        name = f"{ORGANISATIONS.get(provider, 'embedeval')}/{Path(model).name if provider == 'st' else model}"
+    return name, re.sub(r"[^A-Za-z0-9_.@-]", "_", name.replace("/", "__"))
+
+
+def mteb_task_name(strategy: str, query_form: str) -> str:
+    """``EmbedevalNoLiMa`` with the strategy and query form appended where they are not the defaults."""
+    parts = [MTEB_TASK] + ([strategy] if strategy != "truncate" else []) + ([query_form] if query_form != QUESTION else [])
+    return ".".join(parts)
+
+
+def mteb_subset(variant: str, n_distractors: int, n_needles: int, own: bool) -> str:
+    """The ``hf_subset`` of a metrics cell (see the module docstring)."""
+    subset = variant + (f"-x{int(n_distractors)}" if n_distractors else "")
+    return subset + (f"-n{int(n_needles)}-{'own' if own else 'other'}" if n_needles > 1 else "")
+
+
+def mteb_results(metrics: pd.DataFrame, dataset_revision: str) -> dict[tuple[str, str], dict]:
+    """{(embedder, task name): TaskResult JSON} from a metrics table (the overall cells)."""
+    from embedeval.aggregate import with_later_columns
+
+    metrics = with_later_columns(metrics)
+    cells = metrics[(metrics["category"] == ALL) & (metrics["depth_bucket"] == ALL) & metrics["metric"].isin(MTEB_SCORES.values())]
+    if cells.empty:
+        raise InputError("the run's metrics.csv has no retrieval measures to export (ndcg@1, recall@k, mrr@10)")
+    wide = cells.pivot_table(index=["embedder", "strategy", "query_form", "length", "variant", "n_distractors", "n_needles",
+                                    "own_question"], columns="metric", values="value").reset_index()
+    results: dict[tuple[str, str], dict] = {}
+    for (embedder, strategy, form), task_rows in wide.groupby(["embedder", "strategy", "query_form"], sort=True):
+        scores: dict[str, list[dict]] = {}
+        for row in task_rows.sort_values(["length", "variant", "n_distractors", "n_needles"]).to_dict("records"):
+            values = {name: float(row[measure]) for name, measure in MTEB_SCORES.items()}
+            scores.setdefault(f"test_{int(row['length'])}", []).append(
+                {**values, "main_score": values[MTEB_MAIN_SCORE], "languages": LANGUAGES,
+                 "hf_subset": mteb_subset(row["variant"], row["n_distractors"], row["n_needles"], row["own_question"])})
+        results[(embedder, mteb_task_name(strategy, form))] = {
+            "dataset_revision": dataset_revision, "task_name": mteb_task_name(strategy, form),
+            "mteb_version": MTEB_FORMAT_VERSION, "scores": scores, "evaluation_time": None, "kg_co2_emissions": None}
+    return results
+
+
+def model_meta(spec: str) -> dict:
+    """MTEB's ``model_meta.json`` for an embedder spec: what the spec says, the rest unknown (null)."""
+    name, _ = model_folder(spec)
+    local = spec.startswith("st:")
+    return {"name": name, "revision": NO_REVISION, "release_date": None, "languages": LANGUAGES, "n_parameters": None,
+            "memory_usage_mb": None, "max_tokens": None, "embed_dim": None, "license": None, "open_weights": local,
+            "public_training_code": None, "public_training_data": None,
+            "framework": ["Sentence Transformers", "PyTorch"] if local else ["API"], "reference": None,
+            "similarity_fn_name": "cosine", "use_instructions": False, "training_datasets": None, "loader": None,
+            "modalities": ["text"], "model_type": ["dense"]}
+
+
+def export_mteb(run_dir: str | Path, out: str | Path) -> list[Path]:
+    """Write the run's MTEB result files under ``out`` (see the module docstring); returns them.
+    The dataset revision is the sha256 of the run's ``haystacks.json`` (what the haystacks were
+    built from), cut to 16 hex digits."""
+    import hashlib
+
+    run = Run.open(run_dir, ("metrics.csv", "haystacks.json"))
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file; MTEB results go into a folder")
+    revision = hashlib.sha256((run.path / "haystacks.json").read_bytes()).hexdigest()[:16]
+    results = mteb_results(read_table(run.path / "metrics.csv"), revision)
+    written = []
+    for (embedder, task), result in results.items():
+        target = out / model_folder(embedder)[1] / NO_REVISION
+        write_text_atomic(target / f"{task}.json", json.dumps(result, indent=2) + "\n")
+        write_text_atomic(target / "model_meta.json", json.dumps(model_meta(embedder), indent=2) + "\n")
+        written.append(target / f"{task}.json")
+    return written
+
+
+def prompt_rows(haystacks: pd.DataFrame, needle_set, template: str) -> pd.DataFrame:
+    """One row per needle haystack and query form of ``needle_set``: Context Rot's columns
+    (:data:`PROMPT_COLUMNS`), the prompt filled from ``template``."""
+    needled = haystacks[~haystacks["variant"].isin([CONTROL, NEGATIVE])]
+    rows = []
+    for form in needle_set.question_forms:
+        for row in needled.itertuples(index=False):
+            group = needle_set.group(row.group_id)
+            question = group.query(form)
+            if question is None:
+                continue
+            character = row.character if isinstance(row.character, str) else group.character
+            rows.append({"token_count": int(row.n_tokens), "approximate_input_length": int(row.length),
+                         "needle_depth": float(row.depth), "prompt": template.replace("{haystack}", row.text).replace("{question}", question),
+                         "question": question, "answer": character, "haystack_id": row.id,
+                         "needle": group.needle(row.variant, character), "variant": row.variant,
+                         "n_distractors": int(getattr(row, "n_distractors", 0) or 0), "query_form": form})
+    return pd.DataFrame(rows, columns=[*PROMPT_COLUMNS, "query_form"])
+
+
+def check_template(template: str, where: str) -> str:
+    missing = [slot for slot in ("{haystack}", "{question}") if slot not in template]
+    if missing:
+        raise InputError(f"template {where} lacks {' and '.join(missing)}")
+    return template
+
+
+def export_prompts(run_dir: str | Path, out: str | Path, template_file: str | Path | None = None, *, cache_dir=None,
+                   index: str = DEFAULT_INDEX, chunker: str = DEFAULT_CHUNKER, progress: bool = False) -> pd.DataFrame:
+    """Write the run's prompt set to ``out`` (.csv or .parquet) and return it (see the module
+    docstring). The covariates are computed for each distinct (question, needle) with the run's
+    embedders (lexical scorers have none) through the cache; ``needle_haystack_sim`` searches the
+    run's corpus cut by ``chunker``."""
+    from embedeval.chunking import chunk_corpus
+    from embedeval.corpus import load_corpus
+    from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
+    from embedeval.experiments.context_rot import needle_haystack_similarity, needle_question_similarity
+    from embedeval.needles import Pair, grid_needle_set
+
+    out = check_output_file(out, (".csv", ".parquet"))
+    template = DEFAULT_TEMPLATE
+    if template_file is not None:
+        path = Path(template_file)
+        if not path.is_file():
+            raise InputError(f"template {path} does not exist")
+        template = check_template(path.read_text(encoding="utf-8"), str(path))
+    run = Run.open(run_dir, ("haystacks.parquet",))
+    config = run.config
+    needle_set = grid_needle_set(config["needles"], config.get("groups"), config.get("variants", ()),
+                                 config.get("n_distractors", (0,)), config.get("distractors_file"))
+    table = prompt_rows(read_table(run.path / "haystacks.parquet"), needle_set, template)
+    specs = [spec for spec in config["embedders"] if spec not in LEXICAL_SPECS]
+    if specs:
+        pairs_of = table[["question", "needle"]].drop_duplicates().reset_index(drop=True)
+        pairs = [Pair(id=str(i), topic="", question=q, needle=n) for i, (q, n) in enumerate(pairs_of.itertuples(index=False))]
+        embedders = [load_embedder(spec, cache_dir=cache_dir, progress=progress) for spec in specs]
+        corpus = load_corpus(config["corpus"])
+        chunks = chunk_corpus(corpus, chunker, seed=config.get("seed", 0))
+        question_sims = needle_question_similarity(pairs, embedders)
+        haystack_sims = needle_haystack_similarity(pairs, chunks, embedders, top=DEFAULT_TOP_K, index=index,
+                                                   chunk_origin={"corpus": config["corpus"], "chunker": chunker, "seed": config.get("seed", 0)})
+        key = pairs_of.assign(id=[p.id for p in pairs])
+        for name, sims in (("needle_question_sim", question_sims), ("needle_haystack_sim", haystack_sims)):
+            columns = {spec: f"{name}:{spec}" for spec in specs} | {"mean": name}
+            key = key.merge(sims[["id", *columns]].rename(columns=columns), on="id")
+        table = table.merge(key.drop(columns="id"), on=["question", "needle"], how="left")
+    write_table(table, out)
+    return table

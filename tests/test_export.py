@@ -1,0 +1,124 @@
+"""Exports (issue 25, items 1 and 2): MTEB result files read back by the mteb package's own result
+classes with metrics.csv's numbers, and a prompt set in Context Rot's columns whose covariates
+equal a direct sentence-transformers computation."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from embedeval.cli import app
+from embedeval.export import DEFAULT_TEMPLATE, MTEB_SCORES, PROMPT_COLUMNS
+
+GROUPS = "loc-dresden,loc-peru,diet-vegan"
+WORDS = ("harbour lantern meadow orchard bridge river candle window garden market winter morning quiet ancient "
+         "narrow distant gentle wooden silver golden patient careful crowded heavy").split()
+
+
+@pytest.fixture(scope="module")
+def small_books(tmp_path_factory):
+    """Ten short books written here (a small corpus keeps the chunk search quick)."""
+    rng = np.random.default_rng(11)
+    folder = tmp_path_factory.mktemp("small-books")
+    for b in range(10):
+        sentences = [" ".join(rng.choice(WORDS, size=int(rng.integers(8, 20)))).capitalize() + "." for _ in range(60)]
+        (folder / f"book{b}.txt").write_text(" ".join(sentences) + "\n", encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, small_books):
+    out = tmp_path_factory.mktemp("export") / "run"
+    result = CliRunner().invoke(app, ["nolima", "--groups", GROUPS, "--corpus", f"dir:{small_books}", "--lengths", "128,256",
+                                      "--depths", "2", "--negatives", "4", "--n-bootstrap", "50", "--variants", "onehop,inverted",
+                                      "--strategy", "truncate,windows-mean", "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_mteb_reads_the_exported_results_with_the_numbers_of_metrics_csv(run_dir, tmp_path):
+    from mteb.models.model_meta import ModelMeta
+    from mteb.results import TaskResult
+
+    result = CliRunner().invoke(app, ["export", str(run_dir), "--format", "mteb", "--out", str(tmp_path / "results")])
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "results" / "sentence-transformers__all-MiniLM-L6-v2" / "no_revision_available"
+    assert sorted(p.name for p in folder.iterdir()) == ["EmbedevalNoLiMa.json", "EmbedevalNoLiMa.windows-mean.json", "model_meta.json"]
+    meta = ModelMeta.model_validate(json.loads((folder / "model_meta.json").read_text()))
+    assert meta.name == "sentence-transformers/all-MiniLM-L6-v2" and meta.revision == "no_revision_available"
+    metrics = pd.read_csv(run_dir / "metrics.csv")
+    overall = metrics[(metrics["category"] == "all") & (metrics["depth_bucket"] == "all") & (metrics["query_form"] == "question")]
+    for strategy, name in (("truncate", "EmbedevalNoLiMa"), ("windows-mean", "EmbedevalNoLiMa.windows-mean")):
+        loaded = TaskResult.from_disk(folder / f"{name}.json")
+        assert loaded.task_name == name and set(loaded.scores) == {"test_128", "test_256"}
+        for split, entries in loaded.scores.items():
+            assert sorted(e["hf_subset"] for e in entries) == ["inverted", "onehop"]
+            for entry in entries:
+                assert entry["languages"] == ["eng-Latn"] and entry["main_score"] == entry["ndcg_at_1"]
+                cell = overall[(overall["strategy"] == strategy) & (overall["length"] == int(split.removeprefix("test_")))
+                               & (overall["variant"] == entry["hf_subset"])].set_index("metric")["value"]
+                for mteb_name, ours in MTEB_SCORES.items():
+                    assert entry[mteb_name] == pytest.approx(cell[ours], abs=1e-6), (name, split, mteb_name)
+        main = overall[(overall["strategy"] == strategy) & (overall["metric"] == "ndcg@1")]["value"].mean()
+        assert loaded.get_score() == pytest.approx(main, abs=1e-6)  # mteb's own aggregation over splits and subsets
+
+
+def test_the_prompt_set_has_context_rots_columns_and_covariates_a_direct_computation_agrees_with(run_dir, small_books, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    from embedeval.chunking import chunk_corpus
+    from embedeval.corpus import load_corpus
+    from embedeval.embedders.models import resolve_model_path
+
+    out = tmp_path / "prompts.csv"
+    result = CliRunner().invoke(app, ["export", str(run_dir), "--format", "prompts", "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(out)
+    assert list(table.columns[:6]) == ["token_count", "approximate_input_length", "needle_depth", "prompt", "question", "answer"]
+    assert list(table.columns[:len(PROMPT_COLUMNS)]) == PROMPT_COLUMNS
+    haystacks = pd.read_parquet(run_dir / "haystacks.parquet")
+    needled = haystacks[~haystacks["variant"].isin(["control", "negative"])].set_index("id")
+    assert len(table) == len(needled) and set(table["haystack_id"]) == set(needled.index)
+    row = table.iloc[len(table) // 2]
+    haystack = needled.loc[row["haystack_id"]]
+    assert row["prompt"] == DEFAULT_TEMPLATE.format(haystack=haystack["text"], question=row["question"])
+    assert row["answer"] == haystack["character"] and row["needle"] in haystack["text"]
+    assert row["token_count"] == haystack["n_tokens"] and row["approximate_input_length"] == haystack["length"]
+    # covariates: one embedder, so the mean is its value; recomputed with sentence-transformers directly
+    model = SentenceTransformer(str(resolve_model_path("all-MiniLM-L6-v2")), device="cpu")
+    q, n = model.encode([row["question"], row["needle"]], normalize_embeddings=True)
+    assert row["needle_question_sim"] == pytest.approx(float(q @ n), abs=1e-5)
+    assert row["needle_question_sim:st:all-MiniLM-L6-v2"] == row["needle_question_sim"]
+    chunks = chunk_corpus(load_corpus(f"dir:{small_books}"), "sentences:1-3", seed=0)
+    vectors = model.encode([c.text for c in chunks], normalize_embeddings=True, batch_size=64)
+    top = np.sort(vectors @ n)[-5:]
+    assert row["needle_haystack_sim"] == pytest.approx(float(top.mean()), abs=1e-5)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--format", "excel", "--out", "x"], "error: unknown export format 'excel'; use one of mteb, prompts"),
+    (["--format", "prompts", "--out", "p.txt"], "error: output p.txt must end in .csv or .parquet"),
+    (["--format", "mteb", "--out", "r", "--template", "t.txt"], "error: --template goes with --format prompts"),
+])
+def test_bad_export_requests_are_one_line(run_dir, args, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["export", str(run_dir), *args])
+    assert result.exit_code != 0 and message in result.output, result.output
+    assert not any(tmp_path.iterdir())
+
+
+def test_exports_refuse_what_is_not_a_run_or_a_template(tmp_path):
+    (tmp_path / "t.txt").write_text("no slots here")
+    for args, message in ((["--format", "mteb", "--out", str(tmp_path / "r")], f"error: run directory {tmp_path / 'nope'} does not exist"),
+                          (["--format", "prompts", "--out", str(tmp_path / "p.csv"), "--template", str(tmp_path / "t.txt")],
+                           "lacks {haystack} and {question}")):
+        result = CliRunner().invoke(app, ["export", str(tmp_path / "nope"), *args])
+        assert result.exit_code != 0 and message in result.output, result.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = CliRunner().invoke(app, ["export", str(empty), "--format", "mteb", "--out", str(tmp_path / "r")])
+    assert "is not a finished run directory (missing config.json, metrics.csv, haystacks.json)" in result.output
