@@ -14,8 +14,8 @@ distractor count) and shown side by side:
                         the needle's haystack outscores that share of its same-length candidates,
                         which says nothing about whether it makes the top k.
 
-Recommended chunk size = CHUNK_FACTOR x the headline break point (not for ``chunks-max@C``, whose
-length is the document's, not a chunk's).
+Recommended chunk size = CHUNK_FACTOR x the headline break point (not for ``chunks-max@C`` and
+``late-chunking@C``, whose length is the document's, not a chunk's).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from embedeval.defaults import (
     DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, RELATIVE_BREAK_FRACTION,
 )
 from embedeval.errors import ConfigError
-from embedeval.labels import CHUNKED_PREFIX
+from embedeval.labels import scores_chunks
 from embedeval.metrics import BREAK_METRICS, RETRIEVAL_MEASURES, break_point, recommended_chunk_tokens, relative_break_point
 
 BREAK_RULES = ("relative", "absolute")
@@ -120,7 +120,7 @@ def break_points(metrics: pd.DataFrame, rule: BreakRule | None = None) -> pd.Dat
         headline = series[rule.headline_metric].get(key)
         headline_point = relative if rule.rule == "relative" else absolute
         best = None if headline is None else headline.iloc[int(np.argmax(headline["value"].to_numpy()))]
-        chunked = str(key[1]).startswith(CHUNKED_PREFIX)  # its length is the document's, not a chunk's
+        chunked = scores_chunks(key[1])  # its length is the document's, not a chunk's
         rows.append({**dict(zip(SERIES_KEYS, key)), "break_point": headline_point, "relative_break_point": relative,
                      "absolute_break_point": absolute,
                      "recommended_chunk_tokens": None if chunked else recommended_chunk_tokens(headline_point),

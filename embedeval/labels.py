@@ -26,3 +26,11 @@ SIMILARITY_COLUMNS = [
 #: labelled ``CHUNKED_PREFIX`` + chunk size (``chunks-max@128``).
 FULL_TEXT = "full-text"
 CHUNKED_PREFIX = "chunks-max@"
+#: Late chunking (one model pass per window, token embeddings pooled per chunk): ``late-chunking@128``.
+LATE_CHUNKED_PREFIX = "late-chunking@"
+
+
+def scores_chunks(strategy: str) -> bool:
+    """Whether a strategy label scores a text by its best chunk (``chunks-max@C``,
+    ``late-chunking@C``): its length is the document's, not a chunk's."""
+    return str(strategy).startswith((CHUNKED_PREFIX, LATE_CHUNKED_PREFIX))

@@ -37,34 +37,36 @@ import numpy as np
 from embedeval.defaults import (
     DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_STRATEGIES, DEFAULT_WINDOW_OVERLAP, TEXT_FIT_MARGIN,
 )
-from embedeval.embedders.base import Embedder, Scores, TokenIdEmbedder, check_texts, l2_normalize
+from embedeval.embedders.base import Embedder, Scores, TokenIdEmbedder, check_texts, l2_normalize, offers_late_chunking
 from embedeval.embedders.bm25 import BM25Scorer
 from embedeval.executors import Executor
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.errors import ConfigError, InputError
-from embedeval.labels import CHUNKED_PREFIX
+from embedeval.labels import CHUNKED_PREFIX, LATE_CHUNKED_PREFIX
 from embedeval.tokens import TokenCounter
 
-TRUNCATE, WINDOWS_MEAN, CHUNKS_MAX = "truncate", "windows-mean", "chunks-max"
+TRUNCATE, WINDOWS_MEAN, CHUNKS_MAX, LATE_CHUNKING = "truncate", "windows-mean", "chunks-max", "late-chunking"
 #: Texts tokenised at a time when cutting pieces (token offsets of 8k-token texts add up).
 TOKENIZE_BATCH = 256
-STRATEGY_NAMES: tuple[str, ...] = (TRUNCATE, WINDOWS_MEAN, CHUNKS_MAX)
+STRATEGY_NAMES: tuple[str, ...] = (TRUNCATE, WINDOWS_MEAN, CHUNKS_MAX, LATE_CHUNKING)
+#: Strategies that take a chunk size (``--chunk-tokens``), one strategy per size.
+CHUNKED: tuple[str, ...] = (CHUNKS_MAX, LATE_CHUNKING)
 
 
 @dataclass(frozen=True)
 class Strategy:
     """One way of reading long texts. ``label`` is the table's ``strategy`` value
-    (``truncate``, ``windows-mean``, ``chunks-max@128``)."""
+    (``truncate``, ``windows-mean``, ``chunks-max@128``, ``late-chunking@128``)."""
 
     name: str
-    chunk_tokens: int | None = None  # chunks-max only
+    chunk_tokens: int | None = None  # chunks-max and late-chunking only
     overlap: int = 0  # windows-mean only: tokens shared by neighbouring windows
 
     def __post_init__(self) -> None:
         if self.name not in STRATEGY_NAMES:
             raise ConfigError(f"unknown strategy {self.name!r}; use one of {', '.join(STRATEGY_NAMES)}")
-        if (self.name == CHUNKS_MAX) != (self.chunk_tokens is not None):
-            raise ConfigError("a chunk size goes with chunks-max, and only with it")
+        if (self.name in CHUNKED) != (self.chunk_tokens is not None):
+            raise ConfigError("a chunk size goes with chunks-max and late-chunking, and only with them")
         if self.chunk_tokens is not None and self.chunk_tokens < 1:
             raise ConfigError(f"chunk size must be a positive token count, not {self.chunk_tokens}")
         if self.overlap < 0 or (self.overlap and self.name != WINDOWS_MEAN):
@@ -72,7 +74,9 @@ class Strategy:
 
     @property
     def label(self) -> str:
-        return f"{CHUNKED_PREFIX}{self.chunk_tokens}" if self.name == CHUNKS_MAX else self.name
+        if self.name == CHUNKS_MAX:
+            return f"{CHUNKED_PREFIX}{self.chunk_tokens}"
+        return f"{LATE_CHUNKED_PREFIX}{self.chunk_tokens}" if self.name == LATE_CHUNKING else self.name
 
 
 def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Sequence[int] = DEFAULT_CHUNK_TOKENS,
@@ -90,18 +94,39 @@ def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Se
     if window_overlap < 0:
         raise ConfigError(f"window overlap must be >= 0 tokens, not {window_overlap}")
     sizes = list(chunk_tokens)
-    if CHUNKS_MAX in names:
+    if any(name in CHUNKED for name in names):
         if not sizes:
-            raise ConfigError("chunks-max needs at least one chunk size (--chunk-tokens)")
+            raise ConfigError("chunks-max and late-chunking need at least one chunk size (--chunk-tokens)")
         if any(int(c) < 1 for c in sizes) or len(set(sizes)) != len(sizes):
             raise ConfigError(f"chunk sizes must be distinct positive token counts, not {sizes}")
     out = []
     for name in names:
-        if name == CHUNKS_MAX:
-            out += [Strategy(CHUNKS_MAX, chunk_tokens=int(c)) for c in sizes]
+        if name in CHUNKED:
+            out += [Strategy(name, chunk_tokens=int(c)) for c in sizes]
         else:
             out.append(Strategy(name, overlap=window_overlap if name == WINDOWS_MEAN else 0))
     return out
+
+
+#: Providers whose models late-chunk: local models (token embeddings), Jina (the API's own late chunking).
+LATE_CHUNKING_PROVIDERS = ("st", "jina")
+
+
+def check_strategy_support(specs: Sequence[str], strategies: Sequence[Strategy], executor: str = "local") -> None:
+    """Refuse, before any model is loaded, a strategy an embedder cannot do: late chunking needs a
+    local ``st:`` model on the local executor (token embeddings) or a ``jina:`` model."""
+    if not any(s.name == LATE_CHUNKING for s in strategies):
+        return
+    for spec in specs:
+        provider = spec.partition(":")[0]
+        if spec in LEXICAL_SPECS:
+            continue
+        if provider not in LATE_CHUNKING_PROVIDERS:
+            raise ConfigError(f"late-chunking is not offered for {spec}: it needs a local st: model (token embeddings) "
+                              "or a jina: model (the API's own late chunking)")
+        if provider == "st" and executor != "local":
+            raise ConfigError(f"late-chunking of {spec} runs on the local executor only (the Ray actors return pooled "
+                              "vectors, not token embeddings); use --executor local")
 
 
 def piece_bounds(n_tokens: int, size: int, step: int) -> list[tuple[int, int]]:
@@ -207,6 +232,9 @@ class EmbeddingScorer:
             raise ConfigError(f"chunks of {strategy.chunk_tokens} tokens do not fit {embedder.name}, which reads "
                               f"{largest} tokens per input ({self.frame_tokens} of them special); "
                               f"use --chunk-tokens between {self.frame_tokens + 1} and {largest}")
+        if strategy.name == LATE_CHUNKING and not offers_late_chunking(embedder):
+            raise ConfigError(f"late-chunking is not offered for {embedder.name}: it needs a local st: model run by the local "
+                              "executor (token embeddings) or a jina: model (the API's own late chunking)")
         if strategy.name == WINDOWS_MEAN and strategy.overlap >= self.capacity:
             raise ConfigError(f"a window overlap of {strategy.overlap} tokens leaves nothing new in {embedder.name}'s "
                               f"windows of {self.capacity} tokens")
@@ -228,7 +256,10 @@ class EmbeddingScorer:
             return EmbeddedTexts(self.embedder, np.zeros((0, self.embedder.dim), dtype=np.float32), empty,
                                  empty.reshape(0, 2), empty)
         pieces = self._cut(texts)
-        vectors = self._embed_pieces(pieces.inputs, texts if not self.dedupe else None)
+        if self.strategy_spec.name == LATE_CHUNKING:
+            vectors = self._embed_late(pieces.inputs)
+        else:
+            vectors = self._embed_pieces(pieces.inputs, texts if not self.dedupe else None)
         owner, spans = pieces.owner, pieces.spans
         if self.strategy_spec.name == WINDOWS_MEAN:
             vectors = l2_normalize(np.add.reduceat(vectors.astype(np.float64), segment_starts(owner), axis=0))
@@ -242,6 +273,8 @@ class EmbeddingScorer:
             read = [self.reference.prefix(t, capacity) for t in texts] if self.reference else list(texts)
             seen = np.array([len(t) for t in read], dtype=np.int64)
             return Pieces(read, np.arange(len(texts)), np.stack([np.zeros(len(texts), dtype=np.int64), seen], axis=1), seen)
+        if strategy.name == LATE_CHUNKING:
+            return self._cut_late(texts)
         if strategy.name == TRUNCATE:
             size, step, limit = capacity, capacity, capacity
         elif strategy.name == WINDOWS_MEAN:
@@ -263,6 +296,42 @@ class EmbeddingScorer:
                 spans.append(span)
             seen[t] = len(text) if bounds[-1][1] >= len(ids) else spans[-1][1]
         return Pieces(inputs, np.asarray(owner, dtype=np.int64), np.asarray(spans, dtype=np.int64).reshape(-1, 2), seen)
+
+    def _cut_late(self, texts: list[str]) -> Pieces:
+        """Late chunking's pieces: each text cut into the windows of ``windows-mean`` (no overlap),
+        each window into chunks of ``chunk_tokens`` content tokens (the last one shorter; a chunk
+        never spans two windows). A piece's input is ``(window, (start, end))``: the window's
+        token ids as int32 bytes (a model fed ids) or its chunk texts (an API), and the chunk's
+        token range in it (its index range for an API)."""
+        size = self.strategy_spec.chunk_tokens
+        tokenize = self.embedder.token_ids if self.reads_ids else self.reference.ids
+        encoded = (self.memo or TokenMemo()).encode(texts, tokenize, None)
+        inputs, owner, spans = [], [], []
+        for t, (text, (ids, offsets)) in enumerate(zip(texts, encoded)):
+            if not len(ids):
+                raise InputError(f"text #{t} has no tokens for {self.name} ({text[:40]!r}); it cannot be embedded")
+            for first, last in piece_bounds(len(ids), self.capacity, self.capacity):
+                chunks = [(first + a, first + b) for a, b in piece_bounds(last - first, size, size)]
+                chars = [(int(offsets[a, 0]), int(offsets[b - 1, 1])) for a, b in chunks]
+                window = ids[first:last].tobytes() if self.reads_ids else tuple(text[a:b] for a, b in chars)
+                for k, ((a, b), span) in enumerate(zip(chunks, chars)):
+                    inputs.append((window, (a - first, b - first) if self.reads_ids else (k, k + 1)))
+                    owner.append(t)
+                    spans.append(span)
+        seen = np.array([len(t) for t in texts], dtype=np.int64)
+        return Pieces(inputs, np.asarray(owner, dtype=np.int64), np.asarray(spans, dtype=np.int64).reshape(-1, 2), seen)
+
+    def _embed_late(self, inputs: list) -> np.ndarray:
+        """Vectors of late-chunking pieces: each distinct window runs once (through the cache),
+        with its distinct chunks."""
+        windows: dict = {}
+        for window, span in inputs:
+            windows.setdefault(window, {})[span] = None
+        order = list(windows)
+        units = [np.frombuffer(w, dtype=np.int32) if self.reads_ids else list(w) for w in order]
+        vectors = self.embedder.embed_late_chunks(units, [list(windows[w]) for w in order], kind="document")
+        where = {(w, span): row[i] for w, row in zip(order, vectors) for i, span in enumerate(windows[w])}
+        return np.stack([where[item] for item in inputs]) if inputs else np.zeros((0, self.embedder.dim), dtype=np.float32)
 
     def _embed_pieces(self, inputs: list, whole_texts: list[str] | None) -> np.ndarray:
         """Vectors of ``inputs``, each distinct input embedded once (``whole_texts``: embed these

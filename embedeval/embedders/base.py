@@ -201,6 +201,17 @@ class Scorer(Protocol):
     def index(self, texts: Sequence[str], partition: Sequence | None = None) -> ScoredTexts: ...
 
 
+def offers_late_chunking(embedder) -> bool:
+    """Whether ``embedder`` (and every embedder it wraps) has ``embed_late_chunks(windows, chunks,
+    kind)``: per window (a sequence of units: token ids for a model fed ids, chunk texts for an
+    API with late chunking of its own), one vector per chunk ``(start, end)`` of units, each
+    pooled from a single pass over its whole window."""
+    if not callable(getattr(embedder, "embed_late_chunks", None)):
+        return False
+    inner = getattr(embedder, "inner", None)
+    return inner is None or offers_late_chunking(inner)
+
+
 class EmbedderWrapper:
     """An embedder around another (``inner``) that passes on what it does not change: ``name``,
     ``dim``, ``max_tokens``, ``fingerprint``, ``count_tokens`` and ``check`` (the cache and the

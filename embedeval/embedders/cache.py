@@ -75,6 +75,22 @@ def ids_cache_key(spec: str, fingerprint: str, kind: str, ids: Sequence[int]) ->
     return hashlib.sha256(head + np.asarray(ids, dtype="<i4").tobytes()).digest()
 
 
+def late_chunk_key(spec: str, fingerprint: str, kind: str, window: bytes, span: tuple[int, int]) -> bytes:
+    """sha256 over spec, model fingerprint, ``kind:late``, a chunk's ``start:end`` and its whole
+    window (token ids as little-endian int32, or chunk texts NUL-joined): a late-chunked vector
+    depends on everything its window holds."""
+    head = f"{spec}\0{fingerprint}\0{kind}:late\0{int(span[0])}:{int(span[1])}\0".encode("utf-8")
+    return hashlib.sha256(head + window).digest()
+
+
+def window_bytes(window) -> bytes:
+    """A late-chunking window as the bytes its cache keys hash: ids as little-endian int32, texts NUL-joined."""
+    items = list(window)
+    if items and isinstance(items[0], str):
+        return "\0".join(items).encode("utf-8", "surrogatepass")
+    return np.asarray(items, dtype="<i4").tobytes()
+
+
 def token_prefix_key(tokenizer: str, limit: int, text: str) -> bytes:
     """blake2b (32 bytes) over a tokenizer's fingerprint, a token limit and a text: the key of the
     text's first ``limit + 1`` token ids by that tokenizer."""
@@ -415,6 +431,42 @@ class CachedEmbedder(EmbedderWrapper):
                 out.update(zip(chunk_keys, vectors))
                 bar.update(len(chunk_keys))
         return out
+
+
+    def embed_late_chunks(self, windows: Sequence, chunks: Sequence[Sequence[tuple[int, int]]], kind: Kind = "document") -> list[np.ndarray]:
+        """The wrapped model's late-chunked vectors (:func:`~embedeval.embedders.base.offers_late_chunking`),
+        each chunk cached under :func:`late_chunk_key`; a window with any chunk missing runs again
+        whole (its vectors depend on all of it), ``commit_every`` chunks' worth of windows per commit."""
+        check_texts([], kind)
+        fingerprint = self.inner.fingerprint
+        keys = [[late_chunk_key(self.name, fingerprint, kind, window_bytes(w), span) for span in spans]
+                for w, spans in zip(windows, chunks)]
+        flat = [k for window_keys in keys for k in window_keys]
+        found = self.cache.get_many(list(dict.fromkeys(flat)))
+        todo = [i for i, window_keys in enumerate(keys) if any(k not in found for k in window_keys)]
+        self.stats.requested += len(flat)
+        self.stats.cache_hits += sum(k in found for k in flat)
+        groups, current, size = [], [], 0
+        for i in todo:  # about commit_every chunks per model call and commit
+            current.append(i)
+            size += len(keys[i])
+            if size >= self.commit_every:
+                groups.append(current)
+                current, size = [], 0
+        groups += [current] if current else []
+        with tqdm(total=sum(len(keys[i]) for i in todo), desc=f"late chunking ({self.name})", unit="chunk",
+                  disable=not self.progress, delay=0.5) as bar:
+            for group in groups:
+                vectors = self.inner.embed_late_chunks([windows[i] for i in group], [chunks[i] for i in group], kind=kind)
+                group_keys = [k for i in group for k in keys[i]]
+                stacked = check_vectors(np.concatenate(vectors) if vectors else np.zeros((0, self.dim)), len(group_keys),
+                                        self.dim, self.name)
+                self.stats.model_calls += 1
+                self.stats.embedded += len(group_keys)
+                self.cache.put_many(self.name, group_keys, stacked)
+                found.update(zip(group_keys, stacked))
+                bar.update(len(group_keys))
+        return [np.stack([found[k] for k in window_keys]).astype(np.float32, copy=False) for window_keys in keys]
 
 
 class CachedTokenIdEmbedder(CachedEmbedder, TokenIdWrapper):

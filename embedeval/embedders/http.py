@@ -371,9 +371,9 @@ class APIEmbedder:
             out[batch] = vectors
         return l2_normalize(out)
 
-    def _send(self, payload: list[str], tokens: int, kind: Kind) -> np.ndarray:
+    def _send(self, payload: list[str], tokens: int, kind: Kind, **options) -> np.ndarray:
         """One request with retries, each attempt sent only once the provider's budget admits
-        ``tokens`` tokens. A ``Retry-After`` (capped at the policy's ``max_delay``) pauses every
+        ``tokens`` tokens (``options`` go to the provider's ``_request``). A ``Retry-After`` (capped at the policy's ``max_delay``) pauses every
         request of the provider; this call's own retry waits as :class:`RetryPolicy` says."""
         start = time.monotonic()
         own_pause = 0.0  # the end of the pause this call set: its retry waits by the policy instead
@@ -385,7 +385,7 @@ class APIEmbedder:
                 raise RetryableError(f"the {self.provider} budget admitted no request within the retry time "
                                      f"({self.budget.rpm:,} requests, {self.budget.tpm:,} tokens per {self.budget.period:g} s)")
             try:
-                return vectors_by_index(self._request(payload, kind), len(payload), self.dim)
+                return vectors_by_index(self._request(payload, kind, **options), len(payload), self.dim)
             except RetryableError as exc:
                 if exc.retry_after:
                     own_pause = self.limiter.pause(min(exc.retry_after, self.policy.max_delay))

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-import httpx
+from collections.abc import Sequence
 
+import httpx
+import numpy as np
+
+from embedeval.embedders.base import Kind, check_texts, l2_normalize
 from embedeval.embedders.budget import Budget
 from embedeval.embedders.http import APIEmbedder, ModelLimits, RetryableError, status_error
+from embedeval.errors import InputError
 
 
 class JinaEmbedder(APIEmbedder):
     """Jina embeddings (key ``JINA_API_KEY``, base URL ``JINA_BASE_URL``): task text-matching,
-    no late chunking, server-side truncation on."""
+    server-side truncation on; ``embed`` without late chunking, :meth:`embed_late_chunks` with the
+    API's own (``late_chunking: true``)."""
 
     provider, key_env, base_url_env = "jina", "JINA_API_KEY", "JINA_BASE_URL"
     default_base_url = "https://api.jina.ai/v1"
@@ -29,8 +35,26 @@ class JinaEmbedder(APIEmbedder):
     def settings(self) -> dict[str, object]:
         return {**super().settings(), "task": self.task, "late_chunking": self.late_chunking, "truncate": self.truncate}
 
-    def _request(self, texts, kind):
-        body = {"model": self.model, "input": texts, "task": self.task, "late_chunking": self.late_chunking,
+    def embed_late_chunks(self, windows: Sequence[Sequence[str]], chunks: Sequence[Sequence[tuple[int, int]]],
+                          kind: Kind = "document") -> list[np.ndarray]:
+        """Late chunking by the API: each window (its chunk texts, in order) is one request with
+        ``late_chunking: true``, which embeds the inputs of a request as one text and pools each
+        input's tokens; chunk ``(i, i + 1)`` is the vector of the window's i-th input. Vectors are
+        L2-normalised."""
+        check_texts([text for window in windows for text in window], kind)
+        out = []
+        for window, spans in zip(windows, chunks):
+            if any(end != start + 1 or not 0 <= start < len(window) for start, end in spans):
+                raise InputError(f"{self.name} late-chunks whole inputs: chunk spans must be (i, i + 1), not {list(spans)[:3]}")
+            texts = list(window)
+            tokens = sum(self.count_tokens(texts))
+            self.limiter.check(tokens, self.name)
+            vectors = l2_normalize(self._send(texts, tokens, kind, late_chunking=True))
+            out.append(vectors[[start for start, _ in spans]])
+        return out
+
+    def _request(self, texts, kind, late_chunking: bool = False):
+        body = {"model": self.model, "input": texts, "task": self.task, "late_chunking": late_chunking or self.late_chunking,
                 "truncate": self.truncate}
         try:
             response = self._client.post(f"{self.base_url}/embeddings", json=body)

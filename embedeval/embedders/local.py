@@ -271,6 +271,47 @@ class SentenceTransformerEmbedder:
                 out[rows] = torch.nn.functional.normalize(vectors.float(), dim=1).cpu().numpy()
         return out
 
+    def embed_late_chunks(self, windows: Sequence[Sequence[int]], chunks: Sequence[Sequence[tuple[int, int]]],
+                          kind: Kind = "document") -> list[np.ndarray]:
+        """Late chunking: each window of content ids (at most ``id_capacity``) runs through the
+        model once, with its special tokens and prompt as :meth:`embed_ids` adds them; the vector
+        of chunk ``(start, end)`` (content-token positions in its window) is the mean of the
+        model's output token embeddings at those positions, special tokens and prompt left out,
+        L2-normalised:
+
+            v(chunk) = normalise( (1 / (end - start)) * sum_{i = start}^{end - 1} h[offset + i] )
+
+        where ``h`` are the last layer's token embeddings (``output_value="token_embeddings"``) and
+        ``offset`` the tokens before the content. Returns per window a ``(len(chunks[w]), dim)`` array."""
+        if kind not in ("query", "document"):
+            check_texts([], kind)
+        windows = [list(map(int, seq)) for seq in windows]
+        capacity = self.id_capacity(kind)
+        for seq, spans in zip(windows, chunks):
+            if not seq or len(seq) > capacity:
+                raise InputError(f"late chunking takes windows of 1..{capacity} token ids for {self.name} ({kind})")
+            if not spans or any(not 0 <= start < end <= len(seq) for start, end in spans):
+                raise InputError(f"late chunking needs chunks inside their window, not {list(spans)[:3]}")
+        if not windows:
+            return []
+        import torch
+
+        model = self.model
+        before, after = self._special_ids()
+        prompt = self._prompt_ids(kind)
+        offset = len(before) + len(prompt)
+        out: list[np.ndarray] = [np.zeros((0, self.dim), dtype=np.float32)] * len(windows)
+        with torch.inference_mode():
+            for rows in self.id_batches(windows):
+                batch = [before + prompt + windows[i] + after for i in rows]
+                features = dict(self.model.tokenizer.pad({"input_ids": batch}, return_tensors="pt", return_attention_mask=True))
+                features = {k: v.to(model.device) for k, v in features.items()}
+                tokens = model.forward(features)["token_embeddings"].float()
+                for row, i in enumerate(rows):
+                    pooled = torch.stack([tokens[row, offset + start: offset + end].mean(dim=0) for start, end in chunks[i]])
+                    out[i] = torch.nn.functional.normalize(pooled, dim=1).cpu().numpy()
+        return out
+
     def check(self) -> None:
         """Nothing to reach; the model's facts are remembered or the model loads (a broken folder
         fails here)."""

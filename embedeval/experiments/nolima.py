@@ -42,7 +42,7 @@ from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
 from embedeval.report import REPORT_FILES, pool_size, write_report
 from embedeval.expansion import query_forms
 from embedeval.similarity import retrieval_rows, score_haystacks, similarity_rows
-from embedeval.strategies import EmbeddingScorer, load_scorers, parse_strategies
+from embedeval.strategies import EmbeddingScorer, check_strategy_support, load_scorers, parse_strategies
 from embedeval.text import SENTENCE_SPLITTER
 from embedeval.tokens import DEFAULT_REFERENCE, load_token_counter
 
@@ -104,11 +104,12 @@ class NolimaConfig:
         self.rule().check()
         if self.n_bootstrap < 10:
             raise ConfigError(f"n_bootstrap must be at least 10 resamples, not {self.n_bootstrap}")
-        parse_strategies(self.strategies, self.chunk_tokens, self.window_overlap)
+        strategies = parse_strategies(self.strategies, self.chunk_tokens, self.window_overlap)
         self.executor_settings().check()
         if not self.embedders:
             raise ConfigError("no embedders given")
         self.embedders, self.skipped = select_embedders(self.embedders, self.skip_unavailable, lexical=True)
+        check_strategy_support(self.embedders, strategies, self.executor)
         return grid_needle_set(self.needles, self.groups, self.variants, self.n_distractors, self.distractors_file)
 
     def rule(self) -> BreakRule:

@@ -146,8 +146,9 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
         sections.append(Section("Chunk size", [
             Text(f"{break_metric} ({variant} needles, question form{distractor_note(decoy_table['n_distractors'].min())}) "
                  "per strategy and haystack length: `truncate` reads the model's window, `windows-mean` the mean of window "
-                 "vectors over the whole text, `chunks-max@C` the best of C-token chunks (a RAG retriever), `full-text` a "
-                 "lexical scorer reading everything."),
+                 "vectors over the whole text, `chunks-max@C` the best of C-token chunks (a RAG retriever), `late-chunking@C` "
+                 "the best of C-token chunks pooled from one model pass over each window, `full-text` a lexical scorer "
+                 "reading everything."),
             Bullets(tuple(line.removeprefix("- ") for line in chunk_lines)),
             Table(chunk_table)]))
     if "recall@5" in set(metrics["metric"]):

@@ -8,7 +8,7 @@ import pandas as pd
 
 from embedeval.aggregate import metric_series
 from embedeval.breaks import BreakRule
-from embedeval.labels import ALL, CHUNKED_PREFIX, CONTROL, NEGATIVE, QUESTION
+from embedeval.labels import ALL, CHUNKED_PREFIX, CONTROL, NEGATIVE, QUESTION, scores_chunks
 
 def main_variant(metrics: pd.DataFrame) -> str:
     """The variant the single-variant sections show: one-hop if the run has it."""
@@ -125,7 +125,7 @@ def chunk_size_lines(metrics: pd.DataFrame, rule: BreakRule, variant: str) -> li
         at_longest = rows[rows["length"] == longest]
         chunked_there = at_longest["strategy"].str.startswith(CHUNKED_PREFIX)
         best_chunk = at_longest[chunked_there].sort_values("value").iloc[-1]
-        whole = at_longest[~chunked_there]
+        whole = at_longest[~at_longest["strategy"].map(scores_chunks)]  # late-chunking is neither
         if whole.empty:
             lines.append(f"- **{embedder}**: {first}.")
             continue
