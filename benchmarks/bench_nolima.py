@@ -19,6 +19,10 @@ Part 2, ``windows-mean`` (a smaller grid by default, ``--window-*`` to change it
   cold   ``run_nolima(strategies=["windows-mean"])`` into an empty embedding cache.
 Target: cold <= 1.15 x direct.
 
+Part 4, ``late-chunking@C`` (Part 2's grid, ``--late-chunk-tokens``, default 128): one forward pass
+per distinct window with its chunks pooled (``embed_late_chunks``, uncached) against a cold
+``run_nolima``. Target: cold <= 1.15 x direct.
+
 Part 3, a user's grid (issue 22; ``--grid-*``): lengths 128, 1024, 4096, 8192, 100 negatives, the
 ten shared Gutenberg books: the first build (books split into an empty sentence cache), a second
 build of the same corpus (split read back), the floor ``encode`` of its unique texts, and a cold
@@ -35,6 +39,7 @@ costs dominate it, so its ratios do not test the targets).
     PYTHONPATH=. python benchmarks/bench_nolima.py            # both parts (Part 1 ~10 min on 2 cores)
     PYTHONPATH=. python benchmarks/bench_nolima.py --part 2   # windows-mean only
     PYTHONPATH=. python benchmarks/bench_nolima.py --part 3   # a user's grid, 128..8192 tokens
+    PYTHONPATH=. python benchmarks/bench_nolima.py --part 4   # late-chunking
     PYTHONPATH=. python benchmarks/bench_nolima.py --quick
 """
 
@@ -127,7 +132,8 @@ CLOCKED = {
     "report": [(nolima, "write_report")],
     "  model load": [(SentenceTransformer, "__init__")],
     "  tokenising": [(SentenceTransformerEmbedder, "token_ids")],
-    "  model embed": [(SentenceTransformerEmbedder, "embed"), (SentenceTransformerEmbedder, "embed_ids")],
+    "  model embed": [(SentenceTransformerEmbedder, "embed"), (SentenceTransformerEmbedder, "embed_ids"),
+                      (SentenceTransformerEmbedder, "embed_late_chunks")],
 }
 
 
@@ -250,6 +256,33 @@ def part_windows(model: SentenceTransformerEmbedder, folder: Path, args) -> None
     print(f"cold embedded    {embedded} inputs (distinct windows, needles, questions)")
 
 
+def part_late(model: SentenceTransformerEmbedder, folder: Path, args) -> None:
+    """Part 4 (issue 24): ``late-chunking@C`` on Part 2's grid against one direct forward pass per
+    distinct window (the model's ``embed_late_chunks``, uncached) plus ``encode_query``."""
+    config = make_config(folder, "late", "late-chunking", args.window_groups, args.window_lengths,
+                         args.window_depths, args.window_negatives)
+    config.chunk_tokens = [args.late_chunk_tokens]
+    haystacks, build, texts, needles, queries = prepare(config)
+    scorer = EmbeddingScorer(model, parse_strategies(["late-chunking"], [args.late_chunk_tokens])[0])
+    windows: dict[bytes, dict] = {}
+    for window, span in scorer._cut_late(texts + needles).inputs:
+        windows.setdefault(window, {})[span] = None
+    units = [np.frombuffer(w, dtype=np.int32) for w in windows]
+    model.embed_late_chunks(units[:32], [list(s) for s in list(windows.values())[:32]])  # warm up kernels
+    start = time.perf_counter()
+    model.embed_late_chunks(units, [list(s) for s in windows.values()])
+    model.model.encode_query(queries, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
+    direct = time.perf_counter() - start
+    cold, _, cold_spent = timed_run(config, folder / "cache-late")
+    print(f"== Part 4: late-chunking@{args.late_chunk_tokens} (dedupe on) ==")
+    print(f"grid             {grid_line(config, haystacks)}; built in {build:.1f} s (not in the ratios)")
+    print(f"windows          {len(units)} distinct windows, {sum(len(s) for s in windows.values())} distinct chunks")
+    print(f"direct           {direct:8.2f} s   (one forward pass per distinct window, chunks pooled, uncached, batch 32; "
+          f"+ encode_query of {len(queries)} questions)")
+    print(f"cold run_nolima  {cold:8.2f} s   cold/direct = {cold / direct:.3f}  {verdict(cold / direct, WINDOWS_CEILING)}")
+    print(f"  cold, in s     {breakdown(cold_spent)}")
+
+
 def part_grid(model: SentenceTransformerEmbedder, folder: Path, args) -> None:
     """Part 3 (issue 22): a user's grid, lengths 128..8192 and 100 negatives, on the ten shared
     Gutenberg books (the Shakespeare corpus where ../shared is absent). Books are split into a
@@ -297,8 +330,9 @@ def part_grid(model: SentenceTransformerEmbedder, folder: Path, args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=["1", "2", "3", "all"], default="all",
-                        help="1: truncate, 2: windows-mean, 3: a user's grid (lengths 128..8192, 100 negatives)")
+    parser.add_argument("--part", choices=["1", "2", "3", "4", "all"], default="all",
+                        help="1: truncate, 2: windows-mean, 3: a user's grid (lengths 128..8192, 100 negatives), 4: late-chunking")
+    parser.add_argument("--late-chunk-tokens", type=int, default=128, help="Part 4: the chunk size of late-chunking")
     parser.add_argument("--quick", action="store_true", help="a tiny grid for a smoke run (~1 min idle)")
     parser.add_argument("--groups", help="Part 1: N (the first N groups) or comma-separated group ids; default all")
     parser.add_argument("--lengths", type=int, nargs="+", default=list(DEFAULT_LENGTHS))
@@ -336,6 +370,8 @@ def main() -> None:
             part_windows(model, folder, args)
         if args.part in ("3", "all"):
             part_grid(model, folder, args)
+        if args.part in ("4", "all"):
+            part_late(model, folder, args)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS         {peak_mb:.0f} MB; total {time.perf_counter() - started:.0f} s; "
           f"load average now {load_average()} (other work on the cores skews the ratios)")

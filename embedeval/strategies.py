@@ -327,7 +327,7 @@ class EmbeddingScorer:
         windows: dict = {}
         for window, span in inputs:
             windows.setdefault(window, {})[span] = None
-        order = list(windows)
+        order = sorted(windows, key=len, reverse=True)  # similar lengths batch with little padding
         units = [np.frombuffer(w, dtype=np.int32) if self.reads_ids else list(w) for w in order]
         vectors = self.embedder.embed_late_chunks(units, [list(windows[w]) for w in order], kind="document")
         where = {(w, span): row[i] for w, row in zip(order, vectors) for i, span in enumerate(windows[w])}

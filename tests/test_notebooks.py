@@ -37,14 +37,14 @@ def test_01_nolima_sweep(tmp_path, books_dir):
     sims = pd.read_parquet(out / "similarities.parquet")
     scorers = set(zip(sims["embedder"], sims["strategy"]))
     assert scorers == {("st:all-MiniLM-L6-v2", "truncate"), ("st:all-MiniLM-L6-v2", "windows-mean"),
-                       ("st:all-MiniLM-L6-v2", "chunks-max@128"), ("bm25", "full-text")}
+                       ("st:all-MiniLM-L6-v2", "chunks-max@128"), ("st:all-MiniLM-L6-v2", "late-chunking@128"), ("bm25", "full-text")}
     assert set(sims["variant"]) == {"onehop", "literal", "control"}
     bm25 = sims[sims["embedder"] == "bm25"]
     assert bm25["normalized"].isna().all() and (bm25["normalized_by"] == "").all()
     assert sims.query("strategy == 'windows-mean' and variant != 'control'")["needle_visible"].all()
     assert not sims.query("strategy == 'truncate' and length == 512 and variant != 'control'")["needle_visible"].all()
     report = (out / "report.md").read_text(encoding="utf-8")
-    assert "\n## Chunk size\n" in report and "chunks-max@128" in report
+    assert "\n## Chunk size\n" in report and "chunks-max@128" in report and "| late-chunking@128 |" in report
     assert "\n## Several needles\n" in report and set(sims["n_needles"]) == {0, 1, 3}
     assert (out / "figures" / "depth_heatmap.png").is_file() and (out / "figures" / "strategies_vs_length.png").is_file()
     text = "".join(o.get("text", "") for c in notebook.cells if c.cell_type == "code" for o in c.outputs)
