@@ -14,12 +14,16 @@ from typer.core import TyperGroup
 
 from embedeval import __version__
 from embedeval.cli_options import (
-    APIOptions, CacheDir, ChromaUrlOpt, ChunkOptions, DistractorsFileOpt, EmbedderOptions, GridOptions, NeedleOptions, PairOptions,
+    APIOptions, CacheDir, ChromaUrlOpt, ChunkOptions, CorpusOpt, DistractorsFileOpt, MinBooksOpt, EmbedderOptions, GridOptions, NeedleOptions, PairOptions,
     Quiet, int_list, split_list, with_option_groups,
 )
 from embedeval.defaults import (
-    DEFAULT_ABSENCE_TOP_K, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY,
+    DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY,
     DEFAULT_STRATEGIES, DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_WINDOW_OVERLAP,
+)
+from embedeval.defaults import (
+    DEFAULT_CORPUS, DEFAULT_MIN_BOOKS, DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_SAMPLES, DEFAULT_MMR_LAMBDA, DEFAULT_REPRESENTATIVES,
+    DEFAULT_THEME_CHUNKER, DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST, DEFAULT_UMAP_NEIGHBORS,
 )
 from embedeval.errors import EmbedevalError, InputError
 from embedeval.io import check_output_file
@@ -50,6 +54,8 @@ app.add_typer(needles_app, name="needles")
 app.add_typer(haystacks_app, name="haystacks")
 similarity_app = typer.Typer(no_args_is_help=True, help="Needle-question / needle-haystack similarity across embedders.")
 app.add_typer(similarity_app, name="similarity")
+themes_app = typer.Typer(help="A corpus's themes (UMAP + HDBSCAN + MMR, Chroma's Context Rot recipe), and whether needles blend into them.")
+app.add_typer(themes_app, name="themes")
 
 EmbedderOpt = Annotated[str, typer.Option("--embedder", "-e", help="Embedder spec.")]
 TABLE_SUFFIXES = (".csv", ".parquet")
@@ -450,6 +456,7 @@ def similarity_absence(
     top_k: Annotated[int, typer.Option("--top-k", help="Chunks listed per question.")] = DEFAULT_ABSENCE_TOP_K,
     chroma_path: Annotated[Optional[Path], typer.Option("--chroma-path", help="Keep the chromadb index here (default: temporary).")] = None,
     chroma_url: ChromaUrlOpt = None,
+    themes: Annotated[Optional[Path], typer.Option("--themes", help="Search the chunks of this embedeval themes run directory instead of cutting --corpus again.")] = None,
     cache_dir: CacheDir = None,
     quiet: Quiet = False,
 ) -> None:
@@ -464,10 +471,14 @@ def similarity_absence(
         raise InputError("--chroma-url and --chroma-path: give one or the other")
     chunking.check()
     source = pairs.load(needles)
-    chunks = chunking.chunks()  # before the model: a corpus mistake is reported at once
+    if themes is not None:  # the chunks the themes were found in: the Context Rot flow in one place
+        from embedeval.experiments.themes import themes_chunks
+
+        chunks, origin = themes_chunks(themes)
+    else:
+        chunks, origin = chunking.chunks(), chunking.origin  # before the model: a corpus mistake is reported at once
     model = load_embedder(embedder, cache_dir=cache_dir, progress=not quiet)
-    table = answer_absence(source, chunks, model, top=top_k, path=chroma_path, chroma_url=chroma_url,
-                           chunk_origin=chunking.origin)
+    table = answer_absence(source, chunks, model, top=top_k, path=chroma_path, chroma_url=chroma_url, chunk_origin=origin)
     _write_similarity_table(table, out)
     n_questions = table["question"].nunique()
     if pairs.pairs is not None:
@@ -477,6 +488,79 @@ def similarity_absence(
     flagged = table[(table["contains_keyword"] | table["contains_character"]).fillna(False)]
     typer.echo(f"{flagged['question'].nunique()} of {n_questions} distinct questions have a top-{top_k} chunk "
                f"containing their keyword or a character name ({len(flagged)} chunks); review {out}")
+
+
+@themes_app.callback(invoke_without_command=True)
+def themes(
+    ctx: typer.Context,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Run directory for chunks.parquet, clusters.csv, report.md, figures/map.png and the fitted models.")] = None,
+    corpus: CorpusOpt = DEFAULT_CORPUS,
+    min_books: MinBooksOpt = DEFAULT_MIN_BOOKS,
+    chunker: Annotated[str, typer.Option("--chunker", help="sentences:N, sentences:A-B or tokens:N.")] = DEFAULT_THEME_CHUNKER,
+    embedder: EmbedderOpt = DEFAULT_EMBEDDER,
+    umap_neighbors: Annotated[int, typer.Option("--umap-neighbors", help="UMAP n_neighbors.")] = DEFAULT_UMAP_NEIGHBORS,
+    umap_min_dist: Annotated[float, typer.Option("--umap-min-dist", help="UMAP min_dist.")] = DEFAULT_UMAP_MIN_DIST,
+    umap_components: Annotated[int, typer.Option("--umap-components", help="UMAP n_components (the space HDBSCAN clusters in).")] = DEFAULT_UMAP_COMPONENTS,
+    min_cluster_size: Annotated[int, typer.Option("--min-cluster-size", help="HDBSCAN min_cluster_size.")] = DEFAULT_MIN_CLUSTER_SIZE,
+    min_samples: Annotated[int, typer.Option("--min-samples", help="HDBSCAN min_samples.")] = DEFAULT_MIN_SAMPLES,
+    representatives: Annotated[int, typer.Option("--representatives", help="Representative chunks per cluster, by maximal marginal relevance.")] = DEFAULT_REPRESENTATIVES,
+    mmr_lambda: Annotated[float, typer.Option("--mmr-lambda", help="MMR's trade-off: 1 = relevance to the cluster only, 0 = diversity only.")] = DEFAULT_MMR_LAMBDA,
+    seed: Annotated[int, typer.Option("--seed", help="Chunk sizes and UMAP's random_state.")] = DEFAULT_THEME_SEED,
+    cache_dir: CacheDir = None,
+    quiet: Quiet = False,
+) -> None:
+    """Find a corpus's themes: 1-3-sentence chunks, embedded, UMAP, HDBSCAN, MMR representatives and top
+    terms per cluster (defaults: Chroma's Context Rot study). `embedeval themes membership DIR` then checks
+    needles against them."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from embedeval.experiments.themes import ThemesConfig, run_themes
+
+    if out is None:
+        raise InputError("--out is required: the run directory for the themes")
+    config = ThemesConfig(corpus=corpus, min_books=min_books, chunker=chunker, embedder=embedder, umap_neighbors=umap_neighbors,
+                          umap_min_dist=umap_min_dist, umap_components=umap_components, min_cluster_size=min_cluster_size,
+                          min_samples=min_samples, representatives=representatives, mmr_lambda=mmr_lambda, seed=seed, out=str(out))
+    result = run_themes(config, progress=not quiet, cache_dir=cache_dir)
+    clusters, chunks = result.clusters, result.chunks
+    typer.echo(f"{len(chunks)} chunks, {len(clusters)} clusters, noise {(chunks['cluster'] == -1).mean():.1%}; "
+               f"largest: cluster 0, {clusters['size'].iloc[0]} chunks ({clusters['top_terms'].iloc[0].replace(';', ', ')})")
+    timings = ", ".join(f"{k} {v:.1f} s" for k, v in config.timings.items())
+    typer.echo(f"time: {timings}")
+    typer.echo(f"wrote {out}/report.md")
+
+
+@themes_app.command("membership")
+@with_option_groups
+def themes_membership(
+    run_dir: Annotated[Path, typer.Argument(help="A directory written by embedeval themes.")],
+    out: OutTable,
+    needles: NeedleOptions,
+    pairs: PairOptions,
+    cluster: Annotated[Optional[int], typer.Option("--cluster", help="The target theme (default 0: the largest cluster).")] = None,
+    threshold: Annotated[float, typer.Option("--threshold", help="A needle blends in when its probability for the target cluster exceeds this.")] = DEFAULT_BLEND_THRESHOLD,
+    embedder: Annotated[Optional[str], typer.Option("--embedder", "-e", help="Must be the run's embedder if given (the default is the run's).")] = None,
+    cache_dir: CacheDir = None,
+    quiet: Quiet = False,
+) -> None:
+    """Each needle (every variant; or each pair's needle) projected onto the run's themes: its predicted
+    cluster, its probability, and whether it blends into the target theme (probability > threshold)."""
+    import json as _json
+
+    from embedeval.experiments.context_rot import pair_rows
+    from embedeval.experiments.themes import MANIFEST, theme_membership
+
+    check_output_file(out, TABLE_SUFFIXES)
+    source = pairs.load(needles)
+    manifest_path = run_dir / MANIFEST
+    if embedder is not None and manifest_path.is_file():
+        made_with = _json.loads(manifest_path.read_text(encoding="utf-8"))["settings"]["embedder"]
+        if made_with != embedder:
+            raise InputError(f"{run_dir} was made with {made_with}, not {embedder}: its themes live in that model's space")
+    table = theme_membership(run_dir, pair_rows(source), cluster, threshold, cache_dir=cache_dir, progress=not quiet)
+    _write_similarity_table(table, out)
+    typer.echo(f"{int(table['blends_in'].sum())} of {len(table)} needles blend into cluster {table['target_cluster'].iloc[0]} "
+               f"(probability > {threshold})")
 
 
 def main() -> None:

@@ -72,3 +72,17 @@ DEFAULT_ABSENCE_TOP_K = 10
 DEFAULT_ABSENCE_INDEX = "chroma"
 #: How the similarity commands cut a corpus into chunks.
 DEFAULT_CHUNKER = "sentences:1-3"
+#: Corpus themes (embedeval.experiments.themes), the settings of Chroma's Context Rot study:
+#: 1-3-sentence chunks, UMAP to 50 dimensions (30 neighbours, min_dist 0.05, random_state 42),
+#: HDBSCAN (min_cluster_size 10, min_samples 15), 20 MMR representatives of a cluster, and a needle
+#: blending into a theme when its approximate-prediction probability for the theme's cluster is > 0.9.
+DEFAULT_THEME_CHUNKER = "sentences:1-3"
+DEFAULT_UMAP_NEIGHBORS = 30
+DEFAULT_UMAP_MIN_DIST = 0.05
+DEFAULT_UMAP_COMPONENTS = 50
+DEFAULT_MIN_CLUSTER_SIZE = 10
+DEFAULT_MIN_SAMPLES = 15
+DEFAULT_REPRESENTATIVES = 20
+DEFAULT_MMR_LAMBDA = 0.5
+DEFAULT_THEME_SEED = 42
+DEFAULT_BLEND_THRESHOLD = 0.9

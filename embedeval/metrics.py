@@ -202,6 +202,37 @@ def retrieval_measures(pos_scores, pool_scores) -> dict[str, np.ndarray]:
     return {name: table[name] for name in ("rank", "ties", "n_candidates", *RETRIEVAL_MEASURES)}
 
 
+def mmr(relevance, similarity, k: int, lam: float = 0.5) -> list[int]:
+    """Maximal marginal relevance (Carbonell & Goldstein, 1998): ``k`` items picked one at a time,
+    each the unpicked item i maximising
+
+        lam * relevance[i] - (1 - lam) * max_{j picked} similarity[i, j]
+
+    (the second term is 0 for the first pick), so each pick is relevant and unlike those before it.
+    ``relevance``: (n,) scores (e.g. cosine to a cluster's centroid); ``similarity``: (n, n) pairwise
+    scores. ``lam = 1`` is plain relevance order; ties go to the lower index. Returns indices in
+    pick order (all n when k >= n)."""
+    relevance = _as_array(relevance, "relevance")
+    similarity = np.asarray(similarity, dtype=float)
+    if similarity.shape != (relevance.size, relevance.size):
+        raise ValueError(f"similarity must be ({relevance.size}, {relevance.size}), not {similarity.shape}")
+    if not 0 <= lam <= 1:
+        raise ValueError(f"lam must be in [0, 1], not {lam}")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, not {k}")
+    picked: list[int] = []
+    closest = np.full(relevance.size, -np.inf)  # each item's highest similarity to a pick so far
+    free = np.ones(relevance.size, dtype=bool)
+    for _ in range(min(k, relevance.size)):
+        score = lam * relevance - (1 - lam) * (closest if picked else 0.0)
+        score = np.where(free, score, -np.inf)
+        best = int(np.argmax(score))
+        picked.append(best)
+        free[best] = False
+        closest = np.maximum(closest, similarity[:, best])
+    return picked
+
+
 class PositionEffects(NamedTuple):
     """How a score depends on the needle's depth (0 = start, 1 = end)."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -21,6 +22,15 @@ def isolated_cache(tmp_path_factory, monkeypatch) -> Path:
     folder = tmp_path_factory.mktemp("cache")
     monkeypatch.setenv("EMBEDEVAL_CACHE", str(folder))
     return folder
+
+
+@contextlib.contextmanager
+def own_cache(tmp_path_factory):
+    """EMBEDEVAL_CACHE pointed at a fresh folder while a module- or session-scoped fixture works
+    (they run before the per-test :func:`isolated_cache`, and must not touch the user's cache)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("EMBEDEVAL_CACHE", str(tmp_path_factory.mktemp("module-cache")))
+        yield
 
 
 @pytest.fixture(scope="session")

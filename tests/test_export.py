@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from conftest import own_cache
 from embedeval.cli import app
 from embedeval.export import DEFAULT_TEMPLATE, MTEB_SCORES, PROMPT_COLUMNS
 
@@ -33,7 +34,8 @@ def small_books(tmp_path_factory):
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory, small_books):
     out = tmp_path_factory.mktemp("export") / "run"
-    result = CliRunner().invoke(app, ["nolima", "--groups", GROUPS, "--corpus", f"dir:{small_books}", "--lengths", "128,256",
+    with own_cache(tmp_path_factory):
+        result = CliRunner().invoke(app, ["nolima", "--groups", GROUPS, "--corpus", f"dir:{small_books}", "--lengths", "128,256",
                                       "--depths", "2", "--negatives", "4", "--n-bootstrap", "50", "--variants", "onehop,inverted",
                                       "--strategy", "truncate,windows-mean", "--out", str(out), "-q"])
     assert result.exit_code == 0, result.output

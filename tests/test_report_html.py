@@ -16,6 +16,7 @@ import threading
 import pytest
 from typer.testing import CliRunner
 
+from conftest import own_cache
 from embedeval.cli import app
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -44,7 +45,8 @@ window.addEventListener("load", () => {
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory, books_dir):
     out = tmp_path_factory.mktemp("html") / "run"
-    result = CliRunner().invoke(app, ["nolima", "--groups", "loc-dresden,loc-peru,diet-vegan", "--corpus", f"dir:{books_dir}",
+    with own_cache(tmp_path_factory):
+        result = CliRunner().invoke(app, ["nolima", "--groups", "loc-dresden,loc-peru,diet-vegan", "--corpus", f"dir:{books_dir}",
                                       "--lengths", "128,512", "--depths", "3", "--negatives", "4", "--n-bootstrap", "50",
                                       "--strategy", "truncate,chunks-max", "--chunk-tokens", "128", "--out", str(out), "-q"])
     assert result.exit_code == 0, result.output

@@ -1,0 +1,331 @@
+"""A corpus's themes and needles that blend into them (Chroma's Context Rot recipe).
+
+``run_themes(config)``: the corpus cut into 1-3-sentence chunks, each embedded (through the cache),
+reduced with UMAP (``umap-learn``: 30 neighbours, min_dist 0.05, 50 dimensions, cosine metric,
+random_state 42) and clustered with HDBSCAN (``hdbscan``: min_cluster_size 10, min_samples 15,
+``prediction_data=True``). Per cluster: its size and share, its representative chunks by maximal
+marginal relevance (:func:`~embedeval.metrics.mmr` over the chunk vectors, relevance = cosine to the
+cluster's normalised mean vector) and its top terms (class-based TF-IDF: a cluster's chunks as one
+document). Writes into ``out``: ``chunks.parquet`` (chunk_id, book, text, cluster (-1 = noise),
+probability, x, y of a second, 2-D UMAP for the map), ``clusters.csv``, ``report.md``,
+``figures/map.png``, and the fitted models (``umap.joblib``, ``hdbscan.joblib``) with
+``themes.json``: the settings, the embedder's spec and fingerprint, the package versions.
+
+``theme_membership(out, texts)``: texts (needles) embedded with the run's embedder, projected with
+the fitted UMAP and assigned by HDBSCAN's ``approximate_predict``: predicted cluster, its
+probability, and whether the text blends into the target theme (predicted into it with probability
+> 0.9). A run directory whose embedder, settings or packages differ from what is installed now is
+refused with one line: the pickled models would not mean the same.
+
+Determinism: UMAP with a ``random_state`` runs single-threaded (umap-learn turns parallelism off
+when a seed is given; a parallel run is faster and differs run to run), HDBSCAN is deterministic,
+so the same corpus, embedder and seed give the same clusters and tables.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from embedeval.defaults import (
+    DEFAULT_BLEND_THRESHOLD, DEFAULT_CORPUS, DEFAULT_EMBEDDER, DEFAULT_MIN_BOOKS, DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_SAMPLES,
+    DEFAULT_MMR_LAMBDA, DEFAULT_REPRESENTATIVES, DEFAULT_THEME_CHUNKER, DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS,
+    DEFAULT_UMAP_MIN_DIST, DEFAULT_UMAP_NEIGHBORS,
+)
+from embedeval.errors import ConfigError, CorpusError, InputError
+from embedeval.io import atomic_path, run_directory, write_table, write_text_atomic
+from embedeval.metrics import mmr
+
+#: Packages whose versions must match for pickled models to be read back.
+MODEL_PACKAGES = ("umap-learn", "hdbscan", "pynndescent", "numba", "numpy", "scikit-learn")
+MANIFEST = "themes.json"
+NOISE = -1
+TOP_TERMS = 8
+
+
+@dataclass
+class ThemesConfig:
+    """Everything a themes run depends on (written to ``themes.json``)."""
+
+    corpus: str = DEFAULT_CORPUS
+    min_books: int = DEFAULT_MIN_BOOKS
+    chunker: str = DEFAULT_THEME_CHUNKER
+    embedder: str = DEFAULT_EMBEDDER
+    umap_neighbors: int = DEFAULT_UMAP_NEIGHBORS
+    umap_min_dist: float = DEFAULT_UMAP_MIN_DIST
+    umap_components: int = DEFAULT_UMAP_COMPONENTS
+    min_cluster_size: int = DEFAULT_MIN_CLUSTER_SIZE
+    min_samples: int = DEFAULT_MIN_SAMPLES
+    representatives: int = DEFAULT_REPRESENTATIVES
+    mmr_lambda: float = DEFAULT_MMR_LAMBDA
+    seed: int = DEFAULT_THEME_SEED
+    out: str = "runs/themes"
+    timings: dict = field(default_factory=dict)  # filled by run_themes: seconds per step
+
+    def validate(self) -> None:
+        """One-line :class:`~embedeval.errors.ConfigError` for settings that cannot work."""
+        from embedeval.chunking import parse_chunker
+        from embedeval.corpus import check_min_books
+
+        parse_chunker(self.chunker)
+        check_min_books(self.min_books)
+        for name in ("umap_neighbors", "umap_components", "min_cluster_size", "min_samples", "representatives"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < (2 if name != "representatives" else 1):
+                raise ConfigError(f"--{name.replace('_', '-')} must be a whole number >= {2 if name != 'representatives' else 1}, not {value!r}")
+        if not 0 <= self.umap_min_dist <= 1:
+            raise ConfigError(f"--umap-min-dist must be in [0, 1], not {self.umap_min_dist}")
+        if not 0 <= self.mmr_lambda <= 1:
+            raise ConfigError(f"--mmr-lambda must be in [0, 1], not {self.mmr_lambda}")
+
+    def model_settings(self) -> dict:
+        """What the fitted models depend on (compared at membership time)."""
+        data = asdict(self)
+        return {k: data[k] for k in ("corpus", "chunker", "embedder", "umap_neighbors", "umap_min_dist", "umap_components",
+                                     "min_cluster_size", "min_samples", "seed")}
+
+
+@dataclass
+class ThemesResult:
+    config: ThemesConfig
+    chunks: pd.DataFrame
+    clusters: pd.DataFrame
+    out: Path
+
+
+def package_versions() -> dict[str, str]:
+    found = {}
+    for name in MODEL_PACKAGES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = "absent"
+    return found
+
+
+def fit_umap(vectors: np.ndarray, neighbors: int, min_dist: float, components: int, seed: int):
+    """UMAP fitted on ``vectors`` (cosine metric, ``random_state=seed``: single-threaded and
+    deterministic). Neighbours and components are capped for a small corpus (n - 1 and n - 2)."""
+    import umap
+
+    n = len(vectors)
+    reducer = umap.UMAP(n_neighbors=min(neighbors, n - 1), min_dist=min_dist, n_components=min(components, n - 2),
+                        metric="cosine", random_state=seed, n_jobs=1, low_memory=True)
+    reduced = reducer.fit_transform(vectors)
+    return reducer, reduced
+
+
+def top_terms(texts: list[str], labels: np.ndarray, clusters: list[int], n: int = TOP_TERMS) -> dict[int, list[str]]:
+    """Class-based TF-IDF: each cluster's chunks joined into one document; a term's weight is its
+    frequency in the cluster (relative to the cluster's words) x log(1 + mean words per cluster /
+    its frequency over all clusters). The ``n`` heaviest terms per cluster (English stop words out)."""
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    if not clusters:
+        return {}
+    documents = [" ".join(t for t, label in zip(texts, labels) if label == c) for c in clusters]
+    vectorizer = CountVectorizer(stop_words="english", token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z]+\b")
+    counts = vectorizer.fit_transform(documents).toarray().astype(float)
+    if not counts.size:
+        return {c: [] for c in clusters}
+    tf = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
+    idf = np.log(1 + counts.sum(axis=1).mean() / np.maximum(counts.sum(axis=0), 1))
+    weights = tf * idf
+    terms = vectorizer.get_feature_names_out()
+    return {c: [terms[j] for j in np.argsort(-weights[i], kind="stable")[:n] if weights[i, j] > 0] for i, c in enumerate(clusters)}
+
+
+def representatives(vectors: np.ndarray, members: np.ndarray, k: int, lam: float) -> list[int]:
+    """Indices (into ``vectors``) of ``k`` representatives of a cluster by :func:`~embedeval.metrics.mmr`:
+    relevance = cosine to the cluster's normalised mean vector, similarity = pairwise cosine."""
+    cluster = vectors[members]
+    centroid = cluster.mean(axis=0)
+    centroid /= np.linalg.norm(centroid) or 1.0
+    return [int(members[i]) for i in mmr(cluster @ centroid, cluster @ cluster.T, k, lam)]
+
+
+def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_dir=None) -> ThemesResult:
+    """Run the recipe of the module docstring and write ``config.out``."""
+    import hdbscan
+    import joblib
+
+    from embedeval.chunking import chunk_corpus
+    from embedeval.corpus import load_corpus, require_books
+    from embedeval.embedders.registry import load_embedder
+
+    config = config or ThemesConfig()
+    config.validate()
+    clock = time.perf_counter()
+    corpus = load_corpus(config.corpus)
+    require_books(corpus, config.min_books, purpose="themes are found in")
+    chunks = chunk_corpus(corpus, config.chunker, seed=config.seed)
+    least = max(config.min_cluster_size, config.min_samples) + 2
+    if len(chunks) < least:
+        raise CorpusError(f"corpus {config.corpus} gives {len(chunks)} chunks; clustering with --min-cluster-size "
+                          f"{config.min_cluster_size} and --min-samples {config.min_samples} needs at least {least}")
+    model = load_embedder(config.embedder, cache_dir=cache_dir, progress=progress)
+    texts = [c.text for c in chunks]
+    with run_directory(config.out) as out:
+        config.timings["chunking"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        vectors = model.embed(texts, kind="document")
+        config.timings["embedding"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        reducer, reduced = fit_umap(vectors, config.umap_neighbors, config.umap_min_dist, config.umap_components, config.seed)
+        config.timings["umap"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        clusterer = hdbscan.HDBSCAN(min_cluster_size=config.min_cluster_size, min_samples=config.min_samples,
+                                    prediction_data=True).fit(reduced)
+        labels, probabilities = clusterer.labels_.astype(int), clusterer.probabilities_.astype(float)
+        config.timings["hdbscan"] = time.perf_counter() - clock
+        found = sorted(set(labels) - {NOISE}, key=lambda c: (-int((labels == c).sum()), c))
+        if not found:
+            raise InputError(f"every one of the {len(chunks)} chunks is noise to HDBSCAN: no theme found; try smaller "
+                             f"--min-cluster-size/--min-samples (now {config.min_cluster_size}/{config.min_samples}) or "
+                             f"fewer --umap-components")
+        clock = time.perf_counter()
+        _, flat = fit_umap(reduced, config.umap_neighbors, config.umap_min_dist, 2, config.seed)  # the 2-D map
+        config.timings["map"] = time.perf_counter() - clock
+        # clusters renumbered by size, largest first: cluster 0 is the corpus's main theme
+        rank = {c: i for i, c in enumerate(found)}
+        labels = np.array([rank.get(c, NOISE) for c in labels])
+        terms = top_terms(texts, labels, list(range(len(found))))
+        table = pd.DataFrame({"chunk_id": [c.id for c in chunks], "book": [c.book for c in chunks], "text": texts,
+                              "cluster": labels, "probability": probabilities, "x": flat[:, 0], "y": flat[:, 1]})
+        rows = []
+        for c in range(len(found)):
+            members = np.flatnonzero(labels == c)
+            picks = representatives(vectors, members, config.representatives, config.mmr_lambda)
+            rows.append({"cluster": c, "size": int(members.size), "share": members.size / len(chunks),
+                         "representatives": ";".join(chunks[i].id for i in picks), "top_terms": ";".join(terms[c])})
+        clusters = pd.DataFrame(rows, columns=["cluster", "size", "share", "representatives", "top_terms"])
+        with atomic_path(out / "umap.joblib") as tmp:
+            joblib.dump(reducer, tmp)
+        with atomic_path(out / "hdbscan.joblib") as tmp:
+            joblib.dump(clusterer, tmp)
+        write_table(table, out / "chunks.parquet")
+        write_table(clusters, out / "clusters.csv")
+        map_figure(table, out / "figures" / "map.png")
+        write_text_atomic(out / "report.md", themes_report(config, table, clusters))
+        manifest = {"settings": config.model_settings(), "representatives": config.representatives,
+                    "mmr_lambda": config.mmr_lambda, "embedder_fingerprint": model.fingerprint, "packages": package_versions(),
+                    "cluster_order": [int(c) for c in found], "timings": config.timings}
+        write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=2))  # last: a run without it is unfinished
+    return ThemesResult(config, table, clusters, Path(config.out))
+
+
+def map_figure(table: pd.DataFrame, path: Path, labelled: int = 8) -> None:
+    """The 2-D map of the chunks coloured by cluster (noise grey), the ``labelled`` largest named."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 6.5))
+    noise = table[table["cluster"] == NOISE]
+    ax.scatter(noise["x"], noise["y"], s=3, color="lightgrey", label="noise")
+    for c, group in table[table["cluster"] != NOISE].groupby("cluster"):
+        ax.scatter(group["x"], group["y"], s=4, color=plt.cm.tab20(c % 20))
+        if c < labelled:
+            ax.annotate(str(c), (group["x"].median(), group["y"].median()), fontsize=11, weight="bold",
+                        ha="center", va="center", bbox={"boxstyle": "round", "fc": "white", "alpha": 0.8})
+    ax.set_title("corpus themes: chunks by UMAP, coloured by HDBSCAN cluster (0 = largest)")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def themes_report(config: ThemesConfig, table: pd.DataFrame, clusters: pd.DataFrame, shown: int = 5) -> str:
+    """report.md: settings, noise share, and the largest clusters with their representatives."""
+    noise = float((table["cluster"] == NOISE).mean())
+    text_of = dict(zip(table["chunk_id"], table["text"]))
+    lines = ["# Corpus themes", "",
+             f"Corpus `{config.corpus}` cut `{config.chunker}` into {len(table)} chunks, embedded by `{config.embedder}`; "
+             f"UMAP (n_neighbors {config.umap_neighbors}, min_dist {config.umap_min_dist}, n_components "
+             f"{config.umap_components}, cosine, random_state {config.seed}); HDBSCAN (min_cluster_size "
+             f"{config.min_cluster_size}, min_samples {config.min_samples}). {len(clusters)} clusters; "
+             f"noise (cluster -1): {noise:.1%} of the chunks.", "",
+             "![map](figures/map.png)", ""]
+    for row in clusters.head(shown).itertuples():
+        lines += [f"## Cluster {row.cluster}: {row.size} chunks ({row.share:.1%})", "",
+                  f"Top terms: {row.top_terms.replace(';', ', ') or '–'}", "",
+                  f"Representatives (MMR, lambda {config.mmr_lambda}, in pick order):", ""]
+        lines += [f"{i}. {text_of[chunk_id]}" for i, chunk_id in enumerate(row.representatives.split(";"), start=1)]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def themes_chunks(out: str | Path):
+    """The chunks of a finished themes run (as :class:`~embedeval.chunking.Chunk`) and where they
+    came from (corpus, chunker, seed: what a chroma collection records), for ``similarity absence``."""
+    from embedeval.chunking import Chunk
+    from embedeval.io import read_table
+
+    folder = Path(out)
+    if not (folder / MANIFEST).is_file():
+        raise InputError(f"{folder} is not a finished themes run (no {MANIFEST})")
+    settings = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["settings"]
+    table = read_table(folder / "chunks.parquet", ["chunk_id", "book", "text"])
+    chunks = [Chunk(str(i), str(b), str(t)) for i, b, t in zip(table["chunk_id"], table["book"], table["text"])]
+    return chunks, {k: settings[k] for k in ("corpus", "chunker", "seed")}
+
+
+def load_themes(out: str | Path, embedder_fingerprint: str | None = None):
+    """(manifest, UMAP, HDBSCAN) of a themes run directory, refused with one line if it is missing
+    or unfinished, or if the installed packages differ from those that fitted the models."""
+    import joblib
+
+    folder = Path(out)
+    if not folder.is_dir():
+        raise InputError(f"themes directory {folder} does not exist (run embedeval themes --out {folder} first)")
+    if not (folder / MANIFEST).is_file():
+        raise InputError(f"{folder} is not a finished themes run (no {MANIFEST})")
+    manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    changed = {k: (v, now) for k, v in manifest["packages"].items() if (now := package_versions().get(k)) != v}
+    if changed:
+        name, (then, now) = next(iter(changed.items()))
+        raise InputError(f"{folder} was fitted with {name} {then}, {now} is installed now; run embedeval themes again")
+    return manifest, joblib.load(folder / "umap.joblib"), joblib.load(folder / "hdbscan.joblib")
+
+
+def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | None = None, threshold: float = DEFAULT_BLEND_THRESHOLD,
+                     cache_dir=None, progress: bool = False) -> pd.DataFrame:
+    """``rows`` (with a ``needle`` column) plus ``predicted_cluster``, ``probability`` (HDBSCAN's
+    approximate-prediction strength), ``target_cluster`` (default 0: the largest),
+    ``target_probability`` (the probability when predicted into the target, else 0) and
+    ``blends_in`` (target_probability > ``threshold``)."""
+    import hdbscan
+
+    from embedeval.embedders.registry import load_embedder
+
+    if not 0 < threshold < 1:
+        raise ConfigError(f"--threshold must be in (0, 1), not {threshold}")
+    manifest, reducer, clusterer = load_themes(out)
+    order = manifest["cluster_order"]
+    target = 0 if cluster is None else cluster
+    if not 0 <= target < len(order):
+        raise ConfigError(f"--cluster {target} is not a cluster of {out} (0..{len(order) - 1})")
+    model = load_embedder(manifest["settings"]["embedder"], cache_dir=cache_dir, progress=progress)
+    if model.fingerprint != manifest["embedder_fingerprint"]:
+        raise InputError(f"{out} was made with another {manifest['settings']['embedder']} (its fingerprint differs); "
+                         "run embedeval themes again")
+    vectors = model.embed(rows["needle"].tolist(), kind="document")
+    raw, strengths = hdbscan.approximate_predict(clusterer, reducer.transform(vectors))
+    rank = {c: i for i, c in enumerate(order)}
+    predicted = np.array([rank.get(int(c), NOISE) for c in raw])
+    table = rows.copy()
+    table["predicted_cluster"] = predicted
+    table["probability"] = strengths.astype(float)
+    table["target_cluster"] = target
+    table["target_probability"] = np.where(predicted == target, table["probability"], 0.0)
+    table["blends_in"] = table["target_probability"] > threshold
+    return table
