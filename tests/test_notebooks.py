@@ -26,7 +26,7 @@ def test_committed_notebooks_have_no_outputs():
         for cell in notebook.cells:
             if cell.cell_type == "code":
                 assert cell.outputs == [] and cell.execution_count is None, path.name
-    assert len(list(NOTEBOOKS.glob("*.ipynb"))) == 3
+    assert len(list(NOTEBOOKS.glob("*.ipynb"))) == 4
 
 
 def test_01_nolima_sweep(tmp_path, books_dir):
@@ -75,6 +75,26 @@ def test_03_query_expansion(tmp_path, books_dir):
     sims = pd.read_parquet(out / "similarities.parquet")
     assert sorted(sims["query_form"].unique()) == ["expanded-100", "expanded-150", "expanded-250", "question"]
     assert (out / "figures" / "query_expansion.png").is_file()
+
+
+def test_04_themes(tmp_path):
+    from test_themes import TOPICS, sentences
+
+    import numpy as np
+
+    corpus = tmp_path / "topics"
+    corpus.mkdir()
+    rng = np.random.default_rng(5)
+    for topic in TOPICS:
+        (corpus / f"{topic}.txt").write_text(" ".join(sentences(topic, 200, rng)) + "\n", encoding="utf-8")
+    out = tmp_path / "nb4"
+    notebook = run_notebook("04_themes.ipynb", {"CORPUS": f"dir:{corpus}", "MIN_BOOKS": 3, "UMAP_COMPONENTS": 5,
+                                                "REPRESENTATIVES": 5, "OUT": str(out)})
+    clusters = pd.read_csv(out / "clusters.csv")
+    assert len(clusters) == 3 and (out / "figures" / "map.png").is_file()
+    shown = "".join(o.get("data", {}).get("text/plain", "") + o.get("text", "") for c in notebook.cells if c.cell_type == "code"
+                    for o in c.outputs)
+    assert "blends_in" in shown and "clusters" in shown
 
 
 def test_cli_docs_match_the_real_help():
