@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embedeval.experiments.themes import ThemesConfig, fit_umap, run_themes
+from embedeval.experiments.themes import ThemesConfig, UmapSettings, fit_umap, run_themes
 
 BOOKS = Path(__file__).resolve().parent.parent.parent / "shared" / "haystacks" / "gutenberg"
 
@@ -30,7 +30,7 @@ def main() -> None:
     parser.add_argument("--cache-dir", default=None, help="embedding cache (default: a temporary one; reuse one to skip embedding)")
     args = parser.parse_args()
     start = time.perf_counter()
-    fit_umap(np.random.default_rng(0).normal(size=(200, 16)).astype(np.float32), 15, 0.05, 5, 42)
+    fit_umap(np.random.default_rng(0).normal(size=(200, 16)).astype(np.float32), UmapSettings(15, 0.05, 5), 42)
     compile_seconds = time.perf_counter() - start
     with tempfile.TemporaryDirectory(prefix="bench-themes-") as tmp:
         config = ThemesConfig(corpus=args.corpus, out=str(Path(tmp) / "themes"))

@@ -14,16 +14,12 @@ from typer.core import TyperGroup
 
 from embedeval import __version__
 from embedeval.cli_options import (
-    APIOptions, CacheDir, ChromaUrlOpt, ChunkOptions, CorpusOpt, DistractorsFileOpt, MinBooksOpt, EmbedderOptions, GridOptions, NeedleOptions, PairOptions,
+    APIOptions, CacheDir, ChromaUrlOpt, ChunkOptions, DistractorsFileOpt, ThemeOptions, EmbedderOptions, GridOptions, NeedleOptions, PairOptions,
     Quiet, int_list, split_list, with_option_groups,
 )
 from embedeval.defaults import (
     DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY,
     DEFAULT_STRATEGIES, DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_WINDOW_OVERLAP,
-)
-from embedeval.defaults import (
-    DEFAULT_CORPUS, DEFAULT_MIN_BOOKS, DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_SAMPLES, DEFAULT_MMR_LAMBDA, DEFAULT_REPRESENTATIVES,
-    DEFAULT_THEME_CHUNKER, DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST, DEFAULT_UMAP_NEIGHBORS,
 )
 from embedeval.errors import EmbedevalError, InputError
 from embedeval.io import check_output_file
@@ -491,21 +487,11 @@ def similarity_absence(
 
 
 @themes_app.callback(invoke_without_command=True)
+@with_option_groups
 def themes(
     ctx: typer.Context,
+    settings: ThemeOptions,
     out: Annotated[Optional[Path], typer.Option("--out", help="Run directory for chunks.parquet, clusters.csv, report.md, figures/map.png and the fitted models.")] = None,
-    corpus: CorpusOpt = DEFAULT_CORPUS,
-    min_books: MinBooksOpt = DEFAULT_MIN_BOOKS,
-    chunker: Annotated[str, typer.Option("--chunker", help="sentences:N, sentences:A-B or tokens:N.")] = DEFAULT_THEME_CHUNKER,
-    embedder: EmbedderOpt = DEFAULT_EMBEDDER,
-    umap_neighbors: Annotated[int, typer.Option("--umap-neighbors", help="UMAP n_neighbors.")] = DEFAULT_UMAP_NEIGHBORS,
-    umap_min_dist: Annotated[float, typer.Option("--umap-min-dist", help="UMAP min_dist.")] = DEFAULT_UMAP_MIN_DIST,
-    umap_components: Annotated[int, typer.Option("--umap-components", help="UMAP n_components (the space HDBSCAN clusters in).")] = DEFAULT_UMAP_COMPONENTS,
-    min_cluster_size: Annotated[int, typer.Option("--min-cluster-size", help="HDBSCAN min_cluster_size.")] = DEFAULT_MIN_CLUSTER_SIZE,
-    min_samples: Annotated[int, typer.Option("--min-samples", help="HDBSCAN min_samples.")] = DEFAULT_MIN_SAMPLES,
-    representatives: Annotated[int, typer.Option("--representatives", help="Representative chunks per cluster, by maximal marginal relevance.")] = DEFAULT_REPRESENTATIVES,
-    mmr_lambda: Annotated[float, typer.Option("--mmr-lambda", help="MMR's trade-off: 1 = relevance to the cluster only, 0 = diversity only.")] = DEFAULT_MMR_LAMBDA,
-    seed: Annotated[int, typer.Option("--seed", help="Chunk sizes and UMAP's random_state.")] = DEFAULT_THEME_SEED,
     cache_dir: CacheDir = None,
     quiet: Quiet = False,
 ) -> None:
@@ -514,13 +500,11 @@ def themes(
     needles against them."""
     if ctx.invoked_subcommand is not None:
         return
-    from embedeval.experiments.themes import ThemesConfig, run_themes
+    from embedeval.experiments.themes import run_themes
 
     if out is None:
         raise InputError("--out is required: the run directory for the themes")
-    config = ThemesConfig(corpus=corpus, min_books=min_books, chunker=chunker, embedder=embedder, umap_neighbors=umap_neighbors,
-                          umap_min_dist=umap_min_dist, umap_components=umap_components, min_cluster_size=min_cluster_size,
-                          min_samples=min_samples, representatives=representatives, mmr_lambda=mmr_lambda, seed=seed, out=str(out))
+    config = settings.config(out)
     result = run_themes(config, progress=not quiet, cache_dir=cache_dir)
     clusters, chunks = result.clusters, result.chunks
     typer.echo(f"{len(chunks)} chunks, {len(clusters)} clusters, noise {(chunks['cluster'] == -1).mean():.1%}; "

@@ -23,6 +23,10 @@ from embedeval.defaults import (
     DEFAULT_CHUNKER, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS,
     DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES, DEFAULT_NEEDLES_PER_HAYSTACK, DEFAULT_SEED, DEFAULT_NEGATIVES, DEFAULT_VARIANTS, DEFAULT_WORKERS,
 )
+from embedeval.defaults import (
+    DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_SAMPLES, DEFAULT_MMR_LAMBDA, DEFAULT_REPRESENTATIVES, DEFAULT_THEME_CHUNKER,
+    DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST, DEFAULT_UMAP_NEIGHBORS,
+)
 from embedeval.embedders import budget
 from embedeval.executors import RAY_ADDRESS_ENV, Executor
 from embedeval.embedders.registry import API_EMBEDDERS, load_embedder, select_embedders
@@ -237,6 +241,37 @@ class ChunkOptions:
         corpus = load_corpus(self.corpus)
         require_books(corpus, self.min_books, purpose="chunks are drawn from")
         return chunk_corpus(corpus, self.chunker, seed=self.seed)
+
+
+@dataclass
+class ThemeOptions:
+    """``embedeval themes``: the corpus and how it is chunked and embedded, UMAP, HDBSCAN, MMR (the
+    study's settings by default)."""
+
+    corpus: CorpusOpt = DEFAULT_CORPUS
+    min_books: MinBooksOpt = DEFAULT_MIN_BOOKS
+    chunker: Annotated[str, typer.Option("--chunker", help="sentences:N, sentences:A-B or tokens:N.")] = DEFAULT_THEME_CHUNKER
+    embedder: Annotated[str, typer.Option("--embedder", "-e", help="Embedder spec.")] = DEFAULT_EMBEDDER
+    # UMAP: the space HDBSCAN clusters in
+    umap_neighbors: Annotated[int, typer.Option("--umap-neighbors", help="UMAP n_neighbors.")] = DEFAULT_UMAP_NEIGHBORS
+    umap_min_dist: Annotated[float, typer.Option("--umap-min-dist", help="UMAP min_dist.")] = DEFAULT_UMAP_MIN_DIST
+    umap_components: Annotated[int, typer.Option("--umap-components", help="UMAP n_components.")] = DEFAULT_UMAP_COMPONENTS
+    # HDBSCAN
+    min_cluster_size: Annotated[int, typer.Option("--min-cluster-size", help="HDBSCAN min_cluster_size.")] = DEFAULT_MIN_CLUSTER_SIZE
+    min_samples: Annotated[int, typer.Option("--min-samples", help="HDBSCAN min_samples.")] = DEFAULT_MIN_SAMPLES
+    # each cluster's representatives, and the random choices
+    representatives: Annotated[int, typer.Option("--representatives", help="Representative chunks per cluster, by maximal marginal relevance.")] = DEFAULT_REPRESENTATIVES
+    mmr_lambda: Annotated[float, typer.Option("--mmr-lambda", help="MMR's trade-off: 1 = relevance to the cluster only, 0 = diversity only.")] = DEFAULT_MMR_LAMBDA
+    seed: Annotated[int, typer.Option("--seed", help="Chunk sizes and UMAP's random_state.")] = DEFAULT_THEME_SEED
+
+    def config(self, out):
+        """The :class:`~embedeval.experiments.themes.ThemesConfig` of these options, writing to ``out``."""
+        from embedeval.experiments.themes import HdbscanSettings, ThemesConfig, UmapSettings
+
+        return ThemesConfig(self.corpus, self.min_books, self.chunker, self.embedder,
+                            UmapSettings(self.umap_neighbors, self.umap_min_dist, self.umap_components),
+                            HdbscanSettings(self.min_cluster_size, self.min_samples), self.representatives, self.mmr_lambda,
+                            self.seed, str(out))
 
 
 def with_option_groups(command):

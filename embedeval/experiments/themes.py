@@ -49,6 +49,23 @@ NOISE = -1
 TOP_TERMS = 8
 
 
+@dataclass(frozen=True)
+class UmapSettings:
+    """UMAP's (umap-learn's ``n_neighbors``, ``min_dist``, ``n_components``)."""
+
+    neighbors: int = DEFAULT_UMAP_NEIGHBORS
+    min_dist: float = DEFAULT_UMAP_MIN_DIST
+    components: int = DEFAULT_UMAP_COMPONENTS
+
+
+@dataclass(frozen=True)
+class HdbscanSettings:
+    """HDBSCAN's (``min_cluster_size``, ``min_samples``)."""
+
+    min_cluster_size: int = DEFAULT_MIN_CLUSTER_SIZE
+    min_samples: int = DEFAULT_MIN_SAMPLES
+
+
 @dataclass
 class ThemesConfig:
     """Everything a themes run depends on (written to ``themes.json``)."""
@@ -57,14 +74,11 @@ class ThemesConfig:
     min_books: int = DEFAULT_MIN_BOOKS
     chunker: str = DEFAULT_THEME_CHUNKER
     embedder: str = DEFAULT_EMBEDDER
-    umap_neighbors: int = DEFAULT_UMAP_NEIGHBORS
-    umap_min_dist: float = DEFAULT_UMAP_MIN_DIST
-    umap_components: int = DEFAULT_UMAP_COMPONENTS
-    min_cluster_size: int = DEFAULT_MIN_CLUSTER_SIZE
-    min_samples: int = DEFAULT_MIN_SAMPLES
-    representatives: int = DEFAULT_REPRESENTATIVES
+    umap: UmapSettings = field(default_factory=UmapSettings)
+    hdbscan: HdbscanSettings = field(default_factory=HdbscanSettings)
+    representatives: int = DEFAULT_REPRESENTATIVES  # per cluster, by MMR
     mmr_lambda: float = DEFAULT_MMR_LAMBDA
-    seed: int = DEFAULT_THEME_SEED
+    seed: int = DEFAULT_THEME_SEED  # chunk sizes and UMAP's random_state
     out: str = "runs/themes"
     timings: dict = field(default_factory=dict)  # filled by run_themes: seconds per step
 
@@ -75,20 +89,22 @@ class ThemesConfig:
 
         parse_chunker(self.chunker)
         check_min_books(self.min_books)
-        for name in ("umap_neighbors", "umap_components", "min_cluster_size", "min_samples", "representatives"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < (2 if name != "representatives" else 1):
-                raise ConfigError(f"--{name.replace('_', '-')} must be a whole number >= {2 if name != 'representatives' else 1}, not {value!r}")
-        if not 0 <= self.umap_min_dist <= 1:
-            raise ConfigError(f"--umap-min-dist must be in [0, 1], not {self.umap_min_dist}")
+        counts = {"umap-neighbors": self.umap.neighbors, "umap-components": self.umap.components,
+                  "min-cluster-size": self.hdbscan.min_cluster_size, "min-samples": self.hdbscan.min_samples,
+                  "representatives": self.representatives}
+        for option, value in counts.items():
+            least = 1 if option == "representatives" else 2
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < least:
+                raise ConfigError(f"--{option} must be a whole number >= {least}, not {value!r}")
+        if not 0 <= self.umap.min_dist <= 1:
+            raise ConfigError(f"--umap-min-dist must be in [0, 1], not {self.umap.min_dist}")
         if not 0 <= self.mmr_lambda <= 1:
             raise ConfigError(f"--mmr-lambda must be in [0, 1], not {self.mmr_lambda}")
 
     def model_settings(self) -> dict:
         """What the fitted models depend on (compared at membership time)."""
         data = asdict(self)
-        return {k: data[k] for k in ("corpus", "chunker", "embedder", "umap_neighbors", "umap_min_dist", "umap_components",
-                                     "min_cluster_size", "min_samples", "seed")}
+        return {k: data[k] for k in ("corpus", "chunker", "embedder", "umap", "hdbscan", "seed")}
 
 
 @dataclass
@@ -109,14 +125,14 @@ def package_versions() -> dict[str, str]:
     return found
 
 
-def fit_umap(vectors: np.ndarray, neighbors: int, min_dist: float, components: int, seed: int):
+def fit_umap(vectors: np.ndarray, settings: UmapSettings, seed: int):
     """UMAP fitted on ``vectors`` (cosine metric, ``random_state=seed``: single-threaded and
     deterministic). Neighbours and components are capped for a small corpus (n - 1 and n - 2)."""
     import umap
 
     n = len(vectors)
-    reducer = umap.UMAP(n_neighbors=min(neighbors, n - 1), min_dist=min_dist, n_components=min(components, n - 2),
-                        metric="cosine", random_state=seed, n_jobs=1, low_memory=True)
+    reducer = umap.UMAP(n_neighbors=min(settings.neighbors, n - 1), min_dist=settings.min_dist,
+                        n_components=min(settings.components, n - 2), metric="cosine", random_state=seed, n_jobs=1, low_memory=True)
     reduced = reducer.fit_transform(vectors)
     return reducer, reduced
 
@@ -165,10 +181,10 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
     corpus = load_corpus(config.corpus)
     require_books(corpus, config.min_books, purpose="themes are found in")
     chunks = chunk_corpus(corpus, config.chunker, seed=config.seed)
-    least = max(config.min_cluster_size, config.min_samples) + 2
+    least = max(config.hdbscan.min_cluster_size, config.hdbscan.min_samples) + 2
     if len(chunks) < least:
         raise CorpusError(f"corpus {config.corpus} gives {len(chunks)} chunks; clustering with --min-cluster-size "
-                          f"{config.min_cluster_size} and --min-samples {config.min_samples} needs at least {least}")
+                          f"{config.hdbscan.min_cluster_size} and --min-samples {config.hdbscan.min_samples} needs at least {least}")
     model = load_embedder(config.embedder, cache_dir=cache_dir, progress=progress)
     texts = [c.text for c in chunks]
     with run_directory(config.out) as out:
@@ -177,20 +193,20 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
         vectors = model.embed(texts, kind="document")
         config.timings["embedding"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        reducer, reduced = fit_umap(vectors, config.umap_neighbors, config.umap_min_dist, config.umap_components, config.seed)
+        reducer, reduced = fit_umap(vectors, config.umap, config.seed)
         config.timings["umap"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        clusterer = hdbscan.HDBSCAN(min_cluster_size=config.min_cluster_size, min_samples=config.min_samples,
+        clusterer = hdbscan.HDBSCAN(min_cluster_size=config.hdbscan.min_cluster_size, min_samples=config.hdbscan.min_samples,
                                     prediction_data=True).fit(reduced)
         labels, probabilities = clusterer.labels_.astype(int), clusterer.probabilities_.astype(float)
         config.timings["hdbscan"] = time.perf_counter() - clock
         found = sorted(set(labels) - {NOISE}, key=lambda c: (-int((labels == c).sum()), c))
         if not found:
             raise InputError(f"every one of the {len(chunks)} chunks is noise to HDBSCAN: no theme found; try smaller "
-                             f"--min-cluster-size/--min-samples (now {config.min_cluster_size}/{config.min_samples}) or "
-                             f"fewer --umap-components")
+                             f"--min-cluster-size/--min-samples (now {config.hdbscan.min_cluster_size}/{config.hdbscan.min_samples}) "
+                             "or fewer --umap-components")
         clock = time.perf_counter()
-        _, flat = fit_umap(reduced, config.umap_neighbors, config.umap_min_dist, 2, config.seed)  # the 2-D map
+        _, flat = fit_umap(reduced, UmapSettings(config.umap.neighbors, config.umap.min_dist, 2), config.seed)  # the 2-D map
         config.timings["map"] = time.perf_counter() - clock
         # clusters renumbered by size, largest first: cluster 0 is the corpus's main theme
         rank = {c: i for i, c in enumerate(found)}
@@ -250,9 +266,9 @@ def themes_report(config: ThemesConfig, table: pd.DataFrame, clusters: pd.DataFr
     text_of = dict(zip(table["chunk_id"], table["text"]))
     lines = ["# Corpus themes", "",
              f"Corpus `{config.corpus}` cut `{config.chunker}` into {len(table)} chunks, embedded by `{config.embedder}`; "
-             f"UMAP (n_neighbors {config.umap_neighbors}, min_dist {config.umap_min_dist}, n_components "
-             f"{config.umap_components}, cosine, random_state {config.seed}); HDBSCAN (min_cluster_size "
-             f"{config.min_cluster_size}, min_samples {config.min_samples}). {len(clusters)} clusters; "
+             f"UMAP (n_neighbors {config.umap.neighbors}, min_dist {config.umap.min_dist}, n_components "
+             f"{config.umap.components}, cosine, random_state {config.seed}); HDBSCAN (min_cluster_size "
+             f"{config.hdbscan.min_cluster_size}, min_samples {config.hdbscan.min_samples}). {len(clusters)} clusters; "
              f"noise (cluster -1): {noise:.1%} of the chunks.", "",
              "![map](figures/map.png)", ""]
     for row in clusters.head(shown).itertuples():

@@ -23,6 +23,18 @@ from embedeval.report.tables import (
     truncation_lines,
 )
 
+POSITIONS_TEXT = (
+    "A needle goes in at the sentence boundary nearest its target depth. In short haystacks of long sentences two depths "
+    "can meet at one boundary; such a haystack is built once and counted once, so per length the distinct positions "
+    "reached (depths to 0.01) can be fewer than the depths asked for (mean, min and max over questions and variants). "
+    "Where no boundary lies outside the ±0.2 zone around the needle, its distractors go to the farthest boundaries "
+    "inside it (`haystacks with distractors in zone`).")
+DISTRACTORS_TEXT = (
+    "A haystack with K distractors holds the first K distractors of its question (texts that share the question's "
+    "keyword) more than 0.2 of its tokens away from the needle; it is compared with its own control (the same filler "
+    "and distractors, no needle) and ranked among the negatives that hold its question's K distractors plus that "
+    "control, so every candidate holds the decoys and only the needle tells it apart (without distractors, every "
+    "group's control and the plain negatives).")
 #: The run settings the report's first line names (from the run's config).
 HEADER_KEYS = ("needles", "corpus", "lengths", "depths", "seed", "tokenizer")
 
@@ -127,20 +139,11 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
     positions = position_table(similarities, config.get("depths") if config else None)
     if not positions.empty:
         sections.append(Section("Needle positions", [
-            Text("A needle goes in at the sentence boundary nearest its target depth. In short haystacks of long "
-                 "sentences two depths can meet at one boundary; such a haystack is built once and counted once, so "
-                 "per length the distinct positions reached (depths to 0.01) can be fewer than the depths asked for (mean, "
-                 "min and max over questions and variants). Where no boundary lies outside the ±0.2 zone around the needle, "
-                 "its distractors go to the farthest boundaries inside it (`haystacks with distractors in zone`)."),
+            Text(POSITIONS_TEXT),
             Table(positions, digits=1)]))
     if decoy_table["n_distractors"].nunique() > 1:
         sections.append(Section("Distractors", [
-            Text(f"{break_metric} ({variant} needles, question form) per distractor count and haystack length. A "
-                 "haystack with K distractors holds the first K distractors of its question (texts that share the "
-                 "question's keyword) more than 0.2 of its tokens away from the needle; it is compared with its own "
-                 "control (the same filler and distractors, no needle) and ranked among the negatives that hold its "
-                 "question's K distractors plus that control, so every candidate holds the decoys and only the needle "
-                 "tells it apart (without distractors, every group's control and the plain negatives)."),
+            Text(f"{break_metric} ({variant} needles, question form) per distractor count and haystack length. {DISTRACTORS_TEXT}"),
             Table(decoy_table)]))
     if chunk_table["strategy"].nunique() > 1:
         sections.append(Section("Chunk size", [
