@@ -86,3 +86,23 @@ def test_embedders_that_cannot_late_chunk_are_refused_with_one_line(args, messag
 def test_late_chunking_strategies_are_named_per_chunk_size():
     labels = [s.label for s in parse_strategies(["truncate", "late-chunking", "chunks-max"], [128, 256])]
     assert labels == ["truncate", "late-chunking@128", "late-chunking@256", "chunks-max@128", "chunks-max@256"]
+
+
+def test_late_chunking_and_several_needles_give_the_same_tables_with_dedupe_on_and_off(tmp_path, books_dir):
+    import pandas as pd
+
+    from embedeval.experiments.nolima import NolimaConfig, run_nolima
+
+    def sweep(name: str, dedupe: bool):
+        config = NolimaConfig(groups=["loc-dresden", "diet-vegan", "loc-peru"], corpus=f"dir:{books_dir}", lengths=[512, 1024],
+                              depths=3, negatives=4, n_bootstrap=20, dedupe=dedupe, out=str(tmp_path / name),
+                              strategies=["truncate", "late-chunking"], chunk_tokens=[128], needles_per_haystack=[1, 2])
+        return run_nolima(config, progress=False, cache_dir=tmp_path / f"cache-{name}")
+
+    deduped, every_text = sweep("dedupe", True), sweep("whole", False)
+    assert set(deduped.similarities["strategy"]) == {"truncate", "late-chunking@128"} and set(deduped.retrieval["n_needles"]) == {1, 2}
+    for table in ("similarities", "retrieval"):
+        a, b = getattr(deduped, table), getattr(every_text, table)
+        numeric = a.select_dtypes("number").columns
+        pd.testing.assert_frame_equal(a.drop(columns=numeric), b.drop(columns=numeric))
+        np.testing.assert_allclose(a[numeric].to_numpy(float), b[numeric].to_numpy(float), atol=1e-5)
