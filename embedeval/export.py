@@ -23,6 +23,7 @@ covariates of Chroma's study beside each prompt: ``needle_question_sim`` and
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -30,10 +31,16 @@ from pathlib import Path
 
 import pandas as pd
 
+from embedeval.aggregate import with_later_columns
+from embedeval.chunking import chunk_corpus
+from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_CHUNKER, DEFAULT_INDEX, DEFAULT_TOP_K
+from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.errors import InputError
+from embedeval.experiments.context_rot import needle_haystack_similarity, needle_question_similarity
 from embedeval.io import check_output_file, read_table, write_table, write_text_atomic
 from embedeval.labels import ALL, CONTROL, NEGATIVE, QUESTION
+from embedeval.needles import Pair, grid_needle_set
 
 MTEB_TASK = "EmbedevalNoLiMa"
 #: What MTEB names each retrieval measure of ``metrics.csv``.
@@ -109,8 +116,6 @@ def mteb_subset(variant: str, n_distractors: int, n_needles: int, own: bool) -> 
 
 def mteb_results(metrics: pd.DataFrame, dataset_revision: str) -> dict[tuple[str, str], dict]:
     """{(embedder, task name): TaskResult JSON} from a metrics table (the overall cells)."""
-    from embedeval.aggregate import with_later_columns
-
     metrics = with_later_columns(metrics)
     cells = metrics[(metrics["category"] == ALL) & (metrics["depth_bucket"] == ALL) & metrics["metric"].isin(MTEB_SCORES.values())]
     if cells.empty:
@@ -147,8 +152,6 @@ def export_mteb(run_dir: str | Path, out: str | Path) -> list[Path]:
     """Write the run's MTEB result files under ``out`` (see the module docstring); returns them.
     The dataset revision is the sha256 of the run's ``haystacks.json`` (what the haystacks were
     built from), cut to 16 hex digits."""
-    import hashlib
-
     run = Run.open(run_dir, ("metrics.csv", "haystacks.json"))
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -197,12 +200,6 @@ def export_prompts(run_dir: str | Path, out: str | Path, template_file: str | Pa
     docstring). The covariates are computed for each distinct (question, needle) with the run's
     embedders (lexical scorers have none) through the cache; ``needle_haystack_sim`` searches the
     run's corpus cut by ``chunker``."""
-    from embedeval.chunking import chunk_corpus
-    from embedeval.corpus import load_corpus
-    from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
-    from embedeval.experiments.context_rot import needle_haystack_similarity, needle_question_similarity
-    from embedeval.needles import Pair, grid_needle_set
-
     out = check_output_file(out, (".csv", ".parquet"))
     template = DEFAULT_TEMPLATE
     if template_file is not None:

@@ -33,13 +33,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from embedeval.chunking import Chunk, chunk_corpus, parse_chunker
+from embedeval.corpus import check_min_books, load_corpus, require_books
 from embedeval.defaults import (
     DEFAULT_BLEND_THRESHOLD, DEFAULT_CORPUS, DEFAULT_EMBEDDER, DEFAULT_MIN_BOOKS, DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_SAMPLES,
     DEFAULT_MMR_LAMBDA, DEFAULT_REPRESENTATIVES, DEFAULT_THEME_CHUNKER, DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS,
     DEFAULT_UMAP_MIN_DIST, DEFAULT_UMAP_NEIGHBORS,
 )
+from embedeval.embedders.registry import load_embedder
 from embedeval.errors import ConfigError, CorpusError, InputError
-from embedeval.io import atomic_path, run_directory, write_table, write_text_atomic
+from embedeval.io import atomic_path, read_table, run_directory, write_table, write_text_atomic
 from embedeval.metrics import mmr
 
 #: Packages whose versions must match for pickled models to be read back.
@@ -84,9 +87,6 @@ class ThemesConfig:
 
     def validate(self) -> None:
         """One-line :class:`~embedeval.errors.ConfigError` for settings that cannot work."""
-        from embedeval.chunking import parse_chunker
-        from embedeval.corpus import check_min_books
-
         parse_chunker(self.chunker)
         check_min_books(self.min_books)
         counts = {"umap-neighbors": self.umap.neighbors, "umap-components": self.umap.components,
@@ -171,9 +171,6 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
     import hdbscan
     import joblib
 
-    from embedeval.chunking import chunk_corpus
-    from embedeval.corpus import load_corpus, require_books
-    from embedeval.embedders.registry import load_embedder
 
     config = config or ThemesConfig()
     config.validate()
@@ -283,9 +280,6 @@ def themes_report(config: ThemesConfig, table: pd.DataFrame, clusters: pd.DataFr
 def themes_chunks(out: str | Path):
     """The chunks of a finished themes run (as :class:`~embedeval.chunking.Chunk`) and where they
     came from (corpus, chunker, seed: what a chroma collection records), for ``similarity absence``."""
-    from embedeval.chunking import Chunk
-    from embedeval.io import read_table
-
     folder = Path(out)
     if not (folder / MANIFEST).is_file():
         raise InputError(f"{folder} is not a finished themes run (no {MANIFEST})")
@@ -320,8 +314,6 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | None = 
     ``target_probability`` (the probability when predicted into the target, else 0) and
     ``blends_in`` (target_probability > ``threshold``)."""
     import hdbscan
-
-    from embedeval.embedders.registry import load_embedder
 
     if not 0 < threshold < 1:
         raise ConfigError(f"--threshold must be in (0, 1), not {threshold}")
