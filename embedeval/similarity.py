@@ -74,8 +74,9 @@ class Asks:
     needle_end: np.ndarray
 
 
-def asks_of(haystacks: pd.DataFrame, needle_set: NeedleSet, negatives: bool = False) -> Asks:
-    """:class:`Asks` of a haystack table (negatives too, if ``negatives``: asked nothing)."""
+def asks_of(haystacks: pd.DataFrame, needle_set: NeedleSet) -> Asks:
+    """:class:`Asks` of a haystack table (tables of older versions, without ``needle_groups``: one
+    ask per haystack, its own group's question)."""
     group_index = {g.id: i for i, g in enumerate(needle_set.groups)}
     several = "needle_groups" in haystacks.columns
     columns = [haystacks[c].to_numpy() if c in haystacks.columns else np.full(len(haystacks), None)
