@@ -101,3 +101,15 @@ def kill_cli_run(args: list[str], cache_file, vectors: int, timeout: float = 300
 def newly_embedded(output: str, name: str = "st:all-MiniLM-L6-v2") -> int:
     """The count of ``NAME: N texts newly embedded`` in the output of ``embedeval nolima``."""
     return int(output.split(f"{name}: ")[1].split(" texts newly embedded")[0])
+
+
+def write_word_books(folder: Path, words: list[str], sentence_words: tuple[int, int], seed: int, n_books: int = 10,
+                     n_sentences: int = 60) -> Path:
+    """``n_books`` books (``book00.txt`` ...) of ``n_sentences`` sentences, each a random run of
+    ``words`` between ``sentence_words`` words long, drawn with ``seed``: prose the tests write."""
+    rng = np.random.default_rng(seed)
+    for b in range(n_books):
+        sentences = [" ".join(rng.choice(words, size=int(rng.integers(*sentence_words)))).capitalize() + "."
+                     for _ in range(n_sentences)]
+        (folder / f"book{b:02d}.txt").write_text(" ".join(sentences) + "\n", encoding="utf-8")
+    return folder

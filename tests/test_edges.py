@@ -19,6 +19,7 @@ from embedeval.labels import CONTROL, NEGATIVE
 from embedeval.metrics import relative_break_point
 from embedeval.needles import load_needle_set
 from embedeval.tokens import load_token_counter
+from fakes import write_word_books
 from test_nolima_schema import FIXTURE, NAMES
 
 WORDS = ("river stone window garden letter candle harbour meadow lantern orchard valley bridge market winter summer "
@@ -30,12 +31,7 @@ WORDS = ("river stone window garden letter candle harbour meadow lantern orchard
 def long_sentence_books(tmp_path_factory):
     """Ten books of long sentences (70-110 words each) written from a word list: a 128-token
     haystack holds one or two of them, so it has few sentence boundaries."""
-    rng = np.random.default_rng(7)
-    folder = tmp_path_factory.mktemp("long-sentences")
-    for b in range(10):
-        sentences = [" ".join(rng.choice(WORDS, size=int(rng.integers(70, 110)))).capitalize() + "." for _ in range(60)]
-        (folder / f"book{b:02d}.txt").write_text(" ".join(sentences) + "\n", encoding="utf-8")
-    return folder
+    return write_word_books(tmp_path_factory.mktemp("long-sentences"), WORDS, (70, 110), seed=7)
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import own_cache
+from fakes import write_word_books
 from embedeval.cli import app
 from embedeval.export import DEFAULT_TEMPLATE, MTEB_SCORES, PROMPT_COLUMNS
 
@@ -23,12 +24,7 @@ WORDS = ("harbour lantern meadow orchard bridge river candle window garden marke
 @pytest.fixture(scope="module")
 def small_books(tmp_path_factory):
     """Ten short books written here (a small corpus keeps the chunk search quick)."""
-    rng = np.random.default_rng(11)
-    folder = tmp_path_factory.mktemp("small-books")
-    for b in range(10):
-        sentences = [" ".join(rng.choice(WORDS, size=int(rng.integers(8, 20)))).capitalize() + "." for _ in range(60)]
-        (folder / f"book{b}.txt").write_text(" ".join(sentences) + "\n", encoding="utf-8")
-    return folder
+    return write_word_books(tmp_path_factory.mktemp("small-books"), WORDS, (8, 20), seed=11)
 
 
 @pytest.fixture(scope="module")
