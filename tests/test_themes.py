@@ -128,9 +128,32 @@ def test_needles_written_in_a_topic_blend_in_and_others_do_not(themes_run, tmp_p
     assert result.exit_code == 0, result.output
     table = pd.read_csv(out).set_index("id")
     assert (table.loc[[f"on{i}" for i in range(4)], "target_probability"] > 0.9).all()
+    assert (table.loc[[f"off{i}" for i in range(4)], "probability"] < 0.5).all()  # placed, but at the fringe of any theme
     assert table.loc[[f"on{i}" for i in range(4)], "blends_in"].all()
     assert not table.loc[[f"off{i}" for i in range(4)], "blends_in"].any()
     assert "4 of 8 needles blend into cluster 0" in result.output
+
+
+def test_corpus_chunks_placed_again_keep_their_cluster_alone_or_together(themes_run):
+    import joblib
+
+    from embedeval.embedders.registry import load_embedder
+    from embedeval.experiments.themes import place
+
+    chunks = pd.read_parquet(themes_run / "chunks.parquet")
+    core = chunks[chunks["probability"] == 1.0].groupby("cluster").head(3)
+    reducer = joblib.load(themes_run / "umap.joblib")
+    vectors = load_embedder("st:all-MiniLM-L6-v2").embed(core["text"].tolist())
+    together = place(reducer, vectors)
+    alone = np.concatenate([place(reducer, vectors[i:i + 1]) for i in range(len(vectors))])
+    np.testing.assert_allclose(together, alone, atol=1e-5)  # a text's place does not depend on the others placed with it
+    table = pd.read_csv(themes_run / "clusters.csv")
+    rows = pd.DataFrame({"needle": core["text"].tolist()})
+    from embedeval.experiments.themes import theme_membership
+
+    placed = theme_membership(themes_run, rows)
+    assert placed["predicted_cluster"].tolist() == core["cluster"].tolist() and len(table) == 3
+    assert (placed["probability"] > 0.9).all()
 
 
 def test_a_rerun_gives_the_same_clusters_and_tables(themes_run, topic_books, tmp_path):

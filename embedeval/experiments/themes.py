@@ -11,8 +11,9 @@ probability, x, y of a second, 2-D UMAP for the map), ``clusters.csv``, ``report
 ``figures/map.png``, and the fitted models (``umap.joblib``, ``hdbscan.joblib``) with
 ``themes.json``: the settings, the embedder's spec and fingerprint, the package versions.
 
-``theme_membership(out, texts)``: texts (needles) embedded with the run's embedder, projected with
-the fitted UMAP and assigned by HDBSCAN's ``approximate_predict``: predicted cluster, its
+``theme_membership(out, texts)``: texts (needles) embedded with the run's embedder, placed in the
+fitted UMAP's space (:func:`place`: the weighted mean of their nearest chunks' positions) and
+assigned by HDBSCAN's ``approximate_predict``: predicted cluster, its
 probability, and whether the text blends into the target theme (predicted into it with probability
 > 0.9). A run directory whose embedder, settings or packages differ from what is installed now is
 refused with one line: the pickled models would not mean the same.
@@ -307,6 +308,28 @@ def load_themes(out: str | Path, embedder_fingerprint: str | None = None):
     return manifest, joblib.load(folder / "umap.joblib"), joblib.load(folder / "hdbscan.joblib")
 
 
+def place(reducer, vectors: np.ndarray) -> np.ndarray:
+    """Where new vectors sit in a fitted UMAP's space: each at the weighted mean of its nearest
+    corpus chunks' positions, the weights those of UMAP's fuzzy neighbour graph
+    (``transform_mode="graph"``, each row normalised to sum 1):
+
+        y_new = sum_j w_j * y_j / sum_j w_j
+
+    This is where UMAP's own ``transform`` starts; it then runs a few noisy optimisation epochs
+    that move every point off it (a corpus chunk placed again drops from probability about 1 to
+    0.6-0.8, and the result depends on the other texts placed with it). Here a corpus chunk lands
+    on its own position, and each text is placed on its own."""
+    from sklearn.preprocessing import normalize
+
+    mode = reducer.transform_mode
+    reducer.transform_mode = "graph"
+    try:
+        graph = reducer.transform(vectors)
+    finally:
+        reducer.transform_mode = mode
+    return np.asarray(normalize(graph, norm="l1") @ reducer.embedding_)
+
+
 def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | None = None, threshold: float = DEFAULT_BLEND_THRESHOLD,
                      cache_dir=None, progress: bool = False) -> pd.DataFrame:
     """``rows`` (with a ``needle`` column) plus ``predicted_cluster``, ``probability`` (HDBSCAN's
@@ -327,7 +350,7 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | None = 
         raise InputError(f"{out} was made with another {manifest['settings']['embedder']} (its fingerprint differs); "
                          "run embedeval themes again")
     vectors = model.embed(rows["needle"].tolist(), kind="document")
-    raw, strengths = hdbscan.approximate_predict(clusterer, reducer.transform(vectors))
+    raw, strengths = hdbscan.approximate_predict(clusterer, place(reducer, vectors))
     rank = {c: i for i, c in enumerate(order)}
     predicted = np.array([rank.get(int(c), NOISE) for c in raw])
     table = rows.copy()
