@@ -529,16 +529,13 @@ def themes_membership(
 ) -> None:
     """Each needle (every variant; or each pair's needle) projected onto the run's themes: its predicted
     cluster, its probability, and whether it blends into the target theme (probability > threshold)."""
-    import json as _json
-
     from embedeval.experiments.context_rot import pair_rows
-    from embedeval.experiments.themes import MANIFEST, theme_membership
+    from embedeval.experiments.themes import read_manifest, theme_membership
 
     check_output_file(out, TABLE_SUFFIXES)
     source = pairs.load(needles)
-    manifest_path = run_dir / MANIFEST
-    if embedder is not None and manifest_path.is_file():
-        made_with = _json.loads(manifest_path.read_text(encoding="utf-8"))["settings"]["embedder"]
+    if embedder is not None:
+        made_with = read_manifest(run_dir)["settings"]["embedder"]
         if made_with != embedder:
             raise InputError(f"{run_dir} was made with {made_with}, not {embedder}: its themes live in that model's space")
     table = theme_membership(run_dir, pair_rows(source), cluster, threshold, cache_dir=cache_dir, progress=not quiet)

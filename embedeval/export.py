@@ -38,7 +38,7 @@ from embedeval.defaults import DEFAULT_CHUNKER, DEFAULT_INDEX, DEFAULT_TOP_K
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.errors import InputError
 from embedeval.experiments.context_rot import needle_haystack_similarity, needle_question_similarity
-from embedeval.io import check_output_file, read_table, write_table, write_text_atomic
+from embedeval.io import check_output_file, read_json, read_table, write_table, write_text_atomic
 from embedeval.labels import ALL, CONTROL, NEGATIVE, QUESTION
 from embedeval.needles import Pair, grid_needle_set
 
@@ -80,10 +80,7 @@ class Run:
         missing = [name for name in ("config.json", *needs) if not (folder / name).is_file()]
         if missing:
             raise InputError(f"{folder} is not a finished run directory (missing {', '.join(missing)})")
-        try:
-            config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise InputError(f"{folder / 'config.json'} is not valid JSON ({exc})") from None
+        config = read_json(folder / "config.json")
         if not isinstance(config, dict) or "embedders" not in config:
             raise InputError(f"{folder / 'config.json'} is not a NoLiMa run's config")
         return cls(folder, config)

@@ -171,6 +171,15 @@ def jsonl_objects(text: str, where: Callable[[int], str], not_an_object: str,
         yield number, record
 
 
+def read_json(path: str | os.PathLike):
+    """The JSON value in a file, or one :class:`InputError` naming the file when it cannot be read
+    or parsed."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path} is not valid JSON ({exc})") from None
+
+
 def read_texts(path: str | os.PathLike) -> list[str]:
     """Texts from a file: ``.jsonl`` (a ``"text"`` field per line) or one text per line. Lines end
     at ``\n`` (or ``\r\n``) only: a form feed or U+2028 inside a text does not split it.

@@ -43,7 +43,7 @@ from embedeval.defaults import (
 )
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import ConfigError, CorpusError, InputError
-from embedeval.io import atomic_path, read_table, run_directory, write_table, write_text_atomic
+from embedeval.io import atomic_path, read_json, read_table, run_directory, write_table, write_text_atomic
 from embedeval.metrics import mmr
 
 #: Packages whose versions must match for pickled models to be read back.
@@ -278,29 +278,33 @@ def themes_report(config: ThemesConfig, table: pd.DataFrame, clusters: pd.DataFr
     return "\n".join(lines)
 
 
-def themes_chunks(out: str | Path):
-    """The chunks of a finished themes run (as :class:`~embedeval.chunking.Chunk`) and where they
-    came from (corpus, chunker, seed: what a chroma collection records), for ``similarity absence``."""
-    folder = Path(out)
-    if not (folder / MANIFEST).is_file():
-        raise InputError(f"{folder} is not a finished themes run (no {MANIFEST})")
-    settings = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["settings"]
-    table = read_table(folder / "chunks.parquet", ["chunk_id", "book", "text"])
-    chunks = [Chunk(str(i), str(b), str(t)) for i, b, t in zip(table["chunk_id"], table["book"], table["text"])]
-    return chunks, {k: settings[k] for k in ("corpus", "chunker", "seed")}
-
-
-def load_themes(out: str | Path, embedder_fingerprint: str | None = None):
-    """(manifest, UMAP, HDBSCAN) of a themes run directory, refused with one line if it is missing
-    or unfinished, or if the installed packages differ from those that fitted the models."""
-    import joblib
-
+def read_manifest(out: str | Path) -> dict:
+    """``themes.json`` of a finished themes run, refused with one line for a missing folder or an
+    unfinished run."""
     folder = Path(out)
     if not folder.is_dir():
         raise InputError(f"themes directory {folder} does not exist (run embedeval themes --out {folder} first)")
     if not (folder / MANIFEST).is_file():
         raise InputError(f"{folder} is not a finished themes run (no {MANIFEST})")
-    manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    return read_json(folder / MANIFEST)
+
+
+def themes_chunks(out: str | Path):
+    """The chunks of a finished themes run (as :class:`~embedeval.chunking.Chunk`) and where they
+    came from (corpus, chunker, seed: what a chroma collection records), for ``similarity absence``."""
+    settings = read_manifest(out)["settings"]
+    table = read_table(Path(out) / "chunks.parquet", ["chunk_id", "book", "text"])
+    chunks = [Chunk(str(i), str(b), str(t)) for i, b, t in zip(table["chunk_id"], table["book"], table["text"])]
+    return chunks, {k: settings[k] for k in ("corpus", "chunker", "seed")}
+
+
+def load_themes(out: str | Path):
+    """(manifest, UMAP, HDBSCAN) of a themes run directory, refused with one line if it is missing
+    or unfinished, or if the installed packages differ from those that fitted the models."""
+    import joblib
+
+    folder = Path(out)
+    manifest = read_manifest(folder)
     changed = {k: (v, now) for k, v in manifest["packages"].items() if (now := package_versions().get(k)) != v}
     if changed:
         name, (then, now) = next(iter(changed.items()))

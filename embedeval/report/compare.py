@@ -3,7 +3,6 @@ one run again or of several side by side (:func:`compare_runs`)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -12,7 +11,7 @@ from embedeval.aggregate import METRIC_COLUMNS, with_later_columns
 from embedeval.breaks import BreakRule
 from embedeval.defaults import DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD
 from embedeval.errors import InputError
-from embedeval.io import read_table
+from embedeval.io import read_json, read_table
 from embedeval.labels import SIMILARITY_COLUMNS
 from embedeval.report.sections import HEADER_KEYS
 from embedeval.report.write import write_report
@@ -32,10 +31,7 @@ def load_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     metrics = read_table(needed[0], [c for c in METRIC_COLUMNS if c not in LATER_COLUMNS])
     similarities = read_table(needed[1], [c for c in SIMILARITY_COLUMNS if c not in LATER_COLUMNS])
     metrics, similarities = with_later_columns(metrics), with_later_columns(similarities)
-    try:
-        config = json.loads(needed[2].read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{needed[2]} is not valid JSON ({exc})") from None
+    config = read_json(needed[2])
     if not isinstance(config, dict) or not all(key in config for key in HEADER_KEYS):
         raise InputError(f"{needed[2]} is not a run's config (it needs {', '.join(HEADER_KEYS)})")
     return metrics, similarities, config
