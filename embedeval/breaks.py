@@ -2,17 +2,28 @@
 find the needle?") and the chunk size it recommends.
 
 Two rules, both computed for every series (embedder x strategy x query form x variant x
-distractor count) and shown side by side:
+distractor count x needle count x own question) and shown side by side:
 
-``relative`` (default)  the largest length whose recall@k (``k``, default 5) stays >= 0.85 x its
-                        value at the shortest length (:func:`~embedeval.metrics.relative_break_point`):
-                        up to there a top-k retriever finds the needle's haystack at least 85% as
-                        often as with the shortest haystacks. It reads an *effective length* as
-                        RULER and NoLiMa do, against the model's own short-context score.
+``relative`` (default)  the largest length whose **chance-corrected** recall@k (``k``, default 5;
+                        (r - k/n) / (1 - k/n), n the candidates per query) stays >= 0.85 x its
+                        base, the mean over the shortest lengths measured (up to three, never more
+                        than the shorter half of the grid; :func:`~embedeval.metrics.relative_break_point`).
+                        This is NoLiMa's reading (a model's effective length against a base score
+                        from three short lengths), not RULER's (a fixed threshold: a reference
+                        model's score), because an embedder's short-context recall differs from one
+                        needle set and pool to the next. A series whose base is not above chance
+                        (the lower end of its 95% cluster-bootstrap interval is <= 0) gets **no**
+                        break point: the scorer does not find these needles even in short haystacks,
+                        so a flat curve cannot pass for a long effective length.
 ``absolute``            the largest length whose ``metric`` (default ``query_auc``) stays >= a fixed
                         ``threshold`` (default 0.8; :func:`~embedeval.metrics.break_point`): on average
                         the needle's haystack outscores that share of its same-length candidates,
                         which says nothing about whether it makes the top k.
+
+Each headline break point has an interval (``break_point_lo``, ``break_point_hi``): the 5th and
+95th percentiles of the break point recomputed on cluster-bootstrap resamples of the question
+groups (every length of a resample draws the same groups). :func:`break_points` writes one row per
+series; a run keeps them in ``breaks.csv``.
 
 Recommended chunk size = CHUNK_FACTOR x the headline break point (not for ``chunks-max@C`` and
 ``late-chunking@C``, whose length is the document's, not a chunk's).
@@ -27,18 +38,30 @@ import pandas as pd
 
 from embedeval.aggregate import metric_series, with_later_columns
 from embedeval.defaults import (
-    DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, RELATIVE_BREAK_FRACTION,
+    DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED,
+    RELATIVE_BREAK_FRACTION,
 )
 from embedeval.errors import ConfigError
+from embedeval.io import read_table
 from embedeval.labels import scores_chunks
-from embedeval.metrics import BREAK_METRICS, RETRIEVAL_MEASURES, break_point, recommended_chunk_tokens, relative_break_point
+from embedeval.metrics import (
+    BREAK_METRICS, RETRIEVAL_MEASURES, base_length_count, break_lengths, break_point, chance_corrected_recall, cluster_resamples,
+    recommended_chunk_tokens, relative_break_lengths,
+)
 
 BREAK_RULES = ("relative", "absolute")
 #: The recall@k a relative break point may be read from.
 BREAK_KS = tuple(int(m.removeprefix("recall@")) for m in RETRIEVAL_MEASURES if m.startswith("recall@"))
 SERIES_KEYS = ["embedder", "strategy", "query_form", "variant", "n_distractors", "n_needles", "own_question"]
-BREAK_COLUMNS = [*SERIES_KEYS, "break_point", "relative_break_point", "absolute_break_point", "recommended_chunk_tokens",
-                 "base_value", "best_length", "best_value", "auc_break_point"]
+BREAK_COLUMNS = [*SERIES_KEYS, "break_point", "break_point_lo", "break_point_hi", "recommended_chunk_tokens",
+                 "relative_break_point", "absolute_break_point", "base_value", "base_ci_lo", "base_ci_hi", "base_lengths",
+                 "at_chance", "best_length", "best_value", "auc_break_point"]
+#: The file a run directory keeps its break points in (one row per series, :data:`BREAK_COLUMNS`).
+BREAKS_FILE = "breaks.csv"
+#: The percentiles of the bootstrapped break points that bound a break point's interval.
+BREAK_INTERVAL = (0.05, 0.95)
+#: The confidence of the base's interval (the at-chance test), as every other interval of a run.
+BASE_CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
@@ -49,7 +72,7 @@ class BreakRule:
     k: int = DEFAULT_BREAK_K  # relative: recall@k
     metric: str = DEFAULT_BREAK_METRIC  # absolute: the metric ...
     threshold: float = DEFAULT_BREAK_THRESHOLD  # ... and the value it must keep
-    fraction: float = RELATIVE_BREAK_FRACTION  # relative: share of the shortest length's value to keep
+    fraction: float = RELATIVE_BREAK_FRACTION  # relative: share of the base to keep
 
     def check(self) -> BreakRule:
         """One-line :class:`~embedeval.errors.ConfigError` for settings that cannot work."""
@@ -73,7 +96,7 @@ class BreakRule:
         return self.recall_metric if self.rule == "relative" else self.metric
 
     def relative_condition(self) -> str:
-        return f"{self.recall_metric} >= {self.fraction} x its value at the shortest length"
+        return f"chance-corrected {self.recall_metric} >= {self.fraction} x its mean over the shortest lengths"
 
     def absolute_condition(self) -> str:
         return f"{self.metric} >= {self.threshold}"
@@ -86,62 +109,159 @@ class BreakRule:
         """One sentence per rule on what it means for a top-k retriever."""
         k = self.k
         return [f"**Relative** ({self.relative_condition()}): up to this length a top-{k} retriever finds the needle's "
-                f"haystack among its {k} best candidates at least {self.fraction:.0%} as often as it does at the shortest "
-                "length: the embedder's effective length, read against its own short-context score.",
+                f"haystack among its {k} best candidates, above what a random ranking would, at least {self.fraction:.0%} as "
+                "often as it does in the shortest haystacks (up to three lengths): the embedder's effective length, read "
+                "as NoLiMa reads it, against the model's own short-context score. No break point where that score is not "
+                "above chance.",
                 f"**Absolute** ({self.absolute_condition()}): up to this length {self.metric} stays at or above "
-                f"{self.threshold}; for query_auc that means the needle's haystack outscores {self.threshold:.0%} of its "
-                f"candidates on average, which a top-{k} retriever only notices when it also lands in the top {k}."]
-
-    def holds_everywhere(self, lengths, values) -> bool:
-        """Whether the headline rule holds at every length given (``values``: the headline
-        metric per length)."""
-        point = (relative_break_point(lengths, values, self.fraction) if self.rule == "relative"
-                 else break_point(lengths, values, self.threshold))
-        return point is not None and point == max(lengths)
+                f"{self.threshold}, a fixed bar as RULER's effective length uses; for query_auc that means the needle's "
+                f"haystack outscores {self.threshold:.0%} of its candidates on average, which a top-{k} retriever only "
+                f"notices when it also lands in the top {k}."]
 
 
-def break_points(metrics: pd.DataFrame, rule: BreakRule | None = None) -> pd.DataFrame:
-    """Per series (:data:`SERIES_KEYS`): the relative and the absolute break point, the headline
-    one (``break_point``, by ``rule.rule``), the recommended chunk size, the headline metric at the
-    shortest length (``base_value``), the best length and its value (the answer when no length
-    keeps the rule), and the study's pooled-AUC break point (with the absolute threshold)."""
+def _group_means(rows: pd.DataFrame, values: np.ndarray, n_resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per length, the mean of ``values`` over the rows of a series (``length``, ``group_id``), and
+    the same means on every cluster-bootstrap resample of its question groups
+    (:func:`~embedeval.metrics.cluster_resamples`; one draw of groups serves every length).
+    Returns the sorted lengths, the (L,) means and the (n_resamples, L) resampled means (NaN where a
+    resample drew no group measured at a length). Rows whose value is NaN are left out."""
+    defined = np.isfinite(values)
+    rows, values = rows[defined], values[defined]
+    lengths, length_codes = np.unique(rows["length"].to_numpy(np.int64), return_inverse=True)
+    _, group_codes = np.unique(rows["group_id"].astype(str).to_numpy(), return_inverse=True)
+    shape = (group_codes.max() + 1 if group_codes.size else 0, lengths.size)
+    sums, counts = np.zeros(shape), np.zeros(shape)
+    np.add.at(sums, (group_codes, length_codes), values)
+    np.add.at(counts, (group_codes, length_codes), 1.0)
+    if not shape[0]:
+        return lengths, np.zeros(0), np.zeros((n_resamples, 0))
+    _, weights = cluster_resamples(shape[0], n_resamples, seed)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return lengths, sums.sum(0) / counts.sum(0), (weights @ sums) / (weights @ counts)
+
+
+def _interval(points: np.ndarray) -> tuple[int | None, int | None]:
+    """The :data:`BREAK_INTERVAL` percentiles of bootstrapped break points (0 = none, the lowest),
+    each an observed length, or None where it falls on "none"."""
+    lo, hi = (int(np.quantile(points, q, method="inverted_cdf")) for q in BREAK_INTERVAL)
+    return lo or None, hi or None
+
+
+def relative_break(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT_N_BOOTSTRAP,
+                   seed: int = DEFAULT_SEED) -> dict:
+    """The relative break point of one series from its rank rows (``length``, ``group_id``,
+    ``recall@k``, ``n_candidates``): read on chance-corrected recall@k
+    (:func:`~embedeval.metrics.chance_corrected_recall`), None when the base's 95% bootstrap
+    interval reaches 0 (``at_chance``), with its interval (:data:`BREAK_INTERVAL`) otherwise."""
+    empty = {"relative_break_point": None, "relative_lo": None, "relative_hi": None, "base_value": None, "base_ci_lo": None,
+             "base_ci_hi": None, "base_lengths": "", "at_chance": pd.NA}
+    if rows.empty:
+        return empty
+    corrected = chance_corrected_recall(rows[rule.recall_metric].to_numpy(float), rule.k, rows["n_candidates"].to_numpy(float))
+    lengths, means, resampled = _group_means(rows, corrected, n_resamples, seed)
+    if not lengths.size or not np.isfinite(means).all():
+        return empty
+    n_base = base_length_count(lengths.size)
+    with np.errstate(invalid="ignore"):
+        bases = resampled[:, :n_base].mean(axis=1)
+    tail = (1 - BASE_CONFIDENCE) / 2
+    base_lo, base_hi = (float(np.nanquantile(bases, q)) for q in (tail, 1 - tail))
+    base = float(means[:n_base].mean())
+    at_chance = bool(base <= 0 or not base_lo > 0)
+    point = None if at_chance else int(relative_break_lengths(lengths, means[None, :], rule.fraction)[0]) or None
+    lo, hi = (None, None) if at_chance else _interval(relative_break_lengths(lengths, resampled, rule.fraction))
+    return {**empty, "relative_break_point": point, "relative_lo": lo, "relative_hi": hi, "base_value": base,
+            "base_ci_lo": base_lo, "base_ci_hi": base_hi, "base_lengths": ",".join(map(str, lengths[:n_base])),
+            "at_chance": at_chance}
+
+
+def absolute_interval(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT_N_BOOTSTRAP,
+                      seed: int = DEFAULT_SEED) -> tuple[int | None, int | None]:
+    """The interval of one series' absolute break point from its rank rows, when the rule reads a
+    per-query retrieval measure (else no interval: None, None)."""
+    if rule.metric not in RETRIEVAL_MEASURES or rows.empty:
+        return None, None
+    lengths, _, resampled = _group_means(rows, rows[rule.metric].to_numpy(float), n_resamples, seed)
+    return _interval(break_lengths(lengths, resampled, rule.threshold))
+
+
+def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: BreakRule | None = None,
+                 n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED) -> pd.DataFrame:
+    """Per series (:data:`SERIES_KEYS`, columns :data:`BREAK_COLUMNS`): the relative break point
+    (from the rank table ``retrieval``: without one, none) and the absolute one (from ``metrics``),
+    the headline one (``break_point``, by ``rule.rule``) with its interval, the recommended chunk
+    size, the relative rule's base (chance-corrected recall@k over ``base_lengths``, with its 95%
+    interval and ``at_chance``), the best length of the headline metric and its value (the answer
+    when no length keeps the rule), and the study's pooled-AUC break point (with the absolute
+    threshold)."""
     rule = rule or BreakRule()
     metrics = with_later_columns(metrics)
     series = {name: {key: s for key, s in metric_series(metrics, name).groupby(SERIES_KEYS)}
               for name in {rule.recall_metric, rule.metric, "auc"}}
+    ranks = {} if retrieval is None else dict(iter(with_later_columns(retrieval).groupby(SERIES_KEYS)))
     rows = []
-    for key in sorted(set(series[rule.recall_metric]) | set(series[rule.metric]), key=str):
-        def point(name: str, read) -> int | None:
+    for key in sorted(set(series[rule.recall_metric]) | set(series[rule.metric]) | set(ranks), key=str):
+        def point(name: str, threshold: float) -> int | None:
             found = series[name].get(key)
-            return None if found is None or found.empty else read(found.sort_values("length"))
+            return None if found is None or found.empty else break_point(found["length"], found["value"], threshold)
 
-        relative = point(rule.recall_metric, lambda s: relative_break_point(s["length"], s["value"], rule.fraction))
-        absolute = point(rule.metric, lambda s: break_point(s["length"], s["value"], rule.threshold))
-        headline = series[rule.headline_metric].get(key)
-        headline_point = relative if rule.rule == "relative" else absolute
-        best = None if headline is None else headline.iloc[int(np.argmax(headline["value"].to_numpy()))]
+        ranked = ranks.get(key, pd.DataFrame())
+        relative = relative_break(ranked, rule, n_resamples, seed)
+        absolute = point(rule.metric, rule.threshold)
+        if rule.rule == "relative":
+            headline, (lo, hi) = relative["relative_break_point"], (relative["relative_lo"], relative["relative_hi"])
+        else:
+            headline, (lo, hi) = absolute, (absolute_interval(ranked, rule, n_resamples, seed) if absolute else (None, None))
+        shown = series[rule.headline_metric].get(key)
+        best = None if shown is None or shown.empty else shown.iloc[int(np.argmax(shown["value"].to_numpy()))]
         chunked = scores_chunks(key[1])  # its length is the document's, not a chunk's
-        rows.append({**dict(zip(SERIES_KEYS, key)), "break_point": headline_point, "relative_break_point": relative,
-                     "absolute_break_point": absolute,
-                     "recommended_chunk_tokens": None if chunked else recommended_chunk_tokens(headline_point),
-                     "base_value": None if headline is None else float(headline.sort_values("length")["value"].iloc[0]),
+        rows.append({**dict(zip(SERIES_KEYS, key)), "break_point": headline, "break_point_lo": lo, "break_point_hi": hi,
+                     "recommended_chunk_tokens": None if chunked else recommended_chunk_tokens(headline),
+                     "relative_break_point": relative["relative_break_point"], "absolute_break_point": absolute,
+                     **{c: relative[c] for c in ("base_value", "base_ci_lo", "base_ci_hi", "base_lengths", "at_chance")},
                      "best_length": None if best is None else int(best["length"]),
                      "best_value": None if best is None else float(best["value"]),
-                     "auc_break_point": point("auc", lambda s: break_point(s["length"], s["value"], rule.threshold))})
+                     "auc_break_point": point("auc", rule.threshold)})
     return pd.DataFrame(rows, columns=BREAK_COLUMNS)
 
 
+def read_breaks(path) -> pd.DataFrame:
+    """A ``breaks.csv`` written by :func:`break_points` (one :class:`~embedeval.errors.InputError`
+    line when it is missing, unreadable or lacks a column)."""
+    frame = read_table(path, BREAK_COLUMNS)[BREAK_COLUMNS]
+    return frame.assign(base_lengths=frame["base_lengths"].fillna("").astype(str))  # "128" reads back as a number
+
+
+def _tokens(value) -> str:
+    return "none" if value is None or pd.isna(value) else f"{int(value)} tokens"
+
+
+def interval_text(row) -> str:
+    """A break point with its interval, as the report's table shows it: "256 tokens (128-512)"."""
+    if row.break_point is None or pd.isna(row.break_point):
+        return "none"
+    def end(value) -> str:
+        return "none" if value is None or pd.isna(value) else str(int(value))
+    return f"{int(row.break_point)} tokens ({end(row.break_point_lo)}-{end(row.break_point_hi)})"
+
+
+def _is_true(value) -> bool:
+    return value is not None and not pd.isna(value) and bool(value)
+
+
 def break_sentence(row, rule: BreakRule | None = None) -> str:
-    """One line about a row of :func:`break_points`: the headline break point (or, when no
-    length keeps the rule, the best length), the other rule's beside it, the pooled-AUC one."""
+    """One line about a row of :func:`break_points`: the headline break point with its interval
+    (or, at chance, that the scorer does not find the needles; or, when no length keeps the
+    rule, the best length), the other rule's beside it, the pooled-AUC one."""
     rule = rule or BreakRule()
-
-    def tokens(value) -> str:
-        return "none" if value is None or pd.isna(value) else f"{int(value)} tokens"
-
-    other = (f"absolute rule ({rule.absolute_condition()}): {tokens(row.absolute_break_point)}" if rule.rule == "relative"
-             else f"relative rule ({rule.relative_condition()}): {tokens(row.relative_break_point)}")
-    tail = f"; {other}; pooled-AUC break point {tokens(row.auc_break_point)}"
+    other = (f"absolute rule ({rule.absolute_condition()}): {_tokens(row.absolute_break_point)}" if rule.rule == "relative"
+             else f"relative rule: {_tokens(row.relative_break_point)}")
+    tail = f"; {other}; pooled-AUC break point {_tokens(row.auc_break_point)}"
+    base = ("" if row.base_value is None or pd.isna(row.base_value) else
+            f"chance-corrected {rule.recall_metric} {row.base_value:.3f} [{row.base_ci_lo:.3f}, {row.base_ci_hi:.3f}] "
+            f"over {row.base_lengths} tokens")
+    if rule.rule == "relative" and _is_true(row.at_chance):
+        return f"at chance from the shortest length: this scorer does not find these needles ({base}){tail}"
     if row.break_point is None or pd.isna(row.break_point):
         if row.best_length is None or pd.isna(row.best_length):
             return f"no {rule.headline_metric} measured{tail}"
@@ -149,5 +269,5 @@ def break_sentence(row, rule: BreakRule | None = None) -> str:
                 f"{tail}")
     chunk = row.recommended_chunk_tokens
     advice = "" if chunk is None or pd.isna(chunk) else f", recommended chunk {int(chunk)} tokens"
-    base = "" if rule.rule != "relative" or pd.isna(row.base_value) else f" ({rule.recall_metric} {row.base_value:.3f} at the shortest)"
-    return f"break point {int(row.break_point)} tokens by {rule.condition()}{base}{advice}{tail}"
+    reading = f" ({base})" if rule.rule == "relative" and base else ""
+    return f"break point {interval_text(row)} by {rule.condition()}{reading}{advice}{tail}"

@@ -257,7 +257,7 @@ def nolima(
     needles: NeedleOptions,
     grid: GridOptions,
     out: Annotated[Path, typer.Option("--out", help="Run directory.")] = Path("runs/nolima"),
-    break_rule: Annotated[str, typer.Option("--break-rule", help="The headline break point: relative (the largest length whose recall@k stays >= 0.85 x its value at the shortest length) or absolute (--break-metric >= --break-threshold). Both are in the report.")] = DEFAULT_BREAK_RULE,
+    break_rule: Annotated[str, typer.Option("--break-rule", help="The headline break point: relative (the largest length whose chance-corrected recall@k stays >= 0.85 x its mean over the shortest lengths; none for a scorer at chance) or absolute (--break-metric >= --break-threshold). Both are in the report and breaks.csv.")] = DEFAULT_BREAK_RULE,
     break_k: Annotated[int, typer.Option("--break-k", help="The relative rule's recall@k: 1, 5 or 10.")] = DEFAULT_BREAK_K,
     break_metric: Annotated[str, typer.Option("--break-metric", help="The absolute rule's metric: recall@1, recall@5, recall@10, mrr, ndcg@10, query_auc, auc or comparative_ratio.")] = DEFAULT_BREAK_METRIC,
     break_threshold: Annotated[float, typer.Option("--break-threshold", help="The value the absolute rule's metric must keep for a length to count as working.")] = DEFAULT_BREAK_THRESHOLD,
@@ -274,7 +274,7 @@ def nolima(
 
     `--embedder bm25` adds a lexical baseline (BM25 over the haystacks of each length)."""
     from embedeval.experiments.nolima import NolimaConfig, run_nolima
-    from embedeval.breaks import break_points, break_sentence
+    from embedeval.breaks import break_sentence
     from embedeval.report import series_note
 
     if commit_every < 1:
@@ -295,7 +295,7 @@ def nolima(
         typer.echo(f"skipped {spec} ({why})")
     for name, count in result.newly_embedded.items():
         typer.echo(f"{name}: {count} texts newly embedded")
-    for row in break_points(result.metrics, config.rule()).itertuples():
+    for row in result.breaks.itertuples():
         if row.query_form == QUESTION:
             typer.echo(f"{row.embedder} [{row.strategy}, {row.variant}{series_note(row)}]: "
                        f"{break_sentence(row, config.rule())}")

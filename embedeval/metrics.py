@@ -289,41 +289,111 @@ def depth_bucket_index(depth, n_buckets: int = 3) -> np.ndarray:
     return np.clip(np.searchsorted(bucket_edges(n_buckets), depth, side="right") - 1, 0, n_buckets - 1)
 
 
+def _kept_prefix(keep: np.ndarray) -> np.ndarray:
+    """How many leading entries of each row of the boolean (n, L) ``keep`` are true."""
+    return np.logical_and.accumulate(keep, axis=-1).sum(axis=-1)
+
+
+def break_lengths(lengths, scores, threshold: float = DEFAULT_BREAK_THRESHOLD) -> np.ndarray:
+    """:func:`break_point` of every row of ``scores`` at once: ``scores`` is (n, L), one column
+    per length of the sorted, distinct ``lengths`` (NaN, a length not measured, breaks the run
+    there). Returns n break points, 0 where a row has none."""
+    lengths, scores = _length_grid(lengths, scores)
+    with np.errstate(invalid="ignore"):
+        kept = _kept_prefix(scores >= threshold)
+    return np.where(kept > 0, lengths[np.maximum(kept - 1, 0)], 0)
+
+
 def break_point(lengths, scores, threshold: float = DEFAULT_BREAK_THRESHOLD) -> int | None:
-    """The largest length up to which the score stays >= ``threshold`` (the "working context").
+    """The largest length up to which the score stays >= ``threshold`` (the "working context"):
+
+        L* = max { L : s(l) >= threshold for every measured l <= L }
 
     Lengths are sorted first; None when even the shortest length scores below the threshold.
     """
+    lengths, scores = _sorted_lengths(lengths, scores)
+    return int(break_lengths(lengths, scores[None, :], threshold)[0]) or None
+
+
+def _sorted_lengths(lengths, scores) -> tuple[np.ndarray, np.ndarray]:
+    """Paired lengths and scores, distinct lengths, sorted by length."""
     lengths, scores = _paired(lengths, scores, "lengths", "scores")
-    order = np.argsort(lengths, kind="stable")
-    best = None
-    for length, value in zip(lengths[order], scores[order]):
-        if value < threshold:
-            break
-        best = int(length)
-    return best
+    if np.unique(lengths).size != lengths.size:
+        raise ValueError("lengths must be distinct")
+    order = np.argsort(lengths)
+    return lengths[order].astype(np.int64), scores[order]
+
+
+def _length_grid(lengths, scores) -> tuple[np.ndarray, np.ndarray]:
+    """Validated (sorted, distinct) lengths and an (n, L) score matrix with a column per length."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    scores = np.atleast_2d(np.asarray(scores, dtype=float))
+    if lengths.ndim != 1 or not lengths.size or scores.shape[1] != lengths.size:
+        raise ValueError(f"scores must have one column per length ({lengths.size}), not shape {scores.shape}")
+    if np.any(np.diff(lengths) <= 0):
+        raise ValueError("lengths must be sorted and distinct")
+    return lengths, scores
+
+
+def base_length_count(n_lengths: int) -> int:
+    """How many of the shortest lengths a relative break point's base averages: three, but never
+    more than the shorter half of the grid and at least one, ``max(1, min(3, n_lengths // 2))``
+    (NoLiMa's base score averages three short lengths of eight; a grid of two or three lengths
+    keeps the shortest alone)."""
+    return max(1, min(3, n_lengths // 2))
+
+
+def relative_break_lengths(lengths, scores, fraction: float = RELATIVE_BREAK_FRACTION) -> np.ndarray:
+    """:func:`relative_break_point` of every row of ``scores`` at once: ``scores`` is (n, L), one
+    column per length of the sorted, distinct ``lengths``; NaN marks a length a row did not
+    measure (it breaks the run there). Returns n break points, 0 where a row has none."""
+    lengths, scores = _length_grid(lengths, scores)
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction must be in (0, 1], not {fraction}")
+    with np.errstate(invalid="ignore"):
+        base = scores[:, :base_length_count(lengths.size)].mean(axis=1)
+        kept = _kept_prefix(scores >= fraction * base[:, None])
+    kept = np.where(np.isfinite(base) & (base > 0), kept, 0)
+    return np.where(kept > 0, lengths[np.maximum(kept - 1, 0)], 0)
 
 
 def relative_break_point(lengths, scores, fraction: float = RELATIVE_BREAK_FRACTION) -> int | None:
-    """The largest length up to which the score stays >= ``fraction`` x its value at the
-    shortest length (an *effective length*, as RULER and NoLiMa read it against a short-context
-    reference):
+    """The largest length up to which the score stays >= ``fraction`` x its base, the mean over
+    the ``b`` shortest lengths measured (:func:`base_length_count`: b = 3 of 7 or 8 lengths, 1 of
+    2 or 3), as NoLiMa reads an effective length against a short-context base:
 
-        L* = max { L : s(l) >= fraction * s(l_min) for every measured l <= L }
+        base = (1 / b) sum_{i <= b} s(l_i),   L* = max { L : s(l) >= fraction * base for every l <= L }
 
-    None when the score at the shortest length is not positive (nothing to keep) or not finite.
-    Example: lengths 128, 256, 512 with recall 0.60, 0.52, 0.49 and fraction 0.85 -> the bar is
-    0.51, so L* = 256.
+    None when the base is not positive (nothing to keep) or not finite. The break point reads any
+    score; embedeval reads it on chance-corrected recall@k (:func:`chance_corrected_recall`), so a
+    scorer at chance has a base of about 0 (and :mod:`embedeval.breaks` gives none when the base's
+    interval reaches 0). Example: lengths 128, 256, 512 with scores 0.60, 0.52, 0.49 and fraction
+    0.85 -> b = 1, the bar is 0.51, so L* = 256; with 0.60, 0.52, 0.49, 0.40 at 128..1024 -> b = 2,
+    base 0.56, bar 0.476, L* = 512.
     """
-    lengths, scores = _paired(lengths, scores, "lengths", "scores")
-    if not 0 < fraction <= 1:
-        raise ValueError(f"fraction must be in (0, 1], not {fraction}")
-    if not lengths.size:
-        return None
-    base = scores[np.argmin(lengths)]
-    if not np.isfinite(base) or base <= 0:
-        return None
-    return break_point(lengths, scores, fraction * base)
+    lengths, scores = _sorted_lengths(lengths, scores)
+    return int(relative_break_lengths(lengths, scores[None, :], fraction)[0]) or None
+
+
+def chance_corrected_recall(recall, k: int, n_candidates):
+    """Recall@k corrected for chance, for one relevant candidate among ``n_candidates`` ranked:
+    a random ranking puts it in the top k with probability k / n, so
+
+        r_cc = (r - k/n) / (1 - k/n)
+
+    is 0 at chance, 1 for a perfect ranker and negative below chance (the kappa form). NaN where
+    k >= n (every ranking finds it: there is nothing to correct against). Elementwise over
+    ``recall`` and ``n_candidates``; the mean of per-query values equals the corrected mean
+    recall when n is the same for every query."""
+    recall = np.asarray(recall, dtype=float)
+    n_candidates = np.asarray(n_candidates, dtype=float)
+    if k < 1:
+        raise ValueError(f"k must be >= 1, not {k}")
+    if np.any(n_candidates < 1):
+        raise ValueError("n_candidates must be >= 1")
+    chance = np.minimum(k / n_candidates, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(chance < 1, (recall - chance) / (1 - chance), np.nan)
 
 
 def recommended_chunk_tokens(break_point_tokens: int | None) -> int | None:
@@ -352,6 +422,19 @@ def bootstrap_ci(
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
+def cluster_resamples(n_clusters: int, n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED) -> tuple[np.ndarray, np.ndarray]:
+    """The resamples of a cluster bootstrap: each draws ``n_clusters`` clusters with replacement.
+    Returns ``draws`` ((n_resamples, n_clusters) cluster indices) and ``weights`` (how many times
+    each cluster was drawn, same shape), so a resampled mean of per-cluster sums S and counts N is
+    ``weights @ S / weights @ N``. The same seed gives the same resamples everywhere."""
+    if n_clusters < 1 or n_resamples < 1:
+        raise ValueError(f"need at least one cluster and one resample, not {n_clusters} and {n_resamples}")
+    draws = np.random.default_rng(seed).integers(n_clusters, size=(n_resamples, n_clusters))
+    weights = np.zeros((n_resamples, n_clusters))
+    np.add.at(weights, (np.arange(n_resamples)[:, None], draws), 1.0)
+    return draws, weights
+
+
 def cluster_bootstrap_ci(
     stat: Callable, samples: tuple, clusters: tuple, n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED,
     confidence: float = 0.95,
@@ -377,10 +460,7 @@ def cluster_bootstrap_ci(
     labels = np.unique(np.concatenate([c.astype(str) for c in clusters]))
     codes = [np.searchsorted(labels, c.astype(str)) for c in clusters]
     n_clusters = labels.size
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(n_clusters, size=(n_resamples, n_clusters))
-    weights = np.zeros((n_resamples, n_clusters))
-    np.add.at(weights, (np.arange(n_resamples)[:, None], draws), 1.0)
+    draws, weights = cluster_resamples(n_clusters, n_resamples, seed)
     with np.errstate(divide="ignore", invalid="ignore"):
         if stat is np.mean and len(samples) == 1:
             sums, counts = np.bincount(codes[0], samples[0], n_clusters), np.bincount(codes[0], minlength=n_clusters)

@@ -11,12 +11,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from embedeval.breaks import BreakRule, break_points, break_sentence
 from embedeval.cli import app
 from embedeval.corpus import load_corpus
 from embedeval.haystacks import Piece, SentencePool, build_haystacks, distractor_boundaries
 from embedeval.labels import CONTROL, NEGATIVE
-from embedeval.metrics import relative_break_point
 from embedeval.needles import load_needle_set
 from embedeval.tokens import load_token_counter
 from fakes import write_word_books
@@ -156,36 +154,6 @@ def test_tokenizers_whose_tokens_can_span_a_space_are_counted_whole():
     assert counter(pre_tokenizers.Whitespace()).counts_add_up
     assert not counter(pre_tokenizers.Metaspace()).counts_add_up
     assert not counter(pre_tokenizers.ByteLevel()).counts_add_up
-
-
-def test_relative_break_point_by_hand():
-    assert relative_break_point([128, 256, 512], [0.60, 0.52, 0.49]) == 256  # bar 0.85 x 0.60 = 0.51
-    assert relative_break_point([512, 128, 256], [0.49, 0.60, 0.52]) == 256  # order does not matter
-    assert relative_break_point([128, 256, 512], [0.60, 0.40, 0.59]) == 128  # stays: the first miss ends it
-    assert relative_break_point([128, 256], [0.0, 0.0]) is None
-    assert relative_break_point([128, 256], [0.5, 0.5], fraction=1.0) == 256
-
-
-def _metrics(series: dict[str, tuple[float, ...]], lengths=(128, 256, 512, 1024), strategy="truncate") -> pd.DataFrame:
-    return pd.DataFrame([{"embedder": "m", "strategy": strategy, "query_form": "question", "variant": "onehop", "n_distractors": 0,
-                          "length": length, "category": "all", "depth_bucket": "all", "metric": metric, "value": value,
-                          "n": 24, "ci_lo": value - 0.05, "ci_hi": value + 0.05}
-                         for metric, values in series.items() for length, value in zip(lengths, values)])
-
-
-def test_both_break_rules_on_a_hand_made_table():
-    # the case: query_auc holds, recall@5 falls off below 0.85 x its value at 128 tokens
-    metrics = _metrics({"recall@5": (0.53, 0.45, 0.40, 0.20), "query_auc": (0.89, 0.85, 0.82, 0.70), "auc": (0.9, 0.9, 0.8, 0.6)})
-    relative = next(break_points(metrics).itertuples())  # 0.45 < 0.85 x 0.53 = 0.4505
-    assert (relative.break_point, relative.relative_break_point, relative.absolute_break_point) == (128, 128, 512)
-    assert relative.recommended_chunk_tokens == 102 and relative.base_value == pytest.approx(0.53)
-    assert relative.auc_break_point == 512
-    assert break_sentence(relative).startswith("break point 128 tokens by recall@5 >= 0.85 x its value at the shortest length")
-    absolute = next(break_points(metrics, BreakRule("absolute")).itertuples())
-    assert (absolute.break_point, absolute.recommended_chunk_tokens) == (512, 409)
-    assert "relative rule (recall@5 >= 0.85 x its value at the shortest length): 128 tokens" in break_sentence(absolute, BreakRule("absolute"))
-    ten = next(break_points(_metrics({"recall@10": (0.8, 0.75, 0.6, 0.5), "query_auc": (0.9,) * 4}), BreakRule(k=10)).itertuples())
-    assert ten.break_point == 256  # bar 0.68
 
 
 @pytest.mark.parametrize("args, message", [

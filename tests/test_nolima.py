@@ -32,8 +32,15 @@ def run(tmp_path_factory, books_dir):
 
 
 def test_run_writes_every_output(run):
-    for name in ["config.json", "haystacks.parquet", "similarities.parquet", "retrieval.parquet", "metrics.csv", "report.md"]:
+    for name in ["config.json", "haystacks.parquet", "similarities.parquet", "retrieval.parquet", "metrics.csv", "breaks.csv",
+                 "report.md"]:
         assert (run.out / name).is_file(), name
+    from embedeval.breaks import break_points, read_breaks
+
+    written = read_breaks(run.out / "breaks.csv")
+    again = break_points(run.metrics, run.retrieval, run.config.rule(), run.config.n_bootstrap, run.config.seed)
+    pd.testing.assert_frame_equal(written, again, check_dtype=False)
+    assert len(written) == 2  # one series per variant
     figures = sorted(p.name for p in (run.out / "figures").glob("*.png"))
     assert figures == ["auc_vs_length.png", "category_heatmap.png", "comparative_ratio_vs_length.png",
                        "depth_heatmap.png", "mrr_vs_length.png", "ndcg_vs_length.png", "normalized_vs_length.png",
@@ -232,6 +239,7 @@ def test_report_reads_runs_made_before_strategies_and_distractors(run, tmp_path)
     metrics.to_csv(old / "metrics.csv", index=False)
     pd.read_parquet(old / "similarities.parquet").drop(columns=list(LATER_COLUMNS)).to_parquet(old / "similarities.parquet")
     (old / "report.md").unlink()
+    (old / "breaks.csv").unlink()  # recomputed from metrics.csv and retrieval.parquet
     compare_runs([old])
     text = (old / "report.md").read_text()
     assert "st:all-MiniLM-L6-v2 [truncate, onehop, question]" in text
@@ -432,12 +440,12 @@ def test_break_points_name_the_best_length_when_none_reaches_the_threshold():
             for metric, values in (("query_auc", (0.75, 0.79, 0.6)), ("auc", (0.9, 0.85, 0.7)), ("recall@5", (0.0, 0.0, 0.0)))
             for length, value in zip((128, 256, 512), values)]
     rule = BreakRule("absolute", metric="query_auc", threshold=0.8)
-    table = break_points(pd.DataFrame(rows), rule)
+    table = break_points(pd.DataFrame(rows), None, rule)
     row = next(table.itertuples())
     assert pd.isna(row.break_point) and row.best_length == 256 and row.auc_break_point == 256
     assert break_sentence(row, rule).startswith("no length keeps query_auc >= 0.8 (best: 256 tokens at 0.790)")
-    row = next(break_points(pd.DataFrame(rows), BreakRule("absolute", metric="auc", threshold=0.8)).itertuples())
+    row = next(break_points(pd.DataFrame(rows), None, BreakRule("absolute", metric="auc", threshold=0.8)).itertuples())
     assert row.break_point == 256 and row.recommended_chunk_tokens == 204
-    row = next(break_points(pd.DataFrame(rows)).itertuples())  # relative: recall@5 is 0 at the shortest length
+    row = next(break_points(pd.DataFrame(rows), None).itertuples())  # relative: no rank table, no relative rule
     assert pd.isna(row.break_point) and pd.isna(row.relative_break_point) and pd.isna(row.absolute_break_point)
-    assert break_sentence(row).startswith("no length keeps recall@5 >= 0.85 x its value at the shortest length")
+    assert break_sentence(row).startswith("no length keeps chance-corrected recall@5 >= 0.85 x its mean over the shortest")

@@ -5,7 +5,7 @@ table from :mod:`embedeval.similarity`, metrics from :mod:`embedeval.aggregate`,
 :mod:`embedeval.report`.
 
 ``run_nolima(config)`` writes ``haystacks.parquet``, ``similarities.parquet``, ``retrieval.parquet``, ``metrics.csv``,
-``report.md``, ``report.html``, ``figures/`` and, last, ``config.json`` into ``config.out`` (each file atomically),
+``breaks.csv``, ``report.md``, ``report.html``, ``figures/`` and, last, ``config.json`` into ``config.out`` (each file atomically),
 holding the folder so that no second run writes into it at the same time.
 Every embedding goes through the persistent cache, so an interrupted run resumes where it
 stopped and a rerun of the same config embeds nothing and yields the same tables. When those
@@ -37,7 +37,7 @@ from embedeval.errors import ConfigError
 from embedeval.haystacks import HAYSTACK_FORMAT, build_haystacks, check_build_args
 from embedeval.derived import file_sha256, forget_outputs, fresh_outputs, inputs_digest, record_outputs
 from embedeval.io import read_table, run_directory, write_table, write_text_atomic
-from embedeval.breaks import BreakRule
+from embedeval.breaks import BREAKS_FILE, BreakRule, break_points, read_breaks
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
 from embedeval.report import REPORT_FILES, pool_size, write_report
 from embedeval.expansion import query_forms
@@ -143,6 +143,7 @@ class NolimaResult:
     similarities: pd.DataFrame
     retrieval: pd.DataFrame
     metrics: pd.DataFrame
+    breaks: pd.DataFrame  # the break points per series (embedeval.breaks), as in breaks.csv
     out: Path
     newly_embedded: dict[str, int]
 
@@ -212,16 +213,18 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
         derived_from = {k: v for k, v in settings.items() if k not in NOT_IN_OUTPUTS}
         digest = inputs_digest(out, ("similarities.parquet", "retrieval.parquet"), derived_from)
         if fresh_outputs(out, digest):  # the same tables and settings made them: the bootstrap and figures stand
-            metrics = read_table(out / "metrics.csv")
+            metrics, breaks = read_table(out / "metrics.csv"), read_breaks(out / BREAKS_FILE)
         else:
             forget_outputs(out)
             metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.seed, retrieval=retrieval)
+            breaks = break_points(metrics, retrieval, config.rule(), config.n_bootstrap, config.seed)
             write_table(metrics, out / "metrics.csv")
-            write_report(out, metrics, similarities, config.rule(), config=settings,
+            write_table(breaks, out / BREAKS_FILE)
+            write_report(out, metrics, similarities, breaks, config.rule(), config=settings,
                          candidates=pool_size(retrieval))
             figures = [str(p.relative_to(out)) for p in sorted((out / "figures").glob("*.png"))]
-            record_outputs(out, digest, ["metrics.csv", *REPORT_FILES, *figures])
+            record_outputs(out, digest, ["metrics.csv", BREAKS_FILE, *REPORT_FILES, *figures])
         # Last, so config.json always describes the tables beside it.
         write_text_atomic(out / "config.json", json.dumps(settings, indent=2))
     embedded = {s.name: s.embedder.stats.embedded for s in scorers if isinstance(s, EmbeddingScorer)}
-    return NolimaResult(config, haystacks, similarities, retrieval, metrics, out, embedded)
+    return NolimaResult(config, haystacks, similarities, retrieval, metrics, breaks, out, embedded)

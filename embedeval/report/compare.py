@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 
 from embedeval.aggregate import METRIC_COLUMNS, with_later_columns
-from embedeval.breaks import BreakRule
-from embedeval.defaults import DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD
+from embedeval.breaks import BREAKS_FILE, BreakRule, break_points, read_breaks
+from embedeval.defaults import DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.errors import InputError
 from embedeval.io import read_json, read_table
 from embedeval.labels import SIMILARITY_COLUMNS
@@ -21,8 +21,10 @@ LATER_COLUMNS = ("strategy", "windows_exact", "best_chunk", "chunk_has_needle", 
                  "n_needles", "own_question")
 
 
-def load_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """metrics.csv, similarities.parquet and config.json of a run directory."""
+def load_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, dict]:
+    """metrics.csv, similarities.parquet, the break points and config.json of a run directory.
+    The break points are its breaks.csv; a run from before it has them recomputed from its
+    metrics and retrieval.parquet with the run's break rule, resamples and seed."""
     run_dir = Path(run_dir)
     needed = [run_dir / "metrics.csv", run_dir / "similarities.parquet", run_dir / "config.json"]
     missing = [p.name for p in needed if not p.is_file()]
@@ -34,7 +36,13 @@ def load_run(run_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     config = read_json(needed[2])
     if not isinstance(config, dict) or not all(key in config for key in HEADER_KEYS):
         raise InputError(f"{needed[2]} is not a run's config (it needs {', '.join(HEADER_KEYS)})")
-    return metrics, similarities, config
+    if (run_dir / BREAKS_FILE).is_file():
+        breaks = read_breaks(run_dir / BREAKS_FILE)
+    else:
+        retrieval = run_dir / "retrieval.parquet"
+        breaks = break_points(metrics, read_table(retrieval) if retrieval.is_file() else None, break_rule_of(config),
+                              config.get("n_bootstrap", DEFAULT_N_BOOTSTRAP), config.get("seed", DEFAULT_SEED))
+    return metrics, similarities, breaks, config
 
 
 def pool_size(retrieval: pd.DataFrame) -> int:
@@ -65,19 +73,16 @@ def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
     """Rebuild the report of one run, or a combined report of several into ``out``."""
     loaded = [load_run(Path(d)) for d in run_dirs]
     if len(loaded) == 1:
-        metrics, sims, config = loaded[0]
-        return write_report(Path(out or run_dirs[0]), metrics, sims, break_rule_of(config), config=config,
+        metrics, sims, breaks, config = loaded[0]
+        return write_report(Path(out or run_dirs[0]), metrics, sims, breaks, break_rule_of(config), config=config,
                             candidates=_pool_size(Path(run_dirs[0])))
-    all_embedders = [e for m, _, _ in loaded for e in m["embedder"].unique()]
+    all_embedders = [e for m, _, _, _ in loaded for e in m["embedder"].unique()]
     relabel = len(all_embedders) != len(set(all_embedders))
-    metrics_frames, sim_frames = [], []
-    for run_dir, (metrics, sims, _) in zip(run_dirs, loaded):
-        if relabel:
-            metrics = metrics.assign(embedder=f"{Path(run_dir).name}/" + metrics["embedder"])
-            sims = sims.assign(embedder=f"{Path(run_dir).name}/" + sims["embedder"])
-        metrics_frames.append(metrics)
-        sim_frames.append(sims)
+    frames: list[list[pd.DataFrame]] = [[], [], []]
+    for run_dir, tables in zip(run_dirs, loaded):
+        for kept, table in zip(frames, tables[:3]):
+            kept.append(table.assign(embedder=f"{Path(run_dir).name}/" + table["embedder"]) if relabel else table)
     target = Path(out or "runs/compare")
     target.mkdir(parents=True, exist_ok=True)
-    return write_report(target, pd.concat(metrics_frames), pd.concat(sim_frames), break_rule_of(loaded[0][2]),
+    return write_report(target, *(pd.concat(f, ignore_index=True) for f in frames), break_rule_of(loaded[0][3]),
                         title="NoLiMa sweep: " + " vs ".join(Path(d).name for d in run_dirs))

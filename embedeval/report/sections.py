@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from embedeval.aggregate import with_later_columns
-from embedeval.breaks import BreakRule, break_points, break_sentence
+from embedeval.breaks import BREAK_INTERVAL, BreakRule, break_sentence, interval_text
 from embedeval.defaults import CHUNK_FACTOR
 from embedeval.report.figures import LINE_FIGURES, expansion_figure, heatmap_figure, line_figure, recall_figure
 from embedeval.report.tables import (
@@ -88,22 +88,30 @@ def format_cell(value, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, (float, np.floating)) else str(value)
 
 
-def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, rule: BreakRule | None = None,
-                    title: str = "NoLiMa sweep", config: dict | None = None, candidates: int | None = None) -> Document:
-    """The report of a run's tables, its figures drawn into ``out/figures``. ``config``: the
+def break_table(breaks: pd.DataFrame) -> pd.DataFrame:
+    """The report's first table: a row per series of ``breaks`` (:func:`~embedeval.breaks.break_points`),
+    the headline break point with its interval ("256 tokens (128-512)")."""
+    shown = breaks.assign(break_point=[interval_text(row) for row in breaks.itertuples()])
+    return shown.drop(columns=["break_point_lo", "break_point_hi", "base_ci_lo", "base_ci_hi", "best_length", "best_value"])
+
+
+def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, breaks: pd.DataFrame,
+                    rule: BreakRule | None = None, title: str = "NoLiMa sweep", config: dict | None = None,
+                    candidates: int | None = None) -> Document:
+    """The report of a run's tables, its figures drawn into ``out/figures``. ``breaks``: the break
+    points of the run (:func:`~embedeval.breaks.break_points`, ``breaks.csv``); ``config``: the
     settings of the run the tables come from (named in the first line), if there is one run;
     ``candidates``: the size of the retrieval pool plus one, for the chance level of recall@k.
     The break-point table comes first."""
     figures = Path(out) / "figures"
-    metrics, similarities = with_later_columns(metrics), with_later_columns(similarities)
+    metrics, similarities, bps = with_later_columns(metrics), with_later_columns(similarities), breaks
     rule = rule or BreakRule()
     break_metric = rule.headline_metric
-    bps = break_points(metrics, rule)
     several = several_needles_table(metrics)
     metrics, similarities = one_needle(metrics), one_needle(similarities)  # the sections below: one needle, its own question
     variant = main_variant(metrics)
     fewest = fewest_distractors(metrics)
-    chunk_lines = chunk_size_lines(fewest, rule, variant)
+    chunk_lines = chunk_size_lines(fewest, one_needle(bps), rule, variant)
     chunk_table = chunk_size_table(fewest, break_metric, variant)
     decoy_table = distractor_table(metrics, break_metric, variant)
     metrics, similarities = scorer_view(metrics), scorer_view(similarities)  # one series per embedder and strategy
@@ -121,14 +129,15 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
                           f"{', '.join(map(str, config['lengths']))}, {config['depths']} depths, seed {config['seed']}, "
                           f"token counts by `{config['tokenizer']}`."))
     sections = [Section(f"Break point and recommended chunk size ({rule.condition()})", [
-        Text("The break point is the largest length up to which the rule holds at every length from the shortest; "
-             f"the recommended chunk size is {CHUNK_FACTOR} x the headline ({rule.rule}) break point. Where no length "
-             "keeps the rule, the best length is named. Both rules are in the table, and the study's break point from "
-             "the AUC pooled over questions beside them:"),
+        Text("The break point is the largest length up to which the rule holds at every length from the shortest, "
+             f"with its interval (the {BREAK_INTERVAL[0]:.0%} and {BREAK_INTERVAL[1]:.0%} percentiles over bootstrap "
+             f"resamples of the question groups); the recommended chunk size is {CHUNK_FACTOR} x the headline "
+             f"({rule.rule}) break point. Where no length keeps the rule, the best length is named. Both rules are in "
+             "the table (and in `breaks.csv`), and the study's break point from the AUC pooled over questions beside them:"),
         Bullets(tuple(rule.meanings())),
         Bullets(tuple(f"{r.embedder} [{r.strategy}, {r.variant}, {r.query_form}{series_note(r)}]: {break_sentence(r, rule)}"
                       for r in bps.itertuples())),
-        Table(bps)])]
+        Table(break_table(bps))])]
     if not several.empty:
         sections.append(Section("Several needles", [
             Text("A haystack with K needles holds its own group's needle at the grid's depth and K - 1 needles of other "

@@ -101,10 +101,10 @@ def chunk_size_table(metrics: pd.DataFrame, metric: str, variant: str,
     return data.pivot_table(index=list(rows), columns="length", values="value").reset_index()
 
 
-def chunk_size_lines(metrics: pd.DataFrame, rule: BreakRule, variant: str) -> list[str]:
-    """Per embedder with chunked scoring: the largest chunk size whose headline metric keeps the
-    break rule at every length, and whether the best chunk size beats the best whole-document
-    strategy at the longest length (with both 95% CIs)."""
+def chunk_size_lines(metrics: pd.DataFrame, breaks: pd.DataFrame, rule: BreakRule, variant: str) -> list[str]:
+    """Per embedder with chunked scoring: the largest chunk size whose headline break point
+    (``breaks``, :func:`~embedeval.breaks.break_points`) is the longest length, and whether the
+    best chunk size beats the best whole-document strategy at the longest length (with both 95% CIs)."""
     metric = rule.headline_metric
     data = metric_series(metrics, metric)
     data = data[(data["variant"] == variant) & (data["query_form"] == QUESTION) & data["value"].notna()]
@@ -115,7 +115,9 @@ def chunk_size_lines(metrics: pd.DataFrame, rule: BreakRule, variant: str) -> li
             continue
         longest = int(rows["length"].max())
         sizes = {int(s.removeprefix(CHUNKED_PREFIX)): g for s, g in rows[is_chunked].groupby("strategy")}
-        holding = [c for c, g in sizes.items() if rule.holds_everywhere(g["length"], g["value"])]
+        kept = breaks[(breaks["embedder"] == embedder) & (breaks["variant"] == variant) & (breaks["query_form"] == QUESTION)
+                      & (breaks["n_distractors"] == rows["n_distractors"].min()) & (breaks["break_point"] == longest)]
+        holding = [c for c in sizes if f"{CHUNKED_PREFIX}{c}" in set(kept["strategy"])]
         tried = ", ".join(map(str, sorted(sizes)))
         if holding:
             first = (f"of the chunk sizes tried ({tried}), the largest that keeps {rule.condition()} at every "

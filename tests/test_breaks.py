@@ -1,0 +1,183 @@
+"""The break point on hand-made rank tables: chance-corrected, no headline for a scorer at chance,
+a base over the shortest lengths, and an interval from resampled question groups."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from embedeval.aggregate import retrieval_metrics
+from embedeval.breaks import BREAK_COLUMNS, BreakRule, break_points, break_sentence, interval_text, read_breaks
+from embedeval.metrics import (
+    base_length_count, break_lengths, break_point, chance_corrected_recall, cluster_resamples, relative_break_lengths,
+    relative_break_point,
+)
+
+LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192)
+N_CANDIDATES = 125  # 24 controls + 100 negatives + the needle haystack
+GROUPS = 24
+DEPTHS = 10
+
+
+def _rank_rows(ranks: dict[int, np.ndarray], n_candidates: int = N_CANDIDATES) -> pd.DataFrame:
+    """A rank table from ranks[length] of shape (GROUPS, DEPTHS), with every measure derived from
+    the rank by its definition (recall@k = 1[rank <= k], mrr = 1/rank, ...)."""
+    rows = []
+    for length, table in ranks.items():
+        for g, group_ranks in enumerate(table):
+            for d, rank in enumerate(group_ranks):
+                rank = int(rank)
+                rows.append({"embedder": "m", "strategy": "truncate", "query_form": "question", "group_id": f"g{g:02d}",
+                             "category": "c", "variant": "onehop", "length": length, "n_distractors": 0, "n_needles": 1,
+                             "own_question": True, "depth": d / (DEPTHS - 1), "haystack_id": f"g{g}:{length}:{d}",
+                             "score": 0.0, "rank": rank, "n_candidates": n_candidates, "ties": 0,
+                             "recall@1": float(rank <= 1), "recall@5": float(rank <= 5), "recall@10": float(rank <= 10),
+                             "mrr": 1 / rank, "mrr@10": 1 / rank if rank <= 10 else 0.0, "ndcg@1": float(rank <= 1),
+                             "ndcg@10": 1 / np.log2(rank + 1) if rank <= 10 else 0.0,
+                             "query_auc": (n_candidates - rank) / (n_candidates - 1)})
+    return pd.DataFrame(rows)
+
+
+def _with_hits(shares: dict[int, float], seed: int = 0) -> dict[int, np.ndarray]:
+    """Ranks per length where a share of the rows (spread over the groups) ranks 1 and the rest
+    ranks past the top 10."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for length, share in shares.items():
+        hits = rng.permutation(GROUPS * DEPTHS) < round(share * GROUPS * DEPTHS)
+        out[length] = np.where(hits, 1, rng.integers(11, N_CANDIDATES + 1, GROUPS * DEPTHS)).reshape(GROUPS, DEPTHS)
+    return out
+
+
+def _breaks(ranks: dict[int, np.ndarray], rule: BreakRule | None = None, n_resamples: int = 1000,
+            n_candidates: int = N_CANDIDATES) -> pd.Series:
+    retrieval = _rank_rows(ranks, n_candidates)
+    metrics = retrieval_metrics(retrieval, n_resamples=20)
+    table = break_points(metrics, retrieval, rule, n_resamples=n_resamples)
+    assert list(table.columns) == BREAK_COLUMNS and len(table) == 1
+    return table.iloc[0]
+
+
+def test_chance_corrected_recall_by_hand():
+    np.testing.assert_allclose(chance_corrected_recall([1.0, 0.0, 0.04, 0.52], 5, 125), [1.0, -0.04 / 0.96, 0.0, 0.5])
+    np.testing.assert_allclose(chance_corrected_recall([1.0, 0.5], 1, [2, 11]), [1.0, 0.45])
+    assert np.isnan(chance_corrected_recall(1.0, 5, 5))  # every ranking finds it: nothing to correct against
+    with pytest.raises(ValueError):
+        chance_corrected_recall(1.0, 0, 10)
+
+
+def test_relative_break_point_by_hand():
+    assert relative_break_point([128, 256, 512], [0.60, 0.52, 0.49]) == 256  # one base length: bar 0.85 x 0.60 = 0.51
+    assert relative_break_point([512, 128, 256], [0.49, 0.60, 0.52]) == 256  # order does not matter
+    assert relative_break_point([128, 256, 512], [0.60, 0.40, 0.59]) == 128  # stays: the first miss ends it
+    assert relative_break_point([128, 256], [0.0, 0.0]) is None
+    assert relative_break_point([128, 256], [0.5, 0.5], fraction=1.0) == 256
+    with pytest.raises(ValueError):
+        relative_break_point([128, 128], [0.5, 0.5])
+
+
+def test_both_rules_side_by_side():
+    # recall@5 holds its base to 512 and falls off at 1024; query_auc keeps 0.8 to 1024
+    ranks = _with_hits({128: 0.5, 256: 0.5, 512: 0.45, 1024: 0.2}, seed=1)
+    ranks = {length: np.minimum(r, 20) for length, r in ranks.items()}  # misses rank 11..20: query_auc stays high
+    retrieval = _rank_rows(ranks)
+    metrics = retrieval_metrics(retrieval, n_resamples=20)
+    relative = next(break_points(metrics, retrieval, n_resamples=200).itertuples())
+    assert (relative.break_point, relative.relative_break_point, relative.absolute_break_point) == (512, 512, 1024)
+    assert relative.recommended_chunk_tokens == 409 and relative.base_lengths == "128,256"
+    assert break_sentence(relative).startswith("break point 512 tokens (")
+    assert "by chance-corrected recall@5 >= 0.85 x its mean over the shortest lengths" in break_sentence(relative)
+    absolute = next(break_points(metrics, retrieval, BreakRule("absolute"), n_resamples=200).itertuples())
+    assert (absolute.break_point, absolute.recommended_chunk_tokens) == (1024, 819)
+    assert "relative rule: 512 tokens" in break_sentence(absolute, BreakRule("absolute"))
+    without_ranks = next(break_points(metrics, None).itertuples())  # a run without a rank table: no relative rule
+    assert pd.isna(without_ranks.break_point) and without_ranks.absolute_break_point == 1024
+
+
+def test_the_base_is_the_shortest_lengths_up_to_three_and_never_more_than_half():
+    assert [base_length_count(n) for n in range(1, 10)] == [1, 1, 1, 2, 2, 3, 3, 3, 3]
+    # eight lengths: the base is the mean of three (1.0, 0.9, 0.8 -> 0.9, bar 0.765)
+    assert relative_break_point(LENGTHS + (16384,), [1.0, 0.9, 0.8, 0.77, 0.76, 0.9, 0.9, 0.9]) == 1024
+    # four lengths: two (0.6, 0.52 -> 0.56, bar 0.476)
+    assert relative_break_point([128, 256, 512, 1024], [0.60, 0.52, 0.49, 0.40]) == 512
+
+
+def test_vectorised_break_points_equal_the_scalar_rule():
+    rng = np.random.default_rng(3)
+    scores = rng.uniform(-0.2, 1, (200, len(LENGTHS)))
+    expected = [relative_break_point(LENGTHS, row) or 0 for row in scores]
+    np.testing.assert_array_equal(relative_break_lengths(LENGTHS, scores), expected)
+    np.testing.assert_array_equal(break_lengths(LENGTHS, scores, 0.5), [break_point(LENGTHS, row, 0.5) or 0 for row in scores])
+
+
+def test_flat_at_chance_has_no_break_point():
+    # recall@5 exactly at chance (5 in 120) at every length: ranks 1, 6, ..., 116 in turn, one in 24 in the top 5
+    exact = {length: (np.arange(GROUPS * DEPTHS).reshape(GROUPS, DEPTHS) % 24) * 5 + 1 for length in LENGTHS}
+    row = _breaks(exact, n_candidates=120)
+    assert row["base_value"] == pytest.approx(0.0, abs=1e-12)
+    assert row["at_chance"] and pd.isna(row["break_point"]) and pd.isna(row["recommended_chunk_tokens"])
+    assert pd.isna(row["break_point_lo"]) and pd.isna(row["break_point_hi"])
+    assert break_sentence(row).startswith("at chance from the shortest length: this scorer does not find these needles")
+    # the rule before this change kept every length of a flat curve: 8192, "recommended chunk 6553"
+    raw = _rank_rows(exact, 120).groupby("length")["recall@5"].mean()
+    assert relative_break_point(raw.index, raw.to_numpy()) == 8192
+
+
+def test_a_random_ranker_almost_never_gets_a_break_point():
+    found = 0
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        ranks = {length: rng.integers(1, N_CANDIDATES + 1, (GROUPS, DEPTHS)) for length in LENGTHS}
+        found += not pd.isna(_breaks(ranks, n_resamples=200)["break_point"])
+    assert found <= 6  # the base's 95% interval excludes 0 for about 1 in 40 random rankers
+
+
+def test_rising_from_chance_has_no_break_point():
+    row = _breaks(_with_hits({128: 0.0, 256: 0.0, 512: 0.02, 1024: 0.3, 2048: 0.6, 4096: 0.8, 8192: 0.9}))
+    assert row["at_chance"] and pd.isna(row["break_point"])
+
+
+def test_a_strong_curve_with_a_dip_breaks_before_the_dip():
+    shares = {128: 1.0, 256: 0.95, 512: 0.9, 1024: 0.6, 2048: 0.9, 4096: 0.9, 8192: 0.9}
+    row = _breaks(_with_hits(shares))
+    retrieval = _rank_rows(_with_hits(shares))
+    corrected = chance_corrected_recall(retrieval["recall@5"], 5, retrieval["n_candidates"])
+    by_length = pd.Series(corrected).groupby(retrieval["length"]).mean()
+    assert row["base_value"] == pytest.approx(by_length.iloc[:3].mean())  # 0.95 (near enough: hits are counts)
+    assert row["base_lengths"] == "128,256,512" and not row["at_chance"]
+    assert row["break_point"] == 512 and row["recommended_chunk_tokens"] == 409  # 1024 falls below 0.85 x base
+    assert row["break_point_lo"] <= 512 <= row["break_point_hi"]
+    assert row["base_ci_lo"] <= row["base_value"] <= row["base_ci_hi"]
+
+
+def test_the_interval_is_the_break_point_on_resampled_groups():
+    shares = {128: 0.7, 256: 0.66, 512: 0.62, 1024: 0.6, 2048: 0.55, 4096: 0.45, 8192: 0.3}
+    ranks = _with_hits(shares, seed=5)
+    row = _breaks(ranks, n_resamples=300)
+    retrieval = _rank_rows(ranks)
+    retrieval["cc"] = chance_corrected_recall(retrieval["recall@5"], 5, retrieval["n_candidates"])
+    groups = sorted(retrieval["group_id"].unique())
+    draws, _ = cluster_resamples(len(groups), 300, 0)
+    points = []
+    for draw in draws:  # by hand: each resample's rows, every length from the same groups
+        sample = pd.concat([retrieval[retrieval["group_id"] == groups[g]] for g in draw])
+        means = sample.groupby("length")["cc"].mean()
+        points.append(relative_break_point(means.index, means.to_numpy()) or 0)
+    lo, hi = np.quantile(points, [0.05, 0.95], method="inverted_cdf")
+    assert (row["break_point_lo"], row["break_point_hi"]) == (lo, hi)
+    assert lo <= row["break_point"] <= hi
+    assert interval_text(row.to_frame().T.itertuples().__next__()) == f"{int(row['break_point'])} tokens ({lo}-{hi})"
+
+
+def test_absolute_rule_interval_and_breaks_csv_round_trip(tmp_path):
+    ranks = _with_hits({128: 0.9, 256: 0.9, 512: 0.85, 1024: 0.5}, seed=2)
+    retrieval = _rank_rows(ranks)
+    rule = BreakRule("absolute", metric="recall@5", threshold=0.8)
+    table = break_points(retrieval_metrics(retrieval, n_resamples=20), retrieval, rule, n_resamples=200)
+    row = table.iloc[0]
+    assert row["break_point"] == 512 and row["break_point_lo"] <= 512 <= row["break_point_hi"]
+    table.to_csv(tmp_path / "breaks.csv", index=False)
+    back = read_breaks(tmp_path / "breaks.csv")
+    assert list(back.columns) == BREAK_COLUMNS and back.iloc[0]["break_point"] == 512
+    assert break_sentence(next(back.itertuples()), rule).startswith("break point 512 tokens (")
