@@ -1,9 +1,10 @@
 """Similarity table -> metrics table: every metric of :mod:`embedeval.metrics` per condition.
 
-Cells are (embedder, strategy, query_form, variant, length, n_distractors), each also split by
-category and by depth bucket. Positives are the haystacks holding the question's needle; negatives
-(for AUC, Cohen's d, the comparative ratio) are the needle-free controls of the same length and
-distractor count — for the ratio, each haystack against its own control (``control_id``). Output is long: one row per metric with its
+Cells are (embedder, strategy, query_form, variant, length, n_distractors, n_needles, own_question),
+each also split by category and by depth bucket. Positives are the haystacks holding the question's
+needle; negatives (for AUC, Cohen's d, the comparative ratio) are the controls of the same length,
+distractor count and needle count (a K-needle haystack's control holds its K - 1 other needles, so
+the separation measures its own needle alone) — for the ratio, each haystack against its own control (``control_id``). Output is long: one row per metric with its
 value, n and a 95% CI from a cluster bootstrap over question groups (the needle haystacks of one
 question share its question and its filler, so they are resampled together).
 """
@@ -177,11 +178,13 @@ def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOT
     pairs["win"] = win_scores(pairs["sim_qh"], pairs["neg"])
     pairs["depth_bucket"] = _depth_buckets(pairs["depth"], n_buckets)
     controls = similarities[similarities["variant"] == CONTROL]
-    control_cells = {key: g for key, g in controls.groupby(["embedder", "strategy", "query_form", "length", "n_distractors"])}
+    controls = controls.assign(n_needles=np.where(controls["n_needles"] > 1, controls["n_needles"], 0))  # tables before: 1
+    control_cells = {key: g for key, g in controls.groupby(["embedder", "strategy", "query_form", "length", "n_distractors", "n_needles"])}
     out: list[dict] = []
     for key, cell in pairs.groupby(CELL, sort=True):
-        embedder, strategy, form, variant, length, n_distractors = key[:6]
-        cell_controls = control_cells[(embedder, strategy, form, length, n_distractors)]
+        embedder, strategy, form, variant, length, n_distractors, n_needles = key[:7]
+        # a K-needle haystack's controls hold the K - 1 other needles (n_needles K); the others hold none (0)
+        cell_controls = control_cells[(embedder, strategy, form, length, n_distractors, n_needles if n_needles > 1 else 0)]
         labels = dict(zip(CELL, key))
         rows = _Rows({**labels, "category": ALL, "depth_bucket": ALL}, n_resamples, seed)
         _separation_rows(rows, cell, cell_controls, full=True)

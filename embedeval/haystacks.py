@@ -62,14 +62,15 @@ HAYSTACK_COLUMNS = [
     "id", "group_id", "category", "variant", "length", "n_tokens", "depth", "target_depth",
     "text", "needle_start", "needle_end", "character", "sources", "seed",
     "n_distractors", "distractors_of", "distractor_starts", "distractors_in_zone", "control_id",
-    "n_needles", "needle_groups", "needle_characters", "needle_starts",
+    "n_needles", "needle_groups", "needle_characters", "needle_starts", "needle_depths",
 ]
 #: Columns that haystack files of older versions lack (``character``, then the distractors').
 LATER_HAYSTACK_COLUMNS = ("character", "n_distractors", "distractors_of", "distractor_starts", "control_id", "distractors_in_zone",
-                          "n_needles", "needle_groups", "needle_characters", "needle_starts")
+                          "n_needles", "needle_groups", "needle_characters", "needle_starts", "needle_depths")
 #: How haystacks are built, recorded with them: a run directory's haystacks of another format are
-#: rebuilt, not reused (2: depths that meet at one boundary built once; distractors_in_zone).
-HAYSTACK_FORMAT = 2
+#: rebuilt, not reused (2: depths that meet at one boundary built once; distractors_in_zone;
+#: 3: needle_depths, and a control of its own for every haystack with several needles).
+HAYSTACK_FORMAT = 3
 #: Distractors go at sentence boundaries whose depth differs from the needle's by more than this.
 DISTRACTOR_ZONE = 0.2
 
@@ -213,6 +214,15 @@ def assemble(pieces: list[Piece], inserts: Sequence[tuple[int, str]]) -> tuple[s
             parts.append(pieces[k].text)
             offset += len(pieces[k].text) + 1
     return " ".join(parts), starts
+
+
+def inserts_tokens_before(pieces: list[Piece], places: Sequence[int], tokens: Sequence[int]) -> list[int]:
+    """Tokens before each insert of :func:`assemble` (insert i at boundary ``places[i]``, taking
+    ``tokens[i]`` tokens): the filler's tokens before its boundary, plus the inserts at earlier
+    boundaries and those before it at its own (inserts at one boundary keep their order)."""
+    boundaries = boundary_tokens(pieces)
+    return [int(boundaries[k]) + sum(n for j, (other, n) in enumerate(zip(places, tokens)) if other < k or (other == k and j < i))
+            for i, k in enumerate(places)]
 
 
 def boundary_tokens(pieces: list[Piece]) -> np.ndarray:
@@ -364,8 +374,10 @@ def build_haystacks(
     counts, on stderr. Books are split once per content into ``cache_dir``
     (:mod:`embedeval.sentences`). Each K > 1 of ``needles_per_haystack`` builds the needle
     haystacks again with K - 1 needles of other groups beside the own one (``n_needles``,
-    ``needle_groups``, ``needle_characters`` and ``needle_starts``, own first; without
-    distractors); their control is the plain one.
+    ``needle_groups``, ``needle_characters``, ``needle_starts`` and ``needle_depths``, own
+    first; without distractors); each has a control of its own holding the K - 1 other needles
+    at the same boundaries (``n_needles`` K, its needle columns naming those K - 1), so the
+    pool of needle-free candidates never holds it.
     """
     check_build_args(lengths, depths, variants, negatives, min_books, filler, n_distractors, needles_per_haystack)
     needle_set.check_variants(variants)
@@ -441,10 +453,6 @@ class _Grid:
         """The stream that places the distractors of one haystack."""
         return placement_rng(self.seed, haystack_id)
 
-    def _tokens_before(self, pieces: list[Piece], needle_at: int, places: Sequence[int], extra_tokens: Sequence[int]) -> int:
-        """Tokens before the needle: the filler's before its boundary and the other inserts put
-        before it (those at its own boundary follow it)."""
-        return int(boundary_tokens(pieces)[needle_at]) + sum(n for k, n in zip(places, extra_tokens) if k < needle_at)
 
     def kinds(self) -> list[tuple[int, int]]:
         """The (distractor count, needle count) of each kind of needle haystack: every distractor
@@ -500,7 +508,10 @@ class _Grid:
         (both depths' nearest sentence boundary is the same, as in short haystacks of long
         sentences) is left out, with its control: it would be counted twice. ``self.merged``
         counts them. With K needles, the K - 1 needles of other groups go where distractors go
-        (:func:`distractor_boundaries`), and the control is the plain one (the filler alone)."""
+        (:func:`distractor_boundaries`), and the haystack has a control of its own: the same
+        filler with those K - 1 needles at the same boundaries and not its own, topped up to the
+        length (as a haystack with distractors has one holding its distractors), so its own
+        question's separation measures its own needle alone."""
         base = {"group_id": group.id, "category": group.category, "length": length, "seed": self.seed}
         plain_control = f"{group.id}:{CONTROL}:{length}"
         rows = []
@@ -508,8 +519,8 @@ class _Grid:
             decoys, decoy_tokens = self._decoys(group, count)
             suffix = (f":x{count}" if count else "") + (f":n{n_needles}" if n_needles > 1 else "")
             marks = {"n_distractors": count, "distractors_of": group.id if count else "", "n_needles": n_needles}
-            # the filler of this K's controls: the same for every variant and depth
-            control_pieces = trim(filler, length - decoy_tokens, self.tokenizer) if count and self.controls else []
+            own_controls = bool(count or n_needles > 1) and self.controls  # one control per needle haystack
+            trimmed: dict[int, list[Piece]] = {}  # the filler of those controls, by the tokens put in
             for variant in self.variants:
                 built: set[str] = set()
                 for index, target in enumerate(self.targets):
@@ -524,28 +535,40 @@ class _Grid:
                     needle_at = needle_boundary(pieces, float(target))
                     places, in_zone = (distractor_boundaries(pieces, len(extra), self._rng(haystack_id), needle_at, length)
                                        if extra else ([], 0))
-                    text, starts = assemble(pieces, [(needle_at, needle), *zip(places, extra)])
+                    inserts = [(needle_at, needle), *zip(places, extra)]
+                    text, starts = assemble(pieces, inserts)
                     if text in built:
                         self.merged += 1
                         continue
                     built.add(text)
                     self.zone_misses += bool(count and in_zone)
                     self.with_distractors += bool(count)
-                    control_id = f"{group.id}:{CONTROL}:{length}:{variant}:d{index:02d}{suffix}" if count else plain_control
+                    control_id = f"{group.id}:{CONTROL}:{length}:{variant}:d{index:02d}{suffix}" if own_controls else plain_control
+                    needles = 1 + len(others)
                     rows.append({**base, **marks, "id": haystack_id, "variant": variant, "target_depth": float(target),
                                  "text": text, "needle_start": starts[0], "needle_end": starts[0] + len(needle),
-                                 "character": character, "distractor_starts": starts[1 + len(others):],
+                                 "character": character, "distractor_starts": starts[needles:],
                                  "distractors_in_zone": in_zone if count else 0,
                                  "needle_groups": [group.id, *(g for g, _, _ in others)],
                                  "needle_characters": [character, *(name for _, name, _ in others)],
-                                 "needle_starts": starts[:1 + len(others)],
+                                 "needle_starts": starts[:needles],
+                                 "needles_before": inserts_tokens_before(pieces, places=[k for k, _ in inserts],
+                                                                         tokens=[needle_tokens, *extra_tokens])[:needles],
                                  "control_id": control_id if self.controls else None,
-                                 "tokens_before": self._tokens_before(pieces, needle_at, places, extra_tokens),
                                  "parts_tokens": _tokens_of(pieces) + needle_tokens + sum(extra_tokens),
                                  "sources": sorted({p.book for p in pieces})})
-                    if count and self.controls:  # the same filler and distractors at the same boundaries, no needle
-                        rows += _needle_free_row({**base, **marks, "distractors_in_zone": in_zone}, control_id,
-                                                 CONTROL, control_pieces, list(zip(places, decoys)), decoy_tokens)
+                    if own_controls:  # the same filler, the same decoys and other needles at the same boundaries; not its own
+                        if sum(extra_tokens) not in trimmed:
+                            trimmed[sum(extra_tokens)] = trim(filler, length - sum(extra_tokens), self.tokenizer)
+                        control_pieces = trimmed[sum(extra_tokens)]
+                        control = _needle_free_row({**base, **marks, "distractors_in_zone": in_zone}, control_id, CONTROL,
+                                                   control_pieces, list(zip(places, extra)), sum(extra_tokens))[0]
+                        inserted = control["distractor_starts"]
+                        control.update({"n_needles": n_needles if n_needles > 1 else 0, "distractor_starts": inserted[len(others):],
+                                        "needle_groups": [g for g, _, _ in others], "needle_characters": [c for _, c, _ in others],
+                                        "needle_starts": inserted[:len(others)],
+                                        "needles_before": inserts_tokens_before(control_pieces, places, extra_tokens)[:len(others)]})
+                        rows.append(control)
             if not count and n_needles == 1 and self.controls:
                 rows += _needle_free_row({**base, **marks}, plain_control, CONTROL, trim(filler, length, self.tokenizer))
         return _counted(rows, length, self.tokenizer)
@@ -580,7 +603,7 @@ def _needle_free_row(base: dict, haystack_id: str, variant: str, pieces: list[Pi
     text, starts = assemble(pieces, decoys)
     return [{"distractors_in_zone": 0, **base, "n_needles": 0, "needle_groups": [], "needle_characters": [], "needle_starts": [],
              "id": haystack_id, "variant": variant, "target_depth": None, "text": text,
-             "needle_start": None, "needle_end": None, "character": None, "tokens_before": None,
+             "needle_start": None, "needle_end": None, "character": None, "needles_before": [],
              "parts_tokens": _tokens_of(pieces) + decoy_tokens,
              "distractor_starts": starts, "control_id": None, "sources": sorted({p.book for p in pieces})}]
 
@@ -602,6 +625,6 @@ def _counted(rows: list[dict], length: int, tokenizer: TokenCounter) -> list[dic
         if n > length:
             raise CorpusError(f"haystack {row['id']} came out at {n} tokens, over its target {length}")
         row["n_tokens"] = n
-        before = row.pop("tokens_before")
-        row["depth"] = None if before is None else before / n if n else 0.0
+        row["needle_depths"] = [before / n if n else 0.0 for before in row.pop("needles_before")]
+        row["depth"] = row["needle_depths"][0] if row["needle_start"] is not None else None
     return rows

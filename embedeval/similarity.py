@@ -64,7 +64,8 @@ class Asks:
     holds), the haystack's own question first; a needle-free haystack is asked its own group's
     question (a negative none). Arrays aligned: ``haystack`` (row position in the haystack table),
     ``group`` (index in the needle set), ``own``, ``character``, ``needle_start``/``needle_end``
-    (that question's needle in the text; NaN without one)."""
+    (that question's needle in the text; NaN without one) and ``depth`` (that needle's depth;
+    NaN without one)."""
 
     haystack: np.ndarray
     group: np.ndarray
@@ -72,6 +73,7 @@ class Asks:
     character: np.ndarray
     needle_start: np.ndarray
     needle_end: np.ndarray
+    depth: np.ndarray
 
 
 def asks_of(haystacks: pd.DataFrame, needle_set: NeedleSet) -> Asks:
@@ -80,25 +82,28 @@ def asks_of(haystacks: pd.DataFrame, needle_set: NeedleSet) -> Asks:
     group_index = {g.id: i for i, g in enumerate(needle_set.groups)}
     several = "needle_groups" in haystacks.columns
     columns = [haystacks[c].to_numpy() if c in haystacks.columns else np.full(len(haystacks), None)
-               for c in ("variant", "group_id", "character", "needle_start")]
+               for c in ("variant", "group_id", "character", "needle_start", "depth")]
     lists = ([haystacks[c].to_numpy() for c in ("needle_groups", "needle_characters", "needle_starts")] if several
              else [None] * 3)
+    depths = haystacks["needle_depths"].to_numpy() if "needle_depths" in haystacks.columns else None
     entries = []
-    for row, (variant, group_id, character, start) in enumerate(zip(*columns)):
+    for row, (variant, group_id, character, start, depth) in enumerate(zip(*columns)):
         if variant == NEGATIVE:
             continue
         if variant == CONTROL or not several or len(lists[0][row]) == 0:
             own_character = character if isinstance(character, str) else needle_set.groups[group_index[group_id]].character
-            entries.append((row, group_index[group_id], True, own_character, np.nan if pd.isna(start) else float(start)))
+            entries.append((row, group_index[group_id], True, own_character, np.nan if pd.isna(start) else float(start),
+                            np.nan if pd.isna(depth) else float(depth)))
             continue
         for k, (asked, name, at) in enumerate(zip(lists[0][row], lists[1][row], lists[2][row])):
-            entries.append((row, group_index[asked], k == 0, name, float(at)))
-    haystack, group, own, character, start = (np.array(x) for x in zip(*entries)) if entries else [np.array([])] * 5
+            # the depth of the needle that answers this question (tables before needle_depths: the own one's)
+            entries.append((row, group_index[asked], k == 0, name, float(at), float(depths[row][k] if depths is not None else depth)))
+    haystack, group, own, character, start, depth = (np.array(x) for x in zip(*entries)) if entries else [np.array([])] * 6
     variants = haystacks["variant"].to_numpy()
     length = np.array([np.nan if variants[h] == CONTROL else len(needle_set.groups[g].needle(variants[h], c))
                        for h, g, c in zip(haystack, group, character)], dtype=float)
     return Asks(haystack.astype(np.int64), group.astype(np.int64), own.astype(bool), character.astype(object),
-                start.astype(float), start.astype(float) + length)
+                start.astype(float), start.astype(float) + length, depth.astype(float))
 
 
 def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by: str = DEFAULT_NORMALIZE_BY) -> pd.DataFrame:
@@ -120,9 +125,11 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
     (chunks-max; 0 where the text is scored as one piece); ``chunk_has_needle``: that piece holds
     the whole needle (NA for controls); ``n_distractors``: distractors in the haystack
     (``distractors_in_zone`` of them inside the needle's ±0.2 zone, where no boundary lay outside
-    it); ``n_needles``: needles in it; ``control_id``: the needle haystack's control (the same
-    filler and distractors without the needle; empty for controls and for other questions' rows,
-    which have no control of their own).
+    it); ``n_needles``: needles in a needle haystack (its control's row carries the same K when K >
+    1: that control holds the K - 1 other needles; other controls 0); ``depth``: the depth of the
+    needle that answers the row's question; ``control_id``: the needle haystack's control (the
+    same filler, distractors and other needles without its own needle; empty for controls and for
+    other questions' rows, which have no control of their own).
     """
     check_normalize_by(normalize_by)
     scorer = scored.scorer
@@ -175,7 +182,7 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
             "group_id": group_ids, "category": categories,
             "variant": variants, "length": haystacks["length"].to_numpy(), "n_distractors": n_distractors,
             "distractors_in_zone": in_zone, "n_needles": n_needles, "own_question": asks.own, "control_id": control_ids,
-            "depth": haystacks["depth"].to_numpy(dtype=float, na_value=np.nan),
+            "depth": asks.depth,
             "target_depth": haystacks["target_depth"].to_numpy(dtype=float, na_value=np.nan),
             "query_form": form, "sim_qh": sim_qh.astype(float), "sim_qn": sim_qn, "normalized": normalized,
             "normalized_by": normalize_by if scorer.normalizable else "", "n_tokens": haystacks["n_tokens"].to_numpy(),
@@ -210,7 +217,7 @@ def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet) -> pd.DataFram
     position = {haystack_id: i for i, haystack_id in enumerate(haystacks["id"])}
     asks = asks_of(haystacks, needle_set)
     asked = positive[asks.haystack]
-    ask_rows, ask_groups, ask_own = asks.haystack[asked], asks.group[asked], asks.own[asked]
+    ask_rows, ask_groups, ask_own, ask_depths = asks.haystack[asked], asks.group[asked], asks.own[asked], asks.depth[asked]
     group_ids = np.array([g.id for g in needle_set.groups], dtype=object)
     categories = np.array([g.category for g in needle_set.groups], dtype=object)
     frames = []
@@ -219,14 +226,15 @@ def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet) -> pd.DataFram
             length, count, _ = keys[code]
             same = codes == code
             chosen = (codes[ask_rows] == code) & np.array([scored.queries[form][q] is not None for q in ask_groups], dtype=bool)
-            rows, query_rows, own = ask_rows[chosen], ask_groups[chosen], ask_own[chosen]  # groups without this form: not ranked
-            free = ~positive & same
+            rows, query_rows, own, depths = ask_rows[chosen], ask_groups[chosen], ask_own[chosen], ask_depths[chosen]
+            free = ~positive & same & (n_needles == 0)  # a control of a K-needle haystack holds K - 1 needles: no candidate
             pool = np.flatnonzero(free & (variants == NEGATIVE) if count else free)
             candidate_scores = scores.values[query_rows][:, pool]
             if count:  # and each haystack's own control
                 mine = np.array([position.get(c, -1) for c in control_ids[rows]], dtype=np.int64)
                 kept = mine >= 0
-                rows, query_rows, own, candidate_scores, mine = rows[kept], query_rows[kept], own[kept], candidate_scores[kept], mine[kept]
+                rows, query_rows, own, depths, candidate_scores, mine = (rows[kept], query_rows[kept], own[kept], depths[kept],
+                                                                          candidate_scores[kept], mine[kept])
                 candidate_scores = np.concatenate([candidate_scores, scores.values[query_rows, mine][:, None]], axis=1)
             if not rows.size or not candidate_scores.shape[1]:
                 continue
@@ -236,8 +244,7 @@ def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet) -> pd.DataFram
                 "embedder": scored.scorer.name, "strategy": scored.scorer.strategy, "query_form": form,
                 "group_id": group_ids[query_rows], "category": categories[query_rows], "variant": picked["variant"].to_numpy(),
                 "length": length, "n_distractors": count, "n_needles": n_needles[rows], "own_question": own,
-                "depth": picked["depth"].to_numpy(dtype=float, na_value=np.nan),
-                "haystack_id": picked["id"].to_numpy(), "score": scores.values[query_rows, rows].astype(float),
+                "depth": depths, "haystack_id": picked["id"].to_numpy(), "score": scores.values[query_rows, rows].astype(float),
             })
             frames.append(pd.concat([frame, pd.DataFrame(measures)], axis=1))
     return pd.concat(frames, ignore_index=True)[RETRIEVAL_COLUMNS + list(RETRIEVAL_MEASURES)]

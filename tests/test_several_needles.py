@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from embedeval.aggregate import nolima_metrics
 from embedeval.cli import app
 from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_NEEDLES
@@ -37,21 +38,48 @@ def grid(needle_set, books_dir):
 
 def test_each_three_needle_haystack_holds_three_groups_needles_own_first(needle_set, grid):
     counter = load_token_counter()
-    three = grid[grid["n_needles"] == 3]
+    three = grid[(grid["n_needles"] == 3) & (grid["variant"] != CONTROL)]
     assert len(three) == 5 * 2 * 4 * 2  # groups x lengths x depths x variants
+    assert (grid["n_needles"] == 3).sum() == 2 * len(three)  # and a control each
     for row in three.itertuples():
         assert len(row.needle_groups) == len(set(row.needle_groups)) == 3 and row.needle_groups[0] == row.group_id
         assert row.needle_characters[0] == row.character and len(set(row.needle_characters)) == 3
         for group_id, name, start in zip(row.needle_groups, row.needle_characters, row.needle_starts):
             needle = needle_set.group(group_id).needle(row.variant, name)
             assert row.text[start:start + len(needle)] == needle and row.text.count(needle) == 1
-        assert row.needle_starts[0] == row.needle_start
-        before = counter.count([row.text[:row.needle_start].strip()])[0]
-        assert row.depth == pytest.approx(before / row.n_tokens, abs=2 / row.n_tokens)
-        assert row.n_tokens <= row.length and row.control_id == f"{row.group_id}:{CONTROL}:{row.length}"
+        assert row.needle_starts[0] == row.needle_start and row.depth == row.needle_depths[0]
+        for start, depth in zip(row.needle_starts, row.needle_depths):  # every needle's depth, counted here
+            before = counter.count([row.text[:start].strip()])[0]
+            assert depth == pytest.approx(before / row.n_tokens, abs=2 / row.n_tokens)
+        assert row.n_tokens <= row.length
+        assert row.control_id == f"{row.group_id}:{CONTROL}:{row.length}:{row.variant}:d{row.id.split(':d')[1]}"
     names = {name for g in needle_set.groups for name in g.characters}
-    for row in grid[grid["variant"].isin([CONTROL, NEGATIVE])].itertuples():
-        assert row.n_needles == 0 and not any(name in row.text for name in names)
+    for row in grid[grid["variant"].isin([CONTROL, NEGATIVE]) & (grid["n_needles"] == 0)].itertuples():
+        assert not any(name in row.text for name in names) and len(row.needle_groups) == 0
+
+
+def test_a_three_needle_haystack_has_a_control_with_the_other_two_needles_where_they_were(needle_set, grid):
+    counter = load_token_counter()
+    by_id = grid.set_index("id")
+    three = grid[(grid["n_needles"] == 3) & (grid["variant"] != CONTROL)]
+    assert three["control_id"].is_unique
+    for row in three.itertuples():
+        control = by_id.loc[row.control_id]
+        assert control["variant"] == CONTROL and control["n_needles"] == 3 and control["n_tokens"] <= row.length
+        assert list(control["needle_groups"]) == list(row.needle_groups[1:])
+        own = needle_set.group(row.group_id).needle(row.variant, row.character)
+        assert own not in control["text"]
+        own_tokens = counter.count([own])[0]
+        for k, (group_id, name) in enumerate(zip(row.needle_groups[1:], row.needle_characters[1:])):
+            needle = needle_set.group(group_id).needle(row.variant, name)
+            start = control["needle_starts"][k]
+            assert control["text"][start:start + len(needle)] == needle and control["text"].count(needle) == 1
+            # at the same sentence boundary: the tokens before it are the haystack's, less the own needle's if it came first
+            in_haystack = counter.count([row.text[:row.needle_starts[k + 1]].strip()])[0]
+            in_control = counter.count([control["text"][:start].strip()])[0]
+            expected = in_haystack - (own_tokens if row.needle_start < row.needle_starts[k + 1] else 0)
+            assert abs(in_control - expected) <= 2
+            assert control["needle_depths"][k] == pytest.approx(in_control / control["n_tokens"], abs=2 / control["n_tokens"])
 
 
 def test_the_one_needle_grid_is_the_same_beside_several_needles(needle_set, books_dir, grid):
@@ -80,15 +108,16 @@ def test_a_haystack_is_ranked_by_every_question_whose_needle_it_holds(needle_set
     ranks = retrieval_rows(scored, needle_set)
     three = ranks[ranks["n_needles"] == 3]
     assert three.groupby("haystack_id").size().eq(3).all()
-    assert len(three) == 3 * (grid["n_needles"] == 3).sum()
+    assert len(three) == 3 * ((grid["n_needles"] == 3) & (grid["variant"] != CONTROL)).sum()
     assert three.groupby("haystack_id")["own_question"].sum().eq(1).all()
     # recomputed by hand: rank = 1 + the pool's candidates scoring at least as high (pessimistic on ties)
     group_row = {g.id: i for i, g in enumerate(needle_set.groups)}
     column = {haystack_id: i for i, haystack_id in enumerate(grid["id"])}
-    free = grid["variant"].isin([CONTROL, NEGATIVE]).to_numpy()
+    free = (grid["variant"].isin([CONTROL, NEGATIVE]) & (grid["n_needles"] == 0)).to_numpy()  # no needle in a candidate
     for row in three.itertuples():
         haystack = grid.iloc[column[row.haystack_id]]
         assert row.group_id in haystack["needle_groups"] and row.own_question == (row.group_id == haystack["group_id"])
+        assert row.depth == haystack["needle_depths"][list(haystack["needle_groups"]).index(row.group_id)]  # its needle's
         pool = np.flatnonzero(free & (grid["length"] == row.length).to_numpy())
         scores = values[group_row[row.group_id]]
         assert row.score == scores[column[row.haystack_id]]
@@ -96,8 +125,28 @@ def test_a_haystack_is_ranked_by_every_question_whose_needle_it_holds(needle_set
         assert row.n_candidates == pool.size + 1
     # the similarity table: one row per question asked; only the own question's row has a control
     table = similarity_rows(scored, needle_set)
-    asked = table[table["n_needles"] == 3]
+    asked = table[(table["n_needles"] == 3) & (table["variant"] != CONTROL)]
     assert len(asked) == len(three) and asked["control_id"].isna().eq(~asked["own_question"]).all()
+    np.testing.assert_array_equal(asked.sort_values(["haystack_id", "group_id"])["depth"],
+                                  three.sort_values(["haystack_id", "group_id"])["depth"])
+
+
+def test_the_own_questions_separation_measures_its_own_needle_alone(needle_set, grid):
+    # a scorer that adds 1 for the question's needle and 0.1 for every other needle in the text
+    asked_of = [set(groups) for groups in grid["needle_groups"]]
+    values = np.array([[(1.0 if g.id in held else 0.0) + 0.1 * len(held - {g.id}) for held in asked_of]
+                       for g in needle_set.groups])
+    zeros = np.zeros(values.shape, dtype=np.int64)
+    scored = HaystackScores(_MatrixScorer(), grid, {"question": [g.question for g in needle_set.groups]},
+                            {"question": Scores(values, zeros, zeros, zeros)}, grid["text"].str.len().to_numpy())
+    metrics = nolima_metrics(similarity_rows(scored, needle_set), n_resamples=20)
+    own = metrics[(metrics["n_needles"] == 3) & metrics["own_question"] & (metrics["category"] == "all")
+                  & (metrics["depth_bucket"] == "all")]
+    diff = own[own["metric"] == "mean_diff"]["value"]
+    np.testing.assert_allclose(diff, 1.0)  # the two other needles' 0.2 is in the control too
+    one = metrics[(metrics["n_needles"] == 1) & (metrics["metric"] == "mean_diff") & (metrics["category"] == "all")
+                  & (metrics["depth_bucket"] == "all")]
+    np.testing.assert_allclose(one["value"], 1.0)
 
 
 def test_the_sweep_reports_several_needles(needle_set, books_dir, tmp_path):
