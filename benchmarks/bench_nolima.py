@@ -29,6 +29,11 @@ build of the same corpus (split read back), the floor ``encode`` of its unique t
 ``run_nolima`` that builds its haystacks itself. Targets: cold <= 0.6 x floor, building <= 0.15 x
 cold.
 
+Part 5, break points (issue 28): on the default grid (Part 1's options), a run into the user's
+embedding cache (warm after the README's first command; cold otherwise, not timed), a warm rerun
+(timed) and ``break_points`` with its bootstrap intervals on the run's tables (the median of three).
+Target: break points <= 0.05 x the warm rerun.
+
 Each cold run also prints the seconds spent inside the model's ``embed``/``embed_ids`` and around
 them (model load, token ids, cache, scoring, metrics, report): other work on the cores inflates
 the raw ratios, the seconds around the model much less. Every run_nolima prints where its time
@@ -40,6 +45,7 @@ costs dominate it, so its ratios do not test the targets).
     PYTHONPATH=. python benchmarks/bench_nolima.py --part 2   # windows-mean only
     PYTHONPATH=. python benchmarks/bench_nolima.py --part 3   # a user's grid, 128..8192 tokens
     PYTHONPATH=. python benchmarks/bench_nolima.py --part 4   # late-chunking
+    PYTHONPATH=. python benchmarks/bench_nolima.py --part 5   # break points vs a warm rerun
     PYTHONPATH=. python benchmarks/bench_nolima.py --quick
 """
 
@@ -60,6 +66,7 @@ import numpy as np
 from sentence_transformers import SentenceTransformer
 
 from embedeval import sentences
+from embedeval.breaks import break_points, break_sentence
 from embedeval.defaults import DEFAULT_DEPTHS, DEFAULT_LENGTHS, DEFAULT_NEGATIVES, DEFAULT_VARIANTS
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.expansion import query_forms
@@ -69,7 +76,7 @@ from embedeval.needles import STANDARD_NEEDLE
 from embedeval.strategies import EmbeddingScorer, parse_strategies
 
 MODEL = "all-MiniLM-L6-v2"
-TRUNCATE_CEILING, WARM_CEILING, WINDOWS_CEILING = 0.6, 0.03, 1.15
+TRUNCATE_CEILING, WARM_CEILING, WINDOWS_CEILING, BREAKS_CEILING = 0.6, 0.03, 1.15, 0.05
 # Part 2's default grid: small enough for a few minutes on 2 cores.
 WINDOW_GROUPS, WINDOW_LENGTHS, WINDOW_DEPTHS, WINDOW_NEGATIVES = 4, (128, 256, 512, 1024, 2048), 5, 10
 QUICK = {"groups": "2", "lengths": [128, 512], "depths": 2, "negatives": 4,
@@ -129,6 +136,7 @@ CLOCKED = {
     "tables": [(nolima, "similarity_rows"), (nolima, "retrieval_rows"), (nolima, "write_table")],
     "derived check": [(nolima, "inputs_digest"), (nolima, "fresh_outputs")],
     "metrics": [(nolima, "nolima_metrics")],
+    "break points": [(nolima, "break_points")],
     "report": [(nolima, "write_report")],
     "  model load": [(SentenceTransformer, "__init__")],
     "  tokenising": [(SentenceTransformerEmbedder, "token_ids")],
@@ -328,10 +336,30 @@ def part_grid(model: SentenceTransformerEmbedder, folder: Path, args) -> None:
     print(f"  cold, in s     {breakdown(spent)}")
 
 
+def part_breaks(folder: Path, args) -> None:
+    config = make_config(folder, "breaks", "truncate", args.groups, args.lengths, args.depths, args.negatives)
+    first, _, _ = timed_run(config, None)  # the user's cache: warm after the README's run
+    warm, result, spent = timed_run(config, None)
+    seconds = []
+    for _ in range(3):
+        start = time.perf_counter()
+        table = break_points(result.metrics, result.retrieval, config.rule(), config.n_bootstrap, config.seed)
+        seconds.append(time.perf_counter() - start)
+    took = float(np.median(seconds))
+    print("== Part 5: break points with intervals ==")
+    print(f"grid             {grid_line(config, result.haystacks)}; first run {first:.1f} s (not in the ratio)")
+    print(f"warm run_nolima  {warm:8.2f} s   ({breakdown(spent)})")
+    print(f"break points     {took:8.3f} s   {len(table)} series x {config.n_bootstrap} resamples; "
+          f"breaks/warm = {took / warm:.4f} {verdict(took / warm, BREAKS_CEILING)}")
+    for row in table.itertuples():
+        print(f"  {row.variant:9s} {break_sentence(row, config.rule())}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=["1", "2", "3", "4", "all"], default="all",
-                        help="1: truncate, 2: windows-mean, 3: a user's grid (lengths 128..8192, 100 negatives), 4: late-chunking")
+    parser.add_argument("--part", choices=["1", "2", "3", "4", "5", "all"], default="all",
+                        help="1: truncate, 2: windows-mean, 3: a user's grid (lengths 128..8192, 100 negatives), 4: late-chunking, "
+                             "5: break points vs a warm rerun")
     parser.add_argument("--late-chunk-tokens", type=int, default=128, help="Part 4: the chunk size of late-chunking")
     parser.add_argument("--quick", action="store_true", help="a tiny grid for a smoke run (~1 min idle)")
     parser.add_argument("--groups", help="Part 1: N (the first N groups) or comma-separated group ids; default all")
@@ -372,6 +400,8 @@ def main() -> None:
             part_grid(model, folder, args)
         if args.part in ("4", "all"):
             part_late(model, folder, args)
+        if args.part in ("5", "all"):
+            part_breaks(folder, args)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS         {peak_mb:.0f} MB; total {time.perf_counter() - started:.0f} s; "
           f"load average now {load_average()} (other work on the cores skews the ratios)")
