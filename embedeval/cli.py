@@ -523,7 +523,7 @@ def themes_membership(
     pairs: PairOptions,
     cluster: Annotated[Optional[int], typer.Option("--cluster", help="The target theme (default 0: the largest cluster).")] = None,
     threshold: Annotated[float, typer.Option("--threshold", help="A needle blends in when its probability for the target cluster exceeds this (and it passes --min-outside-percentile).")] = DEFAULT_BLEND_THRESHOLD,
-    min_outside_percentile: Annotated[float, typer.Option("--min-outside-percentile", help="...and its mean cosine to the theme's nearest chunks is at or above this percentile (0-100) of the corpus chunks outside the theme.")] = DEFAULT_MIN_OUTSIDE_PERCENTILE,
+    min_outside_percentile: Annotated[float, typer.Option("--min-outside-percentile", help="A needle blends in only when it is also this close to the target theme: its mean cosine to the theme's nearest chunks at or above this percentile (0-100) of the same statistic over the corpus chunks outside the theme.")] = DEFAULT_MIN_OUTSIDE_PERCENTILE,
     embedder: Annotated[Optional[str], typer.Option("--embedder", "-e", help="Must be the run's embedder if given (the default is the run's).")] = None,
     cache_dir: CacheDir = None,
     quiet: Quiet = False,

@@ -12,11 +12,14 @@ probability, x, y of a second, 2-D UMAP for the map), ``clusters.csv``, ``report
 ``themes.json``: the settings, the embedder's spec and fingerprint, the package versions.
 
 ``theme_membership(out, texts)``: texts (needles) embedded with the run's embedder, placed in the
-fitted UMAP's space (:func:`place`: the weighted mean of their nearest chunks' positions) and
-assigned by HDBSCAN's ``approximate_predict``: predicted cluster, its
-probability, and whether the text blends into the target theme (predicted into it with probability
-> 0.9). A run directory whose embedder, settings or packages differ from what is installed now is
-refused with one line: the pickled models would not mean the same.
+fitted UMAP's space (:func:`place`: the weighted mean of their nearest chunks' positions; a corpus
+chunk's own vector on its own position) and assigned by HDBSCAN's ``approximate_predict``: predicted
+cluster and its probability; then, in the embedding space (:func:`theme_distances`), each text's
+mean cosine to its nearest chunks of the target theme and that value's percentile among the corpus
+chunks outside the theme (and inside it). A text blends into the target theme when it is predicted
+into it with probability > 0.9 and is closer to it than 95% of the corpus outside it. A run
+directory whose embedder, settings or packages differ from what is installed now is refused with
+one line: the pickled models would not mean the same.
 
 Determinism: UMAP with a ``random_state`` runs single-threaded (umap-learn turns parallelism off
 when a seed is given; a parallel run is faster and differs run to run), HDBSCAN is deterministic,
