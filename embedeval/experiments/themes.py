@@ -322,14 +322,14 @@ def load_themes(out: str | Path):
 def place(reducer, vectors: np.ndarray, corpus: np.ndarray) -> np.ndarray:
     """Where new vectors sit in a fitted UMAP's space. ``corpus``: the vectors UMAP was fitted on
     (row i at ``reducer.embedding_[i]``). A vector equal to a corpus chunk's (cosine >= 1 - 1e-6)
-    lands exactly on that chunk's position; any other at the weighted mean of its nearest corpus
-    chunks' positions, the weights those of UMAP's fuzzy neighbour graph (``transform_mode="graph"``,
-    each row normalised to sum 1):
+    lands exactly on that chunk's position (on one of them for a text the corpus holds twice); any
+    other at the weighted mean of its nearest corpus chunks' positions, the weights those of UMAP's
+    fuzzy neighbour graph (``transform_mode="graph"``, each row normalised to sum 1):
 
         y_new = sum_j w_j * y_j / sum_j w_j
 
-    (the weighted mean alone would move a corpus chunk by about one nearest-neighbour distance: its
-    other neighbours pull it). This is where UMAP's own ``transform`` starts; it then runs a few
+    (the weighted mean alone moves a corpus chunk by about one or two nearest-neighbour distances:
+    its other neighbours pull it). This is where UMAP's own ``transform`` starts; it then runs a few
     noisy optimisation epochs that move every point off it (a corpus chunk placed again drops from
     probability about 1 to 0.6-0.8, and the result depends on the other texts placed with it).
     Here each text is placed on its own. The weights are rescaled per text, so how far the
