@@ -19,7 +19,7 @@ from embedeval.cli_options import (
 )
 from embedeval.defaults import (
     DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY,
-    DEFAULT_STRATEGIES, DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_WINDOW_OVERLAP,
+    DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_STRATEGIES, DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_WINDOW_OVERLAP,
 )
 from embedeval.errors import EmbedevalError, InputError
 from embedeval.io import check_output_file
@@ -522,13 +522,16 @@ def themes_membership(
     needles: NeedleOptions,
     pairs: PairOptions,
     cluster: Annotated[Optional[int], typer.Option("--cluster", help="The target theme (default 0: the largest cluster).")] = None,
-    threshold: Annotated[float, typer.Option("--threshold", help="A needle blends in when its probability for the target cluster exceeds this.")] = DEFAULT_BLEND_THRESHOLD,
+    threshold: Annotated[float, typer.Option("--threshold", help="A needle blends in when its probability for the target cluster exceeds this (and it passes --min-outside-percentile).")] = DEFAULT_BLEND_THRESHOLD,
+    min_outside_percentile: Annotated[float, typer.Option("--min-outside-percentile", help="A needle blends in only when it is also this close to the target theme: its mean cosine to the theme's nearest chunks at or above this percentile (0-100) of the same statistic over the corpus chunks outside the theme.")] = DEFAULT_MIN_OUTSIDE_PERCENTILE,
     embedder: Annotated[Optional[str], typer.Option("--embedder", "-e", help="Must be the run's embedder if given (the default is the run's).")] = None,
     cache_dir: CacheDir = None,
     quiet: Quiet = False,
 ) -> None:
     """Each needle (every variant; or each pair's needle) projected onto the run's themes: its predicted
-    cluster, its probability, and whether it blends into the target theme (probability > threshold)."""
+    cluster, its probability, its mean cosine to the target theme's nearest chunks with that value's
+    percentile among the corpus outside the theme (and inside it), and whether it blends into the
+    target theme (probability > threshold and outside percentile >= its minimum)."""
     from embedeval.experiments.context_rot import pair_rows
     from embedeval.experiments.themes import read_manifest, theme_membership
 
@@ -538,10 +541,11 @@ def themes_membership(
         made_with = read_manifest(run_dir)["settings"]["embedder"]
         if made_with != embedder:
             raise InputError(f"{run_dir} was made with {made_with}, not {embedder}: its themes live in that model's space")
-    table = theme_membership(run_dir, pair_rows(source), cluster, threshold, cache_dir=cache_dir, progress=not quiet)
+    table = theme_membership(run_dir, pair_rows(source), cluster, threshold, min_outside_percentile, cache_dir=cache_dir,
+                             progress=not quiet)
     _write_similarity_table(table, out)
     typer.echo(f"{int(table['blends_in'].sum())} of {len(table)} needles blend into cluster {table['target_cluster'].iloc[0]} "
-               f"(probability > {threshold})")
+               f"(probability > {threshold} and outside percentile >= {min_outside_percentile:g})")
 
 
 def main() -> None:

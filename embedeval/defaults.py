@@ -75,7 +75,9 @@ DEFAULT_CHUNKER = "sentences:1-3"
 #: Corpus themes (embedeval.experiments.themes), the settings of Chroma's Context Rot study:
 #: 1-3-sentence chunks, UMAP to 50 dimensions (30 neighbours, min_dist 0.05, random_state 42),
 #: HDBSCAN (min_cluster_size 10, min_samples 15), 20 MMR representatives of a cluster, and a needle
-#: blending into a theme when its approximate-prediction probability for the theme's cluster is > 0.9.
+#: blending into a theme when its approximate-prediction probability for the theme's cluster is > 0.9
+#: and (embedeval's addition, in the embedding space) its mean cosine to the theme's nearest chunks is
+#: at or above this percentile of the same statistic over the corpus chunks outside the theme.
 DEFAULT_THEME_CHUNKER = "sentences:1-3"
 DEFAULT_UMAP_NEIGHBORS = 30
 DEFAULT_UMAP_MIN_DIST = 0.05
@@ -86,3 +88,4 @@ DEFAULT_REPRESENTATIVES = 20
 DEFAULT_MMR_LAMBDA = 0.5
 DEFAULT_THEME_SEED = 42
 DEFAULT_BLEND_THRESHOLD = 0.9
+DEFAULT_MIN_OUTSIDE_PERCENTILE = 95.0

@@ -94,7 +94,7 @@ def test_04_themes(tmp_path):
     assert len(clusters) == 3 and (out / "figures" / "map.png").is_file()
     shown = "".join(o.get("data", {}).get("text/plain", "") + o.get("text", "") for c in notebook.cells if c.cell_type == "code"
                     for o in c.outputs)
-    assert "blends_in" in shown and "clusters" in shown
+    assert "blends_in" in shown and "outside_percentile" in shown and "clusters" in shown
 
 
 def test_cli_docs_match_the_real_help():

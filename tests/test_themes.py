@@ -1,5 +1,6 @@
 """Corpus themes (issue 23): three topics written here recovered by UMAP + HDBSCAN, MMR by hand,
-needles that blend in and needles that do not, reruns, and bad input as one line."""
+needles that blend in and needles that do not (issue 28: also judged by their distance to the theme
+in the embedding space, percentiles by hand), reruns, and bad input as one line."""
 
 from __future__ import annotations
 
@@ -111,48 +112,130 @@ def test_mmr_by_hand():
         mmr(relevance, similarity[:3], 2)
 
 
-def test_needles_written_in_a_topic_blend_in_and_others_do_not(themes_run, tmp_path):
-    chunks = pd.read_parquet(themes_run / "chunks.parquet")
-    largest = chunks[chunks["cluster"] == 0]["book"].mode()[0]
-    rng = np.random.default_rng(99)
-    on_topic = sentences(largest, 4, rng)
-    off_topic = ["The quarterly invoice lists the software licence fees for the accounting department.",
-                 "Please reset your password with the link in the security email from the bank.",
-                 "The election committee counted the postal votes in the town hall on Tuesday.",
-                 "Her knee injury needed physiotherapy and a scan at the orthopaedic clinic."]
-    pairs = tmp_path / "pairs.csv"
-    pd.DataFrame({"id": [f"on{i}" for i in range(4)] + [f"off{i}" for i in range(4)], "question": ["What happened?"] * 8,
-                  "needle": on_topic + off_topic}).to_csv(pairs, index=False)
-    out = tmp_path / "membership.csv"
-    result = CliRunner().invoke(app, ["themes", "membership", str(themes_run), "--pairs", str(pairs), "--out", str(out), "-q"])
+#: Needles about subjects none of the three topics touches (the surgeon and the lawyer land in the
+#: middle of the sailing cluster at probability 1.0: only the distance test keeps them out).
+UNRELATED = ["The quarterly invoice lists the software licence fees for the accounting department.",
+             "Please reset your password with the link in the security email from the bank.",
+             "The election committee counted the postal votes in the town hall on Tuesday.",
+             "Her knee injury needed physiotherapy and a scan at the orthopaedic clinic.",
+             "The surgeon replaced the patient's hip in a three-hour operation.",
+             "The lawyer filed an appeal against the insurance company.",
+             "The stock market fell sharply after the interest rate decision.",
+             "The striker scored twice in the second half and the fans sang until midnight."]
+
+
+def topic_of(chunks: pd.DataFrame, cluster: int) -> str:
+    return chunks[chunks["cluster"] == cluster]["book"].mode()[0]
+
+
+def membership(themes_run, tmp_path, needles: list[str], cluster: int, *options: str):
+    pairs = tmp_path / f"pairs{cluster}.csv"
+    pd.DataFrame({"id": [f"n{i}" for i in range(len(needles))], "question": ["What happened?"] * len(needles),
+                  "needle": needles}).to_csv(pairs, index=False)
+    out = tmp_path / f"membership{cluster}.csv"
+    result = CliRunner().invoke(app, ["themes", "membership", str(themes_run), "--pairs", str(pairs), "--cluster", str(cluster),
+                                      *options, "--out", str(out), "-q"])
     assert result.exit_code == 0, result.output
-    table = pd.read_csv(out).set_index("id")
-    assert (table.loc[[f"on{i}" for i in range(4)], "target_probability"] > 0.9).all()
-    assert (table.loc[[f"off{i}" for i in range(4)], "probability"] < 0.5).all()  # placed, but at the fringe of any theme
-    assert table.loc[[f"on{i}" for i in range(4)], "blends_in"].all()
-    assert not table.loc[[f"off{i}" for i in range(4)], "blends_in"].any()
-    assert "4 of 8 needles blend into cluster 0" in result.output
+    return pd.read_csv(out), result.output
 
 
-def test_corpus_chunks_placed_again_keep_their_cluster_alone_or_together(themes_run):
+def test_needles_of_a_topic_blend_into_its_theme_and_needles_about_another_subject_into_none(themes_run, tmp_path):
+    chunks = pd.read_parquet(themes_run / "chunks.parquet")
+    rng = np.random.default_rng(99)
+    confident = 0  # unrelated needles that HDBSCAN's probability alone would have let in
+    for cluster in range(3):
+        on_topic = sentences(topic_of(chunks, cluster), 3, rng)
+        table, output = membership(themes_run, tmp_path, on_topic + UNRELATED, cluster)
+        assert {"predicted_cluster", "probability", "target_cluster", "target_probability", "neighbour_similarity",
+                "outside_percentile", "inside_percentile", "blends_in"} <= set(table.columns)
+        on, off = table.iloc[:3], table.iloc[3:]
+        assert (on["target_probability"] > 0.9).all() and (on["outside_percentile"] >= 95).all() and on["blends_in"].all()
+        assert not off["blends_in"].any(), off
+        assert (off["outside_percentile"] < 95).all() and (off["neighbour_similarity"] < 0.2).all()
+        assert (on["neighbour_similarity"] > 0.5).all()
+        confident += int((off["target_probability"] > 0.9).sum())
+        assert f"3 of 11 needles blend into cluster {cluster} (probability > 0.9 and outside percentile >= 95)" in output
+    assert confident >= 2
+
+
+def test_the_percentiles_by_hand(themes_run, tmp_path):
+    from embedeval.embedders.registry import load_embedder
+
+    chunks = pd.read_parquet(themes_run / "chunks.parquet")
+    rng = np.random.default_rng(7)
+    needles = sentences(topic_of(chunks, 1), 2, rng) + UNRELATED[:2] + [chunks["text"].iloc[0]]
+    table, _ = membership(themes_run, tmp_path, needles, 1)
+    model = load_embedder("st:all-MiniLM-L6-v2")
+    corpus, vectors = model.embed(chunks["text"].tolist()), model.embed(needles)
+    theme, outside = corpus[chunks["cluster"].to_numpy() == 1], corpus[chunks["cluster"].to_numpy() != 1]
+    k = 30  # the run's UMAP n_neighbors
+
+    def mean_of_nearest(v, reference):
+        return np.sort(reference @ v)[::-1][:k].mean()
+
+    needle = np.array([mean_of_nearest(v, theme) for v in vectors])
+    out_stat = np.array([mean_of_nearest(v, theme) for v in outside])
+    in_stat = np.array([mean_of_nearest(theme[i], np.delete(theme, i, axis=0)) for i in range(len(theme))])
+    np.testing.assert_allclose(table["neighbour_similarity"], needle, atol=1e-6)
+    for column, reference in (("outside_percentile", out_stat), ("inside_percentile", in_stat)):
+        # ties (within 1e-6: the corpus chunk among the needles scores as itself) counted half
+        by_hand = [100 * ((reference < s - 1e-6).mean() + 0.5 * (abs(reference - s) <= 1e-6).mean()) for s in needle]
+        np.testing.assert_allclose(table[column], by_hand, atol=1e-9)
+    assert table["outside_percentile"].iloc[:2].eq(100).all() and table["outside_percentile"].iloc[2:4].lt(30).all()
+    # the outside chunks' own spread: far below a needle of the topic
+    assert np.percentile(out_stat, 95) < 0.4 < needle[:2].min()
+
+
+def test_nearest_cosines_and_percentile_rank_by_hand(monkeypatch):
+    from embedeval import metrics
+    from embedeval.metrics import nearest_cosines, neighbour_similarity, percentile_rank
+
+    reference = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 2.0], [-1.0, 0.0]])  # cosines to (1, 0): 1, .6, 0, -1
+    cosines, rows = nearest_cosines([[3.0, 0.0], [0.0, 1.0]], reference, 2)
+    np.testing.assert_allclose(cosines, [[1.0, 0.6], [1.0, 0.8]])
+    assert rows.tolist() == [[0, 1], [2, 1]]
+    np.testing.assert_allclose(neighbour_similarity([[1.0, 0.0]], reference, 3), [(1 + 0.6 + 0) / 3])
+    np.testing.assert_allclose(neighbour_similarity([[1.0, 0.0]], reference, 10), [0.6 / 4])  # fewer than k: all of them
+    # leave-one-out: row 0's nearest others are 1 (.6) and 2 (0); row 2's are 1 (.8) and 0 (0)
+    np.testing.assert_allclose(neighbour_similarity(reference, reference, 2, exclude_self=True)[[0, 2]], [0.3, 0.4])
+    np.testing.assert_allclose(neighbour_similarity(reference, reference, 10, exclude_self=True)[0], (0.6 + 0 - 1) / 3)
+    rng = np.random.default_rng(0)
+    queries, many = rng.normal(size=(50, 8)), rng.normal(size=(40, 8))
+    whole = nearest_cosines(queries, many, 5)
+    monkeypatch.setattr(metrics, "_BLOCK_BYTES", 8 * 40 * 3)  # three queries a block
+    for blocked, one in zip(nearest_cosines(queries, many, 5), whole):
+        np.testing.assert_array_equal(blocked, one)
+    unit = many / np.linalg.norm(many, axis=1, keepdims=True)
+    np.testing.assert_allclose(whole[0], np.sort(queries / np.linalg.norm(queries, axis=1, keepdims=True) @ unit.T)[:, ::-1][:, :5])
+    # ties counted half: 0.2 is above one of four and equal to two
+    assert percentile_rank([0.05, 0.2, 0.3, 0.5], [0.1, 0.2, 0.2, 0.4]).tolist() == [0.0, 50.0, 75.0, 100.0]
+    assert percentile_rank([0.2 + 1e-9], [0.1, 0.2, 0.2, 0.4], tolerance=1e-6).tolist() == [50.0]  # ties within 1e-6
+    for call, message in ((lambda: nearest_cosines([[0.0, 0.0]], reference, 1), "norm 0"),
+                          (lambda: nearest_cosines([[1.0, 0.0, 0.0]], reference, 1), "different dimensions"),
+                          (lambda: nearest_cosines([[1.0, 0.0]], reference, 0), "k must be"),
+                          (lambda: percentile_rank([0.5], []), "reference is empty")):
+        with pytest.raises(ValueError, match=message):
+            call()
+
+
+def test_corpus_chunks_placed_again_land_on_their_own_position_and_a_text_is_placed_alone(themes_run):
     import joblib
 
     from embedeval.embedders.registry import load_embedder
-    from embedeval.experiments.themes import place
+    from embedeval.experiments.themes import place, theme_membership
 
     chunks = pd.read_parquet(themes_run / "chunks.parquet")
     core = chunks[chunks["probability"] == 1.0].groupby("cluster").head(3)
     reducer = joblib.load(themes_run / "umap.joblib")
-    vectors = load_embedder("st:all-MiniLM-L6-v2").embed(core["text"].tolist())
-    together = place(reducer, vectors)
-    alone = np.concatenate([place(reducer, vectors[i:i + 1]) for i in range(len(vectors))])
+    model = load_embedder("st:all-MiniLM-L6-v2")
+    corpus = model.embed(chunks["text"].tolist())
+    np.testing.assert_array_equal(place(reducer, model.embed(core["text"].tolist()), corpus), reducer.embedding_[core.index])
+    new = model.embed(sentences("sailing", 4, np.random.default_rng(3)))
+    together = place(reducer, new, corpus)
+    alone = np.concatenate([place(reducer, new[i:i + 1], corpus) for i in range(len(new))])
     np.testing.assert_allclose(together, alone, atol=1e-5)  # a text's place does not depend on the others placed with it
-    table = pd.read_csv(themes_run / "clusters.csv")
-    rows = pd.DataFrame({"needle": core["text"].tolist()})
-    from embedeval.experiments.themes import theme_membership
-
-    placed = theme_membership(themes_run, rows)
-    assert placed["predicted_cluster"].tolist() == core["cluster"].tolist() and len(table) == 3
+    placed = theme_membership(themes_run, pd.DataFrame({"needle": core["text"].tolist()}))
+    assert placed["predicted_cluster"].tolist() == core["cluster"].tolist()
     assert (placed["probability"] > 0.9).all()
 
 
@@ -205,4 +288,6 @@ def test_bad_theme_inputs_are_one_line(themes_run, topic_books, tmp_path):
     (tampered / "themes.json").write_text(json.dumps({**manifest, "packages": {**manifest["packages"], "hdbscan": "0.0.1"}}))
     result = run("membership", str(tampered), "--pairs", str(pairs), "--out", str(tmp_path / "m.csv"))
     assert result.exit_code != 0 and "was fitted with hdbscan 0.0.1" in result.output
+    result = run("membership", str(themes_run), "--pairs", str(pairs), "--min-outside-percentile", "101", "--out", str(tmp_path / "m.csv"))
+    assert result.exit_code != 0 and "--min-outside-percentile must be in [0, 100], not 101.0" in result.output
     assert not (tmp_path / "m.csv").exists()

@@ -12,11 +12,14 @@ probability, x, y of a second, 2-D UMAP for the map), ``clusters.csv``, ``report
 ``themes.json``: the settings, the embedder's spec and fingerprint, the package versions.
 
 ``theme_membership(out, texts)``: texts (needles) embedded with the run's embedder, placed in the
-fitted UMAP's space (:func:`place`: the weighted mean of their nearest chunks' positions) and
-assigned by HDBSCAN's ``approximate_predict``: predicted cluster, its
-probability, and whether the text blends into the target theme (predicted into it with probability
-> 0.9). A run directory whose embedder, settings or packages differ from what is installed now is
-refused with one line: the pickled models would not mean the same.
+fitted UMAP's space (:func:`place`: the weighted mean of their nearest chunks' positions; a corpus
+chunk's own vector on its own position) and assigned by HDBSCAN's ``approximate_predict``: predicted
+cluster and its probability; then, in the embedding space (:func:`theme_distances`), each text's
+mean cosine to its nearest chunks of the target theme and that value's percentile among the corpus
+chunks outside the theme (and inside it). A text blends into the target theme when it is predicted
+into it with probability > 0.9 and is closer to it than 95% of the corpus outside it. A run
+directory whose embedder, settings or packages differ from what is installed now is refused with
+one line: the pickled models would not mean the same.
 
 Determinism: UMAP with a ``random_state`` runs single-threaded (umap-learn turns parallelism off
 when a seed is given; a parallel run is faster and differs run to run), HDBSCAN is deterministic,
@@ -37,20 +40,24 @@ import pandas as pd
 from embedeval.chunking import Chunk, chunk_corpus, parse_chunker
 from embedeval.corpus import check_min_books, load_corpus, require_books
 from embedeval.defaults import (
-    DEFAULT_BLEND_THRESHOLD, DEFAULT_CORPUS, DEFAULT_EMBEDDER, DEFAULT_MIN_BOOKS, DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_SAMPLES,
+    DEFAULT_BLEND_THRESHOLD, DEFAULT_CORPUS, DEFAULT_EMBEDDER, DEFAULT_MIN_BOOKS, DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_MIN_SAMPLES,
     DEFAULT_MMR_LAMBDA, DEFAULT_REPRESENTATIVES, DEFAULT_THEME_CHUNKER, DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS,
     DEFAULT_UMAP_MIN_DIST, DEFAULT_UMAP_NEIGHBORS,
 )
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import ConfigError, CorpusError, InputError
 from embedeval.io import atomic_path, read_json, read_table, run_directory, write_table, write_text_atomic
-from embedeval.metrics import mmr
+from embedeval.metrics import mmr, nearest_cosines, neighbour_similarity, percentile_rank
 
 #: Packages whose versions must match for pickled models to be read back.
 MODEL_PACKAGES = ("umap-learn", "hdbscan", "pynndescent", "numba", "numpy", "scikit-learn")
 MANIFEST = "themes.json"
 NOISE = -1
 TOP_TERMS = 8
+#: Cosines of (float32) embeddings closer than this are equal: a placed vector whose cosine to a corpus
+#: chunk is within it of 1 is that chunk (it lands on the chunk's position), and neighbour similarities
+#: within it of each other are ties in a percentile.
+COSINE_RESOLUTION = 1e-6
 
 
 @dataclass(frozen=True)
@@ -312,38 +319,87 @@ def load_themes(out: str | Path):
     return manifest, joblib.load(folder / "umap.joblib"), joblib.load(folder / "hdbscan.joblib")
 
 
-def place(reducer, vectors: np.ndarray) -> np.ndarray:
-    """Where new vectors sit in a fitted UMAP's space: each at the weighted mean of its nearest
-    corpus chunks' positions, the weights those of UMAP's fuzzy neighbour graph
-    (``transform_mode="graph"``, each row normalised to sum 1):
+def place(reducer, vectors: np.ndarray, corpus: np.ndarray) -> np.ndarray:
+    """Where new vectors sit in a fitted UMAP's space. ``corpus``: the vectors UMAP was fitted on
+    (row i at ``reducer.embedding_[i]``). A vector equal to a corpus chunk's (cosine >= 1 - 1e-6)
+    lands exactly on that chunk's position (on one of them for a text the corpus holds twice); any
+    other at the weighted mean of its nearest corpus chunks' positions, the weights those of UMAP's
+    fuzzy neighbour graph (``transform_mode="graph"``, each row normalised to sum 1):
 
         y_new = sum_j w_j * y_j / sum_j w_j
 
-    This is where UMAP's own ``transform`` starts; it then runs a few noisy optimisation epochs
-    that move every point off it (a corpus chunk placed again drops from probability about 1 to
-    0.6-0.8, and the result depends on the other texts placed with it). Here a corpus chunk lands
-    on its own position, and each text is placed on its own."""
+    (the weighted mean alone moves a corpus chunk by about one or two nearest-neighbour distances:
+    its other neighbours pull it). This is where UMAP's own ``transform`` starts; it then runs a few
+    noisy optimisation epochs that move every point off it (a corpus chunk placed again drops from
+    probability about 1 to 0.6-0.8, and the result depends on the other texts placed with it).
+    Here each text is placed on its own. The weights are rescaled per text, so how far the
+    neighbours are is lost: a text about none of the corpus's topics still lands amid some
+    neighbourhood (:func:`theme_membership` measures that distance in the embedding space)."""
     from sklearn.preprocessing import normalize
 
+    if len(corpus) != len(reducer.embedding_):
+        raise InputError(f"{len(corpus)} corpus vectors for a UMAP fitted on {len(reducer.embedding_)}")
     mode = reducer.transform_mode
     reducer.transform_mode = "graph"
     try:
         graph = reducer.transform(vectors)
     finally:
         reducer.transform_mode = mode
-    return np.asarray(normalize(graph, norm="l1") @ reducer.embedding_)
+    placed = np.asarray(normalize(graph, norm="l1") @ reducer.embedding_)
+    best, row = (a[:, 0] for a in nearest_cosines(vectors, corpus, 1))
+    same = best >= 1 - COSINE_RESOLUTION
+    placed[same] = reducer.embedding_[row[same]]
+    return placed
+
+
+def theme_distances(vectors: np.ndarray, corpus: np.ndarray, labels: np.ndarray, target: int, k: int) -> pd.DataFrame:
+    """How close ``vectors`` (needles) are to theme ``target`` in the embedding space, against the
+    corpus (``corpus`` (n, d) with cluster ``labels`` (n,)): per needle
+
+    - ``neighbour_similarity``: s = its mean cosine to its k nearest chunks of the theme
+      (:func:`~embedeval.metrics.neighbour_similarity`; all of them when the theme has fewer than k);
+    - ``outside_percentile``: P(s) among the same statistic of every chunk outside the theme (other
+      clusters and noise), ties (within 1e-6) counted half (:func:`~embedeval.metrics.percentile_rank`:
+      100 * (#{outside < s} + 0.5 * #{outside = s}) / #outside): "closer to this theme than P% of
+      the corpus outside it";
+    - ``inside_percentile``: P(s) among the theme's own chunks, each leaving itself out of its k
+      nearest (k' = min(k, size - 1)): for reading, a hand-written needle is naturally less alike
+      the theme than its chunks are to each other.
+
+    Only the theme's chunks are the k-nearest reference set."""
+    inside = labels == target
+    if inside.sum() < 2 or inside.all():
+        raise InputError(f"cluster {target} has {int(inside.sum())} of {len(labels)} chunks: the distance test needs "
+                         "at least 2 inside it and 1 outside")
+    theme = corpus[inside]
+    needle = neighbour_similarity(vectors, theme, k)
+    outside = neighbour_similarity(corpus[~inside], theme, k)
+    own = neighbour_similarity(theme, theme, k, exclude_self=True)
+    return pd.DataFrame({"neighbour_similarity": needle,
+                         "outside_percentile": percentile_rank(needle, outside, COSINE_RESOLUTION),
+                         "inside_percentile": percentile_rank(needle, own, COSINE_RESOLUTION)})
 
 
 def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | None = None, threshold: float = DEFAULT_BLEND_THRESHOLD,
-                     cache_dir=None, progress: bool = False) -> pd.DataFrame:
+                     min_outside_percentile: float = DEFAULT_MIN_OUTSIDE_PERCENTILE, cache_dir=None,
+                     progress: bool = False) -> pd.DataFrame:
     """``rows`` (with a ``needle`` column) plus ``predicted_cluster``, ``probability`` (HDBSCAN's
-    approximate-prediction strength), ``target_cluster`` (default 0: the largest),
-    ``target_probability`` (the probability when predicted into the target, else 0) and
-    ``blends_in`` (target_probability > ``threshold``)."""
+    approximate-prediction strength of the needle placed by :func:`place`), ``target_cluster``
+    (default 0: the largest), ``target_probability`` (the probability when predicted into the
+    target, else 0), the distance test in the embedding space (:func:`theme_distances`, k = the
+    run's UMAP n_neighbors): ``neighbour_similarity``, ``outside_percentile``, ``inside_percentile``,
+    and ``blends_in``:
+
+        target_probability > threshold  and  outside_percentile >= min_outside_percentile
+
+    The probability alone cannot tell a needle about none of the corpus's topics: placement keeps
+    no distance, and the middle of a neighbourhood scores near 1 wherever it is."""
     import hdbscan
 
     if not 0 < threshold < 1:
         raise ConfigError(f"--threshold must be in (0, 1), not {threshold}")
+    if not 0 <= min_outside_percentile <= 100:
+        raise ConfigError(f"--min-outside-percentile must be in [0, 100], not {min_outside_percentile}")
     manifest, reducer, clusterer = load_themes(out)
     order = manifest["cluster_order"]
     target = 0 if cluster is None else cluster
@@ -353,8 +409,10 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | None = 
     if model.fingerprint != manifest["embedder_fingerprint"]:
         raise InputError(f"{out} was made with another {manifest['settings']['embedder']} (its fingerprint differs); "
                          "run embedeval themes again")
+    chunks = read_table(Path(out) / "chunks.parquet", ["text", "cluster"])
+    corpus = model.embed(chunks["text"].tolist(), kind="document")  # from the cache: the vectors UMAP was fitted on
     vectors = model.embed(rows["needle"].tolist(), kind="document")
-    raw, strengths = hdbscan.approximate_predict(clusterer, place(reducer, vectors))
+    raw, strengths = hdbscan.approximate_predict(clusterer, place(reducer, vectors, corpus))
     rank = {c: i for i, c in enumerate(order)}
     predicted = np.array([rank.get(int(c), NOISE) for c in raw])
     table = rows.copy()
@@ -362,5 +420,8 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | None = 
     table["probability"] = strengths.astype(float)
     table["target_cluster"] = target
     table["target_probability"] = np.where(predicted == target, table["probability"], 0.0)
-    table["blends_in"] = table["target_probability"] > threshold
+    distances = theme_distances(vectors, corpus, chunks["cluster"].to_numpy(), target, manifest["settings"]["umap"]["neighbors"])
+    for column in distances:
+        table[column] = distances[column].to_numpy()
+    table["blends_in"] = (table["target_probability"] > threshold) & (table["outside_percentile"] >= min_outside_percentile)
     return table
