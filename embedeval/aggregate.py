@@ -37,17 +37,6 @@ from embedeval.metrics import (
 
 CELL = ["embedder", "strategy", "query_form", "variant", "length", "n_distractors", "n_needles", "own_question"]
 METRIC_COLUMNS = CELL + ["category", "depth_bucket", "metric", "value", "n", "ci_lo", "ci_hi"]
-#: Columns that tables of older versions (and tables made by hand) may lack, with the value they
-#: stand for there: every haystack read through the model's own window, no distractors, one needle.
-LATER_DEFAULTS = {"strategy": "truncate", "n_distractors": 0, "distractors_in_zone": 0, "n_needles": 1, "own_question": True}
-
-
-def with_later_columns(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with the columns of :data:`LATER_DEFAULTS` it lacks filled in."""
-    return frame.assign(**{column: value for column, value in LATER_DEFAULTS.items() if column not in frame.columns})
-
-
-
 def pair_with_controls(
     table: pd.DataFrame,
     score: str = "sim_qh",
@@ -151,7 +140,6 @@ def retrieval_metrics(retrieval: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOT
     """Long metrics rows (columns :data:`METRIC_COLUMNS`) from a rank table: the mean of every
     per-query measure (:data:`~embedeval.metrics.RETRIEVAL_MEASURES`) per cell, per category
     and per depth bucket."""
-    retrieval = with_later_columns(retrieval)
     retrieval = retrieval.assign(depth_bucket=_depth_buckets(retrieval["depth"], n_buckets))
     out: list[dict] = []
     for key, cell in retrieval.groupby(CELL, sort=True):
@@ -173,7 +161,6 @@ def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOT
     the rank table (:func:`retrieval_metrics`). The separation metrics need a control, so they
     come from the haystacks' own questions only; with several needles per haystack the other
     questions' rows are in the rank table's cells (``own_question`` false)."""
-    similarities = with_later_columns(similarities)
     pairs = pair_with_controls(similarities)
     pairs["win"] = win_scores(pairs["sim_qh"], pairs["neg"])
     pairs["depth_bucket"] = _depth_buckets(pairs["depth"], n_buckets)

@@ -36,13 +36,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from embedeval.aggregate import metric_series, with_later_columns
+from embedeval.aggregate import metric_series
 from embedeval.defaults import (
     DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED,
     RELATIVE_BREAK_FRACTION,
 )
 from embedeval.errors import ConfigError
-from embedeval.io import read_table
 from embedeval.labels import scores_chunks
 from embedeval.metrics import (
     BREAK_METRICS, RETRIEVAL_MEASURES, base_length_count, break_lengths, break_point, chance_corrected_recall, cluster_resamples,
@@ -56,8 +55,6 @@ SERIES_KEYS = ["embedder", "strategy", "query_form", "variant", "n_distractors",
 BREAK_COLUMNS = [*SERIES_KEYS, "break_point", "break_point_lo", "break_point_hi", "recommended_chunk_tokens",
                  "relative_break_point", "absolute_break_point", "base_value", "base_ci_lo", "base_ci_hi", "base_lengths",
                  "at_chance", "best_length", "best_value", "auc_break_point"]
-#: The file a run directory keeps its break points in (one row per series, :data:`BREAK_COLUMNS`).
-BREAKS_FILE = "breaks.csv"
 #: The percentiles of the bootstrapped break points that bound a break point's interval.
 BREAK_INTERVAL = (0.05, 0.95)
 #: The confidence of the base's interval (the at-chance test), as every other interval of a run.
@@ -195,10 +192,9 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
     when no length keeps the rule), and the study's pooled-AUC break point (with the absolute
     threshold)."""
     rule = rule or BreakRule()
-    metrics = with_later_columns(metrics)
     series = {name: {key: s for key, s in metric_series(metrics, name).groupby(SERIES_KEYS)}
               for name in {rule.recall_metric, rule.metric, "auc"}}
-    ranks = {} if retrieval is None else dict(iter(with_later_columns(retrieval).groupby(SERIES_KEYS)))
+    ranks = {} if retrieval is None else dict(iter(retrieval.groupby(SERIES_KEYS)))
     rows = []
     for key in sorted(set(series[rule.recall_metric]) | set(series[rule.metric]) | set(ranks), key=str):
         def point(name: str, threshold: float) -> int | None:
@@ -223,13 +219,6 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
                      "best_value": None if best is None else float(best["value"]),
                      "auc_break_point": point("auc", rule.threshold)})
     return pd.DataFrame(rows, columns=BREAK_COLUMNS)
-
-
-def read_breaks(path) -> pd.DataFrame:
-    """A ``breaks.csv`` written by :func:`break_points` (one :class:`~embedeval.errors.InputError`
-    line when it is missing, unreadable or lacks a column)."""
-    frame = read_table(path, BREAK_COLUMNS)[BREAK_COLUMNS]
-    return frame.assign(base_lengths=frame["base_lengths"].fillna("").astype(str))  # "128" reads back as a number
 
 
 def _tokens(value) -> str:

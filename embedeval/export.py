@@ -26,21 +26,20 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from embedeval.aggregate import with_later_columns
 from embedeval.chunking import chunk_corpus
 from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_CHUNKER, DEFAULT_INDEX, DEFAULT_TOP_K
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.errors import InputError
 from embedeval.experiments.context_rot import needle_haystack_similarity, needle_question_similarity
-from embedeval.io import check_output_file, read_json, read_table, write_table, write_text_atomic
+from embedeval.io import check_output_file, write_table, write_text_atomic
 from embedeval.labels import ALL, CONTROL, NEGATIVE, QUESTION
 from embedeval.needles import Pair, grid_needle_set
+from embedeval.run import HAYSTACK_SETTINGS, HAYSTACKS, NolimaRun
 
 MTEB_TASK = "EmbedevalNoLiMa"
 #: What MTEB names each retrieval measure of ``metrics.csv``.
@@ -61,29 +60,6 @@ DEFAULT_TEMPLATE = ("You will answer a question based on the following book snip
 PROMPT_COLUMNS = ["token_count", "approximate_input_length", "needle_depth", "prompt", "question", "answer",
                   "haystack_id", "needle", "variant", "n_distractors"]
 FORMATS = ("mteb", "prompts")
-
-
-@dataclass(frozen=True)
-class Run:
-    """What an export reads from a run directory."""
-
-    path: Path
-    config: dict
-
-    @classmethod
-    def open(cls, path: str | Path, needs: tuple[str, ...]) -> Run:
-        """The run at ``path``, refused with one line unless it is a finished run directory holding
-        ``needs``."""
-        folder = Path(path)
-        if not folder.is_dir():
-            raise InputError(f"run directory {folder} does not exist")
-        missing = [name for name in ("config.json", *needs) if not (folder / name).is_file()]
-        if missing:
-            raise InputError(f"{folder} is not a finished run directory (missing {', '.join(missing)})")
-        config = read_json(folder / "config.json")
-        if not isinstance(config, dict) or "embedders" not in config:
-            raise InputError(f"{folder / 'config.json'} is not a NoLiMa run's config")
-        return cls(folder, config)
 
 
 def model_folder(spec: str) -> tuple[str, str]:
@@ -113,7 +89,6 @@ def mteb_subset(variant: str, n_distractors: int, n_needles: int, own: bool) -> 
 
 def mteb_results(metrics: pd.DataFrame, dataset_revision: str) -> dict[tuple[str, str], dict]:
     """{(embedder, task name): TaskResult JSON} from a metrics table (the overall cells)."""
-    metrics = with_later_columns(metrics)
     cells = metrics[(metrics["category"] == ALL) & (metrics["depth_bucket"] == ALL) & metrics["metric"].isin(MTEB_SCORES.values())]
     if cells.empty:
         raise InputError("the run's metrics.csv has no retrieval measures to export (ndcg@1, recall@k, mrr@10)")
@@ -149,12 +124,12 @@ def export_mteb(run_dir: str | Path, out: str | Path) -> list[Path]:
     """Write the run's MTEB result files under ``out`` (see the module docstring); returns them.
     The dataset revision is the sha256 of the run's ``haystacks.json`` (what the haystacks were
     built from), cut to 16 hex digits."""
-    run = Run.open(run_dir, ("metrics.csv", "haystacks.json"))
+    run = NolimaRun.open(run_dir, (HAYSTACK_SETTINGS,))
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file; MTEB results go into a folder")
-    revision = hashlib.sha256((run.path / "haystacks.json").read_bytes()).hexdigest()[:16]
-    results = mteb_results(read_table(run.path / "metrics.csv"), revision)
+    revision = hashlib.sha256(run.haystack_settings_bytes()).hexdigest()[:16]
+    results = mteb_results(run.metrics(), revision)
     written = []
     for (embedder, task), result in results.items():
         target = out / model_folder(embedder)[1] / NO_REVISION
@@ -204,11 +179,11 @@ def export_prompts(run_dir: str | Path, out: str | Path, template_file: str | Pa
         if not path.is_file():
             raise InputError(f"template {path} does not exist")
         template = check_template(path.read_text(encoding="utf-8"), str(path))
-    run = Run.open(run_dir, ("haystacks.parquet",))
+    run = NolimaRun.open(run_dir, (HAYSTACKS,))
     config = run.config
     needle_set = grid_needle_set(config["needles"], config.get("groups"), config.get("variants", ()),
                                  config.get("n_distractors", (0,)), config.get("distractors_file"))
-    table = prompt_rows(read_table(run.path / "haystacks.parquet"), needle_set, template)
+    table = prompt_rows(run.haystacks(), needle_set, template)
     specs = [spec for spec in config["embedders"] if spec not in LEXICAL_SPECS]
     if specs:
         pairs_of = table[["question", "needle"]].drop_duplicates().reset_index(drop=True)

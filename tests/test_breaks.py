@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from embedeval.aggregate import retrieval_metrics
-from embedeval.breaks import BREAK_COLUMNS, BreakRule, break_points, break_sentence, interval_text, read_breaks
+from embedeval.breaks import BREAK_COLUMNS, BreakRule, break_points, break_sentence, interval_text
+from embedeval.run import read_breaks
 from embedeval.metrics import (
     base_length_count, break_lengths, break_point, chance_corrected_recall, cluster_resamples, relative_break_lengths,
     relative_break_point,

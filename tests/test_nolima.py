@@ -35,7 +35,8 @@ def test_run_writes_every_output(run):
     for name in ["config.json", "haystacks.parquet", "similarities.parquet", "retrieval.parquet", "metrics.csv", "breaks.csv",
                  "report.md"]:
         assert (run.out / name).is_file(), name
-    from embedeval.breaks import break_points, read_breaks
+    from embedeval.breaks import break_points
+    from embedeval.run import read_breaks
 
     written = read_breaks(run.out / "breaks.csv")
     again = break_points(run.metrics, run.retrieval, run.config.rule(), run.config.n_bootstrap, run.config.seed)
@@ -231,13 +232,15 @@ def test_report_command_rebuilds_and_compares(run, tmp_path):
 def test_report_reads_runs_made_before_strategies_and_distractors(run, tmp_path):
     import shutil
 
-    from embedeval.report import LATER_COLUMNS, compare_runs
+    from embedeval.report import compare_runs
+    from embedeval.run import LATER_COLUMNS
 
     old = tmp_path / "old"
     shutil.copytree(run.out, old)
     metrics = pd.read_csv(old / "metrics.csv").drop(columns=["strategy", "n_distractors"])
     metrics.to_csv(old / "metrics.csv", index=False)
-    pd.read_parquet(old / "similarities.parquet").drop(columns=list(LATER_COLUMNS)).to_parquet(old / "similarities.parquet")
+    sims = pd.read_parquet(old / "similarities.parquet")
+    sims.drop(columns=[c for c in LATER_COLUMNS if c in sims.columns]).to_parquet(old / "similarities.parquet")
     (old / "report.md").unlink()
     (old / "breaks.csv").unlink()  # recomputed from metrics.csv and retrieval.parquet
     compare_runs([old])
@@ -435,7 +438,8 @@ def test_retrieval_metrics_are_the_means_of_the_rank_table(run):
 def test_break_points_name_the_best_length_when_none_reaches_the_threshold():
     from embedeval.breaks import BreakRule, break_points, break_sentence
 
-    rows = [{"embedder": "m", "strategy": "truncate", "query_form": "question", "variant": "onehop", "length": length, "category": "all",
+    rows = [{"embedder": "m", "strategy": "truncate", "query_form": "question", "variant": "onehop", "n_distractors": 0, "n_needles": 1,
+             "own_question": True, "length": length, "category": "all",
              "depth_bucket": "all", "metric": metric, "value": value, "n": 10, "ci_lo": 0, "ci_hi": 1}
             for metric, values in (("query_auc", (0.75, 0.79, 0.6)), ("auc", (0.9, 0.85, 0.7)), ("recall@5", (0.0, 0.0, 0.0)))
             for length, value in zip((128, 256, 512), values)]

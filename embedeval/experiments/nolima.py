@@ -15,7 +15,6 @@ from (:mod:`embedeval.derived`, recorded in ``derived.json``), these are kept as
 
 from __future__ import annotations
 
-import json
 import platform
 from dataclasses import asdict, dataclass, field
 from importlib.metadata import PackageNotFoundError, version
@@ -36,10 +35,11 @@ from embedeval.embedders.registry import select_embedders
 from embedeval.errors import ConfigError
 from embedeval.haystacks import HAYSTACK_FORMAT, build_haystacks, check_build_args
 from embedeval.derived import file_sha256, forget_outputs, fresh_outputs, inputs_digest, record_outputs
-from embedeval.io import read_table, run_directory, write_table, write_text_atomic
-from embedeval.breaks import BREAKS_FILE, BreakRule, break_points, read_breaks
+from embedeval.io import run_directory
+from embedeval.breaks import BreakRule, break_points
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
 from embedeval.report import REPORT_FILES, pool_size, write_report
+from embedeval.run import SCORED_TABLES, RunWriter
 from embedeval.expansion import query_forms
 from embedeval.similarity import retrieval_rows, score_haystacks, similarity_rows
 from embedeval.strategies import EmbeddingScorer, check_strategy_support, load_scorers, parse_strategies
@@ -158,23 +158,13 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
-def reusable_haystacks(config: NolimaConfig) -> pd.DataFrame | None:
-    """``out/haystacks.parquet`` if it was built with the same settings and reads back, else None."""
-    out = Path(config.out)
-    try:
-        if json.loads((out / "haystacks.json").read_text(encoding="utf-8")) == config.haystack_settings():
-            return pd.read_parquet(out / "haystacks.parquet")
-    except Exception:  # missing, or damaged by hand: build them again
-        return None
-    return None
-
-
 def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progress: bool, tokenizer=None,
                             cache_dir=None) -> pd.DataFrame:
-    """Reuse ``out/haystacks.parquet`` when it was built with the same settings, else build and
-    write it (with ``haystacks.json``, the settings it was built with); books are split once into
+    """Reuse the run directory's haystacks when they were built with the same settings
+    (:meth:`NolimaConfig.haystack_settings`), else build and write them; books are split once into
     ``cache_dir``."""
-    frame = reusable_haystacks(config)
+    writer = RunWriter(config.out)
+    frame = writer.reusable_haystacks(config.haystack_settings())
     if frame is not None:
         return frame
     frame = build_haystacks(
@@ -183,10 +173,7 @@ def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progres
         min_books=config.min_books, filler=config.filler, n_distractors=config.n_distractors, cache_dir=cache_dir,
         needles_per_haystack=config.needles_per_haystack,
     )
-    out = Path(config.out)
-    (out / "config.json").unlink(missing_ok=True)  # the first write: from here on the folder reads as unfinished
-    write_table(frame, out / "haystacks.parquet")
-    write_text_atomic(out / "haystacks.json", json.dumps(config.haystack_settings(), indent=2))
+    writer.write_haystacks(frame, config.haystack_settings())
     return frame
 
 
@@ -207,24 +194,21 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
         scored = [score_haystacks(scorer, haystacks, forms) for scorer in scorers]
         similarities = pd.concat([similarity_rows(s, needle_set, config.normalize_by) for s in scored], ignore_index=True)
         retrieval = pd.concat([retrieval_rows(s, needle_set) for s in scored], ignore_index=True)
-        (out / "config.json").unlink(missing_ok=True)  # until it is written last, the folder reads as unfinished
-        write_table(similarities, out / "similarities.parquet")
-        write_table(retrieval, out / "retrieval.parquet")
+        writer = RunWriter(out)
+        writer.write_scored(similarities, retrieval)
         derived_from = {k: v for k, v in settings.items() if k not in NOT_IN_OUTPUTS}
-        digest = inputs_digest(out, ("similarities.parquet", "retrieval.parquet"), derived_from)
+        digest = inputs_digest(out, SCORED_TABLES, derived_from)
         if fresh_outputs(out, digest):  # the same tables and settings made them: the bootstrap and figures stand
-            metrics, breaks = read_table(out / "metrics.csv"), read_breaks(out / BREAKS_FILE)
+            metrics, breaks = writer.read_derived()
         else:
             forget_outputs(out)
             metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.seed, retrieval=retrieval)
             breaks = break_points(metrics, retrieval, config.rule(), config.n_bootstrap, config.seed)
-            write_table(metrics, out / "metrics.csv")
-            write_table(breaks, out / BREAKS_FILE)
+            derived = writer.write_derived(metrics, breaks)
             write_report(out, metrics, similarities, breaks, config.rule(), config=settings,
                          candidates=pool_size(retrieval))
             figures = [str(p.relative_to(out)) for p in sorted((out / "figures").glob("*.png"))]
-            record_outputs(out, digest, ["metrics.csv", BREAKS_FILE, *REPORT_FILES, *figures])
-        # Last, so config.json always describes the tables beside it.
-        write_text_atomic(out / "config.json", json.dumps(settings, indent=2))
+            record_outputs(out, digest, [*derived, *REPORT_FILES, *figures])
+        writer.finish(settings)  # last, so config.json always describes the tables beside it
     embedded = {s.name: s.embedder.stats.embedded for s in scorers if isinstance(s, EmbeddingScorer)}
     return NolimaResult(config, haystacks, similarities, retrieval, metrics, breaks, out, embedded)

@@ -9,7 +9,7 @@ Markdown and as one self-contained HTML page (:mod:`~embedeval.report.markdown`,
 labelling each series with its run when embedders repeat.
 """
 
-from embedeval.report.compare import LATER_COLUMNS, break_rule_of, compare_runs, load_run, pool_size  # noqa: F401
+from embedeval.report.compare import compare_runs, pool_size  # noqa: F401
 from embedeval.report.figures import LINE_FIGURES, expansion_figure, heatmap_figure, line_figure, recall_figure  # noqa: F401
 from embedeval.report.markdown import markdown_table, render_markdown  # noqa: F401
 from embedeval.report.html import render_html  # noqa: F401

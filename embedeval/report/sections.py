@@ -13,7 +13,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from embedeval.aggregate import with_later_columns
 from embedeval.breaks import BREAK_INTERVAL, BreakRule, break_sentence, interval_text
 from embedeval.defaults import CHUNK_FACTOR
 from embedeval.report.figures import LINE_FIGURES, expansion_figure, heatmap_figure, line_figure, recall_figure
@@ -104,7 +103,7 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
     ``candidates``: the size of the retrieval pool plus one, for the chance level of recall@k.
     The break-point table comes first."""
     figures = Path(out) / "figures"
-    metrics, similarities, bps = with_later_columns(metrics), with_later_columns(similarities), breaks
+    bps = breaks
     rule = rule or BreakRule()
     break_metric = rule.headline_metric
     several = several_needles_table(metrics)

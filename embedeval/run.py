@@ -1,0 +1,187 @@
+"""A NoLiMa run directory, owned here and nowhere else: the names of its files, the order they are
+written in, whether a directory holds a finished run, and the upgrade of tables written by older
+versions (the columns they lack, filled in once, at read time, as mteb's ``TaskResult.from_disk``
+upgrades old result files in one place).
+
+Files, in the order a run writes them (each atomically):
+
+``haystacks.parquet`` + ``haystacks.json``   the haystacks and the settings they were built with
+``similarities.parquet``, ``retrieval.parquet``   the similarity and rank tables
+``metrics.csv``, ``breaks.csv``               the metrics and the break points (with the report,
+                                               ``derived.json`` records what they were made from)
+``config.json``                               last: the run's settings; without it the directory
+                                               reads as unfinished
+
+:class:`NolimaRun` opens a finished directory (the report, ``compare``, ``export`` and the
+notebooks read runs through it); :class:`RunWriter` writes one (``run_nolima`` does).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from embedeval.aggregate import METRIC_COLUMNS
+from embedeval.breaks import BREAK_COLUMNS, BreakRule, break_points
+from embedeval.defaults import DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
+from embedeval.errors import InputError
+from embedeval.haystacks import HAYSTACK_COLUMNS
+from embedeval.io import read_json, read_table, write_table, write_text_atomic
+from embedeval.labels import RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
+
+HAYSTACKS = "haystacks.parquet"
+HAYSTACK_SETTINGS = "haystacks.json"
+SIMILARITIES = "similarities.parquet"
+RETRIEVAL = "retrieval.parquet"
+METRICS = "metrics.csv"
+BREAKS = "breaks.csv"
+CONFIG = "config.json"
+#: The tables a run's metrics are derived from (their digest decides whether metrics and report stand).
+SCORED_TABLES = (SIMILARITIES, RETRIEVAL)
+#: What a run's config.json must hold to be read as one.
+CONFIG_KEYS = ("embedders", "needles", "corpus", "lengths", "depths", "seed", "tokenizer")
+
+#: Columns that tables of older versions lack, with the value they stand for there: every haystack
+#: read through the model's own window, no distractors, one needle asked its own question.
+LATER_DEFAULTS = {"strategy": "truncate", "n_distractors": 0, "distractors_in_zone": 0, "n_needles": 1, "own_question": True}
+#: Columns that came with later versions (long-text strategies, distractors, several needles):
+#: a table read back may lack them.
+LATER_COLUMNS = ("strategy", "windows_exact", "best_chunk", "chunk_has_needle", "n_distractors", "control_id", "distractors_in_zone",
+                 "n_needles", "own_question", "character", "distractors_of", "distractor_starts", "needle_groups",
+                 "needle_characters", "needle_starts", "needle_depths")
+
+
+def upgraded(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the columns of :data:`LATER_DEFAULTS` it lacks filled in (a table of an
+    older version, or one made by hand)."""
+    return frame.assign(**{column: value for column, value in LATER_DEFAULTS.items() if column not in frame.columns})
+
+
+def _read(path: Path, columns: Sequence[str]) -> pd.DataFrame:
+    """A run's table holding ``columns`` less those of later versions, upgraded."""
+    return upgraded(read_table(path, [c for c in columns if c not in LATER_COLUMNS]))
+
+
+def break_rule_of(config: dict) -> BreakRule:
+    """The break rule a run was made with: runs before the relative rule read an absolute one
+    (and runs before 0.2 the pooled AUC)."""
+    if "break_rule" in config:
+        return BreakRule(config["break_rule"], config.get("break_k", DEFAULT_BREAK_K), config.get("break_metric", DEFAULT_BREAK_METRIC),
+                         config.get("break_threshold", DEFAULT_BREAK_THRESHOLD))
+    if "break_metric" in config:
+        return BreakRule("absolute", metric=config["break_metric"], threshold=config.get("break_threshold", DEFAULT_BREAK_THRESHOLD))
+    return BreakRule("absolute", metric="auc", threshold=config.get("auc_threshold", DEFAULT_BREAK_THRESHOLD))
+
+
+@dataclass(frozen=True)
+class NolimaRun:
+    """A finished run directory (:meth:`open`), its tables read on demand and upgraded."""
+
+    path: Path
+    config: dict
+
+    @classmethod
+    def open(cls, path: str | Path, needs: Sequence[str] = ()) -> NolimaRun:
+        """The run at ``path``: one :class:`~embedeval.errors.InputError` line unless it is a
+        finished run directory (``config.json``, written last, with a run's settings, and the
+        metrics and similarity tables) holding the files ``needs`` too."""
+        folder = Path(path)
+        if not folder.is_dir():
+            raise InputError(f"run directory {folder} does not exist")
+        missing = [name for name in dict.fromkeys((CONFIG, METRICS, SIMILARITIES, *needs)) if not (folder / name).is_file()]
+        if missing:
+            raise InputError(f"{folder} is not a finished run directory (missing {', '.join(missing)})")
+        config = read_json(folder / CONFIG)
+        absent = [key for key in CONFIG_KEYS if not isinstance(config, dict) or key not in config]
+        if absent:
+            raise InputError(f"{folder / CONFIG} is not a NoLiMa run's config (it lacks {', '.join(absent)})")
+        return cls(folder, config)
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def has(self, name: str) -> bool:
+        return self.file(name).is_file()
+
+    def metrics(self) -> pd.DataFrame:
+        return _read(self.file(METRICS), METRIC_COLUMNS)
+
+    def similarities(self) -> pd.DataFrame:
+        return _read(self.file(SIMILARITIES), SIMILARITY_COLUMNS)
+
+    def retrieval(self) -> pd.DataFrame | None:
+        """The rank table (None for a run from before it)."""
+        return _read(self.file(RETRIEVAL), RETRIEVAL_COLUMNS) if self.has(RETRIEVAL) else None
+
+    def haystacks(self) -> pd.DataFrame:
+        return _read(self.file(HAYSTACKS), HAYSTACK_COLUMNS)
+
+    def haystack_settings_bytes(self) -> bytes:
+        return self.file(HAYSTACK_SETTINGS).read_bytes()
+
+    def rule(self) -> BreakRule:
+        return break_rule_of(self.config)
+
+    def breaks(self) -> pd.DataFrame:
+        """The run's break points: its ``breaks.csv``, or for a run from before it, recomputed from
+        its metrics and rank table with its rule, resamples and seed."""
+        if self.has(BREAKS):
+            return read_breaks(self.file(BREAKS))
+        return break_points(self.metrics(), self.retrieval(), self.rule(), self.config.get("n_bootstrap", DEFAULT_N_BOOTSTRAP),
+                            self.config.get("seed", DEFAULT_SEED))
+
+
+def read_breaks(path: str | Path) -> pd.DataFrame:
+    """A ``breaks.csv`` written by a run (one :class:`~embedeval.errors.InputError` line when it is
+    missing, unreadable or lacks a column)."""
+    frame = read_table(path, BREAK_COLUMNS)[BREAK_COLUMNS]
+    return frame.assign(base_lengths=frame["base_lengths"].fillna("").astype(str))  # "128" reads back as a number
+
+
+class RunWriter:
+    """Writes a run directory in :mod:`this module's <embedeval.run>` order; the caller holds the
+    directory (:func:`~embedeval.io.run_directory`)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def unfinish(self) -> None:
+        """From here until :meth:`finish`, the directory reads as unfinished."""
+        (self.path / CONFIG).unlink(missing_ok=True)
+
+    def reusable_haystacks(self, settings: dict) -> pd.DataFrame | None:
+        """The haystacks written with exactly these ``settings``, if they read back, else None."""
+        try:
+            if json.loads((self.path / HAYSTACK_SETTINGS).read_text(encoding="utf-8")) == settings:
+                return pd.read_parquet(self.path / HAYSTACKS)
+        except Exception:  # missing, or damaged by hand: build them again
+            return None
+        return None
+
+    def write_haystacks(self, frame: pd.DataFrame, settings: dict) -> None:
+        self.unfinish()
+        write_table(frame, self.path / HAYSTACKS)
+        write_text_atomic(self.path / HAYSTACK_SETTINGS, json.dumps(settings, indent=2))
+
+    def write_scored(self, similarities: pd.DataFrame, retrieval: pd.DataFrame) -> None:
+        self.unfinish()
+        write_table(similarities, self.path / SIMILARITIES)
+        write_table(retrieval, self.path / RETRIEVAL)
+
+    def read_derived(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The metrics and break points written before (kept when what they came from is unchanged)."""
+        return read_table(self.path / METRICS), read_breaks(self.path / BREAKS)
+
+    def write_derived(self, metrics: pd.DataFrame, breaks: pd.DataFrame) -> list[str]:
+        """Write the metrics and break points; returns their file names."""
+        write_table(metrics, self.path / METRICS)
+        write_table(breaks, self.path / BREAKS)
+        return [METRICS, BREAKS]
+
+    def finish(self, settings: dict) -> None:
+        """Last: config.json, so it always describes the tables beside it."""
+        write_text_atomic(self.path / CONFIG, json.dumps(settings, indent=2))
