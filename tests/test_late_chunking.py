@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from embedeval.cli import app
 from embedeval.embedders.registry import load_embedder
 from embedeval.defaults import DEFAULT_LATE_CHUNKING_OVERLAP
+from embedeval.errors import ConfigError
 from embedeval.strategies import EmbeddingScorer, Strategy, late_layout, parse_strategies
 from fake_api import serving
 
@@ -110,6 +111,9 @@ def test_jina_late_chunks_with_the_apis_own_flag_one_request_per_window(monkeypa
 @pytest.mark.parametrize("args, message", [
     (["--embedder", "openai:text-embedding-3-small"], "error: late-chunking is not offered for openai:text-embedding-3-small"),
     (["--executor", "ray"], "error: late-chunking of st:all-MiniLM-L6-v2 runs on the local executor only"),
+    (["--chunk-tokens", "255"], "error: late-chunking@255 does not fit st:all-MiniLM-L6-v2, which reads 254 content tokens"),
+    (["--late-overlap", "254"], "error: a window overlap of 254 tokens leaves nothing new in st:all-MiniLM-L6-v2's windows"),
+    (["--late-overlap", "-1"], "error: late-chunking overlap must be >= 0 tokens, not -1"),
 ])
 def test_embedders_that_cannot_late_chunk_are_refused_with_one_line(args, message, tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-unused")
@@ -142,3 +146,48 @@ def test_late_chunking_and_several_needles_give_the_same_tables_with_dedupe_on_a
         numeric = a.select_dtypes("number").columns
         pd.testing.assert_frame_equal(a.drop(columns=numeric), b.drop(columns=numeric))
         np.testing.assert_allclose(a[numeric].to_numpy(float), b[numeric].to_numpy(float), atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def pooled_copies(tmp_path_factory):
+    """Copies of the bundled model with the same transformer: CLS pooling, and mean pooling
+    followed by a Dense layer (then Normalize), saved as folders."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Dense, Normalize, Pooling
+
+    from embedeval.embedders.models import resolve_model_path
+
+    bundled = SentenceTransformer(resolve_model_path("all-MiniLM-L6-v2"), device="cpu")
+    transformer, dim = bundled[0], bundled.get_embedding_dimension()
+    folder = tmp_path_factory.mktemp("pooled-copies")
+    copies = {"cls": [Pooling(dim, "cls"), Normalize()], "Dense": [Pooling(dim, "mean"), Dense(dim, dim), Normalize()]}
+    for name, modules in copies.items():
+        SentenceTransformer(modules=[transformer, *modules], device="cpu").save(str(folder / name))
+    return folder
+
+
+@pytest.mark.parametrize("copy, says", [("cls", "it pools with cls, not mean"),
+                                        ("Dense", "it has a Dense module after its mean pooling")])
+def test_models_not_mean_pooled_are_refused_before_any_work(copy, says, pooled_copies, tmp_path):
+    spec = f"st:{pooled_copies / copy}"
+    model = load_embedder(spec, cache_dir=tmp_path / "cache")
+    with pytest.raises(ConfigError, match=f"late-chunking is not defined for {spec}: {says}"):
+        EmbeddingScorer(model, Strategy("late-chunking", chunk_tokens=64))
+    assert model.stats.requested == model.stats.embedded == 0
+    EmbeddingScorer(model, Strategy("chunks-max", chunk_tokens=64))  # other strategies stay open to it
+    result = CliRunner().invoke(app, ["nolima", "--embedder", spec, "--strategy", "late-chunking",
+                                      "--out", str(tmp_path / "run")])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code != 0 and len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], result.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_cache_keys_chunks_on_all_their_windows_so_another_overlap_reuses_only_what_it_shares(tmp_path, minilm, books_dir):
+    text = _one_token_words(minilm, books_dir, 700)
+    fresh = {overlap: EmbeddingScorer(minilm, Strategy("late-chunking", chunk_tokens=100, overlap=overlap)).index([text]).vectors
+             for overlap in (0, 64)}
+    for overlap in (64, 0):
+        model = load_embedder("st:all-MiniLM-L6-v2", cache_dir=tmp_path)
+        cached = EmbeddingScorer(model, Strategy("late-chunking", chunk_tokens=100, overlap=overlap)).index([text]).vectors
+        np.testing.assert_allclose(cached, fresh[overlap], atol=1e-6)
+    assert model.stats.cache_hits == 2 and model.stats.embedded == 5  # only the first window's chunks are the same
