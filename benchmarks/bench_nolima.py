@@ -266,25 +266,24 @@ def part_windows(model: SentenceTransformerEmbedder, folder: Path, args) -> None
 
 def part_late(model: SentenceTransformerEmbedder, folder: Path, args) -> None:
     """Part 4 (issue 24): ``late-chunking@C`` on Part 2's grid against one direct forward pass per
-    distinct window (the model's ``embed_late_chunks``, uncached) plus ``encode_query``."""
+    distinct window (the model's ``embed_late_chunks``, uncached, through ``EmbeddingScorer._embed_late``)
+    plus ``encode_query``."""
     config = make_config(folder, "late", "late-chunking", args.window_groups, args.window_lengths,
                          args.window_depths, args.window_negatives)
     config.chunk_tokens = [args.late_chunk_tokens]
     haystacks, build, texts, needles, queries = prepare(config)
     scorer = EmbeddingScorer(model, parse_strategies(["late-chunking"], [args.late_chunk_tokens])[0])
-    windows: dict[bytes, dict] = {}
-    for window, span in scorer._cut_late(texts + needles).inputs:
-        windows.setdefault(window, {})[span] = None
-    units = [np.frombuffer(w, dtype=np.int32) for w in windows]
-    model.embed_late_chunks(units[:32], [list(s) for s in list(windows.values())[:32]])  # warm up kernels
+    pieces = list(dict.fromkeys(scorer._cut_late(texts + needles).inputs))  # distinct chunks, each its (window, span) parts
+    n_windows = len({window for piece in pieces for window, _ in piece})
+    scorer._embed_late(pieces[:64])  # warm up kernels (the model is not cached: every window runs)
     start = time.perf_counter()
-    model.embed_late_chunks(units, [list(s) for s in windows.values()])
+    scorer._embed_late(pieces)
     model.model.encode_query(queries, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
     direct = time.perf_counter() - start
     cold, _, cold_spent = timed_run(config, folder / "cache-late")
     print(f"== Part 4: late-chunking@{args.late_chunk_tokens} (dedupe on) ==")
     print(f"grid             {grid_line(config, haystacks)}; built in {build:.1f} s (not in the ratios)")
-    print(f"windows          {len(units)} distinct windows, {sum(len(s) for s in windows.values())} distinct chunks")
+    print(f"windows          {n_windows} distinct windows, {len(pieces)} distinct chunks")
     print(f"direct           {direct:8.2f} s   (one forward pass per distinct window, chunks pooled, uncached, batch 32; "
           f"+ encode_query of {len(queries)} questions)")
     print(f"cold run_nolima  {cold:8.2f} s   cold/direct = {cold / direct:.3f}  {verdict(cold / direct, WINDOWS_CEILING)}")

@@ -19,7 +19,8 @@ from embedeval.cli_options import (
 )
 from embedeval.defaults import (
     DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY,
-    DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_STRATEGIES, DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_WINDOW_OVERLAP,
+    DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_STRATEGIES, DEFAULT_TEMPERATURE, DEFAULT_TOP_K,
+    DEFAULT_WINDOW_OVERLAP,
 )
 from embedeval.errors import EmbedevalError, InputError
 from embedeval.io import check_output_file
@@ -265,9 +266,10 @@ def nolima(
     n_bootstrap: Annotated[int, typer.Option("--n-bootstrap", help="Cluster-bootstrap resamples behind every confidence interval.")] = DEFAULT_N_BOOTSTRAP,
     normalize_by: Annotated[str, typer.Option("--normalize-by", help="Divide sim(q, haystack) by sim(q, the standard needle of the variant's family), as the Jina study does (standard), or by the haystack's own needle (own).")] = DEFAULT_NORMALIZE_BY,
     expansions: Annotated[Optional[str], typer.Option("--expansions", help="Comma-separated expansion files: adds query forms expanded-N.")] = None,
-    strategy: Annotated[Optional[list[str]], typer.Option("--strategy", "-s", help="How long haystacks are read: truncate (the model's own window), windows-mean (mean of window vectors over the whole text) or chunks-max (best chunk, as a RAG retriever); repeat or comma-separate for several (default: truncate).")] = None,
-    chunk_tokens: Annotated[str, typer.Option("--chunk-tokens", help="Comma-separated chunk sizes for chunks-max, in model input tokens (special tokens included, at most the model's max_tokens).")] = ",".join(map(str, DEFAULT_CHUNK_TOKENS)),
+    strategy: Annotated[Optional[list[str]], typer.Option("--strategy", "-s", help="How long haystacks are read: truncate (the model's own window), windows-mean (mean of window vectors over the whole text), chunks-max (best chunk, as a RAG retriever) or late-chunking (best chunk, each pooled from one pass over its window); repeat or comma-separate for several (default: truncate).")] = None,
+    chunk_tokens: Annotated[str, typer.Option("--chunk-tokens", help="Comma-separated chunk sizes for chunks-max, in model input tokens (special tokens included, at most the model's max_tokens), and for late-chunking, in content tokens (at most the model's window).")] = ",".join(map(str, DEFAULT_CHUNK_TOKENS)),
     window_overlap: Annotated[int, typer.Option("--window-overlap", help="Tokens shared by neighbouring windows of windows-mean.")] = DEFAULT_WINDOW_OVERLAP,
+    late_overlap: Annotated[int, typer.Option("--late-overlap", help="late-chunking of st: models: tokens shared by neighbouring macro windows (each later window's first outputs dropped, so chunks keep left context); less than the model's window.")] = DEFAULT_LATE_CHUNKING_OVERLAP,
     quiet: Quiet = False,
 ) -> None:
     """Run the NoLiMa needle-in-a-haystack sweep and write tables, figures, report.md and report.html.
@@ -287,7 +289,7 @@ def nolima(
         out=str(out), break_rule=break_rule, break_k=break_k, break_metric=break_metric, break_threshold=break_threshold, n_bootstrap=n_bootstrap, normalize_by=normalize_by, skip_unavailable=embedders.skip_unavailable,
         expansions=split_list(expansions or ""),
         strategies=[name for item in (strategy or list(DEFAULT_STRATEGIES)) for name in split_list(item)],
-        chunk_tokens=int_list(chunk_tokens, "--chunk-tokens"), window_overlap=window_overlap,
+        chunk_tokens=int_list(chunk_tokens, "--chunk-tokens"), window_overlap=window_overlap, late_overlap=late_overlap,
         executor=embedders.executor, workers=embedders.workers, ray_address=embedders.ray_address,
     )
     result = run_nolima(config, progress=not quiet, cache_dir=embedders.cache_dir, commit_every=commit_every)

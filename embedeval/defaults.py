@@ -42,10 +42,13 @@ DEFAULT_BREAK_METRIC = "query_auc"
 DEFAULT_BREAK_THRESHOLD = 0.8
 #: How long texts are read (embedeval.strategies): the model's own truncation by default; chunk
 #: sizes of chunks-max in model input tokens (special tokens included, as max_tokens counts them);
-#: tokens shared by neighbouring windows of windows-mean.
+#: tokens shared by neighbouring windows of windows-mean; tokens shared by neighbouring macro
+#: windows of late-chunking (each later window's first outputs dropped, as jina-ai/late-chunking's
+#: ``long_late_chunking_overlap_size``), so a window's first chunk keeps left context.
 DEFAULT_STRATEGIES: tuple[str, ...] = ("truncate",)
 DEFAULT_CHUNK_TOKENS: tuple[int, ...] = (128, 256)
 DEFAULT_WINDOW_OVERLAP = 0
+DEFAULT_LATE_CHUNKING_OVERLAP = 64
 #: Models fed text (API models) are cut this many tokens below their window, counted with the
 #: reference tokenizer (an estimate of the provider's own tokens).
 TEXT_FIT_MARGIN = 16

@@ -35,9 +35,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from embedeval.defaults import (
-    DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_STRATEGIES, DEFAULT_WINDOW_OVERLAP, TEXT_FIT_MARGIN,
+    DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_STRATEGIES, DEFAULT_WINDOW_OVERLAP,
+    TEXT_FIT_MARGIN,
 )
-from embedeval.embedders.base import Embedder, Scores, TokenIdEmbedder, check_texts, l2_normalize, offers_late_chunking
+from embedeval.embedders.base import (
+    Embedder, Scores, TokenIdEmbedder, check_texts, l2_normalize, late_chunking_refusal, offers_late_chunking,
+)
 from embedeval.embedders.bm25 import BM25Scorer
 from embedeval.executors import Executor
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
@@ -51,6 +54,8 @@ TOKENIZE_BATCH = 256
 STRATEGY_NAMES: tuple[str, ...] = (TRUNCATE, WINDOWS_MEAN, CHUNKS_MAX, LATE_CHUNKING)
 #: Strategies that take a chunk size (``--chunk-tokens``), one strategy per size.
 CHUNKED: tuple[str, ...] = (CHUNKS_MAX, LATE_CHUNKING)
+#: Strategies whose windows overlap, and the overlap each gets when none is given.
+OVERLAP_DEFAULTS: dict[str, int] = {WINDOWS_MEAN: DEFAULT_WINDOW_OVERLAP, LATE_CHUNKING: DEFAULT_LATE_CHUNKING_OVERLAP}
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,9 @@ class Strategy:
 
     name: str
     chunk_tokens: int | None = None  # chunks-max and late-chunking only
-    overlap: int = 0  # windows-mean only: tokens shared by neighbouring windows
+    #: windows-mean and late-chunking: tokens shared by neighbouring windows (None: the strategy's
+    #: default, :data:`OVERLAP_DEFAULTS`; 0 for the others).
+    overlap: int | None = None
 
     def __post_init__(self) -> None:
         if self.name not in STRATEGY_NAMES:
@@ -69,8 +76,11 @@ class Strategy:
             raise ConfigError("a chunk size goes with chunks-max and late-chunking, and only with them")
         if self.chunk_tokens is not None and self.chunk_tokens < 1:
             raise ConfigError(f"chunk size must be a positive token count, not {self.chunk_tokens}")
-        if self.overlap < 0 or (self.overlap and self.name != WINDOWS_MEAN):
-            raise ConfigError(f"a window overlap (>= 0 tokens) goes with windows-mean only, not {self.overlap} for {self.name}")
+        if self.overlap is None:
+            object.__setattr__(self, "overlap", OVERLAP_DEFAULTS.get(self.name, 0))
+        if self.overlap < 0 or (self.overlap and self.name not in OVERLAP_DEFAULTS):
+            raise ConfigError(f"a window overlap (>= 0 tokens) goes with {' and '.join(OVERLAP_DEFAULTS)} only, "
+                              f"not {self.overlap} for {self.name}")
 
     @property
     def label(self) -> str:
@@ -80,8 +90,10 @@ class Strategy:
 
 
 def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Sequence[int] = DEFAULT_CHUNK_TOKENS,
-                     window_overlap: int = DEFAULT_WINDOW_OVERLAP) -> list[Strategy]:
-    """The strategies a run asks for: ``chunks-max`` becomes one strategy per chunk size.
+                     window_overlap: int = DEFAULT_WINDOW_OVERLAP,
+                     late_overlap: int = DEFAULT_LATE_CHUNKING_OVERLAP) -> list[Strategy]:
+    """The strategies a run asks for: ``chunks-max`` and ``late-chunking`` become one strategy per
+    chunk size; ``window_overlap`` goes to ``windows-mean``, ``late_overlap`` to ``late-chunking``.
     Unknown names, repeats, chunk sizes < 1 and a negative overlap are a :class:`ConfigError`."""
     names = list(names)
     if not names:
@@ -91,20 +103,22 @@ def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Se
         raise ConfigError(f"unknown strategy {unknown[0]!r}; use one of {', '.join(STRATEGY_NAMES)}")
     if len(set(names)) != len(names):
         raise ConfigError(f"strategy given twice in {', '.join(names)}")
-    if window_overlap < 0:
-        raise ConfigError(f"window overlap must be >= 0 tokens, not {window_overlap}")
+    for option, overlap in (("window", window_overlap), ("late-chunking", late_overlap)):
+        if overlap < 0:
+            raise ConfigError(f"{option} overlap must be >= 0 tokens, not {overlap}")
     sizes = list(chunk_tokens)
     if any(name in CHUNKED for name in names):
         if not sizes:
             raise ConfigError("chunks-max and late-chunking need at least one chunk size (--chunk-tokens)")
         if any(int(c) < 1 for c in sizes) or len(set(sizes)) != len(sizes):
             raise ConfigError(f"chunk sizes must be distinct positive token counts, not {sizes}")
+    overlaps = {WINDOWS_MEAN: window_overlap, LATE_CHUNKING: late_overlap}
     out = []
     for name in names:
         if name in CHUNKED:
-            out += [Strategy(name, chunk_tokens=int(c)) for c in sizes]
+            out += [Strategy(name, chunk_tokens=int(c), overlap=overlaps.get(name, 0)) for c in sizes]
         else:
-            out.append(Strategy(name, overlap=window_overlap if name == WINDOWS_MEAN else 0))
+            out.append(Strategy(name, overlap=overlaps.get(name, 0)))
     return out
 
 
@@ -232,12 +246,26 @@ class EmbeddingScorer:
             raise ConfigError(f"chunks of {strategy.chunk_tokens} tokens do not fit {embedder.name}, which reads "
                               f"{largest} tokens per input ({self.frame_tokens} of them special); "
                               f"use --chunk-tokens between {self.frame_tokens + 1} and {largest}")
-        if strategy.name == LATE_CHUNKING and not offers_late_chunking(embedder):
-            raise ConfigError(f"late-chunking is not offered for {embedder.name}: it needs a local st: model run by the local "
-                              "executor (token embeddings) or a jina: model (the API's own late chunking)")
-        if strategy.name == WINDOWS_MEAN and strategy.overlap >= self.capacity:
+        if strategy.name == LATE_CHUNKING:
+            self._check_late_chunking()
+        if strategy.overlap >= self.capacity:
             raise ConfigError(f"a window overlap of {strategy.overlap} tokens leaves nothing new in {embedder.name}'s "
                               f"windows of {self.capacity} tokens")
+
+    def _check_late_chunking(self) -> None:
+        """Refuse late chunking where it is not defined: a model without token embeddings, one whose
+        own vector is not the normalised mean of them (pooling other than mean, or a module other than
+        Normalize after it), or chunks longer than the model's window."""
+        embedder, chunk = self.embedder, self.strategy_spec.chunk_tokens
+        if not offers_late_chunking(embedder):
+            raise ConfigError(f"late-chunking is not offered for {embedder.name}: it needs a local st: model run by the local "
+                              "executor (token embeddings) or a jina: model (the API's own late chunking)")
+        why = late_chunking_refusal(embedder)
+        if why:
+            raise ConfigError(f"late-chunking is not defined for {embedder.name}: {why}")
+        if chunk > self.capacity:
+            raise ConfigError(f"late-chunking@{chunk} does not fit {embedder.name}, which reads {self.capacity} content "
+                              f"tokens per window; use --chunk-tokens up to {self.capacity}")
 
     def _capacity(self) -> int:
         """Content tokens the model reads per input. A model fed text (an API model) is cut
@@ -298,40 +326,58 @@ class EmbeddingScorer:
         return Pieces(inputs, np.asarray(owner, dtype=np.int64), np.asarray(spans, dtype=np.int64).reshape(-1, 2), seen)
 
     def _cut_late(self, texts: list[str]) -> Pieces:
-        """Late chunking's pieces: each text cut into the windows of ``windows-mean`` (no overlap),
-        each window into chunks of ``chunk_tokens`` content tokens (the last one shorter; a chunk
-        never spans two windows). A piece's input is ``(window, (start, end))``: the window's
-        token ids as int32 bytes (a model fed ids) or its chunk texts (an API), and the chunk's
-        token range in it (its index range for an API)."""
-        size = self.strategy_spec.chunk_tokens
+        """Late chunking's pieces: consecutive chunks of ``chunk_tokens`` content tokens (the last one
+        shorter), each a tuple of parts ``(window, (start, end))``: a window the model reads whole and
+        the chunk's unit range in it. For a model fed ids (:meth:`_late_parts_ids`) windows are token
+        ids (int32 bytes) that overlap and a chunk may span two of them; for an API
+        (:meth:`_late_parts_text`) windows are chunk texts and a chunk is one of them."""
         tokenize = self.embedder.token_ids if self.reads_ids else self.reference.ids
         encoded = (self.memo or TokenMemo()).encode(texts, tokenize, None)
+        parts_of = self._late_parts_ids if self.reads_ids else self._late_parts_text
         inputs, owner, spans = [], [], []
         for t, (text, (ids, offsets)) in enumerate(zip(texts, encoded)):
             if not len(ids):
                 raise InputError(f"text #{t} has no tokens for {self.name} ({text[:40]!r}); it cannot be embedded")
-            for first, last in piece_bounds(len(ids), self.capacity, self.capacity):
-                chunks = [(first + a, first + b) for a, b in piece_bounds(last - first, size, size)]
-                chars = [(int(offsets[a, 0]), int(offsets[b - 1, 1])) for a, b in chunks]
-                window = ids[first:last].tobytes() if self.reads_ids else tuple(text[a:b] for a, b in chars)
-                for k, ((a, b), span) in enumerate(zip(chunks, chars)):
-                    inputs.append((window, (a - first, b - first) if self.reads_ids else (k, k + 1)))
-                    owner.append(t)
-                    spans.append(span)
+            for parts, (a, b) in parts_of(text, ids, offsets):
+                inputs.append(parts)
+                owner.append(t)
+                spans.append((int(offsets[a, 0]), int(offsets[b - 1, 1])))
         seen = np.array([len(t) for t in texts], dtype=np.int64)
         return Pieces(inputs, np.asarray(owner, dtype=np.int64), np.asarray(spans, dtype=np.int64).reshape(-1, 2), seen)
 
+    def _late_parts_ids(self, text: str, ids: np.ndarray, offsets: np.ndarray):
+        """Per chunk (its parts, its token range): the windows of :func:`late_layout`, as id bytes."""
+        windows: dict[int, bytes] = {}
+        for chunk in late_layout(len(ids), self.capacity, self.strategy_spec.overlap, self.strategy_spec.chunk_tokens):
+            for first, _, _ in chunk:
+                windows.setdefault(first, ids[first : first + self.capacity].tobytes())
+            yield tuple((windows[first], (a - first, b - first)) for first, a, b in chunk), (chunk[0][1], chunk[-1][2])
+
+    def _late_parts_text(self, text: str, ids: np.ndarray, offsets: np.ndarray):
+        """Per chunk (its one part, its token range): windows of the model's capacity that do not
+        overlap, each sent as its chunk texts (the API pools every input of a request itself), so a
+        chunk never spans two windows."""
+        size = self.strategy_spec.chunk_tokens
+        for first, last in piece_bounds(len(ids), self.capacity, self.capacity):
+            chunks = [(first + a, first + b) for a, b in piece_bounds(last - first, size, size)]
+            window = tuple(text[int(offsets[a, 0]) : int(offsets[b - 1, 1])] for a, b in chunks)
+            for k, chunk in enumerate(chunks):
+                yield ((window, (k, k + 1)),), chunk
+
     def _embed_late(self, inputs: list) -> np.ndarray:
         """Vectors of late-chunking pieces: each distinct window runs once (through the cache),
-        with its distinct chunks."""
+        each distinct chunk is pooled once."""
         windows: dict = {}
-        for window, span in inputs:
-            windows.setdefault(window, {})[span] = None
-        order = sorted(windows, key=len, reverse=True)  # similar lengths batch with little padding
-        units = [np.frombuffer(w, dtype=np.int32) if self.reads_ids else list(w) for w in order]
-        vectors = self.embedder.embed_late_chunks(units, [list(windows[w]) for w in order], kind="document")
-        where = {(w, span): row[i] for w, row in zip(order, vectors) for i, span in enumerate(windows[w])}
-        return np.stack([where[item] for item in inputs]) if inputs else np.zeros((0, self.embedder.dim), dtype=np.float32)
+        chunks: dict = {}
+        for piece in inputs:
+            if piece not in chunks:
+                chunks[piece] = tuple((windows.setdefault(w, len(windows)), a, b) for w, (a, b) in piece)
+        if not chunks:
+            return np.zeros((0, self.embedder.dim), dtype=np.float32)
+        units = [np.frombuffer(w, dtype=np.int32) if self.reads_ids else list(w) for w in windows]
+        vectors = self.embedder.embed_late_chunks(units, list(chunks.values()), kind="document")
+        row = {piece: i for i, piece in enumerate(chunks)}
+        return vectors[[row[piece] for piece in inputs]]
 
     def _embed_pieces(self, inputs: list, whole_texts: list[str] | None) -> np.ndarray:
         """Vectors of ``inputs``, each distinct input embedded once (``whole_texts``: embed these
@@ -380,3 +426,22 @@ def load_scorers(spec: str, strategies: Sequence[Strategy], reference: TokenCoun
     embedder = load_embedder(spec, cache_dir=cache_dir, progress=progress, commit_every=commit_every, executor=executor)
     memo = TokenMemo()  # the haystacks are tokenised once for all the strategies
     return [EmbeddingScorer(embedder, strategy, reference, dedupe=dedupe, memo=memo) for strategy in strategies]
+
+
+def late_layout(n_tokens: int, window: int, overlap: int, chunk: int) -> list[list[tuple[int, int, int]]]:
+    """How late chunking reads a text of ``n_tokens`` content tokens, as jina-ai/late-chunking reads
+    long documents: macro windows of ``window`` tokens, each starting ``overlap`` tokens before the
+    previous one ends; a later window's first ``overlap`` outputs are dropped, so every token keeps
+    exactly one output (from the first window holding it, or the window its left context is in).
+    The text is cut into chunks of ``chunk`` tokens, each returned as its parts ``(first, start,
+    end)``: the window starting at token ``first`` gives the outputs of tokens ``[start, end)``
+    (text positions). A chunk spans two windows (more when ``chunk > window - overlap``) where it
+    crosses a boundary; its vector is the mean over all its parts' outputs."""
+    windows = piece_bounds(n_tokens, window, window - overlap)
+    kept_from = np.array([first + (overlap if k else 0) for k, (first, _) in enumerate(windows)])
+    layout = []
+    for start, end in piece_bounds(n_tokens, chunk, chunk):
+        first_window, last_window = np.searchsorted(kept_from, [start, end - 1], side="right") - 1
+        layout.append([(windows[k][0], max(start, int(kept_from[k])), min(end, windows[k][1]) if k == last_window
+                        else int(kept_from[k + 1])) for k in range(first_window, last_window + 1)])
+    return layout

@@ -10,7 +10,9 @@ from typer.testing import CliRunner
 
 from embedeval.cli import app
 from embedeval.embedders.registry import load_embedder
-from embedeval.strategies import EmbeddingScorer, Strategy, parse_strategies
+from embedeval.defaults import DEFAULT_LATE_CHUNKING_OVERLAP
+from embedeval.errors import ConfigError
+from embedeval.strategies import EmbeddingScorer, Strategy, late_layout, parse_strategies
 from fake_api import serving
 
 SHORT = ("Actually, Yuki lives next to the Semper Opera House. The river was quiet that morning, and the bridges "
@@ -32,16 +34,51 @@ def test_chunks_of_a_short_text_equal_sentence_transformers_token_embeddings_poo
     assert float(alone @ indexed.vectors[0]) < 0.999
 
 
-def test_long_texts_are_cut_into_the_windows_of_windows_mean(minilm, books_dir):
-    text = " ".join((books_dir / sorted(p.name for p in books_dir.glob("*.txt"))[0]).read_text().split()[:1500])
-    late = EmbeddingScorer(minilm, Strategy("late-chunking", chunk_tokens=100))
-    mean = EmbeddingScorer(minilm, Strategy("windows-mean"))
-    windows = list(dict.fromkeys(window for window, _ in late._cut_late([text]).inputs))
-    assert len(windows) > 3 and windows == mean._cut([text]).inputs
-    pieces = late._cut_late([text])
-    spans = [span for _, span in pieces.inputs]
-    assert all(0 <= a < b <= late.capacity and b - a <= 100 for a, b in spans)
-    assert len(pieces.inputs) == sum(-(-len(np.frombuffer(w, dtype=np.int32)) // 100) for w in windows)
+def test_the_layout_gives_every_token_one_output_and_lets_chunks_cross_windows():
+    # windows of 8 tokens overlapping by 3: starting at 0, 5, 10, 15; kept outputs from 0, 8, 13, 18
+    layout = late_layout(20, 8, 3, 6)
+    assert layout == [[(0, 0, 6)], [(0, 6, 8), (5, 8, 12)], [(5, 12, 13), (10, 13, 18)], [(15, 18, 20)]]
+    for n, window, overlap, chunk in [(20, 8, 3, 6), (1000, 254, 64, 100), (1000, 254, 0, 254), (600, 254, 200, 30),
+                                      (253, 254, 64, 128), (257, 254, 64, 1)]:
+        parts = [part for chunk_parts in late_layout(n, window, overlap, chunk) for part in chunk_parts]
+        assert [p for _, a, b in parts for p in range(a, b)] == list(range(n))  # each token once, in order
+        assert all(first <= a < b <= min(first + window, n) and (first == 0 or a >= first + overlap) for first, a, b in parts)
+
+
+def _one_token_words(minilm, books_dir, n_words: int) -> str:
+    """Book words the tokenizer reads as one token each: a window cut anywhere re-tokenises to its ids."""
+    words = (books_dir / sorted(p.name for p in books_dir.glob("*.txt"))[0]).read_text().split()
+    alphabetic = [w for w in words if w.isalpha()]
+    ids = minilm.token_ids(alphabetic)
+    return " ".join([w for w, (i, _) in zip(alphabetic, ids) if len(i) == 1][:n_words])
+
+
+def test_overlapping_windows_recomputed_by_hand_from_sentence_transformers_token_embeddings(minilm, books_dir):
+    text = _one_token_words(minilm, books_dir, 700)
+    (ids, _), = minilm.token_ids([text])
+    scorer = EmbeddingScorer(minilm, Strategy("late-chunking", chunk_tokens=100, overlap=64))
+    window, n = scorer.capacity, len(ids)
+    assert scorer.strategy_spec.overlap == DEFAULT_LATE_CHUNKING_OVERLAP == 64 and window == 254 and n == 700
+    # by hand: windows start every 254 - 64 tokens; a later window's first 64 outputs are dropped
+    outputs = np.zeros((n, minilm.dim))
+    for first in range(0, n - 64, window - 64):
+        words = text.split()[first : first + window]
+        assert minilm.token_ids([" ".join(words)])[0][0] == list(ids[first : first + len(words)])
+        tokens = np.asarray(minilm.model.encode(" ".join(words), output_value="token_embeddings", convert_to_numpy=True))[1:-1]
+        keep = 64 if first else 0
+        outputs[first + keep : first + len(words)] = tokens[keep:]
+    expected = np.stack([outputs[a : a + 100].mean(axis=0) for a in range(0, n, 100)])
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    indexed = scorer.index([text])
+    assert len(indexed.vectors) == 7
+    np.testing.assert_allclose(indexed.vectors, expected, atol=1e-5)
+    # chunk 2 (tokens 200-300) crosses the first window's end (254); without overlap the second
+    # window starts at 254 with no left context, and chunk 3 (300-400) reads differently
+    pieces = scorer._cut_late([text]).inputs
+    assert [len(p) for p in pieces] == [1, 1, 2, 1, 2, 1, 2]  # windows keep tokens from 0, 254, 444, 634
+    no_overlap = EmbeddingScorer(minilm, Strategy("late-chunking", chunk_tokens=100, overlap=0)).index([text]).vectors
+    np.testing.assert_allclose(no_overlap[:2], indexed.vectors[:2], atol=1e-6)  # inside the first window: the same
+    assert float(no_overlap[3] @ indexed.vectors[3]) < 0.999
 
 
 def test_late_chunks_go_through_the_cache_and_a_rerun_embeds_nothing(tmp_path):
@@ -74,6 +111,9 @@ def test_jina_late_chunks_with_the_apis_own_flag_one_request_per_window(monkeypa
 @pytest.mark.parametrize("args, message", [
     (["--embedder", "openai:text-embedding-3-small"], "error: late-chunking is not offered for openai:text-embedding-3-small"),
     (["--executor", "ray"], "error: late-chunking of st:all-MiniLM-L6-v2 runs on the local executor only"),
+    (["--chunk-tokens", "255"], "error: late-chunking@255 does not fit st:all-MiniLM-L6-v2, which reads 254 content tokens"),
+    (["--late-overlap", "254"], "error: a window overlap of 254 tokens leaves nothing new in st:all-MiniLM-L6-v2's windows"),
+    (["--late-overlap", "-1"], "error: late-chunking overlap must be >= 0 tokens, not -1"),
 ])
 def test_embedders_that_cannot_late_chunk_are_refused_with_one_line(args, message, tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-unused")
@@ -106,3 +146,48 @@ def test_late_chunking_and_several_needles_give_the_same_tables_with_dedupe_on_a
         numeric = a.select_dtypes("number").columns
         pd.testing.assert_frame_equal(a.drop(columns=numeric), b.drop(columns=numeric))
         np.testing.assert_allclose(a[numeric].to_numpy(float), b[numeric].to_numpy(float), atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def pooled_copies(tmp_path_factory):
+    """Copies of the bundled model with the same transformer: CLS pooling, and mean pooling
+    followed by a Dense layer (then Normalize), saved as folders."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.models import Dense, Normalize, Pooling
+
+    from embedeval.embedders.models import resolve_model_path
+
+    bundled = SentenceTransformer(resolve_model_path("all-MiniLM-L6-v2"), device="cpu")
+    transformer, dim = bundled[0], bundled.get_embedding_dimension()
+    folder = tmp_path_factory.mktemp("pooled-copies")
+    copies = {"cls": [Pooling(dim, "cls"), Normalize()], "Dense": [Pooling(dim, "mean"), Dense(dim, dim), Normalize()]}
+    for name, modules in copies.items():
+        SentenceTransformer(modules=[transformer, *modules], device="cpu").save(str(folder / name))
+    return folder
+
+
+@pytest.mark.parametrize("copy, says", [("cls", "it pools with cls, not mean"),
+                                        ("Dense", "it has a Dense module after its mean pooling")])
+def test_models_not_mean_pooled_are_refused_before_any_work(copy, says, pooled_copies, tmp_path):
+    spec = f"st:{pooled_copies / copy}"
+    model = load_embedder(spec, cache_dir=tmp_path / "cache")
+    with pytest.raises(ConfigError, match=f"late-chunking is not defined for {spec}: {says}"):
+        EmbeddingScorer(model, Strategy("late-chunking", chunk_tokens=64))
+    assert model.stats.requested == model.stats.embedded == 0
+    EmbeddingScorer(model, Strategy("chunks-max", chunk_tokens=64))  # other strategies stay open to it
+    result = CliRunner().invoke(app, ["nolima", "--embedder", spec, "--strategy", "late-chunking",
+                                      "--out", str(tmp_path / "run")])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code != 0 and len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], result.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_cache_keys_chunks_on_all_their_windows_so_another_overlap_reuses_only_what_it_shares(tmp_path, minilm, books_dir):
+    text = _one_token_words(minilm, books_dir, 700)
+    fresh = {overlap: EmbeddingScorer(minilm, Strategy("late-chunking", chunk_tokens=100, overlap=overlap)).index([text]).vectors
+             for overlap in (0, 64)}
+    for overlap in (64, 0):
+        model = load_embedder("st:all-MiniLM-L6-v2", cache_dir=tmp_path)
+        cached = EmbeddingScorer(model, Strategy("late-chunking", chunk_tokens=100, overlap=overlap)).index([text]).vectors
+        np.testing.assert_allclose(cached, fresh[overlap], atol=1e-6)
+    assert model.stats.cache_hits == 2 and model.stats.embedded == 5  # only the first window's chunks are the same

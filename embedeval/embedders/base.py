@@ -203,13 +203,23 @@ class Scorer(Protocol):
 
 def offers_late_chunking(embedder) -> bool:
     """Whether ``embedder`` (and every embedder it wraps) has ``embed_late_chunks(windows, chunks,
-    kind)``: per window (a sequence of units: token ids for a model fed ids, chunk texts for an
-    API with late chunking of its own), one vector per chunk ``(start, end)`` of units, each
-    pooled from a single pass over its whole window."""
+    kind)``: ``windows`` are sequences of units (token ids for a model fed ids, chunk texts for an
+    API with late chunking of its own), each read in a single pass; a chunk is a sequence of parts
+    ``(w, start, end)``, units ``[start, end)`` of window ``w``; one L2-normalised vector per chunk
+    (a ``(len(chunks), dim)`` array), pooled from its parts' outputs."""
     if not callable(getattr(embedder, "embed_late_chunks", None)):
         return False
     inner = getattr(embedder, "inner", None)
     return inner is None or offers_late_chunking(inner)
+
+
+def late_chunking_refusal(embedder) -> str | None:
+    """Why the innermost model under ``embedder`` (through its wrappers' ``inner``) says late
+    chunking is not defined for it (its ``late_chunking_refusal()``), or None."""
+    while getattr(embedder, "inner", None) is not None:
+        embedder = embedder.inner
+    refusal = getattr(embedder, "late_chunking_refusal", None)
+    return refusal() if callable(refusal) else None
 
 
 class EmbedderWrapper:

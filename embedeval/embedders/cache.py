@@ -75,12 +75,18 @@ def ids_cache_key(spec: str, fingerprint: str, kind: str, ids: Sequence[int]) ->
     return hashlib.sha256(head + np.asarray(ids, dtype="<i4").tobytes()).digest()
 
 
-def late_chunk_key(spec: str, fingerprint: str, kind: str, window: bytes, span: tuple[int, int]) -> bytes:
-    """sha256 over spec, model fingerprint, ``kind:late``, a chunk's ``start:end`` and its whole
-    window (token ids as little-endian int32, or chunk texts NUL-joined): a late-chunked vector
-    depends on everything its window holds."""
-    head = f"{spec}\0{fingerprint}\0{kind}:late\0{int(span[0])}:{int(span[1])}\0".encode("utf-8")
-    return hashlib.sha256(head + window).digest()
+def late_chunk_key(spec: str, fingerprint: str, kind: str, parts: Sequence[tuple[bytes, tuple[int, int]]]) -> bytes:
+    """sha256 over spec, model fingerprint, ``kind:late`` and a chunk's parts: per part its
+    ``start:end`` and its whole window (:func:`window_bytes`): a late-chunked vector depends on
+    everything its windows hold. A chunk inside one window keeps the key it had before chunks could
+    span windows; a chunk of ``n`` parts hashes ``kind:late:n`` and each window's length."""
+    if len(parts) == 1:
+        (window, (start, end)), = parts
+        return hashlib.sha256(f"{spec}\0{fingerprint}\0{kind}:late\0{int(start)}:{int(end)}\0".encode("utf-8") + window).digest()
+    digest = hashlib.sha256(f"{spec}\0{fingerprint}\0{kind}:late:{len(parts)}\0".encode("utf-8"))
+    for window, (start, end) in parts:
+        digest.update(f"{int(start)}:{int(end)}:{len(window)}\0".encode("utf-8") + window)
+    return digest.digest()
 
 
 def window_bytes(window) -> bytes:
@@ -433,40 +439,38 @@ class CachedEmbedder(EmbedderWrapper):
         return out
 
 
-    def embed_late_chunks(self, windows: Sequence, chunks: Sequence[Sequence[tuple[int, int]]], kind: Kind = "document") -> list[np.ndarray]:
+    def embed_late_chunks(self, windows: Sequence, chunks: Sequence[Sequence[tuple[int, int, int]]],
+                          kind: Kind = "document") -> np.ndarray:
         """The wrapped model's late-chunked vectors (:func:`~embedeval.embedders.base.offers_late_chunking`),
-        each chunk cached under :func:`late_chunk_key`; a window with any chunk missing runs again
-        whole (its vectors depend on all of it), ``commit_every`` chunks' worth of windows per commit."""
+        each chunk cached under :func:`late_chunk_key`; the windows of the missing chunks run again
+        whole (a vector depends on all of its windows), ``commit_every`` chunks per model call and commit."""
         check_texts([], kind)
         fingerprint = self.inner.fingerprint
-        keys = [[late_chunk_key(self.name, fingerprint, kind, window_bytes(w), span) for span in spans]
-                for w, spans in zip(windows, chunks)]
-        flat = [k for window_keys in keys for k in window_keys]
-        found = self.cache.get_many(list(dict.fromkeys(flat)))
-        todo = [i for i, window_keys in enumerate(keys) if any(k not in found for k in window_keys)]
-        self.stats.requested += len(flat)
-        self.stats.cache_hits += sum(k in found for k in flat)
-        groups, current, size = [], [], 0
-        for i in todo:  # about commit_every chunks per model call and commit
-            current.append(i)
-            size += len(keys[i])
-            if size >= self.commit_every:
-                groups.append(current)
-                current, size = [], 0
-        groups += [current] if current else []
-        with tqdm(total=sum(len(keys[i]) for i in todo), desc=f"late chunking ({self.name})", unit="chunk",
-                  disable=not self.progress, delay=0.5) as bar:
-            for group in groups:
-                vectors = self.inner.embed_late_chunks([windows[i] for i in group], [chunks[i] for i in group], kind=kind)
-                group_keys = [k for i in group for k in keys[i]]
-                stacked = check_vectors(np.concatenate(vectors) if vectors else np.zeros((0, self.dim)), len(group_keys),
-                                        self.dim, self.name)
+        window_keys = [window_bytes(w) for w in windows]
+        keys = [late_chunk_key(self.name, fingerprint, kind, [(window_keys[w], (start, end)) for w, start, end in parts])
+                for parts in chunks]
+        found = self.cache.get_many(list(dict.fromkeys(keys)))
+        todo = list({key: c for c, key in enumerate(keys) if key not in found}.values())  # one chunk per missing key
+        self.stats.requested += len(keys)
+        self.stats.cache_hits += sum(k in found for k in keys)
+        with tqdm(total=len(todo), desc=f"late chunking ({self.name})", unit="chunk", disable=not self.progress,
+                  delay=0.5) as bar:
+            for first in range(0, len(todo), self.commit_every):
+                group = todo[first : first + self.commit_every]
+                used = sorted({w for c in group for w, _, _ in chunks[c]})
+                local = {w: i for i, w in enumerate(used)}
+                vectors = self.inner.embed_late_chunks([windows[w] for w in used],
+                                                       [[(local[w], a, b) for w, a, b in chunks[c]] for c in group], kind=kind)
+                vectors = check_vectors(vectors, len(group), self.dim, self.name)
+                group_keys = [keys[c] for c in group]
                 self.stats.model_calls += 1
                 self.stats.embedded += len(group_keys)
-                self.cache.put_many(self.name, group_keys, stacked)
-                found.update(zip(group_keys, stacked))
+                self.cache.put_many(self.name, group_keys, vectors)
+                found.update(zip(group_keys, vectors))
                 bar.update(len(group_keys))
-        return [np.stack([found[k] for k in window_keys]).astype(np.float32, copy=False) for window_keys in keys]
+        if not keys:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
 
 class CachedTokenIdEmbedder(CachedEmbedder, TokenIdWrapper):

@@ -35,23 +35,27 @@ class JinaEmbedder(APIEmbedder):
     def settings(self) -> dict[str, object]:
         return {**super().settings(), "task": self.task, "late_chunking": self.late_chunking, "truncate": self.truncate}
 
-    def embed_late_chunks(self, windows: Sequence[Sequence[str]], chunks: Sequence[Sequence[tuple[int, int]]],
-                          kind: Kind = "document") -> list[np.ndarray]:
+    def embed_late_chunks(self, windows: Sequence[Sequence[str]], chunks: Sequence[Sequence[tuple[int, int, int]]],
+                          kind: Kind = "document") -> np.ndarray:
         """Late chunking by the API: each window (its chunk texts, in order) is one request with
         ``late_chunking: true``, which embeds the inputs of a request as one text and pools each
-        input's tokens; chunk ``(i, i + 1)`` is the vector of the window's i-th input. Vectors are
+        input's tokens; a chunk is one part ``(w, i, i + 1)``, the vector of window ``w``'s i-th
+        input (the API returns no token outputs, so chunks cannot span windows). Vectors are
         L2-normalised."""
         check_texts([text for window in windows for text in window], kind)
-        out = []
-        for window, spans in zip(windows, chunks):
-            if any(end != start + 1 or not 0 <= start < len(window) for start, end in spans):
-                raise InputError(f"{self.name} late-chunks whole inputs: chunk spans must be (i, i + 1), not {list(spans)[:3]}")
-            texts = list(window)
+        if any(len(parts) != 1 or parts[0][2] != parts[0][1] + 1 or not 0 <= parts[0][1] < len(windows[parts[0][0]])
+               for parts in chunks):
+            raise InputError(f"{self.name} late-chunks whole inputs: a chunk must be one part (w, i, i + 1), "
+                             f"not {[list(parts) for parts in chunks[:3]]}")
+        vectors = {}
+        for w in sorted({parts[0][0] for parts in chunks}):
+            texts = list(windows[w])
             tokens = sum(self.count_tokens(texts))
             self.limiter.check(tokens, self.name)
-            vectors = l2_normalize(self._send(texts, tokens, kind, late_chunking=True))
-            out.append(vectors[[start for start, _ in spans]])
-        return out
+            vectors[w] = l2_normalize(self._send(texts, tokens, kind, late_chunking=True))
+        if not chunks:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([vectors[w][i] for (w, i, _), in chunks])
 
     def _request(self, texts, kind, late_chunking: bool = False):
         body = {"model": self.model, "input": texts, "task": self.task, "late_chunking": late_chunking or self.late_chunking,

@@ -6,7 +6,7 @@ Queries and documents get the model's own ``query``/``document`` prompts when it
 prompts (all-MiniLM-L6-v2) embed both kinds the same way.
 
 The model is loaded when first needed. What the pipeline asks of it besides vectors (its
-fingerprint, dimension, token window, special and prompt ids, tokenizer fingerprint: its *facts*)
+fingerprint, dimension, token window, special and prompt ids, tokenizer fingerprint, pooling: its *facts*)
 is remembered in a ``facts_store`` (the embedding cache, :meth:`EmbeddingCache.get_facts
 <embedeval.embedders.cache.EmbeddingCache.get_facts>`) keyed on the folder's fingerprint and
 the library versions, so a run whose vectors are all cached never loads the weights; the
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embedeval.embedders.base import KINDS, Kind, check_texts
+from embedeval.embedders.base import KINDS, Kind, check_texts, l2_normalize
 from embedeval.embedders.models import (
     canonical_model,
     folder_fingerprint,
@@ -35,9 +35,20 @@ from embedeval.errors import InputError, UnknownEmbedderError
 from embedeval.tokens import TokenCounter, load_token_counter, quiet_transformers
 
 #: Bump when the facts change shape or meaning (older remembered facts are then ignored).
-FACTS_FORMAT = 1
+FACTS_FORMAT = 2
 #: Packages whose versions can change what a loaded model says about itself.
 FACTS_PACKAGES = ("sentence-transformers", "transformers", "tokenizers", "torch")
+
+
+def _pooling_mode(module) -> str | None:
+    """A sentence-transformers Pooling module's mode ("mean", "cls", ...; several joined by "+"),
+    None for another module."""
+    if callable(getattr(module, "get_pooling_mode_str", None)):  # sentence-transformers 5
+        return module.get_pooling_mode_str()
+    mode = getattr(module, "pooling_mode", None)  # sentence-transformers 6: a name or a tuple of names
+    if isinstance(mode, (tuple, list)):
+        return "+".join(mode)
+    return mode if isinstance(mode, str) else None
 
 
 def _package_version(name: str) -> str:
@@ -122,7 +133,7 @@ class SentenceTransformerEmbedder:
                 prompt_ids[kind] = str(exc)
         return {"fingerprint": self._live_fingerprint(), "dim": int(self.model.get_embedding_dimension()),
                 "max_tokens": int(self.model.max_seq_length), "special_ids": list(self._special_ids()),
-                "prompt_ids": prompt_ids, "tokenizer": self.token_counter.fingerprint}
+                "prompt_ids": prompt_ids, "tokenizer": self.token_counter.fingerprint, "pooling": self._live_pooling()}
 
     @property
     def token_counter(self) -> TokenCounter:
@@ -271,46 +282,74 @@ class SentenceTransformerEmbedder:
                 out[rows] = torch.nn.functional.normalize(vectors.float(), dim=1).cpu().numpy()
         return out
 
-    def embed_late_chunks(self, windows: Sequence[Sequence[int]], chunks: Sequence[Sequence[tuple[int, int]]],
-                          kind: Kind = "document") -> list[np.ndarray]:
+    def embed_late_chunks(self, windows: Sequence[Sequence[int]], chunks: Sequence[Sequence[tuple[int, int, int]]],
+                          kind: Kind = "document") -> np.ndarray:
         """Late chunking: each window of content ids (at most ``id_capacity``) runs through the
-        model once, with its special tokens and prompt as :meth:`embed_ids` adds them; the vector
-        of chunk ``(start, end)`` (content-token positions in its window) is the mean of the
-        model's output token embeddings at those positions, special tokens and prompt left out,
-        L2-normalised:
+        model once, with its special tokens and prompt as :meth:`embed_ids` adds them; a chunk is
+        a sequence of parts ``(w, start, end)`` (content-token positions ``[start, end)`` of window
+        ``w``), and its vector the mean of the model's output token embeddings at all its parts'
+        positions, special tokens and prompt left out, L2-normalised:
 
-            v(chunk) = normalise( (1 / (end - start)) * sum_{i = start}^{end - 1} h[offset + i] )
+            v(chunk) = normalise( (1 / n) * sum_{(w, start, end)} sum_{i = start}^{end - 1} h_w[offset + i] )
 
-        where ``h`` are the last layer's token embeddings (``output_value="token_embeddings"``) and
-        ``offset`` the tokens before the content. Returns per window a ``(len(chunks[w]), dim)`` array."""
+        where ``h_w`` are the last layer's token embeddings of window ``w``
+        (``output_value="token_embeddings"``), ``offset`` the tokens before the content and ``n`` the
+        chunk's token count. Returns a ``(len(chunks), dim)`` array."""
         if kind not in ("query", "document"):
             check_texts([], kind)
         windows = [list(map(int, seq)) for seq in windows]
         capacity = self.id_capacity(kind)
-        for seq, spans in zip(windows, chunks):
-            if not seq or len(seq) > capacity:
-                raise InputError(f"late chunking takes windows of 1..{capacity} token ids for {self.name} ({kind})")
-            if not spans or any(not 0 <= start < end <= len(seq) for start, end in spans):
-                raise InputError(f"late chunking needs chunks inside their window, not {list(spans)[:3]}")
-        if not windows:
-            return []
+        if any(not seq or len(seq) > capacity for seq in windows):
+            raise InputError(f"late chunking takes windows of 1..{capacity} token ids for {self.name} ({kind})")
+        parts_of: dict[int, list[tuple[int, int, int]]] = {}  # window -> (chunk, start, end)
+        for c, parts in enumerate(chunks):
+            if not parts or any(not (0 <= w < len(windows) and 0 <= start < end <= len(windows[w])) for w, start, end in parts):
+                raise InputError(f"late chunking needs chunks inside their windows, not {list(parts)[:3]}")
+            for w, start, end in parts:
+                parts_of.setdefault(w, []).append((c, start, end))
+        sums = np.zeros((len(chunks), self.dim), dtype=np.float64)
+        if not chunks:
+            return sums.astype(np.float32)
         import torch
 
         model = self.model
         before, after = self._special_ids()
         prompt = self._prompt_ids(kind)
         offset = len(before) + len(prompt)
-        out: list[np.ndarray] = [np.zeros((0, self.dim), dtype=np.float32)] * len(windows)
+        used = sorted(parts_of)
         with torch.inference_mode():
-            for rows in self.id_batches(windows):
-                batch = [before + prompt + windows[i] + after for i in rows]
-                features = dict(self.model.tokenizer.pad({"input_ids": batch}, return_tensors="pt", return_attention_mask=True))
+            for rows in self.id_batches([windows[w] for w in used]):
+                batch = [before + prompt + windows[used[i]] + after for i in rows]
+                features = dict(model.tokenizer.pad({"input_ids": batch}, return_tensors="pt", return_attention_mask=True))
                 features = {k: v.to(model.device) for k, v in features.items()}
                 tokens = model.forward(features)["token_embeddings"].float()
                 for row, i in enumerate(rows):
-                    pooled = torch.stack([tokens[row, offset + start: offset + end].mean(dim=0) for start, end in chunks[i]])
-                    out[i] = torch.nn.functional.normalize(pooled, dim=1).cpu().numpy()
-        return out
+                    for c, start, end in parts_of[used[i]]:
+                        sums[c] += tokens[row, offset + start : offset + end].sum(dim=0).cpu().numpy()
+        return l2_normalize(sums)  # the mean's direction: the sum's
+
+    def late_chunking_refusal(self) -> str | None:
+        """Why this model's own vector is not the (normalised) mean of its token embeddings, so that
+        late chunks would not be comparable with its query vectors: pooling other than mean, or a
+        module other than Normalize after the pooling. None when it is."""
+        facts = self._recalled()
+        pooling = facts["pooling"] if facts else self._live_pooling()
+        if pooling["mode"] is None:
+            return "it has no Pooling module (late chunks are mean-pooled token embeddings)"
+        if pooling["mode"] != "mean":
+            return f"it pools with {pooling['mode']}, not mean (late chunks are mean-pooled token embeddings)"
+        extra = [name for name in pooling["after"] if name != "Normalize"]
+        if extra:
+            return f"it has a {extra[0]} module after its mean pooling (late chunks are mean-pooled token embeddings)"
+        return None
+
+    def _live_pooling(self) -> dict:
+        """The loaded model's pooling: ``{"mode": "mean" | "cls" | ... | None, "after": [module class names]}``."""
+        modules = list(self.model)
+        at = next((i for i, module in enumerate(modules) if _pooling_mode(module) is not None), None)
+        if at is None:
+            return {"mode": None, "after": []}
+        return {"mode": _pooling_mode(modules[at]), "after": [type(module).__name__ for module in modules[at + 1 :]]}
 
     def check(self) -> None:
         """Nothing to reach; the model's facts are remembered or the model loads (a broken folder

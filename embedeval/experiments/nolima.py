@@ -29,6 +29,7 @@ from embedeval.defaults import (
     DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_N_BOOTSTRAP, DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES, DEFAULT_NEEDLES_PER_HAYSTACK,
     DEFAULT_NEGATIVES,
     DEFAULT_NORMALIZE_BY, DEFAULT_SEED, DEFAULT_STRATEGIES, DEFAULT_VARIANTS, DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS,
+    DEFAULT_LATE_CHUNKING_OVERLAP,
 )
 from embedeval.executors import Executor
 from embedeval.embedders.registry import select_embedders
@@ -83,8 +84,9 @@ class NolimaConfig:
     break_threshold: float = DEFAULT_BREAK_THRESHOLD  # ... and the value it must keep
     normalize_by: str = DEFAULT_NORMALIZE_BY  # "standard" (the study's divisor) or "own"
     strategies: list[str] = field(default_factory=lambda: list(DEFAULT_STRATEGIES))  # how long haystacks are read
-    chunk_tokens: list[int] = field(default_factory=lambda: list(DEFAULT_CHUNK_TOKENS))  # chunks-max sizes
+    chunk_tokens: list[int] = field(default_factory=lambda: list(DEFAULT_CHUNK_TOKENS))  # chunks-max and late-chunking sizes
     window_overlap: int = DEFAULT_WINDOW_OVERLAP  # windows-mean: tokens shared by neighbouring windows
+    late_overlap: int = DEFAULT_LATE_CHUNKING_OVERLAP  # late-chunking: tokens shared by neighbouring macro windows
     dedupe: bool = True  # embed each distinct token-id sequence once (False: every text whole; same tables)
     executor: str = DEFAULT_EXECUTOR  # where cache misses are embedded: "local" or "ray" (same tables)
     workers: int = DEFAULT_WORKERS  # Ray actors
@@ -104,13 +106,17 @@ class NolimaConfig:
         self.rule().check()
         if self.n_bootstrap < 10:
             raise ConfigError(f"n_bootstrap must be at least 10 resamples, not {self.n_bootstrap}")
-        strategies = parse_strategies(self.strategies, self.chunk_tokens, self.window_overlap)
+        strategies = self.strategy_list()
         self.executor_settings().check()
         if not self.embedders:
             raise ConfigError("no embedders given")
         self.embedders, self.skipped = select_embedders(self.embedders, self.skip_unavailable, lexical=True)
         check_strategy_support(self.embedders, strategies, self.executor)
         return grid_needle_set(self.needles, self.groups, self.variants, self.n_distractors, self.distractors_file)
+
+    def strategy_list(self) -> list:
+        """The strategies the run reads haystacks with (:func:`~embedeval.strategies.parse_strategies`)."""
+        return parse_strategies(self.strategies, self.chunk_tokens, self.window_overlap, self.late_overlap)
 
     def rule(self) -> BreakRule:
         """How the report reads the break point."""
@@ -183,7 +189,7 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
     needle_set = config.validate()
     forms = query_forms(needle_set, config.expansions)
     settings = {**asdict(config), "versions": package_versions()}
-    strategies = parse_strategies(config.strategies, config.chunk_tokens, config.window_overlap)
+    strategies = config.strategy_list()
     with run_directory(config.out) as out:
         reference = load_token_counter(config.tokenizer)
         scorers = [scorer for spec in config.embedders
