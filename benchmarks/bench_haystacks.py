@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from embedeval.corpus import load_corpus
-from embedeval.haystacks import SentencePool, build_haystacks
+from embedeval.haystacks import HaystackGrid, SentencePool, build_haystacks
 from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.needles import load_needle_set
 from embedeval.tokens import load_token_counter
@@ -30,7 +30,7 @@ def main(books: Path = BOOKS) -> None:
     corpus = load_corpus(f"dir:{books}/*.txt")  # the books, not the folder's SOURCES.md
     pool = SentencePool.from_corpus(corpus, tokenizer, banned=needle_set.character_pattern())
     prepared = time.perf_counter()
-    frame = build_haystacks(needle_set, corpus, tokenizer=tokenizer, pool=pool)
+    frame = build_haystacks(needle_set, HaystackGrid(), corpus, tokenizer=tokenizer, pool=pool)
     done = time.perf_counter()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     total = done - start

@@ -59,6 +59,7 @@ import platform
 import resource
 import tempfile
 import time
+from dataclasses import replace
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -67,11 +68,12 @@ from sentence_transformers import SentenceTransformer
 
 from embedeval import sentences
 from embedeval.breaks import break_points, break_sentence
-from embedeval.defaults import DEFAULT_DEPTHS, DEFAULT_LENGTHS, DEFAULT_NEGATIVES, DEFAULT_VARIANTS
+from embedeval.defaults import DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_LENGTHS, DEFAULT_NEGATIVES, DEFAULT_VARIANTS
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.expansion import query_forms
 from embedeval.experiments import nolima
 from embedeval.experiments.nolima import NolimaConfig, load_or_build_haystacks, run_nolima
+from embedeval.haystacks import HaystackGrid
 from embedeval.needles import STANDARD_NEEDLE
 from embedeval.strategies import EmbeddingScorer, parse_strategies
 
@@ -104,11 +106,11 @@ def pick_groups(value: str | None, needle_set) -> list[str] | None:
     return [g.strip() for g in value.split(",") if g.strip()]
 
 
-def make_config(folder: Path, name: str, strategy: str, groups, lengths, depths, negatives) -> NolimaConfig:
-    config = NolimaConfig(embedders=[f"st:{MODEL}"], strategies=[strategy], lengths=list(lengths), depths=depths,
-                          negatives=negatives, out=str(folder / name))
-    config.groups = pick_groups(groups, config.validate())
-    return config
+def make_config(folder: Path, name: str, strategy: str, groups, lengths, depths, negatives,
+                corpus: str = DEFAULT_CORPUS) -> NolimaConfig:
+    config = NolimaConfig(embedders=[f"st:{MODEL}"], strategies=[strategy], out=str(folder / name),
+                          grid=HaystackGrid(corpus=corpus, lengths=list(lengths), depths=depths, negatives=negatives))
+    return replace(config, groups=pick_groups(groups, config.validate()))
 
 
 def prepare(config: NolimaConfig):
@@ -119,8 +121,8 @@ def prepare(config: NolimaConfig):
     haystacks = load_or_build_haystacks(config, needle_set, progress=False)
     build = time.perf_counter() - start
     texts = list(dict.fromkeys(haystacks["text"]))
-    needles = sorted({g.needles[STANDARD_NEEDLE[v]] for g in needle_set.groups for v in config.variants})
-    queries = [q for form in query_forms(needle_set, config.expansions).values() for q in form]
+    needles = sorted({g.needles[STANDARD_NEEDLE[v]] for g in needle_set.groups for v in config.grid.variants})
+    queries = [q for form in query_forms(needle_set, list(config.expansions)).values() for q in form]
     return haystacks, build, texts, needles, list(dict.fromkeys(queries))
 
 
@@ -192,8 +194,8 @@ def breakdown(spent: dict[str, float]) -> str:
 
 def grid_line(config: NolimaConfig, haystacks) -> str:
     groups = "all" if config.groups is None else len(config.groups)
-    return (f"groups {groups}, lengths {','.join(map(str, config.lengths))}, depths {config.depths}, "
-            f"negatives {config.negatives}: {len(haystacks)} haystacks ({haystacks['n_tokens'].sum() / 1e6:.2f} M tokens)")
+    return (f"groups {groups}, lengths {','.join(map(str, config.grid.lengths))}, depths {config.grid.depths}, "
+            f"negatives {config.grid.negatives}: {len(haystacks)} haystacks ({haystacks['n_tokens'].sum() / 1e6:.2f} M tokens)")
 
 
 def part_truncate(model: SentenceTransformerEmbedder, folder: Path, args) -> None:
@@ -299,9 +301,7 @@ def part_grid(model: SentenceTransformerEmbedder, folder: Path, args) -> None:
     cache = folder / "cache-grid"
 
     def config(name: str) -> NolimaConfig:
-        made = make_config(folder, name, "truncate", args.grid_groups, args.grid_lengths, args.depths, args.grid_negatives)
-        made.corpus = corpus
-        return made
+        return make_config(folder, name, "truncate", args.grid_groups, args.grid_lengths, args.depths, args.grid_negatives, corpus)
 
     needle_set = config("grid-a").validate()
     with clocks({"split": [(sentences, "split_sentences")]}) as split:
@@ -342,7 +342,7 @@ def part_breaks(folder: Path, args) -> None:
     seconds = []
     for _ in range(3):
         start = time.perf_counter()
-        table = break_points(result.metrics, result.retrieval, config.rule(), config.n_bootstrap, config.seed)
+        table = break_points(result.metrics, result.retrieval, config.rule(), config.n_bootstrap, config.grid.seed)
         seconds.append(time.perf_counter() - start)
     took = float(np.median(seconds))
     print("== Part 5: break points with intervals ==")

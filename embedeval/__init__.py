@@ -10,9 +10,9 @@ try:
 except PackageNotFoundError:  # running from a source tree without install
     __version__ = "0.0.0"
 
-_LAZY = {"run_nolima", "NolimaConfig", "NolimaResult"}
+_LAZY = {"run_nolima", "HaystackGrid", "NolimaConfig", "NolimaResult"}
 
-__all__ = ["Embedder", "EmbeddingCache", "EmbedevalError", "NolimaConfig", "NolimaResult", "__version__",
+__all__ = ["Embedder", "EmbeddingCache", "EmbedevalError", "HaystackGrid", "NolimaConfig", "NolimaResult", "__version__",
            "load_embedder", "run_nolima"]
 
 

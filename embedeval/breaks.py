@@ -76,7 +76,7 @@ class BreakRule:
         if self.rule not in BREAK_RULES:
             raise ConfigError(f"unknown break rule {self.rule!r}; use one of {', '.join(BREAK_RULES)}")
         if self.k not in BREAK_KS:
-            raise ConfigError(f"--break-k must be one of {', '.join(map(str, BREAK_KS))} (the recall@k measured), not {self.k}")
+            raise ConfigError(f"`break_k` must be one of {', '.join(map(str, BREAK_KS))} (the recall@k measured), not {self.k}", "break_k")
         if self.metric not in BREAK_METRICS:
             raise ConfigError(f"unknown break metric {self.metric!r}; use one of {', '.join(BREAK_METRICS)}")
         if not 0 < self.threshold <= 1:

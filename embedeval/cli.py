@@ -14,6 +14,7 @@ from typer.core import TyperGroup
 
 from embedeval import __version__
 from embedeval.cli_options import (
+    in_flag_words,
     APIOptions, CacheDir, ChromaUrlOpt, ChunkOptions, DistractorsFileOpt, ThemeOptions, EmbedderOptions, GridOptions, NeedleOptions, PairOptions,
     Quiet, int_list, split_list, with_option_groups,
 )
@@ -32,7 +33,7 @@ class _UserErrorsAsOneLine(TyperGroup):
         try:
             return super().invoke(ctx)
         except EmbedevalError as exc:
-            typer.echo(f"error: {exc}", err=True)
+            typer.echo(f"error: {in_flag_words(exc)}", err=True)
             raise typer.Exit(1) from None
 
 
@@ -208,18 +209,13 @@ def haystacks_build(
     quiet: Quiet = False,
 ) -> None:
     """Build the deterministic haystack grid and write it as Parquet."""
-    from embedeval.corpus import load_corpus
     from embedeval.haystacks import build_haystacks
     from embedeval.io import write_table
 
     check_output_file(out, (".parquet",))
-    grid.check()
+    haystack_grid = grid.haystack_grid(controls)
     needle_set = grid.needle_set(needles)  # before the corpus is read
-    frame = build_haystacks(
-        needle_set, load_corpus(grid.corpus), lengths=grid.length_list, depths=grid.depths, variants=grid.variant_list,
-        controls=controls, seed=grid.seed, progress=not quiet, negatives=grid.negatives, min_books=grid.min_books,
-        filler=grid.filler, n_distractors=grid.distractor_counts, needles_per_haystack=grid.needle_counts,
-    )
+    frame = build_haystacks(needle_set, haystack_grid, progress=not quiet)
     write_table(frame, out)
     typer.echo(f"wrote {len(frame)} haystacks to {out}")
 
@@ -282,10 +278,8 @@ def nolima(
     if commit_every < 1:
         raise InputError("--commit-every must be >= 1")
     config = NolimaConfig(
-        embedders=embedders.specs, needles=str(needles.path), groups=needles.group_ids, corpus=grid.corpus,
-        min_books=grid.min_books, filler=grid.filler,
-        lengths=grid.length_list, depths=grid.depths, variants=grid.variant_list, seed=grid.seed, negatives=grid.negatives,
-        n_distractors=grid.distractor_counts, needles_per_haystack=grid.needle_counts, distractors_file=None if grid.distractors_file is None else str(grid.distractors_file),
+        embedders=embedders.specs, needles=str(needles.path), groups=needles.group_ids, grid=grid.haystack_grid(),
+        distractors_file=None if grid.distractors_file is None else str(grid.distractors_file),
         out=str(out), break_rule=break_rule, break_k=break_k, break_metric=break_metric, break_threshold=break_threshold, n_bootstrap=n_bootstrap, normalize_by=normalize_by, skip_unavailable=embedders.skip_unavailable,
         expansions=split_list(expansions or ""),
         strategies=[name for item in (strategy or list(DEFAULT_STRATEGIES)) for name in split_list(item)],
@@ -293,7 +287,7 @@ def nolima(
         executor=embedders.executor, workers=embedders.workers, ray_address=embedders.ray_address,
     )
     result = run_nolima(config, progress=not quiet, cache_dir=embedders.cache_dir, commit_every=commit_every)
-    for spec, why in config.skipped:
+    for spec, why in result.skipped:
         typer.echo(f"skipped {spec} ({why})")
     for name, count in result.newly_embedded.items():
         typer.echo(f"{name}: {count} texts newly embedded")
@@ -511,7 +505,7 @@ def themes(
     clusters, chunks = result.clusters, result.chunks
     typer.echo(f"{len(chunks)} chunks, {len(clusters)} clusters, noise {(chunks['cluster'] == -1).mean():.1%}; "
                f"largest: cluster 0, {clusters['size'].iloc[0]} chunks ({clusters['top_terms'].iloc[0].replace(';', ', ')})")
-    timings = ", ".join(f"{k} {v:.1f} s" for k, v in config.timings.items())
+    timings = ", ".join(f"{k} {v:.1f} s" for k, v in result.timings.items())
     typer.echo(f"time: {timings}")
     typer.echo(f"wrote {out}/report.md")
 

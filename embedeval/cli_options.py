@@ -9,6 +9,8 @@ chunking are declared once, used by every command that needs them, and parsed in
 
 from __future__ import annotations
 
+import re
+
 import dataclasses
 import functools
 import inspect
@@ -116,35 +118,44 @@ class GridOptions:
     distractors_file: DistractorsFileOpt = None
     needles_per_haystack: Annotated[str, typer.Option("--needles-per-haystack", help="Comma-separated needle counts K (e.g. 1,3): each K > 1 builds the needle haystacks again with K - 1 needles of other groups beside the own one; the haystack is ranked by every question whose needle it holds. Goes with --n-distractors 0.")] = ",".join(map(str, DEFAULT_NEEDLES_PER_HAYSTACK))
 
-    @property
-    def length_list(self) -> list[int]:
-        return int_list(self.lengths, "--lengths")
+    def haystack_grid(self, controls: bool = True):
+        """The :class:`~embedeval.haystacks.HaystackGrid` of these options (checked as it is made,
+        before any work); ``haystacks build`` and ``nolima`` both make theirs here."""
+        from embedeval.haystacks import HaystackGrid
 
-    @property
-    def variant_list(self) -> list[str]:
-        return split_list(self.variants)
-
-    @property
-    def distractor_counts(self) -> list[int]:
-        return int_list(self.n_distractors, "--n-distractors")
-
-    @property
-    def needle_counts(self) -> list[int]:
-        return int_list(self.needles_per_haystack, "--needles-per-haystack")
-
-    def check(self) -> None:
-        """The grid's settings, checked before any work."""
-        from embedeval.haystacks import check_build_args
-
-        check_build_args(self.length_list, self.depths, self.variant_list, self.negatives, self.min_books, self.filler,
-                         self.distractor_counts, self.needle_counts)
+        return HaystackGrid(corpus=self.corpus, lengths=int_list(self.lengths, "--lengths"), depths=self.depths,
+                            variants=split_list(self.variants), negatives=self.negatives,
+                            n_distractors=int_list(self.n_distractors, "--n-distractors"),
+                            needles_per_haystack=int_list(self.needles_per_haystack, "--needles-per-haystack"),
+                            filler=self.filler, min_books=self.min_books, seed=self.seed, controls=controls)
 
     def needle_set(self, needles: NeedleOptions):
         """The needle set of ``needles`` with ``--distractors-file`` applied, checked to serve the
         grid's variants and distractor counts (before the corpus is read)."""
         from embedeval.needles import grid_needle_set
 
-        return grid_needle_set(needles.path, needles.group_ids, self.variant_list, self.distractor_counts, self.distractors_file)
+        grid = self.haystack_grid()
+        return grid_needle_set(needles.path, needles.group_ids, grid.variants, grid.n_distractors, self.distractors_file)
+
+
+#: The flag of each library parameter whose flag is not ``--`` + its name with ``.`` and ``_`` as ``-``.
+FLAG_OF = {"embedders": "--embedder", "strategies": "--strategy", "hdbscan.min_cluster_size": "--min-cluster-size",
+           "hdbscan.min_samples": "--min-samples"}
+
+
+def flag_of(parameter: str) -> str:
+    """The command-line flag of a library parameter: ``umap.min_dist`` -> ``--umap-min-dist``."""
+    return FLAG_OF.get(parameter, "--" + parameter.replace(".", "-").replace("_", "-"))
+
+
+def in_flag_words(error: Exception) -> str:
+    """An error's message with the library parameters it names (its ``parameters``, written
+    `` `name` `` in the message) said as the command line's flags: the one place the CLI
+    translates them."""
+    text = str(error)
+    for parameter in getattr(error, "parameters", ()):
+        text = text.replace(f"`{parameter}`", flag_of(parameter))
+    return text
 
 
 def budget_map(value: str | None, option: str) -> dict[str, int]:

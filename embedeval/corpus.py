@@ -80,9 +80,9 @@ def load_corpus(source: str, cache_dir: str | Path | None = None) -> Corpus:
 
 
 def check_min_books(min_books: int) -> None:
-    """``--min-books`` must be a whole number >= 1."""
+    """``min_books`` must be a whole number >= 1."""
     if not isinstance(min_books, numbers.Integral) or isinstance(min_books, bool) or min_books < 1:
-        raise ConfigError(f"--min-books must be a whole number >= 1, not {min_books!r}")
+        raise ConfigError(f"`min_books` must be a whole number >= 1, not {min_books!r}", "min_books")
 
 
 def require_books(corpus: Corpus, min_books: int = DEFAULT_MIN_BOOKS, purpose: str = "haystacks draw from") -> None:
@@ -90,7 +90,7 @@ def require_books(corpus: Corpus, min_books: int = DEFAULT_MIN_BOOKS, purpose: s
     check_min_books(min_books)
     if len(corpus.books) < min_books:
         raise CorpusError(f"corpus {corpus.source} has {len(corpus.books)} books; {purpose} at least {min_books} "
-                          f"(set --min-books to use fewer)")
+                          f"(set `min_books` to use fewer)", "min_books")
 
 
 def directory_books(folder: Path) -> list[Book]:

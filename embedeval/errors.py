@@ -8,7 +8,16 @@ from __future__ import annotations
 
 
 class EmbedevalError(Exception):
-    """Base class of every error a user can cause (bad input, missing key, unknown model)."""
+    """Base class of every error a user can cause (bad input, missing key, unknown model).
+
+    A message that names the library's parameters writes them in backquotes (`` `umap.min_dist`
+    must be in [0, 1], not 2.0``, as scikit-learn's errors name theirs) and lists them in
+    ``parameters``; the command line says the same in the words of its flags
+    (:func:`embedeval.cli_options.in_flag_words`: ``--umap-min-dist must be ...``)."""
+
+    def __init__(self, message: str = "", *parameters: str):
+        super().__init__(message)
+        self.parameters = parameters
 
 
 class UnknownEmbedderError(EmbedevalError, ValueError):

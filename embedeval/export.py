@@ -127,7 +127,7 @@ def export_mteb(run_dir: str | Path, out: str | Path) -> list[Path]:
     run = NolimaRun.open(run_dir, (HAYSTACK_SETTINGS,))
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} is a file; MTEB results go into a folder")
+        raise InputError(f"`out` {out} is a file; MTEB results go into a folder", "out")
     revision = hashlib.sha256(run.haystack_settings_bytes()).hexdigest()[:16]
     results = mteb_results(run.metrics(), revision)
     written = []
@@ -181,19 +181,20 @@ def export_prompts(run_dir: str | Path, out: str | Path, template_file: str | Pa
         template = check_template(path.read_text(encoding="utf-8"), str(path))
     run = NolimaRun.open(run_dir, (HAYSTACKS,))
     config = run.config
-    needle_set = grid_needle_set(config["needles"], config.get("groups"), config.get("variants", ()),
-                                 config.get("n_distractors", (0,)), config.get("distractors_file"))
+    grid = config["grid"]
+    needle_set = grid_needle_set(config["needles"], config.get("groups"), grid.get("variants", ()),
+                                 grid.get("n_distractors", (0,)), config.get("distractors_file"))
     table = prompt_rows(run.haystacks(), needle_set, template)
     specs = [spec for spec in config["embedders"] if spec not in LEXICAL_SPECS]
     if specs:
         pairs_of = table[["question", "needle"]].drop_duplicates().reset_index(drop=True)
         pairs = [Pair(id=str(i), topic="", question=q, needle=n) for i, (q, n) in enumerate(pairs_of.itertuples(index=False))]
         embedders = [load_embedder(spec, cache_dir=cache_dir, progress=progress) for spec in specs]
-        corpus = load_corpus(config["corpus"])
-        chunks = chunk_corpus(corpus, chunker, seed=config.get("seed", 0))
+        corpus = load_corpus(grid["corpus"])
+        chunks = chunk_corpus(corpus, chunker, seed=grid.get("seed", 0))
         question_sims = needle_question_similarity(pairs, embedders)
         haystack_sims = needle_haystack_similarity(pairs, chunks, embedders, top=DEFAULT_TOP_K, index=index,
-                                                   chunk_origin={"corpus": config["corpus"], "chunker": chunker, "seed": config.get("seed", 0)})
+                                                   chunk_origin={"corpus": grid["corpus"], "chunker": chunker, "seed": grid.get("seed", 0)})
         key = pairs_of.assign(id=[p.id for p in pairs])
         for name, sims in (("needle_question_sim", question_sims), ("needle_haystack_sim", haystack_sims)):
             columns = {spec: f"{name}:{spec}" for spec in specs} | {"mean": name}

@@ -32,21 +32,22 @@ of the needle set, or of 250 tokens or more, are left out, so controls never men
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from embedeval.corpus import Corpus, check_min_books, require_books
+from embedeval.corpus import Corpus, check_min_books, load_corpus, require_books
 from embedeval.errors import ConfigError, CorpusError
 from embedeval.defaults import (
-    DEFAULT_DEPTHS, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES_PER_HAYSTACK,
+    DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES_PER_HAYSTACK,
     DEFAULT_NEGATIVES, DEFAULT_SEED,
     DEFAULT_VARIANTS,
 )
@@ -278,50 +279,82 @@ def _draw(allowed: np.ndarray, n: int, rng: np.random.Generator) -> list[int]:
     return sorted(int(k) for k in chosen)
 
 
-def check_build_args(lengths: Sequence[int], depths: int, variants: Sequence[str], negatives: int = DEFAULT_NEGATIVES,
-                     min_books: int = DEFAULT_MIN_BOOKS, filler: str = DEFAULT_FILLER,
-                     n_distractors: Sequence[int] = DEFAULT_N_DISTRACTORS,
-                     needles_per_haystack: Sequence[int] = DEFAULT_NEEDLES_PER_HAYSTACK) -> None:
-    """Reject bad grids before any work: lengths must be positive ints, depths >= 1, known
-    variants, at least one negative per length, min_books >= 1, a known filler, distinct
-    distractor counts >= 0, distinct needle counts >= 1, and several needles only without
-    distractors."""
-    if not lengths:
-        raise ConfigError("no haystack lengths given")
-    for length in lengths:
-        if not isinstance(length, (int, np.integer)) or length < 16:
-            raise ConfigError(f"haystack length {length!r} is invalid: lengths are whole numbers of tokens >= 16")
-    repeated = sorted({length for length in lengths if list(lengths).count(length) > 1})
-    if repeated:
-        raise ConfigError(f"haystack length {repeated[0]} is given more than once")
-    if depths < 1:
-        raise ConfigError(f"depths must be >= 1, not {depths}")
-    if not isinstance(negatives, (int, np.integer)) or negatives < 1:
-        raise ConfigError(f"negatives must be a whole number >= 1, not {negatives!r}: each needle haystack is ranked among them")
-    unknown = [v for v in variants if v not in NEEDLE_VARIANTS]
-    if unknown:
-        raise ConfigError(f"unknown variant {unknown[0]!r}; known: {', '.join(NEEDLE_VARIANTS)}")
-    if len(set(variants)) < len(variants):
-        raise ConfigError(f"a variant is given more than once: {', '.join(variants)}")
-    check_min_books(min_books)
-    if filler not in FILLERS:
-        raise ConfigError(f"unknown filler {filler!r}; use one of {', '.join(FILLERS)}")
-    _check_counts(n_distractors, "distractor count", 0, "no distractor counts given (0 builds haystacks without distractors)")
-    _check_counts(needles_per_haystack, "needles-per-haystack count", 1, "no needles-per-haystack counts given (1: one needle)")
-    if max(needles_per_haystack) > 1 and max(n_distractors) > 0:
-        raise ConfigError("--needles-per-haystack above 1 goes with --n-distractors 0 (a haystack holds several needles "
-                          "or distractors, not both)")
+@dataclass(frozen=True)
+class HaystackGrid:
+    """The settings of a haystack grid, validated once, when it is made (one
+    :class:`~embedeval.errors.ConfigError` naming the parameter): ``corpus`` (a corpus spec,
+    :func:`~embedeval.corpus.load_corpus`) and the fewest books it must hold, how filler is drawn,
+    the ``lengths`` (whole numbers of tokens >= 16, distinct), ``depths`` per length (>= 1), the
+    needle ``variants``, ``negatives`` per length (>= 1), the distractor counts ``n_distractors``
+    (distinct, >= 0), ``needles_per_haystack`` (distinct, >= 1; above 1 only without
+    distractors), the ``seed`` and whether every condition gets a needle-free control. Sequences
+    are kept as tuples. :func:`build_haystacks` takes it whole; a run's
+    :class:`~embedeval.experiments.nolima.NolimaConfig` holds it as ``grid``."""
+
+    corpus: str = DEFAULT_CORPUS
+    lengths: tuple[int, ...] = DEFAULT_LENGTHS
+    depths: int = DEFAULT_DEPTHS
+    variants: tuple[str, ...] = DEFAULT_VARIANTS
+    negatives: int = DEFAULT_NEGATIVES
+    n_distractors: tuple[int, ...] = DEFAULT_N_DISTRACTORS
+    needles_per_haystack: tuple[int, ...] = DEFAULT_NEEDLES_PER_HAYSTACK
+    filler: str = DEFAULT_FILLER
+    min_books: int = DEFAULT_MIN_BOOKS
+    seed: int = DEFAULT_SEED
+    controls: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("lengths", "variants", "n_distractors", "needles_per_haystack"):
+            value = getattr(self, name)
+            object.__setattr__(self, name, (value,) if isinstance(value, (str, int, np.integer)) else tuple(value))
+        self._check()
+
+    def _check(self) -> None:
+        if not self.lengths:
+            raise ConfigError("`lengths`: no haystack lengths given", "lengths")
+        for length in self.lengths:
+            if not isinstance(length, (int, np.integer)) or isinstance(length, bool) or length < 16:
+                raise ConfigError(f"haystack length {length!r} is invalid: each of `lengths` is a whole number of tokens >= 16", "lengths")
+        repeated = sorted({length for length in self.lengths if self.lengths.count(length) > 1})
+        if repeated:
+            raise ConfigError(f"haystack length {repeated[0]} is given more than once", "lengths")
+        if not isinstance(self.depths, (int, np.integer)) or isinstance(self.depths, bool) or self.depths < 1:
+            raise ConfigError(f"`depths` must be >= 1, not {self.depths!r}", "depths")
+        if not isinstance(self.negatives, (int, np.integer)) or isinstance(self.negatives, bool) or self.negatives < 1:
+            raise ConfigError(f"`negatives` must be a whole number >= 1, not {self.negatives!r}: each needle haystack is ranked "
+                              "among them", "negatives")
+        if not self.variants:
+            raise ConfigError("`variants`: no variants given", "variants")
+        unknown = [v for v in self.variants if v not in NEEDLE_VARIANTS]
+        if unknown:
+            raise ConfigError(f"unknown variant {unknown[0]!r}; known: {', '.join(NEEDLE_VARIANTS)}", "variants")
+        if len(set(self.variants)) < len(self.variants):
+            raise ConfigError(f"a variant is given more than once: {', '.join(self.variants)}", "variants")
+        check_min_books(self.min_books)
+        if self.filler not in FILLERS:
+            raise ConfigError(f"`filler` must be one of {', '.join(FILLERS)}, not {self.filler!r}", "filler")
+        _check_counts(self.n_distractors, "distractor count", 0, "no distractor counts given (0 builds haystacks without distractors)")
+        _check_counts(self.needles_per_haystack, "needles-per-haystack count", 1, "no needles-per-haystack counts given (1: one needle)")
+        if max(self.needles_per_haystack) > 1 and max(self.n_distractors) > 0:
+            raise ConfigError("`needles_per_haystack` above 1 goes with `n_distractors` 0 (a haystack holds several needles "
+                              "or distractors, not both)", "needles_per_haystack", "n_distractors")
+
+    def haystack_settings(self) -> dict:
+        """The grid's settings as JSON would give them back (lists, not tuples), without
+        ``controls`` (a run always builds them)."""
+        return json.loads(json.dumps({k: v for k, v in asdict(self).items() if k != "controls"}))
 
 
 def _check_counts(counts: Sequence[int], what: str, least: int, empty: str) -> None:
     """A non-empty list of distinct whole numbers >= ``least`` (``empty``: the error without any)."""
+    parameter = "n_distractors" if least == 0 else "needles_per_haystack"
     if not counts:
-        raise ConfigError(empty)
+        raise ConfigError(empty, parameter)
     for count in counts:
         if not isinstance(count, (int, np.integer)) or isinstance(count, bool) or count < least:
-            raise ConfigError(f"{what} {count!r} is invalid: counts are whole numbers >= {least}")
+            raise ConfigError(f"{what} {count!r} is invalid: counts are whole numbers >= {least}", parameter)
     if len(set(counts)) < len(counts):
-        raise ConfigError(f"a {what} is given more than once: {', '.join(map(str, counts))}")
+        raise ConfigError(f"a {what} is given more than once: {', '.join(map(str, counts))}", parameter)
 
 
 def distractor_columns(haystacks: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -342,23 +375,17 @@ def depth_grid(n_depths: int) -> np.ndarray:
 
 def build_haystacks(
     needle_set: NeedleSet,
-    corpus: Corpus,
-    lengths: Sequence[int] = DEFAULT_LENGTHS,
-    depths: int = DEFAULT_DEPTHS,
-    variants: Sequence[str] = DEFAULT_VARIANTS,
-    controls: bool = True,
+    grid: HaystackGrid | None = None,
+    corpus: Corpus | None = None,
+    *,
     tokenizer: TokenCounter | None = None,
-    seed: int = DEFAULT_SEED,
-    min_books: int = DEFAULT_MIN_BOOKS,
     progress: bool = False,
     pool: SentencePool | None = None,
-    negatives: int = DEFAULT_NEGATIVES,
-    filler: str = DEFAULT_FILLER,
-    n_distractors: Sequence[int] = DEFAULT_N_DISTRACTORS,
     cache_dir: str | Path | None = None,
-    needles_per_haystack: Sequence[int] = DEFAULT_NEEDLES_PER_HAYSTACK,
 ) -> pd.DataFrame:
-    """Every haystack of the grid as a DataFrame with the columns of :data:`HAYSTACK_COLUMNS`.
+    """Every haystack of ``grid`` (:class:`HaystackGrid`, default: the default grid) as a
+    DataFrame with the columns of :data:`HAYSTACK_COLUMNS`, from ``corpus`` (default: the grid's
+    corpus, loaded) split into ``pool`` (default: from the corpus, cached in ``cache_dir``).
 
     Same inputs and seed -> identical rows. ``depth`` is the needle's token offset / n_tokens.
     Besides the needle haystacks and their controls, every length gets ``negatives``
@@ -379,56 +406,53 @@ def build_haystacks(
     at the same boundaries (``n_needles`` K, its needle columns naming those K - 1), so the
     pool of needle-free candidates never holds it.
     """
-    check_build_args(lengths, depths, variants, negatives, min_books, filler, n_distractors, needles_per_haystack)
-    needle_set.check_variants(variants)
-    needle_set.check_distractors(n_distractors)
+    grid = grid or HaystackGrid()
+    needle_set.check_variants(grid.variants)
+    needle_set.check_distractors(grid.n_distractors)
     tokenizer = tokenizer or load_token_counter()
-    require_books(corpus, min_books)
-    needles = [(g, v, name) for g in needle_set.groups for v in variants for name in g.characters]
+    corpus = corpus or load_corpus(grid.corpus)
+    require_books(corpus, grid.min_books)
+    needles = [(g, v, name) for g in needle_set.groups for v in grid.variants for name in g.characters]
     counts = tokenizer.count([g.needle(v, name) for g, v, name in needles])
     needle_tokens = {(g.id, v, name): n for (g, v, name), n in zip(needles, counts)}
-    decoys = sorted({text for g in needle_set.groups for text in g.distractor_texts[:max(n_distractors)]})
+    decoys = sorted({text for g in needle_set.groups for text in g.distractor_texts[:max(grid.n_distractors)]})
     decoy_tokens = dict(zip(decoys, tokenizer.count(decoys)))
-    grid = _Grid(variants, depth_grid(depths), controls, seed, tuple(n_distractors), needle_tokens, decoy_tokens, tokenizer,
-                 needle_set.groups, tuple(needles_per_haystack))
-    grid.check_room(needle_set.groups, lengths)
+    builder = _Builder(grid, depth_grid(grid.depths), needle_tokens, decoy_tokens, tokenizer, needle_set.groups)
+    builder.check_room(needle_set.groups, grid.lengths)
     pool = pool or SentencePool.from_corpus(corpus, tokenizer, banned=needle_set.character_pattern(), cache_dir=cache_dir)
-    need = max(lengths) + MAX_SNIPPET_TOKENS
+    need = max(grid.lengths) + MAX_SNIPPET_TOKENS
     if pool.total_tokens < need:
         raise CorpusError(
             f"corpus {corpus.source} is too small: {pool.total_tokens} usable tokens, "
-            f"haystacks of {max(lengths)} tokens need at least {need}"
+            f"haystacks of {max(grid.lengths)} tokens need at least {need}"
         )
     rows = []
-    conditions = [(g, length) for g in needle_set.groups for length in lengths]
+    conditions = [(g, length) for g in needle_set.groups for length in grid.lengths]
     for group, length in tqdm(conditions, desc="building haystacks", unit="condition", disable=not progress):
-        pieces = fill(pool, length + MAX_SNIPPET_TOKENS, condition_rng(seed, group.id, length), filler)
-        rows += grid.condition_rows(group, length, pieces)
-    for length in tqdm(lengths, desc="building negatives", unit="length", disable=not progress):
-        for k in range(negatives):
-            pieces = fill(pool, length + MAX_SNIPPET_TOKENS, condition_rng(seed, f"{NEGATIVE}-{k}", length), filler)
-            rows += grid.negative_rows(needle_set.groups, length, k, pieces)
-    grid.say_what_moved()
+        pieces = fill(pool, length + MAX_SNIPPET_TOKENS, condition_rng(grid.seed, group.id, length), grid.filler)
+        rows += builder.condition_rows(group, length, pieces)
+    for length in tqdm(grid.lengths, desc="building negatives", unit="length", disable=not progress):
+        for k in range(grid.negatives):
+            pieces = fill(pool, length + MAX_SNIPPET_TOKENS, condition_rng(grid.seed, f"{NEGATIVE}-{k}", length), grid.filler)
+            rows += builder.negative_rows(needle_set.groups, length, k, pieces)
+    builder.say_what_moved()
     return pd.DataFrame(rows, columns=HAYSTACK_COLUMNS).astype(
         {"needle_start": "Int64", "needle_end": "Int64", "depth": "Float64", "target_depth": "Float64"}
     )
 
 
 @dataclass
-class _Grid:
-    """What every condition of one build shares: the settings and the token counts of needles and
-    distractors."""
+class _Builder:
+    """What every condition of one build shares: the grid, its target depths and the token
+    counts of needles and distractors; and what the build met (merged depths, distractors in a
+    needle's zone)."""
 
-    variants: Sequence[str]
+    grid: HaystackGrid
     targets: np.ndarray
-    controls: bool
-    seed: int
-    n_distractors: tuple[int, ...]
     needle_tokens: dict
     decoy_tokens: dict[str, int]
     tokenizer: TokenCounter
     groups: Sequence[NeedleGroup] = ()
-    needles_per_haystack: tuple[int, ...] = DEFAULT_NEEDLES_PER_HAYSTACK
     merged: int = 0  # needle haystacks left out as byte-identical to another depth's
     zone_misses: int = 0  # needle haystacks whose distractors had to go inside the needle's zone
     with_distractors: int = 0  # needle haystacks with distractors
@@ -451,13 +475,13 @@ class _Grid:
 
     def _rng(self, haystack_id: str) -> np.random.Generator:
         """The stream that places the distractors of one haystack."""
-        return placement_rng(self.seed, haystack_id)
+        return placement_rng(self.grid.seed, haystack_id)
 
 
     def kinds(self) -> list[tuple[int, int]]:
         """The (distractor count, needle count) of each kind of needle haystack: every distractor
         count with one needle, then every needle count above one without distractors."""
-        return [(count, 1) for count in self.n_distractors] + [(0, k) for k in self.needles_per_haystack if k > 1]
+        return [(count, 1) for count in self.grid.n_distractors] + [(0, k) for k in self.grid.needles_per_haystack if k > 1]
 
     def other_needles(self, group: NeedleGroup, variant: str, character: str, n: int,
                       haystack_id: str) -> list[tuple[str, str, str]]:
@@ -466,7 +490,7 @@ class _Grid:
         with a name not yet in the haystack where it has one, with a stream of its own."""
         if not n:
             return []
-        rng = placement_rng(self.seed, f"{haystack_id}:needles")
+        rng = placement_rng(self.grid.seed, f"{haystack_id}:needles")
         candidates = [g for g in self.groups if g.id != group.id and any(name != character for name in g.characters)]
         if len(candidates) < n:
             raise ConfigError(f"haystack {haystack_id}: {n + 1} needles need {n} other groups with another character; "
@@ -485,16 +509,17 @@ class _Grid:
         group's longest needle and its K distractors, or K of the set's longest needles."""
         for group in groups:
             needle = max(n for (g, _, _), n in self.needle_tokens.items() if g == group.id)
-            for count in (c for c in self.n_distractors if c):
+            for count in (c for c in self.grid.n_distractors if c):
                 taken = needle + self._decoys(group, count)[1]
                 short = [length for length in lengths if length < taken]
                 if short:
                     raise ConfigError(f"haystacks of {short[0]} tokens are too short for group {group.id!r}: its needle and "
                                       f"{count} distractor(s) take {taken} tokens")
-        most = max(self.needles_per_haystack)
+        most = max(self.grid.needles_per_haystack)
         if most > 1:
             if len(self.groups) < most:
-                raise ConfigError(f"--needles-per-haystack {most} needs at least {most} groups; the needle set has {len(self.groups)}")
+                raise ConfigError(f"`needles_per_haystack` {most} needs at least {most} groups; the needle set has {len(self.groups)}",
+                                  "needles_per_haystack")
             taken = most * max(self.needle_tokens.values())
             short = [length for length in lengths if length < taken]
             if short:
@@ -512,20 +537,21 @@ class _Grid:
         filler with those K - 1 needles at the same boundaries and not its own, topped up to the
         length (as a haystack with distractors has one holding its distractors), so its own
         question's separation measures its own needle alone."""
-        base = {"group_id": group.id, "category": group.category, "length": length, "seed": self.seed}
+        base = {"group_id": group.id, "category": group.category, "length": length, "seed": self.grid.seed}
+        controls = self.grid.controls
         plain_control = f"{group.id}:{CONTROL}:{length}"
         rows = []
         for count, n_needles in self.kinds():
             decoys, decoy_tokens = self._decoys(group, count)
             suffix = (f":x{count}" if count else "") + (f":n{n_needles}" if n_needles > 1 else "")
             marks = {"n_distractors": count, "distractors_of": group.id if count else "", "n_needles": n_needles}
-            own_controls = bool(count or n_needles > 1) and self.controls  # one control per needle haystack
+            own_controls = bool(count or n_needles > 1) and controls  # one control per needle haystack
             trimmed: dict[int, list[Piece]] = {}  # the filler of those controls, by the tokens put in
-            for variant in self.variants:
+            for variant in self.grid.variants:
                 built: set[str] = set()
                 for index, target in enumerate(self.targets):
                     haystack_id = f"{group.id}:{variant}:{length}:d{index:02d}{suffix}"
-                    character = draw_character(group, self.seed, f"{group.id}:{length}:d{index:02d}")
+                    character = draw_character(group, self.grid.seed, f"{group.id}:{length}:d{index:02d}")
                     needle = group.needle(variant, character)
                     needle_tokens = self.needle_tokens[(group.id, variant, character)]
                     others = self.other_needles(group, variant, character, n_needles - 1, haystack_id)
@@ -554,7 +580,7 @@ class _Grid:
                                  "needle_starts": starts[:needles],
                                  "needles_before": inserts_tokens_before(pieces, places=[k for k, _ in inserts],
                                                                          tokens=[needle_tokens, *extra_tokens])[:needles],
-                                 "control_id": control_id if self.controls else None,
+                                 "control_id": control_id if controls else None,
                                  "parts_tokens": _tokens_of(pieces) + needle_tokens + sum(extra_tokens),
                                  "sources": sorted({p.book for p in pieces})})
                     if own_controls:  # the same filler, the same decoys and other needles at the same boundaries; not its own
@@ -569,17 +595,17 @@ class _Grid:
                                         "needle_starts": inserted[:len(others)],
                                         "needles_before": inserts_tokens_before(control_pieces, places, extra_tokens)[:len(others)]})
                         rows.append(control)
-            if not count and n_needles == 1 and self.controls:
+            if not count and n_needles == 1 and controls:
                 rows += _needle_free_row({**base, **marks}, plain_control, CONTROL, trim(filler, length, self.tokenizer))
         return _counted(rows, length, self.tokenizer)
 
     def negative_rows(self, groups: Sequence[NeedleGroup], length: int, k: int, filler: list[Piece]) -> list[dict]:
         """The ``k``-th negative of a length: plain (K = 0), and for every K > 0 one copy per group
         holding that group's K distractors at random boundaries (its question's pool)."""
-        base = {"group_id": "", "category": "", "length": length, "seed": self.seed}
+        base = {"group_id": "", "category": "", "length": length, "seed": self.grid.seed}
         rows = []
         trimmed: dict[int, list[Piece]] = {}  # the filler trimmed for each distractor total
-        for count in self.n_distractors:
+        for count in self.grid.n_distractors:
             if not count:
                 rows += _needle_free_row({**base, "n_distractors": 0, "distractors_of": ""}, f"{NEGATIVE}:{length}:{k:03d}",
                                          NEGATIVE, trim(filler, length, self.tokenizer))

@@ -95,11 +95,11 @@ def chroma_client(url: str | None = None, path: str | Path | None = None):
         return chromadb.PersistentClient(path=str(path), settings=settings)
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/"):
-        raise ConfigError(f"--chroma-url must look like http://HOST:PORT, not {url!r}")
+        raise ConfigError(f"`chroma_url` must look like http://HOST:PORT, not {url!r}", "chroma_url")
     try:
         port = parts.port or 8000
     except ValueError:
-        raise ConfigError(f"--chroma-url {url!r} has an invalid port") from None
+        raise ConfigError(f"`chroma_url` {url!r} has an invalid port", "chroma_url") from None
     try:
         client = chromadb.HttpClient(host=parts.hostname, port=port, ssl=parts.scheme == "https", settings=settings)
         client.heartbeat()

@@ -90,7 +90,7 @@ def run_directory(path: str | os.PathLike) -> Iterator[Path]:
     is removed again."""
     folder = Path(path)
     if folder.exists() and not folder.is_dir():
-        raise InputError(f"--out {folder} exists and is not a folder")
+        raise InputError(f"`out` {folder} exists and is not a folder", "out")
     created = not folder.exists()
     lock = folder / LOCK_NAME
     try:
@@ -105,7 +105,7 @@ def run_directory(path: str | os.PathLike) -> Iterator[Path]:
         holder = handle.read().strip() or "another process"
         handle.close()
         if isinstance(exc, BlockingIOError):
-            raise InputError(f"run directory {folder} is in use by {holder}; wait for it or choose another --out") from None
+            raise InputError(f"run directory {folder} is in use by {holder}; wait for it or choose another `out`", "out") from None
         raise InputError(f"cannot lock run directory {folder} ({exc.strerror or exc})") from None
     try:
         try:

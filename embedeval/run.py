@@ -42,8 +42,13 @@ BREAKS = "breaks.csv"
 CONFIG = "config.json"
 #: The tables a run's metrics are derived from (their digest decides whether metrics and report stand).
 SCORED_TABLES = (SIMILARITIES, RETRIEVAL)
-#: What a run's config.json must hold to be read as one.
-CONFIG_KEYS = ("embedders", "needles", "corpus", "lengths", "depths", "seed", "tokenizer")
+#: What a run's config.json must hold to be read as one (after :func:`upgraded_config`), and what
+#: its ``grid`` must hold.
+CONFIG_KEYS = ("embedders", "needles", "tokenizer", "grid")
+GRID_KEYS = ("corpus", "lengths", "depths", "seed")
+#: The settings a config.json of a version before ``HaystackGrid`` keeps at its top level.
+FLAT_GRID_KEYS = ("corpus", "lengths", "depths", "variants", "negatives", "n_distractors", "needles_per_haystack", "filler",
+                  "min_books", "seed")
 
 #: Columns that tables of older versions lack, with the value they stand for there: every haystack
 #: read through the model's own window, no distractors, one needle asked its own question.
@@ -59,6 +64,15 @@ def upgraded(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with the columns of :data:`LATER_DEFAULTS` it lacks filled in (a table of an
     older version, or one made by hand)."""
     return frame.assign(**{column: value for column, value in LATER_DEFAULTS.items() if column not in frame.columns})
+
+
+def upgraded_config(config: dict) -> dict:
+    """A run's config.json in today's shape: the grid's settings nested under ``grid`` (a config
+    of a version before :class:`~embedeval.haystacks.HaystackGrid` keeps them at its top level)."""
+    if "grid" in config:
+        return config
+    return {**{k: v for k, v in config.items() if k not in FLAT_GRID_KEYS},
+            "grid": {k: config[k] for k in FLAT_GRID_KEYS if k in config}}
 
 
 def _read(path: Path, columns: Sequence[str]) -> pd.DataFrame:
@@ -96,7 +110,9 @@ class NolimaRun:
         if missing:
             raise InputError(f"{folder} is not a finished run directory (missing {', '.join(missing)})")
         config = read_json(folder / CONFIG)
-        absent = [key for key in CONFIG_KEYS if not isinstance(config, dict) or key not in config]
+        config = upgraded_config(config) if isinstance(config, dict) else {}
+        absent = [key for key in CONFIG_KEYS if key not in config]
+        absent += [f"grid.{key}" for key in GRID_KEYS if "grid" in config and key not in config["grid"]]
         if absent:
             raise InputError(f"{folder / CONFIG} is not a NoLiMa run's config (it lacks {', '.join(absent)})")
         return cls(folder, config)
@@ -132,7 +148,7 @@ class NolimaRun:
         if self.has(BREAKS):
             return read_breaks(self.file(BREAKS))
         return break_points(self.metrics(), self.retrieval(), self.rule(), self.config.get("n_bootstrap", DEFAULT_N_BOOTSTRAP),
-                            self.config.get("seed", DEFAULT_SEED))
+                            self.config["grid"].get("seed", DEFAULT_SEED))
 
 
 def read_breaks(path: str | Path) -> pd.DataFrame:

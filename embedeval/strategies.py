@@ -109,7 +109,7 @@ def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Se
     sizes = list(chunk_tokens)
     if any(name in CHUNKED for name in names):
         if not sizes:
-            raise ConfigError("chunks-max and late-chunking need at least one chunk size (--chunk-tokens)")
+            raise ConfigError("chunks-max and late-chunking need at least one chunk size (`chunk_tokens`)", "chunk_tokens")
         if any(int(c) < 1 for c in sizes) or len(set(sizes)) != len(sizes):
             raise ConfigError(f"chunk sizes must be distinct positive token counts, not {sizes}")
     overlaps = {WINDOWS_MEAN: window_overlap, LATE_CHUNKING: late_overlap}
@@ -140,7 +140,7 @@ def check_strategy_support(specs: Sequence[str], strategies: Sequence[Strategy],
                               "or a jina: model (the API's own late chunking)")
         if provider == "st" and executor != "local":
             raise ConfigError(f"late-chunking of {spec} runs on the local executor only (the Ray actors return pooled "
-                              "vectors, not token embeddings); use --executor local")
+                              "vectors, not token embeddings); use `executor` local", "executor")
 
 
 def piece_bounds(n_tokens: int, size: int, step: int) -> list[tuple[int, int]]:
@@ -245,7 +245,7 @@ class EmbeddingScorer:
         if strategy.name == CHUNKS_MAX and not self.frame_tokens < strategy.chunk_tokens <= largest:
             raise ConfigError(f"chunks of {strategy.chunk_tokens} tokens do not fit {embedder.name}, which reads "
                               f"{largest} tokens per input ({self.frame_tokens} of them special); "
-                              f"use --chunk-tokens between {self.frame_tokens + 1} and {largest}")
+                              f"use `chunk_tokens` between {self.frame_tokens + 1} and {largest}", "chunk_tokens")
         if strategy.name == LATE_CHUNKING:
             self._check_late_chunking()
         if strategy.overlap >= self.capacity:
@@ -265,7 +265,7 @@ class EmbeddingScorer:
             raise ConfigError(f"late-chunking is not defined for {embedder.name}: {why}")
         if chunk > self.capacity:
             raise ConfigError(f"late-chunking@{chunk} does not fit {embedder.name}, which reads {self.capacity} content "
-                              f"tokens per window; use --chunk-tokens up to {self.capacity}")
+                              f"tokens per window; use `chunk_tokens` up to {self.capacity}", "chunk_tokens")
 
     def _capacity(self) -> int:
         """Content tokens the model reads per input. A model fed text (an API model) is cut

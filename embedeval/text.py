@@ -7,7 +7,6 @@ import hashlib
 import re
 from collections import OrderedDict
 from functools import lru_cache
-from importlib.metadata import version
 
 from lemminflect import getAllLemmas, getAllLemmasOOV
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
@@ -15,9 +14,11 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from syntok.segmenter import segment as _syntok_segment
 from syntok.tokenizer import Tokenizer as _SyntokTokenizer
 
+from embedeval.versions import package_version
+
 #: Which splitter cut the sentences (recorded with built haystacks, so haystacks cut by another
 #: splitter or version are rebuilt rather than reused).
-SENTENCE_SPLITTER = f"syntok-{version('syntok')}/paragraphs"
+SENTENCE_SPLITTER = f"syntok-{package_version('syntok')}/paragraphs"
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _TOKENIZER = _SyntokTokenizer(replace_not_contraction=False)  # keeps "don't" as written
 _SPLIT_CACHE: OrderedDict[bytes, tuple[str, ...]] = OrderedDict()

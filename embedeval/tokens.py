@@ -12,13 +12,13 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from functools import cached_property
-from importlib.metadata import version
 from typing import TypeVar
 
 
 from embedeval.defaults import DEFAULT_EMBEDDER
 from embedeval.embedders.models import resolve_model_path
 from embedeval.errors import UnknownEmbedderError
+from embedeval.versions import package_version
 
 R = TypeVar("R")
 
@@ -49,7 +49,7 @@ class TokenCounter:
         """sha256 of the Rust tokenizer as serialised (vocabulary, normaliser, pre-tokeniser,
         model; truncation and padding off) and of the ``tokenizers`` version: counters with equal
         fingerprints give a text the same ids and offsets."""
-        digest = hashlib.sha256(f"tokenizers {version('tokenizers')}\0".encode())
+        digest = hashlib.sha256(f"tokenizers {package_version('tokenizers')}\0".encode())
         digest.update(self._backend.to_str().encode("utf-8"))
         return digest.hexdigest()
 

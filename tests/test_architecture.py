@@ -97,3 +97,43 @@ def test_package_modules_import_each_other_at_the_top():
             if isinstance(node, ast.ImportFrom) and id(node) not in top and (node.module or "").startswith("embedeval"):
                 hidden.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno} {node.module}")
     assert hidden == []
+
+
+def _constants(path: Path) -> list[ast.Constant]:
+    """The string constants of a module that are not docstrings."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    return [node for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docstrings]
+
+
+LIBRARY = [p for p in (REPO_ROOT / "embedeval").rglob("*.py") if p.name not in ("cli.py", "cli_options.py")]
+
+
+def test_library_errors_name_parameters_not_flags():
+    """A user of the Python API is told about ``umap.min_dist``, not ``--umap-min-dist``; the CLI
+    translates (cli_options.in_flag_words)."""
+    import re
+
+    flag = re.compile(r"(^|[\s(`'\"])--[a-z]")
+    found = []
+    for path in LIBRARY:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Raise) and node.exc is not None:
+                found += [f"{path.name}:{node.lineno}: {sub.value!r}" for sub in ast.walk(node.exc)
+                          if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and flag.search(sub.value)]
+    assert not found, found
+
+
+def test_only_run_py_names_the_run_directory_files():
+    """embedeval.run owns the run directory: no other module spells its files' names as paths."""
+    from embedeval import run
+
+    names = {run.HAYSTACKS, run.HAYSTACK_SETTINGS, run.SIMILARITIES, run.RETRIEVAL, run.METRICS, run.BREAKS}
+    assert names == {"haystacks.parquet", "haystacks.json", "similarities.parquet", "retrieval.parquet", "metrics.csv", "breaks.csv"}
+    found = [f"{path.relative_to(REPO_ROOT)}:{node.lineno}: {node.value}" for path in (REPO_ROOT / "embedeval").rglob("*.py")
+             if path.name != "run.py" for node in _constants(path) if node.value in names]
+    assert not found, found

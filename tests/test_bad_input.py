@@ -25,7 +25,7 @@ def _setup(tmp_path):
     pd.DataFrame({"a": [1]}).to_parquet(tmp_path / "garbage-run" / "similarities.parquet")
     (tmp_path / "empty-run").mkdir()
     for run in ("garbage-run", "empty-run"):
-        (tmp_path / run / "config.json").write_text('{"needles": "n.json", "corpus": "c", "lengths": [128], "depths": 2, '
+        (tmp_path / run / "config.json").write_text('{"embedders": ["bm25"], "needles": "n.json", "corpus": "c", "lengths": [128], "depths": 2, '
                                                     '"seed": 0, "tokenizer": "st:all-MiniLM-L6-v2"}')
     (tmp_path / "bad-config-run").mkdir()
     (tmp_path / "bad-config-run" / "config.json").write_text("[1, 2]")

@@ -15,7 +15,7 @@ from embedeval.cli import app
 from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.embedders.base import Scores
-from embedeval.haystacks import DISTRACTOR_ZONE, build_haystacks
+from embedeval.haystacks import DISTRACTOR_ZONE, HaystackGrid, build_haystacks
 from embedeval.labels import CONTROL, NEGATIVE
 from embedeval.needles import load_needle_set
 from embedeval.similarity import HaystackScores, retrieval_rows
@@ -47,8 +47,7 @@ def needle_file(tmp_path_factory):
 @pytest.fixture(scope="module")
 def grid(needle_file, books_dir):
     needle_set = load_needle_set(needle_file)
-    frame = build_haystacks(needle_set, load_corpus(f"dir:{books_dir}"), lengths=[512, 1024], depths=4,
-                            variants=["onehop", "inverted"], negatives=3, n_distractors=[0, 2])
+    frame = build_haystacks(needle_set, HaystackGrid(lengths=[512, 1024], depths=4, variants=["onehop", "inverted"], negatives=3, n_distractors=[0, 2]), load_corpus(f"dir:{books_dir}"))
     return needle_set, frame
 
 
@@ -92,14 +91,14 @@ def test_short_haystacks_keep_the_zone_where_they_can_and_refuse_what_cannot_hol
     needle_set = load_needle_set(needle_file)
     corpus = load_corpus(f"dir:{books_dir}")
     counter = load_token_counter()
-    frame = build_haystacks(needle_set, corpus, lengths=[160, 256], depths=5, variants=["onehop"], negatives=1, n_distractors=[4])
+    frame = build_haystacks(needle_set, HaystackGrid(lengths=[160, 256], depths=5, variants=["onehop"], negatives=1, n_distractors=[4]), corpus)
     positives = frame[frame["variant"] == "onehop"]
     assert (positives["distractors_in_zone"] == 0).all()
     for row in positives.itertuples():
         assert len(row.distractor_starts) == 4
         _assert_outside_zone(row, counter)
     # 100 tokens: the needle and 4 distractors leave few boundaries; what cannot keep the zone is placed and counted
-    frame = build_haystacks(needle_set, corpus, lengths=[100, 256], depths=5, variants=["onehop"], negatives=1, n_distractors=[0, 4])
+    frame = build_haystacks(needle_set, HaystackGrid(lengths=[100, 256], depths=5, variants=["onehop"], negatives=1, n_distractors=[0, 4]), corpus)
     short = frame[(frame["variant"] == "onehop") & (frame["length"] == 100) & (frame["n_distractors"] == 4)]
     assert len(short) and (short["n_tokens"] <= 100).all()
     assert all(len(starts) == 4 for starts in short["distractor_starts"])
@@ -110,7 +109,7 @@ def test_short_haystacks_keep_the_zone_where_they_can_and_refuse_what_cannot_hol
         _assert_outside_zone(row, counter)
     taken = max(counter.count([g.needle("onehop", c) for g in needle_set.groups for c in g.characters]))
     with pytest.raises(ConfigError, match="haystacks of 40 tokens are too short for group 'loc-dresden': its needle and 4 distractor"):
-        build_haystacks(needle_set, corpus, lengths=[40, 256], depths=5, variants=["onehop"], negatives=1, n_distractors=[0, 4])
+        build_haystacks(needle_set, HaystackGrid(lengths=[40, 256], depths=5, variants=["onehop"], negatives=1, n_distractors=[0, 4]), corpus)
     assert taken < 40 < taken + sum(counter.count(DISTRACTORS["loc-dresden"]))
 
 
@@ -208,9 +207,9 @@ def test_haystacks_build_and_nolima_build_identical_haystacks(needle_file, books
 def test_similarity_rows_pair_each_needle_haystack_with_its_own_control(needle_file, books_dir, tmp_path):
     from embedeval.aggregate import pair_with_controls
     from embedeval.experiments.nolima import NolimaConfig, run_nolima
+    from embedeval.haystacks import HaystackGrid
 
-    config = NolimaConfig(needles=str(needle_file), corpus=f"dir:{books_dir}", lengths=[256, 512], depths=3,
-                          variants=["onehop"], negatives=3, n_distractors=[0, 2], out=str(tmp_path / "run"), n_bootstrap=50)
+    config = NolimaConfig(needles=str(needle_file), out=str(tmp_path / "run"), n_bootstrap=50, grid=HaystackGrid(corpus=f"dir:{books_dir}", lengths=[256, 512], depths=3, variants=["onehop"], negatives=3, n_distractors=[0, 2]))
     result = run_nolima(config, progress=False, cache_dir=tmp_path / "cache")
     table = result.similarities
     assert set(table["n_distractors"]) == {0, 2}

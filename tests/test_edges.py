@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from embedeval.cli import app
 from embedeval.corpus import load_corpus
-from embedeval.haystacks import Piece, SentencePool, build_haystacks, distractor_boundaries
+from embedeval.haystacks import HaystackGrid, Piece, SentencePool, build_haystacks, distractor_boundaries
 from embedeval.labels import CONTROL, NEGATIVE
 from embedeval.needles import load_needle_set
 from embedeval.tokens import load_token_counter
@@ -75,7 +75,7 @@ def test_distractors_go_outside_the_zone_then_to_the_end_then_to_the_farthest_bo
 def test_depths_that_meet_at_one_boundary_are_built_and_counted_once(long_sentence_books, tmp_path, capsys):
     needle_set = load_needle_set(_nolima_file(tmp_path))
     corpus = load_corpus(f"dir:{long_sentence_books}")
-    frame = build_haystacks(needle_set, corpus, [128, 1024], depths=10, variants=["onehop"], negatives=2)
+    frame = build_haystacks(needle_set, HaystackGrid(lengths=[128, 1024], depths=10, variants=["onehop"], negatives=2), corpus)
     needled = frame[frame["variant"] == "onehop"]
     per_condition = needled.groupby(["group_id", "length"])
     assert (per_condition["text"].nunique() == per_condition.size()).all()  # no byte-identical needle haystack twice
@@ -117,14 +117,14 @@ def test_a_second_build_reads_the_split_books_from_the_cache(books_dir, monkeypa
     needle_set = load_needle_set(_nolima_file(isolated_cache))
     corpus = load_corpus(f"dir:{books_dir}")
     tokenizer = load_token_counter()
-    first = build_haystacks(needle_set, corpus, [256], depths=3, variants=["onehop"], negatives=2, tokenizer=tokenizer)
+    first = build_haystacks(needle_set, HaystackGrid(lengths=[256], depths=3, variants=["onehop"], negatives=2), corpus, tokenizer=tokenizer)
     assert len(list((isolated_cache / "sentences").glob("*.arrow"))) == len(corpus.books)
 
     def refuse(text):
         raise AssertionError("a cached book was split again")
 
     monkeypatch.setattr(sentences, "split_sentences", refuse)
-    again = build_haystacks(needle_set, corpus, [256], depths=3, variants=["onehop"], negatives=2, tokenizer=tokenizer)
+    again = build_haystacks(needle_set, HaystackGrid(lengths=[256], depths=3, variants=["onehop"], negatives=2), corpus, tokenizer=tokenizer)
     pd.testing.assert_frame_equal(first, again)
     changed = type(corpus)(corpus.source, (type(corpus.books[0])("new", corpus.books[0].text + " One more line."), *corpus.books[1:]))
     with pytest.raises(AssertionError, match="split again"):
@@ -135,8 +135,7 @@ def test_token_counts_added_up_from_the_parts_equal_counting_each_haystack(books
     tokenizer = load_token_counter()
     assert tokenizer.counts_add_up
     needle_set = load_needle_set(_nolima_file(isolated_cache))
-    frame = build_haystacks(needle_set, load_corpus(f"dir:{books_dir}"), [128, 700], depths=4, variants=["onehop"], negatives=3,
-                            tokenizer=tokenizer)
+    frame = build_haystacks(needle_set, HaystackGrid(lengths=[128, 700], depths=4, variants=["onehop"], negatives=3), load_corpus(f"dir:{books_dir}"), tokenizer=tokenizer)
     assert frame["n_tokens"].tolist() == tokenizer.count(frame["text"].tolist())
 
 

@@ -119,4 +119,4 @@ def test_exports_refuse_what_is_not_a_run_or_a_template(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     result = CliRunner().invoke(app, ["export", str(empty), "--format", "mteb", "--out", str(tmp_path / "r")])
-    assert "is not a finished run directory (missing config.json, metrics.csv, haystacks.json)" in result.output
+    assert "is not a finished run directory (missing config.json, metrics.csv, similarities.parquet, haystacks.json)" in result.output

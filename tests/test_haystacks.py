@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 from embedeval.cli import app
 from embedeval.corpus import Book, Corpus, load_corpus
 from embedeval.errors import ConfigError, CorpusError
-from embedeval.haystacks import MAX_SNIPPET_TOKENS, SentencePool, build_haystacks, draw_sequential
+from embedeval.haystacks import MAX_SNIPPET_TOKENS, HaystackGrid, SentencePool, build_haystacks, draw_sequential
 from embedeval.text import split_sentences
 from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.needles import load_needle_set
@@ -38,7 +38,7 @@ def corpus(books_dir):
 
 @pytest.fixture(scope="module")
 def haystacks(needle_set, corpus, tokenizer):
-    return build_haystacks(needle_set, corpus, LENGTHS, DEPTHS, VARIANTS, tokenizer=tokenizer, seed=7, negatives=NEGATIVES)
+    return build_haystacks(needle_set, HaystackGrid(lengths=LENGTHS, depths=DEPTHS, variants=VARIANTS, seed=7, negatives=NEGATIVES), corpus, tokenizer=tokenizer)
 
 
 def test_grid_shape(haystacks, needle_set):
@@ -104,10 +104,10 @@ def test_long_haystacks_mix_books(haystacks):
 
 
 def test_same_seed_identical_other_seed_different(haystacks, needle_set, corpus, tokenizer):
-    again = build_haystacks(needle_set, corpus, LENGTHS, DEPTHS, VARIANTS, tokenizer=tokenizer, seed=7, negatives=NEGATIVES)
+    again = build_haystacks(needle_set, HaystackGrid(lengths=LENGTHS, depths=DEPTHS, variants=VARIANTS, seed=7, negatives=NEGATIVES), corpus, tokenizer=tokenizer)
     pd.testing.assert_frame_equal(again, haystacks)
     assert all(a.encode() == b.encode() for a, b in zip(again["text"], haystacks["text"]))
-    other = build_haystacks(needle_set, corpus, LENGTHS, DEPTHS, VARIANTS, tokenizer=tokenizer, seed=8, negatives=NEGATIVES)
+    other = build_haystacks(needle_set, HaystackGrid(lengths=LENGTHS, depths=DEPTHS, variants=VARIANTS, seed=8, negatives=NEGATIVES), corpus, tokenizer=tokenizer)
     assert (other["text"] != haystacks["text"]).mean() > 0.9
 
 
@@ -123,21 +123,21 @@ def test_sentence_pool_excludes_long_sentences_and_names(tokenizer):
 def test_corpus_too_small_and_too_few_books(needle_set, tokenizer):
     tiny = Corpus("tiny", tuple(Book(f"b{i}", "A short book. It ends soon.") for i in range(10)))
     with pytest.raises(CorpusError, match="corpus tiny is too small: .* need at least"):
-        build_haystacks(needle_set, tiny, [512], 2, tokenizer=tokenizer)
+        build_haystacks(needle_set, HaystackGrid(lengths=[512], depths=2), tiny, tokenizer=tokenizer)
     with pytest.raises(CorpusError, match="has 3 books; haystacks draw from at least 10"):
-        build_haystacks(needle_set, Corpus("few", tiny.books[:3]), [128], 2, tokenizer=tokenizer)
+        build_haystacks(needle_set, HaystackGrid(lengths=[128], depths=2), Corpus("few", tiny.books[:3]), tokenizer=tokenizer)
 
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"lengths": [0]}, "haystack length 0 is invalid"),
     ({"variants": ["sideways"]}, "unknown variant 'sideways'"),
-    ({"depths": 0}, "depths must be >= 1"),
-    ({"negatives": 0}, "negatives must be a whole number >= 1, not 0"),
-    ({"negatives": -5}, "negatives must be a whole number >= 1, not -5"),
+    ({"depths": 0}, "`depths` must be >= 1"),
+    ({"negatives": 0}, "`negatives` must be a whole number >= 1, not 0"),
+    ({"negatives": -5}, "`negatives` must be a whole number >= 1, not -5"),
 ])
 def test_bad_grid_is_rejected_before_work(needle_set, kwargs, message):
     with pytest.raises(ConfigError, match=message):
-        build_haystacks(needle_set, Corpus("none", ()), **kwargs)
+        build_haystacks(needle_set, HaystackGrid(**kwargs), Corpus("none", ()))
 
 
 def test_cli_build_and_show(tmp_path, books_dir):
@@ -207,15 +207,15 @@ def labels(text: str) -> list[tuple[int, int]]:
 
 def test_min_books_is_configurable(needle_set, tokenizer):
     corpus = Corpus("five", labelled_books(5, 40))
-    with pytest.raises(CorpusError, match=r"corpus five has 5 books; haystacks draw from at least 10 \(set --min-books"):
-        build_haystacks(needle_set, corpus, [128], 2, tokenizer=tokenizer, negatives=1)
-    frame = build_haystacks(needle_set, corpus, [128], 2, tokenizer=tokenizer, negatives=1, min_books=5)
+    with pytest.raises(CorpusError, match=r"corpus five has 5 books; haystacks draw from at least 10 \(set `min_books`"):
+        build_haystacks(needle_set, HaystackGrid(lengths=[128], depths=2, negatives=1), corpus, tokenizer=tokenizer)
+    frame = build_haystacks(needle_set, HaystackGrid(lengths=[128], depths=2, negatives=1, min_books=5), corpus, tokenizer=tokenizer)
     assert len(frame) == len(needle_set.groups) * (2 * 2 + 1) + 1
     for bad in (0, -1):
-        with pytest.raises(ConfigError, match=f"--min-books must be a whole number >= 1, not {bad}"):
-            build_haystacks(needle_set, corpus, [128], 2, tokenizer=tokenizer, min_books=bad)
-    with pytest.raises(ConfigError, match="unknown filler 'shuffled'; use one of random, sequential"):
-        build_haystacks(needle_set, corpus, [128], 2, tokenizer=tokenizer, min_books=5, filler="shuffled")
+        with pytest.raises(ConfigError, match=f"`min_books` must be a whole number >= 1, not {bad}"):
+            build_haystacks(needle_set, HaystackGrid(lengths=[128], depths=2, min_books=bad), corpus, tokenizer=tokenizer)
+    with pytest.raises(ConfigError, match="`filler` must be one of random, sequential, not 'shuffled'"):
+        build_haystacks(needle_set, HaystackGrid(lengths=[128], depths=2, min_books=5, filler="shuffled"), corpus, tokenizer=tokenizer)
 
 
 class FixedStart:
@@ -243,8 +243,8 @@ def test_sequential_passages_run_on_into_the_next_book_and_wrap(tokenizer):
 
 def test_sequential_filler_is_contiguous_and_paired(needle_set, tokenizer):
     corpus = Corpus("labelled", labelled_books(6, 60))
-    build = dict(lengths=[128, 512], depths=3, variants=VARIANTS, tokenizer=tokenizer, seed=5, negatives=3, min_books=6)
-    frame = build_haystacks(needle_set, corpus, filler="sequential", **build)
+    build = dict(lengths=[128, 512], depths=3, variants=VARIANTS, seed=5, negatives=3, min_books=6)
+    frame = build_haystacks(needle_set, HaystackGrid(filler="sequential", **build), corpus, tokenizer=tokenizer)
     order = [(b, i) for b in range(6) for i in range(60)]
     for row in frame[frame["variant"].isin(["control", "negative"])].itertuples():
         found = labels(row.text)
@@ -256,16 +256,15 @@ def test_sequential_filler_is_contiguous_and_paired(needle_set, tokenizer):
         for row in cond[cond["variant"] != "control"].itertuples():
             filler = " ".join(part for part in (row.text[: row.needle_start].rstrip(" "), row.text[row.needle_end :].lstrip(" ")) if part)
             assert control.startswith(filler), (group, length, row.id)
-    again = build_haystacks(needle_set, corpus, filler="sequential", **build)
+    again = build_haystacks(needle_set, HaystackGrid(filler="sequential", **build), corpus, tokenizer=tokenizer)
     assert all(a.encode() == b.encode() for a, b in zip(again["text"], frame["text"]))
     pd.testing.assert_frame_equal(again, frame)
-    random_mode = build_haystacks(needle_set, corpus, **build)
+    random_mode = build_haystacks(needle_set, HaystackGrid(**build), corpus, tokenizer=tokenizer)
     assert (random_mode["text"] != frame["text"]).mean() > 0.9
 
 
 def test_sequential_filler_on_the_plays_follows_the_source_sentences(needle_set, corpus, tokenizer):
-    frame = build_haystacks(needle_set.subset([needle_set.groups[0].id]), corpus, [256, 1024], 2, ["onehop"], tokenizer=tokenizer,
-                            seed=11, negatives=2, filler="sequential")
+    frame = build_haystacks(needle_set.subset([needle_set.groups[0].id]), HaystackGrid(lengths=[256, 1024], depths=2, variants=["onehop"], seed=11, negatives=2, filler="sequential"), corpus, tokenizer=tokenizer)
     pool = SentencePool.from_corpus(corpus, tokenizer, banned=needle_set.character_pattern())
     flat = [s for sentences in pool.sentences for s in sentences]
     for row in frame[frame["variant"].isin(["control", "negative"])].itertuples():
@@ -355,17 +354,21 @@ def test_cli_corpus_mistakes_are_one_line_and_write_nothing(tmp_path, monkeypatc
 def test_run_directories_reuse_haystacks_only_with_the_same_corpus_settings(tmp_path):
     import json
 
-    from embedeval.experiments.nolima import NolimaConfig, reusable_haystacks
+    from dataclasses import replace
+
+    from embedeval.experiments.nolima import NolimaConfig
+    from embedeval.run import RunWriter
     from embedeval.text import SENTENCE_SPLITTER
 
-    config = NolimaConfig(out=str(tmp_path), min_books=3, filler="sequential")
+    config = NolimaConfig(out=str(tmp_path), grid=HaystackGrid(min_books=3, filler="sequential"))
     settings = config.haystack_settings()
     assert (settings["min_books"], settings["filler"], settings["splitter"]) == (3, "sequential", SENTENCE_SPLITTER)
     pd.DataFrame({"id": ["x"]}).to_parquet(tmp_path / "haystacks.parquet")
     (tmp_path / "haystacks.json").write_text(json.dumps(settings))
-    assert reusable_haystacks(config) is not None
+    writer = RunWriter(tmp_path)
+    assert writer.reusable_haystacks(config.haystack_settings()) is not None
     for change in ({"filler": "random"}, {"min_books": 10}):
-        assert reusable_haystacks(NolimaConfig(**{**vars(config), **change})) is None
+        assert writer.reusable_haystacks(replace(config, grid=replace(config.grid, **change)).haystack_settings()) is None
     older = {k: v for k, v in settings.items() if k not in ("splitter", "min_books", "filler")}  # built before these settings
     (tmp_path / "haystacks.json").write_text(json.dumps(older))
-    assert reusable_haystacks(config) is None
+    assert writer.reusable_haystacks(config.haystack_settings()) is None

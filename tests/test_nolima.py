@@ -1,6 +1,7 @@
 import json
 import os
 import shutil
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -11,6 +12,7 @@ from typer.testing import CliRunner
 
 from embedeval.cli import app
 from embedeval.experiments import NolimaConfig, run_nolima
+from embedeval.haystacks import HaystackGrid
 from embedeval.defaults import DEFAULT_NEEDLES
 from fakes import kill_cli_run, newly_embedded
 
@@ -26,8 +28,7 @@ SMALL_GROUPS = ["loc-dresden", "diet-vegan", "lang-dutch"]  # a quick run: --gro
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, books_dir):
     folder = tmp_path_factory.mktemp("nolima")
-    config = NolimaConfig(groups=SMALL_GROUPS, corpus=f"dir:{books_dir}",
-                          lengths=LENGTHS, depths=DEPTHS, out=str(folder / "run"), n_bootstrap=200, negatives=NEGATIVES)
+    config = NolimaConfig(groups=SMALL_GROUPS, out=str(folder / "run"), n_bootstrap=200, grid=HaystackGrid(corpus=f"dir:{books_dir}", lengths=LENGTHS, depths=DEPTHS, negatives=NEGATIVES))
     return run_nolima(config, progress=False, cache_dir=folder / "cache")
 
 
@@ -39,7 +40,7 @@ def test_run_writes_every_output(run):
     from embedeval.run import read_breaks
 
     written = read_breaks(run.out / "breaks.csv")
-    again = break_points(run.metrics, run.retrieval, run.config.rule(), run.config.n_bootstrap, run.config.seed)
+    again = break_points(run.metrics, run.retrieval, run.config.rule(), run.config.n_bootstrap, run.config.grid.seed)
     pd.testing.assert_frame_equal(written, again, check_dtype=False)
     assert len(written) == 2  # one series per variant
     figures = sorted(p.name for p in (run.out / "figures").glob("*.png"))
@@ -52,7 +53,7 @@ def test_run_writes_every_output(run):
         assert png.read_bytes()[:8] == PNG_MAGIC
         assert matplotlib.image.imread(png).shape[0] > 100
     config = json.loads((run.out / "config.json").read_text())
-    assert config["tokenizer"] == "st:all-MiniLM-L6-v2" and config["lengths"] == LENGTHS
+    assert config["tokenizer"] == "st:all-MiniLM-L6-v2" and config["grid"]["lengths"] == LENGTHS  # the grid nested
     assert {"embedeval", "torch", "sentence-transformers", "numpy"} <= set(config["versions"])
     report = (run.out / "report.md").read_text()
     assert "recommended chunk size" in report.lower() and "truncates long haystacks" in report
@@ -169,13 +170,13 @@ def test_metrics_and_report_are_recomputed_when_what_they_come_from_changes(run,
     compute = nolima.nolima_metrics
     monkeypatch.setattr(nolima, "nolima_metrics", lambda *a, **k: calls.append(k["n_resamples"]) or compute(*a, **k))
     shutil.copytree(run.out, tmp_path / "copy")
-    config = NolimaConfig(**{**run.config.__dict__, "skipped": [], "out": str(tmp_path / "copy")})
+    config = replace(run.config, out=str(tmp_path / "copy"))
     cache = run.out.parent / "cache"
 
     moved = run_nolima(config, progress=False, cache_dir=cache)  # another folder, the same tables: kept
     assert calls == [] and moved.metrics.equals(run.metrics)
 
-    config.n_bootstrap = 100  # a report setting (with 3 groups the CIs may come out the same; they are recomputed)
+    config = replace(config, n_bootstrap=100)  # a report setting (with 3 groups the CIs may come out the same; they are recomputed)
     fewer = run_nolima(config, progress=False, cache_dir=cache)
     assert calls == [100]
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "copy" / "metrics.csv"), fewer.metrics, check_dtype=False)
@@ -189,7 +190,7 @@ def test_metrics_and_report_are_recomputed_when_what_they_come_from_changes(run,
     def broken(*args, **kwargs):
         raise OSError("disk gone while drawing")
 
-    config.n_bootstrap = 200
+    config = replace(config, n_bootstrap=200)
     monkeypatch.setattr(nolima, "write_report", broken)  # interrupted after metrics.csv, before the report
     with pytest.raises(OSError):
         run_nolima(config, progress=False, cache_dir=cache)
@@ -212,7 +213,7 @@ def test_top_level_api_and_edited_needles_rebuild_haystacks(run, tmp_path):
     from embedeval.experiments.nolima import load_or_build_haystacks
 
     shutil.copytree(run.out, tmp_path / "copy")  # the edited needles must not reuse the copied haystacks
-    config = NolimaConfig(**{**run.config.__dict__, "needles": str(needles), "skipped": [], "out": str(tmp_path / "copy")})
+    config = replace(run.config, needles=str(needles), out=str(tmp_path / "copy"))
     rebuilt = load_or_build_haystacks(config, config.validate(), progress=False)
     assert rebuilt["text"].str.contains("Qwzx, ").any()
     assert not run.haystacks["text"].str.contains("Qwzx, ").any()
@@ -259,7 +260,7 @@ def test_report_reads_runs_made_before_strategies_and_distractors(run, tmp_path)
     (["--negatives", "-2"], "negatives must be a whole number >= 1, not -2"),
     (["--break-metric", "precision@3"], "unknown break metric 'precision@3'; use one of recall@1"),
     (["--normalize-by", "mine"], "normalize_by must be one of standard, own"),
-    (["--n-bootstrap", "3"], "n_bootstrap must be at least 10 resamples, not 3"),
+    (["--n-bootstrap", "3"], "error: --n-bootstrap must be at least 10 resamples, not 3"),
     (["--variants", "onehop,onehop"], "a variant is given more than once"),
 ])
 def test_bad_config_fails_before_any_embedding(tmp_path, isolated_cache, args, message):

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from embedeval.cli import app
 from embedeval.experiments.nolima import NolimaConfig, run_nolima
+from embedeval.haystacks import HaystackGrid
 from fakes import cache_vectors, kill_cli_run, newly_embedded
 
 GROUPS = ["loc-dresden", "diet-vegan"]
@@ -26,7 +27,7 @@ def local_ray():
 
 
 def _config(tmp_path, name, books_dir, **executor):
-    return NolimaConfig(groups=GROUPS, corpus=f"dir:{books_dir}", lengths=[128, 512, 1024], depths=3, negatives=4,
+    return NolimaConfig(groups=GROUPS, grid=HaystackGrid(corpus=f"dir:{books_dir}", lengths=[128, 512, 1024], depths=3, negatives=4),
                         strategies=["truncate", "windows-mean"], n_bootstrap=20, out=str(tmp_path / name), **executor)
 
 
@@ -37,9 +38,13 @@ def test_a_sweep_on_ray_equals_the_local_one(local_ray, tmp_path, books_dir):
                         cache_dir=tmp_path / "cache-ray", commit_every=64)
     assert on_ray.newly_embedded == local.newly_embedded
     assert min(local.newly_embedded.values()) > 2 * 32  # more than one batch per actor
-    pd.testing.assert_frame_equal(on_ray.similarities, local.similarities, check_exact=True)
-    pd.testing.assert_frame_equal(on_ray.retrieval, local.retrieval, check_exact=True)
-    pd.testing.assert_frame_equal(on_ray.metrics, local.metrics, check_exact=True)
+    # The same tables up to float32 rounding: an actor runs torch on its one core, this process on
+    # two, and batches of other shapes; CPU kernels then add in another order (last-bit differences
+    # in about a tenth of the cosines, measured here). Ranks and every count must agree exactly.
+    for name in ("similarities", "retrieval", "metrics"):
+        pd.testing.assert_frame_equal(getattr(on_ray, name), getattr(local, name), check_exact=False, rtol=1e-5, atol=1e-7)
+    for column in ("rank", "ties", "n_candidates"):
+        np.testing.assert_array_equal(on_ray.retrieval[column], local.retrieval[column])
 
 
 def test_ray_embeds_ids_as_the_local_model_does(local_ray, minilm):

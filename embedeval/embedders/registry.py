@@ -100,7 +100,7 @@ def parse_spec(spec: str) -> tuple[Backend, str]:
     """Split ``prefix:model`` and check both parts; raises :class:`UnknownEmbedderError`."""
     if spec in LEXICAL_SPECS:
         raise UnknownEmbedderError(f"{spec} is a lexical baseline scorer, not an embedding model: "
-                                   "it runs in the NoLiMa sweep (`embedeval nolima --embedder bm25`) only")
+                                   "it runs in the NoLiMa sweep (`embedders` bm25) only", "embedders")
     prefix, sep, model = spec.partition(":")
     if not sep or not model or prefix not in BACKENDS:
         raise UnknownEmbedderError(
@@ -152,7 +152,7 @@ def select_embedders(specs: Iterable[str], skip_unavailable: bool = False, lexic
             skipped.append((spec, why))
     if skipped and not skip_unavailable:
         listed = "; ".join(f"{spec} ({why})" for spec, why in skipped)
-        raise EmbedderUnavailableError(f"cannot run {listed}; use --skip-unavailable to run the others")
+        raise EmbedderUnavailableError(f"cannot run {listed}; use `skip_unavailable` to run the others", "skip_unavailable")
     if not usable:
         raise EmbedderUnavailableError("none of the requested embedders can run here")
     return usable, skipped

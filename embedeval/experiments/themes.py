@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +45,7 @@ from embedeval.defaults import (
 )
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import ConfigError, CorpusError, InputError
+from embedeval.versions import package_version, package_versions
 from embedeval.io import atomic_path, read_json, read_table, run_directory, write_table, write_text_atomic
 from embedeval.metrics import mmr, nearest_cosines, neighbour_similarity, percentile_rank
 
@@ -77,7 +77,7 @@ class HdbscanSettings:
     min_samples: int = DEFAULT_MIN_SAMPLES
 
 
-@dataclass
+@dataclass(frozen=True)
 class ThemesConfig:
     """Everything a themes run depends on (written to ``themes.json``)."""
 
@@ -91,23 +91,22 @@ class ThemesConfig:
     mmr_lambda: float = DEFAULT_MMR_LAMBDA
     seed: int = DEFAULT_THEME_SEED  # chunk sizes and UMAP's random_state
     out: str = "runs/themes"
-    timings: dict = field(default_factory=dict)  # filled by run_themes: seconds per step
 
     def validate(self) -> None:
         """One-line :class:`~embedeval.errors.ConfigError` for settings that cannot work."""
         parse_chunker(self.chunker)
         check_min_books(self.min_books)
-        counts = {"umap-neighbors": self.umap.neighbors, "umap-components": self.umap.components,
-                  "min-cluster-size": self.hdbscan.min_cluster_size, "min-samples": self.hdbscan.min_samples,
+        counts = {"umap.neighbors": self.umap.neighbors, "umap.components": self.umap.components,
+                  "hdbscan.min_cluster_size": self.hdbscan.min_cluster_size, "hdbscan.min_samples": self.hdbscan.min_samples,
                   "representatives": self.representatives}
-        for option, value in counts.items():
-            least = 1 if option == "representatives" else 2
+        for parameter, value in counts.items():
+            least = 1 if parameter == "representatives" else 2
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < least:
-                raise ConfigError(f"--{option} must be a whole number >= {least}, not {value!r}")
+                raise ConfigError(f"{parameter} must be a whole number >= {least}, not {value!r}", parameter)
         if not 0 <= self.umap.min_dist <= 1:
-            raise ConfigError(f"--umap-min-dist must be in [0, 1], not {self.umap.min_dist}")
+            raise ConfigError(f"`umap.min_dist` must be in [0, 1], not {self.umap.min_dist}", "umap.min_dist")
         if not 0 <= self.mmr_lambda <= 1:
-            raise ConfigError(f"--mmr-lambda must be in [0, 1], not {self.mmr_lambda}")
+            raise ConfigError(f"`mmr_lambda` must be in [0, 1], not {self.mmr_lambda}", "mmr_lambda")
 
     def model_settings(self) -> dict:
         """What the fitted models depend on (compared at membership time)."""
@@ -117,20 +116,13 @@ class ThemesConfig:
 
 @dataclass
 class ThemesResult:
+    """What a themes run produced: the chunk and cluster tables, and the seconds each step took."""
+
     config: ThemesConfig
     chunks: pd.DataFrame
     clusters: pd.DataFrame
     out: Path
-
-
-def package_versions() -> dict[str, str]:
-    found = {}
-    for name in MODEL_PACKAGES:
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            found[name] = "absent"
-    return found
+    timings: dict[str, float]
 
 
 def fit_umap(vectors: np.ndarray, settings: UmapSettings, seed: int):
@@ -188,31 +180,34 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
     chunks = chunk_corpus(corpus, config.chunker, seed=config.seed)
     least = max(config.hdbscan.min_cluster_size, config.hdbscan.min_samples) + 2
     if len(chunks) < least:
-        raise CorpusError(f"corpus {config.corpus} gives {len(chunks)} chunks; clustering with --min-cluster-size "
-                          f"{config.hdbscan.min_cluster_size} and --min-samples {config.hdbscan.min_samples} needs at least {least}")
+        raise CorpusError(f"corpus {config.corpus} gives {len(chunks)} chunks; clustering with `hdbscan.min_cluster_size` "
+                          f"{config.hdbscan.min_cluster_size} and `hdbscan.min_samples` {config.hdbscan.min_samples} needs at least "
+                          f"{least}", "hdbscan.min_cluster_size", "hdbscan.min_samples")
     model = load_embedder(config.embedder, cache_dir=cache_dir, progress=progress)
     texts = [c.text for c in chunks]
+    timings: dict[str, float] = {}
     with run_directory(config.out) as out:
-        config.timings["chunking"] = time.perf_counter() - clock
+        timings["chunking"] = time.perf_counter() - clock
         clock = time.perf_counter()
         vectors = model.embed(texts, kind="document")
-        config.timings["embedding"] = time.perf_counter() - clock
+        timings["embedding"] = time.perf_counter() - clock
         clock = time.perf_counter()
         reducer, reduced = fit_umap(vectors, config.umap, config.seed)
-        config.timings["umap"] = time.perf_counter() - clock
+        timings["umap"] = time.perf_counter() - clock
         clock = time.perf_counter()
         clusterer = hdbscan.HDBSCAN(min_cluster_size=config.hdbscan.min_cluster_size, min_samples=config.hdbscan.min_samples,
                                     prediction_data=True).fit(reduced)
         labels, probabilities = clusterer.labels_.astype(int), clusterer.probabilities_.astype(float)
-        config.timings["hdbscan"] = time.perf_counter() - clock
+        timings["hdbscan"] = time.perf_counter() - clock
         found = sorted(set(labels) - {NOISE}, key=lambda c: (-int((labels == c).sum()), c))
         if not found:
             raise InputError(f"every one of the {len(chunks)} chunks is noise to HDBSCAN: no theme found; try smaller "
-                             f"--min-cluster-size/--min-samples (now {config.hdbscan.min_cluster_size}/{config.hdbscan.min_samples}) "
-                             "or fewer --umap-components")
+                             f"`hdbscan.min_cluster_size`/`hdbscan.min_samples` (now {config.hdbscan.min_cluster_size}/"
+                             f"{config.hdbscan.min_samples}) or fewer `umap.components`",
+                             "hdbscan.min_cluster_size", "hdbscan.min_samples", "umap.components")
         clock = time.perf_counter()
         _, flat = fit_umap(reduced, UmapSettings(config.umap.neighbors, config.umap.min_dist, 2), config.seed)  # the 2-D map
-        config.timings["map"] = time.perf_counter() - clock
+        timings["map"] = time.perf_counter() - clock
         # clusters renumbered by size, largest first: cluster 0 is the corpus's main theme
         rank = {c: i for i, c in enumerate(found)}
         labels = np.array([rank.get(c, NOISE) for c in labels])
@@ -235,10 +230,10 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
         map_figure(table, out / "figures" / "map.png")
         write_text_atomic(out / "report.md", themes_report(config, table, clusters))
         manifest = {"settings": config.model_settings(), "representatives": config.representatives,
-                    "mmr_lambda": config.mmr_lambda, "embedder_fingerprint": model.fingerprint, "packages": package_versions(),
-                    "cluster_order": [int(c) for c in found], "timings": config.timings}
+                    "mmr_lambda": config.mmr_lambda, "embedder_fingerprint": model.fingerprint, "packages": package_versions(MODEL_PACKAGES, python=False),
+                    "cluster_order": [int(c) for c in found], "timings": timings}
         write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=2))  # last: a run without it is unfinished
-    return ThemesResult(config, table, clusters, Path(config.out))
+    return ThemesResult(config, table, clusters, Path(config.out), timings)
 
 
 def map_figure(table: pd.DataFrame, path: Path, labelled: int = 8) -> None:
@@ -290,7 +285,7 @@ def read_manifest(out: str | Path) -> dict:
     unfinished run."""
     folder = Path(out)
     if not folder.is_dir():
-        raise InputError(f"themes directory {folder} does not exist (run embedeval themes --out {folder} first)")
+        raise InputError(f"themes directory {folder} does not exist (find the corpus's themes into it first)")
     if not (folder / MANIFEST).is_file():
         raise InputError(f"{folder} is not a finished themes run (no {MANIFEST})")
     return read_json(folder / MANIFEST)
@@ -312,7 +307,7 @@ def load_themes(out: str | Path):
 
     folder = Path(out)
     manifest = read_manifest(folder)
-    changed = {k: (v, now) for k, v in manifest["packages"].items() if (now := package_versions().get(k)) != v}
+    changed = {k: (v, now) for k, v in manifest["packages"].items() if (now := package_version(k)) != v}
     if changed:
         name, (then, now) = next(iter(changed.items()))
         raise InputError(f"{folder} was fitted with {name} {then}, {now} is installed now; run embedeval themes again")
@@ -397,14 +392,14 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | None = 
     import hdbscan
 
     if not 0 < threshold < 1:
-        raise ConfigError(f"--threshold must be in (0, 1), not {threshold}")
+        raise ConfigError(f"`threshold` must be in (0, 1), not {threshold}", "threshold")
     if not 0 <= min_outside_percentile <= 100:
-        raise ConfigError(f"--min-outside-percentile must be in [0, 100], not {min_outside_percentile}")
+        raise ConfigError(f"`min_outside_percentile` must be in [0, 100], not {min_outside_percentile}", "min_outside_percentile")
     manifest, reducer, clusterer = load_themes(out)
     order = manifest["cluster_order"]
     target = 0 if cluster is None else cluster
     if not 0 <= target < len(order):
-        raise ConfigError(f"--cluster {target} is not a cluster of {out} (0..{len(order) - 1})")
+        raise ConfigError(f"`cluster` {target} is not a cluster of {out} (0..{len(order) - 1})", "cluster")
     model = load_embedder(manifest["settings"]["embedder"], cache_dir=cache_dir, progress=progress)
     if model.fingerprint != manifest["embedder_fingerprint"]:
         raise InputError(f"{out} was made with another {manifest['settings']['embedder']} (its fingerprint differs); "

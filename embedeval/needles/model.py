@@ -129,7 +129,7 @@ class NeedleSet:
         if short:
             shown = ", ".join(short[:5]) + (f" and {len(short) - 5} more" if len(short) > 5 else "")
             raise ConfigError(f"{most} distractors per haystack asked for, but needle set {self.name!r} has fewer for "
-                              f"{shown}; give them in the needle file or with --distractors-file")
+                              f"{shown}; give them in the needle file or with `distractors_file`", "distractors_file")
 
     def with_distractors(self, distractors: dict[str, tuple[tuple[str, str], ...]], source: str = "the distractors") -> NeedleSet:
         """The set with the distractors of every group named in ``distractors`` (group id ->

@@ -35,7 +35,9 @@ DISTRACTORS_TEXT = (
     "control, so every candidate holds the decoys and only the needle tells it apart (without distractors, every "
     "group's control and the plain negatives).")
 #: The run settings the report's first line names (from the run's config).
-HEADER_KEYS = ("needles", "corpus", "lengths", "depths", "seed", "tokenizer")
+#: What the report's first line names from a run's config (:mod:`embedeval.run`'s shape: the grid nested).
+HEADER_KEYS = ("needles", "tokenizer")
+HEADER_GRID_KEYS = ("corpus", "lengths", "depths", "seed")
 
 
 @dataclass(frozen=True)
@@ -123,9 +125,10 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
         heatmap_figure(depth, f"normalized similarity by needle depth ({variant})", figures / "depth_heatmap.png")
 
     intro: list[Block] = []
-    if config and all(key in config for key in HEADER_KEYS):
-        intro.append(Text(f"Needles `{Path(config['needles']).name}`, corpus `{config['corpus']}`, lengths "
-                          f"{', '.join(map(str, config['lengths']))}, {config['depths']} depths, seed {config['seed']}, "
+    grid = (config or {}).get("grid", {})
+    if config and all(key in config for key in HEADER_KEYS) and all(key in grid for key in HEADER_GRID_KEYS):
+        intro.append(Text(f"Needles `{Path(config['needles']).name}`, corpus `{grid['corpus']}`, lengths "
+                          f"{', '.join(map(str, grid['lengths']))}, {grid['depths']} depths, seed {grid['seed']}, "
                           f"token counts by `{config['tokenizer']}`."))
     sections = [Section(f"Break point and recommended chunk size ({rule.condition()})", [
         Text("The break point is the largest length up to which the rule holds at every length from the shortest, "
@@ -144,7 +147,7 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
                  "question whose needle it holds: its own (`own`) and the others' (`other`). Recall@1 and query_auc per "
                  f"length ({variant} needles, question form):"),
             Table(several)]))
-    positions = position_table(similarities, config.get("depths") if config else None)
+    positions = position_table(similarities, grid.get("depths"))
     if not positions.empty:
         sections.append(Section("Needle positions", [
             Text(POSITIONS_TEXT),
