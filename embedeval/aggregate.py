@@ -131,6 +131,17 @@ def _separation_rows(rows: _Rows, positives: pd.DataFrame, controls: pd.DataFram
             rows.add(metric, value, depth.size, rows.ci(stat, (depth, score), (groups, groups)))
 
 
+def cell_control_rows(controls: pd.DataFrame, cell: pd.DataFrame) -> pd.DataFrame:
+    """The negatives of a cell's separation metrics: the controls of its own needle haystacks
+    (their ``control_id``s; a K-needle haystack's holds its K - 1 other needles, a haystack's with
+    distractors its distractors, in its own variant's wording), or, for a table without control
+    ids, every control of the cell's length and distractor count."""
+    if "control_id" in cell.columns and cell["control_id"].notna().all():
+        return controls[controls["haystack_id"].isin(set(cell["control_id"]))]
+    same = (controls["length"] == cell["length"].iloc[0]) & (controls["n_distractors"] == cell["n_distractors"].iloc[0])
+    return controls[same]
+
+
 def _depth_buckets(depth: pd.Series, n_buckets: int) -> np.ndarray:
     return np.asarray(bucket_names(n_buckets))[depth_bucket_index(depth.to_numpy(float), n_buckets)]
 
@@ -165,13 +176,10 @@ def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOT
     pairs["win"] = win_scores(pairs["sim_qh"], pairs["neg"])
     pairs["depth_bucket"] = _depth_buckets(pairs["depth"], n_buckets)
     controls = similarities[similarities["variant"] == CONTROL]
-    controls = controls.assign(n_needles=np.where(controls["n_needles"] > 1, controls["n_needles"], 0))  # tables before: 1
-    control_cells = {key: g for key, g in controls.groupby(["embedder", "strategy", "query_form", "length", "n_distractors", "n_needles"])}
+    scorer_controls = {key: g for key, g in controls.groupby(["embedder", "strategy", "query_form"])}
     out: list[dict] = []
     for key, cell in pairs.groupby(CELL, sort=True):
-        embedder, strategy, form, variant, length, n_distractors, n_needles = key[:7]
-        # a K-needle haystack's controls hold the K - 1 other needles (n_needles K); the others hold none (0)
-        cell_controls = control_cells[(embedder, strategy, form, length, n_distractors, n_needles if n_needles > 1 else 0)]
+        cell_controls = cell_control_rows(scorer_controls[key[:3]], cell)
         labels = dict(zip(CELL, key))
         rows = _Rows({**labels, "category": ALL, "depth_bucket": ALL}, n_resamples, seed)
         _separation_rows(rows, cell, cell_controls, full=True)

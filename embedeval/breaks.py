@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from embedeval.aggregate import metric_series
 from embedeval.defaults import (
@@ -53,8 +54,11 @@ BREAK_RULES = ("relative", "absolute")
 BREAK_KS = tuple(int(m.removeprefix("recall@")) for m in RETRIEVAL_MEASURES if m.startswith("recall@"))
 SERIES_KEYS = ["embedder", "strategy", "query_form", "variant", "n_distractors", "n_needles", "own_question"]
 BREAK_COLUMNS = [*SERIES_KEYS, "break_point", "break_point_lo", "break_point_hi", "recommended_chunk_tokens",
-                 "relative_break_point", "absolute_break_point", "base_value", "base_ci_lo", "base_ci_hi", "base_lengths",
-                 "at_chance", "best_length", "best_value", "auc_break_point"]
+                 "relative_break_point", "absolute_break_point", "relative_status", "base_value", "base_ci_lo", "base_ci_hi",
+                 "base_p", "base_lengths", "at_chance", "best_length", "best_value", "auc_break_point"]
+#: What a series' relative rule could read (``relative_status``; see :func:`relative_break`).
+OK, AT_CHANCE, TOO_FEW_GROUPS, UNCORRECTABLE, NO_RANKS = ("ok", "at chance", "too few groups", "cannot correct for chance",
+                                                         "no rank table")
 #: The percentiles of the bootstrapped break points that bound a break point's interval.
 BREAK_INTERVAL = (0.05, 0.95)
 #: The confidence of the base's interval (the at-chance test), as every other interval of a run.
@@ -116,25 +120,33 @@ class BreakRule:
                 f"notices when it also lands in the top {k}."]
 
 
-def _group_means(rows: pd.DataFrame, values: np.ndarray, n_resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per length, the mean of ``values`` over the rows of a series (``length``, ``group_id``), and
-    the same means on every cluster-bootstrap resample of its question groups
-    (:func:`~embedeval.metrics.cluster_resamples`; one draw of groups serves every length).
-    Returns the sorted lengths, the (L,) means and the (n_resamples, L) resampled means (NaN where a
-    resample drew no group measured at a length). Rows whose value is NaN are left out."""
-    defined = np.isfinite(values)
-    rows, values = rows[defined], values[defined]
+def _group_table(rows: pd.DataFrame, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per question group (``group_id``) and length (``length``) of a series' rows, the sum and
+    the count of the finite ``values``: (sorted lengths, sums (G, L), counts (G, L)). Every length
+    of the rows has a column, so a length where no value is defined (recall@k that cannot be
+    corrected for chance) is there with a count of 0."""
     lengths, length_codes = np.unique(rows["length"].to_numpy(np.int64), return_inverse=True)
     _, group_codes = np.unique(rows["group_id"].astype(str).to_numpy(), return_inverse=True)
-    shape = (group_codes.max() + 1 if group_codes.size else 0, lengths.size)
+    shape = (int(group_codes.max()) + 1 if group_codes.size else 0, lengths.size)
+    defined = np.isfinite(values)
     sums, counts = np.zeros(shape), np.zeros(shape)
-    np.add.at(sums, (group_codes, length_codes), values)
-    np.add.at(counts, (group_codes, length_codes), 1.0)
-    if not shape[0]:
-        return lengths, np.zeros(0), np.zeros((n_resamples, 0))
-    _, weights = cluster_resamples(shape[0], n_resamples, seed)
+    np.add.at(sums, (group_codes[defined], length_codes[defined]), values[defined])
+    np.add.at(counts, (group_codes[defined], length_codes[defined]), 1.0)
+    return lengths, sums, counts
+
+
+def _resampled_means(sums: np.ndarray, counts: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
+    """The per-length means on every cluster-bootstrap resample of the groups
+    (:func:`~embedeval.metrics.cluster_resamples`; one draw of groups serves every length):
+    (n_resamples, L), NaN where a resample drew no value at a length."""
+    _, weights = cluster_resamples(sums.shape[0], n_resamples, seed)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return lengths, sums.sum(0) / counts.sum(0), (weights @ sums) / (weights @ counts)
+        return (weights @ sums) / (weights @ counts)
+
+
+def _means(sums: np.ndarray, counts: np.ndarray, axis: int = 0) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return sums.sum(axis) / counts.sum(axis)
 
 
 def _interval(points: np.ndarray) -> tuple[int | None, int | None]:
@@ -147,29 +159,55 @@ def _interval(points: np.ndarray) -> tuple[int | None, int | None]:
 def relative_break(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT_N_BOOTSTRAP,
                    seed: int = DEFAULT_SEED) -> dict:
     """The relative break point of one series from its rank rows (``length``, ``group_id``,
-    ``recall@k``, ``n_candidates``): read on chance-corrected recall@k
-    (:func:`~embedeval.metrics.chance_corrected_recall`), None when the base's 95% bootstrap
-    interval reaches 0 (``at_chance``), with its interval (:data:`BREAK_INTERVAL`) otherwise."""
+    ``recall@k``, ``n_candidates``), read on chance-corrected recall@k
+    (:func:`~embedeval.metrics.chance_corrected_recall`; a length where no pool has more than k
+    candidates has no value, and ends the run there). ``relative_status`` says what was read:
+
+    ``ok``                      a base above chance: the break point (None when even the shortest
+                                length misses the bar) and its interval (:data:`BREAK_INTERVAL`)
+    ``at chance``               the base is not above chance: the lower end of its 95% cluster-
+                                bootstrap interval is <= 0, or a one-sided t-test of the question
+                                groups' own bases against 0 has p >= 0.025 (the bootstrap alone is
+                                too narrow with few groups)
+    ``too few groups``          fewer than 2 question groups: chance cannot be ruled out
+    ``cannot correct for chance``  every pool has k or fewer candidates
+    ``no rank table``           no rows
+    """
     empty = {"relative_break_point": None, "relative_lo": None, "relative_hi": None, "base_value": None, "base_ci_lo": None,
-             "base_ci_hi": None, "base_lengths": "", "at_chance": pd.NA}
+             "base_ci_hi": None, "base_p": None, "base_lengths": "", "at_chance": pd.NA, "relative_status": NO_RANKS,
+             "relative_best": None}
     if rows.empty:
         return empty
     corrected = chance_corrected_recall(rows[rule.recall_metric].to_numpy(float), rule.k, rows["n_candidates"].to_numpy(float))
-    lengths, means, resampled = _group_means(rows, corrected, n_resamples, seed)
-    if not lengths.size or not np.isfinite(means).all():
-        return empty
+    lengths, sums, counts = _group_table(rows, corrected)
     n_base = base_length_count(lengths.size)
-    with np.errstate(invalid="ignore"):
-        bases = resampled[:, :n_base].mean(axis=1)
+    means = _means(sums, counts)
+    found = {**empty, "base_lengths": ",".join(map(str, lengths[:n_base]))}
+    if not np.isfinite(means).any():
+        return {**found, "relative_status": UNCORRECTABLE}
+    best = int(np.nanargmax(means))
+    found["relative_best"] = (int(lengths[best]), float(means[best]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        group_bases = np.nanmean(sums[:, :n_base] / counts[:, :n_base], axis=1) if n_base else np.zeros(0)
+    group_bases = group_bases[np.isfinite(group_bases)]
+    if group_bases.size < 2:
+        return {**found, "relative_status": TOO_FEW_GROUPS, "at_chance": True}
+    resampled = _resampled_means(sums, counts, n_resamples, seed)
+    bases = resampled[:, :n_base].mean(axis=1)  # NaN where a resample drew no value at a base length
     tail = (1 - BASE_CONFIDENCE) / 2
-    base_lo, base_hi = (float(np.nanquantile(bases, q)) for q in (tail, 1 - tail))
+    base_lo, base_hi = (float(np.nanquantile(bases, q)) if np.isfinite(bases).any() else np.nan for q in (tail, 1 - tail))
     base = float(means[:n_base].mean())
-    at_chance = bool(base <= 0 or not base_lo > 0)
-    point = None if at_chance else int(relative_break_lengths(lengths, means[None, :], rule.fraction)[0]) or None
-    lo, hi = (None, None) if at_chance else _interval(relative_break_lengths(lengths, resampled, rule.fraction))
-    return {**empty, "relative_break_point": point, "relative_lo": lo, "relative_hi": hi, "base_value": base,
-            "base_ci_lo": base_lo, "base_ci_hi": base_hi, "base_lengths": ",".join(map(str, lengths[:n_base])),
-            "at_chance": at_chance}
+    alike = np.ptp(group_bases) <= 1e-12 * max(1.0, float(np.abs(group_bases).max()))
+    p = (float(stats.ttest_1samp(group_bases, 0.0, alternative="greater").pvalue) if not alike
+         else 0.0 if group_bases[0] > 0 else 1.0)  # every group alike: no spread to test against
+    at_chance = not (np.isfinite(base) and base > 0 and base_lo > 0 and p < tail)
+    found.update(base_value=base, base_ci_lo=base_lo, base_ci_hi=base_hi, base_p=p, at_chance=at_chance,
+                 relative_status=AT_CHANCE if at_chance else OK)
+    if at_chance:
+        return found
+    point = int(relative_break_lengths(lengths, means[None, :], rule.fraction)[0]) or None
+    lo, hi = _interval(relative_break_lengths(lengths, resampled, rule.fraction)) if point else (None, None)
+    return {**found, "relative_break_point": point, "relative_lo": lo, "relative_hi": hi}
 
 
 def absolute_interval(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT_N_BOOTSTRAP,
@@ -178,8 +216,8 @@ def absolute_interval(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DE
     per-query retrieval measure (else no interval: None, None)."""
     if rule.metric not in RETRIEVAL_MEASURES or rows.empty:
         return None, None
-    lengths, _, resampled = _group_means(rows, rows[rule.metric].to_numpy(float), n_resamples, seed)
-    return _interval(break_lengths(lengths, resampled, rule.threshold))
+    lengths, sums, counts = _group_table(rows, rows[rule.metric].to_numpy(float))
+    return _interval(break_lengths(lengths, _resampled_means(sums, counts, n_resamples, seed), rule.threshold))
 
 
 def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: BreakRule | None = None,
@@ -188,9 +226,11 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
     (from the rank table ``retrieval``: without one, none) and the absolute one (from ``metrics``),
     the headline one (``break_point``, by ``rule.rule``) with its interval, the recommended chunk
     size, the relative rule's base (chance-corrected recall@k over ``base_lengths``, with its 95%
-    interval and ``at_chance``), the best length of the headline metric and its value (the answer
-    when no length keeps the rule), and the study's pooled-AUC break point (with the absolute
-    threshold)."""
+    interval, the p-value of the groups' t-test and ``at_chance``; ``relative_status``: what the
+    rule could read, :func:`relative_break`), the best length of what the headline rule reads
+    and its value (chance-corrected recall@k for the relative rule, the metric for the absolute
+    one: the answer when no length keeps the rule), and the study's pooled-AUC break point (with
+    the absolute threshold)."""
     rule = rule or BreakRule()
     series = {name: {key: s for key, s in metric_series(metrics, name).groupby(SERIES_KEYS)}
               for name in {rule.recall_metric, rule.metric, "auc"}}
@@ -208,15 +248,19 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
             headline, (lo, hi) = relative["relative_break_point"], (relative["relative_lo"], relative["relative_hi"])
         else:
             headline, (lo, hi) = absolute, (absolute_interval(ranked, rule, n_resamples, seed) if absolute else (None, None))
-        shown = series[rule.headline_metric].get(key)
-        best = None if shown is None or shown.empty else shown.iloc[int(np.argmax(shown["value"].to_numpy()))]
+        if rule.rule == "relative":  # the best length of what the rule reads: chance-corrected recall@k
+            best = relative["relative_best"]
+        else:
+            shown = series[rule.metric].get(key)
+            top = None if shown is None or shown.empty else shown.iloc[int(np.argmax(shown["value"].to_numpy()))]
+            best = None if top is None else (int(top["length"]), float(top["value"]))
         chunked = scores_chunks(key[1])  # its length is the document's, not a chunk's
         rows.append({**dict(zip(SERIES_KEYS, key)), "break_point": headline, "break_point_lo": lo, "break_point_hi": hi,
                      "recommended_chunk_tokens": None if chunked else recommended_chunk_tokens(headline),
                      "relative_break_point": relative["relative_break_point"], "absolute_break_point": absolute,
-                     **{c: relative[c] for c in ("base_value", "base_ci_lo", "base_ci_hi", "base_lengths", "at_chance")},
-                     "best_length": None if best is None else int(best["length"]),
-                     "best_value": None if best is None else float(best["value"]),
+                     **{c: relative[c] for c in ("relative_status", "base_value", "base_ci_lo", "base_ci_hi", "base_p",
+                                                 "base_lengths", "at_chance")},
+                     "best_length": None if best is None else best[0], "best_value": None if best is None else best[1],
                      "auc_break_point": point("auc", rule.threshold)})
     return pd.DataFrame(rows, columns=BREAK_COLUMNS)
 
@@ -234,23 +278,29 @@ def interval_text(row) -> str:
     return f"{int(row.break_point)} tokens ({end(row.break_point_lo)}-{end(row.break_point_hi)})"
 
 
-def _is_true(value) -> bool:
-    return value is not None and not pd.isna(value) and bool(value)
-
-
 def break_sentence(row, rule: BreakRule | None = None) -> str:
-    """One line about a row of :func:`break_points`: the headline break point with its interval
-    (or, at chance, that the scorer does not find the needles; or, when no length keeps the
-    rule, the best length), the other rule's beside it, the pooled-AUC one."""
+    """One line about a row of :func:`break_points`: the headline break point with its interval;
+    under the relative rule, why there is none when the rule could not be read (at chance, too
+    few question groups, a pool too small to correct for chance, no rank table); when no length
+    keeps the rule, the best length; then the other rule's break point and the pooled-AUC one."""
     rule = rule or BreakRule()
     other = (f"absolute rule ({rule.absolute_condition()}): {_tokens(row.absolute_break_point)}" if rule.rule == "relative"
              else f"relative rule: {_tokens(row.relative_break_point)}")
     tail = f"; {other}; pooled-AUC break point {_tokens(row.auc_break_point)}"
     base = ("" if row.base_value is None or pd.isna(row.base_value) else
             f"chance-corrected {rule.recall_metric} {row.base_value:.3f} [{row.base_ci_lo:.3f}, {row.base_ci_hi:.3f}] "
-            f"over {row.base_lengths} tokens")
-    if rule.rule == "relative" and _is_true(row.at_chance):
-        return f"at chance from the shortest length: this scorer does not find these needles ({base}){tail}"
+            f"over {row.base_lengths} tokens, groups' t-test p = {row.base_p:.3g}")
+    if rule.rule == "relative":
+        status = row.relative_status
+        if status == AT_CHANCE:
+            return f"at chance from the shortest length: this scorer does not find these needles ({base}){tail}"
+        if status == TOO_FEW_GROUPS:
+            return f"too few question groups (fewer than 2) to tell this scorer from chance{tail}"
+        if status == UNCORRECTABLE:
+            return (f"{rule.recall_metric} cannot be corrected for chance: no pool has more than {rule.k} candidates "
+                    f"(add negatives){tail}")
+        if status == NO_RANKS:
+            return f"no rank table: the relative rule reads each question's ranks{tail}"
     if row.break_point is None or pd.isna(row.break_point):
         if row.best_length is None or pd.isna(row.best_length):
             return f"no {rule.headline_metric} measured{tail}"

@@ -155,7 +155,9 @@ def read_breaks(path: str | Path) -> pd.DataFrame:
     """A ``breaks.csv`` written by a run (one :class:`~embedeval.errors.InputError` line when it is
     missing, unreadable or lacks a column)."""
     frame = read_table(path, BREAK_COLUMNS)[BREAK_COLUMNS]
-    return frame.assign(base_lengths=frame["base_lengths"].fillna("").astype(str))  # "128" reads back as a number
+    # "128" reads back as a number, and as 128.0 beside an empty cell
+    lengths = [value if isinstance(value, str) else "" if pd.isna(value) else str(int(value)) for value in frame["base_lengths"]]
+    return frame.assign(base_lengths=lengths, relative_status=frame["relative_status"].astype(str))
 
 
 class RunWriter:

@@ -182,3 +182,43 @@ def test_absolute_rule_interval_and_breaks_csv_round_trip(tmp_path):
     back = read_breaks(tmp_path / "breaks.csv")
     assert list(back.columns) == BREAK_COLUMNS and back.iloc[0]["break_point"] == 512
     assert break_sentence(next(back.itertuples()), rule).startswith("break point 512 tokens (")
+
+
+def test_few_question_groups_do_not_pass_a_scorer_at_chance():
+    one = _rank_rows({length: np.full((1, DEPTHS), 3) for length in LENGTHS})  # one group, always in the top 5
+    row = break_points(retrieval_metrics(one, n_resamples=20), one, n_resamples=200).iloc[0]
+    assert row["relative_status"] == "too few groups" and pd.isna(row["break_point"])
+    assert break_sentence(row).startswith("too few question groups")
+    found = 0
+    for seed in range(80):  # three groups ranked at random: the bootstrap alone passed about 1 in 17 (measured)
+        rng = np.random.default_rng(seed)
+        ranks = _rank_rows({length: rng.integers(1, N_CANDIDATES + 1, (3, DEPTHS)) for length in LENGTHS[:4]})
+        found += not pd.isna(break_points(retrieval_metrics(ranks, n_resamples=10), ranks, n_resamples=200).iloc[0]["break_point"])
+    assert found <= 3
+
+
+def test_a_pool_too_small_to_correct_for_chance_ends_the_run_or_says_so():
+    ranks = _with_hits({128: 1.0, 256: 1.0, 512: 1.0, 1024: 1.0})
+    retrieval = _rank_rows(ranks)
+    retrieval.loc[retrieval["length"] == 512, "n_candidates"] = 5  # recall@5 is 1 for any ranking there
+    row = break_points(retrieval_metrics(retrieval, n_resamples=10), retrieval, n_resamples=100).iloc[0]
+    assert row["base_lengths"] == "128,256" and row["break_point"] == 256  # 512 is not measured: the run ends there
+    retrieval["n_candidates"] = 5
+    row = break_points(retrieval_metrics(retrieval, n_resamples=10), retrieval, n_resamples=100).iloc[0]
+    assert row["relative_status"] == "cannot correct for chance" and pd.isna(row["break_point"])
+    assert break_sentence(row).startswith("recall@5 cannot be corrected for chance")
+
+
+def test_no_interval_without_a_break_point_and_the_best_length_reads_what_the_rule_reads():
+    row = _breaks(_with_hits({128: 0.3, 256: 0.5, 512: 0.5, 1024: 0.6}))  # above chance, but 128 misses the bar
+    assert row["relative_status"] == "ok" and pd.isna(row["break_point"])
+    assert pd.isna(row["break_point_lo"]) and pd.isna(row["break_point_hi"])
+    assert row["best_length"] == 1024 and row["best_value"] == pytest.approx((0.6 - 5 / 125) / (1 - 5 / 125), abs=0.01)
+
+
+def test_base_lengths_read_back_as_written(tmp_path):
+    one = pd.DataFrame([{c: None for c in BREAK_COLUMNS}, {c: None for c in BREAK_COLUMNS}])
+    one["base_lengths"] = ["128", ""]
+    one["relative_status"] = ["ok", "no rank table"]
+    one.to_csv(tmp_path / "breaks.csv", index=False)
+    assert read_breaks(tmp_path / "breaks.csv")["base_lengths"].tolist() == ["128", ""]

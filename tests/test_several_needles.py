@@ -147,6 +147,22 @@ def test_the_own_questions_separation_measures_its_own_needle_alone(needle_set, 
     np.testing.assert_allclose(one["value"], 1.0)
 
 
+def test_the_separation_uses_the_controls_of_the_cells_own_variant(needle_set, grid):
+    # the other needles count only in the inverted wording (and in its controls): each variant's
+    # separation must still be the own needle's 1.0, not mixed with the other variant's controls
+    inverted = (grid["variant"] == "inverted") | grid["id"].str.contains(":inverted:")
+    values = np.array([[(1.0 if g.id in held else 0.0) + (0.5 * len(held - {g.id}) if inv else 0.0)
+                        for held, inv in zip(map(set, grid["needle_groups"]), inverted)] for g in needle_set.groups])
+    zeros = np.zeros(values.shape, dtype=np.int64)
+    scored = HaystackScores(_MatrixScorer(), grid, {"question": [g.question for g in needle_set.groups]},
+                            {"question": Scores(values, zeros, zeros, zeros)}, grid["text"].str.len().to_numpy())
+    metrics = nolima_metrics(similarity_rows(scored, needle_set), n_resamples=20)
+    cells = metrics[(metrics["n_needles"] == 3) & metrics["own_question"] & (metrics["category"] == "all")
+                    & (metrics["depth_bucket"] == "all")]
+    np.testing.assert_allclose(cells[cells["metric"] == "mean_diff"]["value"], 1.0)
+    np.testing.assert_allclose(cells[cells["metric"] == "auc"]["value"], 1.0)
+
+
 def test_the_sweep_reports_several_needles(needle_set, books_dir, tmp_path):
     out = tmp_path / "run"
     groups = ",".join(g.id for g in needle_set.groups)
