@@ -453,4 +453,4 @@ def test_break_points_name_the_best_length_when_none_reaches_the_threshold():
     assert row.break_point == 256 and row.recommended_chunk_tokens == 204
     row = next(break_points(pd.DataFrame(rows), None).itertuples())  # relative: no rank table, no relative rule
     assert pd.isna(row.break_point) and pd.isna(row.relative_break_point) and pd.isna(row.absolute_break_point)
-    assert break_sentence(row).startswith("no length keeps chance-corrected recall@5 >= 0.85 x its mean over the shortest")
+    assert break_sentence(row).startswith("no rank table: the relative rule reads each question's ranks")

@@ -96,13 +96,23 @@ class _MatrixScorer:
     normalizable: bool = False
 
 
+def _scored(needle_set, grid, values: np.ndarray) -> HaystackScores:
+    """The grid scored by a matrix: ``values[g, h]`` is group g's question's score for haystack h."""
+    zeros = np.zeros(values.shape, dtype=np.int64)
+    return HaystackScores(_MatrixScorer(), grid, {"question": [g.question for g in needle_set.groups]},
+                          {"question": Scores(values, zeros, zeros, zeros)}, grid["text"].str.len().to_numpy())
+
+
+def _overall(metrics: pd.DataFrame, n_needles: int) -> pd.DataFrame:
+    """The own question's overall cells (every category and depth) of haystacks with ``n_needles`` needles."""
+    return metrics[(metrics["n_needles"] == n_needles) & metrics["own_question"] & (metrics["category"] == "all")
+                   & (metrics["depth_bucket"] == "all")]
+
+
 def test_a_haystack_is_ranked_by_every_question_whose_needle_it_holds(needle_set, grid):
     rng = np.random.default_rng(3)
     values = rng.integers(0, 20, size=(len(needle_set.groups), len(grid))).astype(float)  # integers: ties happen
-    zeros = np.zeros(values.shape, dtype=np.int64)
-    questions = [g.question for g in needle_set.groups]
-    scored = HaystackScores(_MatrixScorer(), grid, {"question": questions}, {"question": Scores(values, zeros, zeros, zeros)},
-                            grid["text"].str.len().to_numpy())
+    scored = _scored(needle_set, grid, values)
     ranks = retrieval_rows(scored, needle_set)
     three = ranks[ranks["n_needles"] == 3]
     assert three.groupby("haystack_id").size().eq(3).all()
@@ -134,17 +144,12 @@ def test_the_own_questions_separation_measures_its_own_needle_alone(needle_set, 
     asked_of = [set(groups) for groups in grid["needle_groups"]]
     values = np.array([[(1.0 if g.id in held else 0.0) + 0.1 * len(held - {g.id}) for held in asked_of]
                        for g in needle_set.groups])
-    zeros = np.zeros(values.shape, dtype=np.int64)
-    scored = HaystackScores(_MatrixScorer(), grid, {"question": [g.question for g in needle_set.groups]},
-                            {"question": Scores(values, zeros, zeros, zeros)}, grid["text"].str.len().to_numpy())
-    metrics = nolima_metrics(similarity_rows(scored, needle_set), n_resamples=20)
-    own = metrics[(metrics["n_needles"] == 3) & metrics["own_question"] & (metrics["category"] == "all")
-                  & (metrics["depth_bucket"] == "all")]
+    metrics = nolima_metrics(similarity_rows(_scored(needle_set, grid, values), needle_set), n_resamples=20)
+    own = _overall(metrics, 3)
     diff = own[own["metric"] == "mean_diff"]["value"]
     np.testing.assert_allclose(diff, 1.0)  # the two other needles' 0.2 is in the control too
-    one = metrics[(metrics["n_needles"] == 1) & (metrics["metric"] == "mean_diff") & (metrics["category"] == "all")
-                  & (metrics["depth_bucket"] == "all")]
-    np.testing.assert_allclose(one["value"], 1.0)
+    one = _overall(metrics, 1)
+    np.testing.assert_allclose(one[one["metric"] == "mean_diff"]["value"], 1.0)
 
 
 def test_the_separation_uses_the_controls_of_the_cells_own_variant(needle_set, grid):
@@ -153,12 +158,7 @@ def test_the_separation_uses_the_controls_of_the_cells_own_variant(needle_set, g
     inverted = (grid["variant"] == "inverted") | grid["id"].str.contains(":inverted:")
     values = np.array([[(1.0 if g.id in held else 0.0) + (0.5 * len(held - {g.id}) if inv else 0.0)
                         for held, inv in zip(map(set, grid["needle_groups"]), inverted)] for g in needle_set.groups])
-    zeros = np.zeros(values.shape, dtype=np.int64)
-    scored = HaystackScores(_MatrixScorer(), grid, {"question": [g.question for g in needle_set.groups]},
-                            {"question": Scores(values, zeros, zeros, zeros)}, grid["text"].str.len().to_numpy())
-    metrics = nolima_metrics(similarity_rows(scored, needle_set), n_resamples=20)
-    cells = metrics[(metrics["n_needles"] == 3) & metrics["own_question"] & (metrics["category"] == "all")
-                    & (metrics["depth_bucket"] == "all")]
+    cells = _overall(nolima_metrics(similarity_rows(_scored(needle_set, grid, values), needle_set), n_resamples=20), 3)
     np.testing.assert_allclose(cells[cells["metric"] == "mean_diff"]["value"], 1.0)
     np.testing.assert_allclose(cells[cells["metric"] == "auc"]["value"], 1.0)
 
