@@ -40,7 +40,7 @@ import numpy as np
 from embedeval.corpus import load_corpus
 from embedeval.embedders.cache import CachedTokenIdEmbedder, EmbeddingCache
 from embedeval.embedders.local import SentenceTransformerEmbedder
-from embedeval.executors import Executor, RayEmbedder
+from embedeval.embedders.executors import Executor, RayEmbedder
 
 MODEL = "all-MiniLM-L6-v2"
 RAY_CEILING = 1.3

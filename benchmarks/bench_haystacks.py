@@ -17,7 +17,7 @@ from embedeval.corpus import load_corpus
 from embedeval.haystacks import HaystackGrid, SentencePool, build_haystacks
 from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.needles import load_needle_set
-from embedeval.tokens import load_token_counter
+from embedeval.embedders.tokens import load_token_counter
 
 BOOKS = Path(__file__).resolve().parent.parent.parent / "shared" / "haystacks" / "gutenberg"
 

@@ -23,7 +23,7 @@ import embedeval.text as text
 from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_CORPUS, DEFAULT_NEEDLES
 from embedeval.needles import load_needle_set
-from embedeval.tokens import load_token_counter
+from embedeval.embedders.tokens import load_token_counter
 
 _OLD = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"'’”)\]])\s+|\n\s*\n")  # embedeval's splitter before syntok
 

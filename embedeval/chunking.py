@@ -15,7 +15,7 @@ from embedeval.corpus import Corpus
 from embedeval.defaults import DEFAULT_CHUNKER, DEFAULT_SEED
 from embedeval.errors import ConfigError
 from embedeval.text import split_sentences
-from embedeval.tokens import TokenCounter, load_token_counter
+from embedeval.embedders.tokens import TokenCounter, load_token_counter
 
 _SPEC = re.compile(r"^(sentences):(\d+)(?:-(\d+))?$|^(tokens):(\d+)$")
 

@@ -529,16 +529,12 @@ def themes_membership(
     percentile among the corpus outside the theme (and inside it), and whether it blends into the
     target theme (probability > threshold and outside percentile >= its minimum)."""
     from embedeval.experiments.context_rot import pair_rows
-    from embedeval.experiments.themes import read_manifest, theme_membership
+    from embedeval.experiments.themes import theme_membership
 
     check_output_file(out, TABLE_SUFFIXES)
     source = pairs.load(needles)
-    if embedder is not None:
-        made_with = read_manifest(run_dir)["settings"]["embedder"]
-        if made_with != embedder:
-            raise InputError(f"{run_dir} was made with {made_with}, not {embedder}: its themes live in that model's space")
     table = theme_membership(run_dir, pair_rows(source), cluster, threshold, min_outside_percentile, cache_dir=cache_dir,
-                             progress=not quiet)
+                             progress=not quiet, embedder=embedder)
     _write_similarity_table(table, out)
     typer.echo(f"{int(table['blends_in'].sum())} of {len(table)} needles blend into cluster {table['target_cluster'].iloc[0]} "
                f"(probability > {threshold} and outside percentile >= {min_outside_percentile:g})")

@@ -9,8 +9,6 @@ chunking are declared once, used by every command that needs them, and parsed in
 
 from __future__ import annotations
 
-import re
-
 import dataclasses
 import functools
 import inspect
@@ -30,7 +28,7 @@ from embedeval.defaults import (
     DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST, DEFAULT_UMAP_NEIGHBORS,
 )
 from embedeval.embedders import budget
-from embedeval.executors import RAY_ADDRESS_ENV, Executor
+from embedeval.embedders.executors import RAY_ADDRESS_ENV, Executor
 from embedeval.embedders.registry import API_EMBEDDERS, load_embedder, select_embedders
 from embedeval.errors import InputError
 from embedeval.paths import CACHE_ENV

@@ -54,7 +54,7 @@ from embedeval.defaults import (
 from embedeval.labels import CONTROL, NEGATIVE
 from embedeval.needles import NEEDLE_VARIANTS, NeedleGroup, NeedleSet
 from embedeval.sentences import book_sentences
-from embedeval.tokens import TokenCounter, load_token_counter
+from embedeval.embedders.tokens import TokenCounter, load_token_counter
 
 MAX_SNIPPET_TOKENS = 250  # snippets are strictly shorter
 MIN_SNIPPET_TOKENS = 40
@@ -642,7 +642,7 @@ def _counted(rows: list[dict], length: int, tokenizer: TokenCounter) -> list[dic
     """``rows`` with ``n_tokens`` and ``depth`` (needle's token offset / n_tokens) filled in.
 
     ``n_tokens`` is the sum of the counts of the parts a haystack was assembled from when the
-    tokenizer's counts add up over space-joined parts (:attr:`~embedeval.tokens.TokenCounter.counts_add_up`,
+    tokenizer's counts add up over space-joined parts (:attr:`~embedeval.embedders.tokens.TokenCounter.counts_add_up`,
     true of the default reference tokenizer: the assembled text is not tokenised again), else the
     count of the assembled text."""
     parts = [row.pop("parts_tokens") for row in rows]

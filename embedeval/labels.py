@@ -34,3 +34,5 @@ def scores_chunks(strategy: str) -> bool:
     """Whether a strategy label scores a text by its best chunk (``chunks-max@C``,
     ``late-chunking@C``): its length is the document's, not a chunk's."""
     return str(strategy).startswith((CHUNKED_PREFIX, LATE_CHUNKED_PREFIX))
+#: ``cluster`` of a corpus chunk HDBSCAN leaves out of every theme (its noise label).
+NOISE = -1

@@ -6,7 +6,7 @@ sentences and their reference-token counts are stored in ``<cache>/sentences/`` 
 per book, keyed by
 
     blake2b(book text) + the sentence splitter (:data:`~embedeval.text.SENTENCE_SPLITTER`) +
-    the tokenizer's fingerprint (:attr:`~embedeval.tokens.TokenCounter.fingerprint`),
+    the tokenizer's fingerprint (:attr:`~embedeval.embedders.tokens.TokenCounter.fingerprint`),
 
 so a second build of the same corpus, by any command, reads them back instead of splitting, and a
 changed book, splitter or tokenizer is split again. Nothing is filtered here: which sentences a
@@ -26,7 +26,7 @@ from embedeval.errors import OutputError
 from embedeval.io import atomic_path
 from embedeval.paths import default_cache_dir
 from embedeval.text import SENTENCE_SPLITTER, split_sentences
-from embedeval.tokens import TokenCounter
+from embedeval.embedders.tokens import TokenCounter
 
 #: The cache's sub-folder that holds split books.
 SENTENCES_FOLDER = "sentences"

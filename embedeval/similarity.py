@@ -15,11 +15,12 @@ import numpy as np
 import pandas as pd
 
 from embedeval.defaults import DEFAULT_NORMALIZE_BY
-from embedeval.embedders.base import ScoredTexts, Scorer, Scores
+from embedeval.embedders.base import Scores
 from embedeval.haystacks import distractor_columns
 from embedeval.labels import CONTROL, NEGATIVE, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.metrics import RETRIEVAL_MEASURES, normalized_similarity, retrieval_measures
 from embedeval.needles import STANDARD_NEEDLE, NeedleSet, check_normalize_by
+from embedeval.strategies import ScoredTexts, Scorer
 
 @dataclass
 class HaystackScores:

@@ -1,5 +1,8 @@
-"""How a long text is scored against a query (DESIGN §6): ``truncate``, ``windows-mean`` or
-``chunks-max@C``, for any embedder; and the spec -> scorers step of the sweep.
+"""How a long text is scored against a query (DESIGN §6): ``truncate``, ``windows-mean``,
+``chunks-max@C`` or ``late-chunking@C``, for any embedder; the :class:`Scorer` protocol the
+similarity and rank tables read, with its implementation for embedders (:class:`EmbeddingScorer`;
+the lexical baseline's is :class:`~embedeval.embedders.bm25.BM25Scorer`); and the spec -> scorers
+step of the sweep.
 
 A strategy cuts each text into the pieces a model reads, embeds every distinct piece once, and
 scores a text from its pieces' vectors:
@@ -31,6 +34,7 @@ import hashlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -42,11 +46,11 @@ from embedeval.embedders.base import (
     Embedder, Scores, TokenIdEmbedder, check_texts, l2_normalize, late_chunking_refusal, offers_late_chunking,
 )
 from embedeval.embedders.bm25 import BM25Scorer
-from embedeval.executors import Executor
+from embedeval.embedders.executors import Executor
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.errors import ConfigError, InputError
 from embedeval.labels import CHUNKED_PREFIX, LATE_CHUNKED_PREFIX
-from embedeval.tokens import TokenCounter
+from embedeval.embedders.tokens import TokenCounter
 
 TRUNCATE, WINDOWS_MEAN, CHUNKS_MAX, LATE_CHUNKING = "truncate", "windows-mean", "chunks-max", "late-chunking"
 #: Texts tokenised at a time when cutting pieces (token offsets of 8k-token texts add up).
@@ -56,6 +60,41 @@ STRATEGY_NAMES: tuple[str, ...] = (TRUNCATE, WINDOWS_MEAN, CHUNKS_MAX, LATE_CHUN
 CHUNKED: tuple[str, ...] = (CHUNKS_MAX, LATE_CHUNKING)
 #: Strategies whose windows overlap, and the overlap each gets when none is given.
 OVERLAP_DEFAULTS: dict[str, int] = {WINDOWS_MEAN: DEFAULT_WINDOW_OVERLAP, LATE_CHUNKING: DEFAULT_LATE_CHUNKING_OVERLAP}
+
+
+class ScoredTexts(Protocol):
+    """Texts a :class:`Scorer` has read, ready to be scored against queries.
+
+    ``seen_chars[t]``: how many characters of text ``t`` (from its start) the scorer read:
+    ``len(text)`` unless the model truncated it. ``scores(queries)`` -> :class:`Scores`.
+    """
+
+    seen_chars: np.ndarray
+
+    def scores(self, queries: Sequence[str]) -> Scores: ...
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Scores (query, text) pairs: an embedder read through a long-text strategy, or a lexical
+    baseline. What the similarity and rank tables are computed from.
+
+    - ``name``: the ``embedder`` column; ``strategy``: the ``strategy`` column.
+    - ``windows_exact``: whether the text was cut on the model's own token ids (False: windows or
+      truncation estimated with a reference tokenizer, as for API models).
+    - ``normalizable``: whether sim(query, bare needle) is on the same scale as sim(query,
+      haystack), so that ``normalized`` means something (not for BM25, whose scores depend on
+      the corpus and the document length).
+    - ``index(texts, partition)``: read the texts. Texts with equal ``partition`` values form one
+      corpus (the lexical scorer's IDF comes from it; embedders ignore it).
+    """
+
+    name: str
+    strategy: str
+    windows_exact: bool
+    normalizable: bool
+
+    def index(self, texts: Sequence[str], partition: Sequence | None = None) -> ScoredTexts: ...
 
 
 @dataclass(frozen=True)
@@ -215,7 +254,7 @@ class TokenMemo:
 
 class EmbeddingScorer:
     """An :class:`~embedeval.embedders.base.Embedder` read through a :class:`Strategy`: a
-    :class:`~embedeval.embedders.base.Scorer`.
+    :class:`~embedeval.strategies.Scorer`.
 
     ``reference`` cuts texts for models that cannot be fed token ids (API models).
     ``dedupe=False`` sends every text to ``embed`` whole, as before token-id keying (``truncate``

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 import Stemmer
 
-from embedeval.embedders.base import Scorer, Scores
+from embedeval.embedders.base import Scores
+from embedeval.strategies import Scorer
 from embedeval.embedders.bm25 import DEFAULT_B, DEFAULT_K1, METHOD, BM25Scorer
 from embedeval.errors import ConfigError, InputError
 

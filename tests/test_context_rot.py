@@ -55,7 +55,7 @@ def test_chunkers_cover_the_text_in_order(small_corpus):
         assert min(sizes) >= 1 and max(sizes) <= 3
     assert [c.text for c in chunk_corpus(small_corpus, "sentences:1-3", seed=1)] == [c.text for c in chunks]
     windows = chunk_corpus(small_corpus, "tokens:64")
-    from embedeval.tokens import load_token_counter
+    from embedeval.embedders.tokens import load_token_counter
 
     counts = load_token_counter().count([c.text for c in windows])
     assert max(counts) <= 64 and np.median(counts) >= 60

@@ -19,7 +19,7 @@ from embedeval.haystacks import DISTRACTOR_ZONE, HaystackGrid, build_haystacks
 from embedeval.labels import CONTROL, NEGATIVE
 from embedeval.needles import load_needle_set
 from embedeval.similarity import HaystackScores, retrieval_rows
-from embedeval.tokens import load_token_counter
+from embedeval.embedders.tokens import load_token_counter
 
 GROUPS = ["loc-dresden", "loc-peru"]
 # Distractors written for these tests: each shares its question's keyword and names no character.

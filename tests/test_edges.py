@@ -16,7 +16,7 @@ from embedeval.corpus import load_corpus
 from embedeval.haystacks import HaystackGrid, Piece, SentencePool, build_haystacks, distractor_boundaries
 from embedeval.labels import CONTROL, NEGATIVE
 from embedeval.needles import load_needle_set
-from embedeval.tokens import load_token_counter
+from embedeval.embedders.tokens import load_token_counter
 from fakes import write_word_books
 from test_nolima_schema import FIXTURE, NAMES
 
@@ -143,7 +143,7 @@ def test_tokenizers_whose_tokens_can_span_a_space_are_counted_whole():
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    from embedeval.tokens import TokenCounter
+    from embedeval.embedders.tokens import TokenCounter
 
     def counter(pre_tokenizer) -> TokenCounter:
         backend = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))

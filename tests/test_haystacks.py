@@ -12,7 +12,7 @@ from embedeval.haystacks import MAX_SNIPPET_TOKENS, HaystackGrid, SentencePool, 
 from embedeval.text import split_sentences
 from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.needles import load_needle_set
-from embedeval.tokens import load_token_counter
+from embedeval.embedders.tokens import load_token_counter
 
 LENGTHS = [128, 512, 2048]
 DEPTHS = 4

@@ -93,7 +93,7 @@ def test_late_chunks_go_through_the_cache_and_a_rerun_embeds_nothing(tmp_path):
 
 
 def test_jina_late_chunks_with_the_apis_own_flag_one_request_per_window(monkeypatch, tmp_path):
-    from embedeval.tokens import load_token_counter
+    from embedeval.embedders.tokens import load_token_counter
 
     with serving(monkeypatch, {"JINA": "jina_SECRET_key"}) as fake:
         model = load_embedder("jina:jina-embeddings-v3", cache_dir=tmp_path)

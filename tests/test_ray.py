@@ -48,7 +48,7 @@ def test_a_sweep_on_ray_equals_the_local_one(local_ray, tmp_path, books_dir):
 
 
 def test_ray_embeds_ids_as_the_local_model_does(local_ray, minilm):
-    from embedeval.executors import Executor, RayEmbedder
+    from embedeval.embedders.executors import Executor, RayEmbedder
 
     texts = [f"Line {i}: " + "the quick brown fox jumps over the lazy dog " * (i % 7 + 1) for i in range(100)]
     ids = [seq for seq, _ in minilm.token_ids(texts, minilm.id_capacity())]

@@ -20,7 +20,7 @@ from embedeval.haystacks import HaystackGrid, build_haystacks
 from embedeval.labels import CONTROL, NEGATIVE
 from embedeval.needles import load_needle_set
 from embedeval.similarity import HaystackScores, retrieval_rows, similarity_rows
-from embedeval.tokens import load_token_counter
+from embedeval.embedders.tokens import load_token_counter
 
 
 @pytest.fixture(scope="module")

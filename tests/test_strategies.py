@@ -110,7 +110,7 @@ def test_a_prompted_model_gets_its_prompt_on_token_ids_too(tmp_path):
 
 
 def test_api_models_get_windows_from_the_reference_tokenizer_flagged_as_estimates():
-    from embedeval.tokens import load_token_counter
+    from embedeval.embedders.tokens import load_token_counter
 
     reference = load_token_counter()
     fake = CountingEmbedder()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -78,6 +79,20 @@ def check_texts(texts: Sequence[str], kind: str) -> list[str]:
         if not text.strip():
             raise InputError(f"text #{i} is empty")
     return texts
+
+
+def embeds_texts(embed: Callable) -> Callable:
+    """The shared opening of every ``embed(texts, kind)``: the call checked (:func:`check_texts`)
+    and no texts answered with a ``(0, dim)`` array without reaching the model; the method
+    decorated gets the checked list."""
+    @functools.wraps(embed)
+    def checked(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
+        texts = check_texts(texts, kind)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return embed(self, texts, kind)
+
+    return checked
 
 
 def check_vectors(vectors, n_texts: int, dim: int, source: str) -> np.ndarray:
@@ -164,41 +179,6 @@ class Scores:
         shape = values.shape
         return cls(values, np.zeros(shape, dtype=np.int64), np.zeros(shape, dtype=np.int64),
                    np.broadcast_to(np.asarray(seen_chars, dtype=np.int64), shape).copy())
-
-
-class ScoredTexts(Protocol):
-    """Texts a :class:`Scorer` has read, ready to be scored against queries.
-
-    ``seen_chars[t]``: how many characters of text ``t`` (from its start) the scorer read:
-    ``len(text)`` unless the model truncated it. ``scores(queries)`` -> :class:`Scores`.
-    """
-
-    seen_chars: np.ndarray
-
-    def scores(self, queries: Sequence[str]) -> Scores: ...
-
-
-@runtime_checkable
-class Scorer(Protocol):
-    """Scores (query, text) pairs: an embedder read through a long-text strategy, or a lexical
-    baseline. What the similarity and rank tables are computed from.
-
-    - ``name``: the ``embedder`` column; ``strategy``: the ``strategy`` column.
-    - ``windows_exact``: whether the text was cut on the model's own token ids (False: windows or
-      truncation estimated with a reference tokenizer, as for API models).
-    - ``normalizable``: whether sim(query, bare needle) is on the same scale as sim(query,
-      haystack), so that ``normalized`` means something (not for BM25, whose scores depend on
-      the corpus and the document length).
-    - ``index(texts, partition)``: read the texts. Texts with equal ``partition`` values form one
-      corpus (the lexical scorer's IDF comes from it; embedders ignore it).
-    """
-
-    name: str
-    strategy: str
-    windows_exact: bool
-    normalizable: bool
-
-    def index(self, texts: Sequence[str], partition: Sequence | None = None) -> ScoredTexts: ...
 
 
 def offers_late_chunking(embedder) -> bool:

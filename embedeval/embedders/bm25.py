@@ -1,4 +1,4 @@
-"""BM25, the lexical baseline: a :class:`~embedeval.embedders.base.Scorer` that ranks texts by the
+"""BM25, the lexical baseline: a :class:`~embedeval.strategies.Scorer` that ranks texts by the
 query words they contain, through the ``bm25s`` library (numbers are the library's own).
 
 Texts and queries are tokenised the same way, by ``bm25s.tokenize``: lower-cased words of two or

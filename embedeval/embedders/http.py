@@ -43,7 +43,7 @@ from tenacity.wait import wait_base, wait_random_exponential
 from tqdm.auto import tqdm
 
 from embedeval.defaults import DEFAULT_REQUEST_TIMEOUT, TEXT_FIT_MARGIN
-from embedeval.embedders.base import Kind, check_texts, check_vectors, l2_normalize
+from embedeval.embedders.base import Kind, check_vectors, embeds_texts, l2_normalize
 from embedeval.embedders.budget import Budget, env_number, limiter_for, resolve_budget, resolve_workers
 from embedeval.errors import (
     APIError,
@@ -51,7 +51,7 @@ from embedeval.errors import (
     InvalidVectorsError,
     UnknownEmbedderError,
 )
-from embedeval.tokens import TokenCounter, load_token_counter
+from embedeval.embedders.tokens import TokenCounter, load_token_counter
 
 _T = TypeVar("_T")
 
@@ -343,10 +343,8 @@ class APIEmbedder:
             out.append(current)
         return out
 
+    @embeds_texts
     def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
-        texts = check_texts(texts, kind)
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
         fitted, counts = self._fit(texts)
         self.limiter.check(max(counts), self.name)  # an input over the token budget: refused before any request
         batches = self.batches(counts)

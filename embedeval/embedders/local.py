@@ -24,14 +24,14 @@ from pathlib import Path
 
 import numpy as np
 
-from embedeval.embedders.base import KINDS, Kind, check_texts, l2_normalize
+from embedeval.embedders.base import KINDS, Kind, check_texts, embeds_texts, l2_normalize
 from embedeval.embedders.models import (
     canonical_model,
     folder_fingerprint,
     resolve_model_path,
 )
 from embedeval.errors import InputError, UnknownEmbedderError
-from embedeval.tokens import TokenCounter, load_token_counter, quiet_transformers
+from embedeval.embedders.tokens import TokenCounter, load_token_counter, quiet_transformers
 from embedeval.versions import package_version
 
 #: Bump when the facts change shape or meaning (older remembered facts are then ignored).
@@ -174,10 +174,8 @@ class SentenceTransformerEmbedder:
         facts = self._recalled()
         return facts["tokenizer"] if facts else self.token_counter.fingerprint
 
+    @embeds_texts
     def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
-        texts = check_texts(texts, kind)
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
         encode = self.model.encode_query if kind == "query" else self.model.encode_document
         vectors = encode(
             texts,

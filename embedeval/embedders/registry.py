@@ -18,7 +18,7 @@ from embedeval.embedders.jina import JinaEmbedder
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.models import BUNDLED_MODELS, bundled_model_installed, canonical_model
 from embedeval.embedders.openai import OpenAIEmbedder
-from embedeval.executors import Executor, RayEmbedder
+from embedeval.embedders.executors import Executor, RayEmbedder
 from embedeval.embedders.voyage import VoyageEmbedder
 from embedeval.errors import EmbedderUnavailableError, UnknownEmbedderError
 
@@ -177,7 +177,7 @@ def load_embedder(
     """Build the embedder named by ``spec``, wrapped in the embedding cache unless ``cache=False``.
 
     With ``executor`` of kind ``ray``, a local model's forward passes run on a pool of Ray actors
-    (:class:`~embedeval.executors.RayEmbedder`; same vectors, same cache keys); API
+    (:class:`~embedeval.embedders.executors.RayEmbedder`; same vectors, same cache keys); API
     embedders send their requests from this process either way.
 
     ``progress``: progress bars (texts embedded; for API models also tokens sent and tokens per

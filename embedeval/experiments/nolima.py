@@ -27,7 +27,7 @@ from embedeval.defaults import (
     DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_N_BOOTSTRAP, DEFAULT_NEEDLES, DEFAULT_NORMALIZE_BY,
     DEFAULT_STRATEGIES, DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS,
 )
-from embedeval.executors import Executor
+from embedeval.embedders.executors import Executor
 from embedeval.embedders.registry import select_embedders
 from embedeval.errors import ConfigError
 from embedeval.haystacks import HAYSTACK_FORMAT, HaystackGrid, build_haystacks
@@ -42,7 +42,7 @@ from embedeval.expansion import query_forms
 from embedeval.similarity import retrieval_rows, score_haystacks, similarity_rows
 from embedeval.strategies import EmbeddingScorer, check_strategy_support, load_scorers, parse_strategies
 from embedeval.text import SENTENCE_SPLITTER
-from embedeval.tokens import DEFAULT_REFERENCE, load_token_counter
+from embedeval.embedders.tokens import DEFAULT_REFERENCE, load_token_counter
 
 #: Settings beside the grid that determine the haystacks; a run directory's haystacks are reused
 #: when they and the grid match (with the needle file's hash and the sentence splitter, see

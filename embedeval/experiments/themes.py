@@ -45,14 +45,15 @@ from embedeval.defaults import (
 )
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import ConfigError, CorpusError, InputError
-from embedeval.versions import package_version, package_versions
 from embedeval.io import atomic_path, read_json, read_table, run_directory, write_table, write_text_atomic
+from embedeval.labels import NOISE
+from embedeval.report.themes import map_figure, themes_report
+from embedeval.versions import package_version, package_versions
 from embedeval.metrics import mmr, nearest_cosines, neighbour_similarity, percentile_rank
 
 #: Packages whose versions must match for pickled models to be read back.
 MODEL_PACKAGES = ("umap-learn", "hdbscan", "pynndescent", "numba", "numpy", "scikit-learn")
 MANIFEST = "themes.json"
-NOISE = -1
 TOP_TERMS = 8
 #: Cosines of (float32) embeddings closer than this are equal: a placed vector whose cosine to a corpus
 #: chunk is within it of 1 is that chunk (it lands on the chunk's position), and neighbour similarities
@@ -236,50 +237,6 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
     return ThemesResult(config, table, clusters, Path(config.out), timings)
 
 
-def map_figure(table: pd.DataFrame, path: Path, labelled: int = 8) -> None:
-    """The 2-D map of the chunks coloured by cluster (noise grey), the ``labelled`` largest named."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 6.5))
-    noise = table[table["cluster"] == NOISE]
-    ax.scatter(noise["x"], noise["y"], s=3, color="lightgrey", label="noise")
-    for c, group in table[table["cluster"] != NOISE].groupby("cluster"):
-        ax.scatter(group["x"], group["y"], s=4, color=plt.cm.tab20(c % 20))
-        if c < labelled:
-            ax.annotate(str(c), (group["x"].median(), group["y"].median()), fontsize=11, weight="bold",
-                        ha="center", va="center", bbox={"boxstyle": "round", "fc": "white", "alpha": 0.8})
-    ax.set_title("corpus themes: chunks by UMAP, coloured by HDBSCAN cluster (0 = largest)")
-    ax.set_xticks([])
-    ax.set_yticks([])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-
-
-def themes_report(config: ThemesConfig, table: pd.DataFrame, clusters: pd.DataFrame, shown: int = 5) -> str:
-    """report.md: settings, noise share, and the largest clusters with their representatives."""
-    noise = float((table["cluster"] == NOISE).mean())
-    text_of = dict(zip(table["chunk_id"], table["text"]))
-    lines = ["# Corpus themes", "",
-             f"Corpus `{config.corpus}` cut `{config.chunker}` into {len(table)} chunks, embedded by `{config.embedder}`; "
-             f"UMAP (n_neighbors {config.umap.neighbors}, min_dist {config.umap.min_dist}, n_components "
-             f"{config.umap.components}, cosine, random_state {config.seed}); HDBSCAN (min_cluster_size "
-             f"{config.hdbscan.min_cluster_size}, min_samples {config.hdbscan.min_samples}). {len(clusters)} clusters; "
-             f"noise (cluster -1): {noise:.1%} of the chunks.", "",
-             "![map](figures/map.png)", ""]
-    for row in clusters.head(shown).itertuples():
-        lines += [f"## Cluster {row.cluster}: {row.size} chunks ({row.share:.1%})", "",
-                  f"Top terms: {row.top_terms.replace(';', ', ') or '–'}", "",
-                  f"Representatives (MMR, lambda {config.mmr_lambda}, in pick order):", ""]
-        lines += [f"{i}. {text_of[chunk_id]}" for i, chunk_id in enumerate(row.representatives.split(";"), start=1)]
-        lines.append("")
-    return "\n".join(lines)
-
-
 def read_manifest(out: str | Path) -> dict:
     """``themes.json`` of a finished themes run, refused with one line for a missing folder or an
     unfinished run."""
@@ -377,7 +334,7 @@ def theme_distances(vectors: np.ndarray, corpus: np.ndarray, labels: np.ndarray,
 
 def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | None = None, threshold: float = DEFAULT_BLEND_THRESHOLD,
                      min_outside_percentile: float = DEFAULT_MIN_OUTSIDE_PERCENTILE, cache_dir=None,
-                     progress: bool = False) -> pd.DataFrame:
+                     progress: bool = False, embedder: str | None = None) -> pd.DataFrame:
     """``rows`` (with a ``needle`` column) plus ``predicted_cluster``, ``probability`` (HDBSCAN's
     approximate-prediction strength of the needle placed by :func:`place`), ``target_cluster``
     (default 0: the largest), ``target_probability`` (the probability when predicted into the
@@ -388,13 +345,16 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | None = 
         target_probability > threshold  and  outside_percentile >= min_outside_percentile
 
     The probability alone cannot tell a needle about none of the corpus's topics: placement keeps
-    no distance, and the middle of a neighbourhood scores near 1 wherever it is."""
+    no distance, and the middle of a neighbourhood scores near 1 wherever it is. ``embedder``, if
+    given, must be the run's (its themes live in that model's space); the run's embedder is used."""
     import hdbscan
 
     if not 0 < threshold < 1:
         raise ConfigError(f"`threshold` must be in (0, 1), not {threshold}", "threshold")
     if not 0 <= min_outside_percentile <= 100:
         raise ConfigError(f"`min_outside_percentile` must be in [0, 100], not {min_outside_percentile}", "min_outside_percentile")
+    if embedder is not None and (made_with := read_manifest(out)["settings"]["embedder"]) != embedder:
+        raise InputError(f"{out} was made with {made_with}, not {embedder}: its themes live in that model's space")
     manifest, reducer, clusterer = load_themes(out)
     order = manifest["cluster_order"]
     target = 0 if cluster is None else cluster

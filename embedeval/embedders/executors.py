@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from embedeval.defaults import DEFAULT_EXECUTOR, DEFAULT_WORKERS
-from embedeval.embedders.base import Kind, TokenIdWrapper, check_texts
+from embedeval.embedders.base import Kind, TokenIdWrapper, embeds_texts
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.errors import ConfigError
 
@@ -135,12 +135,10 @@ class RayEmbedder(TokenIdWrapper):
             self._actors = [worker.remote(self.model, self.inner.batch_size, device, cpus) for _ in range(self.executor.workers)]
         return self._actors
 
+    @embeds_texts
     def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
         import ray
 
-        texts = check_texts(texts, kind)
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
         return ray.get(self.actors()[0].embed.remote(list(texts), kind))
 
     def embed_ids(self, ids: Sequence[Sequence[int]], kind: Kind = "document") -> np.ndarray:
