@@ -78,6 +78,7 @@ def main_options(
 @app.command("embedders")
 def list_embedders() -> None:
     """List known embedder specs and whether each is usable now."""
+    from embedeval.embedders.options import LOCAL_OPTION_CHOICES
     from embedeval.embedders.registry import PRESETS, availability, known_specs
 
     for spec in known_specs():
@@ -85,6 +86,7 @@ def list_embedders() -> None:
         typer.echo(f"{spec:<36} {'ready' if usable else 'unavailable':<12} {why}")
     for name, specs in PRESETS.items():
         typer.echo(f"{name:<36} {'preset':<12} {', '.join(specs)}")
+    typer.echo("st: options, in the spec: " + "; ".join(f"{name} ({choices})" for name, choices in LOCAL_OPTION_CHOICES.items()))
 
 
 @app.command("embed")

@@ -137,12 +137,18 @@ class GridOptions:
 
 
 #: The flag of each library parameter whose flag is not ``--`` + its name with ``.`` and ``_`` as ``-``.
+#: Options written in an st: spec (embedeval.embedders.options), not flags.
+SPEC_OPTIONS = ("device", "dtype", "max_seq_length", "trust_remote_code", "max_batch_tokens")
 FLAG_OF = {"embedders": "--embedder", "strategies": "--strategy", "hdbscan.min_cluster_size": "--min-cluster-size",
            "hdbscan.min_samples": "--min-samples"}
 
 
-def flag_of(parameter: str) -> str:
-    """The command-line flag of a library parameter: ``umap.min_dist`` -> ``--umap-min-dist``."""
+def flag_of(parameter: str) -> str | None:
+    """The command-line flag of a library parameter: ``umap.min_dist`` -> ``--umap-min-dist``;
+    None for an option written in an embedder's spec (``dtype`` in ``st:NAME?dtype=float16``),
+    which the command line names as the library does."""
+    if parameter in SPEC_OPTIONS:
+        return None
     return FLAG_OF.get(parameter, "--" + parameter.replace(".", "-").replace("_", "-"))
 
 
@@ -152,7 +158,8 @@ def in_flag_words(error: Exception) -> str:
     translates them."""
     text = str(error)
     for parameter in getattr(error, "parameters", ()):
-        text = text.replace(f"`{parameter}`", flag_of(parameter))
+        flag = flag_of(parameter)
+        text = text.replace(f"`{parameter}`", flag if flag else f"spec option {parameter}")
     return text
 
 

@@ -56,6 +56,10 @@ TEXT_FIT_MARGIN = 16
 CHUNK_FACTOR = 0.8
 #: Bootstrap resamples behind every confidence interval.
 DEFAULT_N_BOOTSTRAP = 1000
+#: Local models: inputs per batch on the CPU (sorted by length first), and on a GPU the padded
+#: tokens per batch instead (``max_batch_tokens`` in an st: spec sets either: embedeval.embedders.options).
+DEFAULT_BATCH_SIZE = 32
+DEFAULT_GPU_BATCH_TOKENS = 65536
 #: Where cache misses are embedded: "local" (this process) or "ray" (a pool of Ray actors), and
 #: how many actors.
 DEFAULT_EXECUTOR = "local"

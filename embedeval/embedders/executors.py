@@ -27,7 +27,7 @@ import numpy as np
 
 from embedeval.defaults import DEFAULT_EXECUTOR, DEFAULT_WORKERS
 from embedeval.embedders.base import Kind, TokenIdWrapper, embeds_texts
-from embedeval.embedders.local import SentenceTransformerEmbedder
+from embedeval.embedders.local import from_spec_model
 from embedeval.errors import ConfigError
 
 #: Where ``--executor ray`` finds its cluster when ``--ray-address`` is not given.
@@ -72,7 +72,7 @@ class ModelWorker:
             import torch
 
             torch.set_num_threads(threads)  # the cores Ray gave this actor
-        self.embedder = SentenceTransformerEmbedder(model, batch_size=batch_size, device=device)
+        self.embedder = from_spec_model(model, batch_size=batch_size, device=device)
         self.inputs = 0
 
     def embed(self, texts: list[str], kind: Kind) -> np.ndarray:

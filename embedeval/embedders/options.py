@@ -1,0 +1,137 @@
+"""Options of a local model, written in its spec as a query string: one spec is one model
+configuration.
+
+    st:NAME_OR_DIR?device=cuda&dtype=float16&max_seq_length=8192&trust_remote_code=true&max_batch_tokens=65536
+
+``device``            ``cpu``, ``cuda``, ``cuda:N``, ``mps`` or ``auto`` (the default: cuda when
+                      available, else cpu); a device that is not there is refused before any work
+``dtype``             ``float32`` (the default), ``float16`` or ``bfloat16`` (half precision: GPU only)
+``max_seq_length``    the model's window in tokens, up to its position limit (its config's
+                      ``max_position_embeddings``); default: the model's own ``max_seq_length``
+``trust_remote_code`` ``true`` to run the model folder's own code (off unless asked)
+``max_batch_tokens``  padded tokens per batch (texts sorted by length, then cut by this budget);
+                      default: :data:`~embedeval.defaults.DEFAULT_BATCH_SIZE` texts per batch on
+                      the CPU, a budget of :data:`~embedeval.defaults.DEFAULT_GPU_BATCH_TOKENS`
+                      tokens on a GPU
+
+Every option that changes a vector (``dtype``, ``max_seq_length``, ``trust_remote_code``) is part
+of the model's fingerprint, so the cache keeps such vectors apart; ``device`` and
+``max_batch_tokens`` change where and how fast, not what (up to float rounding).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from urllib.parse import parse_qsl, urlencode
+
+from embedeval.defaults import DEFAULT_GPU_BATCH_TOKENS
+from embedeval.errors import ConfigError
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+DTYPES = ("float32", "float16", "bfloat16")
+TRUE, FALSE = ("true", "1", "yes"), ("false", "0", "no")
+#: Each option and what it takes (``embedeval embedders`` lists them).
+LOCAL_OPTION_CHOICES = {"device": "auto, cpu, cuda, cuda:N, mps", "dtype": ", ".join(DTYPES),
+                        "max_seq_length": "up to the model's position limit", "trust_remote_code": "true or false",
+                        "max_batch_tokens": "padded tokens per batch"}
+#: The options that change what a vector is (the others change where and how fast it is made).
+VECTOR_OPTIONS = ("dtype", "max_seq_length", "trust_remote_code")
+
+
+@dataclass(frozen=True)
+class LocalOptions:
+    """The options of an ``st:`` spec (see the module docstring); validated when made."""
+
+    device: str = "auto"
+    dtype: str = "float32"
+    max_seq_length: int | None = None
+    trust_remote_code: bool = False
+    max_batch_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        base = self.device.split(":")[0]
+        if base not in DEVICES or (":" in self.device and (base != "cuda" or not self.device.split(":", 1)[1].isdigit())):
+            raise ConfigError(f"`device` must be one of {', '.join(DEVICES)} or cuda:N, not {self.device!r}", "device")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"`dtype` must be one of {', '.join(DTYPES)}, not {self.dtype!r}", "dtype")
+        for name in ("max_seq_length", "max_batch_tokens"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ConfigError(f"`{name}` must be a whole number >= 1, not {value!r}", name)
+
+    @classmethod
+    def parse(cls, query: str) -> LocalOptions:
+        """The options of a spec's query string (``device=cuda&dtype=float16``): one
+        :class:`~embedeval.errors.ConfigError` for an unknown option, a repeated one or a bad value."""
+        known = {f.name: f for f in fields(cls)}
+        given: dict[str, object] = {}
+        for key, value in parse_qsl(query, keep_blank_values=True, strict_parsing=False):
+            if key not in known:
+                raise ConfigError(f"unknown option {key!r} of a st: model; use {', '.join(known)}", "embedders")
+            if key in given:
+                raise ConfigError(f"option {key!r} is given twice", "embedders")
+            given[key] = _value(key, value)
+        return cls(**given)
+
+    def query(self, names: tuple[str, ...] | None = None) -> str:
+        """The options (of ``names``, default all) that differ from the defaults, as the canonical
+        query string (sorted); '' when none do."""
+        default = LocalOptions()
+        changed = {f.name: getattr(self, f.name) for f in fields(self)
+                   if (names is None or f.name in names) and getattr(self, f.name) != getattr(default, f.name)}
+        return urlencode({k: str(v).lower() if isinstance(v, bool) else v for k, v in sorted(changed.items())})
+
+    def name_query(self) -> str:
+        """The options that change a vector (:data:`VECTOR_OPTIONS`) and differ from the defaults:
+        what the embedder's name carries, so tables and the cache keep such vectors apart."""
+        return self.query(VECTOR_OPTIONS)
+
+    def vector_settings(self) -> dict:
+        """The vector-changing options beside the window (part of the model's fingerprint when
+        they differ from the defaults; ``max_seq_length`` is there as the model's live window)."""
+        return {"dtype": self.dtype, "trust_remote_code": self.trust_remote_code}
+
+    def resolved_device(self) -> str:
+        """The device to load on: ``auto`` -> cuda when available, else cpu; a device that is not
+        there, or half precision on a CPU, is one :class:`~embedeval.errors.ConfigError`."""
+        import torch
+
+        device = self.device
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device.startswith("cuda"):
+            index = int(device.split(":")[1]) if ":" in device else 0
+            count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+            if index >= count:
+                raise ConfigError(f"`device` {device} is not there: this machine has {count} CUDA device(s)", "device")
+        if device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+            raise ConfigError("`device` mps is not there: this machine has no Apple GPU", "device")
+        if device == "cpu" and self.dtype != "float32":
+            raise ConfigError(f"`dtype` {self.dtype} runs on a GPU only; on the CPU use float32", "dtype")
+        return device
+
+    def batch_tokens(self, device: str) -> int | None:
+        """The padded-token budget of a batch: the one given, else none on a CPU (batches of a
+        fixed count, as before) and :data:`~embedeval.defaults.DEFAULT_GPU_BATCH_TOKENS` on a GPU."""
+        if self.max_batch_tokens is not None:
+            return self.max_batch_tokens
+        return None if device == "cpu" else DEFAULT_GPU_BATCH_TOKENS
+
+
+def _value(key: str, text: str):
+    """An option's value from its query-string text."""
+    if key == "trust_remote_code":
+        if text.lower() not in TRUE + FALSE:
+            raise ConfigError(f"`trust_remote_code` must be true or false, not {text!r}", "trust_remote_code")
+        return text.lower() in TRUE
+    if key in ("max_seq_length", "max_batch_tokens"):
+        if not text.isdigit():
+            raise ConfigError(f"`{key}` must be a whole number >= 1, not {text!r}", key)
+        return int(text)
+    return text
+
+
+def split_spec(spec: str) -> tuple[str, str]:
+    """``st:NAME?a=1&b=2`` -> (``st:NAME``, ``a=1&b=2``); a spec without options -> (spec, '')."""
+    base, _, query = spec.partition("?")
+    return base, query

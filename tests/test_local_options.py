@@ -1,0 +1,153 @@
+"""Local models as people run them (issue 30, items 1 and 2): options in the spec, batches cut by
+a token budget, the batch halved when CUDA runs out of memory, and long-context models read whole."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from embedeval.cli import app
+from embedeval.embedders.local import SentenceTransformerEmbedder, cut_batches
+from embedeval.embedders.options import LocalOptions
+from embedeval.embedders.registry import canonical_spec, load_embedder, select_embedders
+from embedeval.errors import ConfigError, InputError
+
+MINILM = "st:all-MiniLM-L6-v2"
+
+
+def test_options_are_parsed_checked_and_named():
+    options = LocalOptions.parse("max_seq_length=512&device=cpu&trust_remote_code=false")
+    assert (options.max_seq_length, options.device, options.trust_remote_code) == (512, "cpu", False)
+    assert canonical_spec(f"{MINILM}?max_seq_length=512&device=cpu") == f"{MINILM}?device=cpu&max_seq_length=512"
+    assert canonical_spec(f"{MINILM}?dtype=float32") == MINILM  # a default is no option
+    model = load_embedder(f"{MINILM}?device=cpu&max_seq_length=512", cache=False, verify=False)
+    assert model.name == f"{MINILM}?max_seq_length=512"  # what changes a vector names it; where it runs does not
+    assert load_embedder(f"{MINILM}?device=cpu", cache=False, verify=False).name == MINILM
+    for query, says in [("colour=red", "unknown option 'colour'"), ("dtype=int4", "`dtype` must be one of"),
+                        ("device=tpu", "`device` must be one of"), ("max_seq_length=0", "`max_seq_length` must be a whole"),
+                        ("trust_remote_code=maybe", "`trust_remote_code` must be true or false"),
+                        ("device=cpu&device=cpu", "given twice")]:
+        with pytest.raises(ConfigError, match=says):
+            select_embedders([f"{MINILM}?{query}"])
+
+
+@pytest.mark.parametrize("query, says", [
+    ("device=cuda", "error: spec option device cuda is not there: this machine has 0 CUDA device(s)"),
+    ("dtype=float16", "error: spec option dtype float16 runs on a GPU only; on the CPU use float32"),
+    ("max_seq_length=1024", "error: spec option max_seq_length 1024 is over the model's position limit of 512 tokens"),
+])
+def test_a_spec_this_machine_cannot_run_is_one_line_before_any_work(query, says, tmp_path):
+    if query == "device=cuda" and torch.cuda.is_available():
+        query, says = "device=cuda:99", "error: spec option device cuda:99 is not there"
+    result = CliRunner().invoke(app, ["nolima", "--embedder", f"{MINILM}?{query}", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 1 and [line for line in result.output.splitlines() if line] == [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert says in result.output, result.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_longer_window_reads_more_and_matches_sentence_transformers(minilm):
+    text = " ".join(f"word{i} is here" for i in range(200))  # about 800 tokens
+    longer = load_embedder(f"{MINILM}?max_seq_length=512", verify=False)
+    assert longer.max_tokens == 512 and minilm.max_tokens == 256
+    direct = minilm.model
+    direct.max_seq_length = 512
+    try:
+        expected = direct.encode_document([text], normalize_embeddings=True)
+    finally:
+        direct.max_seq_length = 256
+    np.testing.assert_allclose(longer.embed([text]), expected, atol=1e-5)
+    assert float(longer.embed([text])[0] @ minilm.embed([text])[0]) < 0.999  # the cache keeps the two windows apart
+
+
+def test_batches_cut_by_a_token_budget(minilm):
+    order = np.arange(6)
+    assert [b.tolist() for b in cut_batches(order, [200, 200, 200, 20, 20, 20], 32, 420)] == [[0, 1], [2, 3], [4, 5]]
+    assert [b.tolist() for b in cut_batches(order, [200] * 6, 4)] == [[0, 1, 2, 3], [4, 5]]  # no budget: a count
+    ids = [list(range(1000, 1000 + n)) for n in [250] * 6 + [12] * 40]
+    budgeted = SentenceTransformerEmbedder("all-MiniLM-L6-v2", options=LocalOptions(device="cpu", max_batch_tokens=1024))
+    shapes = []
+    forward = budgeted.model.forward
+    budgeted.model.forward = lambda features: shapes.append(tuple(features["input_ids"].shape)) or forward(features)
+    vectors = budgeted.embed_ids(ids)
+    assert shapes == [(4, 252), (4, 252), (38, 14)]  # 1024 // 252 = 4 rows while a long input leads; 1024 // 14 = 73 after
+    np.testing.assert_allclose(vectors, minilm.embed_ids(ids), atol=1e-5)
+
+
+def test_out_of_memory_halves_the_batch_and_keeps_every_vector(minilm):
+    ids = [list(range(1000, 1000 + n)) for n in [200] * 9 + [30] * 20]
+    model = SentenceTransformerEmbedder("all-MiniLM-L6-v2", options=LocalOptions(device="cpu", max_batch_tokens=4000))
+    shapes = []
+    forward = model.model.forward
+
+    def tight(features):  # a device that holds 1000 padded tokens at once
+        rows, length = features["input_ids"].shape
+        shapes.append((rows, length))
+        if rows * length > 1000:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
+        return forward(features)
+
+    model.model.forward = tight
+    vectors = model.embed_ids(ids)
+    np.testing.assert_allclose(vectors, minilm.embed_ids(ids), atol=1e-5)
+    # 4000 // 202 = 19 rows, out of memory; half of them, again; then 4 x 202 = 808 tokens a batch from there on
+    assert shapes == [(19, 202), (9, 202), (4, 202), (4, 202), (4, 202), (17, 32)] and model.backoffs == 2
+    assert sum(rows for rows, length in shapes[2:]) == len(ids)  # each input embedded once, after the retries
+    model.model.forward = lambda features: (_ for _ in ()).throw(torch.cuda.OutOfMemoryError("simulated"))
+    with pytest.raises(InputError, match="one input of 202 tokens does not fit"):
+        model.embed_ids(ids[:2])
+
+
+#: Positions of the synthetic long-context models: an 8192-token haystack (content tokens, as the
+#: grid counts them) plus [CLS] and [SEP].
+POSITIONS = 8192 + 2
+
+
+def _long_context_folder(path, architecture: str):
+    """A small random-weight model with :data:`POSITIONS` absolute positions (BERT) or rotary
+    positions (ModernBERT), saved as a sentence-transformers folder with the bundled model's
+    tokenizer."""
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import AutoModel, BertConfig, ModernBertConfig
+
+    from embedeval.embedders.models import resolve_model_path
+
+    tokenizer_from = resolve_model_path("all-MiniLM-L6-v2")
+    if architecture == "bert":
+        config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                            max_position_embeddings=POSITIONS)
+    else:
+        config = ModernBertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=64, max_position_embeddings=POSITIONS, pad_token_id=0, cls_token_id=101,
+                                  sep_token_id=102, bos_token_id=101, eos_token_id=102, global_attn_every_n_layers=2)
+    torch.manual_seed(0)
+    AutoModel.from_config(config).save_pretrained(path / "weights")
+    from transformers import AutoTokenizer
+
+    AutoTokenizer.from_pretrained(tokenizer_from).save_pretrained(path / "weights")
+    transformer = models.Transformer(str(path / "weights"), max_seq_length=512)
+    model = SentenceTransformer(modules=[transformer, models.Pooling(32, "mean"), models.Normalize()])
+    model.save(str(path / "st"))
+    return path / "st"
+
+
+@pytest.mark.parametrize("architecture", ["bert", "modernbert"])
+def test_a_long_context_model_reads_every_needle_at_8192_tokens(architecture, tmp_path, books_dir):
+    """No window logic: the model reads each haystack whole (a window of 8192 would read 8190
+    content tokens beside [CLS] and [SEP], and miss a needle in the last two)."""
+    from embedeval.experiments import HaystackGrid, NolimaConfig, run_nolima
+
+    folder = _long_context_folder(tmp_path, architecture)
+    spec = f"st:{folder}?max_seq_length={POSITIONS}&max_batch_tokens={POSITIONS}"
+    config = NolimaConfig(embedders=[spec], groups=["loc-dresden", "diet-vegan", "loc-peru"], out=str(tmp_path / "run"),
+                          grid=HaystackGrid(corpus=f"dir:{books_dir}", lengths=[128, 8192], depths=2, variants=["onehop"],
+                                            negatives=2), n_bootstrap=20)
+    result = run_nolima(config, progress=False, cache_dir=tmp_path / "cache")
+    sims = result.similarities
+    needled = sims[sims["variant"] == "onehop"]
+    assert set(needled["length"]) == {128, 8192} and needled["needle_visible"].all() and not sims["truncated"].any()
+    assert result.embedders == [f"st:{folder}?max_batch_tokens={POSITIONS}&max_seq_length={POSITIONS}"]
+    assert set(sims["embedder"]) == {f"st:{folder}?max_seq_length={POSITIONS}"}
+    assert pd.read_json(tmp_path / "run" / "config.json", typ="series")["embedders"] == result.embedders
