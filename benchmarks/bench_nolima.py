@@ -74,6 +74,7 @@ from embedeval.expansion import query_forms
 from embedeval.experiments import nolima
 from embedeval.experiments.nolima import NolimaConfig, load_or_build_haystacks, run_nolima
 from embedeval.haystacks import HaystackGrid
+from embedeval.run import RunWriter
 from embedeval.needles import STANDARD_NEEDLE
 from embedeval.strategies import EmbeddingScorer, parse_strategies
 
@@ -135,7 +136,7 @@ CLOCKED = {
     "scorers": [(nolima, "load_scorers")],
     "haystacks": [(nolima, "load_or_build_haystacks")],
     "scoring": [(nolima, "score_haystacks")],
-    "tables": [(nolima, "similarity_rows"), (nolima, "retrieval_rows"), (nolima, "write_table")],
+    "tables": [(nolima, "similarity_rows"), (nolima, "retrieval_rows"), (RunWriter, "write_scored")],
     "derived check": [(nolima, "inputs_digest"), (nolima, "fresh_outputs")],
     "metrics": [(nolima, "nolima_metrics")],
     "break points": [(nolima, "break_points")],

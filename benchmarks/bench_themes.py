@@ -36,7 +36,7 @@ def main() -> None:
         config = ThemesConfig(corpus=args.corpus, out=str(Path(tmp) / "themes"))
         result = run_themes(config, progress=False, cache_dir=args.cache_dir or Path(tmp) / "cache")
     n = len(result.chunks)
-    timings = config.timings
+    timings = result.timings
     clustering = timings["umap"] + timings["hdbscan"]
     print(f"machine          {os.cpu_count()} cores; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print(f"corpus           {args.corpus}: {n} chunks ({config.chunker}), {len(result.clusters)} clusters, "
