@@ -35,6 +35,7 @@ from embedeval.defaults import DEFAULT_BATCH_SIZE
 from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.errors import ConfigError, InputError, UnknownEmbedderError
 from embedeval.embedders.tokens import TokenCounter, load_token_counter, quiet_transformers
+from embedeval.paths import default_cache_dir
 from embedeval.versions import package_version
 
 #: Bump when the facts change shape or meaning (older remembered facts are then ignored).
@@ -163,11 +164,25 @@ class SentenceTransformerEmbedder:
                 import torch
 
                 self._model.to(getattr(torch, self.options.dtype))
+            if self.options.backend != "torch":
+                self._use_onnx()
             self._token_counter = TokenCounter(self._model.tokenizer, self.name)
             key = self._facts_key()
             if key is not None and self.facts_store is not None:
                 self.facts_store.put_facts(key, self._live_facts())
         return self._model
+
+    def _use_onnx(self) -> None:
+        """Replace the loaded model's transformer by its ONNX graph (:mod:`embedeval.embedders.onnx`),
+        exported into the embedding cache the first time (keyed by the model's fingerprint as the
+        torch backend computes it: the same weights, window and modules)."""
+        import torch
+
+        from embedeval.embedders import onnx
+
+        where = getattr(self.facts_store, "directory", None) or default_cache_dir()  # the embedding cache's folder
+        folder = onnx.onnx_folder(where, self._torch_fingerprint())
+        onnx.use_onnx(self._model, onnx.graph(self._model, self.options.backend, folder), torch.get_num_threads())
 
     def _facts_key(self) -> bytes | None:
         """What the facts depend on: the folder's fingerprint (every file; weights by size and
@@ -236,12 +251,21 @@ class SentenceTransformerEmbedder:
         return facts["fingerprint"] if facts else self._live_fingerprint()
 
     def _live_fingerprint(self) -> str:
-        modules = [m.get_config_dict() for m in self.model if hasattr(m, "get_config_dict")]
-        live = {"folder": self._folder_fingerprint, "max_seq_length": self.max_tokens,
-                "prompts": self.model.prompts, "default_prompt": self.model.default_prompt_name, "modules": modules}
+        live = self._torch_settings()
         if self.options.vector_settings() != LocalOptions().vector_settings():  # the default's fingerprint as before
             live["options"] = self.options.vector_settings()
         return hashlib.sha256(json.dumps(live, sort_keys=True, default=str).encode()).hexdigest()
+
+    def _torch_fingerprint(self) -> str:
+        """The fingerprint of the model's weights, window and modules alone (what its exported
+        graphs depend on)."""
+        return hashlib.sha256(json.dumps(self._torch_settings(), sort_keys=True, default=str).encode()).hexdigest()
+
+    def _torch_settings(self) -> dict:
+        model = self._model if self._model is not None else self.model
+        modules = [m.get_config_dict() for m in model if hasattr(m, "get_config_dict")]
+        return {"folder": self._folder_fingerprint, "max_seq_length": int(model.max_seq_length),
+                "prompts": model.prompts, "default_prompt": model.default_prompt_name, "modules": modules}
 
     @property
     def token_fingerprint(self) -> str:

@@ -9,12 +9,14 @@ configuration.
 ``max_seq_length``    the model's window in tokens, up to its position limit (its config's
                       ``max_position_embeddings``); default: the model's own ``max_seq_length``
 ``trust_remote_code`` ``true`` to run the model folder's own code (off unless asked)
+``backend``           ``torch`` (the default), ``onnx`` or ``onnx-int8``: the transformer in ONNX
+                      Runtime on the CPU, float32 or with int8 weights (:mod:`embedeval.embedders.onnx`)
 ``max_batch_tokens``  padded tokens per batch (texts sorted by length, then cut by this budget);
                       default: :data:`~embedeval.defaults.DEFAULT_BATCH_SIZE` texts per batch on
                       the CPU, a budget of :data:`~embedeval.defaults.DEFAULT_GPU_BATCH_TOKENS`
                       tokens on a GPU
 
-Every option that changes a vector (``dtype``, ``max_seq_length``, ``trust_remote_code``) is part
+Every option that changes a vector (``backend``, ``dtype``, ``max_seq_length``, ``trust_remote_code``) is part
 of the model's fingerprint, so the cache keeps such vectors apart; ``device`` and
 ``max_batch_tokens`` change where and how fast, not what (up to float rounding).
 """
@@ -25,6 +27,7 @@ from dataclasses import dataclass, fields
 from urllib.parse import parse_qsl, urlencode
 
 from embedeval.defaults import DEFAULT_GPU_BATCH_TOKENS
+from embedeval.embedders.onnx import BACKENDS
 from embedeval.errors import ConfigError
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -33,9 +36,9 @@ TRUE, FALSE = ("true", "1", "yes"), ("false", "0", "no")
 #: Each option and what it takes (``embedeval embedders`` lists them).
 LOCAL_OPTION_CHOICES = {"device": "auto, cpu, cuda, cuda:N, mps", "dtype": ", ".join(DTYPES),
                         "max_seq_length": "up to the model's position limit", "trust_remote_code": "true or false",
-                        "max_batch_tokens": "padded tokens per batch"}
+                        "max_batch_tokens": "padded tokens per batch", "backend": ", ".join(BACKENDS) + " (onnx: CPU only)"}
 #: The options that change what a vector is (the others change where and how fast it is made).
-VECTOR_OPTIONS = ("dtype", "max_seq_length", "trust_remote_code")
+VECTOR_OPTIONS = ("backend", "dtype", "max_seq_length", "trust_remote_code")
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,11 @@ class LocalOptions:
     max_seq_length: int | None = None
     trust_remote_code: bool = False
     max_batch_tokens: int | None = None
+    backend: str = "torch"
 
     def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"`backend` must be one of {', '.join(BACKENDS)}, not {self.backend!r}", "backend")
         base = self.device.split(":")[0]
         if base not in DEVICES or (":" in self.device and (base != "cuda" or not self.device.split(":", 1)[1].isdigit())):
             raise ConfigError(f"`device` must be one of {', '.join(DEVICES)} or cuda:N, not {self.device!r}", "device")
@@ -89,7 +95,8 @@ class LocalOptions:
     def vector_settings(self) -> dict:
         """The vector-changing options beside the window (part of the model's fingerprint when
         they differ from the defaults; ``max_seq_length`` is there as the model's live window)."""
-        return {"dtype": self.dtype, "trust_remote_code": self.trust_remote_code}
+        settings = {"dtype": self.dtype, "trust_remote_code": self.trust_remote_code}
+        return settings if self.backend == "torch" else {**settings, "backend": self.backend}
 
     def resolved_device(self) -> str:
         """The device to load on: ``auto`` -> cuda when available, else cpu; a device that is not
@@ -108,6 +115,8 @@ class LocalOptions:
             raise ConfigError("`device` mps is not there: this machine has no Apple GPU", "device")
         if device == "cpu" and self.dtype != "float32":
             raise ConfigError(f"`dtype` {self.dtype} runs on a GPU only; on the CPU use float32", "dtype")
+        if self.backend != "torch" and device != "cpu":
+            raise ConfigError(f"`backend` {self.backend} runs on the CPU only; on {device} use the torch backend", "backend")
         return device
 
     def batch_tokens(self, device: str) -> int | None:

