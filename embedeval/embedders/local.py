@@ -191,8 +191,8 @@ class SentenceTransformerEmbedder:
             return None
         parts = {"format": FACTS_FORMAT, "name": self.name, "folder": self._folder_fingerprint,
                  "versions": {name: package_version(name) for name in FACTS_PACKAGES}}
-        if self.options.name_query():  # a window or precision of its own: other facts
-            parts["options"] = self.options.name_query()
+        if self.options.name_query():  # a window, precision or backend of its own: other facts
+            parts["options"] = [self.options.name_query(), self.options.vector_settings()]
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).digest()
 
     def _recalled(self) -> dict | None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields
 from urllib.parse import parse_qsl, urlencode
 
 from embedeval.defaults import DEFAULT_GPU_BATCH_TOKENS
-from embedeval.embedders.onnx import BACKENDS
+from embedeval.embedders.onnx import BACKENDS, GRAPH_FORMAT
 from embedeval.errors import ConfigError
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -96,7 +96,7 @@ class LocalOptions:
         """The vector-changing options beside the window (part of the model's fingerprint when
         they differ from the defaults; ``max_seq_length`` is there as the model's live window)."""
         settings = {"dtype": self.dtype, "trust_remote_code": self.trust_remote_code}
-        return settings if self.backend == "torch" else {**settings, "backend": self.backend}
+        return settings if self.backend == "torch" else {**settings, "backend": self.backend, "graph": GRAPH_FORMAT}
 
     def resolved_device(self) -> str:
         """The device to load on: ``auto`` -> cuda when available, else cpu; a device that is not
