@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from embedeval.run import RETRIEVAL, NolimaRun
+from embedeval.run import NolimaRun
 from embedeval.report.write import write_report
 
 
@@ -22,7 +22,7 @@ def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
     runs = [NolimaRun.open(d) for d in run_dirs]
     if len(runs) == 1:
         run = runs[0]
-        retrieval = run.retrieval() if run.has(RETRIEVAL) else None
+        retrieval = run.retrieval()
         return write_report(Path(out or run.path), run.metrics(), run.similarities(), run.breaks(), run.rule(), config=run.config,
                             candidates=None if retrieval is None else pool_size(retrieval))
     tables = [(run.metrics(), run.similarities(), run.breaks()) for run in runs]
