@@ -32,6 +32,7 @@ from embedeval.embedders.models import (
     resolve_model_path,
 )
 from embedeval.defaults import DEFAULT_BATCH_SIZE
+from embedeval.embedders import onnx
 from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.errors import ConfigError, InputError, UnknownEmbedderError
 from embedeval.embedders.tokens import TokenCounter, load_token_counter, quiet_transformers
@@ -177,8 +178,6 @@ class SentenceTransformerEmbedder:
         exported into the embedding cache the first time (keyed by the model's fingerprint as the
         torch backend computes it: the same weights, window and modules)."""
         import torch
-
-        from embedeval.embedders import onnx
 
         where = getattr(self.facts_store, "directory", None) or default_cache_dir()  # the embedding cache's folder
         folder = onnx.onnx_folder(where, self._torch_fingerprint())
