@@ -100,6 +100,13 @@ def cut_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int, b
     return batches
 
 
+def _longest_first(ids: Sequence[Sequence[int]], frame: int) -> tuple[np.ndarray, list[int]]:
+    """The rows of ``ids`` longest first (a stable sort, like ``encode``'s: batches of similar
+    length pad little) and each one's padded length (``frame`` tokens besides its ids)."""
+    order = np.argsort([-len(seq) for seq in ids], kind="stable")
+    return order, [len(ids[i]) + frame for i in order]
+
+
 def batch_rows(longest: int, batch_size: int, budget: int | None) -> int:
     """Rows in a batch whose longest input is ``longest`` tokens: ``batch_size`` without a
     budget, else ``max(1, budget // longest)``."""
@@ -340,8 +347,8 @@ class SentenceTransformerEmbedder:
         sort, like ``encode``'s: batches of similar length pad little), then cut by
         :func:`cut_batches` (``batch_size`` at a time, or by the ``max_batch_tokens`` budget;
         ``frame``: the tokens each input gets besides its ids, special tokens and prompt)."""
-        order = np.argsort([-len(seq) for seq in ids], kind="stable")
-        return cut_batches(order, [len(ids[i]) + frame for i in order], self.batch_size, self.max_batch_tokens)
+        order, lengths = _longest_first(ids, frame)
+        return cut_batches(order, lengths, self.batch_size, self.max_batch_tokens)
 
     def _in_batches(self, ids: Sequence[Sequence[int]], frame: int, run) -> None:
         """``run(rows)`` for every batch of :meth:`id_batches`; when CUDA runs out of memory, the
@@ -351,8 +358,7 @@ class SentenceTransformerEmbedder:
         itself, so nothing done before a retry is lost or done twice."""
         import torch
 
-        order = np.argsort([-len(seq) for seq in ids], kind="stable")
-        lengths = [len(ids[i]) + frame for i in order]
+        order, lengths = _longest_first(ids, frame)
         budget = self.max_batch_tokens
         done = 0
         while done < len(order):
@@ -387,13 +393,10 @@ class SentenceTransformerEmbedder:
         model = self.model  # the weights, from here on
         before, after = self._special_ids()
         prompt = self._prompt_ids(kind)
-        tokenizer = model.tokenizer
         out = np.zeros((len(ids), self.dim), dtype=np.float32)
 
         def run(rows) -> None:
-            batch = [before + prompt + ids[i] + after for i in rows]
-            features = dict(tokenizer.pad({"input_ids": batch}, return_tensors="pt", return_attention_mask=True))
-            features = {k: v.to(model.device) for k, v in features.items()}
+            features = self._framed([ids[i] for i in rows], before + prompt, after)
             if prompt:
                 features["prompt_length"] = len(before) + len(prompt)
             vectors = model.forward(features)["sentence_embedding"]
@@ -402,6 +405,14 @@ class SentenceTransformerEmbedder:
         with torch.inference_mode():
             self._in_batches(ids, len(before) + len(prompt) + len(after), run)
         return out
+
+    def _framed(self, batch: Sequence[Sequence[int]], head: list[int], tail: list[int]) -> dict:
+        """A batch of content ids framed as ``encode`` frames them (``head``: special tokens and
+        prompt before, ``tail`` after), padded, on the model's device."""
+        model = self.model
+        features = model.tokenizer.pad({"input_ids": [head + list(seq) + tail for seq in batch]}, return_tensors="pt",
+                                       return_attention_mask=True)
+        return {k: v.to(model.device) for k, v in dict(features).items()}
 
     def embed_late_chunks(self, windows: Sequence[Sequence[int]], chunks: Sequence[Sequence[tuple[int, int, int]]],
                           kind: Kind = "document") -> np.ndarray:
@@ -440,9 +451,7 @@ class SentenceTransformerEmbedder:
         used = sorted(parts_of)
 
         def run(rows) -> None:
-            batch = [before + prompt + windows[used[i]] + after for i in rows]
-            features = dict(model.tokenizer.pad({"input_ids": batch}, return_tensors="pt", return_attention_mask=True))
-            features = {k: v.to(model.device) for k, v in features.items()}
+            features = self._framed([windows[used[i]] for i in rows], before + prompt, after)
             tokens = model.forward(features)["token_embeddings"].float()
             for row, i in enumerate(rows):  # after the forward pass: a batch that runs out of memory adds nothing
                 for c, start, end in parts_of[used[i]]:
