@@ -32,7 +32,6 @@ of the needle set, or of 250 tokens or more, are left out, so controls never men
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import zlib
@@ -340,9 +339,8 @@ class HaystackGrid:
                               "or distractors, not both)", "needles_per_haystack", "n_distractors")
 
     def haystack_settings(self) -> dict:
-        """The grid's settings as JSON would give them back (lists, not tuples), without
-        ``controls`` (a run always builds them)."""
-        return json.loads(json.dumps({k: v for k, v in asdict(self).items() if k != "controls"}))
+        """The grid's settings without ``controls`` (a run always builds them)."""
+        return {k: v for k, v in asdict(self).items() if k != "controls"}
 
 
 def _check_counts(counts: Sequence[int], what: str, least: int, empty: str) -> None:

@@ -29,7 +29,7 @@ from embedeval.aggregate import METRIC_COLUMNS
 from embedeval.breaks import BREAK_COLUMNS, BreakRule, break_points
 from embedeval.defaults import DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.errors import InputError
-from embedeval.haystacks import HAYSTACK_COLUMNS
+from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
 from embedeval.io import read_json, read_table, write_table, write_text_atomic
 from embedeval.labels import RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 
@@ -55,9 +55,7 @@ FLAT_GRID_KEYS = ("corpus", "lengths", "depths", "variants", "negatives", "n_dis
 LATER_DEFAULTS = {"strategy": "truncate", "n_distractors": 0, "distractors_in_zone": 0, "n_needles": 1, "own_question": True}
 #: Columns that came with later versions (long-text strategies, distractors, several needles):
 #: a table read back may lack them.
-LATER_COLUMNS = ("strategy", "windows_exact", "best_chunk", "chunk_has_needle", "n_distractors", "control_id", "distractors_in_zone",
-                 "n_needles", "own_question", "character", "distractors_of", "distractor_starts", "needle_groups",
-                 "needle_characters", "needle_starts", "needle_depths")
+LATER_COLUMNS = (*LATER_HAYSTACK_COLUMNS, "strategy", "windows_exact", "best_chunk", "chunk_has_needle", "own_question")
 
 
 def upgraded(frame: pd.DataFrame) -> pd.DataFrame:

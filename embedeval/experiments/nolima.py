@@ -127,7 +127,8 @@ class NolimaConfig:
         """The settings the haystacks depend on (the grid's and :data:`HAYSTACK_KEYS`), with a
         hash of the needle file's content, the sentence splitter and the build format (haystacks
         cut by another splitter or built by another format are rebuilt, not reused)."""
-        settings = {**self.grid.haystack_settings(), **json.loads(json.dumps({k: getattr(self, k) for k in HAYSTACK_KEYS}))}
+        # as JSON gives them back from haystacks.json (lists, not tuples)
+        settings = json.loads(json.dumps({**self.grid.haystack_settings(), **{k: getattr(self, k) for k in HAYSTACK_KEYS}}))
         settings["needles_sha256"] = file_sha256(Path(self.needles))
         if self.distractors_file:
             settings["distractors_sha256"] = file_sha256(Path(self.distractors_file))
