@@ -71,6 +71,9 @@ DEFAULT_EXPANSION_SIZES: tuple[int, ...] = (100, 150, 250)
 DEFAULT_TEMPERATURE = 0.7
 #: Seconds one HTTP request (embeddings or chat) may take before it is retried.
 DEFAULT_REQUEST_TIMEOUT = 60.0
+#: Inputs per request to an OpenAI-compatible server of one's own (text-embeddings-inference's
+#: default ``max_client_batch_size``); a server that answers 413 gets halves of that.
+DEFAULT_SERVER_BATCH_INPUTS = 32
 #: Needle-haystack similarity: mean of the top-k chunks (Context Rot: 5), searched with this index;
 #: the answer-absence check lists more chunks per question, from chromadb.
 DEFAULT_TOP_K = 5

@@ -15,7 +15,9 @@
 
 Token counts for API models come from the reference tokenizer (``st:all-MiniLM-L6-v2``'s
 WordPiece): the providers' own tokenizers are not available offline, so counts, truncation and
-``needle_visible`` for API models are estimates.
+``needle_visible`` for API models are estimates. A server of one's own (``?base_url=``, see
+:class:`~embedeval.embedders.options.APIOptions`) can name its model's tokenizer
+(``?tokenizer=``), and then they are exact.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import email.utils
 import os
 import threading
 import time
+from dataclasses import replace
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -42,16 +45,18 @@ from tenacity import (
 from tenacity.wait import wait_base, wait_random_exponential
 from tqdm.auto import tqdm
 
-from embedeval.defaults import DEFAULT_REQUEST_TIMEOUT, TEXT_FIT_MARGIN
+from embedeval.defaults import DEFAULT_REQUEST_TIMEOUT, DEFAULT_SERVER_BATCH_INPUTS, TEXT_FIT_MARGIN
 from embedeval.embedders.base import Kind, check_vectors, embeds_texts, l2_normalize
 from embedeval.embedders.budget import Budget, env_number, limiter_for, resolve_budget, resolve_workers
+from embedeval.embedders.options import APIOptions, split_spec
 from embedeval.errors import (
     APIError,
+    ConfigError,
     EmbedderUnavailableError,
     InvalidVectorsError,
     UnknownEmbedderError,
 )
-from embedeval.embedders.tokens import TokenCounter, load_token_counter
+from embedeval.embedders.tokens import DEFAULT_REFERENCE, TokenCounter, load_token_counter
 
 _T = TypeVar("_T")
 
@@ -69,12 +74,22 @@ class FatalAPIError(Exception):
     """A failure that retrying cannot fix (401/403, unknown model, bad request)."""
 
 
+class PayloadTooLargeError(FatalAPIError):
+    """HTTP 413: the request holds more than the server takes at once (text-embeddings-inference's
+    ``max_client_batch_size``); sent again as two halves, not retried as it was."""
+
+
 @dataclass(frozen=True)
 class APIKey:
     """An API key read from the environment variable ``env``; its repr never shows it."""
 
     env: str
     value: str = field(repr=False)
+
+    @classmethod
+    def optional(cls, env: str | None) -> APIKey:
+        """The key in ``env`` if it names a set variable, else no key (a server that wants none)."""
+        return cls(env or "", os.environ.get(env, "").strip() if env else "")
 
     @classmethod
     def from_env(cls, env: str, missing: str) -> APIKey:
@@ -87,7 +102,7 @@ class APIKey:
 
     def scrub(self, message: str) -> str:
         """``message`` with the key replaced by ``***``."""
-        return message.replace(self.value, "***")
+        return message.replace(self.value, "***") if self.value else message
 
 
 def parse_retry_after(value: str | None, now: dt.datetime | None = None) -> float | None:
@@ -131,6 +146,8 @@ def status_error(status: int | None, message: str, key_env: str, headers: Mappin
         return RetryableError(f"malformed response ({message})")
     if status == 429 or (status is not None and status >= 500) or status is None:
         return RetryableError(f"HTTP {status}: {message}" if status else message, retry_after_from_headers(headers))
+    if status == 413:
+        return PayloadTooLargeError(f"HTTP 413: {message}")
     if status == 404:
         return FatalAPIError(f"not found (HTTP 404): unknown model or wrong base URL ({message})")
     return FatalAPIError(f"HTTP {status}: {message}")
@@ -220,13 +237,15 @@ def call_with_retries(call: Callable[[], _T], policy: RetryPolicy, what: str, sc
                         retry_error_callback=give_up)
     try:
         return retrying(call)
+    except PayloadTooLargeError:
+        raise  # the caller splits the request
     except FatalAPIError as exc:
         raise APIError(_one_line(scrub(f"{what}: {exc}"))) from None
 
 
 def vectors_by_index(items: Iterable[tuple[int, object]], n_inputs: int, dim: int) -> np.ndarray:
     """A response's embeddings put back in input order by their ``index``, as a float32
-    ``(n_inputs, dim)`` array. A response with the wrong count, missing or repeated indices, or
+    ``(n_inputs, dim)`` array (``dim`` 0: not known yet, the first vector's length). A response with the wrong count, missing or repeated indices, or
     vectors of the wrong size, NaN, null or all zeros is a :class:`RetryableError` (retried like a
     5xx; nothing of it is kept)."""
     try:
@@ -237,9 +256,11 @@ def vectors_by_index(items: Iterable[tuple[int, object]], n_inputs: int, dim: in
     if indices != list(range(n_inputs)):
         raise RetryableError(f"bad response: {len(pairs)} vectors with indices {indices[:5]}{'...' if len(pairs) > 5 else ''} "
                              f"for {n_inputs} inputs")
+    ordered = [embedding for _, embedding in sorted(pairs, key=lambda pair: pair[0])]
+    if not dim and ordered and hasattr(ordered[0], "__len__"):
+        dim = len(ordered[0])
     try:
-        return check_vectors([embedding for _, embedding in sorted(pairs, key=lambda pair: pair[0])], n_inputs, dim,
-                             "the server")
+        return check_vectors(ordered, n_inputs, dim, "the server")
     except InvalidVectorsError as exc:
         raise RetryableError(f"bad response: {exc}") from None
 
@@ -269,28 +290,55 @@ class APIEmbedder:
     base_url_env = ""
     default_base_url = ""
     models: dict[str, ModelLimits] = {}
+    #: A server of one's own speaking this API (``?base_url=``) may serve any model name.
+    serves_any_model = False
     default_budget = Budget(rpm=60, tpm=100_000)  # a provider names its own (tier-1 limits)
     fit_margin = TEXT_FIT_MARGIN  # tokens kept free below the window, for the estimate
 
     def __init__(self, model: str, max_workers: int | None = None, policy: RetryPolicy | None = None,
                  timeout: float = DEFAULT_REQUEST_TIMEOUT, rpm: int | None = None, tpm: int | None = None,
                  progress: bool = False):
-        if model not in self.models:
-            raise UnknownEmbedderError(f"unknown {self.provider} model {model!r}; known: {', '.join(self.models)}")
-        missing = f"{self.provider}:{model} needs an API key in the environment variable {self.key_env}"
-        self._key = APIKey.from_env(self.key_env, missing)
-        self.model = model
-        self.name = f"{self.provider}:{model}"
-        self.limits = self.models[model]
-        self.dim, self.max_tokens = self.limits.dim, self.limits.max_tokens  # fixed per model
-        self.base_url = (os.environ.get(self.base_url_env) or self.default_base_url).rstrip("/")
+        name, query = split_spec(model)
+        self.options = options = APIOptions.parse(query)
+        self.model = name
+        self.name = f"{self.provider}:{name}" + (f"?{options.query()}" if options.query() else "")
+        self.limits = self.limits_for(name, options)
+        if options.own_server:  # never the provider's key: it goes to the provider's own URL only
+            self._key = APIKey.optional(options.key_env)
+        else:
+            self._key = APIKey.from_env(self.key_env, f"{self.provider}:{name} needs an API key in the environment variable {self.key_env}")
+        self.dim, self.max_tokens = self.limits.dim, self.limits.max_tokens  # dim 0: learned from the first answer
+        self.base_url = (options.base_url or os.environ.get(self.base_url_env) or self.default_base_url).rstrip("/")
         self.max_workers = resolve_workers(max_workers)
         self.policy = policy or retry_policy_from_env()
         self.timeout = timeout
         self.budget = resolve_budget(self.provider, self.default_budget, rpm, tpm)
         self.limiter = limiter_for(self.provider, self.base_url, self.budget)
         self.progress = progress
+        self.served: str | None = None  # what a server of one's own says it serves (see served_model)
         self._tokens = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def limits_for(cls, model: str, options: APIOptions) -> ModelLimits:
+        """The limits of ``model`` with ``options``: the provider's table, or for a model on a server
+        of one's own ``max_tokens`` from the spec and
+        :data:`~embedeval.defaults.DEFAULT_SERVER_BATCH_INPUTS` inputs per request (``dim`` 0: learned
+        from the first answer); ``?max_tokens=`` overrides the window either way. A model the
+        provider does not list, or one on a server of one's own without ``max_tokens``, is one error."""
+        known = cls.models.get(model)
+        if known is None and not (options.own_server and cls.serves_any_model):
+            served = "; any model with ?base_url= (a server of your own)" if cls.serves_any_model else ""
+            raise UnknownEmbedderError(f"unknown {cls.provider} model {model!r}; known: {', '.join(cls.models)}{served}")
+        if known is not None and not options.own_server and (options.max_tokens or 0) > known.max_tokens:
+            raise ConfigError(f"`max_tokens` of {cls.provider}:{model} is at most {known.max_tokens}, not {options.max_tokens}",
+                              "max_tokens")
+        if known is None and options.max_tokens is None:
+            raise ConfigError(f"{cls.provider}:{model} on {options.base_url} needs `max_tokens` (the served model's window)",
+                              "max_tokens")
+        limits = known or ModelLimits(0, options.max_tokens, DEFAULT_SERVER_BATCH_INPUTS,
+                                      DEFAULT_SERVER_BATCH_INPUTS * options.max_tokens)
+        return limits if options.max_tokens is None else replace(limits, max_tokens=options.max_tokens)
 
     def __repr__(self) -> str:  # never show the key
         return f"{type(self).__name__}({self.name!r}, base_url={self.base_url!r})"
@@ -302,27 +350,57 @@ class APIEmbedder:
     @property
     def fingerprint(self) -> str:
         """Everything besides spec, kind and text that changes a vector: the model id, the
-        request settings and where over-long inputs are cut. Never the key or the URL."""
+        request settings and where over-long inputs are cut, and with a tokenizer named in the
+        spec its fingerprint. For a server of one's own also its URL and the model it says it
+        serves (:meth:`served_model`, asked once): two servers can serve different weights under
+        one name. Never the key; never the provider's own URL (``*_BASE_URL`` may point at a proxy)."""
         parts = {"model": self.model, **self.settings(), "cut": self.limits.max_tokens - self.fit_margin}
+        if self.options.tokenizer:
+            parts["tokenizer"] = self.token_counter.fingerprint[:16]
+        if self.options.own_server:
+            parts.update(server=self.base_url, served=self.server_model())
         return ";".join(f"{k}={v}" for k, v in parts.items())
+
+    def server_model(self) -> str:
+        """What a server of one's own says it serves under this model's name, asked once."""
+        with self._lock:
+            if self.served is None:
+                self.served = call_with_retries(self.served_model, self.policy, f"{self.name}: asking the server its models",
+                                                self.scrub)
+            return self.served
+
+    def served_model(self) -> str:  # pragma: no cover - a provider that serves any model implements it
+        """The model a server of one's own serves under this name (its id and what it was loaded from)."""
+        raise NotImplementedError
+
+    @property
+    def tokenizer_name(self) -> str:
+        """The tokenizer lengths are counted with: the spec's ``tokenizer`` (exact) or the reference one (an estimate)."""
+        return self.options.tokenizer or DEFAULT_REFERENCE
+
+    @property
+    def exact_tokens(self) -> bool:
+        """Whether token counts are the served model's own (a ``tokenizer`` in the spec)."""
+        return self.options.tokenizer is not None
 
     @property
     def token_counter(self) -> TokenCounter:
-        """The reference tokenizer, loaded on first use."""
+        """The tokenizer of :attr:`tokenizer_name`, loaded on first use."""
         if self._tokens is None:
-            self._tokens = load_token_counter()
+            self._tokens = load_token_counter(self.tokenizer_name)
         return self._tokens
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Estimated with the reference tokenizer (special tokens included)."""
+        """Counted with :attr:`token_counter` (special tokens included)."""
         return self.token_counter.count(list(texts), special_tokens=True)
 
     def scrub(self, message: str) -> str:
         """Remove the API key from a message."""
         return self._key.scrub(message)
 
-    def _fit(self, texts: list[str]) -> tuple[list[str], list[int]]:
-        """Cut inputs longer than the window (estimated); return texts and their token estimates."""
+    def fit(self, texts: list[str]) -> tuple[list[str], list[int]]:
+        """Cut inputs longer than the window (:attr:`token_counter`'s count); return the texts as
+        they are sent and their token counts."""
         counts = self.token_counter.count(texts)
         limit = self.limits.max_tokens - self.fit_margin
         fitted = [t if n <= limit else self.token_counter.prefix(t, limit) for t, n in zip(texts, counts)]
@@ -330,7 +408,8 @@ class APIEmbedder:
 
     def batches(self, counts: Sequence[int]) -> list[list[int]]:
         """Greedy index batches within the inputs-per-request and tokens-per-request limits (and
-        within the token budget, so every request can fit it)."""
+        within the token budget, so every request can fit it). A server that answered 413 has
+        lowered the inputs per request (:meth:`_send_splitting`)."""
         max_tokens = min(self.limits.max_tokens_per_request, self.budget.tpm)
         out, current, tokens = [], [], 0
         for i, n in enumerate(counts):
@@ -345,7 +424,7 @@ class APIEmbedder:
 
     @embeds_texts
     def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
-        fitted, counts = self._fit(texts)
+        fitted, counts = self.fit(texts)
         self.limiter.check(max(counts), self.name)  # an input over the token budget: refused before any request
         batches = self.batches(counts)
         lock = threading.Lock()
@@ -354,11 +433,9 @@ class APIEmbedder:
                   disable=not self.progress, delay=0.5) as bar:
 
             def run(batch: list[int]) -> np.ndarray:
-                payload = [fitted[i] for i in batch]
-                tokens = sum(counts[i] for i in batch)
-                vectors = self._send(payload, tokens, kind)
+                vectors = self._send_splitting([fitted[i] for i in batch], [counts[i] for i in batch], kind)
                 with lock:
-                    bar.update(tokens)
+                    bar.update(sum(counts[i] for i in batch))
                     bar.set_postfix_str(f"{self.limiter.tokens_last_period():,} tok/{self.limiter.period_label()} of {self.budget.tpm:,}", refresh=False)
                 return vectors
 
@@ -368,6 +445,22 @@ class APIEmbedder:
         for batch, vectors in zip(batches, results):
             out[batch] = vectors
         return l2_normalize(out)
+
+    def _send_splitting(self, payload: list[str], counts: list[int], kind: Kind) -> np.ndarray:
+        """:meth:`_send`, and on HTTP 413 the two halves of ``payload`` sent instead (the lower
+        number of inputs per request kept for the later batches); one input the server still
+        finds too large is one :class:`~embedeval.errors.APIError` naming its tokens."""
+        try:
+            return self._send(payload, sum(counts), kind)
+        except PayloadTooLargeError as exc:
+            if len(payload) == 1:
+                raise APIError(_one_line(self.scrub(f"{self.name}: one input of {counts[0]:,} tokens is too large for the server "
+                                                    f"({exc}); lower max_tokens"))) from None
+        half = len(payload) // 2
+        with self._lock:
+            self.limits = replace(self.limits, max_inputs_per_request=min(self.limits.max_inputs_per_request, half))
+        return np.concatenate([self._send_splitting(payload[:half], counts[:half], kind),
+                               self._send_splitting(payload[half:], counts[half:], kind)])
 
     def _send(self, payload: list[str], tokens: int, kind: Kind, **options) -> np.ndarray:
         """One request with retries, each attempt sent only once the provider's budget admits
@@ -383,16 +476,22 @@ class APIEmbedder:
                 raise RetryableError(f"the {self.provider} budget admitted no request within the retry time "
                                      f"({self.budget.rpm:,} requests, {self.budget.tpm:,} tokens per {self.budget.period:g} s)")
             try:
-                return vectors_by_index(self._request(payload, kind, **options), len(payload), self.dim)
+                vectors = vectors_by_index(self._request(payload, kind, **options), len(payload), self.dim)
             except RetryableError as exc:
                 if exc.retry_after:
                     own_pause = self.limiter.pause(min(exc.retry_after, self.policy.max_delay))
                 raise
+            with self._lock:
+                self.dim = self.dim or vectors.shape[1]  # a served model's size, from its first answer
+            return vectors
 
         return call_with_retries(attempt, self.policy, f"{self.name} request failed", self.scrub)
 
     def check(self) -> None:
-        """One tiny request, so a bad key or model fails before any real work."""
+        """One tiny request, so a bad key or model fails before any real work (and a server of
+        one's own is asked what it serves, see :attr:`fingerprint`)."""
+        if self.options.own_server:
+            self.server_model()
         self.embed(["embedeval connection check"], kind="query")
 
     def _request(self, texts: list[str], kind: Kind) -> Iterable[tuple[int, object]]:  # pragma: no cover - abstract

@@ -1,9 +1,11 @@
-"""``openai:text-embedding-3-small|large`` through the ``openai`` client."""
+"""``openai:text-embedding-3-small|large`` through the ``openai`` client, and any model on an
+OpenAI-compatible server of one's own (``openai:MODEL?base_url=http://host:port/v1&max_tokens=N``:
+text-embeddings-inference, vLLM, Ollama, infinity, llama.cpp)."""
 
 from __future__ import annotations
 
 from embedeval.embedders.budget import Budget
-from embedeval.embedders.http import APIEmbedder, ModelLimits, openai_errors
+from embedeval.embedders.http import APIEmbedder, FatalAPIError, ModelLimits, openai_errors
 
 
 class OpenAIEmbedder(APIEmbedder):
@@ -19,12 +21,33 @@ class OpenAIEmbedder(APIEmbedder):
     # Usage tier 1 of text-embedding-3-small/-large: 3,000 RPM, 1,000,000 TPM (OpenAI's rate-limit
     # tables as quoted on community.openai.com; OpenAI counts them per model, we per provider).
     default_budget = Budget(rpm=3_000, tpm=1_000_000)
+    serves_any_model = True
 
     def __init__(self, model: str, **kwargs):
         super().__init__(model, **kwargs)
         import openai
 
-        self._client = openai.OpenAI(api_key=self._key.value, base_url=self.base_url, max_retries=0, timeout=self.timeout)
+        # a server of one's own that wants no key still gets a (meaningless) one: the client needs it
+        self._client = openai.OpenAI(api_key=self._key.value or "none", base_url=self.base_url, max_retries=0,
+                                     timeout=self.timeout)
+
+    def served_model(self) -> str:
+        """``GET /models``: the listed model of this name, as ``id`` plus ``root`` where the server
+        names what it loaded (vLLM does); ``unlisted`` where the server has no model list (404). A
+        list without this name is a :class:`FatalAPIError` naming what it does serve."""
+        try:
+            with openai_errors(self.key_env):
+                listed = list(self._client.models.list())
+        except FatalAPIError as exc:
+            if "404" in str(exc):
+                return "unlisted"
+            raise
+        for entry in listed:
+            if entry.id == self.model:
+                root = (entry.model_extra or {}).get("root")
+                return entry.id + (f" from {root}" if root and root != entry.id else "")
+        names = ", ".join(sorted(entry.id for entry in listed)) or "nothing"
+        raise FatalAPIError(f"the server at {self.base_url} does not serve {self.model!r}; it serves {names}")
 
     def _request(self, texts, kind):
         with openai_errors(self.key_env):

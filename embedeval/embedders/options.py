@@ -1,5 +1,5 @@
-"""Options of a local model, written in its spec as a query string: one spec is one model
-configuration.
+"""Options of an embedder, written in its spec as a query string: one spec is one model
+configuration. :class:`LocalOptions` are an ``st:`` model's, :class:`APIOptions` an API model's.
 
     st:NAME_OR_DIR?device=cuda&dtype=float16&max_seq_length=8192&trust_remote_code=true&max_batch_tokens=65536
 
@@ -19,12 +19,26 @@ configuration.
 Every option that changes a vector (``backend``, ``dtype``, ``max_seq_length``, ``trust_remote_code``) is part
 of the model's fingerprint, so the cache keeps such vectors apart; ``device`` and
 ``max_batch_tokens`` change where and how fast, not what (up to float rounding).
+
+    openai:MODEL?base_url=http://127.0.0.1:8080/v1&max_tokens=8192&tokenizer=st:/models/bge-m3
+
+``base_url``          an OpenAI-compatible server (text-embeddings-inference, vLLM, Ollama,
+                      infinity, llama.cpp); it may serve any model name. Its key, if it wants one,
+                      comes from the environment variable named by ``key_env`` (never the
+                      provider's own key: that goes to the provider's own URL only)
+``max_tokens``        the served model's window in tokens (required with ``base_url`` for a model
+                      the provider does not list): texts are cut below it
+``tokenizer``         ``st:DIR`` or a Hugging Face tokenizer folder: lengths, cuts and
+                      ``needle_visible`` counted with the served model's own tokenizer (default:
+                      the reference tokenizer, an estimate)
+``key_env``           the environment variable holding the server's key (with ``base_url``)
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from embedeval.defaults import DEFAULT_GPU_BATCH_TOKENS
 from embedeval.embedders.onnx import BACKENDS, GRAPH_FORMAT
@@ -41,9 +55,59 @@ LOCAL_OPTION_CHOICES = {"device": "auto, cpu, cuda, cuda:N, mps", "dtype": ", ".
 VECTOR_OPTIONS = ("backend", "dtype", "max_seq_length", "trust_remote_code")
 
 
+class SpecOptions:
+    """What both kinds of options share: parsed from a spec's query string, written back as the
+    canonical one. A subclass is a frozen dataclass whose fields are its options; ``described`` names
+    the specs they belong to (for messages)."""
+
+    described = ""
+    #: Options whose value is a whole number >= 1.
+    whole_numbers: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, query: str):
+        """The options of a spec's query string (``device=cuda&dtype=float16``): one
+        :class:`~embedeval.errors.ConfigError` for an unknown option, a repeated one or a bad value."""
+        known = {f.name for f in fields(cls)}
+        given: dict[str, object] = {}
+        for key, value in parse_qsl(query, keep_blank_values=True, strict_parsing=False):
+            if key not in known:
+                raise ConfigError(f"unknown option {key!r} of {cls.described} model; use {', '.join(sorted(known))}", "embedders")
+            if key in given:
+                raise ConfigError(f"option {key!r} is given twice", "embedders")
+            given[key] = cls._value(key, value)
+        return cls(**given)
+
+    @classmethod
+    def _value(cls, key: str, text: str):
+        """An option's value from its query-string text."""
+        if key in cls.whole_numbers:
+            if not text.isdigit():
+                raise ConfigError(f"`{key}` must be a whole number >= 1, not {text!r}", key)
+            return int(text)
+        return text
+
+    def _check_whole_numbers(self) -> None:
+        for name in self.whole_numbers:
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ConfigError(f"`{name}` must be a whole number >= 1, not {value!r}", name)
+
+    def query(self, names: tuple[str, ...] | None = None) -> str:
+        """The options (of ``names``, default all) that differ from the defaults, as the canonical
+        query string (sorted); '' when none do."""
+        default = type(self)()
+        changed = {f.name: getattr(self, f.name) for f in fields(self)
+                   if (names is None or f.name in names) and getattr(self, f.name) != getattr(default, f.name)}
+        return urlencode({k: str(v).lower() if isinstance(v, bool) else v for k, v in sorted(changed.items())}, safe=":/")
+
+
 @dataclass(frozen=True)
-class LocalOptions:
+class LocalOptions(SpecOptions):
     """The options of an ``st:`` spec (see the module docstring); validated when made."""
+
+    described = "a st:"
+    whole_numbers = ("max_seq_length", "max_batch_tokens")
 
     device: str = "auto"
     dtype: str = "float32"
@@ -60,32 +124,7 @@ class LocalOptions:
             raise ConfigError(f"`device` must be one of {', '.join(DEVICES)} or cuda:N, not {self.device!r}", "device")
         if self.dtype not in DTYPES:
             raise ConfigError(f"`dtype` must be one of {', '.join(DTYPES)}, not {self.dtype!r}", "dtype")
-        for name in ("max_seq_length", "max_batch_tokens"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                raise ConfigError(f"`{name}` must be a whole number >= 1, not {value!r}", name)
-
-    @classmethod
-    def parse(cls, query: str) -> LocalOptions:
-        """The options of a spec's query string (``device=cuda&dtype=float16``): one
-        :class:`~embedeval.errors.ConfigError` for an unknown option, a repeated one or a bad value."""
-        known = {f.name: f for f in fields(cls)}
-        given: dict[str, object] = {}
-        for key, value in parse_qsl(query, keep_blank_values=True, strict_parsing=False):
-            if key not in known:
-                raise ConfigError(f"unknown option {key!r} of a st: model; use {', '.join(known)}", "embedders")
-            if key in given:
-                raise ConfigError(f"option {key!r} is given twice", "embedders")
-            given[key] = _value(key, value)
-        return cls(**given)
-
-    def query(self, names: tuple[str, ...] | None = None) -> str:
-        """The options (of ``names``, default all) that differ from the defaults, as the canonical
-        query string (sorted); '' when none do."""
-        default = LocalOptions()
-        changed = {f.name: getattr(self, f.name) for f in fields(self)
-                   if (names is None or f.name in names) and getattr(self, f.name) != getattr(default, f.name)}
-        return urlencode({k: str(v).lower() if isinstance(v, bool) else v for k, v in sorted(changed.items())})
+        self._check_whole_numbers()
 
     def name_query(self) -> str:
         """The options that change a vector (:data:`VECTOR_OPTIONS`) and differ from the defaults:
@@ -119,6 +158,14 @@ class LocalOptions:
             raise ConfigError(f"`backend` {self.backend} runs on the CPU only; on {device} use the torch backend", "backend")
         return device
 
+    @classmethod
+    def _value(cls, key: str, text: str):
+        if key == "trust_remote_code":
+            if text.lower() not in TRUE + FALSE:
+                raise ConfigError(f"`trust_remote_code` must be true or false, not {text!r}", "trust_remote_code")
+            return text.lower() in TRUE
+        return super()._value(key, text)
+
     def batch_tokens(self, device: str) -> int | None:
         """The padded-token budget of a batch: the one given, else none on a CPU (batches of a
         fixed count, as before) and :data:`~embedeval.defaults.DEFAULT_GPU_BATCH_TOKENS` on a GPU."""
@@ -127,17 +174,40 @@ class LocalOptions:
         return None if device == "cpu" else DEFAULT_GPU_BATCH_TOKENS
 
 
-def _value(key: str, text: str):
-    """An option's value from its query-string text."""
-    if key == "trust_remote_code":
-        if text.lower() not in TRUE + FALSE:
-            raise ConfigError(f"`trust_remote_code` must be true or false, not {text!r}", "trust_remote_code")
-        return text.lower() in TRUE
-    if key in ("max_seq_length", "max_batch_tokens"):
-        if not text.isdigit():
-            raise ConfigError(f"`{key}` must be a whole number >= 1, not {text!r}", key)
-        return int(text)
-    return text
+@dataclass(frozen=True)
+class APIOptions(SpecOptions):
+    """The options of an API spec (see the module docstring); validated when made: a base URL
+    must be ``http(s)://host...``, a tokenizer folder must exist (named by its absolute path)."""
+
+    described = "an API"
+    whole_numbers = ("max_tokens",)
+
+    base_url: str | None = None
+    max_tokens: int | None = None
+    tokenizer: str | None = None
+    key_env: str | None = None
+
+    def __post_init__(self) -> None:
+        self._check_whole_numbers()
+        if self.base_url is not None:
+            parts = urlsplit(self.base_url)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ConfigError(f"`base_url` must be an http:// or https:// URL, not {self.base_url!r}", "base_url")
+            object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
+        if self.key_env is not None and (self.base_url is None or not self.key_env.isidentifier()):
+            raise ConfigError("`key_env` names an environment variable (letters, digits, _) and goes with `base_url`", "key_env")
+        if self.tokenizer is not None:
+            prefix, sep, folder = self.tokenizer.partition(":")
+            folder = folder if sep and prefix == "st" else self.tokenizer
+            path = os.path.abspath(os.path.expanduser(folder))
+            if not os.path.isdir(path):
+                raise ConfigError(f"`tokenizer` must be st:DIR or a tokenizer folder; {folder!r} is not a folder", "tokenizer")
+            object.__setattr__(self, "tokenizer", f"st:{path}")
+
+    @property
+    def own_server(self) -> bool:
+        """Whether the spec names its own server (``base_url``) rather than the provider's."""
+        return self.base_url is not None
 
 
 def split_spec(spec: str) -> tuple[str, str]:

@@ -18,7 +18,7 @@ from embedeval.embedders.jina import JinaEmbedder
 from embedeval.embedders.local import SentenceTransformerEmbedder, check_window, from_spec_model
 from embedeval.embedders.models import BUNDLED_MODELS, bundled_model_installed, canonical_model, resolve_model_path
 from embedeval.embedders.onnx import check_installed
-from embedeval.embedders.options import LocalOptions, split_spec
+from embedeval.embedders.options import APIOptions, LocalOptions, split_spec
 from embedeval.embedders.openai import OpenAIEmbedder
 from embedeval.embedders.executors import Executor, RayEmbedder
 from embedeval.embedders.voyage import VoyageEmbedder
@@ -36,6 +36,7 @@ class Backend:
     known_models: tuple[str, ...]
     description: str
     availability: Callable[[str], tuple[bool, str]]
+    validate: Callable[[str], None]  # the model part (name and ?options) checked without work: one error for a bad one
     open_ended: bool = False  # any model name may follow the prefix (e.g. a local folder)
 
 
@@ -57,6 +58,10 @@ def _local_availability(model: str) -> tuple[bool, str]:
     return True, found
 
 
+def _local_validate(model: str) -> None:
+    LocalOptions.parse(split_spec(model)[1])
+
+
 BACKENDS: dict[str, Backend] = {
     "st": Backend(
         prefix="st",
@@ -64,17 +69,31 @@ BACKENDS: dict[str, Backend] = {
         known_models=tuple(BUNDLED_MODELS),
         description="sentence-transformers (model name or local folder; options: ?device=&dtype=&max_seq_length=&trust_remote_code=&max_batch_tokens=)",
         availability=_local_availability,
+        validate=_local_validate,
         open_ended=True,
     ),
 }
 
 def _api_availability(provider: str):
-    key_env = API_EMBEDDERS[provider].key_env
-
     def check(model: str) -> tuple[bool, str]:
-        return (True, f"{key_env} is set") if os.environ.get(key_env, "").strip() else (False, f"{key_env} is not set")
+        options = APIOptions.parse(split_spec(model)[1])
+        key_env = options.key_env if options.own_server else API_EMBEDDERS[provider].key_env
+        where = f"a server of your own at {options.base_url}" if options.own_server else ""
+        if key_env is None:
+            return True, where
+        if not os.environ.get(key_env, "").strip():
+            return False, f"{key_env} is not set"
+        return True, ", ".join(filter(None, [where, f"{key_env} is set"]))
 
     return check
+
+
+def _api_validate(provider: str):
+    def validate(model: str) -> None:
+        name, query = split_spec(model)
+        API_EMBEDDERS[provider].limits_for(name, APIOptions.parse(query))
+
+    return validate
 
 
 for _provider, _cls in API_EMBEDDERS.items():
@@ -82,8 +101,11 @@ for _provider, _cls in API_EMBEDDERS.items():
         prefix=_provider,
         factory=_cls,
         known_models=tuple(_cls.models),
-        description=f"{_provider} embeddings API (key from {_cls.key_env}, base URL from {_cls.base_url_env})",
+        description=f"{_provider} embeddings API (key from {_cls.key_env}, base URL from {_cls.base_url_env}"
+                    + ("; any model on a server of your own: ?base_url=&max_tokens=&tokenizer=&key_env=)" if _cls.serves_any_model
+                       else "; options: ?base_url=&max_tokens=&tokenizer=&key_env=)"),
         availability=_api_availability(_provider),
+        validate=_api_validate(_provider),
     )
 
 #: The five embedders of Chroma's Context Rot study.
@@ -114,10 +136,6 @@ def parse_spec(spec: str) -> tuple[Backend, str]:
         raise UnknownEmbedderError(f"{spec} is a lexical baseline scorer, not an embedding model: "
                                    "it runs in the NoLiMa sweep (`embedders` bm25) only", "embedders")
     prefix, sep, model = spec.partition(":")
-    if "?" in model and prefix != "st":
-        raise UnknownEmbedderError(f"{spec}: options (?...) are for st: models", "embedders")
-    if prefix == "st":
-        LocalOptions.parse(split_spec(model)[1])  # one error line for a bad option, before anything loads
     if not sep or not model or prefix not in BACKENDS:
         raise UnknownEmbedderError(
             f"unknown embedder {spec!r}; known: {', '.join(known_specs())}"
@@ -126,10 +144,7 @@ def parse_spec(spec: str) -> tuple[Backend, str]:
             + ")"
         )
     backend = BACKENDS[prefix]
-    if not backend.open_ended and split_spec(model)[0] not in backend.known_models:
-        raise UnknownEmbedderError(
-            f"unknown {prefix} model {model!r}; known: {', '.join(backend.known_models)}"
-        )
+    backend.validate(model)  # one error line for a bad option or model, before anything loads
     return backend, model
 
 
@@ -137,9 +152,10 @@ def canonical_spec(spec: str) -> str:
     """Validate ``spec`` and name its model the one way: ``st:`` + a bundled model's own name or a
     folder's absolute path (two folders both called ``model`` are different embedders)."""
     backend, model = parse_spec(spec)
-    if backend.prefix != "st":
-        return spec
     name, query = split_spec(model)
+    if backend.prefix != "st":
+        options = APIOptions.parse(query).query()
+        return f"{backend.prefix}:{name}" + (f"?{options}" if options else "")
     options = LocalOptions.parse(query).query()
     return f"st:{canonical_model(name)}" + (f"?{options}" if options else "")
 
