@@ -68,6 +68,14 @@ class Script:
     unknown_models: set[str] = field(default_factory=set)
     chat_replies: list[str] = field(default_factory=list)  # answers of /chat/completions, in order
     delay: float = 0.0  # seconds each request takes
+    # as OpenAI-compatible servers behave (text-embeddings-inference, vLLM, Ollama):
+    max_batch: int | None = None  # more inputs than this in one request: 413 (TEI's max_client_batch_size)
+    max_input_tokens: int | None = None  # an input with more tokens (by ``count_tokens``): 400, as vLLM answers
+    count_tokens: object = None  # texts -> token counts (the served model's tokenizer); None: words
+    no_usage: bool = False  # answers without a usage field (TEI, Ollama)
+    served: list[dict] | None = None  # GET /models lists these entries; None: the route is missing (404)
+    dims: dict[str, int] = field(default_factory=dict)  # vector sizes of served models beside DIM
+    tokens_received: int = 0  # tokens of all embedding inputs answered with 200 (by ``count_tokens``)
     in_flight: int = 0
     max_in_flight: int = 0
     requests: list[dict] = field(default_factory=list)
@@ -85,6 +93,16 @@ class FakeEmbeddingServer:
         script = self.script
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                with script.lock:
+                    script.requests.append({"path": self.path, "method": "GET", "model": None, "inputs": [], "body": {},
+                                            "auth": self.headers.get("Authorization", ""), "time": time.monotonic()})
+                if self.path.endswith("/models") and script.served is not None:
+                    self._send(200, {"object": "list", "data": [{"object": "model", "owned_by": "test", **entry}
+                                                                for entry in script.served]})
+                else:
+                    self._send(404, {"error": {"message": f"no route {self.path}", "type": "error"}})
+
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 auth = self.headers.get("Authorization", "")
@@ -124,11 +142,22 @@ class FakeEmbeddingServer:
                                                   "message": {"role": "assistant", "content": content}}],
                                      "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
                     return
-                dim = DIM.get(body.get("model"), 8)
+                counts = script.count_tokens(inputs) if script.count_tokens else [len(t.split()) for t in inputs]
+                if script.max_batch is not None and len(inputs) > script.max_batch:
+                    self._send(413, {"error": f"batch size {len(inputs)} > maximum allowed batch size {script.max_batch}",
+                                     "error_type": "Validation"})
+                    return
+                if script.max_input_tokens is not None and max(counts) > script.max_input_tokens:
+                    self._send(400, {"error": {"message": f"input of {max(counts)} tokens is longer than the model's maximum "
+                                                          f"context length of {script.max_input_tokens} tokens"}})
+                    return
+                dim = script.dims.get(body.get("model")) or DIM.get(body.get("model"), 8)
                 data = [{"object": "embedding", "index": i, "embedding": fake_vector(t, dim)} for i, t in enumerate(inputs)]
-                tokens = sum(len(t.split()) for t in inputs)
+                tokens = sum(counts)
+                with script.lock:
+                    script.tokens_received += tokens
                 payload = {"object": "list", "data": data, "model": body.get("model"),
-                           "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+                           **({} if script.no_usage else {"usage": {"prompt_tokens": tokens, "total_tokens": tokens}})}
                 with script.lock:
                     fault = script.faults.pop(0) if script.faults else None
                 if script.always_shuffle:
@@ -165,8 +194,8 @@ class FakeEmbeddingServer:
         return self.script.requests
 
     def embedding_requests(self) -> list[dict]:
-        """Requests other than the one-text connection check."""
-        return [r for r in self.requests if r["inputs"] != ["embedeval connection check"]]
+        """Embedding requests other than the one-text connection check."""
+        return [r for r in self.requests if r.get("method") != "GET" and r["inputs"] != ["embedeval connection check"]]
 
 
 @contextlib.contextmanager

@@ -1,0 +1,113 @@
+"""Any OpenAI-compatible server (``openai:MODEL?base_url=...``), against a server on 127.0.0.1 that
+behaves as text-embeddings-inference, vLLM and Ollama do: batches capped (413), over-long inputs
+refused (400), no usage field, a model list that names what it loaded."""
+
+import numpy as np
+import pytest
+
+from embedeval.embedders import budget
+from embedeval.embedders.base import l2_normalize
+from embedeval.embedders.models import resolve_model_path
+from embedeval.embedders.registry import availability, canonical_spec, load_embedder
+from embedeval.embedders.tokens import load_token_counter
+from embedeval.errors import APIError, ConfigError, UnknownEmbedderError
+from fake_api import FakeEmbeddingServer, fake_vector
+
+TOKENIZER = f"st:{resolve_model_path('all-MiniLM-L6-v2')}"
+
+
+@pytest.fixture
+def server(monkeypatch):
+    """A compatible server serving ``bge-m3`` (vectors of 12 values, loaded from a folder), capped
+    at 3 inputs per request and 64 tokens per input (counted with MiniLM's tokenizer)."""
+    budget.reset()
+    counter = load_token_counter(TOKENIZER)
+    monkeypatch.setenv("EMBEDEVAL_RETRY_BASE_DELAY", "0.01")
+    monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "3")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-SECRET-openai")
+    with FakeEmbeddingServer() as fake:
+        fake.script.served = [{"id": "bge-m3", "root": "/models/BAAI/bge-m3"}]
+        fake.script.dims = {"bge-m3": 12}
+        fake.script.max_batch, fake.script.max_input_tokens, fake.script.no_usage = 3, 64, True
+        fake.script.count_tokens = lambda texts: counter.count(texts, special_tokens=True)
+        yield fake
+    budget.reset()
+
+
+def spec_of(server, **extra) -> str:
+    options = {"base_url": f"{server.url}/v1", "max_tokens": 64, "tokenizer": TOKENIZER, **extra}
+    return "openai:bge-m3?" + "&".join(f"{k}={v}" for k, v in options.items())
+
+
+def test_any_model_on_a_server_of_ones_own(server, tmp_path):
+    model = load_embedder(spec_of(server), cache_dir=tmp_path)
+    texts = [f"text number {i} " + "word " * (i * 20) for i in range(8)]  # the longer ones over 64 tokens
+    vectors = model.embed(texts)
+    sent = [t for r in server.embedding_requests() for t in r["inputs"]]
+    fitted, _ = model.inner.fit(texts)
+    assert set(sent) == set(fitted) and fitted != texts  # cut below the window, with the served tokenizer
+    np.testing.assert_allclose(vectors, l2_normalize(np.array([fake_vector(t, 12) for t in fitted])), atol=1e-6)
+    assert model.dim == 12  # learned from the first answer
+    sizes = [len(r["inputs"]) for r in server.embedding_requests()]
+    assert sizes[0] == 8 and sum(n for n in sizes if n <= 3) == 8  # refused whole (413), answered in halves of halves
+    assert model.inner.limits.max_inputs_per_request == 2  # kept for the next batches
+    assert all(r["auth"] != "Bearer sk-SECRET-openai" for r in server.requests)  # the provider's key stays home
+
+
+def test_the_fingerprint_names_the_server_and_what_it_serves_never_a_key(server, monkeypatch, tmp_path):
+    monkeypatch.setenv("MY_SERVER_KEY", "tei-SECRET")
+    model = load_embedder(spec_of(server, key_env="MY_SERVER_KEY"), cache_dir=tmp_path)
+    assert f"server={server.url}/v1" in model.fingerprint and "served=bge-m3 from /models/BAAI/bge-m3" in model.fingerprint
+    assert "SECRET" not in model.fingerprint and "SECRET" not in model.name
+    assert {r["auth"] for r in server.requests} == {"Bearer tei-SECRET"}
+    model.embed(["the same text"])
+    server.script.served = [{"id": "bge-m3", "root": "/models/other-weights"}]  # the same name, other weights
+    other = load_embedder(spec_of(server, key_env="MY_SERVER_KEY"), cache_dir=tmp_path)
+    assert other.fingerprint != model.fingerprint
+    other.embed(["the same text"])
+    assert [r["inputs"] for r in server.embedding_requests()] == [["the same text"], ["the same text"]]  # not taken from the cache
+
+
+def test_a_model_the_server_does_not_serve_is_one_error_naming_what_it_does(server):
+    server.script.served = [{"id": "nomic-embed-text"}, {"id": "all-minilm"}]
+    with pytest.raises(APIError, match="does not serve 'bge-m3'; it serves all-minilm, nomic-embed-text"):
+        load_embedder(spec_of(server), cache=False)
+    assert server.embedding_requests() == []
+
+
+def test_a_server_without_a_model_list_is_named_unlisted(server):
+    server.script.served = None
+    model = load_embedder(spec_of(server), cache=False)
+    assert "served=unlisted" in model.fingerprint
+
+
+def test_one_input_the_server_still_refuses_is_one_error_naming_its_tokens(server):
+    server.script.max_batch = 0  # refuses everything with 413
+    with pytest.raises(APIError, match=r"one input of \d+ tokens is too large for the server .*lower max_tokens"):
+        load_embedder(spec_of(server), cache=False)
+
+
+def test_without_the_served_tokenizer_an_over_long_input_is_the_servers_400(server):
+    server.script.count_tokens = lambda texts: [3 * len(t.split()) for t in texts]  # a tokenizer three times as fine
+    spec = f"openai:bge-m3?base_url={server.url}/v1&max_tokens=64"
+    model = load_embedder(spec, cache=False)
+    with pytest.raises(APIError, match="HTTP 400: .*maximum context length of 64 tokens"):
+        model.embed(["word " * 60])
+
+
+def test_spec_options_are_checked_before_any_request(server):
+    assert canonical_spec(f"openai:bge-m3?max_tokens=64&base_url={server.url}/v1/") == f"openai:bge-m3?base_url={server.url}/v1&max_tokens=64"
+    for spec, error, says in [
+        ("openai:bge-m3", UnknownEmbedderError, r"any model with \?base_url="),
+        (f"openai:bge-m3?base_url={server.url}/v1", ConfigError, "needs `max_tokens`"),
+        ("openai:bge-m3?base_url=ftp://x&max_tokens=5", ConfigError, "`base_url` must be an http"),
+        ("openai:text-embedding-3-small?max_tokens=9000", ConfigError, "at most 8191"),
+        ("openai:text-embedding-3-small?key_env=X", ConfigError, "goes with `base_url`"),
+        (f"openai:bge-m3?base_url={server.url}/v1&max_tokens=5&tokenizer=/no/such/folder", ConfigError, "not a folder"),
+        ("voyage:some-model?base_url=http://127.0.0.1:1&max_tokens=5", UnknownEmbedderError, "unknown voyage model"),
+    ]:
+        with pytest.raises(error, match=says):
+            canonical_spec(spec)
+    assert server.requests == []
+    assert availability(spec_of(server)) == (True, f"a server of your own at {server.url}/v1")
+    assert availability(spec_of(server, key_env="UNSET_KEY_VARIABLE")) == (False, "UNSET_KEY_VARIABLE is not set")
