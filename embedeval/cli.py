@@ -16,7 +16,7 @@ from embedeval import __version__
 from embedeval.cli_options import (
     in_flag_words,
     APIOptions, CacheDir, ChromaUrlOpt, ChunkOptions, DistractorsFileOpt, ThemeOptions, EmbedderOptions, GridOptions, NeedleOptions, PairOptions,
-    Quiet, int_list, split_list, with_option_groups,
+    PlanOptions, Quiet, int_list, split_list, with_option_groups,
 )
 from embedeval.defaults import (
     DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY,
@@ -268,12 +268,15 @@ def nolima(
     chunk_tokens: Annotated[str, typer.Option("--chunk-tokens", help="Comma-separated chunk sizes for chunks-max, in model input tokens (special tokens included, at most the model's max_tokens), and for late-chunking, in content tokens (at most the model's window).")] = ",".join(map(str, DEFAULT_CHUNK_TOKENS)),
     window_overlap: Annotated[int, typer.Option("--window-overlap", help="Tokens shared by neighbouring windows of windows-mean.")] = DEFAULT_WINDOW_OVERLAP,
     late_overlap: Annotated[int, typer.Option("--late-overlap", help="late-chunking of st: models: tokens shared by neighbouring macro windows (each later window's first outputs dropped, so chunks keep left context); less than the model's window.")] = DEFAULT_LATE_CHUNKING_OVERLAP,
+    plan: PlanOptions = PlanOptions(),
     quiet: Quiet = False,
 ) -> None:
     """Run the NoLiMa needle-in-a-haystack sweep and write tables, figures, report.md and report.html.
 
-    `--embedder bm25` adds a lexical baseline (BM25 over the haystacks of each length)."""
-    from embedeval.experiments.nolima import NolimaConfig, run_nolima
+    `--embedder bm25` adds a lexical baseline (BM25 over the haystacks of each length).
+    `--plan` prints what the sweep would embed, send, cost and take, and stops."""
+    from embedeval.experiments.nolima import NolimaConfig, plan_nolima, run_nolima
+    from embedeval.embedders.http import APIEmbedder
     from embedeval.breaks import break_sentence
     from embedeval.report import series_note
 
@@ -288,6 +291,10 @@ def nolima(
         chunk_tokens=int_list(chunk_tokens, "--chunk-tokens"), window_overlap=window_overlap, late_overlap=late_overlap,
         executor=embedders.executor, workers=embedders.workers, ray_address=embedders.ray_address,
     )
+    if plan.wanted:
+        plans = plan_nolima(config, cache_dir=embedders.cache_dir, prices=plan.prices, calibrate=plan.plan, progress=not quiet)
+        if plan.settle(plans, APIEmbedder.prices_read):
+            return
     result = run_nolima(config, progress=not quiet, cache_dir=embedders.cache_dir, commit_every=commit_every)
     for spec, why in result.skipped:
         typer.echo(f"skipped {spec} ({why})")

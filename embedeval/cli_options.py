@@ -29,9 +29,11 @@ from embedeval.defaults import (
 )
 from embedeval.embedders import budget
 from embedeval.embedders.executors import RAY_ADDRESS_ENV, Executor
+from embedeval.embedders.options import APIOptions as SpecAPIOptions, LocalOptions
 from embedeval.embedders.registry import API_EMBEDDERS, load_embedder, select_embedders
 from embedeval.errors import InputError
 from embedeval.paths import CACHE_ENV
+from embedeval.plan import check_max_cost, format_plans, parse_prices, plans_json
 
 CacheDir = Annotated[
     Optional[Path],
@@ -137,10 +139,10 @@ class GridOptions:
 
 
 #: The flag of each library parameter whose flag is not ``--`` + its name with ``.`` and ``_`` as ``-``.
-#: Options written in an st: spec (embedeval.embedders.options), not flags.
-SPEC_OPTIONS = ("device", "dtype", "max_seq_length", "trust_remote_code", "max_batch_tokens")
+#: Options written in an embedder's spec (embedeval.embedders.options), not flags.
+SPEC_OPTIONS = tuple(f.name for group in (LocalOptions, SpecAPIOptions) for f in dataclasses.fields(group))
 FLAG_OF = {"embedders": "--embedder", "strategies": "--strategy", "hdbscan.min_cluster_size": "--min-cluster-size",
-           "hdbscan.min_samples": "--min-samples"}
+           "hdbscan.min_samples": "--min-samples", "prices": "--price"}
 
 
 def flag_of(parameter: str) -> str | None:
@@ -226,6 +228,34 @@ class EmbedderOptions(APIOptions, _EmbedderChoice):
         for spec, why in skipped:
             typer.echo(f"skipped {spec} ({why})")
         return [load_embedder(spec, cache_dir=self.cache_dir, progress=not quiet, executor=self.executor_settings) for spec in usable]
+
+
+@dataclass
+class PlanOptions:
+    """``--plan`` (``--json``), ``--max-cost``, ``--price``: what a run would embed, send, cost and
+    take, before it starts (:mod:`embedeval.plan`)."""
+
+    plan: Annotated[bool, typer.Option("--plan", help="Print what the run would embed, send, cost and take (texts, cached, tokens, requests, time, USD), and stop: nothing is embedded or sent.")] = False
+    as_json: Annotated[bool, typer.Option("--json", help="With --plan: the plan as JSON.")] = False
+    max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="Refuse to start when the plan's high cost estimate exceeds this many USD (an API model without a price then needs --price).")] = None
+    price: Annotated[Optional[list[str]], typer.Option("--price", help="SPEC=USD per million tokens, for a model without a listed price or to override it; repeat for several.")] = None
+
+    @property
+    def wanted(self) -> bool:
+        """Whether the command works out a plan first (to print it, or to keep --max-cost)."""
+        return self.plan or self.max_cost is not None
+
+    @property
+    def prices(self) -> dict[str, float]:
+        return parse_prices(self.price)
+
+    def settle(self, plans: list, prices_read: str) -> bool:
+        """Print the plans with ``--plan`` (True: the command stops here), and refuse a run over
+        ``--max-cost`` with one error line."""
+        if self.plan:
+            typer.echo(plans_json(plans, prices_read) if self.as_json else format_plans(plans, prices_read))
+        check_max_cost(plans, self.max_cost)
+        return self.plan
 
 
 @dataclass

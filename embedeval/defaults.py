@@ -71,6 +71,12 @@ DEFAULT_EXPANSION_SIZES: tuple[int, ...] = (100, 150, 250)
 DEFAULT_TEMPERATURE = 0.7
 #: Seconds one HTTP request (embeddings or chat) may take before it is retried.
 DEFAULT_REQUEST_TIMEOUT = 60.0
+#: A plan's margin on the tokens of an API model counted with the reference tokenizer instead of
+#: the provider's: OpenAI's cl100k_base gave 0.91-1.16 times the reference count on 2048-token
+#: windows of the ten Gutenberg books and Shakespeare (docs/costs.md), so +-20%.
+API_TOKEN_MARGIN = 0.20
+#: A plan times a local model on this many of the texts it would embed (after two to warm up).
+DEFAULT_PLAN_CALIBRATION_TEXTS = 32
 #: Inputs per request to an OpenAI-compatible server of one's own (text-embeddings-inference's
 #: default ``max_client_batch_size``); a server that answers 413 gets halves of that.
 DEFAULT_SERVER_BATCH_INPUTS = 32

@@ -457,12 +457,15 @@ class EmbeddedTexts:
 
 def load_scorers(spec: str, strategies: Sequence[Strategy], reference: TokenCounter | None = None, *,
                  cache_dir: str | os.PathLike | None = None, progress: bool = False,
-                 commit_every: int = DEFAULT_COMMIT_EVERY, dedupe: bool = True, executor: Executor | None = None) -> list:
+                 commit_every: int = DEFAULT_COMMIT_EVERY, dedupe: bool = True, executor: Executor | None = None,
+                 plan: bool = False) -> list:
     """The scorers of one spec: a lexical scorer once (it reads whole texts), an embedder once
-    per strategy (loaded, checked and cached once; its misses embedded by ``executor``)."""
+    per strategy (loaded, checked and cached once; its misses embedded by ``executor``). ``plan``:
+    the embedder records what it would embed instead (:func:`~embedeval.embedders.registry.load_embedder`)."""
     if spec in LEXICAL_SPECS:
         return [BM25Scorer()]
-    embedder = load_embedder(spec, cache_dir=cache_dir, progress=progress, commit_every=commit_every, executor=executor)
+    embedder = load_embedder(spec, cache_dir=cache_dir, progress=progress, commit_every=commit_every,
+                             executor=None if plan else executor, plan=plan)
     memo = TokenMemo()  # the haystacks are tokenised once for all the strategies
     return [EmbeddingScorer(embedder, strategy, reference, dedupe=dedupe, memo=memo) for strategy in strategies]
 

@@ -376,14 +376,31 @@ class CachedEmbedder(EmbedderWrapper):
     ``fingerprint``, ``count_tokens`` and ``check`` are the wrapped model's. Misses are
     de-duplicated and sent to the model in chunks of ``commit_every`` texts, each chunk committed
     before the next is sent, with a progress bar if ``progress``. ``stats`` counts what happened.
+
+    ``read_only`` (a plan, around a :class:`~embedeval.embedders.recorder.Recorder`): nothing is
+    stored, and ``seen_keys`` / ``found_keys`` hold the distinct keys asked for and found.
     """
 
-    def __init__(self, embedder: Embedder, cache: EmbeddingCache, commit_every: int = DEFAULT_COMMIT_EVERY, progress: bool = False):
+    def __init__(self, embedder: Embedder, cache: EmbeddingCache, commit_every: int = DEFAULT_COMMIT_EVERY, progress: bool = False,
+                 read_only: bool = False):
         super().__init__(embedder)
         self.cache = cache
         self.commit_every = commit_every
         self.progress = progress
         self.stats = EmbedStats()
+        self.read_only = read_only
+        self.seen_keys: set[bytes] = set()
+        self.found_keys: set[bytes] = set()
+
+    def _note(self, keys: Sequence[bytes], found) -> None:
+        """Count the distinct keys of a plan (see ``read_only``)."""
+        if self.read_only:
+            self.seen_keys.update(keys)
+            self.found_keys.update(k for k in keys if k in found)
+
+    def _store(self, keys: Sequence[bytes], vectors: np.ndarray) -> None:
+        if not self.read_only:
+            self.cache.put_many(self.name, keys, vectors)
 
     def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
         texts = check_texts(texts, kind)
@@ -399,8 +416,9 @@ class CachedEmbedder(EmbedderWrapper):
         for key, item in zip(keys, inputs):
             if key not in found and key not in missing:
                 missing[key] = item
-        if legacy and missing and self.cache.has_legacy and legacy_vectors_trusted(self.name):
+        if legacy and missing and not self.read_only and self.cache.has_legacy and legacy_vectors_trusted(self.name):
             found.update(self._reuse_legacy(missing, kind))
+        self._note(keys, found)
         self.stats.requested += len(inputs)
         self.stats.cache_hits += sum(k not in missing for k in keys)
         if missing:
@@ -433,7 +451,7 @@ class CachedEmbedder(EmbedderWrapper):
                 vectors = check_vectors(embed(chunk_texts, kind=kind), len(chunk_texts), self.dim, self.name)
                 self.stats.model_calls += 1
                 self.stats.embedded += len(chunk_keys)
-                self.cache.put_many(self.name, chunk_keys, vectors)
+                self._store(chunk_keys, vectors)
                 out.update(zip(chunk_keys, vectors))
                 bar.update(len(chunk_keys))
         return out
@@ -451,6 +469,7 @@ class CachedEmbedder(EmbedderWrapper):
                 for parts in chunks]
         found = self.cache.get_many(list(dict.fromkeys(keys)))
         todo = list({key: c for c, key in enumerate(keys) if key not in found}.values())  # one chunk per missing key
+        self._note(keys, found)
         self.stats.requested += len(keys)
         self.stats.cache_hits += sum(k in found for k in keys)
         with tqdm(total=len(todo), desc=f"late chunking ({self.name})", unit="chunk", disable=not self.progress,
@@ -465,7 +484,7 @@ class CachedEmbedder(EmbedderWrapper):
                 group_keys = [keys[c] for c in group]
                 self.stats.model_calls += 1
                 self.stats.embedded += len(group_keys)
-                self.cache.put_many(self.name, group_keys, vectors)
+                self._store(group_keys, vectors)
                 found.update(zip(group_keys, vectors))
                 bar.update(len(group_keys))
         if not keys:

@@ -60,6 +60,9 @@ from embedeval.embedders.tokens import DEFAULT_REFERENCE, TokenCounter, load_tok
 
 _T = TypeVar("_T")
 
+#: The one text :meth:`APIEmbedder.check` sends before any real work.
+CHECK_TEXT = "embedeval connection check"
+
 
 class RetryableError(Exception):
     """A failure worth retrying (429, 5xx, timeout, connection); ``retry_after`` is the wait in
@@ -292,6 +295,11 @@ class APIEmbedder:
     models: dict[str, ModelLimits] = {}
     #: A server of one's own speaking this API (``?base_url=``) may serve any model name.
     serves_any_model = False
+    #: USD per million tokens of each model, as the provider lists it (a plan's cost; ``--price``
+    #: overrides). A model without one (Jina sells token packages) has no cost until given one.
+    prices: dict[str, float] = {}
+    #: When the prices were read.
+    prices_read = "2026-11-25"
     default_budget = Budget(rpm=60, tpm=100_000)  # a provider names its own (tier-1 limits)
     fit_margin = TEXT_FIT_MARGIN  # tokens kept free below the window, for the estimate
 
@@ -492,7 +500,7 @@ class APIEmbedder:
         one's own is asked what it serves, see :attr:`fingerprint`)."""
         if self.options.own_server:
             self.server_model()
-        self.embed(["embedeval connection check"], kind="query")
+        self.embed([CHECK_TEXT], kind="query")
 
     def _request(self, texts: list[str], kind: Kind) -> Iterable[tuple[int, object]]:  # pragma: no cover - abstract
         """One request: the response's ``(index, embedding)`` pairs, in the order they came."""

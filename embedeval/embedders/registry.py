@@ -20,6 +20,7 @@ from embedeval.embedders.models import BUNDLED_MODELS, bundled_model_installed, 
 from embedeval.embedders.onnx import check_installed
 from embedeval.embedders.options import APIOptions, LocalOptions, split_spec
 from embedeval.embedders.openai import OpenAIEmbedder
+from embedeval.embedders.recorder import recording
 from embedeval.embedders.executors import Executor, RayEmbedder
 from embedeval.embedders.voyage import VoyageEmbedder
 from embedeval.errors import EmbedderUnavailableError, UnknownEmbedderError
@@ -209,6 +210,7 @@ def load_embedder(
     verify: bool = True,
     commit_every: int = DEFAULT_COMMIT_EVERY,
     executor: Executor | None = None,
+    plan: bool = False,
 ) -> Embedder:
     """Build the embedder named by ``spec``, wrapped in the embedding cache unless ``cache=False``.
 
@@ -220,6 +222,9 @@ def load_embedder(
     minute). ``verify`` calls the model's ``check()`` first (API embedders send one tiny request), so a bad
     key or model fails here.
     The cache commits new vectors every ``commit_every`` texts (what an interruption can lose).
+    ``plan``: the model is wrapped in a :class:`~embedeval.embedders.recorder.Recorder` behind a
+    read-only cache, so a run's steps record what they would send and nothing is sent or stored
+    (a model on a server of one's own gets no cache: its fingerprint needs the server's answer).
     A local model is loaded only when something must be embedded (its facts are remembered in the
     cache, see :mod:`embedeval.embedders.local`).
 
@@ -235,6 +240,12 @@ def load_embedder(
         embedder.facts_store = store
     if isinstance(embedder, APIEmbedder):
         embedder.progress = progress  # a bar of tokens sent and tokens per minute
+    if plan:
+        recorder = recording(embedder)
+        if store is None or (isinstance(embedder, APIEmbedder) and embedder.options.own_server):
+            return recorder
+        wrapper = CachedTokenIdEmbedder if isinstance(recorder, TokenIdEmbedder) else CachedEmbedder
+        return wrapper(recorder, store, commit_every=commit_every, read_only=True)
     if verify:
         embedder.check()
     if executor is not None and executor.kind == "ray" and backend.prefix == "st":

@@ -35,6 +35,7 @@ from embedeval.derived import file_sha256, forget_outputs, fresh_outputs, inputs
 from embedeval.io import run_directory
 from embedeval.breaks import BreakRule, break_points
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
+from embedeval.plan import EmbedderPlan, plan_of
 from embedeval.report import REPORT_FILES, pool_size, write_report
 from embedeval.run import SCORED_TABLES, RunWriter
 from embedeval.versions import package_versions
@@ -166,6 +167,29 @@ def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progres
                             progress=progress, cache_dir=cache_dir)
     writer.write_haystacks(frame, config.haystack_settings())
     return frame
+
+
+def plan_nolima(config: NolimaConfig, cache_dir=None, prices: dict[str, float] | None = None, calibrate: bool = True,
+                progress: bool = False) -> list[EmbedderPlan]:
+    """What :func:`run_nolima` would embed, send, cost and take (:mod:`embedeval.plan`): the grid
+    built (or the run directory's reused; nothing written), every scorer's steps run through
+    models that record instead of embedding. ``calibrate``: time local models on a sample."""
+    needle_set = config.validate()
+    embedders, _ = config.usable_embedders()
+    forms = query_forms(needle_set, list(config.expansions))
+    strategies = config.strategy_list()
+    reference = load_token_counter(config.tokenizer)
+    scorers = [scorer for spec in embedders
+               for scorer in load_scorers(spec, strategies, reference, cache_dir=cache_dir, dedupe=config.dedupe, plan=True)]
+    haystacks = RunWriter(config.out).reusable_haystacks(config.haystack_settings())
+    if haystacks is None:
+        haystacks = build_haystacks(needle_set, config.grid, tokenizer=reference, progress=progress, cache_dir=cache_dir)
+    models = {}
+    for scorer in scorers:
+        similarity_rows(score_haystacks(scorer, haystacks, forms), needle_set, config.normalize_by)  # the needles embed here
+        if isinstance(scorer, EmbeddingScorer):
+            models[id(scorer.embedder)] = scorer.embedder
+    return [plan_of(model, prices, calibrate, config.grid.seed) for model in models.values()]
 
 
 def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_dir=None, commit_every: int = DEFAULT_COMMIT_EVERY) -> NolimaResult:

@@ -1,0 +1,126 @@
+"""A model stand-in for plans: it records what a run would send to the model, and sends nothing.
+
+:func:`recording` wraps a model so that a run's embedding steps can go through the very code a real
+run takes (strategies, the cache's look-ups, de-duplication, the cache's chunks of
+``commit_every`` texts), while every miss is written down instead of embedded. Its vectors are
+stand-ins (a unit vector drawn from a hash of the input), never stored: the cache wrapper around a
+recorder is read-only (:class:`~embedeval.embedders.cache.CachedEmbedder` with ``read_only``).
+
+What is recorded, per model call as a real run would make it:
+
+- ``items``: each distinct input once (a text, or a tuple of token ids for a model fed ids; for
+  late chunking the windows read), in the order the run first asks for them;
+- ``tokens``: for an API model, the tokens of the inputs as they would be sent (cut to the window
+  by :meth:`~embedeval.embedders.http.APIEmbedder.fit`) and ``requests``, the requests its batches
+  (:meth:`~embedeval.embedders.http.APIEmbedder.batches`) would make; for a local model the
+  content tokens it would read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from embedeval.embedders.base import EmbedderWrapper, Kind, TokenIdWrapper, check_texts, l2_normalize
+from embedeval.embedders.http import APIEmbedder
+
+#: The vector size of a recorder whose model's size is not known before its first answer.
+STAND_IN_DIM = 8
+
+
+def stand_in_vector(item, dim: int) -> np.ndarray:
+    """A unit vector drawn from the sha256 of ``item`` (a text or token ids): distinct inputs get
+    distinct directions, so nothing downstream sees ties it would not see in a real run."""
+    raw = item.encode() if isinstance(item, str) else np.asarray(item, dtype=np.int64).tobytes()
+    seed = int.from_bytes(hashlib.sha256(raw).digest()[:8], "little")
+    return l2_normalize(np.random.default_rng(seed).normal(size=(1, dim)))[0]
+
+
+class Recorder(EmbedderWrapper):
+    """Records the model calls a run would make (see the module docstring) and answers them with
+    stand-in vectors."""
+
+    def __init__(self, inner):
+        super().__init__(inner)
+        self.items: dict[tuple[str, object], None] = {}  # (kind, input) in first-asked order
+        self.tokens = 0
+        self.requests = 0
+        self.calls = 0
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim or STAND_IN_DIM
+
+    @property
+    def api(self) -> APIEmbedder | None:
+        """The API model recorded, or None for a local one."""
+        return self.inner if isinstance(self.inner, APIEmbedder) else None
+
+    def check(self) -> None:
+        """Nothing: a plan sends no request."""
+
+    def _record(self, inputs: list, kind: Kind, sizes: Sequence[int] | None = None) -> np.ndarray:
+        """Note the inputs not asked for before (one model call, as the run would make it; ``sizes``:
+        a local model's tokens per input) and answer every input with its stand-in vector."""
+        fresh = {item: size for item, size in zip(inputs, sizes or [0] * len(inputs)) if (kind, item) not in self.items}
+        if fresh:
+            self.calls += 1
+            self.items.update(dict.fromkeys((kind, item) for item in fresh))
+            if self.api is not None:
+                _, counts = self.api.fit(list(fresh))
+                self.tokens += sum(counts)
+                self.requests += len(self.api.batches(counts))
+            else:
+                self.tokens += sum(fresh.values())
+        return self._stand_ins(inputs)
+
+    def _stand_ins(self, items: Sequence) -> np.ndarray:
+        if not items:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([stand_in_vector(item, self.dim) for item in items]).astype(np.float32)
+
+    def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
+        texts = check_texts(texts, kind)
+        return self._record(texts, kind, None if self.api is not None else self.inner.count_tokens(texts))
+
+
+class APILateRecorder(Recorder):
+    """A :class:`Recorder` of an API with late chunking of its own (``jina:``): each window, its
+    chunk texts, is one request."""
+
+    def embed_late_chunks(self, windows: Sequence[Sequence[str]], chunks: Sequence[Sequence[tuple[int, int, int]]],
+                          kind: Kind = "document") -> np.ndarray:
+        for window in windows:
+            key = (kind, tuple(window))
+            if key not in self.items:
+                self.items[key] = None
+                self.calls += 1
+                self.requests += 1
+                self.tokens += sum(self.api.fit(list(window))[1])
+        return self._stand_ins([repr(chunk) for chunk in chunks])
+
+
+class TokenIdRecorder(Recorder, TokenIdWrapper):
+    """A :class:`Recorder` of a model fed token ids (``st:``): records id sequences, and for late
+    chunking the windows the model would read."""
+
+    def embed_ids(self, ids: Sequence[Sequence[int]], kind: Kind = "document") -> np.ndarray:
+        check_texts([], kind)
+        sequences = [tuple(int(i) for i in seq) for seq in ids]
+        return self._record(sequences, kind, [len(seq) for seq in sequences])
+
+    def embed_late_chunks(self, windows: Sequence, chunks: Sequence[Sequence[tuple[int, int, int]]],
+                          kind: Kind = "document") -> np.ndarray:
+        check_texts([], kind)
+        sequences = [tuple(int(i) for i in window) for window in windows]
+        self._record(sequences, kind, [len(seq) for seq in sequences])
+        return self._stand_ins([repr(chunk) for chunk in chunks])
+
+
+def recording(model) -> Recorder:
+    """``model`` wrapped in the recorder that fits it."""
+    if callable(getattr(model, "embed_ids", None)):
+        return TokenIdRecorder(model)
+    return APILateRecorder(model) if callable(getattr(model, "embed_late_chunks", None)) else Recorder(model)

@@ -1,0 +1,172 @@
+"""What a run would embed, send, cost and take, worked out before it starts (``--plan``).
+
+A command's embedding steps run as they would, through models loaded with ``plan=True``
+(:func:`~embedeval.embedders.registry.load_embedder`): each is a
+:class:`~embedeval.embedders.recorder.Recorder` behind a read-only cache, so the plan sees exactly
+the distinct inputs the run would ask for, which of them the cache holds, and what the rest
+would cost, while nothing is embedded, sent or stored. :func:`plan_of` turns one such model into
+an :class:`EmbedderPlan`:
+
+- ``texts``: distinct inputs (texts, or token-id sequences for a local model), ``cached`` of them
+  in the cache (``None`` for a server of one's own: its cache key needs the server's answer),
+  ``to_embed`` the rest;
+- ``tokens``: for an API model the tokens sent (inputs cut to the window, plus the connection
+  check), counted with ``tokenizer``; exact with the served model's own tokenizer, else an
+  estimate within ``token_margin`` (:data:`~embedeval.defaults.API_TOKEN_MARGIN`); for a local
+  model the content tokens it reads;
+- ``requests`` (API) and ``seconds``: for an API model ``period * max(tokens / tpm, requests /
+  rpm)`` at its budget (a lower bound: latency aside); for a local model the time per input of
+  a timed sample of its inputs times ``to_embed`` (``calibrate``);
+- ``usd = tokens / 1e6 * price`` and ``usd_high = usd * (1 + token_margin)``, the price in USD per
+  million tokens from the provider's table or ``--price``; ``None`` where no price is known.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from embedeval.defaults import API_TOKEN_MARGIN, DEFAULT_PLAN_CALIBRATION_TEXTS, DEFAULT_SEED
+from embedeval.embedders.cache import CachedEmbedder
+from embedeval.embedders.http import CHECK_TEXT
+from embedeval.embedders.recorder import Recorder
+from embedeval.embedders.registry import canonical_spec
+from embedeval.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class EmbedderPlan:
+    """One embedder's share of a plan (see the module docstring)."""
+
+    embedder: str
+    texts: int
+    cached: int | None
+    to_embed: int
+    tokens: int
+    tokenizer: str
+    token_margin: float
+    requests: int | None
+    seconds: float | None
+    time_basis: str
+    usd_per_million: float | None
+    usd: float | None
+    usd_high: float | None
+
+
+def parse_prices(items: list[str] | None) -> dict[str, float]:
+    """``["openai:text-embedding-3-small=0.02", ...]`` -> {spec: USD per million tokens}."""
+    prices: dict[str, float] = {}
+    for item in items or []:
+        spec, sep, value = item.rpartition("=")
+        try:
+            price = float(value)
+        except ValueError:
+            price = -1.0
+        if not sep or not spec or not price >= 0:
+            raise ConfigError(f"`prices` takes SPEC=USD per million tokens (e.g. openai:text-embedding-3-small=0.02), not {item!r}",
+                              "prices")
+        prices[canonical_spec(spec)] = price
+    return prices
+
+
+def _timed_seconds(recorder: Recorder, n_sample: int, seed: int) -> tuple[float, int]:
+    """Seconds the recorded model would take for all its inputs: a random sample of them embedded
+    for real (after two to warm up; nothing stored), its time per input times their number."""
+    items = list(recorder.items)
+    rng = np.random.default_rng(seed)
+    sample = [items[i] for i in rng.choice(len(items), size=min(n_sample + 2, len(items)), replace=False)]
+
+    def embed(batch) -> None:
+        for kind in {k for k, _ in batch}:
+            inputs = [item for k, item in batch if k == kind]
+            if isinstance(inputs[0], tuple):
+                recorder.inner.embed_ids([list(seq) for seq in inputs], kind=kind)
+            else:
+                recorder.inner.embed(inputs, kind=kind)
+
+    embed(sample[:2])
+    timed = sample[2:] or sample
+    start = time.perf_counter()
+    embed(timed)
+    return (time.perf_counter() - start) / len(timed) * len(items), len(timed)
+
+
+def plan_of(model, prices: dict[str, float] | None = None, calibrate: bool = True, seed: int = DEFAULT_SEED) -> EmbedderPlan:
+    """The plan of one model loaded with ``plan=True`` after the run's steps went through it."""
+    cache = model if isinstance(model, CachedEmbedder) else None
+    recorder: Recorder = cache.inner if cache is not None else model
+    api = recorder.api
+    texts = len(cache.seen_keys) if cache is not None else len(recorder.items)
+    cached = len(cache.found_keys) if cache is not None else None
+    to_embed = len(recorder.items)
+    given = (prices or {}).get(model.name)
+    if api is None:
+        seconds, basis = (0.0, "nothing to embed") if not to_embed else (None, "not estimated")
+        if calibrate and to_embed:
+            seconds, n = _timed_seconds(recorder, DEFAULT_PLAN_CALIBRATION_TEXTS, seed)
+            basis = f"from {n} of its inputs timed here"
+        price = given if given is not None else 0.0
+        return EmbedderPlan(model.name, texts, cached, to_embed, recorder.tokens, f"{model.name} (its own)", 0.0, None,
+                            seconds, basis, price, recorder.tokens / 1e6 * price, recorder.tokens / 1e6 * price)
+    _, check_tokens = api.fit([CHECK_TEXT])
+    tokens, requests = recorder.tokens + check_tokens[0], recorder.requests + 1
+    budget = api.budget
+    seconds = budget.period * max(tokens / budget.tpm, requests / budget.rpm)
+    margin = 0.0 if api.exact_tokens else API_TOKEN_MARGIN
+    price = given if given is not None else api.prices.get(api.model) if not api.options.own_server else None
+    usd = None if price is None else tokens / 1e6 * price
+    tokenizer = api.tokenizer_name + (" (the served model's own)" if api.exact_tokens else " (the reference, an estimate)")
+    return EmbedderPlan(model.name, texts, cached, to_embed, tokens, tokenizer, margin, requests, seconds,
+                        f"at its budget of {budget.rpm:,} requests and {budget.tpm:,} tokens per {budget.period:g} s", price, usd,
+                        None if usd is None else usd * (1 + margin))
+
+
+def check_max_cost(plans: list[EmbedderPlan], max_cost: float | None) -> None:
+    """One :class:`~embedeval.errors.ConfigError` when the plans' high cost estimate exceeds
+    ``max_cost`` USD, or when an embedder that sends tokens has no price to tell."""
+    if max_cost is None:
+        return
+    unpriced = [p.embedder for p in plans if p.usd_high is None and p.tokens]
+    if unpriced:
+        raise ConfigError(f"no price known for {', '.join(unpriced)}, so `max_cost` cannot be kept: give `prices` SPEC=USD", "prices")
+    total = sum(p.usd_high or 0.0 for p in plans)
+    if total > max_cost:
+        raise ConfigError(f"the run would cost up to ${total:,.4f} (tokens at most {1 + API_TOKEN_MARGIN:.0%} of the estimate), "
+                          f"over `max_cost` ${max_cost:,.4f}; nothing was sent", "max_cost")
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def format_plans(plans: list[EmbedderPlan], prices_read: str) -> str:
+    """The plans as a text table with a line per embedder on how its numbers were had."""
+    header = ("embedder", "texts", "cached", "to embed", "tokens", "requests", "time", "cost (USD)")
+    rows = []
+    for p in plans:
+        tokens = f"{p.tokens:,}" + (f" ±{p.token_margin:.0%}" if p.token_margin else "")
+        cost = "unknown" if p.usd is None else f"{p.usd:,.4f}" + (f" (≤ {p.usd_high:,.4f})" if p.usd_high != p.usd else "")
+        rows.append((p.embedder, f"{p.texts:,}", "?" if p.cached is None else f"{p.cached:,}", f"{p.to_embed:,}", tokens,
+                     "-" if p.requests is None else f"{p.requests:,}", _duration(p.seconds), cost))
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows]]
+    lines.append("")
+    for p in plans:
+        price = "no price known (give --price SPEC=USD)" if p.usd_per_million is None else f"${p.usd_per_million:g} per million tokens"
+        lines.append(f"{p.embedder}: tokens counted by {p.tokenizer}; time {p.time_basis}; {price}")
+    total = sum(p.usd or 0.0 for p in plans)
+    lines.append(f"total: ${total:,.4f} (prices read {prices_read}; nothing was embedded or sent)")
+    return "\n".join(lines)
+
+
+def plans_json(plans: list[EmbedderPlan], prices_read: str) -> str:
+    """The plans for scripts: ``{"embedders": [...], "total_usd": ..., "prices_read": ...}``."""
+    return json.dumps({"embedders": [asdict(p) for p in plans], "total_usd": sum(p.usd or 0.0 for p in plans),
+                       "prices_read": prices_read}, indent=2)

@@ -1,0 +1,110 @@
+"""``--plan`` / ``--max-cost`` / ``--price``: the plan's numbers are what the run then sends
+(counted by a server on 127.0.0.1), and a plan embeds, sends and stores nothing."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from embedeval.cli import app
+from embedeval.embedders import budget
+from embedeval.embedders.cache import EmbeddingCache
+from embedeval.embedders.tokens import load_token_counter
+from embedeval.errors import ConfigError
+from embedeval.plan import EmbedderPlan, check_max_cost, parse_prices
+from fake_api import FakeEmbeddingServer
+from test_nolima import SMALL_GROUPS
+
+SMALL = ["--groups", ",".join(SMALL_GROUPS), "--lengths", "128,512", "--depths", "2", "--negatives", "4"]
+
+
+def grid_args(books_dir, out):
+    return ["nolima", *SMALL, "--corpus", f"dir:{books_dir}", "--out", str(out), "-q"]
+
+
+def plan_of(books_dir, out, *extra) -> dict:
+    result = CliRunner().invoke(app, [*grid_args(books_dir, out), "--plan", "--json", *extra])
+    assert result.exit_code == 0, result.output
+    return {row["embedder"]: row for row in json.loads(result.output)["embedders"]}
+
+
+def cached_vectors(cache_dir) -> int:
+    cache = EmbeddingCache(cache_dir)
+    try:
+        return cache.info()["vectors"]
+    finally:
+        cache.close()
+
+
+def test_a_local_plan_counts_what_the_run_embeds_and_stores_nothing(books_dir, tmp_path, isolated_cache):
+    out = tmp_path / "run"
+    before = cached_vectors(isolated_cache)
+    plan = plan_of(books_dir, out)["st:all-MiniLM-L6-v2"]
+    assert cached_vectors(isolated_cache) == before and not (out / "haystacks.parquet").exists()
+    assert plan["cached"] == 0 and plan["to_embed"] == plan["texts"] > 0 and plan["tokens"] > plan["texts"]
+    assert plan["seconds"] > 0 and "timed here" in plan["time_basis"] and plan["usd"] == 0
+    run = CliRunner().invoke(app, grid_args(books_dir, out))
+    assert run.exit_code == 0, run.output
+    assert f"st:all-MiniLM-L6-v2: {plan['to_embed']} texts newly embedded" in run.output
+    again = plan_of(books_dir, out)["st:all-MiniLM-L6-v2"]
+    assert again["cached"] == again["texts"] == plan["texts"] and again["to_embed"] == 0 and again["tokens"] == 0
+
+
+@pytest.fixture
+def server(monkeypatch):
+    """A server counting each input's tokens with the reference tokenizer, as the plan does."""
+    budget.reset()
+    counter = load_token_counter()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-SECRET")
+    monkeypatch.setenv("EMBEDEVAL_RETRY_BASE_DELAY", "0.01")
+    with FakeEmbeddingServer() as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{fake.url}/v1")
+        fake.script.count_tokens = counter.count
+        yield fake
+    budget.reset()
+
+
+def test_an_api_plan_is_what_the_run_sends_and_costs_tokens_times_price(server, books_dir, tmp_path):
+    out = tmp_path / "run"
+    spec = "openai:text-embedding-3-small"
+    plan = plan_of(books_dir, out, "-e", spec, "-e", "bm25")[spec]
+    assert server.requests == []  # a plan sends nothing
+    run = CliRunner().invoke(app, [*grid_args(books_dir, out), "-e", spec, "-e", "bm25"])
+    assert run.exit_code == 0, run.output
+    sent = [r for r in server.requests if r["path"].endswith("/embeddings")]
+    assert plan["to_embed"] == sum(len(r["inputs"]) for r in sent) - 1  # all but the connection check
+    assert plan["requests"] == len(sent) and plan["tokens"] == server.script.tokens_received
+    assert plan["usd"] == pytest.approx(plan["tokens"] / 1e6 * 0.02)
+    assert plan["usd_high"] == pytest.approx(plan["usd"] * 1.2) and plan["token_margin"] == 0.2
+    assert plan["seconds"] == pytest.approx(60 * max(plan["tokens"] / 1_000_000, plan["requests"] / 3_000))
+    overridden = plan_of(books_dir, out, "-e", spec, "--price", f"{spec}=1.5")[spec]
+    assert overridden["cached"] == overridden["texts"] and overridden["to_embed"] == 0
+    assert overridden["requests"] == 1 and 0 < overridden["tokens"] < 10  # only the connection check is left to send
+    assert overridden["usd"] == pytest.approx(overridden["tokens"] / 1e6 * 1.5)
+
+
+def test_max_cost_refuses_before_anything_is_sent(server, books_dir, tmp_path):
+    args = [*grid_args(books_dir, tmp_path / "run"), "-e", "openai:text-embedding-3-large"]
+    refused = CliRunner().invoke(app, [*args, "--max-cost", "0.000001"])
+    assert refused.exit_code != 0
+    assert refused.output.startswith("error: the run would cost up to $") and "over --max-cost" in refused.output
+    assert server.requests == [] and not (tmp_path / "run" / "similarities.parquet").exists()
+    within = CliRunner().invoke(app, [*args, "--max-cost", "5"])
+    assert within.exit_code == 0, within.output
+    assert (tmp_path / "run" / "similarities.parquet").exists()
+
+
+def test_a_model_without_a_price_cannot_keep_a_max_cost():
+    plan = EmbedderPlan("openai:m?base_url=http://127.0.0.1:1/v1&max_tokens=8", 3, None, 3, 30, "reference", 0.2, 2, 1.0, "", None, None, None)
+    with pytest.raises(ConfigError, match="no price known for openai:m"):
+        check_max_cost([plan], 1.0)
+    check_max_cost([plan], None)
+    local = EmbedderPlan("st:x", 3, 0, 3, 30, "own", 0.0, None, 1.0, "", 0.0, 0.0, 0.0)
+    check_max_cost([local], 0.0)
+
+
+def test_prices_are_checked_and_named_by_canonical_spec():
+    assert parse_prices(["openai:text-embedding-3-small=0.5"]) == {"openai:text-embedding-3-small": 0.5}
+    for bad in ["0.5", "openai:text-embedding-3-small=cheap", "openai:text-embedding-3-small=-1"]:
+        with pytest.raises(ConfigError, match="SPEC=USD"):
+            parse_prices([bad])
