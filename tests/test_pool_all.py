@@ -170,8 +170,7 @@ def test_mtebs_evaluator_gives_the_all_pools_numbers(all_run):
             mean = np.mean([e[mteb_name] for e in entries])  # every depth subset has one query per group
             assert mean == pytest.approx(overall[(length, ours)], abs=5e-6), (split, mteb_name)
     assert compared == 2 * 3 * 5
-    print(json.dumps({split: {e["hf_subset"]: {k: e[k] for k in ("ndcg_at_1", "recall_at_5", "mrr_at_10")} for e in entries}
-                      for split, entries in scores.items()}, indent=1))
+    assert min(e["ndcg_at_1"] for entries in scores.values() for e in entries) < 1  # not a perfect score everywhere
 
 
 def target_depth(run: NolimaRun) -> dict:

@@ -46,7 +46,7 @@ def pool_words(pool: str | None) -> str:
     if pool == NEEDLE_FREE_POOL:
         return "every needle-free haystack of its length (the controls and the negative pool"
     if pool == ALL_POOL:
-        return ("every haystack of its length and depth that does not answer its question (`--pool all`: the controls, "
+        return ("every haystack of its length and depth that does not answer its question (pool `all`: the controls, "
                 "the negative pool and the other questions' needle haystacks of its variant and depth, as LongEmbed ranks "
                 "among all documents of a split")
     return "the pool of its run (`pool` in each run's config.json"
