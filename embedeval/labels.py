@@ -9,6 +9,13 @@ NEGATIVE = "negative"
 QUESTION = "question"
 #: ``category`` / ``depth_bucket`` of a metric computed over every category or depth.
 ALL = "all"
+#: The retrieval pools (``pool`` of a run; :func:`embedeval.similarity.retrieval_rows`): each needle
+#: haystack ranked among the needle-free haystacks of its length ("needle-free"), or among every
+#: haystack of its length and depth that does not answer its question, other questions' needle
+#: haystacks included, as LongEmbed ranks among all documents of a split ("all").
+NEEDLE_FREE_POOL = "needle-free"
+ALL_POOL = "all"
+POOLS = (NEEDLE_FREE_POOL, ALL_POOL)
 #: Columns of the rank table (one row per embedder x strategy x query form x needle haystack), then the
 #: per-query measures of :func:`embedeval.metrics.retrieval_measures`.
 RETRIEVAL_COLUMNS = [

@@ -166,39 +166,49 @@ _TREC_MEASURES = {"recall@1": "recall_1", "recall@5": "recall_5", "recall@10": "
                   "ndcg@1": "ndcg_cut_1", "ndcg@10": "ndcg_cut_10"}
 
 
-def retrieval_measures(pos_scores, pool_scores) -> dict[str, np.ndarray]:
+def retrieval_measures(pos_scores, pool_scores, in_pool=None) -> dict[str, np.ndarray]:
     """Each positive ranked among its pool (LongEmbed-style, one relevant candidate per query):
     ``{"rank", "ties", "n_candidates", *RETRIEVAL_MEASURES}``, an array per key.
 
     ``pos_scores[i]`` is query i's score for its needle haystack, ``pool_scores[i, j]`` its score
-    for the j-th of the m needle-free candidates. Ties are broken against the positive:
-    ``rank = 1 + #{j: pool >= pos}``, ``ties = #{j: pool == pos}``, ``n_candidates = m + 1``.
+    for the j-th candidate that does not answer it; ``in_pool[i, j]`` (boolean, default all true)
+    says whether candidate j is in query i's pool at all, so queries sharing a table of candidates
+    may each leave some out (in :func:`~embedeval.similarity.retrieval_rows`' ``all`` pool, the
+    haystacks holding the query's own needle); outside the pool a score may be anything, NaN
+    included. With m_i = #{j in pool i}, ties are broken against the positive:
+    ``rank = 1 + #{j in pool: pool >= pos}``, ``ties = #{j in pool: pool == pos}``, ``n_candidates = m_i + 1``.
     ``recall@k`` = 1[rank <= k], ``mrr`` = 1 / rank, ``ndcg@k`` = 1 / log2(rank + 1) if rank <= k
     (k = 1, 10; the ideal DCG of one relevant item is 1, so ndcg@1 = recall@1) are computed by
     trec_eval (``pytrec_eval``), fed the real scores with the positive's nudged just below any
     equal one, so its tie-breaking agrees; ``mrr@10`` = trec_eval's ``mrr`` where rank <= 10, else 0
     (MTEB's ``mrr_at_10``).
-    ``query_auc`` = (#{pool < pos} + 0.5 #{pool == pos}) / m: the share of the pool it beats.
+    ``query_auc`` = (#{pool < pos} + 0.5 #{pool == pos}) / m_i: the share of the pool it beats.
     """
     import pytrec_eval
 
     pos = _as_array(pos_scores, "pos_scores").astype(np.float32)
     pool = np.asarray(pool_scores, dtype=np.float32)
-    if pool.ndim != 2 or pool.shape[0] != pos.size or pool.shape[1] == 0 or not np.isfinite(pool).all():
-        raise ValueError(f"pool_scores must be a finite ({pos.size}, m >= 1) array, not shape {pool.shape}")
-    above = (pool > pos[:, None]).sum(axis=1)
-    ties = (pool == pos[:, None]).sum(axis=1)
-    below = pool.shape[1] - above - ties
+    if pool.ndim != 2 or pool.shape[0] != pos.size or pool.shape[1] == 0:
+        raise ValueError(f"pool_scores must be a ({pos.size}, m >= 1) array, not shape {pool.shape}")
+    mask = np.ones(pool.shape, dtype=bool) if in_pool is None else np.asarray(in_pool, dtype=bool)
+    if mask.shape != pool.shape:
+        raise ValueError(f"in_pool must have pool_scores' shape {pool.shape}, not {mask.shape}")
+    size = mask.sum(axis=1)
+    if (size == 0).any() or not np.isfinite(pool[mask]).all():
+        raise ValueError("every query needs a pool of at least one candidate, with finite scores")
+    above = ((pool > pos[:, None]) & mask).sum(axis=1)
+    ties = ((pool == pos[:, None]) & mask).sum(axis=1)
+    below = size - above - ties
     nudged = np.nextafter(pos, np.float32(-np.inf))  # below an equal pool score, above any lower one
     qrels = {str(i): {"positive": 1} for i in range(pos.size)}
-    run = {str(i): {"positive": float(nudged[i]), **{f"c{j}": float(s) for j, s in enumerate(pool[i])}}
+    run = {str(i): {"positive": float(nudged[i]), **{f"c{j}": float(pool[i, j]) for j in np.flatnonzero(mask[i])}}
            for i in range(pos.size)}
     trec = pytrec_eval.RelevanceEvaluator(qrels, {"recall.1,5,10", "recip_rank", "ndcg_cut.1,10"}).evaluate(run)
-    table = {"rank": 1 + above + ties, "ties": ties, "n_candidates": np.full(pos.size, pool.shape[1] + 1)}
+    table = {"rank": 1 + above + ties, "ties": ties, "n_candidates": size + 1}
     for name, trec_name in _TREC_MEASURES.items():
         table[name] = np.array([trec[str(i)][trec_name] for i in range(pos.size)])
     table["mrr@10"] = np.where(table["rank"] <= 10, table["mrr"], 0.0)
-    table["query_auc"] = (below + 0.5 * ties) / pool.shape[1]
+    table["query_auc"] = (below + 0.5 * ties) / size
     return {name: table[name] for name in ("rank", "ties", "n_candidates", *RETRIEVAL_MEASURES)}
 
 

@@ -31,7 +31,8 @@ from embedeval.defaults import DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BR
 from embedeval.errors import InputError
 from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
 from embedeval.io import read_json, read_table, write_table, write_text_atomic
-from embedeval.labels import RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
+from embedeval.labels import NEEDLE_FREE_POOL, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
+from embedeval.needles import NeedleSet, grid_needle_set
 
 HAYSTACKS = "haystacks.parquet"
 HAYSTACK_SETTINGS = "haystacks.json"
@@ -66,7 +67,9 @@ def upgraded(frame: pd.DataFrame) -> pd.DataFrame:
 
 def upgraded_config(config: dict) -> dict:
     """A run's config.json in today's shape: the grid's settings nested under ``grid`` (a config
-    of a version before :class:`~embedeval.haystacks.HaystackGrid` keeps them at its top level)."""
+    of a version before :class:`~embedeval.haystacks.HaystackGrid` keeps them at its top level),
+    and the retrieval ``pool`` (runs before the choice ranked among the needle-free pool)."""
+    config = {"pool": NEEDLE_FREE_POOL, **config}
     if "grid" in config:
         return config
     return {**{k: v for k, v in config.items() if k not in FLAT_GRID_KEYS},
@@ -139,6 +142,12 @@ class NolimaRun:
 
     def rule(self) -> BreakRule:
         return break_rule_of(self.config)
+
+    def needle_set(self) -> NeedleSet:
+        """The needle set the run's haystacks were built from (its groups, variants and distractors)."""
+        config, grid = self.config, self.config["grid"]
+        return grid_needle_set(config["needles"], config.get("groups"), grid.get("variants", ()), grid.get("n_distractors", (0,)),
+                               config.get("distractors_file"))
 
     def breaks(self) -> pd.DataFrame:
         """The run's break points: its ``breaks.csv``, or for a run from before it, recomputed from

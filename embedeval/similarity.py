@@ -3,7 +3,8 @@
 Each scorer (an embedder read through a long-text strategy, or BM25; :mod:`embedeval.strategies`)
 reads every haystack once (:func:`score_haystacks`); from those scores come the similarity table
 (one row per scorer x haystack x query form: ``sim_qh``, ``sim_qn``, ``normalized``, what the
-scorer read) and the rank table (each needle haystack ranked among its length's needle-free pool).
+scorer read) and the rank table (each needle haystack ranked among a pool of its length's haystacks
+that do not answer its question: the needle-free ones, or all of them).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from embedeval.defaults import DEFAULT_NORMALIZE_BY
+from embedeval.defaults import DEFAULT_NORMALIZE_BY, DEFAULT_POOL
 from embedeval.embedders.base import Scores
 from embedeval.haystacks import distractor_columns
-from embedeval.labels import CONTROL, NEGATIVE, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
+from embedeval.errors import ConfigError
+from embedeval.labels import ALL_POOL, CONTROL, NEGATIVE, POOLS, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.metrics import RETRIEVAL_MEASURES, normalized_similarity, retrieval_measures
 from embedeval.needles import STANDARD_NEEDLE, NeedleSet, check_normalize_by
 from embedeval.strategies import ScoredTexts, Scorer
@@ -194,24 +196,53 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
     return table[table["sim_qh"].notna()].reset_index(drop=True)  # a group without a query form has no rows for it
 
 
-def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet) -> pd.DataFrame:
+def check_pool(pool: str) -> str:
+    """``pool``, or a :class:`~embedeval.errors.ConfigError` unless it is one of :data:`~embedeval.labels.POOLS`."""
+    if pool not in POOLS:
+        raise ConfigError(f"`pool` must be one of {', '.join(POOLS)}, not {pool!r}", "pool")
+    return pool
+
+
+def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet, pool: str = DEFAULT_POOL) -> pd.DataFrame:
     """The rank table of one scorer (DESIGN §3): every needle haystack p ranked, by the score of
-    each question whose needle it holds (:func:`asks_of`: one row per question, ``own_question``
-    true for its own group's), among the needle-free haystacks of its pool, with the per-query
-    measures of :func:`~embedeval.metrics.retrieval_measures`. A needle haystack's pool, at its
-    length: without distractors, every group's control and the ``negative`` pool; with K
-    distractors, the negatives that hold its question's K distractors and its own control
-    (``control_id``). So the decoys are in every candidate and only the needle tells the haystack
-    apart, and in both pools one candidate (its control) shares its filler. Columns:
+    each question q whose needle it holds (:func:`asks_of`: one row per question, ``own_question``
+    true for its own group's), among a pool of haystacks that do not answer q, with the per-query
+    measures of :func:`~embedeval.metrics.retrieval_measures`. Columns:
     :data:`~embedeval.labels.RETRIEVAL_COLUMNS` and then the measures.
+
+    ``pool="needle-free"`` (the default): p's pool is needle-free haystacks of its length: without
+    distractors, every group's control and the ``negative`` pool; with K distractors, the
+    negatives that hold q's K distractors and p's own control (``control_id``). So the decoys are
+    in every candidate and only the needle tells the haystack apart, and in both pools one
+    candidate (its control) shares its filler.
+
+    ``pool="all"``: p's pool is every haystack of its length and depth that does not answer q,
+    as LongEmbed's needle and passkey tasks rank among all documents of a split: the needle-free
+    haystacks of its length and distractor count (every group's control and every negative,
+    whichever group's distractors they hold) and the needle haystacks of the other questions at
+    its length, distractor count, variant, needle count and target depth, less those that hold
+    q's needle (with K > 1 needles per haystack another group's haystack may). Without several
+    needles each pool is the same corpus less p itself, so a question's rankings at one (length,
+    variant, depth) are one retrieval over one corpus (:mod:`embedeval.mteb_task` hands exactly
+    that to MTEB's evaluator). ``n_candidates`` (pool + 1) is each row's own.
     """
+    check_pool(pool)
     haystacks = scored.haystacks
     variants = haystacks["variant"].to_numpy()
     positive = (variants != CONTROL) & (variants != NEGATIVE)
     lengths = haystacks["length"].to_numpy()
     n_distractors, distractors_of, control_ids = distractor_columns(haystacks)
     n_needles = haystacks["n_needles"].to_numpy(dtype=np.int64) if "n_needles" in haystacks.columns else positive.astype(np.int64)
-    pool_keys = list(zip(lengths.tolist(), n_distractors.tolist(), distractors_of.tolist()))
+    free = ~positive & (n_needles == 0)  # a control of a K-needle haystack holds K - 1 needles: no candidate
+    everything = pool == ALL_POOL
+    if everything:  # needle haystacks pooled by condition and target depth, needle-free ones by length and distractor count
+        depth_column = "target_depth" if "target_depth" in haystacks.columns else "depth"
+        target = haystacks[depth_column].to_numpy(dtype=float, na_value=np.nan)
+        pool_keys = [(length, count, variant if hit else "", needles if hit else 0, depth if hit else -1.0)
+                     for length, count, variant, needles, depth, hit in
+                     zip(lengths.tolist(), n_distractors.tolist(), variants.tolist(), n_needles.tolist(), target.tolist(), positive.tolist())]
+    else:
+        pool_keys = list(zip(lengths.tolist(), n_distractors.tolist(), distractors_of.tolist()))
     keys = sorted(set(pool_keys))
     code_of = {key: code for code, key in enumerate(keys)}
     codes = np.array([code_of[key] for key in pool_keys], dtype=np.int64)
@@ -219,27 +250,36 @@ def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet) -> pd.DataFram
     asks = asks_of(haystacks, needle_set)
     asked = positive[asks.haystack]
     ask_rows, ask_groups, ask_own, ask_depths = asks.haystack[asked], asks.group[asked], asks.own[asked], asks.depth[asked]
+    answers = np.zeros((len(needle_set.groups), len(haystacks)), dtype=bool)  # answers[q, h]: h holds q's needle
+    answers[ask_groups, ask_rows] = True
     group_ids = np.array([g.id for g in needle_set.groups], dtype=object)
     categories = np.array([g.category for g in needle_set.groups], dtype=object)
     frames = []
     for form, scores in scored.scores.items():
         for code in np.unique(codes[ask_rows]):
-            length, count, _ = keys[code]
-            same = codes == code
+            length, count = keys[code][:2]
             chosen = (codes[ask_rows] == code) & np.array([scored.queries[form][q] is not None for q in ask_groups], dtype=bool)
             rows, query_rows, own, depths = ask_rows[chosen], ask_groups[chosen], ask_own[chosen], ask_depths[chosen]
-            free = ~positive & same & (n_needles == 0)  # a control of a K-needle haystack holds K - 1 needles: no candidate
-            pool = np.flatnonzero(free & (variants == NEGATIVE) if count else free)
-            candidate_scores = scores.values[query_rows][:, pool]
-            if count:  # and each haystack's own control
-                mine = np.array([position.get(c, -1) for c in control_ids[rows]], dtype=np.int64)
-                kept = mine >= 0
-                rows, query_rows, own, depths, candidate_scores, mine = (rows[kept], query_rows[kept], own[kept], depths[kept],
-                                                                          candidate_scores[kept], mine[kept])
-                candidate_scores = np.concatenate([candidate_scores, scores.values[query_rows, mine][:, None]], axis=1)
+            in_pool = None
+            if everything:
+                candidates = np.flatnonzero((free & (lengths == length) & (n_distractors == count)) | (codes == code))
+                candidate_scores = scores.values[query_rows][:, candidates]
+                in_pool = ~answers[query_rows][:, candidates]
+                kept = in_pool.any(axis=1)  # a row with nothing to rank against (one group, no needle-free haystacks) has no rank
+                rows, query_rows, own, depths, candidate_scores, in_pool = (rows[kept], query_rows[kept], own[kept], depths[kept],
+                                                                            candidate_scores[kept], in_pool[kept])
+            else:
+                candidates = np.flatnonzero(free & (codes == code) & (variants == NEGATIVE) if count else free & (codes == code))
+                candidate_scores = scores.values[query_rows][:, candidates]
+                if count:  # and each haystack's own control
+                    mine = np.array([position.get(c, -1) for c in control_ids[rows]], dtype=np.int64)
+                    kept = mine >= 0
+                    rows, query_rows, own, depths, candidate_scores, mine = (rows[kept], query_rows[kept], own[kept], depths[kept],
+                                                                              candidate_scores[kept], mine[kept])
+                    candidate_scores = np.concatenate([candidate_scores, scores.values[query_rows, mine][:, None]], axis=1)
             if not rows.size or not candidate_scores.shape[1]:
                 continue
-            measures = retrieval_measures(scores.values[query_rows, rows], candidate_scores)
+            measures = retrieval_measures(scores.values[query_rows, rows], candidate_scores, in_pool)
             picked = haystacks.iloc[rows]
             frame = pd.DataFrame({
                 "embedder": scored.scorer.name, "strategy": scored.scorer.strategy, "query_form": form,

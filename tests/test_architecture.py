@@ -137,3 +137,19 @@ def test_only_run_py_names_the_run_directory_files():
     found = [f"{path.relative_to(REPO_ROOT)}:{node.lineno}: {node.value}" for path in (REPO_ROOT / "embedeval").rglob("*.py")
              if path.name != "run.py" for node in _constants(path) if node.value in names]
     assert not found, found
+
+
+def test_only_mteb_task_imports_mteb_and_nothing_imports_it():
+    """``mteb`` is an optional extra: embedeval.mteb_task may import it at its top, no other module
+    imports mteb or embedeval.mteb_task (so the package runs without the extra)."""
+    graph = module_graph(REPO_ROOT / "embedeval")
+    assert "embedeval.mteb_task" in graph
+    assert [name for name, edges in graph.items() if "embedeval.mteb_task" in edges] == []
+    importing = []
+    for path in sorted((REPO_ROOT / "embedeval").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            if any(n == "mteb" or n.startswith("mteb.") for n in names):
+                importing.append(path.name)
+    assert sorted(set(importing)) == ["mteb_task.py"]

@@ -185,6 +185,15 @@ def test_a_question_is_ranked_among_candidates_with_its_own_distractors(grid):
     plain = ranks[ranks["n_distractors"] == 0]
     assert (plain["n_candidates"] == 3 + 2 + 1).all()  # negatives + every group's control
     assert (plain["ties"] == plain["n_candidates"] - 1).all()  # nothing holds a decoy at K = 0
+    # the all pool: every needle-free haystack of the length and K (every group's negatives and the
+    # controls of every needle haystack), and the other group's needle haystack at the same variant and depth
+    everything = retrieval_rows(scored, needle_set, pool="all")
+    with_decoys = everything[everything["n_distractors"] == 2]
+    assert (with_decoys["n_candidates"] == 2 * 3 + 2 * 4 * 2 + 1 + 1).all()
+    # ties: the candidates holding the question's decoys (its 3 negatives, its group's 8 controls), and no more
+    assert (with_decoys["ties"] == 3 + 4 * 2).all()
+    plain = everything[everything["n_distractors"] == 0]
+    assert (plain["n_candidates"] == 3 + 2 + 1 + 1).all() and (plain["ties"] == plain["n_candidates"] - 1).all()
 
 
 def test_haystacks_build_and_nolima_build_identical_haystacks(needle_file, books_dir, tmp_path):

@@ -24,7 +24,7 @@ import pandas as pd
 from embedeval.aggregate import nolima_metrics
 from embedeval.defaults import (
     DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY,
-    DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_N_BOOTSTRAP, DEFAULT_NEEDLES, DEFAULT_NORMALIZE_BY,
+    DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_N_BOOTSTRAP, DEFAULT_NEEDLES, DEFAULT_NORMALIZE_BY, DEFAULT_POOL,
     DEFAULT_STRATEGIES, DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS,
 )
 from embedeval.embedders.executors import Executor
@@ -40,7 +40,7 @@ from embedeval.report import REPORT_FILES, pool_size, write_report
 from embedeval.run import SCORED_TABLES, RunWriter
 from embedeval.versions import package_versions
 from embedeval.expansion import query_forms
-from embedeval.similarity import retrieval_rows, score_haystacks, similarity_rows
+from embedeval.similarity import check_pool, retrieval_rows, score_haystacks, similarity_rows
 from embedeval.strategies import EmbeddingScorer, check_strategy_support, load_scorers, parse_strategies
 from embedeval.text import SENTENCE_SPLITTER
 from embedeval.embedders.tokens import DEFAULT_REFERENCE, load_token_counter
@@ -74,6 +74,7 @@ class NolimaConfig:
     break_metric: str = DEFAULT_BREAK_METRIC  # absolute rule: the metric ...
     break_threshold: float = DEFAULT_BREAK_THRESHOLD  # ... and the value it must keep
     normalize_by: str = DEFAULT_NORMALIZE_BY  # "standard" (the study's divisor) or "own"
+    pool: str = DEFAULT_POOL  # what a needle haystack is ranked among: "needle-free" or "all" (similarity.retrieval_rows)
     strategies: tuple[str, ...] = DEFAULT_STRATEGIES  # how long haystacks are read
     chunk_tokens: tuple[int, ...] = DEFAULT_CHUNK_TOKENS  # chunks-max and late-chunking sizes
     window_overlap: int = DEFAULT_WINDOW_OVERLAP  # windows-mean: tokens shared by neighbouring windows
@@ -96,6 +97,7 @@ class NolimaConfig:
         """Check everything that can be checked without work (the grid checked itself when it was
         made); returns the loaded needle set."""
         check_normalize_by(self.normalize_by)
+        check_pool(self.pool)
         self.rule().check()
         if self.n_bootstrap < 10:
             raise ConfigError(f"`n_bootstrap` must be at least 10 resamples, not {self.n_bootstrap}", "n_bootstrap")
@@ -209,7 +211,7 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
         haystacks = load_or_build_haystacks(config, needle_set, progress, reference, cache_dir)
         scored = [score_haystacks(scorer, haystacks, forms) for scorer in scorers]
         similarities = pd.concat([similarity_rows(s, needle_set, config.normalize_by) for s in scored], ignore_index=True)
-        retrieval = pd.concat([retrieval_rows(s, needle_set) for s in scored], ignore_index=True)
+        retrieval = pd.concat([retrieval_rows(s, needle_set, config.pool) for s in scored], ignore_index=True)
         writer = RunWriter(out)
         writer.write_scored(similarities, retrieval)
         derived_from = {k: v for k, v in settings.items() if k not in NOT_IN_OUTPUTS}

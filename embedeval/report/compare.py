@@ -12,8 +12,10 @@ from embedeval.report.write import write_report
 
 
 def pool_size(retrieval: pd.DataFrame) -> int:
-    """Candidates per ranking (pool + 1) at the run's fewest distractors (without them: every
-    group's control and the negatives); the chance level of recall@k is k / this."""
+    """Candidates per ranking (pool + 1) at the run's fewest distractors, the most of any row
+    (without distractors and with the needle-free pool: every group's control and the negatives;
+    with the ``all`` pool, the other questions' needle haystacks at the depth too); the chance
+    level of recall@k is k / this."""
     return int(retrieval.loc[retrieval["n_distractors"] == retrieval["n_distractors"].min(), "n_candidates"].max())
 
 

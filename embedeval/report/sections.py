@@ -15,6 +15,7 @@ import pandas as pd
 
 from embedeval.breaks import BREAK_INTERVAL, BreakRule, break_sentence, interval_text
 from embedeval.defaults import CHUNK_FACTOR
+from embedeval.labels import ALL_POOL, NEEDLE_FREE_POOL
 from embedeval.report.figures import LINE_FIGURES, expansion_figure, heatmap_figure, line_figure, recall_figure
 from embedeval.report.tables import (
     best_query_form, category_tables, chunk_size_lines, chunk_size_table, depth_tables, distractor_note, distractor_table,
@@ -37,6 +38,18 @@ DISTRACTORS_TEXT = (
 #: The run settings the report's first line names (from the run's config).
 #: What the report's first line names from a run's config (:mod:`embedeval.run`'s shape: the grid nested).
 HEADER_KEYS = ("needles", "tokenizer")
+
+
+def pool_words(pool: str | None) -> str:
+    """What a needle haystack is ranked among, in words, for a run's ``pool`` (None: runs compared,
+    each with its own), up to an open parenthesis the caller closes."""
+    if pool == NEEDLE_FREE_POOL:
+        return "every needle-free haystack of its length (the controls and the negative pool"
+    if pool == ALL_POOL:
+        return ("every haystack of its length and depth that does not answer its question (pool `all`: the controls, "
+                "the negative pool and the other questions' needle haystacks of its variant and depth, as LongEmbed ranks "
+                "among all documents of a split")
+    return "the pool of its run (`pool` in each run's config.json"
 HEADER_GRID_KEYS = ("corpus", "lengths", "depths", "seed")
 
 
@@ -102,9 +115,10 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
     """The report of a run's tables, its figures drawn into ``out/figures``. ``breaks``: the break
     points of the run (:func:`~embedeval.breaks.break_points`, ``breaks.csv``); ``config``: the
     settings of the run the tables come from (named in the first line), if there is one run;
-    ``candidates``: the size of the retrieval pool plus one, for the chance level of recall@k.
-    The break-point table comes first."""
+    ``candidates``: the size of the retrieval pool plus one, for the chance level of recall@k
+    (the pool itself is the config's ``pool``). The break-point table comes first."""
     figures = Path(out) / "figures"
+    pool = (config or {}).get("pool")
     bps = breaks
     rule = rule or BreakRule()
     break_metric = rule.headline_metric
@@ -143,7 +157,7 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
     if not several.empty:
         sections.append(Section("Several needles", [
             Text("A haystack with K needles holds its own group's needle at the grid's depth and K - 1 needles of other "
-                 "groups (other characters) away from it; it is ranked among the same-length needle-free pool by every "
+                 f"groups (other characters) away from it; it is ranked among {pool_words(pool)}) by every "
                  "question whose needle it holds: its own (`own`) and the others' (`other`). Recall@1 and query_auc per "
                  f"length ({variant} needles, question form):"),
             Table(several)]))
@@ -167,10 +181,10 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
             Table(chunk_table)]))
     if "recall@5" in set(metrics["metric"]):
         recall_figure(metrics, figures / "recall_vs_length.png", candidates)
+        in_all = f"; {candidates} candidates in all" if candidates else ""
         sections.append(Section("Retrieval among same-length candidates", [
-            Text("Each needle haystack ranked by its question's score among every needle-free haystack of its "
-                 f"length (the controls and the negative pool{f'; {candidates} candidates in all' if candidates else ''}"
-                 f"{'; with distractors, the pool of the Distractors section' if decoy_table['n_distractors'].nunique() > 1 else ''}; "
+            Text(f"Each needle haystack ranked by its question's score among {pool_words(pool)}{in_all}"
+                 f"{'; with distractors, the pool of the Distractors section' if decoy_table['n_distractors'].nunique() > 1 and pool == NEEDLE_FREE_POOL else ''}; "
                  "ties counted against it). Recall@5 per length:"),
             Table(summary_table(metrics, "recall@5")),
             Figure("figures/recall_vs_length.png", "recall@k")]))
