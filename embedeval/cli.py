@@ -78,7 +78,7 @@ def main_options(
 @app.command("embedders")
 def list_embedders() -> None:
     """List known embedder specs and whether each is usable now."""
-    from embedeval.embedders.options import LOCAL_OPTION_CHOICES
+    from embedeval.embedders.options import API_OPTION_CHOICES, LOCAL_OPTION_CHOICES
     from embedeval.embedders.registry import PRESETS, availability, known_specs
 
     for spec in known_specs():
@@ -86,7 +86,8 @@ def list_embedders() -> None:
         typer.echo(f"{spec:<36} {'ready' if usable else 'unavailable':<12} {why}")
     for name, specs in PRESETS.items():
         typer.echo(f"{name:<36} {'preset':<12} {', '.join(specs)}")
-    typer.echo("st: options, in the spec: " + "; ".join(f"{name} ({choices})" for name, choices in LOCAL_OPTION_CHOICES.items()))
+    for prefix, choices in (("st:", LOCAL_OPTION_CHOICES), ("API", API_OPTION_CHOICES)):
+        typer.echo(f"{prefix} options, in the spec (?name=value&...): " + "; ".join(f"{name} ({what})" for name, what in choices.items()))
 
 
 @app.command("embed")

@@ -174,6 +174,12 @@ class LocalOptions(SpecOptions):
         return None if device == "cpu" else DEFAULT_GPU_BATCH_TOKENS
 
 
+#: Each option of an API spec and what it takes (``embedeval embedders`` lists them).
+API_OPTION_CHOICES = {"base_url": "an OpenAI-compatible server, http(s)://HOST:PORT/v1 (openai: any model)",
+                      "max_tokens": "the served model's window", "tokenizer": "st:DIR or a tokenizer folder (exact counts)",
+                      "key_env": "the variable holding the server's key"}
+
+
 @dataclass(frozen=True)
 class APIOptions(SpecOptions):
     """The options of an API spec (see the module docstring); validated when made: a base URL
