@@ -5,12 +5,24 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from embedeval.embedders.base import check_texts, l2_normalize
 from embedeval.embedders.models import resolve_model_path
+
+
+@dataclass
+class MatrixScorer:
+    """A scorer's name and traits only, for :class:`~embedeval.similarity.HaystackScores` built
+    from a hand-made score matrix."""
+
+    name: str = "matrix"
+    strategy: str = "full-text"
+    windows_exact: bool = True
+    normalizable: bool = False
 
 
 class CountingEmbedder:

@@ -6,7 +6,6 @@ another project's evaluator: MTEB's, run on the same haystacks with the bundled 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -16,6 +15,7 @@ from typer.testing import CliRunner
 from conftest import own_cache
 from fakes import write_word_books
 from embedeval.cli import app
+from fakes import MatrixScorer
 from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.embedders.base import Scores
 from embedeval.needles import load_needle_set
@@ -57,14 +57,6 @@ EXPECTED = {  # (haystack, question): (all: rank, candidates incl. itself, query
 }
 
 
-@dataclass
-class _MatrixScorer:
-    name: str = "matrix"
-    strategy: str = "full-text"
-    windows_exact: bool = True
-    normalizable: bool = False
-
-
 @pytest.fixture(scope="module")
 def hand_made():
     full = load_needle_set(DEFAULT_NEEDLES)
@@ -82,7 +74,7 @@ def hand_made():
     frame = pd.DataFrame(rows)
     frame.loc[frame["variant"] == "control", "n_needles"] = [0, 0, 2]  # a K-needle haystack's control carries its K
     zeros = np.zeros(SCORES.shape, dtype=np.int64)
-    scored = HaystackScores(_MatrixScorer(), frame, {"question": [g.question for g in needle_set.groups]},
+    scored = HaystackScores(MatrixScorer(), frame, {"question": [g.question for g in needle_set.groups]},
                             {"question": Scores(SCORES, zeros, zeros, zeros)}, frame["text"].str.len().to_numpy())
     return scored, needle_set, {v: k for k, v in name.items()}
 

@@ -4,7 +4,6 @@ grid unchanged beside it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -13,6 +12,7 @@ from typer.testing import CliRunner
 
 from embedeval.aggregate import nolima_metrics
 from embedeval.cli import app
+from fakes import MatrixScorer
 from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.embedders.base import Scores
@@ -88,18 +88,10 @@ def test_the_one_needle_grid_is_the_same_beside_several_needles(needle_set, book
     assert (alone.loc[~alone["variant"].isin([CONTROL, NEGATIVE]), "n_needles"] == 1).all()
 
 
-@dataclass
-class _MatrixScorer:
-    name: str = "matrix"
-    strategy: str = "full-text"
-    windows_exact: bool = True
-    normalizable: bool = False
-
-
 def _scored(needle_set, grid, values: np.ndarray) -> HaystackScores:
     """The grid scored by a matrix: ``values[g, h]`` is group g's question's score for haystack h."""
     zeros = np.zeros(values.shape, dtype=np.int64)
-    return HaystackScores(_MatrixScorer(), grid, {"question": [g.question for g in needle_set.groups]},
+    return HaystackScores(MatrixScorer(), grid, {"question": [g.question for g in needle_set.groups]},
                           {"question": Scores(values, zeros, zeros, zeros)}, grid["text"].str.len().to_numpy())
 
 
