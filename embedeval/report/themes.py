@@ -40,8 +40,8 @@ def cluster_colours(sizes: Mapping[int, int], palette: str = DEFAULT_MAP_PALETTE
 
 def draw_map(ax, table: pd.DataFrame, palette: str = DEFAULT_MAP_PALETTE) -> None:
     """The chunks (``x``, ``y``, ``cluster``) on ``ax``: noise and the uncoloured clusters first, in
-    their greys, then each coloured cluster (:func:`cluster_colours`), numbered at its median and
-    named in the legend with its size."""
+    their greys, then each coloured cluster (:func:`cluster_colours`), numbered beside its median
+    and named in the legend with its size."""
     sizes = table["cluster"].value_counts().to_dict()
     colours = cluster_colours(sizes, palette)
     coloured = sorted((c for c, colour in colours.items() if colour not in (OTHER_COLOUR, NOISE_COLOUR)),
@@ -55,9 +55,9 @@ def draw_map(ax, table: pd.DataFrame, palette: str = DEFAULT_MAP_PALETTE) -> Non
                    label=f"{others['cluster'].nunique()} smaller clusters ({len(others):,} chunks)")
     for c in coloured:
         group = table[table["cluster"] == c]
-        ax.scatter(group["x"], group["y"], s=4, color=colours[c], label=f"{c}: {sizes[c]:,} chunks")
-        ax.annotate(str(c), (group["x"].median(), group["y"].median()), fontsize=9, weight="bold", ha="center", va="center",
-                    bbox={"boxstyle": "round", "fc": "white", "ec": colours[c], "alpha": 0.8})
+        ax.scatter(group["x"], group["y"], s=8, color=colours[c], label=f"{c}: {sizes[c]:,} chunks")
+        ax.annotate(str(c), (group["x"].median(), group["y"].median()), xytext=(6, 6), textcoords="offset points", fontsize=8,
+                    weight="bold", ha="left", va="bottom", bbox={"boxstyle": "round", "fc": "white", "ec": colours[c], "alpha": 0.8})
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, markerscale=3, frameon=False)
     ax.set_title("corpus themes: chunks by UMAP, the largest HDBSCAN clusters coloured (0 = largest)")
     ax.set_xticks([])
