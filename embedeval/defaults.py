@@ -110,3 +110,6 @@ DEFAULT_MMR_LAMBDA = 0.5
 DEFAULT_THEME_SEED = 42
 DEFAULT_BLEND_THRESHOLD = 0.9
 DEFAULT_MIN_OUTSIDE_PERCENTILE = 95.0
+#: The themes map's palette (a matplotlib colormap of distinct colours): its colours other than grey
+#: (18 of tab20's 20) go to as many of the largest clusters, the other clusters are grey.
+DEFAULT_MAP_PALETTE = "tab20"

@@ -26,3 +26,17 @@ def test_readme_is_short_starts_with_the_two_commands_and_links_to_files_that_ex
     assert "embedeval nolima --out runs/nolima" in first_block and "python -m pytest" in first_block
     targets = re.findall(r"\]\(([^)#]+)\)", readme)
     assert targets and all((REPO_ROOT / t).exists() for t in targets if not t.startswith("http")), targets
+
+
+def test_ci_runs_the_readmes_test_command_step_by_step_and_it_installs_a_browser():
+    """Issue 31, part 4: README's command 2 works as written on a fresh machine (tests/browser.py
+    installs Chromium when no browser is found), and .ci/run runs exactly its steps, in order."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    first_block = readme.split("```bash\n", 1)[1].split("```", 1)[0]
+    commands = [line for line in first_block.splitlines() if line and not line.startswith("#")]
+    steps = [step.strip() for step in commands[1].split("&&")]
+    assert steps == ['. .venv/bin/activate', 'pip install -c constraints.txt -e ".[test]"', "python tests/browser.py", "python -m pytest"]
+    ci = [line.strip() for line in (REPO_ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    assert all(step in ci for step in steps), [step for step in steps if step not in ci]
+    assert [ci.index(step) for step in steps] == sorted(ci.index(step) for step in steps)
+    assert "apt-get" not in "\n".join(ci)  # one installer: tests/browser.py

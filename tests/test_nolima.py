@@ -1,5 +1,6 @@
 import json
 import os
+import re
 import shutil
 from dataclasses import replace
 
@@ -200,6 +201,21 @@ def test_metrics_and_report_are_recomputed_when_what_they_come_from_changes(run,
     run_nolima(config, progress=False, cache_dir=cache)  # the half-written outputs are not taken as fresh
     assert calls == [100, 100, 200, 200]
     assert _outputs(tmp_path / "copy") == _outputs(run.out)  # back to the fixture's settings: the same bytes
+
+
+def test_the_bootstrap_and_the_figures_say_what_they_do_on_stderr_unless_quiet(run, tmp_path, capsys):
+    """Issue 31, part 5: the two long steps after the embedding bars show a step line with the time."""
+    shutil.copytree(run.out, tmp_path / "copy")
+    config = replace(run.config, out=str(tmp_path / "copy"), n_bootstrap=120)  # the intervals and the report made again
+    run_nolima(config, progress=True, cache_dir=run.out.parent / "cache")
+    printed = capsys.readouterr()
+    lines = [line.rsplit("\r", 1)[-1] for line in printed.err.splitlines()]
+    for step in [r"metrics and break points with bootstrap intervals \(120 resamples\) \.\.\. done in \d+\.\d s",
+                 r"figures, report\.md and report\.html \.\.\. done in \d+\.\d s"]:
+        assert any(re.fullmatch(step, line) for line in lines), (step, lines)
+    assert printed.out == ""
+    run_nolima(replace(config, n_bootstrap=130), progress=False, cache_dir=run.out.parent / "cache")
+    assert capsys.readouterr() == ("", "")
 
 
 def test_top_level_api_and_edited_needles_rebuild_haystacks(run, tmp_path):

@@ -1,5 +1,6 @@
 """report.html (issue 25, item 3): one self-contained file with the sections of report.md, checked in
-a real headless browser (Debian's Chromium, which .ci/run installs): every image loads, nothing
+a real headless browser (Chromium, Chrome or Edge: tests/browser.py finds one, or installs Chromium
+for README's test command and .ci/run): every image loads, nothing
 comes from outside the file, and the page fits a 1280 px and a phone-sized viewport."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import threading
 import pytest
 from typer.testing import CliRunner
 
+from browser import NoBrowser, find_browser
 from conftest import own_cache
 from embedeval.cli import app
 
@@ -54,8 +56,10 @@ def run_dir(tmp_path_factory, books_dir):
 
 
 def chromium(*args: str, cwd) -> str:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert browser, "Chromium is not installed (.ci/run installs Debian's chromium package)"
+    try:
+        browser = find_browser()
+    except NoBrowser as missing:
+        pytest.fail(str(missing), pytrace=False)  # one line: what to install (never a skip)
     done = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={cwd / 'profile'}", *args], capture_output=True,
                           text=True, timeout=120, cwd=cwd)
     assert done.returncode == 0, done.stderr[-2000:]

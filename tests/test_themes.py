@@ -5,6 +5,7 @@ in the embedding space, percentiles by hand), reruns, and bad input as one line.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -64,12 +65,18 @@ def topic_books(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def themes_run(topic_books, tmp_path_factory):
+def themes_cli(topic_books, tmp_path_factory):
+    """The run (without --quiet) and what the command printed."""
     out = tmp_path_factory.mktemp("themes") / "run"
     with own_cache(tmp_path_factory):
-        result = CliRunner().invoke(app, ["themes", "--corpus", f"dir:{topic_books}", *SMALL, "--out", str(out), "-q"])
+        result = CliRunner().invoke(app, ["themes", "--corpus", f"dir:{topic_books}", *SMALL, "--out", str(out)])
     assert result.exit_code == 0, result.output
-    return out
+    return out, result
+
+
+@pytest.fixture(scope="module")
+def themes_run(themes_cli):
+    return themes_cli[0]
 
 
 def test_three_written_topics_come_back_as_three_clusters_with_representatives_of_one_topic(themes_run):
@@ -247,6 +254,26 @@ def test_a_rerun_gives_the_same_clusters_and_tables(themes_run, topic_books, tmp
     assert (themes_run / "clusters.csv").read_bytes() == (again / "clusters.csv").read_bytes()
 
 
+def test_each_long_step_says_what_it_does_on_stderr_and_quiet_silences_it(themes_cli, topic_books, tmp_path):
+    """Issue 31, part 5: after the embedding bar, UMAP (with its epochs' bar), HDBSCAN, the 2-D map
+    and the figure each show a step line with the time it took; --quiet shows none; stdout is the same."""
+    out, loud = themes_cli
+    lines = [line.rsplit("\r", 1)[-1] for line in loud.stderr.splitlines()]
+    done = r" \.\.\. done in \d+\.\d s"
+    for step in [rf"corpus dir:\S+ cut into sentences:1-3 chunks{done}", rf"UMAP: \d+ points to 5 dimensions{done}",
+                 rf"HDBSCAN on \d+ points{done}", rf"UMAP for the map: \d+ points to 2 dimensions{done}",
+                 rf"top terms and representatives of 3 clusters{done}", rf"the map and report.md{done}"]:
+        assert any(re.fullmatch(step, line) for line in lines), (step, lines)
+    assert "UMAP epochs" in loud.stderr and "UMAP for the map epochs" in loud.stderr  # umap-learn's bars, cleared after
+    assert "Construct fuzzy simplicial set" not in loud.output  # not umap-learn's verbose lines
+    quiet = CliRunner().invoke(app, ["themes", "--corpus", f"dir:{topic_books}", *SMALL, "--out", str(tmp_path / "q"), "-q"])
+    assert quiet.exit_code == 0, quiet.output
+    assert quiet.stderr == ""
+    without_times = [line for line in loud.stdout.splitlines() if not line.startswith(("time:", "wrote"))]
+    assert without_times == [line for line in quiet.stdout.splitlines() if not line.startswith(("time:", "wrote"))]
+    assert len(loud.stdout.splitlines()) == 3 and loud.stdout.splitlines()[-1] == f"wrote {out}/report.md"
+
+
 def test_similarity_absence_reads_the_themes_chunks(themes_run, tmp_path):
     out = tmp_path / "absence.csv"
     result = CliRunner().invoke(app, ["similarity", "absence", "--themes", str(themes_run), "--top-k", "3", "--groups",
@@ -291,3 +318,53 @@ def test_bad_theme_inputs_are_one_line(themes_run, topic_books, tmp_path):
     result = run("membership", str(themes_run), "--pairs", str(pairs), "--min-outside-percentile", "101", "--out", str(tmp_path / "m.csv"))
     assert result.exit_code != 0 and "--min-outside-percentile must be in [0, 100], not 101.0" in result.output
     assert not (tmp_path / "m.csv").exists()
+
+
+#: 25 clusters of 10-18 chunks, sizes tied in threes and twos: cluster c has 10 + c % 9 chunks.
+TIED_SIZES = {c: 10 + c % 9 for c in range(25)}
+#: Their order by size, ties to the smaller number (written out by hand); tab20 colours the first 18.
+BY_SIZE = [8, 17, 7, 16, 6, 15, 24, 5, 14, 23, 4, 13, 22, 3, 12, 21, 2, 11, 20, 1, 10, 19, 0, 9, 18]
+
+
+def test_the_largest_clusters_get_the_palettes_colours_and_the_rest_grey():
+    """Issue 31, part 5: 198 clusters no longer cycle through 20 colours."""
+    from embedeval.report.themes import NOISE_COLOUR, OTHER_COLOUR, cluster_colours, palette_colours
+
+    palette = palette_colours("tab20")
+    assert len(palette) == 18 and len(set(palette)) == 18  # tab20 less its two greys
+    assert all(not r == g == b for r, g, b, _ in palette) and OTHER_COLOUR not in palette and NOISE_COLOUR not in palette
+    shuffled = dict(reversed({-1: 40, **TIED_SIZES}.items()))
+    colours = cluster_colours(shuffled, "tab20")
+    assert colours == cluster_colours({**TIED_SIZES, -1: 40}, "tab20")  # the order of the mapping does not matter
+    assert [colours[c] for c in BY_SIZE[:18]] == palette  # one colour each, the largest first
+    assert {colours[c] for c in BY_SIZE[18:]} == {OTHER_COLOUR} and colours[-1] == NOISE_COLOUR
+    assert cluster_colours({3: 5, 1: 5}, "tab20") == {1: palette[0], 3: palette[1]}
+    assert cluster_colours({}, "tab20") == {}
+
+
+def test_the_map_draws_and_names_only_the_coloured_clusters():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from embedeval.report.themes import NOISE_COLOUR, OTHER_COLOUR, draw_map, palette_colours
+
+    rng = np.random.default_rng(0)
+    labels = np.repeat([*TIED_SIZES, -1], [*TIED_SIZES.values(), 40])
+    table = pd.DataFrame({"cluster": labels, "x": rng.normal(size=labels.size), "y": rng.normal(size=labels.size)})
+    fig, ax = plt.subplots()
+    try:
+        draw_map(ax, table.sample(frac=1, random_state=1), "tab20")
+        drawn = {c.get_label(): (tuple(c.get_facecolors()[0]), len(c.get_offsets())) for c in ax.collections}
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        numbers = [t.get_text() for t in ax.texts]
+    finally:
+        plt.close(fig)
+    grey = BY_SIZE[18:]
+    assert drawn.pop("noise (40 chunks)") == (NOISE_COLOUR, 40)
+    assert sum(TIED_SIZES[c] for c in grey) == 75
+    assert drawn.pop("7 smaller clusters (75 chunks)") == (OTHER_COLOUR, 75)
+    assert drawn == {f"{c}: {TIED_SIZES[c]} chunks": (colour, TIED_SIZES[c]) for c, colour in zip(BY_SIZE, palette_colours("tab20"))}
+    assert legend == ["noise (40 chunks)", "7 smaller clusters (75 chunks)", *(f"{c}: {TIED_SIZES[c]} chunks" for c in BY_SIZE[:18])]
+    assert numbers == [str(c) for c in BY_SIZE[:18]]  # only the coloured clusters are numbered on the map

@@ -37,6 +37,7 @@ from embedeval.breaks import BreakRule, break_points
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
 from embedeval.plan import EmbedderPlan, plan_of
 from embedeval.report import REPORT_FILES, pool_size, write_report
+from embedeval.progress import step
 from embedeval.run import SCORED_TABLES, RunWriter
 from embedeval.versions import package_versions
 from embedeval.expansion import query_forms
@@ -220,11 +221,13 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
             metrics, breaks = writer.read_derived()
         else:
             forget_outputs(out)
-            metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.grid.seed, retrieval=retrieval)
-            breaks = break_points(metrics, retrieval, config.rule(), config.n_bootstrap, config.grid.seed)
+            with step(f"metrics and break points with bootstrap intervals ({config.n_bootstrap:,} resamples)", progress):
+                metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.grid.seed, retrieval=retrieval)
+                breaks = break_points(metrics, retrieval, config.rule(), config.n_bootstrap, config.grid.seed)
             derived = writer.write_derived(metrics, breaks)
-            write_report(out, metrics, similarities, breaks, config.rule(), config=settings,
-                         candidates=pool_size(retrieval))
+            with step("figures, report.md and report.html", progress):
+                write_report(out, metrics, similarities, breaks, config.rule(), config=settings,
+                             candidates=pool_size(retrieval))
             figures = [str(p.relative_to(out)) for p in sorted((out / "figures").glob("*.png"))]
             record_outputs(out, digest, [*derived, *REPORT_FILES, *figures])
         writer.finish(settings)  # last, so config.json always describes the tables beside it

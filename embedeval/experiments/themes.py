@@ -50,6 +50,7 @@ from embedeval.labels import NOISE
 from embedeval.report.themes import map_figure, themes_report
 from embedeval.versions import package_version, package_versions
 from embedeval.metrics import mmr, nearest_cosines, neighbour_similarity, percentile_rank
+from embedeval.progress import bar_options, step
 
 #: Packages whose versions must match for pickled models to be read back.
 MODEL_PACKAGES = ("umap-learn", "hdbscan", "pynndescent", "numba", "numpy", "scikit-learn")
@@ -126,15 +127,21 @@ class ThemesResult:
     timings: dict[str, float]
 
 
-def fit_umap(vectors: np.ndarray, settings: UmapSettings, seed: int):
+def fit_umap(vectors: np.ndarray, settings: UmapSettings, seed: int, what: str = "UMAP", progress: bool = False):
     """UMAP fitted on ``vectors`` (cosine metric, ``random_state=seed``: single-threaded and
-    deterministic). Neighbours and components are capped for a small corpus (n - 1 and n - 2)."""
+    deterministic). Neighbours and components are capped for a small corpus (n - 1 and n - 2).
+    ``progress``: a step line (``what``, the points and dimensions, the time) with the bar of
+    UMAP's epochs below it (umap-learn's own bar; its ``verbose`` lines on stdout stay off)."""
     import umap
 
     n = len(vectors)
-    reducer = umap.UMAP(n_neighbors=min(settings.neighbors, n - 1), min_dist=settings.min_dist,
-                        n_components=min(settings.components, n - 2), metric="cosine", random_state=seed, n_jobs=1, low_memory=True)
-    reduced = reducer.fit_transform(vectors)
+    components = min(settings.components, n - 2)
+    reducer = umap.UMAP(n_neighbors=min(settings.neighbors, n - 1), min_dist=settings.min_dist, n_components=components,
+                        metric="cosine", random_state=seed, n_jobs=1, low_memory=True,
+                        tqdm_kwds=bar_options(f"{what} epochs", "epoch", progress))
+    with step(f"{what}: {n:,} points to {components} dimensions", progress):
+        reduced = reducer.fit_transform(vectors)
+    reducer.tqdm_kwds = None  # the pickled model shows no bar when it places needles later
     return reducer, reduced
 
 
@@ -176,9 +183,10 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
     config = config or ThemesConfig()
     config.validate()
     clock = time.perf_counter()
-    corpus = load_corpus(config.corpus)
-    require_books(corpus, config.min_books, purpose="themes are found in")
-    chunks = chunk_corpus(corpus, config.chunker, seed=config.seed)
+    with step(f"corpus {config.corpus} cut into {config.chunker} chunks", progress):
+        corpus = load_corpus(config.corpus)
+        require_books(corpus, config.min_books, purpose="themes are found in")
+        chunks = chunk_corpus(corpus, config.chunker, seed=config.seed)
     least = max(config.hdbscan.min_cluster_size, config.hdbscan.min_samples) + 2
     if len(chunks) < least:
         raise CorpusError(f"corpus {config.corpus} gives {len(chunks)} chunks; clustering with `hdbscan.min_cluster_size` "
@@ -193,11 +201,12 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
         vectors = model.embed(texts, kind="document")
         timings["embedding"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        reducer, reduced = fit_umap(vectors, config.umap, config.seed)
+        reducer, reduced = fit_umap(vectors, config.umap, config.seed, progress=progress)
         timings["umap"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        clusterer = hdbscan.HDBSCAN(min_cluster_size=config.hdbscan.min_cluster_size, min_samples=config.hdbscan.min_samples,
-                                    prediction_data=True).fit(reduced)
+        with step(f"HDBSCAN on {len(reduced):,} points", progress):
+            clusterer = hdbscan.HDBSCAN(min_cluster_size=config.hdbscan.min_cluster_size, min_samples=config.hdbscan.min_samples,
+                                        prediction_data=True).fit(reduced)
         labels, probabilities = clusterer.labels_.astype(int), clusterer.probabilities_.astype(float)
         timings["hdbscan"] = time.perf_counter() - clock
         found = sorted(set(labels) - {NOISE}, key=lambda c: (-int((labels == c).sum()), c))
@@ -207,20 +216,22 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
                              f"{config.hdbscan.min_samples}) or fewer `umap.components`",
                              "hdbscan.min_cluster_size", "hdbscan.min_samples", "umap.components")
         clock = time.perf_counter()
-        _, flat = fit_umap(reduced, UmapSettings(config.umap.neighbors, config.umap.min_dist, 2), config.seed)  # the 2-D map
+        _, flat = fit_umap(reduced, UmapSettings(config.umap.neighbors, config.umap.min_dist, 2), config.seed,
+                           what="UMAP for the map", progress=progress)  # the 2-D map
         timings["map"] = time.perf_counter() - clock
         # clusters renumbered by size, largest first: cluster 0 is the corpus's main theme
         rank = {c: i for i, c in enumerate(found)}
         labels = np.array([rank.get(c, NOISE) for c in labels])
-        terms = top_terms(texts, labels, list(range(len(found))))
         table = pd.DataFrame({"chunk_id": [c.id for c in chunks], "book": [c.book for c in chunks], "text": texts,
                               "cluster": labels, "probability": probabilities, "x": flat[:, 0], "y": flat[:, 1]})
         rows = []
-        for c in range(len(found)):
-            members = np.flatnonzero(labels == c)
-            picks = representatives(vectors, members, config.representatives, config.mmr_lambda)
-            rows.append({"cluster": c, "size": int(members.size), "share": members.size / len(chunks),
-                         "representatives": ";".join(chunks[i].id for i in picks), "top_terms": ";".join(terms[c])})
+        with step(f"top terms and representatives of {len(found)} clusters", progress):
+            terms = top_terms(texts, labels, list(range(len(found))))
+            for c in range(len(found)):
+                members = np.flatnonzero(labels == c)
+                picks = representatives(vectors, members, config.representatives, config.mmr_lambda)
+                rows.append({"cluster": c, "size": int(members.size), "share": members.size / len(chunks),
+                             "representatives": ";".join(chunks[i].id for i in picks), "top_terms": ";".join(terms[c])})
         clusters = pd.DataFrame(rows, columns=["cluster", "size", "share", "representatives", "top_terms"])
         with atomic_path(out / "umap.joblib") as tmp:
             joblib.dump(reducer, tmp)
@@ -228,8 +239,9 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
             joblib.dump(clusterer, tmp)
         write_table(table, out / "chunks.parquet")
         write_table(clusters, out / "clusters.csv")
-        map_figure(table, out / "figures" / "map.png")
-        write_text_atomic(out / "report.md", themes_report(config, table, clusters))
+        with step("the map and report.md", progress):
+            map_figure(table, out / "figures" / "map.png")
+            write_text_atomic(out / "report.md", themes_report(config, table, clusters))
         manifest = {"settings": config.model_settings(), "representatives": config.representatives,
                     "mmr_lambda": config.mmr_lambda, "embedder_fingerprint": model.fingerprint, "packages": package_versions(MODEL_PACKAGES, python=False),
                     "cluster_order": [int(c) for c in found], "timings": timings}

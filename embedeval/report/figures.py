@@ -29,7 +29,8 @@ def _series_label(embedder: str, form: str, forms: list[str]) -> str:
     return embedder if len(forms) == 1 else f"{embedder} [{form}]"
 
 
-def _save(fig, path: Path) -> None:
+def save_figure(fig, path: Path) -> None:
+    """``fig`` written to ``path`` as a PNG (atomically) and closed."""
     import matplotlib.pyplot as plt
 
     with atomic_path(path) as tmp:
@@ -69,7 +70,7 @@ def line_figure(metrics: pd.DataFrame, metric: str, ylabel: str, path: Path, hli
         _length_axis(ax, data["length"])
     axes[0][0].set_ylabel(ylabel)
     axes[0][-1].legend(fontsize=8)
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def recall_figure(metrics: pd.DataFrame, path: Path, candidates: int | None = None) -> None:
@@ -99,7 +100,7 @@ def recall_figure(metrics: pd.DataFrame, path: Path, candidates: int | None = No
         _length_axis(ax, data["length"])
     axes[0][0].set_ylabel("recall@k: share of needle haystacks in the top k")
     axes[0][-1].legend(fontsize=7)
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def heatmap_figure(tables: dict[str, pd.DataFrame], title: str, path: Path, cmap: str = "viridis") -> None:
@@ -122,7 +123,7 @@ def heatmap_figure(tables: dict[str, pd.DataFrame], title: str, path: Path, cmap
         ax.set_title(f"{title}\n{name}", fontsize=9)
         ax.set_xlabel("haystack length (tokens)")
         fig.colorbar(image, ax=ax, shrink=0.8)
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def expansion_figure(metrics: pd.DataFrame, variant: str, path: Path) -> None:
@@ -145,4 +146,4 @@ def expansion_figure(metrics: pd.DataFrame, variant: str, path: Path) -> None:
         ax.set_title(f"{title} by query form ({variant})")
         _length_axis(ax, data["length"])
     axes[0][1].legend(fontsize=8)
-    _save(fig, path)
+    save_figure(fig, path)

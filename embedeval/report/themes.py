@@ -1,38 +1,80 @@
-"""The corpus themes' report: the 2-D map of the chunks (:func:`map_figure`) and ``report.md``
-(:func:`themes_report`), from the tables :func:`~embedeval.experiments.themes.run_themes` makes."""
+"""The corpus themes' report: the 2-D map of the chunks (:func:`map_figure`, coloured by
+:func:`cluster_colours`) and ``report.md`` (:func:`themes_report`), from the tables
+:func:`~embedeval.experiments.themes.run_themes` makes."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
 
-from embedeval.io import atomic_path
+from embedeval.defaults import DEFAULT_MAP_PALETTE
 from embedeval.labels import NOISE
+from embedeval.report.figures import save_figure
+
+#: The clusters the map does not colour, and noise (lighter).
+OTHER_COLOUR = (0.6, 0.6, 0.6, 1.0)
+NOISE_COLOUR = (0.85, 0.85, 0.85, 1.0)
 
 
-def map_figure(table: pd.DataFrame, path: Path, labelled: int = 8) -> None:
-    """The 2-D map of the chunks coloured by cluster (noise grey), the ``labelled`` largest named."""
+def palette_colours(palette: str = DEFAULT_MAP_PALETTE) -> list[tuple]:
+    """The distinct colours of a listed matplotlib colormap (``tab20``) in its order, greys left out
+    (they would read as "not coloured")."""
+    import matplotlib
+
+    colours = [tuple(float(v) for v in matplotlib.colors.to_rgba(c)) for c in matplotlib.colormaps[palette].colors]
+    return [c for c in dict.fromkeys(colours) if not c[0] == c[1] == c[2]]
+
+
+def cluster_colours(sizes: Mapping[int, int], palette: str = DEFAULT_MAP_PALETTE) -> dict[int, tuple]:
+    """{cluster: RGBA colour}: the largest clusters of ``sizes`` ({cluster: chunks}; by size, ties to
+    the smaller cluster number), as many as the palette has colours (:func:`palette_colours`), one
+    colour each in the palette's order; every other cluster :data:`OTHER_COLOUR`, noise
+    (:data:`~embedeval.labels.NOISE`) :data:`NOISE_COLOUR`."""
+    colours = palette_colours(palette)
+    order = sorted((c for c in sizes if c != NOISE), key=lambda c: (-sizes[c], c))
+    assigned = {c: colours[i] if i < len(colours) else OTHER_COLOUR for i, c in enumerate(order)}
+    return {**assigned, **({NOISE: NOISE_COLOUR} if NOISE in sizes else {})}
+
+
+def draw_map(ax, table: pd.DataFrame, palette: str = DEFAULT_MAP_PALETTE) -> None:
+    """The chunks (``x``, ``y``, ``cluster``) on ``ax``: noise and the uncoloured clusters first, in
+    their greys, then each coloured cluster (:func:`cluster_colours`), numbered beside its median
+    and named in the legend with its size."""
+    sizes = table["cluster"].value_counts().to_dict()
+    colours = cluster_colours(sizes, palette)
+    coloured = sorted((c for c, colour in colours.items() if colour not in (OTHER_COLOUR, NOISE_COLOUR)),
+                      key=lambda c: (-sizes[c], c))
+    noise = table[table["cluster"] == NOISE]
+    if len(noise):
+        ax.scatter(noise["x"], noise["y"], s=3, color=NOISE_COLOUR, label=f"noise ({len(noise):,} chunks)")
+    others = table[table["cluster"].isin([c for c, colour in colours.items() if colour == OTHER_COLOUR])]
+    if len(others):
+        ax.scatter(others["x"], others["y"], s=3, color=OTHER_COLOUR,
+                   label=f"{others['cluster'].nunique()} smaller clusters ({len(others):,} chunks)")
+    for c in coloured:
+        group = table[table["cluster"] == c]
+        ax.scatter(group["x"], group["y"], s=8, color=colours[c], label=f"{c}: {sizes[c]:,} chunks")
+        ax.annotate(str(c), (group["x"].median(), group["y"].median()), xytext=(6, 6), textcoords="offset points", fontsize=8,
+                    weight="bold", ha="left", va="bottom", bbox={"boxstyle": "round", "fc": "white", "ec": colours[c], "alpha": 0.8})
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, markerscale=3, frameon=False)
+    ax.set_title("corpus themes: chunks by UMAP, the largest HDBSCAN clusters coloured (0 = largest)")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def map_figure(table: pd.DataFrame, path: Path, palette: str = DEFAULT_MAP_PALETTE) -> None:
+    """``path``: the PNG of :func:`draw_map`."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 6.5))
-    noise = table[table["cluster"] == NOISE]
-    ax.scatter(noise["x"], noise["y"], s=3, color="lightgrey", label="noise")
-    for c, group in table[table["cluster"] != NOISE].groupby("cluster"):
-        ax.scatter(group["x"], group["y"], s=4, color=plt.cm.tab20(c % 20))
-        if c < labelled:
-            ax.annotate(str(c), (group["x"].median(), group["y"].median()), fontsize=11, weight="bold",
-                        ha="center", va="center", bbox={"boxstyle": "round", "fc": "white", "alpha": 0.8})
-    ax.set_title("corpus themes: chunks by UMAP, coloured by HDBSCAN cluster (0 = largest)")
-    ax.set_xticks([])
-    ax.set_yticks([])
+    fig, ax = plt.subplots(figsize=(9.5, 6.5))
+    draw_map(ax, table, palette)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def themes_report(config, table: pd.DataFrame, clusters: pd.DataFrame, shown: int = 5) -> str:
