@@ -278,7 +278,7 @@ def nolima(
     `--embedder bm25` adds a lexical baseline (BM25 over the haystacks of each length).
     `--plan` prints what the sweep would embed, send, cost and take, and stops."""
     from embedeval.experiments.nolima import NolimaConfig, plan_nolima, run_nolima
-    from embedeval.embedders.http import APIEmbedder
+    from embedeval.plan import PRICES_READ
     from embedeval.breaks import break_sentence
     from embedeval.report import series_note
 
@@ -295,7 +295,7 @@ def nolima(
     )
     if plan.wanted:
         plans = plan_nolima(config, cache_dir=embedders.cache_dir, prices=plan.prices, calibrate=plan.plan, progress=not quiet)
-        if plan.settle(plans, APIEmbedder.prices_read):
+        if plan.settle(plans, PRICES_READ):
             return
     result = run_nolima(config, progress=not quiet, cache_dir=embedders.cache_dir, commit_every=commit_every)
     for spec, why in result.skipped:
@@ -383,7 +383,7 @@ def _write_similarity_table(frame, out: Path) -> None:
 @similarity_app.command("needle-question")
 @with_option_groups
 def similarity_needle_question(out: OutTable, needles: NeedleOptions, pairs: PairOptions, embedders: EmbedderOptions,
-                               quiet: Quiet = False) -> None:
+                               plan: PlanOptions = PlanOptions(), quiet: Quiet = False) -> None:
     """Cosine of each question with each of its needles, per embedder, with mean and std across them.
 
     Rows come from a needle set (one per group x variant) or a --pairs file (one per pair, keeping
@@ -392,13 +392,16 @@ def similarity_needle_question(out: OutTable, needles: NeedleOptions, pairs: Pai
 
     check_output_file(out, TABLE_SUFFIXES)
     source = pairs.load(needles)
-    _write_similarity_table(needle_question_similarity(source, embedders.load(quiet)), out)
+    models = plan.models_after(embedders, quiet, lambda models: needle_question_similarity(source, models))
+    if models is not None:
+        _write_similarity_table(needle_question_similarity(source, models), out)
 
 
 @similarity_app.command("distractor-question")
 @with_option_groups
 def similarity_distractor_question(out: OutTable, needles: NeedleOptions, embedders: EmbedderOptions,
-                                   distractors_file: DistractorsFileOpt = None, quiet: Quiet = False) -> None:
+                                   distractors_file: DistractorsFileOpt = None, plan: PlanOptions = PlanOptions(),
+                                   quiet: Quiet = False) -> None:
     """Cosine of each distractor with its question, per embedder, with mean and std across them.
 
     Distractors come from the needle set (a group's `distractors`: a list, or lists by query form,
@@ -411,7 +414,9 @@ def similarity_distractor_question(out: OutTable, needles: NeedleOptions, embedd
     needle_set = grid_needle_set(needles.path, needles.group_ids, distractors_file=distractors_file)
     if not any(g.distractors for g in needle_set.groups):
         raise InputError(f"needle set {needle_set.name!r} has no distractors")
-    _write_similarity_table(distractor_question_similarity(needle_set, embedders.load(quiet)), out)
+    models = plan.models_after(embedders, quiet, lambda models: distractor_question_similarity(needle_set, models))
+    if models is not None:
+        _write_similarity_table(distractor_question_similarity(needle_set, models), out)
 
 
 @similarity_app.command("needle-haystack")
@@ -425,6 +430,7 @@ def similarity_needle_haystack(
     top_k: Annotated[int, typer.Option("--top-k", help="Chunks averaged per needle.")] = DEFAULT_TOP_K,
     index: Annotated[str, typer.Option("--index", help="faiss or chroma.")] = DEFAULT_INDEX,
     chroma_url: ChromaUrlOpt = None,
+    plan: PlanOptions = PlanOptions(),
     quiet: Quiet = False,
 ) -> None:
     """Mean cosine of each needle with its top-k corpus chunks, per embedder, with mean and std.
@@ -441,7 +447,10 @@ def similarity_needle_haystack(
     chunking.check()
     source = pairs.load(needles)
     chunks = chunking.chunks()  # before the models: a corpus mistake is reported at once
-    models = embedders.load(quiet)
+    models = plan.models_after(embedders, quiet, lambda models: needle_haystack_similarity(
+        source, chunks, models, top=top_k, chunk_origin=chunking.origin))  # a plan's stand-in vectors stay out of chroma
+    if models is None:
+        return
     table = needle_haystack_similarity(source, chunks, models, top=top_k, index=index, chroma_url=chroma_url,
                                        chunk_origin=chunking.origin)
     _write_similarity_table(table, out)
@@ -500,6 +509,7 @@ def themes(
     settings: ThemeOptions,
     out: Annotated[Optional[Path], typer.Option("--out", help="Run directory for chunks.parquet, clusters.csv, report.md, figures/map.png and the fitted models.")] = None,
     cache_dir: CacheDir = None,
+    plan: PlanOptions = PlanOptions(),
     quiet: Quiet = False,
 ) -> None:
     """Find a corpus's themes: 1-3-sentence chunks, embedded, UMAP, HDBSCAN, MMR representatives and top
@@ -507,11 +517,14 @@ def themes(
     needles against them."""
     if ctx.invoked_subcommand is not None:
         return
-    from embedeval.experiments.themes import run_themes
+    from embedeval.experiments.themes import plan_themes, run_themes
+    from embedeval.plan import PRICES_READ
 
     if out is None:
         raise InputError("--out is required: the run directory for the themes")
     config = settings.config(out)
+    if plan.wanted and plan.settle(plan_themes(config, cache_dir, plan.prices, calibrate=plan.plan, progress=not quiet), PRICES_READ):
+        return
     result = run_themes(config, progress=not quiet, cache_dir=cache_dir)
     clusters, chunks = result.clusters, result.chunks
     typer.echo(f"{len(chunks)} chunks, {len(clusters)} clusters, noise {(chunks['cluster'] == -1).mean():.1%}; "

@@ -33,7 +33,7 @@ from embedeval.embedders.options import APIOptions as SpecAPIOptions, LocalOptio
 from embedeval.embedders.registry import API_EMBEDDERS, load_embedder, select_embedders
 from embedeval.errors import InputError
 from embedeval.paths import CACHE_ENV
-from embedeval.plan import check_max_cost, format_plans, parse_prices, plans_json
+from embedeval.plan import PRICES_READ, check_max_cost, format_plans, parse_prices, plan_of, plans_json
 
 CacheDir = Annotated[
     Optional[Path],
@@ -221,13 +221,16 @@ class EmbedderOptions(APIOptions, _EmbedderChoice):
     def executor_settings(self) -> Executor:
         return Executor(self.executor, self.workers, self.ray_address)
 
-    def load(self, quiet: bool) -> list:
-        """Expand presets, check availability (echoing what is skipped), then load each embedder."""
+    def load(self, quiet: bool, plan: bool = False) -> list:
+        """Expand presets, check availability (echoing what is skipped), then load each embedder
+        (``plan``: recording ones, see :func:`~embedeval.embedders.registry.load_embedder`)."""
         self.executor_settings.check()
         usable, skipped = select_embedders(self.specs, self.skip_unavailable)
-        for spec, why in skipped:
-            typer.echo(f"skipped {spec} ({why})")
-        return [load_embedder(spec, cache_dir=self.cache_dir, progress=not quiet, executor=self.executor_settings) for spec in usable]
+        if not plan:
+            for spec, why in skipped:
+                typer.echo(f"skipped {spec} ({why})")
+        return [load_embedder(spec, cache_dir=self.cache_dir, progress=not quiet, executor=self.executor_settings, plan=plan)
+                for spec in usable]
 
 
 @dataclass
@@ -248,6 +251,17 @@ class PlanOptions:
     @property
     def prices(self) -> dict[str, float]:
         return parse_prices(self.price)
+
+    def models_after(self, embedders: EmbedderOptions, quiet: bool, work) -> list | None:
+        """The models a command embeds with, after its plan: with ``--plan`` or ``--max-cost``,
+        ``work(models)`` (the command's embedding steps) first runs on recording models and the plan
+        is settled (:meth:`settle`); None when the command stops there (``--plan``)."""
+        if self.wanted:
+            recorded = embedders.load(quiet, plan=True)
+            work(recorded)
+            if self.settle([plan_of(model, self.prices, calibrate=self.plan) for model in recorded], PRICES_READ):
+                return None
+        return embedders.load(quiet)
 
     def settle(self, plans: list, prices_read: str) -> bool:
         """Print the plans with ``--plan`` (True: the command stops here), and refuse a run over

@@ -31,10 +31,14 @@ import numpy as np
 
 from embedeval.defaults import API_TOKEN_MARGIN, DEFAULT_PLAN_CALIBRATION_TEXTS, DEFAULT_SEED
 from embedeval.embedders.cache import CachedEmbedder
-from embedeval.embedders.http import CHECK_TEXT
+from embedeval.embedders.http import CHECK_TEXT, APIEmbedder
 from embedeval.embedders.recorder import Recorder
 from embedeval.embedders.registry import canonical_spec
 from embedeval.errors import ConfigError
+
+
+#: When the providers' prices were read.
+PRICES_READ = APIEmbedder.prices_read
 
 
 @dataclass(frozen=True)

@@ -108,3 +108,16 @@ def test_prices_are_checked_and_named_by_canonical_spec():
     for bad in ["0.5", "openai:text-embedding-3-small=cheap", "openai:text-embedding-3-small=-1"]:
         with pytest.raises(ConfigError, match="SPEC=USD"):
             parse_prices([bad])
+
+
+def test_a_similarity_plan_is_what_the_command_then_sends(server, tmp_path):
+    spec = "openai:text-embedding-3-small"
+    args = ["similarity", "needle-question", "-e", spec, "--groups", ",".join(SMALL_GROUPS), "--out", str(tmp_path / "nq.csv"), "-q"]
+    planned = CliRunner().invoke(app, [*args, "--plan", "--json"])
+    assert planned.exit_code == 0, planned.output
+    (plan,) = json.loads(planned.output)["embedders"]
+    assert server.requests == [] and not (tmp_path / "nq.csv").exists()
+    run = CliRunner().invoke(app, args)
+    assert run.exit_code == 0, run.output
+    assert plan["requests"] == len(server.requests) and plan["tokens"] == server.script.tokens_received
+    assert plan["to_embed"] == sum(len(r["inputs"]) for r in server.requests) - 1  # all but the connection check

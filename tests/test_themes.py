@@ -368,3 +368,13 @@ def test_the_map_draws_and_names_only_the_coloured_clusters():
     assert drawn == {f"{c}: {TIED_SIZES[c]} chunks": (colour, TIED_SIZES[c]) for c, colour in zip(BY_SIZE, palette_colours("tab20"))}
     assert legend == ["noise (40 chunks)", "7 smaller clusters (75 chunks)", *(f"{c}: {TIED_SIZES[c]} chunks" for c in BY_SIZE[:18])]
     assert numbers == [str(c) for c in BY_SIZE[:18]]  # only the coloured clusters are numbered on the map
+
+
+def test_a_themes_plan_counts_the_chunks_the_run_embeds_and_writes_nothing(themes_run, topic_books, tmp_path):
+    out = tmp_path / "planned"
+    result = CliRunner().invoke(app, ["themes", "--corpus", f"dir:{topic_books}", *SMALL, "--out", str(out), "--plan", "--json", "-q"])
+    assert result.exit_code == 0, result.output
+    (plan,) = json.loads(result.output)["embedders"]
+    texts = pd.read_parquet(themes_run / "chunks.parquet")["text"]
+    assert plan["texts"] == plan["to_embed"] == texts.nunique() and plan["cached"] == 0  # this test's cache is empty
+    assert plan["tokens"] > plan["texts"] and plan["seconds"] > 0 and not out.exists()

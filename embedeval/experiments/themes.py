@@ -50,6 +50,7 @@ from embedeval.labels import NOISE
 from embedeval.report.themes import map_figure, themes_report
 from embedeval.versions import package_version, package_versions
 from embedeval.metrics import mmr, nearest_cosines, neighbour_similarity, percentile_rank
+from embedeval.plan import EmbedderPlan, plan_of
 from embedeval.progress import bar_options, step
 
 #: Packages whose versions must match for pickled models to be read back.
@@ -174,15 +175,19 @@ def representatives(vectors: np.ndarray, members: np.ndarray, k: int, lam: float
     return [int(members[i]) for i in mmr(cluster @ centroid, cluster @ cluster.T, k, lam)]
 
 
-def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_dir=None) -> ThemesResult:
-    """Run the recipe of the module docstring and write ``config.out``."""
-    import hdbscan
-    import joblib
-
-
-    config = config or ThemesConfig()
+def plan_themes(config: ThemesConfig, cache_dir=None, prices: dict[str, float] | None = None, calibrate: bool = True,
+                progress: bool = False) -> list[EmbedderPlan]:
+    """What :func:`run_themes` would embed, send, cost and take (:mod:`embedeval.plan`): the corpus
+    cut into chunks, their embedding recorded, nothing embedded or written."""
     config.validate()
-    clock = time.perf_counter()
+    chunks = _themes_chunks(config, progress)
+    model = load_embedder(config.embedder, cache_dir=cache_dir, plan=True)
+    model.embed([c.text for c in chunks], kind="document")
+    return [plan_of(model, prices, calibrate, config.seed)]
+
+
+def _themes_chunks(config: ThemesConfig, progress: bool) -> list[Chunk]:
+    """The corpus cut into the chunks the themes are found in; too few to cluster is one error."""
     with step(f"corpus {config.corpus} cut into {config.chunker} chunks", progress):
         corpus = load_corpus(config.corpus)
         require_books(corpus, config.min_books, purpose="themes are found in")
@@ -192,6 +197,18 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
         raise CorpusError(f"corpus {config.corpus} gives {len(chunks)} chunks; clustering with `hdbscan.min_cluster_size` "
                           f"{config.hdbscan.min_cluster_size} and `hdbscan.min_samples` {config.hdbscan.min_samples} needs at least "
                           f"{least}", "hdbscan.min_cluster_size", "hdbscan.min_samples")
+    return chunks
+
+
+def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_dir=None) -> ThemesResult:
+    """Run the recipe of the module docstring and write ``config.out``."""
+    import hdbscan
+    import joblib
+
+    config = config or ThemesConfig()
+    config.validate()
+    clock = time.perf_counter()
+    chunks = _themes_chunks(config, progress)
     model = load_embedder(config.embedder, cache_dir=cache_dir, progress=progress)
     texts = [c.text for c in chunks]
     timings: dict[str, float] = {}
