@@ -294,7 +294,8 @@ def nolima(
         executor=embedders.executor, workers=embedders.workers, ray_address=embedders.ray_address,
     )
     if plan.wanted:
-        plans = plan_nolima(config, cache_dir=embedders.cache_dir, prices=plan.prices, calibrate=plan.plan, progress=not quiet)
+        plans = plan_nolima(config, cache_dir=embedders.cache_dir, prices=plan.prices, calibrate=plan.plan, progress=not quiet,
+                            commit_every=commit_every)
         if plan.settle(plans, PRICES_READ):
             return
     result = run_nolima(config, progress=not quiet, cache_dir=embedders.cache_dir, commit_every=commit_every)

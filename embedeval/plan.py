@@ -7,16 +7,18 @@ the distinct inputs the run would ask for, which of them the cache holds, and wh
 would cost, while nothing is embedded, sent or stored. :func:`plan_of` turns one such model into
 an :class:`EmbedderPlan`:
 
-- ``texts``: distinct inputs (texts, or token-id sequences for a local model), ``cached`` of them
-  in the cache (``None`` for a server of one's own: its cache key needs the server's answer),
-  ``to_embed`` the rest;
+- ``texts``: the distinct vectors the run needs (of texts, token-id sequences for a local model,
+  or chunks for late chunking), ``cached`` of them in the cache (``None`` for a server of one's
+  own: its cache key needs the server's answer), ``to_embed`` the rest; ``inputs``: what the
+  model is given to make them (for late chunking the windows, one read again for each group of
+  ``commit_every`` chunks that needs it);
 - ``tokens``: for an API model the tokens sent (inputs cut to the window, plus the connection
   check), counted with ``tokenizer``; exact with the served model's own tokenizer, else an
   estimate within ``token_margin`` (:data:`~embedeval.defaults.API_TOKEN_MARGIN`); for a local
   model the content tokens it reads;
 - ``requests`` (API) and ``seconds``: for an API model ``period * max(tokens / tpm, requests /
   rpm)`` at its budget (a lower bound: latency aside); for a local model the time per input of
-  a timed sample of its inputs times ``to_embed`` (``calibrate``);
+  a timed sample of its inputs times ``inputs`` (``calibrate``);
 - ``usd = tokens / 1e6 * price`` and ``usd_high = usd * (1 + token_margin)``, the price in USD per
   million tokens from the provider's table or ``--price``; ``None`` where no price is known.
 """
@@ -24,6 +26,7 @@ an :class:`EmbedderPlan`:
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict, dataclass
 
@@ -49,6 +52,7 @@ class EmbedderPlan:
     texts: int
     cached: int | None
     to_embed: int
+    inputs: int
     tokens: int
     tokenizer: str
     token_margin: float
@@ -69,7 +73,7 @@ def parse_prices(items: list[str] | None) -> dict[str, float]:
             price = float(value)
         except ValueError:
             price = -1.0
-        if not sep or not spec or not price >= 0:
+        if not sep or not spec or not 0 <= price < math.inf:
             raise ConfigError(f"`prices` takes SPEC=USD per million tokens (e.g. openai:text-embedding-3-small=0.02), not {item!r}",
                               "prices")
         prices[canonical_spec(spec)] = price
@@ -80,7 +84,7 @@ def _timed_seconds(recorder: Recorder, n_sample: int, seed: int) -> tuple[float,
     """Seconds the recorded model would take for all its inputs: a random sample of them embedded
     for real (after two to warm up; nothing stored), its time per input times their number."""
     items = list(recorder.items)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed)  # the sample's time per input, times the inputs the run gives the model
     sample = [items[i] for i in rng.choice(len(items), size=min(n_sample + 2, len(items)), replace=False)]
 
     def embed(batch) -> None:
@@ -95,7 +99,7 @@ def _timed_seconds(recorder: Recorder, n_sample: int, seed: int) -> tuple[float,
     timed = sample[2:] or sample
     start = time.perf_counter()
     embed(timed)
-    return (time.perf_counter() - start) / len(timed) * len(items), len(timed)
+    return (time.perf_counter() - start) / len(timed) * recorder.inputs, len(timed)
 
 
 def plan_of(model, prices: dict[str, float] | None = None, calibrate: bool = True, seed: int = DEFAULT_SEED) -> EmbedderPlan:
@@ -104,26 +108,26 @@ def plan_of(model, prices: dict[str, float] | None = None, calibrate: bool = Tru
     recorder: Recorder = cache.inner if cache is not None else model
     api = recorder.api
     texts = len(cache.seen_keys) if cache is not None else len(recorder.items)
-    cached = len(cache.found_keys) if cache is not None else None
-    to_embed = len(recorder.items)
+    cached = len(cache.found_keys) if cache is not None and not recorder.asks_server else None
+    to_embed = texts - (cached or 0)
     given = (prices or {}).get(model.name)
     if api is None:
         seconds, basis = (0.0, "nothing to embed") if not to_embed else (None, "not estimated")
-        if calibrate and to_embed:
+        if calibrate and to_embed and recorder.items:
             seconds, n = _timed_seconds(recorder, DEFAULT_PLAN_CALIBRATION_TEXTS, seed)
             basis = f"from {n} of its inputs timed here"
         price = given if given is not None else 0.0
-        return EmbedderPlan(model.name, texts, cached, to_embed, recorder.tokens, f"{model.name} (its own)", 0.0, None,
+        return EmbedderPlan(model.name, texts, cached, to_embed, recorder.inputs, recorder.tokens, f"{model.name} (its own)", 0.0, None,
                             seconds, basis, price, recorder.tokens / 1e6 * price, recorder.tokens / 1e6 * price)
     _, check_tokens = api.fit([CHECK_TEXT])
-    tokens, requests = recorder.tokens + check_tokens[0], recorder.requests + 1
+    tokens, requests, inputs = recorder.tokens + check_tokens[0], recorder.requests + 1, recorder.inputs + 1
     budget = api.budget
     seconds = budget.period * max(tokens / budget.tpm, requests / budget.rpm)
     margin = 0.0 if api.exact_tokens else API_TOKEN_MARGIN
     price = given if given is not None else api.prices.get(api.model) if not api.options.own_server else None
     usd = None if price is None else tokens / 1e6 * price
     tokenizer = api.tokenizer_name + (" (the served model's own)" if api.exact_tokens else " (the reference, an estimate)")
-    return EmbedderPlan(model.name, texts, cached, to_embed, tokens, tokenizer, margin, requests, seconds,
+    return EmbedderPlan(model.name, texts, cached, to_embed, inputs, tokens, tokenizer, margin, requests, seconds,
                         f"at its budget of {budget.rpm:,} requests and {budget.tpm:,} tokens per {budget.period:g} s", price, usd,
                         None if usd is None else usd * (1 + margin))
 
@@ -133,6 +137,8 @@ def check_max_cost(plans: list[EmbedderPlan], max_cost: float | None) -> None:
     ``max_cost`` USD, or when an embedder that sends tokens has no price to tell."""
     if max_cost is None:
         return
+    if not 0 <= max_cost < math.inf:
+        raise ConfigError(f"`max_cost` must be a number of USD >= 0, not {max_cost}", "max_cost")
     unpriced = [p.embedder for p in plans if p.usd_high is None and p.tokens]
     if unpriced:
         raise ConfigError(f"no price known for {', '.join(unpriced)}, so `max_cost` cannot be kept: give `prices` SPEC=USD", "prices")

@@ -338,3 +338,32 @@ def test_a_hung_server_is_timed_out_and_retried_within_bounds(fake, monkeypatch)
     with pytest.raises(APIError, match="openai:text-embedding-3-small request failed: gave up after"):
         model.embed(["hang"])
     assert time.monotonic() - start < 10  # a 1.5-s budget: not the 2-s hang times 30 attempts
+
+
+def test_openais_tokenizer_offline_gives_tiktokens_ids_and_exact_cuts(fake):
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+
+    from embedeval.embedders.tokens import PROVIDER_TOKENIZERS, load_provider_counter
+
+    path, sha256, pattern = PROVIDER_TOKENIZERS["cl100k_base"]
+    data = __import__("importlib.resources").resources.files("tiktoken_ext").joinpath(path)
+    tiktoken_pattern = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+    encoding = tiktoken.Encoding("cl100k", pat_str=tiktoken_pattern,  # tiktoken's own, as tiktoken_ext.openai_public has it
+                                 mergeable_ranks=load_tiktoken_bpe(str(data), expected_hash=sha256), special_tokens={})
+    counter = load_provider_counter("cl100k_base")
+    texts = ["Hello world!", "naïve café 12345 — ÄÖÜ 日本語 🙂", "  spaces   and\ttabs\n\nnew lines ", "x" * 300,
+             " ".join(f"w{i}x{i * 7}" for i in range(2000))]
+    rng = np.random.default_rng(0)
+    alphabet = list("abcXYZ 0123456789.,;'!?-\n\t\u00e9\u00fc\u65e5\u0416") + ["'s", "'ll", "  ", "\r\n"]
+    texts += ["".join(rng.choice(alphabet, size=400)) for _ in range(30)]
+    for text in texts:
+        assert counter.ids([text])[0][0] == encoding.encode(text, disallowed_special=()), text
+    fake.script.count_tokens = counter.count
+    fake.script.max_input_tokens = 8191  # as OpenAI refuses a longer input
+    model = load_embedder("openai:text-embedding-3-small", cache=False)
+    assert model.tokenizer_name == "cl100k_base" and model.exact_tokens and "tokenizer=cl100k_base" in model.fingerprint
+    long_text = " ".join(f"w{i}x{i * 7}" for i in range(6000))  # about 24,000 cl100k tokens
+    model.embed([long_text])
+    (sent,) = fake.embedding_requests()[-1]["inputs"]
+    assert 8191 - 64 < len(encoding.encode(sent)) <= 8191 and long_text.startswith(sent)

@@ -111,3 +111,25 @@ def test_spec_options_are_checked_before_any_request(server):
     assert server.requests == []
     assert availability(spec_of(server)) == (True, f"a server of your own at {server.url}/v1")
     assert availability(spec_of(server, key_env="UNSET_KEY_VARIABLE")) == (False, "UNSET_KEY_VARIABLE is not set")
+
+
+def test_ollamas_latest_tag_is_the_untagged_name(server):
+    server.script.served = [{"id": "nomic-embed-text:latest"}]  # what Ollama lists for `ollama pull nomic-embed-text`
+    model = load_embedder(f"openai:nomic-embed-text?base_url={server.url}/v1&max_tokens=512", cache=False)
+    assert "served=nomic-embed-text:latest" in model.fingerprint
+
+
+def test_a_refused_key_names_the_variable_the_spec_names(server, monkeypatch):
+    server.script.served = [{"id": "m"}]
+    monkeypatch.setenv("MY_KEY", "bad-key")
+    with pytest.raises(APIError, match="check MY_KEY") as caught:
+        load_embedder(f"openai:m?base_url={server.url}/v1&max_tokens=64&key_env=MY_KEY", cache=False)
+    assert "OPENAI_API_KEY" not in str(caught.value) and "bad-key" not in str(caught.value)
+
+
+def test_a_tokenizer_folder_without_a_tokenizer_or_a_password_in_the_url_is_one_error(server, tmp_path):
+    with pytest.raises(ConfigError, match="holds no tokenizer"):
+        canonical_spec(f"openai:m?base_url={server.url}/v1&max_tokens=64&tokenizer=st:{tmp_path}")
+    with pytest.raises(ConfigError, match="must not hold a user or password"):
+        canonical_spec("openai:m?base_url=http://user:hunter2@127.0.0.1:8080/v1&max_tokens=64")
+    assert server.requests == []

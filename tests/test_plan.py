@@ -2,6 +2,7 @@
 (counted by a server on 127.0.0.1), and a plan embeds, sends and stores nothing."""
 
 import json
+import sqlite3
 
 import pytest
 from typer.testing import CliRunner
@@ -9,9 +10,10 @@ from typer.testing import CliRunner
 from embedeval.cli import app
 from embedeval.embedders import budget
 from embedeval.embedders.cache import EmbeddingCache
-from embedeval.embedders.tokens import load_token_counter
+from embedeval.embedders.tokens import load_provider_counter, load_token_counter
 from embedeval.errors import ConfigError
-from embedeval.plan import EmbedderPlan, check_max_cost, parse_prices
+from embedeval.embedders.registry import load_embedder
+from embedeval.plan import EmbedderPlan, check_max_cost, parse_prices, plan_of as plan_of_model
 from fake_api import FakeEmbeddingServer
 from test_nolima import SMALL_GROUPS
 
@@ -28,19 +30,20 @@ def plan_of(books_dir, out, *extra) -> dict:
     return {row["embedder"]: row for row in json.loads(result.output)["embedders"]}
 
 
-def cached_vectors(cache_dir) -> int:
+def cache_rows(cache_dir) -> dict[str, int]:
+    """Rows of each table of the embedding cache: vectors, token prefixes, model facts."""
     cache = EmbeddingCache(cache_dir)
-    try:
-        return cache.info()["vectors"]
-    finally:
-        cache.close()
+    cache.close()
+    with sqlite3.connect(cache.path) as db:
+        return {table: db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+                for table in ("embeddings", "token_prefixes", "model_facts")}
 
 
 def test_a_local_plan_counts_what_the_run_embeds_and_stores_nothing(books_dir, tmp_path, isolated_cache):
     out = tmp_path / "run"
-    before = cached_vectors(isolated_cache)
+    before = cache_rows(isolated_cache)
     plan = plan_of(books_dir, out)["st:all-MiniLM-L6-v2"]
-    assert cached_vectors(isolated_cache) == before and not (out / "haystacks.parquet").exists()
+    assert cache_rows(isolated_cache) == before and not out.exists()  # no vectors, token prefixes, model facts, run files
     assert plan["cached"] == 0 and plan["to_embed"] == plan["texts"] > 0 and plan["tokens"] > plan["texts"]
     assert plan["seconds"] > 0 and "timed here" in plan["time_basis"] and plan["usd"] == 0
     run = CliRunner().invoke(app, grid_args(books_dir, out))
@@ -52,13 +55,14 @@ def test_a_local_plan_counts_what_the_run_embeds_and_stores_nothing(books_dir, t
 
 @pytest.fixture
 def server(monkeypatch):
-    """A server counting each input's tokens with the reference tokenizer, as the plan does."""
+    """A server counting each input's tokens with OpenAI's tokenizer, as OpenAI bills them."""
     budget.reset()
-    counter = load_token_counter()
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-SECRET")
+    counter = load_provider_counter("cl100k_base")
     monkeypatch.setenv("EMBEDEVAL_RETRY_BASE_DELAY", "0.01")
     with FakeEmbeddingServer() as fake:
-        monkeypatch.setenv("OPENAI_BASE_URL", f"{fake.url}/v1")
+        for provider in ("OPENAI", "JINA"):
+            monkeypatch.setenv(f"{provider}_API_KEY", "sk-SECRET")
+            monkeypatch.setenv(f"{provider}_BASE_URL", f"{fake.url}/v1")
         fake.script.count_tokens = counter.count
         yield fake
     budget.reset()
@@ -75,12 +79,20 @@ def test_an_api_plan_is_what_the_run_sends_and_costs_tokens_times_price(server, 
     assert plan["to_embed"] == sum(len(r["inputs"]) for r in sent) - 1  # all but the connection check
     assert plan["requests"] == len(sent) and plan["tokens"] == server.script.tokens_received
     assert plan["usd"] == pytest.approx(plan["tokens"] / 1e6 * 0.02)
-    assert plan["usd_high"] == pytest.approx(plan["usd"] * 1.2) and plan["token_margin"] == 0.2
+    assert plan["tokenizer"].startswith("cl100k_base") and plan["token_margin"] == 0 and plan["usd_high"] == plan["usd"]
     assert plan["seconds"] == pytest.approx(60 * max(plan["tokens"] / 1_000_000, plan["requests"] / 3_000))
     overridden = plan_of(books_dir, out, "-e", spec, "--price", f"{spec}=1.5")[spec]
     assert overridden["cached"] == overridden["texts"] and overridden["to_embed"] == 0
     assert overridden["requests"] == 1 and 0 < overridden["tokens"] < 10  # only the connection check is left to send
     assert overridden["usd"] == pytest.approx(overridden["tokens"] / 1e6 * 1.5)
+
+
+def test_a_provider_tokenizer_not_at_hand_is_an_estimate_with_a_margin(server, books_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("VOYAGE_API_KEY", "pa-SECRET")
+    plan = plan_of(books_dir, tmp_path / "run", "-e", "voyage:voyage-3-large")["voyage:voyage-3-large"]
+    assert "the reference, an estimate" in plan["tokenizer"] and plan["token_margin"] == 0.2
+    assert plan["usd"] == pytest.approx(plan["tokens"] / 1e6 * 0.18) and plan["usd_high"] == pytest.approx(plan["usd"] * 1.2)
+    assert server.requests == []
 
 
 def test_max_cost_refuses_before_anything_is_sent(server, books_dir, tmp_path):
@@ -95,17 +107,17 @@ def test_max_cost_refuses_before_anything_is_sent(server, books_dir, tmp_path):
 
 
 def test_a_model_without_a_price_cannot_keep_a_max_cost():
-    plan = EmbedderPlan("openai:m?base_url=http://127.0.0.1:1/v1&max_tokens=8", 3, None, 3, 30, "reference", 0.2, 2, 1.0, "", None, None, None)
+    plan = EmbedderPlan("openai:m?base_url=http://127.0.0.1:1/v1&max_tokens=8", 3, None, 3, 4, 30, "reference", 0.2, 2, 1.0, "", None, None, None)
     with pytest.raises(ConfigError, match="no price known for openai:m"):
         check_max_cost([plan], 1.0)
     check_max_cost([plan], None)
-    local = EmbedderPlan("st:x", 3, 0, 3, 30, "own", 0.0, None, 1.0, "", 0.0, 0.0, 0.0)
+    local = EmbedderPlan("st:x", 3, 0, 3, 3, 30, "own", 0.0, None, 1.0, "", 0.0, 0.0, 0.0)
     check_max_cost([local], 0.0)
 
 
 def test_prices_are_checked_and_named_by_canonical_spec():
     assert parse_prices(["openai:text-embedding-3-small=0.5"]) == {"openai:text-embedding-3-small": 0.5}
-    for bad in ["0.5", "openai:text-embedding-3-small=cheap", "openai:text-embedding-3-small=-1"]:
+    for bad in ["0.5", "openai:text-embedding-3-small=cheap", "openai:text-embedding-3-small=-1", "openai:text-embedding-3-small=inf"]:
         with pytest.raises(ConfigError, match="SPEC=USD"):
             parse_prices([bad])
 
@@ -121,3 +133,43 @@ def test_a_similarity_plan_is_what_the_command_then_sends(server, tmp_path):
     assert run.exit_code == 0, run.output
     assert plan["requests"] == len(server.requests) and plan["tokens"] == server.script.tokens_received
     assert plan["to_embed"] == sum(len(r["inputs"]) for r in server.requests) - 1  # all but the connection check
+
+
+def plan_then_run(server, books_dir, out, spec, *extra):
+    """The plan of a run, then the run: (the plan's row, requests and tokens the server received)."""
+    row = plan_of(books_dir, out, "-e", spec, *extra)[spec]
+    run = CliRunner().invoke(app, [*grid_args(books_dir, out), "-e", spec, *extra])
+    assert run.exit_code == 0, run.output
+    return row, len(server.embedding_requests()) + 1, server.script.tokens_received
+
+
+def test_the_plan_sends_misses_in_the_runs_commit_chunks(server, books_dir, tmp_path):
+    row, requests, tokens = plan_then_run(server, books_dir, tmp_path / "run", "openai:text-embedding-3-small",
+                                          "--commit-every", "5")
+    assert (row["requests"], row["tokens"]) == (requests, tokens) and requests > 5
+
+
+def test_late_chunking_windows_sent_again_are_counted_again(server, books_dir, tmp_path):
+    server.script.count_tokens = load_token_counter().count  # Jina's tokens are estimated with the reference tokenizer
+    row, requests, tokens = plan_then_run(server, books_dir, tmp_path / "run", "jina:jina-embeddings-v3",
+                                          "--strategy", "late-chunking", "--chunk-tokens", "32", "--commit-every", "40")
+    assert (row["requests"], row["tokens"]) == (requests, tokens)
+    assert row["texts"] == row["cached"] + row["to_embed"] and row["to_embed"] > row["inputs"]  # chunks; fewer windows
+
+
+def test_a_plan_finds_what_it_recorded_as_a_run_finds_what_it_stored(server, tmp_path):
+    calls = [["a one", "b two"], ["a one", "b two", "c three", "d four", "e five", "f six"]]
+    planned = load_embedder("openai:text-embedding-3-small", cache_dir=tmp_path, commit_every=4, plan=True)
+    for texts in calls:
+        planned.embed(texts)
+    plan = plan_of_model(planned, calibrate=False)
+    real = load_embedder("openai:text-embedding-3-small", cache_dir=tmp_path, commit_every=4)
+    for texts in calls:
+        real.embed(texts)
+    assert plan.requests == len(server.requests) == 3 and (plan.texts, plan.cached, plan.to_embed) == (6, 0, 6)
+
+
+@pytest.mark.parametrize("value", ["nan", "-1", "inf"])
+def test_max_cost_is_a_number_of_dollars(value, books_dir, tmp_path):
+    result = CliRunner().invoke(app, [*grid_args(books_dir, tmp_path / "run"), "-e", "bm25", "--max-cost", value])
+    assert result.exit_code != 0 and result.output.startswith("error: --max-cost must be a number of USD >= 0")

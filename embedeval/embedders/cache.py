@@ -369,6 +369,20 @@ def clear_cache(directory: str | os.PathLike | None = None) -> list[Path]:
     return removed
 
 
+class ReadOnlyFacts:
+    """An :class:`EmbeddingCache`'s model facts, read but never written (a plan's local model)."""
+
+    def __init__(self, cache: EmbeddingCache):
+        self.cache = cache
+        self.directory = cache.directory
+
+    def get_facts(self, key: bytes) -> dict | None:
+        return self.cache.get_facts(key)
+
+    def put_facts(self, key: bytes, facts: dict) -> None:
+        """Nothing: a plan stores nothing."""
+
+
 class CachedEmbedder(EmbedderWrapper):
     """An :class:`Embedder` whose every vector goes through an :class:`EmbeddingCache`.
 
@@ -378,7 +392,9 @@ class CachedEmbedder(EmbedderWrapper):
     before the next is sent, with a progress bar if ``progress``. ``stats`` counts what happened.
 
     ``read_only`` (a plan, around a :class:`~embedeval.embedders.recorder.Recorder`): nothing is
-    stored, and ``seen_keys`` / ``found_keys`` hold the distinct keys asked for and found.
+    stored; what the model was asked for is kept in memory instead, so later calls find it as a run
+    would find it stored; ``seen_keys`` / ``found_keys`` hold the distinct keys asked for and those
+    found in the cache itself.
     """
 
     def __init__(self, embedder: Embedder, cache: EmbeddingCache, commit_every: int = DEFAULT_COMMIT_EVERY, progress: bool = False,
@@ -391,15 +407,21 @@ class CachedEmbedder(EmbedderWrapper):
         self.read_only = read_only
         self.seen_keys: set[bytes] = set()
         self.found_keys: set[bytes] = set()
+        self._planned: dict[bytes, np.ndarray] = {}  # read_only: what was "stored"
 
-    def _note(self, keys: Sequence[bytes], found) -> None:
-        """Count the distinct keys of a plan (see ``read_only``)."""
+    def _lookup(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
+        """The cached vectors of ``keys`` (a plan also finds what it recorded, and counts the keys)."""
+        found = self.cache.get_many(list(dict.fromkeys(keys)))
         if self.read_only:
             self.seen_keys.update(keys)
-            self.found_keys.update(k for k in keys if k in found)
+            self.found_keys.update(found)
+            found.update((k, self._planned[k]) for k in keys if k in self._planned)
+        return found
 
     def _store(self, keys: Sequence[bytes], vectors: np.ndarray) -> None:
-        if not self.read_only:
+        if self.read_only:
+            self._planned.update(zip(keys, vectors))
+        else:
             self.cache.put_many(self.name, keys, vectors)
 
     def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
@@ -411,14 +433,13 @@ class CachedEmbedder(EmbedderWrapper):
     def _through_cache(self, keys: list[bytes], inputs: list, kind: Kind, embed, legacy: bool = False) -> np.ndarray:
         """Vectors for ``inputs`` (keyed by ``keys``): the cached ones read, the distinct others
         sent to ``embed`` (the model) a chunk at a time and stored."""
-        found = self.cache.get_many(list(dict.fromkeys(keys)))
+        found = self._lookup(keys)
         missing: dict[bytes, object] = {}
         for key, item in zip(keys, inputs):
             if key not in found and key not in missing:
                 missing[key] = item
         if legacy and missing and not self.read_only and self.cache.has_legacy and legacy_vectors_trusted(self.name):
             found.update(self._reuse_legacy(missing, kind))
-        self._note(keys, found)
         self.stats.requested += len(inputs)
         self.stats.cache_hits += sum(k not in missing for k in keys)
         if missing:
@@ -467,9 +488,8 @@ class CachedEmbedder(EmbedderWrapper):
         window_keys = [window_bytes(w) for w in windows]
         keys = [late_chunk_key(self.name, fingerprint, kind, [(window_keys[w], (start, end)) for w, start, end in parts])
                 for parts in chunks]
-        found = self.cache.get_many(list(dict.fromkeys(keys)))
+        found = self._lookup(keys)
         todo = list({key: c for c, key in enumerate(keys) if key not in found}.values())  # one chunk per missing key
-        self._note(keys, found)
         self.stats.requested += len(keys)
         self.stats.cache_hits += sum(k in found for k in keys)
         with tqdm(total=len(todo), desc=f"late chunking ({self.name})", unit="chunk", disable=not self.progress,
@@ -514,7 +534,8 @@ class CachedTokenIdEmbedder(CachedEmbedder, TokenIdWrapper):
         if missing:
             fresh = {key: (np.asarray(ids[: limit + 1], dtype=np.int32), np.asarray(offsets[: limit + 1], dtype=np.int32).reshape(-1, 2))
                      for key, (ids, offsets) in zip(missing, self.inner.token_ids(list(missing.values()), limit))}
-            self.cache.put_token_prefixes(fresh)
+            if not self.read_only:
+                self.cache.put_token_prefixes(fresh)
             self.stats.tokenized += len(fresh)
             found.update(fresh)
         return [found[key] for key in keys]

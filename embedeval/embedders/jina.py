@@ -66,7 +66,7 @@ class JinaEmbedder(APIEmbedder):
             raise RetryableError(f"{type(exc).__name__}: {exc}") from None
         if response.status_code != 200:
             body = self.scrub(response.text)[:200]  # scrub the whole body first: a cut key would survive
-            raise status_error(response.status_code, body, self.key_env, response.headers)
+            raise status_error(response.status_code, body, self.key_hint, response.headers)
         try:
             return [(item["index"], item["embedding"]) for item in response.json()["data"]]
         except (ValueError, KeyError, TypeError) as exc:

@@ -24,6 +24,7 @@ class OpenAIEmbedder(APIEmbedder):
     # USD per million input tokens (developers.openai.com model pages, read on prices_read).
     prices = {"text-embedding-3-small": 0.02, "text-embedding-3-large": 0.13}
     serves_any_model = True
+    provider_tokenizer = "cl100k_base"  # text-embedding-3-small and -large
 
     def __init__(self, model: str, **kwargs):
         super().__init__(model, **kwargs)
@@ -34,25 +35,26 @@ class OpenAIEmbedder(APIEmbedder):
                                      timeout=self.timeout)
 
     def served_model(self) -> str:
-        """``GET /models``: the listed model of this name, as ``id`` plus ``root`` where the server
-        names what it loaded (vLLM does); ``unlisted`` where the server has no model list (404). A
-        list without this name is a :class:`FatalAPIError` naming what it does serve."""
+        """``GET /models``: the listed model of this name (or of this name tagged ``:latest``, as
+        Ollama lists an untagged pull), as ``id`` plus ``root`` where the server names what it
+        loaded (vLLM does); ``unlisted`` where the server has no model list (404). A list without
+        this name is a :class:`FatalAPIError` naming what it does serve."""
         try:
-            with openai_errors(self.key_env):
+            with openai_errors(self.key_hint):
                 listed = list(self._client.models.list())
         except FatalAPIError as exc:
             if "404" in str(exc):
                 return "unlisted"
             raise
         for entry in listed:
-            if entry.id == self.model:
+            if entry.id in (self.model, f"{self.model}:latest"):
                 root = (entry.model_extra or {}).get("root")
                 return entry.id + (f" from {root}" if root and root != entry.id else "")
         names = ", ".join(sorted(entry.id for entry in listed)) or "nothing"
         raise FatalAPIError(f"the server at {self.base_url} does not serve {self.model!r}; it serves {names}")
 
     def _request(self, texts, kind):
-        with openai_errors(self.key_env):
+        with openai_errors(self.key_hint):
             response = self._client.embeddings.create(model=self.model, input=texts, encoding_format="float")
             try:
                 return [(item.index, item.embedding) for item in response.data or ()]

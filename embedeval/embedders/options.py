@@ -174,6 +174,8 @@ class LocalOptions(SpecOptions):
         return None if device == "cpu" else DEFAULT_GPU_BATCH_TOKENS
 
 
+#: A tokenizer folder holds one of these (a fast tokenizer's file, or a tokenizer's config).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 #: Each option of an API spec and what it takes (``embedeval embedders`` lists them).
 API_OPTION_CHOICES = {"base_url": "an OpenAI-compatible server, http(s)://HOST:PORT/v1 (openai: any model)",
                       "max_tokens": "the served model's window", "tokenizer": "st:DIR or a tokenizer folder (exact counts)",
@@ -199,6 +201,9 @@ class APIOptions(SpecOptions):
             parts = urlsplit(self.base_url)
             if parts.scheme not in ("http", "https") or not parts.netloc:
                 raise ConfigError(f"`base_url` must be an http:// or https:// URL, not {self.base_url!r}", "base_url")
+            if "@" in parts.netloc:  # a password there would reach names, tables and cache keys
+                raise ConfigError("`base_url` must not hold a user or password: name the variable holding the key with `key_env`",
+                                  "base_url")
             object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
         if self.key_env is not None and (self.base_url is None or not self.key_env.isidentifier()):
             raise ConfigError("`key_env` names an environment variable (letters, digits, _) and goes with `base_url`", "key_env")
@@ -208,6 +213,8 @@ class APIOptions(SpecOptions):
             path = os.path.abspath(os.path.expanduser(folder))
             if not os.path.isdir(path):
                 raise ConfigError(f"`tokenizer` must be st:DIR or a tokenizer folder; {folder!r} is not a folder", "tokenizer")
+            if not any(os.path.isfile(os.path.join(path, name)) for name in TOKENIZER_FILES):
+                raise ConfigError(f"`tokenizer` folder {folder!r} holds no tokenizer ({' or '.join(TOKENIZER_FILES)})", "tokenizer")
             object.__setattr__(self, "tokenizer", f"st:{path}")
 
     @property

@@ -9,7 +9,8 @@ recorder is read-only (:class:`~embedeval.embedders.cache.CachedEmbedder` with `
 What is recorded, per model call as a real run would make it:
 
 - ``items``: each distinct input once (a text, or a tuple of token ids for a model fed ids; for
-  late chunking the windows read), in the order the run first asks for them;
+  late chunking the windows read), in the order the run first asks for them; ``inputs``: the
+  inputs the model is given, a window read again for another group of chunks counted again;
 - ``tokens``: for an API model, the tokens of the inputs as they would be sent (cut to the window
   by :meth:`~embedeval.embedders.http.APIEmbedder.fit`) and ``requests``, the requests its batches
   (:meth:`~embedeval.embedders.http.APIEmbedder.batches`) would make; for a local model the
@@ -40,11 +41,14 @@ def stand_in_vector(item, dim: int) -> np.ndarray:
 
 class Recorder(EmbedderWrapper):
     """Records the model calls a run would make (see the module docstring) and answers them with
-    stand-in vectors."""
+    stand-in vectors. The cache in front of it passes on only what a run would send; for a model on
+    a server of one's own the recorder names a fingerprint of its own (the real one needs the
+    server's answer), so that cache finds nothing stored but still de-duplicates."""
 
     def __init__(self, inner):
         super().__init__(inner)
-        self.items: dict[tuple[str, object], None] = {}  # (kind, input) in first-asked order
+        self.items: dict[tuple[str, object], None] = {}  # distinct (kind, input), in first-asked order
+        self.inputs = 0  # inputs the model is given, repeats across calls included (late chunking's windows)
         self.tokens = 0
         self.requests = 0
         self.calls = 0
@@ -58,22 +62,31 @@ class Recorder(EmbedderWrapper):
         """The API model recorded, or None for a local one."""
         return self.inner if isinstance(self.inner, APIEmbedder) else None
 
+    @property
+    def asks_server(self) -> bool:
+        """Whether the model's fingerprint needs its server's answer (a server of one's own)."""
+        return self.api is not None and self.api.options.own_server
+
+    @property
+    def fingerprint(self) -> str:
+        return "planned: the server is not asked" if self.asks_server else self.inner.fingerprint
+
     def check(self) -> None:
         """Nothing: a plan sends no request."""
 
     def _record(self, inputs: list, kind: Kind, sizes: Sequence[int] | None = None) -> np.ndarray:
-        """Note the inputs not asked for before (one model call, as the run would make it; ``sizes``:
-        a local model's tokens per input) and answer every input with its stand-in vector."""
-        fresh = {item: size for item, size in zip(inputs, sizes or [0] * len(inputs)) if (kind, item) not in self.items}
-        if fresh:
+        """Note one model call as the run would make it (``sizes``: a local model's tokens per
+        input) and answer every input with its stand-in vector."""
+        if inputs:
             self.calls += 1
-            self.items.update(dict.fromkeys((kind, item) for item in fresh))
+            self.inputs += len(inputs)
+            self.items.update(dict.fromkeys((kind, item) for item in inputs))
             if self.api is not None:
-                _, counts = self.api.fit(list(fresh))
+                _, counts = self.api.fit(list(inputs))
                 self.tokens += sum(counts)
                 self.requests += len(self.api.batches(counts))
             else:
-                self.tokens += sum(fresh.values())
+                self.tokens += sum(sizes)
         return self._stand_ins(inputs)
 
     def _stand_ins(self, items: Sequence) -> np.ndarray:
@@ -88,17 +101,16 @@ class Recorder(EmbedderWrapper):
 
 class APILateRecorder(Recorder):
     """A :class:`Recorder` of an API with late chunking of its own (``jina:``): each window, its
-    chunk texts, is one request."""
+    chunk texts, is one request, and a window is sent again with every group of chunks that needs it."""
 
     def embed_late_chunks(self, windows: Sequence[Sequence[str]], chunks: Sequence[Sequence[tuple[int, int, int]]],
                           kind: Kind = "document") -> np.ndarray:
+        self.calls += 1
         for window in windows:
-            key = (kind, tuple(window))
-            if key not in self.items:
-                self.items[key] = None
-                self.calls += 1
-                self.requests += 1
-                self.tokens += sum(self.api.fit(list(window))[1])
+            self.items[(kind, tuple(window))] = None
+            self.inputs += 1
+            self.requests += 1
+            self.tokens += sum(self.api.fit(list(window))[1])
         return self._stand_ins([repr(chunk) for chunk in chunks])
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from embedeval.defaults import DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER
 from embedeval.embedders.base import Embedder, TokenIdEmbedder
-from embedeval.embedders.cache import CachedEmbedder, CachedTokenIdEmbedder, EmbeddingCache
+from embedeval.embedders.cache import CachedEmbedder, CachedTokenIdEmbedder, EmbeddingCache, ReadOnlyFacts
 from embedeval.embedders.http import APIEmbedder
 from embedeval.embedders.jina import JinaEmbedder
 from embedeval.embedders.local import SentenceTransformerEmbedder, check_window, from_spec_model
@@ -224,7 +224,7 @@ def load_embedder(
     The cache commits new vectors every ``commit_every`` texts (what an interruption can lose).
     ``plan``: the model is wrapped in a :class:`~embedeval.embedders.recorder.Recorder` behind a
     read-only cache, so a run's steps record what they would send and nothing is sent or stored
-    (a model on a server of one's own gets no cache: its fingerprint needs the server's answer).
+    (no vectors, token prefixes or model facts).
     A local model is loaded only when something must be embedded (its facts are remembered in the
     cache, see :mod:`embedeval.embedders.local`).
 
@@ -237,12 +237,12 @@ def load_embedder(
     store = None if cache is False else cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache_dir)
     if store is not None and isinstance(embedder, SentenceTransformerEmbedder):
         # Its facts are remembered in the cache, so a run whose vectors are cached never loads the weights.
-        embedder.facts_store = store
+        embedder.facts_store = ReadOnlyFacts(store) if plan else store
     if isinstance(embedder, APIEmbedder):
         embedder.progress = progress  # a bar of tokens sent and tokens per minute
     if plan:
         recorder = recording(embedder)
-        if store is None or (isinstance(embedder, APIEmbedder) and embedder.options.own_server):
+        if store is None:
             return recorder
         wrapper = CachedTokenIdEmbedder if isinstance(recorder, TokenIdEmbedder) else CachedEmbedder
         return wrapper(recorder, store, commit_every=commit_every, read_only=True)

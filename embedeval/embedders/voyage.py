@@ -41,7 +41,7 @@ class VoyageEmbedder(APIEmbedder):
         except (error.Timeout, error.APIConnectionError, error.TryAgain) as exc:
             raise RetryableError(f"{type(exc).__name__}: {exc}") from None
         except error.VoyageError as exc:  # .headers: the response's headers ({} when there was none)
-            raise status_error(exc.http_status, str(exc._message or exc), self.key_env, exc.headers) from None
+            raise status_error(exc.http_status, str(exc._message or exc), self.key_hint, exc.headers) from None
         except (AttributeError, KeyError, TypeError, ValueError) as exc:  # the client choked on a malformed body
             raise RetryableError(f"malformed response ({type(exc).__name__}: {exc})") from None
         return [(item.index, item.embedding) for item in getattr(response, "data", None) or ()]

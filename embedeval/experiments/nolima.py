@@ -173,17 +173,19 @@ def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progres
 
 
 def plan_nolima(config: NolimaConfig, cache_dir=None, prices: dict[str, float] | None = None, calibrate: bool = True,
-                progress: bool = False) -> list[EmbedderPlan]:
+                progress: bool = False, commit_every: int = DEFAULT_COMMIT_EVERY) -> list[EmbedderPlan]:
     """What :func:`run_nolima` would embed, send, cost and take (:mod:`embedeval.plan`): the grid
     built (or the run directory's reused; nothing written), every scorer's steps run through
-    models that record instead of embedding. ``calibrate``: time local models on a sample."""
+    models that record instead of embedding, with the run's ``commit_every`` (the chunks misses are
+    sent in). ``calibrate``: time local models on a sample."""
     needle_set = config.validate()
     embedders, _ = config.usable_embedders()
     forms = query_forms(needle_set, list(config.expansions))
     strategies = config.strategy_list()
     reference = load_token_counter(config.tokenizer)
     scorers = [scorer for spec in embedders
-               for scorer in load_scorers(spec, strategies, reference, cache_dir=cache_dir, dedupe=config.dedupe, plan=True)]
+               for scorer in load_scorers(spec, strategies, reference, cache_dir=cache_dir, dedupe=config.dedupe, plan=True,
+                                          commit_every=commit_every)]
     haystacks = RunWriter(config.out).reusable_haystacks(config.haystack_settings())
     if haystacks is None:
         haystacks = build_haystacks(needle_set, config.grid, tokenizer=reference, progress=progress, cache_dir=cache_dir)
