@@ -30,10 +30,9 @@ import email.utils
 import os
 import threading
 import time
-from dataclasses import replace
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import numpy as np
@@ -250,9 +249,9 @@ def call_with_retries(call: Callable[[], _T], policy: RetryPolicy, what: str, sc
 
 def vectors_by_index(items: Iterable[tuple[int, object]], n_inputs: int, dim: int) -> np.ndarray:
     """A response's embeddings put back in input order by their ``index``, as a float32
-    ``(n_inputs, dim)`` array (``dim`` 0: not known yet, the first vector's length). A response with the wrong count, missing or repeated indices, or
-    vectors of the wrong size, NaN, null or all zeros is a :class:`RetryableError` (retried like a
-    5xx; nothing of it is kept)."""
+    ``(n_inputs, dim)`` array (``dim`` 0: not known yet, the first vector's length). A response
+    with the wrong count, missing or repeated indices, or vectors of the wrong size, NaN, null or
+    all zeros is a :class:`RetryableError` (retried like a 5xx; nothing of it is kept)."""
     try:
         pairs = [(int(index), embedding) for index, embedding in items]
     except (TypeError, ValueError) as exc:
