@@ -151,3 +151,10 @@ def test_a_long_context_model_reads_every_needle_at_8192_tokens(architecture, tm
     assert result.embedders == [f"st:{folder}?max_batch_tokens={POSITIONS}&max_seq_length={POSITIONS}"]
     assert set(sims["embedder"]) == {f"st:{folder}?max_seq_length={POSITIONS}"}
     assert pd.read_json(tmp_path / "run" / "config.json", typ="series")["embedders"] == result.embedders
+
+
+def test_a_spec_with_options_reads_its_tokenizer_alone_once_its_facts_are_remembered(tmp_path):
+    spec = f"{MINILM}?max_seq_length=128"
+    load_embedder(spec, cache_dir=tmp_path, verify=False).embed(["its facts are remembered now"])
+    again = load_embedder(spec, cache_dir=tmp_path, verify=False).inner  # the name carries the options; the tokenizer not
+    assert again.token_ids(["a text never tokenized before"])[0][0] and not again.loaded

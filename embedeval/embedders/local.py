@@ -230,7 +230,7 @@ class SentenceTransformerEmbedder:
         if self._token_counter is None:
             facts = self._recalled()
             if facts is not None:
-                alone = load_token_counter(self.name)
+                alone = load_token_counter(split_spec(self.name)[0])  # the tokenizer is the same whatever the options
                 if alone.fingerprint == facts["tokenizer"]:
                     self._token_counter = alone
                     return alone
