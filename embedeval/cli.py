@@ -278,7 +278,6 @@ def nolima(
     `--embedder bm25` adds a lexical baseline (BM25 over the haystacks of each length).
     `--plan` prints what the sweep would embed, send, cost and take, and stops."""
     from embedeval.experiments.nolima import NolimaConfig, plan_nolima, run_nolima
-    from embedeval.plan import PRICES_READ
     from embedeval.breaks import break_sentence
     from embedeval.report import series_note
 
@@ -296,7 +295,9 @@ def nolima(
     if plan.wanted:
         plans = plan_nolima(config, cache_dir=embedders.cache_dir, prices=plan.prices, calibrate=plan.plan, progress=not quiet,
                             commit_every=commit_every)
-        if plan.settle(plans, PRICES_READ):
+        for spec, why in config.usable_embedders()[1]:
+            typer.echo(f"skipped {spec} ({why})", err=True)
+        if plan.settle(plans):
             return
     result = run_nolima(config, progress=not quiet, cache_dir=embedders.cache_dir, commit_every=commit_every)
     for spec, why in result.skipped:
@@ -519,12 +520,11 @@ def themes(
     if ctx.invoked_subcommand is not None:
         return
     from embedeval.experiments.themes import plan_themes, run_themes
-    from embedeval.plan import PRICES_READ
 
     if out is None:
         raise InputError("--out is required: the run directory for the themes")
     config = settings.config(out)
-    if plan.wanted and plan.settle(plan_themes(config, cache_dir, plan.prices, calibrate=plan.plan, progress=not quiet), PRICES_READ):
+    if plan.wanted and plan.settle(plan_themes(config, cache_dir, plan.prices, calibrate=plan.plan, progress=not quiet)):
         return
     result = run_themes(config, progress=not quiet, cache_dir=cache_dir)
     clusters, chunks = result.clusters, result.chunks

@@ -29,11 +29,11 @@ from embedeval.defaults import (
 )
 from embedeval.embedders import budget
 from embedeval.embedders.executors import RAY_ADDRESS_ENV, Executor
-from embedeval.embedders.options import APIOptions as SpecAPIOptions, LocalOptions
+from embedeval.embedders.options import APISpecOptions, LocalOptions
 from embedeval.embedders.registry import API_EMBEDDERS, load_embedder, select_embedders
 from embedeval.errors import InputError
 from embedeval.paths import CACHE_ENV
-from embedeval.plan import PRICES_READ, check_max_cost, format_plans, parse_prices, plan_of, plans_json
+from embedeval.plan import check_ceiling, check_max_cost, check_prices_used, format_plans, parse_prices, plan_of, plans_json
 
 CacheDir = Annotated[
     Optional[Path],
@@ -140,7 +140,7 @@ class GridOptions:
 
 #: The flag of each library parameter whose flag is not ``--`` + its name with ``.`` and ``_`` as ``-``.
 #: Options written in an embedder's spec (embedeval.embedders.options), not flags.
-SPEC_OPTIONS = tuple(f.name for group in (LocalOptions, SpecAPIOptions) for f in dataclasses.fields(group))
+SPEC_OPTIONS = tuple(f.name for group in (LocalOptions, APISpecOptions) for f in dataclasses.fields(group))
 FLAG_OF = {"embedders": "--embedder", "strategies": "--strategy", "hdbscan.min_cluster_size": "--min-cluster-size",
            "hdbscan.min_samples": "--min-samples", "prices": "--price"}
 
@@ -226,9 +226,8 @@ class EmbedderOptions(APIOptions, _EmbedderChoice):
         (``plan``: recording ones, see :func:`~embedeval.embedders.registry.load_embedder`)."""
         self.executor_settings.check()
         usable, skipped = select_embedders(self.specs, self.skip_unavailable)
-        if not plan:
-            for spec, why in skipped:
-                typer.echo(f"skipped {spec} ({why})")
+        for spec, why in skipped:  # a plan's stdout is the plan (or its JSON)
+            typer.echo(f"skipped {spec} ({why})", err=plan)
         return [load_embedder(spec, cache_dir=self.cache_dir, progress=not quiet, executor=self.executor_settings, plan=plan)
                 for spec in usable]
 
@@ -243,14 +242,18 @@ class PlanOptions:
     max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="Refuse to start when the plan's high cost estimate exceeds this many USD (an API model without a price then needs --price).")] = None
     price: Annotated[Optional[list[str]], typer.Option("--price", help="SPEC=USD per million tokens, for a model without a listed price or to override it; repeat for several.")] = None
 
+    def __post_init__(self):  # the plan's options checked before any work
+        if self.as_json and not self.plan:
+            raise InputError("--json goes with --plan")
+        check_ceiling(self.max_cost)
+        self.prices = parse_prices(self.price)
+        if self.prices and not self.wanted:
+            raise InputError("--price goes with --plan or --max-cost")
+
     @property
     def wanted(self) -> bool:
         """Whether the command works out a plan first (to print it, or to keep --max-cost)."""
         return self.plan or self.max_cost is not None
-
-    @property
-    def prices(self) -> dict[str, float]:
-        return parse_prices(self.price)
 
     def models_after(self, embedders: EmbedderOptions, quiet: bool, work) -> list | None:
         """The models a command embeds with, after its plan: with ``--plan`` or ``--max-cost``,
@@ -259,15 +262,16 @@ class PlanOptions:
         if self.wanted:
             recorded = embedders.load(quiet, plan=True)
             work(recorded)
-            if self.settle([plan_of(model, self.prices, calibrate=self.plan) for model in recorded], PRICES_READ):
+            if self.settle([plan_of(model, self.prices, calibrate=self.plan) for model in recorded]):
                 return None
         return embedders.load(quiet)
 
-    def settle(self, plans: list, prices_read: str) -> bool:
+    def settle(self, plans: list) -> bool:
         """Print the plans with ``--plan`` (True: the command stops here), and refuse a run over
         ``--max-cost`` with one error line."""
+        check_prices_used(plans, self.prices)
         if self.plan:
-            typer.echo(plans_json(plans, prices_read) if self.as_json else format_plans(plans, prices_read))
+            typer.echo(plans_json(plans) if self.as_json else format_plans(plans))
         check_max_cost(plans, self.max_cost)
         return self.plan
 

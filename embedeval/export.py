@@ -32,7 +32,7 @@ import pandas as pd
 
 from embedeval.chunking import chunk_corpus
 from embedeval.corpus import load_corpus
-from embedeval.defaults import DEFAULT_CHUNKER, DEFAULT_INDEX, DEFAULT_TOP_K
+from embedeval.defaults import DEFAULT_CHUNKER, DEFAULT_INDEX, DEFAULT_POOL, DEFAULT_TOP_K
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.errors import InputError
 from embedeval.experiments.context_rot import needle_haystack_similarity, needle_question_similarity
@@ -122,8 +122,13 @@ def model_meta(spec: str) -> dict:
 
 def dataset_revision(run: NolimaRun) -> str:
     """The run's dataset revision for MTEB: the sha256 of its ``haystacks.json`` (what the haystacks
-    were built from), cut to 16 hex digits, so two exports of the same haystacks agree."""
-    return hashlib.sha256(run.haystack_settings_bytes()).hexdigest()[:16]
+    were built from) and, when it is not the default, of its retrieval pool (the same haystacks
+    ranked among other candidates are another dataset), cut to 16 hex digits, so two exports of the
+    same haystacks and pool agree."""
+    digest = hashlib.sha256(run.haystack_settings_bytes())
+    if run.config["pool"] != DEFAULT_POOL:
+        digest.update(f"\0pool={run.config['pool']}".encode())
+    return digest.hexdigest()[:16]
 
 
 def export_mteb(run_dir: str | Path, out: str | Path) -> list[Path]:

@@ -34,14 +34,10 @@ import numpy as np
 
 from embedeval.defaults import API_TOKEN_MARGIN, DEFAULT_PLAN_CALIBRATION_TEXTS, DEFAULT_SEED
 from embedeval.embedders.cache import CachedEmbedder
-from embedeval.embedders.http import CHECK_TEXT, APIEmbedder
+from embedeval.embedders.http import CHECK_TEXT
 from embedeval.embedders.recorder import Recorder
 from embedeval.embedders.registry import canonical_spec
 from embedeval.errors import ConfigError
-
-
-#: When the providers' prices were read.
-PRICES_READ = APIEmbedder.prices_read
 
 
 @dataclass(frozen=True)
@@ -60,6 +56,7 @@ class EmbedderPlan:
     seconds: float | None
     time_basis: str
     usd_per_million: float | None
+    price_source: str
     usd: float | None
     usd_high: float | None
 
@@ -118,17 +115,20 @@ def plan_of(model, prices: dict[str, float] | None = None, calibrate: bool = Tru
             basis = f"from {n} of its inputs timed here"
         price = given if given is not None else 0.0
         return EmbedderPlan(model.name, texts, cached, to_embed, recorder.inputs, recorder.tokens, f"{model.name} (its own)", 0.0, None,
-                            seconds, basis, price, recorder.tokens / 1e6 * price, recorder.tokens / 1e6 * price)
+                            seconds, basis, price, "--price" if given is not None else "a local model",
+                            recorder.tokens / 1e6 * price, recorder.tokens / 1e6 * price)
     _, check_tokens = api.fit([CHECK_TEXT])
     tokens, requests, inputs = recorder.tokens + check_tokens[0], recorder.requests + 1, recorder.inputs + 1
     budget = api.budget
     seconds = budget.period * max(tokens / budget.tpm, requests / budget.rpm)
     margin = 0.0 if api.exact_tokens else API_TOKEN_MARGIN
-    price = given if given is not None else api.prices.get(api.model) if not api.options.own_server else None
+    listed = None if api.options.own_server else api.prices.get(api.model)
+    price = given if given is not None else listed
+    source = "--price" if given is not None else api.prices_read if listed is not None else "no price known (give --price SPEC=USD)"
     usd = None if price is None else tokens / 1e6 * price
     tokenizer = api.tokenizer_name + (" (the served model's own)" if api.exact_tokens else " (the reference, an estimate)")
     return EmbedderPlan(model.name, texts, cached, to_embed, inputs, tokens, tokenizer, margin, requests, seconds,
-                        f"at its budget of {budget.rpm:,} requests and {budget.tpm:,} tokens per {budget.period:g} s", price, usd,
+                        f"at its budget of {budget.rpm:,} requests and {budget.tpm:,} tokens per {budget.period:g} s", price, source, usd,
                         None if usd is None else usd * (1 + margin))
 
 
@@ -137,15 +137,29 @@ def check_max_cost(plans: list[EmbedderPlan], max_cost: float | None) -> None:
     ``max_cost`` USD, or when an embedder that sends tokens has no price to tell."""
     if max_cost is None:
         return
-    if not 0 <= max_cost < math.inf:
-        raise ConfigError(f"`max_cost` must be a number of USD >= 0, not {max_cost}", "max_cost")
+    check_ceiling(max_cost)
     unpriced = [p.embedder for p in plans if p.usd_high is None and p.tokens]
     if unpriced:
         raise ConfigError(f"no price known for {', '.join(unpriced)}, so `max_cost` cannot be kept: give `prices` SPEC=USD", "prices")
     total = sum(p.usd_high or 0.0 for p in plans)
     if total > max_cost:
-        raise ConfigError(f"the run would cost up to ${total:,.4f} (tokens at most {1 + API_TOKEN_MARGIN:.0%} of the estimate), "
-                          f"over `max_cost` ${max_cost:,.4f}; nothing was sent", "max_cost")
+        margin = max(p.token_margin for p in plans)
+        high = f" (the estimated tokens +{margin:.0%})" if margin else ""
+        raise ConfigError(f"the run would cost up to ${total:,.4f}{high}, over `max_cost` ${max_cost:,.4f}; nothing was sent", "max_cost")
+
+
+def check_ceiling(max_cost: float | None) -> None:
+    """A cost ceiling is a number of USD >= 0 (or None: no ceiling); else one error."""
+    if max_cost is not None and not 0 <= max_cost < math.inf:
+        raise ConfigError(f"`max_cost` must be a number of USD >= 0, not {max_cost}", "max_cost")
+
+
+def check_prices_used(plans: list[EmbedderPlan], prices: dict[str, float]) -> None:
+    """A ``--price`` for an embedder the run does not have is a mistake: one error naming it."""
+    unused = sorted(set(prices) - {p.embedder for p in plans})
+    if unused:
+        raise ConfigError(f"`prices` names {', '.join(unused)}, which this run does not embed with "
+                          f"(its embedders: {', '.join(p.embedder for p in plans)})", "prices")
 
 
 def _duration(seconds: float | None) -> str:
@@ -156,7 +170,7 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
-def format_plans(plans: list[EmbedderPlan], prices_read: str) -> str:
+def format_plans(plans: list[EmbedderPlan]) -> str:
     """The plans as a text table with a line per embedder on how its numbers were had."""
     header = ("embedder", "texts", "cached", "to embed", "tokens", "requests", "time", "cost (USD)")
     rows = []
@@ -169,14 +183,13 @@ def format_plans(plans: list[EmbedderPlan], prices_read: str) -> str:
     lines = ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows]]
     lines.append("")
     for p in plans:
-        price = "no price known (give --price SPEC=USD)" if p.usd_per_million is None else f"${p.usd_per_million:g} per million tokens"
+        price = p.price_source if p.usd_per_million is None else f"${p.usd_per_million:g} per million tokens ({p.price_source})"
         lines.append(f"{p.embedder}: tokens counted by {p.tokenizer}; time {p.time_basis}; {price}")
     total = sum(p.usd or 0.0 for p in plans)
-    lines.append(f"total: ${total:,.4f} (prices read {prices_read}; nothing was embedded or sent)")
+    lines.append(f"total: ${total:,.4f} (nothing was sent or stored)")
     return "\n".join(lines)
 
 
-def plans_json(plans: list[EmbedderPlan], prices_read: str) -> str:
-    """The plans for scripts: ``{"embedders": [...], "total_usd": ..., "prices_read": ...}``."""
-    return json.dumps({"embedders": [asdict(p) for p in plans], "total_usd": sum(p.usd or 0.0 for p in plans),
-                       "prices_read": prices_read}, indent=2)
+def plans_json(plans: list[EmbedderPlan]) -> str:
+    """The plans for scripts: ``{"embedders": [...], "total_usd": ...}``."""
+    return json.dumps({"embedders": [asdict(p) for p in plans], "total_usd": sum(p.usd or 0.0 for p in plans)}, indent=2)

@@ -104,7 +104,9 @@ def test_spec_options_are_checked_before_any_request(server):
         ("openai:text-embedding-3-small?max_tokens=9000", ConfigError, "at most 8191"),
         ("openai:text-embedding-3-small?key_env=X", ConfigError, "goes with `base_url`"),
         (f"openai:bge-m3?base_url={server.url}/v1&max_tokens=5&tokenizer=/no/such/folder", ConfigError, "not a folder"),
-        ("voyage:some-model?base_url=http://127.0.0.1:1&max_tokens=5", UnknownEmbedderError, "unknown voyage model"),
+        ("voyage:voyage-3-large?base_url=http://127.0.0.1:1&max_tokens=5", ConfigError, "is for OpenAI-compatible servers"),
+        ("voyage:some-model", UnknownEmbedderError, "unknown voyage model"),
+        (f"openai:bge-m3?base_url={server.url}/v1?token=abc&max_tokens=5", ConfigError, "must not hold a user, password, query"),
     ]:
         with pytest.raises(error, match=says):
             canonical_spec(spec)
@@ -130,6 +132,6 @@ def test_a_refused_key_names_the_variable_the_spec_names(server, monkeypatch):
 def test_a_tokenizer_folder_without_a_tokenizer_or_a_password_in_the_url_is_one_error(server, tmp_path):
     with pytest.raises(ConfigError, match="holds no tokenizer"):
         canonical_spec(f"openai:m?base_url={server.url}/v1&max_tokens=64&tokenizer=st:{tmp_path}")
-    with pytest.raises(ConfigError, match="must not hold a user or password"):
+    with pytest.raises(ConfigError, match="must not hold a user, password"):
         canonical_spec("openai:m?base_url=http://user:hunter2@127.0.0.1:8080/v1&max_tokens=64")
     assert server.requests == []

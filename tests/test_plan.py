@@ -107,11 +107,12 @@ def test_max_cost_refuses_before_anything_is_sent(server, books_dir, tmp_path):
 
 
 def test_a_model_without_a_price_cannot_keep_a_max_cost():
-    plan = EmbedderPlan("openai:m?base_url=http://127.0.0.1:1/v1&max_tokens=8", 3, None, 3, 4, 30, "reference", 0.2, 2, 1.0, "", None, None, None)
+    plan = EmbedderPlan("openai:m?base_url=http://127.0.0.1:1/v1&max_tokens=8", 3, None, 3, 4, 30, "reference", 0.2, 2, 1.0, "", None, "",
+                        None, None)
     with pytest.raises(ConfigError, match="no price known for openai:m"):
         check_max_cost([plan], 1.0)
     check_max_cost([plan], None)
-    local = EmbedderPlan("st:x", 3, 0, 3, 3, 30, "own", 0.0, None, 1.0, "", 0.0, 0.0, 0.0)
+    local = EmbedderPlan("st:x", 3, 0, 3, 3, 30, "own", 0.0, None, 1.0, "", 0.0, "a local model", 0.0, 0.0)
     check_max_cost([local], 0.0)
 
 
@@ -169,7 +170,18 @@ def test_a_plan_finds_what_it_recorded_as_a_run_finds_what_it_stored(server, tmp
     assert plan.requests == len(server.requests) == 3 and (plan.texts, plan.cached, plan.to_embed) == (6, 0, 6)
 
 
-@pytest.mark.parametrize("value", ["nan", "-1", "inf"])
-def test_max_cost_is_a_number_of_dollars(value, books_dir, tmp_path):
-    result = CliRunner().invoke(app, [*grid_args(books_dir, tmp_path / "run"), "-e", "bm25", "--max-cost", value])
-    assert result.exit_code != 0 and result.output.startswith("error: --max-cost must be a number of USD >= 0")
+@pytest.mark.parametrize("args, says", [(["--max-cost", "nan"], "error: --max-cost must be a number of USD >= 0"),
+                                        (["--max-cost", "-1"], "error: --max-cost must be a number of USD >= 0"),
+                                        (["--max-cost", "inf"], "error: --max-cost must be a number of USD >= 0"),
+                                        (["--json"], "error: --json goes with --plan"),
+                                        (["--price", "openai:text-embedding-3-small=1"], "error: --price goes with --plan or --max-cost"),
+                                        (["--plan", "--price", "openai:text-embedding-3-small=x"], "error: --price takes SPEC=USD")])
+def test_the_plans_options_are_checked_before_any_work(args, says, tmp_path):
+    result = CliRunner().invoke(app, ["nolima", "--corpus", f"dir:{tmp_path / 'no-such-folder'}", "--out", str(tmp_path / "run"), *args])
+    assert result.exit_code != 0 and result.output.startswith(says), result.output  # before the corpus is looked at
+
+
+def test_a_price_for_an_embedder_the_run_does_not_have_is_a_mistake(server, books_dir, tmp_path):
+    result = CliRunner().invoke(app, [*grid_args(books_dir, tmp_path / "run"), "-e", "openai:text-embedding-3-small", "--plan",
+                                      "--price", "openai:text-embedding-3-large=0.1"])
+    assert result.exit_code != 0 and "--price names openai:text-embedding-3-large, which this run does not embed with" in result.output

@@ -179,3 +179,14 @@ def test_a_run_from_before_the_pool_choice_reads_as_needle_free(all_run, tmp_pat
     del config["pool"]
     (old / "config.json").write_text(json.dumps(config))
     assert NolimaRun.open(old).config["pool"] == "needle-free"
+
+
+def test_the_pool_is_part_of_the_mteb_dataset_revision(all_run):
+    from dataclasses import replace
+
+    from embedeval.export import dataset_revision
+
+    run = NolimaRun.open(all_run)
+    needle_free = replace(run, config={**run.config, "pool": "needle-free"})
+    assert dataset_revision(run) != dataset_revision(needle_free)  # the same haystacks ranked among other candidates
+    assert dataset_revision(needle_free) == __import__("hashlib").sha256(run.haystack_settings_bytes()).hexdigest()[:16]

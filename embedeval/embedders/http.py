@@ -18,7 +18,7 @@ Token counts for API models come from the provider's own tokenizer where it can 
 :func:`~embedeval.embedders.tokens.load_provider_counter`), else from the reference tokenizer
 (``st:all-MiniLM-L6-v2``'s WordPiece), and then counts, truncation and ``needle_visible`` are
 estimates. A server of one's own (``?base_url=``, see
-:class:`~embedeval.embedders.options.APIOptions`) can name its model's tokenizer
+:class:`~embedeval.embedders.options.APISpecOptions`) can name its model's tokenizer
 (``?tokenizer=``), and then they are exact.
 """
 
@@ -49,7 +49,7 @@ from tqdm.auto import tqdm
 from embedeval.defaults import DEFAULT_REQUEST_TIMEOUT, DEFAULT_SERVER_BATCH_INPUTS, TEXT_FIT_MARGIN
 from embedeval.embedders.base import Kind, check_vectors, embeds_texts, l2_normalize
 from embedeval.embedders.budget import Budget, env_number, limiter_for, resolve_budget, resolve_workers
-from embedeval.embedders.options import APIOptions, split_spec
+from embedeval.embedders.options import APISpecOptions, split_spec
 from embedeval.errors import (
     APIError,
     ConfigError,
@@ -299,8 +299,8 @@ class APIEmbedder:
     #: USD per million tokens of each model, as the provider lists it (a plan's cost; ``--price``
     #: overrides). A model without one (Jina sells token packages) has no cost until given one.
     prices: dict[str, float] = {}
-    #: When the prices were read.
-    prices_read = "2026-11-25"
+    #: Where and when :attr:`prices` were read.
+    prices_read = ""
     #: The provider's own tokenizer, used where it can be had offline
     #: (:data:`~embedeval.embedders.tokens.PROVIDER_TOKENIZERS`); None: none is.
     provider_tokenizer: str | None = None
@@ -311,7 +311,7 @@ class APIEmbedder:
                  timeout: float = DEFAULT_REQUEST_TIMEOUT, rpm: int | None = None, tpm: int | None = None,
                  progress: bool = False):
         name, query = split_spec(model)
-        self.options = options = APIOptions.parse(query)
+        self.options = options = APISpecOptions.parse(query)
         self.model = name
         self.name = f"{self.provider}:{name}" + (f"?{options.query()}" if options.query() else "")
         self.limits = self.limits_for(name, options)
@@ -332,13 +332,16 @@ class APIEmbedder:
         self._lock = threading.Lock()
 
     @classmethod
-    def limits_for(cls, model: str, options: APIOptions) -> ModelLimits:
+    def limits_for(cls, model: str, options: APISpecOptions) -> ModelLimits:
         """The limits of ``model`` with ``options``: the provider's table, or for a model on a server
         of one's own ``max_tokens`` from the spec and
         :data:`~embedeval.defaults.DEFAULT_SERVER_BATCH_INPUTS` inputs per request (``dim`` 0: learned
         from the first answer); ``?max_tokens=`` overrides the window either way. A model the
         provider does not list, or one on a server of one's own without ``max_tokens``, is one error."""
         known = cls.models.get(model)
+        if options.own_server and not cls.serves_any_model:
+            raise ConfigError(f"`base_url` is for OpenAI-compatible servers (openai:MODEL?base_url=...); {cls.provider}: is reached "
+                              f"at its own URL ({cls.base_url_env} may point at a proxy)", "base_url")
         if known is None and not (options.own_server and cls.serves_any_model):
             served = "; any model with ?base_url= (a server of your own)" if cls.serves_any_model else ""
             raise UnknownEmbedderError(f"unknown {cls.provider} model {model!r}; known: {', '.join(cls.models)}{served}")

@@ -21,8 +21,8 @@ class OpenAIEmbedder(APIEmbedder):
     # Usage tier 1 of text-embedding-3-small/-large: 3,000 RPM, 1,000,000 TPM (OpenAI's rate-limit
     # tables as quoted on community.openai.com; OpenAI counts them per model, we per provider).
     default_budget = Budget(rpm=3_000, tpm=1_000_000)
-    # USD per million input tokens (developers.openai.com model pages, read on prices_read).
-    prices = {"text-embedding-3-small": 0.02, "text-embedding-3-large": 0.13}
+    prices = {"text-embedding-3-small": 0.02, "text-embedding-3-large": 0.13}  # USD per million input tokens
+    prices_read = "developers.openai.com model pages, read 2026-11-25"
     serves_any_model = True
     provider_tokenizer = "cl100k_base"  # text-embedding-3-small and -large
 

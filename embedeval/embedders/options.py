@@ -1,5 +1,5 @@
 """Options of an embedder, written in its spec as a query string: one spec is one model
-configuration. :class:`LocalOptions` are an ``st:`` model's, :class:`APIOptions` an API model's.
+configuration. :class:`LocalOptions` are an ``st:`` model's, :class:`APISpecOptions` an API model's.
 
     st:NAME_OR_DIR?device=cuda&dtype=float16&max_seq_length=8192&trust_remote_code=true&max_batch_tokens=65536
 
@@ -183,7 +183,7 @@ API_OPTION_CHOICES = {"base_url": "an OpenAI-compatible server, http(s)://HOST:P
 
 
 @dataclass(frozen=True)
-class APIOptions(SpecOptions):
+class APISpecOptions(SpecOptions):
     """The options of an API spec (see the module docstring); validated when made: a base URL
     must be ``http(s)://host...``, a tokenizer folder must exist (named by its absolute path)."""
 
@@ -201,9 +201,9 @@ class APIOptions(SpecOptions):
             parts = urlsplit(self.base_url)
             if parts.scheme not in ("http", "https") or not parts.netloc:
                 raise ConfigError(f"`base_url` must be an http:// or https:// URL, not {self.base_url!r}", "base_url")
-            if "@" in parts.netloc:  # a password there would reach names, tables and cache keys
-                raise ConfigError("`base_url` must not hold a user or password: name the variable holding the key with `key_env`",
-                                  "base_url")
+            if "@" in parts.netloc or parts.query or parts.fragment:  # a secret there would reach names, tables and cache keys
+                raise ConfigError("`base_url` must not hold a user, password, query or fragment: name the variable holding the "
+                                  "key with `key_env`", "base_url")
             object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
         if self.key_env is not None and (self.base_url is None or not self.key_env.isidentifier()):
             raise ConfigError("`key_env` names an environment variable (letters, digits, _) and goes with `base_url`", "key_env")

@@ -18,7 +18,7 @@ from embedeval.embedders.jina import JinaEmbedder
 from embedeval.embedders.local import SentenceTransformerEmbedder, check_window, from_spec_model
 from embedeval.embedders.models import BUNDLED_MODELS, bundled_model_installed, canonical_model, resolve_model_path
 from embedeval.embedders.onnx import check_installed
-from embedeval.embedders.options import APIOptions, LocalOptions, split_spec
+from embedeval.embedders.options import APISpecOptions, LocalOptions, split_spec
 from embedeval.embedders.openai import OpenAIEmbedder
 from embedeval.embedders.recorder import recording
 from embedeval.embedders.executors import Executor, RayEmbedder
@@ -77,7 +77,7 @@ BACKENDS: dict[str, Backend] = {
 
 def _api_availability(provider: str):
     def check(model: str) -> tuple[bool, str]:
-        options = APIOptions.parse(split_spec(model)[1])
+        options = APISpecOptions.parse(split_spec(model)[1])
         key_env = options.key_env if options.own_server else API_EMBEDDERS[provider].key_env
         where = f"a server of your own at {options.base_url}" if options.own_server else ""
         if key_env is None:
@@ -92,7 +92,7 @@ def _api_availability(provider: str):
 def _api_validate(provider: str):
     def validate(model: str) -> None:
         name, query = split_spec(model)
-        API_EMBEDDERS[provider].limits_for(name, APIOptions.parse(query))
+        API_EMBEDDERS[provider].limits_for(name, APISpecOptions.parse(query))
 
     return validate
 
@@ -104,7 +104,7 @@ for _provider, _cls in API_EMBEDDERS.items():
         known_models=tuple(_cls.models),
         description=f"{_provider} embeddings API (key from {_cls.key_env}, base URL from {_cls.base_url_env}"
                     + ("; any model on a server of your own: ?base_url=&max_tokens=&tokenizer=&key_env=)" if _cls.serves_any_model
-                       else "; options: ?base_url=&max_tokens=&tokenizer=&key_env=)"),
+                       else "; options: ?max_tokens=&tokenizer=)"),
         availability=_api_availability(_provider),
         validate=_api_validate(_provider),
     )
@@ -155,7 +155,7 @@ def canonical_spec(spec: str) -> str:
     backend, model = parse_spec(spec)
     name, query = split_spec(model)
     if backend.prefix != "st":
-        options = APIOptions.parse(query).query()
+        options = APISpecOptions.parse(query).query()
         return f"{backend.prefix}:{name}" + (f"?{options}" if options else "")
     options = LocalOptions.parse(query).query()
     return f"st:{canonical_model(name)}" + (f"?{options}" if options else "")

@@ -16,9 +16,9 @@ class VoyageEmbedder(APIEmbedder):
     # Usage tier 1 (a payment method added) of voyage-3-large: 2,000 RPM, 3,000,000 TPM
     # (docs.voyageai.com/docs/rate-limits).
     default_budget = Budget(rpm=2_000, tpm=3_000_000)
-    # USD per million tokens after the free ones (Voyage's price list as quoted by third-party
-    # price tables of November 2025; the first 200 million tokens of an account are free).
+    # USD per million tokens after the free ones (the first 200 million tokens of an account are free).
     prices = {"voyage-3-large": 0.18}
+    prices_read = "Voyage's list as quoted by third-party price tables of November 2025, read 2026-11-25"
 
     def __init__(self, model: str, input_type: str | None = None, **kwargs):
         super().__init__(model, **kwargs)
