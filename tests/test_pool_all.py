@@ -5,7 +5,9 @@ another project's evaluator: MTEB's, run on the same haystacks with the bundled 
 
 from __future__ import annotations
 
+import hashlib
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -19,6 +21,7 @@ from fakes import MatrixScorer
 from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.embedders.base import Scores
 from embedeval.needles import load_needle_set
+from embedeval.export import dataset_revision
 from embedeval.run import NolimaRun
 from embedeval.similarity import HaystackScores, retrieval_rows
 
@@ -182,11 +185,7 @@ def test_a_run_from_before_the_pool_choice_reads_as_needle_free(all_run, tmp_pat
 
 
 def test_the_pool_is_part_of_the_mteb_dataset_revision(all_run):
-    from dataclasses import replace
-
-    from embedeval.export import dataset_revision
-
     run = NolimaRun.open(all_run)
     needle_free = replace(run, config={**run.config, "pool": "needle-free"})
     assert dataset_revision(run) != dataset_revision(needle_free)  # the same haystacks ranked among other candidates
-    assert dataset_revision(needle_free) == __import__("hashlib").sha256(run.haystack_settings_bytes()).hexdigest()[:16]
+    assert dataset_revision(needle_free) == hashlib.sha256(run.haystack_settings_bytes()).hexdigest()[:16]
