@@ -126,7 +126,8 @@ def plan_of(model, prices: dict[str, float] | None = None, calibrate: bool = Tru
     price = given if given is not None else listed
     source = "--price" if given is not None else api.prices_read if listed is not None else "no price known (give --price SPEC=USD)"
     usd = None if price is None else tokens / 1e6 * price
-    tokenizer = api.tokenizer_name + (" (the served model's own)" if api.exact_tokens else " (the reference, an estimate)")
+    own = "the served model's own" if api.options.tokenizer else "the provider's own"
+    tokenizer = f"{api.tokenizer_name} ({own if api.exact_tokens else 'the reference, an estimate'})"
     return EmbedderPlan(model.name, texts, cached, to_embed, inputs, tokens, tokenizer, margin, requests, seconds,
                         f"at its budget of {budget.rpm:,} requests and {budget.tpm:,} tokens per {budget.period:g} s", price, source, usd,
                         None if usd is None else usd * (1 + margin))
