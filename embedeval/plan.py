@@ -4,7 +4,7 @@ A command's embedding steps run as they would, through models loaded with ``plan
 (:func:`~embedeval.embedders.registry.load_embedder`): each is a
 :class:`~embedeval.embedders.recorder.Recorder` behind a read-only cache, so the plan sees exactly
 the distinct inputs the run would ask for, which of them the cache holds, and what the rest
-would cost, while nothing is embedded, sent or stored. :func:`plan_of` turns one such model into
+would cost, while nothing is sent or stored (a local model embeds a small sample to time itself). :func:`plan_of` turns one such model into
 an :class:`EmbedderPlan`:
 
 - ``texts``: the distinct vectors the run needs (of texts, token-id sequences for a local model,

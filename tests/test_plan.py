@@ -1,5 +1,5 @@
 """``--plan`` / ``--max-cost`` / ``--price``: the plan's numbers are what the run then sends
-(counted by a server on 127.0.0.1), and a plan embeds, sends and stores nothing."""
+(counted by a server on 127.0.0.1), and a plan sends and stores nothing."""
 
 import json
 import sqlite3

@@ -178,7 +178,7 @@ def representatives(vectors: np.ndarray, members: np.ndarray, k: int, lam: float
 def plan_themes(config: ThemesConfig, cache_dir=None, prices: dict[str, float] | None = None, calibrate: bool = True,
                 progress: bool = False) -> list[EmbedderPlan]:
     """What :func:`run_themes` would embed, send, cost and take (:mod:`embedeval.plan`): the corpus
-    cut into chunks, their embedding recorded, nothing embedded or written."""
+    cut into chunks, their embedding recorded; nothing sent or written."""
     config.validate()
     chunks = _themes_chunks(config, progress)
     model = load_embedder(config.embedder, cache_dir=cache_dir, plan=True)
