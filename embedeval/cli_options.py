@@ -138,9 +138,9 @@ class GridOptions:
         return grid_needle_set(needles.path, needles.group_ids, grid.variants, grid.n_distractors, self.distractors_file)
 
 
-#: The flag of each library parameter whose flag is not ``--`` + its name with ``.`` and ``_`` as ``-``.
 #: Options written in an embedder's spec (embedeval.embedders.options), not flags.
 SPEC_OPTIONS = tuple(f.name for group in (LocalOptions, APISpecOptions) for f in dataclasses.fields(group))
+#: The flag of each library parameter whose flag is not ``--`` + its name with ``.`` and ``_`` as ``-``.
 FLAG_OF = {"embedders": "--embedder", "strategies": "--strategy", "hdbscan.min_cluster_size": "--min-cluster-size",
            "hdbscan.min_samples": "--min-samples", "prices": "--price"}
 

@@ -51,7 +51,6 @@ class Recorder(EmbedderWrapper):
         self.inputs = 0  # inputs the model is given, repeats across calls included (late chunking's windows)
         self.tokens = 0
         self.requests = 0
-        self.calls = 0
 
     @property
     def dim(self) -> int:
@@ -78,7 +77,6 @@ class Recorder(EmbedderWrapper):
         """Note one model call as the run would make it (``sizes``: a local model's tokens per
         input) and answer every input with its stand-in vector."""
         if inputs:
-            self.calls += 1
             self.inputs += len(inputs)
             self.items.update(dict.fromkeys((kind, item) for item in inputs))
             if self.api is not None:
@@ -105,7 +103,6 @@ class APILateRecorder(Recorder):
 
     def embed_late_chunks(self, windows: Sequence[Sequence[str]], chunks: Sequence[Sequence[tuple[int, int, int]]],
                           kind: Kind = "document") -> np.ndarray:
-        self.calls += 1
         for window in windows:
             self.items[(kind, tuple(window))] = None
             self.inputs += 1

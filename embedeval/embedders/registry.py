@@ -241,16 +241,13 @@ def load_embedder(
     if isinstance(embedder, APIEmbedder):
         embedder.progress = progress  # a bar of tokens sent and tokens per minute
     if plan:
-        recorder = recording(embedder)
-        if store is None:
-            return recorder
-        wrapper = CachedTokenIdEmbedder if isinstance(recorder, TokenIdEmbedder) else CachedEmbedder
-        return wrapper(recorder, store, commit_every=commit_every, read_only=True)
-    if verify:
-        embedder.check()
-    if executor is not None and executor.kind == "ray" and backend.prefix == "st":
-        embedder = RayEmbedder(embedder, model, executor)
+        embedder = recording(embedder)  # sends nothing, so nothing to check or spread over Ray
+    else:
+        if verify:
+            embedder.check()
+        if executor is not None and executor.kind == "ray" and backend.prefix == "st":
+            embedder = RayEmbedder(embedder, model, executor)
     if store is None:
         return embedder
     wrapper = CachedTokenIdEmbedder if isinstance(embedder, TokenIdEmbedder) else CachedEmbedder
-    return wrapper(embedder, store, commit_every=commit_every, progress=progress)
+    return wrapper(embedder, store, commit_every=commit_every, progress=progress and not plan, read_only=plan)
