@@ -36,6 +36,19 @@ CHUNKED_PREFIX = "chunks-max@"
 #: Late chunking (one model pass per window, token embeddings pooled per chunk): ``late-chunking@128``.
 LATE_CHUNKED_PREFIX = "late-chunking@"
 
+#: Each ``strategy`` as ``--strategy`` takes it and what it does (``embedeval embedders`` and ``--help`` list
+#: them; :data:`embedeval.strategies.STRATEGY_NAMES` are the names, a test checks both agree).
+STRATEGY_CHOICES: dict[str, str] = {
+    "truncate": "the model's own window",
+    "windows-mean": "mean of window vectors over the whole text, LongEmbed's PCW",
+    "chunks-max": "best chunk of --chunk-tokens, as a RAG retriever",
+    "late-chunking": "best chunk, each pooled from one pass over its window",
+    "extend-gp@L, extend-rp@L, extend-pi@L": "absolute-position models read L tokens in one pass, positions grouped, "
+                                             "recurrent or interpolated",
+    "rope-ntk@L, rope-linear@L": "rotary models read L tokens in one pass, RoPE base NTK-scaled or positions linearly scaled",
+    "...+logscale": "context extension with attention logits scaled by log(n)/log(P) past the positions",
+}
+
 
 def scores_chunks(strategy: str) -> bool:
     """Whether a strategy label scores a text by its best chunk (``chunks-max@C``,

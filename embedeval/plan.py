@@ -35,7 +35,7 @@ import numpy as np
 from embedeval.defaults import API_TOKEN_MARGIN, DEFAULT_PLAN_CALIBRATION_TEXTS, DEFAULT_SEED
 from embedeval.embedders.cache import CachedEmbedder
 from embedeval.embedders.http import CHECK_TEXT
-from embedeval.embedders.recorder import Recorder
+from embedeval.embedders.recorder import Recorder, StretchedIds
 from embedeval.embedders.registry import canonical_spec
 from embedeval.errors import ConfigError
 
@@ -85,9 +85,12 @@ def _timed_seconds(recorder: Recorder, n_sample: int, seed: int) -> tuple[float,
     sample = [items[i] for i in rng.choice(len(items), size=min(n_sample + 2, len(items)), replace=False)]
 
     def embed(batch) -> None:
-        for kind in {k for k, _ in batch}:
-            inputs = [item for k, item in batch if k == kind]
-            if isinstance(inputs[0], tuple):
+        for kind, form in {(k, type(item)) for k, item in batch}:
+            inputs = [item for k, item in batch if k == kind and type(item) is form]
+            if form is StretchedIds:
+                for stretch in {item.stretch for item in inputs}:
+                    recorder.inner.embed_stretched([list(item.ids) for item in inputs if item.stretch == stretch], stretch, kind=kind)
+            elif form is tuple:
                 recorder.inner.embed_ids([list(seq) for seq in inputs], kind=kind)
             else:
                 recorder.inner.embed(inputs, kind=kind)

@@ -12,6 +12,12 @@ scores a text from its pieces' vectors:
   cos(q, v).
 - ``windows-mean``: consecutive windows of ``W`` tokens (``overlap`` tokens shared by neighbours)
   over the whole text; v = normalise(mean of the window vectors). Score = cos(q, v).
+- ``extend-gp@L``, ``extend-rp@L``, ``extend-pi@L`` (absolute positions), ``rope-ntk@L``,
+  ``rope-linear@L`` (rotary positions), each optionally ``+logscale``: one piece, the text's first
+  ``L`` tokens (counted as ``max_tokens`` counts them, special tokens and prompt included) read in
+  one pass by a model with fewer positions, which are re-used or stretched for it
+  (:mod:`embedeval.embedders.stretch`, after LongEmbed). Score = cos(q, v). ``windows-mean`` is
+  LongEmbed's PCW (parallel context windows).
 - ``chunks-max@C``: consecutive chunks the model reads as inputs of ``C`` tokens (counted as
   ``max_tokens`` counts them, special tokens and prompt included, so ``C`` <= ``max_tokens`` and
   ``chunks-max@256`` fills all-MiniLM-L6-v2's 256-token window: chunks of ``C - (max_tokens -
@@ -43,11 +49,13 @@ from embedeval.defaults import (
     TEXT_FIT_MARGIN,
 )
 from embedeval.embedders.base import (
-    Embedder, Scores, TokenIdEmbedder, check_texts, l2_normalize, late_chunking_refusal, offers_late_chunking,
+    Embedder, Scores, TokenIdEmbedder, check_texts, innermost, l2_normalize, late_chunking_refusal, offers_late_chunking,
+    offers_stretching,
 )
 from embedeval.embedders.bm25 import BM25Scorer
 from embedeval.embedders.executors import Executor
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
+from embedeval.embedders.stretch import METHODS, STRATEGY_PREFIX, Stretch
 from embedeval.errors import ConfigError, InputError
 from embedeval.labels import CHUNKED_PREFIX, LATE_CHUNKED_PREFIX
 from embedeval.embedders.tokens import TokenCounter
@@ -55,7 +63,10 @@ from embedeval.embedders.tokens import TokenCounter
 TRUNCATE, WINDOWS_MEAN, CHUNKS_MAX, LATE_CHUNKING = "truncate", "windows-mean", "chunks-max", "late-chunking"
 #: Texts tokenised at a time when cutting pieces (token offsets of 8k-token texts add up).
 TOKENIZE_BATCH = 256
-STRATEGY_NAMES: tuple[str, ...] = (TRUNCATE, WINDOWS_MEAN, CHUNKS_MAX, LATE_CHUNKING)
+#: Context extension (:mod:`embedeval.embedders.stretch`): strategy name -> method.
+STRETCH_METHODS: dict[str, str] = {STRATEGY_PREFIX[kind] + method: method for kind, methods in METHODS.items() for method in methods}
+LOGSCALE_SUFFIX = "+logscale"
+STRATEGY_NAMES: tuple[str, ...] = (TRUNCATE, WINDOWS_MEAN, CHUNKS_MAX, LATE_CHUNKING, *STRETCH_METHODS)
 #: Strategies that take a chunk size (``--chunk-tokens``), one strategy per size.
 CHUNKED: tuple[str, ...] = (CHUNKS_MAX, LATE_CHUNKING)
 #: Strategies whose windows overlap, and the overlap each gets when none is given.
@@ -100,17 +111,27 @@ class Scorer(Protocol):
 @dataclass(frozen=True)
 class Strategy:
     """One way of reading long texts. ``label`` is the table's ``strategy`` value
-    (``truncate``, ``windows-mean``, ``chunks-max@128``, ``late-chunking@128``)."""
+    (``truncate``, ``windows-mean``, ``chunks-max@128``, ``late-chunking@128``,
+    ``extend-gp@4096``, ``extend-pi@4096+logscale``)."""
 
     name: str
     chunk_tokens: int | None = None  # chunks-max and late-chunking only
     #: windows-mean and late-chunking: tokens shared by neighbouring windows (None: the strategy's
     #: default, :data:`OVERLAP_DEFAULTS`; 0 for the others).
     overlap: int | None = None
+    #: Context extension only: the tokens read in one pass (``L``), and whether attention logits
+    #: are scaled past the model's positions.
+    read_tokens: int | None = None
+    logscale: bool = False
 
     def __post_init__(self) -> None:
         if self.name not in STRATEGY_NAMES:
             raise ConfigError(f"unknown strategy {self.name!r}; use one of {', '.join(STRATEGY_NAMES)}")
+        if (self.name in STRETCH_METHODS) != (self.read_tokens is not None) or (self.logscale and self.name not in STRETCH_METHODS):
+            raise ConfigError(f"a length to read (@L) and {LOGSCALE_SUFFIX} go with {', '.join(STRETCH_METHODS)}, and only "
+                              f"with them (e.g. {next(iter(STRETCH_METHODS))}@4096)")
+        if self.read_tokens is not None and self.read_tokens < 1:
+            raise ConfigError(f"{self.name} reads a positive number of tokens, not {self.read_tokens}")
         if (self.name in CHUNKED) != (self.chunk_tokens is not None):
             raise ConfigError("a chunk size goes with chunks-max and late-chunking, and only with them")
         if self.chunk_tokens is not None and self.chunk_tokens < 1:
@@ -122,7 +143,31 @@ class Strategy:
                               f"not {self.overlap} for {self.name}")
 
     @property
+    def stretch(self) -> Stretch | None:
+        """How a context-extension strategy reads past the model's positions (None for the others)."""
+        return Stretch(STRETCH_METHODS[self.name], self.logscale) if self.name in STRETCH_METHODS else None
+
+    @property
+    def one_piece(self) -> bool:
+        """Whether a text is read as one piece, its start (``truncate`` and context extension)."""
+        return self.name == TRUNCATE or self.name in STRETCH_METHODS
+
+    @classmethod
+    def stretched(cls, text: str) -> Strategy:
+        """A context-extension strategy from its name, ``extend-gp@4096`` or
+        ``rope-ntk@8192+logscale``; anything else is one :class:`ConfigError`."""
+        head, _, tail = text.partition("@")
+        length, _, scaled = tail.partition("+")
+        if head not in STRETCH_METHODS or not (length.isascii() and length.isdigit()) or scaled not in ("", LOGSCALE_SUFFIX[1:]):
+            example = head if head in STRETCH_METHODS else next(iter(STRETCH_METHODS))
+            raise ConfigError(f"strategy {text!r}: write {example}@L or {example}@L{LOGSCALE_SUFFIX}, L the tokens read in "
+                              "one pass (e.g. 4096)", "strategies")
+        return cls(head, read_tokens=int(length), logscale=bool(scaled))
+
+    @property
     def label(self) -> str:
+        if self.read_tokens is not None:
+            return f"{self.name}@{self.read_tokens}" + (LOGSCALE_SUFFIX if self.logscale else "")
         if self.name == CHUNKS_MAX:
             return f"{CHUNKED_PREFIX}{self.chunk_tokens}"
         return f"{LATE_CHUNKED_PREFIX}{self.chunk_tokens}" if self.name == LATE_CHUNKING else self.name
@@ -132,14 +177,16 @@ def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Se
                      window_overlap: int = DEFAULT_WINDOW_OVERLAP,
                      late_overlap: int = DEFAULT_LATE_CHUNKING_OVERLAP) -> list[Strategy]:
     """The strategies a run asks for: ``chunks-max`` and ``late-chunking`` become one strategy per
-    chunk size; ``window_overlap`` goes to ``windows-mean``, ``late_overlap`` to ``late-chunking``.
+    chunk size; ``window_overlap`` goes to ``windows-mean``, ``late_overlap`` to ``late-chunking``;
+    context extension is named with its length (``extend-gp@4096``, :meth:`Strategy.stretched`).
     Unknown names, repeats, chunk sizes < 1 and a negative overlap are a :class:`ConfigError`."""
     names = list(names)
     if not names:
         raise ConfigError("no strategies given")
-    unknown = [n for n in names if n not in STRATEGY_NAMES]
+    unknown = [n for n in names if n not in STRATEGY_NAMES and n.partition("@")[0] not in STRETCH_METHODS]
     if unknown:
-        raise ConfigError(f"unknown strategy {unknown[0]!r}; use one of {', '.join(STRATEGY_NAMES)}")
+        raise ConfigError(f"unknown strategy {unknown[0]!r}; use one of {', '.join(STRATEGY_NAMES)} "
+                          f"(context extension as {next(iter(STRETCH_METHODS))}@L)")
     if len(set(names)) != len(names):
         raise ConfigError(f"strategy given twice in {', '.join(names)}")
     for option, overlap in (("window", window_overlap), ("late-chunking", late_overlap)):
@@ -156,6 +203,8 @@ def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Se
     for name in names:
         if name in CHUNKED:
             out += [Strategy(name, chunk_tokens=int(c), overlap=overlaps.get(name, 0)) for c in sizes]
+        elif name not in STRATEGY_NAMES or name in STRETCH_METHODS:
+            out.append(Strategy.stretched(name))
         else:
             out.append(Strategy(name, overlap=overlaps.get(name, 0)))
     return out
@@ -167,7 +216,13 @@ LATE_CHUNKING_PROVIDERS = ("st", "jina")
 
 def check_strategy_support(specs: Sequence[str], strategies: Sequence[Strategy], executor: str = "local") -> None:
     """Refuse, before any model is loaded, a strategy an embedder cannot do: late chunking needs a
-    local ``st:`` model on the local executor (token embeddings) or a ``jina:`` model."""
+    local ``st:`` model on the local executor (token embeddings) or a ``jina:`` model; context
+    extension a local ``st:`` model on the local executor (its positions)."""
+    stretched = next((s.label for s in strategies if s.stretch is not None), None)
+    for spec in specs if stretched else ():
+        if spec not in LEXICAL_SPECS and (spec.partition(":")[0] != "st" or executor != "local"):
+            raise ConfigError(f"{stretched} is not offered for {spec} on the {executor} executor: context extension changes "
+                              "a local st: model's positions, on the local executor")
     if not any(s.name == LATE_CHUNKING for s in strategies):
         return
     for spec in specs:
@@ -280,6 +335,9 @@ class EmbeddingScorer:
         self.capacity = self._capacity()
         # Tokens of a model input that are not the text's (special tokens, prompt): chunk sizes count them.
         self.frame_tokens = embedder.max_tokens - self.capacity if self.reads_ids else 0
+        if strategy.stretch is not None:
+            self._check_stretch()
+            self.capacity = strategy.read_tokens - self.frame_tokens
         largest = embedder.max_tokens if self.reads_ids else self.capacity
         if strategy.name == CHUNKS_MAX and not self.frame_tokens < strategy.chunk_tokens <= largest:
             raise ConfigError(f"chunks of {strategy.chunk_tokens} tokens do not fit {embedder.name}, which reads "
@@ -290,6 +348,23 @@ class EmbeddingScorer:
         if strategy.overlap >= self.capacity:
             raise ConfigError(f"a window overlap of {strategy.overlap} tokens leaves nothing new in {embedder.name}'s "
                               f"windows of {self.capacity} tokens")
+
+    def _check_stretch(self) -> None:
+        """Refuse context extension where it is not defined: a model not fed token ids by this
+        process, one whose positions the method does not fit (:func:`embedeval.embedders.stretch.refusal`),
+        or a length ``L`` the model reads without stretching (not above its positions ``P``)."""
+        embedder, strategy = self.embedder, self.strategy_spec
+        if not (self.reads_ids and offers_stretching(embedder)):
+            raise ConfigError(f"{strategy.label} is not offered for {embedder.name}: context extension changes a local st: "
+                              "model's positions, on the local executor")
+        model = innermost(embedder)
+        why = model.stretch_refusal(strategy.stretch)
+        if why:
+            raise ConfigError(f"{strategy.label} does not fit {embedder.name}: {why}")
+        limit = model.position_limit()
+        if strategy.read_tokens <= limit or strategy.read_tokens <= self.frame_tokens:
+            raise ConfigError(f"{strategy.label} reads no further than {embedder.name} does itself: it has {limit} positions; "
+                              f"use @L with L above {limit}", "strategies")
 
     def _check_late_chunking(self) -> None:
         """Refuse late chunking where it is not defined: a model without token embeddings, one whose
@@ -325,6 +400,9 @@ class EmbeddingScorer:
         pieces = self._cut(texts)
         if self.strategy_spec.name == LATE_CHUNKING:
             vectors = self._embed_late(pieces.inputs)
+        elif self.strategy_spec.stretch is not None:
+            vectors = self._embed_distinct(pieces.inputs, lambda ids: self.embedder.embed_stretched(
+                ids, self.strategy_spec.stretch, kind="document"))
         else:
             vectors = self._embed_pieces(pieces.inputs, texts if not self.dedupe else None)
         owner, spans = pieces.owner, pieces.spans
@@ -342,7 +420,7 @@ class EmbeddingScorer:
             return Pieces(read, np.arange(len(texts)), np.stack([np.zeros(len(texts), dtype=np.int64), seen], axis=1), seen)
         if strategy.name == LATE_CHUNKING:
             return self._cut_late(texts)
-        if strategy.name == TRUNCATE:
+        if strategy.one_piece:
             size, step, limit = capacity, capacity, capacity
         elif strategy.name == WINDOWS_MEAN:
             size, step, limit = capacity, capacity - strategy.overlap, None
@@ -355,7 +433,7 @@ class EmbeddingScorer:
         for t, (text, (ids, offsets)) in enumerate(zip(texts, encoded)):
             if not len(ids):
                 raise InputError(f"text #{t} has no tokens for {self.name} ({text[:40]!r}); it cannot be embedded")
-            bounds = piece_bounds(len(ids), size, step)[: 1 if strategy.name == TRUNCATE else None]
+            bounds = piece_bounds(len(ids), size, step)[: 1 if strategy.one_piece else None]
             for start, end in bounds:
                 span = (int(offsets[start, 0]), int(offsets[end - 1, 1]))
                 inputs.append(ids[start:end].tobytes() if self.reads_ids else text[span[0] : span[1]])
@@ -423,11 +501,15 @@ class EmbeddingScorer:
         texts instead, one by one as given: the check without deduplication)."""
         if whole_texts is not None and self.strategy_spec.name == TRUNCATE:
             return self.embedder.embed(whole_texts, kind="document")
-        distinct = sorted(dict.fromkeys(inputs), key=len, reverse=True)  # similar lengths batch with little padding
         if self.reads_ids:
-            vectors = self.embedder.embed_ids([np.frombuffer(ids, dtype=np.int32) for ids in distinct], kind="document")
-        else:
-            vectors = self.embedder.embed(distinct, kind="document")
+            return self._embed_distinct(inputs, lambda ids: self.embedder.embed_ids(ids, kind="document"))
+        return self._embed_distinct(inputs, lambda texts: self.embedder.embed(texts, kind="document"), as_ids=False)
+
+    def _embed_distinct(self, inputs: list, embed, as_ids: bool = True) -> np.ndarray:
+        """``embed`` each distinct input once, longest first (similar lengths batch with little
+        padding), id bytes given as int32 arrays (``as_ids``); the vectors in ``inputs``' order."""
+        distinct = sorted(dict.fromkeys(inputs), key=len, reverse=True)
+        vectors = embed([np.frombuffer(ids, dtype=np.int32) for ids in distinct] if as_ids else distinct)
         where = {item: i for i, item in enumerate(distinct)}
         return vectors[[where[item] for item in inputs]]
 

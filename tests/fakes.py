@@ -125,3 +125,30 @@ def write_word_books(folder: Path, words: list[str], sentence_words: tuple[int, 
                      for _ in range(n_sentences)]
         (folder / f"book{b:02d}.txt").write_text(" ".join(sentences) + "\n", encoding="utf-8")
     return folder
+
+
+def small_model_folder(path: Path, architecture: str, positions: int, max_seq_length: int = 512,
+                       initializer_range: float = 0.02) -> Path:
+    """A small random-weight model with ``positions`` absolute positions (``bert``) or rotary
+    positions (``modernbert``), saved as a sentence-transformers folder (mean pooling, Normalize)
+    with the bundled model's tokenizer and ``max_seq_length``; a wider ``initializer_range`` gives
+    sharper attention (a logit scale then shows in the vectors)."""
+    import torch
+    from sentence_transformers import SentenceTransformer, models
+    from transformers import AutoModel, AutoTokenizer, BertConfig, ModernBertConfig
+
+    if architecture == "bert":
+        config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+                            max_position_embeddings=positions, initializer_range=initializer_range)
+    else:
+        config = ModernBertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                  intermediate_size=64, max_position_embeddings=positions, pad_token_id=0, cls_token_id=101,
+                                  sep_token_id=102, bos_token_id=101, eos_token_id=102, global_attn_every_n_layers=2,
+                                  initializer_range=initializer_range)
+    torch.manual_seed(0)
+    AutoModel.from_config(config).save_pretrained(path / "weights")
+    AutoTokenizer.from_pretrained(resolve_model_path("all-MiniLM-L6-v2")).save_pretrained(path / "weights")
+    transformer = models.Transformer(str(path / "weights"), max_seq_length=max_seq_length)
+    model = SentenceTransformer(modules=[transformer, models.Pooling(32, "mean"), models.Normalize()])
+    model.save(str(path / "st"))
+    return path / "st"

@@ -14,6 +14,7 @@ from embedeval.embedders.local import SentenceTransformerEmbedder, cut_batches
 from embedeval.embedders.options import LocalOptions
 from embedeval.embedders.registry import canonical_spec, load_embedder, select_embedders
 from embedeval.errors import ConfigError, InputError
+from fakes import small_model_folder
 
 MINILM = "st:all-MiniLM-L6-v2"
 
@@ -105,41 +106,13 @@ def test_out_of_memory_halves_the_batch_and_keeps_every_vector(minilm):
 POSITIONS = 8192 + 2
 
 
-def _long_context_folder(path, architecture: str):
-    """A small random-weight model with :data:`POSITIONS` absolute positions (BERT) or rotary
-    positions (ModernBERT), saved as a sentence-transformers folder with the bundled model's
-    tokenizer."""
-    from sentence_transformers import SentenceTransformer, models
-    from transformers import AutoModel, BertConfig, ModernBertConfig
-
-    from embedeval.embedders.models import resolve_model_path
-
-    tokenizer_from = resolve_model_path("all-MiniLM-L6-v2")
-    if architecture == "bert":
-        config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-                            max_position_embeddings=POSITIONS)
-    else:
-        config = ModernBertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                                  intermediate_size=64, max_position_embeddings=POSITIONS, pad_token_id=0, cls_token_id=101,
-                                  sep_token_id=102, bos_token_id=101, eos_token_id=102, global_attn_every_n_layers=2)
-    torch.manual_seed(0)
-    AutoModel.from_config(config).save_pretrained(path / "weights")
-    from transformers import AutoTokenizer
-
-    AutoTokenizer.from_pretrained(tokenizer_from).save_pretrained(path / "weights")
-    transformer = models.Transformer(str(path / "weights"), max_seq_length=512)
-    model = SentenceTransformer(modules=[transformer, models.Pooling(32, "mean"), models.Normalize()])
-    model.save(str(path / "st"))
-    return path / "st"
-
-
 @pytest.mark.parametrize("architecture", ["bert", "modernbert"])
 def test_a_long_context_model_reads_every_needle_at_8192_tokens(architecture, tmp_path, books_dir):
     """No window logic: the model reads each haystack whole (a window of 8192 would read 8190
     content tokens beside [CLS] and [SEP], and miss a needle in the last two)."""
     from embedeval.experiments import HaystackGrid, NolimaConfig, run_nolima
 
-    folder = _long_context_folder(tmp_path, architecture)
+    folder = small_model_folder(tmp_path, architecture, POSITIONS)
     spec = f"st:{folder}?max_seq_length={POSITIONS}&max_batch_tokens={POSITIONS}"
     config = NolimaConfig(embedders=[spec], groups=["loc-dresden", "diet-vegan", "loc-peru"], out=str(tmp_path / "run"),
                           grid=HaystackGrid(corpus=f"dir:{books_dir}", lengths=[128, 8192], depths=2, variants=["onehop"],

@@ -181,24 +181,41 @@ class Scores:
                    np.broadcast_to(np.asarray(seen_chars, dtype=np.int64), shape).copy())
 
 
+def offers(embedder, method: str) -> bool:
+    """Whether ``embedder`` and every embedder it wraps (through ``inner``) has a callable ``method``."""
+    if not callable(getattr(embedder, method, None)):
+        return False
+    inner = getattr(embedder, "inner", None)
+    return inner is None or offers(inner, method)
+
+
 def offers_late_chunking(embedder) -> bool:
     """Whether ``embedder`` (and every embedder it wraps) has ``embed_late_chunks(windows, chunks,
     kind)``: ``windows`` are sequences of units (token ids for a model fed ids, chunk texts for an
     API with late chunking of its own), each read in a single pass; a chunk is a sequence of parts
     ``(w, start, end)``, units ``[start, end)`` of window ``w``; one L2-normalised vector per chunk
     (a ``(len(chunks), dim)`` array), pooled from its parts' outputs."""
-    if not callable(getattr(embedder, "embed_late_chunks", None)):
-        return False
-    inner = getattr(embedder, "inner", None)
-    return inner is None or offers_late_chunking(inner)
+    return offers(embedder, "embed_late_chunks")
+
+
+def offers_stretching(embedder) -> bool:
+    """Whether ``embedder`` (and every embedder it wraps) has ``embed_stretched(ids, stretch, kind)``:
+    content-id sequences of any length, each read in one pass with its positions re-used or
+    stretched (:mod:`embedeval.embedders.stretch`); a local ``st:`` model on the local executor."""
+    return offers(embedder, "embed_stretched")
+
+
+def innermost(embedder):
+    """The model under ``embedder``'s wrappers (followed through ``inner``)."""
+    while getattr(embedder, "inner", None) is not None:
+        embedder = embedder.inner
+    return embedder
 
 
 def late_chunking_refusal(embedder) -> str | None:
     """Why the innermost model under ``embedder`` (through its wrappers' ``inner``) says late
     chunking is not defined for it (its ``late_chunking_refusal()``), or None."""
-    while getattr(embedder, "inner", None) is not None:
-        embedder = embedder.inner
-    refusal = getattr(embedder, "late_chunking_refusal", None)
+    refusal = getattr(innermost(embedder), "late_chunking_refusal", None)
     return refusal() if callable(refusal) else None
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -541,8 +542,17 @@ class CachedTokenIdEmbedder(CachedEmbedder, TokenIdWrapper):
         return [found[key] for key in keys]
 
     def embed_ids(self, ids: Sequence[Sequence[int]], kind: Kind = "document") -> np.ndarray:
+        return self._ids_through_cache(ids, kind, self.inner.fingerprint, self.inner.embed_ids)
+
+    def embed_stretched(self, ids: Sequence[Sequence[int]], stretch, kind: Kind = "document") -> np.ndarray:
+        """The wrapped model's ``embed_stretched`` (:mod:`embedeval.embedders.stretch`), cached
+        under :func:`ids_cache_key` with the stretch's key joined to the fingerprint: a vector
+        depends on the method and the ids read, not on the length a strategy reads up to."""
+        return self._ids_through_cache(ids, kind, f"{self.inner.fingerprint}|{stretch.key}",
+                                       functools.partial(self.inner.embed_stretched, stretch=stretch))
+
+    def _ids_through_cache(self, ids: Sequence[Sequence[int]], kind: Kind, fingerprint: str, embed) -> np.ndarray:
         check_texts([], kind)
         ids = [np.asarray(seq, dtype=np.int32) for seq in ids]
-        fingerprint = self.inner.fingerprint
         keys = [ids_cache_key(self.name, fingerprint, kind, seq) for seq in ids]
-        return self._through_cache(keys, ids, kind, self.inner.embed_ids)
+        return self._through_cache(keys, ids, kind, embed)

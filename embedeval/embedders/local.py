@@ -31,8 +31,8 @@ from embedeval.embedders.models import (
     folder_fingerprint,
     resolve_model_path,
 )
-from embedeval.defaults import DEFAULT_BATCH_SIZE
-from embedeval.embedders import onnx
+from embedeval.defaults import DEFAULT_BATCH_SIZE, DEFAULT_STRETCH_BATCH_TOKENS
+from embedeval.embedders import onnx, stretch as stretching
 from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.errors import ConfigError, InputError, UnknownEmbedderError
 from embedeval.embedders.tokens import TokenCounter, load_token_counter, quiet_transformers
@@ -40,7 +40,7 @@ from embedeval.paths import default_cache_dir
 from embedeval.versions import package_version
 
 #: Bump when the facts change shape or meaning (older remembered facts are then ignored).
-FACTS_FORMAT = 2
+FACTS_FORMAT = 3
 #: Packages whose versions can change what a loaded model says about itself.
 FACTS_PACKAGES = ("sentence-transformers", "transformers", "tokenizers", "torch")
 
@@ -220,7 +220,10 @@ class SentenceTransformerEmbedder:
                 prompt_ids[kind] = str(exc)
         return {"fingerprint": self._live_fingerprint(), "dim": int(self.model.get_embedding_dimension()),
                 "max_tokens": int(self.model.max_seq_length), "special_ids": list(self._special_ids()),
-                "prompt_ids": prompt_ids, "tokenizer": self.token_counter.fingerprint, "pooling": self._live_pooling()}
+                "prompt_ids": prompt_ids, "tokenizer": self.token_counter.fingerprint, "pooling": self._live_pooling(),
+                "stretch_refusals": {f"{m}{'+logscale' if scaled else ''}": self._live_stretch_refusal(stretching.Stretch(m, scaled))
+                                     for m in stretching.Stretch.all_methods() for scaled in (False, True)},
+                "position_limit": self._live_position_limit()}
 
     @property
     def token_counter(self) -> TokenCounter:
@@ -350,16 +353,17 @@ class SentenceTransformerEmbedder:
         order, lengths = _longest_first(ids, frame)
         return cut_batches(order, lengths, self.batch_size, self.max_batch_tokens)
 
-    def _in_batches(self, ids: Sequence[Sequence[int]], frame: int, run) -> None:
+    def _in_batches(self, ids: Sequence[Sequence[int]], frame: int, run, budget: int | None = None) -> None:
         """``run(rows)`` for every batch of :meth:`id_batches`; when CUDA runs out of memory, the
         batch is halved and retried, and the rest of the run keeps that smaller budget (in padded
         tokens, so shorter inputs still go more at a time). A single input that does not fit is
         one :class:`~embedeval.errors.InputError` naming its length. ``run`` writes its results
-        itself, so nothing done before a retry is lost or done twice."""
+        itself, so nothing done before a retry is lost or done twice. ``budget``: padded tokens
+        per batch when the spec sets no ``max_batch_tokens``."""
         import torch
 
         order, lengths = _longest_first(ids, frame)
-        budget = self.max_batch_tokens
+        budget = self.max_batch_tokens or budget
         done = 0
         while done < len(order):
             rows = order[done:done + batch_rows(lengths[done], self.batch_size, budget)]
@@ -413,6 +417,76 @@ class SentenceTransformerEmbedder:
         features = model.tokenizer.pad({"input_ids": [head + list(seq) + tail for seq in batch]}, return_tensors="pt",
                                        return_attention_mask=True)
         return {k: v.to(model.device) for k, v in dict(features).items()}
+
+    def stretch_refusal(self, stretch: stretching.Stretch) -> str | None:
+        """Why this model cannot read past its positions as ``stretch`` says (its position type, or
+        a backend other than torch), None when it can (:mod:`embedeval.embedders.stretch`)."""
+        facts = self._recalled()
+        if facts:
+            return facts["stretch_refusals"][stretch.key.removeprefix("stretch:")]
+        return self._live_stretch_refusal(stretch)
+
+    def _live_stretch_refusal(self, stretch: stretching.Stretch) -> str | None:
+        if self.options.backend != "torch":
+            return f"context extension runs on the torch backend, not {self.options.backend}"
+        return stretching.refusal(self._transformer(), stretch)
+
+    def _transformer(self):
+        """The transformers model under the sentence-transformers Transformer module."""
+        return self.model[0].auto_model
+
+    def position_limit(self) -> int | None:
+        """``P``: the positions the model has (its position table's rows, else
+        ``max_position_embeddings``), None when it does not say."""
+        facts = self._recalled()
+        return facts["position_limit"] if facts else self._live_position_limit()
+
+    def _live_position_limit(self) -> int | None:
+        try:
+            return stretching.position_limit(self._transformer())
+        except (AttributeError, TypeError, ValueError):
+            return None
+
+    def embed_stretched(self, ids: Sequence[Sequence[int]], stretch: stretching.Stretch, kind: Kind = "document") -> np.ndarray:
+        """Embed content-id sequences of any length, each in one pass with its special tokens and
+        prompt (as :meth:`embed_ids`), its positions re-used or stretched as ``stretch`` says when
+        the input is longer than the model's positions (:func:`embedeval.embedders.stretch.stretched`).
+        Inputs of equal length run together, unpadded, so each factor is the input's own and no
+        vector depends on its batch; batches hold :data:`~embedeval.defaults.DEFAULT_STRETCH_BATCH_TOKENS`
+        tokens unless the spec sets ``max_batch_tokens``."""
+        if kind not in ("query", "document"):
+            check_texts([], kind)
+        why = self.stretch_refusal(stretch)
+        if why:
+            raise ConfigError(f"{stretch.method} does not fit {self.name}: {why}")
+        ids = [list(map(int, seq)) for seq in ids]
+        if any(not seq for seq in ids):
+            raise InputError(f"embed_stretched takes at least one token id per input for {self.name} ({kind})")
+        if not ids:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        import torch
+
+        model = self.model
+        transformer = self._transformer()
+        before, after = self._special_ids()
+        prompt = self._prompt_ids(kind)
+        out = np.zeros((len(ids), self.dim), dtype=np.float32)
+
+        def run(rows) -> None:
+            same_length: dict[int, list[int]] = {}
+            for i in rows:
+                same_length.setdefault(len(ids[i]), []).append(int(i))
+            for group in same_length.values():
+                features = self._framed([ids[i] for i in group], before + prompt, after)
+                if prompt:
+                    features["prompt_length"] = len(before) + len(prompt)
+                with stretching.stretched(transformer, stretch, features["input_ids"].shape[1], len(group)) as extra:
+                    vectors = model.forward({**features, **extra})["sentence_embedding"]
+                out[group] = torch.nn.functional.normalize(vectors.float(), dim=1).cpu().numpy()
+
+        with torch.inference_mode():
+            self._in_batches(ids, len(before) + len(prompt) + len(after), run, DEFAULT_STRETCH_BATCH_TOKENS)
+        return out
 
     def embed_late_chunks(self, windows: Sequence[Sequence[int]], chunks: Sequence[Sequence[tuple[int, int, int]]],
                           kind: Kind = "document") -> np.ndarray:

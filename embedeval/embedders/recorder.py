@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -31,9 +32,18 @@ from embedeval.embedders.http import APIEmbedder
 STAND_IN_DIM = 8
 
 
+class StretchedIds(NamedTuple):
+    """What a plan records of a context-extension input (``embed_stretched``): its ids and how
+    they are read (:class:`~embedeval.embedders.stretch.Stretch`)."""
+
+    stretch: object
+    ids: tuple[int, ...]
+
+
 def stand_in_vector(item, dim: int) -> np.ndarray:
     """A unit vector drawn from the sha256 of ``item`` (a text or token ids): distinct inputs get
     distinct directions, so nothing downstream sees ties it would not see in a real run."""
+    item = item.ids if isinstance(item, StretchedIds) else item
     raw = item.encode() if isinstance(item, str) else np.asarray(item, dtype=np.int64).tobytes()
     seed = int.from_bytes(hashlib.sha256(raw).digest()[:8], "little")
     return l2_normalize(np.random.default_rng(seed).normal(size=(1, dim)))[0]
@@ -126,6 +136,11 @@ class TokenIdRecorder(Recorder, TokenIdWrapper):
         sequences = [tuple(int(i) for i in window) for window in windows]
         self._record(sequences, kind, [len(seq) for seq in sequences])
         return self._stand_ins([repr(chunk) for chunk in chunks])
+
+    def embed_stretched(self, ids: Sequence[Sequence[int]], stretch, kind: Kind = "document") -> np.ndarray:
+        check_texts([], kind)
+        items = [StretchedIds(stretch, tuple(int(i) for i in seq)) for seq in ids]
+        return self._record(items, kind, [len(item.ids) for item in items])
 
 
 def recording(model) -> Recorder:

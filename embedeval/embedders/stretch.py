@@ -1,0 +1,207 @@
+"""Context extension without training (LongEmbed, Zhu et al. 2024, arXiv 2404.12096; its
+``get_position_ids``): a model with ``P`` positions reads a text of ``n > P`` tokens in one pass,
+its positions re-used or stretched. Each factor comes from the text's own length, so a text of
+``n <= P`` tokens is read exactly as the model reads it.
+
+Absolute positions (APE: BERT, MiniLM, e5, bge) -- token ``i`` (``0 <= i < n``) reads:
+
+- ``gp``, grouped positions: position ``i // f``, ``f = ceil(n / P)``;
+- ``rp``, recurrent positions: position ``i mod P``;
+- ``pi``, linear position interpolation: the learned position vector at ``x_i = i (P - 1) / (n - 1)``,
+  ``(1 - (x_i - floor(x_i))) T[floor(x_i)] + (x_i - floor(x_i)) T[ceil(x_i)]`` (``T`` the
+  position table; no position repeated);
+
+rotary positions (RoPE: ModernBERT, nomic-bert, gte-v1.5) -- with ``s = n / P`` and inverse
+frequencies ``theta_j = base^(-2j/d)`` (``j < d/2``, ``d`` the rotary dimension):
+
+- ``ntk``, NTK-aware scaling: a larger base, ``base' = base * s^(d / (d - 2))``, so
+  ``theta'_j = theta_j * s^(-2j / (d - 2))``;
+- ``linear``, linear RoPE scaling (position interpolation for rotary models): ``theta'_j = theta_j / s``.
+
+``logscale`` (either kind, past the limit): attention logits scaled by ``log(n) / log(P)``
+(LongEmbed's scaling for BERT models read past their limit).
+
+:func:`stretched` applies one of them to a loaded transformers model for one forward pass over
+texts of ``n`` tokens: it returns the extra inputs (position ids) and patches the model's own
+modules (the position table, the rotary frequencies, the attention scale) only for that pass; no
+model code is forked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from embedeval.errors import ConfigError
+
+ABSOLUTE, ROTARY = "absolute", "rotary"
+#: The methods per position type, as strategy names spell them (``extend-gp``, ``rope-ntk``).
+METHODS: dict[str, tuple[str, ...]] = {ABSOLUTE: ("gp", "rp", "pi"), ROTARY: ("ntk", "linear")}
+STRATEGY_PREFIX = {ABSOLUTE: "extend-", ROTARY: "rope-"}
+
+
+@dataclass(frozen=True)
+class Stretch:
+    """How a model reads past its positions: ``method`` (one of :data:`METHODS`) and whether
+    attention logits are scaled by ``log(n) / log(P)`` (``logscale``). ``key`` names what the
+    vectors depend on (the cache keys them on it; the text length the strategy reads up to does
+    not enter: the token ids do)."""
+
+    method: str
+    logscale: bool = False
+
+    def __post_init__(self) -> None:
+        if self.method not in self.all_methods():
+            raise ConfigError(f"unknown context extension {self.method!r}; use one of {', '.join(self.all_methods())}")
+
+    @staticmethod
+    def all_methods() -> tuple[str, ...]:
+        return tuple(m for methods in METHODS.values() for m in methods)
+
+    @property
+    def position_type(self) -> str:
+        return next(kind for kind, methods in METHODS.items() if self.method in methods)
+
+    @property
+    def key(self) -> str:
+        return f"stretch:{self.method}" + ("+logscale" if self.logscale else "")
+
+
+def grouped_positions(n: int, limit: int) -> np.ndarray:
+    """GP: ``i // ceil(n / P)`` for ``i < n`` (``f = 1`` when ``n <= P``)."""
+    return np.arange(n) // max(1, math.ceil(n / limit))
+
+
+def recurrent_positions(n: int, limit: int) -> np.ndarray:
+    """RP: ``i mod P`` for ``i < n``."""
+    return np.arange(n) % limit
+
+
+def interpolated_table(table: np.ndarray, n: int) -> np.ndarray:
+    """PI: ``n`` position vectors read off the ``P``-row ``table`` at ``x_i = i (P - 1) / (n - 1)``,
+    linearly between the two rows around ``x_i``; the table's first ``n`` rows when ``n <= P``."""
+    limit = len(table)
+    if n <= limit:
+        return table[:n]
+    x = np.arange(n) * (limit - 1) / (n - 1)
+    low = np.floor(x).astype(np.int64)
+    high = np.minimum(low + 1, limit - 1)
+    frac = (x - low)[:, None]
+    return (1 - frac) * table[low] + frac * table[high]
+
+
+def scaled_inv_freq(inv_freq: np.ndarray, method: str, scale: float) -> np.ndarray:
+    """RoPE's inverse frequencies ``theta_j`` (``j < d/2``) for a text ``scale = n / P`` times the
+    limit: NTK-aware ``theta_j * s^(-2j / (d - 2))`` or linear ``theta_j / s``; unchanged for ``s <= 1``."""
+    if scale <= 1:
+        return inv_freq
+    if method == "linear":
+        return inv_freq / scale
+    d = 2 * len(inv_freq)
+    return inv_freq * scale ** (-2 * np.arange(len(inv_freq)) / (d - 2))
+
+
+def logscale_factor(n: int, limit: int) -> float:
+    """``log(n) / log(P)`` past the limit, 1 within it."""
+    return math.log(n) / math.log(limit) if n > limit else 1.0
+
+
+# -- a loaded transformers model ------------------------------------------------------------------
+
+
+def _absolute_table(model):
+    """The nn.Embedding of a model whose absolute positions count from 0 (BERT's), else None
+    (RoBERTa-style tables start after a padding index)."""
+    table = getattr(getattr(model, "embeddings", None), "position_embeddings", None)
+    kind = getattr(model.config, "position_embedding_type", ABSOLUTE) or ABSOLUTE
+    if table is None or kind != ABSOLUTE or getattr(table, "padding_idx", None) is not None:
+        return None
+    return table
+
+
+def _rotary_buffers(model) -> list[tuple[object, str]]:
+    """(module, buffer name) of every RoPE frequency table in the model (``inv_freq``, or one per
+    layer type such as ModernBERT's ``global_inv_freq``; their ``original_`` copies left alone)."""
+    return [(module, name) for module in model.modules() for name, _ in module.named_buffers(recurse=False)
+            if name.endswith("inv_freq") and "original" not in name]
+
+
+def _attention_scales(model) -> list:
+    """Attention modules that hold their logit scale as a ``scaling`` number (transformers' BERT,
+    ModernBERT, ...)."""
+    return [m for m in model.modules() if "Attention" in type(m).__name__ and isinstance(getattr(m, "scaling", None), float)]
+
+
+def position_type(model) -> str | None:
+    """``absolute``, ``rotary`` or None (positions this module cannot stretch)."""
+    if _absolute_table(model) is not None:
+        return ABSOLUTE
+    return ROTARY if _rotary_buffers(model) else None
+
+
+def position_limit(model) -> int:
+    """``P``: the rows of an absolute position table, else ``max_position_embeddings``."""
+    table = _absolute_table(model)
+    return int(table.num_embeddings) if table is not None else int(model.config.max_position_embeddings)
+
+
+def refusal(model, stretch: Stretch) -> str | None:
+    """Why ``stretch`` does not fit ``model`` (None when it does)."""
+    kind = position_type(model)
+    if kind is None:
+        return (f"its positions are neither BERT-style absolute positions nor rotary ones "
+                f"({type(model).__name__}); context extension is not offered")
+    if stretch.position_type != kind:
+        names = ", ".join(STRATEGY_PREFIX[kind] + m for m in METHODS[kind])
+        return f"it has {kind} positions, and {stretch.method} is for {stretch.position_type} ones; use {names}"
+    if stretch.logscale and not _attention_scales(model):
+        return "its attention modules do not expose a logit scale, so +logscale cannot be applied"
+    return None
+
+
+@contextlib.contextmanager
+def stretched(model, stretch: Stretch, n: int, rows: int) -> Iterator[dict]:
+    """Within the block, ``model`` reads ``rows`` inputs of ``n`` tokens each (no padding) as
+    ``stretch`` says; yields the inputs to add (``position_ids``, ``token_type_ids``) as tensors.
+    The patched modules are restored on leaving, whatever happens."""
+    import torch
+
+    limit = position_limit(model)
+    device = next(model.parameters()).device
+    extra: dict = {}
+    restore: list = []
+    try:
+        if stretch.position_type == ABSOLUTE:
+            table = _absolute_table(model)
+            if stretch.method == "pi":
+                positions = np.arange(n)
+                if n > limit:
+                    rows_of = interpolated_table(table.weight.detach().double().cpu().numpy(), n)
+                    wide = torch.nn.Embedding.from_pretrained(torch.from_numpy(rows_of).to(table.weight.dtype).to(device))
+                    model.embeddings.position_embeddings = wide
+                    restore.append(lambda: setattr(model.embeddings, "position_embeddings", table))
+            else:
+                positions = (grouped_positions if stretch.method == "gp" else recurrent_positions)(n, limit)
+            extra["position_ids"] = torch.as_tensor(positions, device=device).long().unsqueeze(0).expand(rows, -1)
+            if getattr(model.embeddings, "token_type_embeddings", None) is not None:  # its zeros buffer holds only P
+                extra["token_type_ids"] = torch.zeros((rows, n), dtype=torch.long, device=device)
+        elif n > limit:
+            for module, name in _rotary_buffers(model):
+                original = getattr(module, name)
+                scaled = scaled_inv_freq(original.double().cpu().numpy(), stretch.method, n / limit)
+                setattr(module, name, torch.from_numpy(scaled).to(original.dtype).to(original.device))
+                restore.append(lambda module=module, name=name, original=original: setattr(module, name, original))
+        if stretch.logscale and n > limit:
+            factor = logscale_factor(n, limit)
+            for module in _attention_scales(model):
+                original = module.scaling
+                module.scaling = original * factor
+                restore.append(lambda module=module, original=original: setattr(module, "scaling", original))
+        yield extra
+    finally:
+        for undo in reversed(restore):
+            undo()

@@ -1,0 +1,284 @@
+"""Context extension (LongEmbed's training-free position tricks): the positions each method feeds
+the model, the tables and frequencies recomputed by hand, equality with the unmodified model for
+texts within its positions, batch independence, the cache, the plan and every refusal."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from embedeval.embedders.local import SentenceTransformerEmbedder
+from embedeval.embedders.registry import load_embedder
+from embedeval.embedders.stretch import (
+    Stretch, grouped_positions, interpolated_table, logscale_factor, position_limit, recurrent_positions, scaled_inv_freq,
+    stretched,
+)
+from embedeval.errors import ConfigError
+from embedeval.strategies import EmbeddingScorer, Strategy, check_strategy_support, parse_strategies
+
+from fakes import small_model_folder
+
+#: Positions of the small random-weight models: texts of a few dozen tokens already exceed them.
+P = 32
+TEXT = ("The lighthouse keeper wrote down every ship that passed the northern rocks, and in the evening "
+        "he read the list aloud to the gulls on the railing. ") * 8
+
+
+@pytest.fixture(scope="module")
+def bert(tmp_path_factory) -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(str(small_model_folder(tmp_path_factory.mktemp("bert"), "bert", P, max_seq_length=P, initializer_range=0.5)))
+
+
+@pytest.fixture(scope="module")
+def modernbert(tmp_path_factory) -> SentenceTransformerEmbedder:
+    return SentenceTransformerEmbedder(str(small_model_folder(tmp_path_factory.mktemp("modernbert"), "modernbert", P,
+                                                              max_seq_length=P, initializer_range=0.5)))
+
+
+def _ids(model, text: str, n: int) -> list[int]:
+    ids = list(model.token_ids([text])[0][0])
+    assert len(ids) >= n
+    return ids[:n]
+
+
+# -- the formulas, by hand ------------------------------------------------------------------------
+
+
+def test_grouped_and_recurrent_positions_by_hand():
+    assert grouped_positions(10, 4).tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3]  # f = ceil(10 / 4) = 3
+    assert recurrent_positions(10, 4).tolist() == [0, 1, 2, 3, 0, 1, 2, 3, 0, 1]
+    for n in (1, 3, 4):  # within the positions both are the identity
+        assert grouped_positions(n, 4).tolist() == recurrent_positions(n, 4).tolist() == list(range(n))
+
+
+def test_interpolated_table_by_hand():
+    table = np.array([[0.0, 10.0], [2.0, 20.0], [6.0, 40.0]])  # P = 3
+    # n = 5: x_i = i * 2 / 4 = 0, 0.5, 1, 1.5, 2
+    expected = np.array([[0.0, 10.0], [1.0, 15.0], [2.0, 20.0], [4.0, 30.0], [6.0, 40.0]])
+    np.testing.assert_allclose(interpolated_table(table, 5), expected)
+    np.testing.assert_array_equal(interpolated_table(table, 2), table[:2])  # within the positions: the table itself
+    assert interpolated_table(table, 7)[-1].tolist() == table[-1].tolist()  # the last row reads the last position
+
+
+def test_ntk_base_and_linear_frequencies_from_the_formula():
+    base, d, s = 10000.0, 8, 3.0
+    inv_freq = 1.0 / base ** (np.arange(0, d, 2) / d)
+    ntk_base = base * s ** (d / (d - 2))  # NTK-aware: a larger base
+    np.testing.assert_allclose(scaled_inv_freq(inv_freq, "ntk", s), 1.0 / ntk_base ** (np.arange(0, d, 2) / d), rtol=1e-12)
+    np.testing.assert_allclose(scaled_inv_freq(inv_freq, "linear", s), inv_freq / s, rtol=1e-12)
+    assert scaled_inv_freq(inv_freq, "ntk", 1.0) is inv_freq  # within the positions: unchanged
+    assert logscale_factor(P, P) == 1.0 and logscale_factor(4 * P, P) == pytest.approx(math.log(4 * P) / math.log(P))
+
+
+# -- what the model is fed -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method, expected", [("gp", lambda n: grouped_positions(n, P)), ("rp", lambda n: recurrent_positions(n, P))])
+def test_the_position_ids_the_model_reads(bert, method, expected):
+    """A hook on the position table sees the ids each method feeds the model for a text of 3P + 5 tokens."""
+    seen = []
+    table = bert._transformer().embeddings.position_embeddings
+    handle = table.register_forward_hook(lambda module, args, output: seen.append(args[0].clone()))
+    try:
+        bert.embed_stretched([_ids(bert, TEXT, 3 * P + 5 - 2)], Stretch(method))
+    finally:
+        handle.remove()
+    assert seen and seen[0].shape == (1, 3 * P + 5)
+    assert seen[0][0].tolist() == expected(3 * P + 5).tolist()
+
+
+def test_pi_reads_an_interpolated_copy_of_the_table_and_restores_it(bert):
+    model = bert._transformer()
+    original = model.embeddings.position_embeddings
+    weights = original.weight.detach().double().numpy().copy()
+    with stretched(model, Stretch("pi"), 2 * P + 3, 1) as extra:
+        inside = model.embeddings.position_embeddings.weight.detach().double().numpy()
+        assert extra["position_ids"][0].tolist() == list(range(2 * P + 3))
+    np.testing.assert_allclose(inside, interpolated_table(weights, 2 * P + 3), rtol=1e-6, atol=1e-7)
+    assert model.embeddings.position_embeddings is original
+    np.testing.assert_array_equal(original.weight.detach().double().numpy(), weights)
+
+
+def test_rope_frequencies_inside_and_after(modernbert):
+    model = modernbert._transformer()
+    buffers = {name: buf.clone() for name, buf in model.named_buffers() if name.endswith("inv_freq") and "original" not in name}
+    assert len(buffers) == 2  # ModernBERT's global and local rotary tables: both stretched
+    n = 3 * P
+    for method in ("ntk", "linear"):
+        with stretched(model, Stretch(method), n, 1):
+            for name, before in buffers.items():
+                np.testing.assert_allclose(dict(model.named_buffers())[name].double().numpy(),
+                                           scaled_inv_freq(before.double().numpy(), method, n / P), rtol=1e-6)
+        for name, before in buffers.items():  # restored
+            assert torch.equal(dict(model.named_buffers())[name], before)
+
+
+def test_the_logit_scale_inside_and_after(bert):
+    model = bert._transformer()
+    scales = [m.scaling for m in model.modules() if "Attention" in type(m).__name__ and isinstance(getattr(m, "scaling", None), float)]
+    assert scales
+    n = 3 * P
+    with stretched(model, Stretch("gp", logscale=True), n, 1):
+        inside = [m.scaling for m in model.modules() if "Attention" in type(m).__name__ and isinstance(getattr(m, "scaling", None), float)]
+        assert inside == pytest.approx([s * math.log(n) / math.log(P) for s in scales])
+    with stretched(model, Stretch("gp", logscale=True), P, 1):  # within the positions: no scaling
+        assert [m.scaling for m in model.modules() if "Attention" in type(m).__name__ and isinstance(getattr(m, "scaling", None), float)] == scales
+    assert [m.scaling for m in model.modules() if "Attention" in type(m).__name__ and isinstance(getattr(m, "scaling", None), float)] == scales
+
+
+# -- vectors ---------------------------------------------------------------------------------------
+
+
+def _every_stretch(model):
+    """Every method that fits ``model``, with +logscale where it applies."""
+    return [Stretch(m, scaled) for m in Stretch.all_methods() for scaled in (False, True) if model.stretch_refusal(Stretch(m, scaled)) is None]
+
+
+@pytest.mark.parametrize("which", ["bert", "modernbert"])
+def test_texts_within_the_positions_are_read_as_the_model_reads_them(which, request):
+    model = request.getfixturevalue(which)
+    short = [_ids(model, TEXT, P - 2), _ids(model, TEXT[40:], 7)]
+    plain = model.embed_ids(short)
+    for stretch in _every_stretch(model):
+        np.testing.assert_allclose(model.embed_stretched(short, stretch), plain, atol=1e-6)
+
+
+def test_the_real_minilm_reads_short_texts_unchanged(minilm):
+    """all-MiniLM-L6-v2 (mean pooling, 512 positions, a 256-token window): texts it reads whole are
+    read alike by every APE method."""
+    short = [_ids(minilm, TEXT, 200), _ids(minilm, "Yuki lives next to the Semper Opera House.", 5)]
+    plain = minilm.embed_ids(short)
+    for stretch in _every_stretch(minilm):
+        np.testing.assert_allclose(minilm.embed_stretched(short, stretch), plain, atol=1e-6)
+
+
+@pytest.mark.parametrize("which", ["bert", "modernbert"])
+def test_long_texts_change_with_the_method_and_not_with_their_batch(which, request):
+    model = request.getfixturevalue(which)
+    long, other = _ids(model, TEXT, 3 * P), _ids(model, TEXT[100:], 2 * P + 1)
+    vectors = {}
+    for stretch in _every_stretch(model):
+        alone = model.embed_stretched([long], stretch)
+        mixed = model.embed_stretched([other, long, long[:5]], stretch)
+        np.testing.assert_allclose(mixed[1], alone[0], atol=1e-6)  # a vector does not depend on its neighbours
+        vectors[stretch] = alone[0]
+    found = list(vectors.values())  # each method (and +logscale) reads a long text differently
+    assert all(np.abs(a - b).max() > 1e-5 for i, a in enumerate(found) for b in found[i + 1:])
+
+
+# -- refusals --------------------------------------------------------------------------------------
+
+
+def test_a_method_that_does_not_fit_the_positions_is_refused(bert, modernbert):
+    assert "absolute positions" in bert.stretch_refusal(Stretch("ntk")) and "extend-gp" in bert.stretch_refusal(Stretch("ntk"))
+    assert "rotary positions" in modernbert.stretch_refusal(Stretch("rp")) and "rope-ntk" in modernbert.stretch_refusal(Stretch("rp"))
+    assert bert.stretch_refusal(Stretch("pi", logscale=True)) is None and modernbert.stretch_refusal(Stretch("ntk")) is None
+    assert "logit scale" in modernbert.stretch_refusal(Stretch("ntk", logscale=True))  # ModernBERT computes its scale inline
+    assert len(_every_stretch(bert)) == 6 and len(_every_stretch(modernbert)) == 2
+    with pytest.raises(ConfigError, match="absolute positions"):
+        bert.embed_stretched([[1000, 1001]], Stretch("linear"))
+    assert position_limit(bert._transformer()) == P == bert.position_limit()
+
+
+@pytest.mark.parametrize("name, message", [
+    ("extend-gp", "write extend-gp@L"), ("extend-gp@", "write extend-gp@L"), ("extend-gp@١٢٨", "write extend-gp@L"),
+    ("rope-ntk@1024+log", "write rope-ntk@L"), ("extend-gp@0", "positive"), ("chunks-max@128", "unknown strategy"),
+    ("stretch@1024", "unknown strategy"),
+])
+def test_bad_strategy_names(name, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_strategies([name])
+
+
+def test_help_names_every_strategy():
+    from embedeval.labels import STRATEGY_CHOICES
+    from embedeval.strategies import STRATEGY_NAMES
+
+    named = {part.strip().partition("@")[0] for key in STRATEGY_CHOICES for part in key.split(",")}
+    assert set(STRATEGY_NAMES) <= named
+
+
+def test_strategy_labels_round_trip():
+    parsed = parse_strategies(["truncate", "extend-pi@4096+logscale", "rope-linear@2048"])
+    assert [s.label for s in parsed] == ["truncate", "extend-pi@4096+logscale", "rope-linear@2048"]
+    assert parsed[1].stretch == Stretch("pi", logscale=True) and parsed[0].stretch is None
+
+
+def test_lengths_within_the_positions_and_other_models_are_refused(tmp_path):
+    spec = f"st:{small_model_folder(tmp_path, 'bert', P, max_seq_length=P)}"
+    model = load_embedder(spec, cache_dir=tmp_path / "cache")
+    with pytest.raises(ConfigError, match=f"it has {P} positions; use @L with L above {P}"):
+        EmbeddingScorer(model, Strategy.stretched(f"extend-gp@{P}"))
+    with pytest.raises(ConfigError, match="absolute positions"):
+        EmbeddingScorer(model, Strategy.stretched("rope-ntk@1024"))
+    onnx = load_embedder(f"{spec}?backend=onnx", cache_dir=tmp_path / "cache")
+    with pytest.raises(ConfigError, match="torch backend"):
+        EmbeddingScorer(onnx, Strategy.stretched("extend-gp@1024"))
+    with pytest.raises(ConfigError, match="on the local executor"):
+        check_strategy_support(["openai:text-embedding-3-small"], parse_strategies(["extend-gp@1024"]))
+    with pytest.raises(ConfigError, match="on the local executor"):
+        check_strategy_support([spec], parse_strategies(["extend-gp@1024"]), executor="ray")
+    check_strategy_support([spec, "bm25"], parse_strategies(["extend-gp@1024"]))  # a local model and the lexical baseline
+
+
+# -- through the pipeline --------------------------------------------------------------------------
+
+
+def test_the_scorer_reads_up_to_L_tokens_and_the_cache_shares_lengths(tmp_path, books_dir):
+    """extend-gp@L reads a text's first L tokens (special tokens counted, as max_tokens counts
+    them); vectors are cached on the method and the ids read, so extend-gp@96 finds what
+    extend-gp@64 embedded of texts no longer than 64 tokens, and a rerun embeds nothing."""
+    spec = f"st:{small_model_folder(tmp_path, 'bert', P, max_seq_length=P)}"
+    texts = [TEXT, TEXT[:60], "A short line."]
+    model = load_embedder(spec, cache_dir=tmp_path / "cache")
+    short = EmbeddingScorer(model, Strategy.stretched("extend-gp@64")).index(texts)
+    n_tokens = [len(ids) for ids, _ in model.token_ids(texts)]
+    assert n_tokens[0] > 96 and n_tokens[1] <= 62 and model.stats.embedded == 3
+    assert short.seen_chars[0] < len(TEXT) and short.seen_chars[1:].tolist() == [len(t) for t in texts[1:]]
+    wide = EmbeddingScorer(model, Strategy.stretched("extend-gp@96")).index(texts)
+    assert model.stats.embedded == 4  # only the long text is read again, further
+    assert short.seen_chars[0] < wide.seen_chars[0] < len(TEXT)
+    np.testing.assert_allclose(wide.vectors[1:], short.vectors[1:])
+    other = EmbeddingScorer(model, Strategy.stretched("extend-rp@64")).index(texts)
+    assert model.stats.embedded == 7  # another method: other vectors
+    assert not np.allclose(other.vectors[0], short.vectors[0], atol=1e-4)
+    again = load_embedder(spec, cache_dir=tmp_path / "cache")
+    EmbeddingScorer(again, Strategy.stretched("extend-gp@64")).index(texts)
+    assert again.stats.embedded == 0 and not again.inner.loaded  # cached vectors, remembered facts: no weights loaded
+
+
+def test_a_sweep_plans_reads_and_reports_what_L_lets_the_model_see(tmp_path, books_dir):
+    """A small sweep with truncate and extend-gp@128 on a 32-position model: the plan's texts to
+    embed are what the run embeds; needle_visible is true exactly where the needle ends within the
+    first 126 content tokens (counted here with the tokenizer), and only there; a rerun embeds nothing."""
+    import json
+
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from embedeval.cli import app
+    from embedeval.embedders.tokens import load_token_counter
+
+    spec = f"st:{small_model_folder(tmp_path, 'bert', P, max_seq_length=P)}"
+    args = ["nolima", "--groups", "loc-dresden,diet-vegan", "--lengths", "128,256", "--depths", "3", "--negatives", "3",
+            "--corpus", f"dir:{books_dir}", "-e", spec, "-s", "truncate,extend-gp@128", "--out", str(tmp_path / "run"), "-q"]
+    planned = CliRunner().invoke(app, [*args, "--plan", "--json"])
+    assert planned.exit_code == 0, planned.output
+    plan = json.loads(planned.output)["embedders"][0]
+    run = CliRunner().invoke(app, args)
+    assert run.exit_code == 0, run.output
+    assert f"{spec}: {plan['to_embed']} texts newly embedded" in run.output
+    sims = pd.read_parquet(tmp_path / "run" / "similarities.parquet")
+    haystacks = pd.read_parquet(tmp_path / "run" / "haystacks.parquet").set_index("id")
+    counter = load_token_counter(spec)
+    extended = sims[(sims["strategy"] == "extend-gp@128") & sims["variant"].isin(["onehop"])].drop_duplicates("haystack_id")
+    ends = haystacks.loc[extended["haystack_id"], ["text", "needle_end"]]
+    within = [counter.count([text[:end]], special_tokens=False)[0] <= 128 - 2 for text, end in zip(ends["text"], ends["needle_end"])]
+    assert extended["needle_visible"].tolist() == within and 0 < sum(within) < len(within)
+    truncated = sims[(sims["strategy"] == "truncate") & (sims["variant"] == "onehop")]
+    assert truncated["needle_visible"].mean() < extended["needle_visible"].mean()
+    again = CliRunner().invoke(app, args)
+    assert f"{spec}: 0 texts newly embedded" in again.output
