@@ -121,14 +121,15 @@ def refuse_provider_key(options: ServerOptions, provider_key_env: str) -> None:
                           "a `base_url`; copy the key into another variable if that server needs it", "key_env")
 
 
-def endpoint(options: ServerOptions, key_env: str, base_url_env: str, default_base_url: str, missing: str) -> tuple[APIKey, str]:
+def endpoint(options: ServerOptions, provider_key_env: str, base_url_env: str, default_base_url: str,
+             missing: str) -> tuple[APIKey, str]:
     """The key and the base URL of a provider's requests: for a server of one's own (``base_url``)
-    the key in the variable ``key_env`` names (none without it), never the provider's; else the
-    provider's key variable ``key_env`` (unset: :class:`EmbedderUnavailableError` saying
-    ``missing``) and ``base_url_env`` or the provider's ``default_base_url``."""
+    the key in the variable its ``key_env`` names (none without it), never the provider's; else the
+    key in ``provider_key_env`` (unset: :class:`EmbedderUnavailableError` saying ``missing``) and
+    the URL in ``base_url_env`` or the provider's ``default_base_url``."""
     if options.own_server:
         return APIKey.optional(options.key_env), options.base_url
-    return APIKey.from_env(key_env, missing), (os.environ.get(base_url_env) or default_base_url).rstrip("/")
+    return APIKey.from_env(provider_key_env, missing), (os.environ.get(base_url_env) or default_base_url).rstrip("/")
 
 
 def key_hint(options: ServerOptions, provider_key_env: str) -> str:
