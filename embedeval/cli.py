@@ -352,10 +352,10 @@ def export(
 @with_option_groups
 def expand_command(
     out: Annotated[Path, typer.Option("--out", help="Expansion file to write (queries/expansions/<set>.json).")],
-    llm: Annotated[str, typer.Option("--llm", help="Chat model name at the endpoint.")],
+    llm: Annotated[str, typer.Option("--llm", help="Chat model: openai:MODEL (OPENAI_API_KEY; OPENAI_BASE_URL or OpenAI), or openai:MODEL?base_url=URL&key_env=VAR for a server of your own (only VAR's key goes there); a bare MODEL is openai:MODEL.")],
     needles: NeedleOptions,
     sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated numbers of terms.")] = ",".join(map(str, DEFAULT_EXPANSION_SIZES)),
-    base_url: Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible base URL (default: OPENAI_BASE_URL or OpenAI).")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="Deprecated: use --llm 'openai:MODEL?base_url=URL'. The same: a server of your own, sent no OPENAI_API_KEY.")] = None,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (recorded).")] = DEFAULT_TEMPERATURE,
     quiet: Quiet = False,
 ) -> None:
@@ -367,10 +367,12 @@ def expand_command(
     size_list = int_list(sizes, "--sizes")
     if not size_list or min(size_list) < 1:
         raise InputError("--sizes must be positive whole numbers")
+    if base_url is not None:
+        typer.echo("warning: --base-url is deprecated; use --llm 'openai:MODEL?base_url=URL' (with key_env=VAR for a key)", err=True)
+    chat = ChatLLM(llm, base_url, temperature)  # a bad spec or a missing key: one line before any work
     needle_set = needles.load()
     checkpoint = out.with_name(f".{out.name}.partial")  # finished questions, so a rerun asks only for the rest
-    data = build_expansion_file(needle_set, size_list, ChatLLM(llm, base_url, temperature), progress=not quiet,
-                                checkpoint=checkpoint)
+    data = build_expansion_file(needle_set, size_list, chat, progress=not quiet, checkpoint=checkpoint)
     write_expansions(data, out)
     checkpoint.unlink(missing_ok=True)  # only once the file is safely written
     typer.echo(f"wrote {len(needle_set.groups)} questions x sizes {', '.join(map(str, size_list))} to {out}")

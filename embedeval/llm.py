@@ -1,44 +1,97 @@
-"""The chat client of query expansion: any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama).
+"""The chat client of query expansion (and of anything else that asks a chat model): any
+OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama), named the way an API embedder is.
 
-It shares the API embedders' engine (:mod:`embedeval.embedders.http`): the key from
-``OPENAI_API_KEY``, scrubbed from every message; the same error translation and retries
-(backoff with jitter, ``Retry-After``, bounded attempts and time).
+A chat spec (:func:`parse_chat_spec`) is ``openai:MODEL`` (OpenAI's URL, or ``OPENAI_BASE_URL``,
+with the key in ``OPENAI_API_KEY``) or ``openai:MODEL?base_url=URL&key_env=VAR`` (a server of one's
+own: it gets only the key in ``VAR``, or none; never ``OPENAI_API_KEY`` and never the
+``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID`` headers). A bare ``MODEL`` is ``openai:MODEL``. The spec's
+options are the API embedders' (:class:`~embedeval.embedders.options.ServerOptions`), refused the
+same way, and the client follows the same HTTP rules (:func:`~embedeval.embedders.openai.openai_client`:
+no redirect to another origin) and shares their engine (:mod:`embedeval.embedders.http`): the key
+scrubbed from every message, the same error translation and retries (backoff with jitter,
+``Retry-After``, bounded attempts and time).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
 from embedeval.defaults import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TEMPERATURE
-from embedeval.embedders.http import APIKey, call_with_retries, openai_errors, retry_policy_from_env
+from embedeval.embedders.http import call_with_retries, endpoint, key_hint, openai_errors, refuse_provider_key, retry_policy_from_env
+from embedeval.embedders.openai import OpenAIEmbedder, openai_client
+from embedeval.embedders.options import ServerOptions, split_spec
+from embedeval.errors import ConfigError
 
-KEY_ENV = "OPENAI_API_KEY"
+#: The provider a chat spec names, whose key variable, base-URL variable and URL it uses.
+CHAT_PROVIDER = OpenAIEmbedder
+
+
+@dataclass(frozen=True)
+class ChatSpec:
+    """A parsed chat spec: the ``model`` asked for and where it is reached (``options``)."""
+
+    model: str
+    options: ServerOptions
+
+    @property
+    def name(self) -> str:
+        """The canonical spec: ``openai:MODEL`` and its options sorted."""
+        query = self.options.query()
+        return f"{CHAT_PROVIDER.provider}:{self.model}" + (f"?{query}" if query else "")
+
+
+def parse_chat_spec(spec: str, base_url: str | None = None) -> ChatSpec:
+    """``openai:MODEL[?base_url=URL&key_env=VAR]``, or a bare ``MODEL`` (``openai:MODEL``), checked
+    without any request: one :class:`~embedeval.errors.ConfigError` for options on a bare name, an
+    unknown option, a bad ``base_url`` or a ``key_env`` without it or naming ``OPENAI_API_KEY``.
+    ``base_url`` (the deprecated ``expand --base-url``) is the spec's ``?base_url=``, not given twice."""
+    prefix, sep, rest = spec.partition(":")
+    if sep and prefix == CHAT_PROVIDER.provider:
+        model, query = split_spec(rest)
+    elif "?" in spec:
+        raise ConfigError(f"chat model options go with {CHAT_PROVIDER.provider}:MODEL?base_url=...&key_env=..., not {spec!r}", "llm")
+    else:
+        model, query = spec, ""  # a bare name (Ollama's llama3:8b included)
+    if not model.strip():
+        raise ConfigError(f"chat model spec {spec!r} names no model", "llm")
+    if base_url is not None:
+        query = "&".join(filter(None, [query, urlencode({"base_url": base_url})]))
+    options = ServerOptions.parse(query)
+    refuse_provider_key(options, CHAT_PROVIDER.key_env)
+    return ChatSpec(model, options)
 
 
 @dataclass
 class ChatLLM:
-    """An OpenAI-compatible chat endpoint (key ``OPENAI_API_KEY``, base URL from the argument or
-    ``OPENAI_BASE_URL``), with the same retry policy as the API embedders."""
+    """The chat model a chat spec names (:func:`parse_chat_spec`; ``base_url``: the deprecated
+    ``--base-url``, the same as ``?base_url=``), with the same retry policy as the API embedders.
+    ``model`` is the model name the endpoint is asked for."""
 
-    model: str
+    spec: str
     base_url: str | None = None
     temperature: float = DEFAULT_TEMPERATURE
     timeout: float = DEFAULT_REQUEST_TIMEOUT  # seconds per request; a hung server is retried, then given up
 
     def __post_init__(self):
-        import openai
-
-        self._key = APIKey.from_env(KEY_ENV, f"query expansion needs an API key in {KEY_ENV} (any value for a local server)")
-        self._client = openai.OpenAI(api_key=self._key.value, base_url=self.base_url or os.environ.get("OPENAI_BASE_URL") or None,
-                                     max_retries=0, timeout=self.timeout)
+        self.chat = parse_chat_spec(self.spec, self.base_url)
+        options, provider = self.chat.options, CHAT_PROVIDER
+        missing = (f"chat model {self.chat.name} needs an API key in {provider.key_env} (a server of your own: "
+                   f"{provider.provider}:MODEL?base_url=URL, with key_env=VAR if it wants a key)")
+        self._key, url = endpoint(options, provider.key_env, provider.base_url_env, provider.default_base_url, missing)
+        self._key_hint = key_hint(options, provider.key_env)
+        self._client = openai_client(self._key, url, options.own_server, self.timeout)
         self.policy = retry_policy_from_env()
+
+    @property
+    def model(self) -> str:
+        return self.chat.model
 
     def complete(self, prompt: str) -> str:
         """The model's answer to one user message."""
 
         def request() -> str:
-            with openai_errors(KEY_ENV):
+            with openai_errors(self._key_hint):
                 response = self._client.chat.completions.create(
                     model=self.model, messages=[{"role": "user", "content": prompt}], temperature=self.temperature)
                 try:

@@ -3,8 +3,9 @@ and of OpenAI-compatible chat completions (scripted replies).
 
 Vectors are deterministic (sha256 of the text). Behaviour is scripted per test: a queue of
 status codes to answer before succeeding (e.g. [429, 429] then 200) and headers to send with them
-(e.g. ``Retry-After``), keys that get 401, models that get 404. Every request is recorded (path,
-model, inputs, body, authorization header, arrival time on ``time.monotonic()``).
+(e.g. ``Retry-After``), keys that get 401, models that get 404, a redirect of every request to
+another server, a raw answer to ``GET /models``. Every request is recorded (path, model, inputs,
+body, authorization header, all headers, arrival time on ``time.monotonic()``).
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ class Script:
     count_tokens: object = None  # texts -> token counts (the served model's tokenizer); None: words
     no_usage: bool = False  # answers without a usage field (TEI, Ollama)
     served: list[dict] | None = None  # GET /models lists these entries; None: the route is missing (404)
+    models_answer: tuple[int, str, bytes] | None = None  # GET /models answered so instead: (status, content type, body)
+    redirect_to: str | None = None  # every request answered 307 with Location: this URL + the request's path
     dims: dict[str, int] = field(default_factory=dict)  # vector sizes of served models beside DIM
     tokens_received: int = 0  # tokens of all embedding inputs answered with 200 (by ``count_tokens``)
     in_flight: int = 0
@@ -96,8 +99,14 @@ class FakeEmbeddingServer:
             def do_GET(self):
                 with script.lock:
                     script.requests.append({"path": self.path, "method": "GET", "model": None, "inputs": [], "body": {},
-                                            "auth": self.headers.get("Authorization", ""), "time": time.monotonic()})
-                if self.path.endswith("/models") and script.served is not None:
+                                            "auth": self.headers.get("Authorization", ""), "headers": dict(self.headers),
+                                            "time": time.monotonic()})
+                if script.redirect_to is not None:
+                    self._send(307, b"", {"Location": script.redirect_to + self.path})
+                elif self.path.endswith("/models") and script.models_answer is not None:
+                    status, content_type, raw = script.models_answer
+                    self._send(status, raw, {"Content-Type": content_type})
+                elif self.path.endswith("/models") and script.served is not None:
                     self._send(200, {"object": "list", "data": [{"object": "model", "owned_by": "test", **entry}
                                                                 for entry in script.served]})
                 else:
@@ -110,7 +119,7 @@ class FakeEmbeddingServer:
                 inputs = [inputs] if isinstance(inputs, str) else inputs
                 with script.lock:
                     script.requests.append({"path": self.path, "model": body.get("model"), "inputs": inputs,
-                                            "body": body, "auth": auth, "time": time.monotonic()})
+                                            "body": body, "auth": auth, "headers": dict(self.headers), "time": time.monotonic()})
                     status = script.fail_with.pop(0) if script.fail_with else 200
                     if time.monotonic() < script.storm_until:
                         status = 429
@@ -124,6 +133,9 @@ class FakeEmbeddingServer:
                         script.in_flight -= 1
 
             def _answer(self, status, body, auth, inputs):
+                if script.redirect_to is not None:
+                    self._send(307, b"", {"Location": script.redirect_to + self.path})
+                    return
                 if auth.removeprefix("Bearer ") in script.bad_keys:
                     status = 401
                 if body.get("model") in script.unknown_models:
@@ -166,10 +178,10 @@ class FakeEmbeddingServer:
 
             def _send(self, status, payload, headers=None):
                 raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+                headers = {"Content-Type": "application/json", **(headers or {})}
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(raw)))
-                for name, value in (headers or {}).items():
+                for name, value in headers.items():
                     self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(raw)

@@ -9,7 +9,7 @@ from embedeval.embedders.base import l2_normalize
 from embedeval.embedders.http import RetryableError, RetryPolicy, parse_retry_after
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import APIError, EmbedderUnavailableError, UnknownEmbedderError
-from fake_api import DIM, FAULTS, fake_vector, serving
+from fake_api import DIM, FAULTS, FakeEmbeddingServer, fake_vector, serving
 
 KEYS = {"OPENAI": "sk-test-SECRET-openai", "VOYAGE": "pa-SECRET-voyage", "JINA": "jina_SECRET_key"}
 SPECS = ["openai:text-embedding-3-small", "openai:text-embedding-3-large", "voyage:voyage-3-large", "jina:jina-embeddings-v3"]
@@ -367,3 +367,13 @@ def test_openais_tokenizer_offline_gives_tiktokens_ids_and_exact_cuts(fake):
     model.embed([long_text])
     (sent,) = fake.embedding_requests()[-1]["inputs"]
     assert 8191 - 64 < len(encoding.encode(sent)) <= 8191 and long_text.startswith(sent)
+
+
+@pytest.mark.parametrize("spec", ["openai:text-embedding-3-small", "voyage:voyage-3-large", "jina:jina-embeddings-v3"])
+def test_a_redirect_to_another_origin_is_refused_and_the_other_host_gets_nothing(fake, spec, tmp_path):
+    with FakeEmbeddingServer() as elsewhere:  # another port of 127.0.0.1: another origin
+        fake.script.redirect_to = elsewhere.url
+        with pytest.raises(APIError, match=f"{fake.url} redirected to {elsewhere.url} \\(HTTP 307\\); embedeval follows no "
+                                           "redirect to another origin") as caught:
+            load_embedder(spec, cache_dir=tmp_path)
+        assert elsewhere.requests == [] and "SECRET" not in str(caught.value)

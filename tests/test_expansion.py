@@ -1,13 +1,14 @@
 import copy
 import json
+import re
 
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
 from embedeval.cli import app
-from embedeval.errors import APIError, InputError
-from embedeval.llm import ChatLLM
+from embedeval.errors import APIError, ConfigError, InputError
+from embedeval.llm import ChatLLM, parse_chat_spec
 from embedeval.expansion import (
     expand_question,
     expanded_query_forms,
@@ -17,7 +18,7 @@ from embedeval.expansion import (
 )
 from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.needles import load_needle_set
-from fake_api import serving
+from fake_api import FakeEmbeddingServer, serving
 
 SHIPPED = DEFAULT_NEEDLES.parent / "expansions" / "nolima-onehop.json"
 
@@ -212,3 +213,70 @@ def test_chat_requests_have_a_timeout(chat, monkeypatch):
     with pytest.raises(APIError, match="chat model m: gave up"):
         ChatLLM("m", timeout=0.3).complete("Q?")
     assert time.monotonic() - start < 10  # a 1-s budget: not 3-s hangs times 30 attempts
+
+
+def test_a_chat_server_of_ones_own_gets_only_the_key_its_spec_names_and_no_account_headers(chat, monkeypatch):
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-SECRET")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-SECRET")
+    monkeypatch.setenv("MY_CHAT_KEY", "local-key")
+    chat.script.chat_replies = ['["x"]', '["y"]']
+    assert ChatLLM(f"openai:m?base_url={chat.url}/v1&key_env=MY_CHAT_KEY").complete("Q?") == '["x"]'
+    assert ChatLLM(f"openai:m?base_url={chat.url}/v1").complete("Q?") == '["y"]'
+    assert [(r["model"], r["auth"]) for r in chat.requests] == [("m", "Bearer local-key"), ("m", "Bearer none")]
+    sent = {name.lower() for r in chat.requests for name in r["headers"]}
+    assert not sent & {"openai-organization", "openai-project"}
+
+
+def test_the_deprecated_base_url_follows_the_same_rules(chat, monkeypatch, tmp_path):
+    from test_nolima import SMALL_GROUPS
+
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-SECRET")
+    chat.script.chat_replies = [json.dumps([f"w{k}-{i}" for i in range(3)]) for k in range(3)]
+    out = tmp_path / "exp.json"
+    result = CliRunner().invoke(app, ["expand", "--groups", ",".join(SMALL_GROUPS), "--sizes", "3", "--llm", "fake-model",
+                                      "--base-url", f"{chat.url}/v1", "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    assert "warning: --base-url is deprecated" in result.output
+    assert {r["auth"] for r in chat.requests} == {"Bearer none"}  # never OPENAI_API_KEY
+    assert not any("openai-organization" in {name.lower() for name in r["headers"]} for r in chat.requests)
+    assert json.loads(out.read_text())["model"] == "fake-model"
+
+
+def test_the_providers_own_url_still_gets_its_key(chat):
+    chat.script.chat_replies = ['["x"]']
+    assert ChatLLM("openai:m").complete("Q?") == '["x"]'  # OPENAI_BASE_URL: the provider's URL (a proxy may take it)
+    assert chat.requests[-1]["auth"] == "Bearer sk-chat-SECRET" and parse_chat_spec("m") == parse_chat_spec("openai:m")
+
+
+@pytest.mark.parametrize("spec, base_url, says", [
+    ("openai:m?base_url=http://127.0.0.1:1/v1&key_env=OPENAI_API_KEY", None, "`key_env` must not be OPENAI_API_KEY"),
+    ("openai:m?key_env=MY_KEY", None, "goes with `base_url`"),
+    ("openai:m?base_url=http://127.0.0.1:1/v1;token=abc", None, ";parameters"),
+    ("openai:m?base_url=http://127.0.0.1:99999/v1", None, "port from 1 to 65535"),
+    ("openai:m", "http://127.0.0.1:abc/v1", "port from 1 to 65535"),
+    ("openai:m?base_url=http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1", "'base_url' is given twice"),
+    ("openai:m?max_tokens=5", None, "unknown option 'max_tokens' of a chat model; use base_url, key_env"),
+    ("m?base_url=http://127.0.0.1:1/v1", None, "chat model options go with openai:MODEL"),
+    ("openai:", None, "names no model"),
+])
+def test_a_bad_chat_spec_is_one_error_before_any_request(chat, spec, base_url, says):
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        ChatLLM(spec, base_url)
+    assert chat.requests == []
+
+
+def test_cli_expand_refuses_the_openai_key_for_a_server_of_ones_own_in_one_line(chat, tmp_path):
+    out = tmp_path / "x.json"
+    result = CliRunner().invoke(app, ["expand", "--llm", f"openai:m?base_url={chat.url}/v1&key_env=OPENAI_API_KEY",
+                                      "--out", str(out)])
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: spec option key_env must not be OPENAI_API_KEY")
+    assert chat.requests == [] and not out.exists()
+
+
+def test_a_chat_redirect_to_another_origin_is_refused_and_the_other_host_gets_nothing(chat):
+    with FakeEmbeddingServer() as elsewhere:
+        chat.script.redirect_to = elsewhere.url
+        with pytest.raises(APIError, match=f"{chat.url} redirected to {elsewhere.url} \\(HTTP 307\\)"):
+            ChatLLM("openai:m").complete("Q?")
+        assert elsewhere.requests == []

@@ -2,13 +2,18 @@
 behaves as text-embeddings-inference, vLLM and Ollama do: batches capped (413), over-long inputs
 refused (400), no usage field, a model list that names what it loaded."""
 
+import re
+
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
+from embedeval.cli import app
 from embedeval.embedders import budget
 from embedeval.embedders.base import l2_normalize
+from embedeval.embedders.cache import cache_spec
 from embedeval.embedders.models import resolve_model_path
-from embedeval.embedders.registry import availability, canonical_spec, load_embedder
+from embedeval.embedders.registry import PRESETS, availability, canonical_spec, load_embedder
 from embedeval.embedders.tokens import load_token_counter
 from embedeval.errors import APIError, ConfigError, UnknownEmbedderError
 from fake_api import FakeEmbeddingServer, fake_vector
@@ -107,6 +112,14 @@ def test_spec_options_are_checked_before_any_request(server):
         ("voyage:voyage-3-large?base_url=http://127.0.0.1:1&max_tokens=5", ConfigError, "is for OpenAI-compatible servers"),
         ("voyage:some-model", UnknownEmbedderError, "unknown voyage model"),
         (f"openai:bge-m3?base_url={server.url}/v1?token=abc&max_tokens=5", ConfigError, "must not hold a user, password, query"),
+        (f"openai:bge-m3?base_url={server.url}/v1;token=abc&max_tokens=5", ConfigError, "must not hold .*;parameters"),
+        (f"openai:bge-m3?base_url={server.url}/v1&max_tokens=5&key_env=OPENAI_API_KEY", ConfigError,
+         "`key_env` must not be OPENAI_API_KEY: that key goes to the provider's own URL only"),
+        ("openai:bge-m3?base_url=http://127.0.0.1:abc/v1&max_tokens=5", ConfigError, "port from 1 to 65535, not 'abc'"),
+        ("openai:bge-m3?base_url=http://127.0.0.1:99999/v1&max_tokens=5", ConfigError, "port from 1 to 65535, not '99999'"),
+        ("openai:bge-m3?base_url=http://127.0.0.1:0/v1&max_tokens=5", ConfigError, "port from 1 to 65535, not '0'"),
+        (f"openai:bge-m3?base_url={server.url}/v1%0D%0AX-Injected:%201&max_tokens=5", ConfigError, "control characters"),
+        (f"openai:bge-m3?base_url={server.url}/v1\r\nX-Injected: 1&max_tokens=5", ConfigError, "control characters"),
     ]:
         with pytest.raises(error, match=says):
             canonical_spec(spec)
@@ -135,3 +148,81 @@ def test_a_tokenizer_folder_without_a_tokenizer_or_a_password_in_the_url_is_one_
     with pytest.raises(ConfigError, match="must not hold a user, password"):
         canonical_spec("openai:m?base_url=http://user:hunter2@127.0.0.1:8080/v1&max_tokens=64")
     assert server.requests == []
+
+
+def test_a_bad_port_is_one_error_line_before_any_request(server, tmp_path):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a text\n")
+    for port in ("abc", "99999"):
+        result = CliRunner().invoke(app, ["embed", "-i", str(texts), "-o", str(tmp_path / "v.npy"), "-q",
+                                          "-e", f"openai:bge-m3?base_url=http://127.0.0.1:{port}/v1&max_tokens=64"])
+        assert result.exit_code == 1 and result.output.strip().splitlines() == [
+            f"error: spec option base_url must have a port from 1 to 65535, not '{port}'"]
+    assert not (tmp_path / "v.npy").exists()
+
+
+def test_renaming_the_key_variable_re_embeds_nothing(server, monkeypatch, tmp_path):
+    monkeypatch.setenv("KEY_A", "tei-SECRET")
+    monkeypatch.setenv("KEY_B", "tei-SECRET")
+    first = load_embedder(spec_of(server, key_env="KEY_A"), cache_dir=tmp_path)
+    first.embed(["the same text"])
+    again = load_embedder(spec_of(server, key_env="KEY_B"), cache_dir=tmp_path)
+    np.testing.assert_array_equal(again.embed(["the same text"]), first.embed(["the same text"]))
+    assert [r["inputs"] for r in server.embedding_requests()] == [["the same text"]]  # the second came from the cache
+
+
+def test_specs_without_key_env_keep_their_cache_keys_byte_for_byte(server):
+    for spec in [*PRESETS["context-rot-5"], "st:all-MiniLM-L6-v2?dtype=float16&max_seq_length=128", spec_of(server)]:
+        assert cache_spec(canonical_spec(spec)) == canonical_spec(spec)
+    assert cache_spec(canonical_spec(spec_of(server, key_env="KEY_A"))) == canonical_spec(spec_of(server))
+
+
+def test_org_and_project_ids_never_reach_a_server_of_ones_own(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-SECRET")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-SECRET")
+    load_embedder(spec_of(server), cache=False).embed(["a text"])
+    sent = {name.lower() for request in server.requests for name in request["headers"]}
+    assert len(server.requests) >= 3 and not sent & {"openai-organization", "openai-project"}
+
+
+def test_a_redirect_to_another_origin_is_one_error_naming_both_and_nothing_goes_there(server, tmp_path):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a text\n")
+    with FakeEmbeddingServer() as elsewhere:  # another port of 127.0.0.1: another origin
+        elsewhere.script.served = server.script.served
+        server.script.redirect_to = elsewhere.url
+        result = CliRunner().invoke(app, ["embed", "-i", str(texts), "-o", str(tmp_path / "v.npy"), "-e", spec_of(server),
+                                          "--cache-dir", str(tmp_path / "cache"), "-q"])
+        assert elsewhere.requests == []
+    lines = result.output.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: ")
+    assert f"{server.url} redirected to {elsewhere.url} (HTTP 307); embedeval follows no redirect to another origin" in lines[0]
+    assert not (tmp_path / "v.npy").exists()
+
+
+@pytest.mark.parametrize("status", [404, 405, 501])
+def test_a_server_without_a_model_list_is_unlisted_at_once(server, status):
+    server.script.models_answer = (status, "application/json", b'{"error": "no such route"}')
+    model = load_embedder(spec_of(server), cache=False)
+    assert "served=unlisted" in model.fingerprint
+    assert [r["path"] for r in server.requests if r.get("method") == "GET"] == ["/v1/models"]  # asked once, not retried
+
+
+def test_a_model_list_that_fails_transiently_is_retried_within_bounds(server):
+    server.script.models_answer = (503, "application/json", b'{"error": "loading"}')
+    with pytest.raises(APIError, match="asking the server its models: gave up after 3 attempts"):
+        load_embedder(spec_of(server), cache=False)
+    assert len(server.requests) == 3 and server.embedding_requests() == []
+
+
+@pytest.mark.parametrize("content_type, body, says", [
+    ("text/html", b"<html><body>Welcome to nginx!</body></html>", "HTTP 200 (text/html), not a JSON model list: '<html>"),
+    ("application/json", b'{"data": [{"object": "model"}]}', 'entries are not objects with an `id`: [{"object": "model"}]'),
+    ("application/json", b'{"data": ["bge-m3"]}', 'entries are not objects with an `id`: ["bge-m3"]'),
+    ("application/json", b'{"models": []}', 'not a model list (no `data` list): {"models": []}'),
+])
+def test_a_model_list_that_is_not_one_is_one_error_naming_the_url_and_what_came_back(server, content_type, body, says):
+    server.script.models_answer = (200, content_type, body)
+    with pytest.raises(APIError, match=re.escape(f"GET {server.url}/v1/models answered ") + ".*" + re.escape(says)):
+        load_embedder(spec_of(server), cache=False)
+    assert len(server.requests) == 1  # not retried, nothing embedded

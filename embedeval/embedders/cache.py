@@ -12,7 +12,8 @@ The file holds three tables:
   versions, so that a run whose vectors are all cached never loads the weights
   (:class:`~embedeval.embedders.local.SentenceTransformerEmbedder`).
 
-Vector key: ``sha256(spec \\0 fingerprint \\0 kind \\0 text)`` (:func:`cache_key`), where the
+Vector key: ``sha256(spec \\0 fingerprint \\0 kind \\0 text)`` (:func:`cache_key`), where the spec is
+written without ``key_env`` (:func:`cache_spec`: which variable holds a key changes no vector) and the
 fingerprint is the model's own (:attr:`Embedder.fingerprint`: weights, ``max_seq_length``,
 prompts, pooling, API dimensions and task), so an edited model folder never gets stale vectors;
 value: the float32 vector as a blob with a checksum of key and vector, verified on every read.
@@ -51,6 +52,7 @@ from tqdm.auto import tqdm
 from embedeval.defaults import DEFAULT_COMMIT_EVERY
 from embedeval.embedders.base import Embedder, EmbedderWrapper, EmbedStats, Kind, TokenIdWrapper, check_texts, check_vectors
 from embedeval.embedders.models import bundled_name
+from embedeval.embedders.options import split_spec
 from embedeval.errors import CacheError
 from embedeval.paths import CACHE_ENV, default_cache_dir
 
@@ -62,6 +64,19 @@ LEGACY_TABLE = "embeddings_v1"
 #: Seconds a writer waits for another process's write lock before giving up.
 LOCK_TIMEOUT = 60.0
 _SELECT_CHUNK = 500  # SQLite host-parameter limit is 999 on old builds
+
+
+#: Spec options that change no vector and so stay out of cache keys: which variable holds a key.
+KEYLESS_OPTIONS = ("key_env",)
+
+
+def cache_spec(spec: str) -> str:
+    """``spec`` as vector keys hold it: without :data:`KEYLESS_OPTIONS` (renaming the variable that
+    holds a server's key re-embeds nothing); a spec without them is kept as it is, byte for byte."""
+    base, query = split_spec(spec)
+    pairs = query.split("&") if query else []
+    kept = [pair for pair in pairs if pair.partition("=")[0] not in KEYLESS_OPTIONS]
+    return spec if len(kept) == len(pairs) else base + ("?" + "&".join(kept) if kept else "")
 
 
 def cache_key(spec: str, fingerprint: str, kind: str, text: str) -> bytes:
@@ -406,6 +421,7 @@ class CachedEmbedder(EmbedderWrapper):
         self.progress = progress
         self.stats = EmbedStats()
         self.read_only = read_only
+        self.key_spec = cache_spec(self.name)  # the spec as vector keys hold it
         self.seen_keys: set[bytes] = set()
         self.found_keys: set[bytes] = set()
         self._planned: dict[bytes, np.ndarray] = {}  # read_only: what was "stored"
@@ -423,12 +439,12 @@ class CachedEmbedder(EmbedderWrapper):
         if self.read_only:
             self._planned.update(zip(keys, vectors))
         else:
-            self.cache.put_many(self.name, keys, vectors)
+            self.cache.put_many(self.key_spec, keys, vectors)
 
     def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
         texts = check_texts(texts, kind)
         fingerprint = self.inner.fingerprint
-        keys = [cache_key(self.name, fingerprint, kind, t) for t in texts]
+        keys = [cache_key(self.key_spec, fingerprint, kind, t) for t in texts]
         return self._through_cache(keys, texts, kind, self.inner.embed, legacy=True)
 
     def _through_cache(self, keys: list[bytes], inputs: list, kind: Kind, embed, legacy: bool = False) -> np.ndarray:
@@ -456,7 +472,7 @@ class CachedEmbedder(EmbedderWrapper):
         if not old:
             return {}
         moved = {legacy[k]: vector for k, vector in old.items()}
-        self.cache.put_many(self.name, list(moved), np.stack(list(moved.values())))
+        self.cache.put_many(self.key_spec, list(moved), np.stack(list(moved.values())))
         for key in moved:
             del missing[key]
         return moved
@@ -487,7 +503,7 @@ class CachedEmbedder(EmbedderWrapper):
         check_texts([], kind)
         fingerprint = self.inner.fingerprint
         window_keys = [window_bytes(w) for w in windows]
-        keys = [late_chunk_key(self.name, fingerprint, kind, [(window_keys[w], (start, end)) for w, start, end in parts])
+        keys = [late_chunk_key(self.key_spec, fingerprint, kind, [(window_keys[w], (start, end)) for w, start, end in parts])
                 for parts in chunks]
         found = self._lookup(keys)
         todo = list({key: c for c, key in enumerate(keys) if key not in found}.values())  # one chunk per missing key
@@ -554,5 +570,5 @@ class CachedTokenIdEmbedder(CachedEmbedder, TokenIdWrapper):
     def _ids_through_cache(self, ids: Sequence[Sequence[int]], kind: Kind, fingerprint: str, embed) -> np.ndarray:
         check_texts([], kind)
         ids = [np.asarray(seq, dtype=np.int32) for seq in ids]
-        keys = [ids_cache_key(self.name, fingerprint, kind, seq) for seq in ids]
+        keys = [ids_cache_key(self.key_spec, fingerprint, kind, seq) for seq in ids]
         return self._through_cache(keys, ids, kind, embed)

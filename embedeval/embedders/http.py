@@ -7,6 +7,9 @@
 - :func:`call_with_retries` retries with ``tenacity``: exponential backoff with full jitter,
   bounded attempts and bounded total time; a server's ``Retry-After`` replaces the jittered
   delay. Running out, or a fatal error, is one :class:`~embedeval.errors.APIError`.
+- Where requests go (:func:`endpoint`): a server of one's own (``?base_url=``) gets only the key
+  its spec names (``key_env``, never the provider's own key variable); every client follows no
+  redirect to another origin (:func:`refuse_cross_origin_redirect`).
 - :class:`APIEmbedder` batches inputs within a model's limits, cuts over-long inputs to its
   window and runs a few requests concurrently (``--api-workers``); every request first waits for
   its provider's request and token budget (:mod:`embedeval.embedders.budget`: ``--rpm``,
@@ -34,6 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
+from urllib.parse import urljoin, urlsplit
 
 import numpy as np
 from tenacity import (
@@ -49,7 +53,7 @@ from tqdm.auto import tqdm
 from embedeval.defaults import DEFAULT_REQUEST_TIMEOUT, DEFAULT_SERVER_BATCH_INPUTS, TEXT_FIT_MARGIN
 from embedeval.embedders.base import Kind, check_vectors, embeds_texts, l2_normalize
 from embedeval.embedders.budget import Budget, env_number, limiter_for, resolve_budget, resolve_workers
-from embedeval.embedders.options import APISpecOptions, split_spec
+from embedeval.embedders.options import APISpecOptions, ServerOptions, split_spec
 from embedeval.errors import (
     APIError,
     ConfigError,
@@ -109,6 +113,64 @@ class APIKey:
         return message.replace(self.value, "***") if self.value else message
 
 
+def refuse_provider_key(options: ServerOptions, provider_key_env: str) -> None:
+    """A :class:`~embedeval.errors.ConfigError` when ``key_env`` names the provider's own key
+    variable: that key goes to the provider's own URL only, never to a server of one's own."""
+    if options.key_env == provider_key_env:
+        raise ConfigError(f"`key_env` must not be {provider_key_env}: that key goes to the provider's own URL only, never to "
+                          "a `base_url`; copy the key into another variable if that server needs it", "key_env")
+
+
+def endpoint(options: ServerOptions, provider_key_env: str, base_url_env: str, default_base_url: str,
+             missing: str) -> tuple[APIKey, str]:
+    """The key and the base URL of a provider's requests: for a server of one's own (``base_url``)
+    the key in the variable its ``key_env`` names (none without it), never the provider's; else the
+    key in ``provider_key_env`` (unset: :class:`EmbedderUnavailableError` saying ``missing``) and
+    the URL in ``base_url_env`` or the provider's ``default_base_url``."""
+    if options.own_server:
+        return APIKey.optional(options.key_env), options.base_url
+    return APIKey.from_env(provider_key_env, missing), (os.environ.get(base_url_env) or default_base_url).rstrip("/")
+
+
+def key_hint(options: ServerOptions, provider_key_env: str) -> str:
+    """What an authentication error tells the user to check: the provider's key variable, or for a
+    server of one's own the one ``key_env`` names."""
+    if not options.own_server:
+        return provider_key_env
+    return options.key_env or "key_env= (no key was sent)"
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    """A URL's origin: scheme, host (lower case) and port (the scheme's default when none is written)."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return parts.scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(parts.scheme)
+
+
+def origin_text(url: str) -> str:
+    """``scheme://host:port`` of a URL, for messages (never its path or query)."""
+    scheme, host, port = origin(url)
+    return f"{scheme}://{host}:{port}"
+
+
+def refuse_cross_origin_redirect(response, *args, **kwargs) -> None:
+    """A response hook of ``httpx``, ``httpx2`` and ``requests`` clients: a redirect to another
+    origin (scheme, host, port) is a :class:`FatalAPIError` naming both, raised before the client
+    follows it, so the texts (and a key) never reach the other host and its vectors are never cached
+    under the first URL. A redirect within the origin is followed."""
+    location = response.headers.get("location")
+    if not location or not 300 <= response.status_code < 400:
+        return
+    here = str(response.request.url)
+    there = urljoin(here, location)
+    if origin(here) != origin(there):
+        raise FatalAPIError(f"{origin_text(here)} redirected to {origin_text(there)} (HTTP {response.status_code}); embedeval "
+                            "follows no redirect to another origin (scheme, host, port), so nothing was sent there")
+
+
 def parse_retry_after(value: str | None, now: dt.datetime | None = None) -> float | None:
     """Seconds to wait from a ``Retry-After`` value: a number of seconds or an HTTP date
     (RFC 9110 §10.2.3); ``None`` when absent or unreadable. Never negative."""
@@ -139,6 +201,11 @@ def retry_after_from_headers(headers: Mapping[str, str] | None) -> float | None:
         if ms is not None:
             return ms / 1000
     return parse_retry_after(lower.get("retry-after"))
+
+
+#: The answers that may go away by themselves: too many requests, a server error, a bad gateway,
+#: unavailable, a gateway timeout.
+TRANSIENT_STATUSES = (429, 500, 502, 503, 504)
 
 
 def status_error(status: int | None, message: str, key_env: str, headers: Mapping[str, str] | None = None) -> Exception:
@@ -315,12 +382,9 @@ class APIEmbedder:
         self.model = name
         self.name = f"{self.provider}:{name}" + (f"?{options.query()}" if options.query() else "")
         self.limits = self.limits_for(name, options)
-        if options.own_server:  # never the provider's key: it goes to the provider's own URL only
-            self._key = APIKey.optional(options.key_env)
-        else:
-            self._key = APIKey.from_env(self.key_env, f"{self.provider}:{name} needs an API key in the environment variable {self.key_env}")
+        self._key, self.base_url = endpoint(options, self.key_env, self.base_url_env, self.default_base_url,
+                                            f"{self.provider}:{name} needs an API key in the environment variable {self.key_env}")
         self.dim, self.max_tokens = self.limits.dim, self.limits.max_tokens  # dim 0: learned from the first answer
-        self.base_url = (options.base_url or os.environ.get(self.base_url_env) or self.default_base_url).rstrip("/")
         self.max_workers = resolve_workers(max_workers)
         self.policy = policy or retry_policy_from_env()
         self.timeout = timeout
@@ -337,8 +401,10 @@ class APIEmbedder:
         of one's own ``max_tokens`` from the spec and
         :data:`~embedeval.defaults.DEFAULT_SERVER_BATCH_INPUTS` inputs per request (``dim`` 0: learned
         from the first answer); ``?max_tokens=`` overrides the window either way. A model the
-        provider does not list, or one on a server of one's own without ``max_tokens``, is one error."""
+        provider does not list, or one on a server of one's own without ``max_tokens`` or with the
+        provider's own key variable as ``key_env``, is one error."""
         known = cls.models.get(model)
+        refuse_provider_key(options, cls.key_env)
         if options.own_server and not cls.serves_any_model:
             raise ConfigError(f"`base_url` is for OpenAI-compatible servers (openai:MODEL?base_url=...); {cls.provider}: is reached "
                               f"at its own URL ({cls.base_url_env} may point at a proxy)", "base_url")
@@ -357,11 +423,8 @@ class APIEmbedder:
 
     @property
     def key_hint(self) -> str:
-        """What an authentication error tells the user to check: the provider's key variable, or
-        for a server of one's own the one ``key_env`` names."""
-        if not self.options.own_server:
-            return self.key_env
-        return self.options.key_env or "key_env= (no key was sent)"
+        """What an authentication error tells the user to check (:func:`key_hint`)."""
+        return key_hint(self.options, self.key_env)
 
     def __repr__(self) -> str:  # never show the key
         return f"{type(self).__name__}({self.name!r}, base_url={self.base_url!r})"

@@ -9,7 +9,7 @@ import numpy as np
 
 from embedeval.embedders.base import Kind, check_texts, l2_normalize
 from embedeval.embedders.budget import Budget
-from embedeval.embedders.http import APIEmbedder, ModelLimits, RetryableError, status_error
+from embedeval.embedders.http import APIEmbedder, ModelLimits, RetryableError, refuse_cross_origin_redirect, status_error
 from embedeval.errors import InputError
 
 
@@ -30,7 +30,8 @@ class JinaEmbedder(APIEmbedder):
         self.task = task
         self.late_chunking = False
         self.truncate = True
-        self._client = httpx.Client(timeout=self.timeout, headers={"Authorization": f"Bearer {self._key.value}"})
+        self._client = httpx.Client(timeout=self.timeout, headers={"Authorization": f"Bearer {self._key.value}"},
+                                    follow_redirects=True, event_hooks={"response": [refuse_cross_origin_redirect]})
 
     def settings(self) -> dict[str, object]:
         return {**super().settings(), "task": self.task, "late_chunking": self.late_chunking, "truncate": self.truncate}
@@ -62,7 +63,7 @@ class JinaEmbedder(APIEmbedder):
                 "truncate": self.truncate}
         try:
             response = self._client.post(f"{self.base_url}/embeddings", json=body)
-        except (httpx.TimeoutException, httpx.TransportError) as exc:
+        except httpx.RequestError as exc:  # a timeout, a connection error, a redirect loop
             raise RetryableError(f"{type(exc).__name__}: {exc}") from None
         if response.status_code != 200:
             body = self.scrub(response.text)[:200]  # scrub the whole body first: a cut key would survive

@@ -4,8 +4,56 @@ text-embeddings-inference, vLLM, Ollama, infinity, llama.cpp)."""
 
 from __future__ import annotations
 
+import json
+
 from embedeval.embedders.budget import Budget
-from embedeval.embedders.http import APIEmbedder, FatalAPIError, ModelLimits, openai_errors
+from embedeval.embedders.http import (
+    TRANSIENT_STATUSES,
+    APIEmbedder,
+    APIKey,
+    FatalAPIError,
+    ModelLimits,
+    openai_errors,
+    refuse_cross_origin_redirect,
+)
+
+#: What a server without a model list answers ``GET /models`` (not found, method not allowed, not
+#: implemented): its model is ``unlisted``.
+UNLISTED_STATUSES = (404, 405, 501)
+#: The headers the ``openai`` client fills from ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID``: they
+#: name an OpenAI account, so a server of one's own never gets them.
+ACCOUNT_HEADERS = ("OpenAI-Organization", "OpenAI-Project")
+
+
+def model_list(answer, url: str) -> list[dict]:
+    """The entries of an OpenAI-shaped model list (``{"data": [{"id": ...}, ...]}``) in the HTTP
+    response ``answer`` from ``url``; anything else is a :class:`FatalAPIError` naming the URL and
+    what came back."""
+    what = f"GET {url} answered HTTP {answer.status_code} ({answer.headers.get('content-type') or 'no content type'})"
+    try:
+        payload = answer.json()
+    except ValueError:
+        raise FatalAPIError(f"{what}, not a JSON model list: {answer.text[:80]!r}") from None
+    data = payload.get("data") if isinstance(payload, dict) else None
+    if not isinstance(data, list):
+        raise FatalAPIError(f"{what}, not a model list (no `data` list): {json.dumps(payload)[:80]}")
+    if not all(isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"] for entry in data):
+        raise FatalAPIError(f"{what}, a model list whose entries are not objects with an `id`: {json.dumps(data)[:80]}")
+    return data
+
+
+def openai_client(key: APIKey, base_url: str, own_server: bool, timeout: float):
+    """An ``openai`` client for the embedders and the chat model alike: no retries of its own (ours
+    are bounded), ``timeout`` seconds per request, no redirect followed to another origin
+    (:func:`~embedeval.embedders.http.refuse_cross_origin_redirect`), and for a server of one's own
+    (``own_server``) none of :data:`ACCOUNT_HEADERS`. A server that wants no key still gets a
+    (meaningless) one: the client needs it."""
+    import openai
+
+    hidden = {name: openai.Omit() for name in ACCOUNT_HEADERS} if own_server else None
+    http_client = openai.DefaultHttpxClient(event_hooks={"response": [refuse_cross_origin_redirect]})
+    return openai.OpenAI(api_key=key.value or "none", base_url=base_url, max_retries=0, timeout=timeout,
+                         default_headers=hidden, http_client=http_client)
 
 
 class OpenAIEmbedder(APIEmbedder):
@@ -28,29 +76,34 @@ class OpenAIEmbedder(APIEmbedder):
 
     def __init__(self, model: str, **kwargs):
         super().__init__(model, **kwargs)
-        import openai
-
-        # a server of one's own that wants no key still gets a (meaningless) one: the client needs it
-        self._client = openai.OpenAI(api_key=self._key.value or "none", base_url=self.base_url, max_retries=0,
-                                     timeout=self.timeout)
+        self._client = openai_client(self._key, self.base_url, self.options.own_server, self.timeout)
 
     def served_model(self) -> str:
         """``GET /models``: the listed model of this name (or of this name tagged ``:latest``, as
         Ollama lists an untagged pull), as ``id`` plus ``root`` where the server names what it
-        loaded (vLLM does); ``unlisted`` where the server has no model list (404). A list without
-        this name is a :class:`FatalAPIError` naming what it does serve."""
-        try:
-            with openai_errors(self.key_hint):
-                listed = list(self._client.models.list())
-        except FatalAPIError as exc:
-            if "404" in str(exc):
-                return "unlisted"
-            raise
+        loaded (vLLM does); ``unlisted``, at once, where the server has no model list (an answer of
+        :data:`UNLISTED_STATUSES`). Only :data:`~embedeval.embedders.http.TRANSIENT_STATUSES` and
+        connection errors are retried. A list without this name, or an answer that is no model
+        list (HTML, entries without an ``id``), is a :class:`FatalAPIError` naming the URL and
+        what came back."""
+        import openai
+
+        url = f"{self.base_url}/models"
+        with openai_errors(self.key_hint):
+            try:
+                answer = self._client.models.with_raw_response.list().http_response
+            except openai.APIStatusError as exc:
+                if exc.status_code in UNLISTED_STATUSES:
+                    return "unlisted"
+                if exc.status_code not in TRANSIENT_STATUSES:
+                    raise FatalAPIError(f"GET {url}: HTTP {exc.status_code}: {exc.message}") from None
+                raise
+        listed = model_list(answer, url)
         for entry in listed:
-            if entry.id in (self.model, f"{self.model}:latest"):
-                root = (entry.model_extra or {}).get("root")
-                return entry.id + (f" from {root}" if root and root != entry.id else "")
-        names = ", ".join(sorted(entry.id for entry in listed)) or "nothing"
+            if entry["id"] in (self.model, f"{self.model}:latest"):
+                root = entry.get("root")
+                return entry["id"] + (f" from {root}" if root and root != entry["id"] else "")
+        names = ", ".join(sorted(entry["id"] for entry in listed)) or "nothing"
         raise FatalAPIError(f"the server at {self.base_url} does not serve {self.model!r}; it serves {names}")
 
     def _request(self, texts, kind):

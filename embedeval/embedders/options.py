@@ -1,5 +1,6 @@
 """Options of an embedder, written in its spec as a query string: one spec is one model
-configuration. :class:`LocalOptions` are an ``st:`` model's, :class:`APISpecOptions` an API model's.
+configuration. :class:`LocalOptions` are an ``st:`` model's, :class:`APISpecOptions` an API model's,
+:class:`ServerOptions` (where a model is reached: ``base_url``, ``key_env``) a chat model's.
 
     st:NAME_OR_DIR?device=cuda&dtype=float16&max_seq_length=8192&trust_remote_code=true&max_batch_tokens=65536
 
@@ -25,7 +26,9 @@ of the model's fingerprint, so the cache keeps such vectors apart; ``device`` an
 ``base_url``          an OpenAI-compatible server (text-embeddings-inference, vLLM, Ollama,
                       infinity, llama.cpp); it may serve any model name. Its key, if it wants one,
                       comes from the environment variable named by ``key_env`` (never the
-                      provider's own key: that goes to the provider's own URL only)
+                      provider's own key: that goes to the provider's own URL only). No user,
+                      password, query, ``;parameters`` or fragment (a secret there would reach
+                      names and cache keys), no port outside 1..65535, no space or CR/LF
 ``max_tokens``        the served model's window in tokens (required with ``base_url`` for a model
                       the provider does not list): texts are cut below it
 ``tokenizer``         ``st:DIR`` or a Hugging Face tokenizer folder: lengths, cuts and
@@ -183,30 +186,66 @@ API_OPTION_CHOICES = {"base_url": "an OpenAI-compatible server, http(s)://HOST:P
 
 
 @dataclass(frozen=True)
-class APISpecOptions(SpecOptions):
-    """The options of an API spec (see the module docstring); validated when made: a base URL
-    must be ``http(s)://host...``, a tokenizer folder must exist (named by its absolute path)."""
+class ServerOptions(SpecOptions):
+    """Where a model behind an HTTP API is reached: ``base_url`` (a server of one's own) and
+    ``key_env`` (the variable holding its key). The options of a chat spec, and the part of an API
+    embedder's (:class:`APISpecOptions`) that they share; validated when made: a base URL must be
+    ``http(s)://HOST[:PORT]/...`` with a port in 1..65535, and hold no user, password, query,
+    ``;parameters``, fragment, space or control character (a secret there would reach names, tables
+    and cache keys; a CR/LF would split a request)."""
+
+    described = "a chat"
+
+    base_url: str | None = None
+    key_env: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.base_url is not None:
+            object.__setattr__(self, "base_url", checked_base_url(self.base_url))
+        if self.key_env is not None and (self.base_url is None or not self.key_env.isidentifier()):
+            raise ConfigError("`key_env` names an environment variable (letters, digits, _) and goes with `base_url`", "key_env")
+
+    @property
+    def own_server(self) -> bool:
+        """Whether the spec names its own server (``base_url``) rather than the provider's."""
+        return self.base_url is not None
+
+
+def checked_base_url(url: str) -> str:
+    """``url`` without its trailing slashes, once it is a URL requests may go to (see
+    :class:`ServerOptions`); else one :class:`~embedeval.errors.ConfigError` naming what is wrong."""
+    if any(char.isspace() or ord(char) < 32 or ord(char) == 127 for char in url):
+        raise ConfigError(f"`base_url` must not hold spaces or control characters (CR, LF, ...), not {url!r}", "base_url")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"`base_url` must be an http:// or https:// URL, not {url!r}", "base_url")
+    if "@" in parts.netloc or parts.query or parts.fragment or ";" in parts.path:
+        raise ConfigError("`base_url` must not hold a user, password, query, ;parameters or fragment: name the variable "
+                          "holding the key with `key_env`", "base_url")
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or over 65535
+        port = 0
+    if port == 0 or parts.netloc.endswith(":"):
+        raise ConfigError(f"`base_url` must have a port from 1 to 65535, not {parts.netloc.rpartition(':')[2]!r}", "base_url")
+    return url.rstrip("/")
+
+
+@dataclass(frozen=True)
+class APISpecOptions(ServerOptions):
+    """The options of an API embedder's spec (see the module docstring): a :class:`ServerOptions`
+    with the served model's window and tokenizer; validated when made: a tokenizer folder must exist
+    (named by its absolute path)."""
 
     described = "an API"
     whole_numbers = ("max_tokens",)
 
-    base_url: str | None = None
     max_tokens: int | None = None
     tokenizer: str | None = None
-    key_env: str | None = None
 
     def __post_init__(self) -> None:
         self._check_whole_numbers()
-        if self.base_url is not None:
-            parts = urlsplit(self.base_url)
-            if parts.scheme not in ("http", "https") or not parts.netloc:
-                raise ConfigError(f"`base_url` must be an http:// or https:// URL, not {self.base_url!r}", "base_url")
-            if "@" in parts.netloc or parts.query or parts.fragment:  # a secret there would reach names, tables and cache keys
-                raise ConfigError("`base_url` must not hold a user, password, query or fragment: name the variable holding the "
-                                  "key with `key_env`", "base_url")
-            object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
-        if self.key_env is not None and (self.base_url is None or not self.key_env.isidentifier()):
-            raise ConfigError("`key_env` names an environment variable (letters, digits, _) and goes with `base_url`", "key_env")
+        super().__post_init__()
         if self.tokenizer is not None:
             prefix, sep, folder = self.tokenizer.partition(":")
             folder = folder if sep and prefix == "st" else self.tokenizer
@@ -216,11 +255,6 @@ class APISpecOptions(SpecOptions):
             if not any(os.path.isfile(os.path.join(path, name)) for name in TOKENIZER_FILES):
                 raise ConfigError(f"`tokenizer` folder {folder!r} holds no tokenizer ({' or '.join(TOKENIZER_FILES)})", "tokenizer")
             object.__setattr__(self, "tokenizer", f"st:{path}")
-
-    @property
-    def own_server(self) -> bool:
-        """Whether the spec names its own server (``base_url``) rather than the provider's."""
-        return self.base_url is not None
 
 
 def split_spec(spec: str) -> tuple[str, str]:

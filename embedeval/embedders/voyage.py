@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 from embedeval.embedders.budget import Budget
-from embedeval.embedders.http import APIEmbedder, ModelLimits, RetryableError, status_error
+from embedeval.embedders.http import APIEmbedder, ModelLimits, RetryableError, refuse_cross_origin_redirect, status_error
+
+
+def same_origin_session():
+    """A ``requests`` session for the ``voyageai`` client (its ``requestssession`` factory, one per
+    thread) that follows no redirect to another origin
+    (:func:`~embedeval.embedders.http.refuse_cross_origin_redirect`)."""
+    import requests
+
+    session = requests.Session()
+    session.hooks["response"].append(refuse_cross_origin_redirect)
+    return session
 
 
 class VoyageEmbedder(APIEmbedder):
@@ -24,6 +35,7 @@ class VoyageEmbedder(APIEmbedder):
         super().__init__(model, **kwargs)
         import voyageai
 
+        voyageai.requestssession = same_origin_session  # the client's own setting: every thread's session made so
         self._voyage = voyageai
         self.input_type = input_type
         self.truncation = True
