@@ -27,9 +27,9 @@ os.umask(_UMASK)
 LOCK_NAME = ".embedeval.lock"
 #: The name of an :func:`atomic_path` temporary file: ``.TARGET.embedeval-PID-RANDOM.tmp``, a name
 #: only embedeval makes, so the sweep of a killed run's leftovers never takes a user's file.
-_TEMP_PREFIX = ".{name}.embedeval-{pid}-"
+_TEMP_MARK = ".embedeval-"
 _TEMP_SUFFIX = ".tmp"
-_TEMP_NAME = re.compile(r"\..+\.embedeval-(?P<pid>\d+)-[a-z0-9_]{8}\.tmp")
+_TEMP_NAME = re.compile(rf"\..+{re.escape(_TEMP_MARK)}(?P<pid>\d+)-[a-z0-9_]{{8}}{re.escape(_TEMP_SUFFIX)}")  # mkstemp's 8 random characters
 #: How often :func:`run_directory` tries again when its lock file is replaced under it.
 _LOCK_ATTEMPTS = 5
 #: errno values that mean "the file system will not take this file" (not a bug in the caller).
@@ -62,7 +62,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         raise InputError(f"output {target} is a folder, not a file")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=_TEMP_PREFIX.format(name=target.name, pid=os.getpid()), suffix=_TEMP_SUFFIX,
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}{_TEMP_MARK}{os.getpid()}-", suffix=_TEMP_SUFFIX,
                                     dir=target.parent)
     except OSError as exc:
         raise OutputError(f"cannot write {target} ({exc.strerror or exc})") from None
@@ -86,7 +86,7 @@ def _process_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except OSError:  # PermissionError: it runs, as someone else
+    except (OSError, OverflowError):  # PermissionError: it runs, as someone else; no such pid can be: not ours
         return True
     return True
 
@@ -122,7 +122,11 @@ def check_run_folder(folder: Path, is_run: Callable[[Path], bool], record: str) 
         return
     if not folder.is_dir():
         raise InputError(f"`out` {folder} exists and is not a folder", "out")
-    if all(_is_leftover(path) for path in folder.iterdir()) or is_run(folder):
+    try:
+        entries = list(folder.iterdir())
+    except OSError as exc:
+        raise InputError(f"cannot read run directory {folder} ({exc.strerror or exc})") from None
+    if all(_is_leftover(path) for path in entries) or is_run(folder):
         return
     raise InputError(f"`out` {folder} holds files and is not a run folder embedeval wrote (no {record} of an embedeval run in it); "
                      "choose a new or empty folder, so that no file of yours is overwritten or deleted", "out")
