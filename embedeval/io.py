@@ -9,8 +9,9 @@ import errno
 import fcntl
 import json
 import os
-import shutil
+import re
 import socket
+import stat
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -24,7 +25,13 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 #: The file a run holds locked (flock) in its run directory while it works.
 LOCK_NAME = ".embedeval.lock"
-_TEMP_PATTERN = ".*.tmp"  # what atomic_path leaves behind when a process is killed mid-write
+#: The name of an :func:`atomic_path` temporary file: ``.TARGET.embedeval-PID-RANDOM.tmp``, a name
+#: only embedeval makes, so the sweep of a killed run's leftovers never takes a user's file.
+_TEMP_MARK = ".embedeval-"
+_TEMP_SUFFIX = ".tmp"
+_TEMP_NAME = re.compile(rf"\..+{re.escape(_TEMP_MARK)}(?P<pid>\d+)-[a-z0-9_]{{8}}{re.escape(_TEMP_SUFFIX)}")  # mkstemp's 8 random characters
+#: How often :func:`run_directory` tries again when its lock file is replaced under it.
+_LOCK_ATTEMPTS = 5
 #: errno values that mean "the file system will not take this file" (not a bug in the caller).
 _WRITE_FAILURES = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}
 
@@ -55,7 +62,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         raise InputError(f"output {target} is a folder, not a file")
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}{_TEMP_MARK}{os.getpid()}-", suffix=_TEMP_SUFFIX,
+                                    dir=target.parent)
     except OSError as exc:
         raise OutputError(f"cannot write {target} ({exc.strerror or exc})") from None
     os.close(fd)
@@ -72,58 +80,166 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         tmp_path.unlink(missing_ok=True)
 
 
+def _process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this machine (one of another user counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):  # PermissionError: it runs, as someone else; no such pid can be: not ours
+        return True
+    return True
+
+
 def remove_stale_temp_files(folder: Path) -> list[Path]:
-    """Delete temporary files that :func:`atomic_path` left in a run directory (its top level and
-    ``figures/``) when a run was killed mid-write. Call it only while holding the folder
+    """Delete the temporary files that :func:`atomic_path` left in a run directory (its top level
+    and ``figures/``) when a run was killed mid-write: only files named as atomic_path names them
+    whose process no longer runs; any other file stays. Call it only while holding the folder
     (:func:`run_directory`)."""
-    stale = sorted(p for place in (folder, folder / "figures") for p in place.glob(_TEMP_PATTERN) if p.is_file())
+    stale = []
+    for place in (folder, folder / "figures"):
+        for path in sorted(place.glob(f".*{_TEMP_SUFFIX}")):
+            match = _TEMP_NAME.fullmatch(path.name)
+            if match and path.is_file() and not path.is_symlink() and not _process_alive(int(match["pid"])):
+                stale.append(path)
     for path in stale:
         path.unlink(missing_ok=True)
     return stale
 
 
-@contextlib.contextmanager
-def run_directory(path: str | os.PathLike) -> Iterator[Path]:
-    """Create ``path`` if needed and hold it for one run: a second run into the same folder fails at
-    once with an :class:`InputError` naming the holder. Temporary files of a killed run are removed
-    first. If this call created the folder and the run fails before writing anything, the folder
-    is removed again."""
-    folder = Path(path)
-    if folder.exists() and not folder.is_dir():
+def _is_leftover(path: Path) -> bool:
+    """Whether ``path`` is what a killed embedeval run leaves in a run directory before it writes
+    anything else: its lock file or an :func:`atomic_path` temporary file (plain files only)."""
+    return (path.name == LOCK_NAME or _TEMP_NAME.fullmatch(path.name) is not None) and path.is_file() and not path.is_symlink()
+
+
+def check_run_folder(folder: Path, is_run: Callable[[Path], bool], record: str) -> None:
+    """Refuse, with one :class:`InputError` naming ``out``, a ``folder`` that embedeval may not
+    write a run into: a file, or a folder holding anything but a run embedeval wrote
+    (``is_run(folder)``: its ``record`` says so) or what a killed run leaves (its lock and
+    temporary files). A missing or empty folder is fine."""
+    if not folder.exists():
+        return
+    if not folder.is_dir():
         raise InputError(f"`out` {folder} exists and is not a folder", "out")
-    created = not folder.exists()
-    lock = folder / LOCK_NAME
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        handle = open(lock, "a+", encoding="utf-8")
+        entries = list(folder.iterdir())
+    except OSError as exc:
+        raise InputError(f"cannot read run directory {folder} ({exc.strerror or exc})") from None
+    if all(_is_leftover(path) for path in entries) or is_run(folder):
+        return
+    raise InputError(f"`out` {folder} holds files and is not a run folder embedeval wrote (no {record} of an embedeval run in it); "
+                     "choose a new or empty folder, so that no file of yours is overwritten or deleted", "out")
+
+
+def _create_folders(folder: Path) -> list[Path]:
+    """Make ``folder`` and its missing parents; returns those this call created, outermost first."""
+    missing = [p for p in (folder, *folder.parents) if not p.exists()][::-1]
+    created = []
+    for path in missing:
+        try:
+            path.mkdir()
+        except FileExistsError:  # made by someone else meanwhile: not ours to remove
+            continue
+        created.append(path)
+    if not folder.is_dir():
+        raise FileExistsError(errno.EEXIST, "exists and is not a folder")
+    return created
+
+
+def _remove_if_empty(created: list[Path]) -> None:
+    """Remove the folders of ``created`` (outermost first), innermost first, while they are empty."""
+    for path in reversed(created):
+        try:
+            path.rmdir()  # refuses a folder that is not empty: nothing in it is removed
+        except OSError:
+            return
+
+
+def _take_lock(folder: Path) -> int:
+    """Create ``folder``'s lock file and hold it (flock); returns its descriptor.
+
+    The lock file is always one this call creates (``O_EXCL``, never through a link): a lock file a
+    killed run left is removed once it is held (nobody else holds it then) and a new one taken, and
+    the path must still name the file held once it is locked (else another run replaced it:
+    again, at most :data:`_LOCK_ATTEMPTS` times). A lock that is a link or not a plain file is
+    refused; another run's lock is an :class:`InputError` naming its holder."""
+    lock = folder / LOCK_NAME
+    refused = InputError(f"run directory {folder}: {LOCK_NAME} is not a lock file embedeval made (a link or not a plain "
+                         "file); remove it if no run is using the folder", "out")
+    for _ in range(_LOCK_ATTEMPTS):
+        try:
+            fd, created = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666), True
+        except FileExistsError:
+            try:
+                fd, created = os.open(lock, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC), False
+            except FileNotFoundError:  # removed in between
+                continue
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+                    raise refused from None
+                raise
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            os.close(fd)
+            raise refused
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(fd, 1000, 0).decode("utf-8", "replace").strip() or "another process"
+            os.close(fd)
+            if isinstance(exc, BlockingIOError):
+                raise InputError(f"run directory {folder} is in use by {holder}; wait for it or choose another `out`", "out") from None
+            raise InputError(f"cannot lock run directory {folder} ({exc.strerror or exc})") from None
+        try:
+            now = os.stat(lock, follow_symlinks=False)
+        except FileNotFoundError:
+            now = None
+        if now is not None and (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino):
+            if created:
+                return fd
+            os.unlink(lock)  # a killed run's lock, held now: removed, never rewritten
+        os.close(fd)
+    raise InputError(f"cannot lock run directory {folder}: its {LOCK_NAME} changed {_LOCK_ATTEMPTS} times while taking it; try again")
+
+
+@contextlib.contextmanager
+def run_directory(path: str | os.PathLike, is_run: Callable[[Path], bool], record: str) -> Iterator[Path]:
+    """Hold ``path`` for one run, creating it (and its parents) if needed.
+
+    Before anything is created, a folder that holds files is refused unless embedeval wrote it
+    (:func:`check_run_folder` with ``is_run`` and its ``record``). A second run into the same
+    folder fails at once with an :class:`InputError` naming the holder. Temporary files of a
+    killed run are removed first (:func:`remove_stale_temp_files`). When the run ends, its lock
+    file goes; the folders this call created are removed again while they are empty (a run that
+    failed before writing anything leaves no folder behind)."""
+    folder = Path(path)
+    check_run_folder(folder, is_run, record)
+    try:
+        created = _create_folders(folder)
     except OSError as exc:
         raise InputError(f"cannot write to run directory {folder} ({exc.strerror or exc})") from None
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        handle.seek(0)
-        holder = handle.read().strip() or "another process"
-        handle.close()
-        if isinstance(exc, BlockingIOError):
-            raise InputError(f"run directory {folder} is in use by {holder}; wait for it or choose another `out`", "out") from None
-        raise InputError(f"cannot lock run directory {folder} ({exc.strerror or exc})") from None
+        try:
+            fd = _take_lock(folder)
+        except OSError as exc:
+            raise InputError(f"cannot write to run directory {folder} ({exc.strerror or exc})") from None
+    except BaseException:
+        _remove_if_empty(created)
+        raise
     try:
         try:
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {dt.datetime.now().isoformat(timespec='seconds')}\n")
-            handle.flush()
+            os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {dt.datetime.now().isoformat(timespec='seconds')}\n".encode())
             remove_stale_temp_files(folder)
         except OSError as exc:
             raise OutputError(f"cannot write to run directory {folder} ({exc.strerror or exc})") from None
         yield folder
     finally:
         # Clean up while still holding the lock, so no other run can slip in between.
-        lock.unlink(missing_ok=True)
-        if created and not any(folder.iterdir()):
-            shutil.rmtree(folder, ignore_errors=True)
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
+        (folder / LOCK_NAME).unlink(missing_ok=True)
+        _remove_if_empty(created)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:

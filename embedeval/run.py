@@ -76,6 +76,37 @@ def upgraded_config(config: dict) -> dict:
             "grid": {k: config[k] for k in FLAT_GRID_KEYS if k in config}}
 
 
+def absent_config_keys(config: dict) -> list[str]:
+    """What an (upgraded) config.json lacks of :data:`CONFIG_KEYS` and its grid's :data:`GRID_KEYS`:
+    nothing for the config of a NoLiMa run of any version."""
+    absent = [key for key in CONFIG_KEYS if key not in config]
+    if "grid" in config:
+        grid = config["grid"] if isinstance(config["grid"], dict) else {}
+        absent += [f"grid.{key}" for key in GRID_KEYS if key not in grid]
+    return absent
+
+
+def _json_object(path: Path) -> dict | None:
+    """The JSON object in ``path``; None for a missing or unreadable file or another JSON value."""
+    try:
+        value = read_json(path)
+    except InputError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def is_run_directory(folder: Path) -> bool:
+    """Whether embedeval wrote a NoLiMa run into ``folder``: a finished one (its config.json, of
+    this version or an older one :func:`upgraded_config` reads, a run's config) or one under way or
+    interrupted (its haystacks.json, the first file a run writes and kept until the next run,
+    holds the grid's settings)."""
+    config = _json_object(folder / CONFIG)
+    if config is not None and not absent_config_keys(upgraded_config(config)):
+        return True
+    settings = _json_object(folder / HAYSTACK_SETTINGS)
+    return settings is not None and all(key in settings for key in GRID_KEYS)
+
+
 def _read(path: Path, columns: Sequence[str]) -> pd.DataFrame:
     """A run's table holding ``columns`` less those of later versions, upgraded."""
     return upgraded(read_table(path, [c for c in columns if c not in LATER_COLUMNS]))
@@ -112,8 +143,7 @@ class NolimaRun:
             raise InputError(f"{folder} is not a finished run directory (missing {', '.join(missing)})")
         config = read_json(folder / CONFIG)
         config = upgraded_config(config) if isinstance(config, dict) else {}
-        absent = [key for key in CONFIG_KEYS if key not in config]
-        absent += [f"grid.{key}" for key in GRID_KEYS if "grid" in config and key not in config["grid"]]
+        absent = absent_config_keys(config)
         if absent:
             raise InputError(f"{folder / CONFIG} is not a NoLiMa run's config (it lacks {', '.join(absent)})")
         return cls(folder, config)

@@ -168,3 +168,99 @@ def test_bad_pair_files_are_one_line_before_any_model(tmp_path, monkeypatch, arg
     assert result.exit_code == 1 and len(lines) == 1, result.output
     assert lines[0].startswith("error: ") and says in lines[0], result.output
     assert _files(tmp_path) == before
+
+
+OLD_RUN_CONFIG = ('{"embedders": ["bm25"], "needles": "n.json", "corpus": "c", "lengths": [128], "depths": 2, "seed": 0, '
+                  '"tokenizer": "st:all-MiniLM-L6-v2"}')  # a config.json as the first versions wrote it (flat)
+
+
+def _users_folder(folder):
+    """A folder of the user's: files an embedeval run would overwrite, sweep or record."""
+    (folder / "figures").mkdir(parents=True)
+    (folder / "report.md").write_text("my report")
+    (folder / ".draft.tmp").write_text("my draft")
+    (folder / "figures" / ".cache.tmp").write_text("my cache")
+    (folder / "figures" / "mine.png").write_bytes(b"my figure")
+
+
+def _contents(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("command", [["nolima"], ["themes"]])
+def test_out_into_a_folder_embedeval_did_not_write_is_refused(tmp_path, monkeypatch, command):
+    """Issue 36: `--out` a folder holding other files (no config.json or themes.json of an embedeval
+    run) is one line; nothing in it is overwritten, swept or recorded."""
+    _users_folder(tmp_path / "u")
+    monkeypatch.chdir(tmp_path)
+    before = _contents(tmp_path)
+    result = CliRunner().invoke(app, [*command, "--corpus", "dir:no-such-corpus", "--out", "u"])
+    record = "themes.json" if command == ["themes"] else "config.json"
+    assert result.exit_code == 1 and result.output == (
+        f"error: --out u holds files and is not a run folder embedeval wrote (no {record} of an embedeval run in it); "
+        "choose a new or empty folder, so that no file of yours is overwritten or deleted\n")
+    assert _contents(tmp_path) == before and not (tmp_path / "u" / "derived.json").exists()
+
+
+@pytest.mark.parametrize("prepare", ["empty", "old-run"])
+def test_an_empty_folder_or_an_older_run_is_still_taken(tmp_path, monkeypatch, prepare):
+    """An empty folder, or a run folder of an older version (a flat config.json that embedeval.run
+    upgrades), passes the check: the run goes on to the next error, here the missing corpus."""
+    (tmp_path / "out").mkdir()
+    if prepare == "old-run":
+        (tmp_path / "out" / "config.json").write_text(OLD_RUN_CONFIG)
+        (tmp_path / "out" / "report.md").write_text("the old run's report")
+    monkeypatch.chdir(tmp_path)
+    before = _contents(tmp_path)
+    result = CliRunner().invoke(app, ["nolima", "--corpus", "dir:no-such-corpus", "--out", "out", "-q"])
+    assert result.exit_code == 1 and result.output == "error: corpus folder no-such-corpus does not exist\n"
+    assert _contents(tmp_path) == before and (tmp_path / "out").is_dir()
+
+
+@pytest.mark.parametrize("link", ["symlink", "hard link"])
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_untouched(tmp_path, monkeypatch, link):
+    """Issue 36: `.embedeval.lock` planted as a link to another file: the run refuses it with one
+    line, and the file it points at keeps its bytes (the lock is opened without following links
+    and only ever written when this run created it)."""
+    import os
+
+    (tmp_path / "victim.txt").write_text("not embedeval's")
+    (tmp_path / "old-run").mkdir()
+    (tmp_path / "old-run" / "config.json").write_text(OLD_RUN_CONFIG)
+    (os.symlink if link == "symlink" else os.link)(tmp_path / "victim.txt", tmp_path / "old-run" / ".embedeval.lock")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["nolima", "--corpus", "dir:no-such-corpus", "--out", "old-run", "-q"])
+    assert result.exit_code == 1 and result.output == (
+        "error: run directory old-run: .embedeval.lock is not a lock file embedeval made (a link or not a plain file); "
+        "remove it if no run is using the folder\n")
+    assert (tmp_path / "victim.txt").read_text() == "not embedeval's"
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--lengths", "10000000"], "haystacks of 10000000 tokens need at least"),
+    (["--corpus", "dir:/nonexistent"], "corpus folder /nonexistent does not exist"),
+    (["--strategy", "chunks-max", "--chunk-tokens", "100000"], "chunks of 100000 tokens do not fit"),
+    (["--strategy", "late-chunking", "--late-overlap", "100000"], "a window overlap of 100000 tokens leaves nothing new"),
+    (["-e", "openai:text-embedding-3-small?base_url=http://127.0.0.1:{port}/v1"], "asking the server its models: gave up"),
+])
+def test_a_late_error_leaves_no_empty_run_folder_or_parent(tmp_path, monkeypatch, books_dir, args, says):
+    """Issue 36: errors found once the run holds its folder (the corpus, a model's limits, a server
+    that is down) leave neither runs/nolima nor runs/ behind with the default --out."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("EMBEDEVAL_RETRY_MAX_SECONDS", "1")
+    args = [arg.format(port=_closed_port()) for arg in args]
+    small = {"--corpus": f"dir:{books_dir}", "--lengths": "128", "--depths": "2", "--groups": "loc-dresden"}  # a quick run
+    small = [word for flag, value in small.items() if flag not in args for word in (flag, value)]
+    result = CliRunner().invoke(app, ["nolima", *small, *args, "-q"])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], result.output
+    assert list(tmp_path.iterdir()) == []

@@ -203,6 +203,18 @@ def test_metrics_and_report_are_recomputed_when_what_they_come_from_changes(run,
     assert _outputs(tmp_path / "copy") == _outputs(run.out)  # back to the fixture's settings: the same bytes
 
 
+def test_derived_json_lists_only_what_the_run_wrote(run, tmp_path):
+    """Issue 36: a file of the user's in the run's figures/ is neither recorded as derived nor touched."""
+    shutil.copytree(run.out, tmp_path / "copy")
+    mine = tmp_path / "copy" / "figures" / "mine.png"
+    mine.write_bytes(PNG_MAGIC + b"the user's")
+    run_nolima(replace(run.config, out=str(tmp_path / "copy"), n_bootstrap=120), progress=False, cache_dir=run.out.parent / "cache")
+    recorded = json.loads((tmp_path / "copy" / "derived.json").read_text())["files"]
+    drawn = sorted(f"figures/{p.name}" for p in (run.out / "figures").glob("*.png"))
+    assert sorted(recorded) == sorted(["metrics.csv", "breaks.csv", "report.md", "report.html", *drawn])
+    assert mine.read_bytes() == PNG_MAGIC + b"the user's"
+
+
 def test_the_bootstrap_and_the_figures_say_what_they_do_on_stderr_unless_quiet(run, tmp_path, capsys):
     """Issue 31, part 5: the two long steps after the embedding bars show a step line with the time."""
     shutil.copytree(run.out, tmp_path / "copy")
@@ -351,8 +363,9 @@ def test_killed_run_resumes_without_losing_or_repeating_work(tmp_path, books_dir
 
 def test_a_second_run_into_a_held_run_directory_fails_at_once(tmp_path, isolated_cache):
     from embedeval.io import run_directory
+    from embedeval.run import CONFIG, is_run_directory
 
-    with run_directory(tmp_path / "run"):
+    with run_directory(tmp_path / "run", is_run_directory, CONFIG):
         result = CliRunner().invoke(app, ["nolima", "--out", str(tmp_path / "run"), "-q"])
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
@@ -367,17 +380,70 @@ def test_out_onto_an_existing_file_is_one_line(tmp_path, isolated_cache):
     assert (tmp_path / "taken").read_text() == "mine"
 
 
-def test_stale_temp_files_of_a_killed_run_are_removed(tmp_path):
+def _killed_mid_write(target) -> None:
+    """Leave what a run killed inside :func:`atomic_path` leaves: its temporary file beside ``target``."""
+    import subprocess
+    import sys
+
+    code = ("import os, signal, sys; from embedeval.io import atomic_path\n"
+            "with atomic_path(sys.argv[1]) as tmp:\n    tmp.write_text('half')\n    os.kill(os.getpid(), signal.SIGKILL)")
+    subprocess.run([sys.executable, "-c", code, str(target)], check=False, timeout=120)
+
+
+def test_only_temp_files_of_killed_runs_are_removed(tmp_path):
+    """Issue 36: the sweep takes the temporary files atomic_path names (prefix, pid, random part)
+    of processes that no longer run, never a user's ``.*.tmp`` or one of a running process."""
     from embedeval.io import run_directory
 
-    (tmp_path / "run" / "figures").mkdir(parents=True)
-    stale = [tmp_path / "run" / ".metrics.csv.x1y2.tmp", tmp_path / "run" / "figures" / ".auc.png.abcd.tmp"]
-    for path in stale:
-        path.write_bytes(b"")
-    keep = tmp_path / "run" / "metrics.csv"
+    folder = tmp_path / "run"
+    (folder / "figures").mkdir(parents=True)
+    _killed_mid_write(folder / "metrics.csv")
+    _killed_mid_write(folder / "figures" / "auc.png")
+    stale = sorted(folder.glob(".metrics.csv.*.tmp")) + sorted((folder / "figures").glob(".auc.png.*.tmp"))
+    assert len(stale) == 2 and all(p.read_text() == "half" for p in stale)
+    running = folder / f".breaks.csv.embedeval-{os.getpid()}-abcd1234.tmp"  # a process that still runs (this one)
+    users = [folder / ".draft.tmp", folder / "figures" / ".cache.tmp", folder / ".x.embedeval-1-short.tmp", running]
+    for path in users:
+        path.write_text("mine")
+    keep = folder / "metrics.csv"
     keep.write_text("kept")
-    with run_directory(tmp_path / "run"):
+    with run_directory(folder, lambda _: True, "config.json"):
         assert not any(p.exists() for p in stale) and keep.read_text() == "kept"
+        assert all(p.read_text() == "mine" for p in users)
+
+
+def test_a_lock_left_by_a_killed_run_is_replaced_never_rewritten(tmp_path):
+    """Issue 36: the lock a run writes its pid into is always a file it created; a killed run's is
+    removed (once held) and a new one made, its bytes untouched."""
+    from embedeval.io import LOCK_NAME, run_directory
+
+    lock = tmp_path / "run" / LOCK_NAME
+    lock.parent.mkdir()
+    lock.write_text("pid 1 on elsewhere since 2020-01-01T00:00:00\n")
+    old = os.open(lock, os.O_RDONLY)  # keeps the old file readable after it is unlinked
+    try:
+        with run_directory(tmp_path / "run", lambda _: False, "config.json"):
+            assert lock.read_text().startswith(f"pid {os.getpid()} ")
+            assert os.fstat(old).st_nlink == 0 and os.pread(old, 100, 0) == b"pid 1 on elsewhere since 2020-01-01T00:00:00\n"
+    finally:
+        os.close(old)
+    assert not lock.exists() and (tmp_path / "run").is_dir()  # the folder was there before: kept
+
+
+def test_a_failed_run_removes_the_folders_it_created_and_only_those(tmp_path):
+    """Issue 36: a run that fails before writing anything leaves no empty parent behind; folders that
+    were there before, or that hold anything, stay."""
+    from embedeval.io import run_directory
+
+    (tmp_path / "there").mkdir()
+    for out in (tmp_path / "there" / "runs" / "deep" / "x", tmp_path / "there"):
+        with pytest.raises(RuntimeError), run_directory(out, lambda _: False, "config.json"):
+            raise RuntimeError("a late error")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["there"] and not any((tmp_path / "there").iterdir())
+    with pytest.raises(RuntimeError), run_directory(tmp_path / "a" / "b" / "run", lambda _: False, "config.json"):
+        (tmp_path / "a" / "theirs.txt").write_text("written while the run worked")
+        raise RuntimeError("a late error")
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in (tmp_path / "a").rglob("*")) == ["a/theirs.txt"]
 
 
 def test_a_failed_rerun_leaves_the_finished_run_untouched(run, tmp_path, books_dir):

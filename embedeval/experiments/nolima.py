@@ -36,9 +36,9 @@ from embedeval.io import run_directory
 from embedeval.breaks import BreakRule, break_points
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
 from embedeval.plan import EmbedderPlan, plan_of
-from embedeval.report import REPORT_FILES, pool_size, write_report
+from embedeval.report import pool_size, write_report
 from embedeval.progress import step
-from embedeval.run import SCORED_TABLES, RunWriter
+from embedeval.run import CONFIG, SCORED_TABLES, RunWriter, is_run_directory
 from embedeval.versions import package_versions
 from embedeval.expansion import query_forms
 from embedeval.similarity import check_pool, retrieval_rows, score_haystacks, similarity_rows
@@ -205,7 +205,7 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
     forms = query_forms(needle_set, list(config.expansions))
     settings = {**asdict(config), "embedders": embedders, "skipped": skipped, "versions": package_versions(VERSIONED_PACKAGES)}
     strategies = config.strategy_list()
-    with run_directory(config.out) as out:
+    with run_directory(config.out, is_run_directory, CONFIG) as out:
         reference = load_token_counter(config.tokenizer)
         scorers = [scorer for spec in embedders
                    for scorer in load_scorers(spec, strategies, reference, cache_dir=cache_dir, progress=progress,
@@ -228,10 +228,9 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
                 breaks = break_points(metrics, retrieval, config.rule(), config.n_bootstrap, config.grid.seed)
             derived = writer.write_derived(metrics, breaks)
             with step("figures, report.md and report.html", progress):
-                write_report(out, metrics, similarities, breaks, config.rule(), config=settings,
-                             candidates=pool_size(retrieval))
-            figures = [str(p.relative_to(out)) for p in sorted((out / "figures").glob("*.png"))]
-            record_outputs(out, digest, [*derived, *REPORT_FILES, *figures])
+                reported = write_report(out, metrics, similarities, breaks, config.rule(), config=settings,
+                                        candidates=pool_size(retrieval))
+            record_outputs(out, digest, [*derived, *reported])  # only what this run wrote
         writer.finish(settings)  # last, so config.json always describes the tables beside it
     embedded = {s.name: s.embedder.stats.embedded for s in scorers if isinstance(s, EmbeddingScorer)}
     return NolimaResult(config, embedders, skipped, haystacks, similarities, retrieval, metrics, breaks, out, embedded)

@@ -45,7 +45,7 @@ from embedeval.defaults import (
 )
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import ConfigError, CorpusError, InputError
-from embedeval.io import atomic_path, read_json, read_table, run_directory, write_table, write_text_atomic
+from embedeval.io import atomic_path, check_run_folder, read_json, read_table, run_directory, write_table, write_text_atomic
 from embedeval.labels import NOISE
 from embedeval.report.themes import map_figure, themes_report
 from embedeval.versions import package_version, package_versions
@@ -207,12 +207,13 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
 
     config = config or ThemesConfig()
     config.validate()
+    check_run_folder(Path(config.out), is_themes_directory, MANIFEST)  # before the corpus is read and embedded
     clock = time.perf_counter()
     chunks = _themes_chunks(config, progress)
     model = load_embedder(config.embedder, cache_dir=cache_dir, progress=progress)
     texts = [c.text for c in chunks]
     timings: dict[str, float] = {}
-    with run_directory(config.out) as out:
+    with run_directory(config.out, is_themes_directory, MANIFEST) as out:
         timings["chunking"] = time.perf_counter() - clock
         clock = time.perf_counter()
         vectors = model.embed(texts, kind="document")
@@ -264,6 +265,16 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
                     "cluster_order": [int(c) for c in found], "timings": timings}
         write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=2))  # last: a run without it is unfinished
     return ThemesResult(config, table, clusters, Path(config.out), timings)
+
+
+def is_themes_directory(folder: Path) -> bool:
+    """Whether embedeval wrote a themes run into ``folder``: its themes.json (written last) holds a
+    themes run's settings and embedder fingerprint."""
+    try:
+        manifest = read_json(folder / MANIFEST)
+    except InputError:
+        return False
+    return isinstance(manifest, dict) and "settings" in manifest and "embedder_fingerprint" in manifest
 
 
 def read_manifest(out: str | Path) -> dict:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from embedeval.run import NolimaRun
-from embedeval.report.write import write_report
+from embedeval.report.write import REPORT_MD, write_report
 
 
 def pool_size(retrieval: pd.DataFrame) -> int:
@@ -20,13 +20,16 @@ def pool_size(retrieval: pd.DataFrame) -> int:
 
 
 def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
-    """Rebuild the report of one run, or a combined report of several into ``out``."""
+    """Rebuild the report of one run, or a combined report of several into ``out``; returns the
+    path of its report.md."""
     runs = [NolimaRun.open(d) for d in run_dirs]
     if len(runs) == 1:
         run = runs[0]
         retrieval = run.retrieval()
-        return write_report(Path(out or run.path), run.metrics(), run.similarities(), run.breaks(), run.rule(), config=run.config,
-                            candidates=None if retrieval is None else pool_size(retrieval))
+        target = Path(out or run.path)
+        write_report(target, run.metrics(), run.similarities(), run.breaks(), run.rule(), config=run.config,
+                     candidates=None if retrieval is None else pool_size(retrieval))
+        return target / REPORT_MD
     tables = [(run.metrics(), run.similarities(), run.breaks()) for run in runs]
     all_embedders = [e for metrics, _, _ in tables for e in metrics["embedder"].unique()]
     relabel = len(all_embedders) != len(set(all_embedders))
@@ -36,5 +39,6 @@ def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
             kept.append(table.assign(embedder=f"{run.path.name}/" + table["embedder"]) if relabel else table)
     target = Path(out or "runs/compare")
     target.mkdir(parents=True, exist_ok=True)
-    return write_report(target, *(pd.concat(f, ignore_index=True) for f in frames), runs[0].rule(),
-                        title="NoLiMa sweep: " + " vs ".join(run.path.name for run in runs))
+    write_report(target, *(pd.concat(f, ignore_index=True) for f in frames), runs[0].rule(),
+                 title="NoLiMa sweep: " + " vs ".join(run.path.name for run in runs))
+    return target / REPORT_MD

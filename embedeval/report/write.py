@@ -13,18 +13,21 @@ from embedeval.report.html import render_html
 from embedeval.report.markdown import render_markdown
 from embedeval.report.sections import report_document
 
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
 #: The files write_report writes into a run directory (beside figures/).
-REPORT_FILES = ("report.md", "report.html")
+REPORT_FILES = (REPORT_MD, REPORT_HTML)
 
 
 def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, breaks: pd.DataFrame,
                  rule: BreakRule | None = None, title: str = "NoLiMa sweep", config: dict | None = None,
-                 candidates: int | None = None) -> Path:
+                 candidates: int | None = None) -> list[str]:
     """Write ``report.md``, ``report.html`` and ``figures/`` into ``out`` (each file atomically);
-    returns the path of ``report.md``. The arguments are :func:`~embedeval.report.sections.report_document`'s."""
+    returns the files written, relative to ``out``: :data:`REPORT_FILES`, then the figures (any
+    other file in ``figures/`` is not this report's). The arguments are
+    :func:`~embedeval.report.sections.report_document`'s."""
     out = Path(out)
     document = report_document(out, metrics, similarities, breaks, rule, title, config, candidates)
-    write_text_atomic(out / "report.html", render_html(document, out))
-    path = out / "report.md"
-    write_text_atomic(path, render_markdown(document))
-    return path
+    write_text_atomic(out / REPORT_HTML, render_html(document, out))
+    write_text_atomic(out / REPORT_MD, render_markdown(document))
+    return [*REPORT_FILES, *document.figures()]
