@@ -33,7 +33,7 @@ from embedeval.embedders.options import APISpecOptions, LocalOptions
 from embedeval.embedders.registry import API_EMBEDDERS, load_embedder, select_embedders
 from embedeval.errors import InputError
 from embedeval.paths import CACHE_ENV
-from embedeval.plan import check_ceiling, check_max_cost, check_prices_used, format_plans, parse_prices, plan_of, plans_json
+from embedeval.plan import check_max_cost, check_prices_used, format_plans, parse_ceiling, parse_prices, plan_of, plans_json
 
 CacheDir = Annotated[
     Optional[Path],
@@ -239,13 +239,13 @@ class PlanOptions:
 
     plan: Annotated[bool, typer.Option("--plan", help="Print what the run would embed, send, cost and take (texts, cached, tokens, requests, time, USD), and stop: nothing is sent or stored (a local model embeds a sample of 32 inputs to time itself).")] = False
     as_json: Annotated[bool, typer.Option("--json", help="With --plan: the plan as JSON.")] = False
-    max_cost: Annotated[Optional[float], typer.Option("--max-cost", help="Refuse to start when the plan's high cost estimate exceeds this many USD (an API model without a price then needs --price).")] = None
+    max_cost: Annotated[Optional[str], typer.Option("--max-cost", metavar="<float>", help="Refuse to start when the plan's high cost estimate exceeds this many USD (an API model without a price then needs --price).")] = None
     price: Annotated[Optional[list[str]], typer.Option("--price", help="SPEC=USD per million tokens, for a model without a listed price or to override it; repeat for several.")] = None
 
     def __post_init__(self):  # the plan's options checked before any work
         if self.as_json and not self.plan:
             raise InputError("--json goes with --plan")
-        check_ceiling(self.max_cost)
+        self.ceiling = parse_ceiling(self.max_cost)  # USD, or None
         self.prices = parse_prices(self.price)
         if self.prices and not self.wanted:
             raise InputError("--price goes with --plan or --max-cost")
@@ -253,7 +253,7 @@ class PlanOptions:
     @property
     def wanted(self) -> bool:
         """Whether the command works out a plan first (to print it, or to keep --max-cost)."""
-        return self.plan or self.max_cost is not None
+        return self.plan or self.ceiling is not None
 
     def models_after(self, embedders: EmbedderOptions, quiet: bool, work) -> list | None:
         """The models a command embeds with, after its plan: with ``--plan`` or ``--max-cost``,
@@ -261,6 +261,7 @@ class PlanOptions:
         is settled (:meth:`settle`); None when the command stops there (``--plan``)."""
         if self.wanted:
             recorded = embedders.load(quiet, plan=True)
+            check_prices_used([model.name for model in recorded], self.prices)  # before any work
             work(recorded)
             if self.settle([plan_of(model, self.prices, calibrate=self.plan) for model in recorded]):
                 return None
@@ -268,11 +269,11 @@ class PlanOptions:
 
     def settle(self, plans: list) -> bool:
         """Print the plans with ``--plan`` (True: the command stops here), and refuse a run over
-        ``--max-cost`` with one error line."""
-        check_prices_used(plans, self.prices)
+        ``--max-cost`` with one error line (the prices were checked before the plan was made:
+        :func:`~embedeval.plan.check_prices_used`)."""
         if self.plan:
             typer.echo(plans_json(plans) if self.as_json else format_plans(plans))
-        check_max_cost(plans, self.max_cost)
+        check_max_cost(plans, self.ceiling)
         return self.plan
 
 

@@ -57,6 +57,10 @@ DEFAULT_LATE_CHUNKING_OVERLAP = 64
 #: Models fed text (API models) are cut this many tokens below their window, counted with the
 #: reference tokenizer (an estimate of the provider's own tokens).
 TEXT_FIT_MARGIN = 16
+#: The fewest content tokens a model's window may leave (besides its special tokens and prompt, and
+#: for a model fed text below :data:`TEXT_FIT_MARGIN`): a smaller window reads too little of a
+#: text to tell texts apart (two special tokens alone give every text one vector).
+MIN_CONTENT_TOKENS = 8
 #: Recommended chunk size = CHUNK_FACTOR x break point.
 CHUNK_FACTOR = 0.8
 #: Bootstrap resamples behind every confidence interval.

@@ -20,7 +20,9 @@ an :class:`EmbedderPlan`:
   rpm)`` at its budget (a lower bound: latency aside); for a local model the time per input of
   a timed sample of its inputs times ``inputs`` (``calibrate``);
 - ``usd = tokens / 1e6 * price`` and ``usd_high = usd * (1 + token_margin)``, the price in USD per
-  million tokens from the provider's table or ``--price``; ``None`` where no price is known.
+  million tokens from the provider's table or ``--price`` (keyed by the embedder's name,
+  :func:`~embedeval.embedders.registry.embedder_name`, however its spec writes the options that do
+  not change a vector); ``None`` where no price is known, and then the total is unknown too.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from embedeval.defaults import API_TOKEN_MARGIN, DEFAULT_PLAN_CALIBRATION_TEXTS,
 from embedeval.embedders.cache import CachedEmbedder
 from embedeval.embedders.http import CHECK_TEXT
 from embedeval.embedders.recorder import Recorder, StretchedIds
-from embedeval.embedders.registry import canonical_spec
+from embedeval.embedders.registry import embedder_name
 from embedeval.errors import ConfigError
 
 
@@ -62,7 +64,9 @@ class EmbedderPlan:
 
 
 def parse_prices(items: list[str] | None) -> dict[str, float]:
-    """``["openai:text-embedding-3-small=0.02", ...]`` -> {spec: USD per million tokens}."""
+    """``["openai:text-embedding-3-small=0.02", ...]`` -> {embedder name: USD per million tokens},
+    each spec named as its embedder is (:func:`~embedeval.embedders.registry.embedder_name`:
+    ``st:M?device=cpu`` and ``st:M`` are one embedder)."""
     prices: dict[str, float] = {}
     for item in items or []:
         spec, sep, value = item.rpartition("=")
@@ -73,7 +77,7 @@ def parse_prices(items: list[str] | None) -> dict[str, float]:
         if not sep or not spec or not 0 <= price < math.inf:
             raise ConfigError(f"`prices` takes SPEC=USD per million tokens (e.g. openai:text-embedding-3-small=0.02), not {item!r}",
                               "prices")
-        prices[canonical_spec(spec)] = price
+        prices[embedder_name(spec)] = price
     return prices
 
 
@@ -152,18 +156,44 @@ def check_max_cost(plans: list[EmbedderPlan], max_cost: float | None) -> None:
         raise ConfigError(f"the run would cost up to ${total:,.4f}{high}, over `max_cost` ${max_cost:,.4f}; nothing was sent", "max_cost")
 
 
-def check_ceiling(max_cost: float | None) -> None:
-    """A cost ceiling is a number of USD >= 0 (or None: no ceiling); else one error."""
+def check_ceiling(max_cost: float | None, written: str | None = None) -> None:
+    """A cost ceiling is a number of USD >= 0 (or None: no ceiling); else one error (quoting it as
+    ``written``, when it was text)."""
     if max_cost is not None and not 0 <= max_cost < math.inf:
-        raise ConfigError(f"`max_cost` must be a number of USD >= 0, not {max_cost}", "max_cost")
+        raise ConfigError(f"`max_cost` must be a number of USD >= 0, not {written or max_cost}", "max_cost")
 
 
-def check_prices_used(plans: list[EmbedderPlan], prices: dict[str, float]) -> None:
-    """A ``--price`` for an embedder the run does not have is a mistake: one error naming it."""
-    unused = sorted(set(prices) - {p.embedder for p in plans})
+def parse_ceiling(text: str | None) -> float | None:
+    """A cost ceiling as written (``"5"``, ``"0.25"``) in USD, None for none; anything but a
+    number >= 0 in ASCII digits (``abc``, ``nan``, ``-1``) is one error (:func:`check_ceiling`)."""
+    if text is None:
+        return None
+    try:
+        value = float(text) if text.isascii() else math.nan
+    except ValueError:
+        value = math.nan
+    check_ceiling(value, repr(text))
+    return value
+
+
+def check_prices_used(embedders: list[str], prices: dict[str, float]) -> None:
+    """A price for an embedder the run does not have is a mistake: one error naming it, before any
+    planning (``embedders``: the names of the run's embedders, as
+    :func:`~embedeval.embedders.registry.embedder_name` gives them)."""
+    unused = sorted(set(prices) - set(embedders))
     if unused:
         raise ConfigError(f"`prices` names {', '.join(unused)}, which this run does not embed with "
-                          f"(its embedders: {', '.join(p.embedder for p in plans)})", "prices")
+                          f"(its embedders: {', '.join(embedders)})", "prices")
+
+
+def unpriced(plans: list[EmbedderPlan]) -> list[str]:
+    """The embedders whose cost is unknown (no price known): the total is unknown with them."""
+    return [p.embedder for p in plans if p.usd is None]
+
+
+def total_usd(plans: list[EmbedderPlan]) -> float | None:
+    """The plans' cost in USD; None when one of them has no price (:func:`unpriced`)."""
+    return None if unpriced(plans) else sum(p.usd for p in plans)
 
 
 def _duration(seconds: float | None) -> str:
@@ -189,11 +219,18 @@ def format_plans(plans: list[EmbedderPlan]) -> str:
     for p in plans:
         price = p.price_source if p.usd_per_million is None else f"${p.usd_per_million:g} per million tokens ({p.price_source})"
         lines.append(f"{p.embedder}: tokens counted by {p.tokenizer}; time {p.time_basis}; {price}")
-    total = sum(p.usd or 0.0 for p in plans)
-    lines.append(f"total: ${total:,.4f} (nothing was sent or stored)")
+    total, missing = total_usd(plans), unpriced(plans)
+    if total is None:
+        known = sum(p.usd for p in plans if p.usd is not None)
+        lines.append(f"total: unknown: no price known for {', '.join(missing)} (give --price SPEC=USD); the others "
+                     f"${known:,.4f} (nothing was sent or stored)")
+    else:
+        lines.append(f"total: ${total:,.4f} (nothing was sent or stored)")
     return "\n".join(lines)
 
 
 def plans_json(plans: list[EmbedderPlan]) -> str:
-    """The plans for scripts: ``{"embedders": [...], "total_usd": ...}``."""
-    return json.dumps({"embedders": [asdict(p) for p in plans], "total_usd": sum(p.usd or 0.0 for p in plans)}, indent=2)
+    """The plans for scripts: ``{"embedders": [...], "total_usd": ..., "unpriced": [...]}``;
+    ``total_usd`` is null when an embedder has no price, and ``unpriced`` names those."""
+    return json.dumps({"embedders": [asdict(p) for p in plans], "total_usd": total_usd(plans), "unpriced": unpriced(plans)},
+                      indent=2)

@@ -47,6 +47,13 @@ SCORED_TABLES = (SIMILARITIES, RETRIEVAL)
 #: its ``grid`` must hold.
 CONFIG_KEYS = ("embedders", "needles", "tokenizer", "grid")
 GRID_KEYS = ("corpus", "lengths", "depths", "seed")
+#: What each of :data:`CONFIG_KEYS` must hold (a check, and its words for the message).
+CONFIG_VALUES = {
+    "embedders": (lambda v: isinstance(v, list) and bool(v) and all(isinstance(s, str) for s in v), "a list of embedder specs"),
+    "needles": (lambda v: isinstance(v, str) and bool(v), "the needle file's path"),
+    "tokenizer": (lambda v: isinstance(v, str) and bool(v), "a tokenizer spec"),
+    "grid": (lambda v: isinstance(v, dict), "an object of the grid's settings"),
+}
 #: The settings a config.json of a version before ``HaystackGrid`` keeps at its top level.
 FLAT_GRID_KEYS = ("corpus", "lengths", "depths", "variants", "negatives", "n_distractors", "needles_per_haystack", "filler",
                   "min_books", "seed")
@@ -143,6 +150,13 @@ class NolimaRun:
             raise InputError(f"{folder} is not a finished run directory (missing {', '.join(missing)})")
         config = read_json(folder / CONFIG)
         config = upgraded_config(config) if isinstance(config, dict) else {}
+        absent = [key for key in CONFIG_KEYS if key not in config]
+        if absent:
+            raise InputError(f"{folder / CONFIG} is not a NoLiMa run's config (it lacks {', '.join(absent)})")
+        broken = [f"{key} must be {what}, not {json.dumps(config[key])}" for key, (holds, what) in CONFIG_VALUES.items()
+                  if not holds(config[key])]
+        if broken:
+            raise InputError(f"{folder / CONFIG} is broken: {'; '.join(broken)}")
         absent = absent_config_keys(config)
         if absent:
             raise InputError(f"{folder / CONFIG} is not a NoLiMa run's config (it lacks {', '.join(absent)})")

@@ -47,6 +47,9 @@ def _setup(tmp_path):
     (["report", "garbage-run"], "garbage-run/metrics.csv lacks the column(s)"),
     (["report", "empty-run"], "empty-run/metrics.csv lacks the column(s) embedder"),
     (["report", "bad-config-run"], "bad-config-run is not a finished run directory (missing metrics.csv"),
+    (["embed", "-i", "texts.txt", "-o", "o.npy", "--cache-dir", "texts.txt"],
+     "the embedding cache folder texts.txt cannot be made: texts.txt is a file, not a folder; point --cache-dir or EMBEDEVAL_CACHE"),
+    (["cache", "info", "--cache-dir", "texts.txt/cache"], "the embedding cache folder texts.txt/cache cannot be made: texts.txt is a file"),
 ])
 def test_mistakes_are_one_line_and_write_nothing(tmp_path, monkeypatch, isolated_cache, args, says):
     _setup(tmp_path)
@@ -264,3 +267,120 @@ def test_a_late_error_leaves_no_empty_run_folder_or_parent(tmp_path, monkeypatch
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], result.output
     assert list(tmp_path.iterdir()) == []
+MINILM = "st:all-MiniLM-L6-v2"
+
+
+def copied_model_folder(folder, config=None, weights_bytes=None):
+    """A copy of the bundled MiniLM's folder (its weights linked, not copied) with ``config``
+    (an edit of its config.json, or a JSON value to write instead) and the first
+    ``weights_bytes`` bytes of its weights (a download cut short)."""
+    import json
+    import shutil
+
+    from embedeval.embedders.models import resolve_model_path
+
+    source = resolve_model_path("all-MiniLM-L6-v2")
+    shutil.copytree(source, folder, ignore=shutil.ignore_patterns("model.safetensors"))
+    weights = f"{source}/model.safetensors"
+    if weights_bytes is None:
+        (folder / "model.safetensors").symlink_to(weights)
+    else:
+        with open(weights, "rb") as whole:
+            (folder / "model.safetensors").write_bytes(whole.read(weights_bytes))
+    if callable(config):
+        (folder / "config.json").write_text(json.dumps(config(json.loads((folder / "config.json").read_text()))))
+    elif config is not None:
+        (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def _without_positions(settings: dict) -> dict:
+    return {key: value for key, value in settings.items() if key != "max_position_embeddings"}
+
+
+def _spec_setup(tmp_path):
+    (tmp_path / "texts.txt").write_text("one text\n" + "word " * 3000 + "\n")
+    copied_model_folder(tmp_path / "list-config", config=[1, 2])
+    copied_model_folder(tmp_path / "cut-weights", weights_bytes=1_000_000)
+    copied_model_folder(tmp_path / "no-positions", config=_without_positions)
+
+
+@pytest.mark.parametrize("spec, says", [
+    (f"{MINILM}?max_seq_length=²", "spec option max_seq_length must be a whole number >= 1 in the digits 0-9, not '²'"),
+    (f"{MINILM}?max_batch_tokens=²", "spec option max_batch_tokens must be a whole number >= 1 in the digits 0-9, not '²'"),
+    (f"{MINILM}?max_seq_length=١٢٨", "spec option max_seq_length must be a whole number >= 1 in the digits 0-9, not '١٢٨'"),
+    ("openai:text-embedding-3-small?max_tokens=²", "spec option max_tokens must be a whole number >= 1 in the digits 0-9"),
+    (f"{MINILM}?max_seq_length=2", "spec option max_seq_length must be at least 8, not 2: a window must leave at least 8 content tokens"),
+    (f"{MINILM}?max_seq_length=9", "spec option max_seq_length 9 leaves 7 content tokens to a query of st:all-MiniLM-L6-v2?max_seq_length=9 "
+                                   "after its special tokens and prompt; a window must leave at least 8"),
+    ("openai:text-embedding-3-small?max_tokens=17", "spec option max_tokens must be at least 24, not 17: a window must leave at least 8"),
+    ("openai:text-embedding-3-small?max_tokens=1", "spec option max_tokens must be at least 24, not 1"),
+    ("st:list-config", "list-config/config.json holds a JSON list, not an object"),
+    ("st:cut-weights", "cut-weights': model.safetensors is truncated or not a safetensors file"),
+    ("st:no-positions?max_seq_length=4096", "spec option max_seq_length 4096 is over the model's position limit of 512 tokens "
+                                            "(the rows of its position table embeddings.position_embeddings.weight)"),
+])
+def test_a_bad_spec_is_one_line_before_any_work(tmp_path, monkeypatch, spec, says):
+    """Spec numbers in ASCII digits only, windows that leave too few content tokens, and model
+    folders whose config or weights are broken or say no position limit (issue 36, item 4)."""
+    from embedeval.embedders import budget
+    from fake_api import FakeEmbeddingServer
+
+    _spec_setup(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-SECRET")
+    monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "2")
+    monkeypatch.setenv("EMBEDEVAL_RETRY_BASE_DELAY", "0.01")
+    before = _files(tmp_path)
+    budget.reset()
+    with FakeEmbeddingServer() as server:  # where an API spec would send, were it not refused first
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
+        result = CliRunner().invoke(app, ["embed", "-i", "texts.txt", "-o", "vectors.npy", "-e", spec, "-q"])
+    budget.reset()
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert lines[0].startswith("error: ") and says in lines[0], result.output
+    assert _files(tmp_path) == before and server.requests == []
+
+
+def test_a_served_models_tokenizer_that_does_not_load_is_one_line_before_any_request(tmp_path, monkeypatch):
+    from embedeval.embedders import budget
+    from fake_api import FakeEmbeddingServer
+
+    (tmp_path / "texts.txt").write_text("one text\n")
+    (tmp_path / "broken-tokenizer").mkdir()
+    (tmp_path / "broken-tokenizer" / "tokenizer.json").write_text('{"version": "1.0", "model": {"type": "Nope"}}')
+    monkeypatch.chdir(tmp_path)
+    budget.reset()
+    with FakeEmbeddingServer() as server:
+        server.script.served = [{"id": "m", "root": "/models/m"}]
+        spec = f"openai:m?base_url={server.url}/v1&max_tokens=512&tokenizer=st:broken-tokenizer"
+        result = CliRunner().invoke(app, ["embed", "-i", "texts.txt", "-o", "vectors.npy", "-e", spec, "-q"])
+    budget.reset()
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert lines[0].startswith(f"error: the tokenizer of st:{tmp_path / 'broken-tokenizer'} does not load (KeyError"), result.output
+    assert server.requests == [] and not (tmp_path / "vectors.npy").exists()
+
+
+@pytest.mark.parametrize("field", ["embedders", "needles"])
+@pytest.mark.parametrize("command", [["report"], ["export", "--format", "mteb", "--out", "mteb"],
+                                     ["export", "--format", "prompts", "--out", "prompts.csv"]])
+def test_a_run_whose_config_holds_null_says_which_field(tmp_path, monkeypatch, field, command):
+    import json
+
+    run = tmp_path / "run"
+    run.mkdir()
+    settings = {"embedders": ["bm25"], "needles": "n.json", "tokenizer": MINILM,
+                "grid": {"corpus": "c", "lengths": [128], "depths": 2, "seed": 0}}
+    (run / "config.json").write_text(json.dumps({**settings, field: None}))
+    for name in ("metrics.csv", "similarities.parquet", "haystacks.parquet", "haystacks.json"):
+        (run / name).write_text("")
+    monkeypatch.chdir(tmp_path)
+    before = _files(tmp_path)
+    result = CliRunner().invoke(app, [command[0], "run", *command[1:]])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert lines[0] == f"error: run/config.json is broken: {field} must be " + \
+        {"embedders": "a list of embedder specs", "needles": "the needle file's path"}[field] + ", not null", result.output
+    assert _files(tmp_path) == before

@@ -131,3 +131,36 @@ def test_a_spec_with_options_reads_its_tokenizer_alone_once_its_facts_are_rememb
     load_embedder(spec, cache_dir=tmp_path, verify=False).embed(["its facts are remembered now"])
     again = load_embedder(spec, cache_dir=tmp_path, verify=False).inner  # the name carries the options; the tokenizer not
     assert again.token_ids(["a text never tokenized before"])[0][0] and not again.loaded
+
+
+@pytest.mark.parametrize("query, says", [
+    ("max_seq_length=²", "`max_seq_length` must be a whole number >= 1 in the digits 0-9, not '²'"),
+    ("max_batch_tokens=١٢٨", "`max_batch_tokens` must be a whole number >= 1 in the digits 0-9, not '١٢٨'"),
+    ("max_seq_length=7", "`max_seq_length` must be at least 8, not 7: a window must leave at least 8 content tokens"),
+])
+def test_numbers_are_ascii_digits_and_a_window_leaves_enough_to_read(query, says):
+    with pytest.raises(ConfigError, match=says):
+        LocalOptions.parse(query)
+    assert LocalOptions.parse("max_seq_length=128&max_batch_tokens=0128") == LocalOptions(max_seq_length=128, max_batch_tokens=128)
+
+
+def test_a_window_that_leaves_too_few_content_tokens_beside_special_tokens_is_refused():
+    model = load_embedder(f"{MINILM}?max_seq_length=9", cache=False, verify=False)  # [CLS] + 7 + [SEP]
+    with pytest.raises(ConfigError, match=r"`max_seq_length` 9 leaves 7 content tokens to a query .* at least 8"):
+        model.check()
+    load_embedder(f"{MINILM}?max_seq_length=10", cache=False)  # 8 content tokens: enough
+
+
+def test_the_position_limit_is_read_from_the_position_table(tmp_path):
+    """A config without ``max_position_embeddings``, or one that claims more than the weights
+    hold, does not let a window past the table's rows (a tensor-size crash on the first long text)."""
+    from embedeval.embedders.local import check_window, position_limit
+    from test_bad_input import copied_model_folder
+
+    silent = copied_model_folder(tmp_path / "silent", config=lambda c: {k: v for k, v in c.items() if k != "max_position_embeddings"})
+    boasting = copied_model_folder(tmp_path / "boasting", config=lambda c: {**c, "max_position_embeddings": 8192})
+    for folder in (silent, boasting):
+        assert position_limit(str(folder)) == (512, "the rows of its position table embeddings.position_embeddings.weight")
+        with pytest.raises(ConfigError, match="`max_seq_length` 4096 is over the model's position limit of 512 tokens"):
+            check_window(str(folder), 4096)
+    check_window(str(silent), 512)

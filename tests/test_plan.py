@@ -13,7 +13,7 @@ from embedeval.embedders.cache import EmbeddingCache
 from embedeval.embedders.tokens import load_provider_counter, load_token_counter
 from embedeval.errors import ConfigError
 from embedeval.embedders.registry import load_embedder
-from embedeval.plan import EmbedderPlan, check_max_cost, parse_prices, plan_of as plan_of_model
+from embedeval.plan import EmbedderPlan, check_max_cost, format_plans, parse_prices, plan_of as plan_of_model, plans_json
 from fake_api import FakeEmbeddingServer
 from test_nolima import SMALL_GROUPS
 
@@ -173,6 +173,8 @@ def test_a_plan_finds_what_it_recorded_as_a_run_finds_what_it_stored(server, tmp
 @pytest.mark.parametrize("args, says", [(["--max-cost", "nan"], "error: --max-cost must be a number of USD >= 0"),
                                         (["--max-cost", "-1"], "error: --max-cost must be a number of USD >= 0"),
                                         (["--max-cost", "inf"], "error: --max-cost must be a number of USD >= 0"),
+                                        (["--max-cost", "abc"], "error: --max-cost must be a number of USD >= 0, not 'abc'"),
+                                        (["--max-cost", "١"], "error: --max-cost must be a number of USD >= 0, not '١'"),
                                         (["--json"], "error: --json goes with --plan"),
                                         (["--price", "openai:text-embedding-3-small=1"], "error: --price goes with --plan or --max-cost"),
                                         (["--plan", "--price", "openai:text-embedding-3-small=x"], "error: --price takes SPEC=USD")])
@@ -185,3 +187,36 @@ def test_a_price_for_an_embedder_the_run_does_not_have_is_a_mistake(server, book
     result = CliRunner().invoke(app, [*grid_args(books_dir, tmp_path / "run"), "-e", "openai:text-embedding-3-small", "--plan",
                                       "--price", "openai:text-embedding-3-large=0.1"])
     assert result.exit_code != 0 and "--price names openai:text-embedding-3-large, which this run does not embed with" in result.output
+
+
+def test_a_price_matches_the_embedder_however_its_other_options_are_written(tmp_path):
+    """``device`` and ``max_batch_tokens`` change where and how fast, not the embedder: a price
+    names the embedder as the plan does; an option that changes a vector names another one."""
+    assert parse_prices(["st:all-MiniLM-L6-v2?device=cpu&max_batch_tokens=64=0.5"]) == {"st:all-MiniLM-L6-v2": 0.5}
+    assert parse_prices(["st:all-MiniLM-L6-v2?max_seq_length=128&device=cpu=1"]) == {"st:all-MiniLM-L6-v2?max_seq_length=128": 1.0}
+    args = ["similarity", "needle-question", "-e", "st:all-MiniLM-L6-v2?device=cpu", "--groups", ",".join(SMALL_GROUPS),
+            "--out", str(tmp_path / "nq.csv"), "-q", "--plan", "--json", "--price", "st:all-MiniLM-L6-v2?max_batch_tokens=64=0.5"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    (plan,) = json.loads(result.output)["embedders"]
+    assert (plan["embedder"], plan["usd_per_million"], plan["price_source"]) == ("st:all-MiniLM-L6-v2", 0.5, "--price")
+
+
+def test_a_price_for_an_embedder_not_in_the_run_is_refused_before_any_planning(server, tmp_path):
+    result = CliRunner().invoke(app, ["nolima", "--corpus", f"dir:{tmp_path / 'no-such-folder'}", "--out", str(tmp_path / "run"),
+                                      "-e", "openai:text-embedding-3-small", "--plan", "--price", "openai:text-embedding-3-large=0.1"])
+    assert result.exit_code == 1 and result.output.startswith(  # before the corpus is looked at
+        "error: --price names openai:text-embedding-3-large, which this run does not embed with"), result.output
+    assert server.requests == [] and not (tmp_path / "run").exists()
+
+
+def test_an_unknown_price_makes_the_total_unknown_not_zero():
+    priced = EmbedderPlan("openai:text-embedding-3-small", 3, 0, 3, 4, 30, "cl100k_base", 0.0, 2, 1.0, "", 0.02, "list", 6e-7, 6e-7)
+    unpriced = EmbedderPlan("openai:m?base_url=http://127.0.0.1:1/v1&max_tokens=64", 3, None, 3, 4, 30, "reference", 0.2, 2, 1.0, "",
+                            None, "no price known (give --price SPEC=USD)", None, None)
+    both = json.loads(plans_json([priced, unpriced]))
+    assert both["total_usd"] is None and both["unpriced"] == [unpriced.embedder]
+    assert format_plans([priced, unpriced]).splitlines()[-1] == (
+        f"total: unknown: no price known for {unpriced.embedder} (give --price SPEC=USD); the others $0.0000 (nothing was sent or stored)")
+    known = json.loads(plans_json([priced]))
+    assert known["total_usd"] == pytest.approx(6e-7) and known["unpriced"] == []

@@ -240,9 +240,14 @@ class EmbeddingCache:
                   f"the others are embedded again", file=sys.stderr)
 
     def _error(self, exc: Exception) -> CacheError:
-        """Locked, read-only, full or corrupt: only the last is cured by clearing the cache."""
+        """A file where the folder should be, locked, read-only, full or corrupt: only the last is
+        cured by clearing the cache."""
         text = str(exc).lower()
         where = f"embedding cache {self.path}"
+        in_the_way = next((p for p in (self.directory, *self.directory.parents) if p.exists()), None)
+        if in_the_way is not None and not in_the_way.is_dir():
+            return CacheError(f"the embedding cache folder {self.directory} cannot be made: {in_the_way} is a file, not a folder; "
+                              f"point `cache_dir` or {CACHE_ENV} at a folder", "cache_dir")
         if _is_busy(exc):
             return CacheError(f"{where} is locked by another process (waited {self.timeout:g} s); "
                               "try again when that run has finished")

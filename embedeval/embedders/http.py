@@ -394,6 +394,8 @@ class APIEmbedder:
         self.served: str | None = None  # what a server of one's own says it serves (see served_model)
         self._tokens = None
         self._lock = threading.Lock()
+        if options.tokenizer:
+            self.token_counter  # loaded now: a tokenizer folder whose files do not load is refused before any work
 
     @classmethod
     def limits_for(cls, model: str, options: APISpecOptions) -> ModelLimits:
@@ -417,6 +419,7 @@ class APIEmbedder:
         if known is None and options.max_tokens is None:
             raise ConfigError(f"{cls.provider}:{model} on {options.base_url} needs `max_tokens` (the served model's window)",
                               "max_tokens")
+        options.check_least_window("max_tokens", cls.fit_margin, f" below the {cls.fit_margin} tokens texts are cut short of it")
         limits = known or ModelLimits(0, options.max_tokens, DEFAULT_SERVER_BATCH_INPUTS,
                                       DEFAULT_SERVER_BATCH_INPUTS * options.max_tokens)
         return limits if options.max_tokens is None else replace(limits, max_tokens=options.max_tokens)

@@ -30,8 +30,9 @@ from embedeval.embedders.models import (
     canonical_model,
     folder_fingerprint,
     resolve_model_path,
+    weight_shapes,
 )
-from embedeval.defaults import DEFAULT_BATCH_SIZE, DEFAULT_STRETCH_BATCH_TOKENS
+from embedeval.defaults import DEFAULT_BATCH_SIZE, DEFAULT_STRETCH_BATCH_TOKENS, MIN_CONTENT_TOKENS
 from embedeval.embedders import onnx, stretch as stretching
 from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.errors import ConfigError, InputError, UnknownEmbedderError
@@ -56,24 +57,48 @@ def _pooling_mode(module) -> str | None:
     return mode if isinstance(mode, str) else None
 
 
-def position_limit(path: str) -> int | None:
-    """The longest input a model folder's positions allow (its transformer config's
-    ``max_position_embeddings``), None when the folder does not say."""
+#: The end of the name of a transformer's table of absolute positions (BERT, RoBERTa, ...).
+POSITION_TABLE = "position_embeddings.weight"
+
+
+def position_limit(path: str) -> tuple[int, str] | None:
+    """The longest input a model folder's positions allow, and where that was read: the rows of its
+    table of absolute positions (:data:`POSITION_TABLE`, from the weights' headers: the table
+    that fails on a longer input), else its transformer config's ``max_position_embeddings``;
+    None when the folder says neither (rotary positions with no config value, a hub name). A
+    ``config.json`` that is not a JSON object, or weights that do not open, is one
+    :class:`~embedeval.errors.UnknownEmbedderError`."""
     config = Path(path) / "config.json"
     try:
-        limit = json.loads(config.read_text(encoding="utf-8")).get("max_position_embeddings")
+        settings = json.loads(config.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    return int(limit) if isinstance(limit, int) else None
+        settings = {}  # no config here (a hub name), or one the loader will name as broken
+    if not isinstance(settings, dict):
+        raise UnknownEmbedderError(f"cannot load local model {path!r}: {config} holds a JSON {type(settings).__name__}, not an object")
+    tables = [(shape[0], name) for name, shape in weight_shapes(path).items() if name.endswith(POSITION_TABLE) and shape]
+    if tables:
+        rows, name = min(tables)
+        return rows, f"the rows of its position table {name}"
+    limit = settings.get("max_position_embeddings")
+    return (limit, f"max_position_embeddings in {config}") if isinstance(limit, int) and not isinstance(limit, bool) else None
 
 
 def check_window(path: str, max_seq_length: int | None) -> None:
     """One :class:`~embedeval.errors.ConfigError` when ``max_seq_length`` exceeds the model's
-    position limit (:func:`position_limit`), before any weights are loaded."""
+    position limit (:func:`position_limit`), before any weights are loaded (a broken config or
+    weights file: one :class:`~embedeval.errors.UnknownEmbedderError`)."""
     limit = position_limit(path)
-    if max_seq_length is not None and limit is not None and max_seq_length > limit:
-        raise ConfigError(f"`max_seq_length` {max_seq_length} is over the model's position limit of {limit} tokens "
-                          f"(max_position_embeddings in {Path(path) / 'config.json'})", "max_seq_length")
+    if max_seq_length is not None and limit is not None and max_seq_length > limit[0]:
+        raise ConfigError(f"`max_seq_length` {max_seq_length} is over the model's position limit of {limit[0]} tokens "
+                          f"({limit[1]})", "max_seq_length")
+
+
+def local_name(model: str, options: LocalOptions) -> str:
+    """The name a local model goes by (in tables, the cache and a plan): ``st:`` + the bundled
+    model's name or the folder's absolute path, + the options that change a vector
+    (:meth:`~embedeval.embedders.options.LocalOptions.name_query`)."""
+    query = options.name_query()
+    return f"st:{canonical_model(model)}" + (f"?{query}" if query else "")
 
 
 def from_spec_model(model: str, **kwargs) -> SentenceTransformerEmbedder:
@@ -134,7 +159,7 @@ class SentenceTransformerEmbedder:
         self.options = options
         self.path = resolve_model_path(model)
         check_window(self.path, options.max_seq_length)
-        self.name = f"st:{canonical_model(model)}" + (f"?{options.name_query()}" if options.name_query() else "")
+        self.name = local_name(model, options)
         self.batch_size = batch_size
         self.device = options.resolved_device()
         self.max_batch_tokens = options.batch_tokens(self.device)  # padded tokens per batch (None: batch_size inputs)
@@ -560,6 +585,22 @@ class SentenceTransformerEmbedder:
 
     def check(self) -> None:
         """Nothing to reach; the model's facts are remembered or the model loads (a broken folder
-        fails here)."""
+        fails here), and its window is checked to leave enough content tokens (:meth:`check_capacity`)."""
         if self._recalled() is None:
             self.model
+        self.check_capacity()
+
+    def check_capacity(self) -> None:
+        """One :class:`~embedeval.errors.ConfigError` when the window leaves fewer than
+        :data:`~embedeval.defaults.MIN_CONTENT_TOKENS` content tokens for a query or a document,
+        after the model's special tokens and its prompt for that kind (a kind whose prompt cannot
+        be had as ids is left to the strategies that need them)."""
+        for kind in KINDS:
+            try:
+                capacity = self.id_capacity(kind)
+            except InputError:
+                continue
+            if capacity < MIN_CONTENT_TOKENS:
+                raise ConfigError(f"`max_seq_length` {self.max_tokens} leaves {capacity} content tokens to a {kind} of {self.name} "
+                                  f"after its special tokens and prompt; a window must leave at least {MIN_CONTENT_TOKENS}",
+                                  "max_seq_length")

@@ -78,6 +78,24 @@ def resolve_model_path(model: str) -> str:
     )
 
 
+def weight_shapes(path: str) -> dict[str, list[int]]:
+    """The shape of every tensor in the ``*.safetensors`` files at the top of the model folder
+    ``path``, read from their headers (no weights loaded). A file that does not open (truncated,
+    not a safetensors file) is one :class:`UnknownEmbedderError` naming it: found before any work,
+    not when the weights load."""
+    from safetensors import SafetensorError, safe_open
+
+    shapes: dict[str, list[int]] = {}
+    for file in sorted(Path(path).glob("*.safetensors")):
+        try:
+            with safe_open(str(file), framework="np") as weights:
+                shapes.update({name: list(weights.get_slice(name).get_shape()) for name in weights.keys()})
+        except (OSError, SafetensorError) as exc:
+            raise UnknownEmbedderError(f"cannot load local model {path!r}: {file.name} is truncated or not a safetensors file "
+                                       f"({exc})") from None
+    return shapes
+
+
 def folder_fingerprint(model: str) -> str:
     """sha256 over a model folder: every file's relative path, and its content (files up to
     :data:`CONTENT_HASH_LIMIT` bytes: configs, tokenizer, pooling) or its size and stamp (weights).

@@ -7,8 +7,10 @@ configuration. :class:`LocalOptions` are an ``st:`` model's, :class:`APISpecOpti
 ``device``            ``cpu``, ``cuda``, ``cuda:N``, ``mps`` or ``auto`` (the default: cuda when
                       available, else cpu); a device that is not there is refused before any work
 ``dtype``             ``float32`` (the default), ``float16`` or ``bfloat16`` (half precision: GPU only)
-``max_seq_length``    the model's window in tokens, up to its position limit (its config's
-                      ``max_position_embeddings``); default: the model's own ``max_seq_length``
+``max_seq_length``    the model's window in tokens, leaving at least
+                      :data:`~embedeval.defaults.MIN_CONTENT_TOKENS` content tokens, up to its
+                      position limit (:func:`~embedeval.embedders.local.position_limit`);
+                      default: the model's own ``max_seq_length``
 ``trust_remote_code`` ``true`` to run the model folder's own code (off unless asked)
 ``backend``           ``torch`` (the default), ``onnx`` or ``onnx-int8``: the transformer in ONNX
                       Runtime on the CPU, float32 or with int8 weights (:mod:`embedeval.embedders.onnx`)
@@ -30,7 +32,8 @@ of the model's fingerprint, so the cache keeps such vectors apart; ``device`` an
                       password, query, ``;parameters`` or fragment (a secret there would reach
                       names and cache keys), no port outside 1..65535, no space or CR/LF
 ``max_tokens``        the served model's window in tokens (required with ``base_url`` for a model
-                      the provider does not list): texts are cut below it
+                      the provider does not list): texts are cut below it, leaving at least
+                      :data:`~embedeval.defaults.MIN_CONTENT_TOKENS` content tokens
 ``tokenizer``         ``st:DIR`` or a Hugging Face tokenizer folder: lengths, cuts and
                       ``needle_visible`` counted with the served model's own tokenizer (default:
                       the reference tokenizer, an estimate)
@@ -43,7 +46,7 @@ import os
 from dataclasses import dataclass, fields
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from embedeval.defaults import DEFAULT_GPU_BATCH_TOKENS
+from embedeval.defaults import DEFAULT_GPU_BATCH_TOKENS, MIN_CONTENT_TOKENS
 from embedeval.embedders.onnx import BACKENDS, GRAPH_FORMAT
 from embedeval.errors import ConfigError
 
@@ -52,7 +55,7 @@ DTYPES = ("float32", "float16", "bfloat16")
 TRUE, FALSE = ("true", "1", "yes"), ("false", "0", "no")
 #: Each option and what it takes (``embedeval embedders`` lists them).
 LOCAL_OPTION_CHOICES = {"device": "auto, cpu, cuda, cuda:N, mps", "dtype": ", ".join(DTYPES),
-                        "max_seq_length": "up to the model's position limit", "trust_remote_code": "true or false",
+                        "max_seq_length": f"{MIN_CONTENT_TOKENS} content tokens up to the model's position limit", "trust_remote_code": "true or false",
                         "max_batch_tokens": "padded tokens per batch", "backend": ", ".join(BACKENDS) + " (onnx: CPU only)"}
 #: The options that change what a vector is (the others change where and how fast it is made).
 VECTOR_OPTIONS = ("backend", "dtype", "max_seq_length", "trust_remote_code")
@@ -83,10 +86,11 @@ class SpecOptions:
 
     @classmethod
     def _value(cls, key: str, text: str):
-        """An option's value from its query-string text."""
+        """An option's value from its query-string text (a whole number in ASCII digits only:
+        ``str.isdigit`` also takes ``²`` and ``١٢٨``)."""
         if key in cls.whole_numbers:
-            if not text.isdigit():
-                raise ConfigError(f"`{key}` must be a whole number >= 1, not {text!r}", key)
+            if not (text.isascii() and text.isdigit()):
+                raise ConfigError(f"`{key}` must be a whole number >= 1 in the digits 0-9, not {text!r}", key)
             return int(text)
         return text
 
@@ -95,6 +99,15 @@ class SpecOptions:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
                 raise ConfigError(f"`{name}` must be a whole number >= 1, not {value!r}", name)
+
+    def check_least_window(self, name: str, reserved: int = 0, what: str = "") -> None:
+        """One :class:`~embedeval.errors.ConfigError` when the window option ``name`` leaves fewer
+        than :data:`~embedeval.defaults.MIN_CONTENT_TOKENS` content tokens after ``reserved``
+        tokens (``what`` says which)."""
+        value, least = getattr(self, name), MIN_CONTENT_TOKENS + reserved
+        if value is not None and value < least:
+            raise ConfigError(f"`{name}` must be at least {least}, not {value}: a window must leave at least "
+                              f"{MIN_CONTENT_TOKENS} content tokens{what}", name)
 
     def query(self, names: tuple[str, ...] | None = None) -> str:
         """The options (of ``names``, default all) that differ from the defaults, as the canonical
@@ -128,6 +141,7 @@ class LocalOptions(SpecOptions):
         if self.dtype not in DTYPES:
             raise ConfigError(f"`dtype` must be one of {', '.join(DTYPES)}, not {self.dtype!r}", "dtype")
         self._check_whole_numbers()
+        self.check_least_window("max_seq_length", what=" besides the model's special tokens and prompt")
 
     def name_query(self) -> str:
         """The options that change a vector (:data:`VECTOR_OPTIONS`) and differ from the defaults:

