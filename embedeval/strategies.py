@@ -361,7 +361,7 @@ class EmbeddingScorer:
         why = model.stretch_refusal(strategy.stretch)
         if why:
             raise ConfigError(f"{strategy.label} does not fit {embedder.name}: {why}")
-        limit = model.position_limit()
+        limit = model.positions()
         if strategy.read_tokens <= limit or strategy.read_tokens <= self.frame_tokens:
             raise ConfigError(f"{strategy.label} reads no further than {embedder.name} does itself: it has {limit} positions; "
                               f"use @L with L above {limit}", "strategies")

@@ -180,7 +180,7 @@ def test_a_method_that_does_not_fit_the_positions_is_refused(bert, modernbert):
     assert len(_every_stretch(bert)) == 6 and len(_every_stretch(modernbert)) == 2
     with pytest.raises(ConfigError, match="absolute positions"):
         bert.embed_stretched([[1000, 1001]], Stretch("linear"))
-    assert position_limit(bert._transformer()) == P == bert.position_limit()
+    assert position_limit(bert._transformer()) == P == bert.positions()
 
 
 @pytest.mark.parametrize("name, message", [

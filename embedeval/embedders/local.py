@@ -247,8 +247,7 @@ class SentenceTransformerEmbedder:
                 "max_tokens": int(self.model.max_seq_length), "special_ids": list(self._special_ids()),
                 "prompt_ids": prompt_ids, "tokenizer": self.token_counter.fingerprint, "pooling": self._live_pooling(),
                 "stretch_refusals": {f"{m}{'+logscale' if scaled else ''}": self._live_stretch_refusal(stretching.Stretch(m, scaled))
-                                     for m in stretching.Stretch.all_methods() for scaled in (False, True)},
-                "position_limit": self._live_position_limit()}
+                                     for m in stretching.Stretch.all_methods() for scaled in (False, True)}}
 
     @property
     def token_counter(self) -> TokenCounter:
@@ -460,17 +459,11 @@ class SentenceTransformerEmbedder:
         """The transformers model under the sentence-transformers Transformer module."""
         return self.model[0].auto_model
 
-    def position_limit(self) -> int | None:
-        """``P``: the positions the model has (its position table's rows, else
-        ``max_position_embeddings``), None when it does not say."""
-        facts = self._recalled()
-        return facts["position_limit"] if facts else self._live_position_limit()
-
-    def _live_position_limit(self) -> int | None:
-        try:
-            return stretching.position_limit(self._transformer())
-        except (AttributeError, TypeError, ValueError):
-            return None
+    def positions(self) -> int | None:
+        """``P``: the positions the model has (:func:`position_limit`: its position table's rows,
+        else ``max_position_embeddings``), None when the folder does not say."""
+        limit = position_limit(self.path)
+        return limit[0] if limit else None
 
     def embed_stretched(self, ids: Sequence[Sequence[int]], stretch: stretching.Stretch, kind: Kind = "document") -> np.ndarray:
         """Embed content-id sequences of any length, each in one pass with its special tokens and
