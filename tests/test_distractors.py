@@ -301,3 +301,40 @@ def test_haystacks_show_reads_files_made_before_distractors(grid, tmp_path):
     result = CliRunner().invoke(app, ["haystacks", "show", str(old), "--id", row["id"]])
     assert result.exit_code == 0, result.output
     assert f"[[{row['text'][row['needle_start']:row['needle_end']]}]]" in result.output
+
+
+def _own_control_table(needle_sims: dict, control_sims: dict) -> pd.DataFrame:
+    """A similarity table by hand: per (group, depth) a needle haystack with its own control
+    (1 distractor each, as a K-distractor haystack has), scores as given."""
+    rows = []
+    for (group, depth), sim in needle_sims.items():
+        control = f"{group}:control:{depth}"
+        common = {"embedder": "m", "strategy": "truncate", "query_form": "question", "group_id": group, "category": "c",
+                  "length": 128, "n_distractors": 1, "distractors_in_zone": 0, "n_needles": 1, "own_question": True,
+                  "target_depth": depth, "sim_qn": 1.0, "normalized_by": "standard", "n_tokens": 128, "truncated": False,
+                  "windows_exact": True, "best_chunk": 0}
+        rows.append({**common, "haystack_id": f"{group}@{depth}", "control_id": control, "variant": "onehop", "depth": depth,
+                     "sim_qh": sim, "normalized": sim, "needle_visible": True, "chunk_has_needle": True})
+        rows.append({**common, "haystack_id": control, "control_id": None, "variant": CONTROL, "depth": np.nan,
+                     "sim_qh": control_sims[(group, depth)], "normalized": np.nan, "needle_visible": pd.NA,
+                     "chunk_has_needle": pd.NA})
+    return pd.DataFrame(rows)
+
+
+def test_each_depth_bucket_compares_its_haystacks_with_their_own_controls():
+    from embedeval.aggregate import nolima_metrics
+
+    groups = [f"g{i}" for i in range(4)]
+    # beginning (depth 0): the needle lifts each haystack well above its own control;
+    # end (depth 1): the needle is past the window, so each haystack equals its own control
+    needle = {**{(g, 0.0): 0.6 + 0.01 * i for i, g in enumerate(groups)}, **{(g, 1.0): 0.2 + 0.01 * i for i, g in enumerate(groups)}}
+    control = {**{(g, 0.0): 0.1 + 0.01 * i for i, g in enumerate(groups)}, **{(g, 1.0): 0.2 + 0.01 * i for i, g in enumerate(groups)}}
+    metrics = nolima_metrics(_own_control_table(needle, control), n_resamples=20)
+    auc = metrics[(metrics["metric"] == "auc") & (metrics["category"] == "all")].set_index("depth_bucket")
+    # own controls: the end's four needle haystacks tie their four controls; every pair compared -> AUC 0.5 exactly
+    end_pos, end_neg = np.array([needle[(g, 1.0)] for g in groups]), np.array([control[(g, 1.0)] for g in groups])
+    expected_end = float(np.mean((end_pos[:, None] > end_neg) + 0.5 * (end_pos[:, None] == end_neg)))
+    assert auc.loc["end", "value"] == pytest.approx(expected_end) and auc.loc["end", "n"] == 8  # 4 haystacks, 4 controls
+    assert auc.loc["beginning", "value"] == pytest.approx(1.0) and auc.loc["beginning", "n"] == 8
+    # (before: every control of the cell, the beginning's low ones included, lifted the end to 0.75 with n = 12)
+    assert auc.loc["all", "n"] == 16
