@@ -29,6 +29,8 @@ SIMILARITY_COLUMNS = [
     "query_form", "sim_qh", "sim_qn", "normalized", "normalized_by", "n_tokens", "truncated", "needle_visible",
     "windows_exact", "best_chunk", "chunk_has_needle",
 ]
+#: ``strategy`` of an embedder read as it reads a text itself: its one window, the rest cut off.
+TRUNCATE = "truncate"
 #: ``strategy`` of a scorer that reads whole texts (the lexical baseline); chunked strategies are
 #: labelled ``CHUNKED_PREFIX`` + chunk size (``chunks-max@128``).
 FULL_TEXT = "full-text"

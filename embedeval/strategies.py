@@ -49,10 +49,10 @@ from embedeval.embedders.bm25 import BM25Scorer
 from embedeval.embedders.executors import Executor
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.errors import ConfigError, InputError
-from embedeval.labels import CHUNKED_PREFIX, LATE_CHUNKED_PREFIX
+from embedeval.labels import CHUNKED_PREFIX, LATE_CHUNKED_PREFIX, TRUNCATE
 from embedeval.embedders.tokens import TokenCounter
 
-TRUNCATE, WINDOWS_MEAN, CHUNKS_MAX, LATE_CHUNKING = "truncate", "windows-mean", "chunks-max", "late-chunking"
+WINDOWS_MEAN, CHUNKS_MAX, LATE_CHUNKING = "windows-mean", "chunks-max", "late-chunking"
 #: Texts tokenised at a time when cutting pieces (token offsets of 8k-token texts add up).
 TOKENIZE_BATCH = 256
 STRATEGY_NAMES: tuple[str, ...] = (TRUNCATE, WINDOWS_MEAN, CHUNKS_MAX, LATE_CHUNKING)
