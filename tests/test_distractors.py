@@ -338,3 +338,28 @@ def test_each_depth_bucket_compares_its_haystacks_with_their_own_controls():
     assert auc.loc["beginning", "value"] == pytest.approx(1.0) and auc.loc["beginning", "n"] == 8
     # (before: every control of the cell, the beginning's low ones included, lifted the end to 0.75 with n = 12)
     assert auc.loc["all", "n"] == 16
+
+
+def test_the_recall_figure_draws_each_series_own_chance_level(tmp_path, monkeypatch):
+    from embedeval.report import figures
+    from embedeval.report.tables import recall_chance_table, scorer_view
+
+    # rank rows of two pools: 17 candidates without distractors (every control and the negatives),
+    # 12 with one distractor (the question's negatives holding it and its own control)
+    rows = [{"embedder": "m", "strategy": "truncate", "query_form": "question", "variant": "onehop", "n_distractors": count,
+             "n_needles": 1, "own_question": True, "length": length, "n_candidates": n}
+            for count, n in ((0, 17), (1, 12)) for length in (128, 256) for _ in range(3)]
+    chance = scorer_view(recall_chance_table(pd.DataFrame(rows)))
+    at10 = chance[chance["k"] == 10].set_index("embedder")["chance"]
+    assert at10["m · 0 distractors"].tolist() == pytest.approx([10 / 17] * 2)
+    assert at10["m · 1 distractors"].tolist() == pytest.approx([10 / 12] * 2)
+    metrics = pd.DataFrame([{"embedder": e, "query_form": "question", "variant": "onehop", "category": "all", "depth_bucket": "all",
+                             "metric": f"recall@{k}", "length": length, "value": 0.5}
+                            for e in at10.index.unique() for k in (1, 5, 10) for length in (128, 256)])
+    drawn = {}
+    monkeypatch.setattr(figures, "save_figure", lambda fig, path: drawn.update(
+        {line.get_gid(): line.get_ydata().tolist() for ax in fig.axes for line in ax.get_lines() if line.get_gid()}))
+    figures.recall_figure(metrics, tmp_path / "recall.png", chance)
+    assert drawn["chance recall@10 m · 0 distractors"] == pytest.approx([10 / 17] * 2)
+    assert drawn["chance recall@10 m · 1 distractors"] == pytest.approx([10 / 12] * 2)  # not 10/17: its own pool
+    assert drawn["chance recall@1 m · 1 distractors"] == pytest.approx([1 / 12] * 2)

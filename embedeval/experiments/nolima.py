@@ -36,7 +36,7 @@ from embedeval.io import run_directory
 from embedeval.breaks import BreakRule, break_points
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
 from embedeval.plan import EmbedderPlan, plan_of
-from embedeval.report import REPORT_FILES, pool_size, write_report
+from embedeval.report import REPORT_FILES, pool_size, recall_chance_table, write_report
 from embedeval.progress import step
 from embedeval.run import SCORED_TABLES, RunWriter
 from embedeval.versions import package_versions
@@ -230,7 +230,7 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
             derived = writer.write_derived(metrics, breaks)
             with step("figures, report.md and report.html", progress):
                 write_report(out, metrics, similarities, breaks, config.rule(), config=settings,
-                             candidates=pool_size(retrieval))
+                             candidates=pool_size(retrieval), chance=recall_chance_table(retrieval))
             figures = [str(p.relative_to(out)) for p in sorted((out / "figures").glob("*.png"))]
             record_outputs(out, digest, [*derived, *REPORT_FILES, *figures])
         writer.finish(settings)  # last, so config.json always describes the tables beside it

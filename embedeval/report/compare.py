@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from embedeval.run import NolimaRun
+from embedeval.report.tables import recall_chance_table
 from embedeval.report.write import write_report
 
 
@@ -26,7 +27,8 @@ def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
         run = runs[0]
         retrieval = run.retrieval()
         return write_report(Path(out or run.path), run.metrics(), run.similarities(), run.breaks(), run.rule(), config=run.config,
-                            candidates=None if retrieval is None else pool_size(retrieval))
+                            candidates=None if retrieval is None else pool_size(retrieval),
+                            chance=None if retrieval is None else recall_chance_table(retrieval))
     tables = [(run.metrics(), run.similarities(), run.breaks()) for run in runs]
     all_embedders = [e for metrics, _, _ in tables for e in metrics["embedder"].unique()]
     relabel = len(all_embedders) != len(set(all_embedders))

@@ -15,7 +15,7 @@ import pandas as pd
 
 from embedeval.breaks import BREAK_INTERVAL, BreakRule, break_sentence, interval_text
 from embedeval.defaults import CHUNK_FACTOR
-from embedeval.labels import ALL_POOL, NEEDLE_FREE_POOL
+from embedeval.labels import ALL_POOL, NEEDLE_FREE_POOL, QUESTION
 from embedeval.report.figures import LINE_FIGURES, expansion_figure, heatmap_figure, line_figure, recall_figure
 from embedeval.report.tables import (
     best_query_form, category_tables, chunk_size_lines, chunk_size_table, depth_tables, distractor_note, distractor_table,
@@ -111,12 +111,13 @@ def break_table(breaks: pd.DataFrame) -> pd.DataFrame:
 
 def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, breaks: pd.DataFrame,
                     rule: BreakRule | None = None, title: str = "NoLiMa sweep", config: dict | None = None,
-                    candidates: int | None = None) -> Document:
+                    candidates: int | None = None, chance: pd.DataFrame | None = None) -> Document:
     """The report of a run's tables, its figures drawn into ``out/figures``. ``breaks``: the break
     points of the run (:func:`~embedeval.breaks.break_points`, ``breaks.csv``); ``config``: the
     settings of the run the tables come from (named in the first line), if there is one run;
     ``candidates``: the size of the retrieval pool plus one, for the chance level of recall@k
-    (the pool itself is the config's ``pool``). The break-point table comes first."""
+    (the pool itself is the config's ``pool``); ``chance``: each series' chance level of recall@k
+    (:func:`~embedeval.report.tables.recall_chance_table`), drawn beside it. The break-point table comes first."""
     figures = Path(out) / "figures"
     pool = (config or {}).get("pool")
     bps = breaks
@@ -180,7 +181,9 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
             Bullets(tuple(line.removeprefix("- ") for line in chunk_lines)),
             Table(chunk_table)]))
     if "recall@5" in set(metrics["metric"]):
-        recall_figure(metrics, figures / "recall_vs_length.png", candidates)
+        own_chance = None if chance is None else scorer_view(one_needle(chance))
+        recall_figure(metrics, figures / "recall_vs_length.png",
+                      None if own_chance is None else own_chance[own_chance["query_form"] == QUESTION])
         in_all = f"; {candidates} candidates in all" if candidates else ""
         sections.append(Section("Retrieval among same-length candidates", [
             Text(f"Each needle haystack ranked by its question's score among {pool_words(pool)}{in_all}"

@@ -9,6 +9,7 @@ import pandas as pd
 from embedeval.aggregate import metric_series
 from embedeval.breaks import BreakRule
 from embedeval.labels import ALL, CHUNKED_PREFIX, CONTROL, NEGATIVE, QUESTION, scores_chunks
+from embedeval.metrics import recall_chance
 
 def main_variant(metrics: pd.DataFrame) -> str:
     """The variant the single-variant sections show: one-hop if the run has it."""
@@ -141,6 +142,18 @@ def chunk_size_lines(metrics: pd.DataFrame, breaks: pd.DataFrame, rule: BreakRul
                      f"[{best_whole['ci_lo']:.3f}, {best_whole['ci_hi']:.3f}] for {best_whole['strategy']}: {verdict}"
                      f"{'' if separated else ' (the 95% CIs overlap)'}.")
     return lines
+
+
+RECALL_CHANCE_KEYS = ["embedder", "strategy", "query_form", "variant", "n_distractors", "n_needles", "own_question", "length"]
+
+
+def recall_chance_table(retrieval: pd.DataFrame, ks=(1, 5, 10)) -> pd.DataFrame:
+    """Per series and length of a rank table, the recall@k of a random ranking for each k: the mean
+    over its rows of min(k / n_candidates, 1) (:func:`~embedeval.metrics.recall_chance`). Columns:
+    :data:`RECALL_CHANCE_KEYS`, ``k``, ``chance``. A pool of 17 candidates gives 10/17 = 0.59 at k = 10,
+    one of 12 (one distractor: its negatives and its control) 10/12 = 0.83."""
+    frames = [retrieval[RECALL_CHANCE_KEYS].assign(k=k, chance=recall_chance(k, retrieval["n_candidates"])) for k in ks]
+    return pd.concat(frames, ignore_index=True).groupby(RECALL_CHANCE_KEYS + ["k"], as_index=False)["chance"].mean()
 
 
 def truncation_lines(metrics: pd.DataFrame) -> list[str]:

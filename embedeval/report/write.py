@@ -19,11 +19,11 @@ REPORT_FILES = ("report.md", "report.html")
 
 def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, breaks: pd.DataFrame,
                  rule: BreakRule | None = None, title: str = "NoLiMa sweep", config: dict | None = None,
-                 candidates: int | None = None) -> Path:
+                 candidates: int | None = None, chance: pd.DataFrame | None = None) -> Path:
     """Write ``report.md``, ``report.html`` and ``figures/`` into ``out`` (each file atomically);
     returns the path of ``report.md``. The arguments are :func:`~embedeval.report.sections.report_document`'s."""
     out = Path(out)
-    document = report_document(out, metrics, similarities, breaks, rule, title, config, candidates)
+    document = report_document(out, metrics, similarities, breaks, rule, title, config, candidates, chance)
     write_text_atomic(out / "report.html", render_html(document, out))
     path = out / "report.md"
     write_text_atomic(path, render_markdown(document))
