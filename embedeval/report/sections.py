@@ -18,7 +18,7 @@ from embedeval.defaults import CHUNK_FACTOR
 from embedeval.labels import ALL_POOL, NEEDLE_FREE_POOL, QUESTION
 from embedeval.report.figures import LINE_FIGURES, expansion_figure, heatmap_figure, line_figure, recall_figure
 from embedeval.report.tables import (
-    best_query_form, category_tables, chunk_size_lines, chunk_size_table, depth_tables, distractor_note, distractor_table,
+    best_query_form, category_tables, chunk_size_lines, chunk_size_table, control_tie_table, depth_tables, distractor_note, distractor_table,
     fewest_distractors, main_variant, one_needle, position_table, scorer_view, series_note, several_needles_table, summary_table,
     truncation_lines,
 )
@@ -191,7 +191,12 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
                  "ties counted against it). Recall@5 per length:"),
             Table(summary_table(metrics, "recall@5")),
             Figure("figures/recall_vs_length.png", "recall@k")]))
-    sections.append(Section("Truncation", [Bullets(tuple(line.removeprefix("- ") for line in truncation_lines(metrics)))]))
+    sections.append(Section("Truncation", [
+        Bullets(tuple(line.removeprefix("- ") for line in truncation_lines(metrics))),
+        Text("Share of needle haystacks tied with their control (the same score: the needle past the window, so the "
+             "haystack reads as its control; a tie counts against the needle in every rank, here and in MTEB's evaluator "
+             "of the exported task):"),
+        Table(control_tie_table(similarities))]))
     for metric, name, ylabel, _ in shown:
         sections.append(Section(ylabel, [Figure(f"figures/{name}", metric), Table(summary_table(metrics, metric))]))
     if metrics["query_form"].nunique() > 1:

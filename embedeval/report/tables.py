@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from embedeval.aggregate import metric_series
+from embedeval.aggregate import metric_series, pair_with_controls
 from embedeval.breaks import BreakRule
 from embedeval.labels import ALL, CHUNKED_PREFIX, CONTROL, NEGATIVE, QUESTION, scores_chunks
 from embedeval.metrics import recall_chance
@@ -169,6 +169,17 @@ def truncation_lines(metrics: pd.DataFrame) -> list[str]:
         else:
             lines.append(f"- **{embedder}** sees the needle in every haystack (no truncation before the needle).")
     return lines
+
+
+def control_tie_table(similarities: pd.DataFrame) -> pd.DataFrame:
+    """Per length (rows) and series (columns: embedder, variant): the share of needle haystacks
+    (question form) whose score equals their own control's. Past a model's window the needle is cut
+    off and the haystack reads exactly as its control; such ties count against the needle in every
+    rank (and 1/2 in the comparative ratio)."""
+    pairs = pair_with_controls(similarities[similarities["query_form"] == QUESTION])
+    pairs = pairs.assign(tied=(pairs["sim_qh"] == pairs["neg"]).astype(float),
+                         series=pairs["embedder"] + " " + pairs["variant"])
+    return pairs.pivot_table(index="length", columns="series", values="tied").reset_index()
 
 
 def position_table(similarities: pd.DataFrame, depths: int | None = None) -> pd.DataFrame:
