@@ -52,10 +52,10 @@ from embedeval.defaults import (
     RELATIVE_BREAK_FRACTION,
 )
 from embedeval.errors import ConfigError
-from embedeval.labels import TRUNCATE, scores_chunks
+from embedeval.labels import BLIND_PREFIX, TRUNCATE, is_blind, scores_chunks
 from embedeval.metrics import (
     BREAK_METRICS, RETRIEVAL_MEASURES, base_length_count, break_lengths, break_point, chance_corrected_recall, cluster_resamples,
-    groups_for_chance_test, recommended_chunk_tokens, relative_break_lengths, visible_base_count,
+    chance_corrected, groups_for_chance_test, recommended_chunk_tokens, relative_break_lengths, visible_base_count,
 )
 
 BREAK_RULES = ("relative", "absolute")
@@ -66,7 +66,8 @@ SERIES_KEYS = ["embedder", "strategy", "query_form", "variant", "n_distractors",
 #: whether the break point is censored (the series kept its bar to the grid's longest length: "≥ L"),
 #: the question groups, the window the model reads when the strategy reads one (``truncate``) and
 #: whether the recommended chunk was capped at it.
-ADDED_BREAK_COLUMNS = ["break_censored", "n_groups", "window", "chunk_capped"]
+#: and the chance level the relative rule corrects for (``chance_level``: :data:`CHANCE_LEVELS`).
+ADDED_BREAK_COLUMNS = ["break_censored", "n_groups", "window", "chunk_capped", "chance_level"]
 BREAK_COLUMNS = [*SERIES_KEYS, "break_point", "break_point_lo", "break_point_hi", "recommended_chunk_tokens",
                  "relative_break_point", "absolute_break_point", "relative_status", "base_value", "base_ci_lo", "base_ci_hi",
                  "base_p", "base_lengths", "at_chance", "best_length", "best_value", "auc_break_point", *ADDED_BREAK_COLUMNS]
@@ -74,6 +75,11 @@ BREAK_COLUMNS = [*SERIES_KEYS, "break_point", "break_point_lo", "break_point_hi"
 OK, AT_CHANCE, TOO_FEW_GROUPS, UNCORRECTABLE, NO_RANKS = ("ok", "at chance", "too few groups", "cannot correct for chance",
                                                          "no rank table")
 CANNOT_TELL, NOT_VISIBLE = "cannot tell from chance", "needle not visible"
+#: What the relative rule's recall@k is corrected against: a random ranking's k/n, or, for a
+#: several-needle haystack's own question, its own control's recall@k (the needle-blind level: the
+#: other needles alone pull that control up, 17-22% in a top 5 where k/n is 8%).
+RANDOM_RANKING, NEEDLE_BLIND = "k/n", "needle-blind control"
+CHANCE_LEVELS = (RANDOM_RANKING, NEEDLE_BLIND)
 #: The question groups a base must have before "at chance" is said of it (:func:`~embedeval.metrics.groups_for_chance_test`).
 CHANCE_TEST_GROUPS = groups_for_chance_test()
 #: The percentiles of the bootstrapped break points that bound a break point's interval.
@@ -175,14 +181,16 @@ def _interval(points: np.ndarray) -> tuple[int | None, int | None]:
 
 
 def relative_break(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT_N_BOOTSTRAP,
-                   seed: int = DEFAULT_SEED, visible: pd.Series | None = None) -> dict:
+                   seed: int = DEFAULT_SEED, visible: pd.Series | None = None, blind: pd.Series | None = None) -> dict:
     """The relative break point of one series from its rank rows (``length``, ``group_id``,
     ``recall@k``, ``n_candidates``), read on chance-corrected recall@k
     (:func:`~embedeval.metrics.chance_corrected_recall`; a length where no pool has more than k
     candidates has no value, and ends the run there). The base averages the shortest lengths
     where the scorer sees the needle in at least 95% of the needle haystacks (``visible``: the
     share per length, :func:`~embedeval.metrics.visible_base_count`; None: every length counts,
-    as for scorers that read the whole text), up to three. ``relative_status`` says what was read:
+    as for scorers that read the whole text), up to three. ``blind``: per length, the needle-blind
+    level of recall@k to correct against instead of k/n (a several-needle haystack's own control,
+    :func:`break_points`; a length without one has no value). ``relative_status`` says what was read:
 
     ``ok``                      a base above chance: the break point (None when even the shortest
                                 length misses the bar) and its interval (:data:`BREAK_INTERVAL`)
@@ -202,7 +210,9 @@ def relative_break(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAU
              "relative_best": None, "n_groups": 0}
     if rows.empty:
         return empty
-    corrected = chance_corrected_recall(rows[rule.recall_metric].to_numpy(float), rule.k, rows["n_candidates"].to_numpy(float))
+    recall = rows[rule.recall_metric].to_numpy(float)
+    corrected = (chance_corrected_recall(recall, rule.k, rows["n_candidates"].to_numpy(float)) if blind is None
+                 else chance_corrected(recall, rows["length"].map(blind).to_numpy(float, na_value=np.nan)))
     lengths, sums, counts = _group_table(rows, corrected)
     n_base = (base_length_count(lengths.size) if visible is None
               else visible_base_count(visible.reindex(lengths).fillna(0.0).to_numpy(float)))
@@ -270,7 +280,9 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
 
     The relative rule's base reads the shortest lengths where the needle is visible to the scorer
     (``needle_visible_share`` >= 0.95 in ``metrics``; a series without it, as other questions' rows,
-    reads its own-question series'; without either, every length). ``break_censored``: the series
+    reads its own-question series'; without either, every length). A several-needle haystack's own
+    question reads its recall@k against its own control's (the rank table's ``blind:`` rows,
+    ``chance_level`` "needle-blind control"), every other series against k/n. ``break_censored``: the series
     kept its bar up to its longest length, so the break point is a lower bound ("≥ 2048 tokens").
     ``windows``: per embedder (the ``embedder`` column) the tokens it reads of one text; a
     ``truncate`` series' recommended chunk is capped there (``chunk_capped``), since the model
@@ -279,17 +291,22 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
     series = {name: {key: s for key, s in metric_series(metrics, name).groupby(SERIES_KEYS)}
               for name in {rule.recall_metric, rule.metric, "auc"}}
     ranks = {} if retrieval is None else dict(iter(retrieval.groupby(SERIES_KEYS)))
+    blind_ranks = {key: r for key, r in ranks.items() if is_blind(key[3])}  # levels, not series
+    ranks = {key: r for key, r in ranks.items() if key not in blind_ranks}
     visible = _visible_shares(metrics)
     windows = windows or {}
     rows = []
-    for key in sorted(set(series[rule.recall_metric]) | set(series[rule.metric]) | set(ranks), key=str):
+    keys = (set(series[rule.recall_metric]) | set(series[rule.metric]) | set(ranks)) - set(blind_ranks)
+    for key in sorted((key for key in keys if not is_blind(key[3])), key=str):
         def point(name: str, threshold: float) -> int | None:
             found = series[name].get(key)
             return None if found is None or found.empty else break_point(found["length"], found["value"], threshold)
 
         ranked = ranks.get(key, pd.DataFrame())
         shares = visible.get(key, visible.get((*key[:-1], True)))  # other questions: their haystacks' own series
-        relative = relative_break(ranked, rule, n_resamples, seed, shares)
+        blind_rows = blind_ranks.get((*key[:3], BLIND_PREFIX + str(key[3]), *key[4:]))
+        blind = None if blind_rows is None else blind_rows.groupby("length")[rule.recall_metric].mean()
+        relative = relative_break(ranked, rule, n_resamples, seed, shares, blind)
         absolute = point(rule.metric, rule.threshold)
         if rule.rule == "relative":
             headline, (lo, hi) = relative["relative_break_point"], (relative["relative_lo"], relative["relative_hi"])
@@ -310,6 +327,7 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
         rows.append({**dict(zip(SERIES_KEYS, key)), "break_point": headline, "break_point_lo": lo, "break_point_hi": hi,
                      "break_censored": headline is not None and headline == longest,
                      "n_groups": relative["n_groups"], "window": window,
+                     "chance_level": RANDOM_RANKING if blind is None else NEEDLE_BLIND,
                      "chunk_capped": chunk is not None and capped < chunk,
                      "recommended_chunk_tokens": capped,
                      "relative_break_point": relative["relative_break_point"], "absolute_break_point": absolute,

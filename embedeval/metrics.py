@@ -514,9 +514,17 @@ def chance_corrected_recall(recall, k: int, n_candidates):
         raise ValueError(f"k must be >= 1, not {k}")
     if np.any(n_candidates < 1):
         raise ValueError("n_candidates must be >= 1")
-    chance = recall_chance(k, n_candidates)
+    return chance_corrected(recall, recall_chance(k, n_candidates))
+
+
+def chance_corrected(value, chance):
+    """``value`` corrected for a chance level, (v - c) / (1 - c): 0 at the chance level, 1 at 1,
+    NaN where the chance level is 1 (nothing to correct against). Elementwise. The chance level is
+    k/n for a random ranking (:func:`chance_corrected_recall`), or a measured needle-blind level
+    (a several-needle haystack's own control, which holds the other needles)."""
+    value, chance = np.asarray(value, dtype=float), np.asarray(chance, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(chance < 1, (recall - chance) / (1 - chance), np.nan)
+        return np.where(chance < 1, (value - chance) / (1 - chance), np.nan)
 
 
 def recall_chance(k: int, n_candidates):

@@ -159,8 +159,10 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
         sections.append(Section("Several needles", [
             Text("A haystack with K needles holds its own group's needle at the grid's depth and K - 1 needles of other "
                  f"groups (other characters) away from it; it is ranked among {pool_words(pool)}) by every "
-                 "question whose needle it holds: its own (`own`) and the others' (`other`). Recall@1 and query_auc per "
-                 f"length ({variant} needles, question form):"),
+                 "question whose needle it holds: its own (`own`) and the others' (`other`); `own control (needle-blind)` ranks "
+                 "the haystack's control (the other needles, not its own) in its place: what a scorer blind to the own "
+                 "needle reaches, the level the own question's relative break point is corrected against (`chance_level` "
+                 f"in `breaks.csv`). Recall@1 and query_auc per length ({variant} needles, question form):"),
             Table(several)]))
     positions = position_table(similarities, grid.get("depths"))
     if not positions.empty:

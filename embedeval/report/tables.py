@@ -8,7 +8,7 @@ import pandas as pd
 
 from embedeval.aggregate import metric_series, pair_with_controls
 from embedeval.breaks import BreakRule
-from embedeval.labels import ALL, CHUNKED_PREFIX, CONTROL, NEGATIVE, QUESTION, scores_chunks
+from embedeval.labels import ALL, BLIND_PREFIX, CHUNKED_PREFIX, CONTROL, NEGATIVE, QUESTION, is_blind, scores_chunks
 from embedeval.metrics import recall_chance
 
 def main_variant(metrics: pd.DataFrame) -> str:
@@ -66,14 +66,17 @@ SEVERAL_METRICS = ("recall@1", "query_auc")
 
 def several_needles_table(metrics: pd.DataFrame) -> pd.DataFrame:
     """Recall@1 and query_auc (question form, main variant) per embedder, strategy, needle count
-    and question (own or other) and haystack length; empty for a run with one needle per haystack."""
+    and question (own or other, and the own question's needle-blind level: its haystack's control,
+    which holds the other needles alone, ranked in its place) and haystack length; empty for a run
+    with one needle per haystack."""
     if metrics["n_needles"].max() <= 1:
         return pd.DataFrame()
     variant = main_variant(one_needle(metrics))
     data = metrics[metrics["metric"].isin(SEVERAL_METRICS) & (metrics["category"] == ALL) & (metrics["depth_bucket"] == ALL)
-                   & (metrics["variant"] == variant) & (metrics["query_form"] == QUESTION)
+                   & metrics["variant"].isin([variant, BLIND_PREFIX + variant]) & (metrics["query_form"] == QUESTION)
                    & (metrics["n_distractors"] == 0)]
-    data = data.assign(question=np.where(data["own_question"].astype(bool), "own", "other"))
+    data = data.assign(question=np.where(data["variant"].map(is_blind), "own control (needle-blind)",
+                                         np.where(data["own_question"].astype(bool), "own", "other")))
     return data.pivot_table(index=["embedder", "strategy", "n_needles", "question", "metric"], columns="length",
                             values="value").reset_index()
 
