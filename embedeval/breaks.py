@@ -335,7 +335,8 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
                                                  "base_lengths", "at_chance")},
                      "best_length": None if best is None else best[0], "best_value": None if best is None else best[1],
                      "auc_break_point": point("auc", rule.threshold)})
-    return pd.DataFrame(rows, columns=BREAK_COLUMNS)
+    table = pd.DataFrame(rows, columns=BREAK_COLUMNS)
+    return table.assign(at_chance=table["at_chance"].astype("boolean"))  # true, false or unknown (cannot tell)
 
 
 def _missing(value) -> bool:

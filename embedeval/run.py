@@ -165,7 +165,8 @@ def read_breaks(path: str | Path) -> pd.DataFrame:
     frame = frame.reindex(columns=BREAK_COLUMNS)  # a file from before the added columns: they read as missing
     # "128" reads back as a number, and as 128.0 beside an empty cell
     lengths = [value if isinstance(value, str) else "" if pd.isna(value) else str(int(value)) for value in frame["base_lengths"]]
-    return frame.assign(base_lengths=lengths, relative_status=frame["relative_status"].astype(str))
+    return frame.assign(base_lengths=lengths, relative_status=frame["relative_status"].astype(str),
+                        at_chance=frame["at_chance"].astype("boolean"))
 
 
 class RunWriter:

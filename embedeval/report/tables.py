@@ -178,8 +178,9 @@ def control_tie_table(similarities: pd.DataFrame) -> pd.DataFrame:
     """Per length (rows) and series (columns: embedder, variant): the share of needle haystacks
     (question form) whose score equals their own control's. Past a model's window the needle is cut
     off and the haystack reads exactly as its control; such ties count against the needle in every
-    rank (and 1/2 in the comparative ratio)."""
-    pairs = pair_with_controls(similarities[similarities["query_form"] == QUESTION])
+    rank (and 1/2 in the comparative ratio). Rows repeated (a run compared with itself) count once."""
+    rows = similarities[similarities["query_form"] == QUESTION]
+    pairs = pair_with_controls(rows.drop_duplicates(["embedder", "strategy", "query_form", "haystack_id", "group_id"]))
     pairs = pairs.assign(tied=(pairs["sim_qh"] == pairs["neg"]).astype(float),
                          series=pairs["embedder"] + " " + pairs["variant"])
     return pairs.pivot_table(index="length", columns="series", values="tied").reset_index()
