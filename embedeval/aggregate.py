@@ -4,7 +4,7 @@ Cells are (embedder, strategy, query_form, variant, length, n_distractors, n_nee
 each also split by category and by depth bucket. Positives are the haystacks holding the question's
 needle; negatives (for AUC, Cohen's d, the comparative ratio) are the controls of the same length,
 distractor count and needle count (a K-needle haystack's control holds its K - 1 other needles, so
-the separation measures its own needle alone) — for the ratio, each haystack against its own control (``control_id``). Output is long: one row per metric with its
+the separation measures its own needle alone; a category's or depth bucket's slice, the controls of its own needle haystacks) — for the ratio, each haystack against its own control (``control_id``). Output is long: one row per metric with its
 value, n and a 95% CI from a cluster bootstrap over question groups (the needle haystacks of one
 question share its question and its filler, so they are resampled together).
 """
@@ -186,9 +186,9 @@ def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOT
         for category, sub in cell.groupby("category", sort=True):
             rows.labels = {**labels, "category": category, "depth_bucket": ALL}
             _separation_rows(rows, sub, cell_controls[cell_controls["category"] == category], full=False)
-        for bucket, sub in cell.groupby("depth_bucket", sort=False):
+        for bucket, sub in cell.groupby("depth_bucket", sort=False):  # a bucket's negatives: its own haystacks' controls
             rows.labels = {**labels, "category": ALL, "depth_bucket": bucket}
-            _separation_rows(rows, sub, cell_controls, full=False)
+            _separation_rows(rows, sub, cell_control_rows(cell_controls, sub), full=False)
         out += rows.rows
     table = pd.DataFrame(out, columns=METRIC_COLUMNS)
     if retrieval is None:

@@ -6,15 +6,20 @@ distractor count x needle count x own question) and shown side by side:
 
 ``relative`` (default)  the largest length whose **chance-corrected** recall@k (``k``, default 5;
                         (r - k/n) / (1 - k/n), n the candidates per query) stays >= 0.85 x its
-                        base, the mean over the shortest lengths measured (up to three, never more
-                        than the shorter half of the grid; :func:`~embedeval.metrics.relative_break_point`).
+                        base, the mean over the shortest lengths measured where the scorer sees the
+                        needle in >= 95% of the needle haystacks (up to three, never more than the
+                        shorter half of the grid; :func:`~embedeval.metrics.visible_base_count`,
+                        :func:`~embedeval.metrics.relative_break_point`); none where the shortest
+                        length already hides the needle.
                         This is NoLiMa's reading (a model's effective length against a base score
                         from three short lengths), not RULER's (a fixed threshold: a reference
                         model's score), because an embedder's short-context recall differs from one
                         needle set and pool to the next. A series whose base is not above chance
                         (the lower end of its 95% cluster-bootstrap interval is <= 0) gets **no**
                         break point: the scorer does not find these needles even in short haystacks,
-                        so a flat curve cannot pass for a long effective length.
+                        so a flat curve cannot pass for a long effective length. "At chance" is said
+                        only where the interval reaches 0 with enough question groups (10, a t-test
+                        that could have told); else the series "cannot be told from chance".
 ``absolute``            the largest length whose ``metric`` (default ``query_auc``) stays >= a fixed
                         ``threshold`` (default 0.8; :func:`~embedeval.metrics.break_point`): on average
                         the needle's haystack outscores that share of its same-length candidates,
@@ -25,8 +30,12 @@ Each headline break point has an interval (``break_point_lo``, ``break_point_hi`
 groups (every length of a resample draws the same groups). :func:`break_points` writes one row per
 series; a run keeps them in ``breaks.csv``.
 
+A break point at the longest length of the grid is censored (``break_censored``): the series never
+fell below its bar, so the effective length is at least that ("≥ 2048 tokens").
+
 Recommended chunk size = CHUNK_FACTOR x the headline break point (not for ``chunks-max@C`` and
-``late-chunking@C``, whose length is the document's, not a chunk's).
+``late-chunking@C``, whose length is the document's, not a chunk's), capped for ``truncate`` at the
+window the model reads (``chunk_capped``).
 """
 
 from __future__ import annotations
@@ -39,26 +48,40 @@ from scipy import stats
 
 from embedeval.aggregate import metric_series
 from embedeval.defaults import (
-    DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED,
+    BASE_VISIBLE_SHARE, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED,
     RELATIVE_BREAK_FRACTION,
 )
 from embedeval.errors import ConfigError
-from embedeval.labels import scores_chunks
+from embedeval.labels import BLIND_PREFIX, TRUNCATE, is_blind, scores_chunks
 from embedeval.metrics import (
     BREAK_METRICS, RETRIEVAL_MEASURES, base_length_count, break_lengths, break_point, chance_corrected_recall, cluster_resamples,
-    recommended_chunk_tokens, relative_break_lengths,
+    chance_corrected, groups_for_chance_test, recommended_chunk_tokens, relative_break_lengths, visible_base_count,
 )
 
 BREAK_RULES = ("relative", "absolute")
 #: The recall@k a relative break point may be read from.
 BREAK_KS = tuple(int(m.removeprefix("recall@")) for m in RETRIEVAL_MEASURES if m.startswith("recall@"))
 SERIES_KEYS = ["embedder", "strategy", "query_form", "variant", "n_distractors", "n_needles", "own_question"]
+#: Columns added after breaks.csv was first written (an older file reads them as missing):
+#: whether the break point is censored (the series kept its bar to the grid's longest length: "≥ L"),
+#: the question groups, the window the model reads when the strategy reads one (``truncate``) and
+#: whether the recommended chunk was capped at it.
+#: and the chance level the relative rule corrects for (``chance_level``: :data:`CHANCE_LEVELS`).
+ADDED_BREAK_COLUMNS = ["break_censored", "n_groups", "window", "chunk_capped", "chance_level"]
 BREAK_COLUMNS = [*SERIES_KEYS, "break_point", "break_point_lo", "break_point_hi", "recommended_chunk_tokens",
                  "relative_break_point", "absolute_break_point", "relative_status", "base_value", "base_ci_lo", "base_ci_hi",
-                 "base_p", "base_lengths", "at_chance", "best_length", "best_value", "auc_break_point"]
+                 "base_p", "base_lengths", "at_chance", "best_length", "best_value", "auc_break_point", *ADDED_BREAK_COLUMNS]
 #: What a series' relative rule could read (``relative_status``; see :func:`relative_break`).
 OK, AT_CHANCE, TOO_FEW_GROUPS, UNCORRECTABLE, NO_RANKS = ("ok", "at chance", "too few groups", "cannot correct for chance",
                                                          "no rank table")
+CANNOT_TELL, NOT_VISIBLE = "cannot tell from chance", "needle not visible"
+#: What the relative rule's recall@k is corrected against: a random ranking's k/n, or, for a
+#: several-needle haystack's own question, its own control's recall@k (the needle-blind level: the
+#: other needles alone pull that control up, 17-22% in a top 5 where k/n is 8%).
+RANDOM_RANKING, NEEDLE_BLIND = "k/n", "needle-blind control"
+CHANCE_LEVELS = (RANDOM_RANKING, NEEDLE_BLIND)
+#: The question groups a base must have before "at chance" is said of it (:func:`~embedeval.metrics.groups_for_chance_test`).
+CHANCE_TEST_GROUPS = groups_for_chance_test()
 #: The percentiles of the bootstrapped break points that bound a break point's interval.
 BREAK_INTERVAL = (0.05, 0.95)
 #: The confidence of the base's interval (the at-chance test), as every other interval of a run.
@@ -111,9 +134,10 @@ class BreakRule:
         k = self.k
         return [f"**Relative** ({self.relative_condition()}): up to this length a top-{k} retriever finds the needle's "
                 f"haystack among its {k} best candidates, above what a random ranking would, at least {self.fraction:.0%} as "
-                "often as it does in the shortest haystacks (up to three lengths): the embedder's effective length, read "
-                "as NoLiMa reads it, against the model's own short-context score. No break point where that score is not "
-                "above chance.",
+                "often as it does in the shortest haystacks (up to three lengths, each where it sees the needle in at least "
+                f"{BASE_VISIBLE_SHARE:.0%} of the haystacks): the embedder's effective length, read as NoLiMa reads it, against "
+                "the model's own short-context score. No break point where that score is not shown above chance; \"≥ L\" "
+                "where the rule holds to the longest length L measured.",
                 f"**Absolute** ({self.absolute_condition()}): up to this length {self.metric} stays at or above "
                 f"{self.threshold}, a fixed bar as RULER's effective length uses; for query_auc that means the needle's "
                 f"haystack outscores {self.threshold:.0%} of its candidates on average, which a top-{k} retriever only "
@@ -157,41 +181,54 @@ def _interval(points: np.ndarray) -> tuple[int | None, int | None]:
 
 
 def relative_break(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT_N_BOOTSTRAP,
-                   seed: int = DEFAULT_SEED) -> dict:
+                   seed: int = DEFAULT_SEED, visible: pd.Series | None = None, blind: pd.Series | None = None) -> dict:
     """The relative break point of one series from its rank rows (``length``, ``group_id``,
     ``recall@k``, ``n_candidates``), read on chance-corrected recall@k
     (:func:`~embedeval.metrics.chance_corrected_recall`; a length where no pool has more than k
-    candidates has no value, and ends the run there). ``relative_status`` says what was read:
+    candidates has no value, and ends the run there). The base averages the shortest lengths
+    where the scorer sees the needle in at least 95% of the needle haystacks (``visible``: the
+    share per length, :func:`~embedeval.metrics.visible_base_count`; None: every length counts,
+    as for scorers that read the whole text), up to three. ``blind``: per length, the needle-blind
+    level of recall@k to correct against instead of k/n (a several-needle haystack's own control,
+    :func:`break_points`; a length without one has no value). ``relative_status`` says what was read:
 
     ``ok``                      a base above chance: the break point (None when even the shortest
                                 length misses the bar) and its interval (:data:`BREAK_INTERVAL`)
-    ``at chance``               the base is not above chance: the lower end of its 95% cluster-
-                                bootstrap interval is <= 0, or a one-sided t-test of the question
-                                groups' own bases against 0 has p >= 0.025 (the bootstrap alone is
-                                too narrow with few groups)
+    ``at chance``               shown at chance: the base's 95% cluster-bootstrap interval reaches 0
+                                and the series has at least :data:`CHANCE_TEST_GROUPS` question groups
+    ``cannot tell from chance`` not shown above chance (the interval reaches 0, or a one-sided t-test
+                                of the groups' own bases against 0 has p >= 0.025), but with too few
+                                groups, or with an interval above 0, to say it is at chance
     ``too few groups``          fewer than 2 question groups: chance cannot be ruled out
+    ``needle not visible``      the scorer misses the needle in more than 5% of the shortest
+                                length's haystacks: there is no base to read the rule against
     ``cannot correct for chance``  every pool has k or fewer candidates
     ``no rank table``           no rows
     """
     empty = {"relative_break_point": None, "relative_lo": None, "relative_hi": None, "base_value": None, "base_ci_lo": None,
              "base_ci_hi": None, "base_p": None, "base_lengths": "", "at_chance": pd.NA, "relative_status": NO_RANKS,
-             "relative_best": None}
+             "relative_best": None, "n_groups": 0}
     if rows.empty:
         return empty
-    corrected = chance_corrected_recall(rows[rule.recall_metric].to_numpy(float), rule.k, rows["n_candidates"].to_numpy(float))
+    recall = rows[rule.recall_metric].to_numpy(float)
+    corrected = (chance_corrected_recall(recall, rule.k, rows["n_candidates"].to_numpy(float)) if blind is None
+                 else chance_corrected(recall, rows["length"].map(blind).to_numpy(float, na_value=np.nan)))
     lengths, sums, counts = _group_table(rows, corrected)
-    n_base = base_length_count(lengths.size)
+    n_base = (base_length_count(lengths.size) if visible is None
+              else visible_base_count(visible.reindex(lengths).fillna(0.0).to_numpy(float)))
     means = _means(sums, counts)
-    found = {**empty, "base_lengths": ",".join(map(str, lengths[:n_base]))}
+    found = {**empty, "base_lengths": ",".join(map(str, lengths[:n_base])), "n_groups": int(sums.shape[0])}
     if not np.isfinite(means).any():
         return {**found, "relative_status": UNCORRECTABLE}
     best = int(np.nanargmax(means))
     found["relative_best"] = (int(lengths[best]), float(means[best]))
+    if n_base == 0:
+        return {**found, "relative_status": NOT_VISIBLE}
     with np.errstate(divide="ignore", invalid="ignore"):
         group_bases = np.nanmean(sums[:, :n_base] / counts[:, :n_base], axis=1) if n_base else np.zeros(0)
     group_bases = group_bases[np.isfinite(group_bases)]
     if group_bases.size < 2:
-        return {**found, "relative_status": TOO_FEW_GROUPS, "at_chance": True}
+        return {**found, "relative_status": TOO_FEW_GROUPS}
     resampled = _resampled_means(sums, counts, n_resamples, seed)
     bases = resampled[:, :n_base].mean(axis=1)  # NaN where a resample drew no value at a base length
     tail = (1 - BASE_CONFIDENCE) / 2
@@ -200,13 +237,15 @@ def relative_break(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAU
     alike = np.ptp(group_bases) <= 1e-12 * max(1.0, float(np.abs(group_bases).max()))
     p = (float(stats.ttest_1samp(group_bases, 0.0, alternative="greater").pvalue) if not alike
          else 0.0 if group_bases[0] > 0 else 1.0)  # every group alike: no spread to test against
-    at_chance = not (np.isfinite(base) and base > 0 and base_lo > 0 and p < tail)
-    found.update(base_value=base, base_ci_lo=base_lo, base_ci_hi=base_hi, base_p=p, at_chance=at_chance,
-                 relative_status=AT_CHANCE if at_chance else OK)
-    if at_chance:
+    above = np.isfinite(base) and base > 0 and base_lo > 0 and p < tail
+    shown_at_chance = not above and not base_lo > 0 and group_bases.size >= CHANCE_TEST_GROUPS
+    status = OK if above else AT_CHANCE if shown_at_chance else CANNOT_TELL
+    found.update(base_value=base, base_ci_lo=base_lo, base_ci_hi=base_hi, base_p=p,
+                 at_chance=True if shown_at_chance else False if above else pd.NA, relative_status=status)
+    if not above:
         return found
-    point = int(relative_break_lengths(lengths, means[None, :], rule.fraction)[0]) or None
-    lo, hi = _interval(relative_break_lengths(lengths, resampled, rule.fraction)) if point else (None, None)
+    point = int(relative_break_lengths(lengths, means[None, :], rule.fraction, n_base)[0]) or None
+    lo, hi = _interval(relative_break_lengths(lengths, resampled, rule.fraction, n_base)) if point else (None, None)
     return {**found, "relative_break_point": point, "relative_lo": lo, "relative_hi": hi}
 
 
@@ -220,8 +259,15 @@ def absolute_interval(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DE
     return _interval(break_lengths(lengths, _resampled_means(sums, counts, n_resamples, seed), rule.threshold))
 
 
+def _visible_shares(metrics: pd.DataFrame) -> dict:
+    """Per series key (:data:`SERIES_KEYS`), the share of needle haystacks whose needle the scorer
+    read, per length (``needle_visible_share`` of ``metrics``)."""
+    return {key: s.set_index("length")["value"] for key, s in metric_series(metrics, "needle_visible_share").groupby(SERIES_KEYS)}
+
+
 def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: BreakRule | None = None,
-                 n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED) -> pd.DataFrame:
+                 n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED,
+                 windows: dict[str, int] | None = None) -> pd.DataFrame:
     """Per series (:data:`SERIES_KEYS`, columns :data:`BREAK_COLUMNS`): the relative break point
     (from the rank table ``retrieval``: without one, none) and the absolute one (from ``metrics``),
     the headline one (``break_point``, by ``rule.rule``) with its interval, the recommended chunk
@@ -230,19 +276,37 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
     rule could read, :func:`relative_break`), the best length of what the headline rule reads
     and its value (chance-corrected recall@k for the relative rule, the metric for the absolute
     one: the answer when no length keeps the rule), and the study's pooled-AUC break point (with
-    the absolute threshold)."""
+    the absolute threshold).
+
+    The relative rule's base reads the shortest lengths where the needle is visible to the scorer
+    (``needle_visible_share`` >= 0.95 in ``metrics``; a series without it, as other questions' rows,
+    reads its own-question series'; without either, every length). A several-needle haystack's own
+    question reads its recall@k against its own control's (the rank table's ``blind:`` rows,
+    ``chance_level`` "needle-blind control"), every other series against k/n. ``break_censored``: the series
+    kept its bar up to its longest length, so the break point is a lower bound ("≥ 2048 tokens").
+    ``windows``: per embedder (the ``embedder`` column) the tokens it reads of one text; a
+    ``truncate`` series' recommended chunk is capped there (``chunk_capped``), since the model
+    reads nothing past it."""
     rule = rule or BreakRule()
     series = {name: {key: s for key, s in metric_series(metrics, name).groupby(SERIES_KEYS)}
               for name in {rule.recall_metric, rule.metric, "auc"}}
     ranks = {} if retrieval is None else dict(iter(retrieval.groupby(SERIES_KEYS)))
+    blind_ranks = {key: r for key, r in ranks.items() if is_blind(key[3])}  # levels, not series
+    ranks = {key: r for key, r in ranks.items() if key not in blind_ranks}
+    visible = _visible_shares(metrics)
+    windows = windows or {}
     rows = []
-    for key in sorted(set(series[rule.recall_metric]) | set(series[rule.metric]) | set(ranks), key=str):
+    keys = (set(series[rule.recall_metric]) | set(series[rule.metric]) | set(ranks)) - set(blind_ranks)
+    for key in sorted((key for key in keys if not is_blind(key[3])), key=str):
         def point(name: str, threshold: float) -> int | None:
             found = series[name].get(key)
             return None if found is None or found.empty else break_point(found["length"], found["value"], threshold)
 
         ranked = ranks.get(key, pd.DataFrame())
-        relative = relative_break(ranked, rule, n_resamples, seed)
+        shares = visible.get(key, visible.get((*key[:-1], True)))  # other questions: their haystacks' own series
+        blind_rows = blind_ranks.get((*key[:3], BLIND_PREFIX + str(key[3]), *key[4:]))
+        blind = None if blind_rows is None else blind_rows.groupby("length")[rule.recall_metric].mean()
+        relative = relative_break(ranked, rule, n_resamples, seed, shares, blind)
         absolute = point(rule.metric, rule.threshold)
         if rule.rule == "relative":
             headline, (lo, hi) = relative["relative_break_point"], (relative["relative_lo"], relative["relative_hi"])
@@ -255,27 +319,64 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
             top = None if shown is None or shown.empty else shown.iloc[int(np.argmax(shown["value"].to_numpy()))]
             best = None if top is None else (int(top["length"]), float(top["value"]))
         chunked = scores_chunks(key[1])  # its length is the document's, not a chunk's
+        window = windows.get(key[0]) if key[1] == TRUNCATE else None  # the model reads one window of the text
+        chunk = None if chunked else recommended_chunk_tokens(headline)
+        capped = None if chunk is None else recommended_chunk_tokens(headline, window)
+        read = ranked if rule.rule == "relative" else series[rule.metric].get(key)
+        longest = None if read is None or read.empty else int(read["length"].max())
         rows.append({**dict(zip(SERIES_KEYS, key)), "break_point": headline, "break_point_lo": lo, "break_point_hi": hi,
-                     "recommended_chunk_tokens": None if chunked else recommended_chunk_tokens(headline),
+                     "break_censored": headline is not None and headline == longest,
+                     "n_groups": relative["n_groups"], "window": window,
+                     "chance_level": RANDOM_RANKING if blind is None else NEEDLE_BLIND,
+                     "chunk_capped": chunk is not None and capped < chunk,
+                     "recommended_chunk_tokens": capped,
                      "relative_break_point": relative["relative_break_point"], "absolute_break_point": absolute,
                      **{c: relative[c] for c in ("relative_status", "base_value", "base_ci_lo", "base_ci_hi", "base_p",
                                                  "base_lengths", "at_chance")},
                      "best_length": None if best is None else best[0], "best_value": None if best is None else best[1],
                      "auc_break_point": point("auc", rule.threshold)})
-    return pd.DataFrame(rows, columns=BREAK_COLUMNS)
+    table = pd.DataFrame(rows, columns=BREAK_COLUMNS)
+    return table.assign(at_chance=table["at_chance"].astype("boolean"))  # true, false or unknown (cannot tell)
+
+
+def _missing(value) -> bool:
+    return value is None or pd.isna(value)
 
 
 def _tokens(value) -> str:
-    return "none" if value is None or pd.isna(value) else f"{int(value)} tokens"
+    return "none" if _missing(value) else f"{int(value)} tokens"
+
+
+def _censored(row) -> bool:
+    """Whether a row's break point is only a lower bound (older breaks.csv files do not say: no)."""
+    flag = getattr(row, "break_censored", None)
+    return not _missing(flag) and bool(flag)
 
 
 def interval_text(row) -> str:
-    """A break point with its interval, as the report's table shows it: "256 tokens (128-512)"."""
-    if row.break_point is None or pd.isna(row.break_point):
+    """A break point with its interval, as the report's table shows it: "256 tokens (128-512)";
+    "≥ 2048 tokens (1024-2048)" when the series kept its bar to the longest length measured (censored,
+    as RULER writes ">128K"); "(no interval)" when none was computed, and "none" for an end of the
+    interval that fell on no break point."""
+    if _missing(row.break_point):
         return "none"
+    point = f"{'≥ ' if _censored(row) else ''}{int(row.break_point)} tokens"
+    if _missing(row.break_point_lo) and _missing(row.break_point_hi):
+        return f"{point} (no interval)"
     def end(value) -> str:
-        return "none" if value is None or pd.isna(value) else str(int(value))
-    return f"{int(row.break_point)} tokens ({end(row.break_point_lo)}-{end(row.break_point_hi)})"
+        return "none" if _missing(value) else str(int(value))
+    return f"{point} ({end(row.break_point_lo)}-{end(row.break_point_hi)})"
+
+
+def chunk_text(row) -> str:
+    """The recommended chunk of a row in words, saying when it was capped at the model's window."""
+    chunk = row.recommended_chunk_tokens
+    if _missing(chunk):
+        return ""
+    capped = getattr(row, "chunk_capped", None)
+    if not _missing(capped) and bool(capped):
+        return f", recommended chunk {int(chunk)} tokens (capped at the {int(row.window)}-token window the model reads)"
+    return f", recommended chunk {'at least ' if _censored(row) else ''}{int(chunk)} tokens"
 
 
 def break_sentence(row, rule: BreakRule | None = None) -> str:
@@ -287,13 +388,21 @@ def break_sentence(row, rule: BreakRule | None = None) -> str:
     other = (f"absolute rule ({rule.absolute_condition()}): {_tokens(row.absolute_break_point)}" if rule.rule == "relative"
              else f"relative rule: {_tokens(row.relative_break_point)}")
     tail = f"; {other}; pooled-AUC break point {_tokens(row.auc_break_point)}"
-    base = ("" if row.base_value is None or pd.isna(row.base_value) else
+    base = ("" if _missing(row.base_value) else
             f"chance-corrected {rule.recall_metric} {row.base_value:.3f} [{row.base_ci_lo:.3f}, {row.base_ci_hi:.3f}] "
             f"over {row.base_lengths} tokens, groups' t-test p = {row.base_p:.3g}")
     if rule.rule == "relative":
         status = row.relative_status
         if status == AT_CHANCE:
             return f"at chance from the shortest length: this scorer does not find these needles ({base}){tail}"
+        if status == CANNOT_TELL:
+            groups = getattr(row, "n_groups", None)
+            count = "these" if _missing(groups) else str(int(groups))
+            return (f"cannot be told from chance with {count} question groups ({base}); a headline needs at least "
+                    f"{CHANCE_TEST_GROUPS} groups{tail}")
+        if status == NOT_VISIBLE:
+            return (f"no break point: the needle is past the scorer's window in more than {1 - BASE_VISIBLE_SHARE:.0%} of the "
+                    f"shortest haystacks, so there is no base to hold it to{tail}")
         if status == TOO_FEW_GROUPS:
             return f"too few question groups (fewer than 2) to tell this scorer from chance{tail}"
         if status == UNCORRECTABLE:
@@ -306,7 +415,6 @@ def break_sentence(row, rule: BreakRule | None = None) -> str:
             return f"no {rule.headline_metric} measured{tail}"
         return (f"no length keeps {rule.condition()} (best: {int(row.best_length)} tokens at {row.best_value:.3f})"
                 f"{tail}")
-    chunk = row.recommended_chunk_tokens
-    advice = "" if chunk is None or pd.isna(chunk) else f", recommended chunk {int(chunk)} tokens"
+    advice = chunk_text(row)
     reading = f" ({base})" if rule.rule == "relative" and base else ""
     return f"break point {interval_text(row)} by {rule.condition()}{reading}{advice}{tail}"

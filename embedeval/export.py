@@ -37,7 +37,7 @@ from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.errors import InputError
 from embedeval.experiments.context_rot import needle_haystack_similarity, needle_question_similarity
 from embedeval.io import check_output_file, write_table, write_text_atomic
-from embedeval.labels import ALL, CONTROL, NEGATIVE, QUESTION
+from embedeval.labels import ALL, CONTROL, NEGATIVE, QUESTION, is_blind
 from embedeval.needles import Pair
 from embedeval.run import HAYSTACK_SETTINGS, HAYSTACKS, NolimaRun
 
@@ -89,7 +89,8 @@ def mteb_subset(variant: str, n_distractors: int, n_needles: int, own: bool) -> 
 
 def mteb_results(metrics: pd.DataFrame, dataset_revision: str) -> dict[tuple[str, str], dict]:
     """{(embedder, task name): TaskResult JSON} from a metrics table (the overall cells)."""
-    cells = metrics[(metrics["category"] == ALL) & (metrics["depth_bucket"] == ALL) & metrics["metric"].isin(MTEB_SCORES.values())]
+    cells = metrics[(metrics["category"] == ALL) & (metrics["depth_bucket"] == ALL) & metrics["metric"].isin(MTEB_SCORES.values())
+                    & ~metrics["variant"].map(is_blind)]  # needle-blind control rows are a level, not a retrieval task
     if cells.empty:
         raise InputError("the run's metrics.csv has no retrieval measures to export (ndcg@1, recall@k, mrr@10)")
     wide = cells.pivot_table(index=["embedder", "strategy", "query_form", "length", "variant", "n_distractors", "n_needles",

@@ -29,6 +29,19 @@ SIMILARITY_COLUMNS = [
     "query_form", "sim_qh", "sim_qn", "normalized", "normalized_by", "n_tokens", "truncated", "needle_visible",
     "windows_exact", "best_chunk", "chunk_has_needle",
 ]
+#: ``variant`` of a rank-table row that ranks a K-needle haystack's own control (its K - 1 other
+#: needles, not its own) by the haystack's question in the haystack's pool: the needle-blind level of
+#: that question's rows, ``blind:<variant>`` (only for K > 1; a one-needle control holds no needle).
+BLIND_PREFIX = "blind:"
+
+
+def is_blind(variant) -> bool:
+    """Whether a rank-table ``variant`` labels needle-blind control rows (:data:`BLIND_PREFIX`)."""
+    return str(variant).startswith(BLIND_PREFIX)
+
+
+#: ``strategy`` of an embedder read as it reads a text itself: its one window, the rest cut off.
+TRUNCATE = "truncate"
 #: ``strategy`` of a scorer that reads whole texts (the lexical baseline); chunked strategies are
 #: labelled ``CHUNKED_PREFIX`` + chunk size (``chunks-max@128``).
 FULL_TEXT = "full-text"

@@ -16,7 +16,10 @@ import pandas as pd
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
-from embedeval.defaults import CHUNK_FACTOR, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED, RELATIVE_BREAK_FRACTION
+from embedeval.defaults import (
+    BASE_VISIBLE_SHARE, CHANCE_TEST_EFFECT, CHANCE_TEST_POWER, CHUNK_FACTOR, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP,
+    DEFAULT_SEED, RELATIVE_BREAK_FRACTION,
+)
 
 BUCKET_NAMES_3 = ("beginning", "middle", "end")
 
@@ -431,15 +434,47 @@ def base_length_count(n_lengths: int) -> int:
     return max(1, min(3, n_lengths // 2))
 
 
-def relative_break_lengths(lengths, scores, fraction: float = RELATIVE_BREAK_FRACTION) -> np.ndarray:
+def visible_base_count(visible_share, share: float = BASE_VISIBLE_SHARE) -> int:
+    """How many of the shortest lengths a relative break point's base averages when the scorer may
+    not see every needle: the leading lengths (sorted, one ``visible_share`` per length: the share
+    of needle haystacks whose needle the scorer read) with ``visible_share >= share``, at most
+    :func:`base_length_count` of them; 0 when even the shortest length hides too many needles.
+    Example: MiniLM (a 256-token window) on 128..8192 sees 100%, 80%, 43%, ... -> 1 (128 alone),
+    where the base would otherwise mix in lengths whose needle it cannot read."""
+    visible = np.asarray(visible_share, dtype=float)
+    return int(min(_kept_prefix(visible >= share), base_length_count(visible.size)))
+
+
+def groups_for_chance_test(effect: float = CHANCE_TEST_EFFECT, power: float = CHANCE_TEST_POWER, alpha: float = 0.025) -> int:
+    """The fewest question groups G with which a one-sided one-sample t-test at ``alpha`` finds
+    group bases ``effect`` standard deviations above 0 with probability ``power``:
+
+        min { G >= 2 : P(T > t_{1-alpha, G-1}) >= power },  T ~ noncentral t(G - 1, effect * sqrt(G))
+
+    (10 for the defaults: effect 1, power 0.8, alpha 0.025). With fewer, a base the test does not
+    pass cannot be told from chance, which is not the same as shown to be at chance: with 2 groups
+    the test needs t > 12.7."""
+    for groups in range(2, 1000):
+        critical = stats.t.ppf(1 - alpha, groups - 1)
+        if stats.nct.sf(critical, groups - 1, effect * math.sqrt(groups)) >= power:
+            return groups
+    raise ValueError(f"no group count below 1000 reaches power {power} for effect {effect}")
+
+
+def relative_break_lengths(lengths, scores, fraction: float = RELATIVE_BREAK_FRACTION, n_base: int | None = None) -> np.ndarray:
     """:func:`relative_break_point` of every row of ``scores`` at once: ``scores`` is (n, L), one
     column per length of the sorted, distinct ``lengths``; NaN marks a length a row did not
-    measure (it breaks the run there). Returns n break points, 0 where a row has none."""
+    measure (it breaks the run there); the base averages the ``n_base`` shortest lengths (default
+    :func:`base_length_count`; 0: no base, no break point). Returns n break points, 0 where a row
+    has none."""
     lengths, scores = _length_grid(lengths, scores)
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], not {fraction}")
+    n_base = base_length_count(lengths.size) if n_base is None else n_base
+    if n_base < 1:
+        return np.zeros(scores.shape[0], dtype=lengths.dtype)
     with np.errstate(invalid="ignore"):
-        base = scores[:, :base_length_count(lengths.size)].mean(axis=1)
+        base = scores[:, :n_base].mean(axis=1)
         kept = _kept_prefix(scores >= fraction * base[:, None])
     kept = np.where(np.isfinite(base) & (base > 0), kept, 0)
     return np.where(kept > 0, lengths[np.maximum(kept - 1, 0)], 0)
@@ -479,15 +514,33 @@ def chance_corrected_recall(recall, k: int, n_candidates):
         raise ValueError(f"k must be >= 1, not {k}")
     if np.any(n_candidates < 1):
         raise ValueError("n_candidates must be >= 1")
-    chance = np.minimum(k / n_candidates, 1.0)
+    return chance_corrected(recall, recall_chance(k, n_candidates))
+
+
+def chance_corrected(value, chance):
+    """``value`` corrected for a chance level, (v - c) / (1 - c): 0 at the chance level, 1 at 1,
+    NaN where the chance level is 1 (nothing to correct against). Elementwise. The chance level is
+    k/n for a random ranking (:func:`chance_corrected_recall`), or a measured needle-blind level
+    (a several-needle haystack's own control, which holds the other needles)."""
+    value, chance = np.asarray(value, dtype=float), np.asarray(chance, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(chance < 1, (recall - chance) / (1 - chance), np.nan)
+        return np.where(chance < 1, (value - chance) / (1 - chance), np.nan)
 
 
-def recommended_chunk_tokens(break_point_tokens: int | None) -> int | None:
+def recall_chance(k: int, n_candidates):
+    """The recall@k of a random ranking of one relevant candidate among ``n_candidates``:
+    min(k / n, 1), elementwise (10/17 = 0.59 at recall@10 for a pool of 17; 10/12 = 0.83 for 12)."""
+    return np.minimum(k / np.asarray(n_candidates, dtype=float), 1.0)
+
+
+def recommended_chunk_tokens(break_point_tokens: int | None, window: int | None = None) -> int | None:
     """floor(CHUNK_FACTOR * break point), CHUNK_FACTOR = 0.8: a chunk size with a safety margin
-    below the break point."""
-    return None if break_point_tokens is None else int(math.floor(CHUNK_FACTOR * break_point_tokens))
+    below the break point; with ``window`` (the tokens a model reads of one text, when it reads
+    one window), at most that: min(floor(0.8 * L*), window)."""
+    if break_point_tokens is None:
+        return None
+    chunk = int(math.floor(CHUNK_FACTOR * break_point_tokens))
+    return chunk if window is None else min(chunk, int(window))
 
 
 def bootstrap_ci(

@@ -17,9 +17,14 @@ So each query's candidates are the corpus less its own haystack, which is exactl
 the measures MTEB computes (``ndcg_at_1``, ``recall_at_5``, ``mrr_at_10``, ...) per subset are the
 means of the run's rank-table rows of that length, variant, distractor count and depth when the run
 was made with ``pool="all"``, and their mean over a split's depth subsets is the ``metrics.csv``
-cell. Two differences remain, by design: a tie between the needle's haystack and a candidate goes
-against the needle in embedeval and by document id in MTEB (trec_eval's order); and MTEB embeds
-texts as the model reads them (its own truncation), so it matches the ``truncate`` strategy only.
+cell. Ties agree too: past the model's window a needle haystack reads exactly as its own control
+(the needle is cut off with the rest), so the two score alike. embedeval counts a tie against the
+needle; MTEB orders tied documents by id, descending (trec_eval's order). So every needle
+haystack's corpus id begins ``answer:`` and every needle-free haystack's ``free:`` (which sorts
+above it): a tied control ranks above the needle in MTEB as in embedeval. (A tie between two needle
+haystacks of different questions, whose fillers differ, would still go by id; none has been seen.)
+One difference remains by design: MTEB embeds texts as the model reads them (its own truncation),
+so it matches the ``truncate`` strategy only.
 Haystacks with several needles (``needles_per_haystack`` K > 1) are left out: a question whose needle
 sits in other groups' haystacks too has several relevant documents there, where embedeval ranks each
 alone.
@@ -53,6 +58,16 @@ from embedeval.run import HAYSTACK_SETTINGS, HAYSTACKS, NolimaRun
 REFERENCE = "https://github.com/adobe-research/NoLiMa"
 
 
+#: Corpus id prefixes: MTEB breaks score ties by id, descending, so a needle-free document sorts
+#: above a tied needle haystack, as embedeval's ranks count ties against the needle.
+ANSWER_PREFIX, FREE_PREFIX = "answer:", "free:"
+
+
+def corpus_id(haystack_id: str, needle_free: bool) -> str:
+    """A haystack's id in the task's corpus (see :data:`ANSWER_PREFIX`)."""
+    return f"{FREE_PREFIX if needle_free else ANSWER_PREFIX}{haystack_id}"
+
+
 def depth_subset(variant: str, n_distractors: int, depth: float) -> str:
     """The ``hf_subset`` of a needle condition and target depth (see the module docstring)."""
     return f"{mteb_subset(variant, n_distractors, 1, True)}-d{depth:.4g}"
@@ -76,14 +91,16 @@ def task_data(haystacks: pd.DataFrame, questions: list[str | None], group_ids: l
                          for length, variant, count, d, one in zip(lengths, variants, n_distractors, depth, needled & (n_needles == 1)) if one})
     for length, variant, count, d in conditions:
         answers = needled & (n_needles == 1) & (lengths == length) & (variants == variant) & (n_distractors == count) & (depth == d)
-        corpus = haystacks[(free & (lengths == length) & (n_distractors == count)) | answers]
+        in_corpus = (free & (lengths == length) & (n_distractors == count)) | answers
+        corpus = haystacks[in_corpus]
+        ids = [corpus_id(h, f) for h, f in zip(corpus["id"], free[in_corpus])]
         asked = haystacks[answers & np.array([query_of.get(g) is not None for g in haystacks["group_id"]], dtype=bool)]
         if asked.empty:
             continue
         data.setdefault(depth_subset(variant, count, d), {})[f"test_{length}"] = RetrievalSplitData(
-            corpus=Dataset.from_dict({"id": corpus["id"].tolist(), "text": corpus["text"].tolist(), "title": [""] * len(corpus)}),
+            corpus=Dataset.from_dict({"id": ids, "text": corpus["text"].tolist(), "title": [""] * len(corpus)}),
             queries=Dataset.from_dict({"id": [f"q:{h}" for h in asked["id"]], "text": [query_of[g] for g in asked["group_id"]]}),
-            relevant_docs={f"q:{h}": {h: 1} for h in asked["id"]},
+            relevant_docs={f"q:{h}": {corpus_id(h, False): 1} for h in asked["id"]},
             top_ranked=None)
     return data
 

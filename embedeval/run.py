@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from embedeval.aggregate import METRIC_COLUMNS
-from embedeval.breaks import BREAK_COLUMNS, BreakRule, break_points
+from embedeval.breaks import ADDED_BREAK_COLUMNS, BREAK_COLUMNS, BreakRule, break_points
 from embedeval.defaults import DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.errors import InputError
 from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
@@ -205,10 +205,12 @@ class NolimaRun:
 def read_breaks(path: str | Path) -> pd.DataFrame:
     """A ``breaks.csv`` written by a run (one :class:`~embedeval.errors.InputError` line when it is
     missing, unreadable or lacks a column)."""
-    frame = read_table(path, BREAK_COLUMNS)[BREAK_COLUMNS]
+    frame = read_table(path, [c for c in BREAK_COLUMNS if c not in ADDED_BREAK_COLUMNS])
+    frame = frame.reindex(columns=BREAK_COLUMNS)  # a file from before the added columns: they read as missing
     # "128" reads back as a number, and as 128.0 beside an empty cell
     lengths = [value if isinstance(value, str) else "" if pd.isna(value) else str(int(value)) for value in frame["base_lengths"]]
-    return frame.assign(base_lengths=lengths, relative_status=frame["relative_status"].astype(str))
+    return frame.assign(base_lengths=lengths, relative_status=frame["relative_status"].astype(str),
+                        at_chance=frame["at_chance"].astype("boolean"))
 
 
 class RunWriter:

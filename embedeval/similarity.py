@@ -19,7 +19,7 @@ from embedeval.defaults import DEFAULT_NORMALIZE_BY, DEFAULT_POOL
 from embedeval.embedders.base import Scores
 from embedeval.haystacks import distractor_columns
 from embedeval.errors import ConfigError
-from embedeval.labels import ALL_POOL, CONTROL, NEGATIVE, POOLS, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
+from embedeval.labels import ALL_POOL, BLIND_PREFIX, CONTROL, NEGATIVE, POOLS, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.metrics import RETRIEVAL_MEASURES, normalized_similarity, retrieval_measures
 from embedeval.needles import STANDARD_NEEDLE, NeedleSet, check_normalize_by
 from embedeval.strategies import ScoredTexts, Scorer
@@ -225,6 +225,12 @@ def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet, pool: str = DE
     needles each pool is the same corpus less p itself, so a question's rankings at one (length,
     variant, depth) are one retrieval over one corpus (:mod:`embedeval.mteb_task` hands exactly
     that to MTEB's evaluator). ``n_candidates`` (pool + 1) is each row's own.
+
+    With K > 1 needles per haystack, each own-question row also gets a needle-blind row: the
+    haystack's own control (its K - 1 other needles, not its own) ranked by the same question among
+    the same pool, ``variant`` ``blind:<variant>`` (:data:`~embedeval.labels.BLIND_PREFIX`), the
+    ``haystack_id`` the control's. Its recall@k is what a scorer blind to the own needle reaches, above
+    k/n when the other needles pull the haystack up (:mod:`embedeval.breaks` corrects those rows for it).
     """
     check_pool(pool)
     haystacks = scored.haystacks
@@ -279,13 +285,21 @@ def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet, pool: str = DE
                     candidate_scores = np.concatenate([candidate_scores, scores.values[query_rows, mine][:, None]], axis=1)
             if not rows.size or not candidate_scores.shape[1]:
                 continue
-            measures = retrieval_measures(scores.values[query_rows, rows], candidate_scores, in_pool)
-            picked = haystacks.iloc[rows]
-            frame = pd.DataFrame({
-                "embedder": scored.scorer.name, "strategy": scored.scorer.strategy, "query_form": form,
-                "group_id": group_ids[query_rows], "category": categories[query_rows], "variant": picked["variant"].to_numpy(),
-                "length": length, "n_distractors": count, "n_needles": n_needles[rows], "own_question": own,
-                "depth": depths, "haystack_id": picked["id"].to_numpy(), "score": scores.values[query_rows, rows].astype(float),
-            })
-            frames.append(pd.concat([frame, pd.DataFrame(measures)], axis=1))
+            def ranked(rows, query_rows, own, depths, candidate_scores, in_pool, variants) -> pd.DataFrame:
+                measures = retrieval_measures(scores.values[query_rows, rows], candidate_scores, in_pool)
+                frame = pd.DataFrame({
+                    "embedder": scored.scorer.name, "strategy": scored.scorer.strategy, "query_form": form,
+                    "group_id": group_ids[query_rows], "category": categories[query_rows], "variant": variants,
+                    "length": length, "n_distractors": count, "n_needles": n_needles[rows], "own_question": own,
+                    "depth": depths, "haystack_id": haystacks["id"].to_numpy()[rows], "score": scores.values[query_rows, rows].astype(float),
+                })
+                return pd.concat([frame, pd.DataFrame(measures)], axis=1)
+
+            frames.append(ranked(rows, query_rows, own, depths, candidate_scores, in_pool, variants[rows]))
+            controls = np.array([position.get(c, -1) for c in control_ids[rows]], dtype=np.int64)
+            blind = own & (n_needles[rows] > 1) & (controls >= 0)
+            if blind.any():  # each K-needle haystack's own control, ranked in its pool: the needle-blind level
+                frame = ranked(controls[blind], query_rows[blind], own[blind], depths[blind], candidate_scores[blind],
+                               None if in_pool is None else in_pool[blind], BLIND_PREFIX + variants[rows[blind]].astype(object))
+                frames.append(frame.assign(n_needles=n_needles[rows[blind]]))
     return pd.concat(frames, ignore_index=True)[RETRIEVAL_COLUMNS + list(RETRIEVAL_MEASURES)]

@@ -57,10 +57,10 @@ from embedeval.embedders.executors import Executor
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.embedders.stretch import METHODS, STRATEGY_PREFIX, Stretch
 from embedeval.errors import ConfigError, InputError
-from embedeval.labels import CHUNKED_PREFIX, LATE_CHUNKED_PREFIX
+from embedeval.labels import CHUNKED_PREFIX, LATE_CHUNKED_PREFIX, TRUNCATE
 from embedeval.embedders.tokens import TokenCounter
 
-TRUNCATE, WINDOWS_MEAN, CHUNKS_MAX, LATE_CHUNKING = "truncate", "windows-mean", "chunks-max", "late-chunking"
+WINDOWS_MEAN, CHUNKS_MAX, LATE_CHUNKING = "windows-mean", "chunks-max", "late-chunking"
 #: Texts tokenised at a time when cutting pieces (token offsets of 8k-token texts add up).
 TOKENIZE_BATCH = 256
 #: Context extension (:mod:`embedeval.embedders.stretch`): strategy name -> method.

@@ -222,3 +222,66 @@ def test_base_lengths_read_back_as_written(tmp_path):
     one["relative_status"] = ["ok", "no rank table"]
     one.to_csv(tmp_path / "breaks.csv", index=False)
     assert read_breaks(tmp_path / "breaks.csv")["base_lengths"].tolist() == ["128", ""]
+
+
+# --- issue 37: censored break points, capped chunks, a base the model can see, "at chance" only where shown ---------
+def test_a_break_point_at_the_longest_length_is_censored_and_a_truncating_models_chunk_is_capped_at_its_window():
+    retrieval = _rank_rows(_with_hits({128: 0.95, 512: 0.95, 2048: 0.95}, seed=4))
+    metrics = retrieval_metrics(retrieval, n_resamples=20)
+    auc = metrics[(metrics["metric"] == "query_auc") & (metrics["category"] == "all") & (metrics["depth_bucket"] == "all")]
+    metrics = pd.concat([metrics, auc.assign(metric="auc", value=0.9)], ignore_index=True)  # the pooled AUC: no per-query rows
+    rule = BreakRule("absolute", metric="auc", threshold=0.6)
+    row = break_points(metrics, retrieval, rule, n_resamples=100, windows={"m": 256}).iloc[0]
+    assert row["break_point"] == 2048 and row["break_censored"]  # never fell below the bar: at least 2048
+    assert row["recommended_chunk_tokens"] == 256 and row["chunk_capped"] and row["window"] == 256  # not 1638: it reads 256
+    text = break_sentence(row, rule)
+    assert text.startswith("break point ≥ 2048 tokens (no interval) by auc >= 0.6")  # was "2048 tokens (none-none)"
+    assert "recommended chunk 256 tokens (capped at the 256-token window the model reads)" in text
+    relative = break_points(metrics, retrieval, n_resamples=100).iloc[0]  # the relative rule too; no window given: no cap
+    assert relative["break_point"] == 2048 and relative["break_censored"] and not relative["chunk_capped"]
+    assert interval_text(next(break_points(metrics, retrieval, n_resamples=100).itertuples())).startswith("≥ 2048 tokens (")
+    assert break_sentence(relative).count("recommended chunk at least 1638 tokens") == 1
+    shorter = break_points(retrieval_metrics(_rank_rows(_with_hits({128: 0.95, 512: 0.95, 2048: 0.2})), n_resamples=20),
+                           _rank_rows(_with_hits({128: 0.95, 512: 0.95, 2048: 0.2})), n_resamples=100).iloc[0]
+    assert shorter["break_point"] == 512 and not shorter["break_censored"]
+
+
+def _with_visibility(retrieval: pd.DataFrame, shares: dict[int, float]) -> pd.DataFrame:
+    """The rank table's metrics with the share of needle haystacks whose needle the scorer saw per
+    length (what the similarity table adds to a run's metrics)."""
+    metrics = retrieval_metrics(retrieval, n_resamples=20)
+    cells = metrics[(metrics["metric"] == "recall@5") & (metrics["category"] == "all") & (metrics["depth_bucket"] == "all")]
+    return pd.concat([metrics, cells.assign(metric="needle_visible_share", value=cells["length"].map(shares))], ignore_index=True)
+
+
+def test_the_base_reads_only_lengths_where_the_needle_is_visible():
+    # a 256-token window on 128..8192: needle visible in 100%, 80%, 43%, ... of the haystacks; recall falls with it
+    lengths = {128: 0.81, 256: 0.56, 512: 0.29, 1024: 0.1, 2048: 0.1, 4096: 0.1, 8192: 0.1}
+    visible = {128: 1.0, 256: 0.8, 512: 0.43, 1024: 0.2, 2048: 0.1, 4096: 0.05, 8192: 0.02}
+    retrieval = _rank_rows(_with_hits(lengths, seed=6))
+    row = break_points(_with_visibility(retrieval, visible), retrieval, n_resamples=200).iloc[0]
+    assert row["base_lengths"] == "128" and row["relative_status"] == "ok"
+    assert row["break_point"] == 128  # 256 keeps only ~68% of the 128-token score
+    # the base over 128, 256 and 512 (what was read before) was lowered by the hidden needles and let 256 pass
+    old = break_points(retrieval_metrics(retrieval, n_resamples=20), retrieval, n_resamples=200).iloc[0]
+    assert old["base_lengths"] == "128,256,512" and old["break_point"] == 256
+    hidden = break_points(_with_visibility(retrieval, {**visible, 128: 0.9}), retrieval, n_resamples=200).iloc[0]
+    assert hidden["relative_status"] == "needle not visible" and pd.isna(hidden["break_point"]) and hidden["base_lengths"] == ""
+    assert break_sentence(hidden).startswith("no break point: the needle is past the scorer's window")
+
+
+def test_two_groups_cannot_be_told_from_chance_and_at_chance_needs_enough_groups():
+    from embedeval.breaks import CHANCE_TEST_GROUPS
+    from embedeval.metrics import groups_for_chance_test
+
+    assert CHANCE_TEST_GROUPS == groups_for_chance_test() == 10
+    # two groups: one found every time, one found in 2 of 10: p = 0.19 with 1 degree of freedom
+    ranks = {length: np.array([[1] * DEPTHS, [1, 1] + [50] * (DEPTHS - 2)]) for length in (128, 512)}
+    row = _breaks(ranks, n_resamples=200)
+    assert row["relative_status"] == "cannot tell from chance" and pd.isna(row["at_chance"]) and pd.isna(row["break_point"])
+    assert row["n_groups"] == 2 and row["base_p"] > 0.025
+    assert break_sentence(row).startswith("cannot be told from chance with 2 question groups (")
+    assert "a headline needs at least 10 groups" in break_sentence(row)
+    # 24 groups ranked exactly at chance: shown at chance
+    exact = {length: (np.arange(GROUPS * DEPTHS).reshape(GROUPS, DEPTHS) % 24) * 5 + 1 for length in LENGTHS[:3]}
+    assert _breaks(exact, n_candidates=120)["relative_status"] == "at chance"

@@ -301,3 +301,65 @@ def test_haystacks_show_reads_files_made_before_distractors(grid, tmp_path):
     result = CliRunner().invoke(app, ["haystacks", "show", str(old), "--id", row["id"]])
     assert result.exit_code == 0, result.output
     assert f"[[{row['text'][row['needle_start']:row['needle_end']]}]]" in result.output
+
+
+def _own_control_table(needle_sims: dict, control_sims: dict) -> pd.DataFrame:
+    """A similarity table by hand: per (group, depth) a needle haystack with its own control
+    (1 distractor each, as a K-distractor haystack has), scores as given."""
+    rows = []
+    for (group, depth), sim in needle_sims.items():
+        control = f"{group}:control:{depth}"
+        common = {"embedder": "m", "strategy": "truncate", "query_form": "question", "group_id": group, "category": "c",
+                  "length": 128, "n_distractors": 1, "distractors_in_zone": 0, "n_needles": 1, "own_question": True,
+                  "target_depth": depth, "sim_qn": 1.0, "normalized_by": "standard", "n_tokens": 128, "truncated": False,
+                  "windows_exact": True, "best_chunk": 0}
+        rows.append({**common, "haystack_id": f"{group}@{depth}", "control_id": control, "variant": "onehop", "depth": depth,
+                     "sim_qh": sim, "normalized": sim, "needle_visible": True, "chunk_has_needle": True})
+        rows.append({**common, "haystack_id": control, "control_id": None, "variant": CONTROL, "depth": np.nan,
+                     "sim_qh": control_sims[(group, depth)], "normalized": np.nan, "needle_visible": pd.NA,
+                     "chunk_has_needle": pd.NA})
+    return pd.DataFrame(rows)
+
+
+def test_each_depth_bucket_compares_its_haystacks_with_their_own_controls():
+    from embedeval.aggregate import nolima_metrics
+
+    groups = [f"g{i}" for i in range(4)]
+    # beginning (depth 0): the needle lifts each haystack well above its own control;
+    # end (depth 1): the needle is past the window, so each haystack equals its own control
+    needle = {**{(g, 0.0): 0.6 + 0.01 * i for i, g in enumerate(groups)}, **{(g, 1.0): 0.2 + 0.01 * i for i, g in enumerate(groups)}}
+    control = {**{(g, 0.0): 0.1 + 0.01 * i for i, g in enumerate(groups)}, **{(g, 1.0): 0.2 + 0.01 * i for i, g in enumerate(groups)}}
+    metrics = nolima_metrics(_own_control_table(needle, control), n_resamples=20)
+    auc = metrics[(metrics["metric"] == "auc") & (metrics["category"] == "all")].set_index("depth_bucket")
+    # own controls: the end's four needle haystacks tie their four controls; every pair compared -> AUC 0.5 exactly
+    end_pos, end_neg = np.array([needle[(g, 1.0)] for g in groups]), np.array([control[(g, 1.0)] for g in groups])
+    expected_end = float(np.mean((end_pos[:, None] > end_neg) + 0.5 * (end_pos[:, None] == end_neg)))
+    assert auc.loc["end", "value"] == pytest.approx(expected_end) and auc.loc["end", "n"] == 8  # 4 haystacks, 4 controls
+    assert auc.loc["beginning", "value"] == pytest.approx(1.0) and auc.loc["beginning", "n"] == 8
+    # (before: every control of the cell, the beginning's low ones included, lifted the end to 0.75 with n = 12)
+    assert auc.loc["all", "n"] == 16
+
+
+def test_the_recall_figure_draws_each_series_own_chance_level(tmp_path, monkeypatch):
+    from embedeval.report import figures
+    from embedeval.report.tables import recall_chance_table, scorer_view
+
+    # rank rows of two pools: 17 candidates without distractors (every control and the negatives),
+    # 12 with one distractor (the question's negatives holding it and its own control)
+    rows = [{"embedder": "m", "strategy": "truncate", "query_form": "question", "variant": "onehop", "n_distractors": count,
+             "n_needles": 1, "own_question": True, "length": length, "n_candidates": n}
+            for count, n in ((0, 17), (1, 12)) for length in (128, 256) for _ in range(3)]
+    chance = scorer_view(recall_chance_table(pd.DataFrame(rows)))
+    at10 = chance[chance["k"] == 10].set_index("embedder")["chance"]
+    assert at10["m · 0 distractors"].tolist() == pytest.approx([10 / 17] * 2)
+    assert at10["m · 1 distractors"].tolist() == pytest.approx([10 / 12] * 2)
+    metrics = pd.DataFrame([{"embedder": e, "query_form": "question", "variant": "onehop", "category": "all", "depth_bucket": "all",
+                             "metric": f"recall@{k}", "length": length, "value": 0.5}
+                            for e in at10.index.unique() for k in (1, 5, 10) for length in (128, 256)])
+    drawn = {}
+    monkeypatch.setattr(figures, "save_figure", lambda fig, path: drawn.update(
+        {line.get_gid(): line.get_ydata().tolist() for ax in fig.axes for line in ax.get_lines() if line.get_gid()}))
+    figures.recall_figure(metrics, tmp_path / "recall.png", chance)
+    assert drawn["chance recall@10 m · 0 distractors"] == pytest.approx([10 / 17] * 2)
+    assert drawn["chance recall@10 m · 1 distractors"] == pytest.approx([10 / 12] * 2)  # not 10/17: its own pool
+    assert drawn["chance recall@1 m · 1 distractors"] == pytest.approx([1 / 12] * 2)

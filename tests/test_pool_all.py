@@ -117,12 +117,13 @@ WORDS = ("harbour lantern meadow orchard bridge river candle window garden marke
 
 @pytest.fixture(scope="module")
 def all_run(tmp_path_factory):
-    """A small run ranked with ``--pool all``: lengths inside the model's 256-token window (nothing
-    truncated, so no two haystacks read alike and no score ties)."""
+    """A small run ranked with ``--pool all``: two lengths inside the model's 256-token window
+    (nothing truncated, so no two haystacks read alike and no score ties) and one past it (512: a
+    needle past the window is cut off, so its haystack reads and scores as its control: ties)."""
     books = write_word_books(tmp_path_factory.mktemp("pool-books"), WORDS, (8, 20), seed=5)
     out = tmp_path_factory.mktemp("pool") / "run"
     with own_cache(tmp_path_factory):
-        result = CliRunner().invoke(app, ["nolima", "--groups", GROUPS, "--corpus", f"dir:{books}", "--lengths", "128,192",
+        result = CliRunner().invoke(app, ["nolima", "--groups", GROUPS, "--corpus", f"dir:{books}", "--lengths", "128,192,512",
                                           "--depths", "3", "--negatives", "3", "--n-bootstrap", "20", "--variants", "onehop",
                                           "--pool", "all", "--out", str(out), "-q"])
     assert result.exit_code == 0, result.output
@@ -139,14 +140,15 @@ def test_mtebs_evaluator_gives_the_all_pools_numbers(all_run):
     run = NolimaRun.open(all_run)
     assert run.config["pool"] == "all"
     ranks = run.retrieval()
-    assert (ranks["ties"] == 0).all()  # MTEB breaks ties by document id, embedeval against the needle: none here
+    assert (ranks.loc[ranks["length"] < 256, "ties"] == 0).all()
+    assert (ranks.loc[ranks["length"] == 512, "ties"] > 0).any()  # past the window: tied with the control, as MTEB must see too
     groups = len(GROUPS.split(","))
     assert (ranks["n_candidates"] == 3 + groups + groups).all()  # negatives + controls + the depth's needle haystacks
     task = nolima_task(all_run)
     model = SentenceTransformer(resolve_model_path("all-MiniLM-L6-v2"), device="cpu")
     result = mteb.evaluate(model, task, cache=None, show_progress_bar=False)
     scores = result.task_results[0].scores
-    assert set(scores) == {"test_128", "test_192"}
+    assert set(scores) == {"test_128", "test_192", "test_512"}
     metrics = run.metrics()
     overall = metrics[(metrics["category"] == "all") & (metrics["depth_bucket"] == "all")].set_index(["length", "metric"])["value"]
     compared = 0
@@ -164,7 +166,7 @@ def test_mtebs_evaluator_gives_the_all_pools_numbers(all_run):
         for mteb_name, ours in (("ndcg_at_1", "ndcg@1"), ("recall_at_5", "recall@5"), ("mrr_at_10", "mrr@10")):
             mean = np.mean([e[mteb_name] for e in entries])  # every depth subset has one query per group
             assert mean == pytest.approx(overall[(length, ours)], abs=5e-6), (split, mteb_name)
-    assert compared == 2 * 3 * 5
+    assert compared == 3 * 3 * 5
     assert min(e["ndcg_at_1"] for entries in scores.values() for e in entries) < 1  # not a perfect score everywhere
 
 
@@ -189,3 +191,15 @@ def test_the_pool_is_part_of_the_mteb_dataset_revision(all_run):
     needle_free = replace(run, config={**run.config, "pool": "needle-free"})
     assert dataset_revision(run) != dataset_revision(needle_free)  # the same haystacks ranked among other candidates
     assert dataset_revision(needle_free) == hashlib.sha256(run.haystack_settings_bytes()).hexdigest()[:16]
+
+
+def test_the_report_shows_the_share_of_needle_haystacks_tied_with_their_control(all_run):
+    from embedeval.report.tables import control_tie_table
+
+    run = NolimaRun.open(all_run)
+    ties = control_tie_table(run.similarities()).set_index("length").iloc[:, 0]
+    ranks = run.retrieval()
+    assert ties.loc[128] == ties.loc[192] == 0 and ties.loc[512] > 0
+    assert ties.loc[512] <= ranks.loc[ranks["length"] == 512, "ties"].gt(0).mean()  # a tie with its control is a tie in its rank
+    report = (all_run / "report.md").read_text()
+    assert "Share of needle haystacks tied with their control" in report

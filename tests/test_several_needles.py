@@ -17,7 +17,7 @@ from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.embedders.base import Scores
 from embedeval.haystacks import HaystackGrid, build_haystacks
-from embedeval.labels import CONTROL, NEGATIVE
+from embedeval.labels import CONTROL, NEGATIVE, is_blind
 from embedeval.needles import load_needle_set
 from embedeval.similarity import HaystackScores, retrieval_rows, similarity_rows
 from embedeval.embedders.tokens import load_token_counter
@@ -106,7 +106,7 @@ def test_a_haystack_is_ranked_by_every_question_whose_needle_it_holds(needle_set
     values = rng.integers(0, 20, size=(len(needle_set.groups), len(grid))).astype(float)  # integers: ties happen
     scored = _scored(needle_set, grid, values)
     ranks = retrieval_rows(scored, needle_set)
-    three = ranks[ranks["n_needles"] == 3]
+    three = ranks[(ranks["n_needles"] == 3) & ~ranks["variant"].map(is_blind)]
     assert three.groupby("haystack_id").size().eq(3).all()
     assert len(three) == 3 * ((grid["n_needles"] == 3) & (grid["variant"] != CONTROL)).sum()
     assert three.groupby("haystack_id")["own_question"].sum().eq(1).all()
@@ -129,6 +129,43 @@ def test_a_haystack_is_ranked_by_every_question_whose_needle_it_holds(needle_set
     assert len(asked) == len(three) and asked["control_id"].isna().eq(~asked["own_question"]).all()
     np.testing.assert_array_equal(asked.sort_values(["haystack_id", "group_id"])["depth"],
                                   three.sort_values(["haystack_id", "group_id"])["depth"])
+
+
+def test_the_own_questions_needle_blind_level_is_its_own_controls_rank(needle_set, grid):
+    from embedeval.aggregate import retrieval_metrics
+    from embedeval.breaks import BreakRule, break_points
+
+    # scores: noise in [0, 1), +0.5 for the question's own needle, +0.15 for each other needle the text holds
+    asked_of = [set(groups) for groups in grid["needle_groups"]]
+    rng = np.random.default_rng(5)
+    values = np.array([[rng.random() + (0.5 if g.id in held else 0.0) + 0.15 * len(held - {g.id}) for held in asked_of]
+                       for g in needle_set.groups])
+    ranks = retrieval_rows(_scored(needle_set, grid, values), needle_set)
+    blind = ranks[ranks["variant"].map(is_blind)]
+    own = ranks[(ranks["n_needles"] == 3) & ranks["own_question"] & ~ranks["variant"].map(is_blind)]
+    assert len(blind) == len(own) and set(blind["variant"]) == {"blind:onehop", "blind:inverted"}
+    by_id = grid.set_index("id")
+    column = {haystack_id: i for i, haystack_id in enumerate(grid["id"])}
+    group_row = {g.id: i for i, g in enumerate(needle_set.groups)}
+    free = (grid["variant"].isin([CONTROL, NEGATIVE]) & (grid["n_needles"] == 0)).to_numpy()
+    for row in blind.itertuples():  # by hand: the control's rank among its needle haystack's pool
+        assert by_id.loc[row.haystack_id, "variant"] == CONTROL and by_id.loc[row.haystack_id, "n_needles"] == 3
+        scores = values[group_row[row.group_id]]
+        pool = np.flatnonzero(free & (grid["length"] == row.length).to_numpy())
+        assert row.rank == 1 + int((scores[pool] >= scores[column[row.haystack_id]]).sum())
+    chance = (1 / blind["n_candidates"]).mean()
+    assert blind["recall@1"].mean() > chance + 0.1  # the other needles alone lift the control well above k/n
+    metrics = retrieval_metrics(ranks, n_resamples=20)
+    breaks = break_points(metrics, ranks, BreakRule(k=1), n_resamples=50).set_index(["variant", "n_needles", "own_question"])
+    assert not any(v.startswith("blind:") for v in breaks.index.get_level_values("variant"))  # a level, not a series
+    three_own = breaks.loc[("onehop", 3, True)]
+    assert three_own["chance_level"] == "needle-blind control" and breaks.loc[("onehop", 1, True), "chance_level"] == "k/n"
+    # the base (256, the shorter half of two lengths) is recall@1 corrected against the control's own level there
+    rows = own[(own["variant"] == "onehop") & (own["length"] == 256)]
+    level = blind[(blind["variant"] == "blind:onehop") & (blind["length"] == 256)]["recall@1"].mean()
+    assert 0 < rows["recall@1"].mean() < 1
+    assert three_own["base_value"] == pytest.approx((rows["recall@1"].mean() - level) / (1 - level))
+    assert three_own["base_value"] < (rows["recall@1"].mean() - chance) / (1 - chance)  # k/n would overstate it
 
 
 def test_the_own_questions_separation_measures_its_own_needle_alone(needle_set, grid):
@@ -166,6 +203,7 @@ def test_the_sweep_reports_several_needles(needle_set, books_dir, tmp_path):
     assert {(1, True), (3, True), (3, False)} <= set(zip(metrics["n_needles"], metrics["own_question"]))
     report = (out / "report.md").read_text()
     assert "## Several needles" in report and "3 needles, other questions" in report
+    assert "own control (needle-blind)" in report  # the level the own question's break point is read against
 
 
 @pytest.mark.parametrize("args, message", [

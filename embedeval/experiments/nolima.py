@@ -36,7 +36,7 @@ from embedeval.io import run_directory
 from embedeval.breaks import BreakRule, break_points
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
 from embedeval.plan import EmbedderPlan, check_prices_used, plan_of
-from embedeval.report import pool_size, write_report
+from embedeval.report import pool_size, recall_chance_table, write_report
 from embedeval.progress import step
 from embedeval.run import CONFIG, SCORED_TABLES, RunWriter, is_run_directory
 from embedeval.versions import package_versions
@@ -227,11 +227,12 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
             forget_outputs(out)
             with step(f"metrics and break points with bootstrap intervals ({config.n_bootstrap:,} resamples)", progress):
                 metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.grid.seed, retrieval=retrieval)
-                breaks = break_points(metrics, retrieval, config.rule(), config.n_bootstrap, config.grid.seed)
+                windows = {s.name: s.embedder.max_tokens for s in scorers if isinstance(s, EmbeddingScorer)}
+                breaks = break_points(metrics, retrieval, config.rule(), config.n_bootstrap, config.grid.seed, windows)
             derived = writer.write_derived(metrics, breaks)
             with step("figures, report.md and report.html", progress):
                 reported = write_report(out, metrics, similarities, breaks, config.rule(), config=settings,
-                                        candidates=pool_size(retrieval))
+                                        candidates=pool_size(retrieval), chance=recall_chance_table(retrieval))
             record_outputs(out, digest, [*derived, *reported])  # only what this run wrote
         writer.finish(settings)  # last, so config.json always describes the tables beside it
     embedded = {s.name: s.embedder.stats.embedded for s in scorers if isinstance(s, EmbeddingScorer)}

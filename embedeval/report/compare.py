@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from embedeval.run import NolimaRun
+from embedeval.report.tables import recall_chance_table
 from embedeval.report.write import REPORT_MD, write_report
 
 
@@ -28,7 +29,8 @@ def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
         retrieval = run.retrieval()
         target = Path(out or run.path)
         write_report(target, run.metrics(), run.similarities(), run.breaks(), run.rule(), config=run.config,
-                     candidates=None if retrieval is None else pool_size(retrieval))
+                     candidates=None if retrieval is None else pool_size(retrieval),
+                     chance=None if retrieval is None else recall_chance_table(retrieval))
         return target / REPORT_MD
     tables = [(run.metrics(), run.similarities(), run.breaks()) for run in runs]
     all_embedders = [e for metrics, _, _ in tables for e in metrics["embedder"].unique()]

@@ -73,10 +73,12 @@ def line_figure(metrics: pd.DataFrame, metric: str, ylabel: str, path: Path, hli
     save_figure(fig, path)
 
 
-def recall_figure(metrics: pd.DataFrame, path: Path, candidates: int | None = None) -> None:
+def recall_figure(metrics: pd.DataFrame, path: Path, chance: pd.DataFrame | None = None) -> None:
     """One panel per variant: recall@1/5/10 vs length (question form), a colour per embedder (and
-    strategy) and a line style per k, with the chance level k / candidates in grey when the pool
-    size is known."""
+    strategy, distractor count) and a line style per k, with each series' own chance level beside it
+    (thin, in its colour) when ``chance`` is given: rows of ``embedder``, ``variant``, ``length``,
+    ``k`` and ``chance`` (:func:`~embedeval.report.tables.recall_chance_table`, labelled as the
+    metrics are), since pools of different sizes (with distractors, say) have different chance levels."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -93,9 +95,13 @@ def recall_figure(metrics: pd.DataFrame, path: Path, candidates: int | None = No
                 series = series.sort_values("length")
                 ax.plot(series["length"], series["value"], marker="o", color=colors[embedder], linestyle=style,
                         label=f"recall@{k} {embedder}")
-            if candidates:
-                ax.axhline(k / candidates, color="grey", linestyle=style, linewidth=0.8)
-        ax.set_title(f"{variant} (grey: chance k/{candidates})" if candidates else variant)
+                if chance is None:
+                    continue
+                level = chance[(chance["embedder"] == embedder) & (chance["variant"] == variant) & (chance["k"] == k)]
+                level = level.sort_values("length")
+                ax.plot(level["length"], level["chance"], color=colors[embedder], linestyle=style, linewidth=0.8, alpha=0.5,
+                        gid=f"chance recall@{k} {embedder}")
+        ax.set_title(f"{variant} (thin: each series' chance k/n)" if chance is not None else variant)
         ax.set_ylim(0, 1.02)
         _length_axis(ax, data["length"])
     axes[0][0].set_ylabel("recall@k: share of needle haystacks in the top k")

@@ -15,10 +15,10 @@ import pandas as pd
 
 from embedeval.breaks import BREAK_INTERVAL, BreakRule, break_sentence, interval_text
 from embedeval.defaults import CHUNK_FACTOR
-from embedeval.labels import ALL_POOL, NEEDLE_FREE_POOL
+from embedeval.labels import ALL_POOL, NEEDLE_FREE_POOL, QUESTION
 from embedeval.report.figures import LINE_FIGURES, expansion_figure, heatmap_figure, line_figure, recall_figure
 from embedeval.report.tables import (
-    best_query_form, category_tables, chunk_size_lines, chunk_size_table, depth_tables, distractor_note, distractor_table,
+    best_query_form, category_tables, chunk_size_lines, chunk_size_table, control_tie_table, depth_tables, distractor_note, distractor_table,
     fewest_distractors, main_variant, one_needle, position_table, scorer_view, series_note, several_needles_table, summary_table,
     truncation_lines,
 )
@@ -111,12 +111,13 @@ def break_table(breaks: pd.DataFrame) -> pd.DataFrame:
 
 def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, breaks: pd.DataFrame,
                     rule: BreakRule | None = None, title: str = "NoLiMa sweep", config: dict | None = None,
-                    candidates: int | None = None) -> Document:
+                    candidates: int | None = None, chance: pd.DataFrame | None = None) -> Document:
     """The report of a run's tables, its figures drawn into ``out/figures``. ``breaks``: the break
     points of the run (:func:`~embedeval.breaks.break_points`, ``breaks.csv``); ``config``: the
     settings of the run the tables come from (named in the first line), if there is one run;
     ``candidates``: the size of the retrieval pool plus one, for the chance level of recall@k
-    (the pool itself is the config's ``pool``). The break-point table comes first."""
+    (the pool itself is the config's ``pool``); ``chance``: each series' chance level of recall@k
+    (:func:`~embedeval.report.tables.recall_chance_table`), drawn beside it. The break-point table comes first."""
     figures = Path(out) / "figures"
     pool = (config or {}).get("pool")
     bps = breaks
@@ -158,8 +159,10 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
         sections.append(Section("Several needles", [
             Text("A haystack with K needles holds its own group's needle at the grid's depth and K - 1 needles of other "
                  f"groups (other characters) away from it; it is ranked among {pool_words(pool)}) by every "
-                 "question whose needle it holds: its own (`own`) and the others' (`other`). Recall@1 and query_auc per "
-                 f"length ({variant} needles, question form):"),
+                 "question whose needle it holds: its own (`own`) and the others' (`other`); `own control (needle-blind)` ranks "
+                 "the haystack's control (the other needles, not its own) in its place: what a scorer blind to the own "
+                 "needle reaches, the level the own question's relative break point is corrected against (`chance_level` "
+                 f"in `breaks.csv`). Recall@1 and query_auc per length ({variant} needles, question form):"),
             Table(several)]))
     positions = position_table(similarities, grid.get("depths"))
     if not positions.empty:
@@ -180,7 +183,9 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
             Bullets(tuple(line.removeprefix("- ") for line in chunk_lines)),
             Table(chunk_table)]))
     if "recall@5" in set(metrics["metric"]):
-        recall_figure(metrics, figures / "recall_vs_length.png", candidates)
+        own_chance = None if chance is None else scorer_view(one_needle(chance))
+        recall_figure(metrics, figures / "recall_vs_length.png",
+                      None if own_chance is None else own_chance[own_chance["query_form"] == QUESTION])
         in_all = f"; {candidates} candidates in all" if candidates else ""
         sections.append(Section("Retrieval among same-length candidates", [
             Text(f"Each needle haystack ranked by its question's score among {pool_words(pool)}{in_all}"
@@ -188,7 +193,12 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
                  "ties counted against it). Recall@5 per length:"),
             Table(summary_table(metrics, "recall@5")),
             Figure("figures/recall_vs_length.png", "recall@k")]))
-    sections.append(Section("Truncation", [Bullets(tuple(line.removeprefix("- ") for line in truncation_lines(metrics)))]))
+    sections.append(Section("Truncation", [
+        Bullets(tuple(line.removeprefix("- ") for line in truncation_lines(metrics))),
+        Text("Share of needle haystacks tied with their control (the same score: the needle past the window, so the "
+             "haystack reads as its control; a tie counts against the needle in every rank, here and in MTEB's evaluator "
+             "of the exported task):"),
+        Table(control_tie_table(similarities))]))
     for metric, name, ylabel, _ in shown:
         sections.append(Section(ylabel, [Figure(f"figures/{name}", metric), Table(summary_table(metrics, metric))]))
     if metrics["query_form"].nunique() > 1:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from embedeval.aggregate import metric_series
+from embedeval.aggregate import metric_series, pair_with_controls
 from embedeval.breaks import BreakRule
-from embedeval.labels import ALL, CHUNKED_PREFIX, CONTROL, NEGATIVE, QUESTION, scores_chunks
+from embedeval.labels import ALL, BLIND_PREFIX, CHUNKED_PREFIX, CONTROL, NEGATIVE, QUESTION, is_blind, scores_chunks
+from embedeval.metrics import recall_chance
 
 def main_variant(metrics: pd.DataFrame) -> str:
     """The variant the single-variant sections show: one-hop if the run has it."""
@@ -65,14 +66,17 @@ SEVERAL_METRICS = ("recall@1", "query_auc")
 
 def several_needles_table(metrics: pd.DataFrame) -> pd.DataFrame:
     """Recall@1 and query_auc (question form, main variant) per embedder, strategy, needle count
-    and question (own or other) and haystack length; empty for a run with one needle per haystack."""
+    and question (own or other, and the own question's needle-blind level: its haystack's control,
+    which holds the other needles alone, ranked in its place) and haystack length; empty for a run
+    with one needle per haystack."""
     if metrics["n_needles"].max() <= 1:
         return pd.DataFrame()
     variant = main_variant(one_needle(metrics))
     data = metrics[metrics["metric"].isin(SEVERAL_METRICS) & (metrics["category"] == ALL) & (metrics["depth_bucket"] == ALL)
-                   & (metrics["variant"] == variant) & (metrics["query_form"] == QUESTION)
+                   & metrics["variant"].isin([variant, BLIND_PREFIX + variant]) & (metrics["query_form"] == QUESTION)
                    & (metrics["n_distractors"] == 0)]
-    data = data.assign(question=np.where(data["own_question"].astype(bool), "own", "other"))
+    data = data.assign(question=np.where(data["variant"].map(is_blind), "own control (needle-blind)",
+                                         np.where(data["own_question"].astype(bool), "own", "other")))
     return data.pivot_table(index=["embedder", "strategy", "n_needles", "question", "metric"], columns="length",
                             values="value").reset_index()
 
@@ -143,6 +147,18 @@ def chunk_size_lines(metrics: pd.DataFrame, breaks: pd.DataFrame, rule: BreakRul
     return lines
 
 
+RECALL_CHANCE_KEYS = ["embedder", "strategy", "query_form", "variant", "n_distractors", "n_needles", "own_question", "length"]
+
+
+def recall_chance_table(retrieval: pd.DataFrame, ks=(1, 5, 10)) -> pd.DataFrame:
+    """Per series and length of a rank table, the recall@k of a random ranking for each k: the mean
+    over its rows of min(k / n_candidates, 1) (:func:`~embedeval.metrics.recall_chance`). Columns:
+    :data:`RECALL_CHANCE_KEYS`, ``k``, ``chance``. A pool of 17 candidates gives 10/17 = 0.59 at k = 10,
+    one of 12 (one distractor: its negatives and its control) 10/12 = 0.83."""
+    frames = [retrieval[RECALL_CHANCE_KEYS].assign(k=k, chance=recall_chance(k, retrieval["n_candidates"])) for k in ks]
+    return pd.concat(frames, ignore_index=True).groupby(RECALL_CHANCE_KEYS + ["k"], as_index=False)["chance"].mean()
+
+
 def truncation_lines(metrics: pd.DataFrame) -> list[str]:
     """One sentence per embedder (and strategy) on where its window hides the needle."""
     lines = []
@@ -156,6 +172,18 @@ def truncation_lines(metrics: pd.DataFrame) -> list[str]:
         else:
             lines.append(f"- **{embedder}** sees the needle in every haystack (no truncation before the needle).")
     return lines
+
+
+def control_tie_table(similarities: pd.DataFrame) -> pd.DataFrame:
+    """Per length (rows) and series (columns: embedder, variant): the share of needle haystacks
+    (question form) whose score equals their own control's. Past a model's window the needle is cut
+    off and the haystack reads exactly as its control; such ties count against the needle in every
+    rank (and 1/2 in the comparative ratio). Rows repeated (a run compared with itself) count once."""
+    rows = similarities[similarities["query_form"] == QUESTION]
+    pairs = pair_with_controls(rows.drop_duplicates(["embedder", "strategy", "query_form", "haystack_id", "group_id"]))
+    pairs = pairs.assign(tied=(pairs["sim_qh"] == pairs["neg"]).astype(float),
+                         series=pairs["embedder"] + " " + pairs["variant"])
+    return pairs.pivot_table(index="length", columns="series", values="tied").reset_index()
 
 
 def position_table(similarities: pd.DataFrame, depths: int | None = None) -> pd.DataFrame:
