@@ -143,8 +143,10 @@ def _echo_damage(check: dict) -> None:
 
 @cache_app.command("verify")
 def cache_verify(cache_dir: CacheDir = None) -> None:
-    """Check the whole cache (SQLite integrity check, every vector's checksum, one vector size per
-    embedder, every exported ONNX graph against its sha256); exit 1 on damage."""
+    """Check the whole cache and the exported ONNX graphs; exit 1 on damage.
+
+    SQLite's integrity check, every vector's checksum, one vector size per embedder, and every
+    exported ONNX graph against the sha256 recorded at its export."""
     from embedeval.embedders.cache import EmbeddingCache
 
     cache = EmbeddingCache(cache_dir)
@@ -172,8 +174,9 @@ def cache_clear(
     cache_dir: CacheDir = None,
     embedder: Annotated[Optional[str], typer.Option("--embedder", "-e", help="Remove only this embedder's vectors (its name as the cache lists it).")] = None,
 ) -> None:
-    """Delete the cache file and the exported ONNX graphs (works on a corrupt cache too), or only
-    one embedder's vectors."""
+    """Delete the cache file and the exported ONNX graphs (works on a corrupt cache too).
+
+    With --embedder, only that embedder's vectors (what a refused vector size asks for)."""
     from embedeval.embedders.cache import EmbeddingCache, clear_cache
 
     if embedder is not None:
