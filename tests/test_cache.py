@@ -372,7 +372,7 @@ def test_a_server_that_changes_its_vector_size_is_refused_and_nothing_of_it_is_s
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 1 and [line for line in result.output.splitlines() if line] == [f"error: {refusal}"
             f" (an embedder's size is fixed by its first stored vector), so none of them was stored; if the model behind {spec} "
-            f"has changed, remove its old vectors with `embedeval cache clear --embedder {spec}` or use another cache folder"]
+            f"has changed, remove its old vectors with `embedeval cache clear` and --embedder {spec}, or use another cache folder"]
         assert not (tmp_path / "v.npy").exists()
 
         server.script.dims = {SERVED: 8}  # the server as it was: the cached vectors and new ones mix
@@ -407,7 +407,7 @@ def test_verify_reports_an_embedder_whose_cached_vectors_mix_sizes(tmp_path):
     assert verify.exit_code == 1
     assert "mixed sizes: fake:counting: 1 vector(s) of 8 values, 1 vector(s) of 16 values" in verify.output
     assert "error: the cached vectors of fake:counting mix sizes; remove them with `embedeval cache clear --embedder fake:counting`" in verify.output
-    with pytest.raises(CacheError, match="holds vectors of 8 and 16 values for fake:counting .* `embedeval cache clear --embedder fake:counting`"):
+    with pytest.raises(CacheError, match="holds vectors of 8 and 16 values for fake:counting .* `embedeval cache clear` and `embedder` fake:counting"):
         CachedEmbedder(CountingEmbedder(), EmbeddingCache(tmp_path)).embed(["a", "b"])
     assert runner.invoke(app, ["cache", "clear", "--embedder", "fake:counting", "--cache-dir", str(tmp_path)]).exit_code == 0
     assert runner.invoke(app, ["cache", "verify", "--cache-dir", str(tmp_path)]).exit_code == 0

@@ -128,10 +128,11 @@ def dim_checksum(spec: str, dim: int) -> bytes:
 
 def size_refusal(spec: str, dim: int, fixed: int) -> str:
     """Why vectors of ``dim`` values are not stored for ``spec`` whose cached vectors have ``fixed``,
-    and how to mend it."""
+    and how to mend it (naming the ``embedder`` option of ``embedeval cache clear``, which the
+    command line says as its flag)."""
     return (f"{spec} answered vectors of {dim} values, but its cached vectors have {fixed} (an embedder's size is "
             f"fixed by its first stored vector), so none of them was stored; if the model behind {spec} has changed, "
-            f"remove its old vectors with `embedeval cache clear --embedder {spec}` or use another cache folder")
+            f"remove its old vectors with `embedeval cache clear` and `embedder` {spec}, or use another cache folder")
 
 
 def _is_busy(exc: Exception) -> bool:
@@ -383,7 +384,7 @@ class EmbeddingCache:
         with self._guard(), self._lock, self._transaction() as conn:
             fixed = self._fixed_dim_in(conn, spec)
             if fixed is not None and fixed != dim:
-                raise InvalidVectorsError(size_refusal(spec, dim, fixed))
+                raise InvalidVectorsError(size_refusal(spec, dim, fixed), "embedder")
             conn.execute("INSERT OR REPLACE INTO embedder_dims (spec, dim, checksum) VALUES (?, ?, ?)",
                          (spec, dim, dim_checksum(spec, dim)))
             conn.executemany(
@@ -530,7 +531,7 @@ class CachedEmbedder(EmbedderWrapper):
         if len(sizes) > 1:
             raise CacheError(f"embedding cache {self.cache.path} holds vectors of {' and '.join(map(str, sizes))} values "
                              f"for {self.name} (`embedeval cache verify` lists them); remove them with "
-                             f"`embedeval cache clear --embedder {self.name}`")
+                             f"`embedeval cache clear` and `embedder` {self.name}", "embedder")
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
 
     def check_size(self) -> None:
@@ -539,7 +540,7 @@ class CachedEmbedder(EmbedderWrapper):
         after its check) have another size than those cached for it."""
         dim, fixed = self.inner.dim, self.cache.fixed_dim(self.name)
         if dim and fixed is not None and dim != fixed:
-            raise InvalidVectorsError(size_refusal(self.name, dim, fixed))
+            raise InvalidVectorsError(size_refusal(self.name, dim, fixed), "embedder")
 
     def _reuse_legacy(self, missing: dict[bytes, str], kind: Kind) -> dict[bytes, np.ndarray]:
         """Move the format-1 vectors of ``missing`` texts under their new keys (removed from ``missing``)."""
