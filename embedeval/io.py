@@ -73,9 +73,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 
 def remove_stale_temp_files(folder: Path) -> list[Path]:
-    """Delete temporary files that :func:`atomic_path` left in a run directory (its top level and
-    ``figures/``) when a run was killed mid-write. Call it only while holding the folder
-    (:func:`run_directory`)."""
+    """Delete temporary files that :func:`atomic_path` left in a folder (its top level and
+    ``figures/``) when a process was killed mid-write: a run directory, or a folder of exported
+    ONNX graphs. Call it only while holding the folder (:func:`run_directory`, or the graphs' lock),
+    so no write in progress loses its file."""
     stale = sorted(p for place in (folder, folder / "figures") for p in place.glob(_TEMP_PATTERN) if p.is_file())
     for path in stale:
         path.unlink(missing_ok=True)

@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from embedeval.errors import CacheError, ConfigError
-from embedeval.io import atomic_path, write_text_atomic
+from embedeval.io import atomic_path, remove_stale_temp_files, write_text_atomic
 
 #: The backends of a local model: its own torch modules, or the transformer in ONNX Runtime.
 BACKENDS = ("torch", "onnx", "onnx-int8")
@@ -70,8 +70,6 @@ GRAPHS_DIR = "onnx"
 FLOAT_GRAPH, INT8_GRAPH = "model.onnx", "model-int8.onnx"
 #: What follows a graph's file name in the name of the file recording its sha256.
 CHECKSUM_SUFFIX = ".sha256"
-#: Temporary files :func:`~embedeval.io.atomic_path` leaves beside a graph when an export is killed.
-STALE_TEMP_PATTERN = ".model*.onnx.*.tmp"
 #: The file a process holds locked (flock) while it checks or makes a folder's graphs.
 LOCK_NAME = ".lock"
 #: Seconds a process waits for another one's export of the same graphs before giving up.
@@ -203,7 +201,10 @@ def _made(path: Path, make: Callable[[Path], object]) -> Path:
 def _holding(folder: Path) -> Iterator[None]:
     """Hold ``folder``'s lock (so one process at a time checks and makes its graphs), waiting at most
     :data:`LOCK_WAIT` seconds for another holder."""
-    handle = open(folder / LOCK_NAME, "a+")
+    try:
+        handle = open(folder / LOCK_NAME, "a+")
+    except OSError as exc:
+        raise CacheError(f"cannot lock the ONNX graphs in {folder} ({exc.strerror or exc})") from None
     try:
         deadline = time.monotonic() + LOCK_WAIT
         while True:
@@ -220,22 +221,13 @@ def _holding(folder: Path) -> Iterator[None]:
         handle.close()  # releases the lock
 
 
-def remove_stale_temp_files(folder: Path) -> list[Path]:
-    """Delete the temporary files of exports that were killed (:data:`STALE_TEMP_PATTERN`); call it
-    only while holding the folder (:func:`_holding`), so no export in progress loses its file."""
-    stale = sorted(p for p in folder.glob(STALE_TEMP_PATTERN) if p.is_file())
-    for path in stale:
-        path.unlink(missing_ok=True)
-    return stale
-
-
 def graph(model, backend: str, folder: Path) -> Path:
     """The graph file of ``backend`` for ``model`` in ``folder``, exported (and quantized) the
     first time it is asked for, and again whenever it does not match its recorded sha256 (the
     float32 graph is checked for int8 only when int8 is made from it)."""
     folder.mkdir(parents=True, exist_ok=True)
     with _holding(folder):
-        remove_stale_temp_files(folder)
+        remove_stale_temp_files(folder)  # of an export that was killed (no export is running: the folder is held)
 
         def fp32() -> Path:
             return _made(folder / FLOAT_GRAPH, lambda path: export(model, path))
