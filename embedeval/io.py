@@ -92,10 +92,11 @@ def _process_alive(pid: int) -> bool:
 
 
 def remove_stale_temp_files(folder: Path) -> list[Path]:
-    """Delete the temporary files that :func:`atomic_path` left in a run directory (its top level
-    and ``figures/``) when a run was killed mid-write: only files named as atomic_path names them
-    whose process no longer runs; any other file stays. Call it only while holding the folder
-    (:func:`run_directory`)."""
+    """Delete the temporary files that :func:`atomic_path` left in a folder (its top level and
+    ``figures/``) when a process was killed mid-write: a run directory, or a folder of exported
+    ONNX graphs. Only files named as atomic_path names them whose process no longer runs go; any
+    other file stays. Call it only while holding the folder (:func:`run_directory`, or the graphs'
+    lock)."""
     stale = []
     for place in (folder, folder / "figures"):
         for path in sorted(place.glob(f".*{_TEMP_SUFFIX}")):

@@ -152,3 +152,13 @@ def small_model_folder(path: Path, architecture: str, positions: int, max_seq_le
     model = SentenceTransformer(modules=[transformer, models.Pooling(32, "mean"), models.Normalize()])
     model.save(str(path / "st"))
     return path / "st"
+
+
+def killed_mid_write(target) -> None:
+    """Leave what a run killed inside :func:`atomic_path` leaves: its temporary file beside ``target``."""
+    import subprocess
+    import sys
+
+    code = ("import os, signal, sys; from embedeval.io import atomic_path\n"
+            "with atomic_path(sys.argv[1]) as tmp:\n    tmp.write_text('half')\n    os.kill(os.getpid(), signal.SIGKILL)")
+    subprocess.run([sys.executable, "-c", code, str(target)], check=False, timeout=120)

@@ -84,7 +84,7 @@ def test_format_1_cache_is_upgraded_and_only_the_bundled_models_checked_vectors_
         for text, spec, blob in rows:
             conn.execute("INSERT INTO embeddings VALUES (?, ?, 8, ?)", (hashlib.sha256(text.encode()).digest(), spec, blob))
     cache = EmbeddingCache(tmp_path)
-    assert "upgraded to format 3" in capsys.readouterr().err and cache.info()["legacy_vectors"] == 4
+    assert "upgraded to format 4" in capsys.readouterr().err and cache.info()["legacy_vectors"] == 4
     bundled = CachedEmbedder(CountingEmbedder(name="st:all-MiniLM-L6-v2"), cache)
     np.testing.assert_array_equal(bundled.embed(["hello"])[0], old["st:all-MiniLM-L6-v2"])  # reused, not re-embedded
     bundled.embed(["damaged"])
@@ -203,7 +203,8 @@ def test_a_damaged_vector_is_dropped_and_embedded_again(tmp_path, capsys):
     fake = CountingEmbedder()
     CachedEmbedder(fake, EmbeddingCache(tmp_path)).embed(["a"])
     _flip_a_byte_of_a_stored_vector(tmp_path / "embeddings.sqlite")
-    assert EmbeddingCache(tmp_path).verify() == {"integrity": "ok", "rows": 1, "bad_checksums": 1}
+    assert EmbeddingCache(tmp_path).verify() == {"integrity": "ok", "rows": 1, "bad_checksums": 1, "mixed_sizes": {},
+                                                 "bad_graphs": {}}
     again = CachedEmbedder(fake, EmbeddingCache(tmp_path)).embed(["a"])
     np.testing.assert_array_equal(again[0], CountingEmbedder.vector_for("a"))
     assert fake.calls == [["a"], ["a"]]
@@ -277,6 +278,7 @@ def test_a_format_2_cache_keeps_its_vectors_and_gains_the_new_tables(tmp_path, c
     with sqlite3.connect(tmp_path / "embeddings.sqlite") as conn:  # what embedeval wrote before token prefixes
         conn.execute("DROP TABLE token_prefixes")
         conn.execute("DROP TABLE model_facts")
+        conn.execute("DROP TABLE embedder_dims")
         conn.execute("PRAGMA user_version = 2")
     capsys.readouterr()
     cache = EmbeddingCache(tmp_path)
@@ -284,10 +286,11 @@ def test_a_format_2_cache_keeps_its_vectors_and_gains_the_new_tables(tmp_path, c
     CachedEmbedder(fake, cache).embed(["a", "b"])
     assert fake.calls == [["a", "b"]]  # served from the format-2 vectors
     with sqlite3.connect(tmp_path / "embeddings.sqlite") as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert {"embeddings", "token_prefixes", "model_facts"} <= tables
+    assert {"embeddings", "token_prefixes", "model_facts", "embedder_dims"} <= tables
     assert cache.info()["token_prefixes"] == 0
+    assert cache.fixed_dim("fake:counting") == 8 and cache.fixed_dim("fake:never-stored") is None  # from the vectors it held
 
 
 def test_token_prefixes_are_keyed_on_tokenizer_limit_and_text(tmp_path, minilm, capsys):
@@ -325,3 +328,89 @@ def test_token_prefixes_are_keyed_on_tokenizer_limit_and_text(tmp_path, minilm, 
     third = damaged.token_ids(texts, 254)
     assert damaged.stats.tokenized == 3 and "failed their checksum" in capsys.readouterr().err
     np.testing.assert_array_equal(third[0][0], first[0][0])
+
+
+SERVED = "served-model"
+
+
+def _served_spec(server) -> str:
+    return f"openai:{SERVED}?base_url={server.url}/v1&max_tokens=512"
+
+
+def test_a_server_that_changes_its_vector_size_is_refused_and_nothing_of_it_is_stored(tmp_path, monkeypatch):
+    """8-d vectors cached, then the same model id answers 16-d (issue 36, item 3): one line, before
+    any work when the check request shows it, else when the answer comes; nothing of it is stored,
+    and the cached vectors stay usable."""
+    from typer.testing import CliRunner
+
+    from embedeval.cli import app
+    from embedeval.embedders import budget
+    from embedeval.embedders.registry import load_embedder
+    from embedeval.errors import InvalidVectorsError
+    from fake_api import FakeEmbeddingServer
+
+    budget.reset()
+    monkeypatch.setenv("EMBEDEVAL_RETRY_BASE_DELAY", "0.01")
+    monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "2")
+    with FakeEmbeddingServer() as server:
+        spec = _served_spec(server)
+        server.script.dims = {SERVED: 8}
+        assert load_embedder(spec, cache_dir=tmp_path).embed(["a", "b"]).shape == (2, 8)
+        server.script.dims = {SERVED: 16}
+        refusal = f"{spec} answered vectors of 16 values, but its cached vectors have 8"
+        with pytest.raises(InvalidVectorsError, match=refusal.replace("?", r"\?")):
+            load_embedder(spec, cache_dir=tmp_path)  # the check request's answer shows it, before any work
+        unchecked = load_embedder(spec, cache_dir=tmp_path, verify=False, commit_every=1)
+        with pytest.raises(InvalidVectorsError, match="none of them was stored"):
+            unchecked.embed(["a", "c", "d"])  # "a" is cached; "c" would be the first new one stored
+        cache = EmbeddingCache(tmp_path)
+        assert cache.info()["per_spec"] == {spec: 2} and cache.verify()["mixed_sizes"] == {}
+
+        texts = tmp_path / "texts.txt"
+        texts.write_text("a\nc\n")
+        args = ["embed", "--input", str(texts), "--out", str(tmp_path / "v.npy"), "--embedder", spec, "--cache-dir", str(tmp_path)]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 1 and [line for line in result.output.splitlines() if line] == [f"error: {refusal}"
+            f" (an embedder's size is fixed by its first stored vector), so none of them was stored; if the model behind {spec} "
+            f"has changed, remove its old vectors with `embedeval cache clear` and --embedder {spec}, or use another cache folder"]
+        assert not (tmp_path / "v.npy").exists()
+
+        server.script.dims = {SERVED: 8}  # the server as it was: the cached vectors and new ones mix
+        assert load_embedder(spec, cache_dir=tmp_path).embed(["a", "c"]).shape == (2, 8)
+        server.script.dims = {SERVED: 16}  # or the model behind the name really changed: the way out the line names
+        cleared = CliRunner().invoke(app, ["cache", "clear", "--embedder", spec, "--cache-dir", str(tmp_path)])
+        assert cleared.exit_code == 0 and f"removed 3 vector(s) of {spec}" in cleared.output
+        assert load_embedder(spec, cache_dir=tmp_path).embed(["a", "c"]).shape == (2, 16)
+    budget.reset()
+
+
+def test_verify_reports_an_embedder_whose_cached_vectors_mix_sizes(tmp_path):
+    """A cache written before sizes were fixed (an 8-d and a 16-d vector of one spec): verify names
+    it, a run reading both is one line saying how to mend it, and ``cache clear --embedder`` does."""
+    import sqlite3
+
+    from typer.testing import CliRunner
+
+    from embedeval.cli import app
+    from embedeval.embedders.cache import row_checksum
+
+    cached = CachedEmbedder(CountingEmbedder(), EmbeddingCache(tmp_path))
+    cached.embed(["a"])
+    other = CachedEmbedder(CountingEmbedder(name="fake:other"), EmbeddingCache(tmp_path))
+    other.embed(["kept"])
+    key, blob = cache_key("fake:counting", "v1", "document", "b"), np.ones(16, dtype=np.float32).tobytes()
+    with sqlite3.connect(tmp_path / "embeddings.sqlite") as conn:  # as the cache of an older embedeval could hold them
+        conn.execute("INSERT INTO embeddings (key, spec, dim, vector, checksum) VALUES (?, ?, ?, ?, ?)",
+                     (key, "fake:counting", 16, blob, row_checksum(key, blob)))
+    runner = CliRunner()
+    verify = runner.invoke(app, ["cache", "verify", "--cache-dir", str(tmp_path)])
+    assert verify.exit_code == 1
+    assert "mixed sizes: fake:counting: 1 vector(s) of 8 values, 1 vector(s) of 16 values" in verify.output
+    assert "error: the cached vectors of fake:counting mix sizes; remove them with `embedeval cache clear --embedder fake:counting`" in verify.output
+    with pytest.raises(CacheError, match="holds vectors of 8 and 16 values for fake:counting .* `embedeval cache clear` and `embedder` fake:counting"):
+        CachedEmbedder(CountingEmbedder(), EmbeddingCache(tmp_path)).embed(["a", "b"])
+    assert runner.invoke(app, ["cache", "clear", "--embedder", "fake:counting", "--cache-dir", str(tmp_path)]).exit_code == 0
+    assert runner.invoke(app, ["cache", "verify", "--cache-dir", str(tmp_path)]).exit_code == 0
+    assert EmbeddingCache(tmp_path).info()["per_spec"] == {"fake:other": 1}
+    unknown = runner.invoke(app, ["cache", "clear", "--embedder", "fake:nothing", "--cache-dir", str(tmp_path)])
+    assert unknown.exit_code == 1 and "error: the cache holds no vectors of fake:nothing; it holds: fake:other" in unknown.output

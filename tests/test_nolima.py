@@ -15,7 +15,7 @@ from embedeval.cli import app
 from embedeval.experiments import NolimaConfig, run_nolima
 from embedeval.haystacks import HaystackGrid
 from embedeval.defaults import DEFAULT_NEEDLES
-from fakes import kill_cli_run, newly_embedded
+from fakes import kill_cli_run, killed_mid_write, newly_embedded
 
 LENGTHS = [128, 512, 1024]
 DEPTHS = 3
@@ -382,16 +382,6 @@ def test_out_onto_an_existing_file_is_one_line(tmp_path, isolated_cache):
     assert (tmp_path / "taken").read_text() == "mine"
 
 
-def _killed_mid_write(target) -> None:
-    """Leave what a run killed inside :func:`atomic_path` leaves: its temporary file beside ``target``."""
-    import subprocess
-    import sys
-
-    code = ("import os, signal, sys; from embedeval.io import atomic_path\n"
-            "with atomic_path(sys.argv[1]) as tmp:\n    tmp.write_text('half')\n    os.kill(os.getpid(), signal.SIGKILL)")
-    subprocess.run([sys.executable, "-c", code, str(target)], check=False, timeout=120)
-
-
 def test_only_temp_files_of_killed_runs_are_removed(tmp_path):
     """Issue 36: the sweep takes the temporary files atomic_path names (prefix, pid, random part)
     of processes that no longer run, never a user's ``.*.tmp`` or one of a running process."""
@@ -399,8 +389,8 @@ def test_only_temp_files_of_killed_runs_are_removed(tmp_path):
 
     folder = tmp_path / "run"
     (folder / "figures").mkdir(parents=True)
-    _killed_mid_write(folder / "metrics.csv")
-    _killed_mid_write(folder / "figures" / "auc.png")
+    killed_mid_write(folder / "metrics.csv")
+    killed_mid_write(folder / "figures" / "auc.png")
     stale = sorted(folder.glob(".metrics.csv.*.tmp")) + sorted((folder / "figures").glob(".auc.png.*.tmp"))
     assert len(stale) == 2 and all(p.read_text() == "half" for p in stale)
     running = folder / f".breaks.csv.embedeval-{os.getpid()}-abcd1234.tmp"  # a process that still runs (this one)

@@ -4,11 +4,14 @@ the cache, float32 equal to torch, int8 close to it, the model's own pooling kep
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from embedeval.embedders import onnx
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import ConfigError
+from embedeval.experiments import HaystackGrid, NolimaConfig, run_nolima
+from fakes import killed_mid_write
 
 MINILM = "st:all-MiniLM-L6-v2"
 TEXTS = ["A short one.", "The quick brown fox jumps over the lazy dog, again and again, until the dog wakes up. " * 6,
@@ -27,7 +30,8 @@ def test_float32_onnx_gives_the_torch_vectors_and_int8_stays_close(tmp_path, min
     assert np.median(cosines) > 0.99 and cosines.min() > 0.985  # per-channel int8 (measured on these: median 0.992, min 0.989)
     assert cosines.max() < 1 - 1e-4  # it is another model: the cache must keep its vectors apart
     folder = next((tmp_path / "onnx").iterdir())
-    assert sorted(p.name for p in folder.iterdir()) == ["model-int8.onnx", "model.onnx"]
+    assert sorted(p.name for p in folder.glob("model*")) == ["model-int8.onnx", "model-int8.onnx.sha256", "model.onnx",
+                                                             "model.onnx.sha256"]
 
 
 def test_the_graph_is_exported_once(tmp_path, monkeypatch):
@@ -91,3 +95,73 @@ def test_int8_quantizes_the_weighted_products_only(tmp_path):
     tables = {i.name: i.data_type for i in int8.initializer}
     looked_up = [tables[n.input[0]] for n in int8.node if n.op_type == "Gather" and n.input[0] in tables]
     assert looked_up and set(looked_up) == {onnxlib.TensorProto.FLOAT}  # the embedding tables, as they were
+
+
+def test_an_int8_vector_does_not_depend_on_the_texts_beside_it(tmp_path):
+    """ONNX Runtime quantizes int8 activations with one scale per input tensor: a batch shared it,
+    padding included (cosine 0.993 between a text alone and beside a long one). Each text now runs
+    alone (issue 36, item 3)."""
+    int8 = load_embedder(f"{MINILM}?backend=onnx-int8", cache=False, cache_dir=tmp_path, verify=False)
+    text = "The cat sat on the mat near the window."
+    long = "A much longer unrelated text about sea voyages, storms, kings and treaties. " * 10
+    alone = int8.embed([text])[0]
+    for batch in ([long, text, "Hi."], [text, "Hi.", "Ok then."], [*TEXTS, text]):
+        np.testing.assert_allclose(int8.embed(batch)[batch.index(text)], alone, atol=1e-6)
+    ids = [seq for seq, _ in int8.token_ids([text, long, "Hi."], int8.id_capacity())]
+    np.testing.assert_allclose(int8.embed_ids(ids)[0], int8.embed_ids(ids[:1])[0], atol=1e-6)
+    np.testing.assert_allclose(int8.embed_ids(ids[:1])[0], alone, atol=1e-6)
+
+
+def test_int8_tables_do_not_depend_on_how_the_work_was_cut(tmp_path, books_dir):
+    """Two fresh runs, one committing every 4 texts in batches of at most 600 padded tokens, one
+    every 256 texts in batches of 32 texts: the same tables, byte for byte."""
+    grid = HaystackGrid(corpus=f"dir:{books_dir}", lengths=[128, 512], depths=2, variants=["onehop"], negatives=2)
+    tables = []
+    for name, query, commit_every in [("small", "&max_batch_tokens=600", 4), ("large", "", 256)]:
+        config = NolimaConfig(embedders=[f"{MINILM}?backend=onnx-int8{query}"], groups=["loc-dresden", "diet-vegan", "lang-dutch"],
+                              grid=grid, out=str(tmp_path / name), n_bootstrap=20)
+        run_nolima(config, progress=False, cache_dir=tmp_path / f"cache-{name}", commit_every=commit_every)
+        tables.append({table: (tmp_path / name / table).read_bytes() for table in ("similarities.parquet", "retrieval.parquet")})
+    small, large = tables
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "small" / "similarities.parquet"),
+                                  pd.read_parquet(tmp_path / "large" / "similarities.parquet"), check_exact=True)
+    assert small == large
+
+
+def test_a_damaged_graph_is_made_again_verify_finds_it_and_clear_removes_it(tmp_path, capsys):
+    """A truncated model.onnx and a random-bytes model-int8.onnx crashed every run with
+    InvalidProtobuf, unseen by `cache verify` and left by `cache clear` (issue 36, item 3)."""
+    from typer.testing import CliRunner
+
+    from embedeval.cli import app
+
+    spec = f"{MINILM}?backend=onnx-int8"
+    expected = load_embedder(spec, cache_dir=tmp_path, verify=False).embed(TEXTS[:3])
+    folder = next((tmp_path / "onnx").iterdir())
+    fp32, int8 = folder / "model.onnx", folder / "model-int8.onnx"
+    fp32.write_bytes(fp32.read_bytes()[: fp32.stat().st_size // 2])
+    int8.write_bytes(np.random.default_rng(0).bytes(4096))
+    killed_mid_write(fp32)  # what an export killed mid-write leaves beside the graph
+    stale, = folder.glob(".model.onnx.embedeval-*.tmp")
+    runner = CliRunner()
+    verify = runner.invoke(app, ["cache", "verify", "--cache-dir", str(tmp_path)])
+    assert verify.exit_code == 1
+    assert f"ONNX graph {fp32} does not match the sha256 recorded at its export" in verify.output
+    assert f"ONNX graph {int8} does not match" in verify.output
+    assert "error: 2 exported ONNX graph(s) are damaged; each is exported again when next used" in verify.output
+
+    capsys.readouterr()
+    again = load_embedder(spec, cache_dir=tmp_path, verify=False)
+    np.testing.assert_allclose(again.inner.embed(TEXTS[:3]), expected, atol=1e-6)  # uncached: from the graphs made again
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line]
+    assert warnings == [f"warning: ONNX graph {int8} does not match the sha256 recorded at its export (truncated or overwritten); "
+                        "making it again",
+                        f"warning: ONNX graph {fp32} does not match the sha256 recorded at its export (truncated or overwritten); "
+                        "making it again"]
+    assert not stale.exists()
+    assert runner.invoke(app, ["cache", "verify", "--cache-dir", str(tmp_path)]).exit_code == 0
+
+    (folder / "model-int8.onnx.sha256").unlink()  # a graph without its record is not trusted either
+    assert onnx.check_graphs(tmp_path) == {int8: "has no record of its sha256"}
+    cleared = runner.invoke(app, ["cache", "clear", "--cache-dir", str(tmp_path)])
+    assert cleared.exit_code == 0 and not (tmp_path / "onnx").exists()

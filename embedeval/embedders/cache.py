@@ -1,6 +1,6 @@
 """Persistent embedding cache (SQLite, WAL) and the embedder wrapper that uses it.
 
-The file holds three tables:
+The file holds four tables:
 
 - ``embeddings``: the vectors (below);
 - ``token_prefixes``: the first token ids (and their character offsets) a tokenizer gave a
@@ -10,7 +10,10 @@ The file holds three tables:
 - ``model_facts``: what a local model says about itself once loaded (its fingerprint, dimension,
   token window, special and prompt ids, tokenizer fingerprint), keyed on its files and the library
   versions, so that a run whose vectors are all cached never loads the weights
-  (:class:`~embedeval.embedders.local.SentenceTransformerEmbedder`).
+  (:class:`~embedeval.embedders.local.SentenceTransformerEmbedder`);
+- ``embedder_dims``: the size of each embedder spec's vectors, fixed by its first stored vector
+  (:meth:`EmbeddingCache.fixed_dim`): a server that starts answering another size under the same
+  model id is refused (:meth:`EmbeddingCache.put_many`), and nothing of that answer is stored.
 
 Vector key: ``sha256(spec \\0 fingerprint \\0 kind \\0 text)`` (:func:`cache_key`), where the spec is
 written without ``key_env`` (:func:`cache_spec`: which variable holds a key changes no vector) and the
@@ -28,7 +31,8 @@ Caches written by embedeval 0.1 (format 1, keys without a fingerprint) are upgra
 their vectors move to a side table; those of the bundled all-MiniLM-L6-v2 are reused (checked,
 re-keyed and given a checksum) as texts are read (:meth:`CachedEmbedder.embed`); others, and
 inputs now keyed on their token ids (haystack windows), are embedded again. Format 2 files (no
-token prefixes, no model facts) gain the two tables and keep every vector.
+token prefixes, no model facts) gain the two tables and keep every vector; format 3 files gain
+``embedder_dims``, filled from the vectors they hold.
 """
 
 from __future__ import annotations
@@ -50,14 +54,15 @@ from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random
 from tqdm.auto import tqdm
 
 from embedeval.defaults import DEFAULT_COMMIT_EVERY
+from embedeval.embedders import onnx
 from embedeval.embedders.base import Embedder, EmbedderWrapper, EmbedStats, Kind, TokenIdWrapper, check_texts, check_vectors
 from embedeval.embedders.models import bundled_name
 from embedeval.embedders.options import split_spec
-from embedeval.errors import CacheError
+from embedeval.errors import CacheError, InvalidVectorsError
 from embedeval.paths import CACHE_ENV, default_cache_dir
 
 CACHE_FILENAME = "embeddings.sqlite"
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 #: The first format whose vector keys include the model's fingerprint (older tables move aside).
 KEYED_FORMAT = 2
 LEGACY_TABLE = "embeddings_v1"
@@ -130,6 +135,20 @@ def row_checksum(key: bytes, vector: bytes) -> bytes:
 def row_intact(key: bytes, dim: int, vector: bytes, checksum: bytes) -> bool:
     """Whether a stored row is as it was written: its checksum matches and it holds ``dim`` floats."""
     return checksum == row_checksum(key, vector) and len(vector) == 4 * dim
+
+
+def dim_checksum(spec: str, dim: int) -> bytes:
+    """The checksum of an ``embedder_dims`` row (:func:`row_checksum` of the spec and the size)."""
+    return row_checksum(spec.encode("utf-8"), str(int(dim)).encode())
+
+
+def size_refusal(spec: str, dim: int, fixed: int) -> str:
+    """Why vectors of ``dim`` values are not stored for ``spec`` whose cached vectors have ``fixed``,
+    and how to mend it (naming the ``embedder`` option of ``embedeval cache clear``, which the
+    command line says as its flag)."""
+    return (f"{spec} answered vectors of {dim} values, but its cached vectors have {fixed} (an embedder's size is "
+            f"fixed by its first stored vector), so none of them was stored; if the model behind {spec} has changed, "
+            f"remove its old vectors with `embedeval cache clear` and `embedder` {spec}, or use another cache folder")
 
 
 def _is_busy(exc: Exception) -> bool:
@@ -232,12 +251,43 @@ class EmbeddingCache:
                 "CREATE TABLE IF NOT EXISTS model_facts ("
                 " key BLOB PRIMARY KEY, facts TEXT NOT NULL, checksum BLOB NOT NULL) WITHOUT ROWID"
             )
+            if not self._table_exists("embedder_dims"):
+                conn.execute("CREATE TABLE embedder_dims (spec TEXT PRIMARY KEY, dim INTEGER NOT NULL, checksum BLOB NOT NULL)"
+                             " WITHOUT ROWID")
+                self._record_dims(conn)
             if found < CACHE_FORMAT:  # a newer format (a later embedeval) keeps its number
                 conn.execute(f"PRAGMA user_version = {CACHE_FORMAT}")
         if moved:
             print(f"note: embedding cache {self.path} upgraded to format {CACHE_FORMAT} (keys include the model's "
                   f"fingerprint); of its {moved} older vectors, those of the bundled model are reused, "
                   f"the others are embedded again", file=sys.stderr)
+
+    @staticmethod
+    def _record_dims(conn: sqlite3.Connection) -> None:
+        """Fill ``embedder_dims`` from the vectors a file already holds: per spec its most common
+        size (a file that mixes sizes, written before sizes were fixed, is reported by :meth:`verify`)."""
+        counts: dict[str, dict[int, int]] = {}
+        for spec, dim, n in conn.execute("SELECT spec, dim, COUNT(*) FROM embeddings GROUP BY spec, dim"):
+            counts.setdefault(spec, {})[dim] = n
+        rows = [(spec, dim, dim_checksum(spec, dim)) for spec, sizes in counts.items()
+                for dim in [max(sizes, key=lambda d: (sizes[d], -d))]]
+        conn.executemany("INSERT INTO embedder_dims (spec, dim, checksum) VALUES (?, ?, ?)", rows)
+
+    @staticmethod
+    def _fixed_dim_in(conn: sqlite3.Connection, spec: str) -> int | None:
+        """The size of ``spec``'s vectors: its ``embedder_dims`` row (every store records one, so
+        without one the spec has no vectors: None), or where that fails its checksum the size of one
+        of its stored vectors."""
+        row = conn.execute("SELECT dim, checksum FROM embedder_dims WHERE spec = ?", (spec,)).fetchone()
+        if row is None or row[1] == dim_checksum(spec, row[0]):
+            return None if row is None else int(row[0])
+        row = conn.execute("SELECT dim FROM embeddings WHERE spec = ? LIMIT 1", (spec,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def fixed_dim(self, spec: str) -> int | None:
+        """The size of ``spec``'s cached vectors, fixed by its first stored vector; None when none is stored."""
+        with self._guard(), self._lock:
+            return self._fixed_dim_in(self._conn, spec)
 
     def _error(self, exc: Exception) -> CacheError:
         """A file where the folder should be, locked, read-only, full or corrupt: only the last is
@@ -343,27 +393,51 @@ class EmbeddingCache:
         return found
 
     def put_many(self, spec: str, keys: Sequence[bytes], vectors: np.ndarray) -> None:
-        """Store vectors with their checksums (one transaction; existing keys are kept)."""
+        """Store vectors with their checksums (one transaction; existing keys are kept). The first
+        vectors stored for ``spec`` fix its size; vectors of another size are one
+        :class:`~embedeval.errors.InvalidVectorsError` (:func:`size_refusal`) and none is stored."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        dim = vectors.shape[1]
         rows = []
         for key, vector in zip(keys, vectors):
             blob = vector.tobytes()
-            rows.append((key, spec, vectors.shape[1], blob, row_checksum(key, blob)))
+            rows.append((key, spec, dim, blob, row_checksum(key, blob)))
         with self._guard(), self._lock, self._transaction() as conn:
+            fixed = self._fixed_dim_in(conn, spec)
+            if fixed is not None and fixed != dim:
+                raise InvalidVectorsError(size_refusal(spec, dim, fixed), "embedder")
+            conn.execute("INSERT OR REPLACE INTO embedder_dims (spec, dim, checksum) VALUES (?, ?, ?)",
+                         (spec, dim, dim_checksum(spec, dim)))
             conn.executemany(
                 "INSERT OR IGNORE INTO embeddings (key, spec, dim, vector, checksum) VALUES (?, ?, ?, ?, ?)", rows
             )
 
+    def remove_spec(self, spec: str) -> int:
+        """Delete every vector of ``spec`` (and its fixed size). Returns how many vectors were removed."""
+        with self._guard(), self._lock, self._transaction() as conn:
+            removed = conn.execute("DELETE FROM embeddings WHERE spec = ?", (spec,)).rowcount
+            conn.execute("DELETE FROM embedder_dims WHERE spec = ?", (spec,))
+        return removed
+
     def verify(self) -> dict[str, object]:
-        """Check the whole file: SQLite's ``integrity_check`` and every vector's checksum (nothing
-        is changed; token prefixes and model facts are checked as they are read). Returns ``{"integrity": "ok" or SQLite's findings, "rows": n, "bad_checksums": n}``."""
+        """Check the whole cache: SQLite's ``integrity_check``, every vector's checksum, that each
+        spec's vectors have one size, and that every exported ONNX graph matches the sha256 recorded
+        at its export (nothing is changed; token prefixes and model facts are checked as they are
+        read). Returns ``{"integrity": "ok" or SQLite's findings, "rows": n, "bad_checksums": n,
+        "mixed_sizes": {spec: {size: vectors}} for specs of more than one size, "bad_graphs":
+        {path: what is wrong}}``."""
         with self._guard(), self._lock:
             findings = [row[0] for row in self._conn.execute("PRAGMA integrity_check")]
             rows = bad = 0
-            for key, dim, blob, checksum in self._conn.execute("SELECT key, dim, vector, checksum FROM embeddings"):
+            sizes: dict[str, dict[int, int]] = {}
+            for key, spec, dim, blob, checksum in self._conn.execute("SELECT key, spec, dim, vector, checksum FROM embeddings"):
                 rows += 1
                 bad += not row_intact(key, dim, blob, checksum)
-        return {"integrity": "; ".join(findings), "rows": rows, "bad_checksums": bad}
+                per_size = sizes.setdefault(spec, {})
+                per_size[dim] = per_size.get(dim, 0) + 1
+        mixed = {spec: per_size for spec, per_size in sorted(sizes.items()) if len(per_size) > 1}
+        graphs = {str(path): problem for path, problem in onnx.check_graphs(self.directory).items()}
+        return {"integrity": "; ".join(findings), "rows": rows, "bad_checksums": bad, "mixed_sizes": mixed, "bad_graphs": graphs}
 
     def info(self) -> dict[str, object]:
         """Path, size on disk, vector counts per embedder spec, format-1 vectors not yet re-keyed,
@@ -381,13 +455,14 @@ class EmbeddingCache:
 
 
 def clear_cache(directory: str | os.PathLike | None = None) -> list[Path]:
-    """Delete the cache file (and its WAL/SHM files), even a corrupt one. Returns what was removed."""
+    """Delete the cache file (and its WAL/SHM files), even a corrupt one, and the exported ONNX
+    graphs (:func:`~embedeval.embedders.onnx.clear_graphs`). Returns what was removed."""
     directory = Path(directory).expanduser() if directory else default_cache_dir()
     removed = []
     for path in sorted(directory.glob(CACHE_FILENAME + "*")):
         path.unlink()
         removed.append(path)
-    return removed
+    return removed + onnx.clear_graphs(directory)
 
 
 class ReadOnlyFacts:
@@ -466,9 +541,28 @@ class CachedEmbedder(EmbedderWrapper):
         self.stats.cache_hits += sum(k not in missing for k in keys)
         if missing:
             found.update(self._embed_missing(missing, kind, embed))
-        if not inputs:
+        return self._stacked(found, keys)
+
+    def _stacked(self, found: dict[bytes, np.ndarray], keys: Sequence[bytes]) -> np.ndarray:
+        """The vectors of ``keys`` as one ``(len(keys), dim)`` array; vectors of more than one size
+        (a cache written before sizes were fixed) are one :class:`~embedeval.errors.CacheError`
+        saying how to mend it."""
+        if not keys:
             return np.zeros((0, self.dim), dtype=np.float32)
+        sizes = sorted({found[k].shape[0] for k in keys})
+        if len(sizes) > 1:
+            raise CacheError(f"embedding cache {self.cache.path} holds vectors of {' and '.join(map(str, sizes))} values "
+                             f"for {self.name} (`embedeval cache verify` lists them); remove them with "
+                             f"`embedeval cache clear` and `embedder` {self.name}", "embedder")
         return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+
+    def check_size(self) -> None:
+        """One :class:`~embedeval.errors.InvalidVectorsError` (:func:`size_refusal`), before any work,
+        when the model's vectors (once it knows their size: an API model of a server of one's own
+        after its check) have another size than those cached for it."""
+        dim, fixed = self.inner.dim, self.cache.fixed_dim(self.name)
+        if dim and fixed is not None and dim != fixed:
+            raise InvalidVectorsError(size_refusal(self.name, dim, fixed), "embedder")
 
     def _reuse_legacy(self, missing: dict[bytes, str], kind: Kind) -> dict[bytes, np.ndarray]:
         """Move the format-1 vectors of ``missing`` texts under their new keys (removed from ``missing``)."""
@@ -529,9 +623,7 @@ class CachedEmbedder(EmbedderWrapper):
                 self._store(group_keys, vectors)
                 found.update(zip(group_keys, vectors))
                 bar.update(len(group_keys))
-        if not keys:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+        return self._stacked(found, keys)
 
 
 class CachedTokenIdEmbedder(CachedEmbedder, TokenIdWrapper):

@@ -213,7 +213,9 @@ class SentenceTransformerEmbedder:
 
         where = getattr(self.facts_store, "directory", None) or default_cache_dir()  # the embedding cache's folder
         folder = onnx.onnx_folder(where, self._torch_fingerprint())
-        onnx.use_onnx(self._model, onnx.graph(self._model, self.options.backend, folder), torch.get_num_threads())
+        backend = self.options.backend
+        onnx.use_onnx(self._model, onnx.graph(self._model, backend, folder), torch.get_num_threads(),
+                      one_text_per_call=backend in onnx.ONE_TEXT_PER_CALL)
 
     def _facts_key(self) -> bytes | None:
         """What the facts depend on: the folder's fingerprint (every file; weights by size and

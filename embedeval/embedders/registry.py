@@ -231,7 +231,8 @@ def load_embedder(
 
     ``progress``: progress bars (texts embedded; for API models also tokens sent and tokens per
     minute). ``verify`` calls the model's ``check()`` first (API embedders send one tiny request), so a bad
-    key or model fails here.
+    key or model fails here, and a model whose vectors now have another size than those cached for it
+    (:meth:`~embedeval.embedders.cache.CachedEmbedder.check_size`).
     The cache commits new vectors every ``commit_every`` texts (what an interruption can lose).
     ``plan``: the model is wrapped in a :class:`~embedeval.embedders.recorder.Recorder` behind a
     read-only cache, so a run's steps record what they would send and nothing is sent or stored
@@ -261,4 +262,7 @@ def load_embedder(
     if store is None:
         return embedder
     wrapper = CachedTokenIdEmbedder if isinstance(embedder, TokenIdEmbedder) else CachedEmbedder
-    return wrapper(embedder, store, commit_every=commit_every, progress=progress and not plan, read_only=plan)
+    cached = wrapper(embedder, store, commit_every=commit_every, progress=progress and not plan, read_only=plan)
+    if verify and not plan:
+        cached.check_size()  # a model that now answers another size than its cached vectors: one line, before any work
+    return cached
