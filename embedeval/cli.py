@@ -15,11 +15,11 @@ from typer.core import TyperGroup
 from embedeval import __version__
 from embedeval.cli_options import (
     in_flag_words,
-    APIOptions, CacheDir, ChromaUrlOpt, ChunkOptions, DistractorsFileOpt, ThemeOptions, EmbedderOptions, GridOptions, NeedleOptions, PairOptions,
+    APIOptions, CacheDir, ChatModelOpt, ChromaUrlOpt, ChunkOptions, DistractorsFileOpt, ThemeOptions, EmbedderOptions, GridOptions, NeedleOptions, PairOptions,
     PlanOptions, Quiet, int_list, split_list, with_option_groups,
 )
 from embedeval.defaults import (
-    DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY, DEFAULT_POOL,
+    DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_DRAFT_ATTEMPTS, DEFAULT_DRAFT_PER_THEME, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY, DEFAULT_POOL,
     DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_STRATEGIES, DEFAULT_TEMPERATURE, DEFAULT_TOP_K,
     DEFAULT_WINDOW_OVERLAP,
 )
@@ -45,7 +45,7 @@ app = typer.Typer(
     help="Evaluate embedding models for retrieval over long contexts.",
 )
 cache_app = typer.Typer(no_args_is_help=True, help="Inspect or clear the embedding cache.")
-needles_app = typer.Typer(no_args_is_help=True, help="Check needle sets.")
+needles_app = typer.Typer(no_args_is_help=True, help="Check, convert and draft needle sets.")
 haystacks_app = typer.Typer(no_args_is_help=True, help="Build and inspect haystacks.")
 app.add_typer(cache_app, name="cache")
 app.add_typer(needles_app, name="needles")
@@ -238,6 +238,59 @@ def needles_convert(
     typer.echo(f"wrote {out}: {len(needle_set.groups)} groups, query forms {', '.join(needle_set.question_forms)}")
 
 
+@needles_app.command("draft")
+def needles_draft(
+    themes: Annotated[Path, typer.Option("--themes", help="A directory written by embedeval themes: the themes to draft needles for.")],
+    llm: ChatModelOpt,
+    out: Annotated[Path, typer.Option("--out", help="The needle set to write (.json); an earlier draft there, from the same themes run and chat model, is resumed. Rejected drafts go to NAME.rejected.csv beside it.")],
+    per_theme: Annotated[int, typer.Option("--per-theme", help="Needle groups to keep per theme.")] = DEFAULT_DRAFT_PER_THEME,
+    themes_ids: Annotated[Optional[str], typer.Option("--themes-ids", help="Comma-separated themes (cluster numbers of the run, 0 = the largest) to draft for (default: every theme).")] = None,
+    attempts: Annotated[int, typer.Option("--attempts", help="Requests per theme: the first, then redrafts that send the rejected drafts back with their reasons.")] = DEFAULT_DRAFT_ATTEMPTS,
+    embedder: Annotated[Optional[str], typer.Option("--embedder", "-e", help="Embedder of the needle-question similarity recorded for every needle (default: the themes run's).")] = None,
+    nq_band: Annotated[Optional[str], typer.Option("--nq-band", help="LO,HI: keep only groups whose one-hop and inverted needles' needle-question similarity lies in [LO, HI] (Context Rot's needles: 0.445-0.775; default: no band).")] = None,
+    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (recorded).")] = DEFAULT_TEMPERATURE,
+    plan: Annotated[bool, typer.Option("--plan", help="Print the chat requests and tokens the draft would send, and stop: nothing is sent or written.")] = False,
+    max_cost: Annotated[Optional[str], typer.Option("--max-cost", metavar="<float>", help="Refuse to start when the draft could cost more than this many USD (needs --chat-price).")] = None,
+    chat_price: Annotated[Optional[float], typer.Option("--chat-price", help="The chat model's price in USD per million tokens (sent and received), for --plan and --max-cost.")] = None,
+    cache_dir: CacheDir = None,
+    quiet: Quiet = False,
+) -> None:
+    """Draft needle groups per theme with a chat model and keep those that pass every check: no content
+    word shared with the question, not already answered by the corpus, blending into the theme, inside
+    --nq-band if given, not a near-duplicate. Rejected drafts are sent back with their reasons."""
+    from embedeval.experiments.drafting import DraftConfig, check_draft_cost, format_draft_plan, plan_draft, run_draft
+    from embedeval.llm import ChatLLM, parse_chat_spec
+    from embedeval.plan import parse_ceiling
+
+    check_output_file(out, (".json",))
+    band = None
+    if nq_band is not None:
+        try:
+            lo, hi = (float(x) for x in split_list(nq_band))
+        except ValueError:
+            raise InputError(f"--nq-band takes LO,HI (two numbers), not {nq_band!r}") from None
+        band = (lo, hi)
+    ids = None if themes_ids is None else tuple(int_list(themes_ids, "--themes-ids"))
+    config = DraftConfig(str(themes), llm, str(out), per_theme, ids, attempts, embedder, band, temperature=temperature)
+    config.validate()
+    ceiling = parse_ceiling(max_cost)
+    if chat_price is not None and not (plan or ceiling is not None) or (chat_price is not None and chat_price < 0):
+        raise InputError("--chat-price goes with --plan or --max-cost, and is a number of USD >= 0")
+    if plan or ceiling is not None:
+        draft_plan = plan_draft(config, parse_chat_spec(llm).name, chat_price)  # no key needed to plan
+        if plan:
+            typer.echo(format_draft_plan(draft_plan))
+        check_draft_cost(draft_plan, ceiling)
+        if plan:
+            return
+    chat = ChatLLM(llm, temperature=temperature)  # a bad spec or a missing key: one line before any work
+    result = run_draft(config, chat, progress=not quiet, cache_dir=cache_dir)
+    for theme, kept in result.accepted.items():
+        typer.echo(f"theme {theme}: {kept} of {per_theme} groups accepted, {result.rejected_now[theme]} draft(s) rejected")
+    typer.echo(f"wrote {out}: {len(result.needle_set['groups'])} groups ({result.requests} chat request(s)); "
+               f"rejected drafts with their reasons in {result.rejected_path}")
+
+
 @haystacks_app.command("build")
 @with_option_groups
 def haystacks_build(
@@ -387,7 +440,7 @@ def export(
 @with_option_groups
 def expand_command(
     out: Annotated[Path, typer.Option("--out", help="Expansion file to write (queries/expansions/<set>.json).")],
-    llm: Annotated[str, typer.Option("--llm", help="Chat model: openai:MODEL (OPENAI_API_KEY; OPENAI_BASE_URL or OpenAI), or openai:MODEL?base_url=URL&key_env=VAR for a server of your own (only VAR's key goes there); a bare MODEL is openai:MODEL.")],
+    llm: ChatModelOpt,
     needles: NeedleOptions,
     sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated numbers of terms.")] = ",".join(map(str, DEFAULT_EXPANSION_SIZES)),
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="Deprecated: use --llm 'openai:MODEL?base_url=URL'. The same: a server of your own, sent no OPENAI_API_KEY.")] = None,

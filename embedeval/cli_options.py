@@ -44,6 +44,7 @@ CorpusOpt = Annotated[str, typer.Option("--corpus", help="shakespeare, gutenberg
 MinBooksOpt = Annotated[int, typer.Option("--min-books", help="Fewest books (files, JSONL lines, Parquet rows) the corpus must hold.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded).")]
 DistractorsFileOpt = Annotated[Optional[Path], typer.Option("--distractors-file", help="Distractors by group, replacing the needle file's: .json ({group id: [texts]}) or .csv/.jsonl/.parquet (columns group_id, distractor, optional query_form).")]
+ChatModelOpt = Annotated[str, typer.Option("--llm", help="Chat model: openai:MODEL (OPENAI_API_KEY; OPENAI_BASE_URL or OpenAI), or openai:MODEL?base_url=URL&key_env=VAR for a server of your own (only VAR's key goes there); a bare MODEL is openai:MODEL.")]
 ChromaUrlOpt = Annotated[Optional[str], typer.Option("--chroma-url", help="A chroma server (http://HOST:PORT, e.g. from `chroma run`) holding the chunk vectors: one collection per embedder and chunk set, reused by later runs (needs --index chroma).")]
 
 
@@ -142,7 +143,7 @@ class GridOptions:
 SPEC_OPTIONS = tuple(f.name for group in (LocalOptions, APISpecOptions) for f in dataclasses.fields(group))
 #: The flag of each library parameter whose flag is not ``--`` + its name with ``.`` and ``_`` as ``-``.
 FLAG_OF = {"embedders": "--embedder", "strategies": "--strategy", "hdbscan.min_cluster_size": "--min-cluster-size",
-           "hdbscan.min_samples": "--min-samples", "prices": "--price"}
+           "hdbscan.min_samples": "--min-samples", "prices": "--price", "theme_ids": "--themes-ids"}
 
 
 def flag_of(parameter: str) -> str | None:

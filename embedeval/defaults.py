@@ -127,3 +127,11 @@ DEFAULT_MIN_OUTSIDE_PERCENTILE = 95.0
 #: The themes map's palette (a matplotlib colormap of distinct colours): its colours other than grey
 #: (18 of tab20's 20) go to as many of the largest clusters, the other clusters are grey.
 DEFAULT_MAP_PALETTE = "tab20"
+#: Needles drafted by a chat model per theme (``embedeval needles draft``): groups asked for per
+#: theme, requests per theme (the first and the redrafts that send rejected drafts back with their
+#: reasons), representative chunks of the theme shown in the prompt, and the cosine (with the themes
+#: run's embedder) at or above which a needle is a near-duplicate of an accepted one.
+DEFAULT_DRAFT_PER_THEME = 4
+DEFAULT_DRAFT_ATTEMPTS = 3
+DEFAULT_DRAFT_PROMPT_CHUNKS = 10
+DEFAULT_DUPLICATE_COSINE = 0.9

@@ -1,0 +1,598 @@
+"""Needles for a corpus of one's own, drafted by a chat model per theme and kept only when every
+check passes (issue 38: Context Rot wrote its needles by hand inside a theme; this closes the loop).
+
+:func:`run_draft` reads a themes run (:mod:`embedeval.experiments.themes`: its clusters, each one's
+MMR representatives and top terms) and, for each chosen theme, asks the chat model
+(:class:`~embedeval.llm.ChatLLM`, named as ``expand`` names it) for ``per_theme`` needle groups in
+the needle-set group format, answered as JSON ``{"groups": [...]}`` (a bare object, or one inside a
+```json fence). Every drafted group goes through the existing checks, and each value is recorded
+per needle (:class:`DraftChecker`):
+
+1. the needle-set validator (``needles check``, :func:`~embedeval.needles.group_problems`): fields,
+   the character in every needle, the keyword in the question, and no content lemma shared by the
+   question and the one-hop or inverted needle; a draft must give the one-hop and inverted needles
+   (``nolima``'s default variants) and a keyword, and no character of an accepted group;
+2. the absence check (:func:`~embedeval.experiments.context_rot.answer_absence` over the themes
+   run's chunks, exact search): no chunk among the question's top k holds its keyword or its
+   character, so the corpus does not already answer it;
+3. theme membership (:func:`~embedeval.experiments.themes.theme_membership`, the theme as target):
+   every needle blends in (probability > threshold and outside percentile >= its minimum);
+4. needle-question similarity (:func:`~embedeval.experiments.context_rot.needle_question_similarity`)
+   for ``embedder`` (default: the themes run's), recorded for every needle; with ``nq_band``
+   (lo, hi) the one-hop and inverted needles must lie in it (literal needles share the question's
+   words on purpose, so the band is not theirs);
+5. no needle is a near-duplicate of a needle of an accepted group: cosine (the themes run's
+   embedder, every character written as "someone") below ``duplicate_cosine``.
+
+A theme's rejected drafts go back to the model with their reasons, for the groups still missing,
+up to ``attempts`` requests per theme. Every rejected draft (and every answer that is no JSON, such
+as a refusal) is a row of the rejected table with its reason: nothing is dropped silently. The
+output is a needle set ``nolima --needles`` takes as it is, with provenance: the chat model, every
+prompt sent (by sha256), the themes run (path and the sha256 of its ``themes.json``), each check's
+settings and each needle's values. It is written after every request, so an interrupted draft
+(a network failure) loses no accepted group, and a rerun with the same themes run and chat model
+resumes, asking only for the groups still missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from embedeval.defaults import (
+    API_TOKEN_MARGIN, DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_DRAFT_ATTEMPTS, DEFAULT_DRAFT_PER_THEME,
+    DEFAULT_DRAFT_PROMPT_CHUNKS, DEFAULT_DUPLICATE_COSINE, DEFAULT_INDEX, DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_TEMPERATURE,
+    DEFAULT_VARIANTS,
+)
+from embedeval.derived import file_sha256
+from embedeval.embedders.registry import load_embedder
+from embedeval.embedders.tokens import load_token_counter
+from embedeval.errors import APIError, ConfigError, InputError
+from embedeval.experiments.context_rot import answer_absence, needle_question_similarity, pair_rows
+from embedeval.experiments.themes import MANIFEST, load_themes, read_manifest, theme_membership, themes_chunks
+from embedeval.io import read_json, read_table, write_table, write_text_atomic
+from embedeval.plan import check_ceiling
+from embedeval.metrics import nearest_cosines
+from embedeval.needles import CHAR, NO_OVERLAP_VARIANTS, NeedleSet, group_problems, parse_needle_set
+from embedeval.progress import step
+
+#: ``provenance.tool`` of a needle set this module wrote: only such a file is resumed (or replaced).
+DRAFT_TOOL = "embedeval needles draft"
+#: The columns of the rejected table.
+REJECTED_COLUMNS = ["theme", "attempt", "group_id", "question", "character", "keyword", "needles", "reason", "prompt_sha256",
+                    "answer"]
+#: A plan's estimate of the tokens of one drafted group as JSON (question, character, keyword, two
+#: or three needles): what an answer holds per group, and what a redraft sends back per rejected one.
+GROUP_TOKENS_ESTIMATE = 150
+#: How the near-duplicate check writes every needle's character (:func:`anonymous`).
+ANONYMOUS = "someone"
+#: Characters of a representative chunk shown in the prompt (a long chunk is cut at a word).
+PROMPT_CHUNK_CHARS = 600
+
+PROMPT = """You write needles for a needle-in-a-haystack test of retrieval over the corpus described below.
+A needle is one sentence hidden in the corpus; a question asks for it. Write {n} needle groups for this theme of the corpus.
+
+Theme {cluster}: {size} passages; its top terms: {terms}.
+Representative passages of the theme:
+{passages}
+
+Rules:
+- The needles must read like passages of this theme: same subject, register and vocabulary, so that they blend in.
+- "character": an invented first name that appears nowhere in the corpus, different in every group; every needle names it literally.
+- "question" asks which character the needle is about (for example "Which character ...?"); "keyword" is one word of the question that the corpus does not contain.
+- One-hop: the "onehop" and "inverted" needles share no content word (nor a form of one: write/wrote, city/cities) with the question; the reader needs one step of world knowledge to link them.
+- "inverted" says the same fact as "onehop" in another order; "literal" (optional) answers the question with the question's own words.
+- The corpus must not already answer the question, and no two groups may say the same thing.
+
+Answer with JSON only, no other text:
+{{"groups": [{{"question": "...", "character": "...", "keyword": "...", "needles": {{"onehop": "...", "inverted": "...", "literal": "..."}}}}]}}
+"""
+REDRAFT = """{prompt}
+Your earlier drafts were rejected, each for the reason given:
+{rejected}
+Write {n} new groups that avoid these problems, with the same rules, as JSON only.
+"""
+
+
+@dataclass(frozen=True)
+class Theme:
+    """One theme of a themes run, as the prompt shows it: its cluster number, size, top terms and
+    the texts of its representative chunks (MMR order)."""
+
+    cluster: int
+    size: int
+    top_terms: tuple[str, ...]
+    representatives: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DraftConfig:
+    """Everything a draft depends on (recorded in the output's provenance)."""
+
+    themes: str
+    llm: str
+    out: str
+    per_theme: int = DEFAULT_DRAFT_PER_THEME
+    theme_ids: tuple[int, ...] | None = None  # None: every theme of the run
+    attempts: int = DEFAULT_DRAFT_ATTEMPTS
+    embedder: str | None = None  # needle-question similarity; None: the themes run's embedder
+    nq_band: tuple[float, float] | None = None
+    threshold: float = DEFAULT_BLEND_THRESHOLD
+    min_outside_percentile: float = DEFAULT_MIN_OUTSIDE_PERCENTILE
+    absence_top_k: int = DEFAULT_ABSENCE_TOP_K
+    duplicate_cosine: float = DEFAULT_DUPLICATE_COSINE
+    prompt_chunks: int = DEFAULT_DRAFT_PROMPT_CHUNKS
+    temperature: float = DEFAULT_TEMPERATURE
+
+    def validate(self) -> None:
+        """One-line :class:`~embedeval.errors.ConfigError` for settings that cannot work."""
+        for parameter in ("per_theme", "attempts", "absence_top_k", "prompt_chunks"):
+            value = getattr(self, parameter)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"`{parameter}` must be a whole number >= 1, not {value!r}", parameter)
+        if self.nq_band is not None:
+            lo, hi = self.nq_band
+            if not -1 <= lo <= hi <= 1:
+                raise ConfigError(f"`nq_band` must be LO,HI with -1 <= LO <= HI <= 1, not {lo},{hi}", "nq_band")
+        if not 0 < self.duplicate_cosine <= 1:
+            raise ConfigError(f"`duplicate_cosine` must be in (0, 1], not {self.duplicate_cosine}", "duplicate_cosine")
+        if self.theme_ids is not None and not self.theme_ids:
+            raise ConfigError("`theme_ids` names no theme (leave it unset for every theme)", "theme_ids")
+
+    def check_rules(self) -> dict:
+        """The settings of the checks, as the provenance records them."""
+        return {"threshold": self.threshold, "min_outside_percentile": self.min_outside_percentile,
+                "absence_top_k": self.absence_top_k, "duplicate_cosine": self.duplicate_cosine,
+                "nq_band": list(self.nq_band) if self.nq_band else None}
+
+
+@dataclass
+class DraftResult:
+    """What a draft produced: the output needle set (as written), the rejected table, and per theme
+    the groups accepted (in all, this run included) and the drafts rejected in this run."""
+
+    needle_set: dict
+    rejected: pd.DataFrame
+    accepted: dict[int, int]
+    rejected_now: dict[int, int]
+    requests: int
+    out: Path
+    rejected_path: Path
+
+
+@dataclass(frozen=True)
+class DraftPlan:
+    """What a draft would send to the chat model (``--plan``): per theme the prompt's tokens, and
+    in all the requests (one per theme at least, ``attempts`` at most) and the tokens sent and
+    received at most (redrafts carry the rejected drafts back; answers estimated at
+    :data:`GROUP_TOKENS_ESTIMATE` per group), counted with the reference tokenizer: an estimate
+    within ``token_margin``."""
+
+    chat_model: str
+    themes: list[dict]
+    requests_min: int
+    requests_max: int
+    tokens_max: int
+    tokenizer: str
+    token_margin: float
+    usd_per_million: float | None
+    usd_high: float | None
+
+
+def rejected_path_of(out: str | Path) -> Path:
+    """Where the rejected drafts of the needle set ``out`` go: ``NAME.rejected.csv`` beside it."""
+    out = Path(out)
+    return out.with_name(f"{out.stem}.rejected.csv")
+
+
+def read_themes(run: str | Path, theme_ids=None, prompt_chunks: int = DEFAULT_DRAFT_PROMPT_CHUNKS) -> list[Theme]:
+    """The themes of a finished themes run (``theme_ids``: those, in that order; None: all), each
+    with its first ``prompt_chunks`` representatives' texts. A folder that is no themes run, or an
+    id that is no cluster of it, is one :class:`~embedeval.errors.InputError`."""
+    folder = Path(run)
+    read_manifest(folder)  # a missing folder or an unfinished run: one line
+    clusters = read_table(folder / "clusters.csv", ["cluster", "size", "representatives", "top_terms"])
+    chunks = read_table(folder / "chunks.parquet", ["chunk_id", "text"])
+    text_of = dict(zip(chunks["chunk_id"].astype(str), chunks["text"]))
+    known = clusters["cluster"].astype(int).tolist()
+    wanted = known if theme_ids is None else list(theme_ids)
+    unknown = [t for t in wanted if t not in known]
+    if unknown:
+        raise InputError(f"theme {unknown[0]} is not a theme of {folder} (its themes: 0..{len(known) - 1})", "theme_ids")
+    themes = []
+    for cluster in wanted:
+        row = clusters[clusters["cluster"] == cluster].iloc[0]
+        ids = [i for i in str(row["representatives"]).split(";") if i]
+        terms = tuple(t for t in (row["top_terms"] if isinstance(row["top_terms"], str) else "").split(";") if t)
+        themes.append(Theme(int(cluster), int(row["size"]), terms, tuple(text_of[i] for i in ids[:prompt_chunks] if i in text_of)))
+    return themes
+
+
+def draft_prompt(theme: Theme, n: int) -> str:
+    """The first request for theme ``theme``: its representatives, top terms and the rules, asking
+    for ``n`` groups (:data:`PROMPT`)."""
+    passages = "\n".join(f"- {_cut(text, PROMPT_CHUNK_CHARS)}" for text in theme.representatives)
+    return PROMPT.format(n=n, cluster=theme.cluster, size=theme.size, terms=", ".join(theme.top_terms) or "-", passages=passages)
+
+
+def redraft_prompt(prompt: str, n: int, rejected: list[tuple[str, str]]) -> str:
+    """A theme's next request: its first prompt, the rejected drafts (as the model wrote them) with
+    their reasons, and ``n`` groups asked for again (:data:`REDRAFT`)."""
+    listed = "\n".join(f"- {draft} -> rejected: {reason}" for draft, reason in rejected)
+    return REDRAFT.format(prompt=prompt.rstrip("\n"), rejected=listed, n=n)
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: text.rfind(" ", 0, limit) if " " in text[:limit] else limit] + " ..."
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
+
+
+def parse_drafts(answer: str) -> list:
+    """The drafted groups of a chat answer: the JSON object ``{"groups": [...]}``, the whole answer
+    (or the text from its first ``{`` to its last ``}``) or inside a ```json fence. Anything else is
+    one :class:`~embedeval.errors.InputError` saying what the answer was (empty, no JSON: a
+    refusal, malformed JSON, another shape)."""
+    text = (answer or "").strip()
+    fenced = _FENCE.search(text)
+    if fenced:
+        text = fenced.group(1).strip()
+    elif "{" in text and not text.startswith("{"):
+        text = text[text.index("{"): text.rfind("}") + 1]
+    if not text:
+        raise InputError("the answer is empty")
+    if not text.startswith(("{", "[")):
+        raise InputError(f"the answer holds no JSON (a refusal?): {_cut(answer, 120)!r}")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"the answer is malformed JSON ({exc.msg} at character {exc.pos})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("groups"), list):
+        raise InputError('the answer is not a JSON object {"groups": [...]}')
+    if not data["groups"]:
+        raise InputError("the answer holds no groups")
+    return data["groups"]
+
+
+def anonymous(needle: str, group: dict) -> str:
+    """A needle with its character (``{CHAR}`` or the group's names) written as :data:`ANONYMOUS`:
+    two needles that say the same of different characters are duplicates (a name alone moves
+    all-MiniLM-L6-v2's cosine of two such needles down to about 0.8)."""
+    names = sorted(_names(group), key=len, reverse=True)
+    text = needle.replace(CHAR, ANONYMOUS)
+    return re.sub(r"\b(" + "|".join(map(re.escape, names)) + r")\b", ANONYMOUS, text, flags=re.I) if names else text
+
+
+def _names(group: dict) -> set[str]:
+    names = [*(group.get("character_set") if isinstance(group.get("character_set"), list) else []), group.get("character")]
+    return {str(n).lower() for n in names if isinstance(n, str)}
+
+
+def _draft_text(raw) -> str:
+    """A drafted group as the redraft prompt quotes it (without embedeval's own fields)."""
+    if not isinstance(raw, dict):
+        return json.dumps(raw, ensure_ascii=False)
+    return json.dumps({k: v for k, v in raw.items() if k not in ("id", "category")}, ensure_ascii=False)
+
+
+class DraftChecker:
+    """Checks 1-5 of the module docstring on drafted groups of one theme against a themes run and the
+    groups accepted so far: loads the run's chunks and embedder (and the needle-question embedder)
+    once."""
+
+    def __init__(self, config: DraftConfig, cache_dir=None, progress: bool = False):
+        self.config, self.cache_dir, self.progress = config, cache_dir, progress
+        manifest, _, _ = load_themes(config.themes)  # fitted with other packages: refused before any request
+        self.embedder_spec = manifest["settings"]["embedder"]
+        self.chunks, _ = themes_chunks(config.themes)
+        self.model = load_embedder(self.embedder_spec, cache_dir=cache_dir, progress=progress)
+        if self.model.fingerprint != manifest["embedder_fingerprint"]:
+            raise InputError(f"{config.themes} was made with another {self.embedder_spec} (its fingerprint differs); "
+                             "run embedeval themes again")
+        nq_spec = config.embedder or self.embedder_spec
+        self.nq_model = self.model if nq_spec == self.embedder_spec else load_embedder(nq_spec, cache_dir=cache_dir, progress=progress)
+
+    def check(self, raws: list, theme: int, accepted: list[dict]) -> tuple[list[dict], list[tuple[object, str]]]:
+        """(groups accepted, in draft order, each with ``checks``; (raw draft, reason) of each
+        rejected one). ``accepted``: the groups accepted before (their ids, characters and needles
+        are not to be repeated); it is not changed."""
+        kept_ids = {g["id"] for g in accepted}
+        kept_names = {n: g["id"] for g in accepted for n in _names(g)}
+        candidates, rejected = [], []
+        for index, raw in enumerate(raws):
+            group, reasons = self._structure(raw, index, theme, kept_ids, kept_names)
+            if reasons:
+                rejected.append((raw, "; ".join(reasons)))
+                continue
+            candidates.append((raw, group))
+            kept_ids.add(group["id"])
+            kept_names.update({n: group["id"] for n in _names(group)})
+        if not candidates:
+            return [], rejected
+        needle_set = parse_needle_set({"name": "drafts", "groups": [g for _, g in candidates]}, "<drafts>")
+        values, reasons_of = self._measure(needle_set, theme)
+        duplicates = self._duplicates(needle_set, accepted, values, reasons_of)
+        kept = []
+        for raw, group in candidates:
+            reasons = reasons_of[group["id"]] + duplicates[group["id"]]
+            if reasons:
+                rejected.append((raw, "; ".join(reasons)))
+            else:
+                kept.append({**group, "checks": values[group["id"]]})
+        return kept, rejected
+
+    def _structure(self, raw, index: int, theme: int, kept_ids: set, kept_names: dict) -> tuple[dict | None, list[str]]:
+        """Check 1: the group with embedeval's fields filled in (``id`` if it has none or one taken,
+        ``category`` ``theme-N``), and why it is not a valid one-hop group (empty: it is)."""
+        if not isinstance(raw, dict):
+            return None, ["is not a JSON object"]
+        group = {**raw, "category": raw.get("category") or f"theme-{theme}"}
+        if not isinstance(group.get("id"), str) or not group["id"].strip() or group["id"] in kept_ids:
+            number = 1
+            while f"theme{theme}-{number}" in kept_ids:
+                number += 1
+            group["id"] = f"theme{theme}-{number}"
+        _, reasons = group_problems(group, index)
+        needles = group.get("needles") if isinstance(group.get("needles"), dict) else {}
+        reasons += [f"missing needle {v!r} (every group serves nolima's default variants: {', '.join(DEFAULT_VARIANTS)})"
+                    for v in DEFAULT_VARIANTS if v not in needles and needles]
+        if "keyword" not in raw:
+            reasons.append("missing field 'keyword' (the absence check looks for it in the corpus)")
+        taken = sorted(n for n in _names(group) if n in kept_names)
+        if taken:
+            reasons.append(f"character {taken[0]!r} is already used by group {kept_names[taken[0]]}")
+        return group, list(dict.fromkeys(reasons))
+
+    def _measure(self, needle_set: NeedleSet, theme: int) -> tuple[dict[str, dict], dict[str, list[str]]]:
+        """Checks 2-4 on valid groups: per group id, the values of each needle (and of its question's
+        absence check), and the reasons it fails."""
+        config = self.config
+        rows = pair_rows(needle_set)
+        with step(f"checking {len(needle_set.groups)} drafts of theme {theme}", self.progress):
+            absence = answer_absence(needle_set, self.chunks, self.model, top=config.absence_top_k, index=DEFAULT_INDEX)
+            member = theme_membership(config.themes, rows[["group_id", "variant", "needle"]], cluster=theme,
+                                      threshold=config.threshold, min_outside_percentile=config.min_outside_percentile,
+                                      cache_dir=self.cache_dir)
+            similarity = needle_question_similarity(needle_set, [self.nq_model])
+        values: dict[str, dict] = {g.id: {"absence": {}, "needles": {}} for g in needle_set.groups}
+        reasons: dict[str, list[str]] = {g.id: [] for g in needle_set.groups}
+        for group in needle_set.groups:
+            found = absence[absence["question"] == group.question]
+            flagged = found[(found["contains_keyword"] | found["contains_character"]).fillna(False).astype(bool)]
+            values[group.id]["absence"] = {"top_similarity": float(found["similarity"].max()),
+                                           "flagged_chunks": flagged["chunk_id"].astype(str).tolist()}
+            if len(flagged):
+                first = flagged.iloc[0]
+                what = f"its keyword {group.keyword!r}" if bool(first["contains_keyword"]) else "a character name"
+                reasons[group.id].append(f"the corpus may already answer it: chunk {first['chunk_id']} (rank {first['rank']} of the "
+                                         f"question's top {config.absence_top_k}) holds {what}")
+        for row, nq, shared in zip(member.itertuples(index=False), similarity[self.nq_model.name], rows["shared_words"]):
+            record = {"shared_words": [w for w in shared.split(";") if w], "predicted_cluster": int(row.predicted_cluster),
+                      "target_probability": float(row.target_probability), "outside_percentile": float(row.outside_percentile),
+                      "blends_in": bool(row.blends_in), "nq_similarity": {self.nq_model.name: float(nq)}}
+            values[row.group_id]["needles"][row.variant] = record
+            if not row.blends_in:
+                reasons[row.group_id].append(
+                    f"{row.variant} needle does not blend into theme {theme} (probability {row.target_probability:.2f}, outside "
+                    f"percentile {row.outside_percentile:.0f}; needs > {config.threshold:g} and >= {config.min_outside_percentile:g})")
+            if config.nq_band is not None and row.variant in NO_OVERLAP_VARIANTS and not config.nq_band[0] <= nq <= config.nq_band[1]:
+                reasons[row.group_id].append(f"{row.variant} needle's needle-question similarity {nq:.3f} is outside "
+                                             f"[{config.nq_band[0]:g}, {config.nq_band[1]:g}]")
+        return values, reasons
+
+    def _duplicates(self, needle_set: NeedleSet, accepted: list[dict], values: dict, reasons_of: dict) -> dict[str, list[str]]:
+        """Check 5, group by group in draft order: a needle whose cosine to a needle of an accepted
+        group (before, or earlier in this draft and passing checks 1-4) reaches ``duplicate_cosine``.
+        Records each needle's nearest accepted needle (``nearest_accepted``, ``nearest_cosine``)."""
+        found: dict[str, list[str]] = {g.id: [] for g in needle_set.groups}
+        labels = [(g["id"], v) for g in accepted for v in g["needles"]]
+        texts = [anonymous(text, g) for g in accepted for text in g["needles"].values()]
+        reference = self.model.embed(texts, kind="document") if texts else None
+        for group in needle_set.groups:
+            variants = list(group.needles)
+            raw = {"character": group.character, "character_set": list(group.character_set)}
+            vectors = self.model.embed([anonymous(group.needles[v], raw) for v in variants], kind="document")
+            if reference is not None:
+                cosines, rows = nearest_cosines(vectors, reference, 1)
+                for variant, cosine, row in zip(variants, cosines[:, 0], rows[:, 0]):
+                    other_id, other_variant = labels[row]
+                    values[group.id]["needles"][variant].update(nearest_accepted=f"{other_id}:{other_variant}", nearest_cosine=float(cosine))
+                    if cosine >= self.config.duplicate_cosine:
+                        found[group.id].append(f"{variant} needle is a near-duplicate of group {other_id}'s {other_variant} needle "
+                                               f"(cosine {cosine:.3f} >= {self.config.duplicate_cosine:g})")
+            if not reasons_of[group.id] and not found[group.id]:  # accepted: later drafts must not repeat it
+                labels += [(group.id, v) for v in variants]
+                reference = vectors if reference is None else np.concatenate([reference, vectors])
+        return found
+
+
+def new_draft(config: DraftConfig, chat_model: str, embedder: str) -> dict:
+    """An empty draft needle set with its provenance."""
+    folder = Path(config.themes)
+    return {"name": f"draft-{folder.resolve().name}",
+            "description": f"Needles drafted by {chat_model} for the themes of {folder}; each kept only when every check passed "
+                           "(embedeval needles draft).",
+            "provenance": {"tool": DRAFT_TOOL, "chat_model": chat_model, "temperature": config.temperature,
+                           "themes_run": str(folder), "themes_sha256": file_sha256(folder / MANIFEST),
+                           "embedder": embedder, "nq_embedder": config.embedder or embedder, "checks": config.check_rules(),
+                           "theme_prompts": {}, "prompts": {}},
+            "groups": []}
+
+
+def open_draft(config: DraftConfig, chat_model: str, embedder: str) -> tuple[dict, pd.DataFrame]:
+    """The draft to continue and its rejected table: a new one when ``config.out`` does not exist,
+    else the one there, if an earlier draft from the same themes run with the same chat model wrote
+    it. Any other file there is refused with one line (it is never overwritten)."""
+    out = Path(config.out)
+    rejected_path = rejected_path_of(out)
+    fresh = new_draft(config, chat_model, embedder)
+    rejected = _read_rejected(rejected_path)
+    if not out.exists():
+        return fresh, rejected
+    data = read_json(out)
+    provenance = data.get("provenance") if isinstance(data, dict) else None
+    if not isinstance(provenance, dict) or provenance.get("tool") != DRAFT_TOOL or not isinstance(data.get("groups"), list):
+        raise InputError(f"{out} exists and is not a needle draft of embedeval: it is never overwritten; choose another output")
+    then, now = fresh["provenance"], provenance
+    for key, what in (("themes_sha256", "another themes run"), ("chat_model", "another chat model"),
+                      ("checks", "other check settings"), ("nq_embedder", "another needle-question embedder")):
+        if now.get(key) != then[key]:
+            raise InputError(f"{out} was drafted with {what} ({key} {now.get(key)!r}, now {then[key]!r}); to resume, draft with "
+                             "the same, or choose another output")
+    return data, rejected
+
+
+def _read_rejected(path: Path) -> pd.DataFrame:
+    """The rejected table an earlier draft wrote at ``path`` (empty if there is none); a file there
+    that is not one (other columns) is refused with one line, never overwritten."""
+    if not path.exists():
+        return pd.DataFrame(columns=REJECTED_COLUMNS)
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except Exception:  # pandas raises many types for a file that is not a table
+        table = None
+    if table is None or list(table.columns) != REJECTED_COLUMNS:
+        raise InputError(f"{path} exists and is not a rejected-drafts table of embedeval: it is never overwritten; "
+                         "move it or choose another output")
+    return table.astype({"theme": int, "attempt": int})
+
+
+def _rejected_row(theme: int, attempt: int, raw, reason: str, prompt_sha: str, answer: str = "") -> dict:
+    group = raw if isinstance(raw, dict) else {}
+    texts = {k: group.get(k) for k in ("id", "question", "character", "keyword")}
+    return {"theme": theme, "attempt": attempt, "group_id": texts["id"] or "", "question": texts["question"] or "",
+            "character": texts["character"] or "", "keyword": texts["keyword"] or "",
+            "needles": json.dumps(group["needles"], ensure_ascii=False) if "needles" in group else "",
+            "reason": reason, "prompt_sha256": prompt_sha, "answer": answer}
+
+
+def save_draft(data: dict, rejected: pd.DataFrame, out: Path) -> None:
+    """Write the rejected table, then the needle set (checked to load as one first), atomically."""
+    write_table(rejected, rejected_path_of(out))
+    if data["groups"]:
+        parse_needle_set(data, str(out))
+        write_text_atomic(out, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+
+
+def run_draft(config: DraftConfig, llm, progress: bool = False, cache_dir=None) -> DraftResult:
+    """Draft, check and keep needles per theme (the module docstring); ``llm``: a
+    :class:`~embedeval.llm.ChatLLM`. Everything a user can get wrong (settings, themes run, theme
+    ids, the output) is refused before the first request. A chat model that answers no usable JSON
+    at all, or a draft in which no group passes, is one :class:`~embedeval.errors.APIError` /
+    :class:`~embedeval.errors.InputError` after the rejected table is written."""
+    config.validate()
+    themes = read_themes(config.themes, config.theme_ids, config.prompt_chunks)
+    embedder = read_manifest(config.themes)["settings"]["embedder"]
+    data, rejected = open_draft(config, llm.chat.name, embedder)
+    out = Path(config.out)
+    checker = DraftChecker(config, cache_dir=cache_dir, progress=progress)
+    rows = rejected.to_dict("records")
+    accepted_count = {t.cluster: sum(g.get("theme") == t.cluster for g in data["groups"]) for t in themes}
+    rejected_now = {t.cluster: 0 for t in themes}
+    requests = usable = 0
+    prompts = data["provenance"]["prompts"]
+    for theme in themes:
+        missing = config.per_theme - accepted_count[theme.cluster]
+        if missing <= 0:
+            continue
+        first = draft_prompt(theme, missing)
+        data["provenance"]["theme_prompts"][str(theme.cluster)] = sha256_text(first)
+        prompt = first
+        for attempt in range(1, config.attempts + 1):
+            sha = sha256_text(prompt)
+            prompts[sha] = prompt
+            answer = llm.complete(prompt)  # a network failure ends the draft here: everything accepted is written
+            requests += 1
+            try:
+                raws = parse_drafts(answer)
+            except InputError as exc:
+                sent_back = [(_cut(answer, 300), str(exc))]
+                rows.append(_rejected_row(theme.cluster, attempt, None, str(exc), sha, answer))
+                rejected_now[theme.cluster] += 1
+            else:
+                usable += 1
+                kept, refused = checker.check(raws, theme.cluster, data["groups"])
+                refused += [(group, f"beyond the {missing} group(s) asked for") for group in kept[missing:]]
+                kept = kept[:missing]
+                for group in kept:
+                    data["groups"].append({**group, "theme": theme.cluster, "attempt": attempt, "prompt_sha256": sha})
+                rows += [_rejected_row(theme.cluster, attempt, raw, reason, sha) for raw, reason in refused]
+                rejected_now[theme.cluster] += len(refused)
+                sent_back = [(_draft_text(raw), reason) for raw, reason in refused]
+                accepted_count[theme.cluster] += len(kept)
+                missing -= len(kept)
+            save_draft(data, pd.DataFrame(rows, columns=REJECTED_COLUMNS), out)
+            if missing <= 0:
+                break
+            prompt = redraft_prompt(first, missing, sent_back)
+    table = pd.DataFrame(rows, columns=REJECTED_COLUMNS)
+    save_draft(data, table, out)
+    if requests and not usable:
+        raise APIError(f"chat model {llm.chat.name} answered no usable JSON in {requests} request(s) (first: "
+                       f"{table['reason'].iloc[-requests]}); its answers are in {rejected_path_of(out)}")
+    if not data["groups"]:
+        raise InputError(f"no drafted group passed every check ({len(table)} rejected, reasons in {rejected_path_of(out)}); "
+                         "nothing written to " + str(out))
+    return DraftResult(data, table, accepted_count, rejected_now, requests, out, rejected_path_of(out))
+
+
+def plan_draft(config: DraftConfig, chat_model: str, usd_per_million: float | None = None) -> DraftPlan:
+    """What :func:`run_draft` would send (:class:`DraftPlan`), without sending or writing anything:
+    the groups an existing draft at ``config.out`` already holds are not asked for again."""
+    config.validate()
+    themes = read_themes(config.themes, config.theme_ids, config.prompt_chunks)
+    embedder = read_manifest(config.themes)["settings"]["embedder"]
+    data, _ = open_draft(config, chat_model, embedder)
+    counter = load_token_counter()
+    rows, sent_max = [], 0
+    for theme in themes:
+        missing = config.per_theme - sum(g.get("theme") == theme.cluster for g in data["groups"])
+        if missing <= 0:
+            continue
+        tokens = counter.count([draft_prompt(theme, missing)])[0]
+        answer = missing * GROUP_TOKENS_ESTIMATE
+        # every request sends the prompt and gets an answer; a redraft also sends back up to a whole answer
+        theme_max = config.attempts * (tokens + answer) + (config.attempts - 1) * answer
+        rows.append({"theme": theme.cluster, "groups": missing, "prompt_tokens": tokens, "tokens_max": theme_max})
+        sent_max += theme_max
+    usd = None if usd_per_million is None else sent_max / 1e6 * usd_per_million * (1 + API_TOKEN_MARGIN)
+    return DraftPlan(chat_model, rows, len(rows), len(rows) * config.attempts, sent_max, f"{counter.name} (the reference, an estimate)",
+                     API_TOKEN_MARGIN, usd_per_million, usd)
+
+
+def format_draft_plan(plan: DraftPlan) -> str:
+    """The plan as lines of text: one per theme, then the totals."""
+    lines = [f"{'theme':<6} {'groups':>6} {'prompt tokens':>13} {'tokens at most':>14}"]
+    lines += [f"{r['theme']:<6} {r['groups']:>6} {r['prompt_tokens']:>13,} {r['tokens_max']:>14,}" for r in plan.themes]
+    cost = ("cost unknown (give a price per million tokens)" if plan.usd_high is None
+            else f"at most ${plan.usd_high:,.4f} at ${plan.usd_per_million:g} per million tokens")
+    lines.append(f"{plan.chat_model}: {plan.requests_min} to {plan.requests_max} chat request(s), at most {plan.tokens_max:,} tokens "
+                 f"±{plan.token_margin:.0%} (counted by {plan.tokenizer}; answers estimated at {GROUP_TOKENS_ESTIMATE} tokens a "
+                 f"group); {cost}; nothing was sent or written")
+    return "\n".join(lines)
+
+
+def check_draft_cost(plan: DraftPlan, max_cost: float | None) -> None:
+    """One :class:`~embedeval.errors.ConfigError` when the plan's high cost estimate exceeds
+    ``max_cost`` USD, or when the chat model has no price to tell it by."""
+    if max_cost is None:
+        return
+    check_ceiling(max_cost)
+    if plan.usd_high is None:
+        raise ConfigError(f"no price known for chat model {plan.chat_model}, so `max_cost` cannot be kept: give `chat_price` "
+                          "(USD per million tokens)", "chat_price")
+    if plan.usd_high > max_cost:
+        raise ConfigError(f"the draft would cost up to ${plan.usd_high:,.4f} (the estimated tokens +{plan.token_margin:.0%}), "
+                          f"over `max_cost` ${max_cost:,.4f}; nothing was sent", "max_cost")

@@ -1,0 +1,234 @@
+"""`embedeval needles draft` (issue 38): needles drafted by a chat model (a scripted server on
+127.0.0.1) for the themes of a small themes run, each draft kept only when every check passes, each
+rejected one for its own reason; bad input, a garbage answer and a network failure as one line
+that loses no accepted draft, and a rerun that resumes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from conftest import own_cache
+from embedeval.cli import app
+from embedeval.errors import InputError
+from embedeval.experiments.drafting import parse_drafts
+from embedeval.needles import load_needle_set
+from fake_api import serving
+from test_themes import SMALL, TOPICS, sentences
+
+KEY = "sk-draft-SECRET"
+
+
+@pytest.fixture(scope="module")
+def themes_run(tmp_path_factory):
+    """A themes run of three written topics, 150 sentences each (about 220 chunks: UMAP stays quick)."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    books = tmp_path_factory.mktemp("draft-books")
+    for topic in TOPICS:
+        (books / f"{topic}.txt").write_text(" ".join(sentences(topic, 150, rng)) + "\n", encoding="utf-8")
+    out = tmp_path_factory.mktemp("draft-themes") / "run"
+    with own_cache(tmp_path_factory):
+        result = CliRunner().invoke(app, ["themes", "--corpus", f"dir:{books}", *SMALL, "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def theme_of(run, topic: str) -> int:
+    clusters = pd.read_csv(run / "clusters.csv")
+    return int(next(row.cluster for row in clusters.itertuples() if row.representatives.startswith(f"{topic}:")))
+
+
+def group(question, character, keyword, onehop, inverted):
+    return {"question": question, "character": character, "keyword": keyword, "needles": {"onehop": onehop, "inverted": inverted}}
+
+
+GOOD = group("Which character prepared supper?", "Yuki", "supper", "Yuki simmered a pot of lentil soup over a low flame.",
+             "Over a low flame, a pot of lentil soup was simmered by Yuki.")
+SHARES_A_WORD = group("Which character has cooked for a wedding?", "Ana", "wedding", "Ana roasted a tray of potatoes for the wedding guests.",
+                      "For the wedding guests, a tray of potatoes was roasted by Ana.")
+ANSWERED = group("Which character worked with dough?", "Marco", "dough", "Marco kneaded something soft in the warm kitchen.",
+                 "In the warm kitchen, Marco kneaded something soft.")  # the corpus holds "the bread dough"
+OFF_TOPIC = group("Which character went to court?", "Lena", "court", "Lena filed an appeal against the insurance company.",
+                  "An appeal against the insurance company was filed by Lena.")
+DUPLICATE = group("Which character prepared an evening meal?", "Ravi", "evening", "Ravi simmered a pot of lentil soup over a low flame.",
+                  "Over a low flame, a pot of lentil soup was simmered by Ravi.")  # GOOD's needle about another character
+REDRAFT = group("Which character made a dessert?", "Noor", "dessert", "Noor whisked the eggs with sugar in the warm kitchen.",
+                "In the warm kitchen, the eggs were whisked with sugar by Noor.")
+SAILING = [group("Which character has been on a yacht?", "Kenji", "yacht", "Kenji hoisted the mainsail as the tide turned.",
+                 "As the tide turned, the mainsail was hoisted by Kenji."),
+           group("Which character has served on a ship?", "Priya", "ship", "Priya coiled the ropes on deck before the gale hit.",
+                 "Before the gale hit, the ropes on deck were coiled by Priya.")]
+
+
+@pytest.fixture
+def chat(monkeypatch):
+    with serving(monkeypatch, {"OPENAI": KEY}, max_attempts=2) as server:
+        yield server
+
+
+def draft(run, out, *options):
+    return CliRunner().invoke(app, ["needles", "draft", "--themes", str(run), "--llm", "fake-model", "--out", str(out), "-q", *options])
+
+
+def prompts_sent(server) -> list[str]:
+    return [r["body"]["messages"][0]["content"] for r in server.requests if r["path"].endswith("/chat/completions")]
+
+
+def test_scripted_drafts_each_rejected_for_its_reason_and_redrafts_accepted(themes_run, chat, tmp_path):
+    cooking, sailing = theme_of(themes_run, "cooking"), theme_of(themes_run, "sailing")
+    chat.script.chat_replies = [
+        "Here you are:\n```json\n" + json.dumps({"groups": [GOOD, SHARES_A_WORD, ANSWERED, OFF_TOPIC, DUPLICATE]}) + "\n```",
+        '{"groups": [{"question": "Which character',  # malformed JSON
+        json.dumps({"groups": [REDRAFT]}),  # a bare object: the redraft is accepted
+        "I'm sorry, but I can't help with writing these.",  # a refusal
+        json.dumps({"groups": SAILING}),
+    ]
+    out = tmp_path / "needles.json"
+    result = draft(themes_run, out, "--themes-ids", f"{cooking},{sailing}", "--per-theme", "2")
+    assert result.exit_code == 0, result.output
+    assert f"theme {cooking}: 2 of 2 groups accepted, 5 draft(s) rejected" in result.output
+    assert f"theme {sailing}: 2 of 2 groups accepted, 1 draft(s) rejected" in result.output
+    needle_set = load_needle_set(out)  # what nolima --needles reads, as it is
+    assert [g.character for g in needle_set.groups] == ["Yuki", "Noor", "Kenji", "Priya"]
+    assert needle_set.variants_served() == ["onehop", "inverted"]
+    assert CliRunner().invoke(app, ["needles", "check", str(out)]).exit_code == 0
+
+    rejected = pd.read_csv(tmp_path / "needles.rejected.csv", keep_default_na=False)
+    reason = dict(zip(rejected["character"], rejected["reason"]))
+    assert reason["Ana"].startswith("onehop needle shares content words with the question: wedding")
+    assert reason["Marco"].startswith("the corpus may already answer it: chunk cooking:") and "holds its keyword 'dough'" in reason["Marco"]
+    assert reason["Lena"].startswith(f"onehop needle does not blend into theme {cooking}")
+    assert reason["Ravi"].startswith("onehop needle is a near-duplicate of group") and "cosine 1.000" in reason["Ravi"]
+    answers = rejected[rejected["character"] == ""]
+    assert answers["reason"].str.startswith("the answer is malformed JSON").tolist() == [True, False]
+    assert answers["reason"].iloc[1].startswith("the answer holds no JSON (a refusal?)")
+    assert answers["attempt"].tolist() == [2, 1] and answers["theme"].tolist() == [cooking, sailing]
+    assert "I'm sorry" in answers["answer"].iloc[1]
+
+    sent = prompts_sent(chat)
+    assert len(sent) == 5
+    assert "Write 2 needle groups" in sent[0] and "Write 2 needle groups" in sent[3]
+    assert "Ana roasted a tray of potatoes" in sent[1] and "rejected: onehop needle shares content words" in sent[1]
+    assert "Write 1 new groups" in sent[1] and "rejected: the answer is malformed JSON" in sent[2]
+    data = json.loads(out.read_text())
+    provenance = data["provenance"]
+    assert provenance["chat_model"] == "openai:fake-model" and provenance["themes_run"] == str(themes_run)
+    assert provenance["checks"]["nq_band"] is None and provenance["checks"]["threshold"] == 0.9
+    for text_sha, text in provenance["prompts"].items():
+        assert hashlib.sha256(text.encode()).hexdigest() == text_sha
+    assert [g["attempt"] for g in data["groups"]] == [1, 3, 2, 2]
+    assert all(g["prompt_sha256"] in provenance["prompts"] for g in data["groups"])
+    assert provenance["theme_prompts"][str(cooking)] == data["groups"][0]["prompt_sha256"]
+    for g in data["groups"]:
+        for variant, values in g["checks"]["needles"].items():
+            assert values["shared_words"] == [] and values["blends_in"] and values["target_probability"] > 0.9
+            assert 0 < values["nq_similarity"]["st:all-MiniLM-L6-v2"] < 1
+        assert g["checks"]["absence"]["flagged_chunks"] == []
+    assert data["groups"][1]["checks"]["needles"]["onehop"]["nearest_accepted"].startswith(f"{data['groups'][0]['id']}:")
+    assert KEY not in out.read_text() and KEY not in (tmp_path / "needles.rejected.csv").read_text()
+
+
+def test_a_network_failure_loses_no_accepted_draft_and_a_rerun_resumes(themes_run, chat, tmp_path):
+    cooking, sailing = theme_of(themes_run, "cooking"), theme_of(themes_run, "sailing")
+    out = tmp_path / "needles.json"
+    chat.script.chat_replies = [json.dumps({"groups": [GOOD]})]
+    chat.script.fail_with = [200, 500, 500]  # the second theme's request fails twice: retries spent
+    result = draft(themes_run, out, "--themes-ids", f"{cooking},{sailing}", "--per-theme", "1")
+    assert result.exit_code == 1
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: chat model fake-model: gave up after 2 attempts"), result.output
+    assert [g.character for g in load_needle_set(out).groups] == ["Yuki"]
+
+    before = len(chat.requests)
+    chat.script.chat_replies = [json.dumps({"groups": SAILING[:1]})]
+    result = draft(themes_run, out, "--themes-ids", f"{cooking},{sailing}", "--per-theme", "1")
+    assert result.exit_code == 0, result.output
+    (prompt,) = prompts_sent(chat)[len(prompts_sent(chat)) - (len(chat.requests) - before):]
+    assert f"Theme {sailing}:" in prompt and "Write 1 needle groups" in prompt
+    assert [g.character for g in load_needle_set(out).groups] == ["Yuki", "Kenji"]
+    assert f"theme {cooking}: 1 of 1 groups accepted, 0 draft(s) rejected" in result.output
+
+    other = draft(themes_run, out, "--llm", "another-model")  # the last --llm counts
+    assert other.exit_code == 1 and "was drafted with another chat model" in other.output
+
+
+def test_bad_input_is_one_line_before_any_request(themes_run, chat, tmp_path):
+    def refused(*options, out=None):
+        result = draft(*options) if out else draft(themes_run, tmp_path / "n.json", *options)
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), result.output
+        return lines[0]
+
+    assert "does not exist" in refused(tmp_path / "missing", tmp_path / "n.json", out=True)
+    (tmp_path / "not-themes").mkdir()
+    (tmp_path / "not-themes" / "notes.txt").write_text("mine")
+    assert "is not a finished themes run" in refused(tmp_path / "not-themes", tmp_path / "n.json", out=True)
+    assert "theme 7 is not a theme of" in refused("--themes-ids", "0,7")
+    assert "--themes-ids takes comma-separated whole numbers" in refused("--themes-ids", "cooking")
+    assert "--nq-band takes LO,HI" in refused("--nq-band", "0.4")
+    assert "--nq-band must be LO,HI with -1 <= LO <= HI <= 1" in refused("--nq-band", "0.8,0.2")
+    assert "--per-theme must be a whole number >= 1" in refused("--per-theme", "0")
+    mine = tmp_path / "mine.json"
+    mine.write_text('{"name": "my own set"}')
+    assert "is not a needle draft of embedeval: it is never overwritten" in refused(themes_run, mine, out=True)
+    assert mine.read_text() == '{"name": "my own set"}'
+    assert chat.requests == [] and not (tmp_path / "n.json").exists() and not (tmp_path / "n.rejected.csv").exists()
+
+
+def test_a_model_that_answers_garbage_or_drafts_that_all_fail_are_one_line_with_the_reasons_kept(themes_run, chat, tmp_path):
+    cooking = theme_of(themes_run, "cooking")
+    chat.script.chat_replies = ["lorem ipsum", "", "[1, 2, 3]"]
+    result = draft(themes_run, tmp_path / "g.json", "--themes-ids", str(cooking), "--per-theme", "1")
+    assert result.exit_code == 1 and result.output.startswith("error: chat model openai:fake-model answered no usable JSON in 3 request(s)")
+    assert len(result.output.strip().splitlines()) == 1
+    rejected = pd.read_csv(tmp_path / "g.rejected.csv", keep_default_na=False)
+    assert rejected["reason"].str[:22].tolist() == ["the answer holds no JS", "the answer is empty", 'the answer is not a JS']
+    assert not (tmp_path / "g.json").exists()
+
+    chat.script.chat_replies = [json.dumps({"groups": [GOOD]})]  # fine, but outside a band no one-hop needle reaches
+    result = draft(themes_run, tmp_path / "b.json", "--themes-ids", str(cooking), "--per-theme", "1", "--attempts", "1",
+                   "--nq-band", "0.9,1")
+    assert result.exit_code == 1 and "error: no drafted group passed every check (1 rejected" in result.output
+    (reason,) = pd.read_csv(tmp_path / "b.rejected.csv")["reason"]
+    assert reason.startswith("onehop needle's needle-question similarity 0.") and "is outside [0.9, 1]" in reason
+
+
+def test_a_plan_sends_nothing_and_max_cost_refuses_before_any_request(themes_run, chat, tmp_path):
+    out = tmp_path / "p.json"
+    result = draft(themes_run, out, "--plan", "--per-theme", "2")
+    assert result.exit_code == 0, result.output
+    assert "openai:fake-model: 3 to 9 chat request(s), at most" in result.output and "nothing was sent or written" in result.output
+    rows = [line.split() for line in result.output.splitlines()[1:4]]
+    assert [int(r[0]) for r in rows] == [0, 1, 2] and all(int(r[1]) == 2 and int(r[2].replace(",", "")) > 300 for r in rows)
+    result = draft(themes_run, out, "--max-cost", "0.0001", "--chat-price", "100")
+    assert result.exit_code == 1 and "error: the draft would cost up to $" in result.output and "over --max-cost $0.0001" in result.output
+    result = draft(themes_run, out, "--max-cost", "1")
+    assert result.exit_code == 1 and "no price known for chat model openai:fake-model" in result.output and "--chat-price" in result.output
+    assert chat.requests == [] and not out.exists()
+
+
+@pytest.mark.parametrize("answer, groups", [
+    ('{"groups": [{"question": "Q?"}]}', [{"question": "Q?"}]),
+    ('Sure!\n```json\n{"groups": [{"a": 1}]}\n```\nGood luck.', [{"a": 1}]),
+    ('Here: {"groups": [{"a": 1}]} - done', [{"a": 1}]),
+])
+def test_drafts_are_read_from_a_bare_object_or_a_fence(answer, groups):
+    assert parse_drafts(answer) == groups
+
+
+@pytest.mark.parametrize("answer, says", [
+    ("", "the answer is empty"),
+    ("I cannot help with that.", "holds no JSON (a refusal?)"),
+    ('{"groups": [', "malformed JSON"),
+    ('{"needles": []}', 'not a JSON object {"groups": [...]}'),
+    ('{"groups": []}', "holds no groups"),
+])
+def test_unusable_answers_say_why(answer, says):
+    with pytest.raises(InputError, match=__import__("re").escape(says)):
+        parse_drafts(answer)
