@@ -40,7 +40,7 @@ CacheDir = Annotated[
     typer.Option("--cache-dir", envvar=CACHE_ENV, help="Embedding cache folder (default: user cache dir)."),
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or step lines (on stderr).")]
-CorpusOpt = Annotated[str, typer.Option("--corpus", help="shakespeare, gutenberg, dir:PATH (its .txt and .md files; dir:PATH/*.txt picks), jsonl:FILE (a text field per line, optional id) or parquet:FILE (column text, optional id).")]
+CorpusOpt = Annotated[str, typer.Option("--corpus", help="shakespeare, pg-essays (the Paul Graham essays of the original needle-in-a-haystack test), gutenberg, dir:PATH (its .txt and .md files; dir:PATH/*.txt picks), jsonl:FILE (a text field per line, optional id) or parquet:FILE (column text, optional id).")]
 MinBooksOpt = Annotated[int, typer.Option("--min-books", help="Fewest books (files, JSONL lines, Parquet rows) the corpus must hold.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded).")]
 DistractorsFileOpt = Annotated[Optional[Path], typer.Option("--distractors-file", help="Distractors by group, replacing the needle file's: .json ({group id: [texts]}) or .csv/.jsonl/.parquet (columns group_id, distractor, optional query_form).")]
