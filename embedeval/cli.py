@@ -441,7 +441,7 @@ def similarity_needle_haystack(
     """Mean cosine of each needle with its top-k corpus chunks, per embedder, with mean and std.
 
     Needles come from a needle set or a --pairs file, as for needle-question."""
-    from embedeval.experiments.context_rot import needle_haystack_similarity
+    from embedeval.experiments.context_rot import means_by_topic, needle_haystack_similarity
     from embedeval.index import INDEXES
 
     check_output_file(out, TABLE_SUFFIXES)
@@ -459,6 +459,9 @@ def similarity_needle_haystack(
     table = needle_haystack_similarity(source, chunks, models, top=top_k, index=index, chroma_url=chroma_url,
                                        chunk_origin=chunking.origin)
     _write_similarity_table(table, out)
+    summary = means_by_topic(table, [model.name for model in models])
+    typer.echo(f"mean needle-haystack similarity (mean cosine of the top-{top_k} chunks) by {summary.index.name}:")
+    typer.echo(summary.reset_index().to_string(index=False, float_format=lambda value: f"{value:.3f}"))
 
 
 @similarity_app.command("absence")
