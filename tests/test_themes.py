@@ -43,8 +43,9 @@ TOPICS = {
                   "along the windy shore", "under a grey sky"],
     },
 }
-#: The study's settings but 5 UMAP dimensions (quicker), 5 representatives, and three books.
-SMALL = ["--umap-components", "5", "--representatives", "5", "--min-books", "3"]
+#: The study's settings but 5 UMAP dimensions (quicker), 5 representatives, three books, and the chunk sizes drawn with
+#: seed 42 (as before chunk_seed was its own setting: the measurements in docs/themes.md are of these chunks).
+SMALL = ["--umap-components", "5", "--representatives", "5", "--min-books", "3", "--chunk-seed", "42"]
 
 
 def sentences(topic: str, n: int, rng) -> list[str]:
@@ -378,3 +379,87 @@ def test_a_themes_plan_counts_the_chunks_the_run_embeds_and_writes_nothing(theme
     texts = pd.read_parquet(themes_run / "chunks.parquet")["text"]
     assert plan["texts"] == plan["to_embed"] == texts.nunique() and plan["cached"] == 0  # this test's cache is empty
     assert plan["tokens"] > plan["texts"] and plan["seconds"] > 0 and not out.exists()
+
+
+def test_theme_terms_hold_no_contraction_fragments_and_no_stop_words():
+    """Issue 38, part 3: "don't", "they've", "aren't" were cut into the terms "don", "ve", "aren"."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    from embedeval.experiments.themes import top_terms
+
+    texts = ["You don't need a startup to be rich, they've said.", "Founders aren't investors; we'll see what they'd do.",
+             "I'm sure it's the founders' startup that won't fail.", "Graham's essays: you can't write well unless you rewrite.",
+             "Essays aren't written, they're rewritten; don't stop.", "I've found that writing an essay isn't easy."]
+    terms = top_terms(texts, np.array([0, 0, 0, 1, 1, 1]), [0, 1], n=20)
+    found = set(terms[0]) | set(terms[1])
+    assert not found & {"don", "ve", "aren", "ll", "re", "won", "isn", "can", "t", "s", "d", "m"}, found
+    assert not found & ENGLISH_STOP_WORDS
+    assert {"startup", "founders", "investors"} <= set(terms[0]) and {"essays", "graham", "rewrite", "writing"} <= set(terms[1])
+
+
+def test_the_legend_names_each_coloured_theme_by_its_top_terms():
+    """Issue 38, part 3: the legend showed only sizes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from embedeval.report.themes import draw_map
+
+    labels = np.repeat([0, 1, 2, -1], [30, 20, 10, 5])
+    rng = np.random.default_rng(1)
+    table = pd.DataFrame({"cluster": labels, "x": rng.normal(size=labels.size), "y": rng.normal(size=labels.size)})
+    fig, ax = plt.subplots()
+    try:
+        draw_map(ax, table, "tab20", {0: ["startup", "founders", "investors", "money"], 1: ["lisp", "macros"], 2: []})
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    finally:
+        plt.close(fig)
+    assert legend == ["noise (5 chunks)", "0: 30 chunks - startup, founders, investors", "1: 20 chunks - lisp, macros", "2: 10 chunks"]
+
+
+def test_themes_and_the_similarity_commands_cut_a_corpus_alike_and_embed_its_chunks_once(tmp_path):
+    """Issue 38, part 3: themes drew chunk sizes with seed 42 and the similarity commands with 0, so
+    one corpus was cut twice and its chunks embedded twice. Now one chunking (the chunk cache), and
+    a needle-haystack run after themes finds every chunk in the embedding cache."""
+    rng = np.random.default_rng(11)
+    books = tmp_path / "books"
+    books.mkdir()
+    for topic in TOPICS:
+        (books / f"{topic}.txt").write_text(" ".join(sentences(topic, 40, rng)) + "\n", encoding="utf-8")
+    small = ["--umap-components", "3", "--representatives", "3", "--min-books", "3", "--min-cluster-size", "5", "--min-samples", "5"]
+    result = CliRunner().invoke(app, ["themes", "--corpus", f"dir:{books}", *small, "--out", str(tmp_path / "themes"), "-q"])
+    assert result.exit_code == 0, result.output
+    themes_texts = pd.read_parquet(tmp_path / "themes" / "chunks.parquet")["text"]
+    assert len(list(_cache_dir().glob("chunks/*.arrow"))) == 1  # one cut, kept
+    pairs = tmp_path / "pairs.csv"
+    pd.DataFrame({"question": ["Who cooked?"], "needle": ["The cook simmered the onions."]}).to_csv(pairs, index=False)
+    result = CliRunner().invoke(app, ["similarity", "needle-haystack", "--corpus", f"dir:{books}", "--min-books", "3", "--pairs", str(pairs),
+                                      "--out", str(tmp_path / "nh.csv"), "--plan", "--json", "-q"])
+    assert result.exit_code == 0, result.output
+    (plan,) = json.loads(result.output)["embedders"]
+    # the plan embeds the chunks and the needle: every chunk is cached, only the needle is new
+    assert plan["texts"] == themes_texts.nunique() + 1 and plan["to_embed"] == 1, plan
+    assert len(list(_cache_dir().glob("chunks/*.arrow"))) == 1  # read back, not cut again
+
+
+def _cache_dir():
+    import os
+    from pathlib import Path
+
+    return Path(os.environ["EMBEDEVAL_CACHE"])
+
+
+def test_a_cut_corpus_is_read_back_from_the_chunk_cache(tmp_path, monkeypatch):
+    from embedeval import chunking
+    from embedeval.corpus import load_corpus
+
+    (tmp_path / "a.txt").write_text("One. Two. Three. Four. Five.\n")
+    (tmp_path / "b.txt").write_text("Six. Seven. Eight.\n")
+    corpus = load_corpus(f"dir:{tmp_path}")
+    first = chunking.corpus_chunks(corpus, "sentences:1-3", seed=3)
+    assert first == chunking.chunk_corpus(corpus, "sentences:1-3", seed=3)
+    monkeypatch.setattr(chunking, "chunk_corpus", lambda *args: pytest.fail("cut again"))
+    assert chunking.corpus_chunks(corpus, "sentences:1-3", seed=3) == first
+    with pytest.raises(pytest.fail.Exception):  # another seed, another chunking
+        chunking.corpus_chunks(corpus, "sentences:1-3", seed=4)

@@ -11,13 +11,20 @@ probability, x, y of a second, 2-D UMAP for the map), ``clusters.csv``, ``report
 ``figures/map.png``, and the fitted models (``umap.joblib``, ``hdbscan.joblib``) with
 ``themes.json``: the settings, the embedder's spec and fingerprint, the package versions.
 
+The corpus is cut by :func:`~embedeval.chunking.corpus_chunks` with ``chunk_seed`` (default the
+similarity commands' seed, 0): the same chunks as ``embedeval similarity needle-haystack`` and
+``absence`` cut from that corpus, read from the chunk cache, their vectors from the embedding cache.
+
 ``theme_membership(out, texts)``: texts (needles) embedded with the run's embedder, placed in the
 fitted UMAP's space (:func:`place`: the weighted mean of their nearest chunks' positions; a corpus
 chunk's own vector on its own position) and assigned by HDBSCAN's ``approximate_predict``: predicted
 cluster and its probability; then, in the embedding space (:func:`theme_distances`), each text's
 mean cosine to its nearest chunks of the target theme and that value's percentile among the corpus
 chunks outside the theme (and inside it). A text blends into the target theme when it is predicted
-into it with probability > 0.9 and is closer to it than 95% of the corpus outside it. A run
+into it with probability > 0.9 and is closer to it than 95% of the corpus outside it. Each text
+may name its own target theme (a ``target_cluster`` column; a pair file's ``cluster`` or ``theme``),
+and each gets its best theme beside the target's: the cluster it is nearest in the embedding space
+(:func:`nearest_theme`), with the same measures. A run
 directory whose embedder, settings or packages differ from what is installed now is refused with
 one line: the pickled models would not mean the same.
 
@@ -36,11 +43,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from embedeval.chunking import Chunk, chunk_corpus, parse_chunker
+from embedeval.chunking import Chunk, corpus_chunks, parse_chunker
 from embedeval.corpus import check_min_books, load_corpus, require_books
 from embedeval.defaults import (
     DEFAULT_BLEND_THRESHOLD, DEFAULT_CORPUS, DEFAULT_EMBEDDER, DEFAULT_MIN_BOOKS, DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_MIN_SAMPLES,
-    DEFAULT_MMR_LAMBDA, DEFAULT_REPRESENTATIVES, DEFAULT_THEME_CHUNKER, DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS,
+    DEFAULT_MMR_LAMBDA, DEFAULT_REPRESENTATIVES, DEFAULT_SEED, DEFAULT_THEME_CHUNKER, DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS,
     DEFAULT_UMAP_MIN_DIST, DEFAULT_UMAP_NEIGHBORS,
 )
 from embedeval.embedders.registry import load_embedder
@@ -52,6 +59,7 @@ from embedeval.versions import package_version, package_versions
 from embedeval.metrics import mmr, nearest_cosines, neighbour_similarity, percentile_rank
 from embedeval.plan import EmbedderPlan, plan_of
 from embedeval.progress import bar_options, step
+from embedeval.text import topic_terms
 
 #: Packages whose versions must match for pickled models to be read back.
 MODEL_PACKAGES = ("umap-learn", "hdbscan", "pynndescent", "numba", "numpy", "scikit-learn")
@@ -92,8 +100,9 @@ class ThemesConfig:
     hdbscan: HdbscanSettings = field(default_factory=HdbscanSettings)
     representatives: int = DEFAULT_REPRESENTATIVES  # per cluster, by MMR
     mmr_lambda: float = DEFAULT_MMR_LAMBDA
-    seed: int = DEFAULT_THEME_SEED  # chunk sizes and UMAP's random_state
+    seed: int = DEFAULT_THEME_SEED  # UMAP's random_state
     out: str = "runs/themes"
+    chunk_seed: int = DEFAULT_SEED  # chunk sizes, as the similarity commands draw them
 
     def validate(self) -> None:
         """One-line :class:`~embedeval.errors.ConfigError` for settings that cannot work."""
@@ -114,7 +123,7 @@ class ThemesConfig:
     def model_settings(self) -> dict:
         """What the fitted models depend on (compared at membership time)."""
         data = asdict(self)
-        return {k: data[k] for k in ("corpus", "chunker", "embedder", "umap", "hdbscan", "seed")}
+        return {k: data[k] for k in ("corpus", "chunker", "chunk_seed", "embedder", "umap", "hdbscan", "seed")}
 
 
 @dataclass
@@ -149,13 +158,15 @@ def fit_umap(vectors: np.ndarray, settings: UmapSettings, seed: int, what: str =
 def top_terms(texts: list[str], labels: np.ndarray, clusters: list[int], n: int = TOP_TERMS) -> dict[int, list[str]]:
     """Class-based TF-IDF: each cluster's chunks joined into one document; a term's weight is its
     frequency in the cluster (relative to the cluster's words) x log(1 + mean words per cluster /
-    its frequency over all clusters). The ``n`` heaviest terms per cluster (English stop words out)."""
+    its frequency over all clusters). The ``n`` heaviest terms per cluster; terms are the words of
+    :func:`~embedeval.text.topic_terms` (English stop words and contractions out, so no fragment
+    such as ``don`` or ``ve`` is a term)."""
     from sklearn.feature_extraction.text import CountVectorizer
 
     if not clusters:
         return {}
     documents = [" ".join(t for t, label in zip(texts, labels) if label == c) for c in clusters]
-    vectorizer = CountVectorizer(stop_words="english", token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z]+\b")
+    vectorizer = CountVectorizer(analyzer=topic_terms)
     counts = vectorizer.fit_transform(documents).toarray().astype(float)
     if not counts.size:
         return {c: [] for c in clusters}
@@ -191,7 +202,7 @@ def _themes_chunks(config: ThemesConfig, progress: bool) -> list[Chunk]:
     with step(f"corpus {config.corpus} cut into {config.chunker} chunks", progress):
         corpus = load_corpus(config.corpus)
         require_books(corpus, config.min_books, purpose="themes are found in")
-        chunks = chunk_corpus(corpus, config.chunker, seed=config.seed)
+        chunks = corpus_chunks(corpus, config.chunker, seed=config.chunk_seed)
     least = max(config.hdbscan.min_cluster_size, config.hdbscan.min_samples) + 2
     if len(chunks) < least:
         raise CorpusError(f"corpus {config.corpus} gives {len(chunks)} chunks; clustering with `hdbscan.min_cluster_size` "
@@ -258,7 +269,7 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
         write_table(table, out / "chunks.parquet")
         write_table(clusters, out / "clusters.csv")
         with step("the map and report.md", progress):
-            map_figure(table, out / "figures" / "map.png")
+            map_figure(table, out / "figures" / "map.png", terms=terms)
             write_text_atomic(out / "report.md", themes_report(config, table, clusters))
         manifest = {"settings": config.model_settings(), "representatives": config.representatives,
                     "mmr_lambda": config.mmr_lambda, "embedder_fingerprint": model.fingerprint, "packages": package_versions(MODEL_PACKAGES, python=False),
@@ -294,7 +305,8 @@ def themes_chunks(out: str | Path):
     settings = read_manifest(out)["settings"]
     table = read_table(Path(out) / "chunks.parquet", ["chunk_id", "book", "text"])
     chunks = [Chunk(str(i), str(b), str(t)) for i, b, t in zip(table["chunk_id"], table["book"], table["text"])]
-    return chunks, {k: settings[k] for k in ("corpus", "chunker", "seed")}
+    # runs written before chunk_seed was a setting cut their chunks with the one seed
+    return chunks, {"corpus": settings["corpus"], "chunker": settings["chunker"], "seed": settings.get("chunk_seed", settings["seed"])}
 
 
 def load_themes(out: str | Path):
