@@ -166,6 +166,50 @@ def test_needles_of_a_topic_blend_into_its_theme_and_needles_about_another_subje
     assert confident >= 2
 
 
+def test_a_pair_file_names_each_needles_target_and_every_needle_gets_its_best_theme(themes_run, tmp_path):
+    """Issue 38, part 3: needles of several themes were all compared with the largest cluster unless
+    one run per --cluster; now a cluster (or theme) column names each needle's target, and each row
+    shows the theme the needle is nearest beside its target's."""
+    chunks = pd.read_parquet(themes_run / "chunks.parquet")
+    rng = np.random.default_rng(21)
+    topics = [topic_of(chunks, c) for c in range(3)]
+    needles = [text for topic in topics for text in sentences(topic, 2, rng)] + sentences(topics[2], 1, rng)
+    targets = [0, 0, 1, 1, 2, 2, 0]  # the last needle is about topic 2 but written "for" cluster 0
+    pairs = tmp_path / "pairs.csv"
+    pd.DataFrame({"id": [f"n{i}" for i in range(7)], "question": ["What happened?"] * 7, "needle": needles,
+                  "theme": targets}).to_csv(pairs, index=False)
+    out = tmp_path / "membership.csv"
+    result = CliRunner().invoke(app, ["themes", "membership", str(themes_run), "--pairs", str(pairs), "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(out)
+    assert table["target_cluster"].tolist() == targets
+    assert table["best_cluster"].tolist() == [0, 0, 1, 1, 2, 2, 2]  # the theme each needle reads like
+    assert table["blends_in"].tolist() == [True] * 6 + [False]
+    mismatched = table.iloc[6]
+    assert mismatched["best_probability"] > 0.9 and mismatched["best_outside_percentile"] >= 95
+    assert mismatched["target_probability"] == 0 and mismatched["outside_percentile"] < 95
+    on = table.iloc[:6]  # best theme = target: the same measures twice
+    np.testing.assert_allclose(on["best_neighbour_similarity"], on["neighbour_similarity"])
+    np.testing.assert_allclose(on["best_outside_percentile"], on["outside_percentile"])
+    np.testing.assert_allclose(on["best_probability"], on["target_probability"])
+    assert result.output.splitlines() == [
+        f"wrote 7 rows to {out}",
+        "6 of 7 needles blend into their target clusters (probability > 0.9 and outside percentile >= 95): "
+        "cluster 0: 2 of 3; cluster 1: 2 of 2; cluster 2: 2 of 2",
+        f"1 needle(s) sit nearer another theme than their target (best_cluster in {out})"]
+    # rows without a target take --cluster; a target the run does not have is one line
+    pd.DataFrame({"question": ["Q?", "Q?"], "needle": needles[4:6], "cluster": [None, 2]}).to_csv(pairs, index=False)
+    result = CliRunner().invoke(app, ["themes", "membership", str(themes_run), "--pairs", str(pairs), "--cluster", "2",
+                                      "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    assert pd.read_csv(out)["target_cluster"].tolist() == [2, 2] and "2 of 2 needles blend into cluster 2" in result.output
+    pd.DataFrame({"question": ["Q?"], "needle": needles[:1], "cluster": [7]}).to_csv(pairs, index=False)
+    result = CliRunner().invoke(app, ["themes", "membership", str(themes_run), "--pairs", str(pairs), "--out", str(tmp_path / "x.csv")])
+    assert result.exit_code == 1 and result.output.strip() == (
+        f"error: target cluster of needle 1 (7) is not a cluster of {themes_run} (0..2; see its clusters.csv)")
+    assert not (tmp_path / "x.csv").exists()
+
+
 def test_the_percentiles_by_hand(themes_run, tmp_path):
     from embedeval.embedders.registry import load_embedder
 

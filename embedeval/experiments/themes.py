@@ -384,17 +384,35 @@ def theme_distances(vectors: np.ndarray, corpus: np.ndarray, labels: np.ndarray,
                          "inside_percentile": percentile_rank(needle, own, COSINE_RESOLUTION)})
 
 
+def nearest_theme(vectors: np.ndarray, corpus: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each vector's nearest theme in the embedding space: the cluster (of ``labels``, noise left
+    out) whose k nearest chunks it is most alike on average (the largest
+    :func:`~embedeval.metrics.neighbour_similarity`; ties to the smaller cluster number), and
+    that similarity."""
+    clusters = sorted(set(labels.tolist()) - {NOISE})
+    similarities = np.column_stack([neighbour_similarity(vectors, corpus[labels == c], k) for c in clusters])
+    best = similarities.argmax(axis=1)
+    return np.asarray(clusters)[best], similarities[np.arange(len(vectors)), best]
+
+
 def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | None = None, threshold: float = DEFAULT_BLEND_THRESHOLD,
                      min_outside_percentile: float = DEFAULT_MIN_OUTSIDE_PERCENTILE, cache_dir=None,
                      progress: bool = False, embedder: str | None = None) -> pd.DataFrame:
-    """``rows`` (with a ``needle`` column) plus ``predicted_cluster``, ``probability`` (HDBSCAN's
+    """``rows`` (with a ``needle`` column, and optionally ``target_cluster``: each needle's own
+    target theme, empty for the default) plus ``predicted_cluster``, ``probability`` (HDBSCAN's
     approximate-prediction strength of the needle placed by :func:`place`), ``target_cluster``
-    (default 0: the largest), ``target_probability`` (the probability when predicted into the
-    target, else 0), the distance test in the embedding space (:func:`theme_distances`, k = the
-    run's UMAP n_neighbors): ``neighbour_similarity``, ``outside_percentile``, ``inside_percentile``,
-    and ``blends_in``:
+    (the row's own, else ``cluster``, default 0: the largest), ``target_probability`` (the
+    probability when predicted into the target, else 0), the distance test in the embedding space
+    (:func:`theme_distances`, k = the run's UMAP n_neighbors): ``neighbour_similarity``,
+    ``outside_percentile``, ``inside_percentile``, and ``blends_in``:
 
         target_probability > threshold  and  outside_percentile >= min_outside_percentile
+
+    Beside the target's, the needle's best theme (:func:`nearest_theme`: the cluster it is most
+    alike in the embedding space) with the same measures: ``best_cluster``, ``best_probability``
+    (the probability when predicted into it, else 0), ``best_neighbour_similarity``,
+    ``best_outside_percentile``. A needle whose best theme is not its target was written for
+    another theme than the one it reads like.
 
     The probability alone cannot tell a needle about none of the corpus's topics: placement keeps
     no distance, and the middle of a neighbourhood scores near 1 wherever it is. ``embedder``, if
@@ -409,9 +427,10 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | None = 
         raise InputError(f"{out} was made with {made_with}, not {embedder}: its themes live in that model's space")
     manifest, reducer, clusterer = load_themes(out)
     order = manifest["cluster_order"]
-    target = 0 if cluster is None else cluster
-    if not 0 <= target < len(order):
-        raise ConfigError(f"`cluster` {target} is not a cluster of {out} (0..{len(order) - 1})", "cluster")
+    default = 0 if cluster is None else cluster
+    if not 0 <= default < len(order):
+        raise ConfigError(f"`cluster` {default} is not a cluster of {out} (0..{len(order) - 1})", "cluster")
+    targets = _row_targets(rows, default, len(order), out)
     model = load_embedder(manifest["settings"]["embedder"], cache_dir=cache_dir, progress=progress)
     if model.fingerprint != manifest["embedder_fingerprint"]:
         raise InputError(f"{out} was made with another {manifest['settings']['embedder']} (its fingerprint differs); "
@@ -422,13 +441,45 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | None = 
     raw, strengths = hdbscan.approximate_predict(clusterer, place(reducer, vectors, corpus))
     rank = {c: i for i, c in enumerate(order)}
     predicted = np.array([rank.get(int(c), NOISE) for c in raw])
+    labels, k = chunks["cluster"].to_numpy(), manifest["settings"]["umap"]["neighbors"]
     table = rows.copy()
     table["predicted_cluster"] = predicted
     table["probability"] = strengths.astype(float)
-    table["target_cluster"] = target
-    table["target_probability"] = np.where(predicted == target, table["probability"], 0.0)
-    distances = theme_distances(vectors, corpus, chunks["cluster"].to_numpy(), target, manifest["settings"]["umap"]["neighbors"])
+    table["target_cluster"] = targets
+    table["target_probability"] = np.where(predicted == targets, table["probability"], 0.0)
+    distances = _distances_to(targets, vectors, corpus, labels, k)
     for column in distances:
         table[column] = distances[column].to_numpy()
     table["blends_in"] = (table["target_probability"] > threshold) & (table["outside_percentile"] >= min_outside_percentile)
+    best, _ = nearest_theme(vectors, corpus, labels, k)
+    best_distances = _distances_to(best, vectors, corpus, labels, k)
+    table["best_cluster"] = best
+    table["best_probability"] = np.where(predicted == best, table["probability"], 0.0)
+    table["best_neighbour_similarity"] = best_distances["neighbour_similarity"].to_numpy()
+    table["best_outside_percentile"] = best_distances["outside_percentile"].to_numpy()
+    return table
+
+
+def _row_targets(rows: pd.DataFrame, default: int, n_clusters: int, out) -> np.ndarray:
+    """Each row's target cluster: its ``target_cluster`` where given, else ``default``; a target
+    that is not a cluster of the run is one error naming the rows."""
+    if "target_cluster" not in rows.columns:
+        return np.full(len(rows), default, dtype=int)
+    given = pd.to_numeric(rows["target_cluster"], errors="coerce")
+    targets = given.fillna(default).astype(int).to_numpy()
+    wrong = [i for i, target in enumerate(targets) if not 0 <= target < n_clusters]
+    if wrong:
+        where = ", ".join(f"needle {i + 1} ({targets[i]})" for i in wrong[:3]) + (f" and {len(wrong) - 3} more" if len(wrong) > 3 else "")
+        raise InputError(f"target cluster of {where} is not a cluster of {out} (0..{n_clusters - 1}; see its clusters.csv)")
+    return targets
+
+
+def _distances_to(targets: np.ndarray, vectors: np.ndarray, corpus: np.ndarray, labels: np.ndarray, k: int) -> pd.DataFrame:
+    """:func:`theme_distances` of each vector to its own cluster in ``targets`` (each distinct
+    cluster's corpus statistics computed once)."""
+    table = pd.DataFrame(index=range(len(vectors)), columns=["neighbour_similarity", "outside_percentile", "inside_percentile"],
+                         dtype=float)
+    for target in np.unique(targets):
+        picked = np.flatnonzero(targets == target)
+        table.iloc[picked] = theme_distances(vectors[picked], corpus, labels, int(target), k).to_numpy()
     return table
