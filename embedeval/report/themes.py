@@ -42,7 +42,7 @@ def cluster_colours(sizes: Mapping[int, int], palette: str = DEFAULT_MAP_PALETTE
 
 def legend_label(cluster: int, size: int, terms: Sequence[str] = ()) -> str:
     """A coloured cluster's legend entry: its number, its size and its first :data:`LEGEND_TERMS`
-    top terms (``"3: 188 chunks - writing, essay, write"``)."""
+    top terms (``"6: 89 chunks - essay, essays, write"``)."""
     named = ", ".join(terms[:LEGEND_TERMS])
     return f"{cluster}: {size:,} chunks" + (f" - {named}" if named else "")
 
