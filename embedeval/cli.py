@@ -529,7 +529,7 @@ def similarity_needle_haystack(
     """Mean cosine of each needle with its top-k corpus chunks, per embedder, with mean and std.
 
     Needles come from a needle set or a --pairs file, as for needle-question."""
-    from embedeval.experiments.context_rot import needle_haystack_similarity
+    from embedeval.experiments.context_rot import means_by_topic, needle_haystack_similarity
     from embedeval.index import INDEXES
 
     check_output_file(out, TABLE_SUFFIXES)
@@ -547,6 +547,9 @@ def similarity_needle_haystack(
     table = needle_haystack_similarity(source, chunks, models, top=top_k, index=index, chroma_url=chroma_url,
                                        chunk_origin=chunking.origin)
     _write_similarity_table(table, out)
+    summary = means_by_topic(table, [model.name for model in models])
+    typer.echo(f"mean needle-haystack similarity (mean cosine of the top-{top_k} chunks) by {summary.index.name}:")
+    typer.echo(summary.reset_index().to_string(index=False, float_format=lambda value: f"{value:.3f}"))
 
 
 @similarity_app.command("absence")
@@ -633,7 +636,7 @@ def themes_membership(
     out: OutTable,
     needles: NeedleOptions,
     pairs: PairOptions,
-    cluster: Annotated[Optional[int], typer.Option("--cluster", help="The target theme (default 0: the largest cluster).")] = None,
+    cluster: Annotated[Optional[int], typer.Option("--cluster", help="The target theme of every needle whose pair file row names none in a cluster (or theme) column (default 0: the largest cluster).")] = None,
     threshold: Annotated[float, typer.Option("--threshold", help="A needle blends in when its probability for the target cluster exceeds this (and it passes --min-outside-percentile).")] = DEFAULT_BLEND_THRESHOLD,
     min_outside_percentile: Annotated[float, typer.Option("--min-outside-percentile", help="A needle blends in only when it is also this close to the target theme: its mean cosine to the theme's nearest chunks at or above this percentile (0-100) of the same statistic over the corpus chunks outside the theme.")] = DEFAULT_MIN_OUTSIDE_PERCENTILE,
     embedder: Annotated[Optional[str], typer.Option("--embedder", "-e", help="Must be the run's embedder if given (the default is the run's).")] = None,
@@ -643,17 +646,33 @@ def themes_membership(
     """Each needle (every variant; or each pair's needle) projected onto the run's themes: its predicted
     cluster, its probability, its mean cosine to the target theme's nearest chunks with that value's
     percentile among the corpus outside the theme (and inside it), and whether it blends into the
-    target theme (probability > threshold and outside percentile >= its minimum)."""
+    target theme (probability > threshold and outside percentile >= its minimum); beside them, the
+    theme it is nearest (best_cluster) with the same measures.
+
+    A pair file may name each needle's target in a cluster (or theme) column, so needles written for
+    several themes are checked in one run."""
     from embedeval.experiments.context_rot import pair_rows
     from embedeval.experiments.themes import theme_membership
 
     check_output_file(out, TABLE_SUFFIXES)
     source = pairs.load(needles)
-    table = theme_membership(run_dir, pair_rows(source), cluster, threshold, min_outside_percentile, cache_dir=cache_dir,
+    rows = pair_rows(source)
+    if pairs.pairs is not None and any(pair.target_cluster is not None for pair in source):
+        rows["target_cluster"] = [pair.target_cluster for pair in source]
+    table = theme_membership(run_dir, rows, cluster, threshold, min_outside_percentile, cache_dir=cache_dir,
                              progress=not quiet, embedder=embedder)
     _write_similarity_table(table, out)
-    typer.echo(f"{int(table['blends_in'].sum())} of {len(table)} needles blend into cluster {table['target_cluster'].iloc[0]} "
-               f"(probability > {threshold} and outside percentile >= {min_outside_percentile:g})")
+    rule = f"(probability > {threshold} and outside percentile >= {min_outside_percentile:g})"
+    targets = table["target_cluster"].unique()
+    if len(targets) == 1:
+        typer.echo(f"{int(table['blends_in'].sum())} of {len(table)} needles blend into cluster {targets[0]} {rule}")
+    else:
+        each = "; ".join(f"cluster {target}: {int(group['blends_in'].sum())} of {len(group)}"
+                         for target, group in table.groupby("target_cluster", sort=True))
+        typer.echo(f"{int(table['blends_in'].sum())} of {len(table)} needles blend into their target clusters {rule}: {each}")
+    elsewhere = table[table["best_cluster"] != table["target_cluster"]]
+    if len(elsewhere):
+        typer.echo(f"{len(elsewhere)} needle(s) sit nearer another theme than their target (best_cluster in {out})")
 
 
 def main() -> None:

@@ -40,7 +40,7 @@ CacheDir = Annotated[
     typer.Option("--cache-dir", envvar=CACHE_ENV, help="Embedding cache folder (default: user cache dir)."),
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or step lines (on stderr).")]
-CorpusOpt = Annotated[str, typer.Option("--corpus", help="shakespeare, gutenberg, dir:PATH (its .txt and .md files; dir:PATH/*.txt picks), jsonl:FILE (a text field per line, optional id) or parquet:FILE (column text, optional id).")]
+CorpusOpt = Annotated[str, typer.Option("--corpus", help="shakespeare, pg-essays (the Paul Graham essays of the original needle-in-a-haystack test), gutenberg, dir:PATH (its .txt and .md files; dir:PATH/*.txt picks), jsonl:FILE (a text field per line, optional id) or parquet:FILE (column text, optional id).")]
 MinBooksOpt = Annotated[int, typer.Option("--min-books", help="Fewest books (files, JSONL lines, Parquet rows) the corpus must hold.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded).")]
 DistractorsFileOpt = Annotated[Optional[Path], typer.Option("--distractors-file", help="Distractors by group, replacing the needle file's: .json ({group id: [texts]}) or .csv/.jsonl/.parquet (columns group_id, distractor, optional query_form).")]
@@ -300,13 +300,14 @@ class ChunkOptions:
         return {"corpus": self.corpus, "chunker": self.chunker, "seed": self.seed}
 
     def chunks(self) -> list:
-        """The corpus (at least ``--min-books`` books) cut into chunks."""
-        from embedeval.chunking import chunk_corpus
+        """The corpus (at least ``--min-books`` books) cut into chunks (through the chunk cache:
+        :func:`~embedeval.chunking.corpus_chunks`, shared with ``embedeval themes``)."""
+        from embedeval.chunking import corpus_chunks
         from embedeval.corpus import load_corpus, require_books
 
         corpus = load_corpus(self.corpus)
         require_books(corpus, self.min_books, purpose="chunks are drawn from")
-        return chunk_corpus(corpus, self.chunker, seed=self.seed)
+        return corpus_chunks(corpus, self.chunker, seed=self.seed)
 
 
 @dataclass
@@ -328,7 +329,8 @@ class ThemeOptions:
     # each cluster's representatives, and the random choices
     representatives: Annotated[int, typer.Option("--representatives", help="Representative chunks per cluster, by maximal marginal relevance.")] = DEFAULT_REPRESENTATIVES
     mmr_lambda: Annotated[float, typer.Option("--mmr-lambda", help="MMR's trade-off: 1 = relevance to the cluster only, 0 = diversity only.")] = DEFAULT_MMR_LAMBDA
-    seed: Annotated[int, typer.Option("--seed", help="Chunk sizes and UMAP's random_state.")] = DEFAULT_THEME_SEED
+    seed: Annotated[int, typer.Option("--seed", help="UMAP's random_state (the study's 42).")] = DEFAULT_THEME_SEED
+    chunk_seed: Annotated[int, typer.Option("--chunk-seed", help="Seed the chunk sizes are drawn with: the similarity commands' --seed, whose default it shares, so both cut a corpus into the same chunks (cached) and embed them once.")] = DEFAULT_SEED
 
     def config(self, out):
         """The :class:`~embedeval.experiments.themes.ThemesConfig` of these options, writing to ``out``."""
@@ -337,7 +339,7 @@ class ThemeOptions:
         return ThemesConfig(self.corpus, self.min_books, self.chunker, self.embedder,
                             UmapSettings(self.umap_neighbors, self.umap_min_dist, self.umap_components),
                             HdbscanSettings(self.min_cluster_size, self.min_samples), self.representatives, self.mmr_lambda,
-                            self.seed, str(out))
+                            seed=self.seed, chunk_seed=self.chunk_seed, out=str(out))
 
 
 def with_option_groups(command):

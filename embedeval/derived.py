@@ -19,19 +19,9 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from embedeval.io import write_text_atomic
+from embedeval.io import file_sha256, write_text_atomic
 
 RECORD = "derived.json"
-_READ_CHUNK = 1 << 20
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file's bytes (hex)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(_READ_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def source_digest() -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from embedeval.chunking import chunk_corpus
+from embedeval.chunking import corpus_chunks
 from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_CHUNKER, DEFAULT_INDEX, DEFAULT_POOL, DEFAULT_TOP_K
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
@@ -199,7 +199,7 @@ def export_prompts(run_dir: str | Path, out: str | Path, template_file: str | Pa
         pairs = [Pair(id=str(i), topic="", question=q, needle=n) for i, (q, n) in enumerate(pairs_of.itertuples(index=False))]
         embedders = [load_embedder(spec, cache_dir=cache_dir, progress=progress) for spec in specs]
         corpus = load_corpus(grid["corpus"])
-        chunks = chunk_corpus(corpus, chunker, seed=grid.get("seed", 0))
+        chunks = corpus_chunks(corpus, chunker, seed=grid.get("seed", 0))
         question_sims = needle_question_similarity(pairs, embedders)
         haystack_sims = needle_haystack_similarity(pairs, chunks, embedders, top=DEFAULT_TOP_K, index=index,
                                                    chunk_origin={"corpus": grid["corpus"], "chunker": chunker, "seed": grid.get("seed", 0)})

@@ -7,6 +7,7 @@ import contextlib
 import datetime as dt
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -241,6 +242,15 @@ def run_directory(path: str | os.PathLike, is_run: Callable[[Path], bool], recor
         _remove_if_empty(created)
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a file's bytes (hex), read a MiB at a time."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:

