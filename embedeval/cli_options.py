@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from embedeval.defaults import (
     DEFAULT_CHUNKER, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS,
@@ -35,6 +36,15 @@ from embedeval.errors import InputError
 from embedeval.paths import CACHE_ENV
 from embedeval.plan import check_max_cost, check_prices_used, format_plans, parse_ceiling, parse_prices, plan_of, plans_json
 
+
+
+def literal(text: str) -> str:
+    """A help text that shows as written: typer renders help with rich, which reads ``[word]`` as a
+    markup tag and drops it (``pip install 'embedeval[ray]'`` showed as ``'embedeval'``), so its
+    square brackets are escaped."""
+    return escape(text)
+
+
 CacheDir = Annotated[
     Optional[Path],
     typer.Option("--cache-dir", envvar=CACHE_ENV, help="Embedding cache folder (default: user cache dir)."),
@@ -43,7 +53,7 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or 
 CorpusOpt = Annotated[str, typer.Option("--corpus", help="shakespeare, gutenberg, dir:PATH (its .txt and .md files; dir:PATH/*.txt picks), jsonl:FILE (a text field per line, optional id) or parquet:FILE (column text, optional id).")]
 MinBooksOpt = Annotated[int, typer.Option("--min-books", help="Fewest books (files, JSONL lines, Parquet rows) the corpus must hold.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded).")]
-DistractorsFileOpt = Annotated[Optional[Path], typer.Option("--distractors-file", help="Distractors by group, replacing the needle file's: .json ({group id: [texts]}) or .csv/.jsonl/.parquet (columns group_id, distractor, optional query_form).")]
+DistractorsFileOpt = Annotated[Optional[Path], typer.Option("--distractors-file", help=literal("Distractors by group, replacing the needle file's: .json ({group id: [texts]}) or .csv/.jsonl/.parquet (columns group_id, distractor, optional query_form)."))]
 ChromaUrlOpt = Annotated[Optional[str], typer.Option("--chroma-url", help="A chroma server (http://HOST:PORT, e.g. from `chroma run`) holding the chunk vectors: one collection per embedder and chunk set, reused by later runs (needs --index chroma).")]
 
 
@@ -202,7 +212,7 @@ class _EmbedderChoice:
     embedder: Annotated[Optional[list[str]], typer.Option("--embedder", "-e", help=f"Embedder spec or preset (e.g. context-rot-5); repeat for several (default: {DEFAULT_EMBEDDER}).")] = None
     skip_unavailable: Annotated[bool, typer.Option("--skip-unavailable", help="Run the embedders that can run here; list the others.")] = False
     cache_dir: CacheDir = None
-    executor: Annotated[str, typer.Option("--executor", help="Where cache misses of local (st:) models are embedded: local, or ray (a pool of Ray actors; pip install 'embedeval[ray]'). Same vectors either way.")] = DEFAULT_EXECUTOR
+    executor: Annotated[str, typer.Option("--executor", help=literal("Where cache misses of local (st:) models are embedded: local, or ray (a pool of Ray actors; pip install 'embedeval[ray]'). Same vectors either way."))] = DEFAULT_EXECUTOR
     workers: Annotated[int, typer.Option("--workers", help="Ray actors, each holding the model once (one GPU each where the cluster has GPUs).")] = DEFAULT_WORKERS
     ray_address: Annotated[Optional[str], typer.Option("--ray-address", envvar=RAY_ADDRESS_ENV, help="Ray cluster to join: auto (a running cluster), ray://HOST:PORT; unset: start a local Ray.")] = None
 
