@@ -231,11 +231,12 @@ class EmbedderOptions(APIOptions, _EmbedderChoice):
     def executor_settings(self) -> Executor:
         return Executor(self.executor, self.workers, self.ray_address)
 
-    def load(self, quiet: bool, plan: bool = False) -> list:
+    def load(self, quiet: bool, plan: bool = False, keys: bool = True) -> list:
         """Expand presets, check availability (echoing what is skipped), then load each embedder
-        (``plan``: recording ones, see :func:`~embedeval.embedders.registry.load_embedder`)."""
+        (``plan``: recording ones, see :func:`~embedeval.embedders.registry.load_embedder`;
+        ``keys=False``: an API model whose key is not set is loaded too, for a plan alone)."""
         self.executor_settings.check()
-        usable, skipped = select_embedders(self.specs, self.skip_unavailable)
+        usable, skipped = select_embedders(self.specs, self.skip_unavailable, keys=keys)
         for spec, why in skipped:  # a plan's stdout is the plan (or its JSON)
             typer.echo(f"skipped {spec} ({why})", err=plan)
         return [load_embedder(spec, cache_dir=self.cache_dir, progress=not quiet, executor=self.executor_settings, plan=plan)
@@ -265,15 +266,21 @@ class PlanOptions:
         """Whether the command works out a plan first (to print it, or to keep --max-cost)."""
         return self.plan or self.ceiling is not None
 
+    @property
+    def run_follows(self) -> bool:
+        """Whether the run follows the plan (no --plan): then its API keys must be set before the
+        plan is made; a plan alone sends nothing and needs none."""
+        return not self.plan
+
     def models_after(self, embedders: EmbedderOptions, quiet: bool, work) -> list | None:
         """The models a command embeds with, after its plan: with ``--plan`` or ``--max-cost``,
         ``work(models)`` (the command's embedding steps) first runs on recording models and the plan
         is settled (:meth:`settle`); None when the command stops there (``--plan``)."""
         if self.wanted:
-            recorded = embedders.load(quiet, plan=True)
+            recorded = embedders.load(quiet, plan=True, keys=self.run_follows)
             check_prices_used([model.name for model in recorded], self.prices)  # before any work
             work(recorded)
-            if self.settle([plan_of(model, self.prices, calibrate=self.plan) for model in recorded]):
+            if self.settle([plan_of(model, self.prices, calibrate=self.plan, progress=not quiet) for model in recorded]):
                 return None
         return embedders.load(quiet)
 
