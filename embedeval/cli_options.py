@@ -248,7 +248,7 @@ class PlanOptions:
     """``--plan`` (``--json``), ``--max-cost``, ``--price``: what a run would embed, send, cost and
     take, before it starts (:mod:`embedeval.plan`)."""
 
-    plan: Annotated[bool, typer.Option("--plan", help="Print what the run would embed, send, cost and take (texts, cached, tokens, requests, time, USD), and stop: nothing is sent or stored (a local model embeds a sample of 32 inputs to time itself).")] = False
+    plan: Annotated[bool, typer.Option("--plan", help="Print what the run would embed, send, cost and take (texts, cached, tokens, requests, time, USD) and the API keys the run will need, and stop: nothing is sent or stored, so no key is needed (a local model embeds a sample of 32 inputs to time itself).")] = False
     as_json: Annotated[bool, typer.Option("--json", help="With --plan: the plan as JSON.")] = False
     max_cost: Annotated[Optional[str], typer.Option("--max-cost", metavar="<float>", help="Refuse to start when the plan's high cost estimate exceeds this many USD (an API model without a price then needs --price).")] = None
     price: Annotated[Optional[list[str]], typer.Option("--price", help="SPEC=USD per million tokens, for a model without a listed price or to override it; repeat for several.")] = None
