@@ -199,7 +199,8 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
         sections.append(Section("Retrieval among same-length candidates", [
             Text(f"Each needle haystack ranked by its question's score among {pool_words(pool)}{in_all}"
                  f"{'; with distractors, the pool of the Distractors section' if decoy_table['n_distractors'].nunique() > 1 and pool == NEEDLE_FREE_POOL else ''}; "
-                 "ties counted against it). Recall@5 per length:"),
+                 "ties counted against it). Recall@5 per length; the figure draws recall@1, @5 and @10 and marks each "
+                 "break point, its interval shaded:"),
             Table(summary_table(metrics, "recall@5")),
             Figure("figures/recall_vs_length.png", "recall@k")]))
     sections.append(Section("Truncation", [
