@@ -343,7 +343,8 @@ def _missing(value) -> bool:
     return value is None or pd.isna(value)
 
 
-def _tokens(value) -> str:
+def tokens_text(value) -> str:
+    """A length in words: "256 tokens", or "none"."""
     return "none" if _missing(value) else f"{int(value)} tokens"
 
 
@@ -379,42 +380,58 @@ def chunk_text(row) -> str:
     return f", recommended chunk {'at least ' if _censored(row) else ''}{int(chunk)} tokens"
 
 
-def break_sentence(row, rule: BreakRule | None = None) -> str:
-    """One line about a row of :func:`break_points`: the headline break point with its interval;
-    under the relative rule, why there is none when the rule could not be read (at chance, too
-    few question groups, a pool too small to correct for chance, no rank table); when no length
-    keeps the rule, the best length; then the other rule's break point and the pooled-AUC one."""
-    rule = rule or BreakRule()
-    other = (f"absolute rule ({rule.absolute_condition()}): {_tokens(row.absolute_break_point)}" if rule.rule == "relative"
-             else f"relative rule: {_tokens(row.relative_break_point)}")
-    tail = f"; {other}; pooled-AUC break point {_tokens(row.auc_break_point)}"
-    base = ("" if _missing(row.base_value) else
-            f"chance-corrected {rule.recall_metric} {row.base_value:.3f} [{row.base_ci_lo:.3f}, {row.base_ci_hi:.3f}] "
+def _base_text(row, rule: BreakRule) -> str:
+    """The relative rule's base of a row in words ("" when it has none)."""
+    if _missing(row.base_value):
+        return ""
+    return (f"chance-corrected {rule.recall_metric} {row.base_value:.3f} [{row.base_ci_lo:.3f}, {row.base_ci_hi:.3f}] "
             f"over {row.base_lengths} tokens, groups' t-test p = {row.base_p:.3g}")
+
+
+def why_no_break(row, rule: BreakRule | None = None) -> str | None:
+    """Why a row of :func:`break_points` has no headline break point, in words (None when it has
+    one): under the relative rule, what kept the rule from being read (at chance, too few question
+    groups, the needle not visible, a pool too small to correct for chance, no rank table); when
+    no length keeps the rule, the best length."""
+    rule = rule or BreakRule()
+    base = _base_text(row, rule)
     if rule.rule == "relative":
         status = row.relative_status
         if status == AT_CHANCE:
-            return f"at chance from the shortest length: this scorer does not find these needles ({base}){tail}"
+            return f"at chance from the shortest length: this scorer does not find these needles ({base})"
         if status == CANNOT_TELL:
             groups = getattr(row, "n_groups", None)
             count = "these" if _missing(groups) else str(int(groups))
             return (f"cannot be told from chance with {count} question groups ({base}); a headline needs at least "
-                    f"{CHANCE_TEST_GROUPS} groups{tail}")
+                    f"{CHANCE_TEST_GROUPS} groups")
         if status == NOT_VISIBLE:
             return (f"no break point: the needle is past the scorer's window in more than {1 - BASE_VISIBLE_SHARE:.0%} of the "
-                    f"shortest haystacks, so there is no base to hold it to{tail}")
+                    "shortest haystacks, so there is no base to hold it to")
         if status == TOO_FEW_GROUPS:
-            return f"too few question groups (fewer than 2) to tell this scorer from chance{tail}"
+            return "too few question groups (fewer than 2) to tell this scorer from chance"
         if status == UNCORRECTABLE:
             return (f"{rule.recall_metric} cannot be corrected for chance: no pool has more than {rule.k} candidates "
-                    f"(add negatives){tail}")
+                    "(add negatives)")
         if status == NO_RANKS:
-            return f"no rank table: the relative rule reads each question's ranks{tail}"
-    if row.break_point is None or pd.isna(row.break_point):
-        if row.best_length is None or pd.isna(row.best_length):
-            return f"no {rule.headline_metric} measured{tail}"
-        return (f"no length keeps {rule.condition()} (best: {int(row.best_length)} tokens at {row.best_value:.3f})"
-                f"{tail}")
-    advice = chunk_text(row)
+            return "no rank table: the relative rule reads each question's ranks"
+    if _missing(row.break_point):
+        if _missing(row.best_length):
+            return f"no {rule.headline_metric} measured"
+        return f"no length keeps {rule.condition()} (best: {int(row.best_length)} tokens at {row.best_value:.3f})"
+    return None
+
+
+def break_sentence(row, rule: BreakRule | None = None) -> str:
+    """One line about a row of :func:`break_points`: the headline break point with its interval,
+    or why there is none (:func:`why_no_break`); then the other rule's break point and the
+    pooled-AUC one."""
+    rule = rule or BreakRule()
+    other = (f"absolute rule ({rule.absolute_condition()}): {tokens_text(row.absolute_break_point)}" if rule.rule == "relative"
+             else f"relative rule: {tokens_text(row.relative_break_point)}")
+    tail = f"; {other}; pooled-AUC break point {tokens_text(row.auc_break_point)}"
+    why = why_no_break(row, rule)
+    if why is not None:
+        return f"{why}{tail}"
+    base = _base_text(row, rule)
     reading = f" ({base})" if rule.rule == "relative" and base else ""
-    return f"break point {interval_text(row)} by {rule.condition()}{reading}{advice}{tail}"
+    return f"break point {interval_text(row)} by {rule.condition()}{reading}{chunk_text(row)}{tail}"

@@ -383,8 +383,8 @@ def nolima(
     )
     if plan.wanted:
         plans = plan_nolima(config, cache_dir=embedders.cache_dir, prices=plan.prices, calibrate=plan.plan, progress=not quiet,
-                            commit_every=commit_every)
-        for spec, why in config.usable_embedders()[1]:
+                            commit_every=commit_every, keys=plan.run_follows)
+        for spec, why in config.usable_embedders(keys=plan.run_follows)[1]:
             typer.echo(f"skipped {spec} ({why})", err=True)
         if plan.settle(plans):
             return
@@ -392,7 +392,9 @@ def nolima(
     for spec, why in result.skipped:
         typer.echo(f"skipped {spec} ({why})")
     for name, count in result.newly_embedded.items():
-        typer.echo(f"{name}: {count} texts newly embedded")
+        texts = result.texts[name]
+        typer.echo(f"{name}: {count:,} texts newly embedded, {texts - count:,} found in the cache: the {texts:,} distinct texts "
+                   "the run needs (what --plan counts)")
     for row in result.breaks.itertuples():
         if row.query_form == QUESTION:
             typer.echo(f"{row.embedder} [{row.strategy}, {row.variant}{series_note(row)}]: "

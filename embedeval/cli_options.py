@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from embedeval.defaults import (
     DEFAULT_CHUNKER, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS,
@@ -35,6 +36,15 @@ from embedeval.errors import InputError
 from embedeval.paths import CACHE_ENV
 from embedeval.plan import check_max_cost, check_prices_used, format_plans, parse_ceiling, parse_prices, plan_of, plans_json
 
+
+
+def literal(text: str) -> str:
+    """A help text that shows as written: typer renders help with rich, which reads ``[word]`` as a
+    markup tag and drops it (``pip install 'embedeval[ray]'`` showed as ``'embedeval'``), so its
+    square brackets are escaped."""
+    return escape(text)
+
+
 CacheDir = Annotated[
     Optional[Path],
     typer.Option("--cache-dir", envvar=CACHE_ENV, help="Embedding cache folder (default: user cache dir)."),
@@ -43,7 +53,7 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or 
 CorpusOpt = Annotated[str, typer.Option("--corpus", help="shakespeare, pg-essays (the Paul Graham essays of the original needle-in-a-haystack test), gutenberg, dir:PATH (its .txt and .md files; dir:PATH/*.txt picks), jsonl:FILE (a text field per line, optional id) or parquet:FILE (column text, optional id).")]
 MinBooksOpt = Annotated[int, typer.Option("--min-books", help="Fewest books (files, JSONL lines, Parquet rows) the corpus must hold.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded).")]
-DistractorsFileOpt = Annotated[Optional[Path], typer.Option("--distractors-file", help="Distractors by group, replacing the needle file's: .json ({group id: [texts]}) or .csv/.jsonl/.parquet (columns group_id, distractor, optional query_form).")]
+DistractorsFileOpt = Annotated[Optional[Path], typer.Option("--distractors-file", help=literal("Distractors by group, replacing the needle file's: .json ({group id: [texts]}) or .csv/.jsonl/.parquet (columns group_id, distractor, optional query_form)."))]
 ChatModelOpt = Annotated[str, typer.Option("--llm", help="Chat model: openai:MODEL (OPENAI_API_KEY; OPENAI_BASE_URL or OpenAI), or openai:MODEL?base_url=URL&key_env=VAR for a server of your own (only VAR's key goes there); a bare MODEL is openai:MODEL.")]
 ChromaUrlOpt = Annotated[Optional[str], typer.Option("--chroma-url", help="A chroma server (http://HOST:PORT, e.g. from `chroma run`) holding the chunk vectors: one collection per embedder and chunk set, reused by later runs (needs --index chroma).")]
 
@@ -203,7 +213,7 @@ class _EmbedderChoice:
     embedder: Annotated[Optional[list[str]], typer.Option("--embedder", "-e", help=f"Embedder spec or preset (e.g. context-rot-5); repeat for several (default: {DEFAULT_EMBEDDER}).")] = None
     skip_unavailable: Annotated[bool, typer.Option("--skip-unavailable", help="Run the embedders that can run here; list the others.")] = False
     cache_dir: CacheDir = None
-    executor: Annotated[str, typer.Option("--executor", help="Where cache misses of local (st:) models are embedded: local, or ray (a pool of Ray actors; pip install 'embedeval[ray]'). Same vectors either way.")] = DEFAULT_EXECUTOR
+    executor: Annotated[str, typer.Option("--executor", help=literal("Where cache misses of local (st:) models are embedded: local, or ray (a pool of Ray actors; pip install 'embedeval[ray]'). Same vectors either way."))] = DEFAULT_EXECUTOR
     workers: Annotated[int, typer.Option("--workers", help="Ray actors, each holding the model once (one GPU each where the cluster has GPUs).")] = DEFAULT_WORKERS
     ray_address: Annotated[Optional[str], typer.Option("--ray-address", envvar=RAY_ADDRESS_ENV, help="Ray cluster to join: auto (a running cluster), ray://HOST:PORT; unset: start a local Ray.")] = None
 
@@ -222,11 +232,12 @@ class EmbedderOptions(APIOptions, _EmbedderChoice):
     def executor_settings(self) -> Executor:
         return Executor(self.executor, self.workers, self.ray_address)
 
-    def load(self, quiet: bool, plan: bool = False) -> list:
+    def load(self, quiet: bool, plan: bool = False, keys: bool = True) -> list:
         """Expand presets, check availability (echoing what is skipped), then load each embedder
-        (``plan``: recording ones, see :func:`~embedeval.embedders.registry.load_embedder`)."""
+        (``plan``: recording ones, see :func:`~embedeval.embedders.registry.load_embedder`;
+        ``keys=False``: an API model whose key is not set is loaded too, for a plan alone)."""
         self.executor_settings.check()
-        usable, skipped = select_embedders(self.specs, self.skip_unavailable)
+        usable, skipped = select_embedders(self.specs, self.skip_unavailable, keys=keys)
         for spec, why in skipped:  # a plan's stdout is the plan (or its JSON)
             typer.echo(f"skipped {spec} ({why})", err=plan)
         return [load_embedder(spec, cache_dir=self.cache_dir, progress=not quiet, executor=self.executor_settings, plan=plan)
@@ -238,7 +249,7 @@ class PlanOptions:
     """``--plan`` (``--json``), ``--max-cost``, ``--price``: what a run would embed, send, cost and
     take, before it starts (:mod:`embedeval.plan`)."""
 
-    plan: Annotated[bool, typer.Option("--plan", help="Print what the run would embed, send, cost and take (texts, cached, tokens, requests, time, USD), and stop: nothing is sent or stored (a local model embeds a sample of 32 inputs to time itself).")] = False
+    plan: Annotated[bool, typer.Option("--plan", help="Print what the run would embed, send, cost and take (texts, cached, tokens, requests, time, USD) and the API keys the run will need, and stop: nothing is sent or stored, so no key is needed (a local model embeds a sample of 32 inputs to time itself).")] = False
     as_json: Annotated[bool, typer.Option("--json", help="With --plan: the plan as JSON.")] = False
     max_cost: Annotated[Optional[str], typer.Option("--max-cost", metavar="<float>", help="Refuse to start when the plan's high cost estimate exceeds this many USD (an API model without a price then needs --price).")] = None
     price: Annotated[Optional[list[str]], typer.Option("--price", help="SPEC=USD per million tokens, for a model without a listed price or to override it; repeat for several.")] = None
@@ -256,15 +267,21 @@ class PlanOptions:
         """Whether the command works out a plan first (to print it, or to keep --max-cost)."""
         return self.plan or self.ceiling is not None
 
+    @property
+    def run_follows(self) -> bool:
+        """Whether the run follows the plan (no --plan): then its API keys must be set before the
+        plan is made; a plan alone sends nothing and needs none."""
+        return not self.plan
+
     def models_after(self, embedders: EmbedderOptions, quiet: bool, work) -> list | None:
         """The models a command embeds with, after its plan: with ``--plan`` or ``--max-cost``,
         ``work(models)`` (the command's embedding steps) first runs on recording models and the plan
         is settled (:meth:`settle`); None when the command stops there (``--plan``)."""
         if self.wanted:
-            recorded = embedders.load(quiet, plan=True)
+            recorded = embedders.load(quiet, plan=True, keys=self.run_follows)
             check_prices_used([model.name for model in recorded], self.prices)  # before any work
             work(recorded)
-            if self.settle([plan_of(model, self.prices, calibrate=self.plan) for model in recorded]):
+            if self.settle([plan_of(model, self.prices, calibrate=self.plan, progress=not quiet) for model in recorded]):
                 return None
         return embedders.load(quiet)
 

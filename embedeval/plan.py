@@ -15,14 +15,18 @@ an :class:`EmbedderPlan`:
 - ``tokens``: for an API model the tokens sent (inputs cut to the window, plus the connection
   check), counted with ``tokenizer``; exact with the served model's own tokenizer, else an
   estimate within ``token_margin`` (:data:`~embedeval.defaults.API_TOKEN_MARGIN`); for a local
-  model the content tokens it reads;
+  model the content tokens it reads, at most its window per input (special tokens and prompt left
+  out; :meth:`~embedeval.embedders.recorder.TokenIdRecorder.tokens_read`);
 - ``requests`` (API) and ``seconds``: for an API model ``period * max(tokens / tpm, requests /
   rpm)`` at its budget (a lower bound: latency aside); for a local model the time per input of
   a timed sample of its inputs times ``inputs`` (``calibrate``);
 - ``usd = tokens / 1e6 * price`` and ``usd_high = usd * (1 + token_margin)``, the price in USD per
   million tokens from the provider's table or ``--price`` (keyed by the embedder's name,
   :func:`~embedeval.embedders.registry.embedder_name`, however its spec writes the options that do
-  not change a vector); ``None`` where no price is known, and then the total is unknown too.
+  not change a vector); ``None`` where no price is known, and then the total is unknown too;
+- ``key_env``: the environment variable whose API key the run will send (None: none), and
+  ``key_set`` whether it is set here. A plan sends nothing, so it is made without the key: it
+  prices a run before anyone buys access.
 """
 
 from __future__ import annotations
@@ -36,10 +40,11 @@ import numpy as np
 
 from embedeval.defaults import API_TOKEN_MARGIN, DEFAULT_PLAN_CALIBRATION_TEXTS, DEFAULT_SEED
 from embedeval.embedders.cache import CachedEmbedder
-from embedeval.embedders.http import CHECK_TEXT
+from embedeval.embedders.http import CHECK_TEXT, key_is_set
 from embedeval.embedders.recorder import Recorder, StretchedIds
 from embedeval.embedders.registry import embedder_name
 from embedeval.errors import ConfigError
+from embedeval.progress import step
 
 
 @dataclass(frozen=True)
@@ -61,6 +66,8 @@ class EmbedderPlan:
     price_source: str
     usd: float | None
     usd_high: float | None
+    key_env: str | None = None
+    key_set: bool = True
 
 
 def parse_prices(items: list[str] | None) -> dict[str, float]:
@@ -106,19 +113,22 @@ def _timed_seconds(recorder: Recorder, n_sample: int, seed: int) -> tuple[float,
     return (time.perf_counter() - start) / len(timed) * recorder.inputs, len(timed)
 
 
-def plan_of(model, prices: dict[str, float] | None = None, calibrate: bool = True, seed: int = DEFAULT_SEED) -> EmbedderPlan:
-    """The plan of one model loaded with ``plan=True`` after the run's steps went through it."""
+def plan_of(model, prices: dict[str, float] | None = None, calibrate: bool = True, seed: int = DEFAULT_SEED,
+            progress: bool = False) -> EmbedderPlan:
+    """The plan of one model loaded with ``plan=True`` after the run's steps went through it
+    (``progress``: a step line on stderr while a local model times itself)."""
     cache = model if isinstance(model, CachedEmbedder) else None
     recorder: Recorder = cache.inner if cache is not None else model
     api = recorder.api
-    texts = len(cache.seen_keys) if cache is not None else len(recorder.items)
+    texts = cache.distinct_texts if cache is not None else len(recorder.items)
     cached = len(cache.found_keys) if cache is not None and not recorder.asks_server else None
     to_embed = texts - (cached or 0)
     given = (prices or {}).get(model.name)
     if api is None:
         seconds, basis = (0.0, "nothing to embed") if not to_embed else (None, "not estimated")
         if calibrate and to_embed and recorder.items:
-            seconds, n = _timed_seconds(recorder, DEFAULT_PLAN_CALIBRATION_TEXTS, seed)
+            with step(f"{model.name}: timing a sample of its {recorder.inputs:,} inputs", progress):
+                seconds, n = _timed_seconds(recorder, DEFAULT_PLAN_CALIBRATION_TEXTS, seed)
             basis = f"from {n} of its inputs timed here"
         price = given if given is not None else 0.0
         return EmbedderPlan(model.name, texts, cached, to_embed, recorder.inputs, recorder.tokens, f"{model.name} (its own)", 0.0, None,
@@ -135,9 +145,10 @@ def plan_of(model, prices: dict[str, float] | None = None, calibrate: bool = Tru
     usd = None if price is None else tokens / 1e6 * price
     own = "the served model's own" if api.options.tokenizer else "the provider's own"
     tokenizer = f"{api.tokenizer_name} ({own if api.exact_tokens else 'the reference, an estimate'})"
+    key_env = api.request_key_env
     return EmbedderPlan(model.name, texts, cached, to_embed, inputs, tokens, tokenizer, margin, requests, seconds,
                         f"at its budget of {budget.rpm:,} requests and {budget.tpm:,} tokens per {budget.period:g} s", price, source, usd,
-                        None if usd is None else usd * (1 + margin))
+                        None if usd is None else usd * (1 + margin), key_env, key_env is None or key_is_set(key_env))
 
 
 def check_max_cost(plans: list[EmbedderPlan], max_cost: float | None) -> None:
@@ -196,6 +207,12 @@ def total_usd(plans: list[EmbedderPlan]) -> float | None:
     return None if unpriced(plans) else sum(p.usd for p in plans)
 
 
+def keys_needed(plans: list[EmbedderPlan]) -> dict[str, bool]:
+    """The environment variables whose API keys the run will send, each with whether it is set
+    here (a plan itself needs none)."""
+    return {p.key_env: p.key_set for p in plans if p.key_env}
+
+
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
@@ -219,6 +236,10 @@ def format_plans(plans: list[EmbedderPlan]) -> str:
     for p in plans:
         price = p.price_source if p.usd_per_million is None else f"${p.usd_per_million:g} per million tokens ({p.price_source})"
         lines.append(f"{p.embedder}: tokens counted by {p.tokenizer}; time {p.time_basis}; {price}")
+    keys = keys_needed(plans)
+    if keys:
+        lines.append("the run will need " + ", ".join(f"{env} ({'set' if is_set else 'not set here'})" for env, is_set in keys.items())
+                     + "; this plan needed no key")
     total, missing = total_usd(plans), unpriced(plans)
     if total is None:
         known = sum(p.usd for p in plans if p.usd is not None)
@@ -230,7 +251,8 @@ def format_plans(plans: list[EmbedderPlan]) -> str:
 
 
 def plans_json(plans: list[EmbedderPlan]) -> str:
-    """The plans for scripts: ``{"embedders": [...], "total_usd": ..., "unpriced": [...]}``;
-    ``total_usd`` is null when an embedder has no price, and ``unpriced`` names those."""
-    return json.dumps({"embedders": [asdict(p) for p in plans], "total_usd": total_usd(plans), "unpriced": unpriced(plans)},
-                      indent=2)
+    """The plans for scripts: ``{"embedders": [...], "total_usd": ..., "unpriced": [...],
+    "keys_needed": {...}}``; ``total_usd`` is null when an embedder has no price, and ``unpriced``
+    names those; ``keys_needed``: :func:`keys_needed`."""
+    return json.dumps({"embedders": [asdict(p) for p in plans], "total_usd": total_usd(plans), "unpriced": unpriced(plans),
+                       "keys_needed": keys_needed(plans)}, indent=2)

@@ -112,7 +112,7 @@ def kill_cli_run(args: list[str], cache_file, vectors: int, timeout: float = 300
 
 def newly_embedded(output: str, name: str = "st:all-MiniLM-L6-v2") -> int:
     """The count of ``NAME: N texts newly embedded`` in the output of ``embedeval nolima``."""
-    return int(output.split(f"{name}: ")[1].split(" texts newly embedded")[0])
+    return int(output.split(f"{name}: ")[1].split(" texts newly embedded")[0].replace(",", ""))
 
 
 def write_word_books(folder: Path, words: list[str], sentence_words: tuple[int, int], seed: int, n_books: int = 10,

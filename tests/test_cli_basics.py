@@ -82,3 +82,23 @@ def test_corrupt_cache_via_cli(tmp_path, isolated_cache):
     cleared = runner.invoke(app, ["cache", "clear"])
     assert cleared.exit_code == 0 and "removed" in cleared.output
     assert runner.invoke(app, ["embed", "-i", str(source), "-o", str(tmp_path / "o.npy"), "-q"]).exit_code == 0
+
+
+def _commands(command, path=()):
+    """Every command of the click tree under ``command``, with its path."""
+    yield path, command
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _commands(sub, (*path, name))
+
+
+def test_help_shows_square_brackets_as_written():
+    """typer renders help with rich, which reads ``[word]`` as a markup tag and drops it: `--executor`
+    said ``pip install 'embedeval'`` and `--distractors-file` ``({group id: })``."""
+    import typer
+    from rich.text import Text
+
+    shown = " ".join(line.strip(" │╭╮╰╯─") for line in runner.invoke(app, ["nolima", "--help"]).output.splitlines()).split()
+    assert "'embedeval[ray]')." in shown and "{group id: [texts]})" in " ".join(shown)
+    for path, command in _commands(typer.main.get_command(app)):
+        for text in [command.help or "", *(getattr(p, "help", None) or "" for p in command.params)]:
+            assert Text.from_markup(text).plain == text.replace("\\[", "["), (path, text)  # nothing read as markup

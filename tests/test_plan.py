@@ -2,6 +2,7 @@
 (counted by a server on 127.0.0.1), and a plan sends and stores nothing."""
 
 import json
+import re
 import sqlite3
 
 import pytest
@@ -48,9 +49,12 @@ def test_a_local_plan_counts_what_the_run_embeds_and_stores_nothing(books_dir, t
     assert plan["seconds"] > 0 and "timed here" in plan["time_basis"] and plan["usd"] == 0
     run = CliRunner().invoke(app, grid_args(books_dir, out))
     assert run.exit_code == 0, run.output
-    assert f"st:all-MiniLM-L6-v2: {plan['to_embed']} texts newly embedded" in run.output
+    assert (f"st:all-MiniLM-L6-v2: {plan['to_embed']:,} texts newly embedded, 0 found in the cache: the {plan['texts']:,} "
+            "distinct texts the run needs (what --plan counts)") in run.output
     again = plan_of(books_dir, out)["st:all-MiniLM-L6-v2"]
     assert again["cached"] == again["texts"] == plan["texts"] and again["to_embed"] == 0 and again["tokens"] == 0
+    rerun = CliRunner().invoke(app, grid_args(books_dir, out))  # the same count of texts, all of them cached now
+    assert f"st:all-MiniLM-L6-v2: 0 texts newly embedded, {plan['texts']:,} found in the cache: the {plan['texts']:,} " in rerun.output
 
 
 @pytest.fixture
@@ -220,3 +224,81 @@ def test_an_unknown_price_makes_the_total_unknown_not_zero():
         f"total: unknown: no price known for {unpriced.embedder} (give --price SPEC=USD); the others $0.0000 (nothing was sent or stored)")
     known = json.loads(plans_json([priced]))
     assert known["total_usd"] == pytest.approx(6e-7) and known["unpriced"] == []
+
+
+def test_a_local_plan_counts_the_tokens_the_model_reads_at_most_its_window(tmp_path, minilm):
+    """A long expanded query (an expanded-250 question runs past all-MiniLM-L6-v2's 256-token
+    window) counts the content tokens the model reads, not its whole length with special tokens."""
+    short = "Which character has been to Dresden?"
+    expanded = short + " " + " ".join(f"term{i}" for i in range(250))
+    planned = load_embedder("st:all-MiniLM-L6-v2", cache_dir=tmp_path, plan=True)
+    planned.embed([expanded, short], kind="query")
+    plan = plan_of_model(planned, calibrate=False)
+    content = [len(minilm.model.tokenizer(text, add_special_tokens=False)["input_ids"]) for text in (expanded, short)]
+    window = minilm.model.max_seq_length - 2  # [CLS] and [SEP] are not content
+    assert content[0] > minilm.model.max_seq_length and plan.inputs == 2
+    assert plan.tokens == window + content[1]  # before: the whole expanded query and the special tokens, 2 * 2 more
+
+
+@pytest.fixture
+def keyless(monkeypatch):
+    """A fake provider on 127.0.0.1 and no API key set: what a plan may be made with."""
+    budget.reset()
+    with FakeEmbeddingServer() as fake:
+        for provider in ("OPENAI", "JINA", "VOYAGE"):
+            monkeypatch.delenv(f"{provider}_API_KEY", raising=False)
+            monkeypatch.setenv(f"{provider}_BASE_URL", f"{fake.url}/v1")
+        yield fake
+    budget.reset()
+
+
+def test_a_plan_needs_no_api_key_and_names_the_keys_the_run_will_need(keyless, books_dir, tmp_path):
+    """Pricing a run must not need the access it prices: a plan sends nothing. The run itself is
+    refused without its key, before any work, as before."""
+    out, spec = tmp_path / "run", "openai:text-embedding-3-small"
+    text = CliRunner().invoke(app, [*grid_args(books_dir, out), "-e", spec, "-e", "jina:jina-embeddings-v3", "--plan"])
+    assert text.exit_code == 0, text.output  # before: error: cannot run openai:... (OPENAI_API_KEY is not set)
+    assert "the run will need OPENAI_API_KEY (not set here), JINA_API_KEY (not set here); this plan needed no key" in text.output
+    planned = CliRunner().invoke(app, [*grid_args(books_dir, out), "-e", spec, "--plan", "--json"])
+    assert planned.exit_code == 0, planned.output
+    plan = json.loads(planned.output)
+    (row,) = plan["embedders"]
+    assert plan["keys_needed"] == {"OPENAI_API_KEY": False} and (row["key_env"], row["key_set"]) == ("OPENAI_API_KEY", False)
+    assert row["tokens"] > 0 and row["usd"] == pytest.approx(row["tokens"] / 1e6 * 0.02)
+    assert keyless.requests == [] and not out.exists()
+    for args in ([], ["--max-cost", "5"]):  # a run, or a plan a run follows: the key first
+        run = CliRunner().invoke(app, [*grid_args(books_dir, out), "-e", spec, *args])
+        assert run.exit_code == 1 and run.output.startswith("error: cannot run openai:text-embedding-3-small (OPENAI_API_KEY is not set)")
+    assert keyless.requests == [] and not out.exists()
+
+
+def test_a_plan_with_keys_set_says_so(server, books_dir, tmp_path):
+    result = CliRunner().invoke(app, [*grid_args(books_dir, tmp_path / "run"), "-e", "openai:text-embedding-3-small", "--plan"])
+    assert result.exit_code == 0, result.output
+    assert "the run will need OPENAI_API_KEY (set); this plan needed no key" in result.output
+    local = CliRunner().invoke(app, [*grid_args(books_dir, tmp_path / "run"), "--plan"])
+    assert "the run will need" not in local.output  # a local model sends no key
+
+
+def test_a_similarity_plan_needs_no_api_key_either(keyless, tmp_path):
+    args = ["similarity", "needle-question", "-e", "openai:text-embedding-3-small", "--groups", ",".join(SMALL_GROUPS),
+            "--out", str(tmp_path / "nq.csv"), "-q"]
+    planned = CliRunner().invoke(app, [*args, "--plan"])
+    assert planned.exit_code == 0 and "the run will need OPENAI_API_KEY (not set here)" in planned.output, planned.output
+    refused = CliRunner().invoke(app, [*args, "--max-cost", "5"])
+    assert refused.exit_code == 1 and "OPENAI_API_KEY is not set" in refused.output
+    assert keyless.requests == [] and not (tmp_path / "nq.csv").exists()
+
+
+def test_a_plan_shows_what_it_does_on_stderr(books_dir, tmp_path, isolated_cache):
+    """A context-rot-5 plan was silent for minutes: each scorer's recording and a local model's
+    timing now show a step line on stderr; stdout is the plan alone."""
+    args = ["nolima", *SMALL, "--corpus", f"dir:{books_dir}", "--out", str(tmp_path / "run"), "--plan"]
+    loud = CliRunner().invoke(app, args)
+    assert loud.exit_code == 0, loud.output
+    lines = [line.rsplit("\r", 1)[-1] for line in loud.stderr.splitlines()]
+    done = r" \.\.\. done in \d+\.\d s"
+    for step in [rf"st:all-MiniLM-L6-v2 \[truncate\]: what it would embed, recorded \(nothing sent\){done}",
+                 rf"st:all-MiniLM-L6-v2: timing a sample of its [\d,]+ inputs{done}"]:
+        assert any(re.fullmatch(step, line) for line in lines), (step, lines)
+    assert loud.stdout.startswith("embedder ") and "what it would embed" not in loud.stdout

@@ -79,6 +79,22 @@ def test_the_html_report_is_self_contained_and_holds_the_markdown_sections(run_d
     assert page.count("<img ") == markdown.count("![")
 
 
+def test_the_report_leads_with_one_answer_per_embedder_and_strategy(run_dir):
+    markdown = (run_dir / "report.md").read_text(encoding="utf-8")
+    blocks = markdown.split("\n\n")
+    assert blocks[0] == "# NoLiMa sweep"
+    assert {block.split(")")[0] for block in blocks[1:3]} == {"> **With st:all-MiniLM-L6-v2 (truncate",
+                                                              "> **With st:all-MiniLM-L6-v2 (chunks-max@128"}
+    for answer in blocks[1:3]:
+        assert "\n> - Break point **" in answer or "\n> - No break point: " in answer
+        assert "\n> - 3 question groups.\n> - Needle visible to the model in its needle haystacks, by length: " in answer
+    assert "Recommended chunk **" in blocks[1] + blocks[2]  # truncate's
+    table = next(b for b in blocks if b.startswith("| "))
+    assert table.splitlines()[0].count("|") - 1 <= 6  # narrow enough to read without scrolling (22 columns before)
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert re.search(r"<h1>NoLiMa sweep</h1>\n<aside class=\"answer\"><p><strong>With st:all-MiniLM-L6-v2 \(", page)
+
+
 def test_the_html_report_renders_in_a_headless_browser(run_dir, tmp_path):
     site = tmp_path / "site"
     site.mkdir()
@@ -109,8 +125,8 @@ def test_the_html_report_renders_in_a_headless_browser(run_dir, tmp_path):
         assert seen["images"] == markdown.count("![") > 5 and seen["loaded"] == seen["images"], seen
         assert seen["overflow"] <= 1, f"the page is wider than the {view} viewport by {seen['overflow']} px"
         assert seen["sections"] == re.findall(r"^## (.+)$", markdown, re.M)
-        assert "relative_break_point" in seen["firstTable"] and "absolute_break_point" in seen["firstTable"]
-        assert "recommended chunk" in seen["text"]
+        assert "break point (relative rule)" in seen["firstTable"] and "absolute rule" in seen["firstTable"]
+        assert re.match(r"NoLiMa sweep\s+With st:all-MiniLM-L6-v2 \(", seen["text"]) and "Recommended chunk" in seen["text"]
     assert (tmp_path / "report-1280.png").stat().st_size > 10_000 and (tmp_path / "report-phone.png").stat().st_size > 10_000
 
 
@@ -120,3 +136,73 @@ def test_embedeval_report_writes_both_formats(run_dir, tmp_path):
     assert result.exit_code == 0, result.output
     assert (tmp_path / "again" / "report.html").is_file() and (tmp_path / "again" / "report.md").is_file()
     assert (tmp_path / "again" / "report.md").read_text() == (run_dir / "report.md").read_text()
+
+
+# --- issue 37: the report leads with the answer ------------------------------------------------------------------
+def _answers(hits: dict[int, float], visible: dict[int, float], windows=None, seed: int = 4):
+    """The report's answers and break-point table for one synthetic series (``m``, truncate, 24
+    question groups) whose top-1 hit rate per length is ``hits``."""
+    from embedeval.breaks import BreakRule, break_points
+    from embedeval.report.tables import answers, break_table
+    from test_breaks import _rank_rows, _with_hits, _with_visibility
+
+    retrieval = _rank_rows(_with_hits(hits, seed=seed))
+    metrics = _with_visibility(retrieval, visible)
+    breaks = break_points(metrics, retrieval, n_resamples=100, windows=windows)
+    return answers(breaks, metrics, BreakRule(), "onehop"), break_table(breaks, BreakRule()), breaks.iloc[0]
+
+
+def test_the_answer_says_the_break_point_the_chunk_the_groups_and_what_the_model_saw():
+    from embedeval.breaks import interval_text
+
+    visible = {128: 1.0, 512: 1.0, 2048: 0.5}
+    ((headline, items),), table, row = _answers({128: 0.9, 512: 0.88, 2048: 0.2}, visible)
+    assert row["break_point"] == 512 and not row["break_censored"]
+    assert headline == ("With m (truncate), keep chunks ≤ 409 tokens: up to 512-token haystacks, a top-5 retriever finds the "
+                        "onehop needle's haystack (above chance) at least 85% as often as in the shortest haystacks; at 2048 "
+                        "tokens it does not.")
+    assert items[0].startswith(f"Break point **{interval_text(next(iter([row.to_frame().T.itertuples().__next__()])))}** by the "
+                               "relative rule, the headline: act on this one")
+    assert items[1:] == ("Recommended chunk **409 tokens**: 0.8 x the break point.", "24 question groups.",
+                         "Needle visible to the model in its needle haystacks, by length: 128: 100%, 512: 100%, 2048: 50%.")
+    assert list(table.columns) == ["series", "break point (relative rule)", "recommended chunk", "question groups", "absolute rule",
+                                   "pooled-AUC rule"]  # 6 columns, not breaks.csv's 28
+    assert table.iloc[0]["series"] == "m [truncate, onehop, question]" and table.iloc[0]["recommended chunk"] == "409"
+
+
+def test_the_answer_says_at_least_where_censored_and_names_the_window_cap():
+    ((headline, items),), table, row = _answers({128: 0.95, 512: 0.95, 2048: 0.95}, {128: 1.0, 512: 1.0, 2048: 1.0},
+                                                windows={"m": 256})
+    assert row["break_censored"] and row["chunk_capped"]
+    assert headline.startswith("With m (truncate), chunks of 256 tokens are safe, and longer ones may be: up to 2048-token "
+                               "haystacks, the longest measured,")
+    assert items[0].startswith("Break point **≥ 2048 tokens (") and "at least this" in items[0]
+    assert items[1] == ("Recommended chunk **256 tokens**: 0.8 x the break point, capped at the 256-token window the model reads "
+                        "(it reads nothing past it).")
+    assert items[3] == "Needle visible to the model in its needle haystacks, by length: 100% at every length (nothing cut off before the needle)."
+    assert table.iloc[0]["break point (relative rule)"].startswith("≥ 2048 tokens (")
+    assert table.iloc[0]["recommended chunk"] == "256 (capped at the 256-token window)"
+
+
+def test_the_answer_says_why_there_is_no_break_point():
+    ((headline, items),), table, _ = _answers({128: 0.0, 512: 0.0, 2048: 0.0}, {128: 1.0, 512: 1.0, 2048: 1.0})
+    assert headline == "With m (truncate), this run recommends no chunk size: it has no break point."
+    assert items[0].startswith("No break point: at chance from the shortest length: this scorer does not find these needles")
+    assert table.iloc[0]["break point (relative rule)"] == "none (at chance)" and table.iloc[0]["recommended chunk"] == "–"
+
+
+def test_the_recall_figure_marks_the_break_point_and_gives_each_k_its_colour(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from embedeval.report import figures
+
+    metrics = pd.DataFrame([{"embedder": "m", "query_form": "question", "variant": "onehop", "category": "all", "depth_bucket": "all",
+                             "metric": f"recall@{k}", "length": length, "value": 0.5} for k in (1, 5, 10) for length in (128, 256, 512)])
+    breaks = pd.DataFrame([{"embedder": "m", "variant": "onehop", "break_point": 256, "break_point_lo": 128, "break_point_hi": 512,
+                            "break_censored": False}])
+    drawn = {}
+    monkeypatch.setattr(figures, "save_figure", lambda fig, path: drawn.update(
+        {line.get_gid(): line for ax in fig.axes for line in ax.get_lines() if line.get_gid()}))
+    figures.recall_figure(metrics, tmp_path / "recall.png", breaks=breaks)
+    assert len({drawn[f"recall@{k} m"].get_color() for k in (1, 5, 10)}) == 3  # before: one colour, @1 and @5 alike
+    assert list(drawn["break point m"].get_xdata()) == [256, 256]

@@ -13,6 +13,8 @@ from embedeval.errors import InputError, InvalidVectorsError
 
 Kind = Literal["query", "document"]
 KINDS: tuple[str, ...] = ("query", "document")
+#: Each kind as a progress bar names what it embeds.
+KIND_WORDS = {"query": "queries", "document": "documents"}
 
 
 @runtime_checkable

@@ -55,7 +55,7 @@ from tqdm.auto import tqdm
 
 from embedeval.defaults import DEFAULT_COMMIT_EVERY
 from embedeval.embedders import onnx
-from embedeval.embedders.base import Embedder, EmbedderWrapper, EmbedStats, Kind, TokenIdWrapper, check_texts, check_vectors
+from embedeval.embedders.base import KIND_WORDS, Embedder, EmbedderWrapper, EmbedStats, Kind, TokenIdWrapper, check_texts, check_vectors
 from embedeval.embedders.models import bundled_name
 from embedeval.embedders.options import split_spec
 from embedeval.errors import CacheError, InvalidVectorsError
@@ -489,8 +489,9 @@ class CachedEmbedder(EmbedderWrapper):
 
     ``read_only`` (a plan, around a :class:`~embedeval.embedders.recorder.Recorder`): nothing is
     stored; what the model was asked for is kept in memory instead, so later calls find it as a run
-    would find it stored; ``seen_keys`` / ``found_keys`` hold the distinct keys asked for and those
-    found in the cache itself.
+    would find it stored; ``found_keys`` holds the distinct keys found in the cache itself.
+    ``seen_keys`` holds the distinct keys asked for, plan or run: :attr:`distinct_texts`, the one
+    count of "texts" a plan, a run's last line and README give.
     """
 
     def __init__(self, embedder: Embedder, cache: EmbeddingCache, commit_every: int = DEFAULT_COMMIT_EVERY, progress: bool = False,
@@ -509,11 +510,18 @@ class CachedEmbedder(EmbedderWrapper):
     def _lookup(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
         """The cached vectors of ``keys`` (a plan also finds what it recorded, and counts the keys)."""
         found = self.cache.get_many(list(dict.fromkeys(keys)))
+        self.seen_keys.update(keys)
         if self.read_only:
-            self.seen_keys.update(keys)
             self.found_keys.update(found)
             found.update((k, self._planned[k]) for k in keys if k in self._planned)
         return found
+
+    @property
+    def distinct_texts(self) -> int:
+        """The distinct texts (vectors: texts, token-id windows, chunks) asked for so far, each
+        counted once however often and in however many calls it was asked for: those found in the
+        cache plus those newly embedded."""
+        return len(self.seen_keys)
 
     def _store(self, keys: Sequence[bytes], vectors: np.ndarray) -> None:
         if self.read_only:
@@ -580,7 +588,7 @@ class CachedEmbedder(EmbedderWrapper):
         keys, texts = list(missing), list(missing.values())
         out: dict[bytes, np.ndarray] = {}
         step = self.commit_every
-        with tqdm(total=len(texts), desc=f"embedding ({self.name})", unit="text", disable=not self.progress,
+        with tqdm(total=len(texts), desc=f"embedding {KIND_WORDS[kind]} ({self.name})", unit="text", disable=not self.progress,
                   delay=0.5) as bar:
             for start in range(0, len(texts), step):
                 chunk_keys = keys[start : start + step]

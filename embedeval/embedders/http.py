@@ -113,6 +113,11 @@ class APIKey:
         return message.replace(self.value, "***") if self.value else message
 
 
+def key_is_set(env: str) -> bool:
+    """Whether the environment variable ``env`` holds a key (set and not blank)."""
+    return bool(APIKey.optional(env).value)
+
+
 def refuse_provider_key(options: ServerOptions, provider_key_env: str) -> None:
     """A :class:`~embedeval.errors.ConfigError` when ``key_env`` names the provider's own key
     variable: that key goes to the provider's own URL only, never to a server of one's own."""
@@ -121,15 +126,25 @@ def refuse_provider_key(options: ServerOptions, provider_key_env: str) -> None:
                           "a `base_url`; copy the key into another variable if that server needs it", "key_env")
 
 
+def request_key_env(options: ServerOptions, provider_key_env: str) -> str | None:
+    """The environment variable whose key a provider's requests send: for a server of one's own
+    (``base_url``) the one its ``key_env`` names (None without it: no key is sent), never the
+    provider's; else ``provider_key_env``."""
+    return options.key_env if options.own_server else provider_key_env
+
+
 def endpoint(options: ServerOptions, provider_key_env: str, base_url_env: str, default_base_url: str,
-             missing: str) -> tuple[APIKey, str]:
+             missing: str, key_required: bool = True) -> tuple[APIKey, str]:
     """The key and the base URL of a provider's requests: for a server of one's own (``base_url``)
     the key in the variable its ``key_env`` names (none without it), never the provider's; else the
-    key in ``provider_key_env`` (unset: :class:`EmbedderUnavailableError` saying ``missing``) and
-    the URL in ``base_url_env`` or the provider's ``default_base_url``."""
+    key in ``provider_key_env`` (unset: :class:`EmbedderUnavailableError` saying ``missing``, unless
+    not ``key_required``: a plan, which sends nothing) and the URL in ``base_url_env`` or the
+    provider's ``default_base_url``."""
+    key_env = request_key_env(options, provider_key_env)
     if options.own_server:
-        return APIKey.optional(options.key_env), options.base_url
-    return APIKey.from_env(provider_key_env, missing), (os.environ.get(base_url_env) or default_base_url).rstrip("/")
+        return APIKey.optional(key_env), options.base_url
+    key = APIKey.from_env(key_env, missing) if key_required else APIKey.optional(key_env)
+    return key, (os.environ.get(base_url_env) or default_base_url).rstrip("/")
 
 
 def key_hint(options: ServerOptions, provider_key_env: str) -> str:
@@ -353,7 +368,9 @@ class APIEmbedder:
     ``max_workers`` requests run at once (default: ``--api-workers``, ``EMBEDEVAL_API_WORKERS``
     or 4); ``rpm``/``tpm`` override the provider's budget (see
     :func:`~embedeval.embedders.budget.resolve_budget`); ``progress`` shows a bar of the tokens
-    sent with the provider's tokens of the last minute.
+    sent with the provider's tokens of the last minute. ``key_required=False`` builds it without
+    its API key when none is set (a plan, which sends nothing: :attr:`request_key_env` names what
+    the run will need).
     """
 
     provider = ""
@@ -376,14 +393,15 @@ class APIEmbedder:
 
     def __init__(self, model: str, max_workers: int | None = None, policy: RetryPolicy | None = None,
                  timeout: float = DEFAULT_REQUEST_TIMEOUT, rpm: int | None = None, tpm: int | None = None,
-                 progress: bool = False):
+                 progress: bool = False, key_required: bool = True):
         name, query = split_spec(model)
         self.options = options = APISpecOptions.parse(query)
         self.model = name
         self.name = f"{self.provider}:{name}" + (f"?{options.query()}" if options.query() else "")
         self.limits = self.limits_for(name, options)
         self._key, self.base_url = endpoint(options, self.key_env, self.base_url_env, self.default_base_url,
-                                            f"{self.provider}:{name} needs an API key in the environment variable {self.key_env}")
+                                            f"{self.provider}:{name} needs an API key in the environment variable {self.key_env}",
+                                            key_required)
         self.dim, self.max_tokens = self.limits.dim, self.limits.max_tokens  # dim 0: learned from the first answer
         self.max_workers = resolve_workers(max_workers)
         self.policy = policy or retry_policy_from_env()
@@ -423,6 +441,11 @@ class APIEmbedder:
         limits = known or ModelLimits(0, options.max_tokens, DEFAULT_SERVER_BATCH_INPUTS,
                                       DEFAULT_SERVER_BATCH_INPUTS * options.max_tokens)
         return limits if options.max_tokens is None else replace(limits, max_tokens=options.max_tokens)
+
+    @property
+    def request_key_env(self) -> str | None:
+        """The environment variable whose key the requests send (:func:`request_key_env`; None: none)."""
+        return request_key_env(self.options, self.key_env)
 
     @property
     def key_hint(self) -> str:

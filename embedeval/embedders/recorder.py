@@ -14,7 +14,9 @@ What is recorded, per model call as a real run would make it:
 - ``tokens``: for an API model, the tokens of the inputs as they would be sent (cut to the window
   by :meth:`~embedeval.embedders.http.APIEmbedder.fit`) and ``requests``, the requests its batches
   (:meth:`~embedeval.embedders.http.APIEmbedder.batches`) would make; for a local model the
-  content tokens it would read.
+  content tokens it would read: a text's tokens up to the window, special tokens and prompt left
+  out (:meth:`TokenIdRecorder.tokens_read`; an expanded query longer than the window counts the
+  window, not its whole length).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 
 from embedeval.embedders.base import EmbedderWrapper, Kind, TokenIdWrapper, check_texts, l2_normalize
 from embedeval.embedders.http import APIEmbedder
+from embedeval.errors import InputError
 
 #: The vector size of a recorder whose model's size is not known before its first answer.
 STAND_IN_DIM = 8
@@ -102,9 +105,14 @@ class Recorder(EmbedderWrapper):
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([stand_in_vector(item, self.dim) for item in items]).astype(np.float32)
 
+    def tokens_read(self, texts: Sequence[str], kind: Kind) -> list[int]:
+        """The tokens a local model reads of each text: its tokens, at most the model's window
+        (``max_tokens``)."""
+        return [min(n, self.inner.max_tokens) for n in self.inner.count_tokens(texts)]
+
     def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
         texts = check_texts(texts, kind)
-        return self._record(texts, kind, None if self.api is not None else self.inner.count_tokens(texts))
+        return self._record(texts, kind, None if self.api is not None else self.tokens_read(texts, kind))
 
 
 class APILateRecorder(Recorder):
@@ -124,6 +132,16 @@ class APILateRecorder(Recorder):
 class TokenIdRecorder(Recorder, TokenIdWrapper):
     """A :class:`Recorder` of a model fed token ids (``st:``): records id sequences, and for late
     chunking the windows the model would read."""
+
+    def tokens_read(self, texts: Sequence[str], kind: Kind) -> list[int]:
+        """The content tokens the model reads of each text: its tokens (special tokens and prompt
+        left out) up to what one input holds (``id_capacity(kind)``), as ``encode`` truncates it;
+        for a model whose prompt does not tokenise apart from the text, :meth:`Recorder.tokens_read`."""
+        try:
+            capacity = self.inner.id_capacity(kind)
+        except InputError:
+            return super().tokens_read(texts, kind)
+        return [min(len(ids), capacity) for ids, _ in self.inner.token_ids(texts, capacity)]
 
     def embed_ids(self, ids: Sequence[Sequence[int]], kind: Kind = "document") -> np.ndarray:
         check_texts([], kind)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from embedeval.defaults import DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER
 from embedeval.embedders.base import Embedder, TokenIdEmbedder
 from embedeval.embedders.cache import CachedEmbedder, CachedTokenIdEmbedder, EmbeddingCache, ReadOnlyFacts
-from embedeval.embedders.http import APIEmbedder
+from embedeval.embedders.http import APIEmbedder, key_is_set, request_key_env
 from embedeval.embedders.jina import JinaEmbedder
 from embedeval.embedders.local import SentenceTransformerEmbedder, check_window, from_spec_model, local_name
 from embedeval.embedders.models import BUNDLED_MODELS, bundled_model_installed, canonical_model, resolve_model_path
@@ -78,11 +78,11 @@ BACKENDS: dict[str, Backend] = {
 def _api_availability(provider: str):
     def check(model: str) -> tuple[bool, str]:
         options = APISpecOptions.parse(split_spec(model)[1])
-        key_env = options.key_env if options.own_server else API_EMBEDDERS[provider].key_env
+        key_env = request_key_env(options, API_EMBEDDERS[provider].key_env)
         where = f"a server of your own at {options.base_url}" if options.own_server else ""
         if key_env is None:
             return True, where
-        if not os.environ.get(key_env, "").strip():
+        if not key_is_set(key_env):
             return False, f"{key_env} is not set"
         return True, ", ".join(filter(None, [where, f"{key_env} is set"]))
 
@@ -184,16 +184,18 @@ def expand_specs(specs: Iterable[str], lexical: bool = False) -> list[str]:
     return out
 
 
-def select_embedders(specs: Iterable[str], skip_unavailable: bool = False, lexical: bool = False) -> tuple[list[str], list[tuple[str, str]]]:
+def select_embedders(specs: Iterable[str], skip_unavailable: bool = False, lexical: bool = False,
+                     keys: bool = True) -> tuple[list[str], list[tuple[str, str]]]:
     """Expand presets and check each spec can run here, without loading any model (``lexical``:
-    lexical scorers such as ``bm25`` are accepted too).
+    lexical scorers such as ``bm25`` are accepted too; ``keys=False``, for a plan alone: an API
+    model whose key is not set is usable, :func:`availability`).
 
     Returns (usable specs, [(skipped spec, why)]). Unless ``skip_unavailable``, any unusable
     spec is an :class:`EmbedderUnavailableError` naming all of them.
     """
     usable, skipped = [], []
     for spec in expand_specs(specs, lexical):
-        ok, why = (True, "lexical") if spec in LEXICAL_SPECS else availability(spec)
+        ok, why = (True, "lexical") if spec in LEXICAL_SPECS else availability(spec, keys)
         if ok:
             usable.append(spec)
         else:
@@ -206,10 +208,24 @@ def select_embedders(specs: Iterable[str], skip_unavailable: bool = False, lexic
     return usable, skipped
 
 
-def availability(spec: str) -> tuple[bool, str]:
-    """(usable now, why) without loading the model."""
+def run_key(spec: str) -> str | None:
+    """The environment variable whose API key a run of ``spec`` sends (None: a local model, or a
+    server of one's own without ``key_env``)."""
     backend, model = parse_spec(spec)
-    return backend.availability(model)
+    if backend.prefix not in API_EMBEDDERS:
+        return None
+    return request_key_env(APISpecOptions.parse(split_spec(model)[1]), API_EMBEDDERS[backend.prefix].key_env)
+
+
+def availability(spec: str, keys: bool = True) -> tuple[bool, str]:
+    """(usable now, why) without loading the model. ``keys=False`` (a plan alone, which sends
+    nothing): an API model whose key is not set is usable, and ``why`` says the run will need it."""
+    backend, model = parse_spec(spec)
+    usable, why = backend.availability(model)
+    key = run_key(spec)
+    if not usable and not keys and key and not key_is_set(key):
+        return True, f"{key} is not set: a plan needs none, the run will"
+    return usable, why
 
 
 def load_embedder(
@@ -236,7 +252,7 @@ def load_embedder(
     The cache commits new vectors every ``commit_every`` texts (what an interruption can lose).
     ``plan``: the model is wrapped in a :class:`~embedeval.embedders.recorder.Recorder` behind a
     read-only cache, so a run's steps record what they would send and nothing is sent or stored
-    (no vectors, token prefixes or model facts).
+    (no vectors, token prefixes or model facts); an API model needs no key for it.
     A local model is loaded only when something must be embedded (its facts are remembered in the
     cache, see :mod:`embedeval.embedders.local`).
 
@@ -245,7 +261,8 @@ def load_embedder(
     (1, 384)
     """
     backend, model = parse_spec(spec)
-    embedder = backend.factory(model)
+    # a plan sends nothing, so an API model is built without its key (the run checks it first)
+    embedder = backend.factory(model, key_required=False) if plan and backend.prefix in API_EMBEDDERS else backend.factory(model)
     store = None if cache is False else cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache_dir)
     if store is not None and isinstance(embedder, SentenceTransformerEmbedder):
         # Its facts are remembered in the cache, so a run whose vectors are cached never loads the weights.

@@ -94,9 +94,10 @@ class NolimaConfig:
             if value is not None and not isinstance(value, tuple):
                 object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
 
-    def validate(self) -> NeedleSet:
+    def validate(self, keys: bool = True) -> NeedleSet:
         """Check everything that can be checked without work (the grid checked itself when it was
-        made); returns the loaded needle set."""
+        made); returns the loaded needle set. ``keys``: whether API keys must be set
+        (:meth:`usable_embedders`)."""
         check_normalize_by(self.normalize_by)
         check_pool(self.pool)
         self.rule().check()
@@ -104,16 +105,17 @@ class NolimaConfig:
             raise ConfigError(f"`n_bootstrap` must be at least 10 resamples, not {self.n_bootstrap}", "n_bootstrap")
         strategies = self.strategy_list()
         self.executor_settings().check()
-        embedders, _ = self.usable_embedders()
+        embedders, _ = self.usable_embedders(keys)
         check_strategy_support(embedders, strategies, self.executor)
         return grid_needle_set(self.needles, self.groups, self.grid.variants, self.grid.n_distractors, self.distractors_file)
 
-    def usable_embedders(self) -> tuple[list[str], list[tuple[str, str]]]:
+    def usable_embedders(self, keys: bool = True) -> tuple[list[str], list[tuple[str, str]]]:
         """(the embedders that can run here, [(skipped spec, why)]): presets expanded, and an
-        unusable one refused unless ``skip_unavailable`` (:func:`~embedeval.embedders.registry.select_embedders`)."""
+        unusable one refused unless ``skip_unavailable`` (:func:`~embedeval.embedders.registry.select_embedders`;
+        ``keys=False``, for a plan alone: an API model whose key is not set counts as usable)."""
         if not self.embedders:
             raise ConfigError("no `embedders` given", "embedders")
-        return select_embedders(list(self.embedders), self.skip_unavailable, lexical=True)
+        return select_embedders(list(self.embedders), self.skip_unavailable, lexical=True, keys=keys)
 
     def strategy_list(self) -> list:
         """The strategies the run reads haystacks with (:func:`~embedeval.strategies.parse_strategies`)."""
@@ -154,7 +156,10 @@ class NolimaResult:
     metrics: pd.DataFrame
     breaks: pd.DataFrame  # the break points per series (embedeval.breaks), as in breaks.csv
     out: Path
-    newly_embedded: dict[str, int]
+    newly_embedded: dict[str, int]  # per embedder, the texts this run sent to the model
+    #: per embedder, the distinct texts (vectors) the run needs, found in the cache or newly
+    #: embedded: the plan's ``texts`` (:attr:`~embedeval.embedders.cache.CachedEmbedder.distinct_texts`)
+    texts: dict[str, int] = field(default_factory=dict)
 
 
 def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progress: bool, tokenizer=None,
@@ -173,14 +178,16 @@ def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progres
 
 
 def plan_nolima(config: NolimaConfig, cache_dir=None, prices: dict[str, float] | None = None, calibrate: bool = True,
-                progress: bool = False, commit_every: int = DEFAULT_COMMIT_EVERY) -> list[EmbedderPlan]:
+                progress: bool = False, commit_every: int = DEFAULT_COMMIT_EVERY, keys: bool = False) -> list[EmbedderPlan]:
     """What :func:`run_nolima` would embed, send, cost and take (:mod:`embedeval.plan`): the grid
     built (or the run directory's reused; nothing written), every scorer's steps run through
     models that record instead of embedding, with the run's ``commit_every`` (the chunks misses are
     sent in). ``calibrate``: time local models on a sample. A price for an embedder the run does not
-    have is refused first (:func:`~embedeval.plan.check_prices_used`)."""
-    needle_set = config.validate()
-    embedders, _ = config.usable_embedders()
+    have is refused first (:func:`~embedeval.plan.check_prices_used`). A plan sends nothing, so it
+    needs no API key (each plan names the key the run will need); ``keys``: refuse a model whose
+    key is not set, as the run would, when the run follows the plan (a cost ceiling)."""
+    needle_set = config.validate(keys)
+    embedders, _ = config.usable_embedders(keys)
     check_prices_used([embedder_name(spec) for spec in embedders if spec not in LEXICAL_SPECS], prices or {})
     forms = query_forms(needle_set, list(config.expansions))
     strategies = config.strategy_list()
@@ -193,10 +200,11 @@ def plan_nolima(config: NolimaConfig, cache_dir=None, prices: dict[str, float] |
         haystacks = build_haystacks(needle_set, config.grid, tokenizer=reference, progress=progress, cache_dir=cache_dir)
     models = {}
     for scorer in scorers:
-        similarity_rows(score_haystacks(scorer, haystacks, forms), needle_set, config.normalize_by)  # the needles embed here
+        with step(f"{scorer.name} [{scorer.strategy}]: what it would embed, recorded (nothing sent)", progress):
+            similarity_rows(score_haystacks(scorer, haystacks, forms), needle_set, config.normalize_by)  # the needles embed here
         if isinstance(scorer, EmbeddingScorer):
             models[id(scorer.embedder)] = scorer.embedder
-    return [plan_of(model, prices, calibrate, config.grid.seed) for model in models.values()]
+    return [plan_of(model, prices, calibrate, config.grid.seed, progress) for model in models.values()]
 
 
 def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_dir=None, commit_every: int = DEFAULT_COMMIT_EVERY) -> NolimaResult:
@@ -235,5 +243,7 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
                                         candidates=pool_size(retrieval), chance=recall_chance_table(retrieval))
             record_outputs(out, digest, [*derived, *reported])  # only what this run wrote
         writer.finish(settings)  # last, so config.json always describes the tables beside it
-    embedded = {s.name: s.embedder.stats.embedded for s in scorers if isinstance(s, EmbeddingScorer)}
-    return NolimaResult(config, embedders, skipped, haystacks, similarities, retrieval, metrics, breaks, out, embedded)
+    models = {s.name: s.embedder for s in scorers if isinstance(s, EmbeddingScorer)}  # one per embedder, its strategies share it
+    return NolimaResult(config, embedders, skipped, haystacks, similarities, retrieval, metrics, breaks, out,
+                        {name: model.stats.embedded for name, model in models.items()},
+                        {name: model.distinct_texts for name, model in models.items()})

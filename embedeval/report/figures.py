@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from embedeval.aggregate import metric_series
+from embedeval.breaks import interval_text
 from embedeval.io import atomic_path
 from embedeval.labels import ALL, QUESTION
 
@@ -73,12 +74,22 @@ def line_figure(metrics: pd.DataFrame, metric: str, ylabel: str, path: Path, hli
     save_figure(fig, path)
 
 
-def recall_figure(metrics: pd.DataFrame, path: Path, chance: pd.DataFrame | None = None) -> None:
-    """One panel per variant: recall@1/5/10 vs length (question form), a colour per embedder (and
-    strategy, distractor count) and a line style per k, with each series' own chance level beside it
-    (thin, in its colour) when ``chance`` is given: rows of ``embedder``, ``variant``, ``length``,
-    ``k`` and ``chance`` (:func:`~embedeval.report.tables.recall_chance_table`, labelled as the
-    metrics are), since pools of different sizes (with distractors, say) have different chance levels."""
+#: One colour per k of recall@k (matplotlib's first three), so recall@1, @5 and @10 never look alike.
+RECALL_COLORS = {1: "C0", 5: "C1", 10: "C2"}
+#: Line styles and markers that tell the series (embedder, strategy, distractors) apart.
+SERIES_STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"))
+
+
+def recall_figure(metrics: pd.DataFrame, path: Path, chance: pd.DataFrame | None = None,
+                  breaks: pd.DataFrame | None = None) -> None:
+    """One panel per variant: recall@1/5/10 vs length (question form), a colour per k
+    (:data:`RECALL_COLORS`) and a line style and marker per series (embedder, strategy, distractor
+    count), with each series' own chance level beside it (thin, in its colour and style) when
+    ``chance`` is given: rows of ``embedder``, ``variant``, ``length``, ``k`` and ``chance``
+    (:func:`~embedeval.report.tables.recall_chance_table`, labelled as the metrics are), since pools
+    of different sizes (with distractors, say) have different chance levels. ``breaks``: the break
+    points (:func:`~embedeval.breaks.break_points`, labelled as the metrics are), each drawn as a
+    vertical line at its length (``≥`` in its label where censored) over a band of its interval."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -86,21 +97,32 @@ def recall_figure(metrics: pd.DataFrame, path: Path, chance: pd.DataFrame | None
 
     data = metrics[(metrics["query_form"] == QUESTION) & (metrics["category"] == ALL) & (metrics["depth_bucket"] == ALL)]
     variants = sorted(data["variant"].unique())
-    colors = {name: f"C{i % 10}" for i, name in enumerate(sorted(data["embedder"].unique()))}  # one colour per series
+    names = sorted(data["embedder"].unique())
+    styles = {name: SERIES_STYLES[i % len(SERIES_STYLES)] for i, name in enumerate(names)}
     fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 4), squeeze=False, sharey=True)
     for ax, variant in zip(axes[0], variants):
-        for k, style in zip(RECALL_KS, ("-", "--", ":")):
+        for k in RECALL_KS:
             cell = data[(data["variant"] == variant) & (data["metric"] == f"recall@{k}")]
             for (embedder,), series in cell.groupby(["embedder"]):
                 series = series.sort_values("length")
-                ax.plot(series["length"], series["value"], marker="o", color=colors[embedder], linestyle=style,
-                        label=f"recall@{k} {embedder}")
+                style, marker = styles[embedder]
+                ax.plot(series["length"], series["value"], marker=marker, color=RECALL_COLORS[k], linestyle=style,
+                        label=f"recall@{k}" + (f" {embedder}" if len(names) > 1 else ""), gid=f"recall@{k} {embedder}")
                 if chance is None:
                     continue
                 level = chance[(chance["embedder"] == embedder) & (chance["variant"] == variant) & (chance["k"] == k)]
                 level = level.sort_values("length")
-                ax.plot(level["length"], level["chance"], color=colors[embedder], linestyle=style, linewidth=0.8, alpha=0.5,
+                ax.plot(level["length"], level["chance"], color=RECALL_COLORS[k], linestyle=style, linewidth=0.8, alpha=0.5,
                         gid=f"chance recall@{k} {embedder}")
+        for row in ([] if breaks is None else breaks[breaks["variant"] == variant].itertuples()):
+            if row.embedder not in styles or pd.isna(row.break_point):
+                continue
+            if not (pd.isna(row.break_point_lo) or pd.isna(row.break_point_hi)):
+                ax.axvspan(row.break_point_lo, row.break_point_hi, color="grey", alpha=0.12, linewidth=0)
+            ax.axvline(row.break_point, color="black", linestyle=styles[row.embedder][0], linewidth=1.2, gid=f"break point {row.embedder}",
+                       label="break point (band: its interval)" + (f" {row.embedder}" if len(names) > 1 else ""))
+            ax.annotate(f"break point {interval_text(row)}", (row.break_point, 1.0), xytext=(3, -3), textcoords="offset points",
+                        fontsize=7, va="top", ha="left")
         ax.set_title(f"{variant} (thin: each series' chance k/n)" if chance is not None else variant)
         ax.set_ylim(0, 1.02)
         _length_axis(ax, data["length"])

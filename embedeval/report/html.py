@@ -10,7 +10,7 @@ import html
 import re
 from pathlib import Path
 
-from embedeval.report.sections import Block, Bullets, Document, Figure, Table, Text, format_cell
+from embedeval.report.sections import Block, Bullets, Callout, Document, Figure, Table, Text, format_cell
 
 STYLE = """
 :root { color-scheme: light; }
@@ -29,6 +29,9 @@ td:first-child, th:first-child { text-align: left; }
 figure { margin: 0.8rem 0 1.2rem; }
 img { max-width: 100%; height: auto; display: block; }
 p, li { overflow-wrap: anywhere; }
+.answer { border-left: 4px solid #2f6fb3; background: #f2f6fb; padding: 0.6rem 1rem; margin: 0 0 1rem; border-radius: 0 4px 4px 0; }
+.answer p { margin: 0 0 0.3rem; font-size: 1.05rem; }
+.answer ul { margin: 0; padding-left: 1.2rem; }
 """
 
 _CODE = re.compile(r"`([^`]+)`")
@@ -61,6 +64,9 @@ def _block(block: Block, folder: Path) -> str:
         return "<ul>" + "".join(f"<li>{inline(item)}</li>" for item in block.items) + "</ul>" if block.items else ""
     if isinstance(block, Table):
         return html_table(block)
+    if isinstance(block, Callout):
+        items = "".join(f"<li>{inline(item)}</li>" for item in block.items)
+        return f'<aside class="answer"><p><strong>{inline(block.headline)}</strong></p><ul>{items}</ul></aside>'
     if isinstance(block, Figure):
         data = base64.b64encode((folder / block.path).read_bytes()).decode("ascii")
         return (f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(block.alt)}" loading="eager">'

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from embedeval.report.sections import Block, Bullets, Document, Figure, Table, Text, format_cell
+from embedeval.report.sections import Block, Bullets, Callout, Document, Figure, Table, Text, format_cell
 
 
 def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
@@ -25,6 +25,8 @@ def _block(block: Block) -> str:
         return markdown_table(block.frame, block.digits)
     if isinstance(block, Figure):
         return f"![{block.alt}]({block.path})"
+    if isinstance(block, Callout):  # a block quote: the headline in bold, then its points
+        return "\n".join([f"> **{block.headline}**", ">", *(f"> - {item}" for item in block.items)])
     raise TypeError(f"not a report block: {block!r}")
 
 

@@ -13,14 +13,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from embedeval.breaks import BREAK_INTERVAL, BreakRule, break_sentence, interval_text
+from embedeval.breaks import BREAK_INTERVAL, BreakRule, break_sentence
 from embedeval.defaults import CHUNK_FACTOR
 from embedeval.labels import ALL_POOL, NEEDLE_FREE_POOL, QUESTION
 from embedeval.report.figures import LINE_FIGURES, expansion_figure, heatmap_figure, line_figure, recall_figure
 from embedeval.report.tables import (
-    best_query_form, category_tables, chunk_size_lines, chunk_size_table, control_tie_table, depth_tables, distractor_note, distractor_table,
-    fewest_distractors, main_variant, one_needle, position_table, scorer_view, series_note, several_needles_table, summary_table,
-    truncation_lines,
+    answers, best_query_form, break_table, category_tables, chunk_size_lines, chunk_size_table, control_tie_table, depth_tables,
+    distractor_note, distractor_table, fewest_distractors, main_variant, one_needle, position_table, scorer_view, series_label,
+    several_needles_table, summary_table, truncation_lines,
 )
 
 POSITIONS_TEXT = (
@@ -75,7 +75,15 @@ class Figure:
     alt: str
 
 
-Block = Text | Bullets | Table | Figure
+@dataclass(frozen=True)
+class Callout:
+    """A boxed answer: a headline in plain words and its supporting points."""
+
+    headline: str
+    items: tuple[str, ...]
+
+
+Block = Text | Bullets | Table | Figure | Callout
 
 
 @dataclass
@@ -102,13 +110,6 @@ def format_cell(value, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, (float, np.floating)) else str(value)
 
 
-def break_table(breaks: pd.DataFrame) -> pd.DataFrame:
-    """The report's first table: a row per series of ``breaks`` (:func:`~embedeval.breaks.break_points`),
-    the headline break point with its interval ("256 tokens (128-512)")."""
-    shown = breaks.assign(break_point=[interval_text(row) for row in breaks.itertuples()])
-    return shown.drop(columns=["break_point_lo", "break_point_hi", "base_ci_lo", "base_ci_hi", "best_length", "best_value"])
-
-
 def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, breaks: pd.DataFrame,
                     rule: BreakRule | None = None, title: str = "NoLiMa sweep", config: dict | None = None,
                     candidates: int | None = None, chance: pd.DataFrame | None = None) -> Document:
@@ -117,7 +118,11 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
     settings of the run the tables come from (named in the first line), if there is one run;
     ``candidates``: the size of the retrieval pool plus one, for the chance level of recall@k
     (the pool itself is the config's ``pool``); ``chance``: each series' chance level of recall@k
-    (:func:`~embedeval.report.tables.recall_chance_table`), drawn beside it. The break-point table comes first."""
+    (:func:`~embedeval.report.tables.recall_chance_table`), drawn beside it.
+
+    The report leads with the answer: one :class:`Callout` per embedder and strategy
+    (:func:`~embedeval.report.tables.answers`), then the run's settings; the first section explains
+    the rules and holds the narrow break-point table (:func:`~embedeval.report.tables.break_table`)."""
     figures = Path(out) / "figures"
     pool = (config or {}).get("pool")
     bps = breaks
@@ -126,6 +131,7 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
     several = several_needles_table(metrics)
     metrics, similarities = one_needle(metrics), one_needle(similarities)  # the sections below: one needle, its own question
     variant = main_variant(metrics)
+    callouts = [Callout(headline, items) for headline, items in answers(bps, metrics, rule, variant)]
     fewest = fewest_distractors(metrics)
     chunk_lines = chunk_size_lines(fewest, one_needle(bps), rule, variant)
     chunk_table = chunk_size_table(fewest, break_metric, variant)
@@ -139,22 +145,23 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
     if depth:
         heatmap_figure(depth, f"normalized similarity by needle depth ({variant})", figures / "depth_heatmap.png")
 
-    intro: list[Block] = []
+    intro: list[Block] = list(callouts)
     grid = (config or {}).get("grid", {})
     if config and all(key in config for key in HEADER_KEYS) and all(key in grid for key in HEADER_GRID_KEYS):
         intro.append(Text(f"Needles `{Path(config['needles']).name}`, corpus `{grid['corpus']}`, lengths "
                           f"{', '.join(map(str, grid['lengths']))}, {grid['depths']} depths, seed {grid['seed']}, "
                           f"token counts by `{config['tokenizer']}`."))
+    other = "absolute" if rule.rule == "relative" else "relative"
     sections = [Section(f"Break point and recommended chunk size ({rule.condition()})", [
-        Text("The break point is the largest length up to which the rule holds at every length from the shortest, "
-             f"with its interval (the {BREAK_INTERVAL[0]:.0%} and {BREAK_INTERVAL[1]:.0%} percentiles over bootstrap "
-             f"resamples of the question groups); the recommended chunk size is {CHUNK_FACTOR} x the headline "
-             f"({rule.rule}) break point. Where no length keeps the rule, the best length is named. Both rules are in "
-             "the table (and in `breaks.csv`), and the study's break point from the AUC pooled over questions beside them:"),
+        Text(f"Act on the headline break point, the {rule.rule} rule's (the answer above): the largest length up to which "
+             "the rule holds at every length from the shortest, with its interval (the "
+             f"{BREAK_INTERVAL[0]:.0%} and {BREAK_INTERVAL[1]:.0%} percentiles over bootstrap resamples of the question "
+             f"groups); the recommended chunk size is {CHUNK_FACTOR} x it. The {other} rule and the study's break point "
+             "from the AUC pooled over questions are beside it for comparison with other studies. Where no length keeps "
+             "the rule, the best length is named. Every column is in `breaks.csv`:"),
         Bullets(tuple(rule.meanings())),
-        Bullets(tuple(f"{r.embedder} [{r.strategy}, {r.variant}, {r.query_form}{series_note(r)}]: {break_sentence(r, rule)}"
-                      for r in bps.itertuples())),
-        Table(break_table(bps))])]
+        Table(break_table(bps, rule)),
+        Bullets(tuple(f"{series_label(r)}: {break_sentence(r, rule)}" for r in bps.itertuples()))])]
     if not several.empty:
         sections.append(Section("Several needles", [
             Text("A haystack with K needles holds its own group's needle at the grid's depth and K - 1 needles of other "
@@ -184,13 +191,16 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
             Table(chunk_table)]))
     if "recall@5" in set(metrics["metric"]):
         own_chance = None if chance is None else scorer_view(one_needle(chance))
+        shown_breaks = scorer_view(one_needle(bps))
         recall_figure(metrics, figures / "recall_vs_length.png",
-                      None if own_chance is None else own_chance[own_chance["query_form"] == QUESTION])
+                      None if own_chance is None else own_chance[own_chance["query_form"] == QUESTION],
+                      shown_breaks[shown_breaks["query_form"] == QUESTION])
         in_all = f"; {candidates} candidates in all" if candidates else ""
         sections.append(Section("Retrieval among same-length candidates", [
             Text(f"Each needle haystack ranked by its question's score among {pool_words(pool)}{in_all}"
                  f"{'; with distractors, the pool of the Distractors section' if decoy_table['n_distractors'].nunique() > 1 and pool == NEEDLE_FREE_POOL else ''}; "
-                 "ties counted against it). Recall@5 per length:"),
+                 "ties counted against it). Recall@5 per length; the figure draws recall@1, @5 and @10 and marks each "
+                 "break point, its interval shaded:"),
             Table(summary_table(metrics, "recall@5")),
             Figure("figures/recall_vs_length.png", "recall@k")]))
     sections.append(Section("Truncation", [

@@ -7,9 +7,11 @@ import numpy as np
 import pandas as pd
 
 from embedeval.aggregate import metric_series, pair_with_controls
-from embedeval.breaks import BreakRule
+from embedeval.breaks import SERIES_KEYS, BreakRule, interval_text, tokens_text, why_no_break
+from embedeval.defaults import CHUNK_FACTOR
 from embedeval.labels import ALL, BLIND_PREFIX, CHUNKED_PREFIX, CONTROL, NEGATIVE, QUESTION, is_blind, scores_chunks
 from embedeval.metrics import recall_chance
+
 
 def main_variant(metrics: pd.DataFrame) -> str:
     """The variant the single-variant sections show: one-hop if the run has it."""
@@ -226,3 +228,132 @@ def series_note(row) -> str:
     and with several needles their number and whose question ranks the haystack."""
     needles = "" if row.n_needles <= 1 else f", {int(row.n_needles)} needles, {'own' if row.own_question else 'other'} questions"
     return distractor_note(row.n_distractors) + needles
+
+
+def series_label(row) -> str:
+    """A break-point row's series in words: ``st:all-MiniLM-L6-v2 [truncate, onehop, question]``,
+    with its distractors and needles (:func:`series_note`)."""
+    return f"{row.embedder} [{row.strategy}, {row.variant}, {row.query_form}{series_note(row)}]"
+
+
+def _flag(row, name: str) -> bool:
+    """A boolean column of a break-point row (older breaks.csv files lack some: false)."""
+    value = getattr(row, name, None)
+    return value is not None and not pd.isna(value) and bool(value)
+
+
+def _count(row, name: str) -> int | None:
+    """A count column of a break-point row (None where an older breaks.csv lacks it)."""
+    value = getattr(row, name, None)
+    return None if value is None or pd.isna(value) else int(value)
+
+
+def headline_breaks(breaks: pd.DataFrame, variant: str) -> pd.DataFrame:
+    """The rows of ``breaks`` the report's answer gives, one per embedder and strategy: the
+    ``variant`` needles (:func:`main_variant`) asked in the question form, one needle per haystack,
+    at the run's fewest distractors."""
+    rows = one_needle(breaks)
+    return fewest_distractors(rows[(rows["query_form"] == QUESTION) & (rows["variant"] == variant)])
+
+
+def rule_in_words(rule: BreakRule, variant: str) -> str:
+    """What the headline rule asks of a length, in plain words."""
+    if rule.rule == "relative":
+        return (f"a top-{rule.k} retriever finds the {variant} needle's haystack (above chance) at least {rule.fraction:.0%} as "
+                "often as in the shortest haystacks")
+    return f"{rule.metric} stays at or above {rule.threshold}"
+
+
+def _visible_words(shares: pd.Series) -> str:
+    """The share of needle haystacks whose needle the model read, per length, in words."""
+    if shares.empty:
+        return "not measured"
+    if (shares >= 1).all():
+        return "100% at every length (nothing cut off before the needle)"
+    return ", ".join(f"{int(length)}: {share:.0%}" for length, share in shares.items())
+
+
+def answer(row, rule: BreakRule, shares: pd.Series) -> tuple[str, tuple[str, ...]]:
+    """The report's answer for one embedder and strategy (a row of :func:`headline_breaks`):
+    ``(headline, items)``: the headline in plain words ("with this model, keep chunks <= 102
+    tokens: ..."), then the break point with its interval (or "≥ L" where censored, or why there
+    is none), the recommended chunk and any cap, the question groups, and ``shares`` (per length,
+    the share of needle haystacks whose needle the model could see)."""
+    who = f"{row.embedder} ({row.strategy})"
+    lengths = [int(length) for length in shares.index]
+    meaning = rule_in_words(rule, row.variant)
+    why = why_no_break(row, rule)
+    censored = _flag(row, "break_censored")
+    chunked = scores_chunks(row.strategy)
+    if why is not None:
+        headline = f"With {who}, this run recommends no chunk size: it has no break point."
+        items = [f"No break point: {why}."]
+    else:
+        point = int(row.break_point)
+        later = [length for length in lengths if length > point]
+        chunk = row.strategy.split("@")[-1]
+        if censored:
+            reach = f"up to {point}-token haystacks, the longest measured, {meaning}, so longer ones may work too"
+        else:
+            reach = f"up to {point}-token haystacks, {meaning}" + (f"; at {later[0]} tokens it does not" if later else "")
+        if chunked:
+            headline = f"With {who}, reading each document as {chunk}-token chunks: {reach}."
+        elif censored:
+            headline = f"With {who}, chunks of {int(row.recommended_chunk_tokens)} tokens are safe, and longer ones may be: {reach}."
+        else:
+            headline = f"With {who}, keep chunks ≤ {int(row.recommended_chunk_tokens)} tokens: {reach}."
+        bound = '; "≥": it never fell below the bar, so the effective length is at least this' if censored else ""
+        items = [f"Break point **{interval_text(row)}** by the {rule.rule} rule, the headline: act on this one (in brackets its "
+                 f"interval over resampled question groups{bound})."]
+        if chunked:
+            items.append(f"Chunk size {chunk} tokens, set by the strategy: its break point is the document's length, so it "
+                         "recommends no chunk.")
+        elif _count(row, "recommended_chunk_tokens") is not None:
+            tokens = _count(row, "recommended_chunk_tokens")
+            items.append(f"Recommended chunk **{tokens} tokens**: {CHUNK_FACTOR} x the break point, capped at the "
+                         f"{_count(row, 'window')}-token window the model reads (it reads nothing past it)." if _flag(row, "chunk_capped")
+                         else f"Recommended chunk **at least {tokens} tokens**: {CHUNK_FACTOR} x the break point, a lower bound as "
+                         "the break point is." if censored else f"Recommended chunk **{tokens} tokens**: {CHUNK_FACTOR} x the break point.")
+    groups = _count(row, "n_groups")
+    if groups is not None:
+        items.append(f"{groups} question groups.")
+    items.append(f"Needle visible to the model in its needle haystacks, by length: {_visible_words(shares)}.")
+    return headline, tuple(items)
+
+
+def answers(breaks: pd.DataFrame, metrics: pd.DataFrame, rule: BreakRule, variant: str) -> list[tuple[str, tuple[str, ...]]]:
+    """:func:`answer` for every row of :func:`headline_breaks`, with the visible shares of the
+    row's own series (``needle_visible_share`` in ``metrics``)."""
+    visible = metric_series(metrics, "needle_visible_share")
+    found = []
+    for row in headline_breaks(breaks, variant).itertuples():
+        mask = np.ones(len(visible), dtype=bool)
+        for key in SERIES_KEYS:
+            if key in visible.columns:
+                mask &= (visible[key] == getattr(row, key)).to_numpy()
+        found.append(answer(row, rule, visible[mask].groupby("length")["value"].mean().sort_index()))
+    return found
+
+
+def break_table(breaks: pd.DataFrame, rule: BreakRule) -> pd.DataFrame:
+    """The report's first table, narrow enough to read without scrolling: a row per series of
+    ``breaks`` (:func:`~embedeval.breaks.break_points`): the headline break point with its interval
+    ("256 tokens (128-512)", "≥ 8192 tokens (...)", or "none" with the reason in a word), the
+    recommended chunk (with its cap), the question groups, the other rule's and the pooled-AUC
+    break points. Every column of ``breaks.csv`` stays in the file."""
+    other = "absolute" if rule.rule == "relative" else "relative"
+    rows = []
+    for row in breaks.itertuples():
+        status = getattr(row, "relative_status", None) if rule.rule == "relative" else None
+        none = f"none ({status})" if isinstance(status, str) and status != "ok" else "none (no length keeps the rule)"
+        chunk = _count(row, "recommended_chunk_tokens")
+        capped = _flag(row, "chunk_capped")
+        rows.append({"series": series_label(row),
+                     f"break point ({rule.rule} rule)": none if pd.isna(row.break_point) else interval_text(row),
+                     "recommended chunk": "–" if chunk is None else
+                     f"{chunk} (capped at the {_count(row, 'window')}-token window)" if capped else
+                     f"≥ {chunk}" if _flag(row, "break_censored") else str(chunk),
+                     "question groups": _count(row, "n_groups"),
+                     f"{other} rule": tokens_text(getattr(row, f"{other}_break_point")),
+                     "pooled-AUC rule": tokens_text(row.auc_break_point)})
+    return pd.DataFrame(rows)
