@@ -282,3 +282,12 @@ def test_a_sweep_plans_reads_and_reports_what_L_lets_the_model_see(tmp_path, boo
     assert truncated["needle_visible"].mean() < extended["needle_visible"].mean()
     again = CliRunner().invoke(app, args)
     assert f"{spec}: 0 texts newly embedded" in again.output
+
+
+def test_a_model_without_a_transformer_module_is_refused_not_a_crash(tmp_path):
+    """A sentence-transformers model whose first module has no transformers model under it (static
+    embeddings) gets a refusal naming the module."""
+    model = SentenceTransformerEmbedder(str(small_model_folder(tmp_path, "bert", P, max_seq_length=P)))
+    first = next(iter(model.model._modules))
+    model.model._modules[first] = torch.nn.Identity()
+    assert model.stretch_refusal(Stretch("gp")) == "its first module is a Identity, not a transformer with positions"

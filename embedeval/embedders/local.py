@@ -455,11 +455,15 @@ class SentenceTransformerEmbedder:
     def _live_stretch_refusal(self, stretch: stretching.Stretch) -> str | None:
         if self.options.backend != "torch":
             return f"context extension runs on the torch backend, not {self.options.backend}"
-        return stretching.refusal(self._transformer(), stretch)
+        transformer = self._transformer()
+        if transformer is None:
+            return f"its first module is a {type(self.model[0]).__name__}, not a transformer with positions"
+        return stretching.refusal(transformer, stretch)
 
     def _transformer(self):
-        """The transformers model under the sentence-transformers Transformer module."""
-        return self.model[0].auto_model
+        """The transformers model under the sentence-transformers Transformer module (None for a
+        model without one, e.g. static embeddings)."""
+        return getattr(self.model[0], "auto_model", None)
 
     def positions(self) -> int | None:
         """``P``: the positions the model has (:func:`position_limit`: its position table's rows,
