@@ -64,11 +64,12 @@ def split_list(value: str) -> list[str]:
 
 
 def int_list(value: str, option: str) -> list[int]:
-    """Comma-separated integers; anything else is a one-line :class:`InputError`."""
-    try:
-        return [int(item) for item in split_list(value)]
-    except ValueError:
-        raise InputError(f"{option} takes comma-separated whole numbers, not {value!r}") from None
+    """Comma-separated integers in the digits 0-9 (``-`` allowed; ``int`` would also read other
+    scripts' digits); anything else is a one-line :class:`InputError`."""
+    items = split_list(value)
+    if not all(item.removeprefix("-").isascii() and item.removeprefix("-").isdigit() for item in items):
+        raise InputError(f"{option} takes comma-separated whole numbers in the digits 0-9, not {value!r}")
+    return [int(item) for item in items]
 
 
 @dataclass

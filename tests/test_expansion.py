@@ -222,7 +222,7 @@ def test_a_chat_server_of_ones_own_gets_only_the_key_its_spec_names_and_no_accou
     chat.script.chat_replies = ['["x"]', '["y"]']
     assert ChatLLM(f"openai:m?base_url={chat.url}/v1&key_env=MY_CHAT_KEY").complete("Q?") == '["x"]'
     assert ChatLLM(f"openai:m?base_url={chat.url}/v1").complete("Q?") == '["y"]'
-    assert [(r["model"], r["auth"]) for r in chat.requests] == [("m", "Bearer local-key"), ("m", "Bearer none")]
+    assert [(r["model"], r["auth"]) for r in chat.requests] == [("m", "Bearer local-key"), ("m", "")]  # no key_env: no Authorization header
     sent = {name.lower() for r in chat.requests for name in r["headers"]}
     assert not sent & {"openai-organization", "openai-project"}
 
@@ -237,7 +237,7 @@ def test_the_deprecated_base_url_follows_the_same_rules(chat, monkeypatch, tmp_p
                                       "--base-url", f"{chat.url}/v1", "--out", str(out), "-q"])
     assert result.exit_code == 0, result.output
     assert "warning: --base-url is deprecated" in result.output
-    assert {r["auth"] for r in chat.requests} == {"Bearer none"}  # never OPENAI_API_KEY
+    assert {r["auth"] for r in chat.requests} == {""}  # never OPENAI_API_KEY, nor a stand-in key
     assert not any("openai-organization" in {name.lower() for name in r["headers"]} for r in chat.requests)
     assert json.loads(out.read_text())["model"] == "fake-model"
 

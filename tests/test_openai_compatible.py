@@ -120,6 +120,10 @@ def test_spec_options_are_checked_before_any_request(server):
         ("openai:bge-m3?base_url=http://127.0.0.1:0/v1&max_tokens=5", ConfigError, "port from 1 to 65535, not '0'"),
         (f"openai:bge-m3?base_url={server.url}/v1%0D%0AX-Injected:%201&max_tokens=5", ConfigError, "control characters"),
         (f"openai:bge-m3?base_url={server.url}/v1\r\nX-Injected: 1&max_tokens=5", ConfigError, "control characters"),
+        ("openai:bge-m3?base_url=http://[::1/v1&max_tokens=5", ConfigError, "must be an http:// or https:// URL in ASCII"),
+        ("openai:bge-m3?base_url=http://\uff11\uff12\uff17.0.0.1:18081/v1&max_tokens=5", ConfigError, "in ASCII"),
+        (f"openai:bge-m3?base_url={server.url}/v1?&max_tokens=5", ConfigError, "must not hold a user, password, query"),
+        (f"openai:bge-m3?base_url={server.url}/v1#&max_tokens=5", ConfigError, "must not hold a user, password, query"),
     ]:
         with pytest.raises(error, match=says):
             canonical_spec(spec)
@@ -183,6 +187,14 @@ def test_org_and_project_ids_never_reach_a_server_of_ones_own(server, monkeypatc
     load_embedder(spec_of(server), cache=False).embed(["a text"])
     sent = {name.lower() for request in server.requests for name in request["headers"]}
     assert len(server.requests) >= 3 and not sent & {"openai-organization", "openai-project"}
+    assert "authorization" not in sent  # no key_env: no key, and no header standing for one
+
+
+def test_a_key_named_by_key_env_is_the_only_authorization_sent(server, monkeypatch):
+    monkeypatch.setenv("MY_SERVER_KEY", "sk-MINE")
+    load_embedder(spec_of(server, key_env="MY_SERVER_KEY"), cache=False).embed(["a text"])
+    sent = {value for request in server.requests for name, value in request["headers"].items() if name.lower() == "authorization"}
+    assert sent == {"Bearer sk-MINE"}
 
 
 def test_a_redirect_to_another_origin_is_one_error_naming_both_and_nothing_goes_there(server, tmp_path):

@@ -138,6 +138,21 @@ def test_embedeval_report_writes_both_formats(run_dir, tmp_path):
     assert (tmp_path / "again" / "report.md").read_text() == (run_dir / "report.md").read_text()
 
 
+def test_a_figures_folder_that_is_a_link_is_refused_and_nothing_written_through_it(run_dir, tmp_path):
+    """Issue 36: `report --out X` where X/figures links to a folder of the user's writes nothing there."""
+    victims = tmp_path / "mine"
+    victims.mkdir()
+    (victims / "recall_vs_length.png").write_text("MINE")
+    out = tmp_path / "linked"
+    out.mkdir()
+    (out / "figures").symlink_to(victims)
+    result = CliRunner().invoke(app, ["report", str(run_dir), "--out", str(out)])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: ") and "is a link or not a folder" in lines[0]
+    assert [p.name for p in victims.iterdir()] == ["recall_vs_length.png"] and (victims / "recall_vs_length.png").read_text() == "MINE"
+    assert sorted(p.name for p in out.iterdir()) == ["figures"]
+
+
 # --- issue 37: the report leads with the answer ------------------------------------------------------------------
 def _answers(hits: dict[int, float], visible: dict[int, float], windows=None, seed: int = 4):
     """The report's answers and break-point table for one synthetic series (``m``, truncate, 24

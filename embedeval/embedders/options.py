@@ -230,10 +230,13 @@ def checked_base_url(url: str) -> str:
     :class:`ServerOptions`); else one :class:`~embedeval.errors.ConfigError` naming what is wrong."""
     if any(char.isspace() or ord(char) < 32 or ord(char) == 127 for char in url):
         raise ConfigError(f"`base_url` must not hold spaces or control characters (CR, LF, ...), not {url!r}", "base_url")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"`base_url` must be an http:// or https:// URL, not {url!r}", "base_url")
-    if "@" in parts.netloc or parts.query or parts.fragment or ";" in parts.path:
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unclosed IPv6 bracket
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not url.isascii():
+        raise ConfigError(f"`base_url` must be an http:// or https:// URL in ASCII (a host name as IDNA), not {url!r}", "base_url")
+    if "@" in parts.netloc or "?" in url or "#" in url or ";" in parts.path:
         raise ConfigError("`base_url` must not hold a user, password, query, ;parameters or fragment: name the variable "
                           "holding the key with `key_env`", "base_url")
     try:
