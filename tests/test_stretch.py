@@ -134,7 +134,7 @@ def test_the_logit_scale_inside_and_after(bert):
 
 def _every_stretch(model):
     """Every method that fits ``model``, with +logscale where it applies."""
-    return [Stretch(m, scaled) for m in Stretch.all_methods() for scaled in (False, True) if model.stretch_refusal(Stretch(m, scaled)) is None]
+    return [stretch for stretch in Stretch.every() if model.stretch_refusal(stretch) is None]
 
 
 @pytest.mark.parametrize("which", ["bert", "modernbert"])

@@ -41,7 +41,7 @@ from embedeval.paths import default_cache_dir
 from embedeval.versions import package_version
 
 #: Bump when the facts change shape or meaning (older remembered facts are then ignored).
-FACTS_FORMAT = 3
+FACTS_FORMAT = 4
 #: Packages whose versions can change what a loaded model says about itself.
 FACTS_PACKAGES = ("sentence-transformers", "transformers", "tokenizers", "torch")
 
@@ -248,8 +248,7 @@ class SentenceTransformerEmbedder:
         return {"fingerprint": self._live_fingerprint(), "dim": int(self.model.get_embedding_dimension()),
                 "max_tokens": int(self.model.max_seq_length), "special_ids": list(self._special_ids()),
                 "prompt_ids": prompt_ids, "tokenizer": self.token_counter.fingerprint, "pooling": self._live_pooling(),
-                "stretch_refusals": {f"{m}{'+logscale' if scaled else ''}": self._live_stretch_refusal(stretching.Stretch(m, scaled))
-                                     for m in stretching.Stretch.all_methods() for scaled in (False, True)}}
+                "stretch_refusals": {stretch.key: self._live_stretch_refusal(stretch) for stretch in stretching.Stretch.every()}}
 
     @property
     def token_counter(self) -> TokenCounter:
@@ -449,7 +448,7 @@ class SentenceTransformerEmbedder:
         a backend other than torch), None when it can (:mod:`embedeval.embedders.stretch`)."""
         facts = self._recalled()
         if facts:
-            return facts["stretch_refusals"][stretch.key.removeprefix("stretch:")]
+            return facts["stretch_refusals"][stretch.key]
         return self._live_stretch_refusal(stretch)
 
     def _live_stretch_refusal(self, stretch: stretching.Stretch) -> str | None:

@@ -62,6 +62,11 @@ class Stretch:
     def all_methods() -> tuple[str, ...]:
         return tuple(m for methods in METHODS.values() for m in methods)
 
+    @classmethod
+    def every(cls) -> list[Stretch]:
+        """Every method, without and with ``logscale``."""
+        return [cls(method, scaled) for method in cls.all_methods() for scaled in (False, True)]
+
     @property
     def position_type(self) -> str:
         return next(kind for kind, methods in METHODS.items() if self.method in methods)
