@@ -10,6 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from embedeval.cli import app
+from embedeval.embedders import local
 from embedeval.embedders.local import SentenceTransformerEmbedder, cut_batches
 from embedeval.embedders.options import LocalOptions
 from embedeval.embedders.registry import canonical_spec, load_embedder, select_embedders
@@ -99,6 +100,31 @@ def test_out_of_memory_halves_the_batch_and_keeps_every_vector(minilm):
     model.model.forward = lambda features: (_ for _ in ()).throw(torch.cuda.OutOfMemoryError("simulated"))
     with pytest.raises(InputError, match="one input of 202 tokens does not fit"):
         model.embed_ids(ids[:2])
+
+
+def cudnn_sdp_flags() -> tuple[bool, bool, bool, bool]:
+    backends = torch.backends.cuda
+    return (backends.cudnn_sdp_enabled(), backends.flash_sdp_enabled(), backends.mem_efficient_sdp_enabled(),
+            backends.math_sdp_enabled())
+
+
+def test_cuda_forwards_leave_out_cudnn_attention_and_other_devices_keep_pytorch_s_choice(minilm, monkeypatch):
+    """cuDNN's attention builds a plan per input shape (slow on texts of many lengths, bench_gpu.py):
+    on CUDA every forward pass runs without it, the other kernels still allowed; on the CPU nothing changes."""
+    before = cudnn_sdp_flags()
+    assert before[0], "PyTorch allows cuDNN attention by default"
+    with local.attention_kernels("cuda:0"):
+        assert cudnn_sdp_flags() == (False, True, True, True)
+    assert cudnn_sdp_flags() == before
+    with local.attention_kernels("cpu"):
+        assert cudnn_sdp_flags() == before
+    seen = []
+    forward = minilm.model.forward
+    monkeypatch.setattr(minilm.model, "forward", lambda features, **kw: seen.append(cudnn_sdp_flags()[0]) or forward(features, **kw))
+    monkeypatch.setattr(minilm, "device", "cuda")  # the flags are global; the forward still runs on the CPU
+    minilm.embed_ids([[2000, 2001, 2002]] * 3)
+    minilm.embed(["a question"], kind="query")
+    assert seen == [False, False]
 
 
 #: Positions of the synthetic long-context models: an 8192-token haystack (content tokens, as the

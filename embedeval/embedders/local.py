@@ -101,6 +101,21 @@ def local_name(model: str, options: LocalOptions) -> str:
     return f"st:{canonical_model(model)}" + (f"?{query}" if query else "")
 
 
+def attention_kernels(device: str):
+    """The attention kernels a forward pass on ``device`` may use: on CUDA every kernel PyTorch has
+    except cuDNN's, which builds a plan for each new input shape and so is slow on texts of many
+    lengths (measured on an H200: float16 MiniLM over 4,096 windows of 60-254 random lengths ran at
+    1,610 windows/s on a first pass with it allowed, 8,315 without; ``benchmarks/bench_gpu.py``);
+    elsewhere PyTorch's own choice, untouched."""
+    import contextlib
+
+    if not device.startswith("cuda"):
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+
+
 def from_spec_model(model: str, **kwargs) -> SentenceTransformerEmbedder:
     """The embedder of an ``st:`` spec's model part, ``NAME_OR_DIR`` or ``NAME_OR_DIR?options``
     (:class:`~embedeval.embedders.options.LocalOptions`)."""
@@ -310,13 +325,14 @@ class SentenceTransformerEmbedder:
     @embeds_texts
     def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
         encode = self.model.encode_query if kind == "query" else self.model.encode_document
-        vectors = encode(
-            texts,
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
+        with attention_kernels(self.device):
+            vectors = encode(
+                texts,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
         return np.asarray(vectors, dtype=np.float32)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
@@ -393,7 +409,8 @@ class SentenceTransformerEmbedder:
         while done < len(order):
             rows = order[done:done + batch_rows(lengths[done], self.batch_size, budget)]
             try:
-                run(rows)
+                with attention_kernels(self.device):
+                    run(rows)
             except torch.cuda.OutOfMemoryError:
                 if len(rows) == 1:
                     raise InputError(f"one input of {lengths[done]} tokens does not fit in the memory of {self.device} for "
