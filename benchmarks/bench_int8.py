@@ -11,8 +11,17 @@ first command): recall@5 per length and variant, and the largest difference (tar
 how many needle rankings moved into or out of the top 5 (a difference of one ranking is 1/240 at a
 length: the largest difference is a handful of them).
 
-    PYTHONPATH=. python benchmarks/bench_int8.py            # both parts (about 5 minutes on 2 cores)
+Part 3, fidelity on what int8 reads (issue 37, item 8): under ``truncate`` the model reads at most
+254 tokens of a haystack, so parts 1 and 2 say little about the long haystacks. One sweep runs
+both embedders side by side with ``truncate`` and ``windows-mean`` (the whole text, in consecutive
+full windows) over 128..8192 tokens on a 12-group grid (two groups per category, one-hop needles,
+``--depths`` 3, 10 negatives), and prints per strategy: recall@5 and the pooled AUC per length
+(fp32, int8, difference), and the break points from ``breaks.csv`` (relative rule with its
+bootstrap interval, censored ones as "≥ L"; the pooled-AUC break point) for both.
+
+    PYTHONPATH=. python benchmarks/bench_int8.py            # parts 1 and 2 (about 5 minutes on 2 cores)
     PYTHONPATH=. python benchmarks/bench_int8.py --part 1
+    OMP_NUM_THREADS=1 PYTHONPATH=. python benchmarks/bench_int8.py --part 3 [--depths 2] [--out runs/bench-int8-windows]
 """
 
 from __future__ import annotations
@@ -25,11 +34,14 @@ from pathlib import Path
 
 import numpy as np
 
+from embedeval.breaks import interval_text, tokens_text
 from embedeval.embedders.cache import EmbeddingCache
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.options import LocalOptions
 from embedeval.experiments import NolimaConfig, run_nolima
 from embedeval.experiments.nolima import load_or_build_haystacks
+from embedeval.haystacks import HaystackGrid
+from embedeval.labels import ALL, QUESTION
 from embedeval.strategies import EmbeddingScorer, parse_strategies
 
 MODEL = "all-MiniLM-L6-v2"
@@ -37,6 +49,12 @@ INT8 = f"st:{MODEL}?backend=onnx-int8"
 SPEED_CEILING, RECALL_TOLERANCE = 0.6, 0.02
 #: What identifies one needle ranking in the rank table (a question's form and one haystack).
 RANKING = ["query_form", "own_question", "haystack_id"]
+#: Part 3's grid: two question groups per category, one-hop needles, 128..8192 tokens.
+WINDOW_GROUPS = ("loc-dresden", "loc-peru", "diet-vegan", "diet-lactose", "med-diabetes", "med-asthma",
+                 "lang-portuguese", "lang-greek", "job-pilot", "job-lawyer", "hobby-chess", "hobby-piano")
+WINDOW_LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192)
+WINDOW_STRATEGIES = ("truncate", "windows-mean")
+WINDOW_NEGATIVES = 10
 
 
 def load_average() -> str:
@@ -100,9 +118,58 @@ def part_fidelity(folder: Path) -> None:
     print(f"largest |diff|   {worst:.3f}  {'PASS' if worst <= RECALL_TOLERANCE else 'FAIL'} (target <= {RECALL_TOLERANCE})")
 
 
+def _one_needle_question(table):
+    """The rows of ``table`` (metrics or breaks) for the question form of one-needle haystacks
+    without distractors: the only series part 3's grid has."""
+    return table[(table["query_form"] == QUESTION) & (table["n_distractors"] == 0) & (table["n_needles"] == 1)
+                 & table["own_question"].astype(bool)]
+
+
+def part_windows(folder: Path, depths: int, out: str | None) -> None:
+    fp32_spec = f"st:{MODEL}"
+    config = NolimaConfig(embedders=(fp32_spec, INT8), groups=WINDOW_GROUPS, strategies=WINDOW_STRATEGIES,
+                          grid=HaystackGrid(lengths=WINDOW_LENGTHS, depths=depths, variants=("onehop",),
+                                            negatives=WINDOW_NEGATIVES),
+                          out=out or str(folder / "windows"))
+    start = time.perf_counter()
+    result = run_nolima(config, progress=False)
+    newly = ", ".join(f"{spec}: {count}" for spec, count in result.newly_embedded.items())
+    print(f"== Part 3: fp32 vs int8 per strategy, {len(WINDOW_GROUPS)} groups, one-hop, depths {depths}, "
+          f"{WINDOW_NEGATIVES} negatives ==")
+    print(f"sweep            {time.perf_counter() - start:.1f} s, newly embedded {newly}; run folder {config.out}")
+    metrics = _one_needle_question(result.metrics)
+    metrics = metrics[(metrics["category"] == ALL) & (metrics["depth_bucket"] == ALL) & (metrics["variant"] == "onehop")]
+    values = metrics[metrics["metric"].isin(["recall@5", "auc"])].set_index(["strategy", "metric", "embedder", "length"])["value"]
+    breaks = _one_needle_question(result.breaks).set_index(["strategy", "embedder"])
+    ranks = _one_needle_question(result.retrieval)
+    for strategy in WINDOW_STRATEGIES:
+        print(f"-- {strategy} --")
+        print(f"{'length':>7}{'recall@5 fp32':>15}{'int8':>7}{'diff':>8}{'pooled AUC fp32':>17}{'int8':>7}{'diff':>8}")
+        for length in WINDOW_LENGTHS:
+            cells = []
+            for metric in ("recall@5", "auc"):
+                fp32, int8 = values[(strategy, metric, fp32_spec, length)], values[(strategy, metric, INT8, length)]
+                cells.append(f"{fp32:>{15 if metric == 'recall@5' else 17}.3f}{int8:>7.3f}{int8 - fp32:>+8.3f}")
+            print(f"{length:>7}" + "".join(cells))
+        for spec, label in ((fp32_spec, "fp32"), (INT8, "int8")):
+            row = next(breaks.loc[[(strategy, spec)]].itertuples())
+            print(f"{label} break point  {interval_text(row)} (relative rule, recall@5; 90% bootstrap interval), "
+                  f"recommended chunk {tokens_text(row.recommended_chunk_tokens)}; base {row.base_value:.3f} "
+                  f"[{row.base_ci_lo:.3f}, {row.base_ci_hi:.3f}] over {row.base_lengths}; "
+                  f"pooled-AUC break point {tokens_text(row.auc_break_point)}")
+        in_top5 = ranks[ranks["strategy"] == strategy].pivot_table(index=RANKING, columns="embedder", values="recall@5")
+        moved = in_top5[INT8] - in_top5[fp32_spec]
+        per_length = len(moved) // len(WINDOW_LENGTHS)
+        print(f"top 5 changed    {int((moved > 0).sum())} needle rankings moved in, {int((moved < 0).sum())} out, of "
+              f"{len(moved)} ({per_length} a length: one ranking moves a length's recall@5 by {1 / per_length:.3f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=["1", "2", "all"], default="all")
+    parser.add_argument("--part", choices=["1", "2", "3", "all"], default="all",
+                        help="all: parts 1 and 2; part 3 (the long sweep) runs when asked for by name")
+    parser.add_argument("--depths", type=int, default=3, help="part 3: needle depths per length")
+    parser.add_argument("--out", default=None, help="part 3: keep the sweep's run folder here (default: a temporary one)")
     args = parser.parse_args()
     print(f"machine          {os.cpu_count()} cores; load average {load_average()}")
     with tempfile.TemporaryDirectory(prefix="bench-int8-") as tmp:
@@ -110,6 +177,8 @@ def main() -> None:
             part_speed(Path(tmp))
         if args.part in ("2", "all"):
             part_fidelity(Path(tmp))
+        if args.part == "3":
+            part_windows(Path(tmp), args.depths, args.out)
     print(f"load average now {load_average()} (other work on the cores skews the ratios)")
 
 

@@ -221,3 +221,41 @@ def test_the_recall_figure_marks_the_break_point_and_gives_each_k_its_colour(tmp
     figures.recall_figure(metrics, tmp_path / "recall.png", breaks=breaks)
     assert len({drawn[f"recall@{k} m"].get_color() for k in (1, 5, 10)}) == 3  # before: one colour, @1 and @5 alike
     assert list(drawn["break point m"].get_xdata()) == [256, 256]
+
+
+def test_the_recall_figure_legend_stays_off_the_panels_with_many_series(tmp_path, monkeypatch):
+    """Ten strategies x two embedders (60 recall lines, 20 break points): the legend used to sit in the
+    last panel and cover its lines; it now lies below the panels, inside a figure grown to hold it."""
+    import pandas as pd
+
+    from embedeval.report import figures
+
+    strategies = ["truncate", "windows-mean", *(f"chunks-max@{c}" for c in (64, 128, 256)),
+                  *(f"late-chunking@{c}" for c in (64, 128, 256)), "extend-gp@4098", "extend-pi@4098"]
+    series = [f"{embedder} · {strategy}" for embedder in ("st:all-MiniLM-L6-v2", "st:all-MiniLM-L6-v2?backend=onnx-int8")
+              for strategy in strategies]
+    metrics = pd.DataFrame([{"embedder": name, "query_form": "question", "variant": variant, "category": "all", "depth_bucket": "all",
+                             "metric": f"recall@{k}", "length": length, "value": 0.9 - 0.1 * i / len(series) - 0.05 * j}
+                            for i, name in enumerate(series) for variant in ("inverted", "onehop") for k in (1, 5, 10)
+                            for j, length in enumerate((128, 256, 512, 1024))])
+    breaks = pd.DataFrame([{"embedder": name, "variant": variant, "break_point": 256, "break_point_lo": 128, "break_point_hi": 512,
+                            "break_censored": False} for name in series for variant in ("inverted", "onehop")])
+    seen = {}
+
+    def look(fig, path):
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+        seen.update(legends=[legend.get_window_extent(renderer) for legend in legends],
+                    entries=[len(legend.get_texts()) for legend in legends],
+                    panels=[ax.get_window_extent(renderer) for ax in fig.axes], figure=fig.bbox,
+                    styles={(line.get_linestyle(), line.get_marker()) for ax in fig.axes[:1] for line in ax.get_lines()
+                            if (line.get_gid() or "").startswith("recall@5 ")})
+
+    monkeypatch.setattr(figures, "save_figure", look)
+    figures.recall_figure(metrics, tmp_path / "recall.png", breaks=breaks)
+    assert len(seen["panels"]) == 2 and seen["entries"] == [3 * len(series) + len(series)]  # each label once
+    (legend,) = seen["legends"]
+    assert not any(legend.overlaps(panel) for panel in seen["panels"])  # before: inside the onehop panel
+    assert seen["figure"].x0 <= legend.x0 and legend.x1 <= seen["figure"].x1 and seen["figure"].y0 <= legend.y0
+    assert len(seen["styles"]) == len(series)  # every series its own line style and marker pair

@@ -39,6 +39,30 @@ def save_figure(fig, path: Path) -> None:
     plt.close(fig)
 
 
+#: A legend below the panels: the width of one character and of a line sample with its gap, in
+#: inches per point of font size (so a column fits its longest label), and one row's height.
+LEGEND_CHAR_WIDTH, LEGEND_HANDLE_WIDTH, LEGEND_ROW_HEIGHT = 0.6 / 72, 3.5 / 72, 1.5 / 72
+
+
+def legend_below(fig, axes, fontsize: float) -> None:
+    """One legend for the whole figure, below its panels (never over a line, however many series),
+    in as many columns as the figure's width holds (the figure widened to one column when a label
+    is wider); the figure grows by the legend's height so the panels keep their size. Each label
+    once (panels repeat them). ``fig`` must use the constrained layout, which makes room for it."""
+    entries = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    if not entries:
+        return
+    width, height = fig.get_size_inches()
+    column = fontsize * (LEGEND_HANDLE_WIDTH + LEGEND_CHAR_WIDTH * max(len(label) for label in entries))
+    columns = max(1, min(len(entries), int(width // column)))
+    rows = -(-len(entries) // columns)
+    fig.set_size_inches(max(width, column), height + fontsize * LEGEND_ROW_HEIGHT * (rows + 1))
+    fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncol=columns, fontsize=fontsize)
+
+
 def _length_axis(ax, lengths) -> None:
     """A log2 x axis ticked at the measured haystack lengths, with a grid."""
     ticks = sorted(set(lengths))
@@ -50,7 +74,8 @@ def _length_axis(ax, lengths) -> None:
 
 
 def line_figure(metrics: pd.DataFrame, metric: str, ylabel: str, path: Path, hline: float | None = None) -> None:
-    """One panel per variant: ``metric`` vs length, a line (with CI band) per embedder/query form."""
+    """One panel per variant: ``metric`` vs length, a line (with CI band) per embedder/query form,
+    the legend below the panels (:func:`legend_below`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -59,7 +84,7 @@ def line_figure(metrics: pd.DataFrame, metric: str, ylabel: str, path: Path, hli
     data = metric_series(metrics, metric)
     variants = sorted(data["variant"].unique())
     forms = sorted(data["query_form"].unique())
-    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 4), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 4), squeeze=False, sharey=True, layout="constrained")
     for ax, variant in zip(axes[0], variants):
         for (embedder, form), series in data[data["variant"] == variant].groupby(["embedder", "query_form"]):
             series = series.sort_values("length")
@@ -70,14 +95,20 @@ def line_figure(metrics: pd.DataFrame, metric: str, ylabel: str, path: Path, hli
         ax.set_title(variant)
         _length_axis(ax, data["length"])
     axes[0][0].set_ylabel(ylabel)
-    axes[0][-1].legend(fontsize=8)
+    legend_below(fig, axes[0], fontsize=8)
     save_figure(fig, path)
 
 
 #: One colour per k of recall@k (matplotlib's first three), so recall@1, @5 and @10 never look alike.
 RECALL_COLORS = {1: "C0", 5: "C1", 10: "C2"}
-#: Line styles and markers that tell the series (embedder, strategy, distractors) apart.
-SERIES_STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"))
+#: Line styles and markers that tell the series (embedder, strategy, distractors) apart: series i
+#: takes style i mod 4 and marker i mod 7, a pair of its own for the first 28 series.
+LINE_STYLES, MARKERS = ("-", "--", ":", "-."), ("o", "s", "^", "D", "v", "P", "X")
+
+
+def series_style(i: int) -> tuple[str, str]:
+    """The (line style, marker) of the i-th series (:data:`LINE_STYLES`, :data:`MARKERS`)."""
+    return LINE_STYLES[i % len(LINE_STYLES)], MARKERS[i % len(MARKERS)]
 
 
 def recall_figure(metrics: pd.DataFrame, path: Path, chance: pd.DataFrame | None = None,
@@ -89,7 +120,8 @@ def recall_figure(metrics: pd.DataFrame, path: Path, chance: pd.DataFrame | None
     (:func:`~embedeval.report.tables.recall_chance_table`, labelled as the metrics are), since pools
     of different sizes (with distractors, say) have different chance levels. ``breaks``: the break
     points (:func:`~embedeval.breaks.break_points`, labelled as the metrics are), each drawn as a
-    vertical line at its length (``≥`` in its label where censored) over a band of its interval."""
+    vertical line at its length (``≥`` in its label where censored) over a band of its interval. The
+    legend goes below the panels, the figure sized by the number of series (:func:`legend_below`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -98,8 +130,8 @@ def recall_figure(metrics: pd.DataFrame, path: Path, chance: pd.DataFrame | None
     data = metrics[(metrics["query_form"] == QUESTION) & (metrics["category"] == ALL) & (metrics["depth_bucket"] == ALL)]
     variants = sorted(data["variant"].unique())
     names = sorted(data["embedder"].unique())
-    styles = {name: SERIES_STYLES[i % len(SERIES_STYLES)] for i, name in enumerate(names)}
-    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 4), squeeze=False, sharey=True)
+    styles = {name: series_style(i) for i, name in enumerate(names)}
+    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 4), squeeze=False, sharey=True, layout="constrained")
     for ax, variant in zip(axes[0], variants):
         for k in RECALL_KS:
             cell = data[(data["variant"] == variant) & (data["metric"] == f"recall@{k}")]
@@ -127,7 +159,7 @@ def recall_figure(metrics: pd.DataFrame, path: Path, chance: pd.DataFrame | None
         ax.set_ylim(0, 1.02)
         _length_axis(ax, data["length"])
     axes[0][0].set_ylabel("recall@k: share of needle haystacks in the top k")
-    axes[0][-1].legend(fontsize=7)
+    legend_below(fig, axes[0], fontsize=7)
     save_figure(fig, path)
 
 
