@@ -165,9 +165,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         replies = load_replies(args.drafts)
-        server = ScriptedChat(replies, args.port, log=lambda line: print(line, flush=True))
-    except (ValueError, OSError) as exc:
+    except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        server = ScriptedChat(replies, args.port, log=lambda line: print(line, flush=True))
+    except OSError as exc:
+        print(f"error: cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     print(f"serving {len(replies)} scripted replies at {server.url}; draft with "
           f"--llm \"openai:{MODEL}?base_url={server.url}\"; Ctrl-C stops", flush=True)

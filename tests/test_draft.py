@@ -11,6 +11,7 @@ import importlib.util
 import json
 import re
 import select
+import socket
 import subprocess
 import sys
 
@@ -325,3 +326,16 @@ def test_the_example_server_refuses_a_bad_drafts_file_with_one_line(tmp_path, co
                             timeout=60)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("error: ") and says in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_the_example_server_refuses_a_port_in_use_with_one_line(tmp_path):
+    drafts = tmp_path / "drafts.json"
+    drafts.write_text('{"replies": ["no JSON here"]}')
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run([sys.executable, str(EXAMPLES / "scripted_chat.py"), str(drafts), "--port", str(port)],
+                                capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stdout == "" and len(result.stderr.splitlines()) == 1
+    assert result.stderr.startswith(f"error: cannot listen on 127.0.0.1:{port}: ")
