@@ -5,18 +5,25 @@ that loses no accepted draft, and a rerun that resumes."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib.util
 import json
+import re
+import select
+import socket
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from conftest import own_cache
+from conftest import REPO_ROOT, own_cache
 from embedeval.cli import app
 from embedeval.errors import InputError
 from embedeval.experiments.drafting import parse_drafts
-from embedeval.needles import load_needle_set
+from embedeval.needles import group_problems, load_needle_set
 from fake_api import serving
 from test_themes import SMALL, TOPICS, sentences
 
@@ -232,3 +239,103 @@ def test_drafts_are_read_from_a_bare_object_or_a_fence(answer, groups):
 def test_unusable_answers_say_why(answer, says):
     with pytest.raises(InputError, match=__import__("re").escape(says)):
         parse_drafts(answer)
+
+
+EXAMPLES = REPO_ROOT / "examples"
+
+
+@contextlib.contextmanager
+def example_chat_server(drafts):
+    """``examples/scripted_chat.py`` serving ``drafts`` as a user starts it (port 0: a free one),
+    yielding (its base URL, a function returning what it has printed); stopped afterwards."""
+    server = subprocess.Popen([sys.executable, str(EXAMPLES / "scripted_chat.py"), str(drafts), "--port", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        ready, _, _ = select.select([server.stdout], [], [], 60)
+        first = server.stdout.readline() if ready else ""
+        match = re.search(r"serving \d+ scripted replies at (http://127\.0\.0\.1:\d+/v1);", first)
+        assert match, f"the example server did not start: {first!r}"
+
+        def printed() -> str:
+            server.terminate()
+            return server.communicate(timeout=30)[0]
+
+        yield match.group(1), printed
+    finally:
+        if server.poll() is None:
+            server.terminate()
+            server.communicate(timeout=30)
+
+
+def test_the_example_chat_server_drives_a_draft_through_the_cli_until_its_replies_are_used_up(themes_run, tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "2")
+    cooking, sailing = theme_of(themes_run, "cooking"), theme_of(themes_run, "sailing")
+    drafts = tmp_path / "drafts.json"
+    drafts.write_text(json.dumps({"description": "cooking, then sailing", "replies": [
+        "Two groups:\n```json\n" + json.dumps({"groups": [GOOD, SHARES_A_WORD]}) + "\n```",
+        {"groups": [REDRAFT]},
+        {"groups": SAILING[:1]},
+    ]}), encoding="utf-8")
+    out = tmp_path / "needles.json"
+    with example_chat_server(drafts) as (url, printed):
+        spec = f"openai:scripted?base_url={url}"
+        result = CliRunner().invoke(app, ["needles", "draft", "--themes", str(themes_run), "--llm", spec, "--out", str(out),
+                                          "--themes-ids", f"{cooking},{sailing}", "--per-theme", "2", "-q"])
+        assert result.exit_code == 1, result.output  # the third request used the last reply; the fourth gets a 410
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: chat model scripted: HTTP 410")
+        assert "all 3 scripted replies are used up" in lines[0]
+        log = printed()
+    assert [g.character for g in load_needle_set(out).groups] == ["Yuki", "Noor", "Kenji"]  # nothing accepted is lost
+    assert CliRunner().invoke(app, ["needles", "check", str(out)]).exit_code == 0
+    rejected = pd.read_csv(tmp_path / "needles.rejected.csv", keep_default_na=False)
+    assert rejected["character"].tolist() == ["Ana"] and rejected["reason"].iloc[0].startswith("onehop needle shares content words")
+    requests = re.findall(r"request (\d+) \(Theme (\d+):.*\): (.*)", log)
+    assert requests == [("1", str(cooking), "reply 1 of 3"), ("2", str(cooking), "reply 2 of 3"), ("3", str(sailing), "reply 3 of 3"),
+                        ("4", str(sailing), "HTTP 410, the replies are used up")]
+
+
+def test_the_shipped_pg_essays_drafts_are_well_formed_and_show_a_rejection_and_its_redraft():
+    spec = importlib.util.spec_from_file_location("scripted_chat", EXAMPLES / "scripted_chat.py")
+    scripted_chat = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(scripted_chat)
+    replies = [parse_drafts(reply) for reply in scripted_chat.load_replies(EXAMPLES / "pg-essays-drafts.json")]
+    groups = [g for reply in replies for g in reply]
+
+    def problems(index: int) -> list[str]:  # the validator's, with the id and category the draft fills in
+        return group_problems({"id": f"g{index}", "category": "draft", **groups[index]}, index)[1]
+
+    rejected, redraft = groups[1], groups[2]  # the first answer's second group, sent back and redrafted
+    assert problems(1) == ["onehop needle shares content words with the question: write",
+                           "inverted needle shares content words with the question: write"]
+    assert redraft["character"] == rejected["character"] and redraft["needles"] == rejected["needles"]
+    assert len(replies[0]) == 2 and len(groups) == 7 and [i for i in range(len(groups)) if problems(i)] == [1]
+
+
+@pytest.mark.parametrize("content, says", [
+    (None, "cannot read drafts file"),
+    ("{", "is not JSON"),
+    ('{"replies": []}', "holds no replies"),
+    ('{"replies": [3]}', "reply 1 of drafts file"),
+])
+def test_the_example_server_refuses_a_bad_drafts_file_with_one_line(tmp_path, content, says):
+    drafts = tmp_path / "drafts.json"
+    if content is not None:
+        drafts.write_text(content)
+    result = subprocess.run([sys.executable, str(EXAMPLES / "scripted_chat.py"), str(drafts)], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith("error: ") and says in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_the_example_server_refuses_a_port_in_use_with_one_line(tmp_path):
+    drafts = tmp_path / "drafts.json"
+    drafts.write_text('{"replies": ["no JSON here"]}')
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run([sys.executable, str(EXAMPLES / "scripted_chat.py"), str(drafts), "--port", str(port)],
+                                capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stdout == "" and len(result.stderr.splitlines()) == 1
+    assert result.stderr.startswith(f"error: cannot listen on 127.0.0.1:{port}: ")

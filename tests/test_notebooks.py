@@ -78,6 +78,13 @@ def test_03_query_expansion(tmp_path, books_dir):
 
 
 def test_04_themes(tmp_path):
+    """The themes, then the whole loop on a reduced grid: the scripted chat server of examples/ on
+    127.0.0.1 answers every theme with one group per topic, so each theme keeps the group written
+    for it (and refuses the others as off-topic or their characters as taken); the drafted set is
+    swept by nolima."""
+    import json
+
+    from test_draft import GOOD, SAILING, group
     from test_themes import TOPICS, sentences
 
     import numpy as np
@@ -87,14 +94,29 @@ def test_04_themes(tmp_path):
     rng = np.random.default_rng(5)
     for topic in TOPICS:
         (corpus / f"{topic}.txt").write_text(" ".join(sentences(topic, 200, rng)) + "\n", encoding="utf-8")
+    stars = group("Which character has been to Chile?", "Mira", "Chile",
+                  "Mira photographed a faint nebula from a mountain observatory in the Atacama desert.",
+                  "From a mountain observatory in the Atacama desert, a faint nebula was photographed by Mira.")
+    drafts = tmp_path / "drafts.json"
+    drafts.write_text(json.dumps({"replies": [{"groups": [GOOD, SAILING[0], stars]}] * 3}), encoding="utf-8")
     out = tmp_path / "nb4"
     notebook = run_notebook("04_themes.ipynb", {"CORPUS": f"dir:{corpus}", "MIN_BOOKS": 3, "UMAP_COMPONENTS": 5,
-                                                "REPRESENTATIVES": 5, "OUT": str(out)})
+                                                "REPRESENTATIVES": 5, "OUT": str(out), "DRAFTS": str(drafts),
+                                                "DRAFT_THEMES": None, "PER_THEME": 1, "LENGTHS": [128, 256], "DEPTHS": 2,
+                                                "NEGATIVES": 4})
     clusters = pd.read_csv(out / "clusters.csv")
     assert len(clusters) == 3 and (out / "figures" / "map.png").is_file()
     shown = "".join(o.get("data", {}).get("text/plain", "") + o.get("text", "") for c in notebook.cells if c.cell_type == "code"
                     for o in c.outputs)
     assert "blends_in" in shown and "outside_percentile" in shown and "clusters" in shown
+    drafted = json.loads((tmp_path / "nb4-loop" / "drafted-needles.json").read_text())
+    assert sorted(g["character"] for g in drafted["groups"]) == ["Kenji", "Mira", "Yuki"]
+    assert all(f"theme {theme}: 1 of 1 groups accepted, 2 draft(s) rejected" in shown for theme in range(3))
+    assert "needles check: 3 groups, 0 problem(s)" in shown
+    breaks = pd.read_csv(tmp_path / "nb4-loop" / "nolima" / "breaks.csv")
+    assert sorted(breaks["variant"]) == ["inverted", "onehop"]
+    assert "break point" in "".join(o.get("data", {}).get("text/markdown", "") for c in notebook.cells if c.cell_type == "code"
+                                    for o in c.outputs)
 
 
 def test_cli_docs_match_the_real_help():
