@@ -16,7 +16,7 @@ from (:mod:`embedeval.derived`, recorded in ``derived.json``), these are kept as
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -32,7 +32,8 @@ from embedeval.embedders.registry import LEXICAL_SPECS, embedder_name, select_em
 from embedeval.errors import ConfigError
 from embedeval.haystacks import HAYSTACK_FORMAT, HaystackGrid, build_haystacks
 from embedeval.derived import forget_outputs, fresh_outputs, inputs_digest, record_outputs
-from embedeval.io import file_sha256, run_directory
+from embedeval.corpus import absolute_source
+from embedeval.io import absolute_path, file_sha256, run_directory
 from embedeval.breaks import BreakRule, break_points
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
 from embedeval.plan import EmbedderPlan, check_prices_used, plan_of
@@ -93,6 +94,13 @@ class NolimaConfig:
             value = getattr(self, name)
             if value is not None and not isinstance(value, tuple):
                 object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
+        # config.json records where the inputs are from anywhere: export and report may run in another folder
+        object.__setattr__(self, "needles", absolute_path(self.needles))
+        if self.distractors_file is not None:
+            object.__setattr__(self, "distractors_file", absolute_path(self.distractors_file))
+        object.__setattr__(self, "expansions", tuple(absolute_path(path) for path in self.expansions))
+        if absolute_source(self.grid.corpus) != self.grid.corpus:
+            object.__setattr__(self, "grid", replace(self.grid, corpus=absolute_source(self.grid.corpus)))
 
     def validate(self, keys: bool = True) -> NeedleSet:
         """Check everything that can be checked without work (the grid checked itself when it was
