@@ -168,6 +168,15 @@ def check_run_folder(folder: Path, is_run: Callable[[Path], bool], record: str) 
                      "choose a new or empty folder, so that no file of yours is overwritten or deleted", "out")
 
 
+def check_subfolder(folder: Path) -> None:
+    """Refuse, with one :class:`InputError` naming ``out``, a folder inside an output folder that
+    embedeval writes into (a run's ``figures/``) when it is a link or not a folder: nothing is
+    ever written through a link into a folder of the user's."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise InputError(f"{folder} is a link or not a folder; embedeval writes into a folder of its own only: remove it "
+                         "(no file is written through it)", "out")
+
+
 def _create_folders(folder: Path) -> list[Path]:
     """Make ``folder`` and its missing parents; returns those this call created, outermost first."""
     missing = [p for p in (folder, *folder.parents) if not p.exists()][::-1]

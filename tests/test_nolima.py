@@ -528,3 +528,17 @@ def test_break_points_name_the_best_length_when_none_reaches_the_threshold():
     row = next(break_points(pd.DataFrame(rows), None).itertuples())  # relative: no rank table, no relative rule
     assert pd.isna(row.break_point) and pd.isna(row.relative_break_point) and pd.isna(row.absolute_break_point)
     assert break_sentence(row).startswith("no rank table: the relative rule reads each question's ranks")
+
+def test_a_run_folder_whose_figures_is_a_link_is_refused_before_any_work(tmp_path, isolated_cache):
+    """Issue 36: the run refuses a figures/ that links to a folder of the user's before it builds or
+    embeds anything (not only when the report is written at the end, after the tables)."""
+    victims = tmp_path / "mine"
+    victims.mkdir()
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "haystacks.json").write_text(json.dumps({"corpus": "shakespeare", "lengths": [128], "depths": 1, "seed": 0}))
+    (out / "figures").symlink_to(victims)
+    result = CliRunner().invoke(app, ["nolima", "--groups", "loc-dresden,diet-vegan", "--lengths", "128,256", "--out", str(out), "-q"])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1 and "figures is a link or not a folder" in lines[0], result.output
+    assert sorted(p.name for p in out.iterdir()) == ["figures", "haystacks.json"] and not any(victims.iterdir())

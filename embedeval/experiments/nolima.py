@@ -33,11 +33,12 @@ from embedeval.errors import ConfigError
 from embedeval.haystacks import HAYSTACK_FORMAT, HaystackGrid, build_haystacks
 from embedeval.derived import forget_outputs, fresh_outputs, inputs_digest, record_outputs
 from embedeval.corpus import absolute_source
-from embedeval.io import absolute_path, file_sha256, run_directory
+from embedeval.io import absolute_path, check_subfolder, file_sha256, run_directory
 from embedeval.breaks import BreakRule, break_points
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
 from embedeval.plan import EmbedderPlan, check_prices_used, plan_of
 from embedeval.report import pool_size, recall_chance_table, write_report
+from embedeval.report.write import FIGURES
 from embedeval.progress import step
 from embedeval.run import CONFIG, SCORED_TABLES, RunWriter, is_run_directory
 from embedeval.versions import package_versions
@@ -224,6 +225,7 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
     settings = {**asdict(config), "embedders": embedders, "skipped": skipped, "versions": package_versions(VERSIONED_PACKAGES)}
     strategies = config.strategy_list()
     with run_directory(config.out, is_run_directory, CONFIG) as out:
+        check_subfolder(out / FIGURES)  # before any work: the report would refuse it at the end
         reference = load_token_counter(config.tokenizer)
         scorers = [scorer for spec in embedders
                    for scorer in load_scorers(spec, strategies, reference, cache_dir=cache_dir, progress=progress,
