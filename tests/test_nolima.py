@@ -356,11 +356,9 @@ def test_killed_run_resumes_without_losing_or_repeating_work(tmp_path, books_dir
     fresh_args = [a if a != str(tmp_path / "run") else str(tmp_path / "fresh") for a in args]
     fresh_args[fresh_args.index(str(cache))] = str(tmp_path / "fresh-cache")
     assert CliRunner().invoke(app, fresh_args).exit_code == 0
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "run" / "similarities.parquet"),
-                                  pd.read_parquet(tmp_path / "fresh" / "similarities.parquet"), atol=1e-5)
-    resumed_metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
-    fresh_metrics = pd.read_csv(tmp_path / "fresh" / "metrics.csv")
-    pd.testing.assert_frame_equal(resumed_metrics, fresh_metrics, atol=1e-4)
+    for name in ("haystacks.parquet", "similarities.parquet", "retrieval.parquet", "metrics.csv", "breaks.csv"):
+        # byte for byte: a vector never depends on which texts shared its batch, so the resumed run's are the same
+        assert (tmp_path / "run" / name).read_bytes() == (tmp_path / "fresh" / name).read_bytes(), name
 
 
 def test_a_second_run_into_a_held_run_directory_fails_at_once(tmp_path, isolated_cache):

@@ -16,7 +16,7 @@ from (:mod:`embedeval.derived`, recorded in ``derived.json``), these are kept as
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -95,13 +95,6 @@ class NolimaConfig:
             value = getattr(self, name)
             if value is not None and not isinstance(value, tuple):
                 object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
-        # config.json records where the inputs are from anywhere: export and report may run in another folder
-        object.__setattr__(self, "needles", absolute_path(self.needles))
-        if self.distractors_file is not None:
-            object.__setattr__(self, "distractors_file", absolute_path(self.distractors_file))
-        object.__setattr__(self, "expansions", tuple(absolute_path(path) for path in self.expansions))
-        if absolute_source(self.grid.corpus) != self.grid.corpus:
-            object.__setattr__(self, "grid", replace(self.grid, corpus=absolute_source(self.grid.corpus)))
 
     def validate(self, keys: bool = True) -> NeedleSet:
         """Check everything that can be checked without work (the grid checked itself when it was
@@ -137,6 +130,18 @@ class NolimaConfig:
     def executor_settings(self) -> Executor:
         """Where the run's cache misses are embedded."""
         return Executor(self.executor, self.workers, self.ray_address)
+
+    def recorded(self) -> dict:
+        """The settings as config.json records them (:func:`~dataclasses.asdict`, the grid nested),
+        with the corpus folder or file and the needle, distractors and expansion files as absolute
+        paths: ``export`` and ``report`` may read the run from another folder."""
+        settings = asdict(self)
+        settings["grid"]["corpus"] = absolute_source(self.grid.corpus)
+        settings["needles"] = absolute_path(self.needles)
+        if self.distractors_file is not None:
+            settings["distractors_file"] = absolute_path(self.distractors_file)
+        settings["expansions"] = tuple(absolute_path(path) for path in self.expansions)
+        return settings
 
     def haystack_settings(self) -> dict:
         """The settings the haystacks depend on (the grid's and :data:`HAYSTACK_KEYS`), with a
@@ -222,7 +227,7 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
     needle_set = config.validate()
     embedders, skipped = config.usable_embedders()
     forms = query_forms(needle_set, list(config.expansions))
-    settings = {**asdict(config), "embedders": embedders, "skipped": skipped, "versions": package_versions(VERSIONED_PACKAGES)}
+    settings = {**config.recorded(), "embedders": embedders, "skipped": skipped, "versions": package_versions(VERSIONED_PACKAGES)}
     strategies = config.strategy_list()
     with run_directory(config.out, is_run_directory, CONFIG) as out:
         check_subfolder(out / FIGURES)  # before any work: the report would refuse it at the end

@@ -41,11 +41,11 @@ def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
     ``out`` (default: the run itself, or ``runs/compare``) follows the rules of a run directory
     (:func:`~embedeval.io.run_directory`): a new or empty folder, a run folder, or one a report
     was written into before (:func:`is_report_folder`); any other folder is one
-    :class:`~embedeval.errors.InputError` before a run is read. A report written outside a run
+    :class:`~embedeval.errors.InputError` before a table is read. A report written outside a run
     folder lists its files in ``derived.json``, so the next report may replace them."""
-    target = Path(out) if out is not None else Path(run_dirs[0]) if len(run_dirs) == 1 else DEFAULT_COMPARE_OUT
+    runs = [NolimaRun.open(d) for d in run_dirs]  # reads each config.json only: what is wrong with a run is said first
+    target = Path(out) if out is not None else runs[0].path if len(runs) == 1 else DEFAULT_COMPARE_OUT
     check_run_folder(target, is_report_folder, REPORT_FOLDER_RECORD)
-    runs = [NolimaRun.open(d) for d in run_dirs]
     with run_directory(target, is_report_folder, REPORT_FOLDER_RECORD):
         names = _write_report(runs, target)
         if not is_run_directory(target):  # a run's own derived.json says what its tables made
