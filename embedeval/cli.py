@@ -226,9 +226,9 @@ def needles_convert(
     from embedeval.io import write_text_atomic
     from embedeval.needles import CONVERTED_KEYS, convert_nolima, is_nolima_schema, parse_needle_set, read_needle_json
 
-    check_output_file(out, (".json",), CONVERTED_KEYS)
     if out.resolve() == file.resolve():
         raise InputError(f"--out {out} is the NoLiMa file itself; write the converted set elsewhere")
+    check_output_file(out, (".json",), CONVERTED_KEYS)
     data = read_needle_json(file)
     if not is_nolima_schema(data):
         raise NeedleSetError(str(file), [("-", "is not a NoLiMa needle set (a list of entries with needle, questions and tests)")])
