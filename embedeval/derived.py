@@ -56,6 +56,16 @@ def fresh_outputs(out: Path, digest: str) -> bool:
         return False
 
 
+def recorded_files(out: Path) -> dict[str, str]:
+    """The files ``out``'s record lists (name -> sha256): what embedeval wrote there; empty
+    without a readable record."""
+    try:
+        files = json.loads((Path(out) / RECORD).read_text(encoding="utf-8"))["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return files if isinstance(files, dict) and all(isinstance(v, str) for v in files.values()) else {}
+
+
 def forget_outputs(out: Path) -> None:
     """Remove the record: from here on ``out``'s derived files count as stale."""
     (Path(out) / RECORD).unlink(missing_ok=True)

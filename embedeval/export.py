@@ -36,7 +36,8 @@ from embedeval.defaults import DEFAULT_CHUNKER, DEFAULT_INDEX, DEFAULT_POOL, DEF
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.errors import InputError
 from embedeval.experiments.context_rot import needle_haystack_similarity, needle_question_similarity
-from embedeval.io import check_output_file, write_table, write_text_atomic
+from embedeval.derived import RECORD, record_outputs, recorded_files
+from embedeval.io import check_output_file, check_run_folder, run_directory, write_table, write_text_atomic
 from embedeval.labels import ALL, CONTROL, NEGATIVE, QUESTION, is_blind
 from embedeval.needles import Pair
 from embedeval.run import HAYSTACK_SETTINGS, HAYSTACKS, NolimaRun
@@ -60,6 +61,15 @@ DEFAULT_TEMPLATE = ("You will answer a question based on the following book snip
 PROMPT_COLUMNS = ["token_count", "approximate_input_length", "needle_depth", "prompt", "question", "answer",
                   "haystack_id", "needle", "variant", "n_distractors"]
 FORMATS = ("mteb", "prompts")
+#: The file beside each model's result files; its listing in ``derived.json`` marks an MTEB export.
+MODEL_META = "model_meta.json"
+#: What marks a folder an MTEB export may be written into (besides a new or empty one).
+MTEB_FOLDER_RECORD = f"{RECORD} listing its {MODEL_META} files"
+
+
+def is_mteb_folder(folder: Path) -> bool:
+    """Whether embedeval exported MTEB results into ``folder``: its ``derived.json`` lists them."""
+    return any(Path(name).name == MODEL_META for name in recorded_files(folder))
 
 
 def model_folder(spec: str) -> tuple[str, str]:
@@ -134,19 +144,29 @@ def dataset_revision(run: NolimaRun) -> str:
 
 def export_mteb(run_dir: str | Path, out: str | Path) -> list[Path]:
     """Write the run's MTEB result files under ``out`` (see the module docstring); returns them,
-    with the run's :func:`dataset_revision`."""
-    run = NolimaRun.open(run_dir, (HAYSTACK_SETTINGS,))
+    with the run's :func:`dataset_revision`.
+
+    ``out`` follows the rules of a run directory (:func:`~embedeval.io.run_directory`): a new or
+    empty folder, or one embedeval exported into before (:func:`is_mteb_folder`: its
+    ``derived.json`` lists what it wrote, this export's files added); any other folder is one
+    :class:`~embedeval.errors.InputError` before the run is read."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"`out` {out} is a file; MTEB results go into a folder", "out")
-    results = mteb_results(run.metrics(), dataset_revision(run))
+    check_run_folder(out, is_mteb_folder, MTEB_FOLDER_RECORD)
+    run = NolimaRun.open(run_dir, (HAYSTACK_SETTINGS,))
+    revision = dataset_revision(run)
+    results = mteb_results(run.metrics(), revision)
     written = []
-    for (embedder, task), result in results.items():
-        target = out / model_folder(embedder)[1] / NO_REVISION
-        write_text_atomic(target / f"{task}.json", json.dumps(result, indent=2) + "\n")
-        write_text_atomic(target / "model_meta.json", json.dumps(model_meta(embedder), indent=2) + "\n")
-        written.append(target / f"{task}.json")
-    return written
+    with run_directory(out, is_mteb_folder, MTEB_FOLDER_RECORD):
+        earlier = [name for name in recorded_files(out) if (out / name).is_file()]
+        for (embedder, task), result in results.items():
+            target = out / model_folder(embedder)[1] / NO_REVISION
+            write_text_atomic(target / f"{task}.json", json.dumps(result, indent=2) + "\n")
+            write_text_atomic(target / MODEL_META, json.dumps(model_meta(embedder), indent=2) + "\n")
+            written += [target / f"{task}.json", target / MODEL_META]
+        record_outputs(out, revision, {*earlier, *(str(path.relative_to(out)) for path in written)})
+    return written[::2]
 
 
 def prompt_rows(haystacks: pd.DataFrame, needle_set, template: str) -> pd.DataFrame:
@@ -182,7 +202,7 @@ def export_prompts(run_dir: str | Path, out: str | Path, template_file: str | Pa
     docstring). The covariates are computed for each distinct (question, needle) with the run's
     embedders (lexical scorers have none) through the cache; ``needle_haystack_sim`` searches the
     run's corpus cut by ``chunker``."""
-    out = check_output_file(out, (".csv", ".parquet"))
+    out = check_output_file(out, (".csv", ".parquet"), PROMPT_COLUMNS)
     template = DEFAULT_TEMPLATE
     if template_file is not None:
         path = Path(template_file)
@@ -192,17 +212,18 @@ def export_prompts(run_dir: str | Path, out: str | Path, template_file: str | Pa
     run = NolimaRun.open(run_dir, (HAYSTACKS,))
     config = run.config
     grid = config["grid"]
+    source = run.corpus()  # an older run's relative corpus path not found from here: one line before any work
     table = prompt_rows(run.haystacks(), run.needle_set(), template)
     specs = [spec for spec in config["embedders"] if spec not in LEXICAL_SPECS]
     if specs:
         pairs_of = table[["question", "needle"]].drop_duplicates().reset_index(drop=True)
         pairs = [Pair(id=str(i), topic="", question=q, needle=n) for i, (q, n) in enumerate(pairs_of.itertuples(index=False))]
         embedders = [load_embedder(spec, cache_dir=cache_dir, progress=progress) for spec in specs]
-        corpus = load_corpus(grid["corpus"])
+        corpus = load_corpus(source)
         chunks = corpus_chunks(corpus, chunker, seed=grid.get("seed", 0))
         question_sims = needle_question_similarity(pairs, embedders)
         haystack_sims = needle_haystack_similarity(pairs, chunks, embedders, top=DEFAULT_TOP_K, index=index,
-                                                   chunk_origin={"corpus": grid["corpus"], "chunker": chunker, "seed": grid.get("seed", 0)})
+                                                   chunk_origin={"corpus": source, "chunker": chunker, "seed": grid.get("seed", 0)})
         key = pairs_of.assign(id=[p.id for p in pairs])
         for name, sims in (("needle_question_sim", question_sims), ("needle_haystack_sim", haystack_sims)):
             columns = {spec: f"{name}:{spec}" for spec in specs} | {"mean": name}

@@ -37,14 +37,48 @@ _LOCK_ATTEMPTS = 5
 _WRITE_FAILURES = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}
 
 
-def check_output_file(path: str | os.PathLike, suffixes: Sequence[str]) -> Path:
+#: The columns of a ``.parquet`` file of vectors (:func:`write_embeddings`).
+EMBEDDING_COLUMNS = ("text", "embedding")
+
+
+def written_as(path: Path, holds: Sequence[str]) -> bool:
+    """Whether the existing file ``path`` reads as the output embedeval writes there: a ``.csv`` or
+    ``.parquet`` table whose columns include ``holds``, a ``.json`` object with the keys ``holds``,
+    or a ``.npy`` of float32 vectors (what :func:`write_embeddings` writes). Only the header is read."""
+    try:
+        if path.suffix == ".npy":
+            array = np.load(path, mmap_mode="r", allow_pickle=False)
+            return array.dtype == np.float32 and array.ndim == 2
+        if path.suffix == ".json":
+            value = json.loads(path.read_text(encoding="utf-8"))
+            names = value.keys() if isinstance(value, dict) else ()
+        elif path.suffix == ".csv":
+            names = pd.read_csv(path, nrows=0).columns
+        else:
+            import pyarrow.parquet as pq
+
+            names = pq.read_schema(path).names
+    except Exception:  # not a file of that kind at all (numpy, pandas and pyarrow raise many types)
+        return False
+    return bool(holds) and set(holds) <= set(names)
+
+
+def check_output_file(path: str | os.PathLike, suffixes: Sequence[str], holds: Sequence[str]) -> Path:
     """Refuse, before any work, an output that cannot become a file of one of ``suffixes``: a
-    wrong suffix, an existing folder, or a parent that is a file. Returns the path."""
+    wrong suffix, an existing folder, a parent that is a file, a link, or an existing file that
+    embedeval did not write (:func:`written_as` with ``holds``, the columns or keys that the
+    command's output always has): a file of the user's is never overwritten. Returns the path."""
     target = Path(path)
     if target.suffix not in suffixes:
         raise InputError(f"output {target} must end in {' or '.join(suffixes)}")
+    if target.is_symlink():
+        raise InputError(f"output {target} is a link; embedeval writes no file through or over a link: choose another path")
     if target.is_dir():
         raise InputError(f"output {target} is a folder, not a file")
+    if target.exists() and not (target.is_file() and written_as(target, holds)):
+        what = "a vector file (float32)" if target.suffix == ".npy" else f"one with {', '.join(holds)}"
+        raise InputError(f"output {target} exists and is not a file embedeval wrote there ({what}); it is never "
+                         "overwritten: choose another path, or remove it")
     parent = next((p for p in target.parents if p.exists()), Path("."))
     if not parent.is_dir():
         raise InputError(f"output {target} cannot be created: {parent} is a file")
@@ -132,6 +166,15 @@ def check_run_folder(folder: Path, is_run: Callable[[Path], bool], record: str) 
         return
     raise InputError(f"`out` {folder} holds files and is not a run folder embedeval wrote (no {record} of an embedeval run in it); "
                      "choose a new or empty folder, so that no file of yours is overwritten or deleted", "out")
+
+
+def check_subfolder(folder: Path) -> None:
+    """Refuse, with one :class:`InputError` naming ``out``, a folder inside an output folder that
+    embedeval writes into (a run's ``figures/``) when it is a link or not a folder: nothing is
+    ever written through a link into a folder of the user's."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise InputError(f"{folder} is a link or not a folder; embedeval writes into a folder of its own only: remove it "
+                         "(no file is written through it)", "out")
 
 
 def _create_folders(folder: Path) -> list[Path]:
@@ -244,6 +287,13 @@ def run_directory(path: str | os.PathLike, is_run: Callable[[Path], bool], recor
         os.close(fd)
 
 
+def absolute_path(path: str) -> str:
+    """``path`` made absolute (``~`` expanded; a relative path resolved against the working
+    directory): what a run records, so that it is found again from any folder."""
+    target = Path(path).expanduser()
+    return str(target if target.is_absolute() else target.resolve())
+
+
 def file_sha256(path: str | os.PathLike) -> str:
     """sha256 of a file's bytes (hex), read a MiB at a time."""
     digest = hashlib.sha256()
@@ -339,13 +389,14 @@ def read_texts(path: str | os.PathLike) -> list[str]:
 def write_embeddings(path: str | os.PathLike, texts: list[str], vectors) -> None:
     """Write vectors atomically: ``.npy`` (the array) or ``.parquet`` (text, embedding columns)."""
     target = Path(path)
-    check_output_file(target, (".npy", ".parquet"))
+    check_output_file(target, (".npy", ".parquet"), EMBEDDING_COLUMNS)
     if target.suffix == ".npy":
         with atomic_path(target) as tmp:
             with open(tmp, "wb") as handle:
                 np.save(handle, np.asarray(vectors, dtype=np.float32))
     elif target.suffix == ".parquet":
-        write_table(pd.DataFrame({"text": texts, "embedding": [np.asarray(v, dtype=np.float32) for v in vectors]}), target)
+        text, embedding = EMBEDDING_COLUMNS
+        write_table(pd.DataFrame({text: texts, embedding: [np.asarray(v, dtype=np.float32) for v in vectors]}), target)
 
 
 def read_table(path: str | os.PathLike, columns: Sequence[str] = ()) -> pd.DataFrame:

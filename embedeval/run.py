@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from embedeval.aggregate import METRIC_COLUMNS
+from embedeval.corpus import source_path
 from embedeval.breaks import ADDED_BREAK_COLUMNS, BREAK_COLUMNS, BreakRule, break_points
 from embedeval.defaults import DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.errors import InputError
@@ -187,11 +188,32 @@ class NolimaRun:
     def rule(self) -> BreakRule:
         return break_rule_of(self.config)
 
+    def recorded_path(self, path: str, what: str) -> str:
+        """A path the run's config.json records, as it is: absolute (this version records every path
+        so), or relative (an older run's) and found from the working directory. A relative path
+        that is not found here is one :class:`~embedeval.errors.InputError` naming it: such a run
+        did not record the folder it was started in."""
+        if Path(path).expanduser().is_absolute() or Path(path).exists():
+            return path
+        raise InputError(f"{self.file(CONFIG)} records the {what} {path} relative to the folder that run was started in "
+                         f"(not recorded), and {Path(path).resolve()} does not exist; run this from that folder, or write "
+                         f"the absolute path into {CONFIG}")
+
+    def corpus(self) -> str:
+        """The run's corpus spec (a relative ``dir:``/``jsonl:``/``parquet:`` path of an older run
+        checked by :meth:`recorded_path`)."""
+        source = self.config["grid"]["corpus"]
+        folder = source_path(source)
+        if folder is not None:
+            self.recorded_path(str(folder), f"corpus {source} at")
+        return source
+
     def needle_set(self) -> NeedleSet:
         """The needle set the run's haystacks were built from (its groups, variants and distractors)."""
         config, grid = self.config, self.config["grid"]
-        return grid_needle_set(config["needles"], config.get("groups"), grid.get("variants", ()), grid.get("n_distractors", (0,)),
-                               config.get("distractors_file"))
+        distractors = config.get("distractors_file")
+        return grid_needle_set(self.recorded_path(config["needles"], "needle file"), config.get("groups"), grid.get("variants", ()),
+                               grid.get("n_distractors", (0,)), distractors and self.recorded_path(distractors, "distractors file"))
 
     def breaks(self) -> pd.DataFrame:
         """The run's break points: its ``breaks.csv``, or for a run from before it, recomputed from

@@ -29,7 +29,7 @@ def fake_vector(text: str, dim: int) -> list[float]:
 
 
 #: What ``Script.faults`` can do to a good answer.
-FAULTS = ("nan", "null", "zero", "short", "long", "count", "duplicate_index", "missing_data", "malformed_json")
+FAULTS = ("nan", "inf", "null", "zero", "short", "long", "count", "duplicate_index", "missing_data", "malformed_json")
 
 
 def spoil(payload: dict, fault: str | None):
@@ -37,6 +37,8 @@ def spoil(payload: dict, fault: str | None):
     data = payload["data"]
     if fault == "nan":
         data[0]["embedding"][0] = float("nan")
+    elif fault == "inf":
+        data[0]["embedding"][0] = float("inf")
     elif fault == "null":
         data[0]["embedding"] = None
     elif fault == "zero":
@@ -149,6 +151,10 @@ class FakeEmbeddingServer:
                 if self.path.endswith("/chat/completions"):
                     with script.lock:
                         content = script.chat_replies.pop(0) if script.chat_replies else "[]"
+                        fault = script.faults.pop(0) if script.faults else None
+                    if fault is not None:  # "malformed_json" or "missing_data" (no choices): a 200 that is no answer
+                        self._send(200, b'{"id": "chat-1", "choices": [' if fault == "malformed_json" else {"id": "chat-1"})
+                        return
                     self._send(200, {"id": "chat-1", "object": "chat.completion", "created": 0, "model": body.get("model"),
                                      "choices": [{"index": 0, "finish_reason": "stop",
                                                   "message": {"role": "assistant", "content": content}}],

@@ -285,20 +285,53 @@ def test_a_bad_response_is_retried_and_never_used(fake, spec, fault):
     assert len(fake.requests) - before == 2  # the spoiled answer, then a good one
 
 
-@pytest.mark.parametrize("fault, says", [("nan", "NaN"), ("null", "a null vector (#0)"), ("zero", "all-zero"),
-                                         ("short", "a vector of 1 values (#0), expected 1024"), ("count", "1 vectors"),
+@pytest.mark.parametrize("spec", SPECS[1:])
+@pytest.mark.parametrize("fault, says", [("nan", "NaN"), ("inf", ""), ("null", "null"), ("zero", "all-zero"),
+                                         ("short", "a vector of 1 values (#0), expected"), ("count", "1 vectors"),
                                          ("duplicate_index", "indices [0, 0]"), ("missing_data", ""),
                                          ("malformed_json", "malformed response")])
-def test_a_server_that_keeps_answering_badly_is_one_error_and_nothing_is_cached(fake, tmp_path, fault, says):
+def test_a_server_that_keeps_answering_badly_is_one_error_after_two_tries_and_nothing_is_cached(fake, tmp_path, monkeypatch,
+                                                                                                 spec, fault, says):
+    """A malformed 200 is not a transient fault: tried twice under the default policy (not 30 times)."""
     from embedeval.embedders.cache import EmbeddingCache
 
-    model = load_embedder("jina:jina-embeddings-v3", cache_dir=tmp_path)
-    fake.script.faults = [fault] * 10
+    monkeypatch.delenv("EMBEDEVAL_MAX_ATTEMPTS")  # the defaults, as a user has them (base delay kept small)
+    model = load_embedder(spec, cache_dir=tmp_path)
+    before = len(fake.requests)
+    fake.script.faults = [fault] * 40
     with pytest.raises(APIError) as info:
         model.embed(["first text", "second text"])
     message = str(info.value)
-    assert message.startswith("jina:jina-embeddings-v3 request failed: gave up after 4 attempts") and says in message
+    assert message.startswith(f"{spec} request failed: gave up after 2 attempts (") and says in message, message
+    assert "\n" not in message and len(fake.requests) - before == 2
     assert EmbeddingCache(tmp_path).info()["vectors"] == 0
+
+
+@pytest.mark.parametrize("spec", SPECS[1:])
+def test_a_server_that_is_down_is_given_up_within_the_connect_budget(fake, monkeypatch, spec):
+    """Connection refused is retried with backoff for EMBEDEVAL_RETRY_CONNECT_SECONDS (30 s by
+    default; 1 s here), not for the 300 s that 429s and 5xx get."""
+    import socket
+    import time
+
+    from embedeval.embedders.http import RetryPolicy
+
+    assert RetryPolicy().connect_seconds <= 30 and RetryPolicy().malformed_attempts <= 2
+    with socket.socket() as probe:  # a port of this machine that nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    provider = spec.split(":")[0].upper()
+    monkeypatch.setenv(f"{provider}_BASE_URL", f"http://127.0.0.1:{port}/v1")
+    monkeypatch.delenv("EMBEDEVAL_MAX_ATTEMPTS")
+    monkeypatch.setenv("EMBEDEVAL_RETRY_BASE_DELAY", "0.05")
+    monkeypatch.setenv("EMBEDEVAL_RETRY_CONNECT_SECONDS", "1")
+    monkeypatch.setenv("EMBEDEVAL_RETRY_MAX_SECONDS", "15")  # bounds the test on code without the connect budget
+    start = time.monotonic()
+    with pytest.raises(APIError) as info:
+        load_embedder(spec, cache=False).embed(["nobody home"])  # the connection check at load, or the request
+    elapsed = time.monotonic() - start
+    assert "within 1 s" in str(info.value) and "\n" not in str(info.value), str(info.value)
+    assert elapsed < 12  # the 1-s budget (and loading the tokenizer), not the 15-s one of 5xx
 
 
 @pytest.mark.parametrize("offset", range(185, 205))

@@ -391,3 +391,59 @@ def test_a_run_whose_config_holds_null_says_which_field(tmp_path, monkeypatch, f
     assert lines[0] == f"error: run/config.json is broken: {field} must be " + \
         {"embedders": "a list of embedder specs", "needles": "the needle file's path"}[field] + ", not null", result.output
     assert _files(tmp_path) == before
+
+
+FOREIGN_OUTPUTS = [  # (command before --out, the output's suffix): every command that writes one file
+    (["embed", "-i", "texts.txt"], ".npy"),
+    (["embed", "-i", "texts.txt"], ".parquet"),
+    (["needles", "convert", "nolima.json"], ".json"),
+    (["needles", "draft", "--themes", "themes", "--llm", "openai:m"], ".json"),
+    (["haystacks", "build"], ".parquet"),
+    (["expand", "--llm", "openai:m"], ".json"),
+    (["similarity", "needle-question"], ".csv"),
+    (["similarity", "distractor-question"], ".parquet"),
+    (["similarity", "needle-haystack"], ".csv"),
+    (["similarity", "absence"], ".csv"),
+    (["themes", "membership", "themes"], ".csv"),
+]
+
+
+def _foreign_file(path):
+    """A file of the user's with ``path``'s suffix, in that format, that embedeval did not write."""
+    if path.suffix == ".npy":
+        np.save(path, np.arange(6).reshape(2, 3))  # integers: not vectors embedeval wrote
+    elif path.suffix == ".parquet":
+        pd.DataFrame({"mine": [1, 2]}).to_parquet(path)
+    elif path.suffix == ".json":
+        path.write_text('{"name": "my notes", "groups": []}')
+    else:
+        path.write_text("question,answer\nwhy,because\n")
+
+
+@pytest.mark.parametrize("how", ["file", "link"])
+@pytest.mark.parametrize("command, suffix", FOREIGN_OUTPUTS)
+def test_an_output_file_embedeval_did_not_write_is_one_line_and_untouched(tmp_path, monkeypatch, command, suffix, how):
+    """Issue 36: one rule for every command that writes a file: an existing file is replaced only
+    when it is one embedeval wrote (the columns or keys its output always has); a link never."""
+    monkeypatch.chdir(tmp_path)
+    mine = tmp_path / f"mine{suffix}"
+    _foreign_file(mine)
+    out = mine if how == "file" else tmp_path / f"link{suffix}"
+    if how == "link":
+        out.symlink_to(mine)
+    content = mine.read_bytes()
+    before = _files(tmp_path)
+    result = CliRunner().invoke(app, [*command, "--out", out.name])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert lines[0].startswith(f"error: output {out.name} " + ("exists and is not a file embedeval wrote" if how == "file" else "is a link")), lines[0]
+    assert mine.read_bytes() == content and _files(tmp_path) == before
+
+
+def test_an_output_file_embedeval_wrote_is_replaced(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "texts.txt").write_text("one text\nanother text\n")
+    for out in ("vectors.npy", "vectors.parquet"):
+        for _ in range(2):
+            result = CliRunner().invoke(app, ["embed", "-i", "texts.txt", "--out", out, "-q"])
+            assert result.exit_code == 0, result.output

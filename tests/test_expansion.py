@@ -280,3 +280,30 @@ def test_a_chat_redirect_to_another_origin_is_refused_and_the_other_host_gets_no
         with pytest.raises(APIError, match=f"{chat.url} redirected to {elsewhere.url} \\(HTTP 307\\)"):
             ChatLLM("openai:m").complete("Q?")
         assert elsewhere.requests == []
+
+
+@pytest.mark.parametrize("fault", ["malformed_json", "missing_data"])
+def test_a_chat_server_answering_200_with_no_answer_is_given_up_after_two_tries(chat, monkeypatch, fault):
+    """A 200 that holds no answer is not a transient fault: tried twice under the default policy."""
+    monkeypatch.delenv("EMBEDEVAL_MAX_ATTEMPTS")
+    chat.script.faults = [fault] * 40
+    with pytest.raises(APIError, match=r"^chat model m: gave up after 2 attempts \(malformed response") as info:
+        ChatLLM("m").complete("Q?")
+    assert "\n" not in str(info.value) and len(chat.requests) == 2
+
+
+def test_a_chat_server_that_is_down_is_given_up_within_the_connect_budget(chat, monkeypatch):
+    import socket
+    import time
+
+    with socket.socket() as probe:  # a port of this machine that nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.delenv("EMBEDEVAL_MAX_ATTEMPTS")
+    monkeypatch.setenv("EMBEDEVAL_RETRY_BASE_DELAY", "0.05")
+    monkeypatch.setenv("EMBEDEVAL_RETRY_CONNECT_SECONDS", "1")
+    monkeypatch.setenv("EMBEDEVAL_RETRY_MAX_SECONDS", "15")  # bounds the test on code without the connect budget
+    start = time.monotonic()
+    with pytest.raises(APIError, match=r"^chat model m: gave up after \d+ attempts within 1 s \(APIConnectionError"):
+        ChatLLM(f"openai:m?base_url=http://127.0.0.1:{port}/v1").complete("Q?")
+    assert time.monotonic() - start < 8

@@ -5,6 +5,8 @@ equal a direct sentence-transformers computation."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -14,6 +16,7 @@ from typer.testing import CliRunner
 from conftest import own_cache
 from fakes import write_word_books
 from embedeval.cli import app
+from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.export import DEFAULT_TEMPLATE, MTEB_SCORES, PROMPT_COLUMNS
 
 GROUPS = "loc-dresden,loc-peru,diet-vegan"
@@ -29,13 +32,46 @@ def small_books(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory, small_books):
+    """A run made in the corpus's parent folder with a relative `dir:` corpus and needle file (issue 36): the exports
+    read it from the tests' own working directory."""
     out = tmp_path_factory.mktemp("export") / "run"
-    with own_cache(tmp_path_factory):
-        result = CliRunner().invoke(app, ["nolima", "--groups", GROUPS, "--corpus", f"dir:{small_books}", "--lengths", "128,256",
-                                      "--depths", "2", "--negatives", "4", "--n-bootstrap", "50", "--variants", "onehop,inverted",
-                                      "--strategy", "truncate,windows-mean", "--out", str(out), "-q"])
+    here = os.getcwd()
+    shutil.copy(DEFAULT_NEEDLES, small_books.parent / "needles.json")
+    os.chdir(small_books.parent)
+    try:
+        with own_cache(tmp_path_factory):
+            result = CliRunner().invoke(app, ["nolima", "--groups", GROUPS, "--corpus", f"dir:{small_books.name}", "--needles", "needles.json",
+                                          "--lengths", "128,256",
+                                          "--depths", "2", "--negatives", "4", "--n-bootstrap", "50", "--variants", "onehop,inverted",
+                                          "--strategy", "truncate,windows-mean", "--out", str(out), "-q"])
+    finally:
+        os.chdir(here)
     assert result.exit_code == 0, result.output
     return out
+
+
+def test_a_run_records_its_corpus_and_needles_as_absolute_paths(run_dir, small_books):
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["grid"]["corpus"] == f"dir:{small_books.resolve()}"
+    assert config["needles"] == str((small_books.parent / "needles.json").resolve())
+
+
+def test_an_older_run_with_a_relative_corpus_not_found_from_here_is_one_line(run_dir, tmp_path, monkeypatch):
+    old = tmp_path / "old"
+    shutil.copytree(run_dir, old)
+    config = json.loads((old / "config.json").read_text())
+    config["grid"]["corpus"] = "dir:books-of-then"
+    (old / "config.json").write_text(json.dumps(config))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["export", "old", "--format", "prompts", "--out", "p.csv"])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert lines[0] == (f"error: old/config.json records the corpus dir:books-of-then at books-of-then relative to the folder that "
+                        f"run was started in (not recorded), and {tmp_path / 'books-of-then'} does not exist; run this from that "
+                        "folder, or write the absolute path into config.json"), lines[0]
+    assert not (tmp_path / "p.csv").exists()
+    result = CliRunner().invoke(app, ["report", "old"])  # the report needs no corpus: an older run still reads
+    assert result.exit_code == 0, result.output
 
 
 def test_mteb_reads_the_exported_results_with_the_numbers_of_metrics_csv(run_dir, tmp_path):
@@ -120,3 +156,33 @@ def test_exports_refuse_what_is_not_a_run_or_a_template(tmp_path):
     empty.mkdir()
     result = CliRunner().invoke(app, ["export", str(empty), "--format", "mteb", "--out", str(tmp_path / "r")])
     assert "is not a finished run directory (missing config.json, metrics.csv, similarities.parquet, haystacks.json)" in result.output
+
+
+def test_exports_never_overwrite_a_file_or_folder_embedeval_did_not_write(run_dir, tmp_path):
+    """Issue 36: an existing prompts file that is not a prompt set of embedeval's, a link, and an
+    MTEB folder holding files of the user's are each one error line, and nothing is touched."""
+    mine = tmp_path / "mine.csv"
+    mine.write_text("a,b\n1,2\n")
+    link = tmp_path / "link.csv"
+    link.symlink_to(mine)
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("MINE")
+    for args, says in ((["--format", "prompts", "--out", str(mine)], f"error: output {mine} exists and is not a file embedeval wrote"),
+                       (["--format", "prompts", "--out", str(link)], f"error: output {link} is a link"),
+                       (["--format", "mteb", "--out", str(folder)], f"error: --out {folder} holds files and is not a run folder embedeval wrote")):
+        result = CliRunner().invoke(app, ["export", str(run_dir), *args])
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith(says), result.output
+    assert mine.read_text() == "a,b\n1,2\n" and link.is_symlink() and [p.name for p in folder.iterdir()] == ["notes.txt"]
+
+
+def test_an_mteb_export_folder_embedeval_wrote_is_written_again(run_dir, tmp_path):
+    out = tmp_path / "results"
+    for _ in range(2):
+        result = CliRunner().invoke(app, ["export", str(run_dir), "--format", "mteb", "--out", str(out)])
+        assert result.exit_code == 0, result.output
+    listed = set(json.loads((out / "derived.json").read_text())["files"])
+    model = "sentence-transformers__all-MiniLM-L6-v2/no_revision_available"
+    assert listed == {f"{model}/EmbedevalNoLiMa.json", f"{model}/EmbedevalNoLiMa.windows-mean.json", f"{model}/model_meta.json"}
+    assert not (out / ".embedeval.lock").exists()

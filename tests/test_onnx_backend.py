@@ -165,3 +165,30 @@ def test_a_damaged_graph_is_made_again_verify_finds_it_and_clear_removes_it(tmp_
     assert onnx.check_graphs(tmp_path) == {int8: "has no record of its sha256"}
     cleared = runner.invoke(app, ["cache", "clear", "--cache-dir", str(tmp_path)])
     assert cleared.exit_code == 0 and not (tmp_path / "onnx").exists()
+
+
+def test_garbage_in_a_sha256_record_is_mended_and_a_record_that_is_a_folder_is_one_line(tmp_path):
+    """Issue 36 audit: a sha256 record of random bytes reads as no record (the graph is made again);
+    one that is a folder was 'exported again when next used' by verify's word, yet every run then
+    failed writing the record: now it is one line naming it, for verify and a run alike."""
+    from typer.testing import CliRunner
+
+    from embedeval.cli import app
+    from embedeval.errors import CacheError
+
+    spec = f"{MINILM}?backend=onnx"
+    load_embedder(spec, cache_dir=tmp_path, verify=False).inner.embed(TEXTS[:1])
+    graph = next((tmp_path / "onnx").iterdir()) / "model.onnx"
+    record = graph.with_name("model.onnx.sha256")
+    record.write_bytes(np.random.default_rng(1).bytes(64))
+    assert onnx.check_graphs(tmp_path) == {graph: "has no record of its sha256"}
+    load_embedder(spec, cache_dir=tmp_path, verify=False).inner.embed(TEXTS[:1])  # made again, record and all
+    assert onnx.check_graphs(tmp_path) == {}
+    record.unlink()
+    record.mkdir()
+    says = "has a sha256 record model.onnx.sha256 that is not a file; remove it, or run `embedeval cache clear`"
+    verify = CliRunner().invoke(app, ["cache", "verify", "--cache-dir", str(tmp_path)])
+    assert verify.exit_code == 1 and f"ONNX graph {graph} {says}" in verify.output
+    with pytest.raises(CacheError) as info:
+        load_embedder(spec, cache_dir=tmp_path, verify=False).inner.embed(TEXTS[:1])
+    assert str(info.value) == f"ONNX graph {graph} {says}" and record.is_dir()

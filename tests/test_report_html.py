@@ -144,13 +144,39 @@ def test_a_figures_folder_that_is_a_link_is_refused_and_nothing_written_through_
     victims.mkdir()
     (victims / "recall_vs_length.png").write_text("MINE")
     out = tmp_path / "linked"
-    out.mkdir()
+    assert CliRunner().invoke(app, ["report", str(run_dir), "--out", str(out)]).exit_code == 0  # a report folder of embedeval's
+    shutil.rmtree(out / "figures")
     (out / "figures").symlink_to(victims)
+    before = sorted(p.name for p in out.iterdir())
     result = CliRunner().invoke(app, ["report", str(run_dir), "--out", str(out)])
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: ") and "is a link or not a folder" in lines[0]
     assert [p.name for p in victims.iterdir()] == ["recall_vs_length.png"] and (victims / "recall_vs_length.png").read_text() == "MINE"
-    assert sorted(p.name for p in out.iterdir()) == ["figures"]
+    assert sorted(p.name for p in out.iterdir()) == before
+
+
+@pytest.mark.parametrize("mine", ["report.md", "figures/recall_vs_length.png", "notes.txt"])
+def test_report_out_into_a_folder_embedeval_did_not_write_is_one_line_and_touches_nothing(run_dir, tmp_path, mine):
+    """Issue 36: `report --out DIR` writes only into a new or empty folder, a run folder, or a
+    report folder of its own (derived.json lists its report.md)."""
+    out = tmp_path / "mine"
+    (out / mine).parent.mkdir(parents=True, exist_ok=True)
+    (out / mine).write_text("MINE")
+    before = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    result = CliRunner().invoke(app, ["report", str(run_dir), "--out", str(out)])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert lines[0].startswith(f"error: --out {out} holds files and is not a run folder embedeval wrote"), lines[0]
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before and (out / mine).read_text() == "MINE"
+
+
+def test_a_report_folder_embedeval_wrote_is_written_again(run_dir, tmp_path):
+    out = tmp_path / "again"
+    for _ in range(2):
+        result = CliRunner().invoke(app, ["report", str(run_dir), str(run_dir), "--out", str(out)])
+        assert result.exit_code == 0, result.output
+    assert {"report.md", "report.html"} <= set(json.loads((out / "derived.json").read_text())["files"])
+    assert not (out / ".embedeval.lock").exists()
 
 
 # --- issue 37: the report leads with the answer ------------------------------------------------------------------

@@ -507,3 +507,28 @@ def test_a_cut_corpus_is_read_back_from_the_chunk_cache(tmp_path, monkeypatch):
     assert chunking.corpus_chunks(corpus, "sentences:1-3", seed=3) == first
     with pytest.raises(pytest.fail.Exception):  # another seed, another chunking
         chunking.corpus_chunks(corpus, "sentences:1-3", seed=4)
+
+
+@pytest.mark.parametrize("place", ["foreign", "link", "figures-link"])
+def test_themes_out_into_a_foreign_folder_or_through_a_link_is_one_line_before_any_work(topic_books, tmp_path, place):
+    """Issue 36: `themes --out` writes only into a folder of its own: a folder of the user's, a link
+    to one, and a themes folder whose figures/ links to the user's folder are each one error line
+    before the corpus is read, and nothing is written."""
+    victims = tmp_path / "mine"
+    victims.mkdir()
+    (victims / "map.png").write_text("MINE")
+    out = tmp_path / "out"
+    if place == "foreign":
+        out = victims
+    elif place == "link":
+        out.symlink_to(victims)
+    else:
+        out.mkdir()
+        (out / "themes.json").write_text(json.dumps({"settings": {}, "embedder_fingerprint": "x"}))  # a themes run's record
+        (out / "figures").symlink_to(victims)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    result = CliRunner().invoke(app, ["themes", "--corpus", f"dir:{topic_books}", *SMALL, "--out", str(out), "-q"])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert ("is a link or not a folder" if place == "figures-link" else "holds files and is not a run folder") in lines[0], lines[0]
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before and (victims / "map.png").read_text() == "MINE"

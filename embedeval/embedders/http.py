@@ -1,12 +1,17 @@
 """The shared engine of everything behind an HTTP API: the embedders and the chat client.
 
 - Keys come from an environment variable (:class:`APIKey`) and are scrubbed from every message.
-- Errors are sorted into :class:`RetryableError` (429, 5xx, timeouts, connection errors) and
-  :class:`FatalAPIError` (401/403, unknown model, bad request); :func:`status_error` maps an HTTP
-  status, :func:`openai_errors` translates the ``openai`` client's exceptions.
+- Errors are sorted into :class:`RetryableError` (429, 5xx, timeouts), its kinds
+  :class:`ConnectionFailedError` (no server answers: refused, reset, unknown host) and
+  :class:`MalformedResponseError` (a 200 whose body is unusable: not JSON, NaN/inf, a zero
+  vector, the wrong shape), and :class:`FatalAPIError` (401/403, unknown model, bad request);
+  :func:`status_error` maps an HTTP status, :func:`openai_errors` translates the ``openai``
+  client's exceptions.
 - :func:`call_with_retries` retries with ``tenacity``: exponential backoff with full jitter,
-  bounded attempts and bounded total time; a server's ``Retry-After`` replaces the jittered
-  delay. Running out, or a fatal error, is one :class:`~embedeval.errors.APIError`.
+  bounded attempts and bounded total time (:class:`RetryPolicy`); a server's ``Retry-After``
+  replaces the jittered delay. A malformed answer is tried at most twice and a server that does
+  not answer for at most ``connect_seconds`` (30 s): neither is a fault that waiting mends. Running
+  out, or a fatal error, is one :class:`~embedeval.errors.APIError`.
 - Where requests go (:func:`endpoint`): a server of one's own (``?base_url=``) gets only the key
   its spec names (``key_env``, never the provider's own key variable); every client follows no
   redirect to another origin (:func:`refuse_cross_origin_redirect`).
@@ -47,6 +52,7 @@ from tenacity import (
     stop_after_attempt,
     stop_after_delay,
 )
+from tenacity.stop import stop_base
 from tenacity.wait import wait_base, wait_random_exponential
 from tqdm.auto import tqdm
 
@@ -76,6 +82,17 @@ class RetryableError(Exception):
     def __init__(self, message: str, retry_after: float | None = None):
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class ConnectionFailedError(RetryableError):
+    """No answer at all: the connection was refused or reset, or the host is unknown. Retried only
+    for :attr:`RetryPolicy.connect_seconds`: a server that is down rarely comes back within minutes."""
+
+
+class MalformedResponseError(RetryableError):
+    """A success status whose body cannot be used (not JSON, missing fields, NaN/inf, null or
+    all-zero vectors, the wrong count or size): the server is answering, wrongly, so it is tried
+    at most :attr:`RetryPolicy.malformed_attempts` times in all."""
 
 
 class FatalAPIError(Exception):
@@ -229,7 +246,7 @@ def status_error(status: int | None, message: str, key_env: str, headers: Mappin
     if status in (401, 403):
         return FatalAPIError(f"authentication failed (HTTP {status}); check {key_env}")
     if status is not None and 200 <= status < 300:  # the request went through; its body did not parse
-        return RetryableError(f"malformed response ({message})")
+        return MalformedResponseError(f"malformed response ({message})")
     if status == 429 or (status is not None and status >= 500) or status is None:
         return RetryableError(f"HTTP {status}: {message}" if status else message, retry_after_from_headers(headers))
     if status == 413:
@@ -248,56 +265,93 @@ def openai_errors(key_env: str):
         yield
     except openai.APIStatusError as exc:
         raise status_error(exc.status_code, exc.message, key_env, exc.response.headers) from None
-    except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+    except openai.APITimeoutError as exc:  # a hung server: retried like a 5xx
         raise RetryableError(f"{type(exc).__name__}: {exc}") from None
+    except openai.APIConnectionError as exc:  # refused, reset, unknown host
+        raise ConnectionFailedError(f"{type(exc).__name__}: {exc}") from None
     except (openai.APIResponseValidationError, ValueError) as exc:  # a 200 whose body is not what it should be
-        raise RetryableError(f"malformed response ({type(exc).__name__}: {exc})") from None
+        raise MalformedResponseError(f"malformed response ({type(exc).__name__}: {exc})") from None
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
     """Retry :class:`RetryableError` at most ``max_attempts`` times and for at most
-    ``max_seconds`` in all. Between attempts sleep ``U(0, min(max_delay, base_delay * 2**(n-1)))``
-    after the n-th failure (full jitter), or the server's ``Retry-After`` capped at
-    ``max_delay``; never past the ``max_seconds`` budget."""
+    ``max_seconds`` in all (429s and 5xx ride out minutes of a busy server); a
+    :class:`MalformedResponseError` at most ``malformed_attempts`` times in all, and a
+    :class:`ConnectionFailedError` only while less than ``connect_seconds`` have passed. Between
+    attempts sleep ``U(0, min(max_delay, base_delay * 2**(n-1)))`` after the n-th failure (full
+    jitter), or the server's ``Retry-After`` capped at ``max_delay``; never past the budget of the
+    last error's kind."""
 
     max_attempts: int = 30
     base_delay: float = 0.5
     max_delay: float = 20.0
     max_seconds: float = 300.0
+    malformed_attempts: int = 2
+    connect_seconds: float = 30.0
+
+    def seconds_for(self, error: BaseException | None) -> float:
+        """The time budget of the retries after ``error``: ``connect_seconds`` for a server that
+        does not answer, else ``max_seconds``."""
+        return min(self.connect_seconds, self.max_seconds) if isinstance(error, ConnectionFailedError) else self.max_seconds
+
+    def attempts_for(self, error: BaseException | None) -> int:
+        """The attempts allowed in all after ``error``: ``malformed_attempts`` for an unusable
+        answer, else ``max_attempts``."""
+        return min(self.malformed_attempts, self.max_attempts) if isinstance(error, MalformedResponseError) else self.max_attempts
 
     def stop(self):
-        return stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_seconds)
+        return stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_seconds) | StopForKind(self)
 
     def wait(self) -> wait_base:
         return RetryAfterWait(self)
 
 
+def _last_error(retry_state: RetryCallState) -> BaseException | None:
+    return retry_state.outcome.exception() if retry_state.outcome else None
+
+
+class StopForKind(stop_base):
+    """Stop once the last error's kind has used its own budget (:meth:`RetryPolicy.attempts_for`,
+    :meth:`RetryPolicy.seconds_for`)."""
+
+    def __init__(self, policy: RetryPolicy):
+        self.policy = policy
+
+    def __call__(self, retry_state: RetryCallState) -> bool:
+        error = _last_error(retry_state)
+        return (retry_state.attempt_number >= self.policy.attempts_for(error)
+                or (retry_state.seconds_since_start or 0.0) >= self.policy.seconds_for(error))
+
+
 class RetryAfterWait(wait_base):
     """The wait of a :class:`RetryPolicy`: ``Retry-After`` if the last error carried one, else
-    exponential backoff with full jitter; capped at ``max_delay`` and at the time left."""
+    exponential backoff with full jitter; capped at ``max_delay`` and at the time left to the last
+    error's kind."""
 
     def __init__(self, policy: RetryPolicy):
         self.policy = policy
         self.jitter = wait_random_exponential(multiplier=policy.base_delay, max=policy.max_delay)
 
     def __call__(self, retry_state: RetryCallState) -> float:
-        error = retry_state.outcome.exception() if retry_state.outcome else None
+        error = _last_error(retry_state)
         hint = getattr(error, "retry_after", None)
         delay = min(hint, self.policy.max_delay) if hint is not None else self.jitter(retry_state)
-        left = self.policy.max_seconds - (retry_state.seconds_since_start or 0.0)
+        left = self.policy.seconds_for(error) - (retry_state.seconds_since_start or 0.0)
         return max(0.0, min(delay, left))
 
 
 def retry_policy_from_env() -> RetryPolicy:
-    """``EMBEDEVAL_MAX_ATTEMPTS``, ``EMBEDEVAL_RETRY_BASE_DELAY`` and
-    ``EMBEDEVAL_RETRY_MAX_SECONDS`` override the defaults of :class:`RetryPolicy` (30 attempts,
-    0.5 s, 300 s: enough to ride out minutes of 429s)."""
+    """``EMBEDEVAL_MAX_ATTEMPTS``, ``EMBEDEVAL_RETRY_BASE_DELAY``, ``EMBEDEVAL_RETRY_MAX_SECONDS``
+    and ``EMBEDEVAL_RETRY_CONNECT_SECONDS`` override the defaults of :class:`RetryPolicy` (30
+    attempts, 0.5 s, 300 s: enough to ride out minutes of 429s; 30 s for a server that does not
+    answer)."""
     default = RetryPolicy()
     return RetryPolicy(
         max_attempts=int(env_number("EMBEDEVAL_MAX_ATTEMPTS", default.max_attempts)),
         base_delay=env_number("EMBEDEVAL_RETRY_BASE_DELAY", default.base_delay),
         max_seconds=env_number("EMBEDEVAL_RETRY_MAX_SECONDS", default.max_seconds),
+        connect_seconds=env_number("EMBEDEVAL_RETRY_CONNECT_SECONDS", default.connect_seconds),
     )
 
 
@@ -316,7 +370,8 @@ def call_with_retries(call: Callable[[], _T], policy: RetryPolicy, what: str, sc
     """
 
     def give_up(state: RetryCallState):
-        within = "" if state.attempt_number >= policy.max_attempts else f" within {policy.max_seconds:g} s"
+        error = _last_error(state)
+        within = "" if state.attempt_number >= policy.attempts_for(error) else f" within {policy.seconds_for(error):g} s"
         raise APIError(_one_line(scrub(f"{what}: gave up after {state.attempt_number} attempts{within} ({state.outcome.exception()})")))
 
     retrying = Retrying(stop=policy.stop(), wait=policy.wait(), retry=retry_if_exception_type(RetryableError),
@@ -333,14 +388,14 @@ def vectors_by_index(items: Iterable[tuple[int, object]], n_inputs: int, dim: in
     """A response's embeddings put back in input order by their ``index``, as a float32
     ``(n_inputs, dim)`` array (``dim`` 0: not known yet, the first vector's length). A response
     with the wrong count, missing or repeated indices, or vectors of the wrong size, NaN, null or
-    all zeros is a :class:`RetryableError` (retried like a 5xx; nothing of it is kept)."""
+    all zeros is a :class:`MalformedResponseError` (tried again at most once; nothing of it is kept)."""
     try:
         pairs = [(int(index), embedding) for index, embedding in items]
     except (TypeError, ValueError) as exc:
-        raise RetryableError(f"malformed response ({exc})") from None
+        raise MalformedResponseError(f"malformed response ({exc})") from None
     indices = sorted(index for index, _ in pairs)
     if indices != list(range(n_inputs)):
-        raise RetryableError(f"bad response: {len(pairs)} vectors with indices {indices[:5]}{'...' if len(pairs) > 5 else ''} "
+        raise MalformedResponseError(f"bad response: {len(pairs)} vectors with indices {indices[:5]}{'...' if len(pairs) > 5 else ''} "
                              f"for {n_inputs} inputs")
     ordered = [embedding for _, embedding in sorted(pairs, key=lambda pair: pair[0])]
     if not dim and ordered and hasattr(ordered[0], "__len__"):
@@ -348,7 +403,7 @@ def vectors_by_index(items: Iterable[tuple[int, object]], n_inputs: int, dim: in
     try:
         return check_vectors(ordered, n_inputs, dim, "the server")
     except InvalidVectorsError as exc:
-        raise RetryableError(f"bad response: {exc}") from None
+        raise MalformedResponseError(f"bad response: {exc}") from None
 
 
 @dataclass(frozen=True)

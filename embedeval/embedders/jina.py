@@ -9,7 +9,9 @@ import numpy as np
 
 from embedeval.embedders.base import Kind, check_texts, l2_normalize
 from embedeval.embedders.budget import Budget
-from embedeval.embedders.http import APIEmbedder, ModelLimits, RetryableError, refuse_cross_origin_redirect, status_error
+from embedeval.embedders.http import (
+    APIEmbedder, ConnectionFailedError, MalformedResponseError, ModelLimits, RetryableError, refuse_cross_origin_redirect, status_error,
+)
 from embedeval.errors import InputError
 
 
@@ -63,7 +65,9 @@ class JinaEmbedder(APIEmbedder):
                 "truncate": self.truncate}
         try:
             response = self._client.post(f"{self.base_url}/embeddings", json=body)
-        except httpx.RequestError as exc:  # a timeout, a connection error, a redirect loop
+        except (httpx.ConnectError, httpx.RemoteProtocolError) as exc:  # refused, unknown host, hung up without an answer
+            raise ConnectionFailedError(f"{type(exc).__name__}: {exc}") from None
+        except httpx.RequestError as exc:  # a timeout, a redirect loop
             raise RetryableError(f"{type(exc).__name__}: {exc}") from None
         if response.status_code != 200:
             body = self.scrub(response.text)[:200]  # scrub the whole body first: a cut key would survive
@@ -71,4 +75,4 @@ class JinaEmbedder(APIEmbedder):
         try:
             return [(item["index"], item["embedding"]) for item in response.json()["data"]]
         except (ValueError, KeyError, TypeError) as exc:
-            raise RetryableError(f"malformed response ({type(exc).__name__}: {exc})") from None
+            raise MalformedResponseError(f"malformed response ({type(exc).__name__}: {exc})") from None

@@ -175,6 +175,9 @@ def graph_problem(path: Path) -> str | None:
     at its export."""
     if not path.is_file():
         return "is missing"
+    record = _checksum_path(path)
+    if record.exists() and not record.is_file():
+        return f"has a sha256 record {record.name} that is not a file; remove it, or run `embedeval cache clear`"
     try:
         recorded = _checksum_path(path).read_text(encoding="ascii").strip()
     except (OSError, UnicodeDecodeError):
@@ -190,6 +193,9 @@ def _made(path: Path, make: Callable[[Path], object]) -> Path:
     problem = graph_problem(path)
     if problem is None:
         return path
+    record = _checksum_path(path)
+    if record.exists() and not record.is_file():  # not ours to remove: one line instead of a write that fails
+        raise CacheError(f"ONNX graph {path} {problem}")
     if path.exists():
         print(f"warning: ONNX graph {path} {problem}; making it again", file=sys.stderr)
     make(path)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from embedeval.embedders.budget import Budget
-from embedeval.embedders.http import APIEmbedder, ModelLimits, RetryableError, refuse_cross_origin_redirect, status_error
+from embedeval.embedders.http import (
+    APIEmbedder, ConnectionFailedError, MalformedResponseError, ModelLimits, RetryableError, refuse_cross_origin_redirect, status_error,
+)
 
 
 def same_origin_session():
@@ -50,10 +52,12 @@ class VoyageEmbedder(APIEmbedder):
             response = self._voyage.Embedding.create(input=texts, model=self.model, input_type=self.input_type,
                                                      truncation=self.truncation, api_key=self._key.value,
                                                      base_url=self.base_url, request_timeout=self.timeout)
-        except (error.Timeout, error.APIConnectionError, error.TryAgain) as exc:
+        except (error.Timeout, error.TryAgain) as exc:
             raise RetryableError(f"{type(exc).__name__}: {exc}") from None
+        except error.APIConnectionError as exc:  # refused, reset, unknown host
+            raise ConnectionFailedError(f"{type(exc).__name__}: {exc}") from None
         except error.VoyageError as exc:  # .headers: the response's headers ({} when there was none)
             raise status_error(exc.http_status, str(exc._message or exc), self.key_hint, exc.headers) from None
         except (AttributeError, KeyError, TypeError, ValueError) as exc:  # the client choked on a malformed body
-            raise RetryableError(f"malformed response ({type(exc).__name__}: {exc})") from None
+            raise MalformedResponseError(f"malformed response ({type(exc).__name__}: {exc})") from None
         return [(item.index, item.embedding) for item in getattr(response, "data", None) or ()]

@@ -56,7 +56,7 @@ from embedeval.embedders.tokens import load_token_counter
 from embedeval.errors import APIError, ConfigError, InputError
 from embedeval.experiments.context_rot import answer_absence, needle_question_similarity, pair_rows
 from embedeval.experiments.themes import MANIFEST, load_themes, read_manifest, theme_membership, themes_chunks
-from embedeval.io import read_json, read_table, write_table, write_text_atomic
+from embedeval.io import check_output_file, read_json, read_table, write_table, write_text_atomic
 from embedeval.plan import check_ceiling
 from embedeval.metrics import nearest_cosines
 from embedeval.needles import CHAR, NO_OVERLAP_VARIANTS, NeedleSet, group_problems, parse_needle_set
@@ -65,6 +65,9 @@ from embedeval.progress import step
 #: ``provenance.tool`` of a needle set this module wrote: only such a file is resumed (or replaced).
 DRAFT_TOOL = "embedeval needles draft"
 #: The columns of the rejected table.
+#: Keys a needle draft always has: what marks an existing ``--out`` as one embedeval wrote (its
+#: provenance then says whether it is this draft's, :func:`open_draft`).
+DRAFT_KEYS = ("name", "groups", "provenance")
 REJECTED_COLUMNS = ["theme", "attempt", "group_id", "question", "character", "keyword", "needles", "reason", "prompt_sha256",
                     "answer"]
 #: A plan's estimate of the tokens of one drafted group as JSON (question, character, keyword, two
@@ -435,8 +438,8 @@ def open_draft(config: DraftConfig, chat_model: str, embedder: str) -> tuple[dic
     """The draft to continue and its rejected table: a new one when ``config.out`` does not exist,
     else the one there, if an earlier draft from the same themes run with the same chat model wrote
     it. Any other file there is refused with one line (it is never overwritten)."""
-    out = Path(config.out)
-    rejected_path = rejected_path_of(out)
+    out = check_output_file(config.out, (".json",), DRAFT_KEYS)
+    rejected_path = check_output_file(rejected_path_of(out), (".csv",), REJECTED_COLUMNS)
     fresh = new_draft(config, chat_model, embedder)
     rejected = _read_rejected(rejected_path)
     if not out.exists():

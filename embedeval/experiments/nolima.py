@@ -32,11 +32,13 @@ from embedeval.embedders.registry import LEXICAL_SPECS, embedder_name, select_em
 from embedeval.errors import ConfigError
 from embedeval.haystacks import HAYSTACK_FORMAT, HaystackGrid, build_haystacks
 from embedeval.derived import forget_outputs, fresh_outputs, inputs_digest, record_outputs
-from embedeval.io import file_sha256, run_directory
+from embedeval.corpus import absolute_source
+from embedeval.io import absolute_path, check_subfolder, file_sha256, run_directory
 from embedeval.breaks import BreakRule, break_points
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
 from embedeval.plan import EmbedderPlan, check_prices_used, plan_of
 from embedeval.report import pool_size, recall_chance_table, write_report
+from embedeval.report.write import FIGURES
 from embedeval.progress import step
 from embedeval.run import CONFIG, SCORED_TABLES, RunWriter, is_run_directory
 from embedeval.versions import package_versions
@@ -129,6 +131,18 @@ class NolimaConfig:
         """Where the run's cache misses are embedded."""
         return Executor(self.executor, self.workers, self.ray_address)
 
+    def recorded(self) -> dict:
+        """The settings as config.json records them (:func:`~dataclasses.asdict`, the grid nested),
+        with the corpus folder or file and the needle, distractors and expansion files as absolute
+        paths: ``export`` and ``report`` may read the run from another folder."""
+        settings = asdict(self)
+        settings["grid"]["corpus"] = absolute_source(self.grid.corpus)
+        settings["needles"] = absolute_path(self.needles)
+        if self.distractors_file is not None:
+            settings["distractors_file"] = absolute_path(self.distractors_file)
+        settings["expansions"] = tuple(absolute_path(path) for path in self.expansions)
+        return settings
+
     def haystack_settings(self) -> dict:
         """The settings the haystacks depend on (the grid's and :data:`HAYSTACK_KEYS`), with a
         hash of the needle file's content, the sentence splitter and the build format (haystacks
@@ -213,9 +227,10 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
     needle_set = config.validate()
     embedders, skipped = config.usable_embedders()
     forms = query_forms(needle_set, list(config.expansions))
-    settings = {**asdict(config), "embedders": embedders, "skipped": skipped, "versions": package_versions(VERSIONED_PACKAGES)}
+    settings = {**config.recorded(), "embedders": embedders, "skipped": skipped, "versions": package_versions(VERSIONED_PACKAGES)}
     strategies = config.strategy_list()
     with run_directory(config.out, is_run_directory, CONFIG) as out:
+        check_subfolder(out / FIGURES)  # before any work: the report would refuse it at the end
         reference = load_token_counter(config.tokenizer)
         scorers = [scorer for spec in embedders
                    for scorer in load_scorers(spec, strategies, reference, cache_dir=cache_dir, progress=progress,

@@ -52,9 +52,10 @@ from embedeval.defaults import (
 )
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import ConfigError, CorpusError, InputError
-from embedeval.io import atomic_path, check_run_folder, read_json, read_table, run_directory, write_table, write_text_atomic
+from embedeval.io import atomic_path, check_run_folder, check_subfolder, read_json, read_table, run_directory, write_table, write_text_atomic
 from embedeval.labels import NOISE
 from embedeval.report.themes import map_figure, themes_report
+from embedeval.report.write import FIGURES
 from embedeval.versions import package_version, package_versions
 from embedeval.metrics import mmr, nearest_cosines, neighbour_similarity, percentile_rank
 from embedeval.plan import EmbedderPlan, plan_of
@@ -219,6 +220,7 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
     config = config or ThemesConfig()
     config.validate()
     check_run_folder(Path(config.out), is_themes_directory, MANIFEST)  # before the corpus is read and embedded
+    check_subfolder(Path(config.out) / FIGURES)
     clock = time.perf_counter()
     chunks = _themes_chunks(config, progress)
     model = load_embedder(config.embedder, cache_dir=cache_dir, progress=progress)
@@ -269,13 +271,19 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
         write_table(table, out / "chunks.parquet")
         write_table(clusters, out / "clusters.csv")
         with step("the map and report.md", progress):
-            map_figure(table, out / "figures" / "map.png", terms=terms)
+            check_subfolder(out / FIGURES)  # again, while the folder is held
+            map_figure(table, out / FIGURES / "map.png", terms=terms)
             write_text_atomic(out / "report.md", themes_report(config, table, clusters))
         manifest = {"settings": config.model_settings(), "representatives": config.representatives,
                     "mmr_lambda": config.mmr_lambda, "embedder_fingerprint": model.fingerprint, "packages": package_versions(MODEL_PACKAGES, python=False),
                     "cluster_order": [int(c) for c in found], "timings": timings}
         write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=2))  # last: a run without it is unfinished
     return ThemesResult(config, table, clusters, Path(config.out), timings)
+
+
+#: Columns a membership table always has (:func:`theme_membership`): what marks an existing output
+#: file as one embedeval wrote.
+MEMBERSHIP_COLUMNS = ("target_cluster", "blends_in")
 
 
 def is_themes_directory(folder: Path) -> bool:

@@ -8,8 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from embedeval.breaks import BreakRule
-from embedeval.errors import InputError
-from embedeval.io import write_text_atomic
+from embedeval.io import check_subfolder, write_text_atomic
 from embedeval.report.html import render_html
 from embedeval.report.markdown import render_markdown
 from embedeval.report.sections import report_document
@@ -18,6 +17,8 @@ REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
 #: The files write_report writes into a run directory (beside figures/).
 REPORT_FILES = (REPORT_MD, REPORT_HTML)
+#: The folder of a report's figures, beside it.
+FIGURES = "figures"
 
 
 def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, breaks: pd.DataFrame,
@@ -28,10 +29,7 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, b
     other file in ``figures/`` is not this report's). The arguments are
     :func:`~embedeval.report.sections.report_document`'s."""
     out = Path(out)
-    figures = out / "figures"
-    if figures.is_symlink() or (figures.exists() and not figures.is_dir()):
-        raise InputError(f"{figures} is a link or not a folder; the report writes its figures only into a folder of its "
-                         "own: remove it (no file is written through it)", "out")
+    check_subfolder(out / FIGURES)
     document = report_document(out, metrics, similarities, breaks, rule, title, config, candidates, chance)
     write_text_atomic(out / REPORT_HTML, render_html(document, out))
     write_text_atomic(out / REPORT_MD, render_markdown(document))
