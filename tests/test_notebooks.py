@@ -33,7 +33,7 @@ def test_01_nolima_sweep(tmp_path, books_dir):
     out = tmp_path / "nb1"
     notebook = run_notebook("01_nolima_sweep.ipynb", {"CORPUS": f"dir:{books_dir}", "LENGTHS": [128, 512], "DEPTHS": 3,
                                                        "GROUPS": GROUPS, "CHUNK_TOKENS": [128], "NEGATIVES": 10,
-                                                       "OUT": str(out)})
+                                                       "EXTEND_LENGTHS": [128, 512], "OUT": str(out)})
     sims = pd.read_parquet(out / "similarities.parquet")
     scorers = set(zip(sims["embedder"], sims["strategy"]))
     assert scorers == {("st:all-MiniLM-L6-v2", "truncate"), ("st:all-MiniLM-L6-v2", "windows-mean"),
@@ -52,6 +52,11 @@ def test_01_nolima_sweep(tmp_path, books_dir):
     shown = "".join(o.get("data", {}).get("text/plain", "") for c in notebook.cells if c.cell_type == "code"
                     for o in c.outputs)
     assert "jina_v3_auc" in shown and "truncate_needle_visible_share" in shown  # the Jina comparison, on windows-mean
+    stretched = pd.read_parquet(out / "extend" / "similarities.parquet")  # the context extension section, at L = 514
+    assert set(stretched["strategy"]) == {"windows-mean", "chunks-max@128", "extend-gp@514", "extend-gp@514+logscale",
+                                          "extend-pi@514", "extend-pi@514+logscale"}
+    assert stretched.query("strategy.str.startswith('extend') and variant != 'control'")["needle_visible"].all()
+    assert (out / "extend" / "figures" / "extend_vs_length.png").is_file() and "break_point_lo" in shown
 
 
 def test_02_context_rot_similarity(tmp_path, books_dir):

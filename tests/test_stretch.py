@@ -13,8 +13,7 @@ import torch
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.registry import load_embedder
 from embedeval.embedders.stretch import (
-    Stretch, grouped_positions, interpolated_table, logscale_factor, position_limit, recurrent_positions, scaled_inv_freq,
-    stretched,
+    Stretch, grouped_positions, interpolated_table, logscale_factor, recurrent_positions, scaled_inv_freq, stretched,
 )
 from embedeval.errors import ConfigError
 from embedeval.strategies import EmbeddingScorer, Strategy, check_strategy_support, parse_strategies
@@ -94,7 +93,7 @@ def test_pi_reads_an_interpolated_copy_of_the_table_and_restores_it(bert):
     model = bert._transformer()
     original = model.embeddings.position_embeddings
     weights = original.weight.detach().double().numpy().copy()
-    with stretched(model, Stretch("pi"), 2 * P + 3, 1) as extra:
+    with stretched(model, Stretch("pi"), 2 * P + 3, 1, P) as extra:
         inside = model.embeddings.position_embeddings.weight.detach().double().numpy()
         assert extra["position_ids"][0].tolist() == list(range(2 * P + 3))
     np.testing.assert_allclose(inside, interpolated_table(weights, 2 * P + 3), rtol=1e-6, atol=1e-7)
@@ -108,7 +107,7 @@ def test_rope_frequencies_inside_and_after(modernbert):
     assert len(buffers) == 2  # ModernBERT's global and local rotary tables: both stretched
     n = 3 * P
     for method in ("ntk", "linear"):
-        with stretched(model, Stretch(method), n, 1):
+        with stretched(model, Stretch(method), n, 1, P):
             for name, before in buffers.items():
                 np.testing.assert_allclose(dict(model.named_buffers())[name].double().numpy(),
                                            scaled_inv_freq(before.double().numpy(), method, n / P), rtol=1e-6)
@@ -121,10 +120,10 @@ def test_the_logit_scale_inside_and_after(bert):
     scales = [m.scaling for m in model.modules() if "Attention" in type(m).__name__ and isinstance(getattr(m, "scaling", None), float)]
     assert scales
     n = 3 * P
-    with stretched(model, Stretch("gp", logscale=True), n, 1):
+    with stretched(model, Stretch("gp", logscale=True), n, 1, P):
         inside = [m.scaling for m in model.modules() if "Attention" in type(m).__name__ and isinstance(getattr(m, "scaling", None), float)]
         assert inside == pytest.approx([s * math.log(n) / math.log(P) for s in scales])
-    with stretched(model, Stretch("gp", logscale=True), P, 1):  # within the positions: no scaling
+    with stretched(model, Stretch("gp", logscale=True), P, 1, P):  # within the positions: no scaling
         assert [m.scaling for m in model.modules() if "Attention" in type(m).__name__ and isinstance(getattr(m, "scaling", None), float)] == scales
     assert [m.scaling for m in model.modules() if "Attention" in type(m).__name__ and isinstance(getattr(m, "scaling", None), float)] == scales
 
@@ -180,7 +179,46 @@ def test_a_method_that_does_not_fit_the_positions_is_refused(bert, modernbert):
     assert len(_every_stretch(bert)) == 6 and len(_every_stretch(modernbert)) == 2
     with pytest.raises(ConfigError, match="absolute positions"):
         bert.embed_stretched([[1000, 1001]], Stretch("linear"))
-    assert position_limit(bert._transformer()) == P == bert.positions()
+    assert bert.positions() == P == bert._transformer().embeddings.position_embeddings.num_embeddings
+
+
+def test_the_factors_use_the_limit_the_checks_read(bert, monkeypatch):
+    """``P`` is read once, from the folder before the weights load, and that one reading both
+    checks the strategy and sets the factors: a folder reading of P / 2 (told by the test) gives
+    grouped positions ``i // ceil(n / (P / 2))``, not the loaded table's ``i // ceil(n / P)``."""
+    import embedeval.embedders.local as local
+
+    reads = []
+
+    def told(path):
+        reads.append(path)
+        return P // 2, "a limit the test tells"
+
+    monkeypatch.setattr(local, "position_limit", told)
+    model = SentenceTransformerEmbedder(bert.path)
+    with pytest.raises(ConfigError, match=f"it has {P // 2} positions"):  # the check reads P / 2 ...
+        EmbeddingScorer(model, Strategy.stretched(f"extend-gp@{P // 2}"))
+    seen = []
+    handle = model._transformer().embeddings.position_embeddings.register_forward_hook(
+        lambda module, args, output: seen.append(args[0].clone()))
+    try:
+        model.embed_stretched([_ids(model, TEXT, 3 * P + 5 - 2)], Stretch("gp"))
+    finally:
+        handle.remove()
+    assert seen[0][0].tolist() == grouped_positions(3 * P + 5, P // 2).tolist()  # ... and so do the factors
+    assert grouped_positions(3 * P + 5, P // 2).tolist() != grouped_positions(3 * P + 5, P).tolist()
+    assert reads == [bert.path]  # one reading serves both
+
+
+def test_a_folder_that_names_no_position_limit_is_refused_not_a_crash(bert, monkeypatch):
+    import embedeval.embedders.local as local
+
+    monkeypatch.setattr(local, "position_limit", lambda path: None)
+    model = SentenceTransformerEmbedder(bert.path)
+    with pytest.raises(ConfigError, match="names no position limit"):
+        EmbeddingScorer(model, Strategy.stretched("extend-gp@1024"))
+    with pytest.raises(ConfigError, match="names no position limit"):
+        model.embed_stretched([[1000, 1001]], Stretch("gp"))
 
 
 @pytest.mark.parametrize("name, message", [

@@ -83,14 +83,16 @@ def position_limit(path: str) -> tuple[int, str] | None:
     return (limit, f"max_position_embeddings in {config}") if isinstance(limit, int) and not isinstance(limit, bool) else None
 
 
-def check_window(path: str, max_seq_length: int | None) -> None:
+def check_window(path: str, max_seq_length: int | None) -> tuple[int, str] | None:
     """One :class:`~embedeval.errors.ConfigError` when ``max_seq_length`` exceeds the model's
     position limit (:func:`position_limit`), before any weights are loaded (a broken config or
-    weights file: one :class:`~embedeval.errors.UnknownEmbedderError`)."""
+    weights file: one :class:`~embedeval.errors.UnknownEmbedderError`). Returns the limit it read,
+    so that the caller checks and stretches against this one reading."""
     limit = position_limit(path)
     if max_seq_length is not None and limit is not None and max_seq_length > limit[0]:
         raise ConfigError(f"`max_seq_length` {max_seq_length} is over the model's position limit of {limit[0]} tokens "
                           f"({limit[1]})", "max_seq_length")
+    return limit
 
 
 def local_name(model: str, options: LocalOptions) -> str:
@@ -173,7 +175,7 @@ class SentenceTransformerEmbedder:
             options = replace(options, device=device)
         self.options = options
         self.path = resolve_model_path(model)
-        check_window(self.path, options.max_seq_length)
+        self._position_limit = check_window(self.path, options.max_seq_length)  # P, read once: checked and stretched against
         self.name = local_name(model, options)
         self.batch_size = batch_size
         self.device = options.resolved_device()
@@ -462,7 +464,11 @@ class SentenceTransformerEmbedder:
 
     def stretch_refusal(self, stretch: stretching.Stretch) -> str | None:
         """Why this model cannot read past its positions as ``stretch`` says (its position type, or
-        a backend other than torch), None when it can (:mod:`embedeval.embedders.stretch`)."""
+        a backend other than torch, a folder that names no position limit), None when it can
+        (:mod:`embedeval.embedders.stretch`)."""
+        if self.positions() is None:
+            return ("its folder names no position limit (no position table in its weights, no max_position_embeddings "
+                    "in its config), so there is nothing to stretch past")
         facts = self._recalled()
         if facts:
             return facts["stretch_refusals"][stretch.key]
@@ -483,14 +489,16 @@ class SentenceTransformerEmbedder:
 
     def positions(self) -> int | None:
         """``P``: the positions the model has (:func:`position_limit`: its position table's rows,
-        else ``max_position_embeddings``), None when the folder does not say."""
-        limit = position_limit(self.path)
-        return limit[0] if limit else None
+        else ``max_position_embeddings``), None when the folder does not say. Read once, from the
+        folder before the weights load; the same ``P`` refuses an ``L`` that reads no further and
+        sets every stretch factor (:meth:`embed_stretched`)."""
+        return self._position_limit[0] if self._position_limit else None
 
     def embed_stretched(self, ids: Sequence[Sequence[int]], stretch: stretching.Stretch, kind: Kind = "document") -> np.ndarray:
         """Embed content-id sequences of any length, each in one pass with its special tokens and
         prompt (as :meth:`embed_ids`), its positions re-used or stretched as ``stretch`` says when
-        the input is longer than the model's positions (:func:`embedeval.embedders.stretch.stretched`).
+        the input is longer than the model's positions ``P`` (:meth:`positions`, the limit the strategy
+        was checked against; :func:`embedeval.embedders.stretch.stretched`).
         Inputs of equal length run together, unpadded, so each factor is the input's own and no
         vector depends on its batch; batches hold :data:`~embedeval.defaults.DEFAULT_STRETCH_BATCH_TOKENS`
         tokens unless the spec sets ``max_batch_tokens``."""
@@ -508,6 +516,7 @@ class SentenceTransformerEmbedder:
 
         model = self.model
         transformer = self._transformer()
+        limit = self.positions()
         before, after = self._special_ids()
         prompt = self._prompt_ids(kind)
         out = np.zeros((len(ids), self.dim), dtype=np.float32)
@@ -520,7 +529,7 @@ class SentenceTransformerEmbedder:
                 features = self._framed([ids[i] for i in group], before + prompt, after)
                 if prompt:
                     features["prompt_length"] = len(before) + len(prompt)
-                with stretching.stretched(transformer, stretch, features["input_ids"].shape[1], len(group)) as extra:
+                with stretching.stretched(transformer, stretch, features["input_ids"].shape[1], len(group), limit) as extra:
                     vectors = model.forward({**features, **extra})["sentence_embedding"]
                 out[group] = torch.nn.functional.normalize(vectors.float(), dim=1).cpu().numpy()
 

@@ -148,12 +148,6 @@ def position_type(model) -> str | None:
     return ROTARY if _rotary_buffers(model) else None
 
 
-def position_limit(model) -> int:
-    """``P``: the rows of an absolute position table, else ``max_position_embeddings``."""
-    table = _absolute_table(model)
-    return int(table.num_embeddings) if table is not None else int(model.config.max_position_embeddings)
-
-
 def refusal(model, stretch: Stretch) -> str | None:
     """Why ``stretch`` does not fit ``model`` (None when it does)."""
     kind = position_type(model)
@@ -169,13 +163,14 @@ def refusal(model, stretch: Stretch) -> str | None:
 
 
 @contextlib.contextmanager
-def stretched(model, stretch: Stretch, n: int, rows: int) -> Iterator[dict]:
+def stretched(model, stretch: Stretch, n: int, rows: int, limit: int) -> Iterator[dict]:
     """Within the block, ``model`` reads ``rows`` inputs of ``n`` tokens each (no padding) as
-    ``stretch`` says; yields the inputs to add (``position_ids``, ``token_type_ids``) as tensors.
-    The patched modules are restored on leaving, whatever happens."""
+    ``stretch`` says, past its ``limit`` positions ``P`` (the caller's reading, the one it checked
+    the strategy against: :meth:`~embedeval.embedders.local.SentenceTransformerEmbedder.positions`);
+    yields the inputs to add (``position_ids``, ``token_type_ids``) as tensors. The patched modules
+    are restored on leaving, whatever happens."""
     import torch
 
-    limit = position_limit(model)
     device = next(model.parameters()).device
     extra: dict = {}
     restore: list = []
@@ -185,7 +180,7 @@ def stretched(model, stretch: Stretch, n: int, rows: int) -> Iterator[dict]:
             if stretch.method == "pi":
                 positions = np.arange(n)
                 if n > limit:
-                    rows_of = interpolated_table(table.weight.detach().double().cpu().numpy(), n)
+                    rows_of = interpolated_table(table.weight.detach().double().cpu().numpy()[:limit], n)
                     wide = torch.nn.Embedding.from_pretrained(torch.from_numpy(rows_of).to(table.weight.dtype).to(device))
                     model.embeddings.position_embeddings = wide
                     restore.append(lambda: setattr(model.embeddings, "position_embeddings", table))
