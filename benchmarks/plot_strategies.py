@@ -77,7 +77,7 @@ def main() -> None:
             ax.set_ylim(0, 1.02)
             ax.set_title(f"{title}\n{args.variant} needles, {groups} groups, {int(rows['n'].max())} needle haystacks "
                          f"per length", fontsize=9)
-            ax.legend(fontsize=7.5, loc="lower left")
+            ax.legend(fontsize=7.5, loc="best")
         row[0].set_ylabel(f"recall@{args.k} among same-length candidates")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
