@@ -26,6 +26,11 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 #: The file a run holds locked (flock) in its run directory while it works.
 LOCK_NAME = ".embedeval.lock"
+#: The file that marks a new or empty folder as embedeval's output folder from the moment a run
+#: takes it until the run has written the record that marks it for good (a run's config.json, a
+#: report's or export's derived.json, a themes manifest): a run killed or crashed in between (with
+#: half its figures drawn) leaves a folder the next run may still write into.
+CLAIM_NAME = ".embedeval-claim"
 #: The name of an :func:`atomic_path` temporary file: ``.TARGET.embedeval-PID-RANDOM.tmp``, a name
 #: only embedeval makes, so the sweep of a killed run's leftovers never takes a user's file.
 _TEMP_MARK = ".embedeval-"
@@ -145,15 +150,24 @@ def remove_stale_temp_files(folder: Path) -> list[Path]:
 
 def _is_leftover(path: Path) -> bool:
     """Whether ``path`` is what a killed embedeval run leaves in a run directory before it writes
-    anything else: its lock file or an :func:`atomic_path` temporary file (plain files only)."""
-    return (path.name == LOCK_NAME or _TEMP_NAME.fullmatch(path.name) is not None) and path.is_file() and not path.is_symlink()
+    anything else: its lock file, its claim (:data:`CLAIM_NAME`) or an :func:`atomic_path`
+    temporary file (plain files only)."""
+    return ((path.name in (LOCK_NAME, CLAIM_NAME) or _TEMP_NAME.fullmatch(path.name) is not None)
+            and path.is_file() and not path.is_symlink())
+
+
+def _is_claimed(folder: Path) -> bool:
+    """Whether a run took ``folder`` when it was new or empty and stopped (killed, crashed) before
+    it wrote the record that marks its outputs: the folder holds embedeval's claim file."""
+    return _is_leftover(folder / CLAIM_NAME)
 
 
 def check_run_folder(folder: Path, is_run: Callable[[Path], bool], record: str) -> None:
     """Refuse, with one :class:`InputError` naming ``out``, a ``folder`` that embedeval may not
     write a run into: a file, or a folder holding anything but a run embedeval wrote
     (``is_run(folder)``: its ``record`` says so) or what a killed run leaves (its lock and
-    temporary files). A missing or empty folder is fine."""
+    temporary files, or anything beside the claim a run made on the folder when it took it new or
+    empty: :data:`CLAIM_NAME`). A missing or empty folder is fine."""
     if not folder.exists():
         return
     if not folder.is_dir():
@@ -162,10 +176,15 @@ def check_run_folder(folder: Path, is_run: Callable[[Path], bool], record: str) 
         entries = list(folder.iterdir())
     except OSError as exc:
         raise InputError(f"cannot read run directory {folder} ({exc.strerror or exc})") from None
-    if all(_is_leftover(path) for path in entries) or is_run(folder):
+    if all(_is_leftover(path) for path in entries) or _is_claimed(folder) or is_run(folder):
         return
     raise InputError(f"`out` {folder} holds files and is not a run folder embedeval wrote (no {record} of an embedeval run in it); "
                      "choose a new or empty folder, so that no file of yours is overwritten or deleted", "out")
+
+
+def _holds_only_leftovers(folder: Path) -> bool:
+    """Whether ``folder`` holds nothing but what :func:`_is_leftover` names (an empty folder too)."""
+    return all(_is_leftover(path) for path in folder.iterdir())
 
 
 def check_subfolder(folder: Path) -> None:
@@ -255,7 +274,10 @@ def run_directory(path: str | os.PathLike, is_run: Callable[[Path], bool], recor
     Before anything is created, a folder that holds files is refused unless embedeval wrote it
     (:func:`check_run_folder` with ``is_run`` and its ``record``). A second run into the same
     folder fails at once with an :class:`InputError` naming the holder. Temporary files of a
-    killed run are removed first (:func:`remove_stale_temp_files`). When the run ends, its lock
+    killed run are removed first (:func:`remove_stale_temp_files`). A folder that holds nothing
+    else is claimed (:data:`CLAIM_NAME`) before the run writes into it, so that a run killed or
+    crashed before it wrote its ``record`` leaves a folder the next run accepts; the claim goes
+    once ``is_run(folder)`` holds, or when nothing else was written. When the run ends, its lock
     file goes; the folders this call created are removed again while they are empty (a run that
     failed before writing anything leaves no folder behind)."""
     folder = Path(path)
@@ -276,11 +298,17 @@ def run_directory(path: str | os.PathLike, is_run: Callable[[Path], bool], recor
         try:
             os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {dt.datetime.now().isoformat(timespec='seconds')}\n".encode())
             remove_stale_temp_files(folder)
+            if _holds_only_leftovers(folder) and not _is_claimed(folder):
+                write_text_atomic(folder / CLAIM_NAME, "embedeval writes its output into this folder; this file stays only "
+                                  "when a run stopped before it finished, and lets the next run write here again\n")
         except OSError as exc:
             raise OutputError(f"cannot write to run directory {folder} ({exc.strerror or exc})") from None
         yield folder
     finally:
         # Clean up while still holding the lock, so no other run can slip in between.
+        with contextlib.suppress(OSError):  # the folder gone or unreadable: nothing to clean up
+            if _holds_only_leftovers(folder) or is_run(folder):
+                (folder / CLAIM_NAME).unlink(missing_ok=True)
         (folder / LOCK_NAME).unlink(missing_ok=True)
         _remove_if_empty(created)
         fcntl.flock(fd, fcntl.LOCK_UN)

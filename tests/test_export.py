@@ -186,3 +186,25 @@ def test_an_mteb_export_folder_embedeval_wrote_is_written_again(run_dir, tmp_pat
     model = "sentence-transformers__all-MiniLM-L6-v2/no_revision_available"
     assert listed == {f"{model}/EmbedevalNoLiMa.json", f"{model}/EmbedevalNoLiMa.windows-mean.json", f"{model}/model_meta.json"}
     assert not (out / ".embedeval.lock").exists()
+
+
+def test_an_mteb_export_rerun_into_the_folder_a_crashed_export_left_works(run_dir, tmp_path, monkeypatch):
+    """Audit 2: an export that dies after writing result files, before its derived.json, leaves a folder
+    the rerun writes into (it claimed the folder first); the same files in a folder of the user's stay refused."""
+    import embedeval.export as export
+
+    def crash(*args):
+        raise RuntimeError("crashed before the record")
+    out = tmp_path / "results"
+    monkeypatch.setattr(export, "record_outputs", crash)
+    with pytest.raises(RuntimeError):
+        export.export_mteb(run_dir, out)
+    monkeypatch.undo()
+    assert any(out.rglob("model_meta.json")) and not (out / "derived.json").exists()
+    result = CliRunner().invoke(app, ["export", str(run_dir), "--format", "mteb", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "derived.json").is_file() and not (out / ".embedeval-claim").exists()
+    mine = tmp_path / "mine"
+    shutil.copytree(out, mine, ignore=shutil.ignore_patterns("derived.json"))
+    result = CliRunner().invoke(app, ["export", str(run_dir), "--format", "mteb", "--out", str(mine)])
+    assert result.exit_code == 1 and "is not a run folder embedeval wrote" in result.output

@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import threading
 
 import pytest
@@ -285,3 +286,42 @@ def test_the_recall_figure_legend_stays_off_the_panels_with_many_series(tmp_path
     assert not any(legend.overlaps(panel) for panel in seen["panels"])  # before: inside the onehop panel
     assert seen["figure"].x0 <= legend.x0 and legend.x1 <= seen["figure"].x1 and seen["figure"].y0 <= legend.y0
     assert len(seen["styles"]) == len(series)  # every series its own line style and marker pair
+
+
+#: A report killed mid-write (as by kill -9: no cleanup runs) once its figures are drawn, before report.html.
+KILLED_REPORT = """
+import os, sys
+import embedeval.report.write as write
+from embedeval.report.compare import compare_runs
+write.render_html = lambda *args: os._exit(9)
+compare_runs([sys.argv[1]], sys.argv[2])
+"""
+
+
+@pytest.mark.parametrize("how", ["crash", "kill"])
+def test_a_report_rerun_into_the_folder_a_killed_or_crashed_report_left_works(run_dir, tmp_path, monkeypatch, how):
+    """Audit 2: a report that dies after drawing figures into a new folder leaves a folder the rerun
+    writes into (it was embedeval's from the start), while a folder of the user's stays refused."""
+    out = tmp_path / "new"
+    if how == "kill":
+        done = subprocess.run([sys.executable, "-c", KILLED_REPORT, str(run_dir), str(out)], capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 9, done.stderr[-2000:]
+    else:
+        import embedeval.report.write as write
+
+        def crash(*args):
+            raise RuntimeError("crashed mid-report")
+        monkeypatch.setattr(write, "render_html", crash)
+        result = CliRunner().invoke(app, ["report", str(run_dir), "--out", str(out)])
+        assert isinstance(result.exception, RuntimeError)
+        monkeypatch.undo()
+    assert any((out / "figures").glob("*.png")) and not (out / "report.html").exists()  # died half-way
+    result = CliRunner().invoke(app, ["report", str(run_dir), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "report.md").read_text() == (run_dir / "report.md").read_text() and (out / "report.html").is_file()
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []  # the claim went with the finished report
+    mine = tmp_path / "mine"
+    shutil.copytree(out / "figures", mine / "figures")  # the same files, not made by a report into this folder: refused
+    result = CliRunner().invoke(app, ["report", str(run_dir), "--out", str(mine)])
+    assert result.exit_code == 1 and "is not a run folder embedeval wrote" in result.output

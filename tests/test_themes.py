@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -532,3 +533,25 @@ def test_themes_out_into_a_foreign_folder_or_through_a_link_is_one_line_before_a
     assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), result.output
     assert ("is a link or not a folder" if place == "figures-link" else "holds files and is not a run folder") in lines[0], lines[0]
     assert sorted(p.name for p in tmp_path.rglob("*")) == before and (victims / "map.png").read_text() == "MINE"
+
+
+def test_a_themes_rerun_into_the_folder_a_crashed_run_left_works(topic_books, tmp_path, monkeypatch):
+    """Audit 2: a themes run that dies after writing its tables and map, before themes.json, leaves a
+    folder the rerun writes into (it claimed the folder first); the same files in a folder of the user's stay refused."""
+    import embedeval.experiments.themes as themes
+
+    def crash(*args):
+        raise RuntimeError("crashed before the manifest")
+    out = tmp_path / "out"
+    args = ["themes", "--corpus", f"dir:{topic_books}", *SMALL, "-q", "--out"]
+    monkeypatch.setattr(themes, "themes_report", crash)
+    assert isinstance(CliRunner().invoke(app, [*args, str(out)]).exception, RuntimeError)
+    monkeypatch.undo()
+    assert (out / "chunks.parquet").is_file() and (out / "figures" / "map.png").is_file() and not (out / "themes.json").exists()
+    mine = tmp_path / "mine"
+    shutil.copytree(out, mine, ignore=shutil.ignore_patterns(".embedeval-claim"))
+    result = CliRunner().invoke(app, [*args, str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "themes.json").is_file() and not (out / ".embedeval-claim").exists()
+    result = CliRunner().invoke(app, [*args, str(mine)])
+    assert result.exit_code == 1 and "holds files and is not a run folder" in result.output
