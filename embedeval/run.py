@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from numbers import Real
 from pathlib import Path
 
 import pandas as pd
@@ -29,10 +30,10 @@ from embedeval.aggregate import METRIC_COLUMNS
 from embedeval.corpus import source_path
 from embedeval.breaks import ADDED_BREAK_COLUMNS, BREAK_COLUMNS, BreakRule, break_points
 from embedeval.defaults import DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
-from embedeval.errors import InputError
-from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
+from embedeval.errors import ConfigError, InputError
+from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS, HaystackGrid
 from embedeval.io import read_json, read_table, write_table, write_text_atomic
-from embedeval.labels import NEEDLE_FREE_POOL, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
+from embedeval.labels import NEEDLE_FREE_POOL, POOLS, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.needles import NeedleSet, grid_needle_set
 
 HAYSTACKS = "haystacks.parquet"
@@ -54,6 +55,40 @@ CONFIG_VALUES = {
     "needles": (lambda v: isinstance(v, str) and bool(v), "the needle file's path"),
     "tokenizer": (lambda v: isinstance(v, str) and bool(v), "a tokenizer spec"),
     "grid": (lambda v: isinstance(v, dict), "an object of the grid's settings"),
+}
+
+
+def _strings(value) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) and item for item in value)
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _number(value) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+#: What each field of config.json that only some runs have must hold where it is there (the
+#: report, ``compare`` and ``export`` read them; the break rule's values are checked by
+#: :meth:`~embedeval.breaks.BreakRule.check` besides).
+OPTIONAL_CONFIG_VALUES = {
+    "pool": (lambda v: isinstance(v, str) and v in POOLS, f"one of {', '.join(POOLS)}"),
+    "groups": (lambda v: v is None or _strings(v), "null or a list of group ids"),
+    "distractors_file": (lambda v: v is None or (isinstance(v, str) and bool(v)), "null or the distractors file's path"),
+    "expansions": (_strings, "a list of expansion file paths"),
+    "n_bootstrap": (lambda v: _whole(v) and v >= 1, "a whole number >= 1"),
+    "break_rule": (lambda v: isinstance(v, str), "a break rule's name"),
+    "break_k": (_whole, "a whole number"),
+    "break_metric": (lambda v: isinstance(v, str), "a metric's name"),
+    "break_threshold": (_number, "a number"),
+    "auc_threshold": (_number, "a number"),
+}
+#: What the grid's fields that :class:`~embedeval.haystacks.HaystackGrid` does not check must hold.
+GRID_VALUES = {
+    "corpus": (lambda v: isinstance(v, str) and bool(v), "a corpus spec"),
+    "seed": (_whole, "a whole number"),
 }
 #: The settings a config.json of a version before ``HaystackGrid`` keeps at its top level.
 FLAT_GRID_KEYS = ("corpus", "lengths", "depths", "variants", "negatives", "n_distractors", "needles_per_haystack", "filler",
@@ -115,6 +150,30 @@ def is_run_directory(folder: Path) -> bool:
     return settings is not None and all(key in settings for key in GRID_KEYS)
 
 
+def check_config_values(config: dict, path: Path) -> None:
+    """One :class:`~embedeval.errors.InputError` naming the field and ``path`` for a value of an
+    (upgraded) config.json that a command could not read: an optional field of the wrong type
+    (:data:`OPTIONAL_CONFIG_VALUES`), a grid setting :class:`~embedeval.haystacks.HaystackGrid` (or
+    :data:`GRID_VALUES`) refuses, or a break rule that cannot work. Called when a run is opened,
+    before anything is read or written."""
+    grid = config["grid"]
+    broken = [f"{key} must be {what}, not {json.dumps(config[key])}" for key, (holds, what) in OPTIONAL_CONFIG_VALUES.items()
+              if key in config and not holds(config[key])]
+    broken += [f"grid.{key} must be {what}, not {json.dumps(grid[key])}" for key, (holds, what) in GRID_VALUES.items()
+               if not holds(grid[key])]
+    if broken:
+        raise InputError(f"{path} is broken: {'; '.join(broken)}")
+    try:
+        HaystackGrid(**{f.name: grid[f.name] for f in fields(HaystackGrid) if f.name in grid})
+    except (ConfigError, TypeError) as exc:  # TypeError: a value no check expected (a list where a number goes)
+        where = f"grid.{exc.parameters[0]}: " if isinstance(exc, ConfigError) and exc.parameters else "grid: "
+        raise InputError(f"{path} is broken: {where}{exc}") from None
+    try:
+        break_rule_of(config).check()
+    except ConfigError as exc:
+        raise InputError(f"{path} is broken: {exc}") from None
+
+
 def _read(path: Path, columns: Sequence[str]) -> pd.DataFrame:
     """A run's table holding ``columns`` less those of later versions, upgraded."""
     return upgraded(read_table(path, [c for c in columns if c not in LATER_COLUMNS]))
@@ -161,6 +220,7 @@ class NolimaRun:
         absent = absent_config_keys(config)
         if absent:
             raise InputError(f"{folder / CONFIG} is not a NoLiMa run's config (it lacks {', '.join(absent)})")
+        check_config_values(config, folder / CONFIG)
         return cls(folder, config)
 
     def file(self, name: str) -> Path:

@@ -447,3 +447,40 @@ def test_an_output_file_embedeval_wrote_is_replaced(tmp_path, monkeypatch):
         for _ in range(2):
             result = CliRunner().invoke(app, ["embed", "-i", "texts.txt", "--out", out, "-q"])
             assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(("edit", "says"), [
+    ({"break_threshold": None}, "break_threshold must be a number, not null"),
+    ({"break_rule": "relative", "break_k": "5"}, 'break_k must be a whole number, not "5"'),
+    ({"n_bootstrap": 0}, "n_bootstrap must be a whole number >= 1, not 0"),
+    ({"pool": 3}, "pool must be one of needle-free, all, not 3"),
+    ({"groups": "loc-dresden"}, 'groups must be null or a list of group ids, not "loc-dresden"'),
+    ({"expansions": None}, "expansions must be a list of expansion file paths, not null"),
+    ({"grid": {"corpus": 7, "lengths": [128], "depths": 2, "seed": 0}}, "grid.corpus must be a corpus spec, not 7"),
+    ({"grid": {"corpus": "c", "lengths": [128], "depths": 2, "seed": "0"}}, 'grid.seed must be a whole number, not "0"'),
+    ({"grid": {"corpus": "c", "lengths": ["128"], "depths": 2, "seed": 0}}, "grid.lengths: haystack length '128' is invalid"),
+    ({"grid": {"corpus": "c", "lengths": [128], "depths": None, "seed": 0}}, "grid.depths: `depths` must be >= 1, not None"),
+    ({"break_rule": "absolute", "break_metric": "auc", "break_threshold": 7}, "break threshold must be in (0, 1], not 7"),
+])
+@pytest.mark.parametrize("command", [["report"], ["export", "--format", "mteb", "--out", "mteb"],
+                                     ["export", "--format", "prompts", "--out", "prompts.csv"]])
+def test_a_hand_edited_run_config_says_which_field_before_anything_is_written(tmp_path, monkeypatch, edit, says, command):
+    """Audit 2: every config.json field a command reads is checked when the run is opened: a wrong type
+    is one line naming the field and the file (not a TypeError or AttributeError half-way), and nothing is written."""
+    import json
+
+    run = tmp_path / "run"
+    (run / "figures").mkdir(parents=True)
+    (run / "figures" / "recall_vs_length.png").write_text("drawn before")
+    settings = {"embedders": ["bm25"], "needles": "n.json", "tokenizer": MINILM,
+                "grid": {"corpus": "c", "lengths": [128], "depths": 2, "seed": 0}}
+    (run / "config.json").write_text(json.dumps({**settings, **edit}))
+    for name in ("metrics.csv", "similarities.parquet", "haystacks.parquet", "haystacks.json"):
+        (run / name).write_text("")
+    monkeypatch.chdir(tmp_path)
+    before = _files(tmp_path)
+    result = CliRunner().invoke(app, [command[0], "run", *command[1:]])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert lines[0].startswith(f"error: run/config.json is broken: {says}"), result.output
+    assert _files(tmp_path) == before and (run / "figures" / "recall_vs_length.png").read_text() == "drawn before"
