@@ -310,9 +310,12 @@ def _spec_setup(tmp_path):
     copied_model_folder(tmp_path / "list-config", config=[1, 2])
     copied_model_folder(tmp_path / "cut-weights", weights_bytes=1_000_000)
     copied_model_folder(tmp_path / "no-positions", config=_without_positions)
+    copied_model_folder(tmp_path / "claims-positions", config=lambda settings: {**settings, "max_position_embeddings": 4096})
 
 
 @pytest.mark.parametrize("spec, says", [
+    ("st:claims-positions", "says max_position_embeddings 4096, but its weights' position table "
+                            "embeddings.position_embeddings.weight has 512 rows; set max_position_embeddings to 512"),
     (f"{MINILM}?max_seq_length=²", "spec option max_seq_length must be a whole number >= 1 in the digits 0-9, not '²'"),
     (f"{MINILM}?max_batch_tokens=²", "spec option max_batch_tokens must be a whole number >= 1 in the digits 0-9, not '²'"),
     (f"{MINILM}?max_seq_length=١٢٨", "spec option max_seq_length must be a whole number >= 1 in the digits 0-9, not '١٢٨'"),

@@ -76,10 +76,14 @@ def position_limit(path: str) -> tuple[int, str] | None:
     if not isinstance(settings, dict):
         raise UnknownEmbedderError(f"cannot load local model {path!r}: {config} holds a JSON {type(settings).__name__}, not an object")
     tables = [(shape[0], name) for name, shape in weight_shapes(path).items() if name.endswith(POSITION_TABLE) and shape]
+    limit = settings.get("max_position_embeddings")
     if tables:
         rows, name = min(tables)
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit != rows:
+            raise UnknownEmbedderError(f"cannot load local model {path!r}: its {config} says max_position_embeddings {limit}, "
+                                       f"but its weights' position table {name} has {rows} rows; set max_position_embeddings "
+                                       f"to {rows} in {config} (the weights decide)")
         return rows, f"the rows of its position table {name}"
-    limit = settings.get("max_position_embeddings")
     return (limit, f"max_position_embeddings in {config}") if isinstance(limit, int) and not isinstance(limit, bool) else None
 
 
@@ -208,6 +212,10 @@ class SentenceTransformerEmbedder:
                 self._model = SentenceTransformer(self.path, device=self.device, trust_remote_code=self.options.trust_remote_code)
             except (OSError, ValueError) as exc:
                 raise UnknownEmbedderError(f"cannot load local model {self._given!r}: {exc}") from None
+            except RuntimeError as exc:  # the last resort: weights that do not fit the config (sizes that differ)
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise UnknownEmbedderError(f"cannot load local model {self._given!r}: its weights do not fit its config "
+                                           f"({first[:300]})") from None
             if self.options.max_seq_length is not None:
                 self._model.max_seq_length = self.options.max_seq_length
             if self.options.dtype != "float32":
