@@ -14,7 +14,7 @@ from embedeval.embedders import local
 from embedeval.embedders.local import SentenceTransformerEmbedder, cut_batches
 from embedeval.embedders.options import LocalOptions
 from embedeval.embedders.registry import canonical_spec, load_embedder, select_embedders
-from embedeval.errors import ConfigError, InputError
+from embedeval.errors import ConfigError, InputError, UnknownEmbedderError
 from fakes import small_model_folder
 
 MINILM = "st:all-MiniLM-L6-v2"
@@ -178,15 +178,18 @@ def test_a_window_that_leaves_too_few_content_tokens_beside_special_tokens_is_re
 
 
 def test_the_position_limit_is_read_from_the_position_table(tmp_path):
-    """A config without ``max_position_embeddings``, or one that claims more than the weights
-    hold, does not let a window past the table's rows (a tensor-size crash on the first long text)."""
+    """A config without ``max_position_embeddings`` does not let a window past the table's rows (a
+    tensor-size crash on the first long text); one that claims more than the weights hold is refused."""
     from embedeval.embedders.local import check_window, position_limit
     from test_bad_input import copied_model_folder
 
     silent = copied_model_folder(tmp_path / "silent", config=lambda c: {k: v for k, v in c.items() if k != "max_position_embeddings"})
     boasting = copied_model_folder(tmp_path / "boasting", config=lambda c: {**c, "max_position_embeddings": 8192})
-    for folder in (silent, boasting):
-        assert position_limit(str(folder)) == (512, "the rows of its position table embeddings.position_embeddings.weight")
-        with pytest.raises(ConfigError, match="`max_seq_length` 4096 is over the model's position limit of 512 tokens"):
-            check_window(str(folder), 4096)
+    assert position_limit(str(silent)) == (512, "the rows of its position table embeddings.position_embeddings.weight")
+    with pytest.raises(ConfigError, match="`max_seq_length` 4096 is over the model's position limit of 512 tokens"):
+        check_window(str(silent), 4096)
     check_window(str(silent), 512)
+    # a config that claims more than the weights hold cannot be loaded at all (transformers refuses the
+    # mismatched table): one line naming both numbers, before any weights are read
+    with pytest.raises(UnknownEmbedderError, match="says max_position_embeddings 8192, but its weights' position table .* has 512 rows"):
+        position_limit(str(boasting))
