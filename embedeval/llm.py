@@ -17,8 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from embedeval.defaults import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TEMPERATURE
-from embedeval.embedders.http import call_with_retries, endpoint, key_hint, openai_errors, refuse_provider_key, retry_policy_from_env
+from embedeval.defaults import DEFAULT_TEMPERATURE
+from embedeval.embedders.http import (
+    call_with_retries, endpoint, key_hint, openai_errors, refuse_provider_key, request_timeout_from_env, retry_policy_from_env,
+)
 from embedeval.embedders.openai import OpenAIEmbedder, openai_client
 from embedeval.embedders.options import ServerOptions, split_spec
 from embedeval.errors import ConfigError
@@ -71,7 +73,9 @@ class ChatLLM:
     spec: str
     base_url: str | None = None
     temperature: float = DEFAULT_TEMPERATURE
-    timeout: float = DEFAULT_REQUEST_TIMEOUT  # seconds per request; a hung server is retried, then given up
+    #: Seconds per request in all, to the last byte of the answer (None: ``EMBEDEVAL_REQUEST_TIMEOUT`` or
+    #: 60); a hung or trickling server is retried, then given up.
+    timeout: float | None = None
 
     def __post_init__(self):
         self.chat = parse_chat_spec(self.spec, self.base_url)
@@ -80,6 +84,8 @@ class ChatLLM:
                    f"{provider.provider}:MODEL?base_url=URL, with key_env=VAR if it wants a key)")
         self._key, url = endpoint(options, provider.key_env, provider.base_url_env, provider.default_base_url, missing)
         self._key_hint = key_hint(options, provider.key_env)
+        if self.timeout is None:
+            self.timeout = request_timeout_from_env()
         self._client = openai_client(self._key, url, options.own_server, self.timeout)
         self.policy = retry_policy_from_env()
 
