@@ -178,6 +178,8 @@ def test_bad_input_is_one_line_before_any_request(themes_run, chat, tmp_path):
     assert "is not a finished themes run" in refused(tmp_path / "not-themes", tmp_path / "n.json", out=True)
     assert "theme 7 is not a theme of" in refused("--themes-ids", "0,7")
     assert "--themes-ids takes comma-separated whole numbers" in refused("--themes-ids", "cooking")
+    assert "--themes-ids names theme 0 twice in 0,0: each theme is drafted once (--per-theme sets how many groups)" in \
+        refused("--themes-ids", "0,0")
     assert "--nq-band takes LO,HI" in refused("--nq-band", "0.4")
     assert "--nq-band must be LO,HI with -1 <= LO <= HI <= 1" in refused("--nq-band", "0.8,0.2")
     assert "--per-theme must be a whole number >= 1" in refused("--per-theme", "0")

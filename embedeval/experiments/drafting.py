@@ -147,6 +147,10 @@ class DraftConfig:
             raise ConfigError(f"`duplicate_cosine` must be in (0, 1], not {self.duplicate_cosine}", "duplicate_cosine")
         if self.theme_ids is not None and not self.theme_ids:
             raise ConfigError("`theme_ids` names no theme (leave it unset for every theme)", "theme_ids")
+        if self.theme_ids is not None and len(set(self.theme_ids)) != len(self.theme_ids):
+            repeated = next(theme for theme in self.theme_ids if self.theme_ids.count(theme) > 1)
+            raise ConfigError(f"`theme_ids` names theme {repeated} twice in {','.join(map(str, self.theme_ids))}: each theme "
+                              "is drafted once (`per_theme` sets how many groups)", "theme_ids", "per_theme")
 
     def check_rules(self) -> dict:
         """The settings of the checks, as the provenance records them."""
