@@ -64,6 +64,23 @@ def parse_chat_spec(spec: str, base_url: str | None = None) -> ChatSpec:
     return ChatSpec(model, options)
 
 
+def chat_spec_difference(then: str, now: str) -> str:
+    """What differs between two canonical chat specs (:attr:`ChatSpec.name`), in words: the model
+    name, the ``base_url`` (a server's URL, its port included, is part of a chat model's identity:
+    another server may serve another model under the same name) or the ``key_env``."""
+    try:
+        old, new = parse_chat_spec(then), parse_chat_spec(now)
+    except ConfigError:  # a spec written by hand into a file: say the two as they are
+        return f"it was {then!r}, now {now!r}"
+    parts = [(what, a, b) for what, a, b in (("model", old.model, new.model), ("base_url", old.options.base_url, new.options.base_url),
+                                              ("key_env", old.options.key_env, new.options.key_env)) if a != b]
+    said = "; ".join(f"its {what} was {a or 'none'}, now {b or 'none'}" for what, a, b in parts) or f"it was {then!r}, now {now!r}"
+    if any(what == "base_url" for what, _, _ in parts):
+        said += (" (a server's URL, its port included, is part of the model's identity: another server may serve another "
+                 "model; a server of your own needs the same fixed port to resume)")
+    return said
+
+
 @dataclass
 class ChatLLM:
     """The chat model a chat spec names (:func:`parse_chat_spec`; ``base_url``: the deprecated
