@@ -17,8 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from embedeval.defaults import DEFAULT_REQUEST_TIMEOUT, DEFAULT_TEMPERATURE
-from embedeval.embedders.http import call_with_retries, endpoint, key_hint, openai_errors, refuse_provider_key, retry_policy_from_env
+from embedeval.defaults import DEFAULT_TEMPERATURE
+from embedeval.embedders.http import (
+    call_with_retries, endpoint, key_hint, openai_errors, refuse_provider_key, request_timeout_from_env, retry_policy_from_env,
+)
 from embedeval.embedders.openai import OpenAIEmbedder, openai_client
 from embedeval.embedders.options import ServerOptions, split_spec
 from embedeval.errors import ConfigError
@@ -62,6 +64,23 @@ def parse_chat_spec(spec: str, base_url: str | None = None) -> ChatSpec:
     return ChatSpec(model, options)
 
 
+def chat_spec_difference(then: str, now: str) -> str:
+    """What differs between two canonical chat specs (:attr:`ChatSpec.name`), in words: the model
+    name, the ``base_url`` (a server's URL, its port included, is part of a chat model's identity:
+    another server may serve another model under the same name) or the ``key_env``."""
+    try:
+        old, new = parse_chat_spec(then), parse_chat_spec(now)
+    except ConfigError:  # a spec written by hand into a file: say the two as they are
+        return f"it was {then!r}, now {now!r}"
+    parts = [(what, a, b) for what, a, b in (("model", old.model, new.model), ("base_url", old.options.base_url, new.options.base_url),
+                                              ("key_env", old.options.key_env, new.options.key_env)) if a != b]
+    said = "; ".join(f"its {what} was {a or 'none'}, now {b or 'none'}" for what, a, b in parts) or f"it was {then!r}, now {now!r}"
+    if any(what == "base_url" for what, _, _ in parts):
+        said += (" (a server's URL, its port included, is part of the model's identity: another server may serve another "
+                 "model; a server of your own needs the same fixed port to resume)")
+    return said
+
+
 @dataclass
 class ChatLLM:
     """The chat model a chat spec names (:func:`parse_chat_spec`; ``base_url``: the deprecated
@@ -71,7 +90,9 @@ class ChatLLM:
     spec: str
     base_url: str | None = None
     temperature: float = DEFAULT_TEMPERATURE
-    timeout: float = DEFAULT_REQUEST_TIMEOUT  # seconds per request; a hung server is retried, then given up
+    #: Seconds per request in all, to the last byte of the answer (None: ``EMBEDEVAL_REQUEST_TIMEOUT`` or
+    #: 60); a hung or trickling server is retried, then given up.
+    timeout: float | None = None
 
     def __post_init__(self):
         self.chat = parse_chat_spec(self.spec, self.base_url)
@@ -80,6 +101,8 @@ class ChatLLM:
                    f"{provider.provider}:MODEL?base_url=URL, with key_env=VAR if it wants a key)")
         self._key, url = endpoint(options, provider.key_env, provider.base_url_env, provider.default_base_url, missing)
         self._key_hint = key_hint(options, provider.key_env)
+        if self.timeout is None:
+            self.timeout = request_timeout_from_env()
         self._client = openai_client(self._key, url, options.own_server, self.timeout)
         self.policy = retry_policy_from_env()
 

@@ -158,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Serve the replies of a drafts file as an OpenAI-compatible chat model "
                                                  "on 127.0.0.1, in order (for embedeval needles draft).")
     parser.add_argument("drafts", help="the drafts file: {\"replies\": [...]}, e.g. examples/pg-essays-drafts.json")
-    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: a free one, printed)")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default 0: a free one, printed); a draft that is to be resumed "
+                        "needs a fixed port: the base_url, port included, is part of the chat model's identity")
     args = parser.parse_args(argv)
     if not 0 <= args.port <= 65535:
         print(f"error: --port must be 0..65535, not {args.port}", file=sys.stderr)

@@ -71,6 +71,7 @@ class Script:
     unknown_models: set[str] = field(default_factory=set)
     chat_replies: list[str] = field(default_factory=list)  # answers of /chat/completions, in order
     delay: float = 0.0  # seconds each request takes
+    trickle: float = 0.0  # seconds between the bytes of a 200 answer's body to a POST (a server that answers, slowly)
     # as OpenAI-compatible servers behave (text-embeddings-inference, vLLM, Ollama):
     max_batch: int | None = None  # more inputs than this in one request: 413 (TEI's max_client_batch_size)
     max_input_tokens: int | None = None  # an input with more tokens (by ``count_tokens``): 400, as vLLM answers
@@ -190,7 +191,13 @@ class FakeEmbeddingServer:
                 for name, value in headers.items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(raw)
+                if not (script.trickle and status == 200 and self.command == "POST"):
+                    self.wfile.write(raw)
+                    return
+                for i in range(len(raw)):  # until the whole body is sent or the client hangs up
+                    self.wfile.write(raw[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(script.trickle)
 
             def log_message(self, *args):
                 pass
@@ -214,6 +221,30 @@ class FakeEmbeddingServer:
     def embedding_requests(self) -> list[dict]:
         """Embedding requests other than the one-text connection check."""
         return [r for r in self.requests if r.get("method") != "GET" and r["inputs"] != ["embedeval connection check"]]
+
+
+def finishes_within(seconds: float, call):
+    """Run ``call()`` in a daemon thread and return what it returned (or raise what it raised),
+    failing the test if it has not finished within ``seconds``: code that waits forever fails the
+    test instead of hanging it."""
+    import pytest
+
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = call()
+        except BaseException as exc:  # handed to the test below
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        pytest.fail(f"still waiting after {seconds:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ from embedeval.embedders.base import l2_normalize
 from embedeval.embedders.http import RetryableError, RetryPolicy, parse_retry_after
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import APIError, EmbedderUnavailableError, UnknownEmbedderError
-from fake_api import DIM, FAULTS, FakeEmbeddingServer, fake_vector, serving
+from fake_api import DIM, FAULTS, FakeEmbeddingServer, fake_vector, finishes_within, serving
 
 KEYS = {"OPENAI": "sk-test-SECRET-openai", "VOYAGE": "pa-SECRET-voyage", "JINA": "jina_SECRET_key"}
 SPECS = ["openai:text-embedding-3-small", "openai:text-embedding-3-large", "voyage:voyage-3-large", "jina:jina-embeddings-v3"]
@@ -371,6 +371,45 @@ def test_a_hung_server_is_timed_out_and_retried_within_bounds(fake, monkeypatch)
     with pytest.raises(APIError, match="openai:text-embedding-3-small request failed: gave up after"):
         model.embed(["hang"])
     assert time.monotonic() - start < 10  # a 1.5-s budget: not the 2-s hang times 30 attempts
+
+
+@pytest.mark.parametrize("spec", SPECS[1:])
+def test_a_server_that_trickles_its_answer_is_timed_out_as_a_whole(fake, monkeypatch, spec):
+    """A 200 sent a byte at a time keeps every read within the read timeout, so only a deadline on
+    the whole answer (EMBEDEVAL_REQUEST_TIMEOUT) ends it: a timeout, retried and given up by the
+    policy (1.5 s here), not a wait of one byte per 20 ms for the whole body."""
+    import time
+
+    monkeypatch.setenv("EMBEDEVAL_REQUEST_TIMEOUT", "0.5")
+    monkeypatch.setenv("EMBEDEVAL_RETRY_MAX_SECONDS", "1.5")
+    model = load_embedder(spec, cache=False)
+    assert model.timeout == 0.5
+    fake.script.trickle = 0.02  # far inside the 0.5-s read timeout; a body of 20,000+ bytes takes minutes
+    start = time.monotonic()
+    with pytest.raises(APIError) as info:
+        finishes_within(60, lambda: model.embed(["trickle"]))
+    message = str(info.value)
+    assert message.startswith(f"{spec} request failed: gave up after ") and "within 1.5 s" in message, message
+    assert "\n" not in message and time.monotonic() - start < 10
+    assert len(fake.embedding_requests()) >= 2  # a timeout is retried, as the retry policy says
+
+
+def test_embed_against_a_trickling_server_of_ones_own_ends_in_one_error_line(fake, monkeypatch, tmp_path):
+    import time
+
+    monkeypatch.setenv("EMBEDEVAL_REQUEST_TIMEOUT", "0.5")
+    monkeypatch.setenv("EMBEDEVAL_RETRY_MAX_SECONDS", "1")
+    (tmp_path / "texts.txt").write_text("one text\n")
+    fake.script.trickle = 0.02
+    spec = f"openai:fake?base_url={fake.url}/v1&max_tokens=512"
+    start = time.monotonic()
+    result = finishes_within(60, lambda: CliRunner().invoke(app, ["embed", "-i", str(tmp_path / "texts.txt"), "-o",
+                                                                  str(tmp_path / "v.npy"), "-e", spec, "--cache-dir",
+                                                                  str(tmp_path / "cache")]))
+    lines = result.output.strip().splitlines()
+    assert result.exit_code != 0 and len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert "request timeout of 0.5 s" in lines[0] and time.monotonic() - start < 15, result.output
+    assert not (tmp_path / "v.npy").exists()
 
 
 def test_openais_tokenizer_offline_gives_tiktokens_ids_and_exact_cuts(fake):

@@ -162,7 +162,15 @@ def test_a_network_failure_loses_no_accepted_draft_and_a_rerun_resumes(themes_ru
     assert f"theme {cooking}: 1 of 1 groups accepted, 0 draft(s) rejected" in result.output
 
     other = draft(themes_run, out, "--llm", "another-model")  # the last --llm counts
-    assert other.exit_code == 1 and "was drafted with another chat model" in other.output
+    assert other.exit_code == 1 and "was drafted with another chat model: its model was fake-model, now another-model; " \
+        "to resume, draft with --llm 'openai:fake-model', or choose another output" in other.output, other.output
+    before = len(chat.requests)
+    elsewhere = draft(themes_run, out, "--llm", "openai:fake-model?base_url=http://127.0.0.1:9/v1")  # the same name, another server
+    lines = [line for line in elsewhere.output.splitlines() if line.strip()]
+    assert elsewhere.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), elsewhere.output
+    assert "its base_url was none, now http://127.0.0.1:9/v1 (a server's URL, its port included, is part of the model's " \
+        "identity" in lines[0] and "needs the same fixed port to resume" in lines[0], lines[0]
+    assert "to resume, draft with --llm 'openai:fake-model'" in lines[0] and len(chat.requests) == before
 
 
 def test_bad_input_is_one_line_before_any_request(themes_run, chat, tmp_path):
@@ -178,6 +186,8 @@ def test_bad_input_is_one_line_before_any_request(themes_run, chat, tmp_path):
     assert "is not a finished themes run" in refused(tmp_path / "not-themes", tmp_path / "n.json", out=True)
     assert "theme 7 is not a theme of" in refused("--themes-ids", "0,7")
     assert "--themes-ids takes comma-separated whole numbers" in refused("--themes-ids", "cooking")
+    assert "--themes-ids names theme 0 twice in 0,0: each theme is drafted once (--per-theme sets how many groups)" in \
+        refused("--themes-ids", "0,0")
     assert "--nq-band takes LO,HI" in refused("--nq-band", "0.4")
     assert "--nq-band must be LO,HI with -1 <= LO <= HI <= 1" in refused("--nq-band", "0.8,0.2")
     assert "--per-theme must be a whole number >= 1" in refused("--per-theme", "0")
@@ -339,3 +349,9 @@ def test_the_example_server_refuses_a_port_in_use_with_one_line(tmp_path):
                                 capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and result.stdout == "" and len(result.stderr.splitlines()) == 1
     assert result.stderr.startswith(f"error: cannot listen on 127.0.0.1:{port}: ")
+
+
+def test_the_scripted_servers_help_says_a_resumable_draft_needs_a_fixed_port():
+    shown = subprocess.run([sys.executable, str(EXAMPLES / "scripted_chat.py"), "--help"], capture_output=True, text=True,
+                           timeout=60, check=True).stdout
+    assert "a draft that is to be resumed needs a fixed port" in " ".join(shown.split()), shown

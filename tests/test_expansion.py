@@ -18,7 +18,7 @@ from embedeval.expansion import (
 )
 from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.needles import load_needle_set
-from fake_api import FakeEmbeddingServer, serving
+from fake_api import FakeEmbeddingServer, finishes_within, serving
 
 SHIPPED = DEFAULT_NEEDLES.parent / "expansions" / "nolima-onehop.json"
 
@@ -213,6 +213,21 @@ def test_chat_requests_have_a_timeout(chat, monkeypatch):
     with pytest.raises(APIError, match="chat model m: gave up"):
         ChatLLM("m", timeout=0.3).complete("Q?")
     assert time.monotonic() - start < 10  # a 1-s budget: not 3-s hangs times 30 attempts
+
+
+def test_a_chat_server_that_trickles_its_answer_is_timed_out_as_a_whole(chat, monkeypatch):
+    import time
+
+    monkeypatch.setenv("EMBEDEVAL_REQUEST_TIMEOUT", "0.5")
+    monkeypatch.setenv("EMBEDEVAL_RETRY_MAX_SECONDS", "1")
+    chat.script.chat_replies = ["x" * 5000] * 10  # 5,000 bytes at 20 ms each: minutes, each read within 0.5 s
+    chat.script.trickle = 0.02
+    llm = ChatLLM("m")
+    assert llm.timeout == 0.5
+    start = time.monotonic()
+    with pytest.raises(APIError, match="chat model m: gave up after .*request timeout of 0.5 s"):
+        finishes_within(60, lambda: llm.complete("Q?"))
+    assert time.monotonic() - start < 10
 
 
 def test_a_chat_server_of_ones_own_gets_only_the_key_its_spec_names_and_no_account_headers(chat, monkeypatch):

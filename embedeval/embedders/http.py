@@ -12,6 +12,10 @@
   replaces the jittered delay. A malformed answer is tried at most twice and a server that does
   not answer for at most ``connect_seconds`` (30 s): neither is a fault that waiting mends. Running
   out, or a fatal error, is one :class:`~embedeval.errors.APIError`.
+- Every request has a whole-response deadline (:func:`request_timeout_from_env`, 60 s): a server
+  that answers, but trickles its body, is cut off when the deadline passes and counts as a timeout
+  (:func:`deadline_transport` for the ``httpx`` clients, :func:`read_within` shared with the
+  ``requests`` one), not waited on for as long as it keeps sending a byte now and then.
 - Where requests go (:func:`endpoint`): a server of one's own (``?base_url=``) gets only the key
   its spec names (``key_env``, never the provider's own key variable); every client follows no
   redirect to another origin (:func:`refuse_cross_origin_redirect`).
@@ -33,14 +37,16 @@ estimates. A server of one's own (``?base_url=``, see
 from __future__ import annotations
 
 import contextlib
+import functools
 import datetime as dt
 import email.utils
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from types import ModuleType
 from typing import TypeVar
 from urllib.parse import urljoin, urlsplit
 
@@ -265,8 +271,9 @@ def openai_errors(key_env: str):
         yield
     except openai.APIStatusError as exc:
         raise status_error(exc.status_code, exc.message, key_env, exc.response.headers) from None
-    except openai.APITimeoutError as exc:  # a hung server: retried like a 5xx
-        raise RetryableError(f"{type(exc).__name__}: {exc}") from None
+    except openai.APITimeoutError as exc:  # a hung or trickling server: retried like a 5xx
+        cause = f": {exc.__cause__}" if exc.__cause__ is not None and str(exc.__cause__) else ""  # what timed out
+        raise RetryableError(f"{type(exc).__name__}: {exc}{cause}") from None
     except openai.APIConnectionError as exc:  # refused, reset, unknown host
         raise ConnectionFailedError(f"{type(exc).__name__}: {exc}") from None
     except (openai.APIResponseValidationError, ValueError) as exc:  # a 200 whose body is not what it should be
@@ -353,6 +360,72 @@ def retry_policy_from_env() -> RetryPolicy:
         max_seconds=env_number("EMBEDEVAL_RETRY_MAX_SECONDS", default.max_seconds),
         connect_seconds=env_number("EMBEDEVAL_RETRY_CONNECT_SECONDS", default.connect_seconds),
     )
+
+
+def request_timeout_from_env() -> float:
+    """Seconds one request (embeddings or chat) may take in all, from sending it to the last byte of
+    its answer: ``EMBEDEVAL_REQUEST_TIMEOUT`` or :data:`~embedeval.defaults.DEFAULT_REQUEST_TIMEOUT`
+    (60 s; the tests make it short). A request that takes longer is a timeout, retried by the policy."""
+    return env_number("EMBEDEVAL_REQUEST_TIMEOUT", DEFAULT_REQUEST_TIMEOUT)
+
+
+def read_within(chunks: Iterable[bytes], deadline: float, seconds: float,
+                timeout_error: Callable[[str], Exception]) -> Iterator[bytes]:
+    """The chunks of a response body as they arrive, until the monotonic clock passes ``deadline``:
+    then ``timeout_error(message)`` is raised (the client's own timeout exception, so it is retried
+    as one). ``seconds`` is the whole request's limit, for the message. A client's own read timeout
+    still bounds the wait for each chunk, so a body is given up at most one read timeout late."""
+    for chunk in chunks:
+        if time.monotonic() > deadline:
+            raise timeout_error(f"the answer took longer than the request timeout of {seconds:g} s in all "
+                                "(a server that sends its body too slowly)")
+        yield chunk
+
+
+@functools.cache
+def _deadline_transport_class(module: ModuleType) -> type:
+    """:func:`deadline_transport`'s class for the ``httpx`` module ``module`` (``httpx``, or the
+    ``httpx2`` the ``openai`` client is built on)."""
+
+    class DeadlineStream(module.SyncByteStream):
+        """A response body read within a deadline (:func:`read_within`)."""
+
+        def __init__(self, stream, request, deadline: float, seconds: float):
+            self._stream, self._request, self._deadline, self._seconds = stream, request, deadline, seconds
+
+        def __iter__(self) -> Iterator[bytes]:
+            yield from read_within(self._stream, self._deadline, self._seconds,
+                                   lambda message: module.ReadTimeout(message, request=self._request))
+
+        def close(self) -> None:
+            self._stream.close()
+
+    class DeadlineTransport(module.BaseTransport):
+        def __init__(self, seconds: float):
+            self.seconds = seconds
+            self._transport = module.HTTPTransport()
+
+        def handle_request(self, request):
+            deadline = time.monotonic() + self.seconds
+            response = self._transport.handle_request(request)
+            return module.Response(response.status_code, headers=response.headers, extensions=response.extensions,
+                                   stream=DeadlineStream(response.stream, request, deadline, self.seconds))
+
+        def close(self) -> None:
+            self._transport.close()
+
+    return DeadlineTransport
+
+
+def deadline_transport(seconds: float, module: ModuleType | None = None):
+    """An ``httpx`` transport (of ``module``: ``httpx`` by default, or ``httpx2``) whose every
+    request must be answered in full within ``seconds`` of being sent: ``httpx`` has no total
+    timeout (its ``timeout`` bounds each read), so the body is streamed and a body still arriving
+    past the deadline raises the module's ``ReadTimeout`` (the connection is dropped), which the
+    clients report as a timeout. Used by the ``openai`` client and the Jina client."""
+    if module is None:
+        import httpx as module
+    return _deadline_transport_class(module)(seconds)
 
 
 def _one_line(message: str, limit: int = 600) -> str:
@@ -447,7 +520,7 @@ class APIEmbedder:
     fit_margin = TEXT_FIT_MARGIN  # tokens kept free below the window, for the estimate
 
     def __init__(self, model: str, max_workers: int | None = None, policy: RetryPolicy | None = None,
-                 timeout: float = DEFAULT_REQUEST_TIMEOUT, rpm: int | None = None, tpm: int | None = None,
+                 timeout: float | None = None, rpm: int | None = None, tpm: int | None = None,
                  progress: bool = False, key_required: bool = True):
         name, query = split_spec(model)
         self.options = options = APISpecOptions.parse(query)
@@ -460,7 +533,7 @@ class APIEmbedder:
         self.dim, self.max_tokens = self.limits.dim, self.limits.max_tokens  # dim 0: learned from the first answer
         self.max_workers = resolve_workers(max_workers)
         self.policy = policy or retry_policy_from_env()
-        self.timeout = timeout
+        self.timeout = timeout if timeout is not None else request_timeout_from_env()
         self.budget = resolve_budget(self.provider, self.default_budget, rpm, tpm)
         self.limiter = limiter_for(self.provider, self.base_url, self.budget)
         self.progress = progress

@@ -3,19 +3,75 @@
 from __future__ import annotations
 
 from embedeval.embedders.budget import Budget
+import time
+
 from embedeval.embedders.http import (
-    APIEmbedder, ConnectionFailedError, MalformedResponseError, ModelLimits, RetryableError, refuse_cross_origin_redirect, status_error,
+    APIEmbedder,
+    ConnectionFailedError,
+    MalformedResponseError,
+    ModelLimits,
+    RetryableError,
+    read_within,
+    refuse_cross_origin_redirect,
+    request_timeout_from_env,
+    status_error,
 )
 
+#: Bytes asked of the socket at a time while a body is read within its deadline.
+READ_CHUNK_BYTES = 65536
 
-def same_origin_session():
+
+def deadline_adapter(seconds: float):
+    """A ``requests`` transport adapter whose every answer must arrive in full within ``seconds`` of
+    sending its request (``requests`` has no total timeout: its ``timeout`` bounds each read): it
+    reads the body itself, a socket read at a time (:func:`~embedeval.embedders.http.read_within`),
+    and a body still arriving past the deadline is a :class:`requests.exceptions.ReadTimeout`
+    (the connection is dropped), which the ``voyageai`` client reports as a timeout."""
+    import requests
+    import urllib3
+
+    class DeadlineAdapter(requests.adapters.HTTPAdapter):
+        def send(self, request, stream=False, **kwargs):
+            deadline = time.monotonic() + seconds
+            response = super().send(request, stream=True, **kwargs)
+            if stream:
+                return response
+
+            def reads():
+                while chunk := response.raw.read1(READ_CHUNK_BYTES, decode_content=True):
+                    yield chunk
+
+            try:
+                response._content = b"".join(read_within(reads(), deadline, seconds,
+                                                         lambda message: requests.exceptions.ReadTimeout(message, request=request)))
+            except urllib3.exceptions.ReadTimeoutError as exc:
+                response.close()
+                raise requests.exceptions.ReadTimeout(exc, request=request) from None
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                response.close()
+                raise requests.exceptions.ConnectionError(exc, request=request) from None
+            except BaseException:
+                response.close()
+                raise
+            response._content_consumed = True  # as requests marks a body it read itself
+            return response
+
+    return DeadlineAdapter()
+
+
+def same_origin_session(seconds: float | None = None):
     """A ``requests`` session for the ``voyageai`` client (its ``requestssession`` factory, one per
     thread) that follows no redirect to another origin
-    (:func:`~embedeval.embedders.http.refuse_cross_origin_redirect`)."""
+    (:func:`~embedeval.embedders.http.refuse_cross_origin_redirect`) and takes at most ``seconds``
+    (default :func:`~embedeval.embedders.http.request_timeout_from_env`) per request in all
+    (:func:`deadline_adapter`)."""
     import requests
 
     session = requests.Session()
     session.hooks["response"].append(refuse_cross_origin_redirect)
+    adapter = deadline_adapter(seconds if seconds is not None else request_timeout_from_env())
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
     return session
 
 
@@ -37,7 +93,8 @@ class VoyageEmbedder(APIEmbedder):
         super().__init__(model, **kwargs)
         import voyageai
 
-        voyageai.requestssession = same_origin_session  # the client's own setting: every thread's session made so
+        # the client's own setting: every thread's session made so
+        voyageai.requestssession = lambda: same_origin_session(self.timeout)
         self._voyage = voyageai
         self.input_type = input_type
         self.truncation = True

@@ -57,6 +57,7 @@ from embedeval.errors import APIError, ConfigError, InputError
 from embedeval.experiments.context_rot import answer_absence, needle_question_similarity, pair_rows
 from embedeval.experiments.themes import MANIFEST, load_themes, read_manifest, theme_membership, themes_chunks
 from embedeval.io import check_output_file, read_json, read_table, write_table, write_text_atomic
+from embedeval.llm import chat_spec_difference
 from embedeval.plan import check_ceiling
 from embedeval.metrics import nearest_cosines
 from embedeval.needles import CHAR, NO_OVERLAP_VARIANTS, NeedleSet, group_problems, parse_needle_set
@@ -147,6 +148,10 @@ class DraftConfig:
             raise ConfigError(f"`duplicate_cosine` must be in (0, 1], not {self.duplicate_cosine}", "duplicate_cosine")
         if self.theme_ids is not None and not self.theme_ids:
             raise ConfigError("`theme_ids` names no theme (leave it unset for every theme)", "theme_ids")
+        if self.theme_ids is not None and len(set(self.theme_ids)) != len(self.theme_ids):
+            repeated = next(theme for theme in self.theme_ids if self.theme_ids.count(theme) > 1)
+            raise ConfigError(f"`theme_ids` names theme {repeated} twice in {','.join(map(str, self.theme_ids))}: each theme "
+                              "is drafted once (`per_theme` sets how many groups)", "theme_ids", "per_theme")
 
     def check_rules(self) -> dict:
         """The settings of the checks, as the provenance records them."""
@@ -449,8 +454,11 @@ def open_draft(config: DraftConfig, chat_model: str, embedder: str) -> tuple[dic
     if not isinstance(provenance, dict) or provenance.get("tool") != DRAFT_TOOL or not isinstance(data.get("groups"), list):
         raise InputError(f"{out} exists and is not a needle draft of embedeval: it is never overwritten; choose another output")
     then, now = fresh["provenance"], provenance
-    for key, what in (("themes_sha256", "another themes run"), ("chat_model", "another chat model"),
-                      ("checks", "other check settings"), ("nq_embedder", "another needle-question embedder")):
+    if now.get("chat_model") != then["chat_model"]:
+        raise InputError(f"{out} was drafted with another chat model: {chat_spec_difference(str(now.get('chat_model')), then['chat_model'])}; "
+                         f"to resume, draft with `llm` {now.get('chat_model')!r}, or choose another output", "llm")
+    for key, what in (("themes_sha256", "another themes run"), ("checks", "other check settings"),
+                      ("nq_embedder", "another needle-question embedder")):
         if now.get(key) != then[key]:
             raise InputError(f"{out} was drafted with {what} ({key} {now.get(key)!r}, now {then[key]!r}); to resume, draft with "
                              "the same, or choose another output")
