@@ -373,19 +373,26 @@ def test_a_served_models_tokenizer_that_does_not_load_is_one_line_before_any_req
     assert server.requests == [] and not (tmp_path / "vectors.npy").exists()
 
 
+def _write_run(tmp_path, edit: dict):
+    """A run folder ``tmp_path/run`` (empty tables) whose config.json is a small valid one with
+    ``edit`` applied."""
+    import json
+
+    run = tmp_path / "run"
+    run.mkdir(exist_ok=True)
+    settings = {"embedders": ["bm25"], "needles": "n.json", "tokenizer": MINILM,
+                "grid": {"corpus": "c", "lengths": [128], "depths": 2, "seed": 0}}
+    (run / "config.json").write_text(json.dumps({**settings, **edit}))
+    for name in ("metrics.csv", "similarities.parquet", "haystacks.parquet", "haystacks.json"):
+        (run / name).write_text("")
+    return run
+
+
 @pytest.mark.parametrize("field", ["embedders", "needles"])
 @pytest.mark.parametrize("command", [["report"], ["export", "--format", "mteb", "--out", "mteb"],
                                      ["export", "--format", "prompts", "--out", "prompts.csv"]])
 def test_a_run_whose_config_holds_null_says_which_field(tmp_path, monkeypatch, field, command):
-    import json
-
-    run = tmp_path / "run"
-    run.mkdir()
-    settings = {"embedders": ["bm25"], "needles": "n.json", "tokenizer": MINILM,
-                "grid": {"corpus": "c", "lengths": [128], "depths": 2, "seed": 0}}
-    (run / "config.json").write_text(json.dumps({**settings, field: None}))
-    for name in ("metrics.csv", "similarities.parquet", "haystacks.parquet", "haystacks.json"):
-        (run / name).write_text("")
+    _write_run(tmp_path, {field: None})
     monkeypatch.chdir(tmp_path)
     before = _files(tmp_path)
     result = CliRunner().invoke(app, [command[0], "run", *command[1:]])
@@ -470,16 +477,9 @@ def test_an_output_file_embedeval_wrote_is_replaced(tmp_path, monkeypatch):
 def test_a_hand_edited_run_config_says_which_field_before_anything_is_written(tmp_path, monkeypatch, edit, says, command):
     """Audit 2: every config.json field a command reads is checked when the run is opened: a wrong type
     is one line naming the field and the file (not a TypeError or AttributeError half-way), and nothing is written."""
-    import json
-
-    run = tmp_path / "run"
-    (run / "figures").mkdir(parents=True)
+    run = _write_run(tmp_path, edit)
+    (run / "figures").mkdir()
     (run / "figures" / "recall_vs_length.png").write_text("drawn before")
-    settings = {"embedders": ["bm25"], "needles": "n.json", "tokenizer": MINILM,
-                "grid": {"corpus": "c", "lengths": [128], "depths": 2, "seed": 0}}
-    (run / "config.json").write_text(json.dumps({**settings, **edit}))
-    for name in ("metrics.csv", "similarities.parquet", "haystacks.parquet", "haystacks.json"):
-        (run / name).write_text("")
     monkeypatch.chdir(tmp_path)
     before = _files(tmp_path)
     result = CliRunner().invoke(app, [command[0], "run", *command[1:]])
