@@ -49,7 +49,8 @@ EMBEDDING_COLUMNS = ("text", "embedding")
 def written_as(path: Path, holds: Sequence[str]) -> bool:
     """Whether the existing file ``path`` reads as the output embedeval writes there: a ``.csv`` or
     ``.parquet`` table whose columns include ``holds``, a ``.json`` object with the keys ``holds``,
-    or a ``.npy`` of float32 vectors (what :func:`write_embeddings` writes). Only the header is read."""
+    or a ``.npy`` of float32 vectors (what :func:`write_embeddings` writes). A table's header and a
+    vector file's shape are read, not their rows; a ``.json`` file is parsed whole."""
     try:
         if path.suffix == ".npy":
             array = np.load(path, mmap_mode="r", allow_pickle=False)
@@ -156,10 +157,23 @@ def _is_leftover(path: Path) -> bool:
             and path.is_file() and not path.is_symlink())
 
 
-def _is_claimed(folder: Path) -> bool:
-    """Whether a run took ``folder`` when it was new or empty and stopped (killed, crashed) before
-    it wrote the record that marks its outputs: the folder holds embedeval's claim file."""
-    return _is_leftover(folder / CLAIM_NAME)
+def _claim_text(record: str) -> str:
+    """What a claim file says: the kind of output (its ``record``) the folder was taken for."""
+    return (f"embedeval writes its output into this folder (record: {record}); this file stays only when a run "
+            "stopped before it finished, and lets the next run of the same kind write here again\n")
+
+
+def _is_claimed(folder: Path, record: str) -> bool:
+    """Whether a run of the kind that writes ``record`` took ``folder`` when it was new or empty and
+    stopped (killed, crashed) before it wrote that record: the folder holds embedeval's claim file,
+    naming the same record (a folder another command claimed is not this command's to take)."""
+    claim = folder / CLAIM_NAME
+    if not _is_leftover(claim):
+        return False
+    try:
+        return claim.read_text(encoding="utf-8") == _claim_text(record)
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def check_run_folder(folder: Path, is_run: Callable[[Path], bool], record: str) -> None:
@@ -176,7 +190,7 @@ def check_run_folder(folder: Path, is_run: Callable[[Path], bool], record: str) 
         entries = list(folder.iterdir())
     except OSError as exc:
         raise InputError(f"cannot read run directory {folder} ({exc.strerror or exc})") from None
-    if all(_is_leftover(path) for path in entries) or _is_claimed(folder) or is_run(folder):
+    if all(_is_leftover(path) for path in entries) or _is_claimed(folder, record) or is_run(folder):
         return
     raise InputError(f"`out` {folder} holds files and is not a run folder embedeval wrote (no {record} of an embedeval run in it); "
                      "choose a new or empty folder, so that no file of yours is overwritten or deleted", "out")
@@ -298,9 +312,8 @@ def run_directory(path: str | os.PathLike, is_run: Callable[[Path], bool], recor
         try:
             os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {dt.datetime.now().isoformat(timespec='seconds')}\n".encode())
             remove_stale_temp_files(folder)
-            if _holds_only_leftovers(folder) and not _is_claimed(folder):
-                write_text_atomic(folder / CLAIM_NAME, "embedeval writes its output into this folder; this file stays only "
-                                  "when a run stopped before it finished, and lets the next run write here again\n")
+            if _holds_only_leftovers(folder) and not _is_claimed(folder, record):
+                write_text_atomic(folder / CLAIM_NAME, _claim_text(record))
         except OSError as exc:
             raise OutputError(f"cannot write to run directory {folder} ({exc.strerror or exc})") from None
         yield folder

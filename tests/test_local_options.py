@@ -193,3 +193,23 @@ def test_the_position_limit_is_read_from_the_position_table(tmp_path):
     # mismatched table): one line naming both numbers, before any weights are read
     with pytest.raises(UnknownEmbedderError, match="says max_position_embeddings 8192, but its weights' position table .* has 512 rows"):
         position_limit(str(boasting))
+
+
+@pytest.mark.parametrize("message, one_line", [("Error(s) in loading state_dict: size mismatch for embeddings.weight", True),
+                                               ("CUDA error: an illegal memory access was encountered", False)])
+def test_only_a_load_error_about_mismatched_sizes_is_blamed_on_the_folder(message, one_line, monkeypatch):
+    """A RuntimeError while loading is turned into one line about the folder only when it is about
+    weights that do not fit the config; a device error stays what it is."""
+    import sentence_transformers
+
+    def failing(*args, **kwargs):
+        raise RuntimeError(message)
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", failing)
+    model = SentenceTransformerEmbedder("all-MiniLM-L6-v2", options=LocalOptions(device="cpu"))
+    if one_line:
+        with pytest.raises(UnknownEmbedderError, match=r"its weights do not fit its config \(Error\(s\) in loading state_dict: size mismatch"):
+            model.model
+    else:
+        with pytest.raises(RuntimeError, match="illegal memory access") as caught:
+            model.model
+        assert not isinstance(caught.value, UnknownEmbedderError)

@@ -555,3 +555,12 @@ def test_a_themes_rerun_into_the_folder_a_crashed_run_left_works(topic_books, tm
     assert (out / "themes.json").is_file() and not (out / ".embedeval-claim").exists()
     result = CliRunner().invoke(app, [*args, str(mine)])
     assert result.exit_code == 1 and "holds files and is not a run folder" in result.output
+    # a folder another command claimed (a report killed half-way) is not the themes run's to take
+    claimed = tmp_path / "claimed"
+    shutil.copytree(mine, claimed)
+    from embedeval.io import _claim_text
+    from embedeval.report.compare import REPORT_FOLDER_RECORD
+
+    (claimed / ".embedeval-claim").write_text(_claim_text(REPORT_FOLDER_RECORD))
+    result = CliRunner().invoke(app, [*args, str(claimed)])
+    assert result.exit_code == 1 and "holds files and is not a run folder" in result.output

@@ -17,6 +17,7 @@ every fact is read from it live (so a changed ``max_seq_length`` shows at once).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Sequence
@@ -113,8 +114,6 @@ def attention_kernels(device: str):
     lengths (measured on an H200: float16 MiniLM over 4,096 windows of 60-254 random lengths ran at
     1,610 windows/s on a first pass with it allowed, 8,315 without; ``benchmarks/bench_gpu.py``);
     elsewhere PyTorch's own choice, untouched."""
-    import contextlib
-
     if not device.startswith("cuda"):
         return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -213,6 +212,8 @@ class SentenceTransformerEmbedder:
             except (OSError, ValueError) as exc:
                 raise UnknownEmbedderError(f"cannot load local model {self._given!r}: {exc}") from None
             except RuntimeError as exc:  # the last resort: weights that do not fit the config (sizes that differ)
+                if "size mismatch" not in str(exc) and "mismatched_sizes" not in str(exc):
+                    raise  # out of memory, a CUDA error: not the folder's fault, and not to be hidden as such
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 raise UnknownEmbedderError(f"cannot load local model {self._given!r}: its weights do not fit its config "
                                            f"({first[:300]})") from None

@@ -65,10 +65,10 @@ from embedeval.progress import step
 
 #: ``provenance.tool`` of a needle set this module wrote: only such a file is resumed (or replaced).
 DRAFT_TOOL = "embedeval needles draft"
-#: The columns of the rejected table.
 #: Keys a needle draft always has: what marks an existing ``--out`` as one embedeval wrote (its
 #: provenance then says whether it is this draft's, :func:`open_draft`).
 DRAFT_KEYS = ("name", "groups", "provenance")
+#: The columns of the rejected table.
 REJECTED_COLUMNS = ["theme", "attempt", "group_id", "question", "character", "keyword", "needles", "reason", "prompt_sha256",
                     "answer"]
 #: A plan's estimate of the tokens of one drafted group as JSON (question, character, keyword, two

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from embedeval.derived import RECORD, recorded_files, record_outputs
-from embedeval.io import check_run_folder, run_directory
+from embedeval.io import run_directory
 from embedeval.run import CONFIG, NolimaRun, is_run_directory
 from embedeval.report.tables import recall_chance_table
 from embedeval.report.write import REPORT_MD, write_report
@@ -45,7 +45,6 @@ def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
     folder lists its files in ``derived.json``, so the next report may replace them."""
     runs = [NolimaRun.open(d) for d in run_dirs]  # reads each config.json only: what is wrong with a run is said first
     target = Path(out) if out is not None else runs[0].path if len(runs) == 1 else DEFAULT_COMPARE_OUT
-    check_run_folder(target, is_report_folder, REPORT_FOLDER_RECORD)
     with run_directory(target, is_report_folder, REPORT_FOLDER_RECORD):
         names = _write_report(runs, target)
         if not is_run_directory(target):  # a run's own derived.json says what its tables made
