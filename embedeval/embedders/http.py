@@ -14,7 +14,7 @@
   out, or a fatal error, is one :class:`~embedeval.errors.APIError`.
 - Every request has a whole-response deadline (:func:`request_timeout_from_env`, 60 s): a server
   that answers, but trickles its body, is cut off when the deadline passes and counts as a timeout
-  (:func:`deadline_transport` for the ``httpx`` clients, :func:`read_within` shared with the
+  (:func:`deadline_hooks` for the ``httpx`` clients, :func:`read_within` shared with the
   ``requests`` one), not waited on for as long as it keeps sending a byte now and then.
 - Where requests go (:func:`endpoint`): a server of one's own (``?base_url=``) gets only the key
   its spec names (``key_env``, never the provider's own key variable); every client follows no
@@ -41,6 +41,7 @@ import functools
 import datetime as dt
 import email.utils
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -382,10 +383,14 @@ def read_within(chunks: Iterable[bytes], deadline: float, seconds: float,
         yield chunk
 
 
+#: Where :func:`deadline_hooks` keeps a request's deadline (``request.extensions``).
+DEADLINE_EXTENSION = "embedeval_deadline"
+
+
 @functools.cache
-def _deadline_transport_class(module: ModuleType) -> type:
-    """:func:`deadline_transport`'s class for the ``httpx`` module ``module`` (``httpx``, or the
-    ``httpx2`` the ``openai`` client is built on)."""
+def _deadline_stream_class(module: ModuleType) -> type:
+    """The response body of :func:`deadline_hooks` for the ``httpx`` module ``module`` (``httpx``,
+    or the ``httpx2`` the ``openai`` client is built on)."""
 
     class DeadlineStream(module.SyncByteStream):
         """A response body read within a deadline (:func:`read_within`)."""
@@ -400,32 +405,34 @@ def _deadline_transport_class(module: ModuleType) -> type:
         def close(self) -> None:
             self._stream.close()
 
-    class DeadlineTransport(module.BaseTransport):
-        def __init__(self, seconds: float):
-            self.seconds = seconds
-            self._transport = module.HTTPTransport()
-
-        def handle_request(self, request):
-            deadline = time.monotonic() + self.seconds
-            response = self._transport.handle_request(request)
-            return module.Response(response.status_code, headers=response.headers, extensions=response.extensions,
-                                   stream=DeadlineStream(response.stream, request, deadline, self.seconds))
-
-        def close(self) -> None:
-            self._transport.close()
-
-    return DeadlineTransport
+    return DeadlineStream
 
 
-def deadline_transport(seconds: float, module: ModuleType | None = None):
-    """An ``httpx`` transport (of ``module``: ``httpx`` by default, or ``httpx2``) whose every
-    request must be answered in full within ``seconds`` of being sent: ``httpx`` has no total
-    timeout (its ``timeout`` bounds each read), so the body is streamed and a body still arriving
-    past the deadline raises the module's ``ReadTimeout`` (the connection is dropped), which the
-    clients report as a timeout. Used by the ``openai`` client and the Jina client."""
-    if module is None:
-        import httpx as module
-    return _deadline_transport_class(module)(seconds)
+def deadline_hooks(seconds: float, hooks: Mapping[str, Sequence[Callable]] | None = None) -> dict[str, list[Callable]]:
+    """``hooks`` (an ``httpx`` client's ``event_hooks``) and a deadline on every whole answer:
+    ``httpx`` has no total timeout (its ``timeout`` bounds each read), so a request hook stamps
+    ``monotonic() + seconds`` into the request's extensions when it is sent, and a response hook
+    makes the body be read within it (:func:`read_within`): a body still arriving past the
+    deadline raises the ``ReadTimeout`` of the response's own ``httpx`` module (``httpx``, or the
+    ``openai`` client's ``httpx2``), which the clients report as a timeout. The status line and
+    headers are bounded only by the client's read timeout. Hooks, not a transport: a client given a
+    transport ignores the proxy of the environment (``HTTPS_PROXY``) and its own ``limits``. Used by
+    the ``openai`` client and the Jina client."""
+
+    def stamp_deadline(request) -> None:
+        request.extensions[DEADLINE_EXTENSION] = time.monotonic() + seconds
+
+    def read_body_within_deadline(response) -> None:
+        deadline = response.request.extensions.get(DEADLINE_EXTENSION)
+        if deadline is None:
+            return
+        module = sys.modules[type(response).__module__.partition(".")[0]]  # httpx or httpx2: the client's own
+        response.stream = _deadline_stream_class(module)(response.stream, response.request, deadline, seconds)
+
+    merged = {name: list(functions) for name, functions in (hooks or {}).items()}
+    merged.setdefault("request", []).append(stamp_deadline)
+    merged.setdefault("response", []).append(read_body_within_deadline)
+    return merged
 
 
 def _one_line(message: str, limit: int = 600) -> str:
