@@ -473,3 +473,32 @@ def test_the_clients_keep_the_proxy_of_the_environment_and_their_connection_limi
         assert type(transport._pool).__name__ == "HTTPProxy", (client, url)
     assert openai_http._transport._pool._max_connections == DEFAULT_CONNECTION_LIMITS.max_connections
     assert fake.requests == []
+
+
+@pytest.mark.parametrize("spec", SPECS[1:])
+def test_a_malformed_answer_after_a_503_gets_its_own_second_try(fake, monkeypatch, spec):
+    """Malformed answers are counted on their own: a 503 then one malformed answer is not the two
+    malformed tries of the default policy."""
+    monkeypatch.delenv("EMBEDEVAL_MAX_ATTEMPTS")  # the defaults, as a user has them (base delay kept small)
+    model = load_embedder(spec, cache=False)
+    before = len(fake.requests)
+    fake.script.fail_with = [503]
+    fake.script.faults = ["nan"]  # the first 200
+    vectors = model.embed(["after a 503"])
+    np.testing.assert_allclose(vectors, expected_vectors(["after a 503"], spec), atol=1e-5)
+    assert len(fake.requests) - before == 3  # the 503, the malformed 200, a good one
+
+
+@pytest.mark.parametrize("spec", SPECS[1:])
+def test_a_connection_reset_after_429s_longer_than_the_connect_budget_is_retried(fake, monkeypatch, spec):
+    """The connect budget runs from the first of consecutive connection failures, not from the
+    call's start: a keep-alive reset after a second of 429s is retried, not given up at once."""
+    monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "10")
+    monkeypatch.setenv("EMBEDEVAL_RETRY_CONNECT_SECONDS", "0.5")
+    model = load_embedder(spec, cache=False)
+    before = len(fake.requests)
+    fake.script.fail_with = [429, 429, 429, 0]  # 0: the server hangs up without an answer
+    fake.script.fail_headers = {"Retry-After": "0.3"}
+    vectors = model.embed(["after the storm, a reset"])
+    np.testing.assert_allclose(vectors, expected_vectors(["after the storm, a reset"], spec), atol=1e-5)
+    assert len(fake.requests) - before == 5
