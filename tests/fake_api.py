@@ -60,7 +60,7 @@ def spoil(payload: dict, fault: str | None):
 
 @dataclass
 class Script:
-    fail_with: list[int] = field(default_factory=list)  # statuses to answer first, in order
+    fail_with: list[int] = field(default_factory=list)  # statuses to answer first, in order; 0: hang up without an answer
     fail_headers: dict[str, str] = field(default_factory=dict)  # sent with every error answer
     echo_auth: bool = False  # error answers quote the Authorization header (a careless server)
     echo_key_at: int | None = None  # error answers quote the key after this many characters
@@ -130,6 +130,9 @@ class FakeEmbeddingServer:
                     script.max_in_flight = max(script.max_in_flight, script.in_flight)
                 try:
                     time.sleep(script.delay)
+                    if status == 0:  # a connection reset (a keep-alive connection the server dropped)
+                        self.close_connection = True
+                        return
                     self._answer(status, body, auth, inputs)
                 finally:
                     with script.lock:

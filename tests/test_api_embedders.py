@@ -449,3 +449,56 @@ def test_a_redirect_to_another_origin_is_refused_and_the_other_host_gets_nothing
                                            "redirect to another origin") as caught:
             load_embedder(spec, cache_dir=tmp_path)
         assert elsewhere.requests == [] and "SECRET" not in str(caught.value)
+
+
+def test_the_clients_keep_the_proxy_of_the_environment_and_their_connection_limits(fake, monkeypatch):
+    """The whole-answer deadline is event hooks, not a transport: an ``httpx`` client given a
+    transport ignores ``HTTPS_PROXY`` and its ``limits``, and users behind a proxy could not reach
+    the APIs."""
+    from openai._constants import DEFAULT_CONNECTION_LIMITS
+
+    from embedeval.embedders.http import APIKey
+    from embedeval.embedders.jina import JinaEmbedder
+    from embedeval.embedders.openai import openai_client
+
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")  # never connected to: the clients are only built
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    openai_http = openai_client(APIKey.optional(None), "https://api.openai.com/v1", False, 5.0)._client
+    jina_http = JinaEmbedder("jina-embeddings-v3")._client
+    for client, url in [(openai_http, "https://api.openai.com/v1/embeddings"), (jina_http, "https://api.jina.ai/v1/embeddings"),
+                        (openai_http, "http://example.invalid/v1")]:
+        transport = client._transport_for_url(client._merge_url(url))
+        assert type(transport._pool).__name__ == "HTTPProxy", (client, url)
+    assert openai_http._transport._pool._max_connections == DEFAULT_CONNECTION_LIMITS.max_connections
+    assert fake.requests == []
+
+
+@pytest.mark.parametrize("spec", SPECS[1:])
+def test_a_malformed_answer_after_a_503_gets_its_own_second_try(fake, monkeypatch, spec):
+    """Malformed answers are counted on their own: a 503 then one malformed answer is not the two
+    malformed tries of the default policy."""
+    monkeypatch.delenv("EMBEDEVAL_MAX_ATTEMPTS")  # the defaults, as a user has them (base delay kept small)
+    model = load_embedder(spec, cache=False)
+    before = len(fake.requests)
+    fake.script.fail_with = [503]
+    fake.script.faults = ["nan"]  # the first 200
+    vectors = model.embed(["after a 503"])
+    np.testing.assert_allclose(vectors, expected_vectors(["after a 503"], spec), atol=1e-5)
+    assert len(fake.requests) - before == 3  # the 503, the malformed 200, a good one
+
+
+@pytest.mark.parametrize("spec", SPECS[1:])
+def test_a_connection_reset_after_429s_longer_than_the_connect_budget_is_retried(fake, monkeypatch, spec):
+    """The connect budget runs from the first of consecutive connection failures, not from the
+    call's start: a keep-alive reset after a second of 429s is retried, not given up at once."""
+    monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "10")
+    monkeypatch.setenv("EMBEDEVAL_RETRY_CONNECT_SECONDS", "0.5")
+    model = load_embedder(spec, cache=False)
+    before = len(fake.requests)
+    fake.script.fail_with = [429, 429, 429, 0]  # 0: the server hangs up without an answer
+    fake.script.fail_headers = {"Retry-After": "0.3"}
+    vectors = model.embed(["after the storm, a reset"])
+    np.testing.assert_allclose(vectors, expected_vectors(["after the storm, a reset"], spec), atol=1e-5)
+    assert len(fake.requests) - before == 5

@@ -14,7 +14,7 @@
   out, or a fatal error, is one :class:`~embedeval.errors.APIError`.
 - Every request has a whole-response deadline (:func:`request_timeout_from_env`, 60 s): a server
   that answers, but trickles its body, is cut off when the deadline passes and counts as a timeout
-  (:func:`deadline_transport` for the ``httpx`` clients, :func:`read_within` shared with the
+  (:func:`deadline_hooks` for the ``httpx`` clients, :func:`read_within` shared with the
   ``requests`` one), not waited on for as long as it keeps sending a byte now and then.
 - Where requests go (:func:`endpoint`): a server of one's own (``?base_url=``) gets only the key
   its spec names (``key_env``, never the provider's own key variable); every client follows no
@@ -41,6 +41,7 @@ import functools
 import datetime as dt
 import email.utils
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -51,13 +52,7 @@ from typing import TypeVar
 from urllib.parse import urljoin, urlsplit
 
 import numpy as np
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception_type,
-    stop_after_attempt,
-    stop_after_delay,
-)
+from tenacity import RetryCallState, Retrying, retry_if_exception_type
 from tenacity.stop import stop_base
 from tenacity.wait import wait_base, wait_random_exponential
 from tqdm.auto import tqdm
@@ -284,8 +279,9 @@ def openai_errors(key_env: str):
 class RetryPolicy:
     """Retry :class:`RetryableError` at most ``max_attempts`` times and for at most
     ``max_seconds`` in all (429s and 5xx ride out minutes of a busy server); a
-    :class:`MalformedResponseError` at most ``malformed_attempts`` times in all, and a
-    :class:`ConnectionFailedError` only while less than ``connect_seconds`` have passed. Between
+    :class:`MalformedResponseError` at most ``malformed_attempts`` times in all (counted on their
+    own), and a :class:`ConnectionFailedError` only while less than ``connect_seconds`` have passed
+    since the first of the consecutive ones. Between
     attempts sleep ``U(0, min(max_delay, base_delay * 2**(n-1)))`` after the n-th failure (full
     jitter), or the server's ``Retry-After`` capped at ``max_delay``; never past the budget of the
     last error's kind."""
@@ -298,17 +294,29 @@ class RetryPolicy:
     connect_seconds: float = 30.0
 
     def seconds_for(self, error: BaseException | None) -> float:
-        """The time budget of the retries after ``error``: ``connect_seconds`` for a server that
-        does not answer, else ``max_seconds``."""
+        """The time budget of the retries after ``error`` (for messages): ``connect_seconds`` for a
+        server that does not answer, else ``max_seconds``."""
         return min(self.connect_seconds, self.max_seconds) if isinstance(error, ConnectionFailedError) else self.max_seconds
 
-    def attempts_for(self, error: BaseException | None) -> int:
-        """The attempts allowed in all after ``error``: ``malformed_attempts`` for an unusable
-        answer, else ``max_attempts``."""
-        return min(self.malformed_attempts, self.max_attempts) if isinstance(error, MalformedResponseError) else self.max_attempts
+    def out_of_attempts(self, retry_state: RetryCallState) -> bool:
+        """Whether the attempts are used up: ``max_attempts`` in all, or ``malformed_attempts``
+        malformed answers (counted on their own, whatever else failed between them)."""
+        return (retry_state.attempt_number >= self.max_attempts
+                or _kind_tally(retry_state).malformed >= min(self.malformed_attempts, self.max_attempts))
 
-    def stop(self):
-        return stop_after_attempt(self.max_attempts) | stop_after_delay(self.max_seconds) | StopForKind(self)
+    def seconds_left(self, retry_state: RetryCallState) -> float:
+        """The seconds left to retry after the last error: of ``max_seconds`` since the call began,
+        and after a :class:`ConnectionFailedError` also of ``connect_seconds`` since the first of the
+        consecutive ones (a reset after minutes of 429s is given its own budget)."""
+        since_start = retry_state.seconds_since_start or 0.0
+        left = self.max_seconds - since_start
+        connect_since = _kind_tally(retry_state).connect_since
+        if connect_since is not None:
+            left = min(left, self.connect_seconds - (since_start - connect_since))
+        return left
+
+    def stop(self) -> stop_base:
+        return StopForKind(self)
 
     def wait(self) -> wait_base:
         return RetryAfterWait(self)
@@ -318,17 +326,42 @@ def _last_error(retry_state: RetryCallState) -> BaseException | None:
     return retry_state.outcome.exception() if retry_state.outcome else None
 
 
+@dataclass
+class _KindTally:
+    """One call's failures by kind, as :class:`RetryPolicy` budgets them: the malformed answers,
+    and when the current run of :class:`ConnectionFailedError` began (``seconds_since_start`` of
+    its first; None when the last error was of another kind)."""
+
+    attempts: int = 0  # the attempts tallied so far
+    malformed: int = 0
+    connect_since: float | None = None
+
+
+def _kind_tally(retry_state: RetryCallState) -> _KindTally:
+    """The :class:`_KindTally` of the call ``retry_state`` follows, brought up to its last attempt
+    (kept on the retry state: tenacity asks the wait and the stop after each attempt, in either
+    order, and each attempt is counted once)."""
+    tally = retry_state.__dict__.setdefault("embedeval_kind_tally", _KindTally())
+    if tally.attempts < retry_state.attempt_number:
+        tally.attempts = retry_state.attempt_number
+        error = _last_error(retry_state)
+        tally.malformed += isinstance(error, MalformedResponseError)
+        if not isinstance(error, ConnectionFailedError):
+            tally.connect_since = None
+        elif tally.connect_since is None:
+            tally.connect_since = retry_state.seconds_since_start or 0.0
+    return tally
+
+
 class StopForKind(stop_base):
-    """Stop once the last error's kind has used its own budget (:meth:`RetryPolicy.attempts_for`,
-    :meth:`RetryPolicy.seconds_for`)."""
+    """Stop once the attempts (:meth:`RetryPolicy.out_of_attempts`) or the time left to the last
+    error's kind (:meth:`RetryPolicy.seconds_left`) are used up."""
 
     def __init__(self, policy: RetryPolicy):
         self.policy = policy
 
     def __call__(self, retry_state: RetryCallState) -> bool:
-        error = _last_error(retry_state)
-        return (retry_state.attempt_number >= self.policy.attempts_for(error)
-                or (retry_state.seconds_since_start or 0.0) >= self.policy.seconds_for(error))
+        return self.policy.out_of_attempts(retry_state) or self.policy.seconds_left(retry_state) <= 0
 
 
 class RetryAfterWait(wait_base):
@@ -341,11 +374,9 @@ class RetryAfterWait(wait_base):
         self.jitter = wait_random_exponential(multiplier=policy.base_delay, max=policy.max_delay)
 
     def __call__(self, retry_state: RetryCallState) -> float:
-        error = _last_error(retry_state)
-        hint = getattr(error, "retry_after", None)
+        hint = getattr(_last_error(retry_state), "retry_after", None)
         delay = min(hint, self.policy.max_delay) if hint is not None else self.jitter(retry_state)
-        left = self.policy.seconds_for(error) - (retry_state.seconds_since_start or 0.0)
-        return max(0.0, min(delay, left))
+        return max(0.0, min(delay, self.policy.seconds_left(retry_state)))
 
 
 def retry_policy_from_env() -> RetryPolicy:
@@ -382,10 +413,14 @@ def read_within(chunks: Iterable[bytes], deadline: float, seconds: float,
         yield chunk
 
 
+#: Where :func:`deadline_hooks` keeps a request's deadline (``request.extensions``).
+DEADLINE_EXTENSION = "embedeval_deadline"
+
+
 @functools.cache
-def _deadline_transport_class(module: ModuleType) -> type:
-    """:func:`deadline_transport`'s class for the ``httpx`` module ``module`` (``httpx``, or the
-    ``httpx2`` the ``openai`` client is built on)."""
+def _deadline_stream_class(module: ModuleType) -> type:
+    """The response body of :func:`deadline_hooks` for the ``httpx`` module ``module`` (``httpx``,
+    or the ``httpx2`` the ``openai`` client is built on)."""
 
     class DeadlineStream(module.SyncByteStream):
         """A response body read within a deadline (:func:`read_within`)."""
@@ -400,32 +435,34 @@ def _deadline_transport_class(module: ModuleType) -> type:
         def close(self) -> None:
             self._stream.close()
 
-    class DeadlineTransport(module.BaseTransport):
-        def __init__(self, seconds: float):
-            self.seconds = seconds
-            self._transport = module.HTTPTransport()
-
-        def handle_request(self, request):
-            deadline = time.monotonic() + self.seconds
-            response = self._transport.handle_request(request)
-            return module.Response(response.status_code, headers=response.headers, extensions=response.extensions,
-                                   stream=DeadlineStream(response.stream, request, deadline, self.seconds))
-
-        def close(self) -> None:
-            self._transport.close()
-
-    return DeadlineTransport
+    return DeadlineStream
 
 
-def deadline_transport(seconds: float, module: ModuleType | None = None):
-    """An ``httpx`` transport (of ``module``: ``httpx`` by default, or ``httpx2``) whose every
-    request must be answered in full within ``seconds`` of being sent: ``httpx`` has no total
-    timeout (its ``timeout`` bounds each read), so the body is streamed and a body still arriving
-    past the deadline raises the module's ``ReadTimeout`` (the connection is dropped), which the
-    clients report as a timeout. Used by the ``openai`` client and the Jina client."""
-    if module is None:
-        import httpx as module
-    return _deadline_transport_class(module)(seconds)
+def deadline_hooks(seconds: float, hooks: Mapping[str, Sequence[Callable]] | None = None) -> dict[str, list[Callable]]:
+    """``hooks`` (an ``httpx`` client's ``event_hooks``) and a deadline on every whole answer:
+    ``httpx`` has no total timeout (its ``timeout`` bounds each read), so a request hook stamps
+    ``monotonic() + seconds`` into the request's extensions when it is sent, and a response hook
+    makes the body be read within it (:func:`read_within`): a body still arriving past the
+    deadline raises the ``ReadTimeout`` of the response's own ``httpx`` module (``httpx``, or the
+    ``openai`` client's ``httpx2``), which the clients report as a timeout. The status line and
+    headers are bounded only by the client's read timeout. Hooks, not a transport: a client given a
+    transport ignores the proxy of the environment (``HTTPS_PROXY``) and its own ``limits``. Used by
+    the ``openai`` client and the Jina client."""
+
+    def stamp_deadline(request) -> None:
+        request.extensions[DEADLINE_EXTENSION] = time.monotonic() + seconds
+
+    def read_body_within_deadline(response) -> None:
+        deadline = response.request.extensions.get(DEADLINE_EXTENSION)
+        if deadline is None:
+            return
+        module = sys.modules[type(response).__module__.partition(".")[0]]  # httpx or httpx2: the client's own
+        response.stream = _deadline_stream_class(module)(response.stream, response.request, deadline, seconds)
+
+    merged = {name: list(functions) for name, functions in (hooks or {}).items()}
+    merged.setdefault("request", []).append(stamp_deadline)
+    merged.setdefault("response", []).append(read_body_within_deadline)
+    return merged
 
 
 def _one_line(message: str, limit: int = 600) -> str:
@@ -444,7 +481,7 @@ def call_with_retries(call: Callable[[], _T], policy: RetryPolicy, what: str, sc
 
     def give_up(state: RetryCallState):
         error = _last_error(state)
-        within = "" if state.attempt_number >= policy.attempts_for(error) else f" within {policy.seconds_for(error):g} s"
+        within = "" if policy.out_of_attempts(state) else f" within {policy.seconds_for(error):g} s"
         raise APIError(_one_line(scrub(f"{what}: gave up after {state.attempt_number} attempts{within} ({state.outcome.exception()})")))
 
     retrying = Retrying(stop=policy.stop(), wait=policy.wait(), retry=retry_if_exception_type(RetryableError),

@@ -10,7 +10,7 @@ import numpy as np
 from embedeval.embedders.base import Kind, check_texts, l2_normalize
 from embedeval.embedders.budget import Budget
 from embedeval.embedders.http import (
-    APIEmbedder, ConnectionFailedError, MalformedResponseError, ModelLimits, RetryableError, deadline_transport, refuse_cross_origin_redirect,
+    APIEmbedder, ConnectionFailedError, MalformedResponseError, ModelLimits, RetryableError, deadline_hooks, refuse_cross_origin_redirect,
     status_error,
 )
 from embedeval.errors import InputError
@@ -33,8 +33,8 @@ class JinaEmbedder(APIEmbedder):
         self.task = task
         self.late_chunking = False
         self.truncate = True
-        self._client = httpx.Client(timeout=self.timeout, transport=deadline_transport(self.timeout), headers={"Authorization": f"Bearer {self._key.value}"},
-                                    follow_redirects=True, event_hooks={"response": [refuse_cross_origin_redirect]})
+        self._client = httpx.Client(timeout=self.timeout, headers={"Authorization": f"Bearer {self._key.value}"}, follow_redirects=True,
+                                    event_hooks=deadline_hooks(self.timeout, {"response": [refuse_cross_origin_redirect]}))
 
     def settings(self) -> dict[str, object]:
         return {**super().settings(), "task": self.task, "late_chunking": self.late_chunking, "truncate": self.truncate}

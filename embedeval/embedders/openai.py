@@ -13,8 +13,8 @@ from embedeval.embedders.http import (
     APIKey,
     FatalAPIError,
     ModelLimits,
+    deadline_hooks,
     openai_errors,
-    deadline_transport,
     refuse_cross_origin_redirect,
 )
 
@@ -46,20 +46,18 @@ def model_list(answer, url: str) -> list[dict]:
 def openai_client(key: APIKey, base_url: str, own_server: bool, timeout: float):
     """An ``openai`` client for the embedders and the chat model alike: no retries of its own (ours
     are bounded), ``timeout`` seconds per request in all (its own ``timeout`` bounds each read, so the
-    transport is a :func:`~embedeval.embedders.http.deadline_transport`), no redirect followed to another origin
+    answer is read within :func:`~embedeval.embedders.http.deadline_hooks`; the client keeps its own
+    transport, with the environment's proxy and its connection limits), no redirect followed to another origin
     (:func:`~embedeval.embedders.http.refuse_cross_origin_redirect`), and for a server of one's own
     (``own_server``) none of :data:`ACCOUNT_HEADERS`. Without a key no ``Authorization`` header
     is sent (the client needs a key string; its header is left out)."""
-    import importlib
-
     import openai
 
     hidden = {name: openai.Omit() for name in ACCOUNT_HEADERS} if own_server else None
     hooks = {"response": [refuse_cross_origin_redirect]}
     if not key.value:  # the client signs with the stand-in key: the header is taken out before it is sent
         hooks["request"] = [lambda request: request.headers.pop("Authorization", None)]
-    httpx_module = importlib.import_module(openai.DefaultHttpxClient.__base__.__module__.partition(".")[0])  # httpx or httpx2
-    http_client = openai.DefaultHttpxClient(event_hooks=hooks, transport=deadline_transport(timeout, httpx_module))
+    http_client = openai.DefaultHttpxClient(event_hooks=deadline_hooks(timeout, hooks))
     return openai.OpenAI(api_key=key.value or "none", base_url=base_url, max_retries=0, timeout=timeout,
                          default_headers=hidden, http_client=http_client)
 

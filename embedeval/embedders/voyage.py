@@ -93,8 +93,9 @@ class VoyageEmbedder(APIEmbedder):
         super().__init__(model, **kwargs)
         import voyageai
 
-        # the client's own setting: every thread's session made so
-        voyageai.requestssession = lambda: same_origin_session(self.timeout)
+        # the client's own setting, global: every thread's session made so, with the request timeout of
+        # the environment (no embedder captured in it)
+        voyageai.requestssession = same_origin_session
         self._voyage = voyageai
         self.input_type = input_type
         self.truncation = True
