@@ -157,16 +157,17 @@ def export_mteb(run_dir: str | Path, out: str | Path) -> list[Path]:
     run = NolimaRun.open(run_dir, (HAYSTACK_SETTINGS,))
     revision = dataset_revision(run)
     results = mteb_results(run.metrics(), revision)
-    written = []
+    result_files, meta_files = [], []
     with run_directory(out, is_mteb_folder, MTEB_FOLDER_RECORD):
         earlier = [name for name in recorded_files(out) if (out / name).is_file()]
         for (embedder, task), result in results.items():
             target = out / model_folder(embedder)[1] / NO_REVISION
             write_text_atomic(target / f"{task}.json", json.dumps(result, indent=2) + "\n")
             write_text_atomic(target / MODEL_META, json.dumps(model_meta(embedder), indent=2) + "\n")
-            written += [target / f"{task}.json", target / MODEL_META]
-        record_outputs(out, revision, {*earlier, *(str(path.relative_to(out)) for path in written)})
-    return written[::2]
+            result_files.append(target / f"{task}.json")
+            meta_files.append(target / MODEL_META)
+        record_outputs(out, revision, {*earlier, *(str(path.relative_to(out)) for path in result_files + meta_files)})
+    return result_files
 
 
 def prompt_rows(haystacks: pd.DataFrame, needle_set, template: str) -> pd.DataFrame:
