@@ -40,3 +40,26 @@ def test_ci_runs_the_readmes_test_command_step_by_step_and_it_installs_a_browser
     assert all(step in ci for step in steps), [step for step in steps if step not in ci]
     assert [ci.index(step) for step in steps] == sorted(ci.index(step) for step in steps)
     assert "apt-get" not in "\n".join(ci)  # one installer: tests/browser.py
+
+
+def _user_docs():
+    """What a user of a fresh clone reads: README, the docs site, the notebooks and the examples."""
+    return [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md")), *sorted((REPO_ROOT / "notebooks").glob("*.ipynb")),
+            *sorted(p for p in (REPO_ROOT / "examples").iterdir() if p.is_file())]
+
+
+def test_no_doc_points_at_the_project_workspace_and_every_test_command_is_the_readmes():
+    """Issue 47, part 4: a user's clone has no ../shared beside it, and a doc that gives its own
+    test command drifts from README's (getting-started.md had no tests/browser.py)."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    first_block = readme.split("```bash\n", 1)[1].split("```", 1)[0]
+    test_command = [line for line in first_block.splitlines() if line and not line.startswith("#")][1]
+    docs = _user_docs()
+    assert len(docs) > 20
+    for doc in docs:
+        text = doc.read_text(encoding="utf-8")
+        assert "../shared" not in text and "shared/haystacks" not in text, doc.name
+        blocks = [block.split("```", 1)[0] for block in text.split("```bash\n")[1:]]
+        commands = [line for block in blocks for line in block.splitlines() if "pytest" in line and not line.startswith("#")]
+        assert all(line == test_command for line in commands), (doc.name, commands)
+    assert any(test_command in doc.read_text(encoding="utf-8") for doc in docs if doc.name == "getting-started.md")

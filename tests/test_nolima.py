@@ -356,9 +356,14 @@ def test_killed_run_resumes_without_losing_or_repeating_work(tmp_path, books_dir
     fresh_args = [a if a != str(tmp_path / "run") else str(tmp_path / "fresh") for a in args]
     fresh_args[fresh_args.index(str(cache))] = str(tmp_path / "fresh-cache")
     assert CliRunner().invoke(app, fresh_args).exit_code == 0
-    for name in ("haystacks.parquet", "similarities.parquet", "retrieval.parquet", "metrics.csv", "breaks.csv"):
-        # byte for byte: a vector never depends on which texts shared its batch, so the resumed run's are the same
-        assert (tmp_path / "run" / name).read_bytes() == (tmp_path / "fresh" / name).read_bytes(), name
+    assert (tmp_path / "run" / "haystacks.parquet").read_bytes() == (tmp_path / "fresh" / "haystacks.parquet").read_bytes()
+    for name in ("similarities.parquet", "retrieval.parquet", "metrics.csv", "breaks.csv"):
+        # Every count and rank the same, and every float to float32 rounding: the resumed run
+        # embedded its texts in other batches, and BLAS may pick another kernel for another batch
+        # shape (the same bytes on most machines, not on every one: issue 47).
+        read = pd.read_parquet if name.endswith(".parquet") else pd.read_csv
+        pd.testing.assert_frame_equal(read(tmp_path / "run" / name), read(tmp_path / "fresh" / name),
+                                      check_exact=False, rtol=1e-5, atol=1e-7, obj=name)
 
 
 def test_a_second_run_into_a_held_run_directory_fails_at_once(tmp_path, isolated_cache):

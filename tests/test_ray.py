@@ -53,9 +53,11 @@ def test_ray_embeds_ids_as_the_local_model_does(local_ray, minilm):
     texts = [f"Line {i}: " + "the quick brown fox jumps over the lazy dog " * (i % 7 + 1) for i in range(100)]
     ids = [seq for seq, _ in minilm.token_ids(texts, minilm.id_capacity())]
     remote = RayEmbedder(minilm, "all-MiniLM-L6-v2", Executor("ray", workers=2))
-    np.testing.assert_array_equal(remote.embed_ids(ids), minilm.embed_ids(ids))
+    # float32 rounding apart at most: an actor runs torch on one core, this process on two, and the
+    # kernels a thread count picks may add in another order
+    np.testing.assert_allclose(remote.embed_ids(ids), minilm.embed_ids(ids), rtol=0, atol=1e-6)
     assert remote.embedded_per_actor() == [64, 36]  # batches of 32 dealt round-robin: 1st and 3rd, 2nd and 4th
-    np.testing.assert_array_equal(remote.embed(texts[:5], kind="query"), minilm.embed(texts[:5], kind="query"))
+    np.testing.assert_allclose(remote.embed(texts[:5], kind="query"), minilm.embed(texts[:5], kind="query"), rtol=0, atol=1e-6)
     assert remote.embed_ids([]).shape == (0, minilm.dim)
 
 
@@ -77,8 +79,9 @@ def test_a_killed_ray_driver_resumes_without_repeating_work(local_ray, tmp_path,
     total = newly_embedded(whole.output)
     assert saved > 0 and resumed > 0
     assert saved + resumed == total == cache_vectors(cache / "embeddings.sqlite")  # nothing twice, nothing lost
+    # float32 rounding apart at most: the resumed run embedded its texts in other batches (see test_nolima)
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "run" / "similarities.parquet"),
-                                  pd.read_parquet(tmp_path / "fresh" / "similarities.parquet"), check_exact=True)
+                                  pd.read_parquet(tmp_path / "fresh" / "similarities.parquet"), check_exact=False, rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.parametrize("args, says", [
