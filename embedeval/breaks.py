@@ -34,8 +34,8 @@ A break point at the longest length of the grid is censored (``break_censored``)
 fell below its bar, so the effective length is at least that ("≥ 2048 tokens").
 
 Recommended chunk size = CHUNK_FACTOR x the headline break point (not for ``chunks-max@C`` and
-``late-chunking@C``, whose length is the document's, not a chunk's), capped for ``truncate`` at the
-window the model reads (``chunk_capped``).
+``late-chunking@C``, whose length is the document's, not a chunk's), capped for a strategy that reads
+one window of a text (``truncate``, ``extend-*``) at the content tokens of that window (``chunk_capped``).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from embedeval.defaults import (
     RELATIVE_BREAK_FRACTION,
 )
 from embedeval.errors import ConfigError
-from embedeval.labels import BLIND_PREFIX, TRUNCATE, is_blind, scores_chunks
+from embedeval.labels import BLIND_PREFIX, is_blind, scores_chunks
 from embedeval.metrics import (
     BREAK_METRICS, RETRIEVAL_MEASURES, base_length_count, break_lengths, break_point, chance_corrected_recall, cluster_resamples,
     chance_corrected, groups_for_chance_test, recommended_chunk_tokens, relative_break_lengths, visible_base_count,
@@ -67,7 +67,10 @@ SERIES_KEYS = ["embedder", "strategy", "query_form", "variant", "n_distractors",
 #: the question groups, the window the model reads when the strategy reads one (``truncate``) and
 #: whether the recommended chunk was capped at it.
 #: and the chance level the relative rule corrects for (``chance_level``: :data:`CHANCE_LEVELS`).
-ADDED_BREAK_COLUMNS = ["break_censored", "n_groups", "window", "chunk_capped", "chance_level"]
+#: and how the resamples of the question groups spread the break point: the share of resamples per
+#: break length (``break_shares``, "128:0.524;256:0.471;none:0.005") and the share that gives the
+#: reported one (``break_point_share``).
+ADDED_BREAK_COLUMNS = ["break_censored", "n_groups", "window", "chunk_capped", "chance_level", "break_shares", "break_point_share"]
 BREAK_COLUMNS = [*SERIES_KEYS, "break_point", "break_point_lo", "break_point_hi", "recommended_chunk_tokens",
                  "relative_break_point", "absolute_break_point", "relative_status", "base_value", "base_ci_lo", "base_ci_hi",
                  "base_p", "base_lengths", "at_chance", "best_length", "best_value", "auc_break_point", *ADDED_BREAK_COLUMNS]
@@ -84,6 +87,9 @@ CHANCE_LEVELS = (RANDOM_RANKING, NEEDLE_BLIND)
 CHANCE_TEST_GROUPS = groups_for_chance_test()
 #: The percentiles of the bootstrapped break points that bound a break point's interval.
 BREAK_INTERVAL = (0.05, 0.95)
+#: The share of resamples at which another break length than the reported one is named beside it
+#: in the answer ("128 or 256 tokens (52% / 47% of resamples)").
+RIVAL_SHARE = 0.2
 #: The confidence of the base's interval (the at-chance test), as every other interval of a run.
 BASE_CONFIDENCE = 0.95
 
@@ -173,6 +179,29 @@ def _means(sums: np.ndarray, counts: np.ndarray, axis: int = 0) -> np.ndarray:
         return sums.sum(axis) / counts.sum(axis)
 
 
+def shares_text(points: np.ndarray) -> str:
+    """The share of bootstrapped break points per length, shortest first ("none" for 0, no break
+    point, first): "128:0.524;256:0.471;512:0.005". "" for no resamples."""
+    points = np.asarray(points, dtype=np.int64)
+    if points.size == 0:
+        return ""
+    found, counts = np.unique(points, return_counts=True)
+    return ";".join(f"{int(length) or 'none'}:{count / points.size:.3f}" for length, count in zip(found, counts))
+
+
+def parse_shares(text) -> dict[int | None, float]:
+    """:func:`shares_text` read back: {length (None for none): share}; {} for "" or a missing value."""
+    if not isinstance(text, str) or not text:
+        return {}
+    pairs = (item.split(":") for item in text.split(";"))
+    return {None if length == "none" else int(length): float(share) for length, share in pairs}
+
+
+def _point_share(points: np.ndarray, point: int | None) -> float | None:
+    """The share of bootstrapped break points equal to ``point`` (None: no resamples)."""
+    return float(np.mean(np.asarray(points) == (point or 0))) if len(points) else None
+
+
 def _interval(points: np.ndarray) -> tuple[int | None, int | None]:
     """The :data:`BREAK_INTERVAL` percentiles of bootstrapped break points (0 = none, the lowest),
     each an observed length, or None where it falls on "none"."""
@@ -207,7 +236,7 @@ def relative_break(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAU
     """
     empty = {"relative_break_point": None, "relative_lo": None, "relative_hi": None, "base_value": None, "base_ci_lo": None,
              "base_ci_hi": None, "base_p": None, "base_lengths": "", "at_chance": pd.NA, "relative_status": NO_RANKS,
-             "relative_best": None, "n_groups": 0}
+             "relative_best": None, "n_groups": 0, "relative_points": np.zeros(0, dtype=np.int64)}
     if rows.empty:
         return empty
     recall = rows[rule.recall_metric].to_numpy(float)
@@ -245,18 +274,20 @@ def relative_break(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAU
     if not above:
         return found
     point = int(relative_break_lengths(lengths, means[None, :], rule.fraction, n_base)[0]) or None
-    lo, hi = _interval(relative_break_lengths(lengths, resampled, rule.fraction, n_base)) if point else (None, None)
-    return {**found, "relative_break_point": point, "relative_lo": lo, "relative_hi": hi}
+    points = relative_break_lengths(lengths, resampled, rule.fraction, n_base)
+    lo, hi = _interval(points) if point else (None, None)
+    return {**found, "relative_break_point": point, "relative_lo": lo, "relative_hi": hi, "relative_points": points}
 
 
-def absolute_interval(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT_N_BOOTSTRAP,
-                      seed: int = DEFAULT_SEED) -> tuple[int | None, int | None]:
-    """The interval of one series' absolute break point from its rank rows, when the rule reads a
-    per-query retrieval measure (else no interval: None, None)."""
+def absolute_resamples(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT_N_BOOTSTRAP,
+                       seed: int = DEFAULT_SEED) -> np.ndarray:
+    """One series' absolute break point on every cluster-bootstrap resample of its question groups
+    (0: none), from its rank rows, when the rule reads a per-query retrieval measure (else no
+    resamples: an empty array)."""
     if rule.metric not in RETRIEVAL_MEASURES or rows.empty:
-        return None, None
+        return np.zeros(0, dtype=np.int64)
     lengths, sums, counts = _group_table(rows, rows[rule.metric].to_numpy(float))
-    return _interval(break_lengths(lengths, _resampled_means(sums, counts, n_resamples, seed), rule.threshold))
+    return break_lengths(lengths, _resampled_means(sums, counts, n_resamples, seed), rule.threshold)
 
 
 def _visible_shares(metrics: pd.DataFrame) -> dict:
@@ -267,7 +298,7 @@ def _visible_shares(metrics: pd.DataFrame) -> dict:
 
 def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: BreakRule | None = None,
                  n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED,
-                 windows: dict[str, int] | None = None) -> pd.DataFrame:
+                 windows: dict[tuple[str, str], int] | None = None) -> pd.DataFrame:
     """Per series (:data:`SERIES_KEYS`, columns :data:`BREAK_COLUMNS`): the relative break point
     (from the rank table ``retrieval``: without one, none) and the absolute one (from ``metrics``),
     the headline one (``break_point``, by ``rule.rule``) with its interval, the recommended chunk
@@ -284,9 +315,10 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
     question reads its recall@k against its own control's (the rank table's ``blind:`` rows,
     ``chance_level`` "needle-blind control"), every other series against k/n. ``break_censored``: the series
     kept its bar up to its longest length, so the break point is a lower bound ("≥ 2048 tokens").
-    ``windows``: per embedder (the ``embedder`` column) the tokens it reads of one text; a
-    ``truncate`` series' recommended chunk is capped there (``chunk_capped``), since the model
-    reads nothing past it."""
+    ``windows``: per embedder and strategy (the ``embedder`` and ``strategy`` columns) that read one
+    window of a text (``truncate``, ``extend-*``), the content tokens of it the model reads (254 of
+    all-MiniLM-L6-v2's 256: lengths count content tokens); the series' recommended chunk is capped
+    there (``chunk_capped``), since the model reads nothing past it."""
     rule = rule or BreakRule()
     series = {name: {key: s for key, s in metric_series(metrics, name).groupby(SERIES_KEYS)}
               for name in {rule.recall_metric, rule.metric, "auc"}}
@@ -310,8 +342,10 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
         absolute = point(rule.metric, rule.threshold)
         if rule.rule == "relative":
             headline, (lo, hi) = relative["relative_break_point"], (relative["relative_lo"], relative["relative_hi"])
+            points = relative["relative_points"] if headline else np.zeros(0, dtype=np.int64)
         else:
-            headline, (lo, hi) = absolute, (absolute_interval(ranked, rule, n_resamples, seed) if absolute else (None, None))
+            points = absolute_resamples(ranked, rule, n_resamples, seed) if absolute else np.zeros(0, dtype=np.int64)
+            headline, (lo, hi) = absolute, (_interval(points) if points.size else (None, None))
         if rule.rule == "relative":  # the best length of what the rule reads: chance-corrected recall@k
             best = relative["relative_best"]
         else:
@@ -319,7 +353,7 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
             top = None if shown is None or shown.empty else shown.iloc[int(np.argmax(shown["value"].to_numpy()))]
             best = None if top is None else (int(top["length"]), float(top["value"]))
         chunked = scores_chunks(key[1])  # its length is the document's, not a chunk's
-        window = windows.get(key[0]) if key[1] == TRUNCATE else None  # the model reads one window of the text
+        window = windows.get((key[0], key[1]))  # the content tokens of the one window the model reads of a text
         chunk = None if chunked else recommended_chunk_tokens(headline)
         capped = None if chunk is None else recommended_chunk_tokens(headline, window)
         read = ranked if rule.rule == "relative" else series[rule.metric].get(key)
@@ -334,7 +368,8 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
                      **{c: relative[c] for c in ("relative_status", "base_value", "base_ci_lo", "base_ci_hi", "base_p",
                                                  "base_lengths", "at_chance")},
                      "best_length": None if best is None else best[0], "best_value": None if best is None else best[1],
-                     "auc_break_point": point("auc", rule.threshold)})
+                     "auc_break_point": point("auc", rule.threshold),
+                     "break_shares": shares_text(points), "break_point_share": _point_share(points, headline)})
     table = pd.DataFrame(rows, columns=BREAK_COLUMNS)
     return table.assign(at_chance=table["at_chance"].astype("boolean"))  # true, false or unknown (cannot tell)
 
@@ -421,6 +456,26 @@ def why_no_break(row, rule: BreakRule | None = None) -> str | None:
     return None
 
 
+def _length_words(length: int | None) -> str:
+    return "none" if length is None else f"{length} tokens"
+
+
+def _percent(share: float) -> str:
+    """A share in whole percent, "<1%" for a share that rounds to 0 but is not."""
+    return "<1%" if share > 0 and f"{share:.0%}" == "0%" else f"{share:.0%}"
+
+
+def shares_words(row) -> str | None:
+    """How the resamples of the question groups spread a row's break point (``break_shares``), in
+    words, shortest first: "128 tokens in 50%, 256 tokens in 50%, 512 tokens in <1%"; None where
+    the row has none (no break point, or a breaks.csv from before the column)."""
+    shares = parse_shares(getattr(row, "break_shares", None))
+    if not shares:
+        return None
+    ordered = sorted(shares.items(), key=lambda item: item[0] or 0)
+    return ", ".join(f"{_length_words(length)} in {_percent(share)}" for length, share in ordered)
+
+
 def break_sentence(row, rule: BreakRule | None = None) -> str:
     """One line about a row of :func:`break_points`: the headline break point with its interval,
     or why there is none (:func:`why_no_break`); then the other rule's break point and the
@@ -434,4 +489,6 @@ def break_sentence(row, rule: BreakRule | None = None) -> str:
         return f"{why}{tail}"
     base = _base_text(row, rule)
     reading = f" ({base})" if rule.rule == "relative" and base else ""
-    return f"break point {interval_text(row)} by {rule.condition()}{reading}{chunk_text(row)}{tail}"
+    spread = shares_words(row)
+    resampled = f"; the resamples give {spread}" if spread and len(parse_shares(getattr(row, "break_shares", None))) > 1 else ""
+    return f"break point {interval_text(row)} by {rule.condition()}{reading}{chunk_text(row)}{resampled}{tail}"

@@ -381,6 +381,14 @@ class EmbeddingScorer:
             raise ConfigError(f"late-chunking@{chunk} does not fit {embedder.name}, which reads {self.capacity} content "
                               f"tokens per window; use `chunk_tokens` up to {self.capacity}", "chunk_tokens")
 
+    @property
+    def window_tokens(self) -> int | None:
+        """The content tokens the model reads of a text when the strategy reads one window of it
+        (``truncate``: the model's window less its special tokens and prompt, 254 for
+        all-MiniLM-L6-v2; ``extend-*@L``: L less them); None for a strategy that reads the whole
+        text in several pieces."""
+        return self.capacity if self.strategy_spec.one_piece else None
+
     def _capacity(self) -> int:
         """Content tokens the model reads per input. A model fed text (an API model) is cut
         :data:`~embedeval.defaults.TEXT_FIT_MARGIN` reference tokens below its window, as the

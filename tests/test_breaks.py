@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from embedeval.aggregate import retrieval_metrics
-from embedeval.breaks import BREAK_COLUMNS, BreakRule, break_points, break_sentence, interval_text
+from embedeval.breaks import BREAK_COLUMNS, BreakRule, break_points, break_sentence, interval_text, parse_shares
 from embedeval.run import read_breaks
 from embedeval.metrics import (
     base_length_count, break_lengths, break_point, chance_corrected_recall, cluster_resamples, relative_break_lengths,
@@ -169,6 +169,23 @@ def test_the_interval_is_the_break_point_on_resampled_groups():
     assert (row["break_point_lo"], row["break_point_hi"]) == (lo, hi)
     assert lo <= row["break_point"] <= hi
     assert interval_text(row.to_frame().T.itertuples().__next__()) == f"{int(row['break_point'])} tokens ({lo}-{hi})"
+    # the spread over the same resamples, counted by hand
+    found, counts = np.unique(points, return_counts=True)
+    assert parse_shares(row["break_shares"]) == {(int(p) or None): round(c / 300, 3) for p, c in zip(found, counts)}
+    assert row["break_shares"] == ";".join(f"{int(p) or 'none'}:{c / 300:.3f}" for p, c in zip(found, counts))
+    assert row["break_point_share"] == pytest.approx(np.mean(np.asarray(points) == row["break_point"]))
+    assert len(found) > 1  # this curve's resamples do disagree
+    said = break_sentence(row.to_frame().T.itertuples().__next__())
+    assert "; the resamples give " + ", ".join(f"{int(p) or 'none'}{' tokens' if p else ''} in {c / 300:.0%}"
+                                               for p, c in zip(found, counts) if c / 300 >= 0.005) in said
+
+
+def test_one_answer_when_every_resample_agrees_and_none_without_a_break_point():
+    agreed = _breaks(_with_hits({length: 0.9 for length in LENGTHS[:3]} | {length: 0.0 for length in LENGTHS[3:]}, seed=1))
+    assert agreed["break_point"] == 512 and agreed["break_shares"] == "512:1.000" and agreed["break_point_share"] == 1.0
+    flat = {length: (np.arange(GROUPS * DEPTHS).reshape(GROUPS, DEPTHS) % 24) * 5 + 1 for length in LENGTHS}
+    at_chance = _breaks(flat, n_candidates=120)
+    assert pd.isna(at_chance["break_point"]) and at_chance["break_shares"] == "" and pd.isna(at_chance["break_point_share"])
 
 
 def test_absolute_rule_interval_and_breaks_csv_round_trip(tmp_path):
@@ -231,12 +248,15 @@ def test_a_break_point_at_the_longest_length_is_censored_and_a_truncating_models
     auc = metrics[(metrics["metric"] == "query_auc") & (metrics["category"] == "all") & (metrics["depth_bucket"] == "all")]
     metrics = pd.concat([metrics, auc.assign(metric="auc", value=0.9)], ignore_index=True)  # the pooled AUC: no per-query rows
     rule = BreakRule("absolute", metric="auc", threshold=0.6)
-    row = break_points(metrics, retrieval, rule, n_resamples=100, windows={"m": 256}).iloc[0]
+    row = break_points(metrics, retrieval, rule, n_resamples=100, windows={("m", "truncate"): 254}).iloc[0]
     assert row["break_point"] == 2048 and row["break_censored"]  # never fell below the bar: at least 2048
-    assert row["recommended_chunk_tokens"] == 256 and row["chunk_capped"] and row["window"] == 256  # not 1638: it reads 256
+    # not 1638: it reads 254 content tokens (lengths count content tokens, not the 256 with [CLS] and [SEP])
+    assert row["recommended_chunk_tokens"] == 254 and row["chunk_capped"] and row["window"] == 254
     text = break_sentence(row, rule)
     assert text.startswith("break point ≥ 2048 tokens (no interval) by auc >= 0.6")  # was "2048 tokens (none-none)"
-    assert "recommended chunk 256 tokens (capped at the 256-token window the model reads)" in text
+    assert "recommended chunk 254 tokens (capped at the 254-token window the model reads)" in text
+    other = break_points(metrics, retrieval, rule, n_resamples=100, windows={("m", "windows-mean"): 254}).iloc[0]
+    assert not other["chunk_capped"] and other["recommended_chunk_tokens"] == 1638  # the window of another strategy
     relative = break_points(metrics, retrieval, n_resamples=100).iloc[0]  # the relative rule too; no window given: no cap
     assert relative["break_point"] == 2048 and relative["break_censored"] and not relative["chunk_capped"]
     assert interval_text(next(break_points(metrics, retrieval, n_resamples=100).itertuples())).startswith("≥ 2048 tokens (")

@@ -195,7 +195,7 @@ def _answers(hits: dict[int, float], visible: dict[int, float], windows=None, se
 
 
 def test_the_answer_says_the_break_point_the_chunk_the_groups_and_what_the_model_saw():
-    from embedeval.breaks import interval_text
+    from embedeval.breaks import interval_text, parse_shares
 
     visible = {128: 1.0, 512: 1.0, 2048: 0.5}
     ((headline, items),), table, row = _answers({128: 0.9, 512: 0.88, 2048: 0.2}, visible)
@@ -205,7 +205,10 @@ def test_the_answer_says_the_break_point_the_chunk_the_groups_and_what_the_model
                         "tokens it does not.")
     assert items[0].startswith(f"Break point **{interval_text(next(iter([row.to_frame().T.itertuples().__next__()])))}** by the "
                                "relative rule, the headline: act on this one")
-    assert items[1:] == ("Recommended chunk **409 tokens**: 0.8 x the break point.", "24 question groups.",
+    spread = ", ".join(f"{'none' if length is None else f'{length} tokens'} in {share:.0%}"
+                       for length, share in sorted(parse_shares(row["break_shares"]).items(), key=lambda item: item[0] or 0))
+    assert items[1:] == ("Recommended chunk **409 tokens**: 0.8 x the break point.",
+                         f"Over resamples of the question groups the break point is {spread}.", "24 question groups.",
                          "Needle visible to the model in its needle haystacks, by length: 128: 100%, 512: 100%, 2048: 50%.")
     assert list(table.columns) == ["series", "break point (relative rule)", "recommended chunk", "question groups", "absolute rule",
                                    "pooled-AUC rule"]  # 6 columns, not breaks.csv's 28
@@ -214,16 +217,56 @@ def test_the_answer_says_the_break_point_the_chunk_the_groups_and_what_the_model
 
 def test_the_answer_says_at_least_where_censored_and_names_the_window_cap():
     ((headline, items),), table, row = _answers({128: 0.95, 512: 0.95, 2048: 0.95}, {128: 1.0, 512: 1.0, 2048: 1.0},
-                                                windows={"m": 256})
+                                                windows={("m", "truncate"): 254})
     assert row["break_censored"] and row["chunk_capped"]
-    assert headline.startswith("With m (truncate), chunks of 256 tokens are safe, and longer ones may be: up to 2048-token "
+    assert headline.startswith("With m (truncate), chunks of 254 tokens are safe, and longer ones may be: up to 2048-token "
                                "haystacks, the longest measured,")
     assert items[0].startswith("Break point **≥ 2048 tokens (") and "at least this" in items[0]
-    assert items[1] == ("Recommended chunk **256 tokens**: 0.8 x the break point, capped at the 256-token window the model reads "
+    assert items[1] == ("Recommended chunk **254 tokens**: 0.8 x the break point, capped at the 254-token window the model reads "
                         "(it reads nothing past it).")
-    assert items[3] == "Needle visible to the model in its needle haystacks, by length: 100% at every length (nothing cut off before the needle)."
+    assert items[2] == "Over resamples of the question groups the break point is 2048 tokens in 100%."
+    assert items[4] == "Needle visible to the model in its needle haystacks, by length: 100% at every length (nothing cut off before the needle)."
     assert table.iloc[0]["break point (relative rule)"].startswith("≥ 2048 tokens (")
-    assert table.iloc[0]["recommended chunk"] == "256 (capped at the 256-token window)"
+    assert table.iloc[0]["recommended chunk"] == "254 (capped at the 254-token window)"
+
+
+def _row(**fields):
+    """One breaks.csv row as the report reads it (a named tuple), every column given or empty."""
+    import pandas as pd
+
+    from embedeval.breaks import BREAK_COLUMNS
+
+    base = {"embedder": "m", "strategy": "truncate", "query_form": "question", "variant": "onehop", "n_distractors": 0,
+            "n_needles": 1, "own_question": True, "relative_status": "ok", "n_groups": 24}
+    return next(pd.DataFrame([{c: fields.get(c, base.get(c)) for c in BREAK_COLUMNS}]).itertuples())
+
+
+def test_the_answer_names_every_length_the_resamples_give_and_the_safe_chunk():
+    """Issue 43, part 2: the default run's 128 rested on 524 of 1,000 resamples, 256 on 471; the
+    answer must not say "at 256 tokens it does not"."""
+    import pandas as pd
+
+    from embedeval.breaks import BreakRule
+    from embedeval.report.tables import answer
+
+    shares = pd.Series({128: 1.0, 256: 0.9, 512: 0.5})
+    coin = _row(break_point=128, break_point_lo=128, break_point_hi=256, recommended_chunk_tokens=102, window=254,
+                chunk_capped=False, break_shares="128:0.524;256:0.471;512:0.005", break_point_share=0.524)
+    headline, items = answer(coin, BreakRule(), shares)
+    assert headline == ("With m (truncate), the break point is 128 or 256 tokens (52% / 47% of resamples of the question "
+                        "groups): keep chunks ≤ 102 tokens to be safe; 204 tokens holds in 47% of the resamples.")
+    assert "it does not" not in headline
+    assert "Over resamples of the question groups the break point is 128 tokens in 52%, 256 tokens in 47%, 512 tokens in <1%." in items
+    upper = _row(break_point=256, recommended_chunk_tokens=204, window=254, break_shares="128:0.3;256:0.7", break_point_share=0.7)
+    assert answer(upper, BreakRule(), shares)[0].endswith("keep chunks ≤ 102 tokens to be safe; 204 tokens holds in 70% of the resamples.")
+    capped = _row(break_point=512, recommended_chunk_tokens=254, window=254, chunk_capped=True, break_shares="256:0.4;512:0.6")
+    assert answer(capped, BreakRule(), shares)[0].endswith("keep chunks ≤ 204 tokens to be safe; 254 tokens holds in 60% of the resamples.")
+    maybe_none = _row(break_point=128, recommended_chunk_tokens=102, break_shares="none:0.3;128:0.7")
+    assert "it may have no break point at all" in answer(maybe_none, BreakRule(), shares)[0]
+    agreed = _row(break_point=128, recommended_chunk_tokens=102, break_shares="128:0.9;256:0.1")  # 10%: one answer
+    assert answer(agreed, BreakRule(), shares)[0].startswith("With m (truncate), keep chunks ≤ 102 tokens: up to 128-token")
+    older = _row(break_point=128, recommended_chunk_tokens=102)  # a breaks.csv from before the shares: as before
+    assert answer(older, BreakRule(), shares)[0].startswith("With m (truncate), keep chunks ≤ 102 tokens: up to 128-token")
 
 
 def test_the_answer_says_why_there_is_no_break_point():

@@ -68,6 +68,18 @@ def test_truncate_on_token_ids_equals_sentence_transformers_encode(minilm):
     assert len(long_ids) > 254 and indexed.seen_chars[0] < len(TEXTS[0]) and indexed.seen_chars[2] == len(TEXTS[2])
 
 
+def test_the_window_a_one_piece_strategy_reads_counts_content_tokens(minilm):
+    """The recommended chunk of a strategy that reads one window of a text is capped at the
+    content tokens of that window: lengths count content tokens, so 254 for all-MiniLM-L6-v2's 256
+    with [CLS] and [SEP] (issue 43), L - 2 for extend-*@L; None for strategies that read it all."""
+    special = len(minilm.model.tokenizer("x")["input_ids"]) - len(minilm.token_ids(["x"])[0][0])  # [CLS] and [SEP]
+    assert special == 2
+    assert EmbeddingScorer(minilm, Strategy("truncate")).window_tokens == minilm.max_tokens - special == 254
+    assert EmbeddingScorer(minilm, Strategy.stretched("extend-gp@1024")).window_tokens == 1024 - special
+    for strategy in (Strategy("windows-mean"), Strategy("chunks-max", chunk_tokens=64)):
+        assert EmbeddingScorer(minilm, strategy).window_tokens is None
+
+
 @pytest.mark.parametrize("overlap", [0, 50])
 def test_windows_mean_equals_a_direct_computation(minilm, overlap):
     scorer = EmbeddingScorer(minilm, Strategy("windows-mean", overlap=overlap))

@@ -250,7 +250,8 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
             forget_outputs(out)
             with step(f"metrics and break points with bootstrap intervals ({config.n_bootstrap:,} resamples)", progress):
                 metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.grid.seed, retrieval=retrieval)
-                windows = {s.name: s.embedder.max_tokens for s in scorers if isinstance(s, EmbeddingScorer)}
+                windows = {(s.name, s.strategy): s.window_tokens for s in scorers
+                           if isinstance(s, EmbeddingScorer) and s.window_tokens is not None}
                 breaks = break_points(metrics, retrieval, config.rule(), config.n_bootstrap, config.grid.seed, windows)
             derived = writer.write_derived(metrics, breaks)
             with step("figures, report.md and report.html", progress):

@@ -7,8 +7,9 @@ import numpy as np
 import pandas as pd
 
 from embedeval.aggregate import metric_series, pair_with_controls
-from embedeval.breaks import SERIES_KEYS, BreakRule, interval_text, tokens_text, why_no_break
+from embedeval.breaks import RIVAL_SHARE, SERIES_KEYS, BreakRule, interval_text, parse_shares, shares_words, tokens_text, why_no_break
 from embedeval.defaults import CHUNK_FACTOR
+from embedeval.metrics import recommended_chunk_tokens
 from embedeval.labels import ALL, BLIND_PREFIX, CHUNKED_PREFIX, CONTROL, NEGATIVE, QUESTION, is_blind, scores_chunks
 from embedeval.metrics import recall_chance
 
@@ -273,6 +274,36 @@ def _visible_words(shares: pd.Series) -> str:
     return ", ".join(f"{int(length)}: {share:.0%}" for length, share in shares.items())
 
 
+def _rivals(row) -> list[tuple[int | None, float]]:
+    """The break lengths that at least :data:`~embedeval.breaks.RIVAL_SHARE` of the resamples give
+    (None: no break point), shortest first, when there are several: the answer is not one length."""
+    shares = parse_shares(getattr(row, "break_shares", None))
+    likely = sorted(((length, share) for length, share in shares.items() if share >= RIVAL_SHARE), key=lambda item: item[0] or 0)
+    return likely if len(likely) > 1 else []
+
+
+def _divided_headline(row, who: str, rivals: list[tuple[int | None, float]], chunked: bool) -> str:
+    """The headline when the resamples disagree: every likely length with its share, and for a
+    strategy with a chunk size the safe chunk (of the shortest likely length) and how often the
+    reported one holds."""
+    names = " or ".join("none" if length is None else str(length) for length, _ in rivals)
+    split = " / ".join(f"{share:.0%}" for _, share in rivals)
+    said = f"With {who}, the break point is {names} tokens ({split} of resamples of the question groups)"
+    if chunked:
+        return f"{said}: reading each document as {row.strategy.split('@')[-1]}-token chunks, the data do not tell which."
+    window = _count(row, "window")
+    lengths = [length for length, _ in rivals if length is not None]
+    if rivals[0][0] is None:
+        return f"{said}: it may have no break point at all, so this run recommends no chunk size with confidence."
+    safe = recommended_chunk_tokens(lengths[0], window)
+    other_length, other_share = next(((length, share) for length, share in rivals if length == _count(row, "break_point")
+                                      and length != lengths[0]), rivals[-1])
+    other = recommended_chunk_tokens(other_length, window)
+    if other == safe:
+        return f"{said}: keep chunks ≤ {safe} tokens."
+    return f"{said}: keep chunks ≤ {safe} tokens to be safe; {other} tokens holds in {other_share:.0%} of the resamples."
+
+
 def answer(row, rule: BreakRule, shares: pd.Series) -> tuple[str, tuple[str, ...]]:
     """The report's answer for one embedder and strategy (a row of :func:`headline_breaks`):
     ``(headline, items)``: the headline in plain words ("with this model, keep chunks <= 102
@@ -302,6 +333,9 @@ def answer(row, rule: BreakRule, shares: pd.Series) -> tuple[str, tuple[str, ...
             headline = f"With {who}, chunks of {int(row.recommended_chunk_tokens)} tokens are safe, and longer ones may be: {reach}."
         else:
             headline = f"With {who}, keep chunks ≤ {int(row.recommended_chunk_tokens)} tokens: {reach}."
+        rivals = _rivals(row)
+        if rivals:
+            headline = _divided_headline(row, who, rivals, chunked)
         bound = '; "≥": it never fell below the bar, so the effective length is at least this' if censored else ""
         items = [f"Break point **{interval_text(row)}** by the {rule.rule} rule, the headline: act on this one (in brackets its "
                  f"interval over resampled question groups{bound})."]
@@ -314,6 +348,9 @@ def answer(row, rule: BreakRule, shares: pd.Series) -> tuple[str, tuple[str, ...
                          f"{_count(row, 'window')}-token window the model reads (it reads nothing past it)." if _flag(row, "chunk_capped")
                          else f"Recommended chunk **at least {tokens} tokens**: {CHUNK_FACTOR} x the break point, a lower bound as "
                          "the break point is." if censored else f"Recommended chunk **{tokens} tokens**: {CHUNK_FACTOR} x the break point.")
+    spread = shares_words(row) if why is None else None
+    if spread is not None:
+        items.append(f"Over resamples of the question groups the break point is {spread}.")
     groups = _count(row, "n_groups")
     if groups is not None:
         items.append(f"{groups} question groups.")
