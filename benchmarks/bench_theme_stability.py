@@ -5,8 +5,8 @@ embedder's vectors can differ in their last bits (other BLAS kernels, other batc
 UMAP (its nearest-neighbour search and its optimisation) and HDBSCAN can turn such differences into
 other clusters. This benchmark measures how much: it runs the themes recipe once (the study's
 settings, the chunk vectors from the cache), then again on the same vectors plus Gaussian noise of
-standard deviation ``--noise`` (default 1e-7, about the size of a cross-CPU difference in float32
-vectors of norm 1) for several noise seeds, and prints per seed the adjusted Rand index (sklearn's
+standard deviation ``--noise`` (default 1e-7: some tens of float32 units in the last place of a
+typical component of a unit vector of 384 dimensions) for several noise seeds, and prints per seed the adjusted Rand index (sklearn's
 ``adjusted_rand_score``) against the unperturbed clustering, the clusters, the noise share, and
 which theme each of ``--terms`` names (or why none: :func:`~embedeval.experiments.themes.resolve_theme`).
 A rerun without noise comes first: it must give ARI 1 (the same machine and cache are exact).
