@@ -244,7 +244,7 @@ def needles_draft(
     llm: ChatModelOpt,
     out: Annotated[Path, typer.Option("--out", help="The needle set to write (.json); an earlier draft there, from the same themes run and chat model, is resumed. Rejected drafts go to NAME.rejected.csv beside it.")],
     per_theme: Annotated[int, typer.Option("--per-theme", help="Needle groups to keep per theme.")] = DEFAULT_DRAFT_PER_THEME,
-    themes_ids: Annotated[Optional[str], typer.Option("--themes-ids", help="Comma-separated themes (cluster numbers of the run, 0 = the largest) to draft for (default: every theme).")] = None,
+    themes_ids: Annotated[Optional[str], typer.Option("--themes-ids", help="Comma-separated themes to draft for, each by its cluster number (0 = the largest) or by a term of its top terms in the run's clusters.csv, e.g. writing (default: every theme).")] = None,
     attempts: Annotated[int, typer.Option("--attempts", help="Requests per theme: the first, then redrafts that send the rejected drafts back with their reasons.")] = DEFAULT_DRAFT_ATTEMPTS,
     embedder: Annotated[Optional[str], typer.Option("--embedder", "-e", help="Embedder of the needle-question similarity recorded for every needle (default: the themes run's).")] = None,
     nq_band: Annotated[Optional[str], typer.Option("--nq-band", help="LO,HI: keep only groups whose one-hop and inverted needles' needle-question similarity lies in [LO, HI] (Context Rot's needles: 0.445-0.775; default: no band).")] = None,
@@ -270,7 +270,7 @@ def needles_draft(
         except ValueError:
             raise InputError(f"--nq-band takes LO,HI (two numbers), not {nq_band!r}") from None
         band = (lo, hi)
-    ids = None if themes_ids is None else tuple(int_list(themes_ids, "--themes-ids"))
+    ids = None if themes_ids is None else tuple(split_list(themes_ids))
     config = DraftConfig(str(themes), llm, str(out), per_theme, ids, attempts, embedder, band, temperature=temperature)
     config.validate()
     ceiling = parse_ceiling(max_cost)
@@ -638,7 +638,7 @@ def themes_membership(
     out: OutTable,
     needles: NeedleOptions,
     pairs: PairOptions,
-    cluster: Annotated[Optional[int], typer.Option("--cluster", help="The target theme of every needle whose pair file row names none in a cluster (or theme) column (default 0: the largest cluster).")] = None,
+    cluster: Annotated[Optional[str], typer.Option("--cluster", help="The target theme of every needle whose pair file row names none in a cluster (or theme) column, by its number or by a term of its top terms, e.g. writing (default 0: the largest cluster).")] = None,
     threshold: Annotated[float, typer.Option("--threshold", help="A needle blends in when its probability for the target cluster exceeds this (and it passes --min-outside-percentile).")] = DEFAULT_BLEND_THRESHOLD,
     min_outside_percentile: Annotated[float, typer.Option("--min-outside-percentile", help="A needle blends in only when it is also this close to the target theme: its mean cosine to the theme's nearest chunks at or above this percentile (0-100) of the same statistic over the corpus chunks outside the theme.")] = DEFAULT_MIN_OUTSIDE_PERCENTILE,
     embedder: Annotated[Optional[str], typer.Option("--embedder", "-e", help="Must be the run's embedder if given (the default is the run's).")] = None,
@@ -652,7 +652,9 @@ def themes_membership(
     theme it is nearest (best_cluster) with the same measures.
 
     A pair file may name each needle's target in a cluster (or theme) column, so needles written for
-    several themes are checked in one run."""
+    several themes are checked in one run. A theme is named by its number or by a term of its top
+    terms (writing): a term names one theme, and keeps naming it when another machine numbers the
+    clusters otherwise."""
     from embedeval.experiments.context_rot import pair_rows
     from embedeval.experiments.themes import MEMBERSHIP_COLUMNS, theme_membership
 

@@ -1,14 +1,24 @@
 """A scripted OpenAI-compatible chat server, to try ``embedeval needles draft`` without a chat model.
 
-It listens on 127.0.0.1 only and answers every ``POST /v1/chat/completions`` with the next reply of
-a drafts file, in the file's order, whatever the prompt says; once the replies are used up it
-answers HTTP 410 (the draft then stops with one ``error:`` line, keeping what it accepted). Every
-other request gets a 404. It needs no API key and reads none.
+It listens on 127.0.0.1 only and answers every ``POST /v1/chat/completions`` with the next scripted
+reply; once the replies are used up it answers HTTP 410 (the draft then stops with one ``error:``
+line, keeping what it accepted). Every other request gets a 404. It needs no API key and reads none.
 
-A drafts file is JSON: ``{"description": "...", "replies": [REPLY, ...]}``. A REPLY that is a JSON
-object (``{"groups": [...]}``, what ``needles draft`` asks a chat model for) is sent as its JSON
-text; a REPLY that is a string is sent as it is (a refusal, a fenced answer, malformed JSON).
-``examples/pg-essays-drafts.json`` scripts the worked example of docs/themes.md.
+A drafts file is JSON, in one of two shapes:
+
+- ``{"description": "...", "themes": {TERM: [REPLY, ...], ...}}``: replies per theme, the theme
+  named by a term of its top terms (``"writing"``). ``needles draft`` shows each theme's top terms
+  in its prompt (``Theme 6: 89 passages; its top terms: essay, essays, write, writing, ...``); a
+  request gets the next reply of the one TERM among them, whatever number the theme has in this
+  run, so the script holds wherever the clusters are numbered otherwise. A prompt whose top terms
+  hold no TERM, or more than one, gets HTTP 422 saying so.
+- ``{"description": "...", "replies": [REPLY, ...]}``: replies in the file's order, whatever the
+  prompt says.
+
+A REPLY that is a JSON object (``{"groups": [...]}``, what ``needles draft`` asks a chat model for)
+is sent as its JSON text; a REPLY that is a string is sent as it is (a refusal, a fenced answer,
+malformed JSON). ``examples/pg-essays-drafts.json`` scripts the worked example of docs/themes.md
+(per theme: ``writing`` and ``startup``).
 
 From a shell (port 0, the default, takes a free port; the URL is printed)::
 
@@ -27,6 +37,7 @@ from __future__ import annotations
 import argparse
 import http.server
 import json
+import re
 import sys
 import threading
 from pathlib import Path
@@ -35,11 +46,14 @@ from pathlib import Path
 CHAT_PATH = "/v1/chat/completions"
 #: The model name the server reports when a request names none.
 MODEL = "scripted"
+#: The line of a draft prompt that names the theme and its top terms.
+THEME_LINE = re.compile(r"^Theme (-?\d+): .*?its top terms: (.*?)\.?$", re.M)
 
 
-def load_replies(path: str | Path) -> list[str]:
-    """The replies of a drafts file (module docstring), each as the text the server sends. A file
-    that is missing, not JSON or not of that shape is a :class:`ValueError` naming the problem."""
+def load_replies(path: str | Path) -> list[str] | dict[str, list[str]]:
+    """The replies of a drafts file (module docstring), each as the text the server sends: a list
+    (``"replies"``, in order) or, per theme, a dict from term to its list (``"themes"``). A file
+    that is missing, not JSON or not of either shape is a :class:`ValueError` naming the problem."""
     path = Path(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -47,9 +61,20 @@ def load_replies(path: str | Path) -> list[str]:
         raise ValueError(f"cannot read drafts file {path}: {exc.strerror or exc}") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"drafts file {path} is not JSON ({exc.msg} at line {exc.lineno})") from None
+    themes = data.get("themes") if isinstance(data, dict) else None
+    if isinstance(themes, dict) and themes:
+        return {term.strip().lower(): _reply_texts(replies, f"theme {term!r} of drafts file {path}")
+                for term, replies in themes.items()}
     replies = data.get("replies") if isinstance(data, dict) else None
     if not isinstance(replies, list) or not replies:
-        raise ValueError(f'drafts file {path} holds no replies: it must be {{"replies": [...]}} with at least one')
+        raise ValueError(f'drafts file {path} holds no replies: it must be {{"replies": [...]}} or {{"themes": {{TERM: [...]}}}} '
+                         "with at least one")
+    return _reply_texts(replies, f"drafts file {path}")
+
+
+def _reply_texts(replies, where: str) -> list[str]:
+    if not isinstance(replies, list) or not replies:
+        raise ValueError(f"{where} holds no replies: it must be a list with at least one")
     texts = []
     for number, reply in enumerate(replies, start=1):
         if isinstance(reply, str):
@@ -57,17 +82,35 @@ def load_replies(path: str | Path) -> list[str]:
         elif isinstance(reply, dict):
             texts.append(json.dumps(reply, ensure_ascii=False))
         else:
-            raise ValueError(f"reply {number} of drafts file {path} is neither a JSON object nor a string")
+            raise ValueError(f"reply {number} of {where} is neither a JSON object nor a string")
     return texts
 
 
-class ScriptedChat:
-    """The server: ``replies`` (texts, :func:`load_replies`) answered in order on 127.0.0.1:``port``
-    (0: a free port). A context manager that serves in a background thread; ``url`` is the base URL
-    to give ``--llm openai:MODEL?base_url=URL``, ``prompts`` the prompts received, in order."""
+def theme_of_prompt(prompt: str, terms) -> tuple[str | None, str]:
+    """The one term of ``terms`` among the top terms the prompt's ``Theme N: ...`` line shows, and
+    that line (None, with the reason, when the prompt has no such line, or its top terms hold none
+    of ``terms`` or several)."""
+    line = THEME_LINE.search(prompt)
+    if not line:
+        return None, "the prompt names no theme (no 'Theme N: ... its top terms: ...' line)"
+    shown = {t.strip().lower() for t in line.group(2).split(",")}
+    found = [term for term in terms if term in shown]
+    if len(found) != 1:
+        which = "none" if not found else "more than one (" + ", ".join(found) + ")"
+        return None, f"theme {line.group(1)}'s top terms ({line.group(2)}) hold {which} of the scripted themes {', '.join(terms)}"
+    return found[0], line.group(0)
 
-    def __init__(self, replies: list[str], port: int = 0, log=None):
-        self.replies = list(replies)
+
+class ScriptedChat:
+    """The server: ``replies`` (:func:`load_replies`: texts answered in order, or per theme a dict
+    from term to texts) on 127.0.0.1:``port`` (0: a free port). A context manager that serves in a
+    background thread; ``url`` is the base URL to give ``--llm openai:MODEL?base_url=URL``,
+    ``prompts`` the prompts received, in order."""
+
+    def __init__(self, replies: list[str] | dict[str, list[str]], port: int = 0, log=None):
+        self.per_theme = {term: list(texts) for term, texts in replies.items()} if isinstance(replies, dict) else None
+        self.replies = [t for texts in self.per_theme.values() for t in texts] if self.per_theme else list(replies)
+        self._used = {term: 0 for term in self.per_theme or ()}
         self.log = log  # called with one line per request (main() prints them), or None
         self.prompts: list[str] = []
         self._lock = threading.Lock()
@@ -78,17 +121,33 @@ class ScriptedChat:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
-    def next_reply(self, prompt: str) -> str | None:
-        """Record ``prompt`` and return the next reply (None once they are used up)."""
+    def next_reply(self, prompt: str) -> tuple[int, str]:
+        """Record ``prompt`` and return (HTTP status, the reply or the error message): 200 with the
+        next reply (of the prompt's theme, when the replies are per theme); 410 once they are used
+        up; 422 when the prompt's theme is none of the scripted ones."""
+        asked = next((line for line in prompt.splitlines() if line.startswith("Theme ")), prompt.split("\n", 1)[0])
         with self._lock:
             self.prompts.append(prompt)
             number = len(self.prompts)
-        reply = self.replies[number - 1] if number <= len(self.replies) else None
+            if self.per_theme is None:
+                status, reply = (200, self.replies[number - 1]) if number <= len(self.replies) else \
+                    (410, f"all {len(self.replies)} scripted replies are used up (the draft asked for more than the drafts file scripts)")
+                answered = f"reply {number} of {len(self.replies)}" if status == 200 else "HTTP 410, the replies are used up"
+            else:
+                term, why = theme_of_prompt(prompt, list(self.per_theme))
+                if term is None:
+                    status, reply, answered = 422, f"no scripted replies for this prompt: {why}", "HTTP 422, no scripted theme"
+                else:
+                    used, texts = self._used[term], self.per_theme[term]
+                    self._used[term] += 1
+                    status, reply = (200, texts[used]) if used < len(texts) else \
+                        (410, f"all {len(texts)} scripted replies of theme {term!r} are used up (the draft asked for more than "
+                              "the drafts file scripts)")
+                    answered = (f"{term} reply {used + 1} of {len(texts)}" if status == 200
+                                else f"HTTP 410, the {term} replies are used up")
         if self.log:
-            asked = next((line for line in prompt.splitlines() if line.startswith("Theme ")), prompt.split("\n", 1)[0])
-            answered = f"reply {number} of {len(self.replies)}" if reply is not None else "HTTP 410, the replies are used up"
             self.log(f"request {number} ({asked[:80]}): {answered}")
-        return reply
+        return status, reply
 
     def _handler(self):
         chat = self
@@ -104,10 +163,9 @@ class ScriptedChat:
                 except (ValueError, AttributeError):
                     self._send(400, {"error": {"message": "the request is not an OpenAI chat-completions JSON body"}})
                     return
-                reply = chat.next_reply(prompt)
-                if reply is None:
-                    self._send(410, {"error": {"message": f"all {len(chat.replies)} scripted replies are used up "
-                                                          "(the draft asked for more than the drafts file scripts)"}})
+                status, reply = chat.next_reply(prompt)
+                if status != 200:
+                    self._send(status, {"error": {"message": reply}})
                     return
                 self._send(200, {"id": f"scripted-{len(chat.prompts)}", "object": "chat.completion", "created": 0,
                                  "model": body.get("model") or MODEL,
@@ -174,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 2
-    print(f"serving {len(replies)} scripted replies at {server.url}; draft with "
+    themes = f" for the themes {', '.join(replies)}" if isinstance(replies, dict) else ""
+    print(f"serving {len(server.replies)} scripted replies{themes} at {server.url}; draft with "
           f"--llm \"openai:{MODEL}?base_url={server.url}\"; Ctrl-C stops", flush=True)
     server.serve_forever()
     return 0

@@ -142,7 +142,7 @@ def _pair_files(folder):
     (folder / "pairs-dir.csv").mkdir()
     pd.DataFrame({"question": ["Who?"], "needle": [None]}).to_parquet(folder / "null-needle.parquet")
     (folder / "ok.csv").write_text("question,needle\nWho?,Ann was there.\n")
-    (folder / "word-theme.csv").write_text("question,needle,theme\nWho?,Ann was there.,3\nWhy?,Bo wrote.,writing\n")
+    (folder / "word-theme.csv").write_text("question,needle,theme\nWho?,Ann was there.,writing\nWhy?,Bo wrote.,the writing\n")
     (folder / "two-targets.jsonl").write_text('{"question": "Who?", "needle": "Ann.", "cluster": 1, "theme": 2}\n')
     (folder / "negative-cluster.csv").write_text("question,needle,cluster\nWho?,Ann was there.,-1\n")
 
@@ -162,7 +162,8 @@ def _pair_files(folder):
     (["--pairs", "pairs-dir.csv"], "pair file pairs-dir.csv is a folder, not a file"),
     (["--pairs", "ok.csv", "--groups", "loc-dresden"], "--pairs takes the place of --needles and --groups"),
     (["--pairs", "word-theme.csv"], "pair file word-theme.csv: row 2: theme must be a cluster number (0, 1, ... as in the "
-                                    "themes run's clusters.csv), not 'writing'"),
+                                    "themes run's clusters.csv) or a term of the theme's top terms (one word, such as writing), "
+                                    "not 'the writing'"),
     (["--pairs", "two-targets.jsonl"], "pair file two-targets.jsonl: line 1: both cluster and theme given"),
     (["--pairs", "negative-cluster.csv"], "pair file negative-cluster.csv: row 1: cluster must be a cluster number"),
     (["--pairs", "ok.csv", "--needles", "n.json"], "--pairs takes the place of --needles and --groups"),

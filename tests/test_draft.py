@@ -11,6 +11,7 @@ import importlib.util
 import json
 import re
 import select
+import shutil
 import socket
 import subprocess
 import sys
@@ -49,6 +50,12 @@ def themes_run(tmp_path_factory):
 def theme_of(run, topic: str) -> int:
     clusters = pd.read_csv(run / "clusters.csv")
     return int(next(row.cluster for row in clusters.itertuples() if row.representatives.startswith(f"{topic}:")))
+
+
+def term_of(run, cluster: int) -> str:
+    """A term of the theme's top terms that no other theme of the run has: what names it."""
+    terms = {row.cluster: row.top_terms.split(";") for row in pd.read_csv(run / "clusters.csv").itertuples()}
+    return next(t for t in terms[cluster] if all(t not in others for c, others in terms.items() if c != cluster))
 
 
 def group(question, character, keyword, onehop, inverted):
@@ -97,7 +104,7 @@ def test_scripted_drafts_each_rejected_for_its_reason_and_redrafts_accepted(them
         json.dumps({"groups": SAILING}),
     ]
     out = tmp_path / "needles.json"
-    result = draft(themes_run, out, "--themes-ids", f"{cooking},{sailing}", "--per-theme", "2")
+    result = draft(themes_run, out, "--themes-ids", f"{term_of(themes_run, cooking)},{sailing}", "--per-theme", "2")  # a term, a number
     assert result.exit_code == 0, result.output
     assert f"theme {cooking}: 2 of 2 groups accepted, 5 draft(s) rejected" in result.output
     assert f"theme {sailing}: 2 of 2 groups accepted, 1 draft(s) rejected" in result.output
@@ -184,10 +191,21 @@ def test_bad_input_is_one_line_before_any_request(themes_run, chat, tmp_path):
     (tmp_path / "not-themes").mkdir()
     (tmp_path / "not-themes" / "notes.txt").write_text("mine")
     assert "is not a finished themes run" in refused(tmp_path / "not-themes", tmp_path / "n.json", out=True)
-    assert "theme 7 is not a theme of" in refused("--themes-ids", "0,7")
-    assert "--themes-ids takes comma-separated whole numbers" in refused("--themes-ids", "cooking")
+    assert f"--themes-ids: theme 7 is not a theme of {themes_run} (its themes: 0..2" in refused("--themes-ids", "0,7")
+    assert refused("--themes-ids", "0,nosuchterm") == (f"error: --themes-ids: no theme of {themes_run} has 'nosuchterm' among "
+                                                       "its top terms (see its clusters.csv)")
     assert "--themes-ids names theme 0 twice in 0,0: each theme is drafted once (--per-theme sets how many groups)" in \
         refused("--themes-ids", "0,0")
+    assert refused("--themes-ids", f"{term_of(themes_run, 0)},0") == (
+        f"error: --themes-ids names theme 0 twice ({term_of(themes_run, 0)}, 0): name each theme once")
+    shared = tmp_path / "shared-term"  # a run in which two themes share a top term
+    shutil.copytree(themes_run, shared)
+    clusters = pd.read_csv(shared / "clusters.csv")
+    clusters.assign(top_terms=clusters["top_terms"].where(clusters["cluster"] == 2, clusters["top_terms"] + ";shared")).to_csv(
+        shared / "clusters.csv", index=False)
+    assert refused(shared, tmp_path / "n.json", "--themes-ids", "shared", out=True).startswith(
+        f"error: --themes-ids: 'shared' is a top term of 2 themes of {shared}: 0 (")
+    assert "name one by its number or by a term only it has" in refused(shared, tmp_path / "n.json", "--themes-ids", "shared", out=True)
     assert "--nq-band takes LO,HI" in refused("--nq-band", "0.4")
     assert "--nq-band must be LO,HI with -1 <= LO <= HI <= 1" in refused("--nq-band", "0.8,0.2")
     assert "--per-theme must be a whole number >= 1" in refused("--per-theme", "0")
@@ -263,7 +281,7 @@ def example_chat_server(drafts):
     try:
         ready, _, _ = select.select([server.stdout], [], [], 60)
         first = server.stdout.readline() if ready else ""
-        match = re.search(r"serving \d+ scripted replies at (http://127\.0\.0\.1:\d+/v1);", first)
+        match = re.search(r"serving \d+ scripted replies(?: for the themes [^;]*?)? at (http://127\.0\.0\.1:\d+/v1);", first)
         assert match, f"the example server did not start: {first!r}"
 
         def printed() -> str:
@@ -305,11 +323,36 @@ def test_the_example_chat_server_drives_a_draft_through_the_cli_until_its_replie
                         ("4", str(sailing), "HTTP 410, the replies are used up")]
 
 
+def test_the_example_chat_server_answers_each_theme_from_its_own_replies_named_by_a_term(themes_run, tmp_path, monkeypatch):
+    """Issue 47: replies scripted per theme, the theme named by a term of its top terms, so the
+    script holds whatever numbers the clusters get; asked in either order, each theme gets its own."""
+    monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "1")
+    cooking, sailing, stars = (theme_of(themes_run, topic) for topic in ("cooking", "sailing", "astronomy"))
+    drafts = tmp_path / "drafts.json"
+    drafts.write_text(json.dumps({"themes": {term_of(themes_run, cooking): [{"groups": [GOOD]}],
+                                             term_of(themes_run, sailing).upper(): [{"groups": SAILING[:1]}]}}), encoding="utf-8")
+    out = tmp_path / "needles.json"
+    with example_chat_server(drafts) as (url, printed):
+        result = CliRunner().invoke(app, ["needles", "draft", "--themes", str(themes_run), "--llm", f"openai:scripted?base_url={url}",
+                                          "--out", str(out), "--themes-ids", f"{sailing},{cooking},{stars}", "--per-theme", "1", "-q"])
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert result.exit_code == 1 and len(lines) == 1, result.output  # the third theme has no scripted replies
+        assert lines[0].startswith("error: chat model scripted: HTTP 422") and "no scripted replies for this prompt: theme " in lines[0]
+        log = printed()
+    assert [g.character for g in load_needle_set(out).groups] == ["Kenji", "Yuki"]
+    requests = re.findall(r"request (\d+) \(Theme (\d+):.*\): (.*)", log)
+    assert requests == [("1", str(sailing), f"{term_of(themes_run, sailing)} reply 1 of 1"),
+                        ("2", str(cooking), f"{term_of(themes_run, cooking)} reply 1 of 1"),
+                        ("3", str(stars), "HTTP 422, no scripted theme")]
+
+
 def test_the_shipped_pg_essays_drafts_are_well_formed_and_show_a_rejection_and_its_redraft():
     spec = importlib.util.spec_from_file_location("scripted_chat", EXAMPLES / "scripted_chat.py")
     scripted_chat = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(scripted_chat)
-    replies = [parse_drafts(reply) for reply in scripted_chat.load_replies(EXAMPLES / "pg-essays-drafts.json")]
+    per_theme = scripted_chat.load_replies(EXAMPLES / "pg-essays-drafts.json")
+    assert list(per_theme) == ["essay", "starting"]  # the themes named by terms, not by numbers that can change
+    replies = [parse_drafts(reply) for texts in per_theme.values() for reply in texts]
     groups = [g for reply in replies for g in reply]
 
     def problems(index: int) -> list[str]:  # the validator's, with the id and category the draft fills in

@@ -211,6 +211,82 @@ def test_a_pair_file_names_each_needles_target_and_every_needle_gets_its_best_th
     assert not (tmp_path / "x.csv").exists()
 
 
+#: Top terms of three themes, two of them sharing "language" (as the essays' Lisp and languages themes do).
+NAMED = {0: ("lisp", "language", "syntax", "macros"), 1: ("language", "languages", "programming", "program"),
+         2: ("essay", "essays", "writing", "write")}
+
+
+def test_a_theme_is_named_by_its_number_or_by_a_term_of_its_top_terms():
+    """Issue 47: cluster numbers follow sizes, which can change between machines; a term names the
+    subject. Resolved once, in the library, for --themes-ids, --cluster and a pair file's column."""
+    from embedeval.errors import InputError
+    from embedeval.experiments.themes import resolve_theme
+
+    assert [resolve_theme(name, NAMED, "runs/t") for name in (2, "2", " 2 ", "2.0", np.int64(1))] == [2, 2, 2, 2, 1]
+    assert [resolve_theme(name, NAMED, "runs/t") for name in ("writing", " Writing ", "lisp", "languages")] == [2, 2, 0, 1]
+
+    def refused(name, **kwargs) -> InputError:
+        with pytest.raises(InputError) as caught:
+            resolve_theme(name, NAMED, "runs/t", **kwargs)
+        assert "\n" not in str(caught.value)
+        return caught.value
+
+    assert str(refused(3)) == "theme 3 is not a theme of runs/t (its themes: 0..2; see its clusters.csv)"
+    assert str(refused("-1")) == "theme -1 is not a theme of runs/t (its themes: 0..2; see its clusters.csv)"
+    assert str(refused("writnig")) == ("no theme of runs/t has 'writnig' among its top terms; closest: writing (theme 2), write "
+                                       "(theme 2) (see its clusters.csv)")
+    assert str(refused("startup")) == "no theme of runs/t has 'startup' among its top terms (see its clusters.csv)"
+    assert str(refused("language")) == ("'language' is a top term of 2 themes of runs/t: 0 (lisp, language, syntax, macros); "
+                                        "1 (language, languages, programming, program); name one by its number or by a term "
+                                        "only it has")
+    error = refused("Language", parameter="cluster")
+    assert str(error).startswith("`cluster`: 'Language' is a top term of 2 themes") and error.parameters == ("cluster",)
+    assert str(refused("", parameter="theme_ids")).startswith("`theme_ids`: an empty name")
+
+
+def test_membership_takes_terms_for_the_target_theme_and_refuses_no_match_and_ambiguous_ones(themes_run, tmp_path):
+    clusters = pd.read_csv(themes_run / "clusters.csv")
+    terms = {row.cluster: row.top_terms.split(";") for row in clusters.itertuples()}
+    unique = {c: next(t for t in ts if all(t not in terms[o] for o in terms if o != c)) for c, ts in terms.items()}
+    chunks = pd.read_parquet(themes_run / "chunks.parquet")
+    rng = np.random.default_rng(3)
+    needles = [text for c in range(3) for text in sentences(topic_of(chunks, c), 1, rng)]
+    pairs = tmp_path / "pairs.csv"
+    pd.DataFrame({"question": ["Q?"] * 3, "needle": needles, "theme": [unique[0].upper(), str(1), ""]}).to_csv(pairs, index=False)
+    out = tmp_path / "membership.csv"
+
+    def membership(*options, output=out):
+        return CliRunner().invoke(app, ["themes", "membership", str(themes_run), "--pairs", str(pairs), "--out", str(output),
+                                        "-q", *options])
+
+    result = membership("--cluster", unique[2])  # the row with no target takes --cluster, here a term
+    assert result.exit_code == 0, result.output
+    assert pd.read_csv(out)["target_cluster"].tolist() == [0, 1, 2]
+    assert result.output.splitlines()[1].endswith("cluster 0: 1 of 1; cluster 1: 1 of 1; cluster 2: 1 of 1")
+
+    def refused(*options, run=themes_run) -> str:
+        result = CliRunner().invoke(app, ["themes", "membership", str(run), "--pairs", str(pairs), "--out",
+                                          str(tmp_path / "x.csv"), *options])
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), result.output
+        assert not (tmp_path / "x.csv").exists()
+        return lines[0]
+
+    assert refused("--cluster", "nosuchterm") == (f"error: --cluster: no theme of {themes_run} has 'nosuchterm' among its "
+                                                  "top terms (see its clusters.csv)")
+    assert refused("--cluster", "9").startswith(f"error: --cluster: theme 9 is not a theme of {themes_run} (its themes: 0..2")
+    pd.DataFrame({"question": ["Q?"] * 3, "needle": needles, "cluster": ["nosuchterm", "0", "nosuchterm"]}).to_csv(pairs, index=False)
+    assert refused() == (f"error: target of needle 1, needle 3: no theme of {themes_run} has 'nosuchterm' among its top terms "
+                         "(see its clusters.csv)")
+    shared = tmp_path / "shared-term"  # the run with a term two themes share
+    shutil.copytree(themes_run, shared)
+    doctored = clusters.assign(top_terms=[f"{t};shared" if c < 2 else t for c, t in zip(clusters["cluster"], clusters["top_terms"])])
+    doctored.to_csv(shared / "clusters.csv", index=False)
+    assert refused("--cluster", "shared", run=shared) == (
+        f"error: --cluster: 'shared' is a top term of 2 themes of {shared}: 0 ({', '.join(terms[0][:4])}); "
+        f"1 ({', '.join(terms[1][:4])}); name one by its number or by a term only it has")
+
+
 def test_the_percentiles_by_hand(themes_run, tmp_path):
     from embedeval.embedders.registry import load_embedder
 
@@ -357,7 +433,7 @@ def test_bad_theme_inputs_are_one_line(themes_run, topic_books, tmp_path):
     manifest = json.loads((themes_run / "themes.json").read_text())
     tampered = tmp_path / "tampered"
     tampered.mkdir()
-    for name in ("umap.joblib", "hdbscan.joblib", "chunks.parquet"):
+    for name in ("umap.joblib", "hdbscan.joblib", "chunks.parquet", "clusters.csv"):
         (tampered / name).write_bytes((themes_run / name).read_bytes())
     (tampered / "themes.json").write_text(json.dumps({**manifest, "embedder_fingerprint": "another"}))
     result = run("membership", str(tampered), "--pairs", str(pairs), "--out", str(tmp_path / "m.csv"))

@@ -55,7 +55,7 @@ from embedeval.embedders.registry import load_embedder
 from embedeval.embedders.tokens import load_token_counter
 from embedeval.errors import APIError, ConfigError, InputError
 from embedeval.experiments.context_rot import answer_absence, needle_question_similarity, pair_rows
-from embedeval.experiments.themes import MANIFEST, load_themes, read_manifest, theme_membership, themes_chunks
+from embedeval.experiments.themes import MANIFEST, load_themes, read_manifest, resolve_themes, theme_membership, themes_chunks
 from embedeval.io import check_output_file, read_json, read_table, write_table, write_text_atomic
 from embedeval.llm import chat_spec_difference
 from embedeval.plan import check_ceiling
@@ -123,7 +123,7 @@ class DraftConfig:
     llm: str
     out: str
     per_theme: int = DEFAULT_DRAFT_PER_THEME
-    theme_ids: tuple[int, ...] | None = None  # None: every theme of the run
+    theme_ids: tuple[int | str, ...] | None = None  # by number or by a top term (``writing``); None: every theme of the run
     attempts: int = DEFAULT_DRAFT_ATTEMPTS
     embedder: str | None = None  # needle-question similarity; None: the themes run's embedder
     nq_band: tuple[float, float] | None = None
@@ -148,8 +148,9 @@ class DraftConfig:
             raise ConfigError(f"`duplicate_cosine` must be in (0, 1], not {self.duplicate_cosine}", "duplicate_cosine")
         if self.theme_ids is not None and not self.theme_ids:
             raise ConfigError("`theme_ids` names no theme (leave it unset for every theme)", "theme_ids")
-        if self.theme_ids is not None and len(set(self.theme_ids)) != len(self.theme_ids):
-            repeated = next(theme for theme in self.theme_ids if self.theme_ids.count(theme) > 1)
+        names = [str(theme).strip().lower() for theme in self.theme_ids or ()]
+        if len(set(names)) != len(names):
+            repeated = next(theme for theme in names if names.count(theme) > 1)
             raise ConfigError(f"`theme_ids` names theme {repeated} twice in {','.join(map(str, self.theme_ids))}: each theme "
                               "is drafted once (`per_theme` sets how many groups)", "theme_ids", "per_theme")
 
@@ -200,19 +201,18 @@ def rejected_path_of(out: str | Path) -> Path:
 
 
 def read_themes(run: str | Path, theme_ids=None, prompt_chunks: int = DEFAULT_DRAFT_PROMPT_CHUNKS) -> list[Theme]:
-    """The themes of a finished themes run (``theme_ids``: those, in that order; None: all), each
-    with its first ``prompt_chunks`` representatives' texts. A folder that is no themes run, or an
-    id that is no cluster of it, is one :class:`~embedeval.errors.InputError`."""
+    """The themes of a finished themes run (``theme_ids``: those, in that order, each by its number
+    or by a term of its top terms, :func:`~embedeval.experiments.themes.resolve_theme`; None: all),
+    each with its first ``prompt_chunks`` representatives' texts. A folder that is no themes run,
+    an id that is no cluster of it, a term that names no theme or several, or two names of one
+    theme is one :class:`~embedeval.errors.InputError`."""
     folder = Path(run)
     read_manifest(folder)  # a missing folder or an unfinished run: one line
     clusters = read_table(folder / "clusters.csv", ["cluster", "size", "representatives", "top_terms"])
     chunks = read_table(folder / "chunks.parquet", ["chunk_id", "text"])
     text_of = dict(zip(chunks["chunk_id"].astype(str), chunks["text"]))
     known = clusters["cluster"].astype(int).tolist()
-    wanted = known if theme_ids is None else list(theme_ids)
-    unknown = [t for t in wanted if t not in known]
-    if unknown:
-        raise InputError(f"theme {unknown[0]} is not a theme of {folder} (its themes: 0..{len(known) - 1})", "theme_ids")
+    wanted = known if theme_ids is None else resolve_themes(folder, theme_ids, "theme_ids")
     themes = []
     for cluster in wanted:
         row = clusters[clusters["cluster"] == cluster].iloc[0]

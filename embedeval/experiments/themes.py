@@ -30,12 +30,17 @@ one line: the pickled models would not mean the same.
 
 Determinism: UMAP with a ``random_state`` runs single-threaded (umap-learn turns parallelism off
 when a seed is given; a parallel run is faster and differs run to run), HDBSCAN is deterministic,
-so the same corpus, embedder and seed give the same clusters and tables.
+so on one machine the same corpus, embedder, seed and cached vectors give the same clusters and
+tables. Vectors that differ in their last bits (another CPU, another batch shape) can give other
+clusters, and other numbers for the same subjects (``benchmarks/bench_theme_stability.py``
+measures it): :func:`resolve_theme` names a theme by a term of its top terms instead.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -156,6 +161,22 @@ def fit_umap(vectors: np.ndarray, settings: UmapSettings, seed: int, what: str =
     return reducer, reduced
 
 
+def fit_hdbscan(reduced: np.ndarray, settings: HdbscanSettings, progress: bool = False):
+    """HDBSCAN fitted on the UMAP-reduced points (``prediction_data=True``, so needles can be
+    placed later); deterministic for the same points. ``progress``: a step line."""
+    import hdbscan
+
+    with step(f"HDBSCAN on {len(reduced):,} points", progress):
+        return hdbscan.HDBSCAN(min_cluster_size=settings.min_cluster_size, min_samples=settings.min_samples,
+                               prediction_data=True).fit(reduced)
+
+
+def by_size(labels: np.ndarray) -> list[int]:
+    """HDBSCAN's cluster labels (noise left out) largest first, ties to the smaller label: the
+    order in which a run numbers its clusters (0 the largest)."""
+    return sorted(set(labels.tolist()) - {NOISE}, key=lambda c: (-int((labels == c).sum()), c))
+
+
 def top_terms(texts: list[str], labels: np.ndarray, clusters: list[int], n: int = TOP_TERMS) -> dict[int, list[str]]:
     """Class-based TF-IDF: each cluster's chunks joined into one document; a term's weight is its
     frequency in the cluster (relative to the cluster's words) x log(1 + mean words per cluster /
@@ -214,7 +235,6 @@ def _themes_chunks(config: ThemesConfig, progress: bool) -> list[Chunk]:
 
 def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_dir=None) -> ThemesResult:
     """Run the recipe of the module docstring and write ``config.out``."""
-    import hdbscan
     import joblib
 
     config = config or ThemesConfig()
@@ -235,12 +255,10 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
         reducer, reduced = fit_umap(vectors, config.umap, config.seed, progress=progress)
         timings["umap"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        with step(f"HDBSCAN on {len(reduced):,} points", progress):
-            clusterer = hdbscan.HDBSCAN(min_cluster_size=config.hdbscan.min_cluster_size, min_samples=config.hdbscan.min_samples,
-                                        prediction_data=True).fit(reduced)
+        clusterer = fit_hdbscan(reduced, config.hdbscan, progress)
         labels, probabilities = clusterer.labels_.astype(int), clusterer.probabilities_.astype(float)
         timings["hdbscan"] = time.perf_counter() - clock
-        found = sorted(set(labels) - {NOISE}, key=lambda c: (-int((labels == c).sum()), c))
+        found = by_size(labels)
         if not found:
             raise InputError(f"every one of the {len(chunks)} chunks is noise to HDBSCAN: no theme found; try smaller "
                              f"`hdbscan.min_cluster_size`/`hdbscan.min_samples` (now {config.hdbscan.min_cluster_size}/"
@@ -305,6 +323,80 @@ def read_manifest(out: str | Path) -> dict:
     if not (folder / MANIFEST).is_file():
         raise InputError(f"{folder} is not a finished themes run (no {MANIFEST})")
     return read_json(folder / MANIFEST)
+
+
+#: A theme named by its number (``6``; a table of floats writes ``6.0``).
+_THEME_NUMBER = re.compile(r"-?\d+(?:\.0*)?")
+
+
+def theme_top_terms(out: str | Path) -> dict[int, tuple[str, ...]]:
+    """Each theme's top terms (cluster number -> its terms, heaviest first), as the finished themes
+    run ``out`` wrote them in ``clusters.csv``."""
+    read_manifest(out)  # a missing folder or an unfinished run: one line
+    clusters = read_table(Path(out) / "clusters.csv", ["cluster", "top_terms"])
+    return {int(c): tuple(t for t in (terms if isinstance(terms, str) else "").split(";") if t)
+            for c, terms in zip(clusters["cluster"], clusters["top_terms"])}
+
+
+def resolve_theme(name: int | str, top_terms: dict[int, tuple[str, ...]], run: str | Path, parameter: str | None = None,
+                  what: str | None = None) -> int:
+    """The cluster number of the theme ``name`` names in the run ``run`` (whose themes' top terms
+    are ``top_terms``, :func:`theme_top_terms`): a whole number (``6``, ``"6"``) is the theme of that
+    number; any other text is a term (``"writing"``, case and surrounding spaces aside), the theme
+    that has it among its top terms. A number that is no theme of the run, a term no theme has, and
+    a term more than one theme has (the candidates named, with their first top terms) are one
+    :class:`~embedeval.errors.InputError`, after ``what: `` (default: `` `parameter` `` when the
+    name is that parameter's value; a pair file: the needles that named it).
+
+    Cluster numbers follow the clusters' sizes, and sizes can change between machines (the
+    module docstring, Determinism): a term keeps naming the same subject where a number may not."""
+    what = what or (f"`{parameter}`" if parameter else "")
+    label = f"{what}: " if what else ""
+    parameters = (parameter,) if parameter else ()
+    known = sorted(top_terms)
+    text = str(name).strip() if not isinstance(name, (int, np.integer)) or isinstance(name, bool) else None
+    if text is None or _THEME_NUMBER.fullmatch(text):
+        number = int(name) if text is None else int(float(text))
+        if number not in top_terms:
+            raise InputError(f"{label}theme {number} is not a theme of {run} (its themes: {_theme_range(known)}; see its clusters.csv)", *parameters)
+        return number
+    term = text.lower()
+    if not term:
+        raise InputError(f"{label}an empty name: name a theme by its number or by one of its top terms (see {run}/clusters.csv)", *parameters)
+    matches = [c for c in known if term in top_terms[c]]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        every = sorted({t for terms in top_terms.values() for t in terms})
+        close = difflib.get_close_matches(term, every, n=3)
+        hint = f"; closest: {', '.join(f'{t} ({_themes_with(t, top_terms)})' for t in close)}" if close else ""
+        raise InputError(f"{label}no theme of {run} has {text!r} among its top terms{hint} (see its clusters.csv)", *parameters)
+    candidates = "; ".join(f"{c} ({', '.join(top_terms[c][:4])})" for c in matches)
+    raise InputError(f"{label}{text!r} is a top term of {len(matches)} themes of {run}: {candidates}; name one by its "
+                     "number or by a term only it has", *parameters)
+
+
+def resolve_themes(run: str | Path, names, parameter: str | None = None) -> list[int]:
+    """:func:`resolve_theme` for each of ``names`` against the themes of the finished run ``run``,
+    in order; two names of the same theme (``writing`` and ``6``) are one
+    :class:`~embedeval.errors.InputError`."""
+    top_terms = theme_top_terms(run)
+    numbers = [resolve_theme(name, top_terms, run, parameter) for name in names]
+    for number in numbers:
+        same = [str(n) for n, c in zip(names, numbers) if c == number]
+        if len(same) > 1:
+            raise InputError(f"{f'`{parameter}`' if parameter else 'the list'} names theme {number} twice ({', '.join(same)}): "
+                             "name each theme once", *((parameter,) if parameter else ()))
+    return numbers
+
+
+def _theme_range(known: list[int]) -> str:
+    return f"0..{known[-1]}" if known == list(range(len(known))) and known else ", ".join(map(str, known)) or "none"
+
+
+def _themes_with(term: str, top_terms: dict[int, tuple[str, ...]]) -> str:
+    found = [str(c) for c in sorted(top_terms) if term in top_terms[c]]
+    return f"theme{'s' if len(found) > 1 else ''} {', '.join(found)}"
 
 
 def themes_chunks(out: str | Path):
@@ -403,7 +495,7 @@ def nearest_theme(vectors: np.ndarray, corpus: np.ndarray, labels: np.ndarray, k
     return np.asarray(clusters)[best], similarities[np.arange(len(vectors)), best]
 
 
-def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | None = None, threshold: float = DEFAULT_BLEND_THRESHOLD,
+def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | str | None = None, threshold: float = DEFAULT_BLEND_THRESHOLD,
                      min_outside_percentile: float = DEFAULT_MIN_OUTSIDE_PERCENTILE, cache_dir=None,
                      progress: bool = False, embedder: str | None = None) -> pd.DataFrame:
     """``rows`` (with a ``needle`` column, and optionally ``target_cluster``: each needle's own
@@ -424,7 +516,10 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | None = 
 
     The probability alone cannot tell a needle about none of the corpus's topics: placement keeps
     no distance, and the middle of a neighbourhood scores near 1 wherever it is. ``embedder``, if
-    given, must be the run's (its themes live in that model's space); the run's embedder is used."""
+    given, must be the run's (its themes live in that model's space); the run's embedder is used.
+
+    ``cluster`` and each row's ``target_cluster`` name a theme by its number or by a term of its top
+    terms (:func:`resolve_theme`: ``6`` or ``"writing"``); the table holds the numbers."""
     import hdbscan
 
     if not 0 < threshold < 1:
@@ -435,10 +530,9 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | None = 
         raise InputError(f"{out} was made with {made_with}, not {embedder}: its themes live in that model's space")
     manifest, reducer, clusterer = load_themes(out)
     order = manifest["cluster_order"]
-    default = 0 if cluster is None else cluster
-    if not 0 <= default < len(order):
-        raise ConfigError(f"`cluster` {default} is not a cluster of {out} (0..{len(order) - 1})", "cluster")
-    targets = _row_targets(rows, default, len(order), out)
+    top_terms = theme_top_terms(out)
+    default = 0 if cluster is None else resolve_theme(cluster, top_terms, out, "cluster")
+    targets = _row_targets(rows, default, top_terms, out)
     model = load_embedder(manifest["settings"]["embedder"], cache_dir=cache_dir, progress=progress)
     if model.fingerprint != manifest["embedder_fingerprint"]:
         raise InputError(f"{out} was made with another {manifest['settings']['embedder']} (its fingerprint differs); "
@@ -468,18 +562,30 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | None = 
     return table
 
 
-def _row_targets(rows: pd.DataFrame, default: int, n_clusters: int, out) -> np.ndarray:
-    """Each row's target cluster: its ``target_cluster`` where given, else ``default``; a target
-    that is not a cluster of the run is one error naming the rows."""
+def _row_targets(rows: pd.DataFrame, default: int, top_terms: dict[int, tuple[str, ...]], out) -> np.ndarray:
+    """Each row's target cluster: its ``target_cluster`` where given (a number or a term,
+    :func:`resolve_theme`), else ``default``. Numbers that are no cluster of the run are one error
+    naming the rows; so is a term that names no theme or several (the rows that gave it)."""
     if "target_cluster" not in rows.columns:
         return np.full(len(rows), default, dtype=int)
-    given = pd.to_numeric(rows["target_cluster"], errors="coerce")
-    targets = given.fillna(default).astype(int).to_numpy()
-    wrong = [i for i, target in enumerate(targets) if not 0 <= target < n_clusters]
+    given = [None if value is None or (isinstance(value, float) and value != value) or str(value).strip() == "" else value
+             for value in rows["target_cluster"]]
+    numbers = {i: int(float(value)) for i, value in enumerate(given)
+               if value is not None and (isinstance(value, (int, np.integer)) or _THEME_NUMBER.fullmatch(str(value).strip()))}
+    wrong = [i for i, number in numbers.items() if number not in top_terms]
     if wrong:
-        where = ", ".join(f"needle {i + 1} ({targets[i]})" for i in wrong[:3]) + (f" and {len(wrong) - 3} more" if len(wrong) > 3 else "")
-        raise InputError(f"target cluster of {where} is not a cluster of {out} (0..{n_clusters - 1}; see its clusters.csv)")
-    return targets
+        where = ", ".join(f"needle {i + 1} ({numbers[i]})" for i in wrong[:3]) + (f" and {len(wrong) - 3} more" if len(wrong) > 3 else "")
+        raise InputError(f"target cluster of {where} is not a cluster of {out} (0..{len(top_terms) - 1}; see its clusters.csv)")
+    by_term: dict[str, list[int]] = {}
+    for i, value in enumerate(given):
+        if value is not None and i not in numbers:
+            by_term.setdefault(str(value).strip().lower(), []).append(i)
+    resolved = {}
+    for term, where in by_term.items():
+        named = ", ".join(f"needle {i + 1}" for i in where[:3]) + (f" and {len(where) - 3} more" if len(where) > 3 else "")
+        number = resolve_theme(term, top_terms, out, what=f"target of {named}")
+        resolved.update({i: number for i in where})
+    return np.array([numbers.get(i, resolved.get(i, default)) for i in range(len(given))], dtype=int)
 
 
 def _distances_to(targets: np.ndarray, vectors: np.ndarray, corpus: np.ndarray, labels: np.ndarray, k: int) -> pd.DataFrame:

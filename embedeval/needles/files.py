@@ -35,11 +35,14 @@ def read_needle_json(path: str | os.PathLike) -> dict | list:
 #: Pair-file formats, by file extension.
 PAIR_SUFFIXES: tuple[str, ...] = (".csv", ".jsonl", ".parquet")
 PAIR_COLUMNS: tuple[str, ...] = ("question", "needle")
-#: A pair file's column naming the needle's target theme (a cluster number of a themes run), by
-#: either name; ``themes membership`` reads it, the similarity commands ignore it.
+#: A pair file's column naming the needle's target theme (a cluster number of a themes run, or a
+#: term of the theme's top terms), by either name; ``themes membership`` reads it, the similarity
+#: commands ignore it.
 TARGET_COLUMNS: tuple[str, ...] = ("cluster", "theme")
 #: A whole number >= 0 as a cell may hold it (``3``, or ``3.0`` as a table of floats writes it).
 _WHOLE_NUMBER = re.compile(r"(\d+)(?:\.0*)?")
+#: A term as a theme's top terms hold them: one word of letters (``writing``).
+_TERM = re.compile(r"[^\W\d_]+")
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,9 @@ class Pair:
     topic: str
     question: str
     needle: str
-    target_cluster: int | None = None  # the theme the needle is written for (``cluster``/``theme`` column), if named
+    #: the theme the needle is written for (``cluster``/``theme`` column), if named: its number, or a
+    #: term of its top terms (``writing``) that a themes run resolves
+    target_cluster: int | str | None = None
 
 
 def _cell_text(value: object) -> str | None:
@@ -124,9 +129,10 @@ def _raise_problems(what: str, source: Path, problems: list[str]) -> None:
         raise InputError(f"{what} {source}: {'; '.join(problems[:3])}{more}")
 
 
-def _target_cluster(record: dict, where: str, problems: list[str]) -> int | None:
-    """The pair's target theme from its ``cluster`` or ``theme`` field: a whole number >= 0, or None
-    when the field is absent or empty."""
+def _target_cluster(record: dict, where: str, problems: list[str]) -> int | str | None:
+    """The pair's target theme from its ``cluster`` or ``theme`` field: a whole number >= 0, a term
+    (one word of letters, lowercased: which theme has it among its top terms is for the themes run
+    to say), or None when the field is absent or empty."""
     given = {c: text for c in TARGET_COLUMNS if (text := _cell_text(record.get(c))) is not None and text.strip()}
     if len(given) > 1:
         problems.append(f"{where}: both cluster and theme given; name the target in one of them")
@@ -135,10 +141,13 @@ def _target_cluster(record: dict, where: str, problems: list[str]) -> int | None
         return None
     (column, text), = given.items()
     number = _WHOLE_NUMBER.fullmatch(text.strip())
-    if not number:
-        problems.append(f"{where}: {column} must be a cluster number (0, 1, ... as in the themes run's clusters.csv), not {text!r}")
-        return None
-    return int(number.group(1))
+    if number:
+        return int(number.group(1))
+    if _TERM.fullmatch(text.strip()):
+        return text.strip().lower()
+    problems.append(f"{where}: {column} must be a cluster number (0, 1, ... as in the themes run's clusters.csv) or a term of "
+                    f"the theme's top terms (one word, such as writing), not {text!r}")
+    return None
 
 
 def load_pairs(path: str | os.PathLike) -> tuple[Pair, ...]:
@@ -146,12 +155,13 @@ def load_pairs(path: str | os.PathLike) -> tuple[Pair, ...]:
 
     Fields: ``question`` and ``needle`` (non-empty text, required), ``id`` (optional; unique;
     default: the pair's 1-based row number, or line number in JSONL), ``topic`` (optional,
-    default empty) and ``cluster`` or ``theme`` (optional, one of the two: the number of the
-    theme, in a themes run, the needle is written for; empty: none named). Other fields are
-    ignored. A file that cannot be read, an unknown extension, a missing column, an empty question
-    or needle, an empty or duplicate id, a target that is not a whole number >= 0 or given in both
-    columns, or a file with no pairs is one :class:`~embedeval.errors.InputError` naming the file
-    and the rows at fault.
+    default empty) and ``cluster`` or ``theme`` (optional, one of the two: the theme, in a themes
+    run, the needle is written for, by its number or by a term of its top terms such as
+    ``writing``; empty: none named). Other fields are ignored. A file that cannot be read, an
+    unknown extension, a missing column, an empty question or needle, an empty or duplicate id, a
+    target that is neither a whole number >= 0 nor one word, or given in both columns, or a file
+    with no pairs is one :class:`~embedeval.errors.InputError` naming the file and the rows at
+    fault.
     """
     source = Path(path)
     records, place = _read_records(source, "pair file", PAIR_COLUMNS, ("id", "topic", *TARGET_COLUMNS))
