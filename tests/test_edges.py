@@ -208,6 +208,11 @@ def test_tokenizers_whose_tokens_can_span_a_space_are_counted_whole():
     assert counter(pre_tokenizers.Whitespace()).counts_add_up
     assert not counter(pre_tokenizers.Metaspace()).counts_add_up
     assert not counter(pre_tokenizers.ByteLevel()).counts_add_up
+    assert counter(pre_tokenizers.Whitespace()).counts_by_parts and not counter(pre_tokenizers.ByteLevel()).counts_by_parts
+    backend = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    backend.add_tokens(["New York"])  # an added token holding a space would be matched across a cut: counted whole
+    assert not TokenCounter(PreTrainedTokenizerFast(tokenizer_object=backend), "test").counts_by_parts
 
 
 @pytest.mark.parametrize("args, message", [

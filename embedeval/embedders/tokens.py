@@ -127,8 +127,7 @@ class TokenCounter:
         tokenizer whose pre-tokeniser is known to start a piece at such a space and to end none
         after it (``splits_at_spaces``: cl100k_base, see :data:`PROVIDER_TOKENIZERS`). Never
         with an added token that holds whitespace (it would be matched across the cut)."""
-        config = json.loads(self._backend.to_str())
-        if any(any(c.isspace() for c in token.get("content", "")) for token in config.get("added_tokens") or ()):
+        if any(any(c.isspace() for c in token.content) for token in self._backend.get_added_tokens_decoder().values()):
             return False
         return self._splits_at_spaces or self.counts_add_up
 
