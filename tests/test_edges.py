@@ -139,6 +139,61 @@ def test_token_counts_added_up_from_the_parts_equal_counting_each_haystack(books
     assert frame["n_tokens"].tolist() == tokenizer.count(frame["text"].tolist())
 
 
+def whole_text_counter(counter):
+    """``counter``'s tokenizer counting and cutting every text whole, never from its parts."""
+    from embedeval.embedders.tokens import TokenCounter
+
+    whole = TokenCounter(counter.tokenizer, counter.name)
+    whole.__dict__["counts_by_parts"] = False
+    return whole
+
+
+@pytest.mark.parametrize("provider", [None, "cl100k_base"])
+def test_counts_and_prefixes_from_a_texts_parts_are_the_whole_texts(provider, books_dir, isolated_cache):
+    """Counted and cut from its parts (sentences, each tokenised once), a text has the count and
+    the prefixes it has counted and cut whole: on haystacks, and on random text with what a cut
+    could trip on (spaces, newlines, punctuation, digits, contractions, accents, CJK, a zero-width
+    space, NUL, a combining accent)."""
+    from embedeval.embedders.tokens import load_provider_counter
+
+    counter = load_provider_counter(provider) if provider else load_token_counter()
+    assert counter.counts_by_parts
+    whole = whole_text_counter(counter)
+    needle_set = load_needle_set(_nolima_file(isolated_cache))
+    frame = build_haystacks(needle_set, HaystackGrid(lengths=[128, 700], depths=3, variants=["onehop"], negatives=3),
+                            load_corpus(f"dir:{books_dir}"), tokenizer=load_token_counter())
+    rng = np.random.default_rng(0)
+    alphabet = list("ab cd.,;:!?\"'’”)]( \n\t\r 0123456789é漢字\u200b\x00\u0301XYZ") + ["  ", "'s", ". ", ", "]
+    texts = frame["text"].tolist() + ["", " ", "a", ". b", "x. "] + ["".join(rng.choice(alphabet, size=int(n)))
+                                                                   for n in rng.integers(0, 120, size=400)]
+    assert counter.count(texts) == whole.count(texts)
+    for n in (1, 2, 3, 7, 20, 127, 128, 500, 699):
+        assert [counter.prefix(t, n) for t in texts] == [whole.prefix(t, n) for t in texts], n
+
+
+def test_a_sentence_counted_once_is_not_tokenised_again_by_a_counter_of_the_same_tokenizer(books_dir, isolated_cache):
+    class Refusing:
+        def __init__(self, backend):
+            self.backend = backend
+
+        def encode_batch_fast(self, texts, add_special_tokens):
+            assert not texts, f"tokenised again: {texts[:2]}"
+            return []
+
+        def __getattr__(self, name):
+            return getattr(self.backend, name)
+
+    needle_set = load_needle_set(_nolima_file(isolated_cache))
+    frame = build_haystacks(needle_set, HaystackGrid(lengths=[128, 700], depths=3, variants=["onehop"], negatives=3),
+                            load_corpus(f"dir:{books_dir}"), tokenizer=load_token_counter())
+    texts = frame["text"].tolist()
+    counts = load_token_counter().count(texts)
+    again = load_token_counter()  # another counter of the same tokenizer (an API model's, the reference)
+    again._backend = Refusing(again._backend)
+    assert again.count(texts) == counts and again.count(texts[::-1]) == counts[::-1]
+    assert [again.prefix(t, 100) for t in texts] == [whole_text_counter(load_token_counter()).prefix(t, 100) for t in texts]
+
+
 def test_tokenizers_whose_tokens_can_span_a_space_are_counted_whole():
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
@@ -153,6 +208,11 @@ def test_tokenizers_whose_tokens_can_span_a_space_are_counted_whole():
     assert counter(pre_tokenizers.Whitespace()).counts_add_up
     assert not counter(pre_tokenizers.Metaspace()).counts_add_up
     assert not counter(pre_tokenizers.ByteLevel()).counts_add_up
+    assert counter(pre_tokenizers.Whitespace()).counts_by_parts and not counter(pre_tokenizers.ByteLevel()).counts_by_parts
+    backend = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    backend.add_tokens(["New York"])  # an added token holding a space would be matched across a cut: counted whole
+    assert not TokenCounter(PreTrainedTokenizerFast(tokenizer_object=backend), "test").counts_by_parts
 
 
 @pytest.mark.parametrize("args, message", [

@@ -272,6 +272,28 @@ def test_a_plan_needs_no_api_key_and_names_the_keys_the_run_will_need(keyless, b
     assert keyless.requests == [] and not out.exists()
 
 
+def test_a_plan_counted_from_sentences_is_the_plan_counted_text_by_text(keyless, books_dir, tmp_path, monkeypatch):
+    """The plan counts and cuts each haystack from its sentences, each tokenised once for every
+    API model (issue 47: 4-5 minutes per API model on the default grid, tokenising every haystack
+    whole two or three times); its numbers are those of counting every text whole. Windows of 300
+    tokens make the models cut the 512-token haystacks (the reference tokenizer where a strategy
+    cuts, OpenAI's own where the model fits its inputs)."""
+    from embedeval.embedders.tokens import TokenCounter
+
+    specs = ["openai:text-embedding-3-small?max_tokens=300", "openai:text-embedding-3-large", "voyage:voyage-3-large?max_tokens=300",
+             "jina:jina-embeddings-v3"]
+    args = [*grid_args(books_dir, tmp_path / "run"), *(x for spec in specs for x in ("-e", spec)),
+            "-s", "truncate,windows-mean,chunks-max", "--plan", "--json"]
+    by_parts = CliRunner().invoke(app, args)
+    assert by_parts.exit_code == 0, by_parts.output
+    monkeypatch.setattr(TokenCounter, "counts_by_parts", property(lambda self: False))
+    whole = CliRunner().invoke(app, args)
+    assert whole.exit_code == 0, whole.output
+    assert json.loads(by_parts.output) == json.loads(whole.output)
+    rows = json.loads(whole.output)["embedders"]
+    assert [row["embedder"] for row in rows] == specs and all(row["tokens"] > row["texts"] > 0 for row in rows)
+
+
 def test_a_plan_with_keys_set_says_so(server, books_dir, tmp_path):
     result = CliRunner().invoke(app, [*grid_args(books_dir, tmp_path / "run"), "-e", "openai:text-embedding-3-small", "--plan"])
     assert result.exit_code == 0, result.output

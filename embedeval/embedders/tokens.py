@@ -12,6 +12,7 @@ import hashlib
 import importlib.resources
 import json
 import os
+import re
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import TypeVar
@@ -30,6 +31,42 @@ DEFAULT_REFERENCE = DEFAULT_EMBEDDER
 _CHARACTER_NORMALIZERS = frozenset({"BertNormalizer", "Lowercase", "StripAccents", "NFC", "NFD", "NFKC", "NFKD"})
 #: Pre-tokenisers that cut at every whitespace (a token never spans a space).
 _WHITESPACE_SPLITTERS = frozenset({"BertPreTokenizer", "Whitespace", "WhitespaceSplit"})
+#: Where a text is cut into parts that are counted apart (:attr:`TokenCounter.counts_by_parts`):
+#: before a space that follows the end of a sentence or clause. Haystacks are sentences joined by
+#: spaces, so their parts recur from haystack to haystack and each is tokenised once.
+_PART_START = re.compile(r"(?<=[.!?;:,\"'’”)\]])(?= )")
+#: What a tokenizer's counts by parts remember (:class:`CountMemo`), at most: parts, and the
+#: characters of whole texts; more clear them.
+PART_MEMO_LIMIT = 200_000
+TEXT_MEMO_CHARS = 100_000_000
+
+
+class CountMemo:
+    """The content-token counts one tokenizer has made by parts (:attr:`TokenCounter.counts_by_parts`):
+    of each part, and of each whole text (so a text counted or cut again, by another model of the
+    same tokenizer, is not split again), within :data:`PART_MEMO_LIMIT` and :data:`TEXT_MEMO_CHARS`."""
+
+    def __init__(self):
+        self.parts: dict[str, int] = {}
+        self.texts: dict[str, int] = {}
+        self.text_chars = 0
+
+    def add_parts(self, counts: dict[str, int]) -> None:
+        if len(self.parts) + len(counts) > PART_MEMO_LIMIT:
+            self.parts.clear()
+        self.parts.update(counts)
+
+    def add_text(self, text: str, count: int) -> None:
+        if self.text_chars + len(text) > TEXT_MEMO_CHARS:
+            self.texts.clear()
+            self.text_chars = 0
+        if text not in self.texts:
+            self.texts[text] = count
+            self.text_chars += len(text)
+
+
+#: Per tokenizer fingerprint (:attr:`TokenCounter.fingerprint`: counters of one tokenizer share it).
+_MEMOS: dict[str, CountMemo] = {}
 
 
 class TokenCounter:
@@ -37,14 +74,22 @@ class TokenCounter:
 
     ``count(texts)`` -> content tokens per text; ``prefix(text, n)`` -> the longest prefix of
     ``text`` that holds at most ``n`` tokens without splitting a word into sub-word pieces.
+
+    Where a text's tokens are those of its parts cut before a space (:attr:`counts_by_parts`),
+    both work from the counts of its parts (sentences and clauses, :data:`_PART_START`), each
+    distinct part tokenised once per tokenizer and remembered (:class:`CountMemo`):
+    thousands of haystacks drawn from the same books, counted and cut for every API model of a
+    plan or a run, cost the tokens of the sentences they share once. The counts and prefixes are
+    those of the whole text (a test checks them against it).
     """
 
-    def __init__(self, tokenizer, name: str):
+    def __init__(self, tokenizer, name: str, splits_at_spaces: bool = False):
         self.tokenizer = tokenizer
         self.name = name
         self._backend = copy.deepcopy(tokenizer.backend_tokenizer)  # the Rust tokenizer, for speed
         self._backend.no_truncation()
         self._backend.no_padding()
+        self._splits_at_spaces = splits_at_spaces
 
     @cached_property
     def fingerprint(self) -> str:
@@ -74,11 +119,46 @@ class TokenCounter:
         return (normalizers <= _CHARACTER_NORMALIZERS and bool(pre_tokenizers & _WHITESPACE_SPLITTERS)
                 and pre_tokenizers <= _WHITESPACE_SPLITTERS | {"Punctuation", "Digits"})
 
+    @cached_property
+    def counts_by_parts(self) -> bool:
+        """True when a text's tokens (ids, offsets, words) are those of its parts cut before a
+        space that follows a non-space, so that it can be counted and cut from its parts: where
+        the counts add up (:attr:`counts_add_up`: no token spans a space), or for a provider's
+        tokenizer whose pre-tokeniser is known to start a piece at such a space and to end none
+        after it (``splits_at_spaces``: cl100k_base, see :data:`PROVIDER_TOKENIZERS`). Never
+        with an added token that holds whitespace (it would be matched across the cut)."""
+        if any(any(c.isspace() for c in token.content) for token in self._backend.get_added_tokens_decoder().values()):
+            return False
+        return self._splits_at_spaces or self.counts_add_up
+
     def count(self, texts: Sequence[str], special_tokens: bool = False) -> list[int]:
         if not texts:
             return []
-        encoded = self._backend.encode_batch_fast(list(texts), add_special_tokens=special_tokens)
-        return [len(e.ids) for e in encoded]
+        if special_tokens or not self.counts_by_parts:
+            encoded = self._backend.encode_batch_fast(list(texts), add_special_tokens=special_tokens)
+            return [len(e.ids) for e in encoded]
+        memo = self._memo
+        counts = [memo.texts.get(text) for text in texts]
+        new = [i for i, n in enumerate(counts) if n is None]
+        parts = [_PART_START.split(texts[i]) for i in new]
+        part_counts = iter(self._part_counts([part for text_parts in parts for part in text_parts]))
+        for i, text_parts in zip(new, parts):
+            counts[i] = sum(next(part_counts) for _ in text_parts)
+            memo.add_text(texts[i], counts[i])
+        return counts
+
+    @cached_property
+    def _memo(self) -> CountMemo:
+        return _MEMOS.setdefault(self.fingerprint, CountMemo())
+
+    def _part_counts(self, parts: list[str]) -> list[int]:
+        """The content tokens of each part, the ones not met before tokenised in one batch."""
+        known = self._memo.parts
+        missing = [part for part in dict.fromkeys(parts) if part not in known]
+        fresh = dict(zip(missing, (len(e.ids) for e in self._backend.encode_batch_fast(missing, add_special_tokens=False))))
+        counts = [fresh[part] if part in fresh else known[part] for part in parts]
+        self._memo.add_parts(fresh)
+        return counts
 
     def ids(self, texts: Sequence[str], limit: int | None = None) -> list[tuple[list[int], list[tuple[int, int]]]]:
         """Per text, its content token ids and their ``(start, end)`` character offsets. With
@@ -106,11 +186,40 @@ class TokenCounter:
     def prefix(self, text: str, n_tokens: int) -> str:
         if n_tokens <= 0:
             return ""
+        if self.counts_by_parts:
+            return self._prefix_by_parts(text, n_tokens)
         encoding = self._backend.encode(text, add_special_tokens=False)
         if len(encoding.ids) <= n_tokens:
             return text
         cut = _back_to_word_start(encoding.word_ids, n_tokens, floor=0)
         return text[: encoding.offsets[cut - 1][1]] if cut > 0 else ""
+
+    def _prefix_by_parts(self, text: str, n_tokens: int) -> str:
+        """:meth:`prefix` from the counts of ``text``'s parts: only the part the cut falls in is
+        tokenised (and, when the cut moves back to that part's start, the last one before it with
+        tokens, whose last token ends the prefix)."""
+        total = self._memo.texts.get(text)
+        if total is not None and total <= n_tokens:
+            return text
+        parts = _PART_START.split(text)
+        counts = self._part_counts(parts)
+        self._memo.add_text(text, sum(counts))
+        if sum(counts) <= n_tokens:
+            return text
+        before = start = k = 0
+        while before + counts[k] < n_tokens:  # k: the part holding token n_tokens - 1
+            before, start, k = before + counts[k], start + len(parts[k]), k + 1
+        part = parts[k]
+        encoding = self._backend.encode(part, add_special_tokens=False)
+        cut = _back_to_word_start(encoding.word_ids, n_tokens - before, floor=0)
+        if cut > 0:
+            return text[: start + encoding.offsets[cut - 1][1]]
+        while k > 0:  # the cut is at this part's start: the text up to the end of the last token before it
+            k -= 1
+            start -= len(parts[k])
+            if counts[k]:
+                return text[: start + self._backend.encode(parts[k], add_special_tokens=False).offsets[-1][1]]
+        return ""
 
 
 def _back_to_word_start(words: list[int | None], end: int, floor: int) -> int:
@@ -177,7 +286,7 @@ def load_provider_counter(name: str) -> TokenCounter | None:
     quiet_transformers()
     with importlib.resources.as_file(data) as file:
         converted = TikTokenConverter(vocab_file=str(file), pattern=pattern).converted()
-    return TokenCounter(PreTrainedTokenizerFast(tokenizer_object=converted), name)
+    return TokenCounter(PreTrainedTokenizerFast(tokenizer_object=converted), name, splits_at_spaces=True)
 
 
 def read_prefixes(read: Callable[[list[str]], list[R]], texts: Sequence[str], cap: int, size_of: Callable[[R], int],
