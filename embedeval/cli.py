@@ -12,7 +12,6 @@ from typing import Annotated, Optional
 import typer
 from typer.core import TyperGroup
 
-from embedeval import __version__
 from embedeval.cli_options import (
     in_flag_words,
     APIOptions, CacheDir, ChatModelOpt, ChromaUrlOpt, ChunkOptions, DistractorsFileOpt, ThemeOptions, EmbedderOptions, GridOptions, NeedleOptions, PairOptions,
@@ -62,6 +61,8 @@ OutTable = Annotated[Path, typer.Option("--out", help="Output .csv or .parquet."
 
 def _version(value: bool) -> None:
     if value:
+        from embedeval import __version__
+
         typer.echo(f"embedeval {__version__}")
         raise typer.Exit()
 

@@ -1,3 +1,7 @@
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -102,3 +106,32 @@ def test_help_shows_square_brackets_as_written():
     for path, command in _commands(typer.main.get_command(app)):
         for text in [command.help or "", *(getattr(p, "help", None) or "" for p in command.params)]:
             assert Text.from_markup(text).plain == text.replace("\\[", "["), (path, text)  # nothing read as markup
+
+
+# -- answering at once -------------------------------------------------------------------------------
+
+#: Libraries that take seconds to import: neither `import embedeval.cli` nor `--help` nor a mistyped
+#: option may pull them in (a command imports what it uses).
+HEAVY = ("torch", "transformers", "sentence_transformers", "pandas", "numpy", "scipy", "sklearn", "umap", "hdbscan",
+         "onnxruntime", "matplotlib")
+
+
+def _run_cli_reporting_imports(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``embedeval ARGS`` in a fresh interpreter (the tests' own imports do not count), whose last
+    stdout line names the :data:`HEAVY` modules it had imported when it ended."""
+    code = ("import sys\nfrom embedeval.cli import main\nsys.argv = ['embedeval', *sys.argv[1:]]\ntry:\n    main()\n"
+            f"finally:\n    print('heavy:', *[m for m in {HEAVY!r} if m in sys.modules])")
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_importing_the_cli_imports_no_heavy_library():
+    code = f"import sys\nimport embedeval.cli\nprint(*[m for m in {HEAVY!r} if m in sys.modules])"
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert shown.stdout.strip() == "", f"import embedeval.cli imported {shown.stdout.strip()}"
+
+
+@pytest.mark.parametrize("args", [["--help"], ["nolima", "--help"], ["themes", "membership", "--help"],
+                                  ["nolima", "--lenghts", "128"], ["similarity", "needle-haystack", "--top-k", "many"]])
+def test_help_and_a_mistyped_option_import_no_heavy_library(args):
+    result = _run_cli_reporting_imports(*args)
+    assert result.stdout.splitlines()[-1] == "heavy:", result.stdout[-300:]
