@@ -135,3 +135,48 @@ def test_importing_the_cli_imports_no_heavy_library():
 def test_help_and_a_mistyped_option_import_no_heavy_library(args):
     result = _run_cli_reporting_imports(*args)
     assert result.stdout.splitlines()[-1] == "heavy:", result.stdout[-300:]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["nolima", "--depths", "ten"], "error: invalid value for --depths: "),
+    (["nolima", "--lenghts", "128"], "error: no such option --lenghts; did you mean --lengths?"),
+    (["nolima", "--lengths"], "error: option --lengths requires an argument; `embedeval nolima --help` lists the options"),
+    (["nolima", "--no-such-flag", "1"], "error: no such option --no-such-flag; `embedeval nolima --help` lists the options"),
+    (["cache", "info", "--cache-dir"], "error: option --cache-dir requires an argument; `embedeval cache info --help` lists"),
+    (["themes", "membership", "--treshold", "0.5"], "error: no such option --treshold; did you mean --threshold?"),
+    (["embed", "-i", "texts.txt"], "error: missing option --out"),
+    (["needles", "check"], "error: missing argument"),
+    (["nolima", "surplus"], "error: got unexpected extra argument"),
+    (["nolimaa"], "error: no such command 'nolimaa'; did you mean 'nolima'?"),
+    (["--verison"], "error: no such option --verison; did you mean --version?"),
+])
+def test_the_option_parsers_own_errors_are_one_line_and_status_1(args, says):
+    """docs/getting-started.md promises one `error:` line and exit status 1 for a user's mistake;
+    click's own (a value of the wrong type, an unknown or misspelt option, a missing value) was a
+    boxed usage message with status 2."""
+    result = runner.invoke(app, args, prog_name="embedeval")
+    assert result.exit_code == 1, result.output
+    assert _error_line(result).startswith(says)
+
+
+def test_a_group_given_nothing_still_shows_its_help():
+    for args in ([], ["cache"]):
+        result = runner.invoke(app, args, prog_name="embedeval")
+        assert "Usage" in result.output and "error:" not in result.output, result.output
+
+
+def test_the_parsers_errors_come_from_the_installed_command_too():
+    result = _run_cli_reporting_imports("nolima", "--depths", "ten")
+    assert result.returncode == 1 and result.stderr.startswith("error: invalid value for --depths: "), result.stderr
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_piped_help_is_wide_enough_for_the_defaults():
+    """With stdout not a terminal rich renders 80 columns and cut `--lengths`' default to
+    `128,256,512,1024,2048,4096,819…`; piped help is PIPED_HELP_WIDTH columns wide."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TERMINAL_WIDTH", "COLUMNS")}
+    result = _run_cli_reporting_imports("nolima", "--help", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "[default: 128,256,512,1024,2048,4096,8192]" in result.stdout and "…" not in result.stdout
+    told = _run_cli_reporting_imports("nolima", "--help", env={**env, "TERMINAL_WIDTH": "80"})
+    assert "…" in told.stdout  # the width said is the width used (what made the cut)
