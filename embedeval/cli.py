@@ -604,7 +604,7 @@ def similarity_needle_haystack(
         raise InputError("--chroma-url needs --index chroma")
     chunking.check()
     source = pairs.load(needles)
-    chunks = chunking.chunks()  # before the models: a corpus mistake is reported at once
+    chunks = chunking.chunks(progress=not quiet)  # before the models: a corpus mistake is reported at once
     models = plan.models_after(embedders, quiet, lambda models: needle_haystack_similarity(
         source, chunks, models, top=top_k, chunk_origin=chunking.origin))  # a plan's stand-in vectors stay out of chroma
     if models is None:
@@ -649,7 +649,7 @@ def similarity_absence(
 
         chunks, origin = themes_chunks(themes)
     else:
-        chunks, origin = chunking.chunks(), chunking.origin  # before the model: a corpus mistake is reported at once
+        chunks, origin = chunking.chunks(progress=not quiet), chunking.origin  # before the model: a corpus mistake is reported at once
     model = load_embedder(embedder, cache_dir=cache_dir, progress=not quiet)
     table = answer_absence(source, chunks, model, top=top_k, path=chroma_path, chroma_url=chroma_url, chunk_origin=origin)
     _write_similarity_table(table, out)

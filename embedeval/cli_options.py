@@ -339,13 +339,14 @@ class ChunkOptions:
         """Where the chunks come from, as a chroma collection records it."""
         return {"corpus": self.corpus, "chunker": self.chunker, "seed": self.seed}
 
-    def chunks(self) -> list:
+    def chunks(self, progress: bool = False) -> list:
         """The corpus (at least ``--min-books`` books) cut into chunks (through the chunk cache:
-        :func:`~embedeval.chunking.corpus_chunks`, shared with ``embedeval themes``)."""
+        :func:`~embedeval.chunking.corpus_chunks`, shared with ``embedeval themes``); ``progress``:
+        a step line while the corpus is first downloaded."""
         from embedeval.chunking import corpus_chunks
         from embedeval.corpus import load_corpus, require_books
 
-        corpus = load_corpus(self.corpus)
+        corpus = load_corpus(self.corpus, progress=progress)
         require_books(corpus, self.min_books, purpose="chunks are drawn from")
         return corpus_chunks(corpus, self.chunker, seed=self.seed)
 

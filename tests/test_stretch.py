@@ -292,6 +292,21 @@ def test_what_the_folder_rules_out_is_refused_before_the_weights_load_in_the_loa
         check_strategy_support([spec], parse_strategies(["extend-gp@1024"]))
 
 
+def test_loading_the_weights_is_a_step_line_unless_quiet(tmp_path, capsys):
+    from embedeval.embedders.base import innermost
+
+    spec = f"st:{small_model_folder(tmp_path, 'bert', P, max_seq_length=P)}"
+    capsys.readouterr()
+    for progress in (True, False):
+        model = load_embedder(spec, cache_dir=tmp_path / f"cache-{progress}", progress=progress)  # checks it: loads it
+        model.embed(["a text"])
+        assert innermost(model).progress is progress and innermost(model).loaded
+        said = capsys.readouterr()
+        assert said.out == ""
+        assert (f"loading {model.name} on cpu ... done in " in said.err) is progress, said.err
+    assert innermost(load_embedder(spec, cache_dir=tmp_path / "plan", progress=True, plan=True)).progress is False
+
+
 # -- through the pipeline --------------------------------------------------------------------------
 
 

@@ -39,6 +39,7 @@ from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.errors import ConfigError, InputError, UnknownEmbedderError
 from embedeval.embedders.tokens import TokenCounter, load_token_counter, quiet_transformers
 from embedeval.paths import default_cache_dir
+from embedeval.progress import step
 from embedeval.versions import package_version
 
 #: Bump when the facts change shape or meaning (older remembered facts are then ignored).
@@ -224,6 +225,7 @@ class SentenceTransformerEmbedder:
         self.max_batch_tokens = options.batch_tokens(self.device)  # padded tokens per batch (None: batch_size inputs)
         self.backoffs = 0  # batches halved after CUDA ran out of memory
         self.facts_store = facts_store
+        self.progress = False  # a step line on stderr while the weights load (load_embedder's progress)
         self._given = model
         self._folder_fingerprint = folder_fingerprint(model)
         self._model = None
@@ -241,34 +243,40 @@ class SentenceTransformerEmbedder:
 
     @property
     def model(self):
-        """The ``SentenceTransformer`` (loaded on first use; its facts are then remembered)."""
+        """The ``SentenceTransformer`` (loaded on first use, with a step line when ``progress``;
+        its facts are then remembered)."""
         if self._model is None:
-            quiet_transformers()
-            from sentence_transformers import SentenceTransformer
-
-            try:
-                self._model = SentenceTransformer(self.path, device=self.device, trust_remote_code=self.options.trust_remote_code)
-            except (OSError, ValueError) as exc:
-                raise UnknownEmbedderError(f"cannot load local model {self._given!r}: {exc}") from None
-            except RuntimeError as exc:  # the last resort: weights that do not fit the config (sizes that differ)
-                if "size mismatch" not in str(exc) and "mismatched_sizes" not in str(exc):
-                    raise  # out of memory, a CUDA error: not the folder's fault, and not to be hidden as such
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                raise UnknownEmbedderError(f"cannot load local model {self._given!r}: its weights do not fit its config "
-                                           f"({first[:300]})") from None
-            if self.options.max_seq_length is not None:
-                self._model.max_seq_length = self.options.max_seq_length
-            if self.options.dtype != "float32":
-                import torch
-
-                self._model.to(getattr(torch, self.options.dtype))
-            if self.options.backend != "torch":
-                self._use_onnx()
-            self._token_counter = TokenCounter(self._model.tokenizer, self.name)
-            key = self._facts_key()
-            if key is not None and self.facts_store is not None:
-                self.facts_store.put_facts(key, self._live_facts())
+            with step(f"loading {self.name} on {self.device}", self.progress):
+                self._load()
         return self._model
+
+    def _load(self) -> None:
+        """Load the weights (and the ONNX graph of another backend), and remember the facts."""
+        quiet_transformers()
+        from sentence_transformers import SentenceTransformer
+
+        try:
+            self._model = SentenceTransformer(self.path, device=self.device, trust_remote_code=self.options.trust_remote_code)
+        except (OSError, ValueError) as exc:
+            raise UnknownEmbedderError(f"cannot load local model {self._given!r}: {exc}") from None
+        except RuntimeError as exc:  # the last resort: weights that do not fit the config (sizes that differ)
+            if "size mismatch" not in str(exc) and "mismatched_sizes" not in str(exc):
+                raise  # out of memory, a CUDA error: not the folder's fault, and not to be hidden as such
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UnknownEmbedderError(f"cannot load local model {self._given!r}: its weights do not fit its config "
+                                       f"({first[:300]})") from None
+        if self.options.max_seq_length is not None:
+            self._model.max_seq_length = self.options.max_seq_length
+        if self.options.dtype != "float32":
+            import torch
+
+            self._model.to(getattr(torch, self.options.dtype))
+        if self.options.backend != "torch":
+            self._use_onnx()
+        self._token_counter = TokenCounter(self._model.tokenizer, self.name)
+        key = self._facts_key()
+        if key is not None and self.facts_store is not None:
+            self.facts_store.put_facts(key, self._live_facts())
 
     def _use_onnx(self) -> None:
         """Replace the loaded model's transformer by its ONNX graph (:mod:`embedeval.embedders.onnx`),

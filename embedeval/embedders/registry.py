@@ -269,6 +269,8 @@ def load_embedder(
         embedder.facts_store = ReadOnlyFacts(store) if plan else store
     if isinstance(embedder, APIEmbedder):
         embedder.progress = progress  # a bar of tokens sent and tokens per minute
+    if isinstance(embedder, SentenceTransformerEmbedder):
+        embedder.progress = progress and not plan  # a step line while the weights load
     if plan:
         embedder = recording(embedder)  # sends nothing, so nothing to check or spread over Ray
     else:
