@@ -274,7 +274,7 @@ def needles_check(file: Annotated[Path, typer.Argument(help="Needle set JSON (ou
         typer.echo(f"error: {len(problems)} problem(s) in {file}", err=True)
         raise typer.Exit(1)
     served = load_needle_set(file).variants_served()  # the file is valid: it loads
-    typer.echo(f"ok: {len(rows)} groups, no problems; variants every group serves: {', '.join(served)}")
+    typer.echo(f"ok: {len(rows)} group{'' if len(rows) == 1 else 's'}, no problems; variants every group serves: {', '.join(served)}")
 
 
 @needles_app.command("convert")
@@ -298,7 +298,8 @@ def needles_convert(
     converted = convert_nolima(data, str(file))
     needle_set = parse_needle_set(converted, str(file))  # the converted set must load, or nothing is written
     write_text_atomic(out, json.dumps(converted, indent=2, ensure_ascii=False) + "\n")
-    typer.echo(f"wrote {out}: {len(needle_set.groups)} groups, query forms {', '.join(needle_set.question_forms)}")
+    count = len(needle_set.groups)
+    typer.echo(f"wrote {out}: {count} group{'' if count == 1 else 's'}, query forms {', '.join(needle_set.question_forms)}")
 
 
 @needles_app.command("draft")
@@ -350,7 +351,8 @@ def needles_draft(
     result = run_draft(config, chat, progress=not quiet, cache_dir=cache_dir)
     for theme, kept in result.accepted.items():
         typer.echo(f"theme {theme}: {kept} of {per_theme} groups accepted, {result.rejected_now[theme]} draft(s) rejected")
-    typer.echo(f"wrote {out}: {len(result.needle_set['groups'])} groups ({result.requests} chat request(s)); "
+    count = len(result.needle_set["groups"])
+    typer.echo(f"wrote {out}: {count} group{'' if count == 1 else 's'} ({result.requests} chat request(s)); "
                f"rejected drafts with their reasons in {result.rejected_path}")
 
 

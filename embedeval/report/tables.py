@@ -316,7 +316,7 @@ def answer(row, rule: BreakRule, shares: pd.Series) -> tuple[str, tuple[str, ...
                          "the break point is." if censored else f"Recommended chunk **{tokens} tokens**: {CHUNK_FACTOR} x the break point.")
     groups = _count(row, "n_groups")
     if groups is not None:
-        items.append(f"{groups} question groups.")
+        items.append(f"{groups} question group{'' if groups == 1 else 's'}.")
     items.append(f"Needle visible to the model in its needle haystacks, by length: {_visible_words(shares)}.")
     return headline, tuple(items)
 
