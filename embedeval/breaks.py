@@ -40,11 +40,11 @@ one window of a text (``truncate``, ``extend-*``) at the content tokens of that 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from embedeval.aggregate import metric_series
 from embedeval.defaults import (
@@ -83,8 +83,6 @@ CANNOT_TELL, NOT_VISIBLE = "cannot tell from chance", "needle not visible"
 #: other needles alone pull that control up, 17-22% in a top 5 where k/n is 8%).
 RANDOM_RANKING, NEEDLE_BLIND = "k/n", "needle-blind control"
 CHANCE_LEVELS = (RANDOM_RANKING, NEEDLE_BLIND)
-#: The question groups a base must have before "at chance" is said of it (:func:`~embedeval.metrics.groups_for_chance_test`).
-CHANCE_TEST_GROUPS = groups_for_chance_test()
 #: The percentiles of the bootstrapped break points that bound a break point's interval.
 BREAK_INTERVAL = (0.05, 0.95)
 #: The share of resamples at which another break length than the reported one is named beside it
@@ -92,6 +90,20 @@ BREAK_INTERVAL = (0.05, 0.95)
 RIVAL_SHARE = 0.2
 #: The confidence of the base's interval (the at-chance test), as every other interval of a run.
 BASE_CONFIDENCE = 0.95
+
+
+@functools.cache
+def chance_test_groups() -> int:
+    """The question groups a base must have before "at chance" is said of it
+    (:func:`~embedeval.metrics.groups_for_chance_test`: 10), worked out once, when first needed
+    (scipy's t distributions take a second to import)."""
+    return groups_for_chance_test()
+
+
+def __getattr__(name: str):
+    if name == "CHANCE_TEST_GROUPS":  # the constant it was: worked out when asked for
+        return chance_test_groups()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -224,7 +236,7 @@ def relative_break(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAU
     ``ok``                      a base above chance: the break point (None when even the shortest
                                 length misses the bar) and its interval (:data:`BREAK_INTERVAL`)
     ``at chance``               shown at chance: the base's 95% cluster-bootstrap interval reaches 0
-                                and the series has at least :data:`CHANCE_TEST_GROUPS` question groups
+                                and the series has at least :func:`chance_test_groups` question groups
     ``cannot tell from chance`` not shown above chance (the interval reaches 0, or a one-sided t-test
                                 of the groups' own bases against 0 has p >= 0.025), but with too few
                                 groups, or with an interval above 0, to say it is at chance
@@ -264,10 +276,12 @@ def relative_break(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAU
     base_lo, base_hi = (float(np.nanquantile(bases, q)) if np.isfinite(bases).any() else np.nan for q in (tail, 1 - tail))
     base = float(means[:n_base].mean())
     alike = np.ptp(group_bases) <= 1e-12 * max(1.0, float(np.abs(group_bases).max()))
+    from scipy import stats  # here: scipy.stats takes a second to import, and the command line imports this module
+
     p = (float(stats.ttest_1samp(group_bases, 0.0, alternative="greater").pvalue) if not alike
          else 0.0 if group_bases[0] > 0 else 1.0)  # every group alike: no spread to test against
     above = np.isfinite(base) and base > 0 and base_lo > 0 and p < tail
-    shown_at_chance = not above and not base_lo > 0 and group_bases.size >= CHANCE_TEST_GROUPS
+    shown_at_chance = not above and not base_lo > 0 and group_bases.size >= chance_test_groups()
     status = OK if above else AT_CHANCE if shown_at_chance else CANNOT_TELL
     found.update(base_value=base, base_ci_lo=base_lo, base_ci_hi=base_hi, base_p=p,
                  at_chance=True if shown_at_chance else False if above else pd.NA, relative_status=status)
@@ -438,7 +452,7 @@ def why_no_break(row, rule: BreakRule | None = None) -> str | None:
             groups = getattr(row, "n_groups", None)
             count = "these" if _missing(groups) else str(int(groups))
             return (f"cannot be told from chance with {count} question groups ({base}); a headline needs at least "
-                    f"{CHANCE_TEST_GROUPS} groups")
+                    f"{chance_test_groups()} groups")
         if status == NOT_VISIBLE:
             return (f"no break point: the needle is past the scorer's window in more than {1 - BASE_VISIBLE_SHARE:.0%} of the "
                     "shortest haystacks, so there is no base to hold it to")

@@ -1,18 +1,29 @@
 """The ``embedeval`` command. Thin: parses options, calls the library, prints results.
 
-Any :class:`~embedeval.errors.EmbedevalError` becomes one ``error: ...`` line on stderr and
-exit status 1; no traceback for user mistakes.
+Any :class:`~embedeval.errors.EmbedevalError`, and any mistake the option parser finds itself (an
+unknown option, a value of the wrong type, a missing value), becomes one ``error: ...`` line on
+stderr and exit status 1; no traceback and no boxed usage message for user mistakes.
+
+This module imports only the light part of the package: the library behind a command is imported
+inside the command, so ``embedeval --help`` and a mistyped option answer at once.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from typer.core import TyperGroup
 
-from embedeval import __version__
+try:  # newer typer carries its own copy of click (typer._click)
+    from typer._click import exceptions as click_errors
+except ImportError:  # older typer runs on click itself
+    from click import exceptions as click_errors
+
 from embedeval.cli_options import (
     in_flag_words,
     APIOptions, CacheDir, ChatModelOpt, ChromaUrlOpt, ChunkOptions, DistractorsFileOpt, ThemeOptions, EmbedderOptions, GridOptions, NeedleOptions, PairOptions,
@@ -28,13 +39,63 @@ from embedeval.io import check_output_file
 from embedeval.labels import QUESTION, STRATEGY_CHOICES
 
 
+def usage_error_line(exc: click_errors.UsageError, where: str = "embedeval") -> str:
+    """One line for a mistake the option parser found in command ``where`` (click's boxed,
+    multi-line message otherwise): ``no such option --lenghts; did you mean --lengths?``,
+    ``invalid value for --depths: input should be a valid integer, ...``, ``option --lengths
+    requires an argument; `embedeval nolima --help` lists the options``."""
+    if isinstance(exc, click_errors.NoSuchOption):
+        closest = exc.possibilities[0] if exc.possibilities else None  # difflib's closest first
+        return (f"no such option {exc.option_name}; " +
+                (f"did you mean {closest}?" if closest else f"`{where} --help` lists the options"))
+    message = " ".join(exc.format_message().split())
+    message = re.sub(r"'(--?[A-Za-z][\w-]*)'", r"\1", message)  # '--depths' -> --depths
+    message = re.sub(r"^(Invalid value for [^:]+: )(\w)", lambda m: m[1] + m[2].lower(), message)
+    message = message.replace(". Did you mean", "; did you mean")  # an unknown command's suggestion
+    message = message[:1].lower() + message[1:]
+    return message if "did you mean" in message else f"{message.rstrip('.')}; `{where} --help` lists the options"
+
+
+def _command_path(ctx: typer.Context, words: list[str]) -> str:
+    """The command the words after ``ctx``'s name lead to (``embedeval cache info``): where a
+    usage error raised without a context happened (click's parser raises a missing value so)."""
+    command, path = ctx.command, [ctx.command_path]
+    for word in words:
+        command = getattr(command, "commands", {}).get(word)
+        if command is None:
+            break
+        path.append(word)
+    return " ".join(path)
+
+
 class _UserErrorsAsOneLine(TyperGroup):
+    """The ``embedeval`` group: a user's mistake is one ``error:`` line and exit status 1, whether
+    the library refused it (an :class:`~embedeval.errors.EmbedevalError`) or the option parser
+    did (a click usage error, raised while this group or a command below it parses its
+    arguments). ``embedeval`` alone, or a group alone, still prints its help."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click_errors.UsageError as exc:
+            _refuse_usage(exc, exc.ctx.command_path if exc.ctx is not None else info_name)
+
     def invoke(self, ctx: typer.Context):
+        words = [*getattr(ctx, "_protected_args", ()), *ctx.args]  # the command and its arguments, before invoke takes them
         try:
             return super().invoke(ctx)
         except EmbedevalError as exc:
             typer.echo(f"error: {in_flag_words(exc)}", err=True)
             raise typer.Exit(1) from None
+        except click_errors.UsageError as exc:
+            _refuse_usage(exc, exc.ctx.command_path if exc.ctx is not None else _command_path(ctx, words))
+
+
+def _refuse_usage(exc: click_errors.UsageError, where: str):
+    if isinstance(exc, getattr(click_errors, "NoArgsIsHelpError", ())):  # a group given no command: its help, as before
+        raise exc
+    typer.echo(f"error: {usage_error_line(exc, where)}", err=True)
+    raise typer.Exit(1) from None
 
 
 app = typer.Typer(
@@ -62,6 +123,8 @@ OutTable = Annotated[Path, typer.Option("--out", help="Output .csv or .parquet."
 
 def _version(value: bool) -> None:
     if value:
+        from embedeval import __version__
+
         typer.echo(f"embedeval {__version__}")
         raise typer.Exit()
 
@@ -211,7 +274,7 @@ def needles_check(file: Annotated[Path, typer.Argument(help="Needle set JSON (ou
         typer.echo(f"error: {len(problems)} problem(s) in {file}", err=True)
         raise typer.Exit(1)
     served = load_needle_set(file).variants_served()  # the file is valid: it loads
-    typer.echo(f"ok: {len(rows)} groups, no problems; variants every group serves: {', '.join(served)}")
+    typer.echo(f"ok: {len(rows)} group{'' if len(rows) == 1 else 's'}, no problems; variants every group serves: {', '.join(served)}")
 
 
 @needles_app.command("convert")
@@ -235,7 +298,8 @@ def needles_convert(
     converted = convert_nolima(data, str(file))
     needle_set = parse_needle_set(converted, str(file))  # the converted set must load, or nothing is written
     write_text_atomic(out, json.dumps(converted, indent=2, ensure_ascii=False) + "\n")
-    typer.echo(f"wrote {out}: {len(needle_set.groups)} groups, query forms {', '.join(needle_set.question_forms)}")
+    count = len(needle_set.groups)
+    typer.echo(f"wrote {out}: {count} group{'' if count == 1 else 's'}, query forms {', '.join(needle_set.question_forms)}")
 
 
 @needles_app.command("draft")
@@ -287,7 +351,8 @@ def needles_draft(
     result = run_draft(config, chat, progress=not quiet, cache_dir=cache_dir)
     for theme, kept in result.accepted.items():
         typer.echo(f"theme {theme}: {kept} of {per_theme} groups accepted, {result.rejected_now[theme]} draft(s) rejected")
-    typer.echo(f"wrote {out}: {len(result.needle_set['groups'])} groups ({result.requests} chat request(s)); "
+    count = len(result.needle_set["groups"])
+    typer.echo(f"wrote {out}: {count} group{'' if count == 1 else 's'} ({result.requests} chat request(s)); "
                f"rejected drafts with their reasons in {result.rejected_path}")
 
 
@@ -541,7 +606,7 @@ def similarity_needle_haystack(
         raise InputError("--chroma-url needs --index chroma")
     chunking.check()
     source = pairs.load(needles)
-    chunks = chunking.chunks()  # before the models: a corpus mistake is reported at once
+    chunks = chunking.chunks(progress=not quiet)  # before the models: a corpus mistake is reported at once
     models = plan.models_after(embedders, quiet, lambda models: needle_haystack_similarity(
         source, chunks, models, top=top_k, chunk_origin=chunking.origin))  # a plan's stand-in vectors stay out of chroma
     if models is None:
@@ -586,7 +651,7 @@ def similarity_absence(
 
         chunks, origin = themes_chunks(themes)
     else:
-        chunks, origin = chunking.chunks(), chunking.origin  # before the model: a corpus mistake is reported at once
+        chunks, origin = chunking.chunks(progress=not quiet), chunking.origin  # before the model: a corpus mistake is reported at once
     model = load_embedder(embedder, cache_dir=cache_dir, progress=not quiet)
     table = answer_absence(source, chunks, model, top=top_k, path=chroma_path, chroma_url=chroma_url, chunk_origin=origin)
     _write_similarity_table(table, out)
@@ -679,6 +744,23 @@ def themes_membership(
         typer.echo(f"{len(elsewhere)} needle(s) sit nearer another theme than their target (best_cluster in {out})")
 
 
+#: Columns of the help when stdout is not a terminal (piped to a file, a pager or grep): rich
+#: would render 80 and cut long defaults (``[default: 128,256,512,1024,2048,4096,819…]``).
+PIPED_HELP_WIDTH = 200
+
+
+def _help_width() -> None:
+    """Render help :data:`PIPED_HELP_WIDTH` columns wide when stdout is not a terminal and neither
+    ``TERMINAL_WIDTH`` (typer's) nor ``COLUMNS`` says otherwise; a terminal's own width otherwise."""
+    if sys.stdout.isatty() or os.environ.get("TERMINAL_WIDTH") or os.environ.get("COLUMNS"):
+        return
+    os.environ["TERMINAL_WIDTH"] = str(PIPED_HELP_WIDTH)  # typer reads it when it first renders help
+    rendering = sys.modules.get("typer.rich_utils")
+    if rendering is not None:  # already imported: it read the variable then
+        rendering.MAX_WIDTH = PIPED_HELP_WIDTH
+
+
 def main() -> None:
     """Console-script entry point."""
+    _help_width()
     app()

@@ -15,7 +15,7 @@ import inspect
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.markup import escape
@@ -28,14 +28,17 @@ from embedeval.defaults import (
     DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_SAMPLES, DEFAULT_MMR_LAMBDA, DEFAULT_REPRESENTATIVES, DEFAULT_THEME_CHUNKER,
     DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST, DEFAULT_UMAP_NEIGHBORS,
 )
+from embedeval.defaults import RAY_ADDRESS_ENV
 from embedeval.embedders import budget
-from embedeval.embedders.executors import RAY_ADDRESS_ENV, Executor
-from embedeval.embedders.options import APISpecOptions, LocalOptions
-from embedeval.embedders.registry import API_EMBEDDERS, load_embedder, select_embedders
 from embedeval.errors import InputError
 from embedeval.paths import CACHE_ENV
-from embedeval.plan import check_max_cost, check_prices_used, format_plans, parse_ceiling, parse_prices, plan_of, plans_json
 
+if TYPE_CHECKING:
+    from embedeval.embedders.executors import Executor
+
+# The library behind the options (the embedder registry, plans, the model code) is imported where
+# an option group uses it, not here: `embedeval --help` and a mistyped option answer without it
+# (tests/test_cli_basics.py keeps torch, transformers, pandas, umap and onnxruntime out).
 
 
 def literal(text: str) -> str:
@@ -150,8 +153,13 @@ class GridOptions:
         return grid_needle_set(needles.path, needles.group_ids, grid.variants, grid.n_distractors, self.distractors_file)
 
 
-#: Options written in an embedder's spec (embedeval.embedders.options), not flags.
-SPEC_OPTIONS = tuple(f.name for group in (LocalOptions, APISpecOptions) for f in dataclasses.fields(group))
+def spec_options() -> tuple[str, ...]:
+    """Options written in an embedder's spec (embedeval.embedders.options), not flags."""
+    from embedeval.embedders.options import APISpecOptions, LocalOptions
+
+    return tuple(f.name for group in (LocalOptions, APISpecOptions) for f in dataclasses.fields(group))
+
+
 #: The flag of each library parameter whose flag is not ``--`` + its name with ``.`` and ``_`` as ``-``.
 FLAG_OF = {"embedders": "--embedder", "strategies": "--strategy", "hdbscan.min_cluster_size": "--min-cluster-size",
            "hdbscan.min_samples": "--min-samples", "prices": "--price", "theme_ids": "--themes-ids"}
@@ -161,7 +169,7 @@ def flag_of(parameter: str) -> str | None:
     """The command-line flag of a library parameter: ``umap.min_dist`` -> ``--umap-min-dist``;
     None for an option written in an embedder's spec (``dtype`` in ``st:NAME?dtype=float16``),
     which the command line names as the library does."""
-    if parameter in SPEC_OPTIONS:
+    if parameter in spec_options():
         return None
     return FLAG_OF.get(parameter, "--" + parameter.replace(".", "-").replace("_", "-"))
 
@@ -180,6 +188,8 @@ def in_flag_words(error: Exception) -> str:
 def budget_map(value: str | None, option: str) -> dict[str, int]:
     """``--tpm`` / ``--rpm`` values: ``"100000"`` -> ``{"*": 100000}`` (every provider);
     ``"openai=1000000,jina=100000"`` -> one budget per named provider."""
+    from embedeval.embedders.registry import API_EMBEDDERS
+
     out: dict[str, int] = {}
     for item in split_list(value or ""):
         provider, sep, number = item.rpartition("=")
@@ -231,12 +241,16 @@ class EmbedderOptions(APIOptions, _EmbedderChoice):
 
     @property
     def executor_settings(self) -> Executor:
+        from embedeval.embedders.executors import Executor
+
         return Executor(self.executor, self.workers, self.ray_address)
 
     def load(self, quiet: bool, plan: bool = False, keys: bool = True) -> list:
         """Expand presets, check availability (echoing what is skipped), then load each embedder
         (``plan``: recording ones, see :func:`~embedeval.embedders.registry.load_embedder`;
         ``keys=False``: an API model whose key is not set is loaded too, for a plan alone)."""
+        from embedeval.embedders.registry import load_embedder, select_embedders
+
         self.executor_settings.check()
         usable, skipped = select_embedders(self.specs, self.skip_unavailable, keys=keys)
         for spec, why in skipped:  # a plan's stdout is the plan (or its JSON)
@@ -258,8 +272,12 @@ class PlanOptions:
     def __post_init__(self):  # the plan's options checked before any work
         if self.as_json and not self.plan:
             raise InputError("--json goes with --plan")
-        self.ceiling = parse_ceiling(self.max_cost)  # USD, or None
-        self.prices = parse_prices(self.price)
+        self.ceiling, self.prices = None, {}  # USD, or None; {embedder: USD per million tokens}
+        if self.max_cost is not None or self.price:  # a command's default PlanOptions() is made as the CLI is imported
+            from embedeval.plan import parse_ceiling, parse_prices
+
+            self.ceiling = parse_ceiling(self.max_cost)
+            self.prices = parse_prices(self.price)
         if self.prices and not self.wanted:
             raise InputError("--price goes with --plan or --max-cost")
 
@@ -278,6 +296,8 @@ class PlanOptions:
         """The models a command embeds with, after its plan: with ``--plan`` or ``--max-cost``,
         ``work(models)`` (the command's embedding steps) first runs on recording models and the plan
         is settled (:meth:`settle`); None when the command stops there (``--plan``)."""
+        from embedeval.plan import check_prices_used, plan_of
+
         if self.wanted:
             recorded = embedders.load(quiet, plan=True, keys=self.run_follows)
             check_prices_used([model.name for model in recorded], self.prices)  # before any work
@@ -290,6 +310,8 @@ class PlanOptions:
         """Print the plans with ``--plan`` (True: the command stops here), and refuse a run over
         ``--max-cost`` with one error line (the prices were checked before the plan was made:
         :func:`~embedeval.plan.check_prices_used`)."""
+        from embedeval.plan import check_max_cost, format_plans, plans_json
+
         if self.plan:
             typer.echo(plans_json(plans) if self.as_json else format_plans(plans))
         check_max_cost(plans, self.ceiling)
@@ -317,13 +339,14 @@ class ChunkOptions:
         """Where the chunks come from, as a chroma collection records it."""
         return {"corpus": self.corpus, "chunker": self.chunker, "seed": self.seed}
 
-    def chunks(self) -> list:
+    def chunks(self, progress: bool = False) -> list:
         """The corpus (at least ``--min-books`` books) cut into chunks (through the chunk cache:
-        :func:`~embedeval.chunking.corpus_chunks`, shared with ``embedeval themes``)."""
+        :func:`~embedeval.chunking.corpus_chunks`, shared with ``embedeval themes``); ``progress``:
+        a step line while the corpus is first downloaded."""
         from embedeval.chunking import corpus_chunks
         from embedeval.corpus import load_corpus, require_books
 
-        corpus = load_corpus(self.corpus)
+        corpus = load_corpus(self.corpus, progress=progress)
         require_books(corpus, self.min_books, purpose="chunks are drawn from")
         return corpus_chunks(corpus, self.chunker, seed=self.seed)
 

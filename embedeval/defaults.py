@@ -83,6 +83,9 @@ DEFAULT_STRETCH_BATCH_TOKENS = 16384
 #: how many actors.
 DEFAULT_EXECUTOR = "local"
 DEFAULT_WORKERS = 1
+#: Where ``--executor ray`` finds its cluster when ``--ray-address`` is not given (here, beside the
+#: executor's defaults, so the command line declares the option without importing the executors).
+RAY_ADDRESS_ENV = "EMBEDEVAL_RAY_ADDRESS"
 #: New vectors are committed to the cache after this many texts (what an interruption can lose).
 DEFAULT_COMMIT_EVERY = 256
 #: Query expansion: terms per expanded question, and the chat model's sampling temperature.

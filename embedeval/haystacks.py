@@ -408,7 +408,7 @@ def build_haystacks(
     needle_set.check_variants(grid.variants)
     needle_set.check_distractors(grid.n_distractors)
     tokenizer = tokenizer or load_token_counter()
-    corpus = corpus or load_corpus(grid.corpus)
+    corpus = corpus or load_corpus(grid.corpus, progress=progress)  # a first download says so
     require_books(corpus, grid.min_books)
     needles = [(g, v, name) for g in needle_set.groups for v in grid.variants for name in g.characters]
     counts = tokenizer.count([g.needle(v, name) for g, v, name in needles])

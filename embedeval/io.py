@@ -16,11 +16,12 @@ import stat
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from embedeval.errors import InputError, OutputError
+
+if TYPE_CHECKING:  # numpy and pandas are imported where used: the command line imports this module
+    import pandas as pd
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -53,12 +54,16 @@ def written_as(path: Path, holds: Sequence[str]) -> bool:
     vector file's shape are read, not their rows; a ``.json`` file is parsed whole."""
     try:
         if path.suffix == ".npy":
+            import numpy as np
+
             array = np.load(path, mmap_mode="r", allow_pickle=False)
             return array.dtype == np.float32 and array.ndim == 2
         if path.suffix == ".json":
             value = json.loads(path.read_text(encoding="utf-8"))
             names = value.keys() if isinstance(value, dict) else ()
         elif path.suffix == ".csv":
+            import pandas as pd
+
             names = pd.read_csv(path, nrows=0).columns
         else:
             import pyarrow.parquet as pq
@@ -429,6 +434,9 @@ def read_texts(path: str | os.PathLike) -> list[str]:
 
 def write_embeddings(path: str | os.PathLike, texts: list[str], vectors) -> None:
     """Write vectors atomically: ``.npy`` (the array) or ``.parquet`` (text, embedding columns)."""
+    import numpy as np
+    import pandas as pd
+
     target = Path(path)
     check_output_file(target, (".npy", ".parquet"), EMBEDDING_COLUMNS)
     if target.suffix == ".npy":
@@ -443,6 +451,8 @@ def write_embeddings(path: str | os.PathLike, texts: list[str], vectors) -> None
 def read_table(path: str | os.PathLike, columns: Sequence[str] = ()) -> pd.DataFrame:
     """A ``.csv`` or Parquet table that must exist, parse, have rows and hold ``columns``; anything
     else is one :class:`InputError` naming the file and what is wrong."""
+    import pandas as pd
+
     source = Path(path)
     if not source.is_file():
         raise InputError(f"{source} does not exist or is not a file")

@@ -13,8 +13,6 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-from scipy import stats
-from sklearn.metrics import roc_auc_score
 
 from embedeval.defaults import (
     BASE_VISIBLE_SHARE, CHANCE_TEST_EFFECT, CHANCE_TEST_POWER, CHUNK_FACTOR, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP,
@@ -120,6 +118,8 @@ def pearson_r(x, y, axis: int = -1):
 
 def spearman_rho(x, y, axis: int = -1):
     """Pearson r of the ranks (average ranks for ties); equals ``scipy.stats.spearmanr``."""
+    from scipy import stats  # here: scipy.stats takes a second to import, and the command line imports this module
+
     return pearson_r(stats.rankdata(_along(x, axis), axis=-1), stats.rankdata(_along(y, axis), axis=-1))
 
 
@@ -144,6 +144,8 @@ def separation(pos, neg) -> Separation:
     """
     pos = _as_array(pos, "pos (no positive scores: AUC needs both classes)")
     neg = _as_array(neg, "neg (no negative scores: AUC needs both classes)")
+    from sklearn.metrics import roc_auc_score  # here: scikit-learn takes a while to import
+
     labels = np.r_[np.ones(pos.size), np.zeros(neg.size)]
     auc = float(roc_auc_score(labels, np.r_[pos, neg]))
     return Separation(float(pos.mean() - neg.mean()), auc, cohens_d(pos, neg), int(pos.size), int(neg.size))
@@ -454,6 +456,8 @@ def groups_for_chance_test(effect: float = CHANCE_TEST_EFFECT, power: float = CH
     (10 for the defaults: effect 1, power 0.8, alpha 0.025). With fewer, a base the test does not
     pass cannot be told from chance, which is not the same as shown to be at chance: with 2 groups
     the test needs t > 12.7."""
+    from scipy import stats
+
     for groups in range(2, 1000):
         critical = stats.t.ppf(1 - alpha, groups - 1)
         if stats.nct.sf(critical, groups - 1, effect * math.sqrt(groups)) >= power:
@@ -552,6 +556,8 @@ def bootstrap_ci(
     ``auc_score(pos, neg)`` (resampled independently, or together when ``paired``).
     A statistic with an ``axis`` argument is evaluated vectorised.
     """
+    from scipy import stats
+
     samples = tuple(_as_array(v, "values") for v in values) if isinstance(values, tuple) else (_as_array(values, "values"),)
     if all(s.size == 1 or np.ptp(s) == 0 for s in samples):
         point = float(stat(*samples))

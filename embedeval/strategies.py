@@ -54,6 +54,9 @@ from embedeval.embedders.base import (
 )
 from embedeval.embedders.bm25 import BM25Scorer
 from embedeval.embedders.executors import Executor
+from embedeval.embedders.local import folder_stretch_refusal, local_name, position_limit
+from embedeval.embedders.models import resolve_model_path
+from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.embedders.stretch import METHODS, STRATEGY_PREFIX, Stretch
 from embedeval.errors import ConfigError, InputError
@@ -223,6 +226,11 @@ def check_strategy_support(specs: Sequence[str], strategies: Sequence[Strategy],
         if spec not in LEXICAL_SPECS and (spec.partition(":")[0] != "st" or executor != "local"):
             raise ConfigError(f"{stretched} is not offered for {spec} on the {executor} executor: context extension changes "
                               "a local st: model's positions, on the local executor")
+    for spec in specs if stretched else ():
+        if spec not in LEXICAL_SPECS:
+            for strategy in strategies:
+                if strategy.stretch is not None:
+                    check_stretch_in_folder(spec, strategy)
     if not any(s.name == LATE_CHUNKING for s in strategies):
         return
     for spec in specs:
@@ -235,6 +243,34 @@ def check_strategy_support(specs: Sequence[str], strategies: Sequence[Strategy],
         if provider == "st" and executor != "local":
             raise ConfigError(f"late-chunking of {spec} runs on the local executor only (the Ray actors return pooled "
                               "vectors, not token embeddings); use `executor` local", "executor")
+
+
+def _misfit(strategy: Strategy, name: str, why: str) -> ConfigError:
+    return ConfigError(f"{strategy.label} does not fit {name}: {why}")
+
+
+def _reads_no_further(strategy: Strategy, name: str, limit: int) -> ConfigError:
+    return ConfigError(f"{strategy.label} reads no further than {name} does itself: it has {limit} positions; "
+                       f"use @L with L above {limit}", "strategies")
+
+
+def check_stretch_in_folder(spec: str, strategy: Strategy) -> None:
+    """Refuse a context extension the model folder of the ``st:`` ``spec`` already rules out, before
+    the model loads (the weights take seconds to a minute): a length ``L`` not above the folder's
+    positions ``P`` (:func:`~embedeval.embedders.local.position_limit`), a folder that names no
+    ``P``, a backend other than torch, a method for another position type where the folder says
+    which it has (:func:`~embedeval.embedders.local.folder_stretch_refusal`). The same refusals,
+    in the same words, as :class:`EmbeddingScorer` makes with the model at hand; what only the
+    loaded model can tell (``+logscale``, a non-BERT table) is left to it."""
+    name, query = split_spec(spec.partition(":")[2])
+    options = LocalOptions.parse(query)
+    path = resolve_model_path(name)
+    limit = position_limit(path)
+    why = folder_stretch_refusal(path, options, strategy.stretch, limit)
+    if why:
+        raise _misfit(strategy, local_name(name, options), why)
+    if strategy.read_tokens <= limit[0]:
+        raise _reads_no_further(strategy, local_name(name, options), limit[0])
 
 
 def piece_bounds(n_tokens: int, size: int, step: int) -> list[tuple[int, int]]:
@@ -360,11 +396,10 @@ class EmbeddingScorer:
         model = innermost(embedder)
         why = model.stretch_refusal(strategy.stretch)
         if why:
-            raise ConfigError(f"{strategy.label} does not fit {embedder.name}: {why}")
+            raise _misfit(strategy, embedder.name, why)
         limit = model.positions()
         if strategy.read_tokens <= limit or strategy.read_tokens <= self.frame_tokens:
-            raise ConfigError(f"{strategy.label} reads no further than {embedder.name} does itself: it has {limit} positions; "
-                              f"use @L with L above {limit}", "strategies")
+            raise _reads_no_further(strategy, embedder.name, limit)
 
     def _check_late_chunking(self) -> None:
         """Refuse late chunking where it is not defined: a model without token embeddings, one whose

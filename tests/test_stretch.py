@@ -262,6 +262,51 @@ def test_lengths_within_the_positions_and_other_models_are_refused(tmp_path):
     check_strategy_support([spec, "bm25"], parse_strategies(["extend-gp@1024"]))  # a local model and the lexical baseline
 
 
+def test_what_the_folder_rules_out_is_refused_before_the_weights_load_in_the_loaded_models_words(tmp_path, monkeypatch):
+    """A run checks its strategies against each st: model's folder (config.json, the weights'
+    headers) before any model loads: a length within the positions, a rotary method on a BERT
+    table, another backend than torch, a folder without a position limit are refused there with
+    the words the loaded model uses; what only the loaded model can tell is left to it."""
+    from embedeval import strategies
+
+    spec = f"st:{small_model_folder(tmp_path, 'bert', P, max_seq_length=P)}"
+    said_when_loaded = {}
+    for name in (f"extend-gp@{P}", "rope-ntk@1024", "rope-linear@64+logscale"):
+        with pytest.raises(ConfigError) as refused:
+            EmbeddingScorer(load_embedder(spec, cache_dir=tmp_path / "cache"), Strategy.stretched(name))
+        said_when_loaded[name] = str(refused.value)
+
+    def no_weights(self):
+        raise AssertionError("the weights were loaded")
+
+    monkeypatch.setattr(SentenceTransformerEmbedder, "model", property(no_weights))
+    for name, said in said_when_loaded.items():
+        with pytest.raises(ConfigError) as refused:
+            check_strategy_support([spec, "bm25"], parse_strategies(["truncate", name]))
+        assert str(refused.value) == said
+    with pytest.raises(ConfigError, match=r"extend-gp@1024 does not fit st:.*: context extension runs on the torch backend, not onnx"):
+        check_strategy_support([f"{spec}?backend=onnx"], parse_strategies(["extend-gp@1024"]))
+    check_strategy_support([spec], parse_strategies(["extend-gp@1024", "extend-pi@64+logscale"]))  # the loaded model decides these
+    monkeypatch.setattr(strategies, "position_limit", lambda path: None)
+    with pytest.raises(ConfigError, match="names no position limit"):
+        check_strategy_support([spec], parse_strategies(["extend-gp@1024"]))
+
+
+def test_loading_the_weights_is_a_step_line_unless_quiet(tmp_path, capsys):
+    from embedeval.embedders.base import innermost
+
+    spec = f"st:{small_model_folder(tmp_path, 'bert', P, max_seq_length=P)}"
+    capsys.readouterr()
+    for progress in (True, False):
+        model = load_embedder(spec, cache_dir=tmp_path / f"cache-{progress}", progress=progress)  # checks it: loads it
+        model.embed(["a text"])
+        assert innermost(model).progress is progress and innermost(model).loaded
+        said = capsys.readouterr()
+        assert said.out == ""
+        assert (f"loading {model.name} on cpu ... done in " in said.err) is progress, said.err
+    assert innermost(load_embedder(spec, cache_dir=tmp_path / "plan", progress=True, plan=True)).progress is False
+
+
 # -- through the pipeline --------------------------------------------------------------------------
 
 

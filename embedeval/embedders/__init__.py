@@ -1,17 +1,25 @@
-"""Embedding backends, the persistent cache, and the spec registry."""
+"""Embedding backends, the persistent cache, and the spec registry.
 
-from embedeval.embedders.base import Embedder, l2_normalize
-from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache, clear_cache
-from embedeval.embedders.registry import DEFAULT_EMBEDDER, expand_specs, known_specs, load_embedder
+The names below are imported when first asked for (``from embedeval.embedders import
+load_embedder``), not when a submodule is: importing ``embedeval.embedders.budget`` (as the
+command line does) must not pull in every backend."""
 
-__all__ = [
-    "DEFAULT_EMBEDDER",
-    "CachedEmbedder",
-    "Embedder",
-    "EmbeddingCache",
-    "clear_cache",
-    "expand_specs",
-    "known_specs",
-    "l2_normalize",
-    "load_embedder",
-]
+_WHERE = {
+    "Embedder": "base", "l2_normalize": "base",
+    "CachedEmbedder": "cache", "EmbeddingCache": "cache", "clear_cache": "cache",
+    "DEFAULT_EMBEDDER": "registry", "expand_specs": "registry", "known_specs": "registry", "load_embedder": "registry",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module 'embedeval.embedders' has no attribute {name!r}")
+    if _WHERE[name] == "base":
+        from embedeval.embedders import base as module
+    elif _WHERE[name] == "cache":
+        from embedeval.embedders import cache as module
+    else:
+        from embedeval.embedders import registry as module
+    return getattr(module, name)

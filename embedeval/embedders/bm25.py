@@ -30,9 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import bm25s
 import numpy as np
-import Stemmer
 
 from embedeval.embedders.base import Scores, check_texts
 from embedeval.errors import ConfigError, InputError
@@ -85,6 +83,8 @@ class BM25Texts:
         members = partition_members(partition, len(texts))
         self.scorer = scorer
         self.seen_chars = np.asarray([len(text) for text in texts], dtype=np.int64)
+        import bm25s  # here, as in tokenize: bm25s takes a while to import
+
         tokens = scorer.tokenize(texts)
         self.corpora: list[tuple[np.ndarray, bm25s.BM25 | None]] = []
         for indices in members:
@@ -133,11 +133,15 @@ class BM25Scorer:
             raise ConfigError(f"BM25 b must be between 0 and 1, not {b}")
         self.k1 = float(k1)
         self.b = float(b)
+        import Stemmer
+
         self.stemmer = Stemmer.Stemmer(STEMMER_LANGUAGE)
 
     def tokenize(self, texts: Sequence[str]) -> list[list[str]]:
         """Each text's stemmed tokens, stop words dropped (``bm25s.tokenize``); the same function
         for texts and queries, so their vocabularies match."""
+        import bm25s
+
         return bm25s.tokenize(list(texts), stopwords=STOPWORDS, stemmer=self.stemmer,
                               return_ids=False, show_progress=False)
 

@@ -32,8 +32,6 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pyrate_limiter import Limiter, Rate
-
 from embedeval.errors import ConfigError
 
 #: Environment variable of the window (seconds) the per-minute budgets apply to.
@@ -173,6 +171,8 @@ class ProviderLimiter:
     """
 
     def __init__(self, provider: str, budget: Budget):
+        from pyrate_limiter import Limiter, Rate  # here, not at the top: the command line imports this module
+
         self.provider = provider
         self.budget = budget
         window_ms = max(1, round(budget.period * 1000))

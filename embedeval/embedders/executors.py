@@ -25,13 +25,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from embedeval.defaults import DEFAULT_EXECUTOR, DEFAULT_WORKERS
+from embedeval.defaults import DEFAULT_EXECUTOR, DEFAULT_WORKERS, RAY_ADDRESS_ENV
 from embedeval.embedders.base import Kind, TokenIdWrapper, embeds_texts
 from embedeval.embedders.local import from_spec_model
 from embedeval.errors import ConfigError
 
-#: Where ``--executor ray`` finds its cluster when ``--ray-address`` is not given.
-RAY_ADDRESS_ENV = "EMBEDEVAL_RAY_ADDRESS"
 EXECUTORS: tuple[str, ...] = ("local", "ray")
 
 

@@ -39,6 +39,7 @@ from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.errors import ConfigError, InputError, UnknownEmbedderError
 from embedeval.embedders.tokens import TokenCounter, load_token_counter, quiet_transformers
 from embedeval.paths import default_cache_dir
+from embedeval.progress import step
 from embedeval.versions import package_version
 
 #: Bump when the facts change shape or meaning (older remembered facts are then ignored).
@@ -98,6 +99,45 @@ def check_window(path: str, max_seq_length: int | None) -> tuple[int, str] | Non
         raise ConfigError(f"`max_seq_length` {max_seq_length} is over the model's position limit of {limit[0]} tokens "
                           f"({limit[1]})", "max_seq_length")
     return limit
+
+
+#: Transformer configs (``model_type`` in config.json) whose table of absolute positions counts
+#: from 0, so that a table in the weights means BERT-style absolute positions
+#: (:func:`embedeval.embedders.stretch.position_type` says ``absolute`` once the model is loaded).
+ABSOLUTE_TABLE_MODEL_TYPES = ("bert",)
+
+
+def _folder_config(path: str) -> dict:
+    """The model folder's ``config.json`` as a dict ({} where there is none or it is not an object:
+    :func:`position_limit` names a broken one)."""
+    try:
+        settings = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return settings if isinstance(settings, dict) else {}
+
+
+def folder_stretch_refusal(path: str, options: LocalOptions, stretch: stretching.Stretch,
+                           limit: tuple[int, str] | None) -> str | None:
+    """Why ``stretch`` cannot read the model folder ``path`` past its positions, as far as the
+    folder says without loading any weights (its config.json and the headers of its weights), or
+    None where it does not say (the loaded model decides then: :meth:`SentenceTransformerEmbedder.stretch_refusal`).
+    ``limit``: the folder's :func:`position_limit`. A folder that names no position limit, a
+    backend other than torch, and a rotary method on a BERT-type model whose weights hold a table
+    of absolute positions are refused here, with the words the loaded model would use."""
+    if limit is None:
+        return ("its folder names no position limit (no position table in its weights, no max_position_embeddings "
+                "in its config), so there is nothing to stretch past")
+    if options.backend != "torch":
+        return f"context extension runs on the torch backend, not {options.backend}"
+    if stretch.position_type == stretching.ABSOLUTE:
+        return None  # whether the positions are BERT-style (a table counting from 0) is the loaded model's to say
+    config = _folder_config(path)
+    if (config.get("model_type") in ABSOLUTE_TABLE_MODEL_TYPES
+            and config.get("position_embedding_type", stretching.ABSOLUTE) in (None, stretching.ABSOLUTE)
+            and any(name.endswith(POSITION_TABLE) for name in weight_shapes(path))):
+        return stretching.type_refusal(stretching.ABSOLUTE, stretch)
+    return None
 
 
 def local_name(model: str, options: LocalOptions) -> str:
@@ -185,6 +225,7 @@ class SentenceTransformerEmbedder:
         self.max_batch_tokens = options.batch_tokens(self.device)  # padded tokens per batch (None: batch_size inputs)
         self.backoffs = 0  # batches halved after CUDA ran out of memory
         self.facts_store = facts_store
+        self.progress = False  # a step line on stderr while the weights load (load_embedder's progress)
         self._given = model
         self._folder_fingerprint = folder_fingerprint(model)
         self._model = None
@@ -202,34 +243,40 @@ class SentenceTransformerEmbedder:
 
     @property
     def model(self):
-        """The ``SentenceTransformer`` (loaded on first use; its facts are then remembered)."""
+        """The ``SentenceTransformer`` (loaded on first use, with a step line when ``progress``;
+        its facts are then remembered)."""
         if self._model is None:
-            quiet_transformers()
-            from sentence_transformers import SentenceTransformer
-
-            try:
-                self._model = SentenceTransformer(self.path, device=self.device, trust_remote_code=self.options.trust_remote_code)
-            except (OSError, ValueError) as exc:
-                raise UnknownEmbedderError(f"cannot load local model {self._given!r}: {exc}") from None
-            except RuntimeError as exc:  # the last resort: weights that do not fit the config (sizes that differ)
-                if "size mismatch" not in str(exc) and "mismatched_sizes" not in str(exc):
-                    raise  # out of memory, a CUDA error: not the folder's fault, and not to be hidden as such
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                raise UnknownEmbedderError(f"cannot load local model {self._given!r}: its weights do not fit its config "
-                                           f"({first[:300]})") from None
-            if self.options.max_seq_length is not None:
-                self._model.max_seq_length = self.options.max_seq_length
-            if self.options.dtype != "float32":
-                import torch
-
-                self._model.to(getattr(torch, self.options.dtype))
-            if self.options.backend != "torch":
-                self._use_onnx()
-            self._token_counter = TokenCounter(self._model.tokenizer, self.name)
-            key = self._facts_key()
-            if key is not None and self.facts_store is not None:
-                self.facts_store.put_facts(key, self._live_facts())
+            with step(f"loading {self.name} on {self.device}", self.progress):
+                self._load()
         return self._model
+
+    def _load(self) -> None:
+        """Load the weights (and the ONNX graph of another backend), and remember the facts."""
+        quiet_transformers()
+        from sentence_transformers import SentenceTransformer
+
+        try:
+            self._model = SentenceTransformer(self.path, device=self.device, trust_remote_code=self.options.trust_remote_code)
+        except (OSError, ValueError) as exc:
+            raise UnknownEmbedderError(f"cannot load local model {self._given!r}: {exc}") from None
+        except RuntimeError as exc:  # the last resort: weights that do not fit the config (sizes that differ)
+            if "size mismatch" not in str(exc) and "mismatched_sizes" not in str(exc):
+                raise  # out of memory, a CUDA error: not the folder's fault, and not to be hidden as such
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UnknownEmbedderError(f"cannot load local model {self._given!r}: its weights do not fit its config "
+                                       f"({first[:300]})") from None
+        if self.options.max_seq_length is not None:
+            self._model.max_seq_length = self.options.max_seq_length
+        if self.options.dtype != "float32":
+            import torch
+
+            self._model.to(getattr(torch, self.options.dtype))
+        if self.options.backend != "torch":
+            self._use_onnx()
+        self._token_counter = TokenCounter(self._model.tokenizer, self.name)
+        key = self._facts_key()
+        if key is not None and self.facts_store is not None:
+            self.facts_store.put_facts(key, self._live_facts())
 
     def _use_onnx(self) -> None:
         """Replace the loaded model's transformer by its ONNX graph (:mod:`embedeval.embedders.onnx`),
@@ -475,9 +522,9 @@ class SentenceTransformerEmbedder:
         """Why this model cannot read past its positions as ``stretch`` says (its position type, or
         a backend other than torch, a folder that names no position limit), None when it can
         (:mod:`embedeval.embedders.stretch`)."""
-        if self.positions() is None:
-            return ("its folder names no position limit (no position table in its weights, no max_position_embeddings "
-                    "in its config), so there is nothing to stretch past")
+        why = folder_stretch_refusal(self.path, self.options, stretch, self._position_limit)
+        if why:
+            return why
         facts = self._recalled()
         if facts:
             return facts["stretch_refusals"][stretch.key]

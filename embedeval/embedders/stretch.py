@@ -148,6 +148,12 @@ def position_type(model) -> str | None:
     return ROTARY if _rotary_buffers(model) else None
 
 
+def type_refusal(kind: str, stretch: Stretch) -> str:
+    """Why ``stretch`` does not fit a model with ``kind`` positions (another position type)."""
+    names = ", ".join(STRATEGY_PREFIX[kind] + m for m in METHODS[kind])
+    return f"it has {kind} positions, and {stretch.method} is for {stretch.position_type} ones; use {names}"
+
+
 def refusal(model, stretch: Stretch) -> str | None:
     """Why ``stretch`` does not fit ``model`` (None when it does)."""
     kind = position_type(model)
@@ -155,8 +161,7 @@ def refusal(model, stretch: Stretch) -> str | None:
         return (f"its positions are neither BERT-style absolute positions nor rotary ones "
                 f"({type(model).__name__}); context extension is not offered")
     if stretch.position_type != kind:
-        names = ", ".join(STRATEGY_PREFIX[kind] + m for m in METHODS[kind])
-        return f"it has {kind} positions, and {stretch.method} is for {stretch.position_type} ones; use {names}"
+        return type_refusal(kind, stretch)
     if stretch.logscale and not _attention_scales(model):
         return "its attention modules do not expose a logit scale, so +logscale cannot be applied"
     return None

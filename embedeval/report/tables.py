@@ -353,7 +353,7 @@ def answer(row, rule: BreakRule, shares: pd.Series) -> tuple[str, tuple[str, ...
         items.append(f"Over resamples of the question groups the break point is {spread}.")
     groups = _count(row, "n_groups")
     if groups is not None:
-        items.append(f"{groups} question groups.")
+        items.append(f"{groups} question group{'' if groups == 1 else 's'}.")
     items.append(f"Needle visible to the model in its needle haystacks, by length: {_visible_words(shares)}.")
     return headline, tuple(items)
 
