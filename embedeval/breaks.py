@@ -202,11 +202,23 @@ def shares_text(points: np.ndarray) -> str:
 
 
 def parse_shares(text) -> dict[int | None, float]:
-    """:func:`shares_text` read back: {length (None for none): share}; {} for "" or a missing value."""
+    """:func:`shares_text` read back: {length (None for none): share}; {} for "" or a missing value.
+    Anything else than ``LENGTH:SHARE`` items (a length a positive whole number or ``none``, a
+    share in [0, 1], each length once) is a ValueError naming the item."""
     if not isinstance(text, str) or not text:
         return {}
-    pairs = (item.split(":") for item in text.split(";"))
-    return {None if length == "none" else int(length): float(share) for length, share in pairs}
+    shares: dict[int | None, float] = {}
+    for item in text.split(";"):
+        length, colon, share = item.partition(":")
+        try:
+            key = None if length == "none" else int(length) if length.isascii() and length.isdigit() and int(length) > 0 else ""
+            value = float(share) if colon else -1.0
+        except ValueError:
+            key, value = "", -1.0
+        if key == "" or not 0 <= value <= 1 or key in shares:
+            raise ValueError(f"{item!r} is not LENGTH:SHARE (a length in tokens or none, once each, and a share from 0 to 1)")
+        shares[key] = value
+    return shares
 
 
 def _point_share(points: np.ndarray, point: int | None) -> float | None:

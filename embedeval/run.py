@@ -28,7 +28,7 @@ import pandas as pd
 
 from embedeval.aggregate import METRIC_COLUMNS
 from embedeval.corpus import source_path
-from embedeval.breaks import ADDED_BREAK_COLUMNS, BREAK_COLUMNS, BreakRule, break_points
+from embedeval.breaks import ADDED_BREAK_COLUMNS, BREAK_COLUMNS, BreakRule, break_points, parse_shares
 from embedeval.defaults import DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.errors import ConfigError, InputError
 from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS, HaystackGrid
@@ -289,6 +289,11 @@ def read_breaks(path: str | Path) -> pd.DataFrame:
     missing, unreadable or lacks a column)."""
     frame = read_table(path, [c for c in BREAK_COLUMNS if c not in ADDED_BREAK_COLUMNS])
     frame = frame.reindex(columns=BREAK_COLUMNS)  # a file from before the added columns: they read as missing
+    for row, value in enumerate(frame["break_shares"], start=2):
+        try:
+            parse_shares(value if isinstance(value, str) or pd.isna(value) else f"{value}")
+        except ValueError as exc:
+            raise InputError(f"{path}, line {row}, column break_shares: {exc}") from None
     # "128" reads back as a number, and as 128.0 beside an empty cell
     lengths = [value if isinstance(value, str) else "" if pd.isna(value) else str(int(value)) for value in frame["base_lengths"]]
     return frame.assign(base_lengths=lengths, relative_status=frame["relative_status"].astype(str),

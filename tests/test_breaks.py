@@ -9,6 +9,7 @@ import pytest
 
 from embedeval.aggregate import retrieval_metrics
 from embedeval.breaks import BREAK_COLUMNS, BreakRule, break_points, break_sentence, interval_text, parse_shares
+from embedeval.errors import InputError
 from embedeval.run import read_breaks
 from embedeval.metrics import (
     base_length_count, break_lengths, break_point, chance_corrected_recall, cluster_resamples, relative_break_lengths,
@@ -199,6 +200,13 @@ def test_absolute_rule_interval_and_breaks_csv_round_trip(tmp_path):
     back = read_breaks(tmp_path / "breaks.csv")
     assert list(back.columns) == BREAK_COLUMNS and back.iloc[0]["break_point"] == 512
     assert break_sentence(next(back.itertuples()), rule).startswith("break point 512 tokens (")
+    assert back.iloc[0]["break_shares"] == row["break_shares"] and back.iloc[0]["break_point_share"] == row["break_point_share"]
+    for edited in ("abc", "128:x", "128:1.5", "512:0.5;512:0.5", "0:1.0"):  # a hand-edited breaks.csv: one line, no traceback
+        table.assign(break_shares=edited).to_csv(tmp_path / "edited.csv", index=False)
+        with pytest.raises(InputError, match=r"edited.csv, line 2, column break_shares: '.*' is not LENGTH:SHARE"):
+            read_breaks(tmp_path / "edited.csv")
+    table.drop(columns=["break_shares", "break_point_share"]).to_csv(tmp_path / "older.csv", index=False)
+    assert read_breaks(tmp_path / "older.csv")["break_shares"].isna().all()  # a file from before the columns
 
 
 def test_few_question_groups_do_not_pass_a_scorer_at_chance():
