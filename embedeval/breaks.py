@@ -191,12 +191,13 @@ def _means(sums: np.ndarray, counts: np.ndarray, axis: int = 0) -> np.ndarray:
         return sums.sum(axis) / counts.sum(axis)
 
 
-def shares_text(points: np.ndarray) -> str:
+def shares_text(points: np.ndarray) -> str | None:
     """The share of bootstrapped break points per length, shortest first ("none" for 0, no break
-    point, first): "128:0.524;256:0.471;512:0.005". "" for no resamples."""
+    point, first): "128:0.524;256:0.471;512:0.005". None for no resamples (an empty cell, as the
+    CSV reads it back)."""
     points = np.asarray(points, dtype=np.int64)
     if points.size == 0:
-        return ""
+        return None
     found, counts = np.unique(points, return_counts=True)
     return ";".join(f"{int(length) or 'none'}:{count / points.size:.3f}" for length, count in zip(found, counts))
 

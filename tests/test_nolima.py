@@ -42,8 +42,8 @@ def test_run_writes_every_output(run):
 
     written = read_breaks(run.out / "breaks.csv")
     again = break_points(run.metrics, run.retrieval, run.config.rule(), run.config.n_bootstrap, run.config.grid.seed,
-                         windows={"st:all-MiniLM-L6-v2": 256})  # the window the model reads caps its chunk
-    assert (written["window"] == 256).all()
+                         windows={("st:all-MiniLM-L6-v2", "truncate"): 254})  # the content tokens it reads cap its chunk
+    assert (written["window"] == 254).all()
     pd.testing.assert_frame_equal(written, again, check_dtype=False)
     assert len(written) == 2  # one series per variant
     figures = sorted(p.name for p in (run.out / "figures").glob("*.png"))
