@@ -205,7 +205,7 @@ def shares_text(points: np.ndarray) -> str | None:
 def parse_shares(text) -> dict[int | None, float]:
     """:func:`shares_text` read back: {length (None for none): share}; {} for "" or a missing value.
     Anything else than ``LENGTH:SHARE`` items (a length a positive whole number or ``none``, a
-    share in [0, 1], each length once) is a ValueError naming the item."""
+    share in [0, 1], each length once, the shares summing to 1) is a ValueError naming the item."""
     if not isinstance(text, str) or not text:
         return {}
     shares: dict[int | None, float] = {}
@@ -219,6 +219,8 @@ def parse_shares(text) -> dict[int | None, float]:
         if key == "" or not 0 <= value <= 1 or key in shares:
             raise ValueError(f"{item!r} is not LENGTH:SHARE (a length in tokens or none, once each, and a share from 0 to 1)")
         shares[key] = value
+    if abs(sum(shares.values()) - 1) > 0.01:  # each share is written to 3 decimals
+        raise ValueError(f"the shares of {text!r} sum to {sum(shares.values()):.3f}, not 1")
     return shares
 
 

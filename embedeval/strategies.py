@@ -182,7 +182,8 @@ def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Se
     """The strategies a run asks for: ``chunks-max`` and ``late-chunking`` become one strategy per
     chunk size; ``window_overlap`` goes to ``windows-mean``, ``late_overlap`` to ``late-chunking``;
     context extension is named with its length (``extend-gp@4096``, :meth:`Strategy.stretched`).
-    Unknown names, repeats, chunk sizes < 1 and a negative overlap are a :class:`ConfigError`."""
+    Unknown names, repeats (two spellings of one strategy too), chunk sizes < 1 and a negative
+    overlap are a :class:`ConfigError`."""
     names = list(names)
     if not names:
         raise ConfigError("no strategies given")
@@ -190,7 +191,9 @@ def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Se
     if unknown:
         raise ConfigError(f"unknown strategy {unknown[0]!r}; use one of {', '.join(STRATEGY_NAMES)} "
                           f"(context extension as {next(iter(STRETCH_METHODS))}@L)")
-    if len(set(names)) != len(names):
+    # repeats compared by label, so that two spellings of one strategy (extend-gp@1024, extend-gp@01024) are one
+    labels = [Strategy.stretched(n).label if n not in STRATEGY_NAMES or n in STRETCH_METHODS else n for n in names]
+    if len(set(labels)) != len(labels):
         raise ConfigError(f"strategy given twice in {', '.join(names)}")
     for option, overlap in (("window", window_overlap), ("late-chunking", late_overlap)):
         if overlap < 0:

@@ -104,7 +104,7 @@ def content_words(text: str) -> list[str]:
 
 
 #: A word with its apostrophe parts (``don't``, ``they’ve``, ``Graham's``), letters only.
-_TERM = re.compile(r"[a-z]+(?:['’][a-z]+)*")
+_TERM = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)*")  # letter words in any script: café, straße, москва whole
 #: What follows the apostrophe of a possessive (kept as its word: ``graham's`` -> ``graham``); any
 #: other ending (``n't``, ``'ve``, ``'re``, ``'ll``, ``'d``, ``'m``) makes a contraction of function
 #: words, which names no topic.
@@ -113,7 +113,8 @@ _POSSESSIVE = "s"
 
 def topic_terms(text: str) -> list[str]:
     """The words of ``text`` a topic can be named by, lowercased, in order (repeats kept, for
-    counting): letter words of two letters or more, English stop words (scikit-learn's list) out.
+    counting): letter words of two letters or more in any script (``café``, not ``caf``), English
+    stop words (scikit-learn's list) out.
     Contractions are read whole, so none leaves a fragment behind (``don't``, ``aren't``,
     ``they've``, ``we'll`` are dropped, not cut into ``don``, ``aren``, ``ve``, ``ll``); a
     possessive counts as its word (``graham's`` -> ``graham``; ``it's`` -> ``it``, a stop word)."""

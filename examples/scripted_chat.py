@@ -62,9 +62,16 @@ def load_replies(path: str | Path) -> list[str] | dict[str, list[str]]:
     except json.JSONDecodeError as exc:
         raise ValueError(f"drafts file {path} is not JSON ({exc.msg} at line {exc.lineno})") from None
     themes = data.get("themes") if isinstance(data, dict) else None
+    if isinstance(data, dict) and "themes" in data and "replies" in data:
+        raise ValueError(f'drafts file {path} holds both "themes" and "replies": keep one')
     if isinstance(themes, dict) and themes:
-        return {term.strip().lower(): _reply_texts(replies, f"theme {term!r} of drafts file {path}")
-                for term, replies in themes.items()}
+        per_theme: dict[str, list[str]] = {}
+        for term, replies in themes.items():
+            key = term.strip().lower()
+            if not key or key in per_theme:  # "Kitchen" and "kitchen " would be one theme: one list silently lost
+                raise ValueError(f"drafts file {path}: theme {term!r} is {'empty' if not key else 'given twice (case and spaces aside)'}")
+            per_theme[key] = _reply_texts(replies, f"theme {term!r} of drafts file {path}")
+        return per_theme
     replies = data.get("replies") if isinstance(data, dict) else None
     if not isinstance(replies, list) or not replies:
         raise ValueError(f'drafts file {path} holds no replies: it must be {{"replies": [...]}} or {{"themes": {{TERM: [...]}}}} '

@@ -201,9 +201,9 @@ def test_absolute_rule_interval_and_breaks_csv_round_trip(tmp_path):
     assert list(back.columns) == BREAK_COLUMNS and back.iloc[0]["break_point"] == 512
     assert break_sentence(next(back.itertuples()), rule).startswith("break point 512 tokens (")
     assert back.iloc[0]["break_shares"] == row["break_shares"] and back.iloc[0]["break_point_share"] == row["break_point_share"]
-    for edited in ("abc", "128:x", "128:1.5", "512:0.5;512:0.5", "0:1.0"):  # a hand-edited breaks.csv: one line, no traceback
-        table.assign(break_shares=edited).to_csv(tmp_path / "edited.csv", index=False)
-        with pytest.raises(InputError, match=r"edited.csv, line 2, column break_shares: '.*' is not LENGTH:SHARE"):
+    for edited in ("abc", "128:x", "128:1.5", "512:0.5;512:0.5", "0:1.0", ";;;", "128:-0.5;256:1.5", "128:0.9;256:0.9"):
+        table.assign(break_shares=edited).to_csv(tmp_path / "edited.csv", index=False)  # edited by hand: one line, no traceback
+        with pytest.raises(InputError, match=r"edited.csv, line 2, column break_shares: .*(is not LENGTH:SHARE|sum to 1.800, not 1)"):
             read_breaks(tmp_path / "edited.csv")
     table.drop(columns=["break_shares", "break_point_share"]).to_csv(tmp_path / "older.csv", index=False)
     assert read_breaks(tmp_path / "older.csv")["break_shares"].isna().all()  # a file from before the columns

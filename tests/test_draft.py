@@ -370,6 +370,9 @@ def test_the_shipped_pg_essays_drafts_are_well_formed_and_show_a_rejection_and_i
     ("{", "is not JSON"),
     ('{"replies": []}', "holds no replies"),
     ('{"replies": [3]}', "reply 1 of drafts file"),
+    ('{"themes": {"Kitchen": ["{}"], "kitchen ": ["{}"]}}', "theme 'kitchen ' is given twice"),  # one list was silently lost
+    ('{"themes": {" ": ["{}"]}}', "theme ' ' is empty"),
+    ('{"themes": {"kitchen": ["{}"]}, "replies": ["{}"]}', 'holds both "themes" and "replies"'),
 ])
 def test_the_example_server_refuses_a_bad_drafts_file_with_one_line(tmp_path, content, says):
     drafts = tmp_path / "drafts.json"

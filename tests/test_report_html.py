@@ -235,8 +235,8 @@ def test_the_answer_says_at_least_where_censored_and_names_the_window_cap():
     ((headline, items),), table, row = _answers({128: 0.95, 512: 0.95, 2048: 0.95}, {128: 1.0, 512: 1.0, 2048: 1.0},
                                                 windows={("m", "truncate"): 254})
     assert row["break_censored"] and row["chunk_capped"]
-    assert headline.startswith("With m (truncate), chunks of 254 tokens are safe, and longer ones may be: up to 2048-token "
-                               "haystacks, the longest measured,")
+    assert headline.startswith("With m (truncate), chunks of 254 tokens, the whole window the model reads, are safe: up to "
+                               "2048-token haystacks, the longest measured,")  # not "longer ones may be": it reads no more
     assert items[0].startswith("Break point **≥ 2048 tokens (") and "at least this" in items[0]
     assert items[1] == ("Recommended chunk **254 tokens**: 0.8 x the break point, capped at the 254-token window the model reads "
                         "(it reads nothing past it).")
@@ -270,11 +270,16 @@ def test_the_answer_names_every_length_the_resamples_give_and_the_safe_chunk():
                 chunk_capped=False, break_shares="128:0.524;256:0.471;512:0.005", break_point_share=0.524)
     headline, items = answer(coin, BreakRule(), shares)
     assert headline == ("With m (truncate), the break point is 128 or 256 tokens (52% / 47% of resamples of the question "
-                        "groups): keep chunks ≤ 102 tokens to be safe; 204 tokens holds in 47% of the resamples.")
+                        "groups): keep chunks ≤ 102 tokens to be safe; 204 tokens holds in 48% of the resamples.")  # 256 or longer: 47% + <1%
     assert "it does not" not in headline
     assert "Over resamples of the question groups the break point is 128 tokens in 52%, 256 tokens in 47%, 512 tokens in <1%." in items
     upper = _row(break_point=256, recommended_chunk_tokens=204, window=254, break_shares="128:0.3;256:0.7", break_point_share=0.7)
     assert answer(upper, BreakRule(), shares)[0].endswith("keep chunks ≤ 102 tokens to be safe; 204 tokens holds in 70% of the resamples.")
+    # a chunk of 0.8 x 256 holds wherever the break point is 256 or longer: 30% + 40%, not 30%
+    spread = _row(break_point=128, recommended_chunk_tokens=102, window=254, break_shares="128:0.3;256:0.3;512:0.4")
+    assert answer(spread, BreakRule(), shares)[0].endswith("keep chunks ≤ 102 tokens to be safe; 254 tokens holds in 40% of the resamples.")
+    at_256 = _row(break_point=256, recommended_chunk_tokens=204, window=254, break_shares="128:0.3;256:0.3;512:0.4")
+    assert answer(at_256, BreakRule(), shares)[0].endswith("keep chunks ≤ 102 tokens to be safe; 204 tokens holds in 70% of the resamples.")
     capped = _row(break_point=512, recommended_chunk_tokens=254, window=254, chunk_capped=True, break_shares="256:0.4;512:0.6")
     assert answer(capped, BreakRule(), shares)[0].endswith("keep chunks ≤ 204 tokens to be safe; 254 tokens holds in 60% of the resamples.")
     maybe_none = _row(break_point=128, recommended_chunk_tokens=102, break_shares="none:0.3;128:0.7")

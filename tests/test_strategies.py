@@ -174,6 +174,7 @@ def test_parse_strategies_expands_chunk_sizes_and_refuses_bad_settings():
     assert parse_strategies(["windows-mean"], [], 32)[0].overlap == 32
     for names, sizes, overlap, message in [
         (["truncate", "truncate"], [128], 0, "twice"), (["mean"], [128], 0, "unknown strategy 'mean'"),
+        (["extend-gp@1024", "extend-gp@01024"], [128], 0, "twice"),  # two spellings of one strategy, refused before any work
         (["chunks-max"], [], 0, "at least one chunk size"), (["chunks-max"], [0], 0, "distinct positive"),
         (["windows-mean"], [128], -1, "overlap"), ([], [128], 0, "no strategies"),
     ]:

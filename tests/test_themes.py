@@ -242,6 +242,37 @@ def test_a_theme_is_named_by_its_number_or_by_a_term_of_its_top_terms():
     error = refused("Language", parameter="cluster")
     assert str(error).startswith("`cluster`: 'Language' is a top term of 2 themes") and error.parameters == ("cluster",)
     assert str(refused("", parameter="theme_ids")).startswith("`theme_ids`: an empty name")
+    for other_digits in ("٢", "२", "𝟐"):  # a number is ASCII digits only, as every number of a command line: a term here
+        assert str(refused(other_digits)).startswith(f"no theme of runs/t has {other_digits!r} among its top terms")
+
+
+def test_theme_terms_are_read_from_clusters_csv_checked(tmp_path, monkeypatch):
+    """An edited clusters.csv: a cluster that is no whole number, or listed twice, is one line naming
+    the file and line (was a traceback, or the second row's terms silently replacing the first's);
+    a term written in capitals in the file is still named in any case."""
+    from embedeval.errors import InputError
+    from embedeval.experiments import themes
+    from embedeval.experiments.themes import resolve_themes
+
+    def with_clusters(clusters: list[str], terms: list[str]):
+        (tmp_path / "clusters.csv").write_text("cluster,top_terms\n" + "".join(f"{c},{t}\n" for c, t in zip(clusters, terms)))
+
+    monkeypatch.setattr(themes, "read_manifest", lambda out: {})  # a finished run's record: not what is tested here
+    with_clusters(["0", "1"], ["Kitchen;bread", "sea;Navigator"])
+    assert resolve_themes(tmp_path, ["kitchen", "1"]) == [0, 1] and resolve_themes(tmp_path, ["NAVIGATOR"]) == [1]
+    for clusters, says in ((["0", "one"], "line 3: cluster 'one' is not a theme number"),
+                           (["0", "0.5"], "line 3: cluster '0.5' is not a theme number"),
+                           (["0", "0"], "line 3: theme 0 is listed twice")):
+        with_clusters(clusters, ["kitchen", "sea"])
+        with pytest.raises(InputError, match=f"clusters.csv, {says}"):
+            resolve_themes(tmp_path, ["0"])
+
+
+def test_accented_and_other_script_words_are_whole_terms():
+    """Letter words in any script: "café" was cut to the term "caf", so it could never name a theme."""
+    from embedeval.text import topic_terms
+
+    assert topic_terms("Café naïve résumé Straße école Москва x2 3d") == ["café", "naïve", "résumé", "straße", "école", "москва"]
 
 
 def test_membership_takes_terms_for_the_target_theme_and_refuses_no_match_and_ambiguous_ones(themes_run, tmp_path):

@@ -326,16 +326,24 @@ def read_manifest(out: str | Path) -> dict:
 
 
 #: A theme named by its number (``6``; a table of floats writes ``6.0``).
-_THEME_NUMBER = re.compile(r"-?\d+(?:\.0*)?")
+_THEME_NUMBER = re.compile(r"-?[0-9]+(?:\.0*)?")  # ASCII digits only, as every number of a command line
 
 
 def theme_top_terms(out: str | Path) -> dict[int, tuple[str, ...]]:
     """Each theme's top terms (cluster number -> its terms, heaviest first), as the finished themes
     run ``out`` wrote them in ``clusters.csv``."""
     read_manifest(out)  # a missing folder or an unfinished run: one line
-    clusters = read_table(Path(out) / "clusters.csv", ["cluster", "top_terms"])
-    return {int(c): tuple(t for t in (terms if isinstance(terms, str) else "").split(";") if t)
-            for c, terms in zip(clusters["cluster"], clusters["top_terms"])}
+    path = Path(out) / "clusters.csv"
+    clusters = read_table(path, ["cluster", "top_terms"])
+    found: dict[int, tuple[str, ...]] = {}
+    for line, (cluster, terms) in enumerate(zip(clusters["cluster"], clusters["top_terms"]), start=2):
+        text = str(cluster).strip()
+        if not _THEME_NUMBER.fullmatch(text) or (number := int(float(text))) < 0:
+            raise InputError(f"{path}, line {line}: cluster {text!r} is not a theme number (a whole number >= 0)")
+        if number in found:
+            raise InputError(f"{path}, line {line}: theme {number} is listed twice")
+        found[number] = tuple(t.strip().lower() for t in (terms if isinstance(terms, str) else "").split(";") if t.strip())
+    return found
 
 
 def resolve_theme(name: int | str, top_terms: dict[int, tuple[str, ...]], run: str | Path, parameter: str | None = None,

@@ -285,7 +285,8 @@ def _rivals(row) -> list[tuple[int | None, float]]:
 def _divided_headline(row, who: str, rivals: list[tuple[int | None, float]], chunked: bool) -> str:
     """The headline when the resamples disagree: every likely length with its share, and for a
     strategy with a chunk size the safe chunk (of the shortest likely length) and how often the
-    reported one holds."""
+    reported one's holds: the share of resamples whose break point is at least its length (a chunk
+    of 0.8 x 256 tokens holds where the break point is 256 or longer)."""
     names = " or ".join("none" if length is None else str(length) for length, _ in rivals)
     split = " / ".join(f"{share:.0%}" for _, share in rivals)
     said = f"With {who}, the break point is {names} tokens ({split} of resamples of the question groups)"
@@ -296,8 +297,8 @@ def _divided_headline(row, who: str, rivals: list[tuple[int | None, float]], chu
     if rivals[0][0] is None:
         return f"{said}: it may have no break point at all, so this run recommends no chunk size with confidence."
     safe = recommended_chunk_tokens(lengths[0], window)
-    other_length, other_share = next(((length, share) for length, share in rivals if length == _count(row, "break_point")
-                                      and length != lengths[0]), rivals[-1])
+    other_length = next((length for length in lengths[1:] if length == _count(row, "break_point")), lengths[-1])
+    other_share = sum(share for length, share in parse_shares(row.break_shares).items() if (length or 0) >= other_length)
     other = recommended_chunk_tokens(other_length, window)
     if other == safe:
         return f"{said}: keep chunks ≤ {safe} tokens."
@@ -329,6 +330,9 @@ def answer(row, rule: BreakRule, shares: pd.Series) -> tuple[str, tuple[str, ...
             reach = f"up to {point}-token haystacks, {meaning}" + (f"; at {later[0]} tokens it does not" if later else "")
         if chunked:
             headline = f"With {who}, reading each document as {chunk}-token chunks: {reach}."
+        elif censored and _flag(row, "chunk_capped"):  # nothing longer is read: no "longer ones may be"
+            headline = (f"With {who}, chunks of {int(row.recommended_chunk_tokens)} tokens, the whole window the model reads, "
+                        f"are safe: {reach}.")
         elif censored:
             headline = f"With {who}, chunks of {int(row.recommended_chunk_tokens)} tokens are safe, and longer ones may be: {reach}."
         else:
