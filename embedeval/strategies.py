@@ -39,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -596,6 +596,23 @@ def load_scorers(spec: str, strategies: Sequence[Strategy], reference: TokenCoun
                              executor=None if plan else executor, plan=plan)
     memo = TokenMemo()  # the haystacks are tokenised once for all the strategies
     return [EmbeddingScorer(embedder, strategy, reference, dedupe=dedupe, memo=memo) for strategy in strategies]
+
+
+def stretch_shortfalls(scorers: Sequence, longest: int) -> list[str]:
+    """One line per context-extension scorer whose ``@L`` cannot read a ``longest``-token haystack
+    whole, naming the ``L`` that would: ``L`` counts the model's special tokens and prompt, haystack
+    lengths count content tokens, so ``extend-gp@2048`` on all-MiniLM-L6-v2 reads 2,046 of a
+    2,048-token haystack's tokens and ``extend-gp@2050`` reads them all."""
+    lines = []
+    for scorer in scorers:
+        spec = getattr(scorer, "strategy_spec", None)
+        if spec is None or spec.stretch is None or scorer.window_tokens >= longest:
+            continue
+        whole = replace(spec, read_tokens=longest + scorer.frame_tokens).label
+        lines.append(f"{scorer.name} [{scorer.strategy}] reads {scorer.window_tokens:,} content tokens of a text ({scorer.frame_tokens} "
+                     f"of its {spec.read_tokens:,} are special tokens or prompt): the {longest:,}-token haystacks lose their last "
+                     f"{longest - scorer.window_tokens:,}, and a needle there is not read; {whole} reads them whole")
+    return lines
 
 
 def late_layout(n_tokens: int, window: int, overlap: int, chunk: int) -> list[list[tuple[int, int, int]]]:

@@ -374,3 +374,19 @@ def test_a_model_without_a_transformer_module_is_refused_not_a_crash(tmp_path):
     first = next(iter(model.model._modules))
     model.model._modules[first] = torch.nn.Identity()
     assert model.stretch_refusal(Stretch("gp")) == "its first module is a Identity, not a transformer with positions"
+
+
+def test_an_extension_that_cannot_read_the_longest_haystack_whole_names_the_length_that_would(minilm):
+    """Issue 43: extend-gp@2048 on 2,048-token haystacks silently lost their last two tokens ([CLS]
+    and [SEP] count in L, the lengths are content tokens): a warning names extend-gp@2050."""
+    from embedeval.strategies import stretch_shortfalls
+
+    scorers = [EmbeddingScorer(minilm, Strategy("truncate")), EmbeddingScorer(minilm, Strategy.stretched("extend-gp@2048")),
+               EmbeddingScorer(minilm, Strategy.stretched("extend-pi@2048+logscale")),
+               EmbeddingScorer(minilm, Strategy.stretched("extend-rp@2050"))]
+    lines = stretch_shortfalls(scorers, 2048)
+    assert len(lines) == 2 and lines[0] == (
+        "st:all-MiniLM-L6-v2 [extend-gp@2048] reads 2,046 content tokens of a text (2 of its 2,048 are special tokens or "
+        "prompt): the 2,048-token haystacks lose their last 2, and a needle there is not read; extend-gp@2050 reads them whole")
+    assert lines[1].endswith("extend-pi@2050+logscale reads them whole")
+    assert stretch_shortfalls(scorers, 2046) == []  # they read 2,046-token haystacks whole; truncate is not an extension

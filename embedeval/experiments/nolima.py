@@ -16,6 +16,7 @@ from (:mod:`embedeval.derived`, recorded in ``derived.json``), these are kept as
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -44,7 +45,7 @@ from embedeval.run import CONFIG, SCORED_TABLES, RunWriter, is_run_directory
 from embedeval.versions import package_versions
 from embedeval.expansion import query_forms
 from embedeval.similarity import check_pool, retrieval_rows, score_haystacks, similarity_rows
-from embedeval.strategies import EmbeddingScorer, check_strategy_support, load_scorers, parse_strategies
+from embedeval.strategies import EmbeddingScorer, check_strategy_support, load_scorers, parse_strategies, stretch_shortfalls
 from embedeval.text import SENTENCE_SPLITTER
 from embedeval.embedders.tokens import DEFAULT_REFERENCE, load_token_counter
 
@@ -209,6 +210,7 @@ def plan_nolima(config: NolimaConfig, cache_dir=None, prices: dict[str, float] |
     scorers = [scorer for spec in embedders
                for scorer in load_scorers(spec, strategies, reference, cache_dir=cache_dir, dedupe=config.dedupe, plan=True,
                                           commit_every=commit_every)]
+    _warn_of_short_reads(scorers, config)
     haystacks = RunWriter(config.out).reusable_haystacks(config.haystack_settings())
     if haystacks is None:
         haystacks = build_haystacks(needle_set, config.grid, tokenizer=reference, progress=progress, cache_dir=cache_dir)
@@ -219,6 +221,13 @@ def plan_nolima(config: NolimaConfig, cache_dir=None, prices: dict[str, float] |
         if isinstance(scorer, EmbeddingScorer):
             models[id(scorer.embedder)] = scorer.embedder
     return [plan_of(model, prices, calibrate, config.grid.seed, progress) for model in models.values()]
+
+
+def _warn_of_short_reads(scorers: list, config: NolimaConfig) -> None:
+    """A warning line on stderr, before any work, per context extension that cannot read the
+    longest haystacks whole (:func:`~embedeval.strategies.stretch_shortfalls`)."""
+    for line in stretch_shortfalls(scorers, max(config.grid.lengths)):
+        print(f"warning: {line}", file=sys.stderr)
 
 
 def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_dir=None, commit_every: int = DEFAULT_COMMIT_EVERY) -> NolimaResult:
@@ -236,6 +245,7 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
                    for scorer in load_scorers(spec, strategies, reference, cache_dir=cache_dir, progress=progress,
                                               commit_every=commit_every, dedupe=config.dedupe,
                                               executor=config.executor_settings())]
+        _warn_of_short_reads(scorers, config)
         haystacks = load_or_build_haystacks(config, needle_set, progress, reference, cache_dir)
         scored = [score_haystacks(scorer, haystacks, forms) for scorer in scorers]
         similarities = pd.concat([similarity_rows(s, needle_set, config.normalize_by) for s in scored], ignore_index=True)
