@@ -145,6 +145,7 @@ def _pair_files(folder):
     (folder / "word-theme.csv").write_text("question,needle,theme\nWho?,Ann was there.,writing\nWhy?,Bo wrote.,the writing\n")
     (folder / "two-targets.jsonl").write_text('{"question": "Who?", "needle": "Ann.", "cluster": 1, "theme": 2}\n')
     (folder / "negative-cluster.csv").write_text("question,needle,cluster\nWho?,Ann was there.,-1\n")
+    (folder / "arabic-digit.csv").write_text("question,needle,cluster\nWho?,Ann was there.,٢\n", encoding="utf-8")
 
 
 @pytest.mark.parametrize("args, says", [
@@ -166,6 +167,7 @@ def _pair_files(folder):
                                     "not 'the writing'"),
     (["--pairs", "two-targets.jsonl"], "pair file two-targets.jsonl: line 1: both cluster and theme given"),
     (["--pairs", "negative-cluster.csv"], "pair file negative-cluster.csv: row 1: cluster must be a cluster number"),
+    (["--pairs", "arabic-digit.csv"], "pair file arabic-digit.csv: row 1: cluster must be a cluster number"),  # was theme 2
     (["--pairs", "ok.csv", "--needles", "n.json"], "--pairs takes the place of --needles and --groups"),
 ])
 def test_bad_pair_files_are_one_line_before_any_model(tmp_path, monkeypatch, args, says):

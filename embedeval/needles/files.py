@@ -40,7 +40,7 @@ PAIR_COLUMNS: tuple[str, ...] = ("question", "needle")
 #: commands ignore it.
 TARGET_COLUMNS: tuple[str, ...] = ("cluster", "theme")
 #: A whole number >= 0 as a cell may hold it (``3``, or ``3.0`` as a table of floats writes it).
-_WHOLE_NUMBER = re.compile(r"(\d+)(?:\.0*)?")
+_WHOLE_NUMBER = re.compile(r"([0-9]+)(?:\.0*)?")  # ASCII digits only, as a theme number anywhere else
 #: A term as a theme's top terms hold them: one word of letters (``writing``).
 _TERM = re.compile(r"[^\W\d_]+")
 
