@@ -5,12 +5,15 @@ Two rules, both computed for every series (embedder x strategy x query form x va
 distractor count x needle count x own question) and shown side by side:
 
 ``relative`` (default)  the largest length whose **chance-corrected** recall@k (``k``, default 5;
-                        (r - k/n) / (1 - k/n), n the candidates per query) stays >= 0.85 x its
-                        base, the mean over the shortest lengths measured where the scorer sees the
-                        needle in >= 95% of the needle haystacks (up to three, never more than the
-                        shorter half of the grid; :func:`~embedeval.metrics.visible_base_count`,
-                        :func:`~embedeval.metrics.relative_break_point`); none where the shortest
-                        length already hides the needle.
+                        (r - k/n) / (1 - k/n), n the candidates per query) stays >= 0.85 x the
+                        embedder's base: the mean over the shortest lengths the model reads whole
+                        (inside its window, the needle visible in >= 95% of the needle haystacks; up
+                        to three, never more than the shorter half of the grid;
+                        :func:`~embedeval.metrics.visible_base_count`), read from the model's own
+                        reading of them (``truncate``, or a strategy that reads such a haystack as
+                        it does). **Every strategy of an embedder is held to that one base**
+                        (:func:`break_points`), so their break points compare; none where the
+                        shortest length is already past the window.
                         This is NoLiMa's reading (a model's effective length against a base score
                         from three short lengths), not RULER's (a fixed threshold: a reference
                         model's score), because an embedder's short-context recall differs from one
@@ -52,9 +55,9 @@ from embedeval.defaults import (
     RELATIVE_BREAK_FRACTION,
 )
 from embedeval.errors import ConfigError
-from embedeval.labels import BLIND_PREFIX, is_blind, scores_chunks
+from embedeval.labels import BLIND_PREFIX, is_blind, model_reading_rank, scores_chunks
 from embedeval.metrics import (
-    BREAK_METRICS, RETRIEVAL_MEASURES, base_length_count, break_lengths, break_point, chance_corrected_recall, cluster_resamples,
+    BREAK_METRICS, RETRIEVAL_MEASURES, break_lengths, break_point, chance_corrected_recall, cluster_resamples,
     chance_corrected, groups_for_chance_test, recommended_chunk_tokens, relative_break_lengths, visible_base_count,
 )
 
@@ -70,7 +73,9 @@ SERIES_KEYS = ["embedder", "strategy", "query_form", "variant", "n_distractors",
 #: and how the resamples of the question groups spread the break point: the share of resamples per
 #: break length (``break_shares``, "128:0.524;256:0.471;none:0.005") and the share that gives the
 #: reported one (``break_point_share``).
-ADDED_BREAK_COLUMNS = ["break_censored", "n_groups", "window", "chunk_capped", "chance_level", "break_shares", "break_point_share"]
+#: and the strategy whose readings gave the base (``base_strategy``: one base per embedder).
+ADDED_BREAK_COLUMNS = ["break_censored", "n_groups", "window", "chunk_capped", "chance_level", "break_shares", "break_point_share",
+                       "base_strategy"]
 BREAK_COLUMNS = [*SERIES_KEYS, "break_point", "break_point_lo", "break_point_hi", "recommended_chunk_tokens",
                  "relative_break_point", "absolute_break_point", "relative_status", "base_value", "base_ci_lo", "base_ci_hi",
                  "base_p", "base_lengths", "at_chance", "best_length", "best_value", "auc_break_point", *ADDED_BREAK_COLUMNS]
@@ -162,14 +167,20 @@ class BreakRule:
                 f"notices when it also lands in the top {k}."]
 
 
-def _group_table(rows: pd.DataFrame, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _group_table(rows: pd.DataFrame, values: np.ndarray, groups: np.ndarray | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per question group (``group_id``) and length (``length``) of a series' rows, the sum and
     the count of the finite ``values``: (sorted lengths, sums (G, L), counts (G, L)). Every length
     of the rows has a column, so a length where no value is defined (recall@k that cannot be
-    corrected for chance) is there with a count of 0."""
+    corrected for chance) is there with a count of 0. ``groups``: the sorted group ids the rows
+    are coded against (several series resampled together), by default the rows' own."""
     lengths, length_codes = np.unique(rows["length"].to_numpy(np.int64), return_inverse=True)
-    _, group_codes = np.unique(rows["group_id"].astype(str).to_numpy(), return_inverse=True)
-    shape = (int(group_codes.max()) + 1 if group_codes.size else 0, lengths.size)
+    names = rows["group_id"].astype(str).to_numpy()
+    if groups is None:
+        groups, group_codes = np.unique(names, return_inverse=True)
+    else:
+        group_codes = np.searchsorted(groups, names)
+    shape = (len(groups), lengths.size)
     defined = np.isfinite(values)
     sums, counts = np.zeros(shape), np.zeros(shape)
     np.add.at(sums, (group_codes[defined], length_codes[defined]), values[defined])
@@ -236,60 +247,71 @@ def _interval(points: np.ndarray) -> tuple[int | None, int | None]:
     return lo or None, hi or None
 
 
-def relative_break(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT_N_BOOTSTRAP,
-                   seed: int = DEFAULT_SEED, visible: pd.Series | None = None, blind: pd.Series | None = None) -> dict:
-    """The relative break point of one series from its rank rows (``length``, ``group_id``,
-    ``recall@k``, ``n_candidates``), read on chance-corrected recall@k
-    (:func:`~embedeval.metrics.chance_corrected_recall`; a length where no pool has more than k
-    candidates has no value, and ends the run there). The base averages the shortest lengths
-    where the scorer sees the needle in at least 95% of the needle haystacks (``visible``: the
-    share per length, :func:`~embedeval.metrics.visible_base_count`; None: every length counts,
-    as for scorers that read the whole text), up to three. ``blind``: per length, the needle-blind
-    level of recall@k to correct against instead of k/n (a several-needle haystack's own control,
-    :func:`break_points`; a length without one has no value). ``relative_status`` says what was read:
+def _corrected_recall(rows: pd.DataFrame, rule: BreakRule, blind: pd.Series | None) -> np.ndarray:
+    """Chance-corrected recall@k of each rank row: against k/n
+    (:func:`~embedeval.metrics.chance_corrected_recall`), or against ``blind``, the needle-blind
+    level per length (NaN where a length has none)."""
+    recall = rows[rule.recall_metric].to_numpy(float)
+    if blind is None:
+        return chance_corrected_recall(recall, rule.k, rows["n_candidates"].to_numpy(float))
+    return chance_corrected(recall, rows["length"].map(blind).to_numpy(float, na_value=np.nan))
 
-    ``ok``                      a base above chance: the break point (None when even the shortest
-                                length misses the bar) and its interval (:data:`BREAK_INTERVAL`)
+
+#: What :func:`reading_base` gives every series held to it.
+BASE_FIELDS = ("base_value", "base_ci_lo", "base_ci_hi", "base_p", "base_lengths", "at_chance", "relative_status")
+
+
+def reading_base(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED,
+                 visible: pd.Series | None = None, blind: pd.Series | None = None, window: int | None = None,
+                 groups: np.ndarray | None = None) -> dict:
+    """The relative rule's base read from one series' rank rows (``length``, ``group_id``,
+    ``recall@k``, ``n_candidates``): chance-corrected recall@k (:func:`_corrected_recall`) averaged
+    over the base lengths, the shortest lengths of the rows (at most
+    :func:`~embedeval.metrics.base_length_count`) where the scorer sees the needle in at least 95%
+    of the needle haystacks (``visible``: the share per length; None: every length) and that fit
+    ``window`` (the content tokens the model reads whole; None: any length),
+
+        base = (1 / b) sum_{i <= b} mean_g c(g, l_i)      (c: a group's mean chance-corrected recall@k)
+
+    with its 95% cluster-bootstrap interval (``groups``: the sorted group ids the resamples draw,
+    shared with the series held to it), the p-value of a one-sided t-test of the groups' own bases
+    against 0 and the base on every resample (``bases``). ``relative_status``:
+
+    ``ok``                      a base above chance
     ``at chance``               shown at chance: the base's 95% cluster-bootstrap interval reaches 0
                                 and the series has at least :func:`chance_test_groups` question groups
-    ``cannot tell from chance`` not shown above chance (the interval reaches 0, or a one-sided t-test
-                                of the groups' own bases against 0 has p >= 0.025), but with too few
-                                groups, or with an interval above 0, to say it is at chance
+    ``cannot tell from chance`` not shown above chance (the interval reaches 0, or the t-test has
+                                p >= 0.025), but with too few groups, or with an interval above 0,
+                                to say it is at chance
     ``too few groups``          fewer than 2 question groups: chance cannot be ruled out
-    ``needle not visible``      the scorer misses the needle in more than 5% of the shortest
-                                length's haystacks: there is no base to read the rule against
+    ``needle not visible``      no base length: the shortest length is past the window, or the
+                                scorer misses the needle in more than 5% of its haystacks
     ``cannot correct for chance``  every pool has k or fewer candidates
     ``no rank table``           no rows
     """
-    empty = {"relative_break_point": None, "relative_lo": None, "relative_hi": None, "base_value": None, "base_ci_lo": None,
-             "base_ci_hi": None, "base_p": None, "base_lengths": "", "at_chance": pd.NA, "relative_status": NO_RANKS,
-             "relative_best": None, "n_groups": 0, "relative_points": np.zeros(0, dtype=np.int64)}
+    found = {"base_value": None, "base_ci_lo": None, "base_ci_hi": None, "base_p": None, "base_lengths": "",
+             "at_chance": pd.NA, "relative_status": NO_RANKS, "bases": None}
     if rows.empty:
-        return empty
-    recall = rows[rule.recall_metric].to_numpy(float)
-    corrected = (chance_corrected_recall(recall, rule.k, rows["n_candidates"].to_numpy(float)) if blind is None
-                 else chance_corrected(recall, rows["length"].map(blind).to_numpy(float, na_value=np.nan)))
-    lengths, sums, counts = _group_table(rows, corrected)
-    n_base = (base_length_count(lengths.size) if visible is None
-              else visible_base_count(visible.reindex(lengths).fillna(0.0).to_numpy(float)))
-    means = _means(sums, counts)
-    found = {**empty, "base_lengths": ",".join(map(str, lengths[:n_base])), "n_groups": int(sums.shape[0])}
-    if not np.isfinite(means).any():
+        return found
+    lengths, sums, counts = _group_table(rows, _corrected_recall(rows, rule, blind), groups)
+    if not np.isfinite(_means(sums, counts)).any():
         return {**found, "relative_status": UNCORRECTABLE}
-    best = int(np.nanargmax(means))
-    found["relative_best"] = (int(lengths[best]), float(means[best]))
+    shares = np.ones(lengths.size) if visible is None else visible.reindex(lengths).fillna(0.0).to_numpy(float)
+    if window is not None:
+        shares = np.where(lengths <= window, shares, 0.0)
+    n_base = visible_base_count(shares)
+    found["base_lengths"] = ",".join(map(str, lengths[:n_base]))
     if n_base == 0:
         return {**found, "relative_status": NOT_VISIBLE}
     with np.errstate(divide="ignore", invalid="ignore"):
-        group_bases = np.nanmean(sums[:, :n_base] / counts[:, :n_base], axis=1) if n_base else np.zeros(0)
+        group_bases = np.nanmean(sums[:, :n_base] / counts[:, :n_base], axis=1) if (counts[:, :n_base] > 0).any() else np.zeros(0)
     group_bases = group_bases[np.isfinite(group_bases)]
     if group_bases.size < 2:
         return {**found, "relative_status": TOO_FEW_GROUPS}
-    resampled = _resampled_means(sums, counts, n_resamples, seed)
-    bases = resampled[:, :n_base].mean(axis=1)  # NaN where a resample drew no value at a base length
+    bases = _resampled_means(sums, counts, n_resamples, seed)[:, :n_base].mean(axis=1)  # NaN: a resample drew no value there
     tail = (1 - BASE_CONFIDENCE) / 2
     base_lo, base_hi = (float(np.nanquantile(bases, q)) if np.isfinite(bases).any() else np.nan for q in (tail, 1 - tail))
-    base = float(means[:n_base].mean())
+    base = float(_means(sums, counts)[:n_base].mean())
     alike = np.ptp(group_bases) <= 1e-12 * max(1.0, float(np.abs(group_bases).max()))
     from scipy import stats  # here: scipy.stats takes a second to import, and the command line imports this module
 
@@ -297,13 +319,47 @@ def relative_break(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAU
          else 0.0 if group_bases[0] > 0 else 1.0)  # every group alike: no spread to test against
     above = np.isfinite(base) and base > 0 and base_lo > 0 and p < tail
     shown_at_chance = not above and not base_lo > 0 and group_bases.size >= chance_test_groups()
-    status = OK if above else AT_CHANCE if shown_at_chance else CANNOT_TELL
-    found.update(base_value=base, base_ci_lo=base_lo, base_ci_hi=base_hi, base_p=p,
-                 at_chance=True if shown_at_chance else False if above else pd.NA, relative_status=status)
-    if not above:
+    return {**found, "base_value": base, "base_ci_lo": base_lo, "base_ci_hi": base_hi, "base_p": p,
+            "at_chance": True if shown_at_chance else False if above else pd.NA,
+            "relative_status": OK if above else AT_CHANCE if shown_at_chance else CANNOT_TELL,
+            "bases": bases if above else None}
+
+
+def relative_break(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT_N_BOOTSTRAP,
+                   seed: int = DEFAULT_SEED, visible: pd.Series | None = None, blind: pd.Series | None = None,
+                   base: dict | None = None, groups: np.ndarray | None = None) -> dict:
+    """The relative break point of one series from its rank rows (``length``, ``group_id``,
+    ``recall@k``, ``n_candidates``), read on chance-corrected recall@k (:func:`_corrected_recall`;
+    a length where no pool has more than k candidates has no value, and ends the run there): the
+    largest length L with mean chance-corrected recall@k >= ``rule.fraction`` x the base at every
+    length up to L, and the same on every cluster-bootstrap resample of the question groups (its
+    interval, :data:`BREAK_INTERVAL`).
+
+    ``base``: what :func:`reading_base` read from the embedder's own reading of short haystacks,
+    with the same ``groups`` (so each resample holds the series to the base of the same groups);
+    None: the series' own base, read from ``rows`` with ``visible``. ``blind``: per length, the
+    needle-blind level of recall@k to correct against instead of k/n (a several-needle haystack's
+    own control, :func:`break_points`). ``relative_status`` is the base's
+    (:func:`reading_base`): a break point is read only where it is ``ok``.
+    """
+    empty = {"relative_break_point": None, "relative_lo": None, "relative_hi": None,
+             **{field: None for field in BASE_FIELDS}, "base_lengths": "", "at_chance": pd.NA, "relative_status": NO_RANKS,
+             "relative_best": None, "n_groups": 0, "relative_points": np.zeros(0, dtype=np.int64)}
+    if rows.empty:
+        return empty
+    lengths, sums, counts = _group_table(rows, _corrected_recall(rows, rule, blind), groups)
+    means = _means(sums, counts)
+    found = {**empty, "n_groups": int(rows["group_id"].astype(str).nunique())}
+    if not np.isfinite(means).any():
+        return {**found, "relative_status": UNCORRECTABLE}
+    best = int(np.nanargmax(means))
+    found["relative_best"] = (int(lengths[best]), float(means[best]))
+    base = reading_base(rows, rule, n_resamples, seed, visible, blind, groups=groups) if base is None else base
+    found.update({field: base[field] for field in BASE_FIELDS})
+    if base["relative_status"] != OK:
         return found
-    point = int(relative_break_lengths(lengths, means[None, :], rule.fraction, n_base)[0]) or None
-    points = relative_break_lengths(lengths, resampled, rule.fraction, n_base)
+    point = int(relative_break_lengths(lengths, means[None, :], rule.fraction, base=base["base_value"])[0]) or None
+    points = relative_break_lengths(lengths, _resampled_means(sums, counts, n_resamples, seed), rule.fraction, base=base["bases"])
     lo, hi = _interval(points) if point else (None, None)
     return {**found, "relative_break_point": point, "relative_lo": lo, "relative_hi": hi, "relative_points": points}
 
@@ -325,9 +381,29 @@ def _visible_shares(metrics: pd.DataFrame) -> dict:
     return {key: s.set_index("length")["value"] for key, s in metric_series(metrics, "needle_visible_share").groupby(SERIES_KEYS)}
 
 
+def _family(key: tuple) -> tuple:
+    """A series key (:data:`SERIES_KEYS`) less its strategy: the series one base serves."""
+    return (key[0], *key[2:])
+
+
+def base_series(keys) -> dict[tuple, tuple]:
+    """Per family of series (:func:`_family`: one embedder, query form, variant, distractor and
+    needle count, own question or not), the series whose readings give its base: the first
+    strategy of :data:`~embedeval.labels.MODEL_READINGS` in it (``truncate``, else ``windows-mean``,
+    ...), which reads a haystack that fits the model's window as the model reads it. A family
+    without one is not a key: each of its series keeps its own base."""
+    chosen: dict[tuple, tuple] = {}
+    for key in keys:
+        rank = model_reading_rank(key[1])
+        held = chosen.get(_family(key))
+        if rank is not None and (held is None or (rank, str(key[1])) < (model_reading_rank(held[1]), str(held[1]))):
+            chosen[_family(key)] = key
+    return chosen
+
+
 def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: BreakRule | None = None,
                  n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED,
-                 windows: dict[tuple[str, str], int] | None = None) -> pd.DataFrame:
+                 windows: dict[tuple[str, str], int] | None = None, model_windows: dict[str, int] | None = None) -> pd.DataFrame:
     """Per series (:data:`SERIES_KEYS`, columns :data:`BREAK_COLUMNS`): the relative break point
     (from the rank table ``retrieval``: without one, none) and the absolute one (from ``metrics``),
     the headline one (``break_point``, by ``rule.rule``) with its interval, the recommended chunk
@@ -338,9 +414,18 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
     one: the answer when no length keeps the rule), and the study's pooled-AUC break point (with
     the absolute threshold).
 
-    The relative rule's base reads the shortest lengths where the needle is visible to the scorer
+    **One base per embedder** (one yardstick): every strategy of an embedder (with the same query
+    form, variant, distractor and needle count) is held to the base read from the model's own
+    reading of short haystacks (:func:`base_series`: ``truncate``, else another strategy that
+    reads a text inside the window as the model does; ``base_strategy``), over the shortest lengths
+    that fit the model's window (``model_windows``: per embedder, the content tokens it reads whole,
+    254 for all-MiniLM-L6-v2; none given: any length) where the needle is visible to the scorer
     (``needle_visible_share`` >= 0.95 in ``metrics``; a series without it, as other questions' rows,
-    reads its own-question series'; without either, every length). A several-needle haystack's own
+    reads its own-question series'; without either, every length). Its value, lengths and interval
+    are the same on every row of the embedder, and each resample holds every strategy to the base
+    of the same question groups, so a strategy whose chance-corrected recall@k is at least
+    another's at every length never gets the shorter break point. A family of series with no such
+    reading (only chunks, say) holds each series to its own base. A several-needle haystack's own
     question reads its recall@k against its own control's (the rank table's ``blind:`` rows,
     ``chance_level`` "needle-blind control"), every other series against k/n. ``break_censored``: the series
     kept its bar up to its longest length, so the break point is a lower bound ("≥ 2048 tokens").
@@ -355,7 +440,21 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
     blind_ranks = {key: r for key, r in ranks.items() if is_blind(key[3])}  # levels, not series
     ranks = {key: r for key, r in ranks.items() if key not in blind_ranks}
     visible = _visible_shares(metrics)
-    windows = windows or {}
+    windows, model_windows = windows or {}, model_windows or {}
+
+    def shares_of(key: tuple) -> pd.Series | None:
+        return visible.get(key, visible.get((*key[:-1], True)))  # other questions: their haystacks' own series
+
+    def blind_of(key: tuple) -> pd.Series | None:
+        blind_rows = blind_ranks.get((*key[:3], BLIND_PREFIX + str(key[3]), *key[4:]))
+        return None if blind_rows is None else blind_rows.groupby("length")[rule.recall_metric].mean()
+
+    readers = base_series(ranks)
+    family_groups: dict[tuple, list] = {}
+    for key, ranked in ranks.items():
+        family_groups.setdefault(_family(key), []).extend(ranked["group_id"].astype(str).unique())
+    family_groups = {family: np.unique(np.asarray(names, dtype=str)) for family, names in family_groups.items()}
+    bases: dict[tuple, dict] = {}
     rows = []
     keys = (set(series[rule.recall_metric]) | set(series[rule.metric]) | set(ranks)) - set(blind_ranks)
     for key in sorted((key for key in keys if not is_blind(key[3])), key=str):
@@ -364,10 +463,13 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
             return None if found is None or found.empty else break_point(found["length"], found["value"], threshold)
 
         ranked = ranks.get(key, pd.DataFrame())
-        shares = visible.get(key, visible.get((*key[:-1], True)))  # other questions: their haystacks' own series
-        blind_rows = blind_ranks.get((*key[:3], BLIND_PREFIX + str(key[3]), *key[4:]))
-        blind = None if blind_rows is None else blind_rows.groupby("length")[rule.recall_metric].mean()
-        relative = relative_break(ranked, rule, n_resamples, seed, shares, blind)
+        family, blind = _family(key), blind_of(key)
+        reader = readers.get(family)
+        if reader is not None and family not in bases:
+            bases[family] = reading_base(ranks[reader], rule, n_resamples, seed, shares_of(reader), blind_of(reader),
+                                         model_windows.get(key[0]), family_groups[family])
+        relative = relative_break(ranked, rule, n_resamples, seed, shares_of(key), blind, bases.get(family),
+                                  family_groups.get(family) if reader is not None else None)
         absolute = point(rule.metric, rule.threshold)
         if rule.rule == "relative":
             headline, (lo, hi) = relative["relative_break_point"], (relative["relative_lo"], relative["relative_hi"])
@@ -398,7 +500,8 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
                                                  "base_lengths", "at_chance")},
                      "best_length": None if best is None else best[0], "best_value": None if best is None else best[1],
                      "auc_break_point": point("auc", rule.threshold),
-                     "break_shares": shares_text(points), "break_point_share": _point_share(points, headline)})
+                     "break_shares": shares_text(points), "break_point_share": _point_share(points, headline),
+                     "base_strategy": key[1] if reader is None else reader[1]})
     table = pd.DataFrame(rows, columns=BREAK_COLUMNS)
     return table.assign(at_chance=table["at_chance"].astype("boolean"))  # true, false or unknown (cannot tell)
 
@@ -469,8 +572,9 @@ def why_no_break(row, rule: BreakRule | None = None) -> str | None:
             return (f"cannot be told from chance with {count} question groups ({base}); a headline needs at least "
                     f"{chance_test_groups()} groups")
         if status == NOT_VISIBLE:
-            return (f"no break point: the needle is past the scorer's window in more than {1 - BASE_VISIBLE_SHARE:.0%} of the "
-                    "shortest haystacks, so there is no base to hold it to")
+            return (f"no break point: the model reads none of the shortest haystacks whole (they are longer than its window, or "
+                    f"the needle is past it in more than {1 - BASE_VISIBLE_SHARE:.0%} of them), so there is no base to hold it to; "
+                    "add lengths inside the window")
         if status == TOO_FEW_GROUPS:
             return "too few question groups (fewer than 2) to tell this scorer from chance"
         if status == UNCORRECTABLE:

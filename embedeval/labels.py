@@ -63,6 +63,22 @@ STRATEGY_CHOICES: dict[str, str] = {
 }
 
 
+#: Strategies that read a text no longer than the model's window as the model reads it itself (its
+#: one window, special tokens and all), most direct first: at those lengths their vectors are the
+#: model's own reading, the base every strategy of an embedder is held to (:mod:`embedeval.breaks`).
+#: Not LongEmbed's ``extend-pi@L`` (it stretches short texts too), chunks or late chunking.
+MODEL_READINGS = (TRUNCATE, "windows-mean", FULL_TEXT, "extend-gp@", "extend-rp@", "extend-pi-dynamic@", "rope-ntk@",
+                  "rope-linear@")
+
+
+def model_reading_rank(strategy: str) -> int | None:
+    """Where a strategy label stands in :data:`MODEL_READINGS` (0 = ``truncate``), None for a
+    strategy that reads short texts otherwise."""
+    strategy = str(strategy)
+    return next((i for i, name in enumerate(MODEL_READINGS)
+                 if strategy == name or (name.endswith("@") and strategy.startswith(name))), None)
+
+
 def scores_chunks(strategy: str) -> bool:
     """Whether a strategy label scores a text by its best chunk (``chunks-max@C``,
     ``late-chunking@C``): its length is the document's, not a chunk's."""

@@ -465,20 +465,25 @@ def groups_for_chance_test(effect: float = CHANCE_TEST_EFFECT, power: float = CH
     raise ValueError(f"no group count below 1000 reaches power {power} for effect {effect}")
 
 
-def relative_break_lengths(lengths, scores, fraction: float = RELATIVE_BREAK_FRACTION, n_base: int | None = None) -> np.ndarray:
+def relative_break_lengths(lengths, scores, fraction: float = RELATIVE_BREAK_FRACTION, n_base: int | None = None,
+                           base=None) -> np.ndarray:
     """:func:`relative_break_point` of every row of ``scores`` at once: ``scores`` is (n, L), one
     column per length of the sorted, distinct ``lengths``; NaN marks a length a row did not
     measure (it breaks the run there); the base averages the ``n_base`` shortest lengths (default
-    :func:`base_length_count`; 0: no base, no break point). Returns n break points, 0 where a row
-    has none."""
+    :func:`base_length_count`; 0: no base, no break point), or is given per row (``base``, n
+    values: a base read elsewhere, as one base serves every strategy of an embedder). Returns n
+    break points, 0 where a row has none."""
     lengths, scores = _length_grid(lengths, scores)
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], not {fraction}")
-    n_base = base_length_count(lengths.size) if n_base is None else n_base
-    if n_base < 1:
-        return np.zeros(scores.shape[0], dtype=lengths.dtype)
+    if base is None:
+        n_base = base_length_count(lengths.size) if n_base is None else n_base
+        if n_base < 1:
+            return np.zeros(scores.shape[0], dtype=lengths.dtype)
+        with np.errstate(invalid="ignore"):
+            base = scores[:, :n_base].mean(axis=1)
+    base = np.broadcast_to(np.asarray(base, dtype=float), (scores.shape[0],))
     with np.errstate(invalid="ignore"):
-        base = scores[:, :n_base].mean(axis=1)
         kept = _kept_prefix(scores >= fraction * base[:, None])
     kept = np.where(np.isfinite(base) & (base > 0), kept, 0)
     return np.where(kept > 0, lengths[np.maximum(kept - 1, 0)], 0)

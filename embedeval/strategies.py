@@ -427,6 +427,13 @@ class EmbeddingScorer:
         text in several pieces."""
         return self.capacity if self.strategy_spec.one_piece else None
 
+    @property
+    def model_window(self) -> int:
+        """The content tokens the model reads of a text in its own one window, whatever the strategy
+        (254 for all-MiniLM-L6-v2): the lengths a haystack is read whole at, the embedder's base
+        (:func:`~embedeval.breaks.break_points`)."""
+        return self.embedder.id_capacity("document") if self.reads_ids else self.embedder.max_tokens - TEXT_FIT_MARGIN
+
     def _capacity(self) -> int:
         """Content tokens the model reads per input. A model fed text (an API model) is cut
         :data:`~embedeval.defaults.TEXT_FIT_MARGIN` reference tokens below its window, as the

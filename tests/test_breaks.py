@@ -22,7 +22,7 @@ GROUPS = 24
 DEPTHS = 10
 
 
-def _rank_rows(ranks: dict[int, np.ndarray], n_candidates: int = N_CANDIDATES) -> pd.DataFrame:
+def _rank_rows(ranks: dict[int, np.ndarray], n_candidates: int = N_CANDIDATES, strategy: str = "truncate") -> pd.DataFrame:
     """A rank table from ranks[length] of shape (GROUPS, DEPTHS), with every measure derived from
     the rank by its definition (recall@k = 1[rank <= k], mrr = 1/rank, ...)."""
     rows = []
@@ -30,7 +30,7 @@ def _rank_rows(ranks: dict[int, np.ndarray], n_candidates: int = N_CANDIDATES) -
         for g, group_ranks in enumerate(table):
             for d, rank in enumerate(group_ranks):
                 rank = int(rank)
-                rows.append({"embedder": "m", "strategy": "truncate", "query_form": "question", "group_id": f"g{g:02d}",
+                rows.append({"embedder": "m", "strategy": strategy, "query_form": "question", "group_id": f"g{g:02d}",
                              "category": "c", "variant": "onehop", "length": length, "n_distractors": 0, "n_needles": 1,
                              "own_question": True, "depth": d / (DEPTHS - 1), "haystack_id": f"g{g}:{length}:{d}",
                              "score": 0.0, "rank": rank, "n_candidates": n_candidates, "ties": 0,
@@ -295,7 +295,7 @@ def test_the_base_reads_only_lengths_where_the_needle_is_visible():
     assert old["base_lengths"] == "128,256,512" and old["break_point"] == 256
     hidden = break_points(_with_visibility(retrieval, {**visible, 128: 0.9}), retrieval, n_resamples=200).iloc[0]
     assert hidden["relative_status"] == "needle not visible" and pd.isna(hidden["break_point"]) and hidden["base_lengths"] == ""
-    assert break_sentence(hidden).startswith("no break point: the needle is past the scorer's window")
+    assert break_sentence(hidden).startswith("no break point: the model reads none of the shortest haystacks whole")
 
 
 def test_two_groups_cannot_be_told_from_chance_and_at_chance_needs_enough_groups():
@@ -313,3 +313,83 @@ def test_two_groups_cannot_be_told_from_chance_and_at_chance_needs_enough_groups
     # 24 groups ranked exactly at chance: shown at chance
     exact = {length: (np.arange(GROUPS * DEPTHS).reshape(GROUPS, DEPTHS) % 24) * 5 + 1 for length in LENGTHS[:3]}
     assert _breaks(exact, n_candidates=120)["relative_status"] == "at chance"
+
+
+# --- issue 43, part 1: one yardstick per embedder -------------------------------------------------------------------
+def _strategies(curves: dict[str, dict[int, np.ndarray]], visible: dict[str, dict[int, float]] | None = None):
+    """The rank table and metrics of several strategies of one embedder (``curves``: per strategy,
+    ranks per length), with each strategy's visible shares where given."""
+    retrieval = pd.concat([_rank_rows(ranks, strategy=name) for name, ranks in curves.items()], ignore_index=True)
+    metrics = retrieval_metrics(retrieval, n_resamples=20)
+    cells = metrics[(metrics["metric"] == "recall@5") & (metrics["category"] == "all") & (metrics["depth_bucket"] == "all")]
+    shares = [cells[cells["strategy"] == name].assign(metric="needle_visible_share",
+                                                       value=lambda c, name=name: c["length"].map(visible[name]))
+              for name in (visible or {})]
+    return pd.concat([metrics, *shares], ignore_index=True), retrieval
+
+
+def test_every_strategy_of_an_embedder_is_held_to_the_models_own_reading():
+    # truncate sees the needle in 100% at 128 and 192 only; windows-mean and an extension read every length whole,
+    # and at 128 and 192 (inside the 254-token window) all three read the same vectors: the same ranks
+    short = _with_hits({128: 0.8, 192: 0.7}, seed=1)
+    truncate = {**short, **_with_hits({256: 0.5, 512: 0.2, 1024: 0.1, 2048: 0.1}, seed=2)}
+    reads_all = {**short, **_with_hits({256: 0.55, 512: 0.45, 1024: 0.4, 2048: 0.35}, seed=3)}
+    curves = {"truncate": truncate, "windows-mean": reads_all, "extend-gp@2050": reads_all}
+    visible = {"truncate": {128: 1.0, 192: 1.0, 256: 0.9, 512: 0.5, 1024: 0.25, 2048: 0.12},
+               "windows-mean": dict.fromkeys(LENGTHS[:0] + (128, 192, 256, 512, 1024, 2048), 1.0)}
+    visible["extend-gp@2050"] = visible["windows-mean"]
+    metrics, retrieval = _strategies(curves, visible)
+    table = break_points(metrics, retrieval, n_resamples=300, model_windows={"m": 254}).set_index("strategy")
+    assert set(table["base_strategy"]) == {"truncate"}
+    for column in ("base_value", "base_ci_lo", "base_ci_hi", "base_p", "base_lengths"):
+        assert table[column].nunique() == 1, column  # one base on every row of the embedder
+    assert table.loc["truncate", "base_lengths"] == "128,192"
+    # the base by hand: each group's mean chance-corrected recall@5 over 128 and 192, averaged
+    hits = {length: (short[length] <= 5).mean(axis=1) for length in (128, 192)}
+    chance = 5 / N_CANDIDATES
+    by_hand = np.mean([((hits[length] - chance) / (1 - chance)).mean() for length in (128, 192)])
+    assert table.loc["windows-mean", "base_value"] == pytest.approx(by_hand, abs=1e-12)
+    # equal curves, equal break points and intervals; the one at least as good everywhere never breaks sooner
+    same = ["break_point", "break_point_lo", "break_point_hi", "break_shares", "relative_status"]
+    assert table.loc["windows-mean", same].tolist() == table.loc["extend-gp@2050", same].tolist()
+    assert table.loc["windows-mean", "break_point"] >= table.loc["truncate", "break_point"]
+    # each strategy's own base (what was read before) held windows-mean to 128, 192 and 256 and truncate to 128, 192
+    alone = break_points(*_strategies({"windows-mean": reads_all}, {"windows-mean": visible["windows-mean"]}),
+                         n_resamples=300).iloc[0]
+    assert alone["base_lengths"] == "128,192,256" and alone["base_strategy"] == "windows-mean"
+
+
+def test_a_strategy_at_least_as_good_at_every_length_never_gets_the_shorter_break_point():
+    rng = np.random.default_rng(11)
+
+    def length_of(value) -> int:
+        return 0 if pd.isna(value) else int(value)
+
+    checked = 0
+    for trial in range(6):
+        worse = {length: rng.integers(1, 40, (GROUPS, DEPTHS)) for length in (64, 96, 128, 192, 256, 512)}
+        better = {length: np.minimum(ranks, rng.integers(1, 40, ranks.shape)) for length, ranks in worse.items()}  # no worse
+        for good, bad in (("truncate", "late-chunking@128"), ("late-chunking@128", "truncate")):
+            table = break_points(*_strategies({good: better, bad: worse}), n_resamples=200,
+                                 model_windows={"m": 254}).set_index("strategy")
+            assert table.loc[good, "base_value"] == table.loc[bad, "base_value"]  # truncate's, either way
+            if table.loc[good, "relative_status"] != "ok":
+                continue
+            checked += 1
+            for column in ("break_point", "break_point_lo", "break_point_hi"):
+                assert length_of(table.loc[good, column]) >= length_of(table.loc[bad, column]), (trial, good, column)
+    assert checked >= 6  # the rule was read, not skipped
+
+
+def test_the_base_reads_lengths_inside_the_models_window_only_and_a_family_without_the_models_reading_keeps_its_own():
+    ranks = _with_hits({64: 0.9, 128: 0.8, 256: 0.7, 512: 0.6}, seed=5)
+    metrics, retrieval = _strategies({"windows-mean": ranks, "chunks-max@128": ranks})
+    inside = break_points(metrics, retrieval, n_resamples=100, model_windows={"m": 254}).set_index("strategy")
+    assert inside["base_lengths"].tolist() == ["64,128", "64,128"]  # 256 is past the 254-token window
+    anywhere = break_points(metrics, retrieval, n_resamples=100).set_index("strategy")
+    assert anywhere["base_lengths"].tolist() == ["64,128", "64,128"]  # half of a 4-length grid, the window aside
+    assert set(inside["base_strategy"]) == {"windows-mean"}
+    narrow = break_points(metrics, retrieval, n_resamples=100, model_windows={"m": 60}).set_index("strategy")
+    assert set(narrow["relative_status"]) == {"needle not visible"} and narrow["break_point"].isna().all()
+    chunks = break_points(*_strategies({"chunks-max@128": ranks, "late-chunking@128": ranks}), n_resamples=100)
+    assert chunks["base_strategy"].tolist() == ["chunks-max@128", "late-chunking@128"]  # no reading of the model's: their own
