@@ -34,6 +34,13 @@ embedding cache (warm after the README's first command; cold otherwise, not time
 (timed) and ``break_points`` with its bootstrap intervals on the run's tables (the median of three).
 Target: break points <= 0.05 x the warm rerun.
 
+Part 6, the default grid's lengths (issue 43): the default grid (every length of
+``DEFAULT_LENGTHS``, one-hop and the default variants as Part 1) against the grid before the
+lengths inside the model's window were added (:data:`EARLIER_LENGTHS`), each a cold
+``run_nolima`` into its own empty embedding cache, side by side in one process, alternated (earlier,
+new, earlier, new) and the median of two taken: haystacks, distinct texts embedded, tokens, seconds,
+and the ratio new/earlier.
+
 Each cold run also prints the seconds spent inside the model's ``embed``/``embed_ids`` and around
 them (model load, token ids, cache, scoring, metrics, report): other work on the cores inflates
 the raw ratios, the seconds around the model much less. Every run_nolima prints where its time
@@ -46,6 +53,7 @@ costs dominate it, so its ratios do not test the targets).
     PYTHONPATH=. python benchmarks/bench_nolima.py --part 3   # a user's grid, 128..8192 tokens
     PYTHONPATH=. python benchmarks/bench_nolima.py --part 4   # late-chunking
     PYTHONPATH=. python benchmarks/bench_nolima.py --part 5   # break points vs a warm rerun
+    PYTHONPATH=. python benchmarks/bench_nolima.py --part 6   # the default lengths' cost against the earlier grid
     PYTHONPATH=. python benchmarks/bench_nolima.py --quick
 """
 
@@ -87,6 +95,8 @@ QUICK = {"groups": "2", "lengths": [128, 512], "depths": 2, "negatives": 4,
          "grid_groups": "2", "grid_lengths": [128, 1024], "grid_negatives": 4}
 # Part 3 (issue 22): a user's grid on the ten shared Gutenberg books.
 GRID_LENGTHS, GRID_NEGATIVES, BUILD_CEILING = (128, 1024, 4096, 8192), 100, 0.15
+#: Part 6: the default grid before issue 43 added lengths inside all-MiniLM-L6-v2's window.
+EARLIER_LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192)
 GUTENBERG = Path(__file__).resolve().parent.parent.parent / "shared" / "haystacks" / "gutenberg"
 
 
@@ -355,11 +365,32 @@ def part_breaks(folder: Path, args) -> None:
         print(f"  {row.variant:9s} {break_sentence(row, config.rule())}")
 
 
+def part_lengths(folder: Path, args) -> None:
+    """Part 6: what the default grid's added lengths cost, cold, against the earlier grid."""
+    runs: dict[str, list[float]] = {"earlier": [], "new": []}
+    found = {}
+    for trial in range(2):
+        for name, lengths in (("earlier", EARLIER_LENGTHS), ("new", DEFAULT_LENGTHS)):
+            config = make_config(folder, f"lengths-{name}-{trial}", "truncate", args.groups, lengths, args.depths, args.negatives)
+            cache = folder / f"cache-lengths-{name}-{trial}"
+            seconds, result, spent = timed_run(config, cache)
+            runs[name].append(seconds)
+            found[name] = (config, result, spent)
+    print("== Part 6: the default lengths against the earlier grid (cold, each into an empty cache; median of 2) ==")
+    for name in runs:
+        config, result, spent = found[name]
+        texts = sum(result.distinct_texts.values())
+        print(f"{name:8s} {grid_line(config, result.haystacks)}; {texts:,} distinct texts; "
+              f"{float(np.median(runs[name])):7.2f} s ({', '.join(f'{s:.1f}' for s in runs[name])}; {breakdown(spent)})")
+    ratio = float(np.median(runs["new"])) / float(np.median(runs["earlier"]))
+    print(f"new/earlier time = {ratio:.2f}; haystacks {len(found['new'][1].haystacks) / len(found['earlier'][1].haystacks):.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=["1", "2", "3", "4", "5", "all"], default="all",
+    parser.add_argument("--part", choices=["1", "2", "3", "4", "5", "6", "all"], default="all",
                         help="1: truncate, 2: windows-mean, 3: a user's grid (lengths 128..8192, 100 negatives), 4: late-chunking, "
-                             "5: break points vs a warm rerun")
+                             "5: break points vs a warm rerun, 6: the default lengths' cost")
     parser.add_argument("--late-chunk-tokens", type=int, default=128, help="Part 4: the chunk size of late-chunking")
     parser.add_argument("--quick", action="store_true", help="a tiny grid for a smoke run (~1 min idle)")
     parser.add_argument("--groups", help="Part 1: N (the first N groups) or comma-separated group ids; default all")
@@ -400,6 +431,8 @@ def main() -> None:
             part_grid(model, folder, args)
         if args.part in ("4", "all"):
             part_late(model, folder, args)
+        if args.part in ("6", "all"):
+            part_lengths(folder, args)
         if args.part in ("5", "all"):
             part_breaks(folder, args)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

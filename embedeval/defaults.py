@@ -18,7 +18,10 @@ DEFAULT_MIN_BOOKS = 10
 #: How haystack filler is drawn: "random" sentence-aligned snippets from random books, or
 #: "sequential" contiguous passages in book order (as Context Rot and NoLiMa do).
 DEFAULT_FILLER = "random"
-DEFAULT_LENGTHS: tuple[int, ...] = (128, 256, 512, 1024, 2048, 4096, 8192)
+#: Haystack lengths in content tokens: four inside all-MiniLM-L6-v2's 254-token window (the base of
+#: every strategy's break point averages three of them, and the break point near the window moves in
+#: steps finer than a doubling), then doubling to 8,192.
+DEFAULT_LENGTHS: tuple[int, ...] = (64, 96, 128, 192, 256, 512, 1024, 2048, 4096, 8192)
 DEFAULT_DEPTHS = 10
 DEFAULT_VARIANTS: tuple[str, ...] = ("onehop", "inverted")
 DEFAULT_SEED = 0

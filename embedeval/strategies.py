@@ -567,6 +567,20 @@ class EmbeddingScorer:
         return vectors[[where[item] for item in inputs]]
 
 
+def distinct_rows(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of ``vectors`` (equal bytes, in first-seen order) and, per row, the index
+    of its distinct row: ``distinct[inverse] == vectors``."""
+    vectors = np.ascontiguousarray(vectors)
+    if not len(vectors):
+        return vectors, np.zeros(0, dtype=np.int64)
+    keys = vectors.reshape(len(vectors), -1).view(np.dtype((np.void, vectors[0].nbytes))).ravel()
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # first-seen order
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    return vectors[first[order]], rank[inverse.ravel()]
+
+
 class EmbeddedTexts:
     """Texts read by an :class:`EmbeddingScorer`: piece vectors, their owners and spans."""
 
@@ -575,9 +589,13 @@ class EmbeddedTexts:
         self.starts = segment_starts(owner)
 
     def scores(self, queries: Sequence[str]) -> Scores:
-        """cos(query, piece) for every piece; a text's score is its best piece's (max over chunks)."""
+        """cos(query, piece) for every piece; a text's score is its best piece's (max over chunks).
+        Each distinct piece vector is scored once (:func:`distinct_rows`), so pieces the model read
+        alike (a needle haystack whose window is its control's) get the same score to the last bit,
+        wherever a matrix product's blocking puts them, and tie."""
         query_vectors = self.embedder.embed(list(queries), kind="query")
-        piece_scores = (query_vectors @ self.vectors.T).astype(np.float64)
+        distinct, inverse = distinct_rows(self.vectors)
+        piece_scores = (query_vectors @ distinct.T).astype(np.float64)[:, inverse]
         if len(self.starts) == len(self.owner):  # one piece per text
             return Scores(piece_scores, np.zeros(piece_scores.shape, dtype=np.int64),
                           np.broadcast_to(self.spans[:, 0], piece_scores.shape).copy(),

@@ -150,6 +150,29 @@ def test_each_distinct_window_is_embedded_once(minilm, tmp_path):
     assert cached.stats.embedded == len(distinct)  # the shared first window is not embedded again
 
 
+def test_texts_the_model_reads_alike_get_one_vector_and_the_same_score_in_every_strategy(minilm):
+    """Issue 43: a needle haystack whose window is its control's shares the control's vector and
+    score to the last bit (a tie), in a batch of other texts and whatever strategy reads it."""
+    from embedeval.strategies import distinct_rows
+
+    head = long_text(30)  # > 254 tokens: what follows is past the window
+    texts = [long_text(9, 2), head + " The key was under the mat.", *[long_text(12, k) for k in range(5)], head + " Another end."]
+    queries = ["Where was the key?", "Who painted the lighthouse?"]
+    indexed = EmbeddingScorer(minilm, Strategy("truncate")).index(texts)
+    assert (indexed.vectors[1] == indexed.vectors[-1]).all()
+    assert (indexed.scores(queries).values[:, 1] == indexed.scores(queries).values[:, -1]).all()
+    again = [*texts, texts[1]]  # read whole: the same text twice
+    for strategy in (Strategy("windows-mean"), Strategy.stretched("extend-gp@1026"), Strategy("chunks-max", chunk_tokens=64)):
+        scores = EmbeddingScorer(minilm, strategy).index(again).scores(queries)
+        assert (scores.values[:, 1] == scores.values[:, -1]).all(), strategy.label
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((3000, 384)).astype(np.float32)
+    vectors[[7, 1500, 2999]] = vectors[42]
+    distinct, inverse = distinct_rows(vectors)
+    assert len(distinct) == 2997 and (distinct[inverse] == vectors).all() and inverse[0] == 0
+    assert len(distinct_rows(vectors[:0])[0]) == 0
+
+
 def test_dedupe_embeds_fewer_texts_and_gives_the_same_tables(tmp_path, books_dir):
     from embedeval.experiments.nolima import NolimaConfig, run_nolima
     from embedeval.haystacks import HaystackGrid
