@@ -143,7 +143,7 @@ class BreakRule:
         return self.recall_metric if self.rule == "relative" else self.metric
 
     def relative_condition(self) -> str:
-        return f"chance-corrected {self.recall_metric} >= {self.fraction} x its mean over the shortest lengths"
+        return f"chance-corrected {self.recall_metric} >= {self.fraction} x the model's own mean over the shortest lengths"
 
     def absolute_condition(self) -> str:
         return f"{self.metric} >= {self.threshold}"
@@ -157,9 +157,10 @@ class BreakRule:
         k = self.k
         return [f"**Relative** ({self.relative_condition()}): up to this length a top-{k} retriever finds the needle's "
                 f"haystack among its {k} best candidates, above what a random ranking would, at least {self.fraction:.0%} as "
-                "often as it does in the shortest haystacks (up to three lengths, each where it sees the needle in at least "
-                f"{BASE_VISIBLE_SHARE:.0%} of the haystacks): the embedder's effective length, read as NoLiMa reads it, against "
-                "the model's own short-context score. No break point where that score is not shown above chance; \"≥ L\" "
+                "often as the model reading them itself does in the shortest haystacks (up to three lengths, each inside its "
+                f"window, the needle visible in at least {BASE_VISIBLE_SHARE:.0%} of the haystacks): the embedder's effective "
+                "length, read as NoLiMa reads it, against the model's own short-context score, one base for every strategy of "
+                "an embedder, so their break points compare. No break point where that score is not shown above chance; \"≥ L\" "
                 "where the rule holds to the longest length L measured.",
                 f"**Absolute** ({self.absolute_condition()}): up to this length {self.metric} stays at or above "
                 f"{self.threshold}, a fixed bar as RULER's effective length uses; for query_auc that means the needle's "

@@ -411,7 +411,7 @@ def nolima(
     needles: NeedleOptions,
     grid: GridOptions,
     out: Annotated[Path, typer.Option("--out", help="Run directory.")] = Path("runs/nolima"),
-    break_rule: Annotated[str, typer.Option("--break-rule", help="The headline break point: relative (the largest length whose chance-corrected recall@k stays >= 0.85 x its mean over the shortest lengths; none for a scorer at chance) or absolute (--break-metric >= --break-threshold). Both are in the report and breaks.csv.")] = DEFAULT_BREAK_RULE,
+    break_rule: Annotated[str, typer.Option("--break-rule", help="The headline break point: relative (the largest length whose chance-corrected recall@k stays >= 0.85 x the model's own mean over the shortest lengths, one base for every strategy of an embedder; none for a scorer at chance) or absolute (--break-metric >= --break-threshold). Both are in the report and breaks.csv.")] = DEFAULT_BREAK_RULE,
     break_k: Annotated[int, typer.Option("--break-k", help="The relative rule's recall@k: 1, 5 or 10.")] = DEFAULT_BREAK_K,
     break_metric: Annotated[str, typer.Option("--break-metric", help="The absolute rule's metric: recall@1, recall@5, recall@10, mrr, ndcg@10, query_auc, auc or comparative_ratio.")] = DEFAULT_BREAK_METRIC,
     break_threshold: Annotated[float, typer.Option("--break-threshold", help="The value the absolute rule's metric must keep for a length to count as working.")] = DEFAULT_BREAK_THRESHOLD,

@@ -89,7 +89,7 @@ def test_both_rules_side_by_side():
     assert (relative.break_point, relative.relative_break_point, relative.absolute_break_point) == (512, 512, 1024)
     assert relative.recommended_chunk_tokens == 409 and relative.base_lengths == "128,256"
     assert break_sentence(relative).startswith("break point 512 tokens (")
-    assert "by chance-corrected recall@5 >= 0.85 x its mean over the shortest lengths" in break_sentence(relative)
+    assert "by chance-corrected recall@5 >= 0.85 x the model's own mean over the shortest lengths" in break_sentence(relative)
     absolute = next(break_points(metrics, retrieval, BreakRule("absolute"), n_resamples=200).itertuples())
     assert (absolute.break_point, absolute.recommended_chunk_tokens) == (1024, 819)
     assert "relative rule: 512 tokens" in break_sentence(absolute, BreakRule("absolute"))
