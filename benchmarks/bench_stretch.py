@@ -28,7 +28,7 @@ from embedeval.strategies import EmbeddingScorer, parse_strategies
 
 BASELINE = "windows-mean"
 STRATEGIES = [BASELINE, "truncate", "chunks-max", "late-chunking", "extend-gp@{L}", "extend-rp@{L}", "extend-pi@{L}",
-              "extend-pi@{L}+logscale"]
+              "extend-pi-dynamic@{L}", "extend-pi@{L}+logscale"]
 
 
 def _status(field: str) -> int:

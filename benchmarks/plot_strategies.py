@@ -21,7 +21,7 @@ from embedeval.run import NolimaRun  # noqa: E402
 
 #: Colour per reading; a strategy's colour is that of the first prefix its name starts with.
 COLOURS = {"truncate": "black", "windows-mean": "tab:blue", "chunks-max": "tab:green", "late-chunking": "tab:olive",
-           "extend-gp": "tab:red", "extend-rp": "tab:purple", "extend-pi": "teal", "rope-ntk": "tab:brown",
+           "extend-gp": "tab:red", "extend-rp": "tab:purple", "extend-pi-dynamic": "tab:orange", "extend-pi": "teal", "rope-ntk": "tab:brown",
            "rope-linear": "tab:pink", "bm25": "grey"}
 #: Strategies repeated faintly in the context extension panel, as the readings to beat.
 REFERENCES = ("truncate", "windows-mean", "chunks-max")

@@ -56,8 +56,9 @@ STRATEGY_CHOICES: dict[str, str] = {
     "windows-mean": "mean of window vectors over the whole text, LongEmbed's PCW",
     "chunks-max": "best chunk of --chunk-tokens, as a RAG retriever",
     "late-chunking": "best chunk, each pooled from one pass over its window",
-    "extend-gp@L, extend-rp@L, extend-pi@L": "absolute-position models read L tokens in one pass, positions grouped, "
-                                             "recurrent or interpolated",
+    "extend-gp@L, extend-rp@L, extend-pi@L, extend-pi-dynamic@L": "absolute-position models read L tokens in one pass, "
+                                                                  "positions grouped, recurrent, interpolated to L rows "
+                                                                  "(LongEmbed's PI) or over each text",
     "rope-ntk@L, rope-linear@L": "rotary models read L tokens in one pass, RoPE base NTK-scaled or positions linearly scaled",
     "...+logscale": "context extension with attention logits scaled by log(n)/log(P) past the positions",
 }

@@ -12,7 +12,7 @@ scores a text from its pieces' vectors:
   cos(q, v).
 - ``windows-mean``: consecutive windows of ``W`` tokens (``overlap`` tokens shared by neighbours)
   over the whole text; v = normalise(mean of the window vectors). Score = cos(q, v).
-- ``extend-gp@L``, ``extend-rp@L``, ``extend-pi@L`` (absolute positions), ``rope-ntk@L``,
+- ``extend-gp@L``, ``extend-rp@L``, ``extend-pi@L``, ``extend-pi-dynamic@L`` (absolute positions), ``rope-ntk@L``,
   ``rope-linear@L`` (rotary positions), each optionally ``+logscale``: one piece, the text's first
   ``L`` tokens (counted as ``max_tokens`` counts them, special tokens and prompt included) read in
   one pass by a model with fewer positions, which are re-used or stretched for it
@@ -58,7 +58,7 @@ from embedeval.embedders.local import folder_stretch_refusal, local_name, positi
 from embedeval.embedders.models import resolve_model_path
 from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
-from embedeval.embedders.stretch import METHODS, STRATEGY_PREFIX, Stretch
+from embedeval.embedders.stretch import METHODS, READS_L, STRATEGY_PREFIX, Stretch
 from embedeval.errors import ConfigError, InputError
 from embedeval.labels import CHUNKED_PREFIX, LATE_CHUNKED_PREFIX, TRUNCATE
 from embedeval.embedders.tokens import TokenCounter
@@ -148,7 +148,10 @@ class Strategy:
     @property
     def stretch(self) -> Stretch | None:
         """How a context-extension strategy reads past the model's positions (None for the others)."""
-        return Stretch(STRETCH_METHODS[self.name], self.logscale) if self.name in STRETCH_METHODS else None
+        if self.name not in STRETCH_METHODS:
+            return None
+        method = STRETCH_METHODS[self.name]
+        return Stretch(method, self.logscale, self.read_tokens if method in READS_L else None)
 
     @property
     def one_piece(self) -> bool:

@@ -186,7 +186,9 @@ def test_piped_help_is_wide_enough_for_the_defaults():
     ("extend-gp@512", "error: extend-gp@512 reads no further than st:all-MiniLM-L6-v2 does itself: it has 512 positions; "
                       "use @L with L above 512"),
     ("rope-ntk@1024", "error: rope-ntk@1024 does not fit st:all-MiniLM-L6-v2: it has absolute positions, and ntk is for "
-                      "rotary ones; use extend-gp, extend-rp, extend-pi"),
+                      "rotary ones; use extend-gp, extend-rp, extend-pi, extend-pi-dynamic"),
+    ("extend-pi-dynamic@512", "error: extend-pi-dynamic@512 reads no further than st:all-MiniLM-L6-v2 does itself: it has "
+                              "512 positions; use @L with L above 512"),
 ])
 def test_a_context_extension_the_model_folder_rules_out_is_refused_before_the_model_loads(tmp_path, strategy, says):
     """The refusal needs only the folder's config.json and the headers of its weights: it came after

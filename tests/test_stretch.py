@@ -5,6 +5,7 @@ texts within its positions, batch independence, the cache, the plan and every re
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,9 +14,10 @@ import torch
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.registry import load_embedder
 from embedeval.embedders.stretch import (
-    Stretch, grouped_positions, interpolated_table, logscale_factor, recurrent_positions, scaled_inv_freq, stretched,
+    Stretch, grouped_positions, interpolated_table, logscale_factor, longembed_table, recurrent_positions, scaled_inv_freq,
+    stretched,
 )
-from embedeval.errors import ConfigError
+from embedeval.errors import ConfigError, InputError
 from embedeval.strategies import EmbeddingScorer, Strategy, check_strategy_support, parse_strategies
 
 from fakes import small_model_folder
@@ -62,6 +64,54 @@ def test_interpolated_table_by_hand():
     assert interpolated_table(table, 7)[-1].tolist() == table[-1].tolist()  # the last row reads the last position
 
 
+def test_longembed_table_by_hand():
+    """LongEmbed's PI: the P-row table stretched once to L rows by s = max(L // P, 1), E_t[j s] = T[j],
+    linear in between; rows past s (P - 1) hold the last row (ours)."""
+    table = np.array([[0.0, 10.0], [2.0, 20.0], [6.0, 40.0], [12.0, 80.0]])  # P = 4
+    # L = 8: s = 2, row r at x = r / 2 = 0, 0.5, 1, 1.5, 2, 2.5, 3, then 3.5 -> 3 (held)
+    expected = np.array([[0.0, 10.0], [1.0, 15.0], [2.0, 20.0], [4.0, 30.0], [6.0, 40.0], [9.0, 60.0], [12.0, 80.0],
+                         [12.0, 80.0]])
+    np.testing.assert_allclose(longembed_table(table, 8), expected)
+    # L = 11: s = 2 still (11 // 4), so the first 8 rows are L = 8's and the last four hold T[3]
+    np.testing.assert_allclose(longembed_table(table, 11), np.vstack([expected, [[12.0, 80.0]] * 3]))
+    # L = 12: s = 3, x = 0, 1/3, 2/3, 1, ...: the rows 0, 3, 6, 9 are T's own
+    wide = longembed_table(table, 12)
+    np.testing.assert_array_equal(wide[[0, 3, 6, 9]], table)
+    np.testing.assert_allclose(wide[1], [2 / 3, 10 + 10 / 3])
+    # L = 6: s = 1, the table itself, then its last row twice
+    np.testing.assert_array_equal(longembed_table(table, 6), table[[0, 1, 2, 3, 3, 3]])
+
+
+def test_pi_and_pi_dynamic_read_different_positions_by_hand():
+    """P = 4, L = 8 (s = 2). A 3-token text (n <= P) reads T[0..2] under both (LongEmbed multiplies
+    its ids by s: rows 0, 2, 4 of the stretched table, which are T's own). A 6-token text: PI reads
+    rows 0..5, x = 0, 0.5, 1, 1.5, 2, 2.5 (the factor s = 2 of every text); PI-dynamic spreads it
+    over the table, x = i * 3 / 5 = 0, 0.6, 1.2, 1.8, 2.4, 3 (its own factor 5 / 3)."""
+    table = np.array([[0.0], [2.0], [6.0], [12.0]])
+    wide = longembed_table(table, 8)
+    np.testing.assert_array_equal(wide[[0, 2, 4]], interpolated_table(table, 3))
+    np.testing.assert_allclose(wide[:6, 0], [0.0, 1.0, 2.0, 4.0, 6.0, 9.0])
+    np.testing.assert_allclose(interpolated_table(table, 6)[:, 0], [0.0, 1.2, 2.0 + 0.2 * 4, 2.0 + 0.8 * 4, 6.0 + 0.4 * 6, 12.0])
+
+
+def test_the_cache_key_names_L_for_pi_only_and_keeps_pi_dynamics_old_key():
+    """extend-pi's vectors depend on L (s = L // P), so its key names L; extend-pi-dynamic's do not,
+    and keep the key ``stretch:pi`` its vectors were stored under while it was called extend-pi:
+    no extend-pi@L key ever finds them."""
+    keys = {name: Strategy.stretched(name).stretch.key for name in
+            ("extend-pi@1026", "extend-pi@2050", "extend-pi-dynamic@1026", "extend-pi-dynamic@2050", "extend-pi@1026+logscale",
+             "extend-pi-dynamic@1026+logscale", "extend-gp@1026", "extend-gp@2050")}
+    assert keys["extend-pi@1026"] == "stretch:pi@1026" and keys["extend-pi@2050"] == "stretch:pi@2050"
+    assert keys["extend-pi-dynamic@1026"] == keys["extend-pi-dynamic@2050"] == "stretch:pi"
+    assert keys["extend-pi-dynamic@1026+logscale"] == "stretch:pi+logscale" != keys["extend-pi@1026+logscale"]
+    assert keys["extend-gp@1026"] == keys["extend-gp@2050"] == "stretch:gp"
+    assert len({keys[n] for n in keys if "-gp" not in n}) == 5
+    with pytest.raises(InputError, match=r"give L \(extend-pi@L\)"):
+        Stretch("pi").key
+    with pytest.raises(ConfigError, match="goes with pi only"):
+        Stretch("gp", length=1024)
+
+
 def test_ntk_base_and_linear_frequencies_from_the_formula():
     base, d, s = 10000.0, 8, 3.0
     inv_freq = 1.0 / base ** (np.arange(0, d, 2) / d)
@@ -89,16 +139,34 @@ def test_the_position_ids_the_model_reads(bert, method, expected):
     assert seen[0][0].tolist() == expected(3 * P + 5).tolist()
 
 
-def test_pi_reads_an_interpolated_copy_of_the_table_and_restores_it(bert):
+def _column_interp(weights: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The table read at real positions ``x``, column by column with numpy's own linear interpolation."""
+    return np.stack([np.interp(x, np.arange(len(weights)), weights[:, c]) for c in range(weights.shape[1])], axis=1)
+
+
+@pytest.mark.parametrize("stretch, x", [
+    (Stretch("pi-dynamic"), lambda n: np.arange(n) * (P - 1) / (n - 1)),
+    (Stretch("pi", length=4 * P + 1), lambda n: np.minimum(np.arange(4 * P + 1) / 4, P - 1)),  # s = 4, L rows
+])
+def test_pi_reads_an_interpolated_copy_of_the_table_and_restores_it(bert, stretch, x):
     model = bert._transformer()
     original = model.embeddings.position_embeddings
     weights = original.weight.detach().double().numpy().copy()
-    with stretched(model, Stretch("pi"), 2 * P + 3, 1, P) as extra:
+    n = 2 * P + 3
+    with stretched(model, stretch, n, 1, P) as extra:
         inside = model.embeddings.position_embeddings.weight.detach().double().numpy()
-        assert extra["position_ids"][0].tolist() == list(range(2 * P + 3))
-    np.testing.assert_allclose(inside, interpolated_table(weights, 2 * P + 3), rtol=1e-6, atol=1e-7)
+        assert extra["position_ids"][0].tolist() == list(range(n))  # token i reads row i
+    np.testing.assert_allclose(inside, _column_interp(weights, x(n)), rtol=1e-6, atol=1e-7)
     assert model.embeddings.position_embeddings is original
     np.testing.assert_array_equal(original.weight.detach().double().numpy(), weights)
+
+
+def test_pi_reads_at_most_its_L(bert):
+    with pytest.raises(InputError, match=f"extend-pi@{2 * P} reads at most {2 * P} tokens in one pass, not {2 * P + 1}"):
+        bert.embed_stretched([_ids(bert, TEXT, 2 * P - 1)], Stretch("pi", length=2 * P))
+    with pytest.raises(InputError, match=f"reads at most {2 * P} tokens"):
+        with stretched(bert._transformer(), Stretch("pi", length=2 * P), 2 * P + 1, 1, P):
+            pass
 
 
 def test_rope_frequencies_inside_and_after(modernbert):
@@ -132,8 +200,9 @@ def test_the_logit_scale_inside_and_after(bert):
 
 
 def _every_stretch(model):
-    """Every method that fits ``model``, with +logscale where it applies."""
-    return [stretch for stretch in Stretch.every() if model.stretch_refusal(stretch) is None]
+    """Every method that fits ``model``, with +logscale where it applies (PI reading ``L = 4P``)."""
+    return [replace(stretch, length=4 * model.positions()) if stretch.method == "pi" else stretch
+            for stretch in Stretch.every() if model.stretch_refusal(stretch) is None]
 
 
 @pytest.mark.parametrize("which", ["bert", "modernbert"])
@@ -152,6 +221,35 @@ def test_the_real_minilm_reads_short_texts_unchanged(minilm):
     plain = minilm.embed_ids(short)
     for stretch in _every_stretch(minilm):
         np.testing.assert_allclose(minilm.embed_stretched(short, stretch), plain, atol=1e-6)
+
+
+def test_pi_below_2P_holds_the_last_position(bert):
+    """Under extend-pi@L with P < L < 2P, s = 1: token i reads T[min(i, P - 1)], which the unchanged
+    model reads when given those ids."""
+    import torch
+
+    n = P + 5
+    ids = _ids(bert, TEXT, n - 2)
+    stretched_vector = bert.embed_stretched([ids], Stretch("pi", length=n + 1))
+    features = bert._framed([ids], *bert._special_ids())
+    held = torch.clamp(torch.arange(n), max=P - 1).unsqueeze(0)
+    with torch.inference_mode():
+        out = bert.model.forward({**features, "position_ids": held, "token_type_ids": torch.zeros((1, n), dtype=torch.long)})
+    by_hand = torch.nn.functional.normalize(out["sentence_embedding"].float(), dim=1).numpy()
+    np.testing.assert_allclose(stretched_vector, by_hand, atol=1e-6)
+
+
+def test_pi_reads_every_text_past_P_with_one_factor_and_pi_dynamic_with_its_own(bert):
+    """A text of P + 1 tokens: extend-pi@L reads it at L // P (its vector changes with L),
+    extend-pi-dynamic at P / (P - 1) (its vector does not); both differ from each other. A text within
+    P is read as the model reads it by both, whatever L (LongEmbed's ids i s)."""
+    just_past = [_ids(bert, TEXT, P - 1)]  # P + 1 with [CLS] and [SEP]
+    at = {L: bert.embed_stretched(just_past, Stretch("pi", length=L))[0] for L in (2 * P, 4 * P)}
+    dynamic = bert.embed_stretched(just_past, Stretch("pi-dynamic"))[0]
+    assert np.abs(at[2 * P] - at[4 * P]).max() > 1e-4 and np.abs(at[2 * P] - dynamic).max() > 1e-4
+    short = [_ids(bert, TEXT, P - 2), _ids(bert, TEXT[40:], 3)]
+    for L in (2 * P, 4 * P):
+        np.testing.assert_allclose(bert.embed_stretched(short, Stretch("pi", length=L)), bert.embed_ids(short), atol=1e-6)
 
 
 @pytest.mark.parametrize("which", ["bert", "modernbert"])
@@ -176,7 +274,7 @@ def test_a_method_that_does_not_fit_the_positions_is_refused(bert, modernbert):
     assert "rotary positions" in modernbert.stretch_refusal(Stretch("rp")) and "rope-ntk" in modernbert.stretch_refusal(Stretch("rp"))
     assert bert.stretch_refusal(Stretch("pi", logscale=True)) is None and modernbert.stretch_refusal(Stretch("ntk")) is None
     assert "logit scale" in modernbert.stretch_refusal(Stretch("ntk", logscale=True))  # ModernBERT computes its scale inline
-    assert len(_every_stretch(bert)) == 6 and len(_every_stretch(modernbert)) == 2
+    assert len(_every_stretch(bert)) == 8 and len(_every_stretch(modernbert)) == 2
     with pytest.raises(ConfigError, match="absolute positions"):
         bert.embed_stretched([[1000, 1001]], Stretch("linear"))
     assert bert.positions() == P == bert._transformer().embeddings.position_embeddings.num_embeddings
@@ -242,7 +340,9 @@ def test_help_names_every_strategy():
 def test_strategy_labels_round_trip():
     parsed = parse_strategies(["truncate", "extend-pi@4096+logscale", "rope-linear@2048"])
     assert [s.label for s in parsed] == ["truncate", "extend-pi@4096+logscale", "rope-linear@2048"]
-    assert parsed[1].stretch == Stretch("pi", logscale=True) and parsed[0].stretch is None
+    assert parsed[1].stretch == Stretch("pi", logscale=True, length=4096) and parsed[0].stretch is None
+    dynamic = parse_strategies(["extend-pi-dynamic@1024+logscale"])[0]
+    assert dynamic.label == "extend-pi-dynamic@1024+logscale" and dynamic.stretch == Stretch("pi-dynamic", logscale=True)
 
 
 def test_lengths_within_the_positions_and_other_models_are_refused(tmp_path):
@@ -333,6 +433,24 @@ def test_the_scorer_reads_up_to_L_tokens_and_the_cache_shares_lengths(tmp_path, 
     assert again.stats.embedded == 0 and not again.inner.loaded  # cached vectors, remembered facts: no weights loaded
 
 
+def test_the_cache_keeps_extend_pi_apart_per_L_and_from_extend_pi_dynamic(tmp_path):
+    """extend-pi@L's vectors are keyed on L and never found by extend-pi-dynamic (whose key is the
+    one today's vectors of the old extend-pi were stored under), nor the other way round."""
+    spec = f"st:{small_model_folder(tmp_path, 'bert', P, max_seq_length=P)}"
+    texts = [TEXT, TEXT[:60], "A short line."]
+    model = load_embedder(spec, cache_dir=tmp_path / "cache")
+    dynamic = EmbeddingScorer(model, Strategy.stretched("extend-pi-dynamic@64")).index(texts)
+    assert model.stats.embedded == 3
+    fixed = EmbeddingScorer(model, Strategy.stretched("extend-pi@64")).index(texts)
+    assert model.stats.embedded == 6  # nothing shared with extend-pi-dynamic
+    assert np.abs(fixed.vectors[0] - dynamic.vectors[0]).max() > 1e-4  # 64 tokens at s = 2, not 63 / 31
+    np.testing.assert_allclose(fixed.vectors[1:], dynamic.vectors[1:], atol=1e-6)  # within P: the model's own reading
+    EmbeddingScorer(model, Strategy.stretched("extend-pi@96")).index(texts)
+    assert model.stats.embedded == 9  # another L, another table: every text read again
+    EmbeddingScorer(model, Strategy.stretched("extend-pi-dynamic@96")).index(texts)
+    assert model.stats.embedded == 10  # PI-dynamic's vectors depend on the ids only: the long text, read further
+
+
 def test_a_sweep_plans_reads_and_reports_what_L_lets_the_model_see(tmp_path, books_dir):
     """A small sweep with truncate and extend-gp@128 on a 32-position model: the plan's texts to
     embed are what the run embeds; needle_visible is true exactly where the needle ends within the
@@ -347,7 +465,7 @@ def test_a_sweep_plans_reads_and_reports_what_L_lets_the_model_see(tmp_path, boo
 
     spec = f"st:{small_model_folder(tmp_path, 'bert', P, max_seq_length=P)}"
     args = ["nolima", "--groups", "loc-dresden,diet-vegan", "--lengths", "128,256", "--depths", "3", "--negatives", "3",
-            "--corpus", f"dir:{books_dir}", "-e", spec, "-s", "truncate,extend-gp@128", "--out", str(tmp_path / "run"), "-q"]
+            "--corpus", f"dir:{books_dir}", "-e", spec, "-s", "truncate,extend-gp@128,extend-pi@128,extend-pi-dynamic@128", "--out", str(tmp_path / "run"), "-q"]
     planned = CliRunner().invoke(app, [*args, "--plan", "--json"])
     assert planned.exit_code == 0, planned.output
     plan = json.loads(planned.stdout)["embedders"][0]  # stderr warns: @128 cannot read the 256-token haystacks whole

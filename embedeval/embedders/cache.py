@@ -668,7 +668,8 @@ class CachedTokenIdEmbedder(CachedEmbedder, TokenIdWrapper):
     def embed_stretched(self, ids: Sequence[Sequence[int]], stretch, kind: Kind = "document") -> np.ndarray:
         """The wrapped model's ``embed_stretched`` (:mod:`embedeval.embedders.stretch`), cached
         under :func:`ids_cache_key` with the stretch's key joined to the fingerprint: a vector
-        depends on the method and the ids read, not on the length a strategy reads up to."""
+        depends on the method and the ids read, and on the length a strategy reads up to only for
+        ``extend-pi`` (its table has ``L`` rows; :attr:`~embedeval.embedders.stretch.Stretch.key`)."""
         return self._ids_through_cache(ids, kind, f"{self.inner.fingerprint}|{stretch.key}",
                                        functools.partial(self.inner.embed_stretched, stretch=stretch))
 

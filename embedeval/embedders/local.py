@@ -43,7 +43,7 @@ from embedeval.progress import step
 from embedeval.versions import package_version
 
 #: Bump when the facts change shape or meaning (older remembered facts are then ignored).
-FACTS_FORMAT = 4
+FACTS_FORMAT = 5
 #: Packages whose versions can change what a loaded model says about itself.
 FACTS_PACKAGES = ("sentence-transformers", "transformers", "tokenizers", "torch")
 
@@ -321,7 +321,7 @@ class SentenceTransformerEmbedder:
         return {"fingerprint": self._live_fingerprint(), "dim": int(self.model.get_embedding_dimension()),
                 "max_tokens": int(self.model.max_seq_length), "special_ids": list(self._special_ids()),
                 "prompt_ids": prompt_ids, "tokenizer": self.token_counter.fingerprint, "pooling": self._live_pooling(),
-                "stretch_refusals": {stretch.key: self._live_stretch_refusal(stretch) for stretch in stretching.Stretch.every()}}
+                "stretch_refusals": {stretch.name: self._live_stretch_refusal(stretch) for stretch in stretching.Stretch.every()}}
 
     @property
     def token_counter(self) -> TokenCounter:
@@ -527,7 +527,7 @@ class SentenceTransformerEmbedder:
             return why
         facts = self._recalled()
         if facts:
-            return facts["stretch_refusals"][stretch.key]
+            return facts["stretch_refusals"][stretch.name]
         return self._live_stretch_refusal(stretch)
 
     def _live_stretch_refusal(self, stretch: stretching.Stretch) -> str | None:
@@ -570,11 +570,12 @@ class SentenceTransformerEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         import torch
 
+        before, after = self._special_ids()
+        prompt = self._prompt_ids(kind)
+        stretch.check_reads(len(before) + len(prompt) + max(map(len, ids)) + len(after))  # before any pass
         model = self.model
         transformer = self._transformer()
         limit = self.positions()
-        before, after = self._special_ids()
-        prompt = self._prompt_ids(kind)
         out = np.zeros((len(ids), self.dim), dtype=np.float32)
 
         def run(rows) -> None:

@@ -1,17 +1,24 @@
 """Context extension without training (LongEmbed, Zhu et al. 2024, arXiv 2404.12096; its
-``get_position_ids``): a model with ``P`` positions reads a text of ``n > P`` tokens in one pass,
-its positions re-used or stretched. Each factor comes from the text's own length, so a text of
-``n <= P`` tokens is read exactly as the model reads it.
+``src/encoder_model.py: get_position_ids`` in dwzhu-pku/LongEmbed): a model with ``P`` positions
+reads a text of ``n > P`` tokens in one pass, its positions re-used or stretched. A text of
+``n <= P`` tokens is read exactly as the model reads it, by every method.
 
 Absolute positions (APE: BERT, MiniLM, e5, bge) -- token ``i`` (``0 <= i < n``) reads:
 
-- ``gp``, grouped positions: position ``i // f``, ``f = ceil(n / P)``;
-- ``rp``, recurrent positions: position ``i mod P``;
-- ``pi``, linear position interpolation: the learned position vector at ``x_i = i (P - 1) / (n - 1)``,
-  ``(1 - (x_i - floor(x_i))) T[floor(x_i)] + (x_i - floor(x_i)) T[ceil(x_i)]`` (``T`` the
-  position table; no position repeated);
+- ``gp``, grouped positions: position ``i // f``, ``f = ceil(n / P)`` (LongEmbed's ``group``);
+- ``rp``, recurrent positions: position ``i mod P`` (LongEmbed's ``recurrent``);
+- ``pi``, LongEmbed's position interpolation (``interpolate``), for a strategy reading ``L``
+  tokens: the table ``T`` of ``P`` rows stretched once to ``L`` rows by the whole factor
+  ``s = max(L // P, 1)`` (``E_t[j s] = T[j]``, linear in between), and token ``i`` reads row ``i``,
+  the learned position vector at ``x_i = min(i / s, P - 1)``, the same factor for every text
+  longer than ``P`` (one of ``P + 1`` tokens under ``@8194`` reads positions 0-32). A text of
+  ``n <= P`` tokens reads rows ``i s``, which are ``T``'s own (LongEmbed multiplies its ids by ``s``);
+- ``pi-dynamic``, interpolation spread over each text (ours): ``x_i = i (P - 1) / (n - 1)``, the
+  factor ``(n - 1) / (P - 1)`` the text's own, so no position is repeated or left unread;
 
-rotary positions (RoPE: ModernBERT, nomic-bert, gte-v1.5) -- with ``s = n / P`` and inverse
+where the vector at a real position ``x`` is ``(1 - (x - floor(x))) T[floor(x)] + (x - floor(x)) T[ceil(x)]``.
+
+Rotary positions (RoPE: ModernBERT, nomic-bert, gte-v1.5) -- with ``s = n / P`` and inverse
 frequencies ``theta_j = base^(-2j/d)`` (``j < d/2``, ``d`` the rotary dimension):
 
 - ``ntk``, NTK-aware scaling: a larger base, ``base' = base * s^(d / (d - 2))``, so
@@ -36,27 +43,38 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from embedeval.errors import ConfigError
+from embedeval.errors import ConfigError, InputError
 
 ABSOLUTE, ROTARY = "absolute", "rotary"
 #: The methods per position type, as strategy names spell them (``extend-gp``, ``rope-ntk``).
-METHODS: dict[str, tuple[str, ...]] = {ABSOLUTE: ("gp", "rp", "pi"), ROTARY: ("ntk", "linear")}
+METHODS: dict[str, tuple[str, ...]] = {ABSOLUTE: ("gp", "rp", "pi", "pi-dynamic"), ROTARY: ("ntk", "linear")}
 STRATEGY_PREFIX = {ABSOLUTE: "extend-", ROTARY: "rope-"}
+#: Methods whose vectors depend on the length ``L`` a strategy reads (the rows of LongEmbed's
+#: stretched table), not only on the ids read.
+READS_L: tuple[str, ...] = ("pi",)
+#: The cache's name of a method where it is not the method's own: ``pi-dynamic`` was ``pi`` until
+#: ``pi`` became LongEmbed's, and its vectors keep their keys.
+CACHE_NAMES = {"pi-dynamic": "pi"}
 
 
 @dataclass(frozen=True)
 class Stretch:
-    """How a model reads past its positions: ``method`` (one of :data:`METHODS`) and whether
-    attention logits are scaled by ``log(n) / log(P)`` (``logscale``). ``key`` names what the
-    vectors depend on (the cache keys them on it; the text length the strategy reads up to does
-    not enter: the token ids do)."""
+    """How a model reads past its positions: ``method`` (one of :data:`METHODS`), whether
+    attention logits are scaled by ``log(n) / log(P)`` (``logscale``) and, for the methods in
+    :data:`READS_L` (``pi``), ``length``: the ``L`` the strategy reads, the rows of the stretched
+    table (None for the others, whose vectors do not depend on it; a ``pi`` without it names the
+    method, as refusals do, and reads nothing). ``key`` names what the vectors depend on (the
+    cache keys them on it and the ids read)."""
 
     method: str
     logscale: bool = False
+    length: int | None = None
 
     def __post_init__(self) -> None:
         if self.method not in self.all_methods():
             raise ConfigError(f"unknown context extension {self.method!r}; use one of {', '.join(self.all_methods())}")
+        if self.length is not None and (self.method not in READS_L or self.length < 1):
+            raise ConfigError(f"a length L >= 1 goes with {', '.join(READS_L)} only, not {self.length} with {self.method}")
 
     @staticmethod
     def all_methods() -> tuple[str, ...]:
@@ -64,7 +82,7 @@ class Stretch:
 
     @classmethod
     def every(cls) -> list[Stretch]:
-        """Every method, without and with ``logscale``."""
+        """Every method, without and with ``logscale`` (no ``length``: what refusals are about)."""
         return [cls(method, scaled) for method in cls.all_methods() for scaled in (False, True)]
 
     @property
@@ -72,8 +90,30 @@ class Stretch:
         return next(kind for kind, methods in METHODS.items() if self.method in methods)
 
     @property
+    def name(self) -> str:
+        """The method and ``+logscale``, without ``L``: what a refusal depends on."""
+        return self.method + ("+logscale" if self.logscale else "")
+
+    @property
     def key(self) -> str:
-        return f"stretch:{self.method}" + ("+logscale" if self.logscale else "")
+        """``stretch:`` + the method's cache name, ``@L`` for the methods in :data:`READS_L`,
+        ``+logscale``: ``stretch:gp``, ``stretch:pi@8194+logscale``; ``pi-dynamic`` keeps the key
+        ``stretch:pi`` its vectors had when it was called ``pi``, which no ``pi@L`` key equals."""
+        self.check_reads(1)  # a pi without its L has no key
+        length = f"@{self.length}" if self.method in READS_L else ""
+        return f"stretch:{CACHE_NAMES.get(self.method, self.method)}{length}" + ("+logscale" if self.logscale else "")
+
+    def check_reads(self, n: int) -> None:
+        """One :class:`InputError` where an input of ``n`` tokens (special tokens counted) is more
+        than the method reads: a :data:`READS_L` method reads the ``L`` rows of its table, and
+        needs its ``L``."""
+        if self.method not in READS_L:
+            return
+        if self.length is None:
+            raise InputError(f"{self.method} reads a table of L rows: give L ({STRATEGY_PREFIX[self.position_type]}{self.method}@L)")
+        if n > self.length:
+            raise InputError(f"{STRATEGY_PREFIX[self.position_type]}{self.method}@{self.length} reads at most {self.length} "
+                             f"tokens in one pass, not {n}")
 
 
 def grouped_positions(n: int, limit: int) -> np.ndarray:
@@ -86,17 +126,40 @@ def recurrent_positions(n: int, limit: int) -> np.ndarray:
     return np.arange(n) % limit
 
 
+def table_at(table: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The ``table``'s rows read at real positions ``x`` (``0 <= x <= P - 1``), linearly between
+    the two rows around each: ``(1 - (x - floor(x))) T[floor(x)] + (x - floor(x)) T[floor(x) + 1]``
+    (the row itself at a whole ``x``)."""
+    low = np.floor(x).astype(np.int64)
+    high = np.minimum(low + 1, len(table) - 1)
+    frac = (x - low)[:, None]
+    return (1 - frac) * table[low] + frac * table[high]
+
+
 def interpolated_table(table: np.ndarray, n: int) -> np.ndarray:
-    """PI: ``n`` position vectors read off the ``P``-row ``table`` at ``x_i = i (P - 1) / (n - 1)``,
-    linearly between the two rows around ``x_i``; the table's first ``n`` rows when ``n <= P``."""
+    """PI-dynamic: ``n`` position vectors read off the ``P``-row ``table`` at ``x_i = i (P - 1) / (n - 1)``
+    (:func:`table_at`); the table's first ``n`` rows when ``n <= P``."""
     limit = len(table)
     if n <= limit:
         return table[:n]
-    x = np.arange(n) * (limit - 1) / (n - 1)
-    low = np.floor(x).astype(np.int64)
-    high = np.minimum(low + 1, limit - 1)
-    frac = (x - low)[:, None]
-    return (1 - frac) * table[low] + frac * table[high]
+    return table_at(table, np.arange(n) * (limit - 1) / (n - 1))
+
+
+def longembed_factor(rows: int, limit: int) -> int:
+    """LongEmbed's whole stretch factor ``s = max(L // P, 1)`` (``get_position_ids``: ``factor =
+    max(encode_max_length // max_original_positions, 1)``)."""
+    return max(rows // limit, 1)
+
+
+def longembed_table(table: np.ndarray, rows: int) -> np.ndarray:
+    """PI as LongEmbed defines it: the ``P``-row ``table`` stretched once to ``L = rows`` rows,
+    row ``r`` the vector at ``x_r = min(r / s, P - 1)`` (:func:`table_at`, ``s`` =
+    :func:`longembed_factor`): ``E_t[j s] = T[j]``, linear in between (the paper's ``E_t[s j] =
+    (i + 1 - j) E_t[i s] + (j - i) E_t[(i + 1) s]``). Rows past ``s (P - 1)``, which have no
+    original row after them (the last ``L - 1 - s (P - 1)``: 9 of 4,098 under ``@4098``), hold the
+    last row ``T[P - 1]``: ours; LongEmbed's tuned e5-base-4k trains them, its paper leaves them open."""
+    s = longembed_factor(rows, len(table))
+    return table_at(table, np.minimum(np.arange(rows) / s, len(table) - 1))
 
 
 def scaled_inv_freq(inv_freq: np.ndarray, method: str, scale: float) -> np.ndarray:
@@ -176,16 +239,18 @@ def stretched(model, stretch: Stretch, n: int, rows: int, limit: int) -> Iterato
     are restored on leaving, whatever happens."""
     import torch
 
+    stretch.check_reads(n)
     device = next(model.parameters()).device
     extra: dict = {}
     restore: list = []
     try:
         if stretch.position_type == ABSOLUTE:
             table = _absolute_table(model)
-            if stretch.method == "pi":
+            if stretch.method in ("pi", "pi-dynamic"):
                 positions = np.arange(n)
-                if n > limit:
-                    rows_of = interpolated_table(table.weight.detach().double().cpu().numpy()[:limit], n)
+                if n > limit:  # within P both read T's own rows (pi: rows i s of its stretched table are T[i])
+                    original = table.weight.detach().double().cpu().numpy()[:limit]
+                    rows_of = longembed_table(original, stretch.length) if stretch.method == "pi" else interpolated_table(original, n)
                     wide = torch.nn.Embedding.from_pretrained(torch.from_numpy(rows_of).to(table.weight.dtype).to(device))
                     model.embeddings.position_embeddings = wide
                     restore.append(lambda: setattr(model.embeddings, "position_embeddings", table))
