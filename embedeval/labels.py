@@ -54,8 +54,8 @@ LATE_CHUNKED_PREFIX = "late-chunking@"
 STRATEGY_CHOICES: dict[str, str] = {
     "truncate": "the model's own window",
     "windows-mean": "mean of window vectors over the whole text, LongEmbed's PCW",
-    "chunks-max": "best chunk of --chunk-tokens, as a RAG retriever",
-    "late-chunking": "best chunk, each pooled from one pass over its window",
+    "chunks-max": "best chunk of --chunk-tokens (chunks-max@C: of C tokens), as a RAG retriever",
+    "late-chunking": "best chunk, each pooled from one pass over its window (late-chunking@C: chunks of C tokens)",
     "extend-gp@L, extend-rp@L, extend-pi@L, extend-pi-dynamic@L": "absolute-position models read L tokens in one pass, "
                                                                   "positions grouped, recurrent, interpolated to L rows "
                                                                   "(LongEmbed's PI) or over each text",
@@ -67,9 +67,10 @@ STRATEGY_CHOICES: dict[str, str] = {
 #: Strategies that read a text no longer than the model's window as the model reads it itself (its
 #: one window, special tokens and all), most direct first: at those lengths their vectors are the
 #: model's own reading, the base every strategy of an embedder is held to (:mod:`embedeval.breaks`).
-#: Not LongEmbed's ``extend-pi@L`` (it stretches short texts too), chunks or late chunking.
-MODEL_READINGS = (TRUNCATE, "windows-mean", FULL_TEXT, "extend-gp@", "extend-rp@", "extend-pi-dynamic@", "rope-ntk@",
-                  "rope-linear@")
+#: Every context extension reads a text of at most the model's positions unstretched; chunks and late
+#: chunking read it otherwise.
+MODEL_READINGS = (TRUNCATE, "windows-mean", FULL_TEXT, "extend-gp@", "extend-rp@", "extend-pi@", "extend-pi-dynamic@",
+                  "rope-ntk@", "rope-linear@")
 
 
 def model_reading_rank(strategy: str) -> int | None:

@@ -190,14 +190,10 @@ def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Se
     names = list(names)
     if not names:
         raise ConfigError("no strategies given")
-    unknown = [n for n in names if n not in STRATEGY_NAMES and n.partition("@")[0] not in STRETCH_METHODS]
+    unknown = [n for n in names if n not in STRATEGY_NAMES and n.partition("@")[0] not in (*STRETCH_METHODS, *CHUNKED)]
     if unknown:
         raise ConfigError(f"unknown strategy {unknown[0]!r}; use one of {', '.join(STRATEGY_NAMES)} "
-                          f"(context extension as {next(iter(STRETCH_METHODS))}@L)")
-    # repeats compared by label, so that two spellings of one strategy (extend-gp@1024, extend-gp@01024) are one
-    labels = [Strategy.stretched(n).label if n not in STRATEGY_NAMES or n in STRETCH_METHODS else n for n in names]
-    if len(set(labels)) != len(labels):
-        raise ConfigError(f"strategy given twice in {', '.join(names)}")
+                          f"(context extension as {next(iter(STRETCH_METHODS))}@L, one chunk size as chunks-max@C)")
     for option, overlap in (("window", window_overlap), ("late-chunking", late_overlap)):
         if overlap < 0:
             raise ConfigError(f"{option} overlap must be >= 0 tokens, not {overlap}")
@@ -210,12 +206,22 @@ def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Se
     overlaps = {WINDOWS_MEAN: window_overlap, LATE_CHUNKING: late_overlap}
     out = []
     for name in names:
+        head, at, size = name.partition("@")
         if name in CHUNKED:
             out += [Strategy(name, chunk_tokens=int(c), overlap=overlaps.get(name, 0)) for c in sizes]
+        elif at and head in CHUNKED:  # one chunk size, as labels spell it: chunks-max@128
+            if not (size.isascii() and size.isdigit() and int(size) > 0):
+                raise ConfigError(f"strategy {name!r}: write {head}@C, C the chunk size in tokens (e.g. {head}@128)", "strategies")
+            out.append(Strategy(head, chunk_tokens=int(size), overlap=overlaps.get(head, 0)))
         elif name not in STRATEGY_NAMES or name in STRETCH_METHODS:
             out.append(Strategy.stretched(name))
         else:
             out.append(Strategy(name, overlap=overlaps.get(name, 0)))
+    # repeats compared by label, so that two spellings of one strategy (extend-gp@1024, extend-gp@01024) are one
+    labels = [strategy.label for strategy in out]
+    if len(set(labels)) != len(labels):
+        twice = next(label for label in labels if labels.count(label) > 1)
+        raise ConfigError(f"strategy {twice} given twice in {', '.join(names)}")
     return out
 
 

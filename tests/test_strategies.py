@@ -195,7 +195,12 @@ def test_parse_strategies_expands_chunk_sizes_and_refuses_bad_settings():
     assert [s.label for s in parse_strategies(["truncate", "chunks-max"], [128, 256])] == \
         ["truncate", "chunks-max@128", "chunks-max@256"]
     assert parse_strategies(["windows-mean"], [], 32)[0].overlap == 32
+    # a label as the tables spell it is a name too: one chunk size, the overlap of its kind
+    one = parse_strategies(["chunks-max@64", "late-chunking@96", "truncate"], [128], 0, 16)
+    assert [s.label for s in one] == ["chunks-max@64", "late-chunking@96", "truncate"] and one[1].overlap == 16
     for names, sizes, overlap, message in [
+        (["chunks-max", "chunks-max@128"], [128], 0, "chunks-max@128 given twice"), (["chunks-max@x"], [128], 0, "write chunks-max@C"),
+        (["late-chunking@0"], [128], 0, "write late-chunking@C"),
         (["truncate", "truncate"], [128], 0, "twice"), (["mean"], [128], 0, "unknown strategy 'mean'"),
         (["extend-gp@1024", "extend-gp@01024"], [128], 0, "twice"),  # two spellings of one strategy, refused before any work
         (["chunks-max"], [], 0, "at least one chunk size"), (["chunks-max"], [0], 0, "distinct positive"),
@@ -259,3 +264,20 @@ def test_strategies_of_one_model_tokenise_the_texts_once(minilm):
     vectors = [scorer.index(TEXTS).vectors for scorer in scorers]
     assert calls == [(len(TEXTS), None)]  # one full tokenisation served windows, both chunk sizes and truncation
     np.testing.assert_allclose(vectors[-1], EmbeddingScorer(minilm, Strategy("truncate")).index(TEXTS).vectors, atol=1e-6)
+
+
+def test_the_strategies_named_model_readings_read_a_text_inside_the_window_as_truncate_does(minilm):
+    """The one base of an embedder (issue 43) is read from any strategy of
+    :data:`embedeval.labels.MODEL_READINGS`: each must give a text inside the window truncate's
+    vector, and the strategies left out must not."""
+    from embedeval.labels import model_reading_rank
+
+    texts = [long_text(4), long_text(9, 2)]  # well inside 254 tokens
+    expected = EmbeddingScorer(minilm, Strategy("truncate")).index(texts).vectors
+    labels = ["windows-mean", "extend-gp@1026", "extend-rp@1026", "extend-pi@1026", "extend-pi-dynamic@1026",
+              "extend-gp@1026+logscale", "extend-pi@2050+logscale", "chunks-max@64", "late-chunking@64"]
+    for label in labels:
+        (strategy,) = parse_strategies([label], [64])
+        vectors = EmbeddingScorer(minilm, strategy).index(texts).vectors
+        same = vectors.shape == expected.shape and np.allclose(vectors, expected, atol=1e-6)
+        assert same == (model_reading_rank(strategy.label) is not None), label
