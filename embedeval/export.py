@@ -131,14 +131,15 @@ def model_meta(spec: str) -> dict:
             "modalities": ["text"], "model_type": ["dense"]}
 
 
-def dataset_revision(run: NolimaRun) -> str:
-    """The run's dataset revision for MTEB: the sha256 of its ``haystacks.json`` (what the haystacks
-    were built from) and, when it is not the default, of its retrieval pool (the same haystacks
-    ranked among other candidates are another dataset), cut to 16 hex digits, so two exports of the
-    same haystacks and pool agree."""
+def dataset_revision(run: NolimaRun, pool: str | None = None) -> str:
+    """The dataset revision for MTEB of the run's haystacks ranked in ``pool`` (default: the run's
+    own pool): the sha256 of its ``haystacks.json`` (what the haystacks were built from) and of the
+    pool's name (the same haystacks ranked among other candidates are another dataset: the default
+    needle-free pool's results and :func:`~embedeval.mteb_task.nolima_task`, which ranks the ``all``
+    pool, never share a revision), cut to 16 hex digits, so two exports of the same haystacks and
+    pool agree."""
     digest = hashlib.sha256(run.haystack_settings_bytes())
-    if run.config["pool"] != DEFAULT_POOL:
-        digest.update(f"\0pool={run.config['pool']}".encode())
+    digest.update(f"\0pool={pool or run.config.get('pool', DEFAULT_POOL)}".encode())
     return digest.hexdigest()[:16]
 
 

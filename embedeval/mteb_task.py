@@ -51,7 +51,7 @@ from embedeval.errors import InputError
 from embedeval.expansion import query_forms
 from embedeval.export import LANGUAGES, MTEB_MAIN_SCORE, MTEB_TASK, dataset_revision, mteb_subset, mteb_task_name
 from embedeval.haystacks import distractor_columns
-from embedeval.labels import CONTROL, NEGATIVE, QUESTION
+from embedeval.labels import ALL_POOL, CONTROL, NEGATIVE, QUESTION
 from embedeval.run import HAYSTACK_SETTINGS, HAYSTACKS, NolimaRun
 
 #: Where the task's documents come from, for MTEB's metadata.
@@ -140,7 +140,7 @@ def nolima_task(run_dir: str | Path, query_form: str = QUESTION) -> NolimaTask:
         name=name, type="Retrieval", category="t2t", modalities=["text"], main_score=MTEB_MAIN_SCORE,
         description=(f"{MTEB_TASK}: the NoLiMa-style haystacks of the embedeval run {run.path.name}, each needle haystack "
                      "retrieved by its question among every haystack of its length and depth that does not answer it."),
-        reference=REFERENCE, dataset={"path": f"embedeval/{run.path.name}", "revision": dataset_revision(run)},
+        reference=REFERENCE, dataset={"path": f"embedeval/{run.path.name}", "revision": dataset_revision(run, ALL_POOL)},
         eval_splits=splits, eval_langs={subset: list(LANGUAGES) for subset in data}, date=None, domains=None,
         license="not specified", annotations_creators="derived", dialect=[], sample_creation="created", bibtex_citation="")
     return type(NolimaTask.__name__, (NolimaTask,), {"metadata": metadata})(data)

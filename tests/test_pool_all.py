@@ -145,6 +145,7 @@ def test_mtebs_evaluator_gives_the_all_pools_numbers(all_run):
     groups = len(GROUPS.split(","))
     assert (ranks["n_candidates"] == 3 + groups + groups).all()  # negatives + controls + the depth's needle haystacks
     task = nolima_task(all_run)
+    assert task.metadata.dataset["revision"] == dataset_revision(run)  # the `all` pool's revision
     model = SentenceTransformer(resolve_model_path("all-MiniLM-L6-v2"), device="cpu")
     result = mteb.evaluate(model, task, cache=None, show_progress_bar=False)
     scores = result.task_results[0].scores
@@ -190,7 +191,10 @@ def test_the_pool_is_part_of_the_mteb_dataset_revision(all_run):
     run = NolimaRun.open(all_run)
     needle_free = replace(run, config={**run.config, "pool": "needle-free"})
     assert dataset_revision(run) != dataset_revision(needle_free)  # the same haystacks ranked among other candidates
-    assert dataset_revision(needle_free) == hashlib.sha256(run.haystack_settings_bytes()).hexdigest()[:16]
+    by_hand = hashlib.sha256(run.haystack_settings_bytes() + b"\0pool=needle-free").hexdigest()[:16]
+    assert dataset_revision(needle_free) == by_hand
+    # the MTEB task always ranks the `all` pool: its revision is an --pool all run's, never a default run's (issue 45)
+    assert dataset_revision(needle_free, "all") == dataset_revision(run) != dataset_revision(needle_free)
 
 
 def test_the_report_shows_the_share_of_needle_haystacks_tied_with_their_control(all_run):
