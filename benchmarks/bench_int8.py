@@ -1,9 +1,12 @@
 """The int8 CPU backend of local models against float32 torch (issue 30, item 3), all-MiniLM-L6-v2.
 
 Part 1, speed and closeness: the default sweep's distinct truncated windows (what a cold default
-run embeds), embedded uncached by the float32 torch model and by ``backend=onnx-int8`` side by
-side in one process (the ONNX graph exported and quantized before the clock starts); the ratio of
-their times (target <= 0.6) and the cosine between their vectors (median, minimum).
+run embeds; ``--windows N``: the first N), embedded uncached by the float32 torch model, by
+``backend=onnx-int8`` (one text per call, as embedeval runs it) and by the same int8 graph fed
+padded batches, side by side in one process, in turns (each warmed up, then two passes of each
+alternated; the median), the ONNX graph exported and quantized before the clock starts; the ratio
+of their times (target <= 0.6), what one text per call costs against batches, and the cosine
+between int8's and float32's vectors (median, minimum).
 
 Part 2, fidelity: the default sweep with ``st:all-MiniLM-L6-v2?backend=onnx-int8`` beside the
 float32 one (both through the user's embedding cache: the float32 run is warm after the README's
@@ -20,7 +23,7 @@ full windows) over 128..8192 tokens on a 12-group grid (two groups per category,
 bootstrap interval, censored ones as "≥ L"; the pooled-AUC break point) for both.
 
     PYTHONPATH=. python benchmarks/bench_int8.py            # parts 1 and 2 (about 5 minutes on 2 cores)
-    PYTHONPATH=. python benchmarks/bench_int8.py --part 1
+    PYTHONPATH=. python benchmarks/bench_int8.py --part 1 [--windows 300]
     OMP_NUM_THREADS=1 PYTHONPATH=. python benchmarks/bench_int8.py --part 3 [--depths 2] [--out runs/bench-int8-windows]
 """
 
@@ -35,6 +38,9 @@ from pathlib import Path
 import numpy as np
 
 from embedeval.breaks import interval_text, tokens_text
+import torch
+
+from embedeval.embedders import onnx
 from embedeval.embedders.cache import EmbeddingCache
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.options import LocalOptions
@@ -47,6 +53,7 @@ from embedeval.strategies import EmbeddingScorer, parse_strategies
 MODEL = "all-MiniLM-L6-v2"
 INT8 = f"st:{MODEL}?backend=onnx-int8"
 SPEED_CEILING, RECALL_TOLERANCE = 0.6, 0.02
+TURNS = 2  # Part 1: timed passes per backend, alternated
 #: What identifies one needle ranking in the rank table (a question's form and one haystack).
 RANKING = ["query_form", "own_question", "haystack_id"]
 #: Part 3's grid: two question groups per category, one-hop needles, 128..8192 tokens.
@@ -71,27 +78,43 @@ def distinct_windows(folder: Path) -> list[list[int]]:
     return [np.frombuffer(ids, dtype=np.int32).tolist() for ids in distinct]
 
 
-def part_speed(folder: Path) -> None:
-    windows = distinct_windows(folder)
+def part_speed(folder: Path, turns: int = TURNS, sample: int | None = None) -> None:
+    """float32 torch, int8 as embedeval runs it (one text per call) and int8 batched (the graph fed
+    padded batches: not offered, since a batch shares one activation scale), timed side by side in
+    turns (each warmed up, then ``turns`` passes of each alternated; the median), on the default
+    sweep's distinct windows (``sample``: the first N of them)."""
+    windows = distinct_windows(folder)[:sample]
     fp32 = SentenceTransformerEmbedder(MODEL, device="cpu")
     int8 = SentenceTransformerEmbedder(MODEL, options=LocalOptions(device="cpu", backend="onnx-int8"))
     int8.facts_store = EmbeddingCache(folder / "cache")  # its facts, and the exported graph, in this run's folder
+    batched = SentenceTransformerEmbedder(MODEL, options=LocalOptions(device="cpu", backend="onnx-int8"))
+    batched.facts_store = int8.facts_store
     int8.embed_ids(windows[:8])  # export, quantize and warm up: outside the clock
-    fp32.embed_ids(windows[:8])
-    start = time.perf_counter()
-    reference = fp32.embed_ids(windows)
-    torch_seconds = time.perf_counter() - start
-    start = time.perf_counter()
-    quantized = int8.embed_ids(windows)
-    int8_seconds = time.perf_counter() - start
-    cosines = (reference * quantized).sum(axis=1)
-    ratio = int8_seconds / torch_seconds
-    print("== Part 1: the default sweep's distinct windows, embedded uncached ==")
-    print(f"windows          {len(windows)} distinct, mean "
-          f"{np.mean([len(w) for w in windows]):.0f} tokens")
-    print(f"float32 torch    {torch_seconds:8.2f} s   {len(windows) / torch_seconds:6.1f} windows/s")
-    print(f"onnx-int8        {int8_seconds:8.2f} s   {len(windows) / int8_seconds:6.1f} windows/s")
-    print(f"int8/fp32 time   {ratio:.3f}  {'PASS' if ratio <= SPEED_CEILING else 'FAIL'} (target <= {SPEED_CEILING})")
+    batched.embed_ids(windows[:8])
+    onnx.use_onnx(batched.model, next(p for p in onnx.graph_files(folder / "cache") if p.name == onnx.INT8_GRAPH),
+                  torch.get_num_threads(), one_text_per_call=False)  # the same graph, fed padded batches
+    models = {"float32 torch": fp32, "onnx-int8": int8, "int8 batched": batched}
+    vectors: dict[str, np.ndarray] = {}
+    seconds: dict[str, list[float]] = {name: [] for name in models}
+    for name, model in models.items():  # a warm-up pass of each, outside the clock
+        model.embed_ids(windows[: min(64, len(windows))])
+    for _ in range(turns):
+        for name, model in models.items():
+            start = time.perf_counter()
+            vectors[name] = model.embed_ids(windows)
+            seconds[name].append(time.perf_counter() - start)
+    median = {name: float(np.median(found)) for name, found in seconds.items()}
+    cosines = (vectors["float32 torch"] * vectors["onnx-int8"]).sum(axis=1)
+    ratio = median["onnx-int8"] / median["float32 torch"]
+    print(f"== Part 1: the default sweep's distinct windows, embedded uncached, {turns} passes each in turns ==")
+    print(f"windows          {len(windows)} distinct{' (the first ' + str(sample) + ')' if sample else ''}, mean "
+          f"{np.mean([len(w) for w in windows]):.0f} tokens; load average {load_average()}")
+    for name in models:
+        passes = ", ".join(f"{s:.1f}" for s in seconds[name])
+        print(f"{name:16s} {median[name]:8.2f} s   {len(windows) / median[name]:6.1f} windows/s   "
+              f"time vs float32 {median[name] / median['float32 torch']:.3f}   (passes {passes})")
+    print(f"int8/fp32 time   {ratio:.3f}  {'PASS' if ratio <= SPEED_CEILING else 'FAIL'} (target <= {SPEED_CEILING}); "
+          f"one text per call costs {median['onnx-int8'] / median['int8 batched']:.2f}x batched int8's time")
     print(f"cosine to fp32   median {np.median(cosines):.4f}, 5th percentile {np.quantile(cosines, 0.05):.4f}, "
           f"minimum {cosines.min():.4f}")
 
@@ -169,12 +192,13 @@ def main() -> None:
     parser.add_argument("--part", choices=["1", "2", "3", "all"], default="all",
                         help="all: parts 1 and 2; part 3 (the long sweep) runs when asked for by name")
     parser.add_argument("--depths", type=int, default=3, help="part 3: needle depths per length")
+    parser.add_argument("--windows", type=int, default=None, help="part 1: time the first N distinct windows only")
     parser.add_argument("--out", default=None, help="part 3: keep the sweep's run folder here (default: a temporary one)")
     args = parser.parse_args()
     print(f"machine          {os.cpu_count()} cores; load average {load_average()}")
     with tempfile.TemporaryDirectory(prefix="bench-int8-") as tmp:
         if args.part in ("1", "all"):
-            part_speed(Path(tmp))
+            part_speed(Path(tmp), sample=args.windows)
         if args.part in ("2", "all"):
             part_fidelity(Path(tmp))
         if args.part == "3":

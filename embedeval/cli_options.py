@@ -69,9 +69,10 @@ def split_list(value: str) -> list[str]:
 def int_list(value: str, option: str) -> list[int]:
     """Comma-separated integers in the digits 0-9 (``-`` allowed; ``int`` would also read other
     scripts' digits); anything else is a one-line :class:`InputError`."""
-    items = split_list(value)
+    items = [item.strip() for item in value.split(",")]
     if not all(item.removeprefix("-").isascii() and item.removeprefix("-").isdigit() for item in items):
-        raise InputError(f"{option} takes comma-separated whole numbers in the digits 0-9, not {value!r}")
+        empty = " (an empty item)" if "" in items else ""
+        raise InputError(f"{option} takes comma-separated whole numbers in the digits 0-9, not {value!r}{empty}")
     return [int(item) for item in items]
 
 

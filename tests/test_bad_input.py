@@ -50,6 +50,8 @@ def _setup(tmp_path):
     (["embed", "-i", "texts.txt", "-o", "o.npy", "--cache-dir", "texts.txt"],
      "the embedding cache folder texts.txt cannot be made: texts.txt is a file, not a folder; point --cache-dir or EMBEDEVAL_CACHE"),
     (["cache", "info", "--cache-dir", "texts.txt/cache"], "the embedding cache folder texts.txt/cache cannot be made: texts.txt is a file"),
+    # a model that is neither a folder nor bundled is named as such, not as a missing package
+    (["nolima", "-e", "st:nonexistent", "--out", "run"], "no folder 'nonexistent' here and not a bundled model"),
 ])
 def test_mistakes_are_one_line_and_write_nothing(tmp_path, monkeypatch, isolated_cache, args, says):
     _setup(tmp_path)

