@@ -103,3 +103,36 @@ def test_the_example_script_cleans_progress_output_and_replaces_only_its_blocks(
     assert script.write_blocks(page, {"themes": "new\nlines", "stamp": "now"}) == (
         "a\n<!-- example:themes -->\n```text\nnew\nlines\n```\n<!-- /example:themes -->\nb\n"
         "<!-- example:stamp -->\nnow\n<!-- /example:stamp -->\n")
+
+
+#: What names the source of a measured number: a script of the repository (a benchmark, a docs
+#: script, a test) or an embedeval command line the reader can run.
+SOURCE = re.compile(r"(?P<path>(?:benchmarks|docs|tests)/[\w./-]+\.py)|`embedeval \w[^`]*`|^embedeval \w", re.M)
+
+
+#: What makes a paragraph a claim of a measurement: "measured" on, with, by, in or at something, or
+#: "measured" and a date (2026-11-27) in one sentence.
+CLAIM = re.compile(r"\bmeasured (?:on|with|by|in|at)\b|\bmeasured\b[^.]{0,80}\b20\d\d-\d\d-\d\d\b"
+                   r"|\b20\d\d-\d\d-\d\d\b[^.]{0,80}\bmeasured\b", re.I)
+
+
+def _sections(text: str) -> list[str]:
+    """A Markdown page cut at its headings (each section with its heading)."""
+    return re.split(r"\n(?=#{1,6} )", text)
+
+
+def test_every_measured_number_in_readme_and_docs_names_the_script_that_printed_it():
+    """Issue 45, part 4: a paragraph that says it measured something names its source (a script in
+    benchmarks/, docs/ or tests/, or an embedeval command) in the paragraph or its section, and
+    every script the docs name exists. A claim without a source fails here."""
+    pages = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+    unsourced, missing = [], []
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        missing += [f"{page.name}: {m['path']}" for m in SOURCE.finditer(text) if m["path"] and not (REPO_ROOT / m["path"]).exists()]
+        for section in _sections(text):
+            for paragraph in re.split(r"\n\s*\n", section):
+                if CLAIM.search(paragraph) and not (SOURCE.search(paragraph) or SOURCE.search(section)):
+                    unsourced.append(f"{page.name}: {' '.join(paragraph.split())[:120]}")
+    assert not missing, f"docs name scripts that do not exist: {missing}"
+    assert not unsourced, "measured without a source (name the script or command that printed it):\n" + "\n".join(unsourced)
