@@ -379,7 +379,7 @@ def part_lengths(folder: Path, args) -> None:
     print("== Part 6: the default lengths against the earlier grid (cold, each into an empty cache; median of 2) ==")
     for name in runs:
         config, result, spent = found[name]
-        texts = sum(result.distinct_texts.values())
+        texts = sum(result.texts.values())
         print(f"{name:8s} {grid_line(config, result.haystacks)}; {texts:,} distinct texts; "
               f"{float(np.median(runs[name])):7.2f} s ({', '.join(f'{s:.1f}' for s in runs[name])}; {breakdown(spent)})")
     ratio = float(np.median(runs["new"])) / float(np.median(runs["earlier"]))
