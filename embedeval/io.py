@@ -448,8 +448,40 @@ def write_embeddings(path: str | os.PathLike, texts: list[str], vectors) -> None
         write_table(pd.DataFrame({text: texts, embedding: [np.asarray(v, dtype=np.float32) for v in vectors]}), target)
 
 
-def read_table(path: str | os.PathLike, columns: Sequence[str] = ()) -> pd.DataFrame:
-    """A ``.csv`` or Parquet table that must exist, parse, have rows and hold ``columns``; anything
+def check_column_kinds(frame: pd.DataFrame, source, numbers: Sequence[str] = (), integers: Sequence[str] = ()) -> None:
+    """One :class:`InputError` naming ``source``, the column and the first offending value with its
+    line (a CSV's header is line 1) or row (Parquet) where a column of ``numbers`` holds anything but numbers, or one
+    of ``integers`` anything but whole numbers (an empty cell, a missing value, passes: columns
+    that may be empty are written so). Booleans are not numbers. Columns the frame lacks are not
+    checked."""
+    import pandas as pd
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    for column in [*numbers, *integers]:
+        if column not in frame.columns:
+            continue
+        values = frame[column]
+        if is_numeric_dtype(values) and not is_bool_dtype(values):
+            parsed = values
+        else:  # text where numbers go; a boolean is no number
+            parsed = pd.to_numeric(values.mask(values.map(lambda v: isinstance(v, bool))), errors="coerce")
+        bad = values.notna() & parsed.isna()
+        if column in integers:
+            bad |= parsed.notna() & (parsed % 1 != 0)
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0])
+            what = "a whole number" if column in integers else "a number"
+            value = values.iloc[row]
+            shown = repr(value) if isinstance(value, str) else str(value)
+            where = f"line {row + 2}" if Path(source).suffix == ".csv" else f"row {row + 1}"  # a CSV's header is line 1
+            raise InputError(f"{source}, {where}, column {column}: {shown} is not {what} "
+                             "(the file was edited or damaged; run again to rewrite it)")
+
+
+def read_table(path: str | os.PathLike, columns: Sequence[str] = (), numbers: Sequence[str] = (),
+               integers: Sequence[str] = ()) -> pd.DataFrame:
+    """A ``.csv`` or Parquet table that must exist, parse, have rows and hold ``columns``, whose
+    ``numbers`` and ``integers`` columns hold what they say (:func:`check_column_kinds`); anything
     else is one :class:`InputError` naming the file and what is wrong."""
     import pandas as pd
 
@@ -466,6 +498,7 @@ def read_table(path: str | os.PathLike, columns: Sequence[str] = ()) -> pd.DataF
         raise InputError(f"{source} lacks the column(s) {', '.join(missing)}")
     if frame.empty:
         raise InputError(f"{source} has no rows")
+    check_column_kinds(frame, source, numbers, integers)
     return frame
 
 

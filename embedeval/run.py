@@ -34,6 +34,7 @@ from embedeval.errors import ConfigError, InputError
 from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS, HaystackGrid
 from embedeval.io import read_json, read_table, write_table, write_text_atomic
 from embedeval.labels import NEEDLE_FREE_POOL, POOLS, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
+from embedeval.metrics import RETRIEVAL_MEASURES
 from embedeval.needles import NeedleSet, grid_needle_set
 
 HAYSTACKS = "haystacks.parquet"
@@ -43,6 +44,19 @@ RETRIEVAL = "retrieval.parquet"
 METRICS = "metrics.csv"
 BREAKS = "breaks.csv"
 CONFIG = "config.json"
+#: The columns of each table a run writes that hold numbers and whole numbers (in that order): checked
+#: when the table is opened, so a hand-edited or damaged cell is one line naming the file, line and
+#: column, not a traceback where it is first used (:func:`~embedeval.io.check_column_kinds`).
+COUNTS = ["length", "n_distractors", "n_needles"]
+TABLE_KINDS: dict[str, tuple[list[str], list[str]]] = {
+    HAYSTACKS: (["depth", "target_depth"], [*COUNTS, "n_tokens", "needle_start", "needle_end", "seed", "distractors_in_zone"]),
+    SIMILARITIES: (["depth", "target_depth", "sim_qh", "sim_qn", "normalized"], [*COUNTS, "n_tokens", "distractors_in_zone", "best_chunk"]),
+    RETRIEVAL: (["depth", "score", *RETRIEVAL_MEASURES], [*COUNTS, "rank", "n_candidates", "ties"]),
+    METRICS: (["value", "ci_lo", "ci_hi"], [*COUNTS, "n"]),
+    BREAKS: (["base_value", "base_ci_lo", "base_ci_hi", "base_p", "best_value", "break_point_share"],
+             ["n_distractors", "n_needles", "break_point", "break_point_lo", "break_point_hi", "recommended_chunk_tokens",
+              "relative_break_point", "absolute_break_point", "best_length", "auc_break_point", "n_groups", "window"]),
+}
 #: The tables a run's metrics are derived from (their digest decides whether metrics and report stand).
 SCORED_TABLES = (SIMILARITIES, RETRIEVAL)
 #: What a run's config.json must hold to be read as one (after :func:`upgraded_config`), and what
@@ -174,9 +188,16 @@ def check_config_values(config: dict, path: Path) -> None:
         raise InputError(f"{path} is broken: {exc}") from None
 
 
+def read_run_table(path: Path, columns: Sequence[str] = ()) -> pd.DataFrame:
+    """A run's table (by its file name) holding ``columns``, each column of :data:`TABLE_KINDS`
+    holding what it should."""
+    numbers, integers = TABLE_KINDS.get(path.name, ((), ()))
+    return read_table(path, columns, numbers, integers)
+
+
 def _read(path: Path, columns: Sequence[str]) -> pd.DataFrame:
     """A run's table holding ``columns`` less those of later versions, upgraded."""
-    return upgraded(read_table(path, [c for c in columns if c not in LATER_COLUMNS]))
+    return upgraded(read_run_table(path, [c for c in columns if c not in LATER_COLUMNS]))
 
 
 def break_rule_of(config: dict) -> BreakRule:
@@ -287,7 +308,7 @@ class NolimaRun:
 def read_breaks(path: str | Path) -> pd.DataFrame:
     """A ``breaks.csv`` written by a run (one :class:`~embedeval.errors.InputError` line when it is
     missing, unreadable or lacks a column)."""
-    frame = read_table(path, [c for c in BREAK_COLUMNS if c not in ADDED_BREAK_COLUMNS])
+    frame = read_run_table(Path(path), [c for c in BREAK_COLUMNS if c not in ADDED_BREAK_COLUMNS])
     frame = frame.reindex(columns=BREAK_COLUMNS)  # a file from before the added columns: they read as missing
     for row, value in enumerate(frame["break_shares"], start=2):
         try:
@@ -332,7 +353,7 @@ class RunWriter:
 
     def read_derived(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The metrics and break points written before (kept when what they came from is unchanged)."""
-        return read_table(self.path / METRICS), read_breaks(self.path / BREAKS)
+        return read_run_table(self.path / METRICS), read_breaks(self.path / BREAKS)
 
     def write_derived(self, metrics: pd.DataFrame, breaks: pd.DataFrame) -> list[str]:
         """Write the metrics and break points; returns their file names."""

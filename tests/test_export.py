@@ -208,3 +208,39 @@ def test_an_mteb_export_rerun_into_the_folder_a_crashed_export_left_works(run_di
     shutil.copytree(out, mine, ignore=shutil.ignore_patterns("derived.json"))
     result = CliRunner().invoke(app, ["export", str(run_dir), "--format", "mteb", "--out", str(mine)])
     assert result.exit_code == 1 and "is not a run folder embedeval wrote" in result.output
+
+
+@pytest.mark.parametrize("table, column, value, says", [
+    ("metrics.csv", "value", "abc", "metrics.csv, line 4, column value: 'abc' is not a number"),
+    ("metrics.csv", "length", "12.5", "metrics.csv, line 4, column length: 12.5 is not a whole number"),
+    ("breaks.csv", "break_point", "soon", "breaks.csv, line 4, column break_point: 'soon' is not a whole number"),
+    ("haystacks.parquet", "n_tokens", "many", "haystacks.parquet, row 3, column n_tokens: 'many' is not a whole number"),
+    ("retrieval.parquet", "rank", "first", "retrieval.parquet, row 3, column rank: 'first' is not a whole number"),
+])
+def test_a_run_table_edited_by_hand_is_one_line_naming_file_line_and_column(run_dir, tmp_path, table, column, value, says):
+    """Issue 45, part 1: each table a command reads is checked against the kinds the run wrote
+    when it is opened: report and both exports say what is wrong in one line, write nothing."""
+    edited = tmp_path / "run"
+    shutil.copytree(run_dir, edited)
+    path = edited / table
+    frame = pd.read_csv(path) if table.endswith(".csv") else pd.read_parquet(path)
+    frame[column] = frame[column].astype(object if table.endswith(".csv") else str)  # Parquet: one type a column
+    frame.loc[2, column] = value
+    frame.to_csv(path, index=False) if table.endswith(".csv") else frame.to_parquet(path, index=False)
+    def tables() -> dict:
+        return {p: p.stat().st_mtime_ns for p in edited.iterdir() if p.suffix in (".csv", ".parquet", ".json")}
+
+    before = tables()
+    refused = []
+    for args in (["report", str(edited)], ["export", str(edited), "--format", "mteb", "--out", str(tmp_path / "mteb")],
+                 ["export", str(edited), "--format", "prompts", "--out", str(tmp_path / "prompts.csv")]):
+        result = CliRunner().invoke(app, args)
+        if result.exit_code == 0:  # a command that does not read this table
+            continue
+        assert result.exit_code == 1 and result.output.startswith("error: ") and says in result.output, (args, result.output)
+        assert len(result.output.strip().splitlines()) == 1
+        refused.append(args[0] + ("" if args[0] == "report" else " " + args[3]))
+    expected = {"metrics.csv": ["report", "export mteb"], "breaks.csv": ["report"], "haystacks.parquet": ["export prompts"],
+                "retrieval.parquet": ["report"]}[table]
+    assert set(expected) <= set(refused), refused
+    assert tables() == before  # no table of the run rewritten or added (`report` rewrites only the report)
