@@ -448,9 +448,10 @@ def write_embeddings(path: str | os.PathLike, texts: list[str], vectors) -> None
         write_table(pd.DataFrame({text: texts, embedding: [np.asarray(v, dtype=np.float32) for v in vectors]}), target)
 
 
-def read_table(path: str | os.PathLike, columns: Sequence[str] = ()) -> pd.DataFrame:
-    """A ``.csv`` or Parquet table that must exist, parse, have rows and hold ``columns``; anything
-    else is one :class:`InputError` naming the file and what is wrong."""
+def read_table(path: str | os.PathLike, columns: Sequence[str] = (), empty: bool = False) -> pd.DataFrame:
+    """A ``.csv`` or Parquet table that must exist, parse, have rows (unless ``empty``: a table
+    that may have none) and hold ``columns``; anything else is one :class:`InputError` naming the
+    file and what is wrong."""
     import pandas as pd
 
     source = Path(path)
@@ -464,7 +465,7 @@ def read_table(path: str | os.PathLike, columns: Sequence[str] = ()) -> pd.DataF
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise InputError(f"{source} lacks the column(s) {', '.join(missing)}")
-    if frame.empty:
+    if frame.empty and not empty:
         raise InputError(f"{source} has no rows")
     return frame
 
