@@ -34,7 +34,7 @@ def move_words(strategy: str) -> str:
     elif strategy == "windows-mean":
         what = "averaging its windows"
     elif strategy.startswith(CHUNKED_PREFIX):
-        what = f"{strategy.removeprefix(CHUNKED_PREFIX)}-token chunks"
+        what = f"taking the best of its {strategy.removeprefix(CHUNKED_PREFIX)}-token chunks"
     elif strategy.startswith(LATE_CHUNKED_PREFIX):
         what = "late chunking"
     elif "@" in strategy:
