@@ -200,3 +200,24 @@ def metric_series(metrics: pd.DataFrame, metric: str, category: str = ALL, depth
     """Rows of one metric for the given category/bucket slice (default: the overall cells)."""
     mask = (metrics["metric"] == metric) & (metrics["category"] == category) & (metrics["depth_bucket"] == depth_bucket)
     return metrics[mask]
+
+
+# --- the series a report's headline reads (its answers, the decision table) --------------------------------------------
+def main_variant(metrics: pd.DataFrame) -> str:
+    """The variant the single-variant sections show: one-hop if the run has it."""
+    variants = list(metrics["variant"].unique())
+    return "onehop" if "onehop" in variants else sorted(variants)[0]
+
+
+def one_needle(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``frame`` (metrics, similarities, a rank table or break points) of haystacks with
+    one needle, asked their own question."""
+    return frame[(frame["n_needles"] <= 1) & frame["own_question"].astype(bool)]
+
+
+def fewest_distractors(metrics: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``metrics`` with the smallest distractor count of the run (all rows of a run
+    without distractors)."""
+    if "n_distractors" not in metrics.columns:
+        return metrics
+    return metrics[metrics["n_distractors"] == metrics["n_distractors"].min()]

@@ -27,7 +27,7 @@ except ImportError:  # older typer runs on click itself
 from embedeval.cli_options import (
     in_flag_words,
     APIOptions, CacheDir, ChatModelOpt, ChromaUrlOpt, ChunkOptions, DistractorsFileOpt, ThemeOptions, EmbedderOptions, GridOptions, NeedleOptions, PairOptions,
-    PlanOptions, Quiet, int_list, split_list, with_option_groups,
+    PlanOptions, Quiet, RunPlanOptions, int_list, split_list, with_option_groups,
 )
 from embedeval.defaults import (
     DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_DRAFT_ATTEMPTS, DEFAULT_DRAFT_PER_THEME, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY, DEFAULT_POOL,
@@ -424,10 +424,10 @@ def nolima(
     chunk_tokens: Annotated[str, typer.Option("--chunk-tokens", help="Comma-separated chunk sizes for chunks-max, in model input tokens (special tokens included, at most the model's max_tokens), and for late-chunking, in content tokens (at most the model's window).")] = ",".join(map(str, DEFAULT_CHUNK_TOKENS)),
     window_overlap: Annotated[int, typer.Option("--window-overlap", help="Tokens shared by neighbouring windows of windows-mean.")] = DEFAULT_WINDOW_OVERLAP,
     late_overlap: Annotated[int, typer.Option("--late-overlap", help="late-chunking of st: models: tokens shared by neighbouring macro windows (each later window's first outputs dropped, so chunks keep left context); less than the model's window.")] = DEFAULT_LATE_CHUNKING_OVERLAP,
-    plan: PlanOptions = PlanOptions(),
+    plan: RunPlanOptions = RunPlanOptions(),
     quiet: Quiet = False,
 ) -> None:
-    """Run the NoLiMa needle-in-a-haystack sweep and write tables, figures, report.md and report.html.
+    """Run the NoLiMa needle-in-a-haystack sweep and write tables, figures, decision.csv, report.md and report.html.
 
     `--embedder bm25` adds a lexical baseline (BM25 over the haystacks of each length).
     `--plan` prints what the sweep would embed, send, cost and take, and stops."""
@@ -444,7 +444,7 @@ def nolima(
         expansions=split_list(expansions or ""),
         strategies=[name for item in (strategy or list(DEFAULT_STRATEGIES)) for name in split_list(item)],
         chunk_tokens=int_list(chunk_tokens, "--chunk-tokens"), window_overlap=window_overlap, late_overlap=late_overlap,
-        executor=embedders.executor, workers=embedders.workers, ray_address=embedders.ray_address,
+        executor=embedders.executor, workers=embedders.workers, ray_address=embedders.ray_address, prices=plan.prices,
     )
     if plan.wanted:
         plans = plan_nolima(config, cache_dir=embedders.cache_dir, prices=plan.prices, calibrate=plan.plan, progress=not quiet,

@@ -15,7 +15,7 @@ import inspect
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, ClassVar, Optional
 
 import typer
 from rich.markup import escape
@@ -270,6 +270,9 @@ class PlanOptions:
     max_cost: Annotated[Optional[str], typer.Option("--max-cost", metavar="<float>", help="Refuse to start when the plan's high cost estimate exceeds this many USD (an API model without a price then needs --price).")] = None
     price: Annotated[Optional[list[str]], typer.Option("--price", help="SPEC=USD per million tokens, for a model without a listed price or to override it; repeat for several.")] = None
 
+    #: Whether ``--price`` means something without ``--plan`` or ``--max-cost`` (:class:`RunPlanOptions`).
+    price_alone: ClassVar[bool] = False
+
     def __post_init__(self):  # the plan's options checked before any work
         if self.as_json and not self.plan:
             raise InputError("--json goes with --plan")
@@ -279,7 +282,7 @@ class PlanOptions:
 
             self.ceiling = parse_ceiling(self.max_cost)
             self.prices = parse_prices(self.price)
-        if self.prices and not self.wanted:
+        if self.prices and not self.wanted and not self.price_alone:
             raise InputError("--price goes with --plan or --max-cost")
 
     @property
@@ -317,6 +320,15 @@ class PlanOptions:
             typer.echo(plans_json(plans) if self.as_json else format_plans(plans))
         check_max_cost(plans, self.ceiling)
         return self.plan
+
+
+@dataclass
+class RunPlanOptions(PlanOptions):
+    """:class:`PlanOptions` of ``embedeval nolima``, whose ``--price`` also goes into the run: the
+    decision table's USD per million tokens (recorded in config.json), with or without a plan."""
+
+    price: Annotated[Optional[list[str]], typer.Option("--price", help="SPEC=USD per million tokens: the price of a model for --plan and --max-cost (for a model without a listed price, or to override it) and for decision.csv's usd_per_million_tokens (only prices given here: none is assumed); repeat for several.")] = None
+    price_alone: ClassVar[bool] = True
 
 
 @dataclass

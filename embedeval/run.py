@@ -7,8 +7,11 @@ Files, in the order a run writes them (each atomically):
 
 ``haystacks.parquet`` + ``haystacks.json``   the haystacks and the settings they were built with
 ``similarities.parquet``, ``retrieval.parquet``   the similarity and rank tables
-``metrics.csv``, ``breaks.csv``               the metrics and the break points (with the report,
-                                               ``derived.json`` records what they were made from)
+``timings.csv``                               what each reading read and the model's time on it
+                                               (:func:`~embedeval.decision.timing_table`)
+``metrics.csv``, ``breaks.csv``, ``decision.csv``   the metrics, the break points and the decision
+                                               table (with the report, ``derived.json`` records
+                                               what they were made from)
 ``config.json``                               last: the run's settings; without it the directory
                                                reads as unfinished
 
@@ -29,6 +32,7 @@ import pandas as pd
 from embedeval.aggregate import METRIC_COLUMNS
 from embedeval.corpus import source_path
 from embedeval.breaks import ADDED_BREAK_COLUMNS, BREAK_COLUMNS, BreakRule, break_points, parse_shares
+from embedeval.decision import DECISION_COLUMNS, TIMING_COLUMNS, decision_table, with_earlier_speeds
 from embedeval.defaults import DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.errors import ConfigError, InputError
 from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS, HaystackGrid
@@ -43,7 +47,10 @@ SIMILARITIES = "similarities.parquet"
 RETRIEVAL = "retrieval.parquet"
 METRICS = "metrics.csv"
 BREAKS = "breaks.csv"
+TIMINGS = "timings.csv"
+DECISION = "decision.csv"
 CONFIG = "config.json"
+<<<<<<< HEAD
 #: The columns of each table a run writes that hold numbers and whole numbers (in that order): checked
 #: when the table is opened, so a hand-edited or damaged cell is one line naming the file, line and
 #: column, not a traceback where it is first used (:func:`~embedeval.io.check_column_kinds`).
@@ -59,6 +66,11 @@ TABLE_KINDS: dict[str, tuple[list[str], list[str]]] = {
 }
 #: The tables a run's metrics are derived from (their digest decides whether metrics and report stand).
 SCORED_TABLES = (SIMILARITIES, RETRIEVAL)
+=======
+#: The tables a run's metrics, decision table and report are derived from (their digest decides
+#: whether these stand).
+SCORED_TABLES = (SIMILARITIES, RETRIEVAL, TIMINGS)
+>>>>>>> decision
 #: What a run's config.json must hold to be read as one (after :func:`upgraded_config`), and what
 #: its ``grid`` must hold.
 CONFIG_KEYS = ("embedders", "needles", "tokenizer", "grid")
@@ -98,6 +110,11 @@ OPTIONAL_CONFIG_VALUES = {
     "break_metric": (lambda v: isinstance(v, str), "a metric's name"),
     "break_threshold": (_number, "a number"),
     "auc_threshold": (_number, "a number"),
+    "prices": (lambda v: isinstance(v, dict) and all(isinstance(k, str) and _number(p) and 0 <= p < float("inf")
+                                                     for k, p in v.items()),
+               "an object of embedder: USD per million tokens >= 0"),
+    "corpus_lengths": (lambda v: isinstance(v, dict) and all(_whole(v.get(k)) and v[k] >= 0 for k in ("documents", "median", "p90")),
+                       "an object of the corpus's documents and their median and 90th percentile token counts"),
 }
 #: What the grid's fields that :class:`~embedeval.haystacks.HaystackGrid` does not check must hold.
 GRID_VALUES = {
@@ -296,6 +313,21 @@ class NolimaRun:
         return grid_needle_set(self.recorded_path(config["needles"], "needle file"), config.get("groups"), grid.get("variants", ()),
                                grid.get("n_distractors", (0,)), distractors and self.recorded_path(distractors, "distractors file"))
 
+    def timings(self) -> pd.DataFrame | None:
+        """What each reading read and the model's time on it (None for a run from before it)."""
+        return read_timings(self.file(TIMINGS)) if self.has(TIMINGS) else None
+
+    def decision(self) -> pd.DataFrame | None:
+        """The run's decision table: its ``decision.csv``, or for a run from before it, made from its
+        rank table (None without one) with its rule, resamples, seed, timings and prices."""
+        if self.has(DECISION):
+            return read_decision(self.file(DECISION))
+        retrieval = self.retrieval()
+        if retrieval is None or self.rule().recall_metric not in retrieval.columns:
+            return None
+        return decision_table(retrieval, self.rule(), self.config.get("n_bootstrap", DEFAULT_N_BOOTSTRAP),
+                              self.config["grid"].get("seed", DEFAULT_SEED), self.timings(), self.config.get("prices"))
+
     def breaks(self) -> pd.DataFrame:
         """The run's break points: its ``breaks.csv``, or for a run from before it, recomputed from
         its metrics and rank table with its rule, resamples and seed."""
@@ -319,6 +351,31 @@ def read_breaks(path: str | Path) -> pd.DataFrame:
     lengths = [value if isinstance(value, str) else "" if pd.isna(value) else str(int(value)) for value in frame["base_lengths"]]
     return frame.assign(base_lengths=lengths, relative_status=frame["relative_status"].astype(str),
                         at_chance=frame["at_chance"].astype("boolean"))
+
+
+def _same_table(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """Whether two timings tables hold the same rows (numbers to 1e-9: a CSV read back)."""
+    try:
+        pd.testing.assert_frame_equal(a.reset_index(drop=True), b.reset_index(drop=True), check_dtype=False, rtol=1e-9)
+    except AssertionError:
+        return False
+    return True
+
+
+def read_timings(path: str | Path) -> pd.DataFrame:
+    """A ``timings.csv`` written by a run (one :class:`~embedeval.errors.InputError` line when it is
+    missing, unreadable or lacks a column)."""
+    frame = read_table(path, TIMING_COLUMNS)[TIMING_COLUMNS]
+    return frame.assign(model_seconds=frame["model_seconds"].astype(float), model_tokens=frame["model_tokens"].astype("Int64"))
+
+
+def read_decision(path: str | Path) -> pd.DataFrame:
+    """A ``decision.csv`` written by a run (one :class:`~embedeval.errors.InputError` line when it is
+    missing, unreadable or lacks a column; without rows where the run had nothing to decide: recall@k
+    cannot be corrected for chance in pools of k or fewer candidates)."""
+    frame = read_table(path, DECISION_COLUMNS, empty=True)[DECISION_COLUMNS]
+    return frame.assign(embedder=frame["embedder"].astype(str), strategy=frame["strategy"].astype(str),
+                        tied_with_best=frame["tied_with_best"].astype(bool), best=frame["best"].astype(bool))
 
 
 class RunWriter:
@@ -346,20 +403,41 @@ class RunWriter:
         write_table(frame, self.path / HAYSTACKS)
         write_text_atomic(self.path / HAYSTACK_SETTINGS, json.dumps(settings, indent=2))
 
-    def write_scored(self, similarities: pd.DataFrame, retrieval: pd.DataFrame) -> None:
+    def write_scored(self, similarities: pd.DataFrame, retrieval: pd.DataFrame, timings: pd.DataFrame) -> pd.DataFrame:
+        """Write the similarity and rank tables and the timings; returns the timings as written: a
+        reading whose inputs all came from the cache keeps the speed the folder's earlier
+        ``timings.csv`` measured (:func:`~embedeval.decision.with_earlier_speeds`), and a table equal
+        to that file leaves it as it is."""
         self.unfinish()
         write_table(similarities, self.path / SIMILARITIES)
         write_table(retrieval, self.path / RETRIEVAL)
+        try:
+            earlier = read_timings(self.path / TIMINGS) if (self.path / TIMINGS).is_file() else None
+        except InputError:  # damaged by hand: measured again
+            earlier = None
+        timings = with_earlier_speeds(timings, earlier)
+        if earlier is not None and _same_table(timings, earlier):
+            return earlier
+        write_table(timings, self.path / TIMINGS)
+        return timings
 
+<<<<<<< HEAD
     def read_derived(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The metrics and break points written before (kept when what they came from is unchanged)."""
         return read_run_table(self.path / METRICS), read_breaks(self.path / BREAKS)
+=======
+    def read_derived(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+        """The metrics, break points and decision table written before (kept when what they came
+        from is unchanged)."""
+        return read_table(self.path / METRICS), read_breaks(self.path / BREAKS), read_decision(self.path / DECISION)
+>>>>>>> decision
 
-    def write_derived(self, metrics: pd.DataFrame, breaks: pd.DataFrame) -> list[str]:
-        """Write the metrics and break points; returns their file names."""
+    def write_derived(self, metrics: pd.DataFrame, breaks: pd.DataFrame, decision: pd.DataFrame) -> list[str]:
+        """Write the metrics, break points and decision table; returns their file names."""
         write_table(metrics, self.path / METRICS)
         write_table(breaks, self.path / BREAKS)
-        return [METRICS, BREAKS]
+        write_table(decision, self.path / DECISION)
+        return [METRICS, BREAKS, DECISION]
 
     def finish(self, settings: dict) -> None:
         """Last: config.json, so it always describes the tables beside it."""

@@ -65,3 +65,10 @@ def book_sentences(text: str, tokenizer: TokenCounter, cache_dir: str | Path | N
     except OutputError:  # a cache that cannot be written only costs the next run the split
         pass
     return sentences, counts
+
+
+def book_token_counts(books, tokenizer: TokenCounter, cache_dir: str | Path | None = None) -> np.ndarray:
+    """Each book's length in ``tokenizer``'s tokens (for a corpus of the user's, its documents'): the
+    sum of its sentences' counts (:func:`book_sentences`, read from the cache where the haystacks
+    were built from the same books)."""
+    return np.array([int(book_sentences(book.text, tokenizer, cache_dir)[1].sum()) for book in books], dtype=np.int64)

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from embedeval.defaults import DEFAULT_NORMALIZE_BY, DEFAULT_POOL
-from embedeval.embedders.base import Scores
+from embedeval.embedders.base import Reading, Scores
 from embedeval.haystacks import distractor_columns
 from embedeval.errors import ConfigError
 from embedeval.labels import ALL_POOL, BLIND_PREFIX, CONTROL, NEGATIVE, POOLS, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
@@ -34,6 +34,8 @@ class HaystackScores:
     queries: dict[str, list[str]]
     scores: dict[str, Scores]
     seen_chars: np.ndarray
+    #: what the scorer read of the haystacks and the model's time on it (None: a scorer that does not say)
+    reading: Reading | None = None
 
 
 def score_haystacks(scorer: Scorer, haystacks: pd.DataFrame, forms: dict[str, list[str]]) -> HaystackScores:
@@ -43,8 +45,9 @@ def score_haystacks(scorer: Scorer, haystacks: pd.DataFrame, forms: dict[str, li
     needle haystacks with the needle-free pool, as one index holding them all would (so a
     needle's words weigh less as more haystacks of the run hold them)."""
     indexed = scorer.index(haystacks["text"].tolist(), partition=haystacks["length"].to_numpy())
+    reading = getattr(scorer, "reading", None)  # before the scorer reads anything else (the needles alone)
     return HaystackScores(scorer, haystacks, forms, {form: scores_of(indexed, queries) for form, queries in forms.items()},
-                          np.asarray(indexed.seen_chars))
+                          np.asarray(indexed.seen_chars), reading)
 
 
 def scores_of(indexed: ScoredTexts, queries: list[str | None]) -> Scores:

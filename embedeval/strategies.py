@@ -49,7 +49,7 @@ from embedeval.defaults import (
     TEXT_FIT_MARGIN,
 )
 from embedeval.embedders.base import (
-    Embedder, Scores, TokenIdEmbedder, check_texts, innermost, l2_normalize, late_chunking_refusal, offers_late_chunking,
+    Embedder, Reading, Scores, TokenIdEmbedder, check_texts, innermost, l2_normalize, late_chunking_refusal, offers_late_chunking,
     offers_stretching,
 )
 from embedeval.embedders.bm25 import BM25Scorer
@@ -303,12 +303,14 @@ def segment_starts(owner: np.ndarray) -> np.ndarray:
 class Pieces:
     """What a model reads of a list of texts: ``inputs[i]`` (token ids as int32 bytes, or text) of
     text ``owner[i]`` spanning characters ``spans[i]``; ``owner`` is sorted. ``seen_chars[t]``:
-    characters of text ``t`` read from its start."""
+    characters of text ``t`` read from its start; ``tokens_read[t]``: the tokens the model reads of
+    it (its inputs' tokens; for late chunking its windows', overlaps counted again)."""
 
     inputs: list
     owner: np.ndarray
     spans: np.ndarray
     seen_chars: np.ndarray
+    tokens_read: np.ndarray
 
 
 def _takes_document_ids(embedder: Embedder) -> bool:
@@ -366,6 +368,7 @@ class EmbeddingScorer:
     """
 
     normalizable = True
+    reading: Reading | None = None  # what the last index() read and the model's time on it
 
     def __init__(self, embedder: Embedder, strategy: Strategy, reference: TokenCounter | None = None, dedupe: bool = True,
                  memo: TokenMemo | None = None):
@@ -453,13 +456,17 @@ class EmbeddingScorer:
         return self.embedder.max_tokens - TEXT_FIT_MARGIN - (0 if self.strategy_spec.name == TRUNCATE else TEXT_FIT_MARGIN)
 
     def index(self, texts: Sequence[str], partition: Sequence | None = None) -> EmbeddedTexts:
-        """Cut, embed (each distinct piece once) and combine; ``partition`` is not used."""
+        """Cut, embed (each distinct piece once) and combine; ``partition`` is not used. What it
+        read and the model's time on what it embedded are kept in :attr:`reading`."""
         texts = check_texts(texts, "document")
         if not texts:
             empty = np.zeros(0, dtype=np.int64)
+            self.reading = Reading(empty, None)
             return EmbeddedTexts(self.embedder, np.zeros((0, self.embedder.dim), dtype=np.float32), empty,
                                  empty.reshape(0, 2), empty)
         pieces = self._cut(texts)
+        stats = getattr(self.embedder, "stats", None)  # the cache's: the model's time on its misses
+        before = None if stats is None else (stats.document_seconds, stats.document_tokens)
         if self.strategy_spec.name == LATE_CHUNKING:
             vectors = self._embed_late(pieces.inputs)
         elif self.strategy_spec.stretch is not None:
@@ -467,6 +474,8 @@ class EmbeddingScorer:
                 ids, self.strategy_spec.stretch, kind="document"))
         else:
             vectors = self._embed_pieces(pieces.inputs, texts if not self.dedupe else None)
+        self.reading = Reading(pieces.tokens_read, *((None, None) if before is None else
+                                                     (stats.document_seconds - before[0], stats.document_tokens - before[1])))
         owner, spans = pieces.owner, pieces.spans
         if self.strategy_spec.name == WINDOWS_MEAN:
             vectors = l2_normalize(np.add.reduceat(vectors.astype(np.float64), segment_starts(owner), axis=0))
@@ -479,7 +488,10 @@ class EmbeddingScorer:
         if strategy.name == TRUNCATE and not self.reads_ids:  # the embedder's own cut, made here: dedupes too
             read = [self.reference.prefix(t, capacity) for t in texts] if self.reference else list(texts)
             seen = np.array([len(t) for t in read], dtype=np.int64)
-            return Pieces(read, np.arange(len(texts)), np.stack([np.zeros(len(texts), dtype=np.int64), seen], axis=1), seen)
+            tokens = (self.reference.count(read) if self.reference else
+                      [min(n, self.embedder.max_tokens) for n in self.embedder.count_tokens(read)])
+            return Pieces(read, np.arange(len(texts)), np.stack([np.zeros(len(texts), dtype=np.int64), seen], axis=1), seen,
+                          np.asarray(tokens, dtype=np.int64))
         if strategy.name == LATE_CHUNKING:
             return self._cut_late(texts)
         if strategy.one_piece:
@@ -492,17 +504,19 @@ class EmbeddingScorer:
         tokenize = self.embedder.token_ids if self.reads_ids else self.reference.ids
         encoded = (self.memo or TokenMemo()).encode(texts, tokenize, limit)
         inputs, owner, spans, seen = [], [], [], np.zeros(len(texts), dtype=np.int64)
+        read = np.zeros(len(texts), dtype=np.int64)
         for t, (text, (ids, offsets)) in enumerate(zip(texts, encoded)):
             if not len(ids):
                 raise InputError(f"text #{t} has no tokens for {self.name} ({text[:40]!r}); it cannot be embedded")
             bounds = piece_bounds(len(ids), size, step)[: 1 if strategy.one_piece else None]
+            read[t] = sum(end - start for start, end in bounds)
             for start, end in bounds:
                 span = (int(offsets[start, 0]), int(offsets[end - 1, 1]))
                 inputs.append(ids[start:end].tobytes() if self.reads_ids else text[span[0] : span[1]])
                 owner.append(t)
                 spans.append(span)
             seen[t] = len(text) if bounds[-1][1] >= len(ids) else spans[-1][1]
-        return Pieces(inputs, np.asarray(owner, dtype=np.int64), np.asarray(spans, dtype=np.int64).reshape(-1, 2), seen)
+        return Pieces(inputs, np.asarray(owner, dtype=np.int64), np.asarray(spans, dtype=np.int64).reshape(-1, 2), seen, read)
 
     def _cut_late(self, texts: list[str]) -> Pieces:
         """Late chunking's pieces: consecutive chunks of ``chunk_tokens`` content tokens (the last one
@@ -514,15 +528,19 @@ class EmbeddingScorer:
         encoded = (self.memo or TokenMemo()).encode(texts, tokenize, None)
         parts_of = self._late_parts_ids if self.reads_ids else self._late_parts_text
         inputs, owner, spans = [], [], []
+        read = np.zeros(len(texts), dtype=np.int64)
         for t, (text, (ids, offsets)) in enumerate(zip(texts, encoded)):
             if not len(ids):
                 raise InputError(f"text #{t} has no tokens for {self.name} ({text[:40]!r}); it cannot be embedded")
+            # the windows the model reads: overlapping for a model fed ids, side by side for an API
+            step = self.capacity - (self.strategy_spec.overlap if self.reads_ids else 0)
+            read[t] = sum(end - start for start, end in piece_bounds(len(ids), self.capacity, step))
             for parts, (a, b) in parts_of(text, ids, offsets):
                 inputs.append(parts)
                 owner.append(t)
                 spans.append((int(offsets[a, 0]), int(offsets[b - 1, 1])))
         seen = np.array([len(t) for t in texts], dtype=np.int64)
-        return Pieces(inputs, np.asarray(owner, dtype=np.int64), np.asarray(spans, dtype=np.int64).reshape(-1, 2), seen)
+        return Pieces(inputs, np.asarray(owner, dtype=np.int64), np.asarray(spans, dtype=np.int64).reshape(-1, 2), seen, read)
 
     def _late_parts_ids(self, text: str, ids: np.ndarray, offsets: np.ndarray):
         """Per chunk (its parts, its token range): the windows of :func:`late_layout`, as id bytes."""

@@ -3,6 +3,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -63,7 +64,12 @@ def test_the_wrapper_is_an_embedder_and_counts_its_work(tmp_path):
     assert (cached.name, cached.dim, cached.fingerprint, cached.max_tokens) == ("fake:counting", 8, "v1", 512)
     cached.embed(["a", "b", "c", "a"])
     cached.embed(["a", "d"])
-    assert cached.stats == EmbedStats(requested=6, cache_hits=1, embedded=4, model_calls=3)  # the 2nd "a" of call 1 is a duplicate
+    # the 2nd "a" of call 1 is a duplicate; the model's time on the documents it embedded, and their tokens (words + 2)
+    assert replace(cached.stats, document_seconds=0.0) == EmbedStats(requested=6, cache_hits=1, embedded=4, model_calls=3,
+                                                                     document_tokens=4 * 3)
+    assert cached.stats.document_seconds > 0
+    cached.embed(["a question"], kind="query")
+    assert cached.stats.document_tokens == 12  # queries are not what a decision's reading costs
     with pytest.raises(AttributeError):
         cached.calls  # no passthrough of the model's own attributes
 

@@ -37,7 +37,8 @@ function look(frame) {
   return {images: images.length, loaded: images.filter(i => i.complete && i.naturalWidth > 0).length,
           overflow: root.scrollWidth - root.clientWidth,
           sections: Array.from(doc.querySelectorAll("h2")).map(h => h.textContent),
-          firstTable: doc.querySelector("table thead").textContent, text: doc.body.innerText};
+          firstTable: doc.querySelector("table thead").textContent,
+          tables: Array.from(doc.querySelectorAll("table thead")).map(t => t.textContent), text: doc.body.innerText};
 }
 window.addEventListener("load", () => {
   document.getElementById("result").textContent = JSON.stringify({wide: look(wide), phone: look(phone)});
@@ -75,25 +76,35 @@ def test_the_html_report_is_self_contained_and_holds_the_markdown_sections(run_d
     assert sources and all(s.startswith(("data:image/png;base64,", "data:,", "#")) for s in sources)
     markdown = (run_dir / "report.md").read_text(encoding="utf-8")
     titles = re.findall(r"^## (.+)$", markdown, re.M)
-    assert titles[0].startswith("Break point") and len(titles) > 5
+    assert titles[:2] == ["Which to use", "The answer per embedder and strategy"] and titles[2].startswith("Break point")
+    assert len(titles) > 7
     assert [html.unescape(t) for t in re.findall(r"<h2 id=\"[^\"]+\">(.+?)</h2>", page)] == titles
     assert page.count("<img ") == markdown.count("![")
 
 
-def test_the_report_leads_with_one_answer_per_embedder_and_strategy(run_dir):
+def test_the_report_leads_with_which_to_use_then_one_answer_per_embedder_and_strategy(run_dir):
     markdown = (run_dir / "report.md").read_text(encoding="utf-8")
     blocks = markdown.split("\n\n")
-    assert blocks[0] == "# NoLiMa sweep"
-    assert {block.split(")")[0] for block in blocks[1:3]} == {"> **With st:all-MiniLM-L6-v2 (truncate",
-                                                              "> **With st:all-MiniLM-L6-v2 (chunks-max@128"}
-    for answer in blocks[1:3]:
+    assert blocks[:2] == ["# NoLiMa sweep", "## Which to use"]  # issue 43, part 3: one sentence per length first
+    assert blocks[2].startswith("Your corpus `dir:") and "at the 90th percentile" in blocks[2]
+    bands = blocks[3].splitlines()
+    # the plays are far longer than 512 tokens: the longest length brackets them and comes first
+    assert [line.split(" tokens:")[0] for line in bands] == ["- For documents of about 512", "- For documents of about 128"]
+    assert all(" read them with st:all-MiniLM-L6-v2 as `" in line for line in bands)
+    first = blocks.index("## The answer per embedder and strategy")
+    answers = blocks[first + 1:first + 3]
+    assert {block.split(")")[0] for block in answers} == {"> **With st:all-MiniLM-L6-v2 (truncate",
+                                                          "> **With st:all-MiniLM-L6-v2 (chunks-max@128"}
+    for answer in answers:
         assert "\n> - Break point **" in answer or "\n> - No break point: " in answer
         assert "\n> - 3 question groups.\n> - Needle visible to the model in its needle haystacks, by length: " in answer
-    assert "Recommended chunk **" in blocks[1] + blocks[2]  # truncate's
-    table = next(b for b in blocks if b.startswith("| "))
+        assert "\n> - Which to use: " in answer  # where the decision table puts it
+    assert "Recommended chunk **" in answers[0] + answers[1]  # truncate's
+    table = next(b for b in blocks[first:] if b.startswith("| "))
     assert table.splitlines()[0].count("|") - 1 <= 6  # narrow enough to read without scrolling (22 columns before)
     page = (run_dir / "report.html").read_text(encoding="utf-8")
-    assert re.search(r"<h1>NoLiMa sweep</h1>\n<aside class=\"answer\"><p><strong>With st:all-MiniLM-L6-v2 \(", page)
+    assert re.search(r"<h2 id=\"which-to-use\">Which to use</h2>\n<p>Your corpus", page)
+    assert page.index('<h2 id="which-to-use">') < page.index('<aside class="answer"><p><strong>With st:all-MiniLM-L6-v2 (')
 
 
 def test_the_html_report_renders_in_a_headless_browser(run_dir, tmp_path):
@@ -126,8 +137,10 @@ def test_the_html_report_renders_in_a_headless_browser(run_dir, tmp_path):
         assert seen["images"] == markdown.count("![") > 5 and seen["loaded"] == seen["images"], seen
         assert seen["overflow"] <= 1, f"the page is wider than the {view} viewport by {seen['overflow']} px"
         assert seen["sections"] == re.findall(r"^## (.+)$", markdown, re.M)
-        assert "break point (relative rule)" in seen["firstTable"] and "absolute rule" in seen["firstTable"]
-        assert re.match(r"NoLiMa sweep\s+With st:all-MiniLM-L6-v2 \(", seen["text"]) and "Recommended chunk" in seen["text"]
+        assert seen["firstTable"].startswith("reading")  # Which to use's: every reading's recall per length
+        assert any("break point (relative rule)" in t and "absolute rule" in t for t in seen["tables"])
+        assert re.match(r"NoLiMa sweep\s+Which to use\s", seen["text"]) and "For documents of about 512 tokens" in seen["text"]
+        assert "Recommended chunk" in seen["text"]
     assert (tmp_path / "report-1280.png").stat().st_size > 10_000 and (tmp_path / "report-phone.png").stat().st_size > 10_000
 
 

@@ -281,3 +281,30 @@ def test_the_strategies_named_model_readings_read_a_text_inside_the_window_as_tr
         vectors = EmbeddingScorer(minilm, strategy).index(texts).vectors
         same = vectors.shape == expected.shape and np.allclose(vectors, expected, atol=1e-6)
         assert same == (model_reading_rank(strategy.label) is not None), label
+
+
+def test_a_scorer_says_what_it_read_and_the_models_time_on_what_it_embedded(tmp_path):
+    """Issue 43, part 3: the decision table's costs. Per text, the tokens the model reads (windows
+    that overlap count their shared tokens again; late chunking its overlapping macro windows);
+    the seconds and tokens of the inputs the model embedded, cache misses only."""
+    from embedeval.embedders.tokens import load_token_counter
+    from embedeval.strategies import load_scorers
+
+    texts = [long_text(60), long_text(25, offset=7), long_text(3)]
+    reference = load_token_counter()
+    windows, late, truncate = load_scorers("st:all-MiniLM-L6-v2", parse_strategies(["windows-mean", "late-chunking", "truncate"], [128],
+                                                                                   window_overlap=10, late_overlap=64),
+                                           reference, cache_dir=tmp_path)
+    n = [len(ids) for ids, _ in windows.embedder.token_ids(texts)]
+    assert n[0] > 600 and n[2] < 254
+    windows.index(texts)
+    assert list(windows.reading.tokens_read) == [sum(b - a for a, b in piece_bounds(k, 254, 244)) for k in n]
+    assert windows.reading.tokens == windows.embedder.stats.document_tokens == sum(windows.reading.tokens_read)  # all new
+    assert windows.reading.seconds > 0
+    late.index(texts)
+    assert list(late.reading.tokens_read) == [sum(b - a for a, b in piece_bounds(k, 254, 190)) for k in n]
+    # the model runs each distinct window once (these texts repeat sentences: some windows are the same ids)
+    assert 0 < late.reading.tokens <= sum(late.reading.tokens_read) and late.reading.seconds > 0
+    truncate.index(texts)  # its windows are windows-mean's first ones: nothing new to embed, nothing timed
+    assert list(truncate.reading.tokens_read) == [min(k, 254) for k in n]
+    assert (truncate.reading.seconds, truncate.reading.tokens) == (0.0, 0)

@@ -59,13 +59,19 @@ class EmbedStats:
     """What a cached embedder did: ``requested`` texts asked for, ``cache_hits`` of them found in
     the cache, ``embedded`` distinct texts sent to the model in ``model_calls`` calls (a text
     repeated within one call is embedded once and counts as neither hit nor embedded again);
-    ``tokenized``: distinct texts whose token-id prefix was not cached and was computed."""
+    ``tokenized``: distinct texts whose token-id prefix was not cached and was computed;
+    ``document_seconds``: wall seconds the model took for the documents it embedded (its calls,
+    weights loaded before them; queries left out), ``document_tokens``: the tokens of those inputs
+    (a text's as the model counts them, at most its window; token ids and late-chunking windows
+    by their length): a speed measured on cache misses only."""
 
     requested: int = 0
     cache_hits: int = 0
     embedded: int = 0
     model_calls: int = 0
     tokenized: int = 0
+    document_seconds: float = 0.0
+    document_tokens: int = 0
 
 
 def check_texts(texts: Sequence[str], kind: str) -> list[str]:
@@ -158,6 +164,20 @@ class TokenIdEmbedder(Embedder, Protocol):
     def token_ids(self, texts: Sequence[str], limit: int | None = None) -> list[tuple[list[int], list[tuple[int, int]]]]: ...
 
     def embed_ids(self, ids: Sequence[Sequence[int]], kind: Kind = "document") -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a scorer's last ``index`` read and what reading it took (the decision table's costs,
+    :mod:`embedeval.decision`). ``tokens_read[t]``: the tokens the model reads of text ``t``, its
+    inputs' tokens (a token in two overlapping windows counted twice; None: every token of every
+    text, as the lexical scorer reads them); ``seconds``: the wall seconds the model spent on what
+    it embedded (cache misses only; None: not measured), ``tokens``: the tokens of those inputs
+    (None: those of every text, ``tokens_read``'s)."""
+
+    tokens_read: np.ndarray | None
+    seconds: float | None
+    tokens: int | None = None
 
 
 @dataclass

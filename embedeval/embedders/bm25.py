@@ -28,11 +28,12 @@ sim(query, haystack) by sim(query, bare needle) (the ``normalized`` column) mean
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import numpy as np
 
-from embedeval.embedders.base import Scores, check_texts
+from embedeval.embedders.base import Reading, Scores, check_texts
 from embedeval.errors import ConfigError, InputError
 from embedeval.labels import FULL_TEXT
 
@@ -125,6 +126,7 @@ class BM25Scorer:
     strategy = FULL_TEXT
     windows_exact = True
     normalizable = False
+    reading: Reading | None = None  # what the last index() read and took
 
     def __init__(self, k1: float = DEFAULT_K1, b: float = DEFAULT_B):
         if not k1 >= 0:
@@ -148,5 +150,9 @@ class BM25Scorer:
     def index(self, texts: Sequence[str], partition: Sequence | None = None) -> BM25Texts:
         """Read ``texts`` (non-empty strings), one BM25 corpus per distinct ``partition`` value
         (``None``: one corpus); :class:`InputError` for an empty text or a partition of the
-        wrong length."""
-        return BM25Texts(self, check_texts(texts, "document"), partition)
+        wrong length. The seconds it took are kept in :attr:`reading` (it reads every token; no
+        cache)."""
+        start = time.perf_counter()
+        indexed = BM25Texts(self, check_texts(texts, "document"), partition)
+        self.reading = Reading(None, time.perf_counter() - start)
+        return indexed

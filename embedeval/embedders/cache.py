@@ -46,6 +46,7 @@ import os
 import sqlite3
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -116,6 +117,13 @@ def window_bytes(window) -> bytes:
     if items and isinstance(items[0], str):
         return "\0".join(items).encode("utf-8", "surrogatepass")
     return np.asarray(items, dtype="<i4").tobytes()
+
+
+def _window_units(window) -> list:
+    """A late-chunking window as model inputs to count: its chunk texts (an API's window), or the
+    window itself (token ids)."""
+    items = list(window) if not isinstance(window, np.ndarray) else []
+    return items if items and isinstance(items[0], str) else [window]
 
 
 def token_prefix_key(tokenizer: str, limit: int, text: str) -> bytes:
@@ -584,6 +592,28 @@ class CachedEmbedder(EmbedderWrapper):
             del missing[key]
         return moved
 
+    @contextlib.contextmanager
+    def _timed(self, kind: Kind, inputs: list) -> Iterator[None]:
+        """Time one model call for documents into ``stats`` (``document_seconds``, and the tokens of
+        its ``inputs`` in ``document_tokens``): a local model's weights are loaded first, outside the
+        clock (loading is not embedding). A plan (``read_only``) times nothing."""
+        if kind != "document" or self.read_only:
+            yield
+            return
+        if getattr(self.inner, "loaded", True) is False:
+            self.inner.model  # noqa: B018: loads the weights
+        start = time.perf_counter()
+        yield
+        self.stats.document_seconds += time.perf_counter() - start
+        self.stats.document_tokens += self._tokens_of(inputs)
+
+    def _tokens_of(self, inputs: list) -> int:
+        """The tokens of model inputs: a token-id sequence's length, a text's tokens as the model
+        counts them (at most its window)."""
+        texts = [item for item in inputs if isinstance(item, str)]
+        counted = sum(min(n, self.max_tokens) for n in self.inner.count_tokens(texts)) if texts else 0
+        return counted + sum(len(item) for item in inputs if not isinstance(item, str))
+
     def _embed_missing(self, missing: dict[bytes, object], kind: Kind, embed) -> dict[bytes, np.ndarray]:
         keys, texts = list(missing), list(missing.values())
         out: dict[bytes, np.ndarray] = {}
@@ -593,7 +623,8 @@ class CachedEmbedder(EmbedderWrapper):
             for start in range(0, len(texts), step):
                 chunk_keys = keys[start : start + step]
                 chunk_texts = texts[start : start + step]
-                vectors = check_vectors(embed(chunk_texts, kind=kind), len(chunk_texts), self.dim, self.name)
+                with self._timed(kind, chunk_texts):
+                    vectors = check_vectors(embed(chunk_texts, kind=kind), len(chunk_texts), self.dim, self.name)
                 self.stats.model_calls += 1
                 self.stats.embedded += len(chunk_keys)
                 self._store(chunk_keys, vectors)
@@ -622,9 +653,11 @@ class CachedEmbedder(EmbedderWrapper):
                 group = todo[first : first + self.commit_every]
                 used = sorted({w for c in group for w, _, _ in chunks[c]})
                 local = {w: i for i, w in enumerate(used)}
-                vectors = self.inner.embed_late_chunks([windows[w] for w in used],
-                                                       [[(local[w], a, b) for w, a, b in chunks[c]] for c in group], kind=kind)
-                vectors = check_vectors(vectors, len(group), self.dim, self.name)
+                read = [windows[w] for w in used]
+                with self._timed(kind, [unit for window in read for unit in _window_units(window)]):
+                    vectors = self.inner.embed_late_chunks(read, [[(local[w], a, b) for w, a, b in chunks[c]] for c in group],
+                                                           kind=kind)
+                    vectors = check_vectors(vectors, len(group), self.dim, self.name)
                 group_keys = [keys[c] for c in group]
                 self.stats.model_calls += 1
                 self.stats.embedded += len(group_keys)

@@ -4,8 +4,9 @@ This module only orchestrates: haystacks come from :mod:`embedeval.haystacks`, t
 table from :mod:`embedeval.similarity`, metrics from :mod:`embedeval.aggregate`, the report from
 :mod:`embedeval.report`.
 
-``run_nolima(config)`` writes ``haystacks.parquet``, ``similarities.parquet``, ``retrieval.parquet``, ``metrics.csv``,
-``breaks.csv``, ``report.md``, ``report.html``, ``figures/`` and, last, ``config.json`` into ``config.out`` (each file atomically),
+``run_nolima(config)`` writes ``haystacks.parquet``, ``similarities.parquet``, ``retrieval.parquet``, ``timings.csv``,
+``metrics.csv``, ``breaks.csv``, ``decision.csv``, ``report.md``, ``report.html``, ``figures/`` and, last, ``config.json``
+into ``config.out`` (each file atomically),
 holding the folder so that no second run writes into it at the same time.
 Every embedding goes through the persistent cache, so an interrupted run resumes where it
 stopped and a rerun of the same config embeds nothing and yields the same tables. When those
@@ -16,6 +17,7 @@ from (:mod:`embedeval.derived`, recorded in ``derived.json``), these are kept as
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,23 +30,26 @@ from embedeval.defaults import (
     DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_N_BOOTSTRAP, DEFAULT_NEEDLES, DEFAULT_NORMALIZE_BY, DEFAULT_POOL,
     DEFAULT_STRATEGIES, DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS,
 )
+from embedeval.embedders.base import Reading
 from embedeval.embedders.executors import Executor
 from embedeval.embedders.registry import LEXICAL_SPECS, embedder_name, select_embedders
 from embedeval.errors import ConfigError
 from embedeval.haystacks import HAYSTACK_FORMAT, HaystackGrid, build_haystacks
 from embedeval.derived import forget_outputs, fresh_outputs, inputs_digest, record_outputs
-from embedeval.corpus import absolute_source
+from embedeval.corpus import absolute_source, load_corpus, source_path
+from embedeval.decision import decision_table, length_summary, timing_table
 from embedeval.io import absolute_path, check_subfolder, file_sha256, run_directory
 from embedeval.breaks import BreakRule, break_points
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
 from embedeval.plan import EmbedderPlan, check_prices_used, plan_of
 from embedeval.report import pool_size, recall_chance_table, write_report
 from embedeval.report.write import FIGURES
+from embedeval.sentences import book_token_counts
 from embedeval.progress import step
 from embedeval.run import CONFIG, SCORED_TABLES, RunWriter, is_run_directory
 from embedeval.versions import package_versions
 from embedeval.expansion import query_forms
-from embedeval.similarity import check_pool, retrieval_rows, score_haystacks, similarity_rows
+from embedeval.similarity import HaystackScores, check_pool, retrieval_rows, score_haystacks, similarity_rows
 from embedeval.strategies import EmbeddingScorer, check_strategy_support, load_scorers, parse_strategies, stretch_shortfalls
 from embedeval.text import SENTENCE_SPLITTER
 from embedeval.embedders.tokens import DEFAULT_REFERENCE, load_token_counter
@@ -90,6 +95,9 @@ class NolimaConfig:
     n_bootstrap: int = DEFAULT_N_BOOTSTRAP
     skip_unavailable: bool = False
     expansions: tuple[str, ...] = ()  # expansion files -> query forms expanded-N
+    #: USD per million tokens sent, per embedder name (``--price``): the decision table's
+    #: ``usd_per_million_tokens``; none by default (prices change: only what the user gives)
+    prices: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("embedders", "groups", "strategies", "chunk_tokens", "expansions"):
@@ -109,6 +117,7 @@ class NolimaConfig:
         strategies = self.strategy_list()
         self.executor_settings().check()
         embedders, _ = self.usable_embedders(keys)
+        self.check_prices(embedders)
         check_strategy_support(embedders, strategies, self.executor)
         return grid_needle_set(self.needles, self.groups, self.grid.variants, self.grid.n_distractors, self.distractors_file)
 
@@ -119,6 +128,14 @@ class NolimaConfig:
         if not self.embedders:
             raise ConfigError("no `embedders` given", "embedders")
         return select_embedders(list(self.embedders), self.skip_unavailable, lexical=True, keys=keys)
+
+    def check_prices(self, embedders: list[str]) -> None:
+        """One :class:`~embedeval.errors.ConfigError` for a price that is not a number of USD >= 0, or
+        one for an embedder the run does not have (:func:`~embedeval.plan.check_prices_used`)."""
+        for name, price in self.prices.items():
+            if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0 <= price < math.inf:
+                raise ConfigError(f"`prices` takes USD per million tokens >= 0, not {price!r} for {name}", "prices")
+        check_prices_used([embedder_name(spec) for spec in embedders if spec not in LEXICAL_SPECS], self.prices)
 
     def strategy_list(self) -> list:
         """The strategies the run reads haystacks with (:func:`~embedeval.strategies.parse_strategies`)."""
@@ -175,6 +192,10 @@ class NolimaResult:
     #: per embedder, the distinct texts (vectors) the run needs, found in the cache or newly
     #: embedded: the plan's ``texts`` (:attr:`~embedeval.embedders.cache.CachedEmbedder.distinct_texts`)
     texts: dict[str, int] = field(default_factory=dict)
+    #: which reading to use at every length (embedeval.decision), as in decision.csv
+    decision: pd.DataFrame | None = None
+    #: what each reading read and the model's time on it, as in timings.csv
+    timings: pd.DataFrame | None = None
 
 
 def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progress: bool, tokenizer=None,
@@ -230,6 +251,31 @@ def _warn_of_short_reads(scorers: list, config: NolimaConfig) -> None:
         print(f"warning: {line}", file=sys.stderr)
 
 
+def readings(scored: list[HaystackScores], haystacks: pd.DataFrame) -> list[dict]:
+    """What each scorer read of the haystacks, and the model's time on what it embedded
+    (:class:`~embedeval.embedders.base.Reading`), as :func:`~embedeval.decision.timing_table` takes
+    them; a haystack's tokens are its ``n_tokens`` (the reference tokenizer's, as its length)."""
+    lengths, tokens = haystacks["length"].to_numpy(), haystacks["n_tokens"].to_numpy()
+    found = []
+    for scores in scored:
+        scorer, reading = scores.scorer, scores.reading or Reading(None, None)
+        read = tokens if reading.tokens_read is None else reading.tokens_read
+        timed = reading.tokens if reading.tokens is not None or reading.seconds is None else int(read.sum())
+        found.append({"embedder": scorer.name, "strategy": scorer.strategy, "length": lengths, "document_tokens": tokens,
+                      "tokens_read": read, "seconds": reading.seconds, "tokens": timed})
+    return found
+
+
+def corpus_lengths(config: NolimaConfig, reference, cache_dir=None) -> dict | None:
+    """For a corpus of the user's (``dir:``, ``jsonl:``, ``parquet:``), how long its documents are
+    in the reference tokenizer's tokens, the tokens the grid's lengths count
+    (:func:`~embedeval.decision.length_summary`; the books' sentences were counted when the
+    haystacks were built); None for a corpus embedeval ships or downloads."""
+    if source_path(config.grid.corpus) is None:
+        return None
+    return length_summary(book_token_counts(load_corpus(config.grid.corpus).books, reference, cache_dir))
+
+
 def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_dir=None, commit_every: int = DEFAULT_COMMIT_EVERY) -> NolimaResult:
     """Run the sweep end to end and write the run directory; see the module docstring."""
     config = config or NolimaConfig()
@@ -251,26 +297,35 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
         similarities = pd.concat([similarity_rows(s, needle_set, config.normalize_by) for s in scored], ignore_index=True)
         retrieval = pd.concat([retrieval_rows(s, needle_set, config.pool) for s in scored], ignore_index=True)
         writer = RunWriter(out)
-        writer.write_scored(similarities, retrieval)
+        timings = writer.write_scored(similarities, retrieval, timing_table(readings(scored, haystacks)))
+        lengths = corpus_lengths(config, reference, cache_dir)
+        if lengths is not None:
+            settings["corpus_lengths"] = lengths
         derived_from = {k: v for k, v in settings.items() if k not in NOT_IN_OUTPUTS}
         digest = inputs_digest(out, SCORED_TABLES, derived_from)
         if fresh_outputs(out, digest):  # the same tables and settings made them: the bootstrap and figures stand
-            metrics, breaks = writer.read_derived()
+            metrics, breaks, decision = writer.read_derived()
         else:
             forget_outputs(out)
             with step(f"metrics and break points with bootstrap intervals ({config.n_bootstrap:,} resamples)", progress):
                 metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.grid.seed, retrieval=retrieval)
                 windows = {(s.name, s.strategy): s.window_tokens for s in scorers
                            if isinstance(s, EmbeddingScorer) and s.window_tokens is not None}
+<<<<<<< HEAD
                 model_windows = {s.name: s.model_window for s in scorers if isinstance(s, EmbeddingScorer)}
                 breaks = break_points(metrics, retrieval, config.rule(), config.n_bootstrap, config.grid.seed, windows, model_windows)
             derived = writer.write_derived(metrics, breaks)
+=======
+                breaks = break_points(metrics, retrieval, config.rule(), config.n_bootstrap, config.grid.seed, windows)
+                decision = decision_table(retrieval, config.rule(), config.n_bootstrap, config.grid.seed, timings, config.prices)
+            derived = writer.write_derived(metrics, breaks, decision)
+>>>>>>> decision
             with step("figures, report.md and report.html", progress):
                 reported = write_report(out, metrics, similarities, breaks, config.rule(), config=settings,
-                                        candidates=pool_size(retrieval), chance=recall_chance_table(retrieval))
+                                        candidates=pool_size(retrieval), chance=recall_chance_table(retrieval), decision=decision)
             record_outputs(out, digest, [*derived, *reported])  # only what this run wrote
         writer.finish(settings)  # last, so config.json always describes the tables beside it
     models = {s.name: s.embedder for s in scorers if isinstance(s, EmbeddingScorer)}  # one per embedder, its strategies share it
     return NolimaResult(config, embedders, skipped, haystacks, similarities, retrieval, metrics, breaks, out,
                         {name: model.stats.embedded for name, model in models.items()},
-                        {name: model.distinct_texts for name, model in models.items()})
+                        {name: model.distinct_texts for name, model in models.items()}, decision, timings)

@@ -61,7 +61,7 @@ def _write_report(runs: list[NolimaRun], target: Path) -> list[str]:
         retrieval = run.retrieval()
         return write_report(target, run.metrics(), run.similarities(), run.breaks(), run.rule(), config=run.config,
                             candidates=None if retrieval is None else pool_size(retrieval),
-                            chance=None if retrieval is None else recall_chance_table(retrieval))
+                            chance=None if retrieval is None else recall_chance_table(retrieval), decision=run.decision())
     tables = [(run.metrics(), run.similarities(), run.breaks()) for run in runs]
     all_embedders = [e for metrics, _, _ in tables for e in metrics["embedder"].unique()]
     relabel = len(all_embedders) != len(set(all_embedders))

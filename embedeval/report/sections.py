@@ -13,15 +13,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from embedeval.breaks import BREAK_INTERVAL, BreakRule, break_sentence
-from embedeval.defaults import CHUNK_FACTOR
+from embedeval.breaks import BASE_CONFIDENCE, BREAK_INTERVAL, BreakRule, break_sentence, chance_test_groups
+from embedeval.corpus import source_path
+from embedeval.defaults import CHUNK_FACTOR, DEFAULT_N_BOOTSTRAP
 from embedeval.labels import ALL_POOL, NEEDLE_FREE_POOL, QUESTION
 from embedeval.report.figures import LINE_FIGURES, expansion_figure, heatmap_figure, line_figure, recall_figure
 from embedeval.report.tables import (
     answers, best_query_form, break_table, category_tables, chunk_size_lines, chunk_size_table, control_tie_table, depth_tables,
-    distractor_note, distractor_table, fewest_distractors, main_variant, one_needle, position_table, scorer_view, series_label,
-    several_needles_table, summary_table, truncation_lines,
+    distractor_note, distractor_table, fewest_distractors, headline_breaks, main_variant, one_needle, position_table, scorer_view,
+    series_label, several_needles_table, summary_table, truncation_lines,
 )
+from embedeval.report.which import corpus_sentence, cost_note, standing_words, which_sentences, which_table
 
 POSITIONS_TEXT = (
     "A needle goes in at the sentence boundary nearest its target depth. In short haystacks of long sentences two depths "
@@ -110,19 +112,54 @@ def format_cell(value, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, (float, np.floating)) else str(value)
 
 
+def which_section(decision: pd.DataFrame, rule: BreakRule, variant: str, config: dict | None) -> Section:
+    """The report's first section, "Which to use": for a corpus of the user's, how long its
+    documents are; one sentence per length (:func:`~embedeval.report.which.which_sentences`), what
+    the numbers are, and every reading's recall per length."""
+    config = config or {}
+    corpus, lengths = config.get("grid", {}).get("corpus"), config.get("corpus_lengths")
+    blocks: list[Block] = []
+    if lengths and corpus and source_path(corpus) is not None:
+        blocks.append(Text(corpus_sentence(corpus, lengths, config.get("tokenizer", "the reference tokenizer"))))
+    else:
+        lengths = None
+    resamples = config.get("n_bootstrap", DEFAULT_N_BOOTSTRAP)
+    groups, enough = int(decision["n_groups"].max()), chance_test_groups()
+    rough = (f" With {groups} question group{'' if groups == 1 else 's'} these intervals are rough (a percentile bootstrap of "
+             f"few groups runs narrow): a decision wants at least {enough}." if groups < enough else "")
+    blocks += [
+        Bullets(tuple(which_sentences(decision, lengths))),
+        Text(f"Recall is chance-corrected {rule.recall_metric} ((r - k/n) / (1 - k/n)) of the {variant} needles asked by their "
+             f"question (one needle per haystack, the run's fewest distractors), with its {BASE_CONFIDENCE:.0%} interval over "
+             f"{resamples:,} resamples of the question groups. Each change is paired: both readings on the same resampled "
+             f"questions and haystacks; where its interval reaches 0 the two cannot be told apart.{rough} The reading named at a "
+             "length has the highest recall there (of equal ones, one no other reading matches at every length and beats at "
+             "one, then the cheaper). Cost: seconds per million document tokens, the model's speed measured on what it "
+             "embedded in this run times the tokens each strategy has it read (a rerun whose vectors all come from the cache "
+             "keeps the speed its folder's `timings.csv` measured; empty where none was), or USD where `--price` gives both "
+             "embedders' prices. Every number, with the vectors a retriever stores per document, is in `decision.csv`:"),
+        Table(which_table(decision))]
+    note = cost_note(decision)
+    return Section("Which to use", blocks + ([Text(note)] if note else []))
+
+
 def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, breaks: pd.DataFrame,
                     rule: BreakRule | None = None, title: str = "NoLiMa sweep", config: dict | None = None,
-                    candidates: int | None = None, chance: pd.DataFrame | None = None) -> Document:
+                    candidates: int | None = None, chance: pd.DataFrame | None = None,
+                    decision: pd.DataFrame | None = None) -> Document:
     """The report of a run's tables, its figures drawn into ``out/figures``. ``breaks``: the break
     points of the run (:func:`~embedeval.breaks.break_points`, ``breaks.csv``); ``config``: the
     settings of the run the tables come from (named in the first line), if there is one run;
     ``candidates``: the size of the retrieval pool plus one, for the chance level of recall@k
     (the pool itself is the config's ``pool``); ``chance``: each series' chance level of recall@k
-    (:func:`~embedeval.report.tables.recall_chance_table`), drawn beside it.
+    (:func:`~embedeval.report.tables.recall_chance_table`), drawn beside it; ``decision``: the
+    run's decision table (:func:`~embedeval.decision.decision_table`, ``decision.csv``).
 
-    The report leads with the answer: one :class:`Callout` per embedder and strategy
-    (:func:`~embedeval.report.tables.answers`), then the run's settings; the first section explains
-    the rules and holds the narrow break-point table (:func:`~embedeval.report.tables.break_table`)."""
+    The report leads with "Which to use" (:func:`which_section`: one sentence per length), where
+    there is a decision table; then the answer, one :class:`Callout` per embedder and strategy
+    (:func:`~embedeval.report.tables.answers`, each with where it stands in the decision table),
+    and the run's settings; then the rules with the narrow break-point table
+    (:func:`~embedeval.report.tables.break_table`)."""
     figures = Path(out) / "figures"
     pool = (config or {}).get("pool")
     bps = breaks
@@ -131,7 +168,9 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
     several = several_needles_table(metrics)
     metrics, similarities = one_needle(metrics), one_needle(similarities)  # the sections below: one needle, its own question
     variant = main_variant(metrics)
-    callouts = [Callout(headline, items) for headline, items in answers(bps, metrics, rule, variant)]
+    standings = [standing_words(decision, row.embedder, row.strategy) for row in headline_breaks(bps, variant).itertuples()]
+    callouts = [Callout(headline, items + ((standing,) if standing else ()))
+                for (headline, items), standing in zip(answers(bps, metrics, rule, variant), standings)]
     fewest = fewest_distractors(metrics)
     chunk_lines = chunk_size_lines(fewest, one_needle(bps), rule, variant)
     chunk_table = chunk_size_table(fewest, break_metric, variant)
@@ -145,14 +184,16 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
     if depth:
         heatmap_figure(depth, f"normalized similarity by needle depth ({variant})", figures / "depth_heatmap.png")
 
-    intro: list[Block] = list(callouts)
+    answered: list[Block] = list(callouts)
     grid = (config or {}).get("grid", {})
     if config and all(key in config for key in HEADER_KEYS) and all(key in grid for key in HEADER_GRID_KEYS):
-        intro.append(Text(f"Needles `{Path(config['needles']).name}`, corpus `{grid['corpus']}`, lengths "
-                          f"{', '.join(map(str, grid['lengths']))}, {grid['depths']} depths, seed {grid['seed']}, "
-                          f"token counts by `{config['tokenizer']}`."))
+        answered.append(Text(f"Needles `{Path(config['needles']).name}`, corpus `{grid['corpus']}`, lengths "
+                             f"{', '.join(map(str, grid['lengths']))}, {grid['depths']} depths, seed {grid['seed']}, "
+                             f"token counts by `{config['tokenizer']}`."))
     other = "absolute" if rule.rule == "relative" else "relative"
-    sections = [Section(f"Break point and recommended chunk size ({rule.condition()})", [
+    sections = [which_section(decision, rule, variant, config)] if decision is not None and not decision.empty else []
+    sections.append(Section("The answer per embedder and strategy", answered))
+    sections += [Section(f"Break point and recommended chunk size ({rule.condition()})", [
         Text(f"Act on the headline break point, the {rule.rule} rule's (the answer above): the largest length up to which "
              "the rule holds at every length from the shortest, with its interval (the "
              f"{BREAK_INTERVAL[0]:.0%} and {BREAK_INTERVAL[1]:.0%} percentiles over bootstrap resamples of the question "
@@ -222,4 +263,4 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
         Figure("figures/category_heatmap.png", "category"),
         *([Figure("figures/depth_heatmap.png", "depth")] if depth else []),
         Text("Every value in `metrics.csv` carries n and a bootstrap 95% CI.")]))
-    return Document(title, intro, sections)
+    return Document(title, [], sections)

@@ -6,18 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from embedeval.aggregate import metric_series, pair_with_controls
+from embedeval.aggregate import fewest_distractors, main_variant, metric_series, one_needle, pair_with_controls
 from embedeval.breaks import RIVAL_SHARE, SERIES_KEYS, BreakRule, interval_text, parse_shares, shares_words, tokens_text, why_no_break
 from embedeval.defaults import CHUNK_FACTOR
 from embedeval.metrics import recommended_chunk_tokens
 from embedeval.labels import ALL, BLIND_PREFIX, CHUNKED_PREFIX, CONTROL, NEGATIVE, QUESTION, is_blind, scores_chunks
 from embedeval.metrics import recall_chance
-
-
-def main_variant(metrics: pd.DataFrame) -> str:
-    """The variant the single-variant sections show: one-hop if the run has it."""
-    variants = list(metrics["variant"].unique())
-    return "onehop" if "onehop" in variants else sorted(variants)[0]
 
 
 def best_query_form(metrics: pd.DataFrame, variant: str) -> pd.DataFrame:
@@ -58,12 +52,6 @@ def scorer_view(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.assign(embedder=label)
 
 
-def one_needle(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows of ``frame`` (metrics or similarities) of haystacks with one needle, asked their
-    own question."""
-    return frame[(frame["n_needles"] <= 1) & frame["own_question"].astype(bool)]
-
-
 SEVERAL_METRICS = ("recall@1", "query_auc")
 
 
@@ -82,14 +70,6 @@ def several_needles_table(metrics: pd.DataFrame) -> pd.DataFrame:
                                          np.where(data["own_question"].astype(bool), "own", "other")))
     return data.pivot_table(index=["embedder", "strategy", "n_needles", "question", "metric"], columns="length",
                             values="value").reset_index()
-
-
-def fewest_distractors(metrics: pd.DataFrame) -> pd.DataFrame:
-    """The rows of ``metrics`` with the smallest distractor count of the run (all rows of a run
-    without distractors)."""
-    if "n_distractors" not in metrics.columns:
-        return metrics
-    return metrics[metrics["n_distractors"] == metrics["n_distractors"].min()]
 
 
 def distractor_table(metrics: pd.DataFrame, metric: str, variant: str) -> pd.DataFrame:

@@ -23,14 +23,15 @@ FIGURES = "figures"
 
 def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, breaks: pd.DataFrame,
                  rule: BreakRule | None = None, title: str = "NoLiMa sweep", config: dict | None = None,
-                 candidates: int | None = None, chance: pd.DataFrame | None = None) -> list[str]:
+                 candidates: int | None = None, chance: pd.DataFrame | None = None,
+                 decision: pd.DataFrame | None = None) -> list[str]:
     """Write ``report.md``, ``report.html`` and ``figures/`` into ``out`` (each file atomically);
     returns the files written, relative to ``out``: :data:`REPORT_FILES`, then the figures (any
     other file in ``figures/`` is not this report's). The arguments are
     :func:`~embedeval.report.sections.report_document`'s."""
     out = Path(out)
     check_subfolder(out / FIGURES)
-    document = report_document(out, metrics, similarities, breaks, rule, title, config, candidates, chance)
+    document = report_document(out, metrics, similarities, breaks, rule, title, config, candidates, chance, decision)
     write_text_atomic(out / REPORT_HTML, render_html(document, out))
     write_text_atomic(out / REPORT_MD, render_markdown(document))
     return [*REPORT_FILES, *document.figures()]

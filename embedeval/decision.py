@@ -1,0 +1,331 @@
+"""Which to use, at every length (issue 43, part 3): the decision table a run keeps in
+``decision.csv``, and what it costs to read documents each way (``timings.csv``).
+
+For every haystack length ``L`` of a run and every reading of its documents, an (embedder,
+strategy) series of the headline rows (:func:`headline_ranks`: the main variant's needles asked by
+their own question, one needle per haystack, the run's fewest distractors: the rows the report's
+answers read), :func:`decision_table` gives one row:
+
+``recall``, ``recall_lo``, ``recall_hi``
+    chance-corrected recall@k (k: the break rule's, default 5) of the series' rows at ``L`` and
+    its 95% cluster-bootstrap percentile interval::
+
+        r_cc = (1[rank <= k] - k/n) / (1 - k/n)        (:func:`~embedeval.metrics.chance_corrected_recall`)
+        recall = sum_g S_g / sum_g N_g                    S_g, N_g: sum and count of r_cc in question group g
+        recall_b = w_b . S / w_b . N                      w_b: how often resample b drew each group
+
+    the mean breaks.csv reads (its ``best_value`` is this at its ``best_length``; the group table
+    and resampled means are :mod:`embedeval.breaks`'), over resamples drawn once for every series
+    and length (:func:`~embedeval.metrics.cluster_resamples`: the run's resamples and seed); the
+    interval is the 2.5th and 97.5th percentile of ``recall_b``;
+``diff_to_best``, ``diff_lo``, ``diff_hi``
+    ``recall - recall(best)`` and the percentile interval of ``recall_b - recall_b(best)``: paired,
+    both read on the same resampled questions and haystacks;
+``tied_with_best``
+    the difference's interval reaches 0 (``diff_lo <= 0 <= diff_hi``): the two cannot be told
+    apart; also where there is no interval to tell by (fewer than two question groups); the best
+    itself: difference 0, tied;
+``best``
+    the series recommended at ``L``: the highest recall; of equal ones (a 128-token document
+    reads the same by ``truncate`` and ``windows-mean``) one that no other series beats at one
+    length while matching it at every other (:func:`dominates`), then the cheaper, then by name;
+    so no series is recommended over another at least as good at every length;
+``vectors_per_document``
+    what a retriever stores for one document of ``L`` tokens (:func:`vectors_per_document`);
+``seconds_per_million_tokens``, ``usd_per_million_tokens``
+    what reading a million tokens of ``L``-token documents costs (:func:`reading_costs`);
+``n_groups``
+    the question groups with a value at ``L``.
+
+A length where recall@k cannot be corrected for chance (no pool holds more than k candidates)
+has no rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from embedeval.aggregate import fewest_distractors, main_variant, one_needle
+from embedeval.breaks import BASE_CONFIDENCE, BreakRule, _group_table, _means, _resampled_means
+from embedeval.defaults import DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
+from embedeval.labels import CHUNKED_PREFIX, LATE_CHUNKED_PREFIX, QUESTION, is_blind, scores_chunks
+from embedeval.metrics import chance_corrected_recall
+
+#: The columns of ``decision.csv``: the issue's, then which series is the best and the groups.
+DECISION_COLUMNS = ["length", "embedder", "strategy", "recall", "recall_lo", "recall_hi", "diff_to_best", "diff_lo", "diff_hi",
+                    "tied_with_best", "vectors_per_document", "seconds_per_million_tokens", "usd_per_million_tokens",
+                    "best", "n_groups"]
+#: The columns of ``timings.csv`` (:func:`timing_table`).
+TIMING_COLUMNS = ["embedder", "strategy", "length", "documents", "document_tokens", "tokens_read", "model_seconds", "model_tokens"]
+#: What a decision reads of the rank table, besides recall@k.
+RANK_COLUMNS = ("embedder", "strategy", "query_form", "variant", "length", "group_id", "n_distractors", "n_needles",
+                "own_question", "n_candidates")
+#: The reading mode of the strategies whose inputs are plain texts or windows of at most the model's
+#: window (``truncate``, ``windows-mean``, ``chunks-max@C``, a lexical scorer's): their speeds are
+#: measured together (:func:`reading_mode`).
+PLAIN = "plain"
+#: Recall values this close are equal (the same rows summed in another order).
+EQUAL = 1e-12
+
+
+def vectors_per_document(strategy: str, length: int) -> int:
+    """The vectors a retriever stores for one document of ``length`` tokens read by ``strategy``:
+    one for a strategy that gives a document one vector (``truncate``, ``windows-mean``,
+    ``extend-*@L``, ``rope-*@L``, a lexical scorer's ``full-text``), ``ceil(length / C)`` for one
+    that keeps a vector per ``C``-token chunk (``chunks-max@C``, ``late-chunking@C``): 8 for
+    ``chunks-max@128`` of a 1,000-token document."""
+    if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
+        raise ValueError(f"a document length is a whole number of tokens >= 1, not {length!r}")
+    if not scores_chunks(strategy):
+        return 1
+    size = str(strategy).rpartition("@")[2]
+    if not (size.isascii() and size.isdigit()) or int(size) < 1:
+        raise ValueError(f"strategy {strategy!r} names no chunk size (chunks-max@C, late-chunking@C)")
+    return math.ceil(int(length) / int(size))
+
+
+def reading_mode(strategy: str) -> str:
+    """Which of a model's speeds a strategy's cost reads: :data:`PLAIN` for inputs of at most the
+    model's window (``truncate``, ``windows-mean``, ``chunks-max@C``: one speed, measured on all of
+    them, so a strategy whose inputs another one embedded first still has one), the strategy itself
+    for a model pass of another kind (``late-chunking@C``, ``extend-*@L``, ``rope-*@L``)."""
+    strategy = str(strategy)
+    stretched = "@" in strategy and not strategy.startswith(CHUNKED_PREFIX)
+    return strategy if stretched or strategy.startswith(LATE_CHUNKED_PREFIX) else PLAIN
+
+
+def headline_ranks(retrieval: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a rank table the decision reads: one needle per haystack asked its own question
+    in the question form, of the main variant (one-hop where the run has it), at the run's fewest
+    distractors: the series of the report's answers (:func:`~embedeval.report.tables.headline_breaks`)."""
+    rows = one_needle(retrieval)
+    rows = rows[(rows["query_form"] == QUESTION) & ~rows["variant"].map(is_blind)]
+    return rows if rows.empty else fewest_distractors(rows[rows["variant"] == main_variant(rows)])
+
+
+def dominates(a, b) -> bool:
+    """Whether the recalls ``a`` (one per length) are at least ``b``'s at every length both have
+    (finite in both) and above at one: ``b`` is never the better choice."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"recalls of different lengths ({a.shape} vs {b.shape})")
+    both = np.isfinite(a) & np.isfinite(b)
+    return bool(both.any() and np.all(a[both] >= b[both] - EQUAL) and np.any(a[both] > b[both] + EQUAL))
+
+
+def _cheapest_key(costs: np.ndarray, pool: list[int]):
+    """How to order equally good series by cost: by USD where all of ``pool`` have one, else by
+    seconds where all have them, else not at all (``costs``: (series, 2) seconds and USD)."""
+    for column in (1, 0):
+        if np.isfinite(costs[pool, column]).all():
+            return lambda i: costs[i, column]
+    return lambda i: 0.0
+
+
+def pick_best(means: np.ndarray, j: int, costs: np.ndarray, names: Sequence) -> int | None:
+    """The best series at length ``j`` of ``means`` ((series, lengths) recalls): the highest; of
+    equal ones, one no other series dominates (:func:`dominates`), then the cheapest
+    (``costs``: (series, 2) seconds and USD at ``j``), then the first by ``names``. None where no
+    series has a value there."""
+    column = means[:, j]
+    finite = np.isfinite(column)
+    if not finite.any():
+        return None
+    top = column[finite].max()
+    equal = [int(i) for i in np.flatnonzero(finite & (column >= top - EQUAL))]
+    undominated = [i for i in equal if not any(dominates(means[o], means[i]) for o in range(len(means)) if o != i)]
+    pool = undominated or equal
+    cost = _cheapest_key(costs, pool)
+    return min(pool, key=lambda i: (cost(i), str(names[i])))
+
+
+def _interval(values: np.ndarray, enough: bool) -> tuple[float, float]:
+    """The :data:`~embedeval.breaks.BASE_CONFIDENCE` percentile interval of the finite resampled
+    ``values``; NaN where there are none or not ``enough`` groups to resample."""
+    values = values[np.isfinite(values)]
+    if not enough or not values.size:
+        return math.nan, math.nan
+    tail = (1 - BASE_CONFIDENCE) / 2
+    lo, hi = np.quantile(values, [tail, 1 - tail])
+    return float(lo), float(hi)
+
+
+def decision_table(retrieval: pd.DataFrame, rule: BreakRule | None = None, n_resamples: int = DEFAULT_N_BOOTSTRAP,
+                   seed: int = DEFAULT_SEED, timings: pd.DataFrame | None = None,
+                   prices: Mapping[str, float] | None = None) -> pd.DataFrame:
+    """The decision table of a rank table (see the module docstring): one row per length and
+    (embedder, strategy) series of :func:`headline_ranks`, columns :data:`DECISION_COLUMNS`, by
+    length, embedder and strategy. ``rule``: the break rule whose k recall@k reads; ``n_resamples``
+    and ``seed``: the cluster bootstrap's (a run's); ``timings``: the run's ``timings.csv``
+    (:func:`timing_table`) and ``prices``: USD per million tokens per embedder (``--price``), for
+    the cost columns (:func:`reading_costs`; empty without them). A rank table lacking a column,
+    fewer than one resample or a price below 0 is a ValueError."""
+    rule = (rule or BreakRule()).check()
+    if not isinstance(retrieval, pd.DataFrame):
+        raise ValueError(f"the rank table must be a DataFrame, not {type(retrieval).__name__}")
+    missing = [c for c in (*RANK_COLUMNS, rule.recall_metric) if c not in retrieval.columns]
+    if missing:
+        raise ValueError(f"the rank table lacks the column(s) {', '.join(missing)}")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
+        raise ValueError(f"n_resamples must be a whole number >= 1, not {n_resamples!r}")
+    rows = headline_ranks(retrieval)
+    rows = rows[np.isfinite(rows["n_candidates"].to_numpy(float))]
+    if rows.empty:
+        return pd.DataFrame(columns=DECISION_COLUMNS)
+    corrected = chance_corrected_recall(rows[rule.recall_metric].to_numpy(float), rule.k, rows["n_candidates"].to_numpy(float))
+    embedders, strategies = rows["embedder"].astype(str).to_numpy(), rows["strategy"].astype(str).to_numpy()
+    names = sorted(set(zip(embedders, strategies)))
+    means, resampled, groups = [], [], []
+    for embedder, strategy in names:  # every series on every group and length of the rows: one draw of groups for all
+        lengths, sums, counts = _group_table(rows, np.where((embedders == embedder) & (strategies == strategy), corrected, np.nan))
+        means.append(_means(sums, counts))
+        resampled.append(_resampled_means(sums, counts, int(n_resamples), seed))
+        groups.append((counts > 0).sum(axis=0))
+    means, resampled, groups = np.array(means), np.array(resampled), np.array(groups)
+    costs = reading_costs(timings, prices).set_index(["embedder", "strategy", "length"])
+    out = []
+    for j, length in enumerate(lengths):
+        cost = np.array([[costs[c].get((e, s, int(length)), math.nan) for c in ("seconds_per_million_tokens", "usd_per_million_tokens")]
+                         for e, s in names], dtype=float)
+        best = pick_best(means, j, cost, names)
+        if best is None:
+            continue
+        for i, (embedder, strategy) in enumerate(names):
+            if not groups[i, j]:
+                continue
+            lo, hi = _interval(resampled[i, :, j], groups[i, j] >= 2)
+            if i == best:
+                diff, diff_lo, diff_hi, tied = 0.0, 0.0, 0.0, True
+            else:
+                diff = float(means[i, j] - means[best, j])
+                diff_lo, diff_hi = _interval(resampled[i, :, j] - resampled[best, :, j], min(groups[i, j], groups[best, j]) >= 2)
+                tied = bool(np.isnan(diff_lo) or diff_lo <= 0 <= diff_hi)
+            out.append({"length": int(length), "embedder": embedder, "strategy": strategy, "recall": float(means[i, j]),
+                        "recall_lo": lo, "recall_hi": hi, "diff_to_best": diff, "diff_lo": diff_lo, "diff_hi": diff_hi,
+                        "tied_with_best": tied, "vectors_per_document": vectors_per_document(strategy, int(length)),
+                        "seconds_per_million_tokens": cost[i, 0], "usd_per_million_tokens": cost[i, 1],
+                        "best": i == best, "n_groups": int(groups[i, j])})
+    return pd.DataFrame(out, columns=DECISION_COLUMNS)
+
+
+def dominated_recommendations(decision: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a decision table recommended (``best``) at their length although another
+    series of the table dominates them (:func:`dominates`: at least as good at every length, better
+    at one), with that series (``by_embedder``, ``by_strategy``): empty for a table made by
+    :func:`decision_table`."""
+    wide = decision.pivot_table(index=["embedder", "strategy"], columns="length", values="recall", aggfunc="first")
+    found = []
+    for row in decision[decision["best"].astype(bool)].itertuples():
+        mine = wide.loc[(row.embedder, row.strategy)].to_numpy(float)
+        for (embedder, strategy), other in wide.iterrows():
+            if (embedder, strategy) != (row.embedder, row.strategy) and dominates(other.to_numpy(float), mine):
+                found.append({"length": row.length, "embedder": row.embedder, "strategy": row.strategy,
+                              "by_embedder": embedder, "by_strategy": strategy})
+    return pd.DataFrame(found, columns=["length", "embedder", "strategy", "by_embedder", "by_strategy"])
+
+
+def timing_table(readings: Sequence[Mapping]) -> pd.DataFrame:
+    """A run's ``timings.csv`` (:data:`TIMING_COLUMNS`) from what its scorers read: one mapping per
+    scorer with its ``embedder`` and ``strategy``, arrays over the texts it read (``length``,
+    ``document_tokens``: each document's tokens, ``tokens_read``: the tokens the model read of it),
+    and ``seconds`` and ``tokens``: the model's wall seconds on the inputs it embedded in the run
+    (cache misses) and their tokens (None: not measured). One row per (embedder, strategy, length):
+    the documents, their tokens and the tokens read of them, and the speed of the embedder's
+    :func:`reading_mode`: ``model_seconds`` and ``model_tokens`` summed over its scorers of that
+    mode (empty where none of them embedded anything in the run: every vector came from the cache)."""
+    rows, speeds = [], {}
+    for reading in readings:
+        lengths = np.asarray(reading["length"], dtype=np.int64)
+        document, read = (np.asarray(reading[k], dtype=np.int64) for k in ("document_tokens", "tokens_read"))
+        if not lengths.shape == document.shape == read.shape:
+            raise ValueError(f"{reading['embedder']} [{reading['strategy']}]: length, document_tokens and tokens_read "
+                             "need one value per text")
+        mode = (reading["embedder"], reading_mode(reading["strategy"]))
+        seconds, tokens = reading.get("seconds"), reading.get("tokens")
+        if seconds is not None and tokens:
+            total = speeds.get(mode, (0.0, 0))
+            speeds[mode] = (total[0] + float(seconds), total[1] + int(tokens))
+        for length in np.unique(lengths):
+            at = lengths == length
+            rows.append({"embedder": reading["embedder"], "strategy": reading["strategy"], "length": int(length),
+                         "documents": int(at.sum()), "document_tokens": int(document[at].sum()), "tokens_read": int(read[at].sum()),
+                         "mode": mode})
+    table = pd.DataFrame(rows, columns=[*TIMING_COLUMNS[:-2], "mode"])
+    speed = [speeds.get(mode, (math.nan, math.nan)) for mode in table["mode"]]
+    return table.drop(columns="mode").assign(model_seconds=[round(s, 6) for s, _ in speed],
+                                             model_tokens=pd.array([None if math.isnan(t) else int(t) for _, t in speed],
+                                                                   dtype="Int64"))[TIMING_COLUMNS]
+
+
+def with_earlier_speeds(timings: pd.DataFrame, earlier: pd.DataFrame | None) -> pd.DataFrame:
+    """``timings`` whose (embedder, strategy) rows have no speed take the one an earlier run into the
+    same folder measured for them (its ``timings.csv``, ``earlier``): a rerun whose vectors all came
+    from the cache keeps the speed measured when they were embedded."""
+    if earlier is None or earlier.empty or not timings["model_tokens"].isna().any():
+        return timings
+    measured = earlier.dropna(subset=["model_seconds", "model_tokens"])
+    found = measured.drop_duplicates(["embedder", "strategy"]).set_index(["embedder", "strategy"])
+    out = timings.copy()
+    for i, row in out[out["model_tokens"].isna()].iterrows():
+        if (row["embedder"], row["strategy"]) in found.index:
+            then = found.loc[(row["embedder"], row["strategy"])]
+            out.loc[i, "model_seconds"], out.loc[i, "model_tokens"] = float(then["model_seconds"]), int(then["model_tokens"])
+    return out
+
+
+def reading_costs(timings: pd.DataFrame | None, prices: Mapping[str, float] | None = None) -> pd.DataFrame:
+    """Per (embedder, strategy, length) of ``timings`` (:func:`timing_table`), what reading a
+    million tokens of documents of that length costs::
+
+        seconds_per_million_tokens = model_seconds / model_tokens x tokens_read / document_tokens x 1e6
+        usd_per_million_tokens     = price x tokens_read / document_tokens
+
+    the model's seconds per token measured on what it embedded in the run, times the tokens the
+    strategy has it read per document token (``truncate`` reads its window of a longer document,
+    254 of 2,048 tokens; ``windows-mean`` and ``chunks-max`` every token; late chunking its
+    overlapping windows), and the embedder's ``price``, USD per million tokens it is sent
+    (``--price``). Empty where there is no measured speed, or no price."""
+    columns = ["embedder", "strategy", "length", "seconds_per_million_tokens", "usd_per_million_tokens"]
+    prices = dict(prices or {})
+    for name, price in prices.items():
+        if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0 <= price < math.inf:
+            raise ValueError(f"the price of {name} must be a number of USD >= 0, not {price!r}")
+    if timings is None or timings.empty:
+        return pd.DataFrame(columns=columns)
+    share = timings["tokens_read"].to_numpy(float) / timings["document_tokens"].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        speed = timings["model_seconds"].to_numpy(float) / timings["model_tokens"].to_numpy(float, na_value=np.nan)
+    price = timings["embedder"].map(prices).to_numpy(float, na_value=np.nan)
+    return pd.DataFrame({"embedder": timings["embedder"], "strategy": timings["strategy"], "length": timings["length"].astype(int),
+                         "seconds_per_million_tokens": np.where(np.isfinite(speed), speed * share * 1e6, np.nan),
+                         "usd_per_million_tokens": price * share})[columns]
+
+
+def length_summary(token_counts) -> dict[str, int]:
+    """How long a corpus's documents are: ``documents``, the ``median`` and the 90th percentile
+    (``p90``) of their token counts (numpy's linear percentiles, rounded to whole tokens)."""
+    counts = np.asarray(token_counts, dtype=float).ravel()
+    if not counts.size or not np.isfinite(counts).all() or (counts < 0).any():
+        raise ValueError("token counts must be one or more finite numbers >= 0")
+    return {"documents": int(counts.size), "median": int(round(float(np.median(counts)))),
+            "p90": int(round(float(np.percentile(counts, 90))))}
+
+
+def bracketing_lengths(lengths: Sequence[int], values: Sequence[float]) -> list[int]:
+    """The grid ``lengths`` that bracket each of ``values`` (the longest length at or below it and
+    the shortest at or above it: one where it lies on the grid or outside it), in the order of
+    ``values``, each once: ``[1024, 2048, 4096, 8192]`` for a median of 1,830 and a 90th percentile of
+    5,200 on the default grid."""
+    grid = sorted(int(length) for length in lengths)
+    found: list[int] = []
+    for value in values:
+        below = [length for length in grid if length <= value]
+        above = [length for length in grid if length >= value]
+        for length in ([below[-1]] if below else []) + ([above[0]] if above else []):
+            if length not in found:
+                found.append(length)
+    return found

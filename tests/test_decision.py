@@ -1,0 +1,345 @@
+"""Which to use, at every length (issue 43, part 3): the decision table on hand-made rank tables,
+worked by hand and by an independent bootstrap loop; its costs; ``--price``; and runs of two local
+models and of a scripted API server whose decision.csv and "Which to use" agree with the tables."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from embedeval.breaks import BreakRule, break_points
+from embedeval.aggregate import retrieval_metrics
+from embedeval.cli import app
+from embedeval.errors import InputError
+from embedeval.decision import (
+    DECISION_COLUMNS, TIMING_COLUMNS, bracketing_lengths, decision_table, dominated_recommendations, dominates, length_summary,
+    reading_costs, reading_mode, timing_table, vectors_per_document, with_earlier_speeds,
+)
+from embedeval.metrics import cluster_resamples
+from embedeval.run import read_decision
+from test_breaks import _rank_rows
+
+N = 25  # candidates per ranking: k/n = 5/25 = 0.2 at recall@5
+
+
+def _ranks(series: dict[tuple[str, str], dict[int, list[list[int]]]], n_candidates: int = N) -> pd.DataFrame:
+    """A rank table of several series from ranks[length] = per group, its depths' ranks."""
+    frames = []
+    for (embedder, strategy), by_length in series.items():
+        ranks = {length: np.array(groups) for length, groups in by_length.items()}
+        frames.append(_rank_rows(ranks, n_candidates).assign(embedder=embedder, strategy=strategy))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _cc(hit: float) -> float:
+    """Chance-corrected recall@5 of one ranking among N: (hit - 5/N) / (1 - 5/N)."""
+    return (hit - 5 / N) / (1 - 5 / N)
+
+
+# --- vectors per document ------------------------------------------------------------------------------------------------
+def test_vectors_per_document_is_one_or_one_per_chunk():
+    assert vectors_per_document("chunks-max@128", 1000) == 8  # ceil(1000 / 128)
+    assert [vectors_per_document("late-chunking@256", n) for n in (1, 256, 257, 2048)] == [1, 1, 2, 8]
+    for strategy in ("truncate", "windows-mean", "extend-gp@4096", "rope-ntk@8192+logscale", "full-text"):
+        assert vectors_per_document(strategy, 8192) == 1
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="whole number of tokens"):
+            vectors_per_document("truncate", bad)
+    with pytest.raises(ValueError, match="names no chunk size"):
+        vectors_per_document("chunks-max@x", 100)
+
+
+# --- the statistics, by hand ---------------------------------------------------------------------------------------------
+#: Two readings of three groups (two depths each) at two lengths: rank 1 finds the needle, 20 misses it.
+HAND = {("m", "truncate"): {128: [[1, 1], [1, 20], [20, 20]], 512: [[20, 20], [1, 20], [20, 20]]},
+        ("m", "windows-mean"): {128: [[1, 1], [1, 20], [20, 20]], 512: [[1, 20], [1, 1], [20, 20]]}}
+
+
+def test_recall_and_its_interval_by_hand_and_by_an_independent_bootstrap_loop():
+    retrieval = _ranks(HAND)
+    table = decision_table(retrieval, n_resamples=400, seed=3)
+    assert list(table.columns) == DECISION_COLUMNS and len(table) == 4
+    row = table.set_index(["length", "strategy"])
+    # 128: 3 of 6 rankings find the needle in both: recall = mean of (hit - 0.2) / 0.8 = (3 x 1 + 3 x -0.25) / 6 = 0.375
+    assert row.loc[(128, "truncate"), "recall"] == pytest.approx(0.375) == pytest.approx(np.mean([_cc(1)] * 3 + [_cc(0)] * 3))
+    assert row.loc[(512, "truncate"), "recall"] == pytest.approx((_cc(1) + 5 * _cc(0)) / 6)
+    assert row.loc[(512, "windows-mean"), "recall"] == pytest.approx((3 * _cc(1) + 3 * _cc(0)) / 6)
+    # the bootstrap by hand: each resample's rows are those of the groups it drew, every series and length alike
+    retrieval["cc"] = (retrieval["recall@5"] - 0.2) / 0.8
+    groups = sorted(retrieval["group_id"].unique())
+    draws, _ = cluster_resamples(len(groups), 400, 3)
+    means = {key: [] for key in [(512, "truncate"), (512, "windows-mean")]}
+    for draw in draws:
+        sample = pd.concat([retrieval[retrieval["group_id"] == groups[g]] for g in draw])
+        for length, strategy in means:
+            means[(length, strategy)].append(sample[(sample["length"] == length) & (sample["strategy"] == strategy)]["cc"].mean())
+    for key, values in means.items():
+        assert (row.loc[key, "recall_lo"], row.loc[key, "recall_hi"]) == pytest.approx(tuple(np.quantile(values, [0.025, 0.975])))
+    paired = np.array(means[(512, "truncate")]) - np.array(means[(512, "windows-mean")])
+    assert row.loc[(512, "windows-mean"), "best"] and row.loc[(512, "windows-mean"), "diff_to_best"] == 0.0
+    assert row.loc[(512, "truncate"), "diff_to_best"] == pytest.approx(-2 * (_cc(1) - _cc(0)) / 6)  # two hits fewer of 6
+    assert (row.loc[(512, "truncate"), "diff_lo"], row.loc[(512, "truncate"), "diff_hi"]) == pytest.approx(
+        tuple(np.quantile(paired, [0.025, 0.975])))
+    assert row.loc[(512, "truncate"), "tied_with_best"] == (np.quantile(paired, 0.025) <= 0 <= np.quantile(paired, 0.975))
+    assert (row["n_groups"] == 3).all() and (row["vectors_per_document"] == 1).all()
+
+
+def test_equal_readings_recommend_the_one_no_other_beats_at_every_length():
+    """At 128 both readings are the same rankings: windows-mean is named, for truncate never beats
+    it and falls behind at 512; the two cannot be told apart there (no difference on any resample)."""
+    table = decision_table(_ranks(HAND), n_resamples=200).set_index(["length", "strategy"])
+    assert table.loc[(128, "windows-mean"), "best"] and not table.loc[(128, "truncate"), "best"]
+    assert tuple(table.loc[(128, "truncate"), ["diff_to_best", "diff_lo", "diff_hi"]]) == (0.0, 0.0, 0.0)
+    assert table.loc[(128, "truncate"), "tied_with_best"]
+    assert dominates([0.375, 0.125], [0.375, -0.0417]) and not dominates([0.375, 0.1], [0.375, 0.1])
+    assert not dominates([0.5, 0.1], [0.4, 0.2]) and dominates([np.nan, 0.3], [0.9, 0.2])  # lengths both have
+    assert dominated_recommendations(table.reset_index()).empty
+
+
+def test_equal_everywhere_the_cheaper_is_named():
+    same = {("a", "truncate"): HAND[("m", "truncate")], ("b", "truncate"): HAND[("m", "truncate")]}
+    readings = [{"embedder": e, "strategy": "truncate", "length": np.array([128, 512]), "document_tokens": np.array([128, 512]),
+                 "tokens_read": np.array([128, 254]), "seconds": seconds, "tokens": 382} for e, seconds in (("a", 2.0), ("b", 1.0))]
+    table = decision_table(_ranks(same), n_resamples=50, timings=timing_table(readings))
+    assert set(table[table["best"]]["embedder"]) == {"b"}  # the same recall at every length, half the seconds
+    priced = decision_table(_ranks(same), n_resamples=50, timings=timing_table(readings), prices={"a": 0.01, "b": 0.02})
+    assert set(priced[priced["best"]]["embedder"]) == {"a"}  # where both have a price, the price decides
+
+
+def test_one_group_one_series_and_nothing_to_read():
+    one_group = {("m", "truncate"): {128: [[1, 20]], 256: [[20, 20]]}, ("m", "windows-mean"): {128: [[20, 20]], 256: [[1, 1]]}}
+    table = decision_table(_ranks(one_group), n_resamples=100)
+    assert table["recall_lo"].isna().all() and table.loc[~table["best"], "diff_lo"].isna().all()  # no interval from one group
+    assert table["tied_with_best"].all()  # so nothing can be told apart
+    assert table["recall"].notna().all() and table["best"].sum() == 2
+    alone = decision_table(_ranks({("m", "truncate"): HAND[("m", "truncate")]}), n_resamples=100)
+    assert alone["best"].all() and (alone["diff_to_best"] == 0).all() and alone["tied_with_best"].all()
+    other_variant = _ranks(HAND).assign(variant="inverted", query_form="expanded-100")
+    assert decision_table(other_variant).empty and list(decision_table(other_variant).columns) == DECISION_COLUMNS
+    uncorrectable = decision_table(_ranks(HAND, n_candidates=5))  # k >= n: recall@5 says nothing
+    assert uncorrectable.empty
+    with pytest.raises(ValueError, match="lacks the column"):
+        decision_table(_ranks(HAND).drop(columns="n_candidates"))
+    with pytest.raises(ValueError, match="n_resamples"):
+        decision_table(_ranks(HAND), n_resamples=0)
+    with pytest.raises(ValueError, match="price of m"):
+        decision_table(_ranks(HAND), prices={"m": -1.0})
+
+
+def test_decision_csv_reads_back_with_or_without_rows(tmp_path):
+    from embedeval.io import write_table
+
+    table = decision_table(_ranks(HAND), n_resamples=50)
+    write_table(table, tmp_path / "decision.csv")
+    pd.testing.assert_frame_equal(read_decision(tmp_path / "decision.csv"), table, check_dtype=False)
+    write_table(decision_table(_ranks(HAND, n_candidates=5)), tmp_path / "nothing.csv")  # nothing to decide: a header
+    assert read_decision(tmp_path / "nothing.csv").empty
+    pd.DataFrame({"length": [128]}).to_csv(tmp_path / "old.csv", index=False)
+    with pytest.raises(InputError, match="lacks the column"):
+        read_decision(tmp_path / "old.csv")
+
+
+def test_the_recall_is_breaks_csv_s_best_value():
+    retrieval = _ranks({("m", "truncate"): {128: [[1, 1], [1, 20], [1, 1], [20, 1]], 256: [[1, 20], [20, 20], [1, 1], [20, 20]],
+                                            512: [[20, 20], [20, 20], [1, 20], [20, 20]]}})
+    breaks = break_points(retrieval_metrics(retrieval, n_resamples=20), retrieval, n_resamples=100)
+    table = decision_table(retrieval, n_resamples=100)
+    best = breaks.iloc[0]
+    assert table.set_index("length").loc[int(best["best_length"]), "recall"] == pytest.approx(best["best_value"])
+    table_k1 = decision_table(retrieval, BreakRule(k=1), n_resamples=100)  # the rule's k
+    assert table_k1.set_index("length").loc[128, "recall"] == pytest.approx((6 / 8 - 1 / N) / (1 - 1 / N))
+
+
+# --- costs ---------------------------------------------------------------------------------------------------------------
+def test_timings_and_costs_by_hand():
+    lengths = np.array([128, 128, 2048, 2048])
+    documents = np.array([128, 120, 2048, 2000])
+    readings = [
+        {"embedder": "m", "strategy": "truncate", "length": lengths, "document_tokens": documents,
+         "tokens_read": np.array([128, 120, 254, 254]), "seconds": 3.0, "tokens": 1000},
+        {"embedder": "m", "strategy": "windows-mean", "length": lengths, "document_tokens": documents,
+         "tokens_read": documents, "seconds": 1.0, "tokens": 1000},  # its first windows were truncate's
+        {"embedder": "m", "strategy": "late-chunking@128", "length": lengths, "document_tokens": documents,
+         "tokens_read": np.array([128, 120, 2300, 2240]), "seconds": 8.0, "tokens": 4000},
+        {"embedder": "bm25", "strategy": "full-text", "length": lengths, "document_tokens": documents,
+         "tokens_read": documents, "seconds": None, "tokens": None},
+    ]
+    timings = timing_table(readings)
+    assert list(timings.columns) == TIMING_COLUMNS and len(timings) == 8
+    row = timings.set_index(["embedder", "strategy", "length"])
+    assert tuple(row.loc[("m", "truncate", 2048), ["documents", "document_tokens", "tokens_read"]]) == (2, 4048, 508)
+    assert (row.loc[("m", "truncate", 128), "model_seconds"], row.loc[("m", "truncate", 128), "model_tokens"]) == (4.0, 2000)
+    assert row.loc[("m", "windows-mean", 2048), "model_seconds"] == 4.0  # plain inputs: one speed for both
+    assert row.loc[("m", "late-chunking@128", 2048), "model_seconds"] == 8.0  # another kind of pass: its own
+    assert pd.isna(row.loc[("bm25", "full-text", 128), "model_seconds"])
+    costs = reading_costs(timings, {"m": 0.5}).set_index(["embedder", "strategy", "length"])
+    # 2 ms per token; truncate reads 508 of 4,048 tokens at 2,048
+    assert costs.loc[("m", "truncate", 2048), "seconds_per_million_tokens"] == pytest.approx(4.0 / 2000 * 508 / 4048 * 1e6)
+    assert costs.loc[("m", "windows-mean", 2048), "seconds_per_million_tokens"] == pytest.approx(2000.0)
+    assert costs.loc[("m", "late-chunking@128", 2048), "seconds_per_million_tokens"] == pytest.approx(2e-3 * 4540 / 4048 * 1e6)
+    assert costs.loc[("m", "truncate", 2048), "usd_per_million_tokens"] == pytest.approx(0.5 * 508 / 4048)
+    assert pd.isna(costs.loc[("bm25", "full-text", 2048), "seconds_per_million_tokens"])
+    assert pd.isna(costs.loc[("bm25", "full-text", 2048), "usd_per_million_tokens"])  # no price given: none assumed
+    assert [reading_mode(s) for s in ("truncate", "chunks-max@256", "late-chunking@128", "extend-gp@4096")] == [
+        "plain", "plain", "late-chunking@128", "extend-gp@4096"]
+
+
+def test_a_rerun_from_the_cache_keeps_the_speed_measured_when_the_vectors_were_embedded():
+    first = timing_table([{"embedder": "m", "strategy": "truncate", "length": np.array([128]), "document_tokens": np.array([128]),
+                           "tokens_read": np.array([128]), "seconds": 0.5, "tokens": 128}])
+    rerun = timing_table([{"embedder": "m", "strategy": "truncate", "length": np.array([128]), "document_tokens": np.array([128]),
+                           "tokens_read": np.array([128]), "seconds": 0.0, "tokens": 0}])  # every vector from the cache
+    assert rerun["model_seconds"].isna().all()
+    kept = with_earlier_speeds(rerun, first)
+    pd.testing.assert_frame_equal(kept, first, check_dtype=False)
+    assert with_earlier_speeds(rerun, None) is rerun
+
+
+def test_corpus_lengths_and_the_grid_lengths_that_bracket_them():
+    assert length_summary([100, 200, 300, 400, 10_000]) == {"documents": 5, "median": 300, "p90": 6160}
+    assert bracketing_lengths([128, 256, 512, 1024, 2048, 4096, 8192], [1830, 5200]) == [1024, 2048, 4096, 8192]
+    assert bracketing_lengths([128, 512], [512, 40_000, 50]) == [512, 128]  # on the grid, past it, before it
+    with pytest.raises(ValueError):
+        length_summary([])
+
+
+# --- --price ---------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("args, says", [
+    (["--price", "st:all-MiniLM-L6-v2=abc"], "error: --price takes SPEC=USD per million tokens"),
+    (["--price", "st:all-MiniLM-L6-v2=-1"], "error: --price takes SPEC=USD per million tokens"),
+    (["--price", "=0.1"], "error: --price takes SPEC=USD per million tokens"),
+    (["--price", "openai:text-embedding-3-small=0.02"],
+     "error: --price names openai:text-embedding-3-small, which this run does not embed with (its embedders: st:all-MiniLM-L6-v2)"),
+])
+def test_bad_prices_are_one_line_before_any_work(args, says, tmp_path):
+    result = CliRunner().invoke(app, ["nolima", "--corpus", f"dir:{tmp_path / 'no-such-folder'}", "--out", str(tmp_path / "run"), *args])
+    assert result.exit_code == 1 and result.output.startswith(says) and result.output.count("\n") == 1, result.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_price_alone_means_nothing_to_a_command_without_a_decision(tmp_path):
+    result = CliRunner().invoke(app, ["similarity", "needle-question", "--out", str(tmp_path / "nq.csv"),
+                                      "--price", "st:all-MiniLM-L6-v2=1"])
+    assert result.exit_code == 1 and result.output.startswith("error: --price goes with --plan or --max-cost")
+
+
+# --- runs ----------------------------------------------------------------------------------------------------------------
+GRID = ["--groups", "loc-dresden,diet-vegan,lang-dutch", "--variants", "onehop", "--lengths", "128,256", "--depths", "2",
+        "--negatives", "6", "--n-bootstrap", "100", "-q"]
+
+
+def _sentences(report: str) -> list[str]:
+    section = report.split("## Which to use\n\n", 1)[1].split("\n## ", 1)[0]
+    return [line[2:] for line in section.splitlines() if line.startswith("- For documents of about ")]
+
+
+def _check_run(out, embedders: list[str], prices: dict[str, float], lengths=(128, 256)) -> pd.DataFrame:
+    """What every run's decision must hold: a row per length and reading, one best per length that
+    no reading dominates, costs from timings.csv and the prices, and "Which to use" opening the report."""
+    decision, timings = read_decision(out / "decision.csv"), pd.read_csv(out / "timings.csv")
+    assert set(decision["embedder"]) == set(embedders) and set(decision["length"]) == set(lengths)
+    assert (decision.groupby("length")["best"].sum() == 1).all() and dominated_recommendations(decision).empty
+    assert (decision.loc[decision["best"], "diff_to_best"] == 0).all()
+    both = decision.merge(timings, on=["embedder", "strategy", "length"])
+    assert len(both) == len(decision) and both["model_tokens"].gt(0).all()  # a fresh cache: every speed measured
+    share = both["tokens_read"] / both["document_tokens"]
+    np.testing.assert_allclose(both["seconds_per_million_tokens"], both["model_seconds"] / both["model_tokens"] * share * 1e6)
+    np.testing.assert_allclose(both["usd_per_million_tokens"], both["embedder"].map(prices) * share)
+    assert json.loads((out / "config.json").read_text())["prices"] == prices
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert re.findall(r"^## (.+)$", report, re.M)[:2] == ["Which to use", "The answer per embedder and strategy"]
+    sentences = _sentences(report)
+    assert len(sentences) == len(lengths)
+    for row in decision[decision["best"]].itertuples():
+        said = [s for s in sentences if s.startswith(f"For documents of about {row.length:,} tokens: ")]
+        assert len(said) == 1 and said[0].startswith(
+            f"For documents of about {row.length:,} tokens: read them with {row.embedder} as `{row.strategy}` "
+            f"(recall {row.recall:.2f} [{row.recall_lo:.2f}, {row.recall_hi:.2f}])"), said
+    assert report.count("- Which to use: ") == decision[["embedder", "strategy"]].drop_duplicates().shape[0]  # each answer box
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert page.index('<h2 id="which-to-use">') < page.index('<aside class="answer">')
+    return decision
+
+
+def test_two_local_models_the_bundled_one_and_a_random_weight_copy(tmp_path, books_dir):
+    from fakes import small_model_folder
+
+    random_model = small_model_folder(tmp_path / "random", "bert", positions=512, max_seq_length=256)
+    other = f"st:{random_model}"
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["nolima", "-e", "st:all-MiniLM-L6-v2", "-e", other, "--corpus", f"dir:{books_dir}",
+                                      "--strategy", "truncate,chunks-max", "--chunk-tokens", "128", *GRID, "--out", str(out),
+                                      "--price", "st:all-MiniLM-L6-v2=0.01", "--price", f"{other}=0.002",
+                                      "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 0, result.output
+    decision = _check_run(out, ["st:all-MiniLM-L6-v2", other], {"st:all-MiniLM-L6-v2": 0.01, other: 0.002})
+    assert set(decision["strategy"]) == {"truncate", "chunks-max@128"}
+    chunked = decision[decision["strategy"] == "chunks-max@128"]
+    assert set(zip(chunked["length"], chunked["vectors_per_document"])) == {(128, 1), (256, 2)}
+    assert (decision.loc[decision["strategy"] == "truncate", "vectors_per_document"] == 1).all()
+    haystacks = pd.read_parquet(out / "haystacks.parquet")
+    read = pd.read_csv(out / "timings.csv").set_index(["embedder", "strategy", "length"])["tokens_read"]
+    for length, rows in haystacks.groupby("length"):  # chunks read every token, truncate the first 254 (its tokenizer's)
+        assert read[("st:all-MiniLM-L6-v2", "chunks-max@128", length)] == rows["n_tokens"].sum()
+        assert read[("st:all-MiniLM-L6-v2", "truncate", length)] == rows["n_tokens"].clip(upper=254).sum()
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "switching to " in report  # the other model, at every length
+    corpus = json.loads((out / "config.json").read_text())["corpus_lengths"]
+    assert corpus["documents"] == 12 and corpus["median"] > 8192  # the plays: tens of thousands of tokens each
+    assert f"its 12 documents are about {corpus['median']:,} tokens long at the median" in report
+    assert _sentences(report)[0].startswith("For documents of about 256 tokens")  # the longest length brackets them: first
+    # embedeval report regenerates the same section from the folder; a rerun from the cache keeps the measured speeds
+    again = CliRunner().invoke(app, ["report", str(out), "--out", str(tmp_path / "again")])
+    assert again.exit_code == 0, again.output
+    assert (tmp_path / "again" / "report.md").read_text(encoding="utf-8") == report
+    timings = (out / "timings.csv").read_bytes()
+    rerun = CliRunner().invoke(app, ["nolima", "-e", "st:all-MiniLM-L6-v2", "-e", other, "--corpus", f"dir:{books_dir}",
+                                     "--strategy", "truncate,chunks-max", "--chunk-tokens", "128", *GRID, "--out", str(out),
+                                     "--price", "st:all-MiniLM-L6-v2=0.01", "--price", f"{other}=0.02",  # a new price
+                                     "--cache-dir", str(tmp_path / "cache")])
+    assert rerun.exit_code == 0 and "0 texts newly embedded" in rerun.output, rerun.output
+    assert (out / "timings.csv").read_bytes() == timings
+    repriced = read_decision(out / "decision.csv")
+    pd.testing.assert_series_equal(repriced["seconds_per_million_tokens"], decision["seconds_per_million_tokens"])
+    np.testing.assert_allclose(repriced.loc[repriced["embedder"] == other, "usd_per_million_tokens"],
+                               10 * decision.loc[decision["embedder"] == other, "usd_per_million_tokens"])
+
+
+def test_a_decision_is_made_again_from_a_run_folder_without_decision_csv(tmp_path, books_dir):
+    from embedeval.run import NolimaRun
+
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["nolima", "--corpus", f"dir:{books_dir}", "--strategy", "truncate,windows-mean", *GRID,
+                                      "--out", str(out), "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 0, result.output
+    written = read_decision(out / "decision.csv")
+    (out / "decision.csv").unlink()
+    pd.testing.assert_frame_equal(NolimaRun.open(out).decision(), written, check_dtype=False)
+
+
+def test_a_scripted_api_server_priced(monkeypatch, tmp_path, books_dir):
+    from fake_api import serving
+
+    spec = "openai:text-embedding-3-small"
+    with serving(monkeypatch, {"OPENAI": "sk-test"}) as server:
+        out = tmp_path / "run"
+        result = CliRunner().invoke(app, ["nolima", "-e", spec, "-e", "bm25", "--corpus", f"dir:{books_dir}", *GRID,
+                                          "--strategy", "truncate,windows-mean", "--out", str(out), "--price", f"{spec}=0.02"])
+        assert result.exit_code == 0, result.output
+        assert server.embedding_requests()
+    decision = read_decision(out / "decision.csv")
+    assert set(decision["embedder"]) == {spec, "bm25"} and (decision.groupby("length")["best"].sum() == 1).all()
+    api = decision[decision["embedder"] == spec]
+    assert api["seconds_per_million_tokens"].gt(0).all() and api["usd_per_million_tokens"].between(0, 0.02 * 1.01).all()
+    assert decision.loc[decision["embedder"] == "bm25", "usd_per_million_tokens"].isna().all()  # no price: none assumed
+    assert decision.loc[decision["embedder"] == "bm25", "seconds_per_million_tokens"].gt(0).all()  # timed, no cache
+    assert dominated_recommendations(decision).empty
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert len(_sentences(report)) == 2 and report.index("## Which to use") < report.index("> **With ")
+    assert math.isclose(json.loads((out / "config.json").read_text())["prices"][spec], 0.02)
