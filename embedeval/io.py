@@ -448,7 +448,6 @@ def write_embeddings(path: str | os.PathLike, texts: list[str], vectors) -> None
         write_table(pd.DataFrame({text: texts, embedding: [np.asarray(v, dtype=np.float32) for v in vectors]}), target)
 
 
-<<<<<<< HEAD
 def check_column_kinds(frame: pd.DataFrame, source, numbers: Sequence[str] = (), integers: Sequence[str] = ()) -> None:
     """One :class:`InputError` naming ``source``, the column and the first offending value with its
     line (a CSV's header is line 1) or row (Parquet) where a column of ``numbers`` holds anything but numbers, or one
@@ -480,16 +479,11 @@ def check_column_kinds(frame: pd.DataFrame, source, numbers: Sequence[str] = (),
 
 
 def read_table(path: str | os.PathLike, columns: Sequence[str] = (), numbers: Sequence[str] = (),
-               integers: Sequence[str] = ()) -> pd.DataFrame:
-    """A ``.csv`` or Parquet table that must exist, parse, have rows and hold ``columns``, whose
-    ``numbers`` and ``integers`` columns hold what they say (:func:`check_column_kinds`); anything
-    else is one :class:`InputError` naming the file and what is wrong."""
-=======
-def read_table(path: str | os.PathLike, columns: Sequence[str] = (), empty: bool = False) -> pd.DataFrame:
+               integers: Sequence[str] = (), empty: bool = False) -> pd.DataFrame:
     """A ``.csv`` or Parquet table that must exist, parse, have rows (unless ``empty``: a table
-    that may have none) and hold ``columns``; anything else is one :class:`InputError` naming the
-    file and what is wrong."""
->>>>>>> decision
+    that may have none) and hold ``columns``, whose ``numbers`` and ``integers`` columns hold what
+    they say (:func:`check_column_kinds`); anything else is one :class:`InputError` naming the file
+    and what is wrong."""
     import pandas as pd
 
     source = Path(path)

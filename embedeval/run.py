@@ -50,7 +50,6 @@ BREAKS = "breaks.csv"
 TIMINGS = "timings.csv"
 DECISION = "decision.csv"
 CONFIG = "config.json"
-<<<<<<< HEAD
 #: The columns of each table a run writes that hold numbers and whole numbers (in that order): checked
 #: when the table is opened, so a hand-edited or damaged cell is one line naming the file, line and
 #: column, not a traceback where it is first used (:func:`~embedeval.io.check_column_kinds`).
@@ -63,14 +62,13 @@ TABLE_KINDS: dict[str, tuple[list[str], list[str]]] = {
     BREAKS: (["base_value", "base_ci_lo", "base_ci_hi", "base_p", "best_value", "break_point_share"],
              ["n_distractors", "n_needles", "break_point", "break_point_lo", "break_point_hi", "recommended_chunk_tokens",
               "relative_break_point", "absolute_break_point", "best_length", "auc_break_point", "n_groups", "window"]),
+    TIMINGS: (["model_seconds"], ["length", "documents", "document_tokens", "tokens_read", "model_tokens"]),
+    DECISION: (["recall", "recall_lo", "recall_hi", "diff_to_best", "diff_lo", "diff_hi", "seconds_per_million_tokens",
+                "usd_per_million_tokens"], ["length", "vectors_per_document", "n_groups"]),
 }
-#: The tables a run's metrics are derived from (their digest decides whether metrics and report stand).
-SCORED_TABLES = (SIMILARITIES, RETRIEVAL)
-=======
 #: The tables a run's metrics, decision table and report are derived from (their digest decides
 #: whether these stand).
 SCORED_TABLES = (SIMILARITIES, RETRIEVAL, TIMINGS)
->>>>>>> decision
 #: What a run's config.json must hold to be read as one (after :func:`upgraded_config`), and what
 #: its ``grid`` must hold.
 CONFIG_KEYS = ("embedders", "needles", "tokenizer", "grid")
@@ -205,11 +203,11 @@ def check_config_values(config: dict, path: Path) -> None:
         raise InputError(f"{path} is broken: {exc}") from None
 
 
-def read_run_table(path: Path, columns: Sequence[str] = ()) -> pd.DataFrame:
-    """A run's table (by its file name) holding ``columns``, each column of :data:`TABLE_KINDS`
-    holding what it should."""
-    numbers, integers = TABLE_KINDS.get(path.name, ((), ()))
-    return read_table(path, columns, numbers, integers)
+def read_run_table(path: str | Path, columns: Sequence[str] = (), empty: bool = False) -> pd.DataFrame:
+    """A run's table (by its file name) holding ``columns`` (and rows, unless ``empty``), each
+    column of :data:`TABLE_KINDS` holding what it should."""
+    numbers, integers = TABLE_KINDS.get(Path(path).name, ((), ()))
+    return read_table(path, columns, numbers, integers, empty)
 
 
 def _read(path: Path, columns: Sequence[str]) -> pd.DataFrame:
@@ -365,7 +363,7 @@ def _same_table(a: pd.DataFrame, b: pd.DataFrame) -> bool:
 def read_timings(path: str | Path) -> pd.DataFrame:
     """A ``timings.csv`` written by a run (one :class:`~embedeval.errors.InputError` line when it is
     missing, unreadable or lacks a column)."""
-    frame = read_table(path, TIMING_COLUMNS)[TIMING_COLUMNS]
+    frame = read_run_table(path, TIMING_COLUMNS)[TIMING_COLUMNS]
     return frame.assign(model_seconds=frame["model_seconds"].astype(float), model_tokens=frame["model_tokens"].astype("Int64"))
 
 
@@ -373,7 +371,7 @@ def read_decision(path: str | Path) -> pd.DataFrame:
     """A ``decision.csv`` written by a run (one :class:`~embedeval.errors.InputError` line when it is
     missing, unreadable or lacks a column; without rows where the run had nothing to decide: recall@k
     cannot be corrected for chance in pools of k or fewer candidates)."""
-    frame = read_table(path, DECISION_COLUMNS, empty=True)[DECISION_COLUMNS]
+    frame = read_run_table(path, DECISION_COLUMNS, empty=True)[DECISION_COLUMNS]
     return frame.assign(embedder=frame["embedder"].astype(str), strategy=frame["strategy"].astype(str),
                         tied_with_best=frame["tied_with_best"].astype(bool), best=frame["best"].astype(bool))
 
@@ -421,16 +419,10 @@ class RunWriter:
         write_table(timings, self.path / TIMINGS)
         return timings
 
-<<<<<<< HEAD
-    def read_derived(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """The metrics and break points written before (kept when what they came from is unchanged)."""
-        return read_run_table(self.path / METRICS), read_breaks(self.path / BREAKS)
-=======
     def read_derived(self) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         """The metrics, break points and decision table written before (kept when what they came
         from is unchanged)."""
-        return read_table(self.path / METRICS), read_breaks(self.path / BREAKS), read_decision(self.path / DECISION)
->>>>>>> decision
+        return read_run_table(self.path / METRICS), read_breaks(self.path / BREAKS), read_decision(self.path / DECISION)
 
     def write_derived(self, metrics: pd.DataFrame, breaks: pd.DataFrame, decision: pd.DataFrame) -> list[str]:
         """Write the metrics, break points and decision table; returns their file names."""

@@ -311,15 +311,10 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
                 metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.grid.seed, retrieval=retrieval)
                 windows = {(s.name, s.strategy): s.window_tokens for s in scorers
                            if isinstance(s, EmbeddingScorer) and s.window_tokens is not None}
-<<<<<<< HEAD
                 model_windows = {s.name: s.model_window for s in scorers if isinstance(s, EmbeddingScorer)}
                 breaks = break_points(metrics, retrieval, config.rule(), config.n_bootstrap, config.grid.seed, windows, model_windows)
-            derived = writer.write_derived(metrics, breaks)
-=======
-                breaks = break_points(metrics, retrieval, config.rule(), config.n_bootstrap, config.grid.seed, windows)
                 decision = decision_table(retrieval, config.rule(), config.n_bootstrap, config.grid.seed, timings, config.prices)
             derived = writer.write_derived(metrics, breaks, decision)
->>>>>>> decision
             with step("figures, report.md and report.html", progress):
                 reported = write_report(out, metrics, similarities, breaks, config.rule(), config=settings,
                                         candidates=pool_size(retrieval), chance=recall_chance_table(retrieval), decision=decision)
