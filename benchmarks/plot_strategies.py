@@ -10,6 +10,7 @@ reference. A method has one colour; its `+logscale` twin is dashed with hollow m
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import matplotlib
 
@@ -17,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from embedeval.labels import ALL, QUESTION  # noqa: E402
-from embedeval.run import NolimaRun  # noqa: E402
+from embedeval.run import METRICS, RETRIEVAL, read_run_table  # noqa: E402
 
 #: Colour per reading; a strategy's colour is that of the first prefix its name starts with.
 COLOURS = {"truncate": "black", "windows-mean": "tab:blue", "chunks-max": "tab:green", "late-chunking": "tab:olive",
@@ -51,12 +52,12 @@ def main() -> None:
     runs, out = args.paths[:-1], args.paths[-1]
     fig, axes = plt.subplots(len(runs), 2, figsize=(13, 4.6 * len(runs)), squeeze=False, sharey=True)
     for row, path in zip(axes, runs):
-        run = NolimaRun.open(path, needs=["retrieval.parquet"])
-        metrics = run.metrics()
+        # the two tables alone (a run's tables copied back from another machine will do)
+        metrics = read_run_table(Path(path) / METRICS)
         rows = metrics[(metrics["metric"] == f"recall@{args.k}") & (metrics["category"] == ALL)
                        & (metrics["depth_bucket"] == ALL) & (metrics["query_form"] == QUESTION)
                        & (metrics["variant"] == args.variant)]
-        ranks = run.retrieval()
+        ranks = read_run_table(Path(path) / RETRIEVAL)
         pool = ranks[ranks["variant"] == args.variant].groupby("length")["n_candidates"].median()
         lengths = sorted(rows["length"].unique())
         for (embedder, strategy), series in rows.groupby(["embedder", "strategy"], sort=True):
