@@ -33,11 +33,11 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import tomllib
 
 from embedeval.defaults import DEFAULT_MIN_BOOKS
-from embedeval.errors import ConfigError, CorpusError
+from embedeval.embedders.http import fetch
+from embedeval.errors import APIError, ConfigError, CorpusError
 from embedeval.io import absolute_path, file_sha256, jsonl_objects, read_text_file, write_text_atomic
 from embedeval.paths import default_cache_dir
 from embedeval.progress import step
@@ -334,7 +334,10 @@ def read_gutenberg_manifest(path: Path = GUTENBERG_MANIFEST) -> list[dict]:
 def gutenberg_books(manifest: Path = GUTENBERG_MANIFEST, cache_dir: str | Path | None = None,
                     progress: bool = False) -> list[Book]:
     """The manifest's books, each downloaded once (``{base}/cache/epub/N/pgN.txt``) and cached
-    (``progress``: a step line on stderr per download)."""
+    (``progress``: a step line on stderr per download). Downloads follow the API clients' HTTP
+    policy (:func:`~embedeval.embedders.http.fetch`): 429, 5xx, timeouts and a dropped connection
+    retried within bounds, the request timeout and deadline, the answer size cap, no redirect to
+    another origin; a failure is one :class:`~embedeval.errors.CorpusError` line."""
     folder = corpora_cache(cache_dir, "gutenberg")
     base = os.environ.get(GUTENBERG_URL_ENV, GUTENBERG_DEFAULT_URL).rstrip("/")
     books = []
@@ -345,10 +348,9 @@ def gutenberg_books(manifest: Path = GUTENBERG_MANIFEST, cache_dir: str | Path |
             url = f"{base}/cache/epub/{number}/pg{number}.txt"
             try:
                 with step(f"downloading Gutenberg ebook {number} from {base} (once)", progress):
-                    response = httpx.get(url, timeout=60, follow_redirects=True)
-                    response.raise_for_status()
-            except httpx.HTTPError as exc:
-                raise CorpusError(f"could not download Gutenberg ebook {number} from {url} ({exc})") from None
+                    response = fetch(url, f"could not download Gutenberg ebook {number} from {url}")
+            except APIError as exc:
+                raise CorpusError(str(exc)) from None
             write_text_atomic(cached, strip_gutenberg_boilerplate(response.text))
         books.append(Book(entry.get("id", f"pg{number}"), cached.read_text(encoding="utf-8")))
     return books

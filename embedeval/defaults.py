@@ -96,6 +96,15 @@ DEFAULT_EXPANSION_SIZES: tuple[int, ...] = (100, 150, 250)
 DEFAULT_TEMPERATURE = 0.7
 #: Seconds one HTTP request (embeddings or chat) may take before it is retried.
 DEFAULT_REQUEST_TIMEOUT = 60.0
+#: Seconds one request's attempts may take in all, waiting for answers (the waits between attempts
+#: not counted): a server that trickles every answer is given up after 90 s, not after 5 attempts
+#: of 60 s. Never below the request timeout (``EMBEDEVAL_REQUEST_TIMEOUT`` raised alone still gives
+#: one whole attempt).
+DEFAULT_REQUEST_DEADLINE = 90.0
+#: Megabytes an HTTP answer may hold once decompressed (embeddings, chat, a Gutenberg book): twice
+#: the largest real answer (2,048 vectors of text-embedding-3-large's 3,072 floats, ~20 bytes each
+#: as JSON: ~126 MB); a gzip bomb is refused at this size.
+DEFAULT_MAX_ANSWER_MB = 256
 #: A plan's margin on the tokens of an API model counted with the reference tokenizer instead of
 #: the provider's: OpenAI's cl100k_base gave 0.91-1.16 times the reference count on 2048-token
 #: windows of the ten Gutenberg books and Shakespeare (docs/costs.md), so +-20%.

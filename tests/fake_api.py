@@ -4,13 +4,15 @@ and of OpenAI-compatible chat completions (scripted replies).
 Vectors are deterministic (sha256 of the text). Behaviour is scripted per test: a queue of
 status codes to answer before succeeding (e.g. [429, 429] then 200) and headers to send with them
 (e.g. ``Retry-After``), keys that get 401, models that get 404, a redirect of every request to
-another server, a raw answer to ``GET /models``. Every request is recorded (path, model, inputs,
+another server, a raw answer to ``GET /models``, answers naming another model than the one asked
+for, vectors scaled, gzip-compressed answers padded into a bomb. Every request is recorded (path, model, inputs,
 body, authorization header, all headers, arrival time on ``time.monotonic()``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import http.server
 import json
@@ -29,7 +31,8 @@ def fake_vector(text: str, dim: int) -> list[float]:
 
 
 #: What ``Script.faults`` can do to a good answer.
-FAULTS = ("nan", "inf", "null", "zero", "short", "long", "count", "duplicate_index", "missing_data", "malformed_json")
+FAULTS = ("nan", "inf", "null", "zero", "short", "long", "count", "duplicate_index", "missing_data", "malformed_json", "true",
+          "string", "overflow")
 
 
 def spoil(payload: dict, fault: str | None):
@@ -53,6 +56,12 @@ def spoil(payload: dict, fault: str | None):
         data[-1]["index"] = 0
     elif fault == "missing_data":
         del payload["data"]
+    elif fault == "true":  # a JSON true where a number should be (numpy would read it as 1.0)
+        data[0]["embedding"] = [True] * len(data[0]["embedding"])
+    elif fault == "string":  # numeric strings (numpy would read "0.5" as 0.5)
+        data[0]["embedding"] = ["0.5"] * len(data[0]["embedding"])
+    elif fault == "overflow":  # a finite JSON number beyond float32
+        data[0]["embedding"][0] = 1e39
     elif fault == "malformed_json":
         return b'{"object": "list", "data": [{"index": 0, "embedding": [0.1,'
     return payload
@@ -81,6 +90,10 @@ class Script:
     models_answer: tuple[int, str, bytes] | None = None  # GET /models answered so instead: (status, content type, body)
     redirect_to: str | None = None  # every request answered 307 with Location: this URL + the request's path
     dims: dict[str, int] = field(default_factory=dict)  # vector sizes of served models beside DIM
+    reply_model: str | None = None  # embedding answers name this model (None: the one asked for), as a proxy may
+    scale: float = 1.0  # every vector component multiplied by this (1e20: a norm that overflows float32)
+    gzip: bool = False  # 200 answers sent gzip-compressed (Content-Encoding: gzip)
+    padding: int = 0  # spaces appended to a 200 answer's JSON (valid JSON); with gzip, a small body that inflates
     tokens_received: int = 0  # tokens of all embedding inputs answered with 200 (by ``count_tokens``)
     in_flight: int = 0
     max_in_flight: int = 0
@@ -174,11 +187,12 @@ class FakeEmbeddingServer:
                                                           f"context length of {script.max_input_tokens} tokens"}})
                     return
                 dim = script.dims.get(body.get("model")) or DIM.get(body.get("model"), 8)
-                data = [{"object": "embedding", "index": i, "embedding": fake_vector(t, dim)} for i, t in enumerate(inputs)]
+                data = [{"object": "embedding", "index": i, "embedding": [x * script.scale for x in fake_vector(t, dim)]
+                         if script.scale != 1.0 else fake_vector(t, dim)} for i, t in enumerate(inputs)]
                 tokens = sum(counts)
                 with script.lock:
                     script.tokens_received += tokens
-                payload = {"object": "list", "data": data, "model": body.get("model"),
+                payload = {"object": "list", "data": data, "model": script.reply_model or body.get("model"),
                            **({} if script.no_usage else {"usage": {"prompt_tokens": tokens, "total_tokens": tokens}})}
                 with script.lock:
                     fault = script.faults.pop(0) if script.faults else None
@@ -189,6 +203,11 @@ class FakeEmbeddingServer:
             def _send(self, status, payload, headers=None):
                 raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 headers = {"Content-Type": "application/json", **(headers or {})}
+                if status == 200 and self.command == "POST" and (script.gzip or script.padding):
+                    raw += b" " * script.padding
+                    if script.gzip:
+                        raw = gzip.compress(raw, compresslevel=9)
+                        headers["Content-Encoding"] = "gzip"
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(raw)))
                 for name, value in headers.items():

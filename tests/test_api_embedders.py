@@ -289,7 +289,9 @@ def test_a_bad_response_is_retried_and_never_used(fake, spec, fault):
 @pytest.mark.parametrize("fault, says", [("nan", "NaN"), ("inf", ""), ("null", "null"), ("zero", "all-zero"),
                                          ("short", "a vector of 1 values (#0), expected"), ("count", "1 vectors"),
                                          ("duplicate_index", "indices [0, 0]"), ("missing_data", ""),
-                                         ("malformed_json", "malformed response")])
+                                         ("malformed_json", "malformed response"),
+                                         ("true", "not a number (#0 holds true)"), ("string", 'not a number (#0 holds "0.5")'),
+                                         ("overflow", "1e+39 (#0), which is beyond float32")])
 def test_a_server_that_keeps_answering_badly_is_one_error_after_two_tries_and_nothing_is_cached(fake, tmp_path, monkeypatch,
                                                                                                  spec, fault, says):
     """A malformed 200 is not a transient fault: tried twice under the default policy (not 30 times)."""
@@ -502,3 +504,166 @@ def test_a_connection_reset_after_429s_longer_than_the_connect_budget_is_retried
     vectors = model.embed(["after the storm, a reset"])
     np.testing.assert_allclose(vectors, expected_vectors(["after the storm, a reset"], spec), atol=1e-5)
     assert len(fake.requests) - before == 5
+
+
+# -- what a server sends is checked before it is cached (issue 45, part 2) ---------------------------
+
+
+@pytest.mark.parametrize("spec", SPECS[1:])
+def test_huge_but_finite_components_are_normalised_not_called_all_zero(fake, spec, tmp_path):
+    """[1e20, ...] squared overflows float32: the norm is taken in float64, so the direction is kept."""
+    fake.script.scale = 1e20
+    texts = ["first text", "second text"]
+    vectors = load_embedder(spec, cache_dir=tmp_path).embed(texts)
+    np.testing.assert_allclose(vectors, expected_vectors(texts, spec), atol=1e-5)
+    fake.script.scale = 1e-30  # squares underflow float32 to zero
+    vectors = load_embedder(spec, cache=False).embed(["third text"])
+    np.testing.assert_allclose(vectors, expected_vectors(["third text"], spec), atol=1e-5)
+
+
+def test_the_norm_is_safe_for_any_float32():
+    big = np.array([[3e38, 3e38, -3e38], [1e20, 0, 0], [1e-40, 1e-40, 0], [0, 0, 0]], dtype=np.float32)
+    unit = l2_normalize(big)
+    np.testing.assert_allclose(np.linalg.norm(unit[:3].astype(np.float64), axis=1), 1.0, atol=1e-6)
+    assert unit[1].tolist() == [1.0, 0.0, 0.0] and not unit[3].any()
+
+
+@pytest.mark.parametrize("spec", SPECS[1:])
+def test_a_reply_naming_another_model_is_said_once_keyed_apart_and_never_mixed(fake, spec, tmp_path, capsys):
+    from embedeval.embedders.cache import EmbeddingCache
+
+    asked = spec.split(":")[1]
+    fake.script.reply_model = "some-other-model"
+    model = load_embedder(spec, cache_dir=tmp_path)
+    model.embed(["alpha", "beta"])
+    model.embed(["gamma"])
+    notes = [line for line in capsys.readouterr().err.splitlines() if "some-other-model" in line]
+    assert len(notes) == 1 and repr(asked) in notes[0] and "'some-other-model'" in notes[0], notes
+    assert "replied=some-other-model" in model.fingerprint
+    stored = EmbeddingCache(tmp_path).info()["vectors"]
+
+    # a plan (nothing sent) and a process that reads the fingerprint before any answer find the recorded name
+    before = len(fake.requests)
+    assert "replied=some-other-model" in load_embedder(spec, cache_dir=tmp_path, plan=True).fingerprint
+    assert "replied=some-other-model" in load_embedder(spec, cache_dir=tmp_path, verify=False).fingerprint
+    assert len(fake.requests) == before
+
+    # the server now answers as the model asked for: the other model's vectors are not returned
+    fake.script.reply_model = None
+    again = load_embedder(spec, cache_dir=tmp_path)
+    assert "replied=" not in again.fingerprint
+    again.embed(["alpha"])
+    assert [r["inputs"] for r in fake.embedding_requests()][-1] == ["alpha"]
+
+    # within one process: a reply under a third name is refused, and nothing of it is cached
+    fake.script.reply_model = "a-third-model"
+    count = EmbeddingCache(tmp_path).info()["vectors"]
+    with pytest.raises(APIError) as info:
+        again.embed(["delta"])
+    message = str(info.value)
+    assert "a-third-model" in message and repr(asked) in message and "\n" not in message, message
+    assert EmbeddingCache(tmp_path).info()["vectors"] == count > stored
+
+
+def test_a_reply_naming_another_model_after_the_keys_were_made_is_refused(fake, tmp_path):
+    """Keys made before any answer (no check) name the model as asked; an answer under another
+    name is then refused, not cached under them, and the name is remembered for the next run."""
+    from embedeval.embedders.cache import EmbeddingCache
+
+    spec = "openai:text-embedding-3-small"
+    model = load_embedder(spec, cache_dir=tmp_path, verify=False)
+    assert "replied=" not in model.fingerprint
+    fake.script.reply_model = "text-embedding-ada-002"
+    with pytest.raises(APIError, match="text-embedding-ada-002.*never mixed"):
+        model.embed(["alpha"])
+    assert EmbeddingCache(tmp_path).info()["vectors"] == 0
+    rerun = load_embedder(spec, cache_dir=tmp_path, verify=False)
+    assert "replied=text-embedding-ada-002" in rerun.fingerprint
+    rerun.embed(["alpha"])
+    assert EmbeddingCache(tmp_path).info()["vectors"] == 1
+
+
+@pytest.mark.parametrize("behaviour", ["trickle", "delay"])
+@pytest.mark.parametrize("spec", SPECS[1:])
+def test_a_slow_server_is_given_up_at_the_request_deadline_with_the_time_said(fake, monkeypatch, spec, behaviour):
+    """Each attempt may take the request timeout (0.5 s here), but one request's attempts take at
+    most the request deadline (0.8 s here) in all, however long the retry budget for 429s is: a
+    server that trickles its body (cut by the whole-answer deadline) or says nothing before its
+    status line (cut by the client's read timeout, which the deadline lowers for the last attempt)."""
+    import time
+
+    monkeypatch.setenv("EMBEDEVAL_REQUEST_TIMEOUT", "0.5")
+    monkeypatch.setenv("EMBEDEVAL_REQUEST_DEADLINE", "0.8")
+    monkeypatch.setenv("EMBEDEVAL_RETRY_MAX_SECONDS", "60")
+    monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "30")
+    model = load_embedder(spec, cache=False)
+    setattr(fake.script, behaviour, 0.02 if behaviour == "trickle" else 3)
+    start = time.monotonic()
+    with pytest.raises(APIError) as info:
+        finishes_within(60, lambda: model.embed(["slow"]))
+    elapsed = time.monotonic() - start
+    message = str(info.value)
+    assert "within the request deadline of 0.8 s" in message and " s in all" in message and "\n" not in message, message
+    assert elapsed < 3 and len(fake.embedding_requests()) == 2, (elapsed, message)
+
+
+def test_the_default_deadline_ends_one_batch_in_under_two_minutes():
+    from embedeval.defaults import DEFAULT_REQUEST_DEADLINE, DEFAULT_REQUEST_TIMEOUT
+    from embedeval.embedders.http import retry_policy_from_env
+
+    policy = retry_policy_from_env()
+    assert policy.request_deadline == DEFAULT_REQUEST_DEADLINE >= DEFAULT_REQUEST_TIMEOUT
+    assert policy.request_deadline + policy.max_delay < 120  # the attempts, and at most one wait between them
+
+
+@pytest.mark.parametrize("spec", SPECS[1:])
+def test_a_compressed_answer_is_read_and_a_gzip_bomb_is_refused_with_one_line(fake, monkeypatch, spec, tmp_path):
+    from embedeval.embedders.cache import EmbeddingCache
+
+    monkeypatch.setenv("EMBEDEVAL_MAX_ANSWER_MB", "1")
+    fake.script.gzip = True
+    model = load_embedder(spec, cache_dir=tmp_path)
+    np.testing.assert_allclose(model.embed(["zipped"]), expected_vectors(["zipped"], spec), atol=1e-5)
+    fake.script.padding = 5_000_000  # 5 MB of spaces: about 5 KB sent
+    before = len(fake.requests)
+    with pytest.raises(APIError) as info:
+        finishes_within(60, lambda: model.embed(["bomb"]))
+    message = str(info.value)
+    assert "larger than 1 MB" in message and "EMBEDEVAL_MAX_ANSWER_MB" in message and "\n" not in message, message
+    assert len(fake.requests) - before == 1  # refused, not asked again
+    assert EmbeddingCache(tmp_path).info()["vectors"] == 1
+
+
+def test_the_answer_cap_is_well_above_the_largest_real_answer():
+    from embedeval.defaults import DEFAULT_MAX_ANSWER_MB
+    from embedeval.embedders.openai import OpenAIEmbedder
+
+    largest = OpenAIEmbedder.models["text-embedding-3-large"]  # 2,048 vectors of 3,072 floats, ~20 bytes each as JSON
+    assert DEFAULT_MAX_ANSWER_MB * 2**20 >= 2 * largest.max_inputs_per_request * largest.dim * 20
+
+
+@pytest.mark.parametrize("encoding, compress", [
+    ("gzip", lambda raw: __import__("gzip").compress(raw)),
+    ("deflate", lambda raw: __import__("zlib").compress(raw)),
+    ("deflate", lambda raw: (lambda c: c.compress(raw) + c.flush())(__import__("zlib").compressobj(wbits=-15))),  # raw deflate
+])
+def test_answers_are_inflated_a_piece_at_a_time(encoding, compress):
+    from embedeval.embedders.http import MalformedResponseError, inflate
+
+    raw = b'{"data": []}' + b" " * 3_000_000
+    body = compress(raw)
+    chunks = [body[i:i + 4096] for i in range(0, len(body), 4096)]
+    pieces = list(inflate(chunks, encoding, piece=65536))
+    assert b"".join(pieces) == raw and max(map(len, pieces)) <= 65536
+    with pytest.raises(MalformedResponseError, match=f"its {encoding} body does not decompress"):
+        list(inflate([b"not compressed at all"], encoding))
+
+
+@pytest.mark.parametrize("value", ["inf", "-1", "lots"])
+def test_a_bad_answer_cap_is_one_config_error(monkeypatch, value):
+    from embedeval.embedders.http import max_answer_bytes_from_env
+    from embedeval.errors import ConfigError
+
+    monkeypatch.setenv("EMBEDEVAL_MAX_ANSWER_MB", value)
+    with pytest.raises(ConfigError, match="EMBEDEVAL_MAX_ANSWER_MB must be a"):
+        max_answer_bytes_from_env()

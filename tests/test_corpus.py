@@ -122,13 +122,24 @@ def test_strip_gutenberg_boilerplate():
     assert body == "Chapter 1. The body starts here. It has two sentences.\n"
 
 
-@pytest.fixture
-def gutenberg_server():
-    requests = []
+def start_gutenberg_mirror(requests: list, script: dict | None = None):
+    """A Gutenberg mirror on 127.0.0.1 serving every ebook; ``pg404`` is not found. ``script``
+    changes it: ``fail`` (statuses answered first, in order), ``redirect`` (a URL every request
+    but those under ``/moved`` is sent on to, 307)."""
+    script = {} if script is None else script
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             requests.append(self.path)
+            if script.get("redirect") and not self.path.startswith("/moved"):
+                self.send_response(307)
+                self.send_header("Location", script["redirect"] + self.path)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            if script.get("fail"):
+                self.send_error(script["fail"].pop(0))
+                return
             if self.path.endswith("/pg404.txt"):
                 self.send_error(404)
                 return
@@ -143,10 +154,17 @@ def gutenberg_server():
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", requests
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+@pytest.fixture
+def gutenberg_server():
+    requests = []
+    server, url = start_gutenberg_mirror(requests)
+    yield url, requests
     server.shutdown()
+    server.server_close()
 
 
 def test_gutenberg_download_strip_and_cache(tmp_path, gutenberg_server, monkeypatch):
@@ -174,6 +192,76 @@ def test_gutenberg_http_error_is_clear(tmp_path, gutenberg_server, monkeypatch):
     with pytest.raises(CorpusError, match="could not download Gutenberg ebook 404"):
         gutenberg_books(manifest, cache_dir=tmp_path / "cache")
     assert not (tmp_path / "cache" / "gutenberg" / "pg404.txt").exists()
+    assert len(_) == 1  # a 404 is not asked again
+
+
+@pytest.fixture
+def gutenberg_mirrors(monkeypatch):
+    """Two mirrors on 127.0.0.1 (two origins): ``EMBEDEVAL_GUTENBERG_URL`` names the first; each
+    is ``(script, requests, url)``. Retries are fast."""
+    monkeypatch.setenv("EMBEDEVAL_RETRY_BASE_DELAY", "0.01")
+    mirrors, servers = [], []
+    for _ in range(2):
+        script, requests = {}, []
+        server, url = start_gutenberg_mirror(requests, script)
+        servers.append(server)
+        mirrors.append((script, requests, url))
+    monkeypatch.setenv("EMBEDEVAL_GUTENBERG_URL", mirrors[0][2])
+    yield mirrors
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def one_book(tmp_path, number: int = 11):
+    manifest = tmp_path / "books.toml"
+    manifest.write_text(f'[[book]]\nid = "one"\nebook = {number}\n')
+    return manifest
+
+
+def test_a_gutenberg_download_that_fails_for_a_while_is_retried(tmp_path, gutenberg_mirrors):
+    from embedeval.corpus import gutenberg_books
+
+    (script, requests, _), _ = gutenberg_mirrors
+    script["fail"] = [503, 500]
+    books = gutenberg_books(one_book(tmp_path), cache_dir=tmp_path / "cache")
+    assert books[0].text == "Chapter 1. The body starts here. It has two sentences.\n"
+    assert requests == ["/cache/epub/11/pg11.txt"] * 3
+
+
+def test_a_gutenberg_download_that_keeps_failing_is_one_error_within_bounds(tmp_path, gutenberg_mirrors, monkeypatch):
+    import time
+
+    from embedeval.corpus import gutenberg_books
+
+    monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "3")
+    (script, requests, url), _ = gutenberg_mirrors
+    script["fail"] = [503] * 100
+    start = time.monotonic()
+    with pytest.raises(CorpusError, match=f"could not download Gutenberg ebook 11 from {url}/cache/epub/11/pg11.txt"
+                                          r": gave up after 3 attempts \(HTTP 503") as info:
+        gutenberg_books(one_book(tmp_path), cache_dir=tmp_path / "cache")
+    assert "\n" not in str(info.value) and len(requests) == 3 and time.monotonic() - start < 10
+
+
+def test_a_gutenberg_mirror_redirecting_to_another_origin_is_refused(tmp_path, gutenberg_mirrors):
+    from embedeval.corpus import gutenberg_books
+
+    (script, requests, url), (_, elsewhere_requests, elsewhere) = gutenberg_mirrors
+    script["redirect"] = elsewhere
+    with pytest.raises(CorpusError, match=f"{url} redirected to {elsewhere} \\(HTTP 307\\); embedeval follows no redirect"):
+        gutenberg_books(one_book(tmp_path), cache_dir=tmp_path / "cache")
+    assert elsewhere_requests == [] and len(requests) == 1
+    assert not (tmp_path / "cache" / "gutenberg" / "pg11.txt").exists()
+
+
+def test_a_gutenberg_redirect_within_the_mirror_is_followed(tmp_path, gutenberg_mirrors):
+    from embedeval.corpus import gutenberg_books
+
+    (script, requests, url), _ = gutenberg_mirrors
+    script["redirect"] = url + "/moved"
+    gutenberg_books(one_book(tmp_path), cache_dir=tmp_path / "cache")  # /moved/cache/... is served, not redirected again
+    assert requests[:2] == ["/cache/epub/11/pg11.txt", "/moved/cache/epub/11/pg11.txt"]
 
 
 def _fake_sdist(path, plays):

@@ -322,3 +322,18 @@ def test_a_chat_server_that_is_down_is_given_up_within_the_connect_budget(chat, 
     with pytest.raises(APIError, match=r"^chat model m: gave up after \d+ attempts within 1 s \(APIConnectionError"):
         ChatLLM(f"openai:m?base_url=http://127.0.0.1:{port}/v1").complete("Q?")
     assert time.monotonic() - start < 8
+
+
+def test_a_chat_answer_past_the_size_cap_is_refused_with_one_line(chat, monkeypatch):
+    """A gzip bomb: a few KB sent, megabytes once inflated; the cap (EMBEDEVAL_MAX_ANSWER_MB) is
+    counted on the inflated answer, and the answer is refused, not asked for again."""
+    monkeypatch.setenv("EMBEDEVAL_MAX_ANSWER_MB", "1")
+    chat.script.gzip = True
+    chat.script.chat_replies = ['["small"]', '["bomb"]']
+    assert ChatLLM("m").complete("Q?") == '["small"]'  # a compressed answer under the cap is read
+    chat.script.padding = 5_000_000
+    with pytest.raises(APIError) as info:
+        finishes_within(60, lambda: ChatLLM("m").complete("Q?"))
+    message = str(info.value)
+    assert message.startswith("chat model m: ") and "larger than 1 MB" in message and "\n" not in message, message
+    assert len(chat.requests) == 2

@@ -103,40 +103,84 @@ def embeds_texts(embed: Callable) -> Callable:
     return checked
 
 
+#: The Python types of JSON numbers as a parser gives them (``bool`` is not one: ``true`` is no number).
+JSON_NUMBER_TYPES = frozenset({int, float})
+
+
+def first_non_number(row) -> object | None:
+    """The first component of a parsed vector that is not a number (a JSON ``true``, a string such as
+    ``"0.5"``, a null, a list), wrapped in a 1-tuple; None when all are numbers. numpy would read
+    ``true`` as 1.0 and ``"0.5"`` as 0.5."""
+    if isinstance(row, np.ndarray):
+        return None if row.dtype.kind in "fiu" else (row.flat[0] if row.size else None,)
+    if set(map(type, row)) <= JSON_NUMBER_TYPES:
+        return None
+    for value in row:
+        if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, (bool, np.bool_)):
+            return (value,)
+    return None
+
+
+def _shown(value: object) -> str:
+    """A component as JSON writes it (``true``, ``"0.5"``, ``null``), cut short."""
+    import json
+
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def check_vectors(vectors, n_texts: int, dim: int, source: str) -> np.ndarray:
     """``vectors`` as a float32 ``(n_texts, dim)`` array, or :class:`InvalidVectorsError` naming
-    ``source`` and the problem: wrong count or length, null, NaN/inf, or a zero vector (which has
-    no direction)."""
+    ``source`` and the problem: wrong count or length, a component that is not a number (parsed
+    rows: ``true``, ``"0.5"``), null, NaN/inf, a value beyond float32 (``1e39``), or a zero vector
+    (which has no direction). Checked in float64, so ``[1e20, ...]`` is a vector, not an overflow."""
     if not isinstance(vectors, np.ndarray):  # rows from a parsed response: say which row is wrong
         rows = list(vectors)
         for i, row in enumerate(rows):
             if row is None:
                 raise InvalidVectorsError(f"{source} returned a null vector (#{i})")
-            if not hasattr(row, "__len__"):
+            if not hasattr(row, "__len__") or isinstance(row, (str, bytes, dict)):
                 raise InvalidVectorsError(f"{source} returned {type(row).__name__} instead of a vector (#{i})")
             if len(row) != dim:
                 raise InvalidVectorsError(f"{source} returned a vector of {len(row)} values (#{i}), expected {dim}")
+            if (bad := first_non_number(row)) is not None:
+                raise InvalidVectorsError(f"{source} returned a vector value that is not a number (#{i} holds {_shown(bad[0])})")
         vectors = rows
     try:
-        array = np.asarray(vectors, dtype=np.float32)
+        wide = np.asarray(vectors, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise InvalidVectorsError(f"{source} returned vectors that are not numbers ({exc})") from None
-    if array.shape != (n_texts, dim):
-        raise InvalidVectorsError(f"{source} returned vectors of shape {array.shape}, expected ({n_texts}, {dim})")
-    if not np.isfinite(array).all():
+    if wide.shape != (n_texts, dim):
+        raise InvalidVectorsError(f"{source} returned vectors of shape {wide.shape}, expected ({n_texts}, {dim})")
+    if not np.isfinite(wide).all():
         raise InvalidVectorsError(f"{source} returned NaN or infinite values")
-    if (np.linalg.norm(array, axis=1) == 0).any():
-        raise InvalidVectorsError(f"{source} returned an all-zero vector")
+    beyond = np.abs(wide) > np.finfo(np.float32).max
+    if beyond.any():
+        row, col = np.argwhere(beyond)[0]
+        raise InvalidVectorsError(f"{source} returned {wide[row, col]:g} (#{row}), which is beyond float32 "
+                                  f"(at most {np.finfo(np.float32).max:.3g})")
+    if not wide.any(axis=1).all():
+        raise InvalidVectorsError(f"{source} returned an all-zero vector (#{int(np.argmin(wide.any(axis=1)))})")
+    array = wide.astype(np.float32)
+    if not array.any(axis=1).all():
+        raise InvalidVectorsError(f"{source} returned a vector whose values are all too small for float32 "
+                                  f"(#{int(np.argmin(array.any(axis=1)))}: below {np.finfo(np.float32).smallest_subnormal:.3g})")
     return array
 
 
 def l2_normalize(vectors: np.ndarray) -> np.ndarray:
-    """Return ``vectors / ||vectors||_2`` row-wise as float32 (zero rows stay zero)."""
+    """Return ``vectors / ||vectors||_2`` row-wise as float32 (zero rows stay zero). The norm is
+    taken in float64: squared in float32, ``1e20`` overflows (and ``1e-30`` underflows), and such a
+    row would come out all zero."""
     vectors = np.asarray(vectors, dtype=np.float32)
     if vectors.ndim == 1:
         vectors = vectors[None, :]
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return (vectors / np.where(norms == 0, 1.0, norms)).astype(np.float32, copy=False)
+    wide = vectors.astype(np.float64)
+    norms = np.linalg.norm(wide, axis=1, keepdims=True)
+    return (wide / np.where(norms == 0, 1.0, norms)).astype(np.float32)
 
 
 @runtime_checkable

@@ -14,11 +14,23 @@
   out, or a fatal error, is one :class:`~embedeval.errors.APIError`.
 - Every request has a whole-response deadline (:func:`request_timeout_from_env`, 60 s): a server
   that answers, but trickles its body, is cut off when the deadline passes and counts as a timeout
-  (:func:`deadline_hooks` for the ``httpx`` clients, :func:`read_within` shared with the
-  ``requests`` one), not waited on for as long as it keeps sending a byte now and then.
+  (:func:`answer_hooks` for the ``httpx`` clients, :func:`read_within` shared with the
+  ``requests`` one), not waited on for as long as it keeps sending a byte now and then. One
+  request's attempts wait for answers at most :attr:`RetryPolicy.request_deadline` in all (90 s,
+  :class:`AnswerClock`): the last attempt gets only what is left of it, so a server that trickles
+  every answer is given up within the deadline, and the error line says how long it took.
+- Every answer is read to at most :func:`max_answer_bytes_from_env` bytes once decompressed (256
+  MB): a gzip bomb is refused with one line (:class:`AnswerTooLargeError`), never inflated in
+  full; the ``httpx`` clients inflate gzip and deflate themselves, a piece at a time
+  (:func:`inflate`), and ask for nothing else.
+- What an answer says is checked before anything of it is used or cached: the vectors
+  (:func:`vectors_by_index`: JSON numbers only, finite, within float32, not all zero) and the model
+  it names (:meth:`APIEmbedder.replied_model`: another name than the one asked for is said once and
+  keys the vectors apart; a third name is refused).
 - Where requests go (:func:`endpoint`): a server of one's own (``?base_url=``) gets only the key
   its spec names (``key_env``, never the provider's own key variable); every client follows no
-  redirect to another origin (:func:`refuse_cross_origin_redirect`).
+  redirect to another origin (:func:`refuse_cross_origin_redirect`). :func:`fetch` gets a file
+  (a Gutenberg book) under the same rules.
 - :class:`APIEmbedder` batches inputs within a model's limits, cuts over-long inputs to its
   window and runs a few requests concurrently (``--api-workers``); every request first waits for
   its provider's request and token budget (:mod:`embedeval.embedders.budget`: ``--rpm``,
@@ -40,10 +52,12 @@ import contextlib
 import functools
 import datetime as dt
 import email.utils
+import hashlib
 import os
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -57,7 +71,13 @@ from tenacity.stop import stop_base
 from tenacity.wait import wait_base, wait_random_exponential
 from tqdm.auto import tqdm
 
-from embedeval.defaults import DEFAULT_REQUEST_TIMEOUT, DEFAULT_SERVER_BATCH_INPUTS, TEXT_FIT_MARGIN
+from embedeval.defaults import (
+    DEFAULT_MAX_ANSWER_MB,
+    DEFAULT_REQUEST_DEADLINE,
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_SERVER_BATCH_INPUTS,
+    TEXT_FIT_MARGIN,
+)
 from embedeval.embedders.base import Kind, check_vectors, embeds_texts, l2_normalize
 from embedeval.embedders.budget import Budget, env_number, limiter_for, resolve_budget, resolve_workers
 from embedeval.embedders.options import APISpecOptions, ServerOptions, split_spec
@@ -98,6 +118,11 @@ class MalformedResponseError(RetryableError):
 
 class FatalAPIError(Exception):
     """A failure that retrying cannot fix (401/403, unknown model, bad request)."""
+
+
+class AnswerTooLargeError(FatalAPIError):
+    """An answer larger than :func:`max_answer_bytes_from_env` once decompressed (a gzip bomb):
+    refused, not asked for again."""
 
 
 class PayloadTooLargeError(FatalAPIError):
@@ -284,7 +309,8 @@ class RetryPolicy:
     since the first of the consecutive ones. Between
     attempts sleep ``U(0, min(max_delay, base_delay * 2**(n-1)))`` after the n-th failure (full
     jitter), or the server's ``Retry-After`` capped at ``max_delay``; never past the budget of the
-    last error's kind."""
+    last error's kind. One request's attempts wait for answers at most ``request_deadline`` seconds
+    in all (:class:`AnswerClock`; the waits between them are not counted)."""
 
     max_attempts: int = 30
     base_delay: float = 0.5
@@ -292,6 +318,7 @@ class RetryPolicy:
     max_seconds: float = 300.0
     malformed_attempts: int = 2
     connect_seconds: float = 30.0
+    request_deadline: float = DEFAULT_REQUEST_DEADLINE
 
     def seconds_for(self, error: BaseException | None) -> float:
         """The time budget of the retries after ``error`` (for messages): ``connect_seconds`` for a
@@ -315,8 +342,8 @@ class RetryPolicy:
             left = min(left, self.connect_seconds - (since_start - connect_since))
         return left
 
-    def stop(self) -> stop_base:
-        return StopForKind(self)
+    def stop(self, clock: AnswerClock | None = None) -> stop_base:
+        return StopForKind(self, clock)
 
     def wait(self) -> wait_base:
         return RetryAfterWait(self)
@@ -354,14 +381,16 @@ def _kind_tally(retry_state: RetryCallState) -> _KindTally:
 
 
 class StopForKind(stop_base):
-    """Stop once the attempts (:meth:`RetryPolicy.out_of_attempts`) or the time left to the last
-    error's kind (:meth:`RetryPolicy.seconds_left`) are used up."""
+    """Stop once the attempts (:meth:`RetryPolicy.out_of_attempts`), the time left to the last
+    error's kind (:meth:`RetryPolicy.seconds_left`) or the request deadline (``clock``) are used up."""
 
-    def __init__(self, policy: RetryPolicy):
+    def __init__(self, policy: RetryPolicy, clock: AnswerClock | None = None):
         self.policy = policy
+        self.clock = clock
 
     def __call__(self, retry_state: RetryCallState) -> bool:
-        return self.policy.out_of_attempts(retry_state) or self.policy.seconds_left(retry_state) <= 0
+        return (self.policy.out_of_attempts(retry_state) or self.policy.seconds_left(retry_state) <= 0
+                or (self.clock is not None and self.clock.exhausted))
 
 
 class RetryAfterWait(wait_base):
@@ -379,17 +408,24 @@ class RetryAfterWait(wait_base):
         return max(0.0, min(delay, self.policy.seconds_left(retry_state)))
 
 
+#: The environment variables of the request deadline (seconds) and of the answer size cap (megabytes).
+REQUEST_DEADLINE_ENV = "EMBEDEVAL_REQUEST_DEADLINE"
+MAX_ANSWER_ENV = "EMBEDEVAL_MAX_ANSWER_MB"
+
+
 def retry_policy_from_env() -> RetryPolicy:
-    """``EMBEDEVAL_MAX_ATTEMPTS``, ``EMBEDEVAL_RETRY_BASE_DELAY``, ``EMBEDEVAL_RETRY_MAX_SECONDS``
-    and ``EMBEDEVAL_RETRY_CONNECT_SECONDS`` override the defaults of :class:`RetryPolicy` (30
-    attempts, 0.5 s, 300 s: enough to ride out minutes of 429s; 30 s for a server that does not
-    answer)."""
+    """``EMBEDEVAL_MAX_ATTEMPTS``, ``EMBEDEVAL_RETRY_BASE_DELAY``, ``EMBEDEVAL_RETRY_MAX_SECONDS``,
+    ``EMBEDEVAL_RETRY_CONNECT_SECONDS`` and ``EMBEDEVAL_REQUEST_DEADLINE`` override the defaults of
+    :class:`RetryPolicy` (30 attempts, 0.5 s, 300 s: enough to ride out minutes of 429s; 30 s for a
+    server that does not answer; 90 s of waiting for one request's answers, and never less than the
+    request timeout)."""
     default = RetryPolicy()
     return RetryPolicy(
         max_attempts=int(env_number("EMBEDEVAL_MAX_ATTEMPTS", default.max_attempts)),
         base_delay=env_number("EMBEDEVAL_RETRY_BASE_DELAY", default.base_delay),
         max_seconds=env_number("EMBEDEVAL_RETRY_MAX_SECONDS", default.max_seconds),
         connect_seconds=env_number("EMBEDEVAL_RETRY_CONNECT_SECONDS", default.connect_seconds),
+        request_deadline=env_number(REQUEST_DEADLINE_ENV, max(default.request_deadline, request_timeout_from_env())),
     )
 
 
@@ -400,69 +436,248 @@ def request_timeout_from_env() -> float:
     return env_number("EMBEDEVAL_REQUEST_TIMEOUT", DEFAULT_REQUEST_TIMEOUT)
 
 
-def read_within(chunks: Iterable[bytes], deadline: float, seconds: float,
+def max_answer_bytes_from_env() -> int:
+    """Bytes an answer may hold once decompressed: ``EMBEDEVAL_MAX_ANSWER_MB`` (megabytes, decimals
+    allowed) or :data:`~embedeval.defaults.DEFAULT_MAX_ANSWER_MB` (256)."""
+    megabytes = env_number(MAX_ANSWER_ENV, DEFAULT_MAX_ANSWER_MB)
+    if megabytes == float("inf"):
+        raise ConfigError(f"{MAX_ANSWER_ENV} must be a finite number of megabytes, not {os.environ[MAX_ANSWER_ENV]!r}")
+    return int(megabytes * 2**20)
+
+
+#: The thread's :class:`AnswerClock` while an attempt is timed (the clients of that thread read it).
+_attempts = threading.local()
+
+
+class AnswerClock:
+    """The seconds one request's attempts spend waiting for answers, from sending to the last byte
+    (the waits between attempts, and a budget's wait before one, not counted), bounded by
+    ``deadline`` (:attr:`RetryPolicy.request_deadline`). :meth:`timing` times one attempt; while it
+    runs, a client of the same thread gives the request at most what is left
+    (:func:`attempt_limit`)."""
+
+    def __init__(self, deadline: float):
+        self.deadline = deadline
+        self.spent = 0.0
+        self._since: float | None = None
+
+    def left(self) -> float:
+        """Seconds left of the deadline (the attempt now running counted)."""
+        running = time.monotonic() - self._since if self._since is not None else 0.0
+        return self.deadline - self.spent - running
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether no attempt can be sent any more (a millisecond left is none)."""
+        return self.left() < 0.001
+
+    @contextlib.contextmanager
+    def timing(self) -> Iterator[None]:
+        outer = getattr(_attempts, "clock", None)
+        _attempts.clock, self._since = self, time.monotonic()
+        try:
+            yield
+        finally:
+            self.spent += time.monotonic() - self._since
+            self._since, _attempts.clock = None, outer
+
+
+def attempt_limit(seconds: float) -> tuple[float, str]:
+    """The seconds the request this thread sends now may take, and what sets them (for messages):
+    the request timeout ``seconds``, or what is left of the request deadline of the attempt being
+    timed (:class:`AnswerClock`) when that is less."""
+    clock = getattr(_attempts, "clock", None)
+    left = clock.left() if clock is not None else seconds
+    if left >= seconds:
+        return seconds, f"the request timeout of {seconds:g} s in all"
+    left = max(left, 0.001)
+    return left, f"the {left:.2g} s left of the request deadline"
+
+
+def read_within(chunks: Iterable[bytes], deadline: float, limit: str,
                 timeout_error: Callable[[str], Exception]) -> Iterator[bytes]:
     """The chunks of a response body as they arrive, until the monotonic clock passes ``deadline``:
     then ``timeout_error(message)`` is raised (the client's own timeout exception, so it is retried
-    as one). ``seconds`` is the whole request's limit, for the message. A client's own read timeout
-    still bounds the wait for each chunk, so a body is given up at most one read timeout late."""
+    as one). ``limit`` says what set the deadline (:func:`attempt_limit`), for the message. A
+    client's own read timeout still bounds the wait for each chunk, so a body is given up at most
+    one read timeout late."""
     for chunk in chunks:
         if time.monotonic() > deadline:
-            raise timeout_error(f"the answer took longer than the request timeout of {seconds:g} s in all "
-                                "(a server that sends its body too slowly)")
+            raise timeout_error(f"the answer took longer than {limit} (a server that sends its body too slowly)")
         yield chunk
 
 
-#: Where :func:`deadline_hooks` keeps a request's deadline (``request.extensions``).
-DEADLINE_EXTENSION = "embedeval_deadline"
+def capped(pieces: Iterable[bytes], max_bytes: int, url: str) -> Iterator[bytes]:
+    """The decompressed pieces of an answer from ``url`` while they hold at most ``max_bytes`` in
+    all; past that an :class:`AnswerTooLargeError` naming the URL's origin and the cap."""
+    total = 0
+    for piece in pieces:
+        total += len(piece)
+        if total > max_bytes:
+            raise AnswerTooLargeError(f"the answer of {origin_text(url)} is larger than {max_bytes / 2**20:g} MB once "
+                                      f"decompressed ({MAX_ANSWER_ENV}); refused, and not read further")
+        yield piece
+
+
+#: The content encodings the ``httpx`` clients ask for and inflate themselves (:func:`inflate`),
+#: with their zlib window bits.
+INFLATE_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+ACCEPT_ENCODING = "gzip, deflate"
+#: Bytes inflated at a time: a chunk that inflates to gigabytes is never held at once.
+INFLATE_PIECE_BYTES = 1 << 20
+
+
+def inflate(chunks: Iterable[bytes], encoding: str, piece: int = INFLATE_PIECE_BYTES) -> Iterator[bytes]:
+    """The ``chunks`` of a body in the content ``encoding`` (gzip or deflate: zlib's, or a raw
+    deflate stream as some servers send) decompressed in pieces of at most ``piece`` bytes; a body
+    that does not decompress is a :class:`MalformedResponseError`."""
+    decompressor, started = zlib.decompressobj(INFLATE_WBITS[encoding]), False
+    try:
+        for data in chunks:
+            while True:
+                try:
+                    out = decompressor.decompress(data, piece)
+                except zlib.error:
+                    if started or encoding != "deflate":
+                        raise
+                    decompressor, started = zlib.decompressobj(-zlib.MAX_WBITS), True
+                    continue
+                started = True
+                if out:
+                    yield out
+                data = decompressor.unconsumed_tail
+                if not data and len(out) < piece:
+                    break
+        if tail := decompressor.flush():
+            yield tail
+    except zlib.error as exc:
+        raise MalformedResponseError(f"malformed response (its {encoding} body does not decompress: {exc})") from None
+
+
+#: Where :func:`answer_hooks` keeps a request's :class:`AnswerLimits` (``request.extensions``).
+ANSWER_EXTENSION = "embedeval_answer"
+
+
+@dataclass(frozen=True)
+class AnswerLimits:
+    """How one answer is read: by the monotonic ``deadline`` (``limit`` says what set it) and to at
+    most ``max_bytes`` once decompressed."""
+
+    deadline: float
+    limit: str
+    max_bytes: int
 
 
 @functools.cache
-def _deadline_stream_class(module: ModuleType) -> type:
-    """The response body of :func:`deadline_hooks` for the ``httpx`` module ``module`` (``httpx``,
+def _answer_stream_class(module: ModuleType) -> type:
+    """The response body of :func:`answer_hooks` for the ``httpx`` module ``module`` (``httpx``,
     or the ``httpx2`` the ``openai`` client is built on)."""
 
-    class DeadlineStream(module.SyncByteStream):
-        """A response body read within a deadline (:func:`read_within`)."""
+    class AnswerStream(module.SyncByteStream):
+        """A response body read within its :class:`AnswerLimits`, inflated here (``encodings``, in
+        the order they were applied)."""
 
-        def __init__(self, stream, request, deadline: float, seconds: float):
-            self._stream, self._request, self._deadline, self._seconds = stream, request, deadline, seconds
+        def __init__(self, stream, request, limits: AnswerLimits, encodings: Sequence[str]):
+            self._stream, self._request, self._limits, self._encodings = stream, request, limits, encodings
 
         def __iter__(self) -> Iterator[bytes]:
-            yield from read_within(self._stream, self._deadline, self._seconds,
-                                   lambda message: module.ReadTimeout(message, request=self._request))
+            body = read_within(self._stream, self._limits.deadline, self._limits.limit,
+                               lambda message: module.ReadTimeout(message, request=self._request))
+            for encoding in reversed(self._encodings):
+                body = inflate(body, encoding)
+            yield from capped(body, self._limits.max_bytes, str(self._request.url))
 
         def close(self) -> None:
             self._stream.close()
 
-    return DeadlineStream
+    return AnswerStream
 
 
-def deadline_hooks(seconds: float, hooks: Mapping[str, Sequence[Callable]] | None = None) -> dict[str, list[Callable]]:
-    """``hooks`` (an ``httpx`` client's ``event_hooks``) and a deadline on every whole answer:
-    ``httpx`` has no total timeout (its ``timeout`` bounds each read), so a request hook stamps
-    ``monotonic() + seconds`` into the request's extensions when it is sent, and a response hook
-    makes the body be read within it (:func:`read_within`): a body still arriving past the
-    deadline raises the ``ReadTimeout`` of the response's own ``httpx`` module (``httpx``, or the
-    ``openai`` client's ``httpx2``), which the clients report as a timeout. The status line and
-    headers are bounded only by the client's read timeout. Hooks, not a transport: a client given a
-    transport ignores the proxy of the environment (``HTTPS_PROXY``) and its own ``limits``. Used by
-    the ``openai`` client and the Jina client."""
+def answer_hooks(seconds: float, hooks: Mapping[str, Sequence[Callable]] | None = None,
+                 max_bytes: int | None = None) -> dict[str, list[Callable]]:
+    """``hooks`` (an ``httpx`` client's ``event_hooks``) and the limits of every answer
+    (:class:`AnswerLimits`). A deadline on the whole answer: ``httpx`` has no total timeout (its
+    ``timeout`` bounds each read), so a request hook stamps ``monotonic() + seconds`` (or what is
+    left of the request deadline, :func:`attempt_limit`, which also lowers the request's own
+    timeouts) into the request's extensions when it is sent, and a response hook makes the body be
+    read within it (:func:`read_within`): a body still arriving past the deadline raises the
+    ``ReadTimeout`` of the response's own ``httpx`` module (``httpx``, or the ``openai`` client's
+    ``httpx2``), which the clients report as a timeout. The status line and headers are bounded only
+    by the client's read timeout. A cap on the answer's size once decompressed (``max_bytes``,
+    default :func:`max_answer_bytes_from_env`): the request asks for gzip or deflate only
+    (:data:`ACCEPT_ENCODING`), the response hook inflates them itself, a piece at a time
+    (:func:`inflate`, :func:`capped`), and an answer in another encoding is refused. Hooks, not a
+    transport: a client given a transport ignores the proxy of the environment (``HTTPS_PROXY``)
+    and its own ``limits``. Used by the ``openai`` client, the Jina client and :func:`fetch`."""
+    cap = max_answer_bytes_from_env() if max_bytes is None else max_bytes
 
-    def stamp_deadline(request) -> None:
-        request.extensions[DEADLINE_EXTENSION] = time.monotonic() + seconds
+    def stamp_limits(request) -> None:
+        limit, why = attempt_limit(seconds)
+        request.extensions[ANSWER_EXTENSION] = AnswerLimits(time.monotonic() + limit, why, cap)
+        timeouts = request.extensions.get("timeout")
+        if limit < seconds and isinstance(timeouts, dict):  # the status line, too, within what is left
+            request.extensions["timeout"] = {name: limit if value is None else min(value, limit) for name, value in timeouts.items()}
+        request.headers["Accept-Encoding"] = ACCEPT_ENCODING
 
-    def read_body_within_deadline(response) -> None:
-        deadline = response.request.extensions.get(DEADLINE_EXTENSION)
-        if deadline is None:
+    def read_body_within_limits(response) -> None:
+        limits = response.request.extensions.get(ANSWER_EXTENSION)
+        if limits is None:
             return
+        encodings = [value.strip().lower() for value in response.headers.get_list("content-encoding", split_commas=True)]
+        encodings = [value for value in encodings if value and value != "identity"]
+        unread = [value for value in encodings if value not in INFLATE_WBITS]
+        if unread:
+            response.close()
+            raise FatalAPIError(f"{origin_text(str(response.request.url))} answered in the content encoding {', '.join(unread)}, "
+                                f"which embedeval does not read (it asks for {ACCEPT_ENCODING})")
+        if encodings:
+            del response.headers["content-encoding"]  # inflated by the stream below, not again by httpx
         module = sys.modules[type(response).__module__.partition(".")[0]]  # httpx or httpx2: the client's own
-        response.stream = _deadline_stream_class(module)(response.stream, response.request, deadline, seconds)
+        response.stream = _answer_stream_class(module)(response.stream, response.request, limits, encodings)
 
     merged = {name: list(functions) for name, functions in (hooks or {}).items()}
-    merged.setdefault("request", []).append(stamp_deadline)
-    merged.setdefault("response", []).append(read_body_within_deadline)
+    merged.setdefault("request", []).append(stamp_limits)
+    merged.setdefault("response", []).append(read_body_within_limits)
     return merged
+
+
+@contextlib.contextmanager
+def httpx_errors():
+    """Translate an ``httpx`` request's exceptions: no answer (refused, unknown host, hung up
+    without one) is a :class:`ConnectionFailedError`, a timeout or a redirect loop a
+    :class:`RetryableError`."""
+    import httpx
+
+    try:
+        yield
+    except (httpx.ConnectError, httpx.RemoteProtocolError) as exc:
+        raise ConnectionFailedError(f"{type(exc).__name__}: {exc}") from None
+    except httpx.RequestError as exc:
+        raise RetryableError(f"{type(exc).__name__}: {exc}") from None
+
+
+def fetch(url: str, what: str):
+    """``GET url`` under the API clients' policy: retried as :func:`retry_policy_from_env` says
+    (429 and 5xx, timeouts, no answer), the request timeout and deadline, the answer cap
+    (:func:`answer_hooks`), no redirect to another origin (:func:`refuse_cross_origin_redirect`).
+    Returns the ``httpx`` response, read; any other status, or running out, is one
+    :class:`~embedeval.errors.APIError` starting with ``what``. No key is sent."""
+    import httpx
+
+    timeout = request_timeout_from_env()
+    hooks = answer_hooks(timeout, {"response": [refuse_cross_origin_redirect]})
+    with httpx.Client(timeout=timeout, follow_redirects=True, event_hooks=hooks) as client:
+
+        def get():
+            with httpx_errors():
+                response = client.get(url)
+            if response.status_code in TRANSIENT_STATUSES:
+                raise RetryableError(f"HTTP {response.status_code}", retry_after_from_headers(response.headers))
+            if response.status_code != 200:
+                raise FatalAPIError(f"HTTP {response.status_code}")
+            return response
+
+        return call_with_retries(get, retry_policy_from_env(), what, lambda message: message)
 
 
 def _one_line(message: str, limit: int = 600) -> str:
@@ -472,19 +687,40 @@ def _one_line(message: str, limit: int = 600) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def call_with_retries(call: Callable[[], _T], policy: RetryPolicy, what: str, scrub: Callable[[str], str]) -> _T:
-    """Run ``call()`` until it succeeds, retrying :class:`RetryableError` per ``policy``.
+def seconds_text(seconds: float) -> str:
+    """Seconds for a message: two significant digits below 10 (``0.012``, ``3.5``), whole above."""
+    return f"{seconds:.2g}" if seconds < 10 else f"{seconds:.0f}"
+
+
+def call_with_retries(call: Callable[[], _T], policy: RetryPolicy, what: str, scrub: Callable[[str], str],
+                      clock: AnswerClock | None = None) -> _T:
+    """Run ``call()`` until it succeeds, retrying :class:`RetryableError` per ``policy``; the
+    attempts wait for answers at most ``policy.request_deadline`` in all: ``clock``, where the
+    caller times the part of each attempt that waits for an answer itself
+    (:meth:`AnswerClock.timing`), else a clock of this call timing each whole attempt.
 
     Raises :class:`~embedeval.errors.APIError` (message passed through ``scrub``) when the
-    attempts or the time run out, or at once on a :class:`FatalAPIError`.
+    attempts, the time or the deadline run out, saying how long it took, or at once on a
+    :class:`FatalAPIError`.
     """
+    if clock is None:
+        clock, whole = AnswerClock(policy.request_deadline), call
+
+        def call() -> _T:
+            with clock.timing():
+                return whole()
 
     def give_up(state: RetryCallState):
         error = _last_error(state)
-        within = "" if policy.out_of_attempts(state) else f" within {policy.seconds_for(error):g} s"
-        raise APIError(_one_line(scrub(f"{what}: gave up after {state.attempt_number} attempts{within} ({state.outcome.exception()})")))
+        if clock.exhausted:
+            within = f" within the request deadline of {clock.deadline:g} s ({REQUEST_DEADLINE_ENV})"
+        else:
+            within = "" if policy.out_of_attempts(state) else f" within {policy.seconds_for(error):g} s"
+        took = seconds_text(state.seconds_since_start or 0.0)
+        raise APIError(_one_line(scrub(f"{what}: gave up after {state.attempt_number} attempts{within} ({error}); "
+                                       f"{took} s in all")))
 
-    retrying = Retrying(stop=policy.stop(), wait=policy.wait(), retry=retry_if_exception_type(RetryableError),
+    retrying = Retrying(stop=policy.stop(clock), wait=policy.wait(), retry=retry_if_exception_type(RetryableError),
                         retry_error_callback=give_up)
     try:
         return retrying(call)
@@ -497,8 +733,9 @@ def call_with_retries(call: Callable[[], _T], policy: RetryPolicy, what: str, sc
 def vectors_by_index(items: Iterable[tuple[int, object]], n_inputs: int, dim: int) -> np.ndarray:
     """A response's embeddings put back in input order by their ``index``, as a float32
     ``(n_inputs, dim)`` array (``dim`` 0: not known yet, the first vector's length). A response
-    with the wrong count, missing or repeated indices, or vectors of the wrong size, NaN, null or
-    all zeros is a :class:`MalformedResponseError` (tried again at most once; nothing of it is kept)."""
+    with the wrong count, missing or repeated indices, or vectors of the wrong size, of anything
+    but JSON numbers (``true``, ``"0.5"``), NaN, beyond float32, null or all zeros is a
+    :class:`MalformedResponseError` (tried again at most once; nothing of it is kept)."""
     try:
         pairs = [(int(index), embedding) for index, embedding in items]
     except (TypeError, ValueError) as exc:
@@ -514,6 +751,15 @@ def vectors_by_index(items: Iterable[tuple[int, object]], n_inputs: int, dim: in
         return check_vectors(ordered, n_inputs, dim, "the server")
     except InvalidVectorsError as exc:
         raise MalformedResponseError(f"bad response: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One embeddings answer as a provider's ``_request`` gives it: its ``(index, embedding)``
+    pairs in the order they came, and the model it names (None, or not a string: none)."""
+
+    items: Iterable[tuple[int, object]]
+    model: object = None
 
 
 @dataclass(frozen=True)
@@ -535,7 +781,9 @@ class APIEmbedder:
     :func:`~embedeval.embedders.budget.resolve_budget`); ``progress`` shows a bar of the tokens
     sent with the provider's tokens of the last minute. ``key_required=False`` builds it without
     its API key when none is set (a plan, which sends nothing: :attr:`request_key_env` names what
-    the run will need).
+    the run will need). ``facts_store`` (the embedding cache, set by
+    :func:`~embedeval.embedders.registry.load_embedder`) remembers the model its answers name
+    (:meth:`replied_model`).
     """
 
     provider = ""
@@ -575,6 +823,11 @@ class APIEmbedder:
         self.limiter = limiter_for(self.provider, self.base_url, self.budget)
         self.progress = progress
         self.served: str | None = None  # what a server of one's own says it serves (see served_model)
+        self.facts_store = None  # where the model its answers name is remembered (see replied_model)
+        self._replied: str | None = None  # the model this process's answers named (self.model: as asked)
+        self._keyed: str | None = None  # the model the fingerprint named, once read (see replied_model)
+        self._remembered: str | None = None
+        self._reply_lock = threading.Lock()
         self._tokens = None
         self._lock = threading.Lock()
         if options.tokenizer:
@@ -630,7 +883,9 @@ class APIEmbedder:
         request settings and where over-long inputs are cut, and with a tokenizer named in the
         spec its fingerprint. For a server of one's own also its URL and the model it says it
         serves (:meth:`served_model`, asked once): two servers can serve different weights under
-        one name. Never the key; never the provider's own URL (``*_BASE_URL`` may point at a proxy)."""
+        one name. And the model the answers name where it is another than the one asked for
+        (:meth:`replied_model`), so vectors of two models are never mixed. Never the key; never the
+        provider's own URL (``*_BASE_URL`` may point at a proxy)."""
         parts = {"model": self.model, **self.settings(), "cut": self.limits.max_tokens - self.fit_margin}
         if self.options.tokenizer:
             parts["tokenizer"] = self.token_counter.fingerprint[:16]
@@ -638,7 +893,68 @@ class APIEmbedder:
             parts["tokenizer"] = self.provider_tokenizer
         if self.options.own_server:
             parts.update(server=self.base_url, served=self.server_model())
+        if (replied := self.replied_model()) != self.model:
+            parts["replied"] = replied
         return ";".join(f"{k}={v}" for k, v in parts.items())
+
+    def replied_model(self) -> str:
+        """The model this embedder's vectors are keyed as: the one its answers name (this process's
+        first answer; :meth:`check` sends one before any work), else the one they named in an
+        earlier run (remembered in the cache's facts, so a plan, which sends nothing, finds the
+        vectors), else the model asked for. Fixed once read: the cache's keys are made with it."""
+        with self._reply_lock:
+            if self._keyed is None:
+                self._keyed = self._replied or self._remembered_reply() or self.model
+            return self._keyed
+
+    def _facts_key(self) -> bytes:
+        """The key of what the cache's facts remember of this model's answers: provider, model, URL."""
+        return hashlib.sha256(f"api-replied\0{self.provider}\0{self.model}\0{self.base_url}".encode()).digest()
+
+    def _remembered_reply(self) -> str | None:
+        """The model the answers named in an earlier run (the cache's facts), if any."""
+        if self._remembered is None and self.facts_store is not None:
+            facts = self.facts_store.get_facts(self._facts_key()) or {}
+            replied = facts.get("replied") if isinstance(facts, dict) else None
+            self._remembered = replied if isinstance(replied, str) and replied else ""
+        return self._remembered or None
+
+    def _remember_reply(self, served: str) -> None:
+        """Remember that the answers name ``served`` (where it differs from what is remembered)."""
+        if self.facts_store is not None and (self._remembered_reply() or self.model) != served:
+            self.facts_store.put_facts(self._facts_key(), {"replied": served})
+            self._remembered = served
+
+    def _served_name(self, named: object) -> str:
+        """The model an answer names (``named``): the model asked for where it names that (or its
+        ``:latest`` tag, as Ollama does) or none."""
+        if not isinstance(named, str) or not named.strip() or named in (self.model, f"{self.model}:latest"):
+            return self.model
+        return named[:200]
+
+    def _note_reply(self, named: object) -> None:
+        """Check the model an answer names against the one the earlier answers named or the cache's
+        keys were made with (:meth:`replied_model`). The first answer of this process under
+        another name than the one asked for is said once on stderr (both names) and remembered; an
+        answer under yet another name is a :class:`FatalAPIError`, so nothing of it is used or
+        cached: vectors of two models are never mixed under one key."""
+        served = self._served_name(named)
+        with self._reply_lock:
+            known = self._replied or self._keyed
+            if known is not None and served != known:
+                if self._replied is not None:
+                    raise FatalAPIError(f"the server answered as model {known!r} and now answers as {served!r}; vectors of "
+                                        "two models are never mixed under one name, so none of this answer was used")
+                self._remember_reply(served)  # the next run keys its vectors as the served model from the start
+                raise FatalAPIError(f"the server answers as model {served!r}, but this run's cache keys were made for "
+                                    f"{known!r} before its first answer; vectors of two models are never mixed under one "
+                                    "name, so none of it was used: run again")
+            if self._replied is None:
+                self._replied = served
+                self._remember_reply(served)
+                if served != self.model:
+                    print(f"note: {self.name}: the server answers as model {served!r}, not {self.model!r} as asked; its "
+                          f"vectors are cached as {served!r}'s, apart from {self.model!r}'s", file=sys.stderr)
 
     def server_model(self) -> str:
         """What a server of one's own says it serves under this model's name, asked once."""
@@ -757,6 +1073,7 @@ class APIEmbedder:
         request of the provider; this call's own retry waits as :class:`RetryPolicy` says."""
         start = time.monotonic()
         own_pause = 0.0  # the end of the pause this call set: its retry waits by the policy instead
+        clock = AnswerClock(self.policy.request_deadline)  # the request deadline: a budget's wait is not counted
 
         def attempt() -> np.ndarray:
             nonlocal own_pause
@@ -765,16 +1082,19 @@ class APIEmbedder:
                 raise RetryableError(f"the {self.provider} budget admitted no request within the retry time "
                                      f"({self.budget.rpm:,} requests, {self.budget.tpm:,} tokens per {self.budget.period:g} s)")
             try:
-                vectors = vectors_by_index(self._request(payload, kind, **options), len(payload), self.dim)
+                with clock.timing():
+                    reply = self._request(payload, kind, **options)
+                vectors = vectors_by_index(reply.items, len(payload), self.dim)
             except RetryableError as exc:
                 if exc.retry_after:
                     own_pause = self.limiter.pause(min(exc.retry_after, self.policy.max_delay))
                 raise
+            self._note_reply(reply.model)
             with self._lock:
                 self.dim = self.dim or vectors.shape[1]  # a served model's size, from its first answer
             return vectors
 
-        return call_with_retries(attempt, self.policy, f"{self.name} request failed", self.scrub)
+        return call_with_retries(attempt, self.policy, f"{self.name} request failed", self.scrub, clock)
 
     def check(self) -> None:
         """One tiny request, so a bad key or model fails before any real work (and a server of
@@ -783,6 +1103,7 @@ class APIEmbedder:
             self.server_model()
         self.embed([CHECK_TEXT], kind="query")
 
-    def _request(self, texts: list[str], kind: Kind) -> Iterable[tuple[int, object]]:  # pragma: no cover - abstract
-        """One request: the response's ``(index, embedding)`` pairs, in the order they came."""
+    def _request(self, texts: list[str], kind: Kind) -> Reply:  # pragma: no cover - abstract
+        """One request: the response's ``(index, embedding)`` pairs, in the order they came, and the
+        model it names."""
         raise NotImplementedError

@@ -10,8 +10,7 @@ import numpy as np
 from embedeval.embedders.base import Kind, check_texts, l2_normalize
 from embedeval.embedders.budget import Budget
 from embedeval.embedders.http import (
-    APIEmbedder, ConnectionFailedError, MalformedResponseError, ModelLimits, RetryableError, deadline_hooks, refuse_cross_origin_redirect,
-    status_error,
+    APIEmbedder, MalformedResponseError, ModelLimits, Reply, answer_hooks, httpx_errors, refuse_cross_origin_redirect, status_error,
 )
 from embedeval.errors import InputError
 
@@ -34,7 +33,7 @@ class JinaEmbedder(APIEmbedder):
         self.late_chunking = False
         self.truncate = True
         self._client = httpx.Client(timeout=self.timeout, headers={"Authorization": f"Bearer {self._key.value}"}, follow_redirects=True,
-                                    event_hooks=deadline_hooks(self.timeout, {"response": [refuse_cross_origin_redirect]}))
+                                    event_hooks=answer_hooks(self.timeout, {"response": [refuse_cross_origin_redirect]}))
 
     def settings(self) -> dict[str, object]:
         return {**super().settings(), "task": self.task, "late_chunking": self.late_chunking, "truncate": self.truncate}
@@ -64,16 +63,13 @@ class JinaEmbedder(APIEmbedder):
     def _request(self, texts, kind, late_chunking: bool = False):
         body = {"model": self.model, "input": texts, "task": self.task, "late_chunking": late_chunking or self.late_chunking,
                 "truncate": self.truncate}
-        try:
+        with httpx_errors():
             response = self._client.post(f"{self.base_url}/embeddings", json=body)
-        except (httpx.ConnectError, httpx.RemoteProtocolError) as exc:  # refused, unknown host, hung up without an answer
-            raise ConnectionFailedError(f"{type(exc).__name__}: {exc}") from None
-        except httpx.RequestError as exc:  # a timeout, a redirect loop
-            raise RetryableError(f"{type(exc).__name__}: {exc}") from None
         if response.status_code != 200:
             body = self.scrub(response.text)[:200]  # scrub the whole body first: a cut key would survive
             raise status_error(response.status_code, body, self.key_hint, response.headers)
         try:
-            return [(item["index"], item["embedding"]) for item in response.json()["data"]]
-        except (ValueError, KeyError, TypeError) as exc:
+            answer = response.json()
+            return Reply([(item["index"], item["embedding"]) for item in answer["data"]], answer.get("model"))
+        except (AttributeError, ValueError, KeyError, TypeError) as exc:
             raise MalformedResponseError(f"malformed response ({type(exc).__name__}: {exc})") from None

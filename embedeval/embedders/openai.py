@@ -13,7 +13,8 @@ from embedeval.embedders.http import (
     APIKey,
     FatalAPIError,
     ModelLimits,
-    deadline_hooks,
+    Reply,
+    answer_hooks,
     openai_errors,
     refuse_cross_origin_redirect,
 )
@@ -46,7 +47,8 @@ def model_list(answer, url: str) -> list[dict]:
 def openai_client(key: APIKey, base_url: str, own_server: bool, timeout: float):
     """An ``openai`` client for the embedders and the chat model alike: no retries of its own (ours
     are bounded), ``timeout`` seconds per request in all (its own ``timeout`` bounds each read, so the
-    answer is read within :func:`~embedeval.embedders.http.deadline_hooks`; the client keeps its own
+    answer is read within :func:`~embedeval.embedders.http.answer_hooks`, which also caps its size
+    once decompressed; the client keeps its own
     transport, with the environment's proxy and its connection limits), no redirect followed to another origin
     (:func:`~embedeval.embedders.http.refuse_cross_origin_redirect`), and for a server of one's own
     (``own_server``) none of :data:`ACCOUNT_HEADERS`. Without a key no ``Authorization`` header
@@ -57,7 +59,7 @@ def openai_client(key: APIKey, base_url: str, own_server: bool, timeout: float):
     hooks = {"response": [refuse_cross_origin_redirect]}
     if not key.value:  # the client signs with the stand-in key: the header is taken out before it is sent
         hooks["request"] = [lambda request: request.headers.pop("Authorization", None)]
-    http_client = openai.DefaultHttpxClient(event_hooks=deadline_hooks(timeout, hooks))
+    http_client = openai.DefaultHttpxClient(event_hooks=answer_hooks(timeout, hooks))
     return openai.OpenAI(api_key=key.value or "none", base_url=base_url, max_retries=0, timeout=timeout,
                          default_headers=hidden, http_client=http_client)
 
@@ -113,9 +115,12 @@ class OpenAIEmbedder(APIEmbedder):
         raise FatalAPIError(f"the server at {self.base_url} does not serve {self.model!r}; it serves {names}")
 
     def _request(self, texts, kind):
+        """The answer's JSON as it came (the ``openai`` client's objects would read ``true`` or
+        ``"0.5"`` as a float)."""
         with openai_errors(self.key_hint):
-            response = self._client.embeddings.create(model=self.model, input=texts, encoding_format="float")
+            answer = self._client.embeddings.with_raw_response.create(model=self.model, input=texts,
+                                                                      encoding_format="float").http_response.json()
             try:
-                return [(item.index, item.embedding) for item in response.data or ()]
-            except (AttributeError, TypeError) as exc:
-                raise ValueError(f"items without index or embedding ({exc})") from None
+                return Reply([(item["index"], item["embedding"]) for item in answer["data"] or ()], answer.get("model"))
+            except (AttributeError, KeyError, TypeError) as exc:
+                raise ValueError(f"items without index or embedding ({type(exc).__name__}: {exc})") from None

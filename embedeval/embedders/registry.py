@@ -258,7 +258,8 @@ def load_embedder(
     read-only cache, so a run's steps record what they would send and nothing is sent or stored
     (no vectors, token prefixes or model facts); an API model needs no key for it.
     A local model is loaded only when something must be embedded (its facts are remembered in the
-    cache, see :mod:`embedeval.embedders.local`).
+    cache, see :mod:`embedeval.embedders.local`); an API model's answers naming another model than
+    the one asked for are remembered there too (:meth:`~embedeval.embedders.http.APIEmbedder.replied_model`).
 
     >>> model = load_embedder("st:all-MiniLM-L6-v2")      # doctest: +SKIP
     >>> model.embed(["a question"], kind="query").shape   # doctest: +SKIP
@@ -268,8 +269,9 @@ def load_embedder(
     # a plan sends nothing, so an API model is built without its key (the run checks it first)
     embedder = backend.factory(model, key_required=False) if plan and backend.prefix in API_EMBEDDERS else backend.factory(model)
     store = None if cache is False else cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache_dir)
-    if store is not None and isinstance(embedder, SentenceTransformerEmbedder):
-        # Its facts are remembered in the cache, so a run whose vectors are cached never loads the weights.
+    if store is not None and isinstance(embedder, (SentenceTransformerEmbedder, APIEmbedder)):
+        # Its facts are remembered in the cache: a local model's, so a run whose vectors are cached never
+        # loads the weights; an API model's, the model its answers name (its vectors are keyed as that one's).
         embedder.facts_store = ReadOnlyFacts(store) if plan else store
     if isinstance(embedder, APIEmbedder):
         embedder.progress = progress  # a bar of tokens sent and tokens per minute

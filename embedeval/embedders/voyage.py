@@ -10,7 +10,11 @@ from embedeval.embedders.http import (
     ConnectionFailedError,
     MalformedResponseError,
     ModelLimits,
+    Reply,
     RetryableError,
+    attempt_limit,
+    capped,
+    max_answer_bytes_from_env,
     read_within,
     refuse_cross_origin_redirect,
     request_timeout_from_env,
@@ -21,19 +25,29 @@ from embedeval.embedders.http import (
 READ_CHUNK_BYTES = 65536
 
 
-def deadline_adapter(seconds: float):
+def deadline_adapter(seconds: float, max_bytes: int | None = None):
     """A ``requests`` transport adapter whose every answer must arrive in full within ``seconds`` of
-    sending its request (``requests`` has no total timeout: its ``timeout`` bounds each read): it
-    reads the body itself, a socket read at a time (:func:`~embedeval.embedders.http.read_within`),
-    and a body still arriving past the deadline is a :class:`requests.exceptions.ReadTimeout`
-    (the connection is dropped), which the ``voyageai`` client reports as a timeout."""
+    sending its request, or what is left of the request deadline when less
+    (:func:`~embedeval.embedders.http.attempt_limit`, which also lowers the request's own timeout;
+    ``requests`` has no total timeout: its ``timeout`` bounds each read): it reads the body itself, a
+    socket read at a time (:func:`~embedeval.embedders.http.read_within`), and a body still arriving
+    past the deadline is a :class:`requests.exceptions.ReadTimeout` (the connection is dropped),
+    which the ``voyageai`` client reports as a timeout. An answer larger than ``max_bytes`` once
+    decompressed (default :func:`~embedeval.embedders.http.max_answer_bytes_from_env`; ``urllib3``
+    inflates at most a read's worth at a time) is refused
+    (:func:`~embedeval.embedders.http.capped`)."""
     import requests
     import urllib3
 
+    cap = max_answer_bytes_from_env() if max_bytes is None else max_bytes
+
     class DeadlineAdapter(requests.adapters.HTTPAdapter):
-        def send(self, request, stream=False, **kwargs):
-            deadline = time.monotonic() + seconds
-            response = super().send(request, stream=True, **kwargs)
+        def send(self, request, stream=False, timeout=None, **kwargs):
+            limit, why = attempt_limit(seconds)
+            deadline = time.monotonic() + limit
+            if limit < seconds:  # the status line, too, within what is left
+                timeout = limit if timeout is None or isinstance(timeout, tuple) else min(timeout, limit)
+            response = super().send(request, stream=True, timeout=timeout, **kwargs)
             if stream:
                 return response
 
@@ -42,8 +56,8 @@ def deadline_adapter(seconds: float):
                     yield chunk
 
             try:
-                response._content = b"".join(read_within(reads(), deadline, seconds,
-                                                         lambda message: requests.exceptions.ReadTimeout(message, request=request)))
+                body = read_within(reads(), deadline, why, lambda message: requests.exceptions.ReadTimeout(message, request=request))
+                response._content = b"".join(capped(body, cap, request.url))
             except urllib3.exceptions.ReadTimeoutError as exc:
                 response.close()
                 raise requests.exceptions.ReadTimeout(exc, request=request) from None
@@ -118,4 +132,5 @@ class VoyageEmbedder(APIEmbedder):
             raise status_error(exc.http_status, str(exc._message or exc), self.key_hint, exc.headers) from None
         except (AttributeError, KeyError, TypeError, ValueError) as exc:  # the client choked on a malformed body
             raise MalformedResponseError(f"malformed response ({type(exc).__name__}: {exc})") from None
-        return [(item.index, item.embedding) for item in getattr(response, "data", None) or ()]
+        return Reply([(item.index, item.embedding) for item in getattr(response, "data", None) or ()],
+                     getattr(response, "model", None))
