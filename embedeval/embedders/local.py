@@ -152,7 +152,7 @@ def attention_kernels(device: str):
     """The attention kernels a forward pass on ``device`` may use: on CUDA every kernel PyTorch has
     except cuDNN's, which builds a plan for each new input shape and so is slow on texts of many
     lengths (measured on an H200: float16 MiniLM over 4,096 windows of 60-254 random lengths ran at
-    1,610 windows/s on a first pass with it allowed, 8,315 without; ``benchmarks/bench_gpu.py``);
+    2,445 windows/s on a first pass with it allowed, 7,263 without; ``benchmarks/bench_gpu.py``);
     elsewhere PyTorch's own choice, untouched."""
     if not device.startswith("cuda"):
         return contextlib.nullcontext()
