@@ -52,7 +52,7 @@ import pandas as pd
 from embedeval.aggregate import fewest_distractors, main_variant, one_needle
 from embedeval.breaks import BASE_CONFIDENCE, BreakRule, _group_table, _means, _resampled_means
 from embedeval.defaults import DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
-from embedeval.labels import CHUNKED_PREFIX, LATE_CHUNKED_PREFIX, QUESTION, is_blind, scores_chunks
+from embedeval.labels import CHUNKED_PREFIX, LATE_CHUNKED_PREFIX, MODEL_READINGS, QUESTION, is_blind, model_reading_rank, scores_chunks
 from embedeval.metrics import chance_corrected_recall
 
 #: The columns of ``decision.csv``: the issue's, then which series is the best and the groups.
@@ -129,8 +129,10 @@ def _cheapest_key(costs: np.ndarray, pool: list[int]):
 def pick_best(means: np.ndarray, j: int, costs: np.ndarray, names: Sequence) -> int | None:
     """The best series at length ``j`` of ``means`` ((series, lengths) recalls): the highest; of
     equal ones, one no other series dominates (:func:`dominates`), then the cheapest
-    (``costs``: (series, 2) seconds and USD at ``j``), then the first by ``names``. None where no
-    series has a value there."""
+    (``costs``: (series, 2) seconds and USD at ``j``), then the model's own reading before the
+    others (:func:`~embedeval.labels.model_reading_rank`: ``truncate`` first, where the short
+    haystacks every reading sees alike tie), then the first by ``names`` ((embedder, strategy)
+    pairs). None where no series has a value there."""
     column = means[:, j]
     finite = np.isfinite(column)
     if not finite.any():
@@ -140,7 +142,11 @@ def pick_best(means: np.ndarray, j: int, costs: np.ndarray, names: Sequence) -> 
     undominated = [i for i in equal if not any(dominates(means[o], means[i]) for o in range(len(means)) if o != i)]
     pool = undominated or equal
     cost = _cheapest_key(costs, pool)
-    return min(pool, key=lambda i: (cost(i), str(names[i])))
+    def reading(i: int) -> int:
+        rank = model_reading_rank(names[i][1]) if isinstance(names[i], tuple) else None
+        return len(MODEL_READINGS) if rank is None else rank
+
+    return min(pool, key=lambda i: (cost(i), reading(i), str(names[i])))
 
 
 def _interval(values: np.ndarray, enough: bool) -> tuple[float, float]:

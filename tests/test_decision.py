@@ -343,3 +343,13 @@ def test_a_scripted_api_server_priced(monkeypatch, tmp_path, books_dir):
     report = (out / "report.md").read_text(encoding="utf-8")
     assert len(_sentences(report)) == 2 and report.index("## Which to use") < report.index("> **With ")
     assert math.isclose(json.loads((out / "config.json").read_text())["prices"][spec], 0.02)
+
+
+def test_readings_that_tie_at_equal_cost_recommend_the_models_own_reading():
+    """Short haystacks every reading sees alike tie; the best named is the model's own reading
+    (``truncate``), not the first name in the alphabet (``chunks-max@128``)."""
+    ranks = {128: [[1, 3, 9], [2, 8, 1]], 256: [[4, 12, 1], [1, 1, 7]]}
+    same = {("m", "chunks-max@128"): ranks, ("m", "truncate"): ranks, ("m", "extend-gp@1026"): ranks}
+    table = decision_table(_ranks(same), n_resamples=50)
+    assert table.loc[table["best"], "strategy"].tolist() == ["truncate", "truncate"]
+    assert table["tied_with_best"].all() and (table["diff_to_best"] == 0).all()
