@@ -183,6 +183,17 @@ def test_an_invisible_character_hides_no_shared_word_and_is_refused_with_one_lin
         f"onehop needle holds an invisible character {code} ({name}), which a tokenizer drops: write the text without it"]
 
 
+@pytest.mark.parametrize("spelling, plain", [("Swe\u00adden", "Sweden"), ("Swe\u200bden", "Sweden"), ("Swe\u2060den", "Sweden"),
+                                             ("Swe\ufeffden", "Sweden"), ("Swe\x07den", "Sweden"), ("CAFÉ", "cafe"), ("Zürich", "zurich")])
+def test_spellings_the_reference_tokenizer_reads_alike_are_one_word(spelling, plain):
+    from embedeval.embedders.tokens import load_token_counter
+    from embedeval.text import words
+
+    tokenizer = load_token_counter().tokenizer  # all-MiniLM-L6-v2's: it drops these characters and accents
+    assert tokenizer.tokenize(spelling) == tokenizer.tokenize(plain)
+    assert words(spelling) == words(plain)
+
+
 def test_invisible_characters_are_refused_in_the_question_and_keyword_too():
     group = one_group("Which character has been to Nor\u200bway?", "Yuki climbed a fjord.", keyword="Nor\u200bway")
     assert problems_of(group) == [
