@@ -25,7 +25,7 @@ from embedeval.needles.model import (
     raw_questions,
 )
 from embedeval.needles.nolima import convert_nolima, is_nolima_schema
-from embedeval.text import describe_invisible, lexical_overlap, mixed_script_words, words
+from embedeval.text import describe_invisible, lexical_overlap, mixed_script_words, same_words
 
 
 def group_problems(raw: object, index: int) -> tuple[str, list[str]]:
@@ -91,7 +91,7 @@ def group_problems(raw: object, index: int) -> tuple[str, list[str]]:
                 if shared:
                     where = "the question" if form == QUESTION else f"the {form} question"
                     reasons.append(f"{variant} needle shares content words with {where}: {', '.join(shared)}")
-    if all(non_empty_string(needles.get(v)) for v in ("onehop", "inverted")) and words(needles["inverted"]) == words(needles["onehop"]):
+    if all(non_empty_string(needles.get(v)) for v in ("onehop", "inverted")) and same_words(needles["inverted"], needles["onehop"]):
         reasons.append("inverted needle is the onehop needle word for word: it must say the same fact in another order")
     if "keyword" in raw and not contains_word(questions[QUESTION], raw["keyword"]):
         reasons.append(f"question does not contain its keyword {raw['keyword']!r}")
