@@ -81,7 +81,8 @@ def _paragraph_sentences(paragraph: str) -> list[str]:
 #: holds content words (fire, mill, fifty, back, find, call, system, bill, ...): a one-hop needle
 #: repeating one of those repeats its question's topic. Words are normalised (:func:`normalise`),
 #: so the list is casefolded and unaccented; contractions are read as their first word (``isn't``
-#: -> ``is``, ``she'd`` -> ``she``, :func:`words`).
+#: -> ``is``, ``she'd`` -> ``she``, :func:`words`), and a possessive ``s`` written apart
+#: (``Yuki 's``) is no word either.
 FUNCTION_WORDS: frozenset[str] = frozenset("""
     a an the this that these those some any each every either neither no none all both half such another other
     few many much more most several enough less least
@@ -98,7 +99,7 @@ FUNCTION_WORDS: frozenset[str] = frozenset("""
     and or but nor so yet if because although though while whilst whereas unless lest than then once
     not there here thus hence therefore moreover furthermore nevertheless nonetheless meanwhile otherwise also too
     very quite rather else
-    character characters
+    character characters s
 """.split())
 #: Code points a tokenizer drops without a trace (BERT's WordPiece cleans control and format
 #: characters away, so MiniLM reads "Swe\u00adden" as "sweden"): Unicode's default-ignorable code
@@ -219,9 +220,10 @@ class WordIndex:
 
 
 #: UTS #39's augmented script sets: Han goes with Japanese, Korean and Bopomofo writing; kana
-#: with Japanese, Hangul with Korean (so 東京の is one script, a Cyrillic е in Swеden is not).
+#: with Japanese, Hangul with Korean (so 東京の is one script, a Cyrillic е in Swеden is not), and
+#: Latin with each of the three, as UTS #39's highly restrictive level allows (Tシャツ).
 _AUGMENTED = {"Hani": {"Hani", "Jpan", "Kore", "Hanb"}, "Hira": {"Hira", "Jpan"}, "Kana": {"Kana", "Jpan"},
-              "Hang": {"Hang", "Kore"}, "Bopo": {"Bopo", "Hanb"}}
+              "Hang": {"Hang", "Kore"}, "Bopo": {"Bopo", "Hanb"}, "Latn": {"Latn", "Jpan", "Kore", "Hanb"}}
 #: Scripts of characters used with any script (digits, punctuation, combining marks).
 _ANY_SCRIPT = frozenset({"Zyyy", "Zinh", "Zzzz"})
 
@@ -235,12 +237,14 @@ def _scripts(char: str) -> frozenset[str]:
 
 
 def mixed_script_words(text: str) -> list[tuple[str, list[str]]]:
-    """The words of ``text`` (as written, NFKC, invisible characters removed) whose letters belong
-    to no one script (UTS #39's resolved script set is empty), each with its scripts' names: a
+    """The words of ``text`` (as written, invisible characters removed) whose letters belong to no
+    one script (UTS #39's resolved script set is empty), each with its scripts' names: a
     look-alike letter of another script (``Swеden`` with a Cyrillic ``е``) hides the word it
     imitates from every word comparison, while a tokenizer may still read it close to the word.
-    Script data: :mod:`fontTools.unicodedata` (Unicode's ``ScriptExtensions.txt``)."""
-    text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text)).translate(_APOSTROPHES)
+    Script data: :mod:`fontTools.unicodedata` (Unicode's ``ScriptExtensions.txt``). Read before
+    NFKC: compatibility characters (the micro sign of ``5µm``, mathematical letters) belong to no
+    script, and :func:`normalise` folds them for every comparison."""
+    text = _INVISIBLE.sub("", text).translate(_APOSTROPHES)
     mixed = []
     for word in _WORD.findall(text):
         resolved: frozenset[str] | None = None
@@ -250,8 +254,7 @@ def mixed_script_words(text: str) -> list[tuple[str, list[str]]]:
                 continue
             resolved = scripts if resolved is None else resolved & scripts
         if resolved is not None and not resolved:
-            names = {unicode_scripts.script_name(s) for c in word for s in unicode_scripts.script_extension(c)
-                     if s not in _ANY_SCRIPT}
+            names = {unicode_scripts.script_name(unicode_scripts.script(c)) for c in word} - {"Common", "Inherited", "Unknown"}
             mixed.append((word, sorted(names)))
     return mixed
 

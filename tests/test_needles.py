@@ -212,11 +212,13 @@ def test_a_word_mixing_scripts_is_refused_as_a_homoglyph():
         "onehop needle's word 'Sw\u0435den' mixes scripts (Cyrillic, Latin): a look-alike letter hides the word it imitates"]
     assert problems_of(one_group("Which character has been to Moscow?", "Yuki lived near Red Square, in Москва.")) == []
     assert problems_of(one_group("Which character has been to Tokyo?", "Yuki bought a book in 東京の本屋.")) == []
+    assert problems_of(one_group("Which character dresses casually?", "Yuki wore a Tシャツ to a 5µm lecture.")) == []
 
 
 @pytest.mark.parametrize("question, needle, shared", [
     ("Which character's sister is a doctor?", "Yuki's brother treats patients.", []),
     ("Which character’s sister is a doctor?", "Yuki’s brother treats patients.", []),  # curly apostrophes
+    ("Which character 's sister is a doctor?", "Yuki 's brother treats patients.", []),  # written apart
     ("Which character is rich?", "Yuki grew up in Zürich.", []),
     ("Which character runs a café?", "Yuki opened a cafe downtown.", ["cafe"]),
     ("Which character runs a cafe?", "Yuki opened a CAFÉ downtown.", ["cafe"]),
