@@ -422,7 +422,9 @@ def test_every_draft_is_checked_on_its_own_words_and_against_the_whole_corpus(th
                    "In the old town, bread is sold by Tomas from his bake\u00adry.")
     same = group("Which character baked for a party?", "Omar", "party", "Omar stirred the butter into the flour for the Sunday lunch.",
                  "Omar stirred the butter into the flour for the Sunday lunch!")
-    drafts = [first, twin, named, fire, hidden, same]
+    again = group("Which character cooked lunch at noon?", "YÜKI", "noon", "YÜKI stirred the onions with garlic until the sauce thickened.",
+                  "Until the sauce thickened, the onions were stirred with garlic by YÜKI.")  # first's character, spelt otherwise
+    drafts = [first, twin, named, fire, hidden, same, again]
     chat.script.chat_replies = [json.dumps({"groups": drafts})]
     out = tmp_path / "needles.json"
     result = draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", str(len(drafts)), "--attempts", "1")
@@ -448,3 +450,4 @@ def test_every_draft_is_checked_on_its_own_words_and_against_the_whole_corpus(th
                                    "write the text without it")
     assert "onehop needle shares content words with the question: bakery" in reasons["Tomas"]
     assert reasons["Omar"] == ["inverted needle is the onehop needle word for word: it must say the same fact in another order"]
+    assert reasons["YÜKI"] == [f"character 'yuki' is already used by group {kept['id']}"]

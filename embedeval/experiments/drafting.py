@@ -293,6 +293,12 @@ def _names(group: dict) -> set[str]:
     return {str(n).lower() for n in names if isinstance(n, str)}
 
 
+def _name_keys(group: dict) -> set[str]:
+    """The group's character names as the checks compare words (:func:`~embedeval.text.words`):
+    ``Yüki`` and ``YUKI`` are the name ``yuki``."""
+    return {" ".join(words(name)) for name in _names(group)} - {""}
+
+
 def _draft_text(raw) -> str:
     """A drafted group as the redraft prompt quotes it (without embedeval's own fields)."""
     if not isinstance(raw, dict):
@@ -323,7 +329,7 @@ class DraftChecker:
         rejected one). ``accepted``: the groups accepted before (their ids, characters and needles
         are not to be repeated); it is not changed."""
         kept_ids = {g["id"] for g in accepted}
-        kept_names = {n: g["id"] for g in accepted for n in _names(g)}
+        kept_names = {n: g["id"] for g in accepted for n in _name_keys(g)}
         candidates, rejected = [], []
         for index, raw in enumerate(raws):
             group, reasons = self._structure(raw, index, theme, kept_ids, kept_names)
@@ -332,7 +338,7 @@ class DraftChecker:
                 continue
             candidates.append((raw, group))
             kept_ids.add(group["id"])
-            kept_names.update({n: group["id"] for n in _names(group)})
+            kept_names.update({n: group["id"] for n in _name_keys(group)})
         if not candidates:
             return [], rejected
         needle_set = parse_needle_set({"name": "drafts", "groups": [g for _, g in candidates]}, "<drafts>")
@@ -364,7 +370,7 @@ class DraftChecker:
                     for v in DEFAULT_VARIANTS if v not in needles and needles]
         if "keyword" not in raw:
             reasons.append("missing field 'keyword' (the absence check looks for it in the corpus)")
-        taken = sorted(n for n in _names(group) if n in kept_names)
+        taken = sorted(n for n in _name_keys(group) if n in kept_names)
         if taken:
             reasons.append(f"character {taken[0]!r} is already used by group {kept_names[taken[0]]}")
         return group, list(dict.fromkeys(reasons))
