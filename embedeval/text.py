@@ -1,13 +1,20 @@
-"""Plain-text helpers: sentence splitting (haystack building, corpus chunking) and the lexical
-overlap of two texts by content-word lemmas (needle validation, pair files)."""
+"""Plain-text helpers: sentence splitting (haystack building, corpus chunking), and the words of a
+text as every needle check compares them (:func:`normalise`, :func:`words`): the lexical overlap
+of two texts by content-word lemmas (needle validation, pair files), whole-word search (a keyword
+in its question, a character in its needle, a name or keyword anywhere in a corpus) and the
+refusal of invisible characters and mixed-script words."""
 
 from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
+import regex
+from fontTools import unicodedata as unicode_scripts
 from lemminflect import getAllLemmas, getAllLemmasOOV
 
 from syntok.segmenter import segment as _syntok_segment
@@ -67,9 +74,195 @@ def _paragraph_sentences(paragraph: str) -> list[str]:
 
 
 
-_WORD = re.compile(r"[a-z0-9]+")
+#: Function words only (articles, determiners and quantifiers, pronouns, auxiliaries and modals,
+#: prepositions, conjunctions, question words, negation, pro-forms, conjunctive and degree adverbs)
+#: and the question frame ``character(s)``: words a question and its needle may share without
+#: sharing what either is about. Not scikit-learn's English list (:func:`stop_words`), which also
+#: holds content words (fire, mill, fifty, back, find, call, system, bill, ...): a one-hop needle
+#: repeating one of those repeats its question's topic. Words are normalised (:func:`normalise`),
+#: so the list is casefolded and unaccented; contractions are read as their first word (``isn't``
+#: -> ``is``, ``she'd`` -> ``she``, :func:`words`), and a possessive ``s`` written apart
+#: (``Yuki 's``) is no word either.
+FUNCTION_WORDS: frozenset[str] = frozenset("""
+    a an the this that these those some any each every either neither no none all both half such another other
+    few many much more most several enough less least
+    i me my mine myself you your yours yourself yourselves he him his himself she her hers herself it its itself
+    we us our ours ourselves they them their theirs themselves one's oneself
+    someone somebody something anyone anybody anything everyone everybody everything nobody nothing noone
+    who whom whose which what where when why how whoever whomever whatever whichever wherever whenever however whether
+    be am is are was were been being have has had having do does did doing
+    will would shall should can could may might must ought
+    about above across after against along alongside amid amidst among amongst around as at atop before behind below
+    beneath beside besides between beyond by despite down during except for from in inside into of off on onto out
+    outside over per since through throughout till to toward towards under underneath unlike until unto up upon via
+    with within without
+    and or but nor so yet if because although though while whilst whereas unless lest than then once
+    not there here thus hence therefore moreover furthermore nevertheless nonetheless meanwhile otherwise also too
+    very quite rather else
+    character characters s
+""".split())
+#: Code points a tokenizer drops without a trace (BERT's WordPiece cleans control and format
+#: characters away, so MiniLM reads "Swe\u00adden" as "sweden"): Unicode's default-ignorable code
+#: points (soft hyphen, zero-width space and joiners, word joiner, bidi controls, variation
+#: selectors, BOM, ...), every other format character and the control characters that are no
+#: whitespace.
+_INVISIBLE = regex.compile(r"[\p{Default_Ignorable_Code_Point}\p{Cf}\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")
+#: Apostrophes written otherwise (right single quotation mark, modifier letter apostrophe).
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u02bc": "'"})
+#: A word: letters, marks and digits of any script, with its apostrophe parts (``yuki's``, ``isn't``).
+_WORD = regex.compile(r"[\p{L}\p{M}\p{N}]+(?:'[\p{L}\p{M}\p{N}]+)*")
+#: What follows the apostrophe of a contraction or a possessive: the word before it is kept, the
+#: ending is dropped (a possessive ``'s`` is no word; ``'ve``, ``'re``, ``'ll``, ``'d``, ``'m``,
+#: ``n't`` are function words).
+_CONTRACTION_ENDINGS = frozenset({"s", "ve", "re", "ll", "d", "m"})
+#: Negations whose first word is not what is left before ``n't``.
+_NEGATED = {"ca": "can", "wo": "will", "sha": "shall", "ai": "is"}
 #: Parts of speech tried for a word lemminflect's dictionary does not know (its rules need one).
 _OOV_POS: tuple[str, ...] = ("NOUN", "VERB")
+
+
+def normalise(text: str) -> str:
+    """``text`` as every check compares it: NFKC (ligatures, full-width and compatibility forms
+    folded), invisible characters removed (:data:`_INVISIBLE`: what a tokenizer drops),
+    casefolded (``Straße`` -> ``strasse``), accents stripped (combining marks removed after NFD, as
+    BERT's uncased tokenizers do: ``café`` -> ``cafe``, ``Zürich`` -> ``zurich``), NFKC again, and
+    apostrophes written as ``'``."""
+    text = _INVISIBLE.sub("", unicodedata.normalize("NFKC", text)).casefold()
+    text = "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) != "Mn")
+    return unicodedata.normalize("NFKC", text).translate(_APOSTROPHES)
+
+
+def invisible_characters(text: str) -> list[str]:
+    """The invisible characters of ``text`` (those :func:`normalise` removes), in order."""
+    return _INVISIBLE.findall(text)
+
+
+def describe_invisible(text: str, what: str) -> str | None:
+    """One line saying that ``what`` (``"the question"``) holds an invisible character, naming the
+    first one by code point and name; None when it holds none."""
+    found = invisible_characters(text)
+    if not found:
+        return None
+    first = found[0]
+    name = unicodedata.name(first, "unassigned")
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return f"{what} holds an invisible character U+{ord(first):04X} ({name}){more}, which a tokenizer drops: write the text without it"
+
+
+def words(text: str) -> list[str]:
+    """The words of ``text`` as the checks compare them, in order (repeats kept): :func:`normalise`,
+    then runs of letters, marks and digits of any script (``москва``, ``zurich`` whole: no word is
+    cut where an accent or another script was); a hyphen or any other punctuation ends a word.
+    A possessive is its word (``yuki's`` -> ``yuki``, never a word ``s``) and a contraction its
+    first word (``isn't`` -> ``is``, ``won't`` -> ``will``, ``she'd`` -> ``she``); any other
+    apostrophe splits (``o'brien`` -> ``o``, ``brien``)."""
+    found = []
+    for word in _WORD.findall(normalise(text)):
+        base, *rest = word.split("'")
+        if not rest:
+            found.append(base)
+        elif len(rest) == 1 and rest[0] in _CONTRACTION_ENDINGS:
+            found.append(base)
+        elif rest == ["t"] and base.endswith("n") and len(base) > 1:
+            found.append(_NEGATED.get(base[:-1], base[:-1]))
+        else:
+            found += [base, *rest]
+    return found
+
+
+def content_words(text: str) -> list[str]:
+    """The :func:`words` of ``text`` that are not :data:`FUNCTION_WORDS`, in order of first
+    appearance, each once."""
+    return list(dict.fromkeys(w for w in words(text) if w not in FUNCTION_WORDS))
+
+
+def holds_words(text_words: Sequence[str], phrase_words: Sequence[str]) -> bool:
+    """Whether ``phrase_words`` occur in ``text_words`` one after the other (both :func:`words`):
+    a name or keyword found as whole words, never inside another word."""
+    n = len(phrase_words)
+    if not n:
+        return False
+    first = phrase_words[0]
+    return any(text_words[i: i + n] == list(phrase_words) for i, w in enumerate(text_words) if w == first)
+
+
+def contains_words(text: str, phrase: str) -> bool:
+    """Whether ``phrase`` occurs in ``text`` as whole words after normalisation (:func:`words`):
+    ``café`` is in "a cafe", ``rich`` is not in "Zürich", ``Yuki`` is in "Yuki's"."""
+    return holds_words(words(text), words(phrase))
+
+
+class WordIndex:
+    """Where each word (:func:`words`) occurs among many texts (a corpus's chunks): the texts
+    holding a phrase as whole words are found without reading every text again."""
+
+    def __init__(self, texts: Iterable[str]):
+        self._texts = list(texts)
+        self._postings: dict[str, list[int]] = {}
+        for i, text in enumerate(self._texts):
+            for word in set(words(text)):
+                self._postings.setdefault(word, []).append(i)
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+    def holding(self, phrase: str) -> list[int]:
+        """The indexes (in order) of the texts that hold ``phrase`` as whole words."""
+        wanted = words(phrase)
+        if not wanted:
+            return []
+        candidates = set(self._postings.get(wanted[0], ()))
+        for word in wanted[1:]:
+            candidates &= set(self._postings.get(word, ()))
+        if len(wanted) == 1:
+            return sorted(candidates)
+        return [i for i in sorted(candidates) if holds_words(words(self._texts[i]), wanted)]
+
+
+#: UTS #39's augmented script sets: Han goes with Japanese, Korean and Bopomofo writing; kana
+#: with Japanese, Hangul with Korean (so 東京の is one script, a Cyrillic е in Swеden is not), and
+#: Latin with each of the three, as UTS #39's highly restrictive level allows (Tシャツ).
+_AUGMENTED = {"Hani": {"Hani", "Jpan", "Kore", "Hanb"}, "Hira": {"Hira", "Jpan"}, "Kana": {"Kana", "Jpan"},
+              "Hang": {"Hang", "Kore"}, "Bopo": {"Bopo", "Hanb"}, "Latn": {"Latn", "Jpan", "Kore", "Hanb"}}
+#: Scripts of characters used with any script (digits, punctuation, combining marks).
+_ANY_SCRIPT = frozenset({"Zyyy", "Zinh", "Zzzz"})
+
+
+@lru_cache(maxsize=4096)
+def _scripts(char: str) -> frozenset[str]:
+    found: set[str] = set()
+    for script in unicode_scripts.script_extension(char):
+        found |= _AUGMENTED.get(script, {script})
+    return frozenset(found)
+
+
+def mixed_script_words(text: str) -> list[tuple[str, list[str]]]:
+    """The words of ``text`` (as written, invisible characters removed) whose letters belong to no
+    one script (UTS #39's resolved script set is empty), each with its scripts' names: a
+    look-alike letter of another script (``Swеden`` with a Cyrillic ``е``) hides the word it
+    imitates from every word comparison, while a tokenizer may still read it close to the word.
+    Script data: :mod:`fontTools.unicodedata` (Unicode's ``ScriptExtensions.txt``). Read before
+    NFKC: compatibility characters (the micro sign of ``5µm``, mathematical letters) belong to no
+    script, and :func:`normalise` folds them for every comparison."""
+    text = _INVISIBLE.sub("", text).translate(_APOSTROPHES)
+    mixed = []
+    for word in _WORD.findall(text):
+        resolved: frozenset[str] | None = None
+        for char in word:
+            scripts = _scripts(char)
+            if scripts & _ANY_SCRIPT:
+                continue
+            resolved = scripts if resolved is None else resolved & scripts
+        if resolved is not None and not resolved:
+            names = {unicode_scripts.script_name(unicode_scripts.script(c)) for c in word} - {"Common", "Inherited", "Unknown"}
+            mixed.append((word, sorted(names)))
+    return mixed
+
+
+def same_words(a: str, b: str) -> bool:
+    """Whether two texts are the same words in the same order (:func:`words`): case, accents,
+    punctuation and spacing aside."""
+    return words(a) == words(b)
 
 
 @lru_cache(maxsize=65536)
@@ -90,17 +283,12 @@ def lemmas(word: str) -> frozenset[str]:
 
 @lru_cache(maxsize=1)
 def stop_words() -> frozenset[str]:
-    """scikit-learn's English stop words (imported when first needed: scikit-learn takes a while)."""
+    """scikit-learn's English stop words (imported when first needed: scikit-learn takes a while):
+    what theme terms (:func:`topic_terms`) leave out. A topic's name can do without fire or back;
+    the overlap check cannot (:data:`FUNCTION_WORDS`)."""
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
     return frozenset(ENGLISH_STOP_WORDS)
-
-
-def content_words(text: str) -> list[str]:
-    """The lowercased word tokens (``[a-z0-9]+``) of ``text`` that are not English stop words
-    (scikit-learn's list), in order of first appearance, each once."""
-    words = (w for w in _WORD.findall(text.lower()) if w not in stop_words())
-    return list(dict.fromkeys(words))
 
 
 #: A word with its apostrophe parts (``don't``, ``they’ve``, ``Graham's``), letters only.

@@ -230,6 +230,20 @@ def test_absence_lists_each_distinct_question_once(needle_set, tmp_path):
     assert by_pairs["contains_keyword"].isna().all() and by_pairs["contains_character"].isna().all()
 
 
+def test_absence_flags_compare_words_as_the_needle_checks_do():
+    """Issue 44: a keyword or name is found whatever its case, accents or invisible characters,
+    and only as whole words ("rich" is not in "Zürich")."""
+    groups = [{"id": "cafe", "category": "t", "question": "Which character runs a cafe?", "character": "Yuki", "keyword": "cafe",
+               "needles": {"onehop": "Yuki pours espresso at dawn."}},
+              {"id": "rich", "category": "t", "question": "Which character is rich?", "character": "Ines", "keyword": "rich",
+               "needles": {"onehop": "Ines inherited a vineyard."}}]
+    chunks = [Chunk("c0", "b", "YÜKI's CAF\u00adÉ opened."), Chunk("c1", "b", "Snow fell on Zürich and Inesville.")]
+    table = answer_absence(parse_needle_set({"name": "n", "groups": groups}), chunks, CountingEmbedder(), top=2, index="faiss")
+    flags = {(row.keyword, row.chunk_id): (row.contains_keyword, row.contains_character) for row in table.itertuples()}
+    assert flags == {("cafe", "c0"): (True, True), ("cafe", "c1"): (False, False),
+                     ("rich", "c0"): (False, True), ("rich", "c1"): (False, False)}
+
+
 def test_needle_haystack_prints_the_mean_per_topic_and_leaves_std_empty_with_one_embedder(tmp_path):
     """Issue 38, part 3: the command printed only "wrote 4 rows", and std was NaN with one embedder."""
     books = tmp_path / "books"

@@ -401,3 +401,53 @@ def test_the_scripted_servers_help_says_a_resumable_draft_needs_a_fixed_port():
     shown = subprocess.run([sys.executable, str(EXAMPLES / "scripted_chat.py"), "--help"], capture_output=True, text=True,
                            timeout=60, check=True).stdout
     assert "a draft that is to be resumed needs a fixed port" in " ".join(shown.split()), shown
+
+
+# --- issue 44: checks that spelling cannot fool (section 1) over the whole corpus (section 2) -----
+
+def no_nan(constant):
+    raise ValueError(f"{constant} in the needle set: not valid JSON")
+
+
+def test_every_draft_is_checked_on_its_own_words_and_against_the_whole_corpus(themes_run, chat, tmp_path):
+    cooking = theme_of(themes_run, "cooking")
+    first = group("Which character made supper with dough?", "Yuki", "supper", GOOD["needles"]["onehop"], GOOD["needles"]["inverted"])
+    twin = group("Which  character made\tsupper with dough?", "Noor", "dough",  # the same question, spaced otherwise
+                 REDRAFT["needles"]["onehop"], REDRAFT["needles"]["inverted"])
+    named = group("Which character cooked for a crowd?", "Saturn", "crowd",  # "the rings of Saturn": astronomy, not in the top 10
+                  "Saturn seasoned a rich beef stew in a cast iron pan.", "In a cast iron pan, a rich beef stew was seasoned by Saturn.")
+    fire = group("Which character survived a fire?", "Ines", "survived", "Ines barely escaped when the fire swept through her kitchen.",
+                 "When the fire swept through her kitchen, Ines barely escaped.")
+    hidden = group("Which character owns a bakery?", "Tomas", "bakery", "Tomas sells bread from his bake\u00adry in the old town.",
+                   "In the old town, bread is sold by Tomas from his bake\u00adry.")
+    same = group("Which character baked for a party?", "Omar", "party", "Omar stirred the butter into the flour for the Sunday lunch.",
+                 "Omar stirred the butter into the flour for the Sunday lunch!")
+    again = group("Which character cooked lunch at noon?", "YÜKI", "noon", "YÜKI stirred the onions with garlic until the sauce thickened.",
+                  "Until the sauce thickened, the onions were stirred with garlic by YÜKI.")  # first's character, spelt otherwise
+    drafts = [first, twin, named, fire, hidden, same, again]
+    chat.script.chat_replies = [json.dumps({"groups": drafts})]
+    out = tmp_path / "needles.json"
+    result = draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", str(len(drafts)), "--attempts", "1")
+    assert result.exit_code == 0, result.output
+    assert f"theme {cooking}: 1 of {len(drafts)} groups accepted, {len(drafts) - 1} draft(s) rejected" in result.output
+
+    data = json.loads(out.read_text(), parse_constant=no_nan)  # valid JSON: no NaN written
+    (kept,) = data["groups"]
+    assert kept["character"] == "Yuki" and 0 < kept["checks"]["absence"]["top_similarity"] < 1
+    assert kept["checks"]["absence"]["corpus_chunks"] == {}
+    rejected = pd.read_csv(tmp_path / "needles.rejected.csv", keep_default_na=False)
+    reason = dict(zip(rejected["character"], rejected["reason"]))
+    reasons = {name: text.split("; ") for name, text in reason.items()}
+    assert any(r.startswith("the corpus may already answer it: chunk cooking:") and r.endswith("holds its keyword 'dough'")
+               for r in reasons["Noor"]), reason["Noor"]
+    assert f"asks the question of group {kept['id']}: two groups asking one question are duplicates" in reasons["Noor"]
+    (saturn,) = [r for r in reasons["Saturn"] if r.startswith("the corpus may already answer it")]
+    assert re.fullmatch(r"the corpus may already answer it: chunk astronomy:\d+ holds its character name 'Saturn' \(outside the "
+                        r"question's top 10: \d+ of the corpus's \d+ chunks hold it\)", saturn), saturn
+    assert reasons["Ines"] == ["onehop needle shares content words with the question: fire",
+                               "inverted needle shares content words with the question: fire"]
+    assert reasons["Tomas"][0] == ("onehop needle holds an invisible character U+00AD (SOFT HYPHEN), which a tokenizer drops: "
+                                   "write the text without it")
+    assert "onehop needle shares content words with the question: bakery" in reasons["Tomas"]
+    assert reasons["Omar"] == ["inverted needle is the onehop needle word for word: it must say the same fact in another order"]
+    assert reasons["YÜKI"] == [f"character 'yuki' is already used by group {kept['id']}"]

@@ -137,3 +137,106 @@ def test_malformed_json_is_one_line(tmp_path):
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: needle set {path} is invalid: group -: not valid JSON")
+
+
+# --- issue 44, section 1: the overlap check reads words as the model reads them -----------------
+
+def one_group(question, onehop, inverted=None, **fields):
+    """A group of our format with the given question and needles (character Yuki, keyword none)."""
+    needles = {"onehop": onehop, **({"inverted": inverted} if inverted is not None else {})}
+    return {"id": "g1", "category": "test", "question": question, "character": "Yuki", "needles": needles, **fields}
+
+
+def problems_of(group) -> list[str]:
+    from embedeval.needles import group_problems
+
+    return group_problems(group, 0)[1]
+
+
+@pytest.mark.parametrize("word", ["fire", "mill", "fifty", "back", "find", "call", "system", "bill"])
+def test_content_words_on_scikit_learns_stop_list_are_compared(word):
+    assert word in ENGLISH_STOP_WORDS  # why they were dropped before
+    assert lexical_overlap(f"Which character remembers the {word}?", f"Yuki never forgot that {word}.") == [word]
+
+
+def test_a_shared_fire_is_refused_by_needles_check(tmp_path):
+    group = one_group("Which character survived a fire?", "Yuki barely escaped when the fire swept through her street.")
+    assert problems_of(group) == ["onehop needle shares content words with the question: fire"]
+    path = tmp_path / "fire.json"
+    path.write_text(json.dumps({"name": "fire", "groups": [group]}))
+    result = CliRunner().invoke(app, ["needles", "check", str(path)])
+    assert result.exit_code == 1 and f"{path}: group g1: onehop needle shares content words with the question: fire" in result.output
+
+
+def test_function_words_and_the_question_frame_are_not_content_words():
+    assert lexical_overlap("Which of the characters would have been with them?",
+                           "They could not have been with her, and yet they were there.") == []
+    assert lexical_overlap("Whose character's cat is it?", "It is his own, isn't it? She'd say so.") == []
+
+
+@pytest.mark.parametrize("invisible, name", [("\u00ad", "SOFT HYPHEN"), ("\u200b", "ZERO WIDTH SPACE"), ("\u2060", "WORD JOINER")])
+def test_an_invisible_character_hides_no_shared_word_and_is_refused_with_one_line(invisible, name):
+    needle = f"Yuki grew up in Swe{invisible}den."
+    assert lexical_overlap("Which character has been to Sweden?", needle) == ["sweden"]
+    code = f"U+{ord(invisible):04X}"
+    assert problems_of(one_group("Which character has been to Norway?", needle)) == [
+        f"onehop needle holds an invisible character {code} ({name}), which a tokenizer drops: write the text without it"]
+
+
+@pytest.mark.parametrize("spelling, plain", [("Swe\u00adden", "Sweden"), ("Swe\u200bden", "Sweden"), ("Swe\u2060den", "Sweden"),
+                                             ("Swe\ufeffden", "Sweden"), ("Swe\x07den", "Sweden"), ("CAFÉ", "cafe"), ("Zürich", "zurich")])
+def test_spellings_the_reference_tokenizer_reads_alike_are_one_word(spelling, plain):
+    from embedeval.embedders.tokens import load_token_counter
+    from embedeval.text import words
+
+    tokenizer = load_token_counter().tokenizer  # all-MiniLM-L6-v2's: it drops these characters and accents
+    assert tokenizer.tokenize(spelling) == tokenizer.tokenize(plain)
+    assert words(spelling) == words(plain)
+
+
+def test_invisible_characters_are_refused_in_the_question_and_keyword_too():
+    group = one_group("Which character has been to Nor\u200bway?", "Yuki climbed a fjord.", keyword="Nor\u200bway")
+    assert problems_of(group) == [
+        "the question holds an invisible character U+200B (ZERO WIDTH SPACE), which a tokenizer drops: write the text without it",
+        "the keyword holds an invisible character U+200B (ZERO WIDTH SPACE), which a tokenizer drops: write the text without it"]
+
+
+def test_words_of_any_script_are_compared():
+    assert lexical_overlap("Which character has lived in Москва?", "Yuki spent ten winters in Москва.") == ["москва"]
+    assert lexical_overlap("Which character has been to Αθήνα?", "Yuki loved the light of αθηνα.") == ["αθηνα"]
+
+
+def test_a_word_mixing_scripts_is_refused_as_a_homoglyph():
+    needle = "Yuki grew up in Sw\u0435den."  # a Cyrillic е among Latin letters
+    assert problems_of(one_group("Which character has been to Sweden?", needle)) == [
+        "onehop needle's word 'Sw\u0435den' mixes scripts (Cyrillic, Latin): a look-alike letter hides the word it imitates"]
+    assert problems_of(one_group("Which character has been to Moscow?", "Yuki lived near Red Square, in Москва.")) == []
+    assert problems_of(one_group("Which character has been to Tokyo?", "Yuki bought a book in 東京の本屋.")) == []
+    assert problems_of(one_group("Which character dresses casually?", "Yuki wore a Tシャツ to a 5µm lecture.")) == []
+
+
+@pytest.mark.parametrize("question, needle, shared", [
+    ("Which character's sister is a doctor?", "Yuki's brother treats patients.", []),
+    ("Which character’s sister is a doctor?", "Yuki’s brother treats patients.", []),  # curly apostrophes
+    ("Which character 's sister is a doctor?", "Yuki 's brother treats patients.", []),  # written apart
+    ("Which character is rich?", "Yuki grew up in Zürich.", []),
+    ("Which character runs a café?", "Yuki opened a cafe downtown.", ["cafe"]),
+    ("Which character runs a cafe?", "Yuki opened a CAFÉ downtown.", ["cafe"]),
+    ("Which character's dog is old?", "Yuki's dog sleeps all day.", ["dog"]),
+    ("Which character knows Straße names?", "Yuki walked every strasse.", ["strasse"]),
+])
+def test_possessives_are_not_words_and_words_are_compared_whole(question, needle, shared):
+    assert lexical_overlap(question, needle) == shared
+
+
+def test_a_keyword_and_a_character_are_found_after_normalisation():
+    assert problems_of(one_group("Which character runs a cafe?", "Yüki poured espresso all morning.", keyword="café")) == []
+    assert problems_of(one_group("Which character runs a cafe?", "Yukino poured espresso.", keyword="caf")) == [
+        "onehop needle does not name the character 'Yuki'", "question does not contain its keyword 'caf'"]
+
+
+@pytest.mark.parametrize("inverted", ["Yuki lives next to the Semper Opera House.", "yuki lives next to the semper opera house",
+                                      "Yuki lives next to  the Semper-Opera House!"])
+def test_an_inverted_needle_that_repeats_the_onehop_needle_is_refused(inverted):
+    group = one_group("Which character has been to Dresden?", "Yuki lives next to the Semper Opera House.", inverted)
+    assert problems_of(group) == ["inverted needle is the onehop needle word for word: it must say the same fact in another order"]

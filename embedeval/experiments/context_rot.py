@@ -18,7 +18,6 @@ embedder plus ``mean`` and ``std`` (sample std, ddof=1) across embedders.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -29,7 +28,7 @@ from embedeval.defaults import DEFAULT_ABSENCE_INDEX, DEFAULT_ABSENCE_TOP_K, DEF
 from embedeval.index import collection_identity, top_k
 from embedeval.errors import InputError
 from embedeval.needles import NEEDLE_VARIANTS, NeedleSet, Pair
-from embedeval.text import lexical_overlap
+from embedeval.text import holds_words, lexical_overlap, words
 
 KEYS = ["group_id", "category", "variant"]
 #: The key columns of rows from a pair file.
@@ -61,6 +60,12 @@ def pair_rows(source: Source, variants: Sequence[str] = NEEDLE_VARIANTS) -> pd.D
     return table
 
 
+def question_key(question: str) -> str:
+    """What makes two spellings one question for the search (:func:`distinct_questions`): the
+    text with its whitespace collapsed."""
+    return " ".join(question.split())
+
+
 def distinct_questions(source: Source) -> pd.DataFrame:
     """One row per distinct question of ``source`` (whitespace-normalised, first spelling kept), in
     order of first appearance: ``question``, ``needles`` (the group ids or pair ids that ask it,
@@ -70,7 +75,7 @@ def distinct_questions(source: Source) -> pd.DataFrame:
              else [(p.question, p.id, "") for p in source])
     questions: dict[str, dict] = {}
     for question, item_id, keyword in items:
-        entry = questions.setdefault(" ".join(question.split()), {"question": question, "ids": [], "keywords": []})
+        entry = questions.setdefault(question_key(question), {"question": question, "ids": [], "keywords": []})
         entry["ids"].append(item_id)
         if keyword and keyword not in entry["keywords"]:
             entry["keywords"].append(keyword)
@@ -172,21 +177,22 @@ def answer_absence(source: Source, chunks: list[Chunk], embedder, top: int = DEF
 
     A question asked by several groups or pairs is searched once; its rows list them all
     (``needles``, ``n_needles``; see :func:`distinct_questions`). ``contains_keyword``: the chunk
-    holds one of the question's keywords as a whole word; ``contains_character``: it holds a
-    character name of the set. Pairs name neither, so for them both flags are empty (NA).
+    holds one of the question's keywords as whole words; ``contains_character``: it holds a
+    character name of the set (both compared as every needle check compares words,
+    :func:`~embedeval.text.words`). Pairs name neither, so for them both flags are empty (NA).
     """
     questions = distinct_questions(source)
     scores, ids = _chunk_search(embedder, chunks, questions["question"].tolist(), top, index, path, chroma_url, chunk_origin)
-    names = source.character_pattern() if isinstance(source, NeedleSet) else None
+    names = [words(name) for name in source.characters] if isinstance(source, NeedleSet) else None
     rows = []
     for q, question in enumerate(questions.itertuples(index=False)):
-        keywords = [k for k in question.keyword.split(";") if k]
-        keyword = re.compile(r"\b(" + "|".join(map(re.escape, keywords)) + r")\b", re.I) if keywords else None
+        keywords = [words(k) for k in question.keyword.split(";") if k]
         for rank, (score, i) in enumerate(zip(scores[q], ids[q]), start=1):
             chunk = chunks[int(i)]
+            held = words(chunk.text)
             rows.append({"question": question.question, "needles": question.needles, "n_needles": question.n_needles,
                          "keyword": question.keyword, "rank": rank, "similarity": float(score), "chunk_id": chunk.id,
                          "book": chunk.book, "chunk": chunk.text,
-                         "contains_keyword": bool(keyword.search(chunk.text)) if keyword else pd.NA,
-                         "contains_character": bool(names.search(chunk.text)) if names else pd.NA})
+                         "contains_keyword": any(holds_words(held, k) for k in keywords) if keywords else pd.NA,
+                         "contains_character": any(holds_words(held, n) for n in names) if names else pd.NA})
     return pd.DataFrame(rows).astype({"contains_keyword": "boolean", "contains_character": "boolean"})

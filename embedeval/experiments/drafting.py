@@ -12,9 +12,12 @@ per needle (:class:`DraftChecker`):
    the character in every needle, the keyword in the question, and no content lemma shared by the
    question and the one-hop or inverted needle; a draft must give the one-hop and inverted needles
    (``nolima``'s default variants) and a keyword, and no character of an accepted group;
-2. the absence check (:func:`~embedeval.experiments.context_rot.answer_absence` over the themes
-   run's chunks, exact search): no chunk among the question's top k holds its keyword or its
-   character, so the corpus does not already answer it;
+2. the absence check: no chunk of the whole corpus (the themes run's chunks) holds the group's
+   keyword or one of its character names as whole words (compared as every check compares words,
+   :func:`~embedeval.text.words`), and the question's top k chunks
+   (:func:`~embedeval.experiments.context_rot.answer_absence`, exact search) are recorded, so the
+   corpus does not already answer it; the reason names the chunk (its rank when it is among the
+   top k);
 3. theme membership (:func:`~embedeval.experiments.themes.theme_membership`, the theme as target):
    every needle blends in (probability > threshold and outside percentile >= its minimum);
 4. needle-question similarity (:func:`~embedeval.experiments.context_rot.needle_question_similarity`)
@@ -22,7 +25,8 @@ per needle (:class:`DraftChecker`):
    (lo, hi) the one-hop and inverted needles must lie in it (literal needles share the question's
    words on purpose, so the band is not theirs);
 5. no needle is a near-duplicate of a needle of an accepted group: cosine (the themes run's
-   embedder, every character written as "someone") below ``duplicate_cosine``.
+   embedder, every character written as "someone") below ``duplicate_cosine``; and no accepted
+   group asks the same question (the same words).
 
 A theme's rejected drafts go back to the model with their reasons, for the groups still missing,
 up to ``attempts`` requests per theme. Every rejected draft (and every answer that is no JSON, such
@@ -54,13 +58,14 @@ from embedeval.derived import file_sha256
 from embedeval.embedders.registry import load_embedder
 from embedeval.embedders.tokens import load_token_counter
 from embedeval.errors import APIError, ConfigError, InputError
-from embedeval.experiments.context_rot import answer_absence, needle_question_similarity, pair_rows
+from embedeval.experiments.context_rot import answer_absence, needle_question_similarity, pair_rows, question_key
 from embedeval.experiments.themes import MANIFEST, load_themes, read_manifest, resolve_themes, theme_membership, themes_chunks
 from embedeval.io import check_output_file, read_json, read_table, write_table, write_text_atomic
 from embedeval.llm import chat_spec_difference
 from embedeval.plan import check_ceiling
 from embedeval.metrics import nearest_cosines
-from embedeval.needles import CHAR, NO_OVERLAP_VARIANTS, NeedleSet, group_problems, parse_needle_set
+from embedeval.needles import CHAR, NO_OVERLAP_VARIANTS, NeedleGroup, NeedleSet, group_problems, parse_needle_set, raw_questions
+from embedeval.text import WordIndex, words
 from embedeval.progress import step
 
 #: ``provenance.tool`` of a needle set this module wrote: only such a file is resumed (or replaced).
@@ -288,6 +293,12 @@ def _names(group: dict) -> set[str]:
     return {str(n).lower() for n in names if isinstance(n, str)}
 
 
+def _name_keys(group: dict) -> set[str]:
+    """The group's character names as the checks compare words (:func:`~embedeval.text.words`):
+    ``Yüki`` and ``YUKI`` are the name ``yuki``."""
+    return {" ".join(words(name)) for name in _names(group)} - {""}
+
+
 def _draft_text(raw) -> str:
     """A drafted group as the redraft prompt quotes it (without embedeval's own fields)."""
     if not isinstance(raw, dict):
@@ -305,6 +316,7 @@ class DraftChecker:
         manifest, _, _ = load_themes(config.themes)  # fitted with other packages: refused before any request
         self.embedder_spec = manifest["settings"]["embedder"]
         self.chunks, _ = themes_chunks(config.themes)
+        self.corpus = WordIndex(chunk.text for chunk in self.chunks)  # the absence check searches all of it
         self.model = load_embedder(self.embedder_spec, cache_dir=cache_dir, progress=progress)
         if self.model.fingerprint != manifest["embedder_fingerprint"]:
             raise InputError(f"{config.themes} was made with another {self.embedder_spec} (its fingerprint differs); "
@@ -317,7 +329,7 @@ class DraftChecker:
         rejected one). ``accepted``: the groups accepted before (their ids, characters and needles
         are not to be repeated); it is not changed."""
         kept_ids = {g["id"] for g in accepted}
-        kept_names = {n: g["id"] for g in accepted for n in _names(g)}
+        kept_names = {n: g["id"] for g in accepted for n in _name_keys(g)}
         candidates, rejected = [], []
         for index, raw in enumerate(raws):
             group, reasons = self._structure(raw, index, theme, kept_ids, kept_names)
@@ -326,7 +338,7 @@ class DraftChecker:
                 continue
             candidates.append((raw, group))
             kept_ids.add(group["id"])
-            kept_names.update({n: group["id"] for n in _names(group)})
+            kept_names.update({n: group["id"] for n in _name_keys(group)})
         if not candidates:
             return [], rejected
         needle_set = parse_needle_set({"name": "drafts", "groups": [g for _, g in candidates]}, "<drafts>")
@@ -358,7 +370,7 @@ class DraftChecker:
                     for v in DEFAULT_VARIANTS if v not in needles and needles]
         if "keyword" not in raw:
             reasons.append("missing field 'keyword' (the absence check looks for it in the corpus)")
-        taken = sorted(n for n in _names(group) if n in kept_names)
+        taken = sorted(n for n in _name_keys(group) if n in kept_names)
         if taken:
             reasons.append(f"character {taken[0]!r} is already used by group {kept_names[taken[0]]}")
         return group, list(dict.fromkeys(reasons))
@@ -376,20 +388,13 @@ class DraftChecker:
             similarity = needle_question_similarity(needle_set, [self.nq_model])
         values: dict[str, dict] = {g.id: {"absence": {}, "needles": {}} for g in needle_set.groups}
         reasons: dict[str, list[str]] = {g.id: [] for g in needle_set.groups}
-        for group in needle_set.groups:
-            found = absence[absence["question"] == group.question]
-            flagged = found[(found["contains_keyword"] | found["contains_character"]).fillna(False).astype(bool)]
-            values[group.id]["absence"] = {"top_similarity": float(found["similarity"].max()),
-                                           "flagged_chunks": flagged["chunk_id"].astype(str).tolist()}
-            if len(flagged):
-                first = flagged.iloc[0]
-                what = f"its keyword {group.keyword!r}" if bool(first["contains_keyword"]) else "a character name"
-                reasons[group.id].append(f"the corpus may already answer it: chunk {first['chunk_id']} (rank {first['rank']} of the "
-                                         f"question's top {config.absence_top_k}) holds {what}")
+        asked = absence["question"].map(question_key)
+        for group in needle_set.groups:  # each group on its own: its question's rows, its keyword, its names
+            values[group.id]["absence"], reasons[group.id] = self._absence(group, absence[asked == question_key(group.question)])
         for row, nq, shared in zip(member.itertuples(index=False), similarity[self.nq_model.name], rows["shared_words"]):
             record = {"shared_words": [w for w in shared.split(";") if w], "predicted_cluster": int(row.predicted_cluster),
-                      "target_probability": float(row.target_probability), "outside_percentile": float(row.outside_percentile),
-                      "blends_in": bool(row.blends_in), "nq_similarity": {self.nq_model.name: float(nq)}}
+                      "target_probability": _finite(row.target_probability), "outside_percentile": _finite(row.outside_percentile),
+                      "blends_in": bool(row.blends_in), "nq_similarity": {self.nq_model.name: _finite(nq)}}
             values[row.group_id]["needles"][row.variant] = record
             if not row.blends_in:
                 reasons[row.group_id].append(
@@ -400,30 +405,67 @@ class DraftChecker:
                                              f"[{config.nq_band[0]:g}, {config.nq_band[1]:g}]")
         return values, reasons
 
+    def _absence(self, group: NeedleGroup, top: pd.DataFrame) -> tuple[dict, list[str]]:
+        """Check 2 for one group, given its question's top-k rows: its keyword and each of its
+        character names searched as whole words in the whole corpus. Returns the group's absence
+        record and one reason per term some chunk holds, naming the best-ranked such chunk of the
+        top k, else the corpus's first."""
+        k = self.config.absence_top_k
+        ranked = list(zip(top["rank"].astype(int), top["chunk_id"].astype(str)))
+        terms = [("its keyword", group.keyword)] * bool(group.keyword) + [("its character name", n) for n in group.characters]
+        held, reasons = {}, []
+        for what, term in terms:
+            holding = self.corpus.holding(term)
+            if not holding:
+                continue
+            held[term] = {self.chunks[i].id for i in holding}
+            inside = [(rank, chunk) for rank, chunk in ranked if chunk in held[term]]
+            where = (f"chunk {inside[0][1]} (rank {inside[0][0]} of the question's top {k}) holds {what} {term!r}" if inside else
+                     f"chunk {self.chunks[holding[0]].id} holds {what} {term!r} (outside the question's top {k}: "
+                     f"{len(holding)} of the corpus's {len(self.corpus)} chunks hold it)")
+            reasons.append(f"the corpus may already answer it: {where}")
+        record = {"top_similarity": _finite(top["similarity"].max()),
+                  "flagged_chunks": [chunk for _, chunk in ranked if any(chunk in ids for ids in held.values())],
+                  "corpus_chunks": {term: len(ids) for term, ids in held.items()}}
+        return record, reasons
+
     def _duplicates(self, needle_set: NeedleSet, accepted: list[dict], values: dict, reasons_of: dict) -> dict[str, list[str]]:
         """Check 5, group by group in draft order: a needle whose cosine to a needle of an accepted
-        group (before, or earlier in this draft and passing checks 1-4) reaches ``duplicate_cosine``.
-        Records each needle's nearest accepted needle (``nearest_accepted``, ``nearest_cosine``)."""
+        group (before, or earlier in this draft and passing checks 1-4) reaches ``duplicate_cosine``,
+        or a question such a group asks (the same words, :func:`~embedeval.text.words`). Records each
+        needle's nearest accepted needle (``nearest_accepted``, ``nearest_cosine``)."""
         found: dict[str, list[str]] = {g.id: [] for g in needle_set.groups}
+        asked = {tuple(words(raw_questions(g).get("question", ""))): g["id"] for g in accepted}
         labels = [(g["id"], v) for g in accepted for v in g["needles"]]
         texts = [anonymous(text, g) for g in accepted for text in g["needles"].values()]
         reference = self.model.embed(texts, kind="document") if texts else None
         for group in needle_set.groups:
             variants = list(group.needles)
             raw = {"character": group.character, "character_set": list(group.character_set)}
+            question = tuple(words(group.question))
+            if question in asked:
+                found[group.id].append(f"asks the question of group {asked[question]}: two groups asking one question are duplicates")
             vectors = self.model.embed([anonymous(group.needles[v], raw) for v in variants], kind="document")
             if reference is not None:
                 cosines, rows = nearest_cosines(vectors, reference, 1)
                 for variant, cosine, row in zip(variants, cosines[:, 0], rows[:, 0]):
                     other_id, other_variant = labels[row]
-                    values[group.id]["needles"][variant].update(nearest_accepted=f"{other_id}:{other_variant}", nearest_cosine=float(cosine))
+                    values[group.id]["needles"][variant].update(nearest_accepted=f"{other_id}:{other_variant}", nearest_cosine=_finite(cosine))
                     if cosine >= self.config.duplicate_cosine:
                         found[group.id].append(f"{variant} needle is a near-duplicate of group {other_id}'s {other_variant} needle "
                                                f"(cosine {cosine:.3f} >= {self.config.duplicate_cosine:g})")
             if not reasons_of[group.id] and not found[group.id]:  # accepted: later drafts must not repeat it
+                asked[question] = group.id
                 labels += [(group.id, v) for v in variants]
                 reference = vectors if reference is None else np.concatenate([reference, vectors])
         return found
+
+
+def _finite(value) -> float | None:
+    """A measured value as the needle set records it: a float, or None (JSON null) for a value that
+    is missing or not finite, never a bare NaN or Infinity (which is no JSON)."""
+    value = float(value)
+    return value if np.isfinite(value) else None
 
 
 def new_draft(config: DraftConfig, chat_model: str, embedder: str) -> dict:

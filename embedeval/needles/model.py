@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 
 from embedeval.errors import ConfigError
 from embedeval.labels import QUESTION
+from embedeval.text import contains_words
 
 NEEDLE_VARIANTS: tuple[str, ...] = ("onehop", "inverted", "literal", "literal_inverted")
 #: The needle each variant is normalised by under ``normalize_by="standard"`` (as the Jina study
@@ -164,7 +165,10 @@ class NeedleSet:
 
 
 def contains_word(text: str, word: str) -> bool:
-    return re.search(rf"(?<![\w]){re.escape(word)}(?![\w])", text, flags=re.IGNORECASE) is not None
+    """Whether ``word`` (a keyword, a name) is in ``text`` as whole words, compared as every check
+    compares words (:func:`~embedeval.text.contains_words`: case, accents and invisible characters
+    aside)."""
+    return contains_words(text, word)
 
 
 def non_empty_string(value: object) -> bool:

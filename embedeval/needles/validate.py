@@ -25,7 +25,7 @@ from embedeval.needles.model import (
     raw_questions,
 )
 from embedeval.needles.nolima import convert_nolima, is_nolima_schema
-from embedeval.text import lexical_overlap
+from embedeval.text import describe_invisible, lexical_overlap, mixed_script_words, same_words
 
 
 def group_problems(raw: object, index: int) -> tuple[str, list[str]]:
@@ -64,6 +64,10 @@ def group_problems(raw: object, index: int) -> tuple[str, list[str]]:
         reasons.append("'needles' must be an object")
     if reasons:
         return gid, reasons
+    names = [raw["character"]] if has_character else raw["character_set"]
+    for what, text in [*((f"the {form} question" if form != QUESTION else "the question", q) for form, q in questions.items()),
+                       *(("the character", name) for name in names), ("the keyword", raw.get("keyword", ""))]:
+        reasons += spelling_problems(text, what)
     if REQUIRED_VARIANT not in needles:
         reasons.append(f"missing needle {REQUIRED_VARIANT!r}")
     reasons += [f"unknown needle variant {v!r}" for v in needles if v not in NEEDLE_VARIANTS]
@@ -73,6 +77,7 @@ def group_problems(raw: object, index: int) -> tuple[str, list[str]]:
         if not non_empty_string(text):
             reasons.append(f"needle {variant!r} must be a non-empty string")
             continue
+        reasons += spelling_problems(text, f"{variant} needle")
         unknown = [p for p in PLACEHOLDER.findall(text) if p != CHAR]
         if unknown:
             reasons.append(f"{variant} needle has an unknown placeholder {unknown[0]} (only {CHAR} is filled in)")
@@ -86,9 +91,21 @@ def group_problems(raw: object, index: int) -> tuple[str, list[str]]:
                 if shared:
                     where = "the question" if form == QUESTION else f"the {form} question"
                     reasons.append(f"{variant} needle shares content words with {where}: {', '.join(shared)}")
+    if all(non_empty_string(needles.get(v)) for v in ("onehop", "inverted")) and same_words(needles["inverted"], needles["onehop"]):
+        reasons.append("inverted needle is the onehop needle word for word: it must say the same fact in another order")
     if "keyword" in raw and not contains_word(questions[QUESTION], raw["keyword"]):
         reasons.append(f"question does not contain its keyword {raw['keyword']!r}")
     return gid, reasons
+
+
+def spelling_problems(text: str, what: str) -> list[str]:
+    """Why ``text`` (``what``: "the question", "onehop needle") could hide a word from the overlap
+    and absence checks: an invisible character (a tokenizer drops it, the word comparison would
+    not) or a word mixing scripts (a look-alike letter), one line each."""
+    invisible = describe_invisible(text, what)
+    return ([invisible] if invisible else []) + [
+        f"{what}'s word {word!r} mixes scripts ({', '.join(scripts)}): a look-alike letter hides the word it imitates"
+        for word, scripts in mixed_script_words(text)]
 
 
 def validate_needle_set(data: object, path: str = "<memory>") -> list[tuple[str, str]]:
