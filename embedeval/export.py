@@ -210,7 +210,11 @@ def export_prompts(run_dir: str | Path, out: str | Path, template_file: str | Pa
         path = Path(template_file)
         if not path.is_file():
             raise InputError(f"template {path} does not exist")
-        template = check_template(path.read_text(encoding="utf-8"), str(path))
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(f"template {path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        template = check_template(text, str(path))
     run = NolimaRun.open(run_dir, (HAYSTACKS,))
     config = run.config
     grid = config["grid"]

@@ -147,9 +147,12 @@ def test_bad_export_requests_are_one_line(run_dir, args, message, tmp_path, monk
 
 def test_exports_refuse_what_is_not_a_run_or_a_template(tmp_path):
     (tmp_path / "t.txt").write_text("no slots here")
+    (tmp_path / "latin1.txt").write_bytes("Caf\xe9 {haystack} {question}".encode("latin-1"))  # issue 45: not UTF-8
     for args, message in ((["--format", "mteb", "--out", str(tmp_path / "r")], f"error: run directory {tmp_path / 'nope'} does not exist"),
                           (["--format", "prompts", "--out", str(tmp_path / "p.csv"), "--template", str(tmp_path / "t.txt")],
-                           "lacks {haystack} and {question}")):
+                           "lacks {haystack} and {question}"),
+                          (["--format", "prompts", "--out", str(tmp_path / "p.csv"), "--template", str(tmp_path / "latin1.txt")],
+                           "latin1.txt is not UTF-8 text (byte 3: invalid continuation byte)")):
         result = CliRunner().invoke(app, ["export", str(tmp_path / "nope"), *args])
         assert result.exit_code != 0 and message in result.output, result.output
     empty = tmp_path / "empty"

@@ -321,7 +321,7 @@ def test_a_folder_that_names_no_position_limit_is_refused_not_a_crash(bert, monk
 
 @pytest.mark.parametrize("name, message", [
     ("extend-gp", "write extend-gp@L"), ("extend-gp@", "write extend-gp@L"), ("extend-gp@١٢٨", "write extend-gp@L"),
-    ("rope-ntk@1024+log", "write rope-ntk@L"), ("extend-gp@0", "positive"), ("chunks-max@128", "unknown strategy"),
+    ("rope-ntk@1024+log", "write rope-ntk@L"), ("extend-gp@0", "positive"), ("chunks-max@1x8", "write chunks-max@C"),
     ("stretch@1024", "unknown strategy"),
 ])
 def test_bad_strategy_names(name, message):

@@ -474,6 +474,20 @@ def test_bad_theme_inputs_are_one_line(themes_run, topic_books, tmp_path):
     assert result.exit_code != 0 and "was fitted with hdbscan 0.0.1" in result.output
     result = run("membership", str(themes_run), "--pairs", str(pairs), "--min-outside-percentile", "101", "--out", str(tmp_path / "m.csv"))
     assert result.exit_code != 0 and "--min-outside-percentile must be in [0, 100], not 101.0" in result.output
+    # issue 45, part 1: a themes run edited or damaged by hand is one line each, not a traceback
+    (tampered / "themes.json").write_text(json.dumps(manifest))
+    for damage, says in ((lambda: (tampered / "themes.json").write_text("[1, 2]"), "themes.json is not a themes run's manifest (it is not a JSON object"),
+                         (lambda: (tampered / "themes.json").write_text(json.dumps({k: v for k, v in manifest.items() if k != "settings"})),
+                          "its 'settings' is missing or not an object"),
+                         (lambda: (tampered / "umap.joblib").write_bytes(b"garbage, not a pickle"), "umap.joblib does not load"),
+                         (lambda: (tampered / "hdbscan.joblib").unlink(), "hdbscan.joblib is missing: run embedeval themes again")):
+        damage()
+        result = run("membership", str(tampered), "--pairs", str(pairs), "--out", str(tmp_path / "m.csv"))
+        assert result.exit_code == 1 and result.output.startswith("error: ") and says in result.output, result.output
+        assert len(result.output.strip().splitlines()) == 1
+        (tampered / "themes.json").write_text(json.dumps(manifest))
+        for name in ("umap.joblib", "hdbscan.joblib"):
+            (tampered / name).write_bytes((themes_run / name).read_bytes())
     assert not (tmp_path / "m.csv").exists()
 
 

@@ -322,7 +322,14 @@ def read_manifest(out: str | Path) -> dict:
         raise InputError(f"themes directory {folder} does not exist (find the corpus's themes into it first)")
     if not (folder / MANIFEST).is_file():
         raise InputError(f"{folder} is not a finished themes run (no {MANIFEST})")
-    return read_json(folder / MANIFEST)
+    manifest = read_json(folder / MANIFEST)
+    wrong = ("it is not a JSON object" if not isinstance(manifest, dict)
+             else next((f"its {key!r} is missing or not an object" for key in ("settings", "packages")
+                        if not isinstance(manifest.get(key), dict)), None))
+    if wrong:
+        raise InputError(f"{folder / MANIFEST} is not a themes run's manifest ({wrong}; the file was edited or damaged): "
+                         "run embedeval themes again")
+    return manifest
 
 
 #: A theme named by its number (``6``; a table of floats writes ``6.0``).
@@ -420,15 +427,27 @@ def themes_chunks(out: str | Path):
 def load_themes(out: str | Path):
     """(manifest, UMAP, HDBSCAN) of a themes run directory, refused with one line if it is missing
     or unfinished, or if the installed packages differ from those that fitted the models."""
-    import joblib
-
     folder = Path(out)
     manifest = read_manifest(folder)
     changed = {k: (v, now) for k, v in manifest["packages"].items() if (now := package_version(k)) != v}
     if changed:
         name, (then, now) = next(iter(changed.items()))
         raise InputError(f"{folder} was fitted with {name} {then}, {now} is installed now; run embedeval themes again")
-    return manifest, joblib.load(folder / "umap.joblib"), joblib.load(folder / "hdbscan.joblib")
+    return manifest, _fitted(folder / "umap.joblib"), _fitted(folder / "hdbscan.joblib")
+
+
+def _fitted(path: Path):
+    """A fitted model a themes run saved with joblib; a missing or unreadable file is one
+    :class:`~embedeval.errors.InputError` line."""
+    import joblib
+
+    if not path.is_file():
+        raise InputError(f"{path} is missing: run embedeval themes again")
+    try:
+        return joblib.load(path)
+    except Exception as exc:  # a damaged pickle raises anything: ValueError, EOFError, UnpicklingError, KeyError
+        raise InputError(f"{path} does not load ({type(exc).__name__}; the file was edited or damaged): "
+                         "run embedeval themes again") from None
 
 
 def place(reducer, vectors: np.ndarray, corpus: np.ndarray) -> np.ndarray:
