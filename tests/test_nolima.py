@@ -34,8 +34,8 @@ def run(tmp_path_factory, books_dir):
 
 
 def test_run_writes_every_output(run):
-    for name in ["config.json", "haystacks.parquet", "similarities.parquet", "retrieval.parquet", "metrics.csv", "breaks.csv",
-                 "report.md"]:
+    for name in ["config.json", "haystacks.parquet", "similarities.parquet", "retrieval.parquet", "timings.csv", "metrics.csv",
+                 "breaks.csv", "decision.csv", "report.md"]:
         assert (run.out / name).is_file(), name
     from embedeval.breaks import break_points
     from embedeval.run import read_breaks
@@ -213,7 +213,7 @@ def test_derived_json_lists_only_what_the_run_wrote(run, tmp_path):
     run_nolima(replace(run.config, out=str(tmp_path / "copy"), n_bootstrap=120), progress=False, cache_dir=run.out.parent / "cache")
     recorded = json.loads((tmp_path / "copy" / "derived.json").read_text())["files"]
     drawn = sorted(f"figures/{p.name}" for p in (run.out / "figures").glob("*.png"))
-    assert sorted(recorded) == sorted(["metrics.csv", "breaks.csv", "report.md", "report.html", *drawn])
+    assert sorted(recorded) == sorted(["metrics.csv", "breaks.csv", "decision.csv", "report.md", "report.html", *drawn])
     assert mine.read_bytes() == PNG_MAGIC + b"the user's"
 
 
