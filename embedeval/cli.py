@@ -134,8 +134,16 @@ def main_options(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an existing output file that embedeval did not write (or that was "
+                           "changed since), saying so in one note per file; without it such a file is never replaced. "
+                           "Give it before the command: embedeval --force COMMAND ...")
+    ] = False,
 ) -> None:
     """Evaluate embedding models for retrieval over long contexts."""
+    from embedeval.io import allow_replacing
+
+    allow_replacing(force)
 
 
 @app.command("embedders")
@@ -168,9 +176,9 @@ def embed(
 ) -> None:
     """Embed the texts of a file (through the cache) and write the vectors."""
     from embedeval.embedders import load_embedder
-    from embedeval.io import EMBEDDING_COLUMNS, read_texts, write_embeddings
+    from embedeval.io import read_texts, write_embeddings
 
-    check_output_file(out, (".npy", ".parquet"), EMBEDDING_COLUMNS)
+    check_output_file(out, (".npy", ".parquet"))
     texts = read_texts(input)
     model = load_embedder(embedder, cache_dir=cache_dir, progress=not quiet)
     vectors = model.embed(texts, kind=kind)
@@ -287,11 +295,11 @@ def needles_convert(
 
     from embedeval.errors import NeedleSetError
     from embedeval.io import write_text_atomic
-    from embedeval.needles import CONVERTED_KEYS, convert_nolima, is_nolima_schema, parse_needle_set, read_needle_json
+    from embedeval.needles import convert_nolima, is_nolima_schema, parse_needle_set, read_needle_json
 
     if out.resolve() == file.resolve():
         raise InputError(f"--out {out} is the NoLiMa file itself; write the converted set elsewhere")
-    check_output_file(out, (".json",), CONVERTED_KEYS)
+    check_output_file(out, (".json",))
     data = read_needle_json(file)
     if not is_nolima_schema(data):
         raise NeedleSetError(str(file), [("-", "is not a NoLiMa needle set (a list of entries with needle, questions and tests)")])
@@ -322,11 +330,11 @@ def needles_draft(
     """Draft needle groups per theme with a chat model and keep those that pass every check: no content
     word shared with the question, not already answered by the corpus, blending into the theme, inside
     --nq-band if given, not a near-duplicate. Rejected drafts are sent back with their reasons."""
-    from embedeval.experiments.drafting import DRAFT_KEYS, DraftConfig, check_draft_cost, format_draft_plan, plan_draft, run_draft
+    from embedeval.experiments.drafting import DraftConfig, check_draft_cost, format_draft_plan, plan_draft, run_draft
     from embedeval.llm import ChatLLM, parse_chat_spec
     from embedeval.plan import parse_ceiling
 
-    check_output_file(out, (".json",), DRAFT_KEYS)
+    check_output_file(out, (".json",))
     band = None
     if nq_band is not None:
         try:
@@ -366,10 +374,10 @@ def haystacks_build(
     quiet: Quiet = False,
 ) -> None:
     """Build the deterministic haystack grid and write it as Parquet."""
-    from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS, build_haystacks
+    from embedeval.haystacks import build_haystacks
     from embedeval.io import write_table
 
-    check_output_file(out, (".parquet",), [c for c in HAYSTACK_COLUMNS if c not in LATER_HAYSTACK_COLUMNS])
+    check_output_file(out, (".parquet",))
     haystack_grid = grid.haystack_grid(controls)
     needle_set = grid.needle_set(needles)  # before the corpus is read
     frame = build_haystacks(needle_set, haystack_grid, progress=not quiet)
@@ -515,10 +523,10 @@ def expand_command(
     quiet: Quiet = False,
 ) -> None:
     """Ask a chat model for N search terms per question and store them for offline sweeps."""
-    from embedeval.expansion import EXPANSION_KEYS, build_expansion_file, write_expansions
+    from embedeval.expansion import build_expansion_file, write_expansions
     from embedeval.llm import ChatLLM
 
-    check_output_file(out, (".json",), EXPANSION_KEYS)
+    check_output_file(out, (".json",))
     size_list = int_list(sizes, "--sizes")
     if not size_list or min(size_list) < 1:
         raise InputError("--sizes must be positive whole numbers")
@@ -548,9 +556,9 @@ def similarity_needle_question(out: OutTable, needles: NeedleOptions, pairs: Pai
 
     Rows come from a needle set (one per group x variant) or a --pairs file (one per pair, keeping
     id and topic); `shared_words` lists the lemmas a question and its needle share."""
-    from embedeval.experiments.context_rot import NEEDLE_QUESTION_COLUMNS, needle_question_similarity
+    from embedeval.experiments.context_rot import needle_question_similarity
 
-    check_output_file(out, TABLE_SUFFIXES, NEEDLE_QUESTION_COLUMNS)
+    check_output_file(out, TABLE_SUFFIXES)
     source = pairs.load(needles)
     models = plan.models_after(embedders, quiet, lambda models: needle_question_similarity(source, models))
     if models is not None:
@@ -567,10 +575,10 @@ def similarity_distractor_question(out: OutTable, needles: NeedleOptions, embedd
     Distractors come from the needle set (a group's `distractors`: a list, or lists by query form,
     as NoLiMa's) or from `--distractors-file`; a distractor shares its question's keyword, so this
     shows how close a lexical decoy comes to the question (Context Rot's distractor analysis)."""
-    from embedeval.experiments.context_rot import DISTRACTOR_QUESTION_COLUMNS, distractor_question_similarity
+    from embedeval.experiments.context_rot import distractor_question_similarity
     from embedeval.needles import grid_needle_set
 
-    check_output_file(out, TABLE_SUFFIXES, DISTRACTOR_QUESTION_COLUMNS)
+    check_output_file(out, TABLE_SUFFIXES)
     needle_set = grid_needle_set(needles.path, needles.group_ids, distractors_file=distractors_file)
     if not any(g.distractors for g in needle_set.groups):
         raise InputError(f"needle set {needle_set.name!r} has no distractors")
@@ -596,10 +604,10 @@ def similarity_needle_haystack(
     """Mean cosine of each needle with its top-k corpus chunks, per embedder, with mean and std.
 
     Needles come from a needle set or a --pairs file, as for needle-question."""
-    from embedeval.experiments.context_rot import NEEDLE_HAYSTACK_COLUMNS, means_by_topic, needle_haystack_similarity
+    from embedeval.experiments.context_rot import means_by_topic, needle_haystack_similarity
     from embedeval.index import INDEXES
 
-    check_output_file(out, TABLE_SUFFIXES, NEEDLE_HAYSTACK_COLUMNS)
+    check_output_file(out, TABLE_SUFFIXES)
     if index not in INDEXES or top_k < 1:
         raise InputError(f"--index must be one of {', '.join(INDEXES)} and --top-k >= 1")
     if chroma_url and index != "chroma":
@@ -639,9 +647,9 @@ def similarity_absence(
 
     A question shared by several needles is listed once, with the group or pair ids that ask it."""
     from embedeval.embedders.registry import load_embedder
-    from embedeval.experiments.context_rot import ABSENCE_COLUMNS, answer_absence
+    from embedeval.experiments.context_rot import answer_absence
 
-    check_output_file(out, TABLE_SUFFIXES, ABSENCE_COLUMNS)
+    check_output_file(out, TABLE_SUFFIXES)
     if chroma_url and chroma_path:
         raise InputError("--chroma-url and --chroma-path: give one or the other")
     chunking.check()
@@ -721,9 +729,9 @@ def themes_membership(
     terms (writing): a term names one theme, and keeps naming it when another machine numbers the
     clusters otherwise."""
     from embedeval.experiments.context_rot import pair_rows
-    from embedeval.experiments.themes import MEMBERSHIP_COLUMNS, theme_membership
+    from embedeval.experiments.themes import theme_membership
 
-    check_output_file(out, TABLE_SUFFIXES, MEMBERSHIP_COLUMNS)
+    check_output_file(out, TABLE_SUFFIXES)
     source = pairs.load(needles)
     rows = pair_rows(source)
     if pairs.pairs is not None and any(pair.target_cluster is not None for pair in source):

@@ -185,8 +185,6 @@ def load_expansions(path: str | os.PathLike, needle_set: NeedleSet | None = None
     return data
 
 
-#: Keys an expansion file always has: what marks an existing output file as one embedeval wrote.
-EXPANSION_KEYS = ("needle_set", "model", "prompt")
 
 
 def write_expansions(data: dict, path: str | os.PathLike) -> None:

@@ -204,7 +204,7 @@ def export_prompts(run_dir: str | Path, out: str | Path, template_file: str | Pa
     docstring). The covariates are computed for each distinct (question, needle) with the run's
     embedders (lexical scorers have none) through the cache; ``needle_haystack_sim`` searches the
     run's corpus cut by ``chunker``."""
-    out = check_output_file(out, (".csv", ".parquet"), PROMPT_COLUMNS)
+    out = check_output_file(out, (".csv", ".parquet"))
     template = DEFAULT_TEMPLATE
     if template_file is not None:
         path = Path(template_file)

@@ -13,6 +13,7 @@ import os
 import re
 import socket
 import stat
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -47,38 +48,57 @@ _WRITE_FAILURES = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.
 EMBEDDING_COLUMNS = ("text", "embedding")
 
 
-def written_as(path: Path, holds: Sequence[str]) -> bool:
-    """Whether the existing file ``path`` reads as the output embedeval writes there: a ``.csv`` or
-    ``.parquet`` table whose columns include ``holds``, a ``.json`` object with the keys ``holds``,
-    or a ``.npy`` of float32 vectors (what :func:`write_embeddings` writes). A table's header and a
-    vector file's shape are read, not their rows; a ``.json`` file is parsed whole."""
-    try:
-        if path.suffix == ".npy":
-            import numpy as np
+#: The suffix of the hidden file embedeval writes beside a file output when it writes it
+#: (``.NAME.embedeval``, holding the sha256 of what it wrote): the proof that a later run may
+#: replace the file. Run folders keep their own records and get no such file.
+_MARKER_SUFFIX = ".embedeval"
+#: The file outputs that :func:`check_output_file` let through in this process: the targets whose
+#: writes (:func:`atomic_path`) leave a marker beside them and sweep their stale temporary files.
+_OUTPUT_TARGETS: set[str] = set()
+#: Whether an existing file embedeval did not write may be replaced (``embedeval --force``).
+_force = False
+#: The files already named in a ``--force`` note (each is said once).
+_forced: set[str] = set()
 
-            array = np.load(path, mmap_mode="r", allow_pickle=False)
-            return array.dtype == np.float32 and array.ndim == 2
-        if path.suffix == ".json":
-            value = json.loads(path.read_text(encoding="utf-8"))
-            names = value.keys() if isinstance(value, dict) else ()
-        elif path.suffix == ".csv":
-            import pandas as pd
 
-            names = pd.read_csv(path, nrows=0).columns
-        else:
-            import pyarrow.parquet as pq
+def allow_replacing(force: bool) -> None:
+    """Let :func:`check_output_file` pass (``True``) or refuse (``False``) an existing output file
+    that embedeval did not write: ``embedeval --force``."""
+    global _force
+    _force = force
+    _forced.clear()
 
-            names = pq.read_schema(path).names
-    except Exception:  # not a file of that kind at all (numpy, pandas and pyarrow raise many types)
+
+def _target_key(target: Path) -> str:
+    """The name under which an output target is registered: its absolute path (the folder's links resolved)."""
+    return str(target.absolute().parent.resolve() / target.name)
+
+
+def marker_path(path: str | os.PathLike) -> Path:
+    """The marker beside a file output that embedeval wrote: ``.NAME.embedeval``."""
+    target = Path(path)
+    return target.with_name(f".{target.name}{_MARKER_SUFFIX}")
+
+
+def written_by_embedeval(path: str | os.PathLike) -> bool:
+    """Whether embedeval wrote the file ``path`` as it is now: its marker (:func:`marker_path`, a
+    plain file) holds the file's sha256. A file changed since (by the user) is not embedeval's."""
+    target, marker = Path(path), marker_path(path)
+    if not marker.is_file() or marker.is_symlink() or not target.is_file():
         return False
-    return bool(holds) and set(holds) <= set(names)
+    try:
+        return marker.read_text(encoding="utf-8").strip() == file_sha256(target)
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
-def check_output_file(path: str | os.PathLike, suffixes: Sequence[str], holds: Sequence[str]) -> Path:
+def check_output_file(path: str | os.PathLike, suffixes: Sequence[str]) -> Path:
     """Refuse, before any work, an output that cannot become a file of one of ``suffixes``: a
     wrong suffix, an existing folder, a parent that is a file, a link, or an existing file that
-    embedeval did not write (:func:`written_as` with ``holds``, the columns or keys that the
-    command's output always has): a file of the user's is never overwritten. Returns the path."""
+    embedeval did not write (:func:`written_by_embedeval`: never judged by its content, so a file
+    of the user's is never replaced on a guess), unless ``--force`` (:func:`allow_replacing`)
+    allows it, said in one note. The target is registered, so that its write leaves a marker
+    (:func:`atomic_path`). Returns the path."""
     target = Path(path)
     if target.suffix not in suffixes:
         raise InputError(f"output {target} must end in {' or '.join(suffixes)}")
@@ -86,14 +106,51 @@ def check_output_file(path: str | os.PathLike, suffixes: Sequence[str], holds: S
         raise InputError(f"output {target} is a link; embedeval writes no file through or over a link: choose another path")
     if target.is_dir():
         raise InputError(f"output {target} is a folder, not a file")
-    if target.exists() and not (target.is_file() and written_as(target, holds)):
-        what = "a vector file (float32)" if target.suffix == ".npy" else f"one with {', '.join(holds)}"
-        raise InputError(f"output {target} exists and is not a file embedeval wrote there ({what}); it is never "
-                         "overwritten: choose another path, or remove it")
     parent = next((p for p in target.parents if p.exists()), Path("."))
     if not parent.is_dir():
         raise InputError(f"output {target} cannot be created: {parent} is a file")
+    key = _target_key(target)
+    if target.exists() and not written_by_embedeval(target):
+        if not _force:
+            raise InputError(f"output {target} exists and is not a file embedeval wrote (or was changed since); it is "
+                             "never replaced: choose another path, remove it, or give `force` to replace it anyway", "force")
+        if key not in _forced:
+            _forced.add(key)
+            print(f"note: replacing {target}, which embedeval did not write (--force)", file=sys.stderr)
+    _OUTPUT_TARGETS.add(key)
     return target
+
+
+def _sweep_stale_temps(target: Path) -> None:
+    """Delete the temporary files that a killed process left beside the file output ``target``
+    (``.NAME.embedeval-PID-RANDOM.tmp`` of that name and a pid that no longer runs)."""
+    name = re.compile(rf"\.{re.escape(target.name)}{re.escape(_TEMP_MARK)}(?P<pid>\d+)-[a-z0-9_]{{8}}{re.escape(_TEMP_SUFFIX)}")
+    try:
+        candidates = sorted(target.parent.glob(f".*{_TEMP_SUFFIX}"))
+    except OSError:
+        return
+    for path in candidates:
+        match = name.fullmatch(path.name)
+        if match and path.is_file() and not path.is_symlink() and not _process_alive(int(match["pid"])):
+            path.unlink(missing_ok=True)
+
+
+def _write_marker(target: Path) -> None:
+    """Record that embedeval wrote ``target``: its sha256, in its marker, written atomically."""
+    marker = marker_path(target)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{marker.name}{_TEMP_MARK}{os.getpid()}-", suffix=_TEMP_SUFFIX,
+                                    dir=target.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(file_sha256(target) + "\n")
+            os.chmod(tmp, 0o666 & ~_UMASK)
+            os.replace(tmp, marker)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot write {marker}, the record that embedeval wrote {target} "
+                          f"({exc.strerror or exc})") from None
 
 
 @contextlib.contextmanager
@@ -101,13 +158,19 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success rename it over ``path``.
 
     On any exception the temporary file is removed and ``path`` is left untouched; a file-system
-    failure (no space, read-only, no permission) is one :class:`OutputError` naming ``path``.
+    failure (no space, read-only, no permission) is one :class:`OutputError` naming ``path``. A
+    file output that :func:`check_output_file` let through gets its marker beside it after the
+    rename (run folders keep their own records), and the temporary files that killed processes
+    left for it are swept first.
     """
     target = Path(path)
     if target.is_dir():
         raise InputError(f"output {target} is a folder, not a file")
+    registered = _target_key(target) in _OUTPUT_TARGETS
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+        if registered:
+            _sweep_stale_temps(target)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}{_TEMP_MARK}{os.getpid()}-", suffix=_TEMP_SUFFIX,
                                     dir=target.parent)
     except OSError as exc:
@@ -118,6 +181,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         yield tmp_path
         os.chmod(tmp_path, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file normal permissions
         os.replace(tmp_path, target)
+        if registered:
+            _write_marker(target)
     except OSError as exc:
         if exc.errno not in _WRITE_FAILURES:
             raise
@@ -438,7 +503,7 @@ def write_embeddings(path: str | os.PathLike, texts: list[str], vectors) -> None
     import pandas as pd
 
     target = Path(path)
-    check_output_file(target, (".npy", ".parquet"), EMBEDDING_COLUMNS)
+    check_output_file(target, (".npy", ".parquet"))
     if target.suffix == ".npy":
         with atomic_path(target) as tmp:
             with open(tmp, "wb") as handle:

@@ -439,7 +439,8 @@ def _foreign_file(path):
 @pytest.mark.parametrize("command, suffix", FOREIGN_OUTPUTS)
 def test_an_output_file_embedeval_did_not_write_is_one_line_and_untouched(tmp_path, monkeypatch, command, suffix, how):
     """Issue 36: one rule for every command that writes a file: an existing file is replaced only
-    when it is one embedeval wrote (the columns or keys its output always has); a link never."""
+    when embedeval wrote it (issue 45: its marker beside it, never the columns or keys it holds);
+    a link never."""
     monkeypatch.chdir(tmp_path)
     mine = tmp_path / f"mine{suffix}"
     _foreign_file(mine)

@@ -211,7 +211,7 @@ def test_bad_input_is_one_line_before_any_request(themes_run, chat, tmp_path):
     assert "--per-theme must be a whole number >= 1" in refused("--per-theme", "0")
     mine = tmp_path / "mine.json"
     mine.write_text('{"name": "my own set"}')
-    assert "it is never overwritten" in refused(themes_run, mine, out=True)
+    assert "it is never replaced" in refused(themes_run, mine, out=True)
     assert mine.read_text() == '{"name": "my own set"}'
     assert chat.requests == [] and not (tmp_path / "n.json").exists() and not (tmp_path / "n.rejected.csv").exists()
 

@@ -180,6 +180,21 @@ def test_exports_never_overwrite_a_file_or_folder_embedeval_did_not_write(run_di
     assert mine.read_text() == "a,b\n1,2\n" and link.is_symlink() and [p.name for p in folder.iterdir()] == ["notes.txt"]
 
 
+def test_a_users_csv_with_the_prompt_columns_is_not_overwritten_but_a_prompts_file_embedeval_wrote_is(run_dir, tmp_path):
+    """Issue 45: the header is no proof of whose a file is; embedeval's marker beside the file is."""
+    mine = tmp_path / "mine.csv"
+    text = ",".join(PROMPT_COLUMNS) + "\n" + ",".join(["1"] * len(PROMPT_COLUMNS)) + "\n"
+    mine.write_text(text)
+    result = CliRunner().invoke(app, ["export", str(run_dir), "--format", "prompts", "--out", str(mine)])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert lines[0].startswith(f"error: output {mine} exists and is not a file embedeval wrote") and mine.read_text() == text
+    ours = tmp_path / "ours.csv"
+    for _ in range(2):
+        result = CliRunner().invoke(app, ["export", str(run_dir), "--format", "prompts", "--out", str(ours)])
+        assert result.exit_code == 0, result.output
+
+
 def test_an_mteb_export_folder_embedeval_wrote_is_written_again(run_dir, tmp_path):
     out = tmp_path / "results"
     for _ in range(2):

@@ -33,12 +33,6 @@ from embedeval.text import holds_words, lexical_overlap, words
 KEYS = ["group_id", "category", "variant"]
 #: The key columns of rows from a pair file.
 PAIR_KEYS = ["id", "topic"]
-#: Columns each table of this module always has: what marks an existing output file as one embedeval
-#: wrote (:func:`~embedeval.io.check_output_file`), so a rerun may replace it.
-NEEDLE_QUESTION_COLUMNS = ("question", "needle", "shared_words")
-DISTRACTOR_QUESTION_COLUMNS = ("question", "distractor", "distractor_id")
-NEEDLE_HAYSTACK_COLUMNS = ("needle", "shared_words")
-ABSENCE_COLUMNS = ("question", "rank", "chunk_id", "contains_keyword")
 #: Where questions and needles come from: a needle set, or the pairs of a pair file.
 Source = NeedleSet | Sequence[Pair]
 

@@ -70,9 +70,6 @@ from embedeval.progress import step
 
 #: ``provenance.tool`` of a needle set this module wrote: only such a file is resumed (or replaced).
 DRAFT_TOOL = "embedeval needles draft"
-#: Keys a needle draft always has: what marks an existing ``--out`` as one embedeval wrote (its
-#: provenance then says whether it is this draft's, :func:`open_draft`).
-DRAFT_KEYS = ("name", "groups", "provenance")
 #: The columns of the rejected table.
 REJECTED_COLUMNS = ["theme", "attempt", "group_id", "question", "character", "keyword", "needles", "reason", "prompt_sha256",
                     "answer"]
@@ -485,8 +482,8 @@ def open_draft(config: DraftConfig, chat_model: str, embedder: str) -> tuple[dic
     """The draft to continue and its rejected table: a new one when ``config.out`` does not exist,
     else the one there, if an earlier draft from the same themes run with the same chat model wrote
     it. Any other file there is refused with one line (it is never overwritten)."""
-    out = check_output_file(config.out, (".json",), DRAFT_KEYS)
-    rejected_path = check_output_file(rejected_path_of(out), (".csv",), REJECTED_COLUMNS)
+    out = check_output_file(config.out, (".json",))
+    rejected_path = check_output_file(rejected_path_of(out), (".csv",))
     fresh = new_draft(config, chat_model, embedder)
     rejected = _read_rejected(rejected_path)
     if not out.exists():

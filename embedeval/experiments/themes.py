@@ -299,9 +299,6 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
     return ThemesResult(config, table, clusters, Path(config.out), timings)
 
 
-#: Columns a membership table always has (:func:`theme_membership`): what marks an existing output
-#: file as one embedeval wrote.
-MEMBERSHIP_COLUMNS = ("target_cluster", "blends_in")
 
 
 def is_themes_directory(folder: Path) -> bool:

@@ -17,7 +17,7 @@ from embedeval.needles.validate import (  # noqa: F401
     grid_needle_set, group_problems, load_needle_set, needle_report, parse_needle_set, validate_needle_set,
 )
 from embedeval.needles.nolima import (  # noqa: F401
-    CONVERTED_KEYS, NOLIMA_FIELDS, NOLIMA_PRIMARY_QUESTION, convert_nolima, is_nolima_schema,
+    NOLIMA_FIELDS, NOLIMA_PRIMARY_QUESTION, convert_nolima, is_nolima_schema,
 )
 from embedeval.needles.files import (  # noqa: F401
     DISTRACTOR_COLUMNS, PAIR_COLUMNS, PAIR_SUFFIXES, Pair, load_distractors, load_pairs, read_needle_json,

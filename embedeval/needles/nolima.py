@@ -50,10 +50,6 @@ def _fill_arguments(template: object, args: list[str], what: str) -> str:
     return PLACEHOLDER.sub(fill, template)
 
 
-#: Keys a converted needle set always has: what marks an existing output file as one embedeval wrote.
-CONVERTED_KEYS = ("name", "source", "groups")
-
-
 def convert_nolima(data: list, source: str = "<memory>") -> dict:
     """A NoLiMa needle set in our format (DESIGN §3), with provenance in ``source``.
 
