@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 from embedeval import __version__
 from embedeval.cli import app
 from embedeval.io import read_texts
+from embedeval.defaults import DEFAULT_LENGTHS
 
 runner = CliRunner()
 
@@ -177,7 +178,7 @@ def test_piped_help_is_wide_enough_for_the_defaults():
     env = {k: v for k, v in os.environ.items() if k not in ("TERMINAL_WIDTH", "COLUMNS")}
     result = _run_cli_reporting_imports("nolima", "--help", env=env)
     assert result.returncode == 0, result.stderr
-    assert "[default: 128,256,512,1024,2048,4096,8192]" in result.stdout and "…" not in result.stdout
+    assert f"[default: {','.join(map(str, DEFAULT_LENGTHS))}]" in result.stdout and "…" not in result.stdout
     told = _run_cli_reporting_imports("nolima", "--help", env={**env, "TERMINAL_WIDTH": "80"})
     assert "…" in told.stdout  # the width said is the width used (what made the cut)
 
