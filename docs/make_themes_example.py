@@ -102,9 +102,9 @@ class Example:
         try:
             first = server.stdout.readline()
             url = re.search(r" at (http://127\.0\.0\.1:\d+/v1);", first).group(1)
-            self.blocks["draft"] = self.run("draft", "needles", "draft", "--themes", str(themes), "--llm",
-                                            f"openai:scripted?base_url={url}", "--themes-ids", ",".join(THEMES),
-                                            "--per-theme", "2", "--out", needles, "-q")
+            spec = f"openai:scripted?base_url={url}"  # the drafting model and the judge: one scripted server
+            self.blocks["draft"] = self.run("draft", "needles", "draft", "--themes", str(themes), "--llm", spec, "--judge", spec,
+                                            "--themes-ids", ",".join(THEMES), "--per-theme", "2", "--out", needles, "-q")
         finally:
             server.terminate()
             log = server.communicate(timeout=30)[0]
@@ -162,11 +162,12 @@ def rejected_table(path: Path) -> str:
 def accepted_table(path: Path) -> str:
     data = json.loads(path.read_text(encoding="utf-8"))
     embedder = data["provenance"]["nq_embedder"]
-    rows = ["| group | request | one-hop needle | probability | outside pct | needle–question |", "|---|---|---|---|---|---|"]
+    rows = ["| group | request | question | one-hop needle | probability | outside pct | needle–question | the judge's reason |",
+            "|---|---|---|---|---|---|---|---|"]
     for g in data["groups"]:
         onehop = g["checks"]["needles"]["onehop"]
-        rows.append(f"| {g['id']} | {g['attempt']} | {g['needles']['onehop']} | {onehop['target_probability']:.2f} | "
-                    f"{onehop['outside_percentile']:.1f} | {onehop['nq_similarity'][embedder]:.3f} |")
+        rows.append(f"| {g['id']} | {g['attempt']} | {g['question']} | {g['needles']['onehop']} | {onehop['target_probability']:.2f} | "
+                    f"{onehop['outside_percentile']:.1f} | {onehop['nq_similarity'][embedder]:.3f} | {onehop['judge']['reason']} |")
     return "\n".join(rows)
 
 

@@ -314,7 +314,7 @@ def needles_convert(
 def needles_draft(
     themes: Annotated[Path, typer.Option("--themes", help="A directory written by embedeval themes: the themes to draft needles for.")],
     llm: ChatModelOpt,
-    out: Annotated[Path, typer.Option("--out", help="The needle set to write (.json); an earlier draft there, from the same themes run and chat model, is resumed. Rejected drafts go to NAME.rejected.csv beside it.")],
+    out: Annotated[Path, typer.Option("--out", help="The needle set to write (.json); an earlier draft there, from the same themes, chat model and judge, is resumed; a second draft into it while one runs is refused. Rejected drafts go to NAME.rejected.csv beside it.")],
     per_theme: Annotated[int, typer.Option("--per-theme", help="Needle groups to keep per theme.")] = DEFAULT_DRAFT_PER_THEME,
     themes_ids: Annotated[Optional[str], typer.Option("--themes-ids", help="Comma-separated themes to draft for, each by its cluster number (0 = the largest) or by a term of its top terms in the run's clusters.csv, e.g. writing (default: every theme).")] = None,
     attempts: Annotated[int, typer.Option("--attempts", help="Requests per theme: the first, then redrafts that send the rejected drafts back with their reasons.")] = DEFAULT_DRAFT_ATTEMPTS,
@@ -322,17 +322,22 @@ def needles_draft(
     nq_band: Annotated[Optional[str], typer.Option("--nq-band", help="LO,HI: keep only groups whose one-hop and inverted needles' needle-question similarity lies in [LO, HI] (Context Rot's needles: 0.445-0.775; default: no band).")] = None,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (recorded).")] = DEFAULT_TEMPERATURE,
     plan: Annotated[bool, typer.Option("--plan", help="Print the chat requests and tokens the draft would send, and stop: nothing is sent or written.")] = False,
-    max_cost: Annotated[Optional[str], typer.Option("--max-cost", metavar="<float>", help="Refuse to start when the draft could cost more than this many USD (needs --chat-price).")] = None,
+    judge: Annotated[Optional[str], typer.Option("--judge", help="A chat model, named as --llm names one (it may be the same), asked per one-hop and inverted needle whether the needle alone lets a careful reader answer the question with the character; a needle it says does not answer is rejected with its reason, and its verdicts are recorded. Default: no judge, and then no check tests whether a needle answers its question.")] = None,
+    max_cost: Annotated[Optional[str], typer.Option("--max-cost", metavar="<float>", help="Refuse to start when the draft could cost more than this many USD, and stop before any request that could take it past this while it runs (needs --chat-price).")] = None,
     chat_price: Annotated[Optional[float], typer.Option("--chat-price", help="The chat model's price in USD per million tokens (sent and received), for --plan and --max-cost.")] = None,
+    judge_price: Annotated[Optional[float], typer.Option("--judge-price", help="The judge's price in USD per million tokens (default: --chat-price).")] = None,
     cache_dir: CacheDir = None,
     quiet: Quiet = False,
 ) -> None:
     """Draft needle groups per theme with a chat model and keep those that pass every check: no content
     word shared with the question, not already answered by the corpus, blending into the theme, inside
-    --nq-band if given, not a near-duplicate. Rejected drafts are sent back with their reasons."""
+    --nq-band if given, not a near-duplicate, and with --judge, said by the judge to answer its question.
+    Without --judge no check tests whether a needle answers its question (the needle set's description
+    says so). Rejected drafts are sent back with their reasons."""
     from embedeval.experiments.drafting import DraftConfig, check_draft_cost, format_draft_plan, plan_draft, run_draft
+    from embedeval.experiments.judging import JUDGE_TEMPERATURE
     from embedeval.llm import ChatLLM, parse_chat_spec
-    from embedeval.plan import parse_ceiling
+    from embedeval.plan import check_price, parse_ceiling
 
     check_output_file(out, (".json",))
     band = None
@@ -343,24 +348,31 @@ def needles_draft(
             raise InputError(f"--nq-band takes LO,HI (two numbers), not {nq_band!r}") from None
         band = (lo, hi)
     ids = None if themes_ids is None else tuple(split_list(themes_ids))
-    config = DraftConfig(str(themes), llm, str(out), per_theme, ids, attempts, embedder, band, temperature=temperature)
+    config = DraftConfig(str(themes), llm, str(out), per_theme, ids, attempts, embedder, band, temperature=temperature, judge=judge)
     config.validate()
     ceiling = parse_ceiling(max_cost)
-    if chat_price is not None and not (plan or ceiling is not None) or (chat_price is not None and chat_price < 0):
-        raise InputError("--chat-price goes with --plan or --max-cost, and is a number of USD >= 0")
+    check_price(chat_price, "chat_price")
+    check_price(judge_price, "judge_price")
+    if (chat_price is not None or judge_price is not None) and not (plan or ceiling is not None):
+        raise InputError("--chat-price and --judge-price go with --plan or --max-cost")
+    if judge_price is not None and judge is None:
+        raise InputError("--judge-price goes with --judge")
     if plan or ceiling is not None:
-        draft_plan = plan_draft(config, parse_chat_spec(llm).name, chat_price)  # no key needed to plan
+        draft_plan = plan_draft(config, parse_chat_spec(llm).name, chat_price, judge_price)  # no key needed to plan
         if plan:
             typer.echo(format_draft_plan(draft_plan))
         check_draft_cost(draft_plan, ceiling)
         if plan:
             return
     chat = ChatLLM(llm, temperature=temperature)  # a bad spec or a missing key: one line before any work
-    result = run_draft(config, chat, progress=not quiet, cache_dir=cache_dir)
+    judge_llm = ChatLLM(judge, temperature=JUDGE_TEMPERATURE) if judge else None
+    result = run_draft(config, chat, progress=not quiet, cache_dir=cache_dir, judge=judge_llm, max_cost=ceiling,
+                       chat_price=chat_price, judge_price=judge_price)
     for theme, kept in result.accepted.items():
         typer.echo(f"theme {theme}: {kept} of {per_theme} groups accepted, {result.rejected_now[theme]} draft(s) rejected")
     count = len(result.needle_set["groups"])
-    typer.echo(f"wrote {out}: {count} group{'' if count == 1 else 's'} ({result.requests} chat request(s)); "
+    judged = f", {result.judge_requests} judge request(s)" if judge else "; no judge: nothing checked whether a needle answers its question"
+    typer.echo(f"wrote {out}: {count} group{'' if count == 1 else 's'} ({result.requests} chat request(s){judged}); "
                f"rejected drafts with their reasons in {result.rejected_path}")
 
 

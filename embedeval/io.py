@@ -117,6 +117,7 @@ def check_output_file(path: str | os.PathLike, suffixes: Sequence[str]) -> Path:
         if key not in _forced:
             _forced.add(key)
             print(f"note: replacing {target}, which embedeval did not write (--force)", file=sys.stderr)
+    check_writable(target, parent)
     _OUTPUT_TARGETS.add(key)
     return target
 
@@ -151,6 +152,22 @@ def _write_marker(target: Path) -> None:
     except OSError as exc:
         raise OutputError(f"cannot write {marker}, the record that embedeval wrote {target} "
                           f"({exc.strerror or exc})") from None
+
+
+def check_writable(target: Path, parent: Path) -> None:
+    """Refuse, with one :class:`OutputError` naming ``target``, an output whose folder takes no
+    file (no permission, a read-only file system): found before any work, not after it. ``parent``:
+    the nearest existing folder above ``target``; a temporary file (or, when folders are still to
+    be made, a temporary folder) is made there and removed at once."""
+    try:
+        if parent == target.parent:
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}{_TEMP_MARK}{os.getpid()}-", suffix=_TEMP_SUFFIX, dir=parent)
+            os.close(fd)
+            os.unlink(tmp)
+        else:
+            os.rmdir(tempfile.mkdtemp(prefix=f".{target.name}{_TEMP_MARK}{os.getpid()}-", dir=parent))
+    except OSError as exc:
+        raise OutputError(f"cannot write {target} ({exc.strerror or exc}); nothing was done: choose another path") from None
 
 
 @contextlib.contextmanager
@@ -304,17 +321,18 @@ def _remove_if_empty(created: list[Path]) -> None:
             return
 
 
-def _take_lock(folder: Path) -> int:
-    """Create ``folder``'s lock file and hold it (flock); returns its descriptor.
+def _take_lock(lock: Path, what: str, user: str = "run") -> int:
+    """Create the lock file ``lock`` and hold it (flock); returns its descriptor. ``what``: what
+    it guards, as messages name it (``run directory runs/x``); ``user``: who else may hold it.
 
     The lock file is always one this call creates (``O_EXCL``, never through a link): a lock file a
     killed run left is removed once it is held (nobody else holds it then) and a new one taken, and
     the path must still name the file held once it is locked (else another run replaced it:
     again, at most :data:`_LOCK_ATTEMPTS` times). A lock that is a link or not a plain file is
     refused; another run's lock is an :class:`InputError` naming its holder."""
-    lock = folder / LOCK_NAME
-    refused = InputError(f"run directory {folder}: {LOCK_NAME} is not a lock file embedeval made (a link or not a plain "
-                         "file); remove it if no run is using the folder", "out")
+    place = "the folder" if user == "run" else "it"
+    refused = InputError(f"{what}: {lock.name} is not a lock file embedeval made (a link or not a plain "
+                         f"file); remove it if no {user} is using {place}", "out")
     for _ in range(_LOCK_ATTEMPTS):
         try:
             fd, created = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666), True
@@ -337,8 +355,8 @@ def _take_lock(folder: Path) -> int:
             holder = os.pread(fd, 1000, 0).decode("utf-8", "replace").strip() or "another process"
             os.close(fd)
             if isinstance(exc, BlockingIOError):
-                raise InputError(f"run directory {folder} is in use by {holder}; wait for it or choose another `out`", "out") from None
-            raise InputError(f"cannot lock run directory {folder} ({exc.strerror or exc})") from None
+                raise InputError(f"{what} is in use by {holder}; wait for it or choose another `out`", "out") from None
+            raise InputError(f"cannot lock {what} ({exc.strerror or exc})") from None
         try:
             now = os.stat(lock, follow_symlinks=False)
         except FileNotFoundError:
@@ -348,7 +366,66 @@ def _take_lock(folder: Path) -> int:
                 return fd
             os.unlink(lock)  # a killed run's lock, held now: removed, never rewritten
         os.close(fd)
-    raise InputError(f"cannot lock run directory {folder}: its {LOCK_NAME} changed {_LOCK_ATTEMPTS} times while taking it; try again")
+    raise InputError(f"cannot lock {what}: its {lock.name} changed {_LOCK_ATTEMPTS} times while taking it; try again")
+
+
+def _hold(folder: Path, lock: Path, what: str, user: str, failed: Callable[[OSError], Exception]) -> tuple[list[Path], int]:
+    """Make ``folder`` (and its missing parents) and take the lock file ``lock`` (:func:`_take_lock`
+    with ``what`` and ``user``): (the folders this call created, the lock's descriptor). A file
+    system that refuses either is ``failed(exc)``; on any failure the folders made are removed
+    again while empty."""
+    try:
+        created = _create_folders(folder)
+    except OSError as exc:
+        raise failed(exc) from None
+    try:
+        try:
+            return created, _take_lock(lock, what, user)
+        except OSError as exc:
+            raise failed(exc) from None
+    except BaseException:
+        _remove_if_empty(created)
+        raise
+
+
+def _write_holder(fd: int) -> None:
+    """Say in a lock file who holds it (what a second run's refusal quotes)."""
+    os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {dt.datetime.now().isoformat(timespec='seconds')}\n".encode())
+
+
+def _release_lock(fd: int, lock: Path) -> None:
+    """Remove a lock file this process holds, then let it go."""
+    lock.unlink(missing_ok=True)
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
+def lock_path_of(path: str | os.PathLike) -> Path:
+    """The lock file of the output file ``path`` (:func:`output_file_lock`): ``.NAME.embedeval.lock`` beside it."""
+    target = Path(path)
+    return target.with_name(f".{target.name}{LOCK_NAME}")
+
+
+@contextlib.contextmanager
+def output_file_lock(path: str | os.PathLike) -> Iterator[Path]:
+    """Hold the output file ``path`` for one writer, as :func:`run_directory` holds a run folder
+    (the same lock: :func:`lock_path_of`, flock, the holder written in it): a second writer, in
+    this process or another, is refused at once with one :class:`InputError` naming the holder
+    (``pid N on HOST since TIME``), before it reads or sends anything. The lock file goes when the
+    writer ends; a killed writer's lock file is taken over by the next one."""
+    target = Path(path)
+    lock = lock_path_of(target)
+    created, fd = _hold(target.parent, lock, f"output {target}", "command",
+                        lambda exc: OutputError(f"cannot write {target} ({exc.strerror or exc})"))
+    try:
+        try:
+            _write_holder(fd)
+        except OSError as exc:
+            raise OutputError(f"cannot write {target} ({exc.strerror or exc})") from None
+        yield target
+    finally:
+        _release_lock(fd, lock)
+        _remove_if_empty(created)
 
 
 @contextlib.contextmanager
@@ -366,21 +443,11 @@ def run_directory(path: str | os.PathLike, is_run: Callable[[Path], bool], recor
     failed before writing anything leaves no folder behind)."""
     folder = Path(path)
     check_run_folder(folder, is_run, record)
-    try:
-        created = _create_folders(folder)
-    except OSError as exc:
-        raise InputError(f"cannot write to run directory {folder} ({exc.strerror or exc})") from None
+    created, fd = _hold(folder, folder / LOCK_NAME, f"run directory {folder}", "run",
+                        lambda exc: InputError(f"cannot write to run directory {folder} ({exc.strerror or exc})"))
     try:
         try:
-            fd = _take_lock(folder)
-        except OSError as exc:
-            raise InputError(f"cannot write to run directory {folder} ({exc.strerror or exc})") from None
-    except BaseException:
-        _remove_if_empty(created)
-        raise
-    try:
-        try:
-            os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {dt.datetime.now().isoformat(timespec='seconds')}\n".encode())
+            _write_holder(fd)
             remove_stale_temp_files(folder)
             if _holds_only_leftovers(folder) and not _is_claimed(folder, record):
                 write_text_atomic(folder / CLAIM_NAME, _claim_text(record))
@@ -412,6 +479,11 @@ def file_sha256(path: str | os.PathLike) -> str:
         while block := handle.read(1 << 20):
             digest.update(block)
     return digest.hexdigest()
+
+
+def text_sha256(text: str) -> str:
+    """sha256 of a text's UTF-8 bytes (hex)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:

@@ -14,6 +14,8 @@ scrubbed from every message, the same error translation and retries (backoff wit
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
@@ -23,7 +25,7 @@ from embedeval.embedders.http import (
 )
 from embedeval.embedders.openai import OpenAIEmbedder, openai_client
 from embedeval.embedders.options import ServerOptions, split_spec
-from embedeval.errors import ConfigError
+from embedeval.errors import APIError, ConfigError, InputError
 
 #: The provider a chat spec names, whose key variable, base-URL variable and URL it uses.
 CHAT_PROVIDER = OpenAIEmbedder
@@ -110,16 +112,116 @@ class ChatLLM:
     def model(self) -> str:
         return self.chat.model
 
-    def complete(self, prompt: str) -> str:
-        """The model's answer to one user message."""
+    def scrub(self, text: str) -> str:
+        """``text`` (anything a server sent) with this model's key and any bearer token replaced by
+        ``***``: what is printed or written of a server's words."""
+        return self._key.scrub(text)
 
-        def request() -> str:
+    def ask(self, prompt: str, max_tokens: int | None = None) -> ChatReply:
+        """The model's answer to one user message (:class:`ChatReply`), at most ``max_tokens``
+        tokens long when given (the request's ``max_tokens``)."""
+        limit = {} if max_tokens is None else {"max_tokens": max_tokens}
+
+        def request() -> ChatReply:
             with openai_errors(self._key_hint):
                 response = self._client.chat.completions.create(
-                    model=self.model, messages=[{"role": "user", "content": prompt}], temperature=self.temperature)
+                    model=self.model, messages=[{"role": "user", "content": prompt}], temperature=self.temperature, **limit)
                 try:
-                    return response.choices[0].message.content or ""
+                    choice = response.choices[0]
+                    content = choice.message.content
                 except (AttributeError, IndexError, TypeError) as exc:
                     raise ValueError(f"no answer in the response ({exc})") from None
+                usage = getattr(response, "usage", None)
+                return ChatReply(*self._content(content), _token_count(getattr(usage, "prompt_tokens", None)),
+                                 _token_count(getattr(usage, "completion_tokens", None)), getattr(choice, "finish_reason", None))
 
         return call_with_retries(request, self.policy, f"chat model {self.model}", self._key.scrub)
+
+    def complete(self, prompt: str) -> str:
+        """The model's answer to one user message, as text; an answer whose content is not text
+        (a list, a number, an object) is one :class:`~embedeval.errors.APIError`."""
+        reply = self.ask(prompt)
+        if reply.kind != "text":
+            raise APIError(f"chat model {self.model}: the answer's content is {reply.kind}, not text ({reply.text[:120]!r})")
+        return reply.text
+
+    def _content(self, content) -> tuple[str, str]:
+        """(the content as scrubbed text, its kind): text as it is (none: empty), anything else
+        as its JSON (a list, a number, an object, nested too deep to write: its kind alone)."""
+        if content is None or isinstance(content, str):
+            return self.scrub(content or ""), "text"
+        kind = ("a list" if isinstance(content, list) else "an object" if isinstance(content, dict) else
+                "a boolean" if isinstance(content, bool) else "a number" if isinstance(content, (int, float)) else
+                f"a {type(content).__name__}")
+        try:
+            text = json.dumps(content, ensure_ascii=False, default=str)
+        except (RecursionError, ValueError):
+            text = ""
+        return self.scrub(text), kind
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """One answer of a chat model (:meth:`ChatLLM.ask`): its content as ``text`` (the key and any
+    bearer token scrubbed; a content that is not text, such as a list, as its JSON), the content's
+    ``kind`` (``text``, ``a list``, ``a number``, ``an object``, ...), the tokens the server says it
+    read and wrote (None where it says nothing, or nothing usable) and why it stopped
+    (``finish_reason``: ``length`` when ``max_tokens`` cut it)."""
+
+    text: str
+    kind: str = "text"
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    finish_reason: str | None = None
+
+    @property
+    def cut(self) -> bool:
+        """Whether the answer stopped at ``max_tokens``."""
+        return self.finish_reason == "length"
+
+
+def _token_count(value) -> int | None:
+    """A token count a server reported, if it is one (a whole number >= 0)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
+
+
+def answer_json(reply: ChatReply | str, what: str = "JSON"):
+    """The JSON value a chat model answered: the whole answer, the text inside a ```json fence, or
+    the text from its first ``{`` to its last ``}`` amid prose (to its end when no ``}`` follows:
+    an answer cut off is malformed, not empty). Anything else is one
+    :class:`~embedeval.errors.InputError` saying what the answer was: a content that is not text
+    (a list, a number, an object), empty, no JSON (a refusal), malformed JSON, or JSON nested too
+    deep to read; an answer that stopped at ``max_tokens`` says so. ``what``: the JSON asked for,
+    as the messages name it."""
+    if isinstance(reply, str):
+        reply = ChatReply(reply)
+    if reply.kind != "text":
+        raise InputError(f"the answer's content is {reply.kind}, not text ({_short(reply.text)!r})")
+    cut = " (the answer stopped at its max_tokens)" if reply.cut else ""
+    text = reply.text.strip()
+    fenced = _FENCE.search(text)
+    if fenced:
+        text = fenced.group(1).strip()
+    elif "{" in text and not text.startswith("{"):
+        start = text.index("{")
+        end = text.rfind("}")
+        text = text[start: end + 1] if end > start else text[start:]
+    if not text:
+        raise InputError("the answer is empty" + cut)
+    if not text.startswith(("{", "[")):
+        raise InputError(f"the answer holds no JSON (a refusal?): {_short(reply.text)!r}" + cut)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"the answer is malformed JSON ({exc.msg} at character {exc.pos}){cut}") from None
+    except RecursionError:
+        raise InputError(f"the answer nests its JSON too deep to read (not the {what} asked for)") from None
+
+
+def _short(text: str, limit: int = 120) -> str:
+    """``text`` on one line, cut at ``limit`` characters (`` ...`` marks a cut)."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[:limit] + " ..."

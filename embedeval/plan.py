@@ -174,6 +174,81 @@ def check_ceiling(max_cost: float | None, written: str | None = None) -> None:
         raise ConfigError(f"`max_cost` must be a number of USD >= 0, not {written or max_cost}", "max_cost")
 
 
+def check_price(price: float | None, parameter: str) -> None:
+    """A price in USD per million tokens is a finite number >= 0 (or None: not known); else one
+    error naming ``parameter`` (``nan`` would switch a cost ceiling off, ``inf`` print ``$inf``)."""
+    if price is not None and (isinstance(price, bool) or not isinstance(price, (int, float)) or not 0 <= price < math.inf):
+        said = f"{price:g}" if isinstance(price, float) else repr(price)
+        raise ConfigError(f"`{parameter}` must be a number of USD per million tokens >= 0, not {said}", parameter)
+
+
+class CostCeilingReached(ConfigError):
+    """A request not sent because it could take the spending past ``max_cost`` (:class:`ChatMeter`)."""
+
+
+class ChatMeter:
+    """The tokens a command sends to chat models and receives from them while it runs, and what
+    they cost, kept under a cost ceiling: :meth:`before` refuses, with one
+    :class:`CostCeilingReached` naming ``max_cost``, a request whose worst case (its
+    prompt and ``max_tokens`` of answer) would take the spending past ``max_cost``; :meth:`after`
+    counts what was sent and received. A text's tokens are the most of the server's own count
+    (its ``usage``), the reference tokenizer's count plus ``margin`` (an estimate of another
+    model's tokens) and a quarter of its UTF-8 bytes (the reference tokenizer reads a long run of
+    characters without spaces as one unknown token). A server that counted a prompt as more tokens
+    than that has the next prompts' estimates raised by the same ratio."""
+
+    def __init__(self, max_cost: float | None = None, margin: float = API_TOKEN_MARGIN, counter=None):
+        from embedeval.embedders.tokens import load_token_counter
+
+        check_ceiling(max_cost)
+        self.max_cost, self.margin = max_cost, margin
+        self.counter = counter or load_token_counter()
+        self.usd = 0.0
+        self.ratio: dict[str, float] = {}  # per server: the most its count of a prompt exceeded ours
+        self.requests: dict[str, int] = {}
+        self.sent: dict[str, int] = {}
+        self.received: dict[str, int] = {}
+
+    def tokens(self, text: str) -> int:
+        """The tokens ``text`` is counted as (the class docstring)."""
+        counted = self.counter.count([text])[0] if text else 0
+        return max(math.ceil(counted * (1 + self.margin)), math.ceil(len(text.encode("utf-8")) / 4))
+
+    def before(self, who: str, price: float | None, prompt: str, max_tokens: int, what: str) -> int:
+        """The tokens of ``prompt`` (for :meth:`after`), or :class:`CostCeilingReached` when sending
+        it to ``who`` (``chat``, ``judge``) at ``price`` could take the spending past ``max_cost``;
+        ``what`` names the request in it."""
+        sent = self.tokens(prompt)
+        if self.max_cost is not None and price is not None:
+            expected = math.ceil(sent * self.ratio.get(who, 1.0))
+            worst = (expected + max_tokens) / 1e6 * price
+            if self.usd + worst > self.max_cost:
+                total = sum(self.sent.values()) + sum(self.received.values())
+                raise CostCeilingReached(f"stopped before {what}: it could cost up to ${worst:,.4f} ({expected:,} tokens sent, up "
+                                         f"to {max_tokens:,} received), which with the ${self.usd:,.4f} spent so far ({total:,} "
+                                         f"tokens in {sum(self.requests.values())} request(s)) passes `max_cost` "
+                                         f"${self.max_cost:,.4f}; nothing more was sent", "max_cost")
+        return sent
+
+    def after(self, who: str, price: float | None, sent: int, reply) -> None:
+        """Count one request to ``who``: ``sent`` (from :meth:`before`) and ``reply``'s tokens
+        (:class:`~embedeval.llm.ChatReply`), each at least what the server says it counted."""
+        if sent and (reply.prompt_tokens or 0) > sent:
+            self.ratio[who] = max(self.ratio.get(who, 1.0), reply.prompt_tokens / sent)
+        sent = max(sent, reply.prompt_tokens or 0)
+        received = max(self.tokens(reply.text), reply.completion_tokens or 0)
+        self.requests[who] = self.requests.get(who, 0) + 1
+        self.sent[who] = self.sent.get(who, 0) + sent
+        self.received[who] = self.received.get(who, 0) + received
+        if price is not None:
+            self.usd += (sent + received) / 1e6 * price
+
+    def usage(self, who: str) -> dict:
+        """What was sent to ``who`` and received, as a needle draft's provenance records it."""
+        return {"requests": self.requests.get(who, 0), "tokens_sent": self.sent.get(who, 0),
+                "tokens_received": self.received.get(who, 0)}
+
+
 def parse_ceiling(text: str | None) -> float | None:
     """A cost ceiling as written (``"5"``, ``"0.25"``) in USD, None for none; anything but a
     number >= 0 in ASCII digits (``abc``, ``nan``, ``-1``) is one error (:func:`check_ceiling`)."""

@@ -18,7 +18,14 @@ A drafts file is JSON, in one of two shapes:
 A REPLY that is a JSON object (``{"groups": [...]}``, what ``needles draft`` asks a chat model for)
 is sent as its JSON text; a REPLY that is a string is sent as it is (a refusal, a fenced answer,
 malformed JSON). ``examples/pg-essays-drafts.json`` scripts the worked example of docs/themes.md
-(per theme: ``writing`` and ``startup``).
+(per theme: ``essay`` and ``starting``).
+
+The same server can be the draft's judge (``needles draft --judge``, the same ``base_url``): a
+request whose prompt shows a ``Needle: ...`` line is a judge's, answered from the file's
+``"verdicts"``, a list of ``{"question": TEXT, "needle": TEXT, "answers": true|false, "reason":
+"..."}``: the verdict on the prompt's question and needle (its ``Question: ...`` and ``Needle: ...``
+lines), sent as ``{"answers": ..., "reason": ...}``, however often it is asked. A question and
+needle with no verdict get HTTP 422. Verdicts use up no reply.
 
 From a shell (port 0, the default, takes a free port; the URL is printed)::
 
@@ -48,6 +55,9 @@ CHAT_PATH = "/v1/chat/completions"
 MODEL = "scripted"
 #: The line of a draft prompt that names the theme and its top terms.
 THEME_LINE = re.compile(r"^Theme (-?\d+): .*?its top terms: (.*?)\.?$", re.M)
+#: The lines of a judge's prompt that show the question and the needle it asks about.
+QUESTION_LINE = re.compile(r"^Question: (.*)$", re.M)
+NEEDLE_LINE = re.compile(r"^Needle: (.*)$", re.M)
 
 
 def load_replies(path: str | Path) -> list[str] | dict[str, list[str]]:
@@ -77,6 +87,30 @@ def load_replies(path: str | Path) -> list[str] | dict[str, list[str]]:
         raise ValueError(f'drafts file {path} holds no replies: it must be {{"replies": [...]}} or {{"themes": {{TERM: [...]}}}} '
                          "with at least one")
     return _reply_texts(replies, f"drafts file {path}")
+
+
+def load_verdicts(path: str | Path) -> dict[tuple[str, str], str]:
+    """The judge's verdicts of a drafts file (module docstring), (question, needle) -> the JSON
+    text the server answers; none when the file has no ``"verdicts"``. A verdict that is not an
+    object with a ``question`` and a ``needle`` text, an ``answers`` true or false and a ``reason``
+    text, or a question and needle given twice, is a :class:`ValueError` naming it (call
+    :func:`load_replies` first: it reads the file)."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    verdicts = data.get("verdicts", []) if isinstance(data, dict) else []
+    if not isinstance(verdicts, list):
+        raise ValueError(f'"verdicts" of drafts file {path} is not a list')
+    answers: dict[tuple[str, str], str] = {}
+    for number, verdict in enumerate(verdicts, start=1):
+        key = tuple(verdict.get(k) for k in ("question", "needle")) if isinstance(verdict, dict) else ()
+        if not (len(key) == 2 and all(isinstance(t, str) and t.strip() for t in key) and isinstance(verdict.get("answers"), bool)
+                and isinstance(verdict.get("reason"), str)):
+            raise ValueError(f'verdict {number} of drafts file {path} is not {{"question": TEXT, "needle": TEXT, "answers": '
+                             'true|false, "reason": TEXT}')
+        key = tuple(t.strip() for t in key)
+        if key in answers:
+            raise ValueError(f"verdict {number} of drafts file {path}: its question and needle are given twice")
+        answers[key] = json.dumps({"answers": verdict["answers"], "reason": verdict["reason"]}, ensure_ascii=False)
+    return answers
 
 
 def _reply_texts(replies, where: str) -> list[str]:
@@ -114,10 +148,13 @@ class ScriptedChat:
     background thread; ``url`` is the base URL to give ``--llm openai:MODEL?base_url=URL``,
     ``prompts`` the prompts received, in order."""
 
-    def __init__(self, replies: list[str] | dict[str, list[str]], port: int = 0, log=None):
+    def __init__(self, replies: list[str] | dict[str, list[str]], port: int = 0, log=None,
+                 verdicts: dict[tuple[str, str], str] | None = None):
         self.per_theme = {term: list(texts) for term, texts in replies.items()} if isinstance(replies, dict) else None
+        self.verdicts = dict(verdicts or {})  # (question, needle) -> the judge's answer (load_verdicts)
         self.replies = [t for texts in self.per_theme.values() for t in texts] if self.per_theme else list(replies)
         self._used = {term: 0 for term in self.per_theme or ()}
+        self._replied = 0  # replies answered in order (a judge's requests use up none)
         self.log = log  # called with one line per request (main() prints them), or None
         self.prompts: list[str] = []
         self._lock = threading.Lock()
@@ -131,15 +168,27 @@ class ScriptedChat:
     def next_reply(self, prompt: str) -> tuple[int, str]:
         """Record ``prompt`` and return (HTTP status, the reply or the error message): 200 with the
         next reply (of the prompt's theme, when the replies are per theme); 410 once they are used
-        up; 422 when the prompt's theme is none of the scripted ones."""
+        up; 422 when the prompt's theme is none of the scripted ones. A judge's prompt (a
+        ``Needle:`` line) gets the verdict on its question and needle, or 422 when there is none."""
         asked = next((line for line in prompt.splitlines() if line.startswith("Theme ")), prompt.split("\n", 1)[0])
+        needle = NEEDLE_LINE.search(prompt)
         with self._lock:
             self.prompts.append(prompt)
             number = len(self.prompts)
-            if self.per_theme is None:
-                status, reply = (200, self.replies[number - 1]) if number <= len(self.replies) else \
+            if needle:
+                question = QUESTION_LINE.search(prompt)
+                key = ((question.group(1) if question else "").strip(), needle.group(1).strip())
+                asked = f"judge: {key[1]}"
+                verdict = self.verdicts.get(key)
+                status, reply = (200, verdict) if verdict else (422, f"no scripted verdict on the question {key[0]!r} and the "
+                                                                     f"needle {key[1]!r}")
+                answered = ("HTTP 422, no scripted verdict" if verdict is None else
+                            "answers" if json.loads(verdict)["answers"] else "does not answer")
+            elif self.per_theme is None:
+                self._replied += 1
+                status, reply = (200, self.replies[self._replied - 1]) if self._replied <= len(self.replies) else \
                     (410, f"all {len(self.replies)} scripted replies are used up (the draft asked for more than the drafts file scripts)")
-                answered = f"reply {number} of {len(self.replies)}" if status == 200 else "HTTP 410, the replies are used up"
+                answered = f"reply {self._replied} of {len(self.replies)}" if status == 200 else "HTTP 410, the replies are used up"
             else:
                 term, why = theme_of_prompt(prompt, list(self.per_theme))
                 if term is None:
@@ -231,17 +280,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         replies = load_replies(args.drafts)
+        verdicts = load_verdicts(args.drafts)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
-        server = ScriptedChat(replies, args.port, log=lambda line: print(line, flush=True))
+        server = ScriptedChat(replies, args.port, log=lambda line: print(line, flush=True), verdicts=verdicts)
     except OSError as exc:
         print(f"error: cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     themes = f" for the themes {', '.join(replies)}" if isinstance(replies, dict) else ""
+    themes += f" and {len(verdicts)} verdicts of a judge" if verdicts else ""
+    judge = " (and --judge, the same, for the verdicts)" if verdicts else ""
     print(f"serving {len(server.replies)} scripted replies{themes} at {server.url}; draft with "
-          f"--llm \"openai:{MODEL}?base_url={server.url}\"; Ctrl-C stops", flush=True)
+          f"--llm \"openai:{MODEL}?base_url={server.url}\"{judge}; Ctrl-C stops", flush=True)
     server.serve_forever()
     return 0
 

@@ -79,6 +79,8 @@ class Script:
     bad_keys: set[str] = field(default_factory=lambda: {"bad-key"})
     unknown_models: set[str] = field(default_factory=set)
     chat_replies: list[str] = field(default_factory=list)  # answers of /chat/completions, in order
+    chat_reply_for: object = None  # prompt -> the answer's content, or None for the next of chat_replies (a judge's verdicts)
+    chat_usage: dict | None = None  # the usage a chat answer reports (default: 1 prompt token, 1 completion token)
     delay: float = 0.0  # seconds each request takes
     trickle: float = 0.0  # seconds between the bytes of a 200 answer's body to a POST (a server that answers, slowly)
     # as OpenAI-compatible servers behave (text-embeddings-inference, vLLM, Ollama):
@@ -166,8 +168,11 @@ class FakeEmbeddingServer:
                     self._send(status, {"error": {"message": message, "type": "error"}, "detail": message}, script.fail_headers)
                     return
                 if self.path.endswith("/chat/completions"):
+                    prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []) if isinstance(m, dict))
+                    content = script.chat_reply_for(prompt) if script.chat_reply_for else None
                     with script.lock:
-                        content = script.chat_replies.pop(0) if script.chat_replies else "[]"
+                        if content is None:
+                            content = script.chat_replies.pop(0) if script.chat_replies else "[]"
                         fault = script.faults.pop(0) if script.faults else None
                     if fault is not None:  # "malformed_json" or "missing_data" (no choices): a 200 that is no answer
                         self._send(200, b'{"id": "chat-1", "choices": [' if fault == "malformed_json" else {"id": "chat-1"})
@@ -175,7 +180,7 @@ class FakeEmbeddingServer:
                     self._send(200, {"id": "chat-1", "object": "chat.completion", "created": 0, "model": body.get("model"),
                                      "choices": [{"index": 0, "finish_reason": "stop",
                                                   "message": {"role": "assistant", "content": content}}],
-                                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+                                     "usage": script.chat_usage or {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
                     return
                 counts = script.count_tokens(inputs) if script.count_tokens else [len(t.split()) for t in inputs]
                 if script.max_batch is not None and len(inputs) > script.max_batch:

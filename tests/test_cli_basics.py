@@ -200,3 +200,18 @@ def test_a_context_extension_the_model_folder_rules_out_is_refused_before_the_mo
     imported = result.stdout.splitlines()[-1].split()[1:]
     assert not {"torch", "transformers", "sentence_transformers", "scipy", "sklearn", "matplotlib"} & set(imported), imported
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("out", ["/sys/embedeval-test.npy", "/sys/embedeval-test/new/vectors.parquet"])
+def test_an_unwritable_embed_output_is_refused_before_any_text_is_embedded(tmp_path, monkeypatch, out):
+    """Issue 44: an output no one may write (under /sys, root included) was found after the work."""
+    import embedeval.embedders
+
+    def never(*args, **kwargs):
+        raise AssertionError("the model was loaded for an output that cannot be written")
+
+    monkeypatch.setattr(embedeval.embedders, "load_embedder", never)
+    (tmp_path / "in.txt").write_text("a text\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["embed", "--input", str(tmp_path / "in.txt"), "--out", out, "-q"])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith(f"error: cannot write {out} ("), result.output

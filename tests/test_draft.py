@@ -97,20 +97,25 @@ def prompts_sent(server) -> list[str]:
 def test_scripted_drafts_each_rejected_for_its_reason_and_redrafts_accepted(themes_run, chat, tmp_path):
     cooking, sailing = theme_of(themes_run, "cooking"), theme_of(themes_run, "sailing")
     chat.script.chat_replies = [
+        # five groups where three are asked for: the first three are checked, the other two cut unread (issue 44)
         "Here you are:\n```json\n" + json.dumps({"groups": [GOOD, SHARES_A_WORD, ANSWERED, OFF_TOPIC, DUPLICATE]}) + "\n```",
         '{"groups": [{"question": "Which character',  # malformed JSON
+        json.dumps({"groups": [OFF_TOPIC, DUPLICATE]}),
         json.dumps({"groups": [REDRAFT]}),  # a bare object: the redraft is accepted
         "I'm sorry, but I can't help with writing these.",  # a refusal
         json.dumps({"groups": SAILING}),
-    ]
+    ]  # then "[]", the fake server's answer once its replies are used up
     out = tmp_path / "needles.json"
-    result = draft(themes_run, out, "--themes-ids", f"{term_of(themes_run, cooking)},{sailing}", "--per-theme", "2")  # a term, a number
+    result = draft(themes_run, out, "--themes-ids", f"{term_of(themes_run, cooking)},{sailing}", "--per-theme", "3",
+                   "--attempts", "4")  # a term, a number
     assert result.exit_code == 0, result.output
-    assert f"theme {cooking}: 2 of 2 groups accepted, 5 draft(s) rejected" in result.output
-    assert f"theme {sailing}: 2 of 2 groups accepted, 1 draft(s) rejected" in result.output
+    assert f"theme {cooking}: 2 of 3 groups accepted, 7 draft(s) rejected" in result.output
+    assert f"theme {sailing}: 2 of 3 groups accepted, 3 draft(s) rejected" in result.output
+    assert "(8 chat request(s); no judge: nothing checked whether a needle answers its question)" in result.output
     needle_set = load_needle_set(out)  # what nolima --needles reads, as it is
     assert [g.character for g in needle_set.groups] == ["Yuki", "Noor", "Kenji", "Priya"]
     assert needle_set.variants_served() == ["onehop", "inverted"]
+    assert "No check tested whether a needle answers its question" in needle_set.description
     assert CliRunner().invoke(app, ["needles", "check", str(out)]).exit_code == 0
 
     rejected = pd.read_csv(tmp_path / "needles.rejected.csv", keep_default_na=False)
@@ -120,23 +125,31 @@ def test_scripted_drafts_each_rejected_for_its_reason_and_redrafts_accepted(them
     assert reason["Lena"].startswith(f"onehop needle does not blend into theme {cooking}")
     assert reason["Ravi"].startswith("onehop needle is a near-duplicate of group") and "cosine 1.000" in reason["Ravi"]
     answers = rejected[rejected["character"] == ""]
-    assert answers["reason"].str.startswith("the answer is malformed JSON").tolist() == [True, False]
-    assert answers["reason"].iloc[1].startswith("the answer holds no JSON (a refusal?)")
-    assert answers["attempt"].tolist() == [2, 1] and answers["theme"].tolist() == [cooking, sailing]
-    assert "I'm sorry" in answers["answer"].iloc[1]
+    said = ["the answer held 5 groups, 3 asked for", "the answer is malformed JSON (Unterminated string", "the answer holds no JSON (a refusal?)",
+            'the answer is not a JSON object {"groups"', 'the answer is not a JSON object {"groups"']
+    assert len(answers) == len(said) and all(r.startswith(s) for r, s in zip(answers["reason"], said)), answers["reason"].tolist()
+    assert answers["reason"].iloc[0] == "the answer held 5 groups, 3 asked for: the other 2 were cut unread"
+    assert answers["attempt"].tolist() == [1, 2, 1, 3, 4] and answers["theme"].tolist() == [cooking, cooking, sailing, sailing, sailing]
+    assert "I'm sorry" in answers["answer"].iloc[2]
 
     sent = prompts_sent(chat)
-    assert len(sent) == 5
-    assert "Write 2 needle groups" in sent[0] and "Write 2 needle groups" in sent[3]
+    assert len(sent) == 8
+    assert "Write 3 needle groups" in sent[0] and "Write 3 needle groups" in sent[4]
     assert "Ana roasted a tray of potatoes" in sent[1] and "rejected: onehop needle shares content words" in sent[1]
-    assert "Write 1 new groups" in sent[1] and "rejected: the answer is malformed JSON" in sent[2]
+    assert "Lena filed an appeal" not in sent[1]  # cut unread: not sent back either
+    assert "Write 2 new groups" in sent[1] and "rejected: the answer is malformed JSON" in sent[2]
+    bodies = [r["body"] for r in chat.requests if r["path"].endswith("/chat/completions")]
+    assert [b["max_tokens"] for b in bodies] == [200 + 3 * 300, 200 + 2 * 300, 200 + 2 * 300, 200 + 2 * 300,
+                                                 200 + 3 * 300, 200 + 3 * 300, 200 + 300, 200 + 300]
     data = json.loads(out.read_text())
     provenance = data["provenance"]
     assert provenance["chat_model"] == "openai:fake-model" and provenance["themes_run"] == str(themes_run)
     assert provenance["checks"]["nq_band"] is None and provenance["checks"]["threshold"] == 0.9
+    assert provenance["judge"] is None and provenance["usage"]["chat"]["requests"] == 8
+    assert provenance["usage"]["chat"]["tokens_sent"] > 8 * 300 and provenance["usage"]["judge"]["requests"] == 0
     for text_sha, text in provenance["prompts"].items():
         assert hashlib.sha256(text.encode()).hexdigest() == text_sha
-    assert [g["attempt"] for g in data["groups"]] == [1, 3, 2, 2]
+    assert [g["attempt"] for g in data["groups"]] == [1, 4, 2, 2]
     assert all(g["prompt_sha256"] in provenance["prompts"] for g in data["groups"])
     assert provenance["theme_prompts"][str(cooking)] == data["groups"][0]["prompt_sha256"]
     for g in data["groups"]:
@@ -261,6 +274,9 @@ def test_drafts_are_read_from_a_bare_object_or_a_fence(answer, groups):
     ("", "the answer is empty"),
     ("I cannot help with that.", "holds no JSON (a refusal?)"),
     ('{"groups": [', "malformed JSON"),
+    ('Here they are: {"groups": [', "malformed JSON"),  # cut off amid prose: not "the answer is empty" (issue 44)
+    ('Here they are:\n```json\n{"groups": [{"question": "Q?"', "malformed JSON"),  # an unclosed fence too
+    ("[" * 100_000 + "]" * 100_000, "nests its JSON too deep to read"),  # a RecursionError before
     ('{"needles": []}', 'not a JSON object {"groups": [...]}'),
     ('{"groups": []}', "holds no groups"),
 ])
@@ -362,7 +378,12 @@ def test_the_shipped_pg_essays_drafts_are_well_formed_and_show_a_rejection_and_i
     assert problems(1) == ["onehop needle shares content words with the question: write",
                            "inverted needle shares content words with the question: write"]
     assert redraft["character"] == rejected["character"] and redraft["needles"] == rejected["needles"]
-    assert len(replies[0]) == 2 and len(groups) == 7 and [i for i in range(len(groups)) if problems(i)] == [1]
+    assert len(replies[0]) == 2 and len(groups) == 9 and [i for i in range(len(groups)) if problems(i)] == [1]
+    verdicts = scripted_chat.load_verdicts(EXAMPLES / "pg-essays-drafts.json")  # the judge (issue 44): a verdict on every needle it may be asked about
+    asked = {(g["question"], text) for i, g in enumerate(groups) if not problems(i) for text in g["needles"].values()}
+    assert asked == set(verdicts)
+    said = {needle: json.loads(verdict)["answers"] for (_, needle), verdict in verdicts.items() if _ == "Which character has been to Munich?"}
+    assert said[groups[4]["needles"]["onehop"]] is False and said[groups[6]["needles"]["onehop"]] is True  # an allusion, then the link
 
 
 @pytest.mark.parametrize("content, says", [
@@ -373,6 +394,8 @@ def test_the_shipped_pg_essays_drafts_are_well_formed_and_show_a_rejection_and_i
     ('{"themes": {"Kitchen": ["{}"], "kitchen ": ["{}"]}}', "theme 'kitchen ' is given twice"),  # one list was silently lost
     ('{"themes": {" ": ["{}"]}}', "theme ' ' is empty"),
     ('{"themes": {"kitchen": ["{}"]}, "replies": ["{}"]}', 'holds both "themes" and "replies"'),
+    ('{"replies": ["{}"], "verdicts": [{"needle": "N.", "answers": true, "reason": "r"}]}', "verdict 1 of drafts file"),  # no question
+    ('{"replies": ["{}"], "verdicts": {"N.": true}}', '"verdicts" of drafts file'),
 ])
 def test_the_example_server_refuses_a_bad_drafts_file_with_one_line(tmp_path, content, says):
     drafts = tmp_path / "drafts.json"

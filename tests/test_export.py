@@ -145,6 +145,20 @@ def test_bad_export_requests_are_one_line(run_dir, args, message, tmp_path, monk
     assert not any(tmp_path.iterdir())
 
 
+def test_an_unwritable_prompt_set_is_refused_before_the_run_is_read(run_dir, monkeypatch):
+    """Issue 44: `export --format prompts` did all its work, then found it could not write."""
+    import embedeval.export
+
+    def never(*args, **kwargs):
+        raise AssertionError("the run was read for an output that cannot be written")
+
+    monkeypatch.setattr(embedeval.export.NolimaRun, "open", never)
+    result = CliRunner().invoke(app, ["export", str(run_dir), "--format", "prompts", "--out", "/sys/embedeval-test.csv", "-q"])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: cannot write /sys/embedeval-test.csv ("), \
+        result.output
+
+
 def test_exports_refuse_what_is_not_a_run_or_a_template(tmp_path):
     (tmp_path / "t.txt").write_text("no slots here")
     (tmp_path / "latin1.txt").write_bytes("Caf\xe9 {haystack} {question}".encode("latin-1"))  # issue 45: not UTF-8

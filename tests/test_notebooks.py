@@ -84,9 +84,10 @@ def test_03_query_expansion(tmp_path, books_dir):
 
 def test_04_themes(tmp_path):
     """The themes, then the whole loop on a reduced grid: the scripted chat server of examples/ on
-    127.0.0.1 answers every theme with one group per topic, so each theme keeps the group written
-    for it (and refuses the others as off-topic or their characters as taken); the drafted set is
-    swept by nolima."""
+    127.0.0.1 answers the requests with one group each, the three topics in turn, so each theme
+    keeps the group written for it within its three requests (and refuses the others as off-topic
+    or their characters as taken), and as the judge says that each of those needles answers its
+    question (issue 44); the drafted set is swept by nolima."""
     import json
 
     from test_draft import GOOD, SAILING, group
@@ -103,7 +104,10 @@ def test_04_themes(tmp_path):
                   "Mira photographed a faint nebula from a mountain observatory in the Atacama desert.",
                   "From a mountain observatory in the Atacama desert, a faint nebula was photographed by Mira.")
     drafts = tmp_path / "drafts.json"
-    drafts.write_text(json.dumps({"replies": [{"groups": [GOOD, SAILING[0], stars]}] * 3}), encoding="utf-8")
+    topics = [GOOD, SAILING[0], stars]
+    verdicts = [{"question": g["question"], "needle": text, "answers": True, "reason": f"it says so of {g['character']}"}
+                for g in topics for text in g["needles"].values()]
+    drafts.write_text(json.dumps({"replies": [{"groups": [g]} for g in topics] * 3, "verdicts": verdicts}), encoding="utf-8")
     out = tmp_path / "nb4"
     notebook = run_notebook("04_themes.ipynb", {"CORPUS": f"dir:{corpus}", "MIN_BOOKS": 3, "UMAP_COMPONENTS": 5,
                                                 "REPRESENTATIVES": 5, "OUT": str(out), "DRAFTS": str(drafts),
@@ -116,7 +120,10 @@ def test_04_themes(tmp_path):
     assert "blends_in" in shown and "outside_percentile" in shown and "clusters" in shown
     drafted = json.loads((tmp_path / "nb4-loop" / "drafted-needles.json").read_text())
     assert sorted(g["character"] for g in drafted["groups"]) == ["Kenji", "Mira", "Yuki"]
-    assert all(f"theme {theme}: 1 of 1 groups accepted, 2 draft(s) rejected" in shown for theme in range(3))
+    assert all(f"theme {theme}: 1 of 1 groups accepted, " in shown for theme in range(3))
+    assert drafted["provenance"]["judge"]["chat_model"].startswith("openai:scripted?base_url=http://127.0.0.1:")
+    assert all(g["checks"]["needles"][v]["judge"]["answers"] for g in drafted["groups"] for v in ("onehop", "inverted"))
+    assert " 6 judge request(s)" in shown and "it says so of Yuki" in shown and "No check tested" not in shown
     assert "needles check: 3 groups, 0 problem(s)" in shown
     breaks = pd.read_csv(tmp_path / "nb4-loop" / "nolima" / "breaks.csv")
     assert sorted(breaks["variant"]) == ["inverted", "onehop"]

@@ -54,6 +54,7 @@ import datetime as dt
 import email.utils
 import hashlib
 import os
+import re
 import sys
 import threading
 import time
@@ -130,6 +131,11 @@ class PayloadTooLargeError(FatalAPIError):
     ``max_client_batch_size``); sent again as two halves, not retried as it was."""
 
 
+#: A bearer token as an ``Authorization`` header carries it: ``Bearer`` and a token of 8 or more
+#: token characters holding a digit or a sign (prose such as "Bearer instruments" stays).
+_BEARER_TOKEN = re.compile(r"\b[Bb]earer\s+(?=[A-Za-z]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]{8,}")
+
+
 @dataclass(frozen=True)
 class APIKey:
     """An API key read from the environment variable ``env``; its repr never shows it."""
@@ -152,8 +158,9 @@ class APIKey:
         return cls(env, value)
 
     def scrub(self, message: str) -> str:
-        """``message`` with the key replaced by ``***``."""
-        return message.replace(self.value, "***") if self.value else message
+        """``message`` with the key replaced by ``***``, and any bearer token (``Bearer ...``, the
+        ``Authorization`` header a careless server quotes back, whoever's key it holds) too."""
+        return _BEARER_TOKEN.sub("Bearer ***", message.replace(self.value, "***") if self.value else message)
 
 
 def key_is_set(env: str) -> bool:
@@ -296,7 +303,7 @@ def openai_errors(key_env: str):
         raise RetryableError(f"{type(exc).__name__}: {exc}{cause}") from None
     except openai.APIConnectionError as exc:  # refused, reset, unknown host
         raise ConnectionFailedError(f"{type(exc).__name__}: {exc}") from None
-    except (openai.APIResponseValidationError, ValueError) as exc:  # a 200 whose body is not what it should be
+    except (openai.APIResponseValidationError, ValueError, RecursionError) as exc:  # a 200 whose body is not what it should be
         raise MalformedResponseError(f"malformed response ({type(exc).__name__}: {exc})") from None
 
 

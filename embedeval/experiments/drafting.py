@@ -32,15 +32,29 @@ A theme's rejected drafts go back to the model with their reasons, for the group
 up to ``attempts`` requests per theme. Every rejected draft (and every answer that is no JSON, such
 as a refusal) is a row of the rejected table with its reason: nothing is dropped silently. The
 output is a needle set ``nolima --needles`` takes as it is, with provenance: the chat model, every
-prompt sent (by sha256), the themes run (path and the sha256 of its ``themes.json``), each check's
+prompt sent (by sha256), the themes run (path, the sha256 of its ``themes.json`` and the key of
+what defines its themes, :func:`~embedeval.experiments.themes.themes_key`), each check's
 settings and each needle's values. It is written after every request, so an interrupted draft
 (a network failure) loses no accepted group, and a rerun with the same themes run and chat model
-resumes, asking only for the groups still missing.
+resumes, asking only for the groups still missing. One draft at a time writes an output (a lock
+beside it, :func:`~embedeval.io.output_file_lock`).
+
+With a judge (``DraftConfig.judge``, :mod:`embedeval.experiments.judging`) a group that passed
+checks 1-4 is also refused when the judge says its one-hop or inverted needle does not let a
+careful reader answer the question; without one, no check tests that, and the needle set's
+description says so.
+
+What the draft spends is bounded as it runs, not only in the plan: an answer is asked for with
+``max_tokens`` (:func:`answer_tokens`), holds at most the groups asked for (the rest are cut
+before any check), a redraft quotes back only the known fields of the rejected groups, cut
+(:func:`_draft_text`), and with ``max_cost`` every request (of the chat model and of the judge)
+is counted as sent and received (:class:`~embedeval.plan.ChatMeter`) and none is sent that could
+take the spending past it.
 """
 
 from __future__ import annotations
 
-import hashlib
+import csv
 import json
 import re
 from dataclasses import dataclass
@@ -57,14 +71,21 @@ from embedeval.defaults import (
 from embedeval.derived import file_sha256
 from embedeval.embedders.registry import load_embedder
 from embedeval.embedders.tokens import load_token_counter
-from embedeval.errors import APIError, ConfigError, InputError
+from embedeval.errors import APIError, ConfigError, EmbedevalError, InputError
 from embedeval.experiments.context_rot import answer_absence, needle_question_similarity, pair_rows, question_key
-from embedeval.experiments.themes import MANIFEST, load_themes, read_manifest, resolve_themes, theme_membership, themes_chunks
-from embedeval.io import check_output_file, read_json, read_table, write_table, write_text_atomic
-from embedeval.llm import chat_spec_difference
-from embedeval.plan import check_ceiling
+from embedeval.experiments.judging import JUDGE_ANSWER_TOKENS, JUDGE_PROMPT, JUDGE_TEMPERATURE, JUDGE_TEXT_TOKENS, NeedleJudge
+from embedeval.experiments.themes import (
+    MANIFEST, load_themes, read_manifest, resolve_themes, theme_membership, themes_chunks, themes_key,
+)
+from embedeval.io import (
+    atomic_path, check_output_file, output_file_lock, read_json, read_table, text_sha256, write_text_atomic,
+)
+from embedeval.llm import ChatLLM, answer_json, chat_spec_difference, parse_chat_spec
+from embedeval.plan import ChatMeter, CostCeilingReached, check_ceiling, check_price
 from embedeval.metrics import nearest_cosines
-from embedeval.needles import CHAR, NO_OVERLAP_VARIANTS, NeedleGroup, NeedleSet, group_problems, parse_needle_set, raw_questions
+from embedeval.needles import (
+    CHAR, NEEDLE_VARIANTS, NO_OVERLAP_VARIANTS, NeedleGroup, NeedleSet, group_problems, parse_needle_set, raw_questions,
+)
 from embedeval.text import WordIndex, words
 from embedeval.progress import step
 
@@ -74,8 +95,21 @@ DRAFT_TOOL = "embedeval needles draft"
 REJECTED_COLUMNS = ["theme", "attempt", "group_id", "question", "character", "keyword", "needles", "reason", "prompt_sha256",
                     "answer"]
 #: A plan's estimate of the tokens of one drafted group as JSON (question, character, keyword, two
-#: or three needles): what an answer holds per group, and what a redraft sends back per rejected one.
+#: or three needles) with its reason: what a redraft sends back per rejected one.
 GROUP_TOKENS_ESTIMATE = 150
+#: ``max_tokens`` of an answer asked for N groups: this many per group, plus :data:`ANSWER_TOKENS_BASE`
+#: (prose or a fence around the JSON). A real group takes about 150.
+ANSWER_TOKENS_PER_GROUP = 300
+ANSWER_TOKENS_BASE = 200
+#: The fields of a drafted group a redraft quotes back (the model's invented fields and embedeval's
+#: own stay home), each text cut at :data:`SENT_BACK_CHARS` characters.
+SENT_BACK_FIELDS = ("question", "character", "character_set", "keyword", "needles")
+SENT_BACK_CHARS = 300
+#: Characters of a reason a redraft quotes back.
+REASON_SENT_BACK_CHARS = 600
+#: What the description of a needle set drafted without a judge says.
+NOT_JUDGED = ("No check tested whether a needle answers its question: no judge was asked (needles draft --judge asks a "
+              "chat model, per one-hop and inverted needle).")
 #: How the near-duplicate check writes every needle's character (:func:`anonymous`).
 ANONYMOUS = "someone"
 #: Characters of a representative chunk shown in the prompt (a long chunk is cut at a word).
@@ -135,9 +169,15 @@ class DraftConfig:
     duplicate_cosine: float = DEFAULT_DUPLICATE_COSINE
     prompt_chunks: int = DEFAULT_DRAFT_PROMPT_CHUNKS
     temperature: float = DEFAULT_TEMPERATURE
+    judge: str | None = None  # a chat spec, as ``llm``: asks whether each one-hop and inverted needle answers; None: no judge
 
     def validate(self) -> None:
         """One-line :class:`~embedeval.errors.ConfigError` for settings that cannot work."""
+        if self.judge is not None:
+            try:
+                parse_chat_spec(self.judge)  # a bad spec: one line, before anything is read
+            except ConfigError as exc:
+                raise ConfigError(f"`judge`: {exc}", "judge", *(p for p in exc.parameters if p != "llm")) from None
         for parameter in ("per_theme", "attempts", "absence_top_k", "prompt_chunks"):
             value = getattr(self, parameter)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -175,15 +215,18 @@ class DraftResult:
     requests: int
     out: Path
     rejected_path: Path
+    judge_requests: int = 0
 
 
 @dataclass(frozen=True)
 class DraftPlan:
     """What a draft would send to the chat model (``--plan``): per theme the prompt's tokens, and
     in all the requests (one per theme at least, ``attempts`` at most) and the tokens sent and
-    received at most (redrafts carry the rejected drafts back; answers estimated at
-    :data:`GROUP_TOKENS_ESTIMATE` per group), counted with the reference tokenizer: an estimate
-    within ``token_margin``."""
+    received at most (answers at most their ``max_tokens``, :func:`answer_tokens`; redrafts carry
+    the rejected groups back, estimated at :data:`GROUP_TOKENS_ESTIMATE` each), counted with the
+    reference tokenizer: an estimate within ``token_margin``. With a judge, ``judge_requests_max`` and ``judge_tokens_max`` (two
+    needles of every group an answer may hold, each a prompt and up to
+    :data:`~embedeval.experiments.judging.JUDGE_ANSWER_TOKENS` of answer), at ``judge_usd_per_million``."""
 
     chat_model: str
     themes: list[dict]
@@ -194,6 +237,10 @@ class DraftPlan:
     token_margin: float
     usd_per_million: float | None
     usd_high: float | None
+    judge_model: str | None = None
+    judge_requests_max: int = 0
+    judge_tokens_max: int = 0
+    judge_usd_per_million: float | None = None
 
 
 def rejected_path_of(out: str | Path) -> Path:
@@ -232,10 +279,15 @@ def draft_prompt(theme: Theme, n: int) -> str:
 
 
 def redraft_prompt(prompt: str, n: int, rejected: list[tuple[str, str]]) -> str:
-    """A theme's next request: its first prompt, the rejected drafts (as the model wrote them) with
-    their reasons, and ``n`` groups asked for again (:data:`REDRAFT`)."""
-    listed = "\n".join(f"- {draft} -> rejected: {reason}" for draft, reason in rejected)
+    """A theme's next request: its first prompt, the rejected drafts (their known fields, cut:
+    :func:`_draft_text`) with their reasons, and ``n`` groups asked for again (:data:`REDRAFT`)."""
+    listed = "\n".join(f"- {draft} -> rejected: {_cut(reason, REASON_SENT_BACK_CHARS)}" for draft, reason in rejected)
     return REDRAFT.format(prompt=prompt.rstrip("\n"), rejected=listed, n=n)
+
+
+def answer_tokens(n: int) -> int:
+    """``max_tokens`` of an answer asked for ``n`` groups (:data:`ANSWER_TOKENS_PER_GROUP`)."""
+    return ANSWER_TOKENS_BASE + n * ANSWER_TOKENS_PER_GROUP
 
 
 def _cut(text: str, limit: int) -> str:
@@ -243,32 +295,16 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: text.rfind(" ", 0, limit) if " " in text[:limit] else limit] + " ..."
 
 
-def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+sha256_text = text_sha256
 
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
-
-
-def parse_drafts(answer: str) -> list:
-    """The drafted groups of a chat answer: the JSON object ``{"groups": [...]}``, the whole answer
-    (or the text from its first ``{`` to its last ``}``) or inside a ```json fence. Anything else is
-    one :class:`~embedeval.errors.InputError` saying what the answer was (empty, no JSON: a
-    refusal, malformed JSON, another shape)."""
-    text = (answer or "").strip()
-    fenced = _FENCE.search(text)
-    if fenced:
-        text = fenced.group(1).strip()
-    elif "{" in text and not text.startswith("{"):
-        text = text[text.index("{"): text.rfind("}") + 1]
-    if not text:
-        raise InputError("the answer is empty")
-    if not text.startswith(("{", "[")):
-        raise InputError(f"the answer holds no JSON (a refusal?): {_cut(answer, 120)!r}")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"the answer is malformed JSON ({exc.msg} at character {exc.pos})") from None
+def parse_drafts(answer) -> list:
+    """The drafted groups of a chat answer (text, or a :class:`~embedeval.llm.ChatReply`): the JSON
+    object ``{"groups": [...]}``, the whole answer, inside a ```json fence or amid prose
+    (:func:`~embedeval.llm.answer_json`). Anything else is one
+    :class:`~embedeval.errors.InputError` saying what the answer was (a content that is not text,
+    empty, no JSON: a refusal, malformed or cut-off JSON, JSON nested too deep, another shape)."""
+    data = answer_json(answer if answer is not None else "", 'JSON object {"groups": [...]}')
     if not isinstance(data, dict) or not isinstance(data.get("groups"), list):
         raise InputError('the answer is not a JSON object {"groups": [...]}')
     if not data["groups"]:
@@ -297,19 +333,52 @@ def _name_keys(group: dict) -> set[str]:
 
 
 def _draft_text(raw) -> str:
-    """A drafted group as the redraft prompt quotes it (without embedeval's own fields)."""
+    """A drafted group as the redraft prompt quotes it: its known fields only
+    (:data:`SENT_BACK_FIELDS`; the needles of known variants), each text cut at
+    :data:`SENT_BACK_CHARS` characters; a draft that is no object, as a short text."""
     if not isinstance(raw, dict):
-        return json.dumps(raw, ensure_ascii=False)
-    return json.dumps({k: v for k, v in raw.items() if k not in ("id", "category")}, ensure_ascii=False)
+        return _cut(_json_or_kind(raw), SENT_BACK_CHARS)
+    known = {}
+    for field in SENT_BACK_FIELDS:
+        if field not in raw:
+            continue
+        value = raw[field]
+        if field == "needles" and isinstance(value, dict):
+            known[field] = {v: _cut(_json_or_kind(value[v]), SENT_BACK_CHARS) for v in NEEDLE_VARIANTS if v in value}
+        elif field == "character_set" and isinstance(value, list):
+            known[field] = [_cut(_json_or_kind(name), 40) for name in value[:10]]
+        else:
+            known[field] = _cut(_json_or_kind(value), SENT_BACK_CHARS)
+    return json.dumps(known, ensure_ascii=False)
+
+
+def _scrubbed(groups: list, scrub) -> list:
+    """``groups`` with ``scrub`` applied to every text in them: a key the model wrote with JSON
+    escapes (``sk\\u002d...``) is itself only once the JSON is read."""
+    try:
+        return json.loads(scrub(json.dumps(groups, ensure_ascii=False)))
+    except (RecursionError, ValueError):
+        raise InputError("the answer nests its JSON too deep to read") from None
+
+
+def _json_or_kind(value) -> str:
+    """A text as it is; any other JSON value as its JSON (its type's name when too deep to write)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (RecursionError, ValueError):
+        return f"<{type(value).__name__}>"
 
 
 class DraftChecker:
     """Checks 1-5 of the module docstring on drafted groups of one theme against a themes run and the
     groups accepted so far: loads the run's chunks and embedder (and the needle-question embedder)
-    once."""
+    once. With ``judge`` (:class:`~embedeval.experiments.judging.NeedleJudge`), the groups that
+    pass checks 1-4 are put to it too."""
 
-    def __init__(self, config: DraftConfig, cache_dir=None, progress: bool = False):
-        self.config, self.cache_dir, self.progress = config, cache_dir, progress
+    def __init__(self, config: DraftConfig, cache_dir=None, progress: bool = False, judge: NeedleJudge | None = None):
+        self.config, self.cache_dir, self.progress, self.judge = config, cache_dir, progress, judge
         manifest, _, _ = load_themes(config.themes)  # fitted with other packages: refused before any request
         self.embedder_spec = manifest["settings"]["embedder"]
         self.chunks, _ = themes_chunks(config.themes)
@@ -340,6 +409,8 @@ class DraftChecker:
             return [], rejected
         needle_set = parse_needle_set({"name": "drafts", "groups": [g for _, g in candidates]}, "<drafts>")
         values, reasons_of = self._measure(needle_set, theme)
+        if self.judge is not None:  # asked only about groups that passed checks 1-4, before check 5 counts them as accepted
+            self.judge.judge(needle_set, values, reasons_of)
         duplicates = self._duplicates(needle_set, accepted, values, reasons_of)
         kept = []
         for raw, group in candidates:
@@ -465,26 +536,42 @@ def _finite(value) -> float | None:
     return value if np.isfinite(value) else None
 
 
-def new_draft(config: DraftConfig, chat_model: str, embedder: str) -> dict:
-    """An empty draft needle set with its provenance."""
+def new_draft(config: DraftConfig, chat_model: str, embedder: str, judge: str | None = None) -> dict:
+    """An empty draft needle set with its provenance; ``judge``: the judge's chat spec, or None
+    (the description then says that no check tested whether a needle answers its question)."""
     folder = Path(config.themes)
+    judged = (f", the judge {judge}'s included: it said each one-hop and inverted needle lets a careful reader answer its "
+              "question." if judge else f". {NOT_JUDGED}")
     return {"name": f"draft-{folder.resolve().name}",
             "description": f"Needles drafted by {chat_model} for the themes of {folder}; each kept only when every check passed "
-                           "(embedeval needles draft).",
+                           f"(embedeval needles draft){judged}",
             "provenance": {"tool": DRAFT_TOOL, "chat_model": chat_model, "temperature": config.temperature,
-                           "themes_run": str(folder), "themes_sha256": file_sha256(folder / MANIFEST),
+                           "themes_run": str(folder), "themes_sha256": file_sha256(folder / MANIFEST), "themes_key": themes_key(folder),
                            "embedder": embedder, "nq_embedder": config.embedder or embedder, "checks": config.check_rules(),
+                           "judge": None if judge is None else {"chat_model": judge, "temperature": JUDGE_TEMPERATURE, "verdicts": []},
+                           "usage": {who: _no_usage() for who in ("chat", "judge")},
                            "theme_prompts": {}, "prompts": {}},
             "groups": []}
 
 
-def open_draft(config: DraftConfig, chat_model: str, embedder: str) -> tuple[dict, pd.DataFrame]:
+def _no_usage() -> dict:
+    return {"requests": 0, "tokens_sent": 0, "tokens_received": 0}
+
+
+def _usage_of(record) -> dict:
+    """A provenance's usage record as counted so far (a count edited into something else: 0)."""
+    record = record if isinstance(record, dict) else {}
+    return {k: v if isinstance(v := record.get(k), int) and not isinstance(v, bool) else 0 for k in _no_usage()}
+
+
+def open_draft(config: DraftConfig, chat_model: str, embedder: str, judge: str | None = None) -> tuple[dict, pd.DataFrame]:
     """The draft to continue and its rejected table: a new one when ``config.out`` does not exist,
-    else the one there, if an earlier draft from the same themes run with the same chat model wrote
-    it. Any other file there is refused with one line (it is never overwritten)."""
+    else the one there, if an earlier draft from the same themes (:func:`~embedeval.experiments.themes.themes_key`)
+    with the same chat model and judge wrote it. Any other file there, or a draft edited by hand
+    into one that cannot be resumed, is refused with one line (it is never overwritten)."""
     out = check_output_file(config.out, (".json",))
     rejected_path = check_output_file(rejected_path_of(out), (".csv",))
-    fresh = new_draft(config, chat_model, embedder)
+    fresh = new_draft(config, chat_model, embedder, judge)
     rejected = _read_rejected(rejected_path)
     if not out.exists():
         return fresh, rejected
@@ -492,21 +579,52 @@ def open_draft(config: DraftConfig, chat_model: str, embedder: str) -> tuple[dic
     provenance = data.get("provenance") if isinstance(data, dict) else None
     if not isinstance(provenance, dict) or provenance.get("tool") != DRAFT_TOOL or not isinstance(data.get("groups"), list):
         raise InputError(f"{out} exists and is not a needle draft of embedeval: it is never overwritten; choose another output")
+    _check_draft_file(data, out)
     then, now = fresh["provenance"], provenance
     if now.get("chat_model") != then["chat_model"]:
         raise InputError(f"{out} was drafted with another chat model: {chat_spec_difference(str(now.get('chat_model')), then['chat_model'])}; "
                          f"to resume, draft with `llm` {now.get('chat_model')!r}, or choose another output", "llm")
-    for key, what in (("themes_sha256", "another themes run"), ("checks", "other check settings"),
+    was = (now.get("judge") or {}).get("chat_model")
+    if was != judge:
+        said = (chat_spec_difference(str(was), judge) if was and judge else
+                f"it was {'judged by ' + repr(was) if was else 'drafted without a judge'}, now {'with ' + repr(judge) if judge else 'without one'}")
+        raise InputError(f"{out} was drafted with another judge: {said}; to resume, draft "
+                         f"{'with `judge` ' + repr(was) if was else 'without `judge`'}, or choose another output", "judge")
+    themes = "themes_key" if "themes_key" in now else "themes_sha256"  # a draft written before the key: its themes.json's sha256
+    for key, what in ((themes, "another themes run"), ("checks", "other check settings"),
                       ("nq_embedder", "another needle-question embedder")):
         if now.get(key) != then[key]:
             raise InputError(f"{out} was drafted with {what} ({key} {now.get(key)!r}, now {then[key]!r}); to resume, draft with "
                              "the same, or choose another output")
+    now["themes_key"] = then["themes_key"]
+    now.setdefault("usage", then["usage"])
     return data, rejected
+
+
+def _check_draft_file(data: dict, out: Path) -> None:
+    """One line for a draft that cannot be resumed as it is (edited by hand): groups that are no
+    valid needle set (no ``id``, needles that are a list, a group that is a string), or a
+    provenance without its prompts, theme prompts, usage or judge's verdicts."""
+    provenance = data["provenance"]
+    fix = "(a draft edited by hand?): it is never overwritten; mend it, or choose another output"
+    for key, kind in (("prompts", dict), ("theme_prompts", dict), ("usage", dict)):
+        if key in provenance or key != "usage":
+            if not isinstance(provenance.get(key), kind):
+                raise InputError(f"{out}: its provenance has no {key!r} object {fix}")
+    judge = provenance.get("judge")
+    if judge is not None and not (isinstance(judge, dict) and isinstance(judge.get("verdicts"), list)):
+        raise InputError(f"{out}: its provenance's 'judge' is not an object with a list of 'verdicts' {fix}")
+    if data["groups"]:
+        try:
+            parse_needle_set(data, str(out))
+        except EmbedevalError as exc:
+            raise InputError(f"{exc} {fix}") from None
 
 
 def _read_rejected(path: Path) -> pd.DataFrame:
     """The rejected table an earlier draft wrote at ``path`` (empty if there is none); a file there
-    that is not one (other columns) is refused with one line, never overwritten."""
+    that is not one (other columns), or one whose ``theme`` or ``attempt`` is not a whole number
+    (edited by hand), is refused with one line, never overwritten."""
     if not path.exists():
         return pd.DataFrame(columns=REJECTED_COLUMNS)
     try:
@@ -516,6 +634,11 @@ def _read_rejected(path: Path) -> pd.DataFrame:
     if table is None or list(table.columns) != REJECTED_COLUMNS:
         raise InputError(f"{path} exists and is not a rejected-drafts table of embedeval: it is never overwritten; "
                          "move it or choose another output")
+    for column in ("theme", "attempt"):
+        bad = table.index[~table[column].str.fullmatch(r"-?[0-9]+")]
+        if len(bad):
+            raise InputError(f"{path}: row {bad[0] + 1}: {column} {table[column].iloc[bad[0]]!r} is not a whole number (a table "
+                             "edited by hand?): it is never overwritten; mend it, or move it away")
     return table.astype({"theme": int, "attempt": int})
 
 
@@ -524,102 +647,192 @@ def _rejected_row(theme: int, attempt: int, raw, reason: str, prompt_sha: str, a
     texts = {k: group.get(k) for k in ("id", "question", "character", "keyword")}
     return {"theme": theme, "attempt": attempt, "group_id": texts["id"] or "", "question": texts["question"] or "",
             "character": texts["character"] or "", "keyword": texts["keyword"] or "",
-            "needles": json.dumps(group["needles"], ensure_ascii=False) if "needles" in group else "",
+            "needles": _json_or_kind(group["needles"]) if "needles" in group else "",
             "reason": reason, "prompt_sha256": prompt_sha, "answer": answer}
 
 
 def save_draft(data: dict, rejected: pd.DataFrame, out: Path) -> None:
-    """Write the rejected table, then the needle set (checked to load as one first), atomically."""
-    write_table(rejected, rejected_path_of(out))
+    """Write the rejected table (every field quoted, so that any text round-trips: CR, LF, quotes,
+    NUL), then the needle set (checked to load as one first), atomically."""
+    with atomic_path(rejected_path_of(out)) as tmp:
+        rejected.to_csv(tmp, index=False, quoting=csv.QUOTE_ALL)
     if data["groups"]:
         parse_needle_set(data, str(out))
         write_text_atomic(out, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
 
 
-def run_draft(config: DraftConfig, llm, progress: bool = False, cache_dir=None) -> DraftResult:
+def run_draft(config: DraftConfig, llm, progress: bool = False, cache_dir=None, judge=None, max_cost: float | None = None,
+              chat_price: float | None = None, judge_price: float | None = None) -> DraftResult:
     """Draft, check and keep needles per theme (the module docstring); ``llm``: a
-    :class:`~embedeval.llm.ChatLLM`. Everything a user can get wrong (settings, themes run, theme
-    ids, the output) is refused before the first request. A chat model that answers no usable JSON
-    at all, or a draft in which no group passes, is one :class:`~embedeval.errors.APIError` /
+    :class:`~embedeval.llm.ChatLLM`; ``judge``: the judge's (default: ``config.judge``'s, None: no
+    judge). ``max_cost`` (USD) holds while the draft runs, counted at ``chat_price`` and
+    ``judge_price`` (USD per million tokens; the judge's default: ``chat_price``): a request that
+    could pass it is not sent (one :class:`~embedeval.plan.CostCeilingReached`, all accepted kept).
+    Everything a user can get wrong (settings, themes run, theme ids, the output, a second draft
+    writing it) is refused before the first request. A chat model (or judge) that answers no usable
+    JSON at all, or a draft in which no group passes, is one :class:`~embedeval.errors.APIError` /
     :class:`~embedeval.errors.InputError` after the rejected table is written."""
     config.validate()
+    check_ceiling(max_cost)
+    check_price(chat_price, "chat_price")
+    check_price(judge_price, "judge_price")
+    judge_price = chat_price if judge_price is None else judge_price
+    if max_cost is not None and chat_price is None:
+        raise ConfigError(f"no price known for chat model {llm.chat.name}, so `max_cost` cannot be kept: give `chat_price` "
+                          "(USD per million tokens)", "chat_price")
+    if judge is None and config.judge is not None:
+        judge = ChatLLM(config.judge, temperature=JUDGE_TEMPERATURE)  # a missing key: one line before any work
     themes = read_themes(config.themes, config.theme_ids, config.prompt_chunks)
     embedder = read_manifest(config.themes)["settings"]["embedder"]
-    data, rejected = open_draft(config, llm.chat.name, embedder)
-    out = Path(config.out)
-    checker = DraftChecker(config, cache_dir=cache_dir, progress=progress)
-    rows = rejected.to_dict("records")
-    accepted_count = {t.cluster: sum(g.get("theme") == t.cluster for g in data["groups"]) for t in themes}
-    rejected_now = {t.cluster: 0 for t in themes}
-    requests = usable = 0
-    prompts = data["provenance"]["prompts"]
-    for theme in themes:
-        missing = config.per_theme - accepted_count[theme.cluster]
+    out = check_output_file(config.out, (".json",))
+    with output_file_lock(out):
+        data, rejected = open_draft(config, llm.chat.name, embedder, judge.chat.name if judge else None)
+        meter = ChatMeter(max_cost)
+        provenance = data["provenance"]
+        judging = NeedleJudge(judge, meter, judge_price, provenance["prompts"]) if judge else None
+        checker = DraftChecker(config, cache_dir=cache_dir, progress=progress, judge=judging)
+        draft = _Draft(config, llm, chat_price, meter, checker, judging, data, rejected, out)
+        try:
+            for theme in themes:
+                draft.theme(theme)
+        except CostCeilingReached as exc:
+            draft.save()
+            kept = len(data["groups"])
+            raise CostCeilingReached(f"{exc}; {kept} accepted group(s) are kept in {out}: run the same command with a higher "
+                                     "`max_cost` to go on" if kept else f"{exc}; no group was accepted yet", "max_cost") from None
+        except APIError:
+            draft.save()  # a judge's request that failed: the answer it was judging is in the rejected table
+            raise
+        draft.save()
+        table = pd.DataFrame(draft.rows, columns=REJECTED_COLUMNS)
+    if draft.requests and not draft.usable:
+        raise APIError(f"chat model {llm.chat.name} answered no usable JSON in {draft.requests} request(s) (first: "
+                       f"{table['reason'].iloc[-draft.requests]}); its answers are in {rejected_path_of(out)}")
+    if judging is not None and judging.requests and not judging.usable:
+        raise APIError(f"the judge {judging.name} gave no usable verdict in {judging.requests} request(s) (first: "
+                       f"{judging.verdicts[0]['reason']}); the reasons are in {rejected_path_of(out)}")
+    if not data["groups"]:
+        raise InputError(f"no drafted group passed every check ({len(table)} rejected, reasons in {rejected_path_of(out)}); "
+                         "nothing written to " + str(out))
+    return DraftResult(data, table, draft.accepted, draft.rejected_now, draft.requests, out, rejected_path_of(out),
+                       judging.requests if judging else 0)
+
+
+class _Draft:
+    """One run of :func:`run_draft` inside its lock: the requests per theme, the rejected rows,
+    what is written after every request."""
+
+    def __init__(self, config, llm, price, meter, checker, judging, data, rejected, out):
+        self.config, self.llm, self.price, self.meter, self.checker, self.judging = config, llm, price, meter, checker, judging
+        self.data, self.out = data, out
+        self.rows = rejected.to_dict("records")
+        self.accepted = {}
+        self.rejected_now = {}
+        self.requests = self.usable = 0
+        usage = data["provenance"]["usage"]
+        self.usage_before = {who: _usage_of(usage.get(who)) for who in ("chat", "judge")}
+
+    def theme(self, theme: Theme) -> None:
+        """Ask for ``theme``'s missing groups, up to ``attempts`` requests, each answer checked."""
+        data, config = self.data, self.config
+        prompts = data["provenance"]["prompts"]
+        self.accepted[theme.cluster] = sum(g.get("theme") == theme.cluster for g in data["groups"])
+        self.rejected_now[theme.cluster] = 0
+        missing = config.per_theme - self.accepted[theme.cluster]
         if missing <= 0:
-            continue
+            return
         first = draft_prompt(theme, missing)
         data["provenance"]["theme_prompts"][str(theme.cluster)] = sha256_text(first)
         prompt = first
         for attempt in range(1, config.attempts + 1):
             sha = sha256_text(prompt)
             prompts[sha] = prompt
-            answer = llm.complete(prompt)  # a network failure ends the draft here: everything accepted is written
-            requests += 1
+            limit = answer_tokens(missing)
+            sent = self.meter.before("chat", self.price, prompt, limit, f"request {attempt} for theme {theme.cluster}")
+            reply = self.llm.ask(prompt, limit)  # a network failure ends the draft here: everything accepted is written
+            self.meter.after("chat", self.price, sent, reply)
+            self.requests += 1
             try:
-                raws = parse_drafts(answer)
+                raws = _scrubbed(parse_drafts(reply), self.llm.scrub)
             except InputError as exc:
-                sent_back = [(_cut(answer, 300), str(exc))]
-                rows.append(_rejected_row(theme.cluster, attempt, None, str(exc), sha, answer))
-                rejected_now[theme.cluster] += 1
+                sent_back = [(_cut(reply.text, SENT_BACK_CHARS), str(exc))]
+                self.rows.append(_rejected_row(theme.cluster, attempt, None, str(exc), sha, reply.text))
+                self.rejected_now[theme.cluster] += 1
             else:
-                usable += 1
-                kept, refused = checker.check(raws, theme.cluster, data["groups"])
-                refused += [(group, f"beyond the {missing} group(s) asked for") for group in kept[missing:]]
-                kept = kept[:missing]
-                for group in kept:
-                    data["groups"].append({**group, "theme": theme.cluster, "attempt": attempt, "prompt_sha256": sha})
-                rows += [_rejected_row(theme.cluster, attempt, raw, reason, sha) for raw, reason in refused]
-                rejected_now[theme.cluster] += len(refused)
+                self.usable += 1
+                kept, refused = self._check(raws, theme.cluster, attempt, missing, sha, reply.text)
                 sent_back = [(_draft_text(raw), reason) for raw, reason in refused]
-                accepted_count[theme.cluster] += len(kept)
                 missing -= len(kept)
-            save_draft(data, pd.DataFrame(rows, columns=REJECTED_COLUMNS), out)
+            self.save()
             if missing <= 0:
                 break
             prompt = redraft_prompt(first, missing, sent_back)
-    table = pd.DataFrame(rows, columns=REJECTED_COLUMNS)
-    save_draft(data, table, out)
-    if requests and not usable:
-        raise APIError(f"chat model {llm.chat.name} answered no usable JSON in {requests} request(s) (first: "
-                       f"{table['reason'].iloc[-requests]}); its answers are in {rejected_path_of(out)}")
-    if not data["groups"]:
-        raise InputError(f"no drafted group passed every check ({len(table)} rejected, reasons in {rejected_path_of(out)}); "
-                         "nothing written to " + str(out))
-    return DraftResult(data, table, accepted_count, rejected_now, requests, out, rejected_path_of(out))
+
+    def _check(self, raws: list, theme: int, attempt: int, missing: int, sha: str, answer: str):
+        """Check an answer's groups (the first ``missing``: the rest are cut unread) and keep those
+        that pass; (kept, refused)."""
+        if len(raws) > missing:
+            self.rows.append(_rejected_row(theme, attempt, None, f"the answer held {len(raws)} groups, {missing} asked for: the "
+                                           f"other {len(raws) - missing} were cut unread", sha))
+            self.rejected_now[theme] += len(raws) - missing
+            raws = raws[:missing]
+        heard = len(self.judging.verdicts) if self.judging else 0
+        try:
+            kept, refused = self.checker.check(raws, theme, self.data["groups"])
+        except (CostCeilingReached, APIError) as exc:  # the judge was not asked about every group: the answer is kept
+            self.rows.append(_rejected_row(theme, attempt, None, f"not checked to the end: {exc}", sha, answer))
+            raise
+        finally:
+            if self.judging:
+                self.data["provenance"]["judge"]["verdicts"] += [{"theme": theme, "attempt": attempt, **v}
+                                                                 for v in self.judging.verdicts[heard:]]
+        for group in kept:
+            self.data["groups"].append({**group, "theme": theme, "attempt": attempt, "prompt_sha256": sha})
+        self.rows += [_rejected_row(theme, attempt, raw, reason, sha) for raw, reason in refused]
+        self.rejected_now[theme] += len(refused)
+        self.accepted[theme] += len(kept)
+        return kept, refused
+
+    def save(self) -> None:
+        """Write the draft and its rejected table as they are now, with what was spent."""
+        self.data["provenance"]["usage"] = {who: {k: self.usage_before[who][k] + v for k, v in self.meter.usage(who).items()}
+                                            for who in ("chat", "judge")}
+        save_draft(self.data, pd.DataFrame(self.rows, columns=REJECTED_COLUMNS), self.out)
 
 
-def plan_draft(config: DraftConfig, chat_model: str, usd_per_million: float | None = None) -> DraftPlan:
+def plan_draft(config: DraftConfig, chat_model: str, usd_per_million: float | None = None,
+               judge_usd_per_million: float | None = None) -> DraftPlan:
     """What :func:`run_draft` would send (:class:`DraftPlan`), without sending or writing anything:
-    the groups an existing draft at ``config.out`` already holds are not asked for again."""
+    the groups an existing draft at ``config.out`` already holds are not asked for again. The
+    judge's price defaults to the chat model's."""
     config.validate()
+    check_price(usd_per_million, "chat_price")
+    check_price(judge_usd_per_million, "judge_price")
     themes = read_themes(config.themes, config.theme_ids, config.prompt_chunks)
     embedder = read_manifest(config.themes)["settings"]["embedder"]
-    data, _ = open_draft(config, chat_model, embedder)
+    judge = parse_chat_spec(config.judge).name if config.judge else None
+    data, _ = open_draft(config, chat_model, embedder, judge)
     counter = load_token_counter()
-    rows, sent_max = [], 0
+    judge_request = counter.count([JUDGE_PROMPT.format(question="", needle="", character="")])[0] + JUDGE_TEXT_TOKENS + JUDGE_ANSWER_TOKENS
+    rows, sent_max, judge_requests = [], 0, 0
     for theme in themes:
         missing = config.per_theme - sum(g.get("theme") == theme.cluster for g in data["groups"])
         if missing <= 0:
             continue
         tokens = counter.count([draft_prompt(theme, missing)])[0]
-        answer = missing * GROUP_TOKENS_ESTIMATE
-        # every request sends the prompt and gets an answer; a redraft also sends back up to a whole answer
-        theme_max = config.attempts * (tokens + answer) + (config.attempts - 1) * answer
-        rows.append({"theme": theme.cluster, "groups": missing, "prompt_tokens": tokens, "tokens_max": theme_max})
+        # every request sends the prompt and gets an answer of up to max_tokens; a redraft also sends back the rejected groups
+        theme_max = config.attempts * (tokens + answer_tokens(missing)) + (config.attempts - 1) * missing * GROUP_TOKENS_ESTIMATE
+        asked = config.attempts * missing * len(NO_OVERLAP_VARIANTS) if judge else 0  # the judge: two needles of every group checked
+        rows.append({"theme": theme.cluster, "groups": missing, "prompt_tokens": tokens, "tokens_max": theme_max,
+                     "judge_requests_max": asked})
         sent_max += theme_max
-    usd = None if usd_per_million is None else sent_max / 1e6 * usd_per_million * (1 + API_TOKEN_MARGIN)
+        judge_requests += asked
+    judge_price = usd_per_million if judge_usd_per_million is None else judge_usd_per_million
+    usd = None
+    if usd_per_million is not None and (judge_price is not None or not judge):
+        usd = (sent_max * usd_per_million + judge_requests * judge_request * (judge_price or 0)) / 1e6 * (1 + API_TOKEN_MARGIN)
     return DraftPlan(chat_model, rows, len(rows), len(rows) * config.attempts, sent_max, f"{counter.name} (the reference, an estimate)",
-                     API_TOKEN_MARGIN, usd_per_million, usd)
+                     API_TOKEN_MARGIN, usd_per_million, usd, judge, judge_requests, judge_requests * judge_request, judge_price)
 
 
 def format_draft_plan(plan: DraftPlan) -> str:
@@ -627,10 +840,16 @@ def format_draft_plan(plan: DraftPlan) -> str:
     lines = [f"{'theme':<6} {'groups':>6} {'prompt tokens':>13} {'tokens at most':>14}"]
     lines += [f"{r['theme']:<6} {r['groups']:>6} {r['prompt_tokens']:>13,} {r['tokens_max']:>14,}" for r in plan.themes]
     cost = ("cost unknown (give a price per million tokens)" if plan.usd_high is None
-            else f"at most ${plan.usd_high:,.4f} at ${plan.usd_per_million:g} per million tokens")
+            else f"at most ${plan.usd_high:,.4f} at ${plan.usd_per_million:g} per million tokens"
+            + (f" (the judge's ${plan.judge_usd_per_million:g})" if plan.judge_model and plan.judge_usd_per_million != plan.usd_per_million
+               else ""))
+    judge = (f"; the judge {plan.judge_model}: 0 to {plan.judge_requests_max} request(s) (each one-hop and inverted needle of "
+             f"every group checked), at most {plan.judge_tokens_max:,} tokens" if plan.judge_model
+             else "; no judge (nothing checks whether a needle answers its question)")
     lines.append(f"{plan.chat_model}: {plan.requests_min} to {plan.requests_max} chat request(s), at most {plan.tokens_max:,} tokens "
-                 f"±{plan.token_margin:.0%} (counted by {plan.tokenizer}; answers estimated at {GROUP_TOKENS_ESTIMATE} tokens a "
-                 f"group); {cost}; nothing was sent or written")
+                 f"±{plan.token_margin:.0%} (counted by {plan.tokenizer}; answers at most their max_tokens, {ANSWER_TOKENS_BASE} + "
+                 f"{ANSWER_TOKENS_PER_GROUP} a group; rejected groups sent back estimated at {GROUP_TOKENS_ESTIMATE} tokens each)"
+                 f"{judge}; {cost}; nothing was sent or written")
     return "\n".join(lines)
 
 

@@ -57,7 +57,9 @@ from embedeval.defaults import (
 )
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import ConfigError, CorpusError, InputError
-from embedeval.io import atomic_path, check_run_folder, check_subfolder, read_json, read_table, run_directory, write_table, write_text_atomic
+from embedeval.io import (
+    atomic_path, check_run_folder, check_subfolder, read_json, read_table, run_directory, text_sha256, write_table, write_text_atomic,
+)
 from embedeval.labels import NOISE
 from embedeval.report.themes import map_figure, themes_report
 from embedeval.report.write import FIGURES
@@ -327,6 +329,24 @@ def read_manifest(out: str | Path) -> dict:
         raise InputError(f"{folder / MANIFEST} is not a themes run's manifest ({wrong}; the file was edited or damaged): "
                          "run embedeval themes again")
     return manifest
+
+
+def themes_key(out: str | Path) -> str:
+    """sha256 of what defines a finished themes run's themes: its settings (``themes.json`` less
+    the timings of the run), every chunk's cluster, and each cluster's size, representative chunks
+    (ids and texts, in MMR order) and top terms. Running ``themes`` again with the same settings on
+    the same machine and cache gives the same key (its ``themes.json`` differs in the timings)."""
+    folder = Path(out)
+    manifest = read_manifest(folder)
+    chunks = read_table(folder / "chunks.parquet", ["chunk_id", "text", "cluster"])
+    clusters = read_table(folder / "clusters.csv", ["cluster", "size", "representatives", "top_terms"])
+    text_of = dict(zip(chunks["chunk_id"].astype(str), chunks["text"].astype(str)))
+    shown = [[str(r.cluster), str(r.size), str(r.representatives), str(r.top_terms),
+              [text_of.get(i, "") for i in str(r.representatives).split(";")]] for r in clusters.itertuples(index=False)]
+    defining = {"settings": {k: v for k, v in manifest.items() if k != "timings"} if isinstance(manifest, dict) else manifest,
+                "assignments": [[i, int(c)] for i, c in zip(chunks["chunk_id"].astype(str), chunks["cluster"])],
+                "clusters": shown}
+    return text_sha256(json.dumps(defining, sort_keys=True, ensure_ascii=False, default=str))
 
 
 #: A theme named by its number (``6``; a table of floats writes ``6.0``).

@@ -1,0 +1,359 @@
+"""`embedeval needles draft` (issue 44, sections 3-5): a judge that asks whether a needle answers
+its question, a draft that never loses or overspends paid work (a cost ceiling kept while it runs,
+one writer per output, an unwritable output found first, a resume keyed on the themes, a rejected
+table that round-trips any text, no secret in anything printed or written), and one line for every
+bad answer or hand-edited file. The chat models are scripted servers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from conftest import REPO_ROOT
+from embedeval.cli import app
+from embedeval.errors import InputError
+from embedeval.experiments.drafting import DraftConfig, _read_rejected, rejected_path_of, run_draft
+from embedeval.experiments.judging import parse_verdict
+from embedeval.io import output_file_lock
+from embedeval.llm import ChatLLM, ChatReply, answer_json
+from embedeval.needles import load_needle_set
+from test_draft import GOOD, KEY, OFF_TOPIC, REDRAFT, SAILING, chat, draft, group, prompts_sent, term_of, theme_of, themes_run  # noqa: F401
+
+#: A place no one may write to, root included: creating a file under /sys fails (EACCES) everywhere.
+UNWRITABLE = "/sys/embedeval-test"
+
+
+def one_line(result) -> str:
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), result.output
+    return lines[0]
+
+
+def judged_by(verdicts: dict[str, object]):
+    """A chat server's answer for a judge's prompt: the verdict scripted for the needle it shows
+    (a dict: as JSON; a string: as it is), or None for a draft's prompt (the next scripted reply)."""
+
+    def answer(prompt: str):
+        needle = next((line[len("Needle: "):] for line in prompt.splitlines() if line.startswith("Needle: ")), None)
+        if needle is None:
+            return None
+        verdict = verdicts[needle]
+        return verdict if isinstance(verdict, str) else json.dumps(verdict)
+
+    return answer
+
+
+ANSWERS = {"answers": True, "reason": "simmering lentil soup is preparing a meal"}
+
+
+# ---- 3. the judge
+
+
+def test_a_judge_rejects_a_needle_that_does_not_answer_and_its_verdicts_are_recorded(themes_run, chat, tmp_path):
+    cooking = theme_of(themes_run, "cooking")
+    chat.script.chat_replies = [json.dumps({"groups": [GOOD, REDRAFT]})]
+    chat.script.chat_reply_for = judged_by({
+        GOOD["needles"]["onehop"]: ANSWERS,
+        GOOD["needles"]["inverted"]: "Sure:\n```json\n" + json.dumps(ANSWERS) + "\n```",  # fenced, as drafts are read
+        REDRAFT["needles"]["onehop"]: {"answers": False, "reason": f"whisked eggs need not be a dessert (Bearer {KEY})"},
+    })
+    out = tmp_path / "judged.json"
+    result = draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", "2", "--attempts", "1", "--judge", "judge-model")
+    assert result.exit_code == 0, result.output
+    assert f"theme {cooking}: 1 of 2 groups accepted, 1 draft(s) rejected" in result.output
+    assert "(1 chat request(s), 3 judge request(s))" in result.output and KEY not in result.output
+
+    (reason,) = pd.read_csv(rejected_path_of(out), keep_default_na=False)["reason"]
+    assert reason == "the judge (judge-model) says the onehop needle does not answer the question: whisked eggs need not be a dessert (Bearer ***)"
+    judge_requests = [r for r in chat.requests if r["model"] == "judge-model"]
+    assert len(judge_requests) == 3  # Noor's inverted needle is not asked about once its one-hop needle failed
+    assert all(r["body"]["max_tokens"] == 200 and r["body"]["temperature"] == 0 for r in judge_requests)
+    first = judge_requests[0]["body"]["messages"][0]["content"]
+    assert f"Question: {GOOD['question']}" in first and f"Needle: {GOOD['needles']['onehop']}" in first and '"Yuki"' in first
+
+    data = json.loads(out.read_text())
+    (kept,) = data["groups"]
+    assert {v: kept["checks"]["needles"][v]["judge"]["answers"] for v in ("onehop", "inverted")} == {"onehop": True, "inverted": True}
+    assert kept["checks"]["needles"]["onehop"]["judge"]["reason"] == ANSWERS["reason"]
+    judge = data["provenance"]["judge"]
+    assert judge["chat_model"] == "openai:judge-model" and judge["temperature"] == 0
+    assert [(v["character"], v["variant"], v["answers"], v["theme"], v["attempt"]) for v in judge["verdicts"]] == [
+        ("Yuki", "onehop", True, cooking, 1), ("Yuki", "inverted", True, cooking, 1), ("Noor", "onehop", False, cooking, 1)]
+    assert all(v["prompt_sha256"] in data["provenance"]["prompts"] for v in judge["verdicts"])
+    assert data["provenance"]["usage"]["judge"]["requests"] == 3
+    assert "No check tested" not in data["description"] and "the judge openai:judge-model's included" in data["description"]
+    assert KEY not in out.read_text()
+
+    other = draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", "2")  # resumed without the judge
+    assert "was drafted with another judge: it was judged by 'openai:judge-model', now without one; to resume, draft with " \
+        "--judge 'openai:judge-model'" in one_line(other)
+
+
+def test_a_judge_that_gives_no_verdict_rejects_the_group_and_one_that_never_does_is_one_line(themes_run, chat, tmp_path):
+    cooking = theme_of(themes_run, "cooking")
+    chat.script.chat_replies = [json.dumps({"groups": [GOOD]})]
+    chat.script.chat_reply_for = judged_by({GOOD["needles"]["onehop"]: "I would rather not judge that."})
+    out = tmp_path / "n.json"
+    line = one_line(draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", "1", "--attempts", "1", "--judge", "j"))
+    assert line.startswith("error: the judge openai:j gave no usable verdict in 1 request(s) (first: the answer holds no JSON")
+    (reason,) = pd.read_csv(rejected_path_of(out), keep_default_na=False)["reason"]
+    assert reason.startswith("the judge (j) gave no usable verdict on the onehop needle: the answer holds no JSON (a refusal?)")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("answer, verdict", [
+    ('{"answers": true, "reason": "Utrecht is in the Netherlands"}', (True, "Utrecht is in the Netherlands")),
+    ('Verdict:\n```json\n{"answers": false, "reason": "a hint"}\n```', (False, "a hint")),
+    ('I think {"answers": false} is right', (False, "")),
+])
+def test_verdicts_are_read_bare_fenced_or_amid_prose(answer, verdict):
+    assert parse_verdict(answer) == verdict
+
+
+@pytest.mark.parametrize("answer, says", [
+    ('{"answers": "yes", "reason": "r"}', 'not a JSON object {"answers": true|false'),
+    ("Yes, it answers.", "holds no JSON"),
+    ('{"answers": tr', "malformed JSON"),
+])
+def test_unusable_verdicts_say_why(answer, says):
+    with pytest.raises(InputError, match=__import__("re").escape(says)):
+        parse_verdict(answer)
+
+
+def test_without_a_judge_the_help_and_the_docs_say_that_nothing_tests_whether_a_needle_answers():
+    shown = " ".join(CliRunner().invoke(app, ["needles", "draft", "--help"], terminal_width=200).output.split())
+    assert "--judge" in shown and "Without --judge no check tests whether a needle answers its question" in shown
+    needles = (REPO_ROOT / "docs" / "needles.md").read_text(encoding="utf-8")
+    assert "| 6. the judge (`--judge`, optional) |" in needles
+    assert "Without `--judge`, no check tests whether a needle answers its question" in " ".join(needles.split())
+    readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "--judge" in readme and "without it, nothing checks whether a drafted needle answers its question" in readme
+
+
+def test_the_plan_and_max_cost_count_the_judges_requests(themes_run, chat, tmp_path):
+    out = tmp_path / "p.json"
+    plain = draft(themes_run, out, "--plan", "--per-theme", "2", "--chat-price", "1")
+    judged = draft(themes_run, out, "--plan", "--per-theme", "2", "--chat-price", "1", "--judge", "j", "--judge-price", "5")
+    assert plain.exit_code == 0 and judged.exit_code == 0, plain.output + judged.output
+    assert "no judge (nothing checks whether a needle answers its question)" in plain.output
+    assert "the judge openai:j: 0 to 36 request(s) (each one-hop and inverted needle of every group checked), at most" in judged.output
+
+    def usd(output: str) -> float:
+        return float(output.split("at most $")[1].split(" ")[0].replace(",", ""))
+
+    low, high = usd(plain.output), usd(judged.output)
+    assert high > low + 36 * 200 * 5 / 1e6  # every judge request's answer alone, at the judge's price
+    ceiling = f"{(low + high) / 2:.4f}"
+    assert draft(themes_run, out, "--plan", "--per-theme", "2", "--chat-price", "1", "--max-cost", ceiling).exit_code == 0
+    refused = one_line(draft(themes_run, out, "--per-theme", "2", "--chat-price", "1", "--max-cost", ceiling, "--judge", "j",
+                             "--judge-price", "5"))
+    assert refused.startswith("error: the draft would cost up to $") and f"over --max-cost ${ceiling}" in refused
+    assert chat.requests == [] and not out.exists()
+
+
+# ---- 4. paid work is never lost or overspent
+
+
+def test_a_redraft_sends_back_only_the_known_fields_cut_and_every_answer_has_max_tokens(themes_run, chat, tmp_path):
+    cooking = theme_of(themes_run, "cooking")
+    bloated = {**group("Which character " + "very " * 50_000 + "cooked?", "Ana", "cooked", "Ana " + "x" * 300_000 + ".", "x Ana."),
+               "notes": "y" * 300_000, "id": "z" * 1000}  # about 600 KB the model invented
+    chat.script.chat_replies = [json.dumps({"groups": [bloated]}), json.dumps({"groups": [GOOD]})]
+    result = draft(themes_run, tmp_path / "n.json", "--themes-ids", str(cooking), "--per-theme", "1")
+    assert result.exit_code == 0, result.output
+    first, redraft = (r for r in chat.requests if r["path"].endswith("/chat/completions"))
+    assert len(json.dumps(redraft["body"])) < len(json.dumps(first["body"])) + 3000  # not 600 KB: the cut fields and the reason
+    sent_back = prompts_sent(chat)[1]
+    assert "notes" not in sent_back and "zzzz" not in sent_back and "very very" in sent_back
+    assert '"onehop": "Ana ..."' in sent_back and "xxxx" not in sent_back  # a text cut at a word
+    assert first["body"]["max_tokens"] == 500 and redraft["body"]["max_tokens"] == 500
+
+
+def test_max_cost_holds_while_the_draft_runs_and_stops_with_one_line_keeping_what_was_accepted(themes_run, chat, tmp_path):
+    cooking, sailing = theme_of(themes_run, "cooking"), theme_of(themes_run, "sailing")
+    chat.script.chat_replies = [json.dumps({"groups": [GOOD]}), json.dumps({"groups": SAILING[:1]})]
+    chat.script.chat_usage = {"prompt_tokens": 30_000, "completion_tokens": 100, "total_tokens": 30_100}  # counted more than planned
+    out = tmp_path / "n.json"
+    line = one_line(draft(themes_run, out, "--themes-ids", f"{cooking},{sailing}", "--per-theme", "1", "--max-cost", "0.05",
+                          "--chat-price", "1"))
+    assert line.startswith(f"error: stopped before request 1 for theme {sailing}: it could cost up to $0.0")
+    assert "which with the $0.03" in line and "spent so far" in line and "passes --max-cost $0.0500; nothing more was sent" in line
+    assert line.endswith(f"1 accepted group(s) are kept in {out}: run the same command with a higher --max-cost to go on")
+    assert len(chat.requests) == 1 and [g.character for g in load_needle_set(out).groups] == ["Yuki"]
+    usage = json.loads(out.read_text())["provenance"]["usage"]["chat"]
+    assert usage["requests"] == 1 and usage["tokens_sent"] == 30_000
+
+    chat.script.chat_usage = None
+    resumed = draft(themes_run, out, "--themes-ids", f"{cooking},{sailing}", "--per-theme", "1", "--max-cost", "0.05", "--chat-price", "1")
+    assert resumed.exit_code == 0, resumed.output
+    assert [g.character for g in load_needle_set(out).groups] == ["Yuki", "Kenji"]
+    assert json.loads(out.read_text())["provenance"]["usage"]["chat"]["requests"] == 2  # counted over both runs
+
+
+@pytest.mark.parametrize("option, value", [("--chat-price", "nan"), ("--chat-price", "inf"), ("--chat-price", "-1"),
+                                           ("--judge-price", "nan")])
+def test_a_price_that_is_not_a_finite_number_above_zero_is_refused(themes_run, chat, tmp_path, option, value):
+    line = one_line(draft(themes_run, tmp_path / "n.json", "--max-cost", "1", "--chat-price", "1", "--judge", "j", option, value))
+    assert f"{option} must be a number of USD per million tokens >= 0, not {value}" in line
+    assert chat.requests == []
+
+
+def test_an_answer_with_more_groups_than_asked_is_cut_before_any_check(themes_run, chat, tmp_path):
+    cooking = theme_of(themes_run, "cooking")
+    chat.script.chat_replies = [json.dumps({"groups": [GOOD] + [OFF_TOPIC] * 300})]
+    out = tmp_path / "n.json"
+    start = time.monotonic()
+    result = draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", "1")
+    assert result.exit_code == 0, result.output
+    assert f"theme {cooking}: 1 of 1 groups accepted, 300 draft(s) rejected" in result.output
+    rejected = pd.read_csv(rejected_path_of(out), keep_default_na=False)
+    assert rejected["reason"].tolist() == ["the answer held 301 groups, 1 asked for: the other 300 were cut unread"]
+    assert time.monotonic() - start < 60
+
+
+def test_a_second_draft_into_the_same_out_is_refused_with_one_line_while_the_first_runs(themes_run, chat, tmp_path):
+    cooking = theme_of(themes_run, "cooking")
+    out = tmp_path / "n.json"
+    chat.script.chat_replies = [json.dumps({"groups": [GOOD]})]
+    chat.script.delay = 3.0  # the first draft's request is in flight for 3 s
+    first: dict = {}
+    config = DraftConfig(themes=str(themes_run), llm="fake-model", out=str(out), per_theme=1, theme_ids=(cooking,))
+    worker = threading.Thread(target=lambda: first.setdefault("result", run_draft(config, ChatLLM("fake-model"))), daemon=True)
+    worker.start()
+    deadline = time.monotonic() + 120
+    while not chat.requests and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert chat.requests, "the first draft sent nothing"
+    line = one_line(draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", "1"))
+    assert line.startswith(f"error: output {out} is in use by pid ") and line.endswith("; wait for it or choose another --out")
+    assert len(chat.requests) == 1  # the second draft sent nothing
+    worker.join(120)
+    assert [g["character"] for g in first["result"].needle_set["groups"]] == ["Yuki"]
+    assert [g.character for g in load_needle_set(out).groups] == ["Yuki"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["n.json", "n.rejected.csv"]  # the lock is gone with its draft
+
+    with output_file_lock(out):  # held by another process as by this one: flock
+        line = one_line(draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", "2"))
+    assert "is in use by pid" in line and len(chat.requests) == 1
+
+
+def test_an_unwritable_out_is_refused_before_any_request(themes_run, chat):
+    line = one_line(draft(themes_run, f"{UNWRITABLE}.json", "--per-theme", "1"))
+    assert line.startswith(f"error: cannot write {UNWRITABLE}.json (") and "nothing was done" in line
+    line = one_line(draft(themes_run, f"{UNWRITABLE}/new/n.json", "--per-theme", "1"))
+    assert line.startswith(f"error: cannot write {UNWRITABLE}/new/n.json (")
+    assert chat.requests == []
+
+
+def test_the_resume_is_keyed_on_what_defines_the_themes_not_on_timings(themes_run, chat, tmp_path):
+    run = tmp_path / "themes"
+    shutil.copytree(themes_run, run)
+    cooking, sailing = theme_of(run, "cooking"), theme_of(run, "sailing")
+    out = tmp_path / "n.json"
+    chat.script.chat_replies = [json.dumps({"groups": [GOOD]})]
+    chat.script.fail_with = [200, 500, 500]
+    assert draft(run, out, "--themes-ids", f"{cooking},{sailing}", "--per-theme", "1").exit_code == 1
+    manifest = json.loads((run / "themes.json").read_text())
+    manifest["timings"] = {k: v + 1.5 for k, v in manifest["timings"].items()}  # themes run again with the same settings
+    (run / "themes.json").write_text(json.dumps(manifest, indent=2))
+    chat.script.chat_replies = [json.dumps({"groups": SAILING[:1]})]
+    resumed = draft(run, out, "--themes-ids", f"{cooking},{sailing}", "--per-theme", "1")
+    assert resumed.exit_code == 0, resumed.output
+    assert [g.character for g in load_needle_set(out).groups] == ["Yuki", "Kenji"]
+
+    clusters = pd.read_csv(run / "clusters.csv")
+    clusters.loc[0, "representatives"] = ";".join(reversed(clusters.loc[0, "representatives"].split(";")))
+    clusters.to_csv(run / "clusters.csv", index=False)  # other representatives: other themes
+    before = len(chat.requests)
+    assert "was drafted with another themes run (themes_key " in one_line(draft(run, out, "--per-theme", "2"))
+    assert len(chat.requests) == before
+
+
+def test_the_rejected_table_round_trips_any_text(themes_run, chat, tmp_path):
+    cooking = theme_of(themes_run, "cooking")
+    answer = 'No.\rA bare CR, a "quote", a LF\nand a NUL \x00, a comma, and\r\nCRLF.'
+    chat.script.chat_replies = [answer, answer, answer]
+    out = tmp_path / "n.json"
+    assert "answered no usable JSON in 3 request(s)" in one_line(draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", "1"))
+    table = _read_rejected(rejected_path_of(out))
+    assert table["answer"].tolist() == [answer] * 3 and table["attempt"].tolist() == [1, 2, 3]
+    plan = draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", "1", "--plan")  # a later run reads it
+    assert plan.exit_code == 0, plan.output
+
+
+def test_no_key_or_bearer_token_a_server_sends_is_printed_or_written(themes_run, chat, tmp_path):
+    cooking = theme_of(themes_run, "cooking")
+    echo = f"I refuse. You sent Authorization: Bearer {KEY} and I also saw Bearer tok-9f8e7d6c5b4a"
+    escaped = json.dumps({"groups": [{**GOOD, "question": f"Which character is {KEY}?"}]}).replace("-", "\\u002d")  # read: the key
+    chat.script.chat_replies = [echo, {"groups": [f"Bearer {KEY}"]}, escaped]
+    out = tmp_path / "n.json"
+    result = draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", "1")
+    written = rejected_path_of(out).read_text(encoding="utf-8")
+    for text in (result.output, written, prompts_sent(chat)[-1]):
+        assert KEY not in text and "tok-9f8e7d6c5b4a" not in text
+    assert "Bearer ***" in written and "Which character is ***?" in written
+
+
+# ---- 5. one line for every bad answer or edited file
+
+
+@pytest.mark.parametrize("content, kind", [(["a", "list"], "a list"), (42, "a number"), ({"groups": [GOOD]}, "an object")])
+def test_an_answer_whose_content_is_not_text_is_one_line(themes_run, chat, tmp_path, content, kind):
+    cooking = theme_of(themes_run, "cooking")
+    chat.script.chat_replies = [content]
+    out = tmp_path / "n.json"
+    line = one_line(draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", "1", "--attempts", "1"))
+    assert line.startswith(f"error: chat model openai:fake-model answered no usable JSON in 1 request(s) (first: the answer's "
+                           f"content is {kind}, not text")
+    (reason,) = _read_rejected(rejected_path_of(out))["reason"]
+    assert reason.startswith(f"the answer's content is {kind}, not text")
+
+
+def test_json_nested_too_deep_is_one_line(themes_run, chat, tmp_path):
+    cooking = theme_of(themes_run, "cooking")
+    chat.script.chat_replies = ['{"groups": ' + "[" * 100_000 + "]" * 100_000 + "}"]
+    out = tmp_path / "n.json"
+    line = one_line(draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", "1", "--attempts", "1"))
+    assert "the answer nests its JSON too deep to read" in line
+    assert answer_json(ChatReply("[" * 10 + "]" * 10)) == [[[[[[[[[[]]]]]]]]]]
+
+
+@pytest.fixture
+def drafted(themes_run, chat, tmp_path):
+    """A draft of one accepted group (and its rejected table), to edit by hand."""
+    chat.script.chat_replies = [json.dumps({"groups": [GOOD]})]
+    out = tmp_path / "n.json"
+    assert draft(themes_run, out, "--themes-ids", str(theme_of(themes_run, "cooking")), "--per-theme", "1").exit_code == 0
+    chat.script.requests.clear()
+    return out
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda d: d["groups"][0].pop("id"), "group #0: missing field 'id'"),
+    (lambda d: d["provenance"].pop("prompts"), "its provenance has no 'prompts' object"),
+    (lambda d: d["groups"][0].update(needles=["a", "b"]), "'needles' must be an object"),
+    (lambda d: d.update(groups=["a group", "another"]), "group #0: is not an object"),
+    (lambda d: d["provenance"].update(judge={"chat_model": "x"}), "its provenance's 'judge' is not an object with a list"),
+])
+def test_a_hand_edited_draft_is_one_line_before_any_request(themes_run, chat, drafted, edit, says):
+    data = json.loads(drafted.read_text())
+    edit(data)
+    drafted.write_text(json.dumps(data))
+    chat.script.chat_replies = [json.dumps({"groups": SAILING[:1]})]
+    line = one_line(draft(themes_run, drafted, "--per-theme", "2"))
+    assert says in line and "(a draft edited by hand?)" in line
+    assert chat.requests == []
+
+
+def test_a_rejected_table_with_a_theme_that_is_no_number_is_one_line(themes_run, chat, drafted):
+    path = rejected_path_of(drafted)
+    pd.DataFrame([{"theme": "three", "attempt": 1}]).reindex(columns=_read_rejected(path).columns, fill_value="").to_csv(path, index=False)
+    line = one_line(draft(themes_run, drafted, "--per-theme", "2", "--plan"))
+    assert line == f"error: {path}: row 1: theme 'three' is not a whole number (a table edited by hand?): it is never overwritten; " \
+        "mend it, or move it away"
