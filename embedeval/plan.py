@@ -43,6 +43,7 @@ from embedeval.embedders.cache import CachedEmbedder
 from embedeval.embedders.http import CHECK_TEXT, key_is_set
 from embedeval.embedders.recorder import Recorder, StretchedIds
 from embedeval.embedders.registry import embedder_name
+from embedeval.embedders.tokens import load_token_counter
 from embedeval.errors import ConfigError
 from embedeval.progress import step
 
@@ -198,8 +199,6 @@ class ChatMeter:
     than that has the next prompts' estimates raised by the same ratio."""
 
     def __init__(self, max_cost: float | None = None, margin: float = API_TOKEN_MARGIN, counter=None):
-        from embedeval.embedders.tokens import load_token_counter
-
         check_ceiling(max_cost)
         self.max_cost, self.margin = max_cost, margin
         self.counter = counter or load_token_counter()

@@ -277,12 +277,13 @@ def test_the_resume_is_keyed_on_what_defines_the_themes_not_on_timings(themes_ru
 
 def test_the_rejected_table_round_trips_any_text(themes_run, chat, tmp_path):
     cooking = theme_of(themes_run, "cooking")
-    answer = 'No.\rA bare CR, a "quote", a LF\nand a NUL \x00, a comma, and\r\nCRLF.'
-    chat.script.chat_replies = [answer, answer, answer]
+    answers = ["No.\rA bare CR alone", 'A "quote", and a comma', "A LF\nand a NUL \x00 inside", "CRLF\r\nand the end"]
+    chat.script.chat_replies = list(answers)
     out = tmp_path / "n.json"
-    assert "answered no usable JSON in 3 request(s)" in one_line(draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", "1"))
+    assert "answered no usable JSON in 4 request(s)" in one_line(draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", "1",
+                                                                      "--attempts", "4"))
     table = _read_rejected(rejected_path_of(out))
-    assert table["answer"].tolist() == [answer] * 3 and table["attempt"].tolist() == [1, 2, 3]
+    assert table["answer"].tolist() == answers and table["attempt"].tolist() == [1, 2, 3, 4]
     plan = draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", "1", "--plan")  # a later run reads it
     assert plan.exit_code == 0, plan.output
 
