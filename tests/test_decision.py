@@ -353,3 +353,18 @@ def test_readings_that_tie_at_equal_cost_recommend_the_models_own_reading():
     table = decision_table(_ranks(same), n_resamples=50)
     assert table.loc[table["best"], "strategy"].tolist() == ["truncate", "truncate"]
     assert table["tied_with_best"].all() and (table["diff_to_best"] == 0).all()
+
+
+def test_a_length_where_no_reading_is_above_chance_recommends_nothing():
+    """A scorer at chance gets no recommendation, only the best's recall and its interval (issue 43:
+    a rule that gives its best answer to a useless input is wrong)."""
+    from embedeval.report.which import which_sentences
+
+    rng = np.random.default_rng(4)
+    at_chance = {128: rng.integers(1, N + 1, (12, 5)).tolist(), 256: rng.integers(1, N + 1, (12, 5)).tolist()}
+    found = {128: [[1] * 5] * 12, 256: rng.integers(1, N + 1, (12, 5)).tolist()}
+    table = decision_table(_ranks({("m", "truncate"): at_chance, ("m", "windows-mean"): found}), n_resamples=200)
+    sentences = which_sentences(table)
+    assert table.set_index("length").loc[256, "recall_lo"].max() <= 0
+    assert "For documents of about 256 tokens: no reading is shown to find these needles above chance" in sentences[1]
+    assert "read them with" not in sentences[1] and "read them with" in sentences[0]

@@ -69,11 +69,16 @@ def change_words(row) -> str:
 
 def band_sentence(rows: pd.DataFrame) -> str:
     """The sentence of one length (``rows``: the decision table's rows of it): read with the best
-    series, its recall and interval; then what each other strategy of its embedder and switching to
+    series, its recall and interval (nothing is recommended where that interval reaches 0: no
+    reading is shown above chance); then what each other strategy of its embedder and switching to
     each other embedder (its best series at that length) change, with intervals and costs."""
     best = next(rows[rows["best"]].itertuples())
     length = int(best.length)
     interval = "" if pd.isna(best.recall_lo) else f" [{_number(best.recall_lo)}, {_number(best.recall_hi)}]"
+    if not pd.isna(best.recall_lo) and best.recall_lo <= 0:  # the best is not shown above chance: recommend nothing
+        return (f"For documents of about {length:,} tokens: no reading is shown to find these needles above chance (the best, "
+                f"{reading_words(best.embedder, best.strategy)}, has recall {_number(best.recall)}{interval}, an interval "
+                "that reaches 0): nothing to recommend at this length.")
     said = f"For documents of about {length:,} tokens: read them with {reading_words(best.embedder, best.strategy)} " \
            f"(recall {_number(best.recall)}{interval})"
     others = []
