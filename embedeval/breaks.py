@@ -295,7 +295,8 @@ def reading_base(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT
     if rows.empty:
         return found
     lengths, sums, counts = _group_table(rows, _corrected_recall(rows, rule, blind), groups)
-    if not np.isfinite(_means(sums, counts)).any():
+    means = _means(sums, counts)
+    if not np.isfinite(means).any():
         return {**found, "relative_status": UNCORRECTABLE}
     shares = np.ones(lengths.size) if visible is None else visible.reindex(lengths).fillna(0.0).to_numpy(float)
     if window is not None:
@@ -312,7 +313,7 @@ def reading_base(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT
     bases = _resampled_means(sums, counts, n_resamples, seed)[:, :n_base].mean(axis=1)  # NaN: a resample drew no value there
     tail = (1 - BASE_CONFIDENCE) / 2
     base_lo, base_hi = (float(np.nanquantile(bases, q)) if np.isfinite(bases).any() else np.nan for q in (tail, 1 - tail))
-    base = float(_means(sums, counts)[:n_base].mean())
+    base = float(means[:n_base].mean())
     alike = np.ptp(group_bases) <= 1e-12 * max(1.0, float(np.abs(group_bases).max()))
     from scipy import stats  # here: scipy.stats takes a second to import, and the command line imports this module
 
