@@ -427,7 +427,8 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
     are the same on every row of the embedder, and each resample holds every strategy to the base
     of the same question groups, so a strategy whose chance-corrected recall@k is at least
     another's at every length never gets the shorter break point. A family of series with no such
-    reading (only chunks, say) holds each series to its own base. A several-needle haystack's own
+    reading (only chunks, say), or whose model reads no length of the grid whole (no base length
+    inside its window), holds each series to its own base. A several-needle haystack's own
     question reads its recall@k against its own control's (the rank table's ``blind:`` rows,
     ``chance_level`` "needle-blind control"), every other series against k/n. ``break_censored``: the series
     kept its bar up to its longest length, so the break point is a lower bound ("≥ 2048 tokens").
@@ -470,8 +471,10 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
         if reader is not None and family not in bases:
             bases[family] = reading_base(ranks[reader], rule, n_resamples, seed, shares_of(reader), blind_of(reader),
                                          model_windows.get(key[0]), family_groups[family])
-        relative = relative_break(ranked, rule, n_resamples, seed, shares_of(key), blind, bases.get(family),
-                                  family_groups.get(family) if reader is not None else None)
+        if reader is not None and bases[family]["relative_status"] == NOT_VISIBLE:
+            reader = None  # the model reads no length of the grid whole: no yardstick, each series its own base
+        relative = relative_break(ranked, rule, n_resamples, seed, shares_of(key), blind,
+                                  None if reader is None else bases[family], None if reader is None else family_groups[family])
         absolute = point(rule.metric, rule.threshold)
         if rule.rule == "relative":
             headline, (lo, hi) = relative["relative_break_point"], (relative["relative_lo"], relative["relative_hi"])

@@ -128,11 +128,11 @@ def _cheapest_key(costs: np.ndarray, pool: list[int]):
 
 def pick_best(means: np.ndarray, j: int, costs: np.ndarray, names: Sequence) -> int | None:
     """The best series at length ``j`` of ``means`` ((series, lengths) recalls): the highest; of
-    equal ones, one no other series dominates (:func:`dominates`), then the cheapest
-    (``costs``: (series, 2) seconds and USD at ``j``), then the model's own reading before the
-    others (:func:`~embedeval.labels.model_reading_rank`: ``truncate`` first, where the short
-    haystacks every reading sees alike tie), then the first by ``names`` ((embedder, strategy)
-    pairs). None where no series has a value there."""
+    equal ones, one no other series dominates (:func:`dominates`), then the model's own reading
+    before the others (:func:`~embedeval.labels.model_reading_rank`: ``truncate`` first, where the
+    short haystacks every reading sees alike tie: measured seconds differ by noise, not by what was
+    read), then the cheapest (``costs``: (series, 2) seconds and USD at ``j``), then the first by
+    ``names`` ((embedder, strategy) pairs). None where no series has a value there."""
     column = means[:, j]
     finite = np.isfinite(column)
     if not finite.any():
@@ -146,7 +146,7 @@ def pick_best(means: np.ndarray, j: int, costs: np.ndarray, names: Sequence) -> 
         rank = model_reading_rank(names[i][1]) if isinstance(names[i], tuple) else None
         return len(MODEL_READINGS) if rank is None else rank
 
-    return min(pool, key=lambda i: (cost(i), reading(i), str(names[i])))
+    return min(pool, key=lambda i: (reading(i), cost(i), str(names[i])))
 
 
 def _interval(values: np.ndarray, enough: bool) -> tuple[float, float]:

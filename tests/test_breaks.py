@@ -390,6 +390,16 @@ def test_the_base_reads_lengths_inside_the_models_window_only_and_a_family_witho
     assert anywhere["base_lengths"].tolist() == ["64,128", "64,128"]  # half of a 4-length grid, the window aside
     assert set(inside["base_strategy"]) == {"windows-mean"}
     narrow = break_points(metrics, retrieval, n_resamples=100, model_windows={"m": 60}).set_index("strategy")
-    assert set(narrow["relative_status"]) == {"needle not visible"} and narrow["break_point"].isna().all()
+    # a window shorter than every length: no yardstick, so each series keeps its own base (issue 43's audit)
+    assert narrow["base_strategy"].tolist() == narrow.index.tolist() and set(narrow["relative_status"]) == {"ok"}
     chunks = break_points(*_strategies({"chunks-max@128": ranks, "late-chunking@128": ranks}), n_resamples=100)
     assert chunks["base_strategy"].tolist() == ["chunks-max@128", "late-chunking@128"]  # no reading of the model's: their own
+    # a grid the model reads no length of whole has no yardstick: adding truncate takes nothing from chunks-max
+    long = _with_hits({300: 0.9, 600: 0.8, 1200: 0.7}, seed=8)
+    alone = break_points(*_strategies({"chunks-max@128": long}), n_resamples=100, model_windows={"m": 254}).iloc[0]
+    both = break_points(*_strategies({"chunks-max@128": long, "truncate": long}, {"truncate": {300: 0.8, 600: 0.4, 1200: 0.2}}),
+                        n_resamples=100, model_windows={"m": 254}).set_index("strategy")
+    assert alone["relative_status"] == "ok" and alone["break_point"] > 0
+    assert both.loc["chunks-max@128", ["break_point", "base_value", "base_strategy"]].tolist() == \
+        [alone["break_point"], alone["base_value"], "chunks-max@128"]
+    assert both.loc["truncate", "relative_status"] == "needle not visible"
