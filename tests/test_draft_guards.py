@@ -30,7 +30,9 @@ UNWRITABLE = "/sys/embedeval-test"
 
 
 def one_line(result) -> str:
-    lines = [line for line in result.output.splitlines() if line.strip()]
+    """The one error line of a refused command (a --force note that it replaces a file set aside)."""
+    lines = [line for line in result.output.splitlines() if line.strip() and not
+             (line.startswith("note: replacing ") and line.endswith(", which embedeval did not write (--force)"))]
     assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), result.output
     return lines[0]
 
@@ -236,7 +238,8 @@ def test_a_second_draft_into_the_same_out_is_refused_with_one_line_while_the_fir
     worker.join(120)
     assert [g["character"] for g in first["result"].needle_set["groups"]] == ["Yuki"]
     assert [g.character for g in load_needle_set(out).groups] == ["Yuki"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["n.json", "n.rejected.csv"]  # the lock is gone with its draft
+    # the lock is gone with its draft; the markers that say embedeval wrote both files stay
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".n.json.embedeval", ".n.rejected.csv.embedeval", "n.json", "n.rejected.csv"]
 
     with output_file_lock(out):  # held by another process as by this one: flock
         line = one_line(draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", "2"))
@@ -335,6 +338,13 @@ def drafted(themes_run, chat, tmp_path):
     return out
 
 
+def forced_draft(run, out, *options):
+    """``embedeval --force needles draft``: a draft edited by hand is no longer the file embedeval
+    wrote, so only --force lets a draft read it (issue 45, part 3)."""
+    return CliRunner().invoke(app, ["--force", "needles", "draft", "--themes", str(run), "--llm", "fake-model", "--out", str(out),
+                                    "-q", *options])
+
+
 @pytest.mark.parametrize("edit, says", [
     (lambda d: d["groups"][0].pop("id"), "group #0: missing field 'id'"),
     (lambda d: d["provenance"].pop("prompts"), "its provenance has no 'prompts' object"),
@@ -348,6 +358,8 @@ def test_a_hand_edited_draft_is_one_line_before_any_request(themes_run, chat, dr
     drafted.write_text(json.dumps(data))
     chat.script.chat_replies = [json.dumps({"groups": SAILING[:1]})]
     line = one_line(draft(themes_run, drafted, "--per-theme", "2"))
+    assert "exists and is not a file embedeval wrote (or was changed since)" in line  # the edit makes it the user's
+    line = one_line(forced_draft(themes_run, drafted, "--per-theme", "2"))  # forced: the edit must still read
     assert says in line and "(a draft edited by hand?)" in line
     assert chat.requests == []
 
@@ -355,6 +367,6 @@ def test_a_hand_edited_draft_is_one_line_before_any_request(themes_run, chat, dr
 def test_a_rejected_table_with_a_theme_that_is_no_number_is_one_line(themes_run, chat, drafted):
     path = rejected_path_of(drafted)
     pd.DataFrame([{"theme": "three", "attempt": 1}]).reindex(columns=_read_rejected(path).columns, fill_value="").to_csv(path, index=False)
-    line = one_line(draft(themes_run, drafted, "--per-theme", "2", "--plan"))
+    line = one_line(forced_draft(themes_run, drafted, "--per-theme", "2", "--plan"))
     assert line == f"error: {path}: row 1: theme 'three' is not a whole number (a table edited by hand?): it is never overwritten; " \
         "mend it, or move it away"
