@@ -27,7 +27,7 @@ except ImportError:  # older typer runs on click itself
 from embedeval.cli_options import (
     in_flag_words,
     APIOptions, CacheDir, ChatModelOpt, ChromaUrlOpt, ChunkOptions, DistractorsFileOpt, ThemeOptions, EmbedderOptions, GridOptions, NeedleOptions, PairOptions,
-    PlanOptions, Quiet, RunPlanOptions, int_list, split_list, with_option_groups,
+    PlanOptions, Quiet, RunPlanOptions, int_list, name_list, split_list, with_option_groups,
 )
 from embedeval.defaults import (
     DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_DRAFT_ATTEMPTS, DEFAULT_DRAFT_PER_THEME, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY, DEFAULT_POOL,
@@ -462,7 +462,7 @@ def nolima(
         distractors_file=None if grid.distractors_file is None else str(grid.distractors_file),
         out=str(out), break_rule=break_rule, break_k=break_k, break_metric=break_metric, break_threshold=break_threshold, n_bootstrap=n_bootstrap, normalize_by=normalize_by, pool=pool, skip_unavailable=embedders.skip_unavailable,
         expansions=split_list(expansions or ""),
-        strategies=[name for item in (strategy or list(DEFAULT_STRATEGIES)) for name in split_list(item)],
+        strategies=[name for item in (strategy or list(DEFAULT_STRATEGIES)) for name in name_list(item, "--strategy")],
         chunk_tokens=int_list(chunk_tokens, "--chunk-tokens"), window_overlap=window_overlap, late_overlap=late_overlap,
         executor=embedders.executor, workers=embedders.workers, ray_address=embedders.ray_address, prices=plan.prices,
     )

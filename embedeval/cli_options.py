@@ -66,6 +66,15 @@ def split_list(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def name_list(value: str, option: str) -> list[str]:
+    """``"a, b"`` -> ``["a", "b"]``; an empty item (``"a,,b"``, ``"a,"``) is a one-line
+    :class:`InputError`, as it is for numbers (:func:`int_list`)."""
+    items = [item.strip() for item in value.split(",")]
+    if "" in items:
+        raise InputError(f"{option} takes comma-separated names, not {value!r} (an empty item)")
+    return items
+
+
 def int_list(value: str, option: str) -> list[int]:
     """Comma-separated integers in the digits 0-9 (``-`` allowed; ``int`` would also read other
     scripts' digits); anything else is a one-line :class:`InputError`."""

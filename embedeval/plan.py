@@ -74,18 +74,23 @@ class EmbedderPlan:
 def parse_prices(items: list[str] | None) -> dict[str, float]:
     """``["openai:text-embedding-3-small=0.02", ...]`` -> {embedder name: USD per million tokens},
     each spec named as its embedder is (:func:`~embedeval.embedders.registry.embedder_name`:
-    ``st:M?device=cpu`` and ``st:M`` are one embedder)."""
+    ``st:M?device=cpu`` and ``st:M`` are one embedder, named once). A price is a finite number >= 0
+    in the digits 0-9 (``1_0`` and other scripts' digits, which ``float`` would read, are refused)."""
     prices: dict[str, float] = {}
     for item in items or []:
         spec, sep, value = item.rpartition("=")
+        plain = value.isascii() and "_" not in value  # a number as written in the digits 0-9, no separators
         try:
-            price = float(value)
+            price = float(value) if plain else -1.0
         except ValueError:
             price = -1.0
         if not sep or not spec or not 0 <= price < math.inf:
             raise ConfigError(f"`prices` takes SPEC=USD per million tokens (e.g. openai:text-embedding-3-small=0.02), not {item!r}",
                               "prices")
-        prices[embedder_name(spec)] = price
+        name = embedder_name(spec)
+        if name in prices:
+            raise ConfigError(f"`prices` names {name} twice ({item!r}): give one price per embedder", "prices")
+        prices[name] = price
     return prices
 
 

@@ -52,6 +52,11 @@ def _setup(tmp_path):
     (["cache", "info", "--cache-dir", "texts.txt/cache"], "the embedding cache folder texts.txt/cache cannot be made: texts.txt is a file"),
     # a model that is neither a folder nor bundled is named as such, not as a missing package
     (["nolima", "-e", "st:nonexistent", "--out", "run"], "no folder 'nonexistent' here and not a bundled model"),
+    # the audit of issues 43-45: an empty strategy item, a price given twice, a price with a separator
+    (["nolima", "-s", "truncate,,windows-mean", "--out", "run"], "--strategy takes comma-separated names, not 'truncate,,windows-mean'"),
+    (["nolima", "--price", "st:all-MiniLM-L6-v2=1", "--price", "st:all-MiniLM-L6-v2=2", "--out", "run"],
+     "--price names st:all-MiniLM-L6-v2 twice"),
+    (["nolima", "--price", "st:all-MiniLM-L6-v2=1_0", "--out", "run"], "--price takes SPEC=USD per million tokens"),
 ])
 def test_mistakes_are_one_line_and_write_nothing(tmp_path, monkeypatch, isolated_cache, args, says):
     _setup(tmp_path)
