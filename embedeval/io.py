@@ -585,12 +585,15 @@ def write_embeddings(path: str | os.PathLike, texts: list[str], vectors) -> None
         write_table(pd.DataFrame({text: texts, embedding: [np.asarray(v, dtype=np.float32) for v in vectors]}), target)
 
 
-def check_column_kinds(frame: pd.DataFrame, source, numbers: Sequence[str] = (), integers: Sequence[str] = ()) -> None:
+def check_column_kinds(frame: pd.DataFrame, source, numbers: Sequence[str] = (), integers: Sequence[str] = (),
+                       flags: Sequence[str] = (), texts: Sequence[str] = ()) -> None:
     """One :class:`InputError` naming ``source``, the column and the first offending value with its
     line (a CSV's header is line 1) or row (Parquet) where a column of ``numbers`` holds anything but numbers, or one
     of ``integers`` anything but whole numbers (an empty cell, a missing value, passes: columns
-    that may be empty are written so). Booleans are not numbers. Columns the frame lacks are not
-    checked."""
+    that may be empty are written so), one of ``flags`` anything but true or false (or missing), or
+    one of ``texts`` anything but text (a missing value included). Booleans are not numbers.
+    Columns the frame lacks are not checked."""
+    import numpy as np
     import pandas as pd
     from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
@@ -605,22 +608,39 @@ def check_column_kinds(frame: pd.DataFrame, source, numbers: Sequence[str] = (),
         bad = values.notna() & parsed.isna()
         if column in integers:
             bad |= parsed.notna() & (parsed % 1 != 0)
-        if bad.any():
-            row = int(bad.to_numpy().nonzero()[0][0])
-            what = "a whole number" if column in integers else "a number"
-            value = values.iloc[row]
-            shown = repr(value) if isinstance(value, str) else str(value)
-            where = f"line {row + 2}" if Path(source).suffix == ".csv" else f"row {row + 1}"  # a CSV's header is line 1
-            raise InputError(f"{source}, {where}, column {column}: {shown} is not {what} "
-                             "(the file was edited or damaged; run again to rewrite it)")
+        _refuse_first(values, bad, source, column, "a whole number" if column in integers else "a number")
+    for column in flags:
+        if column in frame.columns and not is_bool_dtype(frame[column]):
+            values = frame[column]
+            named = values.map(lambda v: v in ("True", "False"))  # a CSV column of words besides true and false
+            bad = values.notna() & ~values.map(lambda v: isinstance(v, (bool, np.bool_)))
+            _refuse_first(values, bad & ~named if (bad & ~named).any() else bad, source, column, "true or false")
+    for column in texts:
+        if column in frame.columns:
+            values = frame[column]
+            _refuse_first(values, ~values.map(lambda v: isinstance(v, str)), source, column, "a text")
+
+
+def _refuse_first(values, bad, source, column: str, what: str) -> None:
+    """One :class:`InputError` naming the first row of ``bad`` (see :func:`check_column_kinds`)."""
+    if not bad.any():
+        return
+    row = int(bad.to_numpy().nonzero()[0][0])
+    value = values.iloc[row]
+    missing = value is None or (isinstance(value, float) and value != value)  # None or NaN
+    shown = "an empty cell" if missing else repr(value) if isinstance(value, str) else str(value)
+    where = f"line {row + 2}" if Path(source).suffix == ".csv" else f"row {row + 1}"  # a CSV's header is line 1
+    raise InputError(f"{source}, {where}, column {column}: {shown} is not {what} "
+                     "(the file was edited or damaged; run again to rewrite it)")
 
 
 def read_table(path: str | os.PathLike, columns: Sequence[str] = (), numbers: Sequence[str] = (),
-               integers: Sequence[str] = (), empty: bool = False) -> pd.DataFrame:
+               integers: Sequence[str] = (), empty: bool = False, flags: Sequence[str] = (),
+               texts: Sequence[str] = ()) -> pd.DataFrame:
     """A ``.csv`` or Parquet table that must exist, parse, have rows (unless ``empty``: a table
-    that may have none) and hold ``columns``, whose ``numbers`` and ``integers`` columns hold what
-    they say (:func:`check_column_kinds`); anything else is one :class:`InputError` naming the file
-    and what is wrong."""
+    that may have none) and hold ``columns``, whose ``numbers``, ``integers``, ``flags`` and
+    ``texts`` columns hold what they say (:func:`check_column_kinds`); anything else is one
+    :class:`InputError` naming the file and what is wrong."""
     import pandas as pd
 
     source = Path(path)
@@ -636,7 +656,7 @@ def read_table(path: str | os.PathLike, columns: Sequence[str] = (), numbers: Se
         raise InputError(f"{source} lacks the column(s) {', '.join(missing)}")
     if frame.empty and not empty:
         raise InputError(f"{source} has no rows")
-    check_column_kinds(frame, source, numbers, integers)
+    check_column_kinds(frame, source, numbers, integers, flags, texts)
     return frame
 
 

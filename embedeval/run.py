@@ -66,6 +66,12 @@ TABLE_KINDS: dict[str, tuple[list[str], list[str]]] = {
     DECISION: (["recall", "recall_lo", "recall_hi", "diff_to_best", "diff_lo", "diff_hi", "seconds_per_million_tokens",
                 "usd_per_million_tokens"], ["length", "vectors_per_document", "n_groups"]),
 }
+#: The columns of each table a run writes that hold true or false (or nothing).
+TABLE_FLAGS: dict[str, list[str]] = {
+    METRICS: ["own_question"], RETRIEVAL: ["own_question"],
+    SIMILARITIES: ["own_question", "truncated", "needle_visible", "windows_exact", "chunk_has_needle"],
+    BREAKS: ["own_question", "at_chance", "break_censored", "chunk_capped"], DECISION: ["tied_with_best", "best"],
+}
 #: The tables a run's metrics, decision table and report are derived from (their digest decides
 #: whether these stand).
 SCORED_TABLES = (SIMILARITIES, RETRIEVAL, TIMINGS)
@@ -205,9 +211,12 @@ def check_config_values(config: dict, path: Path) -> None:
 
 def read_run_table(path: str | Path, columns: Sequence[str] = (), empty: bool = False) -> pd.DataFrame:
     """A run's table (by its file name) holding ``columns`` (and rows, unless ``empty``), each
-    column of :data:`TABLE_KINDS` holding what it should."""
-    numbers, integers = TABLE_KINDS.get(Path(path).name, ((), ()))
-    return read_table(path, columns, numbers, integers, empty)
+    column of :data:`TABLE_KINDS` and :data:`TABLE_FLAGS` holding what it should (a haystack's id
+    and text: text)."""
+    name = Path(path).name
+    numbers, integers = TABLE_KINDS.get(name, ((), ()))
+    return read_table(path, columns, numbers, integers, empty, TABLE_FLAGS.get(name, ()),
+                      ("id", "text") if name == HAYSTACKS else ())
 
 
 def _read(path: Path, columns: Sequence[str]) -> pd.DataFrame:

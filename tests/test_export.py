@@ -248,6 +248,10 @@ def test_an_mteb_export_rerun_into_the_folder_a_crashed_export_left_works(run_di
     ("breaks.csv", "break_point", "soon", "breaks.csv, line 4, column break_point: 'soon' is not a whole number"),
     ("haystacks.parquet", "n_tokens", "many", "haystacks.parquet, row 3, column n_tokens: 'many' is not a whole number"),
     ("retrieval.parquet", "rank", "first", "retrieval.parquet, row 3, column rank: 'first' is not a whole number"),
+    # the audit: a flag that is a word, a flag written as text in Parquet, a haystack without its text
+    ("breaks.csv", "own_question", "maybe", "breaks.csv, line 4, column own_question: 'maybe' is not true or false"),
+    ("retrieval.parquet", "own_question", "False", "retrieval.parquet, row 1, column own_question: 'True' is not true or false"),
+    ("haystacks.parquet", "text", None, "haystacks.parquet, row 3, column text: an empty cell is not a text"),
 ])
 def test_a_run_table_edited_by_hand_is_one_line_naming_file_line_and_column(run_dir, tmp_path, table, column, value, says):
     """Issue 45, part 1: each table a command reads is checked against the kinds the run wrote
@@ -256,7 +260,7 @@ def test_a_run_table_edited_by_hand_is_one_line_naming_file_line_and_column(run_
     shutil.copytree(run_dir, edited)
     path = edited / table
     frame = pd.read_csv(path) if table.endswith(".csv") else pd.read_parquet(path)
-    frame[column] = frame[column].astype(object if table.endswith(".csv") else str)  # Parquet: one type a column
+    frame[column] = frame[column].astype(object if table.endswith(".csv") or value is None else str)  # Parquet: one type a column
     frame.loc[2, column] = value
     frame.to_csv(path, index=False) if table.endswith(".csv") else frame.to_parquet(path, index=False)
     def tables() -> dict:
@@ -273,6 +277,6 @@ def test_a_run_table_edited_by_hand_is_one_line_naming_file_line_and_column(run_
         assert len(result.output.strip().splitlines()) == 1
         refused.append(args[0] + ("" if args[0] == "report" else " " + args[3]))
     expected = {"metrics.csv": ["report", "export mteb"], "breaks.csv": ["report"], "haystacks.parquet": ["export prompts"],
-                "retrieval.parquet": ["report"]}[table]
+                "retrieval.parquet": ["report"]}[table]  # the commands that read the table: each refuses it
     assert set(expected) <= set(refused), refused
     assert tables() == before  # no table of the run rewritten or added (`report` rewrites only the report)
