@@ -370,3 +370,16 @@ def test_a_rejected_table_with_a_theme_that_is_no_number_is_one_line(themes_run,
     line = one_line(forced_draft(themes_run, drafted, "--per-theme", "2", "--plan"))
     assert line == f"error: {path}: row 1: theme 'three' is not a whole number (a table edited by hand?): it is never overwritten; " \
         "mend it, or move it away"
+
+
+def test_a_themes_run_whose_clusters_table_was_edited_is_one_line(themes_run, chat, tmp_path):
+    """Issue 45, part 1: a clusters.csv with a size that is no whole number is one line naming it."""
+    edited = tmp_path / "themes"
+    shutil.copytree(themes_run, edited)
+    clusters = pd.read_csv(edited / "clusters.csv")
+    clusters["size"] = clusters["size"].astype(object)
+    clusters.loc[0, "size"] = "many"
+    clusters.to_csv(edited / "clusters.csv", index=False)
+    line = one_line(draft(edited, tmp_path / "n.json", "--per-theme", "1", "--plan"))
+    assert "clusters.csv, line 2, column size: 'many' is not a whole number" in line
+    assert chat.requests == []

@@ -257,7 +257,11 @@ def read_themes(run: str | Path, theme_ids=None, prompt_chunks: int = DEFAULT_DR
     theme is one :class:`~embedeval.errors.InputError`."""
     folder = Path(run)
     read_manifest(folder)  # a missing folder or an unfinished run: one line
-    clusters = read_table(folder / "clusters.csv", ["cluster", "size", "representatives", "top_terms"])
+    clusters = read_table(folder / "clusters.csv", ["cluster", "size", "representatives", "top_terms"],
+                          integers=["cluster", "size"])  # an edited cell: one line naming it
+    if clusters["cluster"].isna().any() or clusters["size"].isna().any():
+        raise InputError(f"{folder / 'clusters.csv'} has a theme without its number or size (the file was edited or damaged): "
+                         "run embedeval themes again")
     chunks = read_table(folder / "chunks.parquet", ["chunk_id", "text"])
     text_of = dict(zip(chunks["chunk_id"].astype(str), chunks["text"]))
     known = clusters["cluster"].astype(int).tolist()
