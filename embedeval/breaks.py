@@ -566,15 +566,16 @@ def why_no_break(row, rule: BreakRule | None = None) -> str | None:
     groups, the needle not visible, a pool too small to correct for chance, no rank table); when
     no length keeps the rule, the best length."""
     rule = rule or BreakRule()
-    base = _base_text(row, rule)
+    text = _base_text(row, rule)
+    base = f" ({text})" if text else ""  # an edited breaks.csv may have lost the base: no empty brackets
     if rule.rule == "relative":
         status = row.relative_status
         if status == AT_CHANCE:
-            return f"at chance from the shortest length: this scorer does not find these needles ({base})"
+            return f"at chance from the shortest length: this scorer does not find these needles{base}"
         if status == CANNOT_TELL:
             groups = getattr(row, "n_groups", None)
             count = "these" if _missing(groups) else str(int(groups))
-            return (f"cannot be told from chance with {count} question groups ({base}); a headline needs at least "
+            return (f"cannot be told from chance with {count} question groups{base}; a headline needs at least "
                     f"{chance_test_groups()} groups")
         if status == NOT_VISIBLE:
             return (f"no break point: the model reads none of the shortest haystacks whole (they are longer than its window, or "

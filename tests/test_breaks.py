@@ -310,6 +310,9 @@ def test_two_groups_cannot_be_told_from_chance_and_at_chance_needs_enough_groups
     assert row["n_groups"] == 2 and row["base_p"] > 0.025
     assert break_sentence(row).startswith("cannot be told from chance with 2 question groups (")
     assert "a headline needs at least 10 groups" in break_sentence(row)
+    lost = row.copy()
+    lost["base_value"] = np.nan  # a breaks.csv whose base cell was emptied by hand: no empty brackets (the audit)
+    assert break_sentence(lost).startswith("cannot be told from chance with 2 question groups; a headline needs")
     # 24 groups ranked exactly at chance: shown at chance
     exact = {length: (np.arange(GROUPS * DEPTHS).reshape(GROUPS, DEPTHS) % 24) * 5 + 1 for length in LENGTHS[:3]}
     assert _breaks(exact, n_candidates=120)["relative_status"] == "at chance"
