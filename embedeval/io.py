@@ -122,18 +122,23 @@ def check_output_file(path: str | os.PathLike, suffixes: Sequence[str]) -> Path:
     return target
 
 
+def _stale_temps(place: Path, pattern: re.Pattern = _TEMP_NAME) -> list[Path]:
+    """The :func:`atomic_path` temporary files in ``place`` named as ``pattern`` names them whose
+    writing process no longer runs (links and folders never)."""
+    try:
+        candidates = sorted(place.glob(f".*{_TEMP_SUFFIX}"))
+    except OSError:
+        return []
+    return [path for path in candidates if (match := pattern.fullmatch(path.name)) and path.is_file()
+            and not path.is_symlink() and not _process_alive(int(match["pid"]))]
+
+
 def _sweep_stale_temps(target: Path) -> None:
     """Delete the temporary files that a killed process left beside the file output ``target``
     (``.NAME.embedeval-PID-RANDOM.tmp`` of that name and a pid that no longer runs)."""
     name = re.compile(rf"\.{re.escape(target.name)}{re.escape(_TEMP_MARK)}(?P<pid>\d+)-[a-z0-9_]{{8}}{re.escape(_TEMP_SUFFIX)}")
-    try:
-        candidates = sorted(target.parent.glob(f".*{_TEMP_SUFFIX}"))
-    except OSError:
-        return
-    for path in candidates:
-        match = name.fullmatch(path.name)
-        if match and path.is_file() and not path.is_symlink() and not _process_alive(int(match["pid"])):
-            path.unlink(missing_ok=True)
+    for path in _stale_temps(target.parent, name):
+        path.unlink(missing_ok=True)
 
 
 def _write_marker(target: Path) -> None:
@@ -225,12 +230,7 @@ def remove_stale_temp_files(folder: Path) -> list[Path]:
     ONNX graphs. Only files named as atomic_path names them whose process no longer runs go; any
     other file stays. Call it only while holding the folder (:func:`run_directory`, or the graphs'
     lock)."""
-    stale = []
-    for place in (folder, folder / "figures"):
-        for path in sorted(place.glob(f".*{_TEMP_SUFFIX}")):
-            match = _TEMP_NAME.fullmatch(path.name)
-            if match and path.is_file() and not path.is_symlink() and not _process_alive(int(match["pid"])):
-                stale.append(path)
+    stale = [path for place in (folder, folder / "figures") for path in _stale_temps(place)]
     for path in stale:
         path.unlink(missing_ok=True)
     return stale
