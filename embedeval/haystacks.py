@@ -641,10 +641,15 @@ def _counted(rows: list[dict], length: int, tokenizer: TokenCounter) -> list[dic
 
     ``n_tokens`` is the sum of the counts of the parts a haystack was assembled from when the
     tokenizer's counts add up over space-joined parts (:attr:`~embedeval.embedders.tokens.TokenCounter.counts_add_up`,
-    true of the default reference tokenizer: the assembled text is not tokenised again), else the
-    count of the assembled text."""
+    true of the default reference tokenizer: the assembled text is not tokenised again, and the
+    tokenizer remembers the sums, :meth:`~embedeval.embedders.tokens.TokenCounter.note_counts`),
+    else the count of the assembled text."""
     parts = [row.pop("parts_tokens") for row in rows]
-    counts = parts if tokenizer.counts_add_up else tokenizer.count([r["text"] for r in rows])
+    if tokenizer.counts_add_up:
+        counts = parts
+        tokenizer.note_counts([r["text"] for r in rows], counts)  # cutting a haystack later need not split it again
+    else:
+        counts = tokenizer.count([r["text"] for r in rows])
     for row, n in zip(rows, counts):
         if n > length:
             raise CorpusError(f"haystack {row['id']} came out at {n} tokens, over its target {length}")
