@@ -4,9 +4,11 @@ overlap of two texts by content-word lemmas (needle validation, pair files)."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import re
 from collections import OrderedDict
 from functools import lru_cache
+from pathlib import Path
 
 from lemminflect import getAllLemmas, getAllLemmasOOV
 
@@ -90,7 +92,18 @@ def lemmas(word: str) -> frozenset[str]:
 
 @lru_cache(maxsize=1)
 def stop_words() -> frozenset[str]:
-    """scikit-learn's English stop words (imported when first needed: scikit-learn takes a while)."""
+    """scikit-learn's English stop words, read from their own file in the installed scikit-learn
+    (``sklearn/feature_extraction/_stop_words.py``) without importing the package, which takes a
+    second or more (every needle validation asks for them); through the package where that file
+    is not found."""
+    sklearn = importlib.util.find_spec("sklearn")  # found, not imported
+    for folder in (sklearn.submodule_search_locations or []) if sklearn else []:
+        path = Path(folder) / "feature_extraction" / "_stop_words.py"
+        spec = importlib.util.spec_from_file_location("embedeval._sklearn_stop_words", path)
+        if path.is_file() and spec is not None:
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return frozenset(module.ENGLISH_STOP_WORDS)
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
     return frozenset(ENGLISH_STOP_WORDS)

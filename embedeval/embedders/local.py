@@ -221,8 +221,8 @@ class SentenceTransformerEmbedder:
         self._position_limit = check_window(self.path, options.max_seq_length)  # P, read once: checked and stretched against
         self.name = local_name(model, options)
         self.batch_size = batch_size
-        self.device = options.resolved_device()
-        self.max_batch_tokens = options.batch_tokens(self.device)  # padded tokens per batch (None: batch_size inputs)
+        options.check_device()  # a device that cannot be is refused here; which one auto means, when needed (torch)
+        self._device: str | None = None
         self.backoffs = 0  # batches halved after CUDA ran out of memory
         self.facts_store = facts_store
         self.progress = False  # a step line on stderr while the weights load (load_embedder's progress)
@@ -233,6 +233,24 @@ class SentenceTransformerEmbedder:
         self._remembered: dict | None = None
         self._prompt_cache: dict[str, list[int]] = {}
         self._special_cache: tuple[list[int], list[int]] | None = None
+
+    @property
+    def device(self) -> str:
+        """Where the model runs (:meth:`~embedeval.embedders.options.LocalOptions.resolved_device`),
+        resolved on first use: ``auto`` asks PyTorch, which takes seconds to import, and a model
+        whose facts are remembered (or a plan) may never need it."""
+        if self._device is None:
+            self._device = self.options.resolved_device()
+        return self._device
+
+    @device.setter
+    def device(self, device: str) -> None:
+        self._device = device
+
+    @property
+    def max_batch_tokens(self) -> int | None:
+        """Padded tokens per batch (None: ``batch_size`` inputs), as the device has it."""
+        return self.options.batch_tokens(self.device)
 
     # -- loading ---------------------------------------------------------------------------------
 
