@@ -31,7 +31,8 @@ from embedeval.corpus import source_path
 from embedeval.breaks import ADDED_BREAK_COLUMNS, BREAK_COLUMNS, BreakRule, break_points, parse_shares
 from embedeval.defaults import DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.errors import ConfigError, InputError
-from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS, HaystackGrid
+from embedeval.grid import HaystackGrid
+from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
 from embedeval.io import read_json, read_table, write_table, write_text_atomic
 from embedeval.labels import NEEDLE_FREE_POOL, POOLS, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.needles import NeedleSet, grid_needle_set
@@ -85,7 +86,7 @@ OPTIONAL_CONFIG_VALUES = {
     "break_threshold": (_number, "a number"),
     "auc_threshold": (_number, "a number"),
 }
-#: What the grid's fields that :class:`~embedeval.haystacks.HaystackGrid` does not check must hold.
+#: What the grid's fields that :class:`~embedeval.grid.HaystackGrid` does not check must hold.
 GRID_VALUES = {
     "corpus": (lambda v: isinstance(v, str) and bool(v), "a corpus spec"),
     "seed": (_whole, "a whole number"),
@@ -110,7 +111,7 @@ def upgraded(frame: pd.DataFrame) -> pd.DataFrame:
 
 def upgraded_config(config: dict) -> dict:
     """A run's config.json in today's shape: the grid's settings nested under ``grid`` (a config
-    of a version before :class:`~embedeval.haystacks.HaystackGrid` keeps them at its top level),
+    of a version before :class:`~embedeval.grid.HaystackGrid` keeps them at its top level),
     and the retrieval ``pool`` (runs before the choice ranked among the needle-free pool)."""
     config = {"pool": NEEDLE_FREE_POOL, **config}
     if "grid" in config:
@@ -153,7 +154,7 @@ def is_run_directory(folder: Path) -> bool:
 def check_config_values(config: dict, path: Path) -> None:
     """One :class:`~embedeval.errors.InputError` naming the field and ``path`` for a value of an
     (upgraded) config.json that a command could not read: an optional field of the wrong type
-    (:data:`OPTIONAL_CONFIG_VALUES`), a grid setting :class:`~embedeval.haystacks.HaystackGrid` (or
+    (:data:`OPTIONAL_CONFIG_VALUES`), a grid setting :class:`~embedeval.grid.HaystackGrid` (or
     :data:`GRID_VALUES`) refuses, or a break rule that cannot work. Called when a run is opened,
     before anything is read or written."""
     grid = config["grid"]
