@@ -70,6 +70,7 @@ class Recorder(EmbedderWrapper):
         self.inputs = 0  # inputs the model is given, repeats across calls included (late chunking's windows)
         self.tokens = 0
         self.requests = 0
+        self.timer = None  # a local model loading in a process of its own, to be timed there (embedeval.plan.timed_apart)
 
     @property
     def dim(self) -> int:

@@ -30,7 +30,7 @@ from embedeval.derived import forget_outputs, fresh_outputs, inputs_digest, reco
 from embedeval.io import check_subfolder, run_directory
 from embedeval.breaks import break_points
 from embedeval.needles import NeedleSet
-from embedeval.plan import EmbedderPlan, check_prices_used, plan_of
+from embedeval.plan import EmbedderPlan, check_prices_used, plan_of, timed_apart
 from embedeval.report import pool_size, recall_chance_table, write_report
 from embedeval.report.write import FIGURES
 from embedeval.progress import step
@@ -98,20 +98,20 @@ def plan_nolima(config: NolimaConfig, cache_dir=None, prices: dict[str, float] |
     forms = query_forms(needle_set, list(config.expansions))
     strategies = config.strategy_list()
     reference = load_token_counter(config.tokenizer)
-    scorers = [scorer for spec in embedders
-               for scorer in load_scorers(spec, strategies, reference, cache_dir=cache_dir, dedupe=config.dedupe, plan=True,
-                                          commit_every=commit_every)]
+    by_spec = {spec: load_scorers(spec, strategies, reference, cache_dir=cache_dir, dedupe=config.dedupe, plan=True,
+                                  commit_every=commit_every) for spec in embedders}
+    scorers = [scorer for loaded in by_spec.values() for scorer in loaded]
     _warn_of_short_reads(scorers, config)
-    haystacks = RunWriter(config.out).reusable_haystacks(config.haystack_settings())
-    if haystacks is None:
-        haystacks = build_haystacks(needle_set, config.grid, tokenizer=reference, progress=progress, cache_dir=cache_dir)
-    models = {}
-    for scorer in scorers:
-        with step(f"{scorer.name} [{scorer.strategy}]: what it would embed, recorded (nothing sent)", progress):
-            similarity_rows(score_haystacks(scorer, haystacks, forms), needle_set, config.normalize_by)  # the needles embed here
-        if isinstance(scorer, EmbeddingScorer):
-            models[id(scorer.embedder)] = scorer.embedder
-    return [plan_of(model, prices, calibrate, config.grid.seed, progress) for model in models.values()]
+    models = {id(s.embedder): s.embedder for s in scorers if isinstance(s, EmbeddingScorer)}  # one per embedder
+    with timed_apart({spec: loaded[0].embedder for spec, loaded in by_spec.items() if isinstance(loaded[0], EmbeddingScorer)},
+                     calibrate):
+        haystacks = RunWriter(config.out).reusable_haystacks(config.haystack_settings())
+        if haystacks is None:
+            haystacks = build_haystacks(needle_set, config.grid, tokenizer=reference, progress=progress, cache_dir=cache_dir)
+        for scorer in scorers:
+            with step(f"{scorer.name} [{scorer.strategy}]: what it would embed, recorded (nothing sent)", progress):
+                similarity_rows(score_haystacks(scorer, haystacks, forms), needle_set, config.normalize_by)  # the needles embed here
+        return [plan_of(model, prices, calibrate, config.grid.seed, progress) for model in models.values()]
 
 
 def _warn_of_short_reads(scorers: list, config: NolimaConfig) -> None:
