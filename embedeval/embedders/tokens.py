@@ -19,6 +19,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TypeVar
 
+import numpy as np
 from tokenizers import Tokenizer
 
 from embedeval.defaults import DEFAULT_EMBEDDER
@@ -152,10 +153,13 @@ class TokenCounter:
         counts = [memo.texts.get(text) for text in texts]
         new = [i for i, n in enumerate(counts) if n is None]
         parts = [_PART_START.split(texts[i]) for i in new]
-        part_counts = iter(self._part_counts([part for text_parts in parts for part in text_parts]))
-        for i, text_parts in zip(new, parts):
-            counts[i] = sum(next(part_counts) for _ in text_parts)
-            memo.add_text(texts[i], counts[i])
+        if not parts:
+            return counts
+        part_counts = np.array(self._part_counts([part for text_parts in parts for part in text_parts]), dtype=np.int64)
+        firsts = np.cumsum([0, *map(len, parts)])[:-1]  # each text's first part (a text has one part at least)
+        for i, total in zip(new, np.add.reduceat(part_counts, firsts).tolist()):
+            counts[i] = total
+            memo.add_text(texts[i], total)
         return counts
 
     def note_counts(self, texts: Sequence[str], counts: Sequence[int]) -> None:
@@ -176,12 +180,14 @@ class TokenCounter:
         """The content tokens of each part, the ones not met before tokenised in one batch."""
         known = self._memo.parts
         missing = [part for part in dict.fromkeys(parts) if part not in known]
-        if not missing:
-            return [known[part] for part in parts]
-        fresh = dict(zip(missing, (len(e.ids) for e in self._backend.encode_batch_fast(missing, add_special_tokens=False))))
-        counts = [fresh[part] if part in fresh else known[part] for part in parts]
-        self._memo.add_parts(fresh)
-        return counts
+        if missing:
+            fresh = dict(zip(missing, (len(e.ids) for e in self._backend.encode_batch_fast(missing, add_special_tokens=False))))
+            if len(known) + len(fresh) > PART_MEMO_LIMIT:  # the memo starts again: these parts' counts from both
+                counts = [fresh[part] if part in fresh else known[part] for part in parts]
+                self._memo.add_parts(fresh)
+                return counts
+            known.update(fresh)
+        return list(map(known.__getitem__, parts))
 
     def framed_ids(self, text: str) -> list[int]:
         """The ids of ``text`` with the special tokens the tokenizer puts around a single text."""
