@@ -150,8 +150,8 @@ def whole_text_counter(counter):
 
 @pytest.mark.parametrize("provider", [None, "cl100k_base"])
 def test_counts_and_prefixes_from_a_texts_parts_are_the_whole_texts(provider, books_dir, isolated_cache):
-    """Counted and cut from its parts (sentences, each tokenised once), a text has the count and
-    the prefixes it has counted and cut whole: on haystacks, and on random text with what a cut
+    """Counted and cut from its parts (sentences, each tokenised once), a text has the count, the
+    prefixes and (where counts add up) the first ids it has counted, cut and tokenised whole: on haystacks, and on random text with what a cut
     could trip on (spaces, newlines, punctuation, digits, contractions, accents, CJK, a zero-width
     space, NUL, a combining accent)."""
     from embedeval.embedders.tokens import load_provider_counter
@@ -171,6 +171,12 @@ def test_counts_and_prefixes_from_a_texts_parts_are_the_whole_texts(provider, bo
         prefixes = [counter.prefix(t, n) for t in texts]
         assert prefixes == [whole.prefix(t, n) for t in texts] == counter.prefixes(texts, n), n
         assert counter.count(prefixes) == whole.count(prefixes), n  # a cut's count, where remembered, is its own
+    if counter.counts_add_up:  # ids by parts, up to a limit: the whole text's first ids and offsets
+        for limit in (1, 7, 128, 254, 699):
+            for (ids, offsets), (whole_ids, whole_offsets) in zip(counter.ids(texts, limit), whole.ids(texts)):
+                assert len(ids) > limit or len(ids) == len(whole_ids)
+                assert list(ids[: limit + 1]) == whole_ids[: limit + 1] and offsets[: limit + 1].tolist() == [
+                    list(pair) for pair in whole_offsets[: limit + 1]], limit
 
 
 def test_a_sentence_counted_once_is_not_tokenised_again_by_a_counter_of_the_same_tokenizer(books_dir, isolated_cache):

@@ -55,6 +55,7 @@ class CountMemo:
 
     def __init__(self):
         self.parts: dict[str, int] = {}
+        self.part_ids: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # ids and offsets, for ids by parts
         self.texts: dict[str, int] = {}
         self.cuts: dict[tuple[str, int], int] = {}
         self.text_chars = 0
@@ -79,7 +80,9 @@ _MEMOS: dict[str, CountMemo] = {}
 
 
 class TokenCounter:
-    """A Hugging Face fast tokenizer used to measure and cut texts.
+    """A Hugging Face fast tokenizer used to measure and cut texts (made from a transformers
+    tokenizer, or from a ``tokenizers.Tokenizer`` of its own: :attr:`tokenizer` is then a
+    transformers tokenizer around a copy of it, made when first asked for).
 
     ``count(texts)`` -> content tokens per text; ``prefix(text, n)`` -> the longest prefix of
     ``text`` that holds at most ``n`` tokens without splitting a word into sub-word pieces.
@@ -93,15 +96,23 @@ class TokenCounter:
     """
 
     def __init__(self, tokenizer, name: str, splits_at_spaces: bool = False):
-        self.tokenizer = tokenizer
         self.name = name
         if isinstance(tokenizer, Tokenizer):  # a Rust tokenizer of its own (load_token_counter, load_provider_counter): used as it is
             self._backend = tokenizer
         else:  # a transformers tokenizer: a copy of its Rust tokenizer, for speed, set as counting needs it
+            self.tokenizer = tokenizer
             self._backend = copy.deepcopy(tokenizer.backend_tokenizer)
         self._backend.no_truncation()
         self._backend.no_padding()
         self._splits_at_spaces = splits_at_spaces
+
+    @cached_property
+    def tokenizer(self):
+        """The transformers tokenizer: the one this counter was made from, or one around a copy of
+        its Rust tokenizer (transformers imported now, not to count)."""
+        from transformers import PreTrainedTokenizerFast
+
+        return PreTrainedTokenizerFast(tokenizer_object=copy.deepcopy(self._backend))
 
     @cached_property
     def fingerprint(self) -> str:
@@ -196,13 +207,54 @@ class TokenCounter:
     def ids(self, texts: Sequence[str], limit: int | None = None) -> list[tuple[list[int], list[tuple[int, int]]]]:
         """Per text, its content token ids and their ``(start, end)`` character offsets. With
         ``limit``, only a prefix holding more than ``limit`` tokens is tokenised (all of a
-        shorter text), through :func:`read_prefixes`: the first ``limit`` ids are exact."""
+        shorter text), through :func:`read_prefixes`, or from the text's parts where counts add up
+        (:meth:`_ids_by_parts`, int32 arrays): the first ``limit`` ids are exact."""
         def encode(batch: list[str]) -> list[tuple[list[int], list[tuple[int, int]]]]:
             return [(e.ids, e.offsets) for e in self._backend.encode_batch(batch, add_special_tokens=False)] if batch else []
 
         if limit is None:
             return encode(list(texts))
+        if self.counts_add_up and self.counts_by_parts:
+            return self._ids_by_parts(list(texts), limit)
         return read_prefixes(encode, texts, limit, size_of=lambda pair: len(pair[0]))
+
+    def _ids_by_parts(self, texts: list[str], limit: int, chars_per_token: int = 5) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`ids` with a ``limit`` where counts add up (:attr:`counts_add_up`: no token spans a
+        space, so a text's ids are its parts' one after the other, their offsets moved by where each
+        part starts): per text the ids and offsets (int32 arrays) of its parts from the start until
+        they hold more than ``limit`` tokens, or all of them. Each distinct part is tokenised once
+        (remembered beside its count, :class:`CountMemo`): thousands of haystacks start with the
+        same sentences. Parts are read a stretch of about ``limit * chars_per_token`` characters at
+        a time, twice as long each time a text needs more; the new parts of a stretch are tokenised
+        in one batch."""
+        memo = self._memo.part_ids
+        used: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # the parts read here (the memo may start again meanwhile)
+        read: list[list[str]] = [[] for _ in texts]  # per text, its parts read so far
+        tokens, ends = [0] * len(texts), [0] * len(texts)  # per text: tokens read, where its next part starts
+        pending, size = list(range(len(texts))), max(64, (limit + 1) * chars_per_token)
+        while pending:
+            stretches = {i: _whole_parts(texts[i], ends[i], size) for i in pending}
+            missing = list(dict.fromkeys(part for parts in stretches.values() for part in parts if part not in memo))
+            if len(memo) + len(missing) > PART_MEMO_LIMIT:
+                memo.clear()
+                missing = list(dict.fromkeys(part for parts in stretches.values() for part in parts))
+            for part, encoding in zip(missing, self._backend.encode_batch(missing, add_special_tokens=False) if missing else []):
+                memo[part] = (np.asarray(encoding.ids, dtype=np.int32), np.asarray(encoding.offsets, dtype=np.int32).reshape(-1, 2))
+            used.update((part, memo[part]) for parts in stretches.values() for part in parts)
+            still = []
+            for i, parts in stretches.items():
+                read[i] += parts
+                tokens[i] += sum(len(used[part][0]) for part in parts)
+                ends[i] += sum(map(len, parts))
+                if tokens[i] <= limit and ends[i] < len(texts[i]):
+                    still.append(i)
+            pending, size = still, size * 2
+        out = []
+        for parts in read:
+            encoded = [used[part] for part in parts]
+            starts = np.repeat(np.cumsum([0, *map(len, parts)])[:-1], [len(ids) for ids, _ in encoded]).astype(np.int32)
+            out.append((np.concatenate([ids for ids, _ in encoded]), np.concatenate([offsets for _, offsets in encoded]) + starts[:, None]))
+        return out
 
     def word_windows(self, text: str, n_tokens: int) -> list[str]:
         """``text`` cut into consecutive pieces of at most ``n_tokens`` tokens, never inside a word
@@ -282,6 +334,20 @@ class TokenCounter:
         if self.counts_add_up:
             self._memo.add_text(prefix, count)
         return prefix
+
+
+def _whole_parts(text: str, start: int, size: int) -> list[str]:
+    """The parts of ``text`` (:data:`_PART_START`) from ``start`` (where a part starts) that lie
+    whole in the next ``size`` characters, at least one (a longer part whole); all that is left
+    where the text ends within them."""
+    end = start + size
+    while True:
+        parts = _PART_START.split(text[start:end])
+        if end >= len(text):
+            return parts
+        if len(parts) > 1:
+            return parts[:-1]  # the last one may go on past the stretch
+        end += size
 
 
 def _parts_from_end(text: str):
