@@ -130,15 +130,16 @@ class TokenCounter:
         the model sees anything (BERT's WordPiece tokenizers, all-MiniLM-L6-v2's among them), so no
         token spans a space. Haystacks are counted from their parts then, instead of tokenising
         every assembled text again (a SentencePiece or byte-level BPE tokenizer is counted whole)."""
-        config = json.loads(self._backend.to_str())
-
         def kinds(part) -> set[str]:
             if not part:
                 return set()
             inner = part.get("normalizers") or part.get("pretokenizers")
             return set().union(*(kinds(p) for p in inner)) if inner else {part["type"]}
 
-        normalizers, pre_tokenizers = kinds(config.get("normalizer")), kinds(config.get("pre_tokenizer"))
+        def config(part) -> dict | None:  # a normaliser or pre-tokeniser as serialised (not the vocabulary with it)
+            return None if part is None else json.loads(part.__getstate__())
+
+        normalizers, pre_tokenizers = kinds(config(self._backend.normalizer)), kinds(config(self._backend.pre_tokenizer))
         return (normalizers <= _CHARACTER_NORMALIZERS and bool(pre_tokenizers & _WHITESPACE_SPLITTERS)
                 and pre_tokenizers <= _WHITESPACE_SPLITTERS | {"Punctuation", "Digits"})
 
@@ -473,17 +474,15 @@ def tiktoken_tokenizer(bpe: bytes, pattern: str) -> Tokenizer:
 
     ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in bpe.splitlines() if line)}
     characters = str.maketrans({chr(b): c for b, c in _byte_characters().items()})
-
-    def text(token: bytes) -> str:
-        return token.decode("latin-1").translate(characters)
+    text = {token: token.decode("latin-1").translate(characters) for token in ranks}  # each token in those characters
 
     merges = []
     for token, rank in ranks.items():
         splits = [(token[:i], token[i:]) for i in range(1, len(token)) if token[:i] in ranks and token[i:] in ranks]
         merges.extend((rank, ranks[left], ranks[right], left, right) for left, right in splits)
     merges.sort(key=lambda merge: merge[:3])
-    tokenizer = Tokenizer(BPE({text(token): rank for token, rank in ranks.items()},
-                              [(text(left), text(right)) for *_, left, right in merges], fuse_unk=False))
+    tokenizer = Tokenizer(BPE({text[token]: rank for token, rank in ranks.items()},
+                              [(text[left], text[right]) for *_, left, right in merges], fuse_unk=False))
     tokenizer.model.ignore_merges = True
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
                                                        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
