@@ -451,9 +451,7 @@ def nolima(
 
     `--embedder bm25` adds a lexical baseline (BM25 over the haystacks of each length).
     `--plan` prints what the sweep would embed, send, cost and take, and stops."""
-    from embedeval.experiments.nolima import NolimaConfig, plan_nolima, run_nolima
-    from embedeval.breaks import break_sentence
-    from embedeval.report import series_note
+    from embedeval.experiments.nolima_config import NolimaConfig
 
     if commit_every < 1:
         raise InputError("--commit-every must be >= 1")
@@ -466,6 +464,11 @@ def nolima(
         chunk_tokens=int_list(chunk_tokens, "--chunk-tokens"), window_overlap=window_overlap, late_overlap=late_overlap,
         executor=embedders.executor, workers=embedders.workers, ray_address=embedders.ray_address, prices=plan.prices,
     )
+    config.check(keys=plan.run_follows)  # a setting that cannot work: one line, before the sweep's libraries are imported
+    from embedeval.breaks import break_sentence
+    from embedeval.experiments.nolima import plan_nolima, run_nolima
+    from embedeval.report import series_note
+
     if plan.wanted:
         plans = plan_nolima(config, cache_dir=embedders.cache_dir, prices=plan.prices, calibrate=plan.plan, progress=not quiet,
                             commit_every=commit_every, keys=plan.run_follows)

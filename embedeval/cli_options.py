@@ -144,9 +144,9 @@ class GridOptions:
     needles_per_haystack: Annotated[str, typer.Option("--needles-per-haystack", help="Comma-separated needle counts K (e.g. 1,3): each K > 1 builds the needle haystacks again with K - 1 needles of other groups beside the own one; the haystack is ranked by every question whose needle it holds. Goes with --n-distractors 0.")] = ",".join(map(str, DEFAULT_NEEDLES_PER_HAYSTACK))
 
     def haystack_grid(self, controls: bool = True):
-        """The :class:`~embedeval.haystacks.HaystackGrid` of these options (checked as it is made,
+        """The :class:`~embedeval.grid.HaystackGrid` of these options (checked as it is made,
         before any work); ``haystacks build`` and ``nolima`` both make theirs here."""
-        from embedeval.haystacks import HaystackGrid
+        from embedeval.grid import HaystackGrid
 
         return HaystackGrid(corpus=self.corpus, lengths=int_list(self.lengths, "--lengths"), depths=self.depths,
                             variants=split_list(self.variants), negatives=self.negatives,

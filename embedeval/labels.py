@@ -1,5 +1,8 @@
 """The vocabulary of embedeval's tables, defined once: labels that builders, metrics and the
-report all match on."""
+report all match on (and the check of a run's pool against them, which a command makes before it
+imports the tables' libraries)."""
+
+from embedeval.errors import ConfigError
 
 #: ``variant`` of a needle-free haystack paired with a (group, length) condition.
 CONTROL = "control"
@@ -16,6 +19,11 @@ ALL = "all"
 NEEDLE_FREE_POOL = "needle-free"
 ALL_POOL = "all"
 POOLS = (NEEDLE_FREE_POOL, ALL_POOL)
+#: The per-query retrieval measures of :func:`embedeval.metrics.retrieval_measures`, in this order.
+RETRIEVAL_MEASURES = ("recall@1", "recall@5", "recall@10", "mrr", "mrr@10", "ndcg@1", "ndcg@10", "query_auc")
+#: Metrics a break point may be read from (``--break-metric``): the retrieval measures and the
+#: study's pooled AUC and comparative ratio.
+BREAK_METRICS = RETRIEVAL_MEASURES + ("auc", "comparative_ratio")
 #: Columns of the rank table (one row per embedder x strategy x query form x needle haystack), then the
 #: per-query measures of :func:`embedeval.metrics.retrieval_measures`.
 RETRIEVAL_COLUMNS = [
@@ -87,3 +95,10 @@ def scores_chunks(strategy: str) -> bool:
     return str(strategy).startswith((CHUNKED_PREFIX, LATE_CHUNKED_PREFIX))
 #: ``cluster`` of a corpus chunk HDBSCAN leaves out of every theme (its noise label).
 NOISE = -1
+
+
+def check_pool(pool: str) -> str:
+    """``pool``, or a :class:`~embedeval.errors.ConfigError` unless it is one of :data:`POOLS`."""
+    if pool not in POOLS:
+        raise ConfigError(f"`pool` must be one of {', '.join(POOLS)}, not {pool!r}", "pool")
+    return pool

@@ -18,6 +18,7 @@ from embedeval.defaults import (
     BASE_VISIBLE_SHARE, CHANCE_TEST_EFFECT, CHANCE_TEST_POWER, CHUNK_FACTOR, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP,
     DEFAULT_SEED, RELATIVE_BREAK_FRACTION,
 )
+from embedeval.labels import BREAK_METRICS, RETRIEVAL_MEASURES  # noqa: F401  (named here as they always were)
 
 BUCKET_NAMES_3 = ("beginning", "middle", "end")
 
@@ -161,12 +162,8 @@ def auc_score(pos, neg, axis: int = -1) -> np.ndarray | float:
     return ((p > n) + 0.5 * (p == n)).mean(axis=(-2, -1))
 
 
-#: The per-query retrieval measures of :func:`retrieval_measures`, in this order.
-RETRIEVAL_MEASURES = ("recall@1", "recall@5", "recall@10", "mrr", "mrr@10", "ndcg@1", "ndcg@10", "query_auc")
-#: trec_eval's names for them (computed by pytrec_eval).
-#: Metrics a break point may be read from (``--break-metric``): the retrieval measures and the
-#: study's pooled AUC and comparative ratio.
-BREAK_METRICS = RETRIEVAL_MEASURES + ("auc", "comparative_ratio")
+#: trec_eval's names for the retrieval measures (:data:`~embedeval.labels.RETRIEVAL_MEASURES`,
+#: computed by pytrec_eval).
 _TREC_MEASURES = {"recall@1": "recall_1", "recall@5": "recall_5", "recall@10": "recall_10", "mrr": "recip_rank",
                   "ndcg@1": "ndcg_cut_1", "ndcg@10": "ndcg_cut_10"}
 

@@ -4,8 +4,9 @@ A command's embedding steps run as they would, through models loaded with ``plan
 (:func:`~embedeval.embedders.registry.load_embedder`): each is a
 :class:`~embedeval.embedders.recorder.Recorder` behind a read-only cache, so the plan sees exactly
 the distinct inputs the run would ask for, which of them the cache holds, and what the rest
-would cost, while nothing is sent or stored (a local model embeds a small sample to time itself). :func:`plan_of` turns one such model into
-an :class:`EmbedderPlan`:
+would cost, while nothing is sent or stored (a local model embeds a small sample to time itself:
+in a process of its own where the plan counted without its weights, :func:`timed_apart`).
+:func:`plan_of` turns one such model into an :class:`EmbedderPlan`:
 
 - ``texts``: the distinct vectors the run needs (of texts, token-id sequences for a local model,
   or chunks for late chunking), ``cached`` of them in the cache (``None`` for a server of one's
@@ -31,9 +32,9 @@ an :class:`EmbedderPlan`:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
-import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -41,8 +42,9 @@ import numpy as np
 from embedeval.defaults import API_TOKEN_MARGIN, DEFAULT_PLAN_CALIBRATION_TEXTS, DEFAULT_SEED
 from embedeval.embedders.cache import CachedEmbedder
 from embedeval.embedders.http import CHECK_TEXT, key_is_set
-from embedeval.embedders.recorder import Recorder, StretchedIds
+from embedeval.embedders.recorder import Recorder
 from embedeval.embedders.registry import embedder_name
+from embedeval.embedders.timing import SampleTimer, time_sample
 from embedeval.embedders.tokens import load_token_counter
 from embedeval.errors import ConfigError
 from embedeval.progress import step
@@ -96,27 +98,37 @@ def parse_prices(items: list[str] | None) -> dict[str, float]:
 
 def _timed_seconds(recorder: Recorder, n_sample: int, seed: int) -> tuple[float, int]:
     """Seconds the recorded model would take for all its inputs: a random sample of them embedded
-    for real (after two to warm up; nothing stored), its time per input times their number."""
+    for real (after two to warm up; nothing stored), its time per input times their number; in
+    the process its :attr:`~embedeval.embedders.recorder.Recorder.timer` loaded it in
+    (:func:`timed_apart`), else here."""
     items = list(recorder.items)
     rng = np.random.default_rng(seed)  # the sample's time per input, times the inputs the run gives the model
     sample = [items[i] for i in rng.choice(len(items), size=min(n_sample + 2, len(items)), replace=False)]
+    warm, timed = sample[:2], sample[2:] or sample
+    seconds = recorder.timer.seconds(warm, timed) if recorder.timer is not None else time_sample(recorder.inner, warm, timed)
+    return seconds / len(timed) * recorder.inputs, len(timed)
 
-    def embed(batch) -> None:
-        for kind, form in {(k, type(item)) for k, item in batch}:
-            inputs = [item for k, item in batch if k == kind and type(item) is form]
-            if form is StretchedIds:
-                for stretch in {item.stretch for item in inputs}:
-                    recorder.inner.embed_stretched([list(item.ids) for item in inputs if item.stretch == stretch], stretch, kind=kind)
-            elif form is tuple:
-                recorder.inner.embed_ids([list(seq) for seq in inputs], kind=kind)
-            else:
-                recorder.inner.embed(inputs, kind=kind)
 
-    embed(sample[:2])
-    timed = sample[2:] or sample
-    start = time.perf_counter()
-    embed(timed)
-    return (time.perf_counter() - start) / len(timed) * recorder.inputs, len(timed)
+@contextlib.contextmanager
+def timed_apart(models: dict[str, object], calibrate: bool = True):
+    """While the block runs, each local model of ``models`` ({spec: model loaded with
+    ``plan=True``}) whose weights this process has not loaded (a plan counts without them) loads
+    in a process of its own (:class:`~embedeval.embedders.timing.SampleTimer`), so that
+    :func:`plan_of` times it there without waiting for the load: the seconds of importing PyTorch
+    and reading the weights pass while the plan counts. Those processes end with the block.
+    Nothing where ``calibrate`` is false (nothing is timed)."""
+    recorders = [model.inner if isinstance(model, CachedEmbedder) else model for model in models.values()] if calibrate else []
+    started = []
+    try:
+        for spec, recorder in zip(models, recorders):
+            if recorder.api is None and getattr(recorder.inner, "loaded", True) is False:
+                recorder.timer = SampleTimer(spec)
+                started.append(recorder)
+        yield
+    finally:
+        for recorder in started:
+            recorder.timer.close()
+            recorder.timer = None
 
 
 def plan_of(model, prices: dict[str, float] | None = None, calibrate: bool = True, seed: int = DEFAULT_SEED,

@@ -35,7 +35,8 @@ from embedeval.breaks import ADDED_BREAK_COLUMNS, BREAK_COLUMNS, BreakRule, brea
 from embedeval.decision import DECISION_COLUMNS, TIMING_COLUMNS, decision_table, with_earlier_speeds
 from embedeval.defaults import DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.errors import ConfigError, InputError
-from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS, HaystackGrid
+from embedeval.grid import HaystackGrid
+from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
 from embedeval.io import read_json, read_table, write_table, write_text_atomic
 from embedeval.labels import NEEDLE_FREE_POOL, POOLS, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.metrics import RETRIEVAL_MEASURES
@@ -120,7 +121,7 @@ OPTIONAL_CONFIG_VALUES = {
     "corpus_lengths": (lambda v: isinstance(v, dict) and all(_whole(v.get(k)) and v[k] >= 0 for k in ("documents", "median", "p90")),
                        "an object of the corpus's documents and their median and 90th percentile token counts"),
 }
-#: What the grid's fields that :class:`~embedeval.haystacks.HaystackGrid` does not check must hold.
+#: What the grid's fields that :class:`~embedeval.grid.HaystackGrid` does not check must hold.
 GRID_VALUES = {
     "corpus": (lambda v: isinstance(v, str) and bool(v), "a corpus spec"),
     "seed": (_whole, "a whole number"),
@@ -145,7 +146,7 @@ def upgraded(frame: pd.DataFrame) -> pd.DataFrame:
 
 def upgraded_config(config: dict) -> dict:
     """A run's config.json in today's shape: the grid's settings nested under ``grid`` (a config
-    of a version before :class:`~embedeval.haystacks.HaystackGrid` keeps them at its top level),
+    of a version before :class:`~embedeval.grid.HaystackGrid` keeps them at its top level),
     and the retrieval ``pool`` (runs before the choice ranked among the needle-free pool)."""
     config = {"pool": NEEDLE_FREE_POOL, **config}
     if "grid" in config:
@@ -188,7 +189,7 @@ def is_run_directory(folder: Path) -> bool:
 def check_config_values(config: dict, path: Path) -> None:
     """One :class:`~embedeval.errors.InputError` naming the field and ``path`` for a value of an
     (upgraded) config.json that a command could not read: an optional field of the wrong type
-    (:data:`OPTIONAL_CONFIG_VALUES`), a grid setting :class:`~embedeval.haystacks.HaystackGrid` (or
+    (:data:`OPTIONAL_CONFIG_VALUES`), a grid setting :class:`~embedeval.grid.HaystackGrid` (or
     :data:`GRID_VALUES`) refuses, or a break rule that cannot work. Called when a run is opened,
     before anything is read or written."""
     grid = config["grid"]

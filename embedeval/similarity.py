@@ -18,8 +18,7 @@ import pandas as pd
 from embedeval.defaults import DEFAULT_NORMALIZE_BY, DEFAULT_POOL
 from embedeval.embedders.base import Reading, Scores
 from embedeval.haystacks import distractor_columns
-from embedeval.errors import ConfigError
-from embedeval.labels import ALL_POOL, BLIND_PREFIX, CONTROL, NEGATIVE, POOLS, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
+from embedeval.labels import ALL_POOL, BLIND_PREFIX, CONTROL, NEGATIVE, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS, check_pool
 from embedeval.metrics import RETRIEVAL_MEASURES, normalized_similarity, retrieval_measures
 from embedeval.needles import STANDARD_NEEDLE, NeedleSet, check_normalize_by
 from embedeval.strategies import ScoredTexts, Scorer
@@ -197,13 +196,6 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
         }))
     table = pd.concat(frames, ignore_index=True)[SIMILARITY_COLUMNS]
     return table[table["sim_qh"].notna()].reset_index(drop=True)  # a group without a query form has no rows for it
-
-
-def check_pool(pool: str) -> str:
-    """``pool``, or a :class:`~embedeval.errors.ConfigError` unless it is one of :data:`~embedeval.labels.POOLS`."""
-    if pool not in POOLS:
-        raise ConfigError(f"`pool` must be one of {', '.join(POOLS)}, not {pool!r}", "pool")
-    return pool
 
 
 def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet, pool: str = DEFAULT_POOL) -> pd.DataFrame:

@@ -486,7 +486,7 @@ class EmbeddingScorer:
     def _cut(self, texts: list[str]) -> Pieces:
         strategy, capacity = self.strategy_spec, self.capacity
         if strategy.name == TRUNCATE and not self.reads_ids:  # the embedder's own cut, made here: dedupes too
-            read = [self.reference.prefix(t, capacity) for t in texts] if self.reference else list(texts)
+            read = self.reference.prefixes(texts, capacity) if self.reference else list(texts)
             seen = np.array([len(t) for t in read], dtype=np.int64)
             tokens = (self.reference.count(read) if self.reference else
                       [min(n, self.embedder.max_tokens) for n in self.embedder.count_tokens(read)])

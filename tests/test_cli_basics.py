@@ -138,6 +138,21 @@ def test_help_and_a_mistyped_option_import_no_heavy_library(args):
     assert result.stdout.splitlines()[-1] == "heavy:", result.stdout[-300:]
 
 
+@pytest.mark.parametrize("strategy, says", [
+    ("extend-gp@512", "error: extend-gp@512 reads no further than st:all-MiniLM-L6-v2 does itself: it has 512 positions"),
+    ("rope-ntk@1024", "error: rope-ntk@1024 does not fit st:all-MiniLM-L6-v2: it has absolute positions"),
+])
+def test_a_setting_the_folder_refuses_is_refused_before_the_tables_libraries_are_imported(strategy, says, tmp_path):
+    """`nolima -s extend-gp@512` on all-MiniLM-L6-v2 (512 positions) took a second to refuse, most
+    of it importing pandas with the sweep (issue 47): the settings are checked first (numpy and the
+    tokenizers may load, the libraries of the tables and the models may not)."""
+    result = _run_cli_reporting_imports("nolima", "-s", strategy, "--out", str(tmp_path / "run"))
+    assert result.returncode == 1 and result.stderr.startswith(says), result.stderr
+    heavy = set(result.stdout.splitlines()[-1].split()[1:])
+    assert not heavy & {"pandas", "torch", "transformers", "sentence_transformers", "scipy", "sklearn"}, heavy
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("args, says", [
     (["nolima", "--depths", "ten"], "error: invalid value for --depths: "),
     (["nolima", "--lenghts", "128"], "error: no such option --lenghts; did you mean --lengths?"),

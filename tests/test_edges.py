@@ -150,8 +150,8 @@ def whole_text_counter(counter):
 
 @pytest.mark.parametrize("provider", [None, "cl100k_base"])
 def test_counts_and_prefixes_from_a_texts_parts_are_the_whole_texts(provider, books_dir, isolated_cache):
-    """Counted and cut from its parts (sentences, each tokenised once), a text has the count and
-    the prefixes it has counted and cut whole: on haystacks, and on random text with what a cut
+    """Counted and cut from its parts (sentences, each tokenised once), a text has the count, the
+    prefixes and (where counts add up) the first ids it has counted, cut and tokenised whole: on haystacks, and on random text with what a cut
     could trip on (spaces, newlines, punctuation, digits, contractions, accents, CJK, a zero-width
     space, NUL, a combining accent)."""
     from embedeval.embedders.tokens import load_provider_counter
@@ -168,7 +168,15 @@ def test_counts_and_prefixes_from_a_texts_parts_are_the_whole_texts(provider, bo
                                                                    for n in rng.integers(0, 120, size=400)]
     assert counter.count(texts) == whole.count(texts)
     for n in (1, 2, 3, 7, 20, 127, 128, 500, 699):
-        assert [counter.prefix(t, n) for t in texts] == [whole.prefix(t, n) for t in texts], n
+        prefixes = [counter.prefix(t, n) for t in texts]
+        assert prefixes == [whole.prefix(t, n) for t in texts] == counter.prefixes(texts, n), n
+        assert counter.count(prefixes) == whole.count(prefixes), n  # a cut's count, where remembered, is its own
+    if counter.counts_add_up:  # ids by parts, up to a limit: the whole text's first ids and offsets
+        for limit in (1, 7, 128, 254, 699):
+            for (ids, offsets), (whole_ids, whole_offsets) in zip(counter.ids(texts, limit), whole.ids(texts)):
+                assert len(ids) > limit or len(ids) == len(whole_ids)
+                assert list(ids[: limit + 1]) == whole_ids[: limit + 1] and offsets[: limit + 1].tolist() == [
+                    list(pair) for pair in whole_offsets[: limit + 1]], limit
 
 
 def test_a_sentence_counted_once_is_not_tokenised_again_by_a_counter_of_the_same_tokenizer(books_dir, isolated_cache):
@@ -192,6 +200,35 @@ def test_a_sentence_counted_once_is_not_tokenised_again_by_a_counter_of_the_same
     again._backend = Refusing(again._backend)
     assert again.count(texts) == counts and again.count(texts[::-1]) == counts[::-1]
     assert [again.prefix(t, 100) for t in texts] == [whole_text_counter(load_token_counter()).prefix(t, 100) for t in texts]
+
+
+def test_tokenizers_read_without_transformers_are_the_ones_transformers_makes():
+    """The bundled model's tokenizer is read from its tokenizer.json alone and OpenAI's cl100k_base
+    is built from its BPE file by embedeval (neither imports transformers, nor with it PyTorch:
+    seconds a plan spent before counting anything); each is serialised exactly as transformers'
+    ``AutoTokenizer`` and ``TikTokenConverter`` make it, so its ids, cuts and fingerprint are theirs."""
+    import importlib.resources
+    import subprocess
+    import sys
+
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+
+    from embedeval.embedders.models import resolve_model_path
+    from embedeval.embedders.tokens import PROVIDER_TOKENIZERS, TokenCounter, load_provider_counter
+
+    alone = load_token_counter()
+    full = TokenCounter(AutoTokenizer.from_pretrained(resolve_model_path("all-MiniLM-L6-v2")), alone.name)
+    assert alone._backend.to_str() == full._backend.to_str() and alone.fingerprint == full.fingerprint
+    path, _, pattern = PROVIDER_TOKENIZERS["cl100k_base"]
+    with importlib.resources.as_file(importlib.resources.files("tiktoken_ext").joinpath(path)) as file:
+        converted = TokenCounter(PreTrainedTokenizerFast(tokenizer_object=TikTokenConverter(vocab_file=str(file), pattern=pattern)
+                                                         .converted()), "cl100k_base", splits_at_spaces=True)
+    assert load_provider_counter("cl100k_base")._backend.to_str() == converted._backend.to_str()
+    code = ("import sys\nfrom embedeval.embedders.tokens import load_provider_counter, load_token_counter\n"
+            "load_token_counter().count(['a']); load_provider_counter('cl100k_base').count(['a'])\n"
+            "print(*[m for m in ('torch', 'transformers') if m in sys.modules])")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == ""
 
 
 def test_tokenizers_whose_tokens_can_span_a_space_are_counted_whole():

@@ -57,6 +57,46 @@ def test_a_local_plan_counts_what_the_run_embeds_and_stores_nothing(books_dir, t
     assert f"st:all-MiniLM-L6-v2: 0 texts newly embedded, {plan['texts']:,} found in the cache: the {plan['texts']:,} " in rerun.output
 
 
+@pytest.mark.parametrize("options", ["", "?max_seq_length=128"])
+def test_the_bundled_models_facts_read_from_its_folder_are_the_loaded_models(options):
+    """A plan of the bundled model counts with facts read from its folder and tokenizer
+    (:func:`~embedeval.embedders.local.folder_facts`): they must be the ones the loaded model gives,
+    its fingerprint aside (a plan uses it only to find cached vectors, and uses these only when
+    there are none)."""
+    from embedeval.embedders.local import folder_facts, from_spec_model
+
+    model = from_spec_model(f"all-MiniLM-L6-v2{options}")
+    planned = folder_facts(model.path, model.options, load_token_counter(), model.name)
+    live = model._live_facts()
+    assert planned == {key: value for key, value in live.items() if key != "fingerprint"}
+
+
+def test_a_plan_counts_without_the_weights_and_times_them_in_a_process_of_their_own(books_dir, tmp_path, isolated_cache,
+                                                                                     monkeypatch):
+    """Loading all-MiniLM-L6-v2 (PyTorch, sentence-transformers, the weights) was most of a plan's
+    fixed cost (issue 47): the plan's own process counts without them, and the model loads to be
+    timed in a process of its own; the counts are those of the plan made with the model loaded."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom embedeval.cli import main\nsys.argv = ['embedeval', *sys.argv[1:]]\ntry:\n    main()\n"
+            "finally:\n    print('heavy:', *[m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules])")
+    apart = subprocess.run([sys.executable, "-c", code, *grid_args(books_dir, tmp_path / "run"), "--plan", "--json"],
+                           capture_output=True, text=True, timeout=600)
+    assert apart.returncode == 0, apart.stderr[-2000:]
+    *output, heavy = apart.stdout.splitlines()
+    assert heavy == "heavy:"
+    planned = json.loads("\n".join(output))["embedders"][0]
+    assert planned["seconds"] > 0 and "timed here" in planned["time_basis"]
+    from embedeval.embedders.local import SentenceTransformerEmbedder
+
+    monkeypatch.setattr(SentenceTransformerEmbedder, "_planned_facts", lambda self: None)  # its facts from the loaded model
+    loaded = CliRunner().invoke(app, [*grid_args(books_dir, tmp_path / "run"), "--plan", "--json"])
+    assert loaded.exit_code == 0, loaded.output
+    counts = ("texts", "cached", "to_embed", "inputs", "tokens")
+    assert {k: planned[k] for k in counts} == {k: json.loads(loaded.output)["embedders"][0][k] for k in counts}
+
+
 @pytest.fixture
 def server(monkeypatch):
     """A server counting each input's tokens with OpenAI's tokenizer, as OpenAI bills them."""

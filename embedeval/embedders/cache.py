@@ -486,6 +486,10 @@ class ReadOnlyFacts:
     def put_facts(self, key: bytes, facts: dict) -> None:
         """Nothing: a plan stores nothing."""
 
+    def holds_vectors(self, spec: str) -> bool:
+        """Whether the cache holds any vector of the embedder ``spec`` (its fixed size says so)."""
+        return self.cache.fixed_dim(cache_spec(spec)) is not None
+
 
 class CachedEmbedder(EmbedderWrapper):
     """An :class:`Embedder` whose every vector goes through an :class:`EmbeddingCache`.

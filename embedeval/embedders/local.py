@@ -12,7 +12,9 @@ is remembered in a ``facts_store`` (the embedding cache, :meth:`EmbeddingCache.g
 the library versions, so a run whose vectors are all cached never loads the weights; the
 tokenizer alone is loaded when a text must be tokenised (checked against the remembered
 tokenizer fingerprint), the weights when something must be embedded. Once the model is loaded
-every fact is read from it live (so a changed ``max_seq_length`` shows at once).
+every fact is read from it live (so a changed ``max_seq_length`` shows at once). A plan of the
+bundled model whose vectors are not cached reads its facts from its folder instead
+(:func:`folder_facts`): it counts without the weights.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 
 from embedeval.embedders.base import KINDS, Kind, check_texts, embeds_texts, l2_normalize
 from embedeval.embedders.models import (
+    bundled_name,
     canonical_model,
     folder_fingerprint,
     resolve_model_path,
@@ -140,6 +143,77 @@ def folder_stretch_refusal(path: str, options: LocalOptions, stretch: stretching
     return None
 
 
+#: The fingerprint of a plan's model whose facts are read from its folder (:func:`folder_facts`):
+#: the cache's keys need the loaded model's own only to find its vectors, and none is cached.
+PLANNED_FINGERPRINT = "planned: no vector of it is cached"
+#: The modules of a folder whose facts :func:`folder_facts` reads: a transformer, mean pooling,
+#: and a normalisation or nothing after it (all-MiniLM-L6-v2's).
+_PLAIN_MODULES = (("sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling"),
+                  ("sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling",
+                   "sentence_transformers.models.Normalize"))
+
+
+def _folder_json(path: str, name: str):
+    try:
+        return json.loads((Path(path) / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def special_ids(counter: TokenCounter, framed: list[int]) -> tuple[list[int], list[int]]:
+    """The special tokens a tokenizer puts before and after a single text ([CLS] / [SEP], <s> /
+    </s>): around the content ids of "a" (``counter``'s) in ``framed``, "a" tokenised with them."""
+    probe = counter.ids(["a"])[0][0]
+    at = next(i for i in range(len(framed)) if framed[i : i + len(probe)] == probe)
+    return framed[:at], framed[at + len(probe):]
+
+
+def prompt_ids(counter: TokenCounter, prompt: str, kind: Kind, name: str) -> list[int]:
+    """Content ids of a model's ``prompt`` for ``kind`` as they come out when the prompt is
+    tokenised together with a text (as ``encode`` does): the tokens that start inside the prompt.
+    Checked on a probe text: if prompt ids + text ids differ from the joint tokenisation, ids cannot
+    reproduce ``encode`` for the model (``name``) and an :class:`InputError` says so."""
+    if not prompt:
+        return []
+    probe = "The probe sentence checks how the prompt joins the text."
+    (joint, offsets), = counter.ids([prompt + probe])
+    ids = [i for i, (start, _) in zip(joint, offsets) if start < len(prompt)]
+    if ids + counter.ids([probe])[0][0] != joint:
+        raise InputError(f"{name}'s {kind} prompt {prompt!r} does not tokenise apart from the text, "
+                         "so windows on token ids cannot match the model's own encode; use `strategies` truncate", "strategies")
+    return ids
+
+
+def folder_facts(path: str, options: LocalOptions, counter: TokenCounter, name: str) -> dict | None:
+    """A model's facts (:meth:`SentenceTransformerEmbedder._live_facts`) but its fingerprint, read
+    from its folder and its tokenizer (``counter``) without loading the weights, where the folder is
+    plain enough to say them (:data:`_PLAIN_MODULES`, a ``max_seq_length`` of its own, no
+    lowercasing or default prompt of sentence-transformers' own, one pooling mode); None where it is
+    not. A plan of the bundled model uses them while none of its vectors is cached; a test checks
+    them against the loaded model's."""
+    modules, bert_config = _folder_json(path, "modules.json"), _folder_json(path, "sentence_bert_config.json") or {}
+    pooling = _folder_json(path, "1_Pooling/config.json") or {}
+    settings = _folder_json(path, "config_sentence_transformers.json") or {}
+    kinds = tuple(m.get("type") for m in modules) if isinstance(modules, list) and all(isinstance(m, dict) for m in modules) else ()
+    window = options.max_seq_length or bert_config.get("max_seq_length")
+    modes = [key for key, on in pooling.items() if key.startswith("pooling_mode_") and on is True]
+    prompts = settings.get("prompts") or {}
+    if (kinds not in _PLAIN_MODULES or not isinstance(window, int) or bert_config.get("do_lower_case")
+            or modes != ["pooling_mode_mean_tokens"] or settings.get("default_prompt_name") or not isinstance(prompts, dict)):
+        return None
+    by_kind: dict[str, list[int] | str] = {}
+    for kind in KINDS:
+        try:
+            by_kind[kind] = prompt_ids(counter, prompts.get(kind) or "", kind, name)
+        except InputError as exc:
+            by_kind[kind] = str(exc)
+    limit = position_limit(path)
+    return {"dim": int(pooling["word_embedding_dimension"]), "max_tokens": window,
+            "special_ids": list(special_ids(counter, counter.framed_ids("a"))), "prompt_ids": by_kind, "tokenizer": counter.fingerprint,
+            "pooling": {"mode": "mean", "after": ["Normalize"] if len(kinds) == 3 else []},
+            "stretch_refusals": {stretch.name: folder_stretch_refusal(path, options, stretch, limit) for stretch in stretching.Stretch.every()}}
+
+
 def local_name(model: str, options: LocalOptions) -> str:
     """The name a local model goes by (in tables, the cache and a plan): ``st:`` + the bundled
     model's name or the folder's absolute path, + the options that change a vector
@@ -221,8 +295,8 @@ class SentenceTransformerEmbedder:
         self._position_limit = check_window(self.path, options.max_seq_length)  # P, read once: checked and stretched against
         self.name = local_name(model, options)
         self.batch_size = batch_size
-        self.device = options.resolved_device()
-        self.max_batch_tokens = options.batch_tokens(self.device)  # padded tokens per batch (None: batch_size inputs)
+        options.check_device()  # a device that cannot be is refused here; which one auto means, when needed (torch)
+        self._device: str | None = None
         self.backoffs = 0  # batches halved after CUDA ran out of memory
         self.facts_store = facts_store
         self.progress = False  # a step line on stderr while the weights load (load_embedder's progress)
@@ -233,6 +307,24 @@ class SentenceTransformerEmbedder:
         self._remembered: dict | None = None
         self._prompt_cache: dict[str, list[int]] = {}
         self._special_cache: tuple[list[int], list[int]] | None = None
+
+    @property
+    def device(self) -> str:
+        """Where the model runs (:meth:`~embedeval.embedders.options.LocalOptions.resolved_device`),
+        resolved on first use: ``auto`` asks PyTorch, which takes seconds to import, and a model
+        whose facts are remembered (or a plan) may never need it."""
+        if self._device is None:
+            self._device = self.options.resolved_device()
+        return self._device
+
+    @device.setter
+    def device(self, device: str) -> None:
+        self._device = device
+
+    @property
+    def max_batch_tokens(self) -> int | None:
+        """Padded tokens per batch (None: ``batch_size`` inputs), as the device has it."""
+        return self.options.batch_tokens(self.device)
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -307,20 +399,31 @@ class SentenceTransformerEmbedder:
             return None
         if self._remembered is None and self.facts_store is not None:
             key = self._facts_key()
-            self._remembered = self.facts_store.get_facts(key) if key is not None else None
+            self._remembered = (self.facts_store.get_facts(key) if key is not None else None) or self._planned_facts()
         return self._remembered
+
+    def _planned_facts(self) -> dict | None:
+        """For a plan (a read-only facts store, which can say whether it holds vectors) of a bundled
+        model none of whose vectors is cached: its facts read from its folder (:func:`folder_facts`),
+        its fingerprint :data:`PLANNED_FINGERPRINT`, so that a plan never loads its weights but to
+        time it. None elsewhere (the model loads when its facts are asked for)."""
+        holds_vectors = getattr(self.facts_store, "holds_vectors", None)
+        if holds_vectors is None or bundled_name(self._given) is None or holds_vectors(self.name):
+            return None
+        facts = folder_facts(self.path, self.options, load_token_counter(split_spec(self.name)[0]), self.name)
+        return None if facts is None else {**facts, "fingerprint": PLANNED_FINGERPRINT}
 
     def _live_facts(self) -> dict:
         """The facts, read from the loaded model."""
-        prompt_ids: dict[str, list[int] | str] = {}
+        by_kind: dict[str, list[int] | str] = {}
         for kind in KINDS:
             try:
-                prompt_ids[kind] = self._prompt_ids(kind)
+                by_kind[kind] = self._prompt_ids(kind)
             except InputError as exc:
-                prompt_ids[kind] = str(exc)
+                by_kind[kind] = str(exc)
         return {"fingerprint": self._live_fingerprint(), "dim": int(self.model.get_embedding_dimension()),
                 "max_tokens": int(self.model.max_seq_length), "special_ids": list(self._special_ids()),
-                "prompt_ids": prompt_ids, "tokenizer": self.token_counter.fingerprint, "pooling": self._live_pooling(),
+                "prompt_ids": by_kind, "tokenizer": self.token_counter.fingerprint, "pooling": self._live_pooling(),
                 "stretch_refusals": {stretch.name: self._live_stretch_refusal(stretch) for stretch in stretching.Stretch.every()}}
 
     @property
@@ -404,35 +507,20 @@ class SentenceTransformerEmbedder:
         if facts:
             return tuple(facts["special_ids"])
         if self._special_cache is None:  # the loaded tokenizer's, probed once
-            probe = self.token_counter.ids(["a"])[0][0]
-            framed = self.model.tokenizer("a", add_special_tokens=True)["input_ids"]
-            at = next(i for i in range(len(framed)) if framed[i : i + len(probe)] == probe)
-            self._special_cache = (framed[:at], framed[at + len(probe):])
+            self._special_cache = special_ids(self.token_counter, self.model.tokenizer("a", add_special_tokens=True)["input_ids"])
         return self._special_cache
 
     def _prompt_ids(self, kind: Kind) -> list[int]:
-        """Content ids of the model's prompt for ``kind`` as they come out when the prompt is
-        tokenised together with a text (as ``encode`` does): the tokens that start inside the
-        prompt. Checked on a probe text: if prompt ids + text ids differ from the joint
-        tokenisation, ids cannot reproduce ``encode`` for this model and an :class:`InputError`
-        says so."""
+        """Content ids of the model's prompt for ``kind`` (:func:`prompt_ids`: an
+        :class:`InputError` where ids cannot reproduce ``encode``)."""
         facts = self._recalled()
         if facts:
             remembered = facts["prompt_ids"][kind]  # the ids, or why there are none
             if isinstance(remembered, str):
                 raise InputError(remembered)
             return remembered
-        prompt = (self.model.prompts or {}).get(kind) or ""
-        if not prompt:
-            return []
         if kind not in self._prompt_cache:
-            probe = "The probe sentence checks how the prompt joins the text."
-            (joint, offsets), = self.token_counter.ids([prompt + probe])
-            ids = [i for i, (start, _) in zip(joint, offsets) if start < len(prompt)]
-            if ids + self.token_counter.ids([probe])[0][0] != joint:
-                raise InputError(f"{self.name}'s {kind} prompt {prompt!r} does not tokenise apart from the text, "
-                                 "so windows on token ids cannot match the model's own encode; use `strategies` truncate", "strategies")
-            self._prompt_cache[kind] = ids
+            self._prompt_cache[kind] = prompt_ids(self.token_counter, (self.model.prompts or {}).get(kind) or "", kind, self.name)
         return self._prompt_cache[kind]
 
     def id_capacity(self, kind: Kind = "document") -> int:

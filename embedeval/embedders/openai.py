@@ -5,6 +5,7 @@ text-embeddings-inference, vLLM, Ollama, infinity, llama.cpp)."""
 from __future__ import annotations
 
 import json
+import threading
 
 from embedeval.embedders.budget import Budget
 from embedeval.embedders.http import (
@@ -84,7 +85,17 @@ class OpenAIEmbedder(APIEmbedder):
 
     def __init__(self, model: str, **kwargs):
         super().__init__(model, **kwargs)
-        self._client = openai_client(self._key, self.base_url, self.options.own_server, self.timeout)
+        self._openai = None
+        self._openai_lock = threading.Lock()  # not the model's own lock: asking a server its models holds that one
+
+    @property
+    def _client(self):
+        """The ``openai`` client (:func:`openai_client`), made on the first request: importing
+        ``openai`` takes a second, and a plan sends nothing."""
+        with self._openai_lock:
+            if self._openai is None:
+                self._openai = openai_client(self._key, self.base_url, self.options.own_server, self.timeout)
+            return self._openai
 
     def served_model(self) -> str:
         """``GET /models``: the listed model of this name (or of this name tagged ``:latest``, as

@@ -43,13 +43,19 @@ class StretchedIds(NamedTuple):
     ids: tuple[int, ...]
 
 
-def stand_in_vector(item, dim: int) -> np.ndarray:
-    """A unit vector drawn from the sha256 of ``item`` (a text or token ids): distinct inputs get
-    distinct directions, so nothing downstream sees ties it would not see in a real run."""
-    item = item.ids if isinstance(item, StretchedIds) else item
-    raw = item.encode() if isinstance(item, str) else np.asarray(item, dtype=np.int64).tobytes()
-    seed = int.from_bytes(hashlib.sha256(raw).digest()[:8], "little")
-    return l2_normalize(np.random.default_rng(seed).normal(size=(1, dim)))[0]
+def stand_in_vectors(items: Sequence, dim: int) -> np.ndarray:
+    """A unit vector per item (a text, token ids or :class:`StretchedIds`) drawn from the sha256
+    of the item (its bytes: UTF-8, or int64 ids), stretched to ``dim`` bytes by SHAKE-256: distinct
+    inputs get distinct directions, so nothing downstream sees ties it would not see in a real run.
+    Hashes, not a random generator per item: thousands of haystacks a model stand in for cost
+    milliseconds."""
+    def raw(item) -> bytes:
+        item = item.ids if isinstance(item, StretchedIds) else item
+        return item.encode() if isinstance(item, str) else np.asarray(item, dtype=np.int64).tobytes()
+
+    drawn = b"".join(hashlib.shake_256(hashlib.sha256(raw(item)).digest()).digest(dim) for item in items)
+    vectors = np.frombuffer(drawn, dtype=np.uint8).reshape(len(items), dim).astype(np.float32) - 127.5  # never all zero
+    return l2_normalize(vectors)
 
 
 class Recorder(EmbedderWrapper):
@@ -64,6 +70,7 @@ class Recorder(EmbedderWrapper):
         self.inputs = 0  # inputs the model is given, repeats across calls included (late chunking's windows)
         self.tokens = 0
         self.requests = 0
+        self.timer = None  # a local model loading in a process of its own, to be timed there (embedeval.plan.timed_apart)
 
     @property
     def dim(self) -> int:
@@ -101,9 +108,7 @@ class Recorder(EmbedderWrapper):
         return self._stand_ins(inputs)
 
     def _stand_ins(self, items: Sequence) -> np.ndarray:
-        if not items:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([stand_in_vector(item, self.dim) for item in items]).astype(np.float32)
+        return stand_in_vectors(items, self.dim).astype(np.float32, copy=False)
 
     def tokens_read(self, texts: Sequence[str], kind: Kind) -> list[int]:
         """The tokens a local model reads of each text: its tokens, at most the model's window

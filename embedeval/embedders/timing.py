@@ -1,0 +1,138 @@
+"""A local model timed on a sample of its inputs, for a plan (``--plan``), in this process or in a
+process of its own started while the plan counts.
+
+A plan says how long a local model would take: a random sample of the inputs it recorded is
+embedded for real (after two to warm up) and timed (:func:`~embedeval.plan.plan_of`). Loading the
+model for that (importing PyTorch and sentence-transformers, reading the weights) takes seconds the
+plan's counting does not need, and a plan of the bundled model counts without its weights
+(:func:`~embedeval.embedders.local.folder_facts`). :class:`SampleTimer` starts ``python -m
+embedeval.embedders.timing SPEC`` as the plan starts: that process loads the model while the plan
+counts (on another core, where there is one), then embeds the sample it is sent and answers the
+seconds it took. Nothing is stored: the model is loaded without the cache.
+
+Between the two processes, one JSON line each way: in ``{"warm": [...], "timed": [...]}``, each
+input ``{"kind": ..., "text": ...}``, ``{"kind": ..., "ids": [...]}`` or, read past the model's
+positions, ``{"kind": ..., "ids": [...], "stretch": [method, logscale]}``; out ``{"seconds": s}``
+for the timed inputs, or ``{"error": message, "type": the error's class}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from embedeval import errors
+from embedeval.embedders.recorder import StretchedIds
+from embedeval.embedders.registry import load_embedder
+from embedeval.embedders.stretch import Stretch
+from embedeval.embedders.tokens import quiet_transformers
+
+
+def embed_sample(model, batch: Sequence[tuple[str, object]]) -> None:
+    """Embed ``batch`` (``(kind, input)`` pairs as a plan records them: a text, token ids, or
+    :class:`~embedeval.embedders.recorder.StretchedIds`) with ``model``, as the run would: per kind
+    and form, texts through ``embed``, ids through ``embed_ids``, stretched ids through
+    ``embed_stretched`` once per stretch."""
+    for kind, form in {(k, type(item)) for k, item in batch}:
+        inputs = [item for k, item in batch if k == kind and type(item) is form]
+        if form is StretchedIds:
+            for stretch in {item.stretch for item in inputs}:
+                model.embed_stretched([list(item.ids) for item in inputs if item.stretch == stretch], stretch, kind=kind)
+        elif form is tuple:
+            model.embed_ids([list(seq) for seq in inputs], kind=kind)
+        else:
+            model.embed(inputs, kind=kind)
+
+
+def time_sample(model, warm: Sequence[tuple[str, object]], timed: Sequence[tuple[str, object]]) -> float:
+    """Seconds ``model`` takes to embed ``timed`` (:func:`embed_sample`), after ``warm``."""
+    embed_sample(model, warm)
+    start = time.perf_counter()
+    embed_sample(model, timed)
+    return time.perf_counter() - start
+
+
+def _encoded(batch: Sequence[tuple[str, object]]) -> list[dict]:
+    rows = []
+    for kind, item in batch:
+        if isinstance(item, StretchedIds):
+            rows.append({"kind": kind, "ids": [int(i) for i in item.ids], "stretch": [item.stretch.method, item.stretch.logscale]})
+        elif isinstance(item, tuple):
+            rows.append({"kind": kind, "ids": [int(i) for i in item]})
+        else:
+            rows.append({"kind": kind, "text": item})
+    return rows
+
+
+def _decoded(rows: Sequence[dict]) -> list[tuple[str, object]]:
+    batch: list[tuple[str, object]] = []
+    for row in rows:
+        if "stretch" in row:
+            batch.append((row["kind"], StretchedIds(Stretch(*row["stretch"]), tuple(row["ids"]))))
+        else:
+            batch.append((row["kind"], tuple(row["ids"]) if "ids" in row else row["text"]))
+    return batch
+
+
+class SampleTimer:
+    """The local model of ``spec`` loading in a process of its own from the moment this is made,
+    to time a sample later (:meth:`seconds`); :meth:`close` ends the process (a timer that was
+    never asked ends it too: the process stops when its input closes)."""
+
+    def __init__(self, spec: str):
+        package_root = str(Path(__file__).resolve().parents[2])  # this embedeval, whichever is installed
+        path = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+        self.spec = spec
+        self._problems = tempfile.TemporaryFile(mode="w+")  # what it says on stderr (a crash), never a full pipe
+        self._process = subprocess.Popen([sys.executable, "-m", "embedeval.embedders.timing", spec],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._problems, text=True,
+                                         env={**os.environ, "PYTHONPATH": path})
+
+    def seconds(self, warm: Sequence[tuple[str, object]], timed: Sequence[tuple[str, object]]) -> float:
+        """The seconds the model took for ``timed`` after ``warm`` (:func:`time_sample`), in its
+        process; an error there is raised here as the same :mod:`~embedeval.errors` class, with
+        its message."""
+        request = json.dumps({"warm": _encoded(warm), "timed": _encoded(timed)})
+        answer, _ = self._process.communicate(request + "\n")
+        try:
+            reply = json.loads(answer.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            self._problems.seek(0)
+            last = (self._problems.read().strip().splitlines() or [f"exit status {self._process.returncode}"])[-1]
+            raise RuntimeError(f"timing {self.spec} in a process of its own failed ({last})") from None
+        if "error" in reply:
+            kind = getattr(errors, reply["type"], None)
+            raise (kind if isinstance(kind, type) and issubclass(kind, errors.EmbedevalError) else RuntimeError)(reply["error"])
+        return float(reply["seconds"])
+
+    def close(self) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.communicate()
+        self._problems.close()
+
+
+def main(spec: str) -> None:
+    """The timing process: load ``spec``'s model (no cache), read the sample, write the seconds."""
+    try:
+        quiet_transformers()
+        model = load_embedder(spec, cache=False, verify=False)
+        model.model  # the weights, while the plan counts
+        line = sys.stdin.readline()
+        if not line:  # the plan ended without asking
+            return
+        request = json.loads(line)
+        reply = {"seconds": time_sample(model, _decoded(request["warm"]), _decoded(request["timed"]))}
+    except Exception as exc:  # sent back whole: the plan raises it as the run would
+        reply = {"error": " ".join(str(exc).split()), "type": type(exc).__name__}
+    print(json.dumps(reply), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,148 @@
+"""The settings of a NoLiMa sweep (:class:`NolimaConfig`) and their checks, apart from the sweep
+itself (:mod:`embedeval.experiments.nolima`): a command makes and checks them before it imports
+the tables' libraries or loads a model, so a setting that cannot work is refused at once."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from embedeval.break_rule import BreakRule
+from embedeval.corpus import absolute_source
+from embedeval.defaults import (
+    DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_EMBEDDER,
+    DEFAULT_EXECUTOR, DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_N_BOOTSTRAP, DEFAULT_NEEDLES, DEFAULT_NORMALIZE_BY, DEFAULT_POOL,
+    DEFAULT_STRATEGIES, DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS,
+)
+from embedeval.embedders.executors import Executor
+from embedeval.embedders.registry import LEXICAL_SPECS, embedder_name, select_embedders
+from embedeval.embedders.tokens import DEFAULT_REFERENCE
+from embedeval.errors import ConfigError
+from embedeval.grid import HAYSTACK_FORMAT, HaystackGrid
+from embedeval.io import absolute_path, file_sha256
+from embedeval.labels import check_pool
+from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
+from embedeval.plan import check_prices_used
+from embedeval.strategies import check_strategy_support, parse_strategies
+from embedeval.text import SENTENCE_SPLITTER
+
+#: Settings beside the grid that determine the haystacks; a run directory's haystacks are reused
+#: when they and the grid match (with the needle file's hash and the sentence splitter, see
+#: ``haystack_settings``).
+HAYSTACK_KEYS = ("needles", "groups", "distractors_file", "tokenizer")
+
+
+@dataclass(frozen=True)
+class NolimaConfig:
+    """Everything a sweep depends on (written to ``config.json``, the grid nested under
+    ``grid``). Frozen: a copy with changes is ``dataclasses.replace(config, ...)``."""
+
+    embedders: tuple[str, ...] = (DEFAULT_EMBEDDER,)
+    needles: str = str(DEFAULT_NEEDLES)
+    groups: tuple[str, ...] | None = None  # group ids to run (None: every group of the needle set)
+    grid: HaystackGrid = field(default_factory=HaystackGrid)  # the haystack grid, validated when made
+    distractors_file: str | None = None  # distractors by group, replacing the needle file's (load_distractors)
+    out: str = "runs/nolima"
+    tokenizer: str = DEFAULT_REFERENCE
+    break_rule: str = DEFAULT_BREAK_RULE  # the headline break point: "relative" (recall@k vs the shortest lengths) or "absolute"
+    break_k: int = DEFAULT_BREAK_K  # relative rule: recall@k
+    break_metric: str = DEFAULT_BREAK_METRIC  # absolute rule: the metric ...
+    break_threshold: float = DEFAULT_BREAK_THRESHOLD  # ... and the value it must keep
+    normalize_by: str = DEFAULT_NORMALIZE_BY  # "standard" (the study's divisor) or "own"
+    pool: str = DEFAULT_POOL  # what a needle haystack is ranked among: "needle-free" or "all" (similarity.retrieval_rows)
+    strategies: tuple[str, ...] = DEFAULT_STRATEGIES  # how long haystacks are read
+    chunk_tokens: tuple[int, ...] = DEFAULT_CHUNK_TOKENS  # chunks-max and late-chunking sizes
+    window_overlap: int = DEFAULT_WINDOW_OVERLAP  # windows-mean: tokens shared by neighbouring windows
+    late_overlap: int = DEFAULT_LATE_CHUNKING_OVERLAP  # late-chunking: tokens a window repeats from the one before
+    dedupe: bool = True  # embed each distinct token-id sequence once (False: every text whole; same tables)
+    executor: str = DEFAULT_EXECUTOR  # where cache misses are embedded: "local" or "ray" (same tables)
+    workers: int = DEFAULT_WORKERS  # Ray actors
+    ray_address: str | None = None  # "auto", "ray://HOST:PORT"; None: EMBEDEVAL_RAY_ADDRESS, else a local Ray
+    n_bootstrap: int = DEFAULT_N_BOOTSTRAP
+    skip_unavailable: bool = False
+    expansions: tuple[str, ...] = ()  # expansion files -> query forms expanded-N
+    #: USD per million tokens sent, per embedder name (``--price``): the decision table's
+    #: ``usd_per_million_tokens``; none by default (prices change: only what the user gives)
+    prices: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("embedders", "groups", "strategies", "chunk_tokens", "expansions"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, tuple):
+                object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
+
+    def validate(self, keys: bool = True) -> NeedleSet:
+        """Check everything that can be checked without work (:meth:`check`) and read the needle
+        set; returns it."""
+        self.check(keys)
+        return grid_needle_set(self.needles, self.groups, self.grid.variants, self.grid.n_distractors, self.distractors_file)
+
+    def check(self, keys: bool = True) -> None:
+        """Check the settings (the grid checked itself when it was made), with no model loaded and
+        none of the tables' libraries imported: a command refuses a bad setting at once.
+        ``keys``: whether API keys must be set (:meth:`usable_embedders`)."""
+        check_normalize_by(self.normalize_by)
+        check_pool(self.pool)
+        self.rule().check()
+        if self.n_bootstrap < 10:
+            raise ConfigError(f"`n_bootstrap` must be at least 10 resamples, not {self.n_bootstrap}", "n_bootstrap")
+        strategies = self.strategy_list()
+        self.executor_settings().check()
+        embedders, _ = self.usable_embedders(keys)
+        self.check_prices(embedders)
+        check_strategy_support(embedders, strategies, self.executor)
+
+    def usable_embedders(self, keys: bool = True) -> tuple[list[str], list[tuple[str, str]]]:
+        """(the embedders that can run here, [(skipped spec, why)]): presets expanded, and an
+        unusable one refused unless ``skip_unavailable`` (:func:`~embedeval.embedders.registry.select_embedders`;
+        ``keys=False``, for a plan alone: an API model whose key is not set counts as usable)."""
+        if not self.embedders:
+            raise ConfigError("no `embedders` given", "embedders")
+        return select_embedders(list(self.embedders), self.skip_unavailable, lexical=True, keys=keys)
+
+    def check_prices(self, embedders: list[str]) -> None:
+        """One :class:`~embedeval.errors.ConfigError` for a price that is not a number of USD >= 0, or
+        one for an embedder the run does not have (:func:`~embedeval.plan.check_prices_used`)."""
+        for name, price in self.prices.items():
+            if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0 <= price < math.inf:
+                raise ConfigError(f"`prices` takes USD per million tokens >= 0, not {price!r} for {name}", "prices")
+        check_prices_used([embedder_name(spec) for spec in embedders if spec not in LEXICAL_SPECS], self.prices)
+
+    def strategy_list(self) -> list:
+        """The strategies the run reads haystacks with (:func:`~embedeval.strategies.parse_strategies`)."""
+        return parse_strategies(list(self.strategies), list(self.chunk_tokens), self.window_overlap, self.late_overlap)
+
+    def rule(self) -> BreakRule:
+        """How the report reads the break point."""
+        return BreakRule(self.break_rule, self.break_k, self.break_metric, self.break_threshold)
+
+    def executor_settings(self) -> Executor:
+        """Where the run's cache misses are embedded."""
+        return Executor(self.executor, self.workers, self.ray_address)
+
+    def recorded(self) -> dict:
+        """The settings as config.json records them (:func:`~dataclasses.asdict`, the grid nested),
+        with the corpus folder or file and the needle, distractors and expansion files as absolute
+        paths: ``export`` and ``report`` may read the run from another folder."""
+        settings = asdict(self)
+        settings["grid"]["corpus"] = absolute_source(self.grid.corpus)
+        settings["needles"] = absolute_path(self.needles)
+        if self.distractors_file is not None:
+            settings["distractors_file"] = absolute_path(self.distractors_file)
+        settings["expansions"] = tuple(absolute_path(path) for path in self.expansions)
+        return settings
+
+    def haystack_settings(self) -> dict:
+        """The settings the haystacks depend on (the grid's and :data:`HAYSTACK_KEYS`), with a
+        hash of the needle file's content, the sentence splitter and the build format (haystacks
+        cut by another splitter or built by another format are rebuilt, not reused)."""
+        # as JSON gives them back from haystacks.json (lists, not tuples)
+        settings = json.loads(json.dumps({**self.grid.haystack_settings(), **{k: getattr(self, k) for k in HAYSTACK_KEYS}}))
+        settings["needles_sha256"] = file_sha256(Path(self.needles))
+        if self.distractors_file:
+            settings["distractors_sha256"] = file_sha256(Path(self.distractors_file))
+        settings["splitter"] = SENTENCE_SPLITTER
+        settings["format"] = HAYSTACK_FORMAT
+        return settings
