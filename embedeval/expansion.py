@@ -1,4 +1,4 @@
-"""Query expansion (DESIGN §7): N related search terms per question, stored for offline reruns.
+"""Query expansion (docs/expansion.md): N related search terms per question, stored for offline reruns.
 
 ``expand(questions, n_terms, llm)`` asks an OpenAI-compatible chat endpoint (OpenAI, vLLM,
 Ollama: any base URL) for exactly ``n_terms`` terms grouped by the question's facets, parses the

@@ -1,4 +1,4 @@
-"""A run directory, handed on to where users already work (DESIGN §1.4).
+"""A run directory, handed on to where users already work (docs/export.md).
 
 ``export_mteb(run, out)``: MTEB result files. One ``TaskResult``-shaped JSON per embedder,
 strategy and query form, written as MTEB's own results repository lays them out:

@@ -1,4 +1,4 @@
-"""Deterministic NoLiMa-style haystacks (DESIGN §3).
+"""Deterministic NoLiMa-style haystacks (docs/haystacks.md).
 
 Paired design: for each (group, length) one *filler* is drawn. Every depth and variant inserts its
 needle into that same filler, trimmed at its end so the total is ``length`` tokens; the control is

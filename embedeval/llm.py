@@ -21,7 +21,7 @@ from urllib.parse import urlencode
 
 from embedeval.defaults import DEFAULT_TEMPERATURE
 from embedeval.embedders.http import (
-    call_with_retries, endpoint, key_hint, openai_errors, refuse_provider_key, request_timeout_from_env, retry_policy_from_env,
+    MalformedResponseError, call_with_retries, endpoint, key_hint, openai_errors, refuse_provider_key, request_timeout_from_env, retry_policy_from_env,
 )
 from embedeval.embedders.openai import OpenAIEmbedder, openai_client
 from embedeval.embedders.options import ServerOptions, split_spec
@@ -130,7 +130,7 @@ class ChatLLM:
                     choice = response.choices[0]
                     content = choice.message.content
                 except (AttributeError, IndexError, TypeError) as exc:
-                    raise ValueError(f"no answer in the response ({exc})") from None
+                    raise MalformedResponseError(f"malformed response (no answer in it: {type(exc).__name__}: {exc})") from None
                 usage = getattr(response, "usage", None)
                 return ChatReply(*self._content(content), _token_count(getattr(usage, "prompt_tokens", None)),
                                  _token_count(getattr(usage, "completion_tokens", None)), getattr(choice, "finish_reason", None))

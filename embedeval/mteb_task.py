@@ -1,4 +1,4 @@
-"""A run's haystacks as an MTEB retrieval task, so MTEB's own evaluator scores them (DESIGN §2):
+"""A run's haystacks as an MTEB retrieval task, so MTEB's own evaluator scores them (docs/export.md):
 ``mteb.evaluate(model, nolima_task("runs/nolima"), cache=None)``.
 
 The task is the run's ``--pool all`` ranking (:func:`~embedeval.similarity.retrieval_rows`) said in

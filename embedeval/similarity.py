@@ -1,4 +1,4 @@
-"""The similarity table: what is compared with what (DESIGN §3).
+"""The similarity table: what is compared with what (docs/metrics.md).
 
 Each scorer (an embedder read through a long-text strategy, or BM25; :mod:`embedeval.strategies`)
 reads every haystack once (:func:`score_haystacks`); from those scores come the similarity table
@@ -112,7 +112,7 @@ def asks_of(haystacks: pd.DataFrame, needle_set: NeedleSet) -> Asks:
 
 
 def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by: str = DEFAULT_NORMALIZE_BY) -> pd.DataFrame:
-    """The similarity table of one scorer (DESIGN §3), negatives left out (they are the rank
+    """The similarity table of one scorer (docs/metrics.md), negatives left out (they are the rank
     table's pool): one row per haystack and question asked of it (:func:`asks_of`: a haystack
     with several needles gets one row per question whose needle it holds, ``own_question`` true
     for its own group's).
@@ -199,7 +199,7 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
 
 
 def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet, pool: str = DEFAULT_POOL) -> pd.DataFrame:
-    """The rank table of one scorer (DESIGN §3): every needle haystack p ranked, by the score of
+    """The rank table of one scorer (docs/metrics.md): every needle haystack p ranked, by the score of
     each question q whose needle it holds (:func:`asks_of`: one row per question, ``own_question``
     true for its own group's), among a pool of haystacks that do not answer q, with the per-query
     measures of :func:`~embedeval.metrics.retrieval_measures`. Columns:

@@ -1,4 +1,4 @@
-"""How a long text is scored against a query (DESIGN §6): ``truncate``, ``windows-mean``,
+"""How a long text is scored against a query (docs/strategies.md): ``truncate``, ``windows-mean``,
 ``chunks-max@C`` or ``late-chunking@C``, for any embedder; the :class:`Scorer` protocol the
 similarity and rank tables read, with its implementation for embedders (:class:`EmbeddingScorer`;
 the lexical baseline's is :class:`~embedeval.embedders.bm25.BM25Scorer`); and the spec -> scorers

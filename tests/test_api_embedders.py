@@ -667,3 +667,20 @@ def test_a_bad_answer_cap_is_one_config_error(monkeypatch, value):
     monkeypatch.setenv("EMBEDEVAL_MAX_ANSWER_MB", value)
     with pytest.raises(ConfigError, match="EMBEDEVAL_MAX_ANSWER_MB must be a"):
         max_answer_bytes_from_env()
+
+
+def test_one_error_tree_and_a_valueerror_of_our_own_is_a_bug_not_a_malformed_answer():
+    """Retryable and fatal API errors are EmbedevalErrors (the command line says them in one line);
+    inside :func:`openai_errors` only what the server's body causes (its JSON, its text, the client's
+    validation) is a malformed answer: a ValueError raised by our own code goes up as it is."""
+    from embedeval.embedders.http import FatalAPIError, MalformedResponseError, openai_errors
+    from embedeval.errors import EmbedevalError
+
+    assert issubclass(RetryableError, EmbedevalError) and issubclass(FatalAPIError, EmbedevalError)
+    with pytest.raises(ValueError, match="our own bug") as caught, openai_errors("OPENAI_API_KEY"):
+        raise ValueError("our own bug")
+    assert not isinstance(caught.value, MalformedResponseError)
+    with pytest.raises(MalformedResponseError, match="malformed response"), openai_errors("OPENAI_API_KEY"):
+        json.loads("<html>not json</html>")
+    with pytest.raises(MalformedResponseError, match="malformed response"), openai_errors("OPENAI_API_KEY"):
+        b"\xff\xfe".decode("utf-8")

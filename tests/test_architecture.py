@@ -156,3 +156,10 @@ def test_only_mteb_task_imports_mteb_and_nothing_imports_it():
             if any(n == "mteb" or n.startswith("mteb.") for n in names):
                 importing.append(path.name)
     assert sorted(set(importing)) == ["mteb_task.py"]
+
+
+def test_docstrings_cite_files_a_clone_has():
+    """DESIGN.md lives beside the repository, not in it: a docstring points at the docs instead."""
+    cited = [f"{path.relative_to(REPO_ROOT)}" for path in sorted((REPO_ROOT / "embedeval").rglob("*.py"))
+             if "DESIGN §" in path.read_text(encoding="utf-8")]
+    assert cited == []

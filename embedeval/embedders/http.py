@@ -53,6 +53,7 @@ import functools
 import datetime as dt
 import email.utils
 import hashlib
+import json
 import os
 import re
 import sys
@@ -86,6 +87,7 @@ from embedeval.errors import (
     APIError,
     ConfigError,
     EmbedderUnavailableError,
+    EmbedevalError,
     InvalidVectorsError,
     UnknownEmbedderError,
 )
@@ -97,7 +99,7 @@ _T = TypeVar("_T")
 CHECK_TEXT = "embedeval connection check"
 
 
-class RetryableError(Exception):
+class RetryableError(EmbedevalError):
     """A failure worth retrying (429, 5xx, timeout, connection); ``retry_after`` is the wait in
     seconds the server asked for (``Retry-After``), if it did."""
 
@@ -117,7 +119,7 @@ class MalformedResponseError(RetryableError):
     at most :attr:`RetryPolicy.malformed_attempts` times in all."""
 
 
-class FatalAPIError(Exception):
+class FatalAPIError(EmbedevalError):
     """A failure that retrying cannot fix (401/403, unknown model, bad request)."""
 
 
@@ -293,6 +295,7 @@ def status_error(status: int | None, message: str, key_env: str, headers: Mappin
 def openai_errors(key_env: str):
     """Translate the ``openai`` client's exceptions into retryable or fatal ones."""
     import openai
+    import pydantic
 
     try:
         yield
@@ -303,7 +306,8 @@ def openai_errors(key_env: str):
         raise RetryableError(f"{type(exc).__name__}: {exc}{cause}") from None
     except openai.APIConnectionError as exc:  # refused, reset, unknown host
         raise ConnectionFailedError(f"{type(exc).__name__}: {exc}") from None
-    except (openai.APIResponseValidationError, ValueError, RecursionError) as exc:  # a 200 whose body is not what it should be
+    except (openai.APIResponseValidationError, json.JSONDecodeError, UnicodeDecodeError, pydantic.ValidationError,
+            RecursionError) as exc:  # a 200 whose body is not what it should be (a ValueError of our own is a bug)
         raise MalformedResponseError(f"malformed response ({type(exc).__name__}: {exc})") from None
 
 

@@ -13,6 +13,7 @@ from embedeval.embedders.http import (
     APIEmbedder,
     APIKey,
     FatalAPIError,
+    MalformedResponseError,
     ModelLimits,
     Reply,
     answer_hooks,
@@ -134,4 +135,4 @@ class OpenAIEmbedder(APIEmbedder):
             try:
                 return Reply([(item["index"], item["embedding"]) for item in answer["data"] or ()], answer.get("model"))
             except (AttributeError, KeyError, TypeError) as exc:
-                raise ValueError(f"items without index or embedding ({type(exc).__name__}: {exc})") from None
+                raise MalformedResponseError(f"malformed response (items without index or embedding: {type(exc).__name__}: {exc})") from None

@@ -1,4 +1,4 @@
-"""Needle sets (DESIGN §3): the model, its validation and loading, the NoLiMa importer, and pair
+"""Needle sets (docs/needles.md): the model, its validation and loading, the NoLiMa importer, and pair
 and distractor files, one module each. Everything is importable from here as before
 (``from embedeval.needles import load_needle_set``).
 

@@ -1,4 +1,4 @@
-"""The needle-set model (DESIGN §3): groups of a question, its needles by variant and its
+"""The needle-set model (docs/needles.md): groups of a question, its needles by variant and its
 character(s); the variants and what each is normalised by."""
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ def _fill_arguments(template: object, args: list[str], what: str) -> str:
 
 
 def convert_nolima(data: list, source: str = "<memory>") -> dict:
-    """A NoLiMa needle set in our format (DESIGN §3), with provenance in ``source``.
+    """A NoLiMa needle set in our format (docs/needles.md), with provenance in ``source``.
 
     Each (entry, test) becomes a group ``<entry id>_<test id>``: its needle template with the
     test's ``input_args`` filled in as the ``onehop`` needle (``{CHAR}`` kept, drawn per haystack
