@@ -198,7 +198,7 @@ def part_long(folder: Path, settings: list[str]) -> None:
         for setting in settings:
             print(f"{setting:14s} {length:>5} tokens: {len(ids) * length / seconds[setting]:10,.0f} tokens/s, peak "
                   f"{peaks[setting]:.2f} GiB, batches {sorted(set(shapes), reverse=True)}")
-    del model
+    model = forward = None  # the first model's GPU memory freed before the capped pass
     torch.cuda.empty_cache()
     torch.cuda.set_per_process_memory_fraction(MEMORY_CAP)
     capped = SentenceTransformerEmbedder(str(path), options=LocalOptions(device="cuda", dtype="float16", max_seq_length=8194))

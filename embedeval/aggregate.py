@@ -4,7 +4,9 @@ Cells are (embedder, strategy, query_form, variant, length, n_distractors, n_nee
 each also split by category and by depth bucket. Positives are the haystacks holding the question's
 needle; negatives (for AUC, Cohen's d, the comparative ratio) are the controls of the same length,
 distractor count and needle count (a K-needle haystack's control holds its K - 1 other needles, so
-the separation measures its own needle alone; a category's or depth bucket's slice, the controls of its own needle haystacks) — for the ratio, each haystack against its own control (``control_id``). Output is long: one row per metric with its
+the separation measures its own needle alone; a category's or depth bucket's slice, the controls
+of its own needle haystacks) — for the ratio, each haystack against its own control
+(``control_id``). Output is long: one row per metric with its
 value, n and a 95% CI from a cluster bootstrap over question groups (the needle haystacks of one
 question share its question and its filler, so they are resampled together).
 """

@@ -4,6 +4,8 @@ imports it back."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import REPO_ROOT
@@ -163,3 +165,10 @@ def test_docstrings_cite_files_a_clone_has():
     cited = [f"{path.relative_to(REPO_ROOT)}" for path in sorted((REPO_ROOT / "embedeval").rglob("*.py"))
              if "DESIGN §" in path.read_text(encoding="utf-8")]
     assert cited == []
+
+
+def test_ruff_finds_nothing():
+    """The linter as pyproject.toml configures it (``ruff check .``), run by the suite so that CI runs it."""
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--output-format", "concise", "."], cwd=REPO_ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -47,7 +47,8 @@ def needle_file(tmp_path_factory):
 @pytest.fixture(scope="module")
 def grid(needle_file, books_dir):
     needle_set = load_needle_set(needle_file)
-    frame = build_haystacks(needle_set, HaystackGrid(lengths=[512, 1024], depths=4, variants=["onehop", "inverted"], negatives=3, n_distractors=[0, 2]), load_corpus(f"dir:{books_dir}"))
+    frame = build_haystacks(needle_set, HaystackGrid(lengths=[512, 1024], depths=4, variants=["onehop", "inverted"], negatives=3, n_distractors=[0,
+            2]), load_corpus(f"dir:{books_dir}"))
     return needle_set, frame
 
 
@@ -218,7 +219,8 @@ def test_similarity_rows_pair_each_needle_haystack_with_its_own_control(needle_f
     from embedeval.experiments.nolima import NolimaConfig, run_nolima
     from embedeval.haystacks import HaystackGrid
 
-    config = NolimaConfig(needles=str(needle_file), out=str(tmp_path / "run"), n_bootstrap=50, grid=HaystackGrid(corpus=f"dir:{books_dir}", lengths=[256, 512], depths=3, variants=["onehop"], negatives=3, n_distractors=[0, 2]))
+    config = NolimaConfig(needles=str(needle_file), out=str(tmp_path / "run"), n_bootstrap=50, grid=HaystackGrid(corpus=f"dir:{books_dir}",
+            lengths=[256, 512], depths=3, variants=["onehop"], negatives=3, n_distractors=[0, 2]))
     result = run_nolima(config, progress=False, cache_dir=tmp_path / "cache")
     table = result.similarities
     assert set(table["n_distractors"]) == {0, 2}
@@ -254,7 +256,8 @@ def test_distractors_file_replaces_the_needle_files(needle_file, tmp_path):
     (["--n-distractors", "1,1"], {}, "a distractor count is given more than once"),
     (["--n-distractors", "one"], {}, "--n-distractors takes comma-separated whole numbers"),
     (["--distractors-file", "d.csv"], {"d.csv": "group,distractor\nloc-peru,Peru.\n"}, "d.csv lacks the column(s) group_id"),
-    (["--distractors-file", "d.csv"], {"d.csv": "group_id,distractor\nloc-nowhere,Peru.\n"}, "distractors file d.csv: group 'loc-nowhere' is not in needle set"),
+    (["--distractors-file", "d.csv"], {"d.csv": "group_id,distractor\nloc-nowhere,Peru.\n"},
+            "distractors file d.csv: group 'loc-nowhere' is not in needle set"),
     (["--distractors-file", "d.csv"], {"d.csv": "group_id,distractor\nloc-peru,\n"}, "row 1: empty distractor"),
     (["--distractors-file", "d.json"], {"d.json": '{"loc-peru": ["{1} in Peru"]}'}, "has a placeholder {1}"),
     (["--n-distractors", "1", "--distractors-file", "d.json"], {"d.json": '{"loc-peru": ["Yuki saw Peru."]}'},

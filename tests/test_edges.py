@@ -135,7 +135,8 @@ def test_token_counts_added_up_from_the_parts_equal_counting_each_haystack(books
     tokenizer = load_token_counter()
     assert tokenizer.counts_add_up
     needle_set = load_needle_set(_nolima_file(isolated_cache))
-    frame = build_haystacks(needle_set, HaystackGrid(lengths=[128, 700], depths=4, variants=["onehop"], negatives=3), load_corpus(f"dir:{books_dir}"), tokenizer=tokenizer)
+    frame = build_haystacks(needle_set, HaystackGrid(lengths=[128, 700], depths=4, variants=["onehop"], negatives=3),
+            load_corpus(f"dir:{books_dir}"), tokenizer=tokenizer)
     assert frame["n_tokens"].tolist() == tokenizer.count(frame["text"].tolist())
 
 

@@ -38,7 +38,8 @@ def corpus(books_dir):
 
 @pytest.fixture(scope="module")
 def haystacks(needle_set, corpus, tokenizer):
-    return build_haystacks(needle_set, HaystackGrid(lengths=LENGTHS, depths=DEPTHS, variants=VARIANTS, seed=7, negatives=NEGATIVES), corpus, tokenizer=tokenizer)
+    return build_haystacks(needle_set, HaystackGrid(lengths=LENGTHS, depths=DEPTHS, variants=VARIANTS, seed=7, negatives=NEGATIVES), corpus,
+            tokenizer=tokenizer)
 
 
 def test_grid_shape(haystacks, needle_set):
@@ -104,10 +105,12 @@ def test_long_haystacks_mix_books(haystacks):
 
 
 def test_same_seed_identical_other_seed_different(haystacks, needle_set, corpus, tokenizer):
-    again = build_haystacks(needle_set, HaystackGrid(lengths=LENGTHS, depths=DEPTHS, variants=VARIANTS, seed=7, negatives=NEGATIVES), corpus, tokenizer=tokenizer)
+    again = build_haystacks(needle_set, HaystackGrid(lengths=LENGTHS, depths=DEPTHS, variants=VARIANTS, seed=7, negatives=NEGATIVES), corpus,
+            tokenizer=tokenizer)
     pd.testing.assert_frame_equal(again, haystacks)
     assert all(a.encode() == b.encode() for a, b in zip(again["text"], haystacks["text"]))
-    other = build_haystacks(needle_set, HaystackGrid(lengths=LENGTHS, depths=DEPTHS, variants=VARIANTS, seed=8, negatives=NEGATIVES), corpus, tokenizer=tokenizer)
+    other = build_haystacks(needle_set, HaystackGrid(lengths=LENGTHS, depths=DEPTHS, variants=VARIANTS, seed=8, negatives=NEGATIVES), corpus,
+            tokenizer=tokenizer)
     assert (other["text"] != haystacks["text"]).mean() > 0.9
 
 
@@ -267,7 +270,8 @@ def test_sequential_filler_is_contiguous_and_paired(needle_set, tokenizer):
 
 
 def test_sequential_filler_on_the_plays_follows_the_source_sentences(needle_set, corpus, tokenizer):
-    frame = build_haystacks(needle_set.subset([needle_set.groups[0].id]), HaystackGrid(lengths=[256, 1024], depths=2, variants=["onehop"], seed=11, negatives=2, filler="sequential"), corpus, tokenizer=tokenizer)
+    frame = build_haystacks(needle_set.subset([needle_set.groups[0].id]), HaystackGrid(lengths=[256, 1024], depths=2, variants=["onehop"], seed=11,
+            negatives=2, filler="sequential"), corpus, tokenizer=tokenizer)
     pool = SentencePool.from_corpus(corpus, tokenizer, banned=needle_set.character_pattern())
     flat = [s for sentences in pool.sentences for s in sentences]
     for row in frame[frame["variant"].isin(["control", "negative"])].itertuples():

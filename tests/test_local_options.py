@@ -45,7 +45,8 @@ def test_a_spec_this_machine_cannot_run_is_one_line_before_any_work(query, says,
     if query == "device=cuda" and torch.cuda.is_available():
         query, says = "device=cuda:99", "error: spec option device cuda:99 is not there"
     result = CliRunner().invoke(app, ["nolima", "--embedder", f"{MINILM}?{query}", "--out", str(tmp_path / "run")])
-    assert result.exit_code == 1 and [line for line in result.output.splitlines() if line] == [line for line in result.output.splitlines() if line.startswith("error:")]
+    lines = [line for line in result.output.splitlines() if line]
+    assert result.exit_code == 1 and lines == [line for line in lines if line.startswith("error:")]
     assert says in result.output, result.output
     assert not (tmp_path / "run").exists()
 

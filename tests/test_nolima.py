@@ -29,7 +29,8 @@ SMALL_GROUPS = ["loc-dresden", "diet-vegan", "lang-dutch"]  # a quick run: --gro
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, books_dir):
     folder = tmp_path_factory.mktemp("nolima")
-    config = NolimaConfig(groups=SMALL_GROUPS, out=str(folder / "run"), n_bootstrap=200, grid=HaystackGrid(corpus=f"dir:{books_dir}", lengths=LENGTHS, depths=DEPTHS, negatives=NEGATIVES))
+    config = NolimaConfig(groups=SMALL_GROUPS, out=str(folder / "run"), n_bootstrap=200, grid=HaystackGrid(corpus=f"dir:{books_dir}",
+            lengths=LENGTHS, depths=DEPTHS, negatives=NEGATIVES))
     return run_nolima(config, progress=False, cache_dir=folder / "cache")
 
 

@@ -68,7 +68,8 @@ def test_each_haystack_holds_its_drawn_character_and_the_same_seed_draws_the_sam
 
     needle_set = load_needle_set(nolima_file)
     corpus = load_corpus(f"dir:{books_dir}")
-    build = {seed: build_haystacks(needle_set, HaystackGrid(lengths=[128, 256], depths=4, variants=["onehop"], seed=seed, negatives=2), corpus) for seed in (0, 0, 1)}
+    build = {seed: build_haystacks(needle_set, HaystackGrid(lengths=[128, 256], depths=4, variants=["onehop"], seed=seed, negatives=2),
+            corpus) for seed in (0, 0, 1)}
     first = build_haystacks(needle_set, HaystackGrid(lengths=[128, 256], depths=4, variants=["onehop"], seed=0, negatives=2), corpus)
     pd.testing.assert_frame_equal(first, build[0])
     positives = first[first["variant"] == "onehop"]
@@ -89,7 +90,8 @@ def test_a_sweep_scores_every_question_form_and_normalises_with_the_drawn_charac
     from embedeval.strategies import EmbeddingScorer, Strategy
     from fakes import CountingEmbedder
 
-    config = NolimaConfig(needles=str(nolima_file), n_bootstrap=20, out=str(tmp_path / "run"), grid=HaystackGrid(corpus=f"dir:{books_dir}", lengths=[128, 256], depths=2, negatives=3, variants=["onehop"]))
+    config = NolimaConfig(needles=str(nolima_file), n_bootstrap=20, out=str(tmp_path / "run"), grid=HaystackGrid(corpus=f"dir:{books_dir}",
+            lengths=[128, 256], depths=2, negatives=3, variants=["onehop"]))
     result = run_nolima(config, progress=False)
     sims = result.similarities
     assert sims.groupby(["query_form", "variant"]).size().to_dict() == {
@@ -208,7 +210,8 @@ def test_nolima_distractors_go_into_the_haystacks_of_their_entry(nolima_file, bo
     needle_set = load_needle_set(nolima_file)
     with pytest.raises(ConfigError, match=r"1 distractors per haystack asked for, but .* 0202_T01 \(0\), 0202_T02 \(0\), 0202_T03 \(0\)"):
         build_haystacks(needle_set, HaystackGrid(lengths=[256], variants=["onehop"], n_distractors=[1]), load_corpus(f"dir:{books_dir}"))
-    frame = build_haystacks(needle_set.subset(["0101_T02"]), HaystackGrid(lengths=[256], depths=2, variants=["onehop"], negatives=2, n_distractors=[2]), load_corpus(f"dir:{books_dir}"))
+    frame = build_haystacks(needle_set.subset(["0101_T02"]), HaystackGrid(lengths=[256], depths=2, variants=["onehop"], negatives=2,
+            n_distractors=[2]), load_corpus(f"dir:{books_dir}"))
     decoys = ["There was an article about Dresden in the daily paper.", "A documentary about Saxony was on television."]
     assert len(frame) == 2 + 2 + 2  # needle haystacks, their controls, the negatives carrying the decoys
     assert all(all(text.count(d) == 1 for d in decoys) for text in frame["text"])

@@ -31,7 +31,8 @@ def needle_set():
 
 @pytest.fixture(scope="module")
 def grid(needle_set, books_dir):
-    frame = build_haystacks(needle_set, HaystackGrid(lengths=[256, 1024], depths=4, variants=["onehop", "inverted"], negatives=3, needles_per_haystack=[1, 3]), load_corpus(f"dir:{books_dir}"))
+    frame = build_haystacks(needle_set, HaystackGrid(lengths=[256, 1024], depths=4, variants=["onehop", "inverted"], negatives=3,
+            needles_per_haystack=[1, 3]), load_corpus(f"dir:{books_dir}"))
     return frame
 
 
@@ -82,7 +83,8 @@ def test_a_three_needle_haystack_has_a_control_with_the_other_two_needles_where_
 
 
 def test_the_one_needle_grid_is_the_same_beside_several_needles(needle_set, books_dir, grid):
-    alone = build_haystacks(needle_set, HaystackGrid(lengths=[256, 1024], depths=4, variants=["onehop", "inverted"], negatives=3), load_corpus(f"dir:{books_dir}"))
+    alone = build_haystacks(needle_set, HaystackGrid(lengths=[256, 1024], depths=4, variants=["onehop", "inverted"], negatives=3),
+            load_corpus(f"dir:{books_dir}"))
     beside = grid[grid["n_needles"] != 3].reset_index(drop=True)
     pd.testing.assert_frame_equal(alone, beside)
     assert (alone.loc[~alone["variant"].isin([CONTROL, NEGATIVE]), "n_needles"] == 1).all()

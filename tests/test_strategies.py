@@ -178,7 +178,8 @@ def test_dedupe_embeds_fewer_texts_and_gives_the_same_tables(tmp_path, books_dir
     from embedeval.haystacks import HaystackGrid
 
     def sweep(name: str, dedupe: bool):
-        config = NolimaConfig(groups=["loc-dresden", "diet-vegan"], n_bootstrap=20, dedupe=dedupe, out=str(tmp_path / name), grid=HaystackGrid(corpus=f"dir:{books_dir}", lengths=[512, 1024], depths=4, negatives=4))
+        config = NolimaConfig(groups=["loc-dresden", "diet-vegan"], n_bootstrap=20, dedupe=dedupe, out=str(tmp_path / name),
+                grid=HaystackGrid(corpus=f"dir:{books_dir}", lengths=[512, 1024], depths=4, negatives=4))
         return run_nolima(config, progress=False, cache_dir=tmp_path / f"cache-{name}")
 
     deduped, every_text = sweep("dedupe", True), sweep("whole", False)

@@ -465,7 +465,8 @@ def test_a_sweep_plans_reads_and_reports_what_L_lets_the_model_see(tmp_path, boo
 
     spec = f"st:{small_model_folder(tmp_path, 'bert', P, max_seq_length=P)}"
     args = ["nolima", "--groups", "loc-dresden,diet-vegan", "--lengths", "128,256", "--depths", "3", "--negatives", "3",
-            "--corpus", f"dir:{books_dir}", "-e", spec, "-s", "truncate,extend-gp@128,extend-pi@128,extend-pi-dynamic@128", "--out", str(tmp_path / "run"), "-q"]
+            "--corpus", f"dir:{books_dir}", "-e", spec, "-s", "truncate,extend-gp@128,extend-pi@128,extend-pi-dynamic@128",
+            "--out", str(tmp_path / "run"), "-q"]
     planned = CliRunner().invoke(app, [*args, "--plan", "--json"])
     assert planned.exit_code == 0, planned.output
     plan = json.loads(planned.stdout)["embedders"][0]  # stderr warns: @128 cannot read the 256-token haystacks whole

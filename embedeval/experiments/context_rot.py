@@ -40,7 +40,8 @@ Source = NeedleSet | Sequence[Pair]
 def pair_rows(source: Source, variants: Sequence[str] = NEEDLE_VARIANTS) -> pd.DataFrame:
     """One row per question-needle pair of ``source``: the key columns (``group_id``, ``category``,
     ``variant`` for each group x variant of a needle set that the group has, its character filled
-    in with the group's first name; ``id``, ``topic`` for pairs, whose ``variants`` are not used), then ``question``, ``needle`` and ``shared_words`` (the shared
+    in with the group's first name; ``id``, ``topic`` for pairs, whose ``variants`` are not used),
+    then ``question``, ``needle`` and ``shared_words`` (the shared
     lemmas of :func:`~embedeval.text.lexical_overlap`, ";"-joined; empty when none)."""
     if isinstance(source, NeedleSet):
         rows = [{"group_id": g.id, "category": g.category, "variant": v, "question": g.question, "needle": g.needle(v)}

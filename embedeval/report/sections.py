@@ -237,9 +237,10 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
                       None if own_chance is None else own_chance[own_chance["query_form"] == QUESTION],
                       shown_breaks[shown_breaks["query_form"] == QUESTION])
         in_all = f"; {candidates} candidates in all" if candidates else ""
+        decoys = decoy_table["n_distractors"].nunique() > 1 and pool == NEEDLE_FREE_POOL
         sections.append(Section("Retrieval among same-length candidates", [
             Text(f"Each needle haystack ranked by its question's score among {pool_words(pool)}{in_all}"
-                 f"{'; with distractors, the pool of the Distractors section' if decoy_table['n_distractors'].nunique() > 1 and pool == NEEDLE_FREE_POOL else ''}; "
+                 f"{'; with distractors, the pool of the Distractors section' if decoys else ''}; "
                  "ties counted against it). Recall@5 per length; the figure draws recall@1, @5 and @10 and marks each "
                  "break point, its interval shaded:"),
             Table(summary_table(metrics, "recall@5")),
