@@ -1082,6 +1082,7 @@ class APIEmbedder:
         """One request with retries, each attempt sent only once the provider's budget admits
         ``tokens`` tokens (``options`` go to the provider's ``_request``). A ``Retry-After`` (capped at the policy's ``max_delay``) pauses every
         request of the provider; this call's own retry waits as :class:`RetryPolicy` says."""
+        self._prepare()
         start = time.monotonic()
         own_pause = 0.0  # the end of the pause this call set: its retry waits by the policy instead
         clock = AnswerClock(self.policy.request_deadline)  # the request deadline: a budget's wait is not counted
@@ -1113,6 +1114,10 @@ class APIEmbedder:
         if self.options.own_server:
             self.server_model()
         self.embed([CHECK_TEXT], kind="query")
+
+    def _prepare(self) -> None:
+        """Make what a request needs (a provider's client, imported on first use) before the budget
+        admits one: a slot is not spent on the import (nothing by default)."""
 
     def _request(self, texts: list[str], kind: Kind) -> Reply:  # pragma: no cover - abstract
         """One request: the response's ``(index, embedding)`` pairs, in the order they came, and the

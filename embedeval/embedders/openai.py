@@ -89,6 +89,9 @@ class OpenAIEmbedder(APIEmbedder):
         self._openai = None
         self._openai_lock = threading.Lock()  # not the model's own lock: asking a server its models holds that one
 
+    def _prepare(self) -> None:
+        self._client  # noqa: B018  (made before the budget admits the first request)
+
     @property
     def _client(self):
         """The ``openai`` client (:func:`openai_client`), made on the first request: importing

@@ -108,6 +108,9 @@ class VoyageEmbedder(APIEmbedder):
         self.input_type = input_type
         self.truncation = True
 
+    def _prepare(self) -> None:
+        self._voyage  # noqa: B018  (imported before the budget admits the first request)
+
     @property
     def _voyage(self):
         """The ``voyageai`` client module, imported on the first request (with aiohttp it takes
