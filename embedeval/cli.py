@@ -465,6 +465,10 @@ def nolima(
         executor=embedders.executor, workers=embedders.workers, ray_address=embedders.ray_address, prices=plan.prices,
     )
     config.check(keys=plan.run_follows)  # a setting that cannot work: one line, before the sweep's libraries are imported
+    if plan.plan:  # the local models' timing processes load while the plan imports and counts
+        from embedeval.embedders.timing import start_early
+
+        start_early(config.usable_embedders(keys=plan.run_follows)[0])
     from embedeval.breaks import break_sentence
     from embedeval.experiments.nolima import plan_nolima, run_nolima
     from embedeval.report import series_note

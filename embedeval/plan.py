@@ -44,7 +44,7 @@ from embedeval.embedders.cache import CachedEmbedder
 from embedeval.embedders.http import CHECK_TEXT, key_is_set
 from embedeval.embedders.recorder import Recorder
 from embedeval.embedders.registry import embedder_name
-from embedeval.embedders.timing import SampleTimer, time_sample
+from embedeval.embedders.timing import close_early, time_sample, timer_for
 from embedeval.embedders.tokens import load_token_counter
 from embedeval.errors import ConfigError
 from embedeval.progress import step
@@ -113,7 +113,8 @@ def _timed_seconds(recorder: Recorder, n_sample: int, seed: int) -> tuple[float,
 def timed_apart(models: dict[str, object], calibrate: bool = True):
     """While the block runs, each local model of ``models`` ({spec: model loaded with
     ``plan=True``}) whose weights this process has not loaded (a plan counts without them) loads
-    in a process of its own (:class:`~embedeval.embedders.timing.SampleTimer`), so that
+    in a process of its own (:class:`~embedeval.embedders.timing.SampleTimer`; the one the command
+    started as it read its options, :func:`~embedeval.embedders.timing.start_early`), so that
     :func:`plan_of` times it there without waiting for the load: the seconds of importing PyTorch
     and reading the weights pass while the plan counts. Those processes end with the block.
     Nothing where ``calibrate`` is false (nothing is timed)."""
@@ -122,13 +123,14 @@ def timed_apart(models: dict[str, object], calibrate: bool = True):
     try:
         for spec, recorder in zip(models, recorders):
             if recorder.api is None and getattr(recorder.inner, "loaded", True) is False:
-                recorder.timer = SampleTimer(spec)
+                recorder.timer = timer_for(spec)
                 started.append(recorder)
         yield
     finally:
         for recorder in started:
             recorder.timer.close()
             recorder.timer = None
+        close_early()
 
 
 def plan_of(model, prices: dict[str, float] | None = None, calibrate: bool = True, seed: int = DEFAULT_SEED,

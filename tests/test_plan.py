@@ -97,6 +97,32 @@ def test_a_plan_counts_without_the_weights_and_times_them_in_a_process_of_their_
     assert {k: planned[k] for k in counts} == {k: json.loads(loaded.output)["embedders"][0][k] for k in counts}
 
 
+def test_the_timing_process_starts_as_the_command_reads_its_options_and_the_plan_takes_it(monkeypatch):
+    """``--plan`` starts each local model's timing process before it imports the sweep and builds the
+    haystacks (``start_early``); the plan takes that process instead of starting another, a lexical
+    scorer or an API model gets none, and those no plan took end."""
+    from embedeval.embedders import timing
+
+    started = []
+
+    class Recorded:
+        def __init__(self, spec):
+            self.spec, self.closed = spec, False
+            started.append(self)
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(timing, "SampleTimer", Recorded)
+    timing.start_early(["st:all-MiniLM-L6-v2", "bm25", "openai:text-embedding-3-small", "st:all-MiniLM-L6-v2"])
+    assert [t.spec for t in started] == ["st:all-MiniLM-L6-v2"]
+    assert timing.timer_for("st:all-MiniLM-L6-v2") is started[0]  # taken, not started again
+    assert timing.timer_for("st:all-MiniLM-L6-v2") is not started[0] and len(started) == 2  # a second plan: a new one
+    timing.start_early(["st:all-MiniLM-L6-v2"])
+    timing.close_early()
+    assert started[2].closed and not started[0].closed and timing._EARLY == {}
+
+
 @pytest.fixture
 def server(monkeypatch):
     """A server counting each input's tokens with OpenAI's tokenizer, as OpenAI bills them."""

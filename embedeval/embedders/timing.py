@@ -18,6 +18,7 @@ for the timed inputs, or ``{"error": message, "type": the error's class}``.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import subprocess
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from embedeval import errors
 from embedeval.embedders.recorder import StretchedIds
-from embedeval.embedders.registry import load_embedder
+from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder, parse_spec
 from embedeval.embedders.stretch import Stretch
 from embedeval.embedders.tokens import quiet_transformers
 
@@ -116,6 +117,34 @@ class SampleTimer:
             self._process.kill()
             self._process.communicate()
         self._problems.close()
+
+
+#: Timers started ahead of the plan (:func:`start_early`), by spec, until :func:`timer_for` takes them.
+_EARLY: dict[str, SampleTimer] = {}
+
+
+def start_early(specs: Sequence[str]) -> None:
+    """Start the timing process of each local model of ``specs`` now, as a command reads its
+    options, so that PyTorch and the weights load while the command imports its libraries and
+    builds the haystacks; :func:`timer_for` hands it to the plan, :func:`close_early` ends those no
+    plan took."""
+    for spec in specs:
+        if spec not in _EARLY and spec not in LEXICAL_SPECS and parse_spec(spec)[0].prefix == "st":
+            _EARLY[spec] = SampleTimer(spec)
+
+
+def timer_for(spec: str) -> SampleTimer:
+    """The timer :func:`start_early` started for ``spec``, else a new one."""
+    return _EARLY.pop(spec, None) or SampleTimer(spec)
+
+
+def close_early() -> None:
+    """End every timer :func:`start_early` started that no plan took."""
+    while _EARLY:
+        _EARLY.popitem()[1].close()
+
+
+atexit.register(close_early)
 
 
 def main(spec: str) -> None:
