@@ -38,6 +38,7 @@ def most_tokens_in_a_window(requests, counter, window: float) -> int:
     return max(sum(n for t, n in arrivals if start <= t < start + window) for start, _ in arrivals)
 
 
+@pytest.mark.slow
 def test_tokens_sent_in_any_window_stay_within_the_tpm_budget(fake, tmp_path, monkeypatch):
     monkeypatch.setenv("EMBEDEVAL_BUDGET_PERIOD", str(PERIOD))
     texts = [f"passage number {i} about the river that runs past the old mill" for i in range(40)]
@@ -61,6 +62,7 @@ def test_tokens_sent_in_any_window_stay_within_the_tpm_budget(fake, tmp_path, mo
     assert f"tok/{PERIOD:g} s of {tpm}" in result.output  # the progress bar shows the sending rate against the budget, per its period
 
 
+@pytest.mark.slow
 def test_the_request_budget_spaces_requests(fake, monkeypatch):
     monkeypatch.setenv("EMBEDEVAL_BUDGET_PERIOD", str(PERIOD))
     model = OpenAIEmbedder("text-embedding-3-small", rpm=2, max_workers=4)
@@ -70,6 +72,7 @@ def test_the_request_budget_spaces_requests(fake, monkeypatch):
     assert len(times) == 3 and times[2] - times[0] >= PERIOD - 0.15
 
 
+@pytest.mark.slow
 def test_a_retry_after_pauses_every_request_to_the_provider(fake):
     first = load_embedder("voyage:voyage-3-large", cache=False)
     second = load_embedder("voyage:voyage-3-large", cache=False)

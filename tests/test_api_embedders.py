@@ -49,6 +49,7 @@ def test_cached_texts_are_not_sent_again(fake, tmp_path):
     assert sorted(t for r in fake.embedding_requests() for t in r["inputs"]) == ["alpha", "beta", "gamma"]
 
 
+@pytest.mark.slow
 def test_batches_stay_within_input_and_token_limits(fake, tmp_path):
     model = load_embedder("openai:text-embedding-3-small", cache=False)
     texts = [f"short text number {i}" for i in range(2500)]
@@ -216,6 +217,7 @@ def test_missing_key_and_unknown_model_fail_before_any_request(fake, monkeypatch
         load_embedder("jina:jina-embeddings-v3")
 
 
+@pytest.mark.slow
 def test_keys_never_reach_outputs(fake, tmp_path, books_dir, isolated_cache):
     from test_nolima import SMALL_GROUPS
 
@@ -234,6 +236,7 @@ def test_keys_never_reach_outputs(fake, tmp_path, books_dir, isolated_cache):
     assert "SECRET" not in json.dumps(json.loads((out / "config.json").read_text()))
 
 
+@pytest.mark.slow
 def test_skip_unavailable_runs_what_it_can(fake, monkeypatch, tmp_path, books_dir):
     from test_nolima import SMALL_GROUPS
 
@@ -347,6 +350,7 @@ def test_a_key_straddling_the_cut_of_an_error_body_never_shows(fake, offset):
     assert all(KEYS["JINA"][:n] not in message for n in range(6, len(KEYS["JINA"]) + 1)), message  # "jina_S" on
 
 
+@pytest.mark.slow
 def test_the_default_retry_budget_rides_out_a_429_storm(fake, monkeypatch):
     import time
 

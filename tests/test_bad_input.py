@@ -271,6 +271,7 @@ def _closed_port() -> int:
     (["--strategy", "late-chunking", "--late-overlap", "100000"], "a window overlap of 100000 tokens leaves nothing new"),
     (["-e", "openai:text-embedding-3-small?base_url=http://127.0.0.1:{port}/v1"], "asking the server its models: gave up"),
 ])
+@pytest.mark.slow
 def test_a_late_error_leaves_no_empty_run_folder_or_parent(tmp_path, monkeypatch, books_dir, args, says):
     """Issue 36: errors found once the run holds its folder (the corpus, a model's limits, a server
     that is down) leave neither runs/nolima nor runs/ behind with the default --out."""

@@ -126,6 +126,7 @@ def test_flat_at_chance_has_no_break_point():
     assert relative_break_point(raw.index, raw.to_numpy()) == 8192
 
 
+@pytest.mark.slow
 def test_a_random_ranker_almost_never_gets_a_break_point():
     found = 0
     for seed in range(60):
@@ -153,6 +154,7 @@ def test_a_strong_curve_with_a_dip_breaks_before_the_dip():
     assert row["base_ci_lo"] <= row["base_value"] <= row["base_ci_hi"]
 
 
+@pytest.mark.slow
 def test_the_interval_is_the_break_point_on_resampled_groups():
     shares = {128: 0.7, 256: 0.66, 512: 0.62, 1024: 0.6, 2048: 0.55, 4096: 0.45, 8192: 0.3}
     ranks = _with_hits(shares, seed=5)
@@ -209,6 +211,7 @@ def test_absolute_rule_interval_and_breaks_csv_round_trip(tmp_path):
     assert read_breaks(tmp_path / "older.csv")["break_shares"].isna().all()  # a file from before the columns
 
 
+@pytest.mark.slow
 def test_few_question_groups_do_not_pass_a_scorer_at_chance():
     one = _rank_rows({length: np.full((1, DEPTHS), 3) for length in LENGTHS})  # one group, always in the top 5
     row = break_points(retrieval_metrics(one, n_resamples=20), one, n_resamples=200).iloc[0]
@@ -362,6 +365,7 @@ def test_every_strategy_of_an_embedder_is_held_to_the_models_own_reading():
     assert alone["base_lengths"] == "128,192,256" and alone["base_strategy"] == "windows-mean"
 
 
+@pytest.mark.slow
 def test_a_strategy_at_least_as_good_at_every_length_never_gets_the_shorter_break_point():
     rng = np.random.default_rng(11)
 

@@ -162,6 +162,7 @@ def test_a_collection_in_another_space_is_refused(chroma_url):
         top_k(vectors, vectors[:2], 1, index="chroma", url=chroma_url, identity=identity)
 
 
+@pytest.mark.slow
 def test_the_cli_takes_a_chroma_url_and_reuses_its_collection(chroma_url, writes, tmp_path, books_dir):
     corpus = tmp_path / "corpus"
     corpus.mkdir()

@@ -81,6 +81,7 @@ def test_faiss_and_chroma_agree_with_brute_force():
         np.testing.assert_allclose(scores, np.take_along_axis(brute, expected_ids, axis=1), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_needle_question_across_embedders(fake, needle_set, minilm, tmp_path):
     models = [load_embedder("st:all-MiniLM-L6-v2", cache_dir=tmp_path), load_embedder("openai:text-embedding-3-small", cache_dir=tmp_path),
               load_embedder("jina:jina-embeddings-v3", cache_dir=tmp_path)]
@@ -95,6 +96,7 @@ def test_needle_question_across_embedders(fake, needle_set, minilm, tmp_path):
     np.testing.assert_allclose(table["std"], values.std(axis=1, ddof=1))
 
 
+@pytest.mark.slow
 def test_needle_haystack_mean_of_top5(needle_set, small_corpus, minilm, tmp_path):
     chunks = chunk_corpus(small_corpus, "sentences:1-3")
     model = load_embedder("st:all-MiniLM-L6-v2", cache_dir=tmp_path)
@@ -108,6 +110,7 @@ def test_needle_haystack_mean_of_top5(needle_set, small_corpus, minilm, tmp_path
     assert by_faiss["std"].isna().all()  # one embedder: no spread
 
 
+@pytest.mark.slow
 def test_absence_flags_chunks_with_the_keyword(needle_set, small_corpus, tmp_path):
     planted = Book("planted", "The old bridge in Dresden was rebuilt after the war. Nobody remembered why.")
     corpus = Corpus("mix", small_corpus.books + (planted,))
@@ -122,6 +125,7 @@ def test_absence_flags_chunks_with_the_keyword(needle_set, small_corpus, tmp_pat
     assert table.groupby("needles")["similarity"].apply(lambda s: s.is_monotonic_decreasing).all()
 
 
+@pytest.mark.slow
 def test_cli_similarity_commands(fake, tmp_path, small_corpus, books_dir):
     from test_nolima import SMALL_GROUPS
 

@@ -269,6 +269,7 @@ def _check_run(out, embedders: list[str], prices: dict[str, float], lengths=(128
     return decision
 
 
+@pytest.mark.slow
 def test_two_local_models_the_bundled_one_and_a_random_weight_copy(tmp_path, books_dir):
     from fakes import small_model_folder
 
@@ -313,6 +314,7 @@ def test_two_local_models_the_bundled_one_and_a_random_weight_copy(tmp_path, boo
                                10 * decision.loc[decision["embedder"] == other, "usd_per_million_tokens"])
 
 
+@pytest.mark.slow
 def test_a_decision_is_made_again_from_a_run_folder_without_decision_csv(tmp_path, books_dir):
     from embedeval.run import NolimaRun
 
@@ -325,6 +327,7 @@ def test_a_decision_is_made_again_from_a_run_folder_without_decision_csv(tmp_pat
     pd.testing.assert_frame_equal(NolimaRun.open(out).decision(), written, check_dtype=False)
 
 
+@pytest.mark.slow
 def test_a_scripted_api_server_priced(monkeypatch, tmp_path, books_dir):
     from fake_api import serving
 

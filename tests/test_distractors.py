@@ -197,6 +197,7 @@ def test_a_question_is_ranked_among_candidates_with_its_own_distractors(grid):
     assert (plain["n_candidates"] == 3 + 2 + 1 + 1).all() and (plain["ties"] == plain["n_candidates"] - 1).all()
 
 
+@pytest.mark.slow
 def test_haystacks_build_and_nolima_build_identical_haystacks(needle_file, books_dir, tmp_path):
     grid_args = ["--needles", str(needle_file), "--corpus", f"dir:{books_dir}", "--lengths", "256", "--depths", "3",
                  "--negatives", "2", "--n-distractors", "0,1", "--seed", "7", "--variants", "onehop", "-q"]
@@ -214,6 +215,7 @@ def test_haystacks_build_and_nolima_build_identical_haystacks(needle_file, books
     assert "## Distractors" in report and "1 distractors" in report
 
 
+@pytest.mark.slow
 def test_similarity_rows_pair_each_needle_haystack_with_its_own_control(needle_file, books_dir, tmp_path):
     from embedeval.aggregate import pair_with_controls
     from embedeval.experiments.nolima import NolimaConfig, run_nolima

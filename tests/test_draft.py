@@ -94,6 +94,7 @@ def prompts_sent(server) -> list[str]:
     return [r["body"]["messages"][0]["content"] for r in server.requests if r["path"].endswith("/chat/completions")]
 
 
+@pytest.mark.slow
 def test_scripted_drafts_each_rejected_for_its_reason_and_redrafts_accepted(themes_run, chat, tmp_path):
     cooking, sailing = theme_of(themes_run, "cooking"), theme_of(themes_run, "sailing")
     chat.script.chat_replies = [
@@ -161,6 +162,7 @@ def test_scripted_drafts_each_rejected_for_its_reason_and_redrafts_accepted(them
     assert KEY not in out.read_text() and KEY not in (tmp_path / "needles.rejected.csv").read_text()
 
 
+@pytest.mark.slow
 def test_a_network_failure_loses_no_accepted_draft_and_a_rerun_resumes(themes_run, chat, tmp_path):
     cooking, sailing = theme_of(themes_run, "cooking"), theme_of(themes_run, "sailing")
     out = tmp_path / "needles.json"
@@ -229,6 +231,7 @@ def test_bad_input_is_one_line_before_any_request(themes_run, chat, tmp_path):
     assert chat.requests == [] and not (tmp_path / "n.json").exists() and not (tmp_path / "n.rejected.csv").exists()
 
 
+@pytest.mark.slow
 def test_a_model_that_answers_garbage_or_drafts_that_all_fail_are_one_line_with_the_reasons_kept(themes_run, chat, tmp_path):
     cooking = theme_of(themes_run, "cooking")
     chat.script.chat_replies = ["lorem ipsum", "", "[1, 2, 3]"]
@@ -311,6 +314,7 @@ def example_chat_server(drafts):
             server.communicate(timeout=30)
 
 
+@pytest.mark.slow
 def test_the_example_chat_server_drives_a_draft_through_the_cli_until_its_replies_are_used_up(themes_run, tmp_path, monkeypatch):
     monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "2")
     cooking, sailing = theme_of(themes_run, "cooking"), theme_of(themes_run, "sailing")
@@ -339,6 +343,7 @@ def test_the_example_chat_server_drives_a_draft_through_the_cli_until_its_replie
                         ("4", str(sailing), "HTTP 410, the replies are used up")]
 
 
+@pytest.mark.slow
 def test_the_example_chat_server_answers_each_theme_from_its_own_replies_named_by_a_term(themes_run, tmp_path, monkeypatch):
     """Issue 47: replies scripted per theme, the theme named by a term of its top terms, so the
     script holds whatever numbers the clusters get; asked in either order, each theme gets its own."""
@@ -432,6 +437,7 @@ def no_nan(constant):
     raise ValueError(f"{constant} in the needle set: not valid JSON")
 
 
+@pytest.mark.slow
 def test_every_draft_is_checked_on_its_own_words_and_against_the_whole_corpus(themes_run, chat, tmp_path):
     cooking = theme_of(themes_run, "cooking")
     first = group("Which character made supper with dough?", "Yuki", "supper", GOOD["needles"]["onehop"], GOOD["needles"]["inverted"])

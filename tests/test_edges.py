@@ -41,6 +41,7 @@ def nolima_with_distractors(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_a_nolima_set_with_distractors_runs_at_128_tokens_of_long_sentences(nolima_with_distractors, long_sentence_books, tmp_path):
     out = tmp_path / "run"
     result = CliRunner().invoke(app, ["nolima", "--needles", str(nolima_with_distractors), "--corpus", f"dir:{long_sentence_books}",
@@ -95,6 +96,7 @@ def _nolima_file(folder):
     return path
 
 
+@pytest.mark.slow
 def test_the_report_counts_each_distinct_position_once(long_sentence_books, tmp_path):
     out = tmp_path / "run"
     result = CliRunner().invoke(app, ["nolima", "--needles", str(_nolima_file(tmp_path)), "--corpus", f"dir:{long_sentence_books}",
@@ -149,6 +151,7 @@ def whole_text_counter(counter):
     return whole
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", [None, "cl100k_base"])
 def test_counts_and_prefixes_from_a_texts_parts_are_the_whole_texts(provider, books_dir, isolated_cache):
     """Counted and cut from its parts (sentences, each tokenised once), a text has the count, the
@@ -180,6 +183,7 @@ def test_counts_and_prefixes_from_a_texts_parts_are_the_whole_texts(provider, bo
                     list(pair) for pair in whole_offsets[: limit + 1]], limit
 
 
+@pytest.mark.slow
 def test_a_sentence_counted_once_is_not_tokenised_again_by_a_counter_of_the_same_tokenizer(books_dir, isolated_cache):
     class Refusing:
         def __init__(self, backend):
@@ -203,6 +207,7 @@ def test_a_sentence_counted_once_is_not_tokenised_again_by_a_counter_of_the_same
     assert [again.prefix(t, 100) for t in texts] == [whole_text_counter(load_token_counter()).prefix(t, 100) for t in texts]
 
 
+@pytest.mark.slow
 def test_tokenizers_read_without_transformers_are_the_ones_transformers_makes():
     """The bundled model's tokenizer is read from its tokenizer.json alone and OpenAI's cl100k_base
     is built from its BPE file by embedeval (neither imports transformers, nor with it PyTorch:

@@ -152,6 +152,7 @@ def test_expanded_query_forms():
     assert first.startswith(needle_set.groups[0].question + " ") and len(first.split(", ")) == 1
 
 
+@pytest.mark.slow
 def test_sweep_with_two_expansion_sizes(tmp_path, books_dir):
     from test_nolima import SMALL_GROUPS
 

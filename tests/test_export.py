@@ -50,12 +50,14 @@ def run_dir(tmp_path_factory, small_books):
     return out
 
 
+@pytest.mark.slow
 def test_a_run_records_its_corpus_and_needles_as_absolute_paths(run_dir, small_books):
     config = json.loads((run_dir / "config.json").read_text())
     assert config["grid"]["corpus"] == f"dir:{small_books.resolve()}"
     assert config["needles"] == str((small_books.parent / "needles.json").resolve())
 
 
+@pytest.mark.slow
 def test_an_older_run_with_a_relative_corpus_not_found_from_here_is_one_line(run_dir, tmp_path, monkeypatch):
     old = tmp_path / "old"
     shutil.copytree(run_dir, old)
@@ -101,6 +103,7 @@ def test_mteb_reads_the_exported_results_with_the_numbers_of_metrics_csv(run_dir
         assert loaded.get_score() == pytest.approx(main, abs=1e-6)  # mteb's own aggregation over splits and subsets
 
 
+@pytest.mark.slow
 def test_the_prompt_set_has_context_rots_columns_and_covariates_a_direct_computation_agrees_with(run_dir, small_books, tmp_path):
     from sentence_transformers import SentenceTransformer
 
@@ -253,6 +256,7 @@ def test_an_mteb_export_rerun_into_the_folder_a_crashed_export_left_works(run_di
     ("retrieval.parquet", "own_question", "False", "retrieval.parquet, row 1, column own_question: 'True' is not true or false"),
     ("haystacks.parquet", "text", None, "haystacks.parquet, row 3, column text: an empty cell is not a text"),
 ])
+@pytest.mark.slow
 def test_a_run_table_edited_by_hand_is_one_line_naming_file_line_and_column(run_dir, tmp_path, table, column, value, says):
     """Issue 45, part 1: each table a command reads is checked against the kinds the run wrote
     when it is opened: report and both exports say what is wrong in one line, write nothing."""

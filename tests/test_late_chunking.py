@@ -53,6 +53,7 @@ def _one_token_words(minilm, books_dir, n_words: int) -> str:
     return " ".join([w for w, (i, _) in zip(alphabetic, ids) if len(i) == 1][:n_words])
 
 
+@pytest.mark.slow
 def test_overlapping_windows_recomputed_by_hand_from_sentence_transformers_token_embeddings(minilm, books_dir):
     text = _one_token_words(minilm, books_dir, 700)
     (ids, _), = minilm.token_ids([text])
@@ -128,6 +129,7 @@ def test_late_chunking_strategies_are_named_per_chunk_size():
     assert labels == ["truncate", "late-chunking@128", "late-chunking@256", "chunks-max@128", "chunks-max@256"]
 
 
+@pytest.mark.slow
 def test_late_chunking_and_several_needles_give_the_same_tables_with_dedupe_on_and_off(tmp_path, books_dir):
     import pandas as pd
 
@@ -183,6 +185,7 @@ def test_models_not_mean_pooled_are_refused_before_any_work(copy, says, pooled_c
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_the_cache_keys_chunks_on_all_their_windows_so_another_overlap_reuses_only_what_it_shares(tmp_path, minilm, books_dir):
     text = _one_token_words(minilm, books_dir, 700)
     fresh = {overlap: EmbeddingScorer(minilm, Strategy("late-chunking", chunk_tokens=100, overlap=overlap)).index([text]).vectors

@@ -129,6 +129,7 @@ def test_fingerprint_is_the_one_cached_vectors_were_keyed_on(minilm):
     assert minilm.fingerprint == hashlib.sha256(json.dumps(live, sort_keys=True, default=str).encode()).hexdigest()
 
 
+@pytest.mark.slow
 def test_a_cached_model_loads_its_weights_only_to_embed_something_new(tmp_path, minilm):
     cache = tmp_path / "cache"
     long_text = "The orchard wall was older than the house. " * 60

@@ -51,6 +51,7 @@ def test_a_spec_this_machine_cannot_run_is_one_line_before_any_work(query, says,
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_a_longer_window_reads_more_and_matches_sentence_transformers(minilm):
     text = " ".join(f"word{i} is here" for i in range(200))  # about 800 tokens
     longer = load_embedder(f"{MINILM}?max_seq_length=512", verify=False)
@@ -65,6 +66,7 @@ def test_a_longer_window_reads_more_and_matches_sentence_transformers(minilm):
     assert float(longer.embed([text])[0] @ minilm.embed([text])[0]) < 0.999  # the cache keeps the two windows apart
 
 
+@pytest.mark.slow
 def test_batches_cut_by_a_token_budget(minilm):
     order = np.arange(6)
     assert [b.tolist() for b in cut_batches(order, [200, 200, 200, 20, 20, 20], 32, 420)] == [[0, 1], [2, 3], [4, 5]]
@@ -79,6 +81,7 @@ def test_batches_cut_by_a_token_budget(minilm):
     np.testing.assert_allclose(vectors, minilm.embed_ids(ids), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_out_of_memory_halves_the_batch_and_keeps_every_vector(minilm):
     ids = [list(range(1000, 1000 + n)) for n in [200] * 9 + [30] * 20]
     model = SentenceTransformerEmbedder("all-MiniLM-L6-v2", options=LocalOptions(device="cpu", max_batch_tokens=4000))
@@ -133,6 +136,7 @@ def test_cuda_forwards_leave_out_cudnn_attention_and_other_devices_keep_pytorch_
 POSITIONS = 8192 + 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("architecture", ["bert", "modernbert"])
 def test_a_long_context_model_reads_every_needle_at_8192_tokens(architecture, tmp_path, books_dir):
     """No window logic: the model reads each haystack whole (a window of 8192 would read 8190

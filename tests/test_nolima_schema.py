@@ -83,6 +83,7 @@ def test_each_haystack_holds_its_drawn_character_and_the_same_seed_draws_the_sam
     assert (other != positives["character"].to_numpy()).any()
 
 
+@pytest.mark.slow
 def test_a_sweep_scores_every_question_form_and_normalises_with_the_drawn_character(nolima_file, books_dir, tmp_path):
     from embedeval.experiments.nolima import NolimaConfig, run_nolima
     from embedeval.haystacks import HaystackGrid

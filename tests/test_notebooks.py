@@ -1,5 +1,6 @@
 """Execute every notebook on a reduced grid (the parameters cell is overridden) so none can rot."""
 
+import pytest
 import nbformat
 import pandas as pd
 from nbclient import NotebookClient
@@ -29,6 +30,7 @@ def test_committed_notebooks_have_no_outputs():
     assert len(list(NOTEBOOKS.glob("*.ipynb"))) == 4
 
 
+@pytest.mark.slow
 def test_01_nolima_sweep(tmp_path, books_dir):
     out = tmp_path / "nb1"
     notebook = run_notebook("01_nolima_sweep.ipynb", {"CORPUS": f"dir:{books_dir}", "LENGTHS": [128, 512], "DEPTHS": 3,
@@ -59,6 +61,7 @@ def test_01_nolima_sweep(tmp_path, books_dir):
     assert (out / "extend" / "figures" / "extend_vs_length.png").is_file() and "break_point_lo" in shown
 
 
+@pytest.mark.slow
 def test_02_context_rot_similarity(tmp_path, books_dir):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -73,6 +76,7 @@ def test_02_context_rot_similarity(tmp_path, books_dir):
     assert (out / "needle_similarity.png").is_file()
 
 
+@pytest.mark.slow
 def test_03_query_expansion(tmp_path, books_dir):
     out = tmp_path / "nb3"
     run_notebook("03_query_expansion.ipynb", {"CORPUS": f"dir:{books_dir}", "LENGTHS": [128, 512], "DEPTHS": 3,
@@ -82,6 +86,7 @@ def test_03_query_expansion(tmp_path, books_dir):
     assert (out / "figures" / "query_expansion.png").is_file()
 
 
+@pytest.mark.slow
 def test_04_themes(tmp_path):
     """The themes, then the whole loop on a reduced grid: the scripted chat server of examples/ on
     127.0.0.1 answers the requests with one group each, the three topics in turn, so each theme

@@ -18,6 +18,7 @@ TEXTS = ["A short one.", "The quick brown fox jumps over the lazy dog, again and
          *(f"Sentence number {i} says something a little different about item {i * 7}." for i in range(20))]
 
 
+@pytest.mark.slow
 def test_float32_onnx_gives_the_torch_vectors_and_int8_stays_close(tmp_path, minilm):
     fp32 = load_embedder(f"{MINILM}?backend=onnx", cache_dir=tmp_path, verify=False)
     int8 = load_embedder(f"{MINILM}?backend=onnx-int8", cache_dir=tmp_path, verify=False)
@@ -34,6 +35,7 @@ def test_float32_onnx_gives_the_torch_vectors_and_int8_stays_close(tmp_path, min
                                                              "model.onnx.sha256"]
 
 
+@pytest.mark.slow
 def test_the_graph_is_exported_once(tmp_path, monkeypatch):
     load_embedder(f"{MINILM}?backend=onnx-int8", cache_dir=tmp_path, verify=False).embed(["warm"])
 
@@ -47,6 +49,7 @@ def test_the_graph_is_exported_once(tmp_path, monkeypatch):
     assert again.inner.loaded
 
 
+@pytest.mark.slow
 def test_a_model_that_pools_otherwise_keeps_its_own_pooling(tmp_path):
     from sentence_transformers import SentenceTransformer, models
 
@@ -67,6 +70,7 @@ def test_an_unknown_backend_is_one_line():
         select_embedders([f"{MINILM}?backend=tensorrt"])
 
 
+@pytest.mark.slow
 def test_another_graph_format_is_another_model(tmp_path, monkeypatch):
     from embedeval.embedders import options
 
@@ -78,6 +82,7 @@ def test_another_graph_format_is_another_model(tmp_path, monkeypatch):
     assert again.fingerprint != before  # not the remembered facts, nor the cached vectors of the old graphs
 
 
+@pytest.mark.slow
 def test_int8_quantizes_the_weighted_products_only(tmp_path):
     """The embedding lookups and the products of two activations (attention) stay float32; every
     product with a constant weight runs in int8 (:data:`onnx.QUANTIZED_OPS`)."""
@@ -97,6 +102,7 @@ def test_int8_quantizes_the_weighted_products_only(tmp_path):
     assert looked_up and set(looked_up) == {onnxlib.TensorProto.FLOAT}  # the embedding tables, as they were
 
 
+@pytest.mark.slow
 def test_an_int8_vector_does_not_depend_on_the_texts_beside_it(tmp_path):
     """ONNX Runtime quantizes int8 activations with one scale per input tensor: a batch shared it,
     padding included (cosine 0.993 between a text alone and beside a long one). Each text now runs
@@ -112,6 +118,7 @@ def test_an_int8_vector_does_not_depend_on_the_texts_beside_it(tmp_path):
     np.testing.assert_allclose(int8.embed_ids(ids[:1])[0], alone, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_int8_tables_do_not_depend_on_how_the_work_was_cut(tmp_path, books_dir):
     """Two fresh runs, one committing every 4 texts in batches of at most 600 padded tokens, one
     every 256 texts in batches of 32 texts: the same tables, byte for byte."""
@@ -128,6 +135,7 @@ def test_int8_tables_do_not_depend_on_how_the_work_was_cut(tmp_path, books_dir):
     assert small == large
 
 
+@pytest.mark.slow
 def test_a_damaged_graph_is_made_again_verify_finds_it_and_clear_removes_it(tmp_path, capsys):
     """A truncated model.onnx and a random-bytes model-int8.onnx crashed every run with
     InvalidProtobuf, unseen by `cache verify` and left by `cache clear` (issue 36, item 3)."""
@@ -167,6 +175,7 @@ def test_a_damaged_graph_is_made_again_verify_finds_it_and_clear_removes_it(tmp_
     assert cleared.exit_code == 0 and not (tmp_path / "onnx").exists()
 
 
+@pytest.mark.slow
 def test_garbage_in_a_sha256_record_is_mended_and_a_record_that_is_a_folder_is_one_line(tmp_path):
     """Issue 36 audit: a sha256 record of random bytes reads as no record (the graph is made again);
     one that is a folder was 'exported again when next used' by verify's word, yet every run then

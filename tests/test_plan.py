@@ -40,6 +40,7 @@ def cache_rows(cache_dir) -> dict[str, int]:
                 for table in ("embeddings", "token_prefixes", "model_facts")}
 
 
+@pytest.mark.slow
 def test_a_local_plan_counts_what_the_run_embeds_and_stores_nothing(books_dir, tmp_path, isolated_cache):
     out = tmp_path / "run"
     before = cache_rows(isolated_cache)
@@ -71,6 +72,7 @@ def test_the_bundled_models_facts_read_from_its_folder_are_the_loaded_models(opt
     assert planned == {key: value for key, value in live.items() if key != "fingerprint"}
 
 
+@pytest.mark.slow
 def test_a_plan_counts_without_the_weights_and_times_them_in_a_process_of_their_own(books_dir, tmp_path, isolated_cache,
                                                                                      monkeypatch):
     """Loading all-MiniLM-L6-v2 (PyTorch, sentence-transformers, the weights) was most of a plan's
@@ -138,6 +140,7 @@ def server(monkeypatch):
     budget.reset()
 
 
+@pytest.mark.slow
 def test_an_api_plan_is_what_the_run_sends_and_costs_tokens_times_price(server, books_dir, tmp_path):
     out = tmp_path / "run"
     spec = "openai:text-embedding-3-small"
@@ -165,6 +168,7 @@ def test_a_provider_tokenizer_not_at_hand_is_an_estimate_with_a_margin(server, b
     assert server.requests == []
 
 
+@pytest.mark.slow
 def test_max_cost_refuses_before_anything_is_sent(server, books_dir, tmp_path):
     args = [*grid_args(books_dir, tmp_path / "run"), "-e", "openai:text-embedding-3-large"]
     refused = CliRunner().invoke(app, [*args, "--max-cost", "0.000001"])
@@ -214,12 +218,14 @@ def plan_then_run(server, books_dir, out, spec, *extra):
     return row, len(server.embedding_requests()) + 1, server.script.tokens_received
 
 
+@pytest.mark.slow
 def test_the_plan_sends_misses_in_the_runs_commit_chunks(server, books_dir, tmp_path):
     row, requests, tokens = plan_then_run(server, books_dir, tmp_path / "run", "openai:text-embedding-3-small",
                                           "--commit-every", "5")
     assert (row["requests"], row["tokens"]) == (requests, tokens) and requests > 5
 
 
+@pytest.mark.slow
 def test_late_chunking_windows_sent_again_are_counted_again(server, books_dir, tmp_path):
     server.script.count_tokens = load_token_counter().count  # Jina's tokens are estimated with the reference tokenizer
     row, requests, tokens = plan_then_run(server, books_dir, tmp_path / "run", "jina:jina-embeddings-v3",
@@ -261,6 +267,7 @@ def test_a_price_for_an_embedder_the_run_does_not_have_is_a_mistake(server, book
     assert result.exit_code != 0 and "--price names openai:text-embedding-3-large, which this run does not embed with" in result.output
 
 
+@pytest.mark.slow
 def test_a_price_matches_the_embedder_however_its_other_options_are_written(tmp_path):
     """``device`` and ``max_batch_tokens`` change where and how fast, not the embedder: a price
     names the embedder as the plan does; an option that changes a vector names another one."""
@@ -362,6 +369,7 @@ def test_a_plan_counted_from_sentences_is_the_plan_counted_text_by_text(keyless,
     assert [row["embedder"] for row in rows] == specs and all(row["tokens"] > row["texts"] > 0 for row in rows)
 
 
+@pytest.mark.slow
 def test_a_plan_with_keys_set_says_so(server, books_dir, tmp_path):
     result = CliRunner().invoke(app, [*grid_args(books_dir, tmp_path / "run"), "-e", "openai:text-embedding-3-small", "--plan"])
     assert result.exit_code == 0, result.output
@@ -380,6 +388,7 @@ def test_a_similarity_plan_needs_no_api_key_either(keyless, tmp_path):
     assert keyless.requests == [] and not (tmp_path / "nq.csv").exists()
 
 
+@pytest.mark.slow
 def test_a_plan_shows_what_it_does_on_stderr(books_dir, tmp_path, isolated_cache):
     """A context-rot-5 plan was silent for minutes: each scorer's recording and a local model's
     timing now show a step line on stderr; stdout is the plan alone."""

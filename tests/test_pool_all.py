@@ -130,6 +130,7 @@ def all_run(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_mtebs_evaluator_gives_the_all_pools_numbers(all_run):
     import mteb
     from sentence_transformers import SentenceTransformer

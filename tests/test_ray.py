@@ -31,6 +31,7 @@ def _config(tmp_path, name, books_dir, **executor):
                         strategies=["truncate", "windows-mean"], n_bootstrap=20, out=str(tmp_path / name), **executor)
 
 
+@pytest.mark.slow
 def test_a_sweep_on_ray_equals_the_local_one(local_ray, tmp_path, books_dir):
     local = run_nolima(_config(tmp_path, "local", books_dir), progress=False, cache_dir=tmp_path / "cache-local",
                        commit_every=64)
@@ -47,6 +48,7 @@ def test_a_sweep_on_ray_equals_the_local_one(local_ray, tmp_path, books_dir):
         np.testing.assert_array_equal(on_ray.retrieval[column], local.retrieval[column])
 
 
+@pytest.mark.slow
 def test_ray_embeds_ids_as_the_local_model_does(local_ray, minilm):
     from embedeval.embedders.executors import Executor, RayEmbedder
 
@@ -61,6 +63,7 @@ def test_ray_embeds_ids_as_the_local_model_does(local_ray, minilm):
     assert remote.embed_ids([]).shape == (0, minilm.dim)
 
 
+@pytest.mark.slow
 def test_a_killed_ray_driver_resumes_without_repeating_work(local_ray, tmp_path, books_dir):
     cache = tmp_path / "cache"
     args = ["nolima", "--groups", ",".join(GROUPS), "--corpus", f"dir:{books_dir}", "--lengths", "128,512,1024,2048",

@@ -213,6 +213,7 @@ def test_the_sweep_reports_several_needles(needle_set, books_dir, tmp_path):
     (["--needles-per-haystack", "0"], "error: needles-per-haystack count 0 is invalid: counts are whole numbers >= 1"),
     (["--needles-per-haystack", "3", "--groups", "loc-dresden,loc-peru"], "error: --needles-per-haystack 3 needs at least 3 groups"),
 ])
+@pytest.mark.slow
 def test_bad_needle_counts_are_one_line(args, message, tmp_path):
     result = CliRunner().invoke(app, ["haystacks", "build", "--out", str(tmp_path / "h.parquet"), *args])
     assert result.exit_code != 0 and message in result.output, result.output

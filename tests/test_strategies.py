@@ -59,6 +59,7 @@ def test_piece_bounds_cover_the_text_with_the_given_step():
         assert all(b[0] - a[0] == step for a, b in zip(bounds, bounds[1:]))
 
 
+@pytest.mark.slow
 def test_truncate_on_token_ids_equals_sentence_transformers_encode(minilm):
     scorer = EmbeddingScorer(minilm, Strategy("truncate"))
     indexed = scorer.index(TEXTS)
@@ -80,6 +81,7 @@ def test_the_window_a_one_piece_strategy_reads_counts_content_tokens(minilm):
         assert EmbeddingScorer(minilm, strategy).window_tokens is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("overlap", [0, 50])
 def test_windows_mean_equals_a_direct_computation(minilm, overlap):
     scorer = EmbeddingScorer(minilm, Strategy("windows-mean", overlap=overlap))
@@ -92,6 +94,7 @@ def test_windows_mean_equals_a_direct_computation(minilm, overlap):
     assert (indexed.seen_chars == [len(t) for t in TEXTS]).all()  # the whole text is read
 
 
+@pytest.mark.slow
 def test_chunks_max_scores_equal_a_direct_max_over_chunk_vectors(minilm):
     scorer = EmbeddingScorer(minilm, Strategy("chunks-max", chunk_tokens=64))  # 62 content tokens a chunk
     queries = ["Who painted the lighthouse?", "What did the goat eat?"]
@@ -150,6 +153,7 @@ def test_each_distinct_window_is_embedded_once(minilm, tmp_path):
     assert cached.stats.embedded == len(distinct)  # the shared first window is not embedded again
 
 
+@pytest.mark.slow
 def test_texts_the_model_reads_alike_get_one_vector_and_the_same_score_in_every_strategy(minilm):
     """Issue 43: a needle haystack whose window is its control's shares the control's vector and
     score to the last bit (a tie), in a batch of other texts and whatever strategy reads it."""
@@ -173,6 +177,7 @@ def test_texts_the_model_reads_alike_get_one_vector_and_the_same_score_in_every_
     assert len(distinct_rows(vectors[:0])[0]) == 0
 
 
+@pytest.mark.slow
 def test_dedupe_embeds_fewer_texts_and_gives_the_same_tables(tmp_path, books_dir):
     from embedeval.experiments.nolima import NolimaConfig, run_nolima
     from embedeval.haystacks import HaystackGrid
@@ -221,6 +226,7 @@ def test_chunks_larger_than_the_window_are_one_error_line_before_any_work(tmp_pa
     assert result.exit_code == 1 and "leaves nothing new" in result.output
 
 
+@pytest.mark.slow
 def test_bm25_and_three_strategies_in_one_sweep(tmp_path, books_dir):
     result = CliRunner().invoke(app, [
         "nolima", "--embedder", "st:all-MiniLM-L6-v2", "--embedder", "bm25", "--strategy", "truncate,windows-mean",
@@ -284,6 +290,7 @@ def test_the_strategies_named_model_readings_read_a_text_inside_the_window_as_tr
         assert same == (model_reading_rank(strategy.label) is not None), label
 
 
+@pytest.mark.slow
 def test_a_scorer_says_what_it_read_and_the_models_time_on_what_it_embedded(tmp_path):
     """Issue 43, part 3: the decision table's costs. Per text, the tokens the model reads (windows
     that overlap count their shared tokens again; late chunking its overlapping macro windows);

@@ -214,6 +214,7 @@ def test_texts_within_the_positions_are_read_as_the_model_reads_them(which, requ
         np.testing.assert_allclose(model.embed_stretched(short, stretch), plain, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_the_real_minilm_reads_short_texts_unchanged(minilm):
     """all-MiniLM-L6-v2 (mean pooling, 512 positions, a 256-token window): texts it reads whole are
     read alike by every APE method."""
@@ -451,6 +452,7 @@ def test_the_cache_keeps_extend_pi_apart_per_L_and_from_extend_pi_dynamic(tmp_pa
     assert model.stats.embedded == 10  # PI-dynamic's vectors depend on the ids only: the long text, read further
 
 
+@pytest.mark.slow
 def test_a_sweep_plans_reads_and_reports_what_L_lets_the_model_see(tmp_path, books_dir):
     """A small sweep with truncate and extend-gp@128 on a 32-position model: the plan's texts to
     embed are what the run embeds; needle_visible is true exactly where the needle ends within the
