@@ -206,6 +206,17 @@ def test_a_price_that_is_not_a_finite_number_above_zero_is_refused(themes_run, c
     assert chat.requests == []
 
 
+@pytest.mark.parametrize("option, value", [("--chat-price", "1_0"), ("--judge-price", "1_0"), ("--chat-price", "\u0663"),
+                                           ("--max-cost", "1_0")])
+def test_a_price_or_ceiling_written_with_a_separator_or_other_digits_is_refused(themes_run, chat, tmp_path, option, value):
+    """The hostile audit of issue 44: ``float`` reads ``1_0`` as 10, so --max-cost 1_0 was a ceiling
+    of $10 and --chat-price 1_0 a price of 10; written so, they are refused as --price is."""
+    options = {"--max-cost": "1", "--chat-price": "1", "--judge": "j", option: value}
+    line = one_line(draft(themes_run, tmp_path / "n.json", *(x for pair in options.items() for x in pair)))
+    assert line.startswith(f"error: {option} must be a number of USD") and f"not {value!r}" in line, line
+    assert chat.requests == [] and not (tmp_path / "n.json").exists()
+
+
 def test_an_answer_with_more_groups_than_asked_is_cut_before_any_check(themes_run, chat, tmp_path):
     cooking = theme_of(themes_run, "cooking")
     chat.script.chat_replies = [json.dumps({"groups": [GOOD] + [OFF_TOPIC] * 300})]
