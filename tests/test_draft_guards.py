@@ -217,6 +217,16 @@ def test_a_price_or_ceiling_written_with_a_separator_or_other_digits_is_refused(
     assert chat.requests == [] and not (tmp_path / "n.json").exists()
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-3"])
+def test_a_temperature_that_is_no_finite_number_above_zero_is_one_line_before_anything(themes_run, chat, tmp_path, value):
+    """The hostile audit of issue 44: --temperature nan went as far as the first request (then a
+    'malformed response' after retries: NaN is no JSON), -3 was sent and recorded."""
+    for options in (("--per-theme", "1"), ("--plan",)):
+        line = one_line(draft(themes_run, tmp_path / "n.json", "--temperature", value, *options))
+        assert line == f"error: --temperature must be a number >= 0, not {float(value)}", line
+    assert chat.requests == [] and not (tmp_path / "n.json").exists() and not rejected_path_of(tmp_path / "n.json").exists()
+
+
 def test_an_answer_with_more_groups_than_asked_is_cut_before_any_check(themes_run, chat, tmp_path):
     cooking = theme_of(themes_run, "cooking")
     chat.script.chat_replies = [json.dumps({"groups": [GOOD] + [OFF_TOPIC] * 300})]

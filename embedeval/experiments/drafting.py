@@ -80,7 +80,7 @@ from embedeval.experiments.themes import (
 from embedeval.io import (
     atomic_path, check_output_file, output_file_lock, read_json, read_table, text_sha256, write_text_atomic,
 )
-from embedeval.llm import ChatLLM, answer_json, chat_spec_difference, parse_chat_spec
+from embedeval.llm import ChatLLM, answer_json, chat_spec_difference, check_temperature, parse_chat_spec
 from embedeval.plan import ChatMeter, CostCeilingReached, check_ceiling, check_price
 from embedeval.metrics import nearest_cosines
 from embedeval.needles import (
@@ -178,6 +178,7 @@ class DraftConfig:
                 parse_chat_spec(self.judge)  # a bad spec: one line, before anything is read
             except ConfigError as exc:
                 raise ConfigError(f"`judge`: {exc}", "judge", *(p for p in exc.parameters if p != "llm")) from None
+        check_temperature(self.temperature)
         for parameter in ("per_theme", "attempts", "absence_top_k", "prompt_chunks"):
             value = getattr(self, parameter)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
