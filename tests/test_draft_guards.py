@@ -404,3 +404,20 @@ def test_a_themes_run_whose_clusters_table_was_edited_is_one_line(themes_run, ch
     line = one_line(draft(edited, tmp_path / "n.json", "--per-theme", "1", "--plan"))
     assert "clusters.csv, line 2, column size: 'many' is not a whole number" in line
     assert chat.requests == []
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda text: text + text.splitlines()[1] + "\n", "clusters.csv, line 5: theme 0 is listed twice"),  # was drafted twice
+    (lambda text: text.replace("\n2,", "\n99999999999999999999,", 1), "line 4: cluster '99999999999999999999' is not a theme number"),
+    (lambda text: text.replace("\n0,", "\n0,-", 1), "clusters.csv, line 2, column size: -"),
+])
+def test_a_clusters_table_with_a_theme_twice_a_huge_number_or_a_negative_size_is_one_line(themes_run, chat, tmp_path, edit, says):
+    """The hostile audit of issue 44: without --themes-ids a theme listed twice was drafted twice
+    (its plan counted it twice), a cluster number past int64 was a traceback (OverflowError), and a
+    negative size went into the prompt."""
+    edited = tmp_path / "themes"
+    shutil.copytree(themes_run, edited)
+    (edited / "clusters.csv").write_text(edit((themes_run / "clusters.csv").read_text()))
+    for options in (("--plan",), ("--per-theme", "1")):
+        assert says in one_line(draft(edited, tmp_path / "n.json", *options))
+    assert chat.requests == [] and not (tmp_path / "n.json").exists()

@@ -75,7 +75,7 @@ from embedeval.errors import APIError, ConfigError, EmbedevalError, InputError
 from embedeval.experiments.context_rot import answer_absence, needle_question_similarity, pair_rows, question_key
 from embedeval.experiments.judging import JUDGE_ANSWER_TOKENS, JUDGE_PROMPT, JUDGE_TEMPERATURE, JUDGE_TEXT_TOKENS, NeedleJudge
 from embedeval.experiments.themes import (
-    MANIFEST, load_themes, read_manifest, resolve_themes, theme_membership, themes_chunks, themes_key,
+    MANIFEST, load_themes, read_manifest, resolve_themes, theme_membership, theme_top_terms, themes_chunks, themes_key,
 )
 from embedeval.io import (
     atomic_path, check_output_file, output_file_lock, read_json, read_table, text_sha256, write_text_atomic,
@@ -258,6 +258,7 @@ def read_themes(run: str | Path, theme_ids=None, prompt_chunks: int = DEFAULT_DR
     theme is one :class:`~embedeval.errors.InputError`."""
     folder = Path(run)
     read_manifest(folder)  # a missing folder or an unfinished run: one line
+    known = list(theme_top_terms(folder))  # each theme a number, listed once (else one line naming the line), in file order
     clusters = read_table(folder / "clusters.csv", ["cluster", "size", "representatives", "top_terms"],
                           integers=["cluster", "size"])  # an edited cell: one line naming it
     if clusters["cluster"].isna().any() or clusters["size"].isna().any():
@@ -265,11 +266,13 @@ def read_themes(run: str | Path, theme_ids=None, prompt_chunks: int = DEFAULT_DR
                          "run embedeval themes again")
     chunks = read_table(folder / "chunks.parquet", ["chunk_id", "text"])
     text_of = dict(zip(chunks["chunk_id"].astype(str), chunks["text"]))
-    known = clusters["cluster"].astype(int).tolist()
     wanted = known if theme_ids is None else resolve_themes(folder, theme_ids, "theme_ids")
     themes = []
     for cluster in wanted:
-        row = clusters[clusters["cluster"] == cluster].iloc[0]
+        line, row = next((i + 2, r) for i, (_, r) in enumerate(clusters.iterrows()) if int(float(r["cluster"])) == cluster)
+        if not 1 <= float(row["size"]) < 2**63:
+            raise InputError(f"{folder / 'clusters.csv'}, line {line}, column size: {row['size']} is not the size of a theme (a "
+                             "whole number >= 1; the file was edited or damaged): run embedeval themes again")
         ids = [i for i in str(row["representatives"]).split(";") if i]
         terms = tuple(t for t in (row["top_terms"] if isinstance(row["top_terms"], str) else "").split(";") if t)
         themes.append(Theme(int(cluster), int(row["size"]), terms, tuple(text_of[i] for i in ids[:prompt_chunks] if i in text_of)))
