@@ -235,6 +235,18 @@ def test_a_keyword_and_a_character_are_found_after_normalisation():
         "onehop needle does not name the character 'Yuki'", "question does not contain its keyword 'caf'"]
 
 
+@pytest.mark.parametrize("question, keyword, read", [("Which character has lived in the US?", "US", "'us'"),
+                                                     ("Which character works in IT?", "IT", "'it'"),
+                                                     ("Which character has been to the sea?", "to the", "'to', 'the'")])
+def test_a_keyword_of_function_words_only_is_refused(question, keyword, read):
+    """The hostile audit of issue 44 (a known gap): the overlap check skips function words, so a
+    keyword such as US or IT (read as us, it) was never tested and passed ``needles check``."""
+    group = one_group(question, "Yuki has a flat near the lake.", keyword=keyword)
+    assert problems_of(group) == [f"keyword {keyword!r} is only function words (as the checks read it: {read}), which the overlap "
+                                  "check skips: a needle could share it with the question unseen; choose a content word of the question"]
+    assert problems_of(one_group("Which character has lived in the USA?", "Yuki has a flat near the lake.", keyword="USA")) == []
+
+
 @pytest.mark.parametrize("inverted", ["Yuki lives next to the Semper Opera House.", "yuki lives next to the semper opera house",
                                       "Yuki lives next to  the Semper-Opera House!"])
 def test_an_inverted_needle_that_repeats_the_onehop_needle_is_refused(inverted):
