@@ -421,3 +421,25 @@ def test_a_clusters_table_with_a_theme_twice_a_huge_number_or_a_negative_size_is
     for options in (("--plan",), ("--per-theme", "1")):
         assert says in one_line(draft(edited, tmp_path / "n.json", *options))
     assert chat.requests == [] and not (tmp_path / "n.json").exists()
+
+
+@pytest.mark.parametrize("failure", [KeyboardInterrupt(), RuntimeError("a bug")])
+def test_an_answer_whose_checks_are_interrupted_is_kept_in_the_rejected_table(themes_run, chat, tmp_path, monkeypatch, failure):
+    """The hostile audit of issue 44: Ctrl-C (or any failure) while a paid answer was being checked
+    lost it: the tables were written only after the checks. Now the answer is a rejected row."""
+    from embedeval.experiments.drafting import DraftChecker
+
+    cooking = theme_of(themes_run, "cooking")
+    chat.script.chat_replies = [json.dumps({"groups": [GOOD]})]
+
+    def interrupted(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(DraftChecker, "_measure", interrupted)
+    out = tmp_path / "n.json"
+    config = DraftConfig(themes=str(themes_run), llm="fake-model", out=str(out), per_theme=1, theme_ids=(cooking,))
+    with pytest.raises(type(failure)):
+        run_draft(config, ChatLLM("fake-model"))
+    (row,) = _read_rejected(rejected_path_of(out)).to_dict("records")
+    assert row["reason"].startswith(f"not checked to the end: interrupted ({type(failure).__name__}")
+    assert json.loads(row["answer"]) == {"groups": [GOOD]} and not out.exists()

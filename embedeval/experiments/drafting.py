@@ -787,8 +787,11 @@ class _Draft:
         heard = len(self.judging.verdicts) if self.judging else 0
         try:
             kept, refused = self.checker.check(raws, theme, self.data["groups"])
-        except (CostCeilingReached, APIError) as exc:  # the judge was not asked about every group: the answer is kept
-            self.rows.append(_rejected_row(theme, attempt, None, f"not checked to the end: {exc}", sha, answer))
+        except BaseException as exc:  # the judge was not asked about every group, Ctrl-C, a failure: the paid answer is kept
+            said = str(exc) if isinstance(exc, EmbedevalError) else f"interrupted ({type(exc).__name__}{f': {exc}' if str(exc) else ''})"
+            self.rows.append(_rejected_row(theme, attempt, None, f"not checked to the end: {said}", sha, answer))
+            if not isinstance(exc, (CostCeilingReached, APIError)):  # those two are saved by run_draft, with their message
+                self.save()
             raise
         finally:
             if self.judging:
