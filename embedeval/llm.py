@@ -139,7 +139,7 @@ class ChatLLM:
                     choice = response.choices[0]
                     content = choice.message.content
                 except (AttributeError, IndexError, TypeError) as exc:
-                    raise ValueError(f"no answer in the response ({exc})") from None
+                    raise ValueError(f"no answer in the response ({_error_said(response) or exc})") from None
                 usage = getattr(response, "usage", None)
                 return ChatReply(*self._content(content), _token_count(getattr(usage, "prompt_tokens", None)),
                                  _token_count(getattr(usage, "completion_tokens", None)), getattr(choice, "finish_reason", None))
@@ -187,6 +187,17 @@ class ChatReply:
     def cut(self) -> bool:
         """Whether the answer stopped at ``max_tokens``."""
         return self.finish_reason == "length"
+
+
+def _error_said(response) -> str | None:
+    """What a server that answered HTTP 200 with an error object instead of choices (some proxies
+    do: ``{"error": {"message": "quota exceeded"}}``) said, on one line and cut; None if nothing."""
+    extra = getattr(response, "model_extra", None) or {}
+    error = extra.get("error") if isinstance(extra, dict) else None
+    said = error.get("message") if isinstance(error, dict) else error
+    if not isinstance(said, str) or not said.strip():
+        return None
+    return f"the server said: {_short(said, 300)}"
 
 
 def _token_count(value) -> int | None:

@@ -443,3 +443,13 @@ def test_an_answer_whose_checks_are_interrupted_is_kept_in_the_rejected_table(th
     (row,) = _read_rejected(rejected_path_of(out)).to_dict("records")
     assert row["reason"].startswith(f"not checked to the end: interrupted ({type(failure).__name__}")
     assert json.loads(row["answer"]) == {"groups": [GOOD]} and not out.exists()
+
+
+def test_a_200_holding_an_error_instead_of_an_answer_says_what_the_server_said(themes_run, chat, tmp_path):
+    """The hostile audit of issue 44: a server (a proxy) that answers HTTP 200 with an error object
+    gave 'no answer in the response ('NoneType' object is not subscriptable)', its words hidden."""
+    chat.script.faults = ["error_body", "error_body"]
+    line = one_line(draft(themes_run, tmp_path / "n.json", "--themes-ids", str(theme_of(themes_run, "cooking")), "--per-theme", "1"))
+    assert line.startswith("error: chat model fake-model: gave up after 2 attempts") and "(the server said: quota exceeded for " \
+        "Bearer ***)" in line, line
+    assert KEY not in line
