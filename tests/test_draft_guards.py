@@ -453,3 +453,21 @@ def test_a_200_holding_an_error_instead_of_an_answer_says_what_the_server_said(t
     assert line.startswith("error: chat model fake-model: gave up after 2 attempts") and "(the server said: quota exceeded for " \
         "Bearer ***)" in line, line
     assert KEY not in line
+
+
+def test_fields_a_model_invents_stay_out_of_the_needle_set(themes_run, chat, tmp_path):
+    """The hostile audit of issue 44: an accepted group kept every field the model wrote, so
+    distractors and extra question forms that no check tested (no absence check, no judge) went
+    into the needle set nolima reads, with 100 KB of notes."""
+    invented = {**GOOD, "distractors": ["Yuki never cooked supper."], "questions": {"paraphrase": "Who made the evening meal?"},
+                "notes": "n" * 100_000, "theme": 99}
+    chat.script.chat_replies = [json.dumps({"groups": [invented]})]
+    out = tmp_path / "n.json"
+    assert draft(themes_run, out, "--themes-ids", str(theme_of(themes_run, "cooking")), "--per-theme", "1").exit_code == 0
+    (kept,) = json.loads(out.read_text())["groups"]
+    assert sorted(kept) == ["attempt", "category", "character", "checks", "id", "keyword", "needles", "prompt_sha256", "question",
+                            "theme"]
+    assert kept["theme"] == theme_of(themes_run, "cooking") and kept["checks"]["ignored_fields"] == ["distractors", "questions",
+                                                                                                   "notes", "theme"]
+    (group,) = load_needle_set(out).groups
+    assert group.distractors == () and group.questions == {} and out.stat().st_size < 20_000

@@ -105,6 +105,10 @@ ANSWER_TOKENS_BASE = 200
 #: own stay home), each text cut at :data:`SENT_BACK_CHARS` characters.
 SENT_BACK_FIELDS = ("question", "character", "character_set", "keyword", "needles")
 SENT_BACK_CHARS = 300
+#: The fields of a drafted group that go into the needle set: those asked for, and ``id`` and
+#: ``category`` (filled in when missing or taken). Any other field a model writes (``distractors``,
+#: ``questions``: texts no check tests; ``notes``) stays out, its name recorded in ``checks.ignored_fields``.
+DRAFT_FIELDS = ("id", "category", *SENT_BACK_FIELDS)
 #: Characters of a reason a redraft quotes back.
 REASON_SENT_BACK_CHARS = 600
 #: What the description of a needle set drafted without a judge says.
@@ -426,7 +430,8 @@ class DraftChecker:
             if reasons:
                 rejected.append((raw, "; ".join(reasons)))
             else:
-                kept.append({**group, "checks": values[group["id"]]})
+                ignored = [_cut(_json_or_kind(k), 40) for k in raw if k not in DRAFT_FIELDS][:20]
+                kept.append({**group, "checks": {**values[group["id"]], **({"ignored_fields": ignored} if ignored else {})}})
         return kept, rejected
 
     def _structure(self, raw, index: int, theme: int, kept_ids: set, kept_names: dict) -> tuple[dict | None, list[str]]:
@@ -434,7 +439,8 @@ class DraftChecker:
         ``category`` ``theme-N``), and why it is not a valid one-hop group (empty: it is)."""
         if not isinstance(raw, dict):
             return None, ["is not a JSON object"]
-        group = {**raw, "category": raw.get("category") or f"theme-{theme}"}
+        group = {k: raw[k] for k in DRAFT_FIELDS if k in raw}  # the model's other fields are no part of a checked group
+        group["category"] = raw.get("category") or f"theme-{theme}"
         if not isinstance(group.get("id"), str) or not group["id"].strip() or group["id"] in kept_ids:
             number = 1
             while f"theme{theme}-{number}" in kept_ids:
