@@ -186,7 +186,9 @@ def test_max_cost_holds_while_the_draft_runs_and_stops_with_one_line_keeping_wha
                           "--chat-price", "1"))
     assert line.startswith(f"error: stopped before request 1 for theme {sailing}: it could cost up to $0.0")
     assert "which with the $0.03" in line and "spent so far" in line and "passes --max-cost $0.0500; nothing more was sent" in line
-    assert line.endswith(f"1 accepted group(s) are kept in {out}: run the same command with a higher --max-cost to go on")
+    # the ceiling holds per run (the rerun below goes on with the same one): said so, not "with a higher --max-cost" (the audit)
+    assert line.endswith(f"1 accepted group(s) are kept in {out}: run the command again to go on (the ceiling holds per run: a "
+                         "rerun may spend up to --max-cost more)")
     assert len(chat.requests) == 1 and [g.character for g in load_needle_set(out).groups] == ["Yuki"]
     usage = json.loads(out.read_text())["provenance"]["usage"]["chat"]
     assert usage["requests"] == 1 and usage["tokens_sent"] == 30_000

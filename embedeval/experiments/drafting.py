@@ -712,8 +712,8 @@ def run_draft(config: DraftConfig, llm, progress: bool = False, cache_dir=None, 
         except CostCeilingReached as exc:
             draft.save()
             kept = len(data["groups"])
-            raise CostCeilingReached(f"{exc}; {kept} accepted group(s) are kept in {out}: run the same command with a higher "
-                                     "`max_cost` to go on" if kept else f"{exc}; no group was accepted yet", "max_cost") from None
+            raise CostCeilingReached(f"{exc}; {kept} accepted group(s) are kept in {out}: run the command again to go on (the "
+                                     "ceiling holds per run: a rerun may spend up to `max_cost` more)" if kept else f"{exc}; no group was accepted yet", "max_cost") from None
         except APIError:
             draft.save()  # a judge's request that failed: the answer it was judging is in the rejected table
             raise
