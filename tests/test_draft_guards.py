@@ -473,3 +473,20 @@ def test_fields_a_model_invents_stay_out_of_the_needle_set(themes_run, chat, tmp
                                                                                                    "notes", "theme"]
     (group,) = load_needle_set(out).groups
     assert group.distractors == () and group.questions == {} and out.stat().st_size < 20_000
+
+
+@pytest.mark.parametrize("name, content", [("n.json", '{"name": "my own set"}'), ("n.json", "not JSON at all"),
+                                           ("n.rejected.csv", "my,own\n1,2\n")])
+def test_force_replaces_a_file_embedeval_did_not_write_as_its_note_says(themes_run, chat, tmp_path, name, content):
+    """The hostile audit of issue 44: refused, a file of one's own at the output said 'give --force to
+    replace it anyway'; given, --force said 'note: replacing ...' and then refused it ('it is never
+    overwritten'): two lines, the note untrue. Now --force replaces it with a new draft."""
+    out = tmp_path / "n.json"
+    (tmp_path / name).write_text(content)
+    assert "give --force to replace it anyway" in one_line(draft(themes_run, out, "--per-theme", "1"))
+    chat.script.chat_replies = [json.dumps({"groups": [GOOD]})]
+    result = forced_draft(themes_run, out, "--themes-ids", str(theme_of(themes_run, "cooking")), "--per-theme", "1")
+    assert result.exit_code == 0, result.output
+    assert f"note: replacing {tmp_path / name}, which embedeval did not write (--force)" in result.output
+    assert [g.character for g in load_needle_set(out).groups] == ["Yuki"]
+    assert list(_read_rejected(rejected_path_of(out)).columns) == list(_read_rejected(tmp_path / "none.csv").columns)

@@ -57,6 +57,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,7 +79,8 @@ from embedeval.experiments.themes import (
     MANIFEST, load_themes, read_manifest, resolve_themes, theme_membership, theme_top_terms, themes_chunks, themes_key,
 )
 from embedeval.io import (
-    atomic_path, check_output_file, output_file_lock, read_json, read_table, text_sha256, write_text_atomic,
+    atomic_path, check_output_file, output_file_lock, read_json, read_table, replacing_allowed, text_sha256, write_text_atomic,
+    written_by_embedeval,
 )
 from embedeval.llm import ChatLLM, answer_json, chat_spec_difference, check_temperature, parse_chat_spec
 from embedeval.plan import ChatMeter, CostCeilingReached, check_ceiling, check_price
@@ -589,9 +591,18 @@ def open_draft(config: DraftConfig, chat_model: str, embedder: str, judge: str |
     rejected = _read_rejected(rejected_path)
     if not out.exists():
         return fresh, rejected
-    data = read_json(out)
+    try:
+        data = read_json(out)
+    except InputError:
+        if not replacing_allowed():
+            raise
+        data = None  # --force: a file that is not even JSON is replaced too
     provenance = data.get("provenance") if isinstance(data, dict) else None
     if not isinstance(provenance, dict) or provenance.get("tool") != DRAFT_TOOL or not isinstance(data.get("groups"), list):
+        if replacing_allowed():  # --force: replaced by a new draft, as the note of check_output_file said (or this one)
+            if written_by_embedeval(out):  # another command's output: no note was given for it yet
+                print(f"note: replacing {out}, which is no needle draft (--force)", file=sys.stderr)
+            return fresh, rejected
         raise InputError(f"{out} exists and is not a needle draft of embedeval: it is never overwritten; choose another output")
     _check_draft_file(data, out)
     then, now = fresh["provenance"], provenance
@@ -646,6 +657,8 @@ def _read_rejected(path: Path) -> pd.DataFrame:
     except Exception:  # pandas raises many types for a file that is not a table
         table = None
     if table is None or list(table.columns) != REJECTED_COLUMNS:
+        if replacing_allowed():  # --force: a file embedeval did not write is replaced, as its note said
+            return pd.DataFrame(columns=REJECTED_COLUMNS)
         raise InputError(f"{path} exists and is not a rejected-drafts table of embedeval: it is never overwritten; "
                          "move it or choose another output")
     for column in ("theme", "attempt"):
