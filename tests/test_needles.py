@@ -201,6 +201,12 @@ def test_invisible_characters_are_refused_in_the_question_and_keyword_too():
         "the keyword holds an invisible character U+200B (ZERO WIDTH SPACE), which a tokenizer drops: write the text without it"]
 
 
+def test_an_invisible_control_character_is_named_as_one_not_as_unassigned():
+    """The hostile audit of issue 44: a NUL in a drafted question was 'U+0000 (unassigned)'."""
+    assert problems_of(one_group("Which character has been to Norway?\x00", "Yuki climbed a fjord.")) == [
+        "the question holds an invisible character U+0000 (a control character), which a tokenizer drops: write the text without it"]
+
+
 def test_words_of_any_script_are_compared():
     assert lexical_overlap("Which character has lived in Москва?", "Yuki spent ten winters in Москва.") == ["москва"]
     assert lexical_overlap("Which character has been to Αθήνα?", "Yuki loved the light of αθηνα.") == ["αθηνα"]
