@@ -366,6 +366,10 @@ def _draft_text(raw) -> str:
     return json.dumps(known, ensure_ascii=False)
 
 
+#: What ends a line: a drafted text holding one is refused (:meth:`DraftChecker._structure`).
+_LINE_BREAK = re.compile("[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
+
+
 def _scrubbed(groups: list, scrub) -> list:
     """``groups`` with ``scrub`` applied to every text in them: a key the model wrote with JSON
     escapes (``sk\\u002d...``) is itself only once the JSON is read."""
@@ -454,6 +458,11 @@ class DraftChecker:
                     for v in DEFAULT_VARIANTS if v not in needles and needles]
         if "keyword" not in raw:
             reasons.append("missing field 'keyword' (the absence check looks for it in the corpus)")
+        texts = [("the question", group.get("question")), ("the character", group.get("character")),
+                 ("the keyword", group.get("keyword")), *((f"the {v} needle", needles.get(v)) for v in NEEDLE_VARIANTS)]
+        reasons += [f"{what} holds a line break: a drafted text is one line (a needle one sentence; the judge is shown each "
+                    "on one line, so a line break could speak to it)" for what, text in texts
+                    if isinstance(text, str) and _LINE_BREAK.search(text)]
         taken = sorted(n for n in _name_keys(group) if n in kept_names)
         if taken:
             reasons.append(f"character {taken[0]!r} is already used by group {kept_names[taken[0]]}")
