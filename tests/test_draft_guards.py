@@ -506,3 +506,12 @@ def test_a_drafted_text_with_a_line_break_is_rejected_before_the_judge_reads_it(
     (reason,) = _read_rejected(rejected_path_of(out))["reason"]
     assert reason.startswith("the onehop needle holds a line break: a drafted text is one line"), reason
     assert [r["model"] for r in chat.requests] == ["fake-model"]
+
+
+def test_a_draft_whose_first_request_fails_leaves_no_file_behind(themes_run, chat, tmp_path):
+    """The hostile audit of issue 44: a first request that failed (retries spent, a redirect refused)
+    left an empty rejected table and its marker behind, though nothing was answered."""
+    chat.script.fail_with = [500, 500]
+    line = one_line(draft(themes_run, tmp_path / "n.json", "--themes-ids", str(theme_of(themes_run, "cooking")), "--per-theme", "1"))
+    assert line.startswith("error: chat model fake-model: gave up after 2 attempts")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

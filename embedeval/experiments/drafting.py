@@ -834,6 +834,8 @@ class _Draft:
 
     def save(self) -> None:
         """Write the draft and its rejected table as they are now, with what was spent."""
+        if not self.rows and not self.data["groups"] and not rejected_path_of(self.out).exists():
+            return  # nothing answered yet (the first request failed): no empty table is left behind
         self.data["provenance"]["usage"] = {who: {k: self.usage_before[who][k] + v for k, v in self.meter.usage(who).items()}
                                             for who in ("chat", "judge")}
         save_draft(self.data, pd.DataFrame(self.rows, columns=REJECTED_COLUMNS), self.out)
