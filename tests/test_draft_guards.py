@@ -412,11 +412,15 @@ def test_a_themes_run_whose_clusters_table_was_edited_is_one_line(themes_run, ch
     (lambda text: text + text.splitlines()[1] + "\n", "clusters.csv, line 5: theme 0 is listed twice"),  # was drafted twice
     (lambda text: text.replace("\n2,", "\n99999999999999999999,", 1), "line 4: cluster '99999999999999999999' is not a theme number"),
     (lambda text: text.replace("\n0,", "\n0,-", 1), "clusters.csv, line 2, column size: -"),
+    (lambda text: text.replace(text.splitlines()[1].split(",")[3].split(";")[0], "nope:1", 1),  # the prompt lost a passage
+     "clusters.csv, line 2, column representatives: 'nope:1' is no chunk of its chunks.parquet"),
+    (lambda text: text.replace("," + text.splitlines()[1].split(",")[3] + ",", ",,", 1),
+     "clusters.csv, line 2, column representatives: the theme has no representatives"),
 ])
 def test_a_clusters_table_with_a_theme_twice_a_huge_number_or_a_negative_size_is_one_line(themes_run, chat, tmp_path, edit, says):
     """The hostile audit of issue 44: without --themes-ids a theme listed twice was drafted twice
-    (its plan counted it twice), a cluster number past int64 was a traceback (OverflowError), and a
-    negative size went into the prompt."""
+    (its plan counted it twice), a cluster number past int64 was a traceback (OverflowError), a
+    negative size went into the prompt, and representatives that are no chunk were dropped from it."""
     edited = tmp_path / "themes"
     shutil.copytree(themes_run, edited)
     (edited / "clusters.csv").write_text(edit((themes_run / "clusters.csv").read_text()))

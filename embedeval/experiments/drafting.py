@@ -279,7 +279,13 @@ def read_themes(run: str | Path, theme_ids=None, prompt_chunks: int = DEFAULT_DR
         if not 1 <= float(row["size"]) < 2**63:
             raise InputError(f"{folder / 'clusters.csv'}, line {line}, column size: {row['size']} is not the size of a theme (a "
                              "whole number >= 1; the file was edited or damaged): run embedeval themes again")
-        ids = [i for i in str(row["representatives"]).split(";") if i]
+        cell = row["representatives"]
+        ids = [i for i in (cell if isinstance(cell, str) else "").split(";") if i]
+        unknown = next((i for i in ids if i not in text_of), None) if ids else ""
+        if unknown is not None:  # the prompt would show the theme without (some of) its passages
+            said = f"{unknown!r} is no chunk of its chunks.parquet" if unknown else "the theme has no representatives"
+            raise InputError(f"{folder / 'clusters.csv'}, line {line}, column representatives: {said} (the file was edited or "
+                             "damaged): run embedeval themes again")
         terms = tuple(t for t in (row["top_terms"] if isinstance(row["top_terms"], str) else "").split(";") if t)
         themes.append(Theme(int(cluster), int(row["size"]), terms, tuple(text_of[i] for i in ids[:prompt_chunks] if i in text_of)))
     return themes
