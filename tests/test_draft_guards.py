@@ -519,3 +519,12 @@ def test_a_draft_whose_first_request_fails_leaves_no_file_behind(themes_run, cha
     line = one_line(draft(themes_run, tmp_path / "n.json", "--themes-ids", str(theme_of(themes_run, "cooking")), "--per-theme", "1"))
     assert line.startswith("error: chat model fake-model: gave up after 2 attempts")
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_redirect_loop_on_the_same_origin_is_one_line_that_says_so(themes_run, chat, tmp_path):
+    """The hostile audit of issue 44: a server redirecting to itself was followed 20 times an attempt,
+    then retried, and said only 'APIConnectionError: Connection error.'."""
+    chat.script.redirect_to = chat.url
+    line = one_line(draft(themes_run, tmp_path / "n.json", "--themes-ids", str(theme_of(themes_run, "cooking")), "--per-theme", "1"))
+    assert line.startswith("error: chat model fake-model: the server redirected too many times (a redirect loop"), line
+    assert len(chat.requests) <= 21  # one attempt's redirects, not retried
