@@ -324,8 +324,8 @@ def needles_draft(
     plan: Annotated[bool, typer.Option("--plan", help="Print the chat requests and tokens the draft would send, and stop: nothing is sent or written.")] = False,
     judge: Annotated[Optional[str], typer.Option("--judge", help="A chat model, named as --llm names one (it may be the same), asked per one-hop and inverted needle whether the needle alone lets a careful reader answer the question with the character; a needle it says does not answer is rejected with its reason, and its verdicts are recorded. Default: no judge, and then no check tests whether a needle answers its question.")] = None,
     max_cost: Annotated[Optional[str], typer.Option("--max-cost", metavar="<float>", help="Refuse to start when the draft could cost more than this many USD, and stop before any request that could take it past this while it runs (needs --chat-price).")] = None,
-    chat_price: Annotated[Optional[float], typer.Option("--chat-price", help="The chat model's price in USD per million tokens (sent and received), for --plan and --max-cost.")] = None,
-    judge_price: Annotated[Optional[float], typer.Option("--judge-price", help="The judge's price in USD per million tokens (default: --chat-price).")] = None,
+    chat_price: Annotated[Optional[str], typer.Option("--chat-price", metavar="<float>", help="The chat model's price in USD per million tokens (sent and received), for --plan and --max-cost.")] = None,
+    judge_price: Annotated[Optional[str], typer.Option("--judge-price", metavar="<float>", help="The judge's price in USD per million tokens (default: --chat-price).")] = None,
     cache_dir: CacheDir = None,
     quiet: Quiet = False,
 ) -> None:
@@ -337,7 +337,7 @@ def needles_draft(
     from embedeval.experiments.drafting import DraftConfig, check_draft_cost, format_draft_plan, plan_draft, run_draft
     from embedeval.experiments.judging import JUDGE_TEMPERATURE
     from embedeval.llm import ChatLLM, parse_chat_spec
-    from embedeval.plan import check_price, parse_ceiling
+    from embedeval.plan import parse_ceiling, parse_price
 
     check_output_file(out, (".json",))
     band = None
@@ -351,8 +351,8 @@ def needles_draft(
     config = DraftConfig(str(themes), llm, str(out), per_theme, ids, attempts, embedder, band, temperature=temperature, judge=judge)
     config.validate()
     ceiling = parse_ceiling(max_cost)
-    check_price(chat_price, "chat_price")
-    check_price(judge_price, "judge_price")
+    chat_price = parse_price(chat_price, "chat_price")
+    judge_price = parse_price(judge_price, "judge_price")
     if (chat_price is not None or judge_price is not None) and not (plan or ceiling is not None):
         raise InputError("--chat-price and --judge-price go with --plan or --max-cost")
     if judge_price is not None and judge is None:

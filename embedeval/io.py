@@ -69,6 +69,12 @@ def allow_replacing(force: bool) -> None:
     _forced.clear()
 
 
+def replacing_allowed() -> bool:
+    """Whether ``embedeval --force`` lets an existing file embedeval did not write be replaced
+    (:func:`allow_replacing`)."""
+    return _force
+
+
 def _target_key(target: Path) -> str:
     """The name under which an output target is registered: its absolute path (the folder's links resolved)."""
     return str(target.absolute().parent.resolve() / target.name)

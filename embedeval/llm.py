@@ -66,6 +66,14 @@ def parse_chat_spec(spec: str, base_url: str | None = None) -> ChatSpec:
     return ChatSpec(model, options)
 
 
+def check_temperature(temperature) -> None:
+    """A sampling temperature is a finite number >= 0; anything else (``nan``, ``inf``, ``-3``) is
+    one :class:`~embedeval.errors.ConfigError` before any request (``nan`` cannot even be sent as
+    JSON; a negative one the server refuses only after the work before it)."""
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature < float("inf"):
+        raise ConfigError(f"`temperature` must be a number >= 0, not {temperature}", "temperature")
+
+
 def chat_spec_difference(then: str, now: str) -> str:
     """What differs between two canonical chat specs (:attr:`ChatSpec.name`), in words: the model
     name, the ``base_url`` (a server's URL, its port included, is part of a chat model's identity:
@@ -98,6 +106,7 @@ class ChatLLM:
 
     def __post_init__(self):
         self.chat = parse_chat_spec(self.spec, self.base_url)
+        check_temperature(self.temperature)
         options, provider = self.chat.options, CHAT_PROVIDER
         missing = (f"chat model {self.chat.name} needs an API key in {provider.key_env} (a server of your own: "
                    f"{provider.provider}:MODEL?base_url=URL, with key_env=VAR if it wants a key)")
@@ -130,7 +139,8 @@ class ChatLLM:
                     choice = response.choices[0]
                     content = choice.message.content
                 except (AttributeError, IndexError, TypeError) as exc:
-                    raise MalformedResponseError(f"malformed response (no answer in it: {type(exc).__name__}: {exc})") from None
+                    said = _error_said(response) or f"{type(exc).__name__}: {exc}"
+                    raise MalformedResponseError(f"malformed response (no answer in the response ({said}))") from None
                 usage = getattr(response, "usage", None)
                 return ChatReply(*self._content(content), _token_count(getattr(usage, "prompt_tokens", None)),
                                  _token_count(getattr(usage, "completion_tokens", None)), getattr(choice, "finish_reason", None))
@@ -178,6 +188,17 @@ class ChatReply:
     def cut(self) -> bool:
         """Whether the answer stopped at ``max_tokens``."""
         return self.finish_reason == "length"
+
+
+def _error_said(response) -> str | None:
+    """What a server that answered HTTP 200 with an error object instead of choices (some proxies
+    do: ``{"error": {"message": "quota exceeded"}}``) said, on one line and cut; None if nothing."""
+    extra = getattr(response, "model_extra", None) or {}
+    error = extra.get("error") if isinstance(extra, dict) else None
+    said = error.get("message") if isinstance(error, dict) else error
+    if not isinstance(said, str) or not said.strip():
+        return None
+    return f"the server said: {_short(said, 300)}"
 
 
 def _token_count(value) -> int | None:

@@ -273,10 +273,31 @@ def parse_ceiling(text: str | None) -> float | None:
     if text is None:
         return None
     try:
-        value = float(text) if text.isascii() else math.nan
+        value = float(text) if _plain_number(text) else math.nan
     except ValueError:
         value = math.nan
     check_ceiling(value, repr(text))
+    return value
+
+
+def _plain_number(text: str) -> bool:
+    """Whether ``text`` is written in ASCII without ``_``: ``float`` also reads ``1_0`` (10) and
+    other scripts' digits, which a number of USD is not written with."""
+    return text.isascii() and "_" not in text
+
+
+def parse_price(text: str | None, parameter: str) -> float | None:
+    """A price as written (``"2.5"``) in USD per million tokens, None for none; anything but a
+    finite number >= 0 in ASCII digits (``1_0``, ``nan``, ``-1``) is one error (:func:`check_price`)."""
+    if text is None:
+        return None
+    try:
+        value = float(text) if _plain_number(text) else None
+    except ValueError:
+        value = None
+    if value is None:
+        raise ConfigError(f"`{parameter}` must be a number of USD per million tokens >= 0, not {text!r}", parameter)
+    check_price(value, parameter)
     return value
 
 

@@ -144,7 +144,7 @@ def describe_invisible(text: str, what: str) -> str | None:
     if not found:
         return None
     first = found[0]
-    name = unicodedata.name(first, "unassigned")
+    name = unicodedata.name(first, "") or ("a control character" if unicodedata.category(first) == "Cc" else "unassigned")
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
     return f"{what} holds an invisible character U+{ord(first):04X} ({name}){more}, which a tokenizer drops: write the text without it"
 

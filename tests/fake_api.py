@@ -174,6 +174,9 @@ class FakeEmbeddingServer:
                         if content is None:
                             content = script.chat_replies.pop(0) if script.chat_replies else "[]"
                         fault = script.faults.pop(0) if script.faults else None
+                    if fault == "error_body":  # a 200 holding an error object instead of choices (some proxies), the key echoed
+                        self._send(200, {"error": {"message": f"quota exceeded for {auth}", "type": "insufficient_quota"}})
+                        return
                     if fault is not None:  # "malformed_json" or "missing_data" (no choices): a 200 that is no answer
                         self._send(200, b'{"id": "chat-1", "choices": [' if fault == "malformed_json" else {"id": "chat-1"})
                         return

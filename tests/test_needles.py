@@ -201,6 +201,12 @@ def test_invisible_characters_are_refused_in_the_question_and_keyword_too():
         "the keyword holds an invisible character U+200B (ZERO WIDTH SPACE), which a tokenizer drops: write the text without it"]
 
 
+def test_an_invisible_control_character_is_named_as_one_not_as_unassigned():
+    """The hostile audit of issue 44: a NUL in a drafted question was 'U+0000 (unassigned)'."""
+    assert problems_of(one_group("Which character has been to Norway?\x00", "Yuki climbed a fjord.")) == [
+        "the question holds an invisible character U+0000 (a control character), which a tokenizer drops: write the text without it"]
+
+
 def test_words_of_any_script_are_compared():
     assert lexical_overlap("Which character has lived in Москва?", "Yuki spent ten winters in Москва.") == ["москва"]
     assert lexical_overlap("Which character has been to Αθήνα?", "Yuki loved the light of αθηνα.") == ["αθηνα"]
@@ -233,6 +239,18 @@ def test_a_keyword_and_a_character_are_found_after_normalisation():
     assert problems_of(one_group("Which character runs a cafe?", "Yüki poured espresso all morning.", keyword="café")) == []
     assert problems_of(one_group("Which character runs a cafe?", "Yukino poured espresso.", keyword="caf")) == [
         "onehop needle does not name the character 'Yuki'", "question does not contain its keyword 'caf'"]
+
+
+@pytest.mark.parametrize("question, keyword, read", [("Which character has lived in the US?", "US", "'us'"),
+                                                     ("Which character works in IT?", "IT", "'it'"),
+                                                     ("Which character has been to the sea?", "to the", "'to', 'the'")])
+def test_a_keyword_of_function_words_only_is_refused(question, keyword, read):
+    """The hostile audit of issue 44 (a known gap): the overlap check skips function words, so a
+    keyword such as US or IT (read as us, it) was never tested and passed ``needles check``."""
+    group = one_group(question, "Yuki has a flat near the lake.", keyword=keyword)
+    assert problems_of(group) == [f"keyword {keyword!r} is only function words (as the checks read it: {read}), which the overlap "
+                                  "check skips: a needle could share it with the question unseen; choose a content word of the question"]
+    assert problems_of(one_group("Which character has lived in the USA?", "Yuki has a flat near the lake.", keyword="USA")) == []
 
 
 @pytest.mark.parametrize("inverted", ["Yuki lives next to the Semper Opera House.", "yuki lives next to the semper opera house",

@@ -305,6 +305,8 @@ def openai_errors(key_env: str):
         cause = f": {exc.__cause__}" if exc.__cause__ is not None and str(exc.__cause__) else ""  # what timed out
         raise RetryableError(f"{type(exc).__name__}: {exc}{cause}") from None
     except openai.APIConnectionError as exc:  # refused, reset, unknown host
+        if type(exc.__cause__).__name__ == "TooManyRedirects":  # httpx's (whichever copy the client uses): a loop, no retry ends it
+            raise FatalAPIError(f"the server redirected too many times (a redirect loop: {exc.__cause__}); check the base URL") from None
         raise ConnectionFailedError(f"{type(exc).__name__}: {exc}") from None
     except (openai.APIResponseValidationError, json.JSONDecodeError, UnicodeDecodeError, pydantic.ValidationError,
             RecursionError) as exc:  # a 200 whose body is not what it should be (a ValueError of our own is a bug)

@@ -57,6 +57,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,12 +76,13 @@ from embedeval.errors import APIError, ConfigError, EmbedevalError, InputError
 from embedeval.experiments.context_rot import answer_absence, needle_question_similarity, pair_rows, question_key
 from embedeval.experiments.judging import JUDGE_ANSWER_TOKENS, JUDGE_PROMPT, JUDGE_TEMPERATURE, JUDGE_TEXT_TOKENS, NeedleJudge
 from embedeval.experiments.themes import (
-    MANIFEST, load_themes, read_manifest, resolve_themes, theme_membership, themes_chunks, themes_key,
+    MANIFEST, load_themes, read_manifest, resolve_themes, theme_membership, theme_top_terms, themes_chunks, themes_key,
 )
 from embedeval.io import (
-    atomic_path, check_output_file, output_file_lock, read_json, read_table, text_sha256, write_text_atomic,
+    atomic_path, check_output_file, output_file_lock, read_json, read_table, replacing_allowed, text_sha256, write_text_atomic,
+    written_by_embedeval,
 )
-from embedeval.llm import ChatLLM, answer_json, chat_spec_difference, parse_chat_spec
+from embedeval.llm import ChatLLM, answer_json, chat_spec_difference, check_temperature, parse_chat_spec
 from embedeval.plan import ChatMeter, CostCeilingReached, check_ceiling, check_price
 from embedeval.metrics import nearest_cosines
 from embedeval.needles import (
@@ -105,6 +107,10 @@ ANSWER_TOKENS_BASE = 200
 #: own stay home), each text cut at :data:`SENT_BACK_CHARS` characters.
 SENT_BACK_FIELDS = ("question", "character", "character_set", "keyword", "needles")
 SENT_BACK_CHARS = 300
+#: The fields of a drafted group that go into the needle set: those asked for, and ``id`` and
+#: ``category`` (filled in when missing or taken). Any other field a model writes (``distractors``,
+#: ``questions``: texts no check tests; ``notes``) stays out, its name recorded in ``checks.ignored_fields``.
+DRAFT_FIELDS = ("id", "category", *SENT_BACK_FIELDS)
 #: Characters of a reason a redraft quotes back.
 REASON_SENT_BACK_CHARS = 600
 #: What the description of a needle set drafted without a judge says.
@@ -178,6 +184,7 @@ class DraftConfig:
                 parse_chat_spec(self.judge)  # a bad spec: one line, before anything is read
             except ConfigError as exc:
                 raise ConfigError(f"`judge`: {exc}", "judge", *(p for p in exc.parameters if p != "llm")) from None
+        check_temperature(self.temperature)
         for parameter in ("per_theme", "attempts", "absence_top_k", "prompt_chunks"):
             value = getattr(self, parameter)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -257,6 +264,7 @@ def read_themes(run: str | Path, theme_ids=None, prompt_chunks: int = DEFAULT_DR
     theme is one :class:`~embedeval.errors.InputError`."""
     folder = Path(run)
     read_manifest(folder)  # a missing folder or an unfinished run: one line
+    known = list(theme_top_terms(folder))  # each theme a number, listed once (else one line naming the line), in file order
     clusters = read_table(folder / "clusters.csv", ["cluster", "size", "representatives", "top_terms"],
                           integers=["cluster", "size"])  # an edited cell: one line naming it
     if clusters["cluster"].isna().any() or clusters["size"].isna().any():
@@ -264,12 +272,20 @@ def read_themes(run: str | Path, theme_ids=None, prompt_chunks: int = DEFAULT_DR
                          "run embedeval themes again")
     chunks = read_table(folder / "chunks.parquet", ["chunk_id", "text"])
     text_of = dict(zip(chunks["chunk_id"].astype(str), chunks["text"]))
-    known = clusters["cluster"].astype(int).tolist()
     wanted = known if theme_ids is None else resolve_themes(folder, theme_ids, "theme_ids")
     themes = []
     for cluster in wanted:
-        row = clusters[clusters["cluster"] == cluster].iloc[0]
-        ids = [i for i in str(row["representatives"]).split(";") if i]
+        line, row = next((i + 2, r) for i, (_, r) in enumerate(clusters.iterrows()) if int(float(r["cluster"])) == cluster)
+        if not 1 <= float(row["size"]) < 2**63:
+            raise InputError(f"{folder / 'clusters.csv'}, line {line}, column size: {row['size']} is not the size of a theme (a "
+                             "whole number >= 1; the file was edited or damaged): run embedeval themes again")
+        cell = row["representatives"]
+        ids = [i for i in (cell if isinstance(cell, str) else "").split(";") if i]
+        unknown = next((i for i in ids if i not in text_of), None) if ids else ""
+        if unknown is not None:  # the prompt would show the theme without (some of) its passages
+            said = f"{unknown!r} is no chunk of its chunks.parquet" if unknown else "the theme has no representatives"
+            raise InputError(f"{folder / 'clusters.csv'}, line {line}, column representatives: {said} (the file was edited or "
+                             "damaged): run embedeval themes again")
         terms = tuple(t for t in (row["top_terms"] if isinstance(row["top_terms"], str) else "").split(";") if t)
         themes.append(Theme(int(cluster), int(row["size"]), terms, tuple(text_of[i] for i in ids[:prompt_chunks] if i in text_of)))
     return themes
@@ -356,6 +372,10 @@ def _draft_text(raw) -> str:
     return json.dumps(known, ensure_ascii=False)
 
 
+#: What ends a line: a drafted text holding one is refused (:meth:`DraftChecker._structure`).
+_LINE_BREAK = re.compile("[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
+
+
 def _scrubbed(groups: list, scrub) -> list:
     """``groups`` with ``scrub`` applied to every text in them: a key the model wrote with JSON
     escapes (``sk\\u002d...``) is itself only once the JSON is read."""
@@ -422,7 +442,8 @@ class DraftChecker:
             if reasons:
                 rejected.append((raw, "; ".join(reasons)))
             else:
-                kept.append({**group, "checks": values[group["id"]]})
+                ignored = [_cut(_json_or_kind(k), 40) for k in raw if k not in DRAFT_FIELDS][:20]
+                kept.append({**group, "checks": {**values[group["id"]], **({"ignored_fields": ignored} if ignored else {})}})
         return kept, rejected
 
     def _structure(self, raw, index: int, theme: int, kept_ids: set, kept_names: dict) -> tuple[dict | None, list[str]]:
@@ -430,7 +451,8 @@ class DraftChecker:
         ``category`` ``theme-N``), and why it is not a valid one-hop group (empty: it is)."""
         if not isinstance(raw, dict):
             return None, ["is not a JSON object"]
-        group = {**raw, "category": raw.get("category") or f"theme-{theme}"}
+        group = {k: raw[k] for k in DRAFT_FIELDS if k in raw}  # the model's other fields are no part of a checked group
+        group["category"] = raw.get("category") or f"theme-{theme}"
         if not isinstance(group.get("id"), str) or not group["id"].strip() or group["id"] in kept_ids:
             number = 1
             while f"theme{theme}-{number}" in kept_ids:
@@ -442,6 +464,11 @@ class DraftChecker:
                     for v in DEFAULT_VARIANTS if v not in needles and needles]
         if "keyword" not in raw:
             reasons.append("missing field 'keyword' (the absence check looks for it in the corpus)")
+        texts = [("the question", group.get("question")), ("the character", group.get("character")),
+                 ("the keyword", group.get("keyword")), *((f"the {v} needle", needles.get(v)) for v in NEEDLE_VARIANTS)]
+        reasons += [f"{what} holds a line break: a drafted text is one line (a needle one sentence; the judge is shown each "
+                    "on one line, so a line break could speak to it)" for what, text in texts
+                    if isinstance(text, str) and _LINE_BREAK.search(text)]
         taken = sorted(n for n in _name_keys(group) if n in kept_names)
         if taken:
             reasons.append(f"character {taken[0]!r} is already used by group {kept_names[taken[0]]}")
@@ -579,9 +606,18 @@ def open_draft(config: DraftConfig, chat_model: str, embedder: str, judge: str |
     rejected = _read_rejected(rejected_path)
     if not out.exists():
         return fresh, rejected
-    data = read_json(out)
+    try:
+        data = read_json(out)
+    except InputError:
+        if not replacing_allowed():
+            raise
+        data = None  # --force: a file that is not even JSON is replaced too
     provenance = data.get("provenance") if isinstance(data, dict) else None
     if not isinstance(provenance, dict) or provenance.get("tool") != DRAFT_TOOL or not isinstance(data.get("groups"), list):
+        if replacing_allowed():  # --force: replaced by a new draft, as the note of check_output_file said (or this one)
+            if written_by_embedeval(out):  # another command's output: no note was given for it yet
+                print(f"note: replacing {out}, which is no needle draft (--force)", file=sys.stderr)
+            return fresh, rejected
         raise InputError(f"{out} exists and is not a needle draft of embedeval: it is never overwritten; choose another output")
     _check_draft_file(data, out)
     then, now = fresh["provenance"], provenance
@@ -636,6 +672,8 @@ def _read_rejected(path: Path) -> pd.DataFrame:
     except Exception:  # pandas raises many types for a file that is not a table
         table = None
     if table is None or list(table.columns) != REJECTED_COLUMNS:
+        if replacing_allowed():  # --force: a file embedeval did not write is replaced, as its note said
+            return pd.DataFrame(columns=REJECTED_COLUMNS)
         raise InputError(f"{path} exists and is not a rejected-drafts table of embedeval: it is never overwritten; "
                          "move it or choose another output")
     for column in ("theme", "attempt"):
@@ -702,8 +740,8 @@ def run_draft(config: DraftConfig, llm, progress: bool = False, cache_dir=None, 
         except CostCeilingReached as exc:
             draft.save()
             kept = len(data["groups"])
-            raise CostCeilingReached(f"{exc}; {kept} accepted group(s) are kept in {out}: run the same command with a higher "
-                                     "`max_cost` to go on" if kept else f"{exc}; no group was accepted yet", "max_cost") from None
+            raise CostCeilingReached(f"{exc}; {kept} accepted group(s) are kept in {out}: run the command again to go on (the "
+                                     "ceiling holds per run: a rerun may spend up to `max_cost` more)" if kept else f"{exc}; no group was accepted yet", "max_cost") from None
         except APIError:
             draft.save()  # a judge's request that failed: the answer it was judging is in the rejected table
             raise
@@ -783,8 +821,11 @@ class _Draft:
         heard = len(self.judging.verdicts) if self.judging else 0
         try:
             kept, refused = self.checker.check(raws, theme, self.data["groups"])
-        except (CostCeilingReached, APIError) as exc:  # the judge was not asked about every group: the answer is kept
-            self.rows.append(_rejected_row(theme, attempt, None, f"not checked to the end: {exc}", sha, answer))
+        except BaseException as exc:  # the judge was not asked about every group, Ctrl-C, a failure: the paid answer is kept
+            said = str(exc) if isinstance(exc, EmbedevalError) else f"interrupted ({type(exc).__name__}{f': {exc}' if str(exc) else ''})"
+            self.rows.append(_rejected_row(theme, attempt, None, f"not checked to the end: {said}", sha, answer))
+            if not isinstance(exc, (CostCeilingReached, APIError)):  # those two are saved by run_draft, with their message
+                self.save()
             raise
         finally:
             if self.judging:
@@ -799,6 +840,8 @@ class _Draft:
 
     def save(self) -> None:
         """Write the draft and its rejected table as they are now, with what was spent."""
+        if not self.rows and not self.data["groups"] and not rejected_path_of(self.out).exists():
+            return  # nothing answered yet (the first request failed): no empty table is left behind
         self.data["provenance"]["usage"] = {who: {k: self.usage_before[who][k] + v for k, v in self.meter.usage(who).items()}
                                             for who in ("chat", "judge")}
         save_draft(self.data, pd.DataFrame(self.rows, columns=REJECTED_COLUMNS), self.out)

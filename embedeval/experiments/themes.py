@@ -362,8 +362,9 @@ def theme_top_terms(out: str | Path) -> dict[int, tuple[str, ...]]:
     found: dict[int, tuple[str, ...]] = {}
     for line, (cluster, terms) in enumerate(zip(clusters["cluster"], clusters["top_terms"]), start=2):
         text = str(cluster).strip()
-        if not _THEME_NUMBER.fullmatch(text) or (number := int(float(text))) < 0:
-            raise InputError(f"{path}, line {line}: cluster {text!r} is not a theme number (a whole number >= 0)")
+        if not _THEME_NUMBER.fullmatch(text) or not 0 <= (number := int(float(text))) < 2**31:
+            raise InputError(f"{path}, line {line}: cluster {text!r} is not a theme number (a whole number >= 0, "
+                             f"below {2**31:,})")
         if number in found:
             raise InputError(f"{path}, line {line}: theme {number} is listed twice")
         found[number] = tuple(t.strip().lower() for t in (terms if isinstance(terms, str) else "").split(";") if t.strip())

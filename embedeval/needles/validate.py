@@ -25,7 +25,8 @@ from embedeval.needles.model import (
     raw_questions,
 )
 from embedeval.needles.nolima import convert_nolima, is_nolima_schema
-from embedeval.text import describe_invisible, lexical_overlap, mixed_script_words, same_words
+from embedeval.text import content_words, describe_invisible, lexical_overlap, mixed_script_words, same_words
+from embedeval.text import words as words_of
 
 
 def group_problems(raw: object, index: int) -> tuple[str, list[str]]:
@@ -95,6 +96,10 @@ def group_problems(raw: object, index: int) -> tuple[str, list[str]]:
         reasons.append("inverted needle is the onehop needle word for word: it must say the same fact in another order")
     if "keyword" in raw and not contains_word(questions[QUESTION], raw["keyword"]):
         reasons.append(f"question does not contain its keyword {raw['keyword']!r}")
+    if "keyword" in raw and not content_words(raw["keyword"]):
+        reasons.append(f"keyword {raw['keyword']!r} is only function words (as the checks read it: "
+                       f"{', '.join(map(repr, [w for w in words_of(raw['keyword'])])) or 'no word'}), which the overlap check "
+                       "skips: a needle could share it with the question unseen; choose a content word of the question")
     return gid, reasons
 
 
