@@ -95,6 +95,7 @@ def test_a_retry_after_pauses_every_request_to_the_provider(fake):
     assert all(r["time"] - refused["time"] >= 2.0 for r in later), [r["time"] - refused["time"] for r in later]
 
 
+@pytest.mark.slow
 def test_twenty_consecutive_429s_end_in_one_error_line_within_the_time_budget(fake, tmp_path, monkeypatch):
     monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "20")
     monkeypatch.setenv("EMBEDEVAL_RETRY_MAX_SECONDS", "30")

@@ -379,6 +379,7 @@ def test_a_hung_server_is_timed_out_and_retried_within_bounds(fake, monkeypatch)
     assert time.monotonic() - start < 10  # a 1.5-s budget: not the 2-s hang times 30 attempts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", SPECS[1:])
 def test_a_server_that_trickles_its_answer_is_timed_out_as_a_whole(fake, monkeypatch, spec):
     """A 200 sent a byte at a time keeps every read within the read timeout, so only a deadline on

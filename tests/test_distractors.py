@@ -86,6 +86,7 @@ def test_each_needle_haystack_holds_k_distractors_outside_the_needle_zone(grid):
         assert row.depth == pytest.approx(counter.count([row.text[:row.needle_start].strip()])[0] / row.n_tokens, abs=2 / row.n_tokens)
 
 
+@pytest.mark.slow
 def test_short_haystacks_keep_the_zone_where_they_can_and_refuse_what_cannot_hold_the_distractors(needle_file, books_dir, capsys):
     from embedeval.errors import ConfigError
 

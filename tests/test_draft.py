@@ -28,6 +28,9 @@ from embedeval.needles import group_problems, load_needle_set
 from fake_api import serving
 from test_themes import SMALL, TOPICS, sentences
 
+#: Every test here needs a themes run (chunks embedded, UMAP and HDBSCAN): the slow tier.
+pytestmark = pytest.mark.slow
+
 KEY = "sk-draft-SECRET"
 
 
@@ -94,7 +97,6 @@ def prompts_sent(server) -> list[str]:
     return [r["body"]["messages"][0]["content"] for r in server.requests if r["path"].endswith("/chat/completions")]
 
 
-@pytest.mark.slow
 def test_scripted_drafts_each_rejected_for_its_reason_and_redrafts_accepted(themes_run, chat, tmp_path):
     cooking, sailing = theme_of(themes_run, "cooking"), theme_of(themes_run, "sailing")
     chat.script.chat_replies = [
@@ -162,7 +164,6 @@ def test_scripted_drafts_each_rejected_for_its_reason_and_redrafts_accepted(them
     assert KEY not in out.read_text() and KEY not in (tmp_path / "needles.rejected.csv").read_text()
 
 
-@pytest.mark.slow
 def test_a_network_failure_loses_no_accepted_draft_and_a_rerun_resumes(themes_run, chat, tmp_path):
     cooking, sailing = theme_of(themes_run, "cooking"), theme_of(themes_run, "sailing")
     out = tmp_path / "needles.json"
@@ -231,7 +232,6 @@ def test_bad_input_is_one_line_before_any_request(themes_run, chat, tmp_path):
     assert chat.requests == [] and not (tmp_path / "n.json").exists() and not (tmp_path / "n.rejected.csv").exists()
 
 
-@pytest.mark.slow
 def test_a_model_that_answers_garbage_or_drafts_that_all_fail_are_one_line_with_the_reasons_kept(themes_run, chat, tmp_path):
     cooking = theme_of(themes_run, "cooking")
     chat.script.chat_replies = ["lorem ipsum", "", "[1, 2, 3]"]
@@ -314,7 +314,6 @@ def example_chat_server(drafts):
             server.communicate(timeout=30)
 
 
-@pytest.mark.slow
 def test_the_example_chat_server_drives_a_draft_through_the_cli_until_its_replies_are_used_up(themes_run, tmp_path, monkeypatch):
     monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "2")
     cooking, sailing = theme_of(themes_run, "cooking"), theme_of(themes_run, "sailing")
@@ -343,7 +342,6 @@ def test_the_example_chat_server_drives_a_draft_through_the_cli_until_its_replie
                         ("4", str(sailing), "HTTP 410, the replies are used up")]
 
 
-@pytest.mark.slow
 def test_the_example_chat_server_answers_each_theme_from_its_own_replies_named_by_a_term(themes_run, tmp_path, monkeypatch):
     """Issue 47: replies scripted per theme, the theme named by a term of its top terms, so the
     script holds whatever numbers the clusters get; asked in either order, each theme gets its own."""
@@ -437,7 +435,6 @@ def no_nan(constant):
     raise ValueError(f"{constant} in the needle set: not valid JSON")
 
 
-@pytest.mark.slow
 def test_every_draft_is_checked_on_its_own_words_and_against_the_whole_corpus(themes_run, chat, tmp_path):
     cooking = theme_of(themes_run, "cooking")
     first = group("Which character made supper with dough?", "Yuki", "supper", GOOD["needles"]["onehop"], GOOD["needles"]["inverted"])

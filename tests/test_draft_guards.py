@@ -25,6 +25,9 @@ from embedeval.llm import ChatLLM, ChatReply, answer_json
 from embedeval.needles import load_needle_set
 from test_draft import GOOD, KEY, OFF_TOPIC, REDRAFT, SAILING, chat, draft, group, prompts_sent, term_of, theme_of, themes_run  # noqa: F401
 
+#: Every test here needs a themes run (chunks embedded, UMAP and HDBSCAN): the slow tier.
+pytestmark = pytest.mark.slow
+
 #: A place no one may write to, root included: creating a file under /sys fails (EACCES) everywhere.
 UNWRITABLE = "/sys/embedeval-test"
 
@@ -57,7 +60,6 @@ ANSWERS = {"answers": True, "reason": "simmering lentil soup is preparing a meal
 # ---- 3. the judge
 
 
-@pytest.mark.slow
 def test_a_judge_rejects_a_needle_that_does_not_answer_and_its_verdicts_are_recorded(themes_run, chat, tmp_path):
     cooking = theme_of(themes_run, "cooking")
     chat.script.chat_replies = [json.dumps({"groups": [GOOD, REDRAFT]})]
@@ -376,7 +378,6 @@ def forced_draft(run, out, *options):
     (lambda d: d.update(groups=["a group", "another"]), "group #0: is not an object"),
     (lambda d: d["provenance"].update(judge={"chat_model": "x"}), "its provenance's 'judge' is not an object with a list"),
 ])
-@pytest.mark.slow
 def test_a_hand_edited_draft_is_one_line_before_any_request(themes_run, chat, drafted, edit, says):
     data = json.loads(drafted.read_text())
     edit(data)

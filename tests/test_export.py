@@ -197,6 +197,7 @@ def test_exports_never_overwrite_a_file_or_folder_embedeval_did_not_write(run_di
     assert mine.read_text() == "a,b\n1,2\n" and link.is_symlink() and [p.name for p in folder.iterdir()] == ["notes.txt"]
 
 
+@pytest.mark.slow
 def test_a_users_csv_with_the_prompt_columns_is_not_overwritten_but_a_prompts_file_embedeval_wrote_is(run_dir, tmp_path):
     """Issue 45: the header is no proof of whose a file is; embedeval's marker beside the file is."""
     mine = tmp_path / "mine.csv"

@@ -17,6 +17,9 @@ from embedeval.haystacks import HaystackGrid
 from embedeval.defaults import DEFAULT_NEEDLES
 from fakes import kill_cli_run, killed_mid_write, newly_embedded
 
+#: The tests here read sweeps the module runs (a sweep each): the slow tier.
+pytestmark = pytest.mark.slow
+
 LENGTHS = [128, 512, 1024]
 DEPTHS = 3
 NEGATIVES = 20
@@ -63,7 +66,6 @@ def test_run_writes_every_output(run):
     assert "recommended chunk size" in report.lower() and "truncates long haystacks" in report
 
 
-@pytest.mark.slow
 def test_similarity_table_matches_direct_embedding(run, minilm):
     sims = pd.read_parquet(run.out / "similarities.parquet")
     haystacks = pd.read_parquet(run.out / "haystacks.parquet")
@@ -168,7 +170,6 @@ def test_a_warm_rerun_loads_no_weights_and_keeps_metrics_and_report(run, monkeyp
     pd.testing.assert_frame_equal(again.similarities, run.similarities)
 
 
-@pytest.mark.slow
 def test_metrics_and_report_are_recomputed_when_what_they_come_from_changes(run, tmp_path, monkeypatch):
     import embedeval.experiments.nolima as nolima
 
@@ -220,7 +221,6 @@ def test_derived_json_lists_only_what_the_run_wrote(run, tmp_path):
     assert mine.read_bytes() == PNG_MAGIC + b"the user's"
 
 
-@pytest.mark.slow
 def test_the_bootstrap_and_the_figures_say_what_they_do_on_stderr_unless_quiet(run, tmp_path, capsys):
     """Issue 31, part 5: the two long steps after the embedding bars show a step line with the time."""
     shutil.copytree(run.out, tmp_path / "copy")
@@ -253,7 +253,6 @@ def test_top_level_api_and_edited_needles_rebuild_haystacks(run, tmp_path):
     assert not run.haystacks["text"].str.contains("Qwzx, ").any()
 
 
-@pytest.mark.slow
 def test_report_command_rebuilds_and_compares(run, tmp_path):
     (run.out / "report.md").unlink()
     result = CliRunner().invoke(app, ["report", str(run.out)])
@@ -265,7 +264,6 @@ def test_report_command_rebuilds_and_compares(run, tmp_path):
     assert "run/st:all-MiniLM-L6-v2" in text
 
 
-@pytest.mark.slow
 def test_report_reads_runs_made_before_strategies_and_distractors(run, tmp_path):
     import shutil
 
@@ -319,7 +317,6 @@ def test_invalid_needle_file_fails_before_any_embedding(tmp_path, isolated_cache
     assert not (isolated_cache / "embeddings.sqlite").exists()
 
 
-@pytest.mark.slow
 def test_literal_variants_run_side_by_side(tmp_path, books_dir):
     result = CliRunner().invoke(app, [
         "nolima", "--groups", ",".join(SMALL_GROUPS), "--corpus", f"dir:{books_dir}",
@@ -343,7 +340,6 @@ def _distinct_windows(texts) -> int:
     return len({tuple(tokenizer(t, add_special_tokens=False)["input_ids"][:254]) for t in texts})
 
 
-@pytest.mark.slow
 def test_killed_run_resumes_without_losing_or_repeating_work(tmp_path, books_dir):
     cache = tmp_path / "cache"
     args = ["nolima", "--groups", ",".join(SMALL_GROUPS), "--corpus", f"dir:{books_dir}", "--lengths", "128,256,512,1024",
@@ -484,7 +480,6 @@ def test_normalize_by_standard_or_own_needle(run):
     np.testing.assert_array_equal(*onehop)  # one-hop rows are their own standard
 
 
-@pytest.mark.slow
 def test_ranks_recomputed_from_direct_embeddings(run, minilm):
     retrieval = pd.read_parquet(run.out / "retrieval.parquet")
     haystacks = pd.read_parquet(run.out / "haystacks.parquet")

@@ -25,6 +25,9 @@ from embedeval.export import dataset_revision
 from embedeval.run import NolimaRun
 from embedeval.similarity import HaystackScores, retrieval_rows
 
+#: The tests here read sweeps of both pools (a sweep each): the slow tier.
+pytestmark = pytest.mark.slow
+
 # --- by hand: two questions (A, B), a handful of haystacks --------------------------------------------------------------
 # columns: id, group, variant, length, target depth, needles held (own first)
 HAYSTACKS = [
@@ -130,7 +133,6 @@ def all_run(tmp_path_factory):
     return out
 
 
-@pytest.mark.slow
 def test_mtebs_evaluator_gives_the_all_pools_numbers(all_run):
     import mteb
     from sentence_transformers import SentenceTransformer

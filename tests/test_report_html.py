@@ -22,6 +22,9 @@ from browser import NoBrowser, find_browser
 from conftest import own_cache
 from embedeval.cli import app
 
+#: Every test here reads a sweep the module runs first (a sweep): the slow tier.
+pytestmark = pytest.mark.slow
+
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
 #: A page of the test's own: the report in two frames (desktop and phone width); once everything has
@@ -68,7 +71,6 @@ def chromium(*args: str, cwd) -> str:
     return done.stdout
 
 
-@pytest.mark.slow
 def test_the_html_report_is_self_contained_and_holds_the_markdown_sections(run_dir):
     page = (run_dir / "report.html").read_text(encoding="utf-8")
     assert not re.search(r"<script|@import|url\(", page, re.I)
@@ -108,7 +110,6 @@ def test_the_report_leads_with_which_to_use_then_one_answer_per_embedder_and_str
     assert page.index('<h2 id="which-to-use">') < page.index('<aside class="answer"><p><strong>With st:all-MiniLM-L6-v2 (')
 
 
-@pytest.mark.slow
 def test_the_html_report_renders_in_a_headless_browser(run_dir, tmp_path):
     site = tmp_path / "site"
     site.mkdir()
@@ -146,7 +147,6 @@ def test_the_html_report_renders_in_a_headless_browser(run_dir, tmp_path):
     assert (tmp_path / "report-1280.png").stat().st_size > 10_000 and (tmp_path / "report-phone.png").stat().st_size > 10_000
 
 
-@pytest.mark.slow
 def test_embedeval_report_writes_both_formats(run_dir, tmp_path):
     (run_dir / "report.html").unlink()
     result = CliRunner().invoke(app, ["report", str(run_dir), "--out", str(tmp_path / "again")])
@@ -155,7 +155,6 @@ def test_embedeval_report_writes_both_formats(run_dir, tmp_path):
     assert (tmp_path / "again" / "report.md").read_text() == (run_dir / "report.md").read_text()
 
 
-@pytest.mark.slow
 def test_a_figures_folder_that_is_a_link_is_refused_and_nothing_written_through_it(run_dir, tmp_path):
     """Issue 36: `report --out X` where X/figures links to a folder of the user's writes nothing there."""
     victims = tmp_path / "mine"
@@ -188,7 +187,6 @@ def test_report_out_into_a_folder_embedeval_did_not_write_is_one_line_and_touche
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before and (out / mine).read_text() == "MINE"
 
 
-@pytest.mark.slow
 def test_a_report_folder_embedeval_wrote_is_written_again(run_dir, tmp_path):
     out = tmp_path / "again"
     for _ in range(2):
@@ -380,7 +378,6 @@ compare_runs([sys.argv[1]], sys.argv[2])
 """
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("how", ["crash", "kill"])
 def test_a_report_rerun_into_the_folder_a_killed_or_crashed_report_left_works(run_dir, tmp_path, monkeypatch, how):
     """Audit 2: a report that dies after drawing figures into a new folder leaves a folder the rerun

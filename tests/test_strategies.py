@@ -112,6 +112,7 @@ def test_chunks_max_scores_equal_a_direct_max_over_chunk_vectors(minilm):
             assert scores.best_end[qi, t] == offsets[min(62 * best + 61, len(ids) - 1)][1]
 
 
+@pytest.mark.slow
 def test_a_prompted_model_gets_its_prompt_on_token_ids_too(tmp_path):
     from embedeval.embedders.local import SentenceTransformerEmbedder
 

@@ -18,6 +18,9 @@ from conftest import own_cache
 from embedeval.cli import app
 from embedeval.metrics import mmr
 
+#: Most tests here need a themes run (chunks embedded, UMAP and HDBSCAN): the module is the slow tier.
+pytestmark = pytest.mark.slow
+
 TOPICS = {
     "cooking": {
         "who": ["The cook", "My grandmother", "The chef", "A baker", "The kitchen porter", "Our host"],
@@ -81,7 +84,6 @@ def themes_run(themes_cli):
     return themes_cli[0]
 
 
-@pytest.mark.slow
 def test_three_written_topics_come_back_as_three_clusters_with_representatives_of_one_topic(themes_run):
     chunks = pd.read_parquet(themes_run / "chunks.parquet")
     assert list(chunks.columns) == ["chunk_id", "book", "text", "cluster", "probability", "x", "y"]
@@ -149,7 +151,6 @@ def membership(themes_run, tmp_path, needles: list[str], cluster: int, *options:
     return pd.read_csv(out), result.output
 
 
-@pytest.mark.slow
 def test_needles_of_a_topic_blend_into_its_theme_and_needles_about_another_subject_into_none(themes_run, tmp_path):
     chunks = pd.read_parquet(themes_run / "chunks.parquet")
     rng = np.random.default_rng(99)
@@ -169,7 +170,6 @@ def test_needles_of_a_topic_blend_into_its_theme_and_needles_about_another_subje
     assert confident >= 2
 
 
-@pytest.mark.slow
 def test_a_pair_file_names_each_needles_target_and_every_needle_gets_its_best_theme(themes_run, tmp_path):
     """Issue 38, part 3: needles of several themes were all compared with the largest cluster unless
     one run per --cluster; now a cluster (or theme) column names each needle's target, and each row
@@ -385,7 +385,6 @@ def test_nearest_cosines_and_percentile_rank_by_hand(monkeypatch):
             call()
 
 
-@pytest.mark.slow
 def test_corpus_chunks_placed_again_land_on_their_own_position_and_a_text_is_placed_alone(themes_run):
     import joblib
 
@@ -407,7 +406,6 @@ def test_corpus_chunks_placed_again_land_on_their_own_position_and_a_text_is_pla
     assert (placed["probability"] > 0.9).all()
 
 
-@pytest.mark.slow
 def test_a_rerun_gives_the_same_clusters_and_tables(themes_run, topic_books, tmp_path):
     again = tmp_path / "again"
     result = CliRunner().invoke(app, ["themes", "--corpus", f"dir:{topic_books}", *SMALL, "--out", str(again), "-q"])
@@ -416,7 +414,6 @@ def test_a_rerun_gives_the_same_clusters_and_tables(themes_run, topic_books, tmp
     assert (themes_run / "clusters.csv").read_bytes() == (again / "clusters.csv").read_bytes()
 
 
-@pytest.mark.slow
 def test_each_long_step_says_what_it_does_on_stderr_and_quiet_silences_it(themes_cli, topic_books, tmp_path):
     """Issue 31, part 5: after the embedding bar, UMAP (with its epochs' bar), HDBSCAN, the 2-D map
     and the figure each show a step line with the time it took; --quiet shows none; stdout is the same."""
@@ -437,7 +434,6 @@ def test_each_long_step_says_what_it_does_on_stderr_and_quiet_silences_it(themes
     assert len(loud.stdout.splitlines()) == 3 and loud.stdout.splitlines()[-1] == f"wrote {out}/report.md"
 
 
-@pytest.mark.slow
 def test_similarity_absence_reads_the_themes_chunks(themes_run, tmp_path):
     out = tmp_path / "absence.csv"
     result = CliRunner().invoke(app, ["similarity", "absence", "--themes", str(themes_run), "--top-k", "3", "--groups",
@@ -448,7 +444,6 @@ def test_similarity_absence_reads_the_themes_chunks(themes_run, tmp_path):
     assert len(table) == 3 and set(table["chunk_id"]) <= set(chunks["chunk_id"])
 
 
-@pytest.mark.slow
 def test_bad_theme_inputs_are_one_line(themes_run, topic_books, tmp_path):
     def run(*args):
         return CliRunner().invoke(app, ["themes", *args])
@@ -668,7 +663,6 @@ def test_themes_out_into_a_foreign_folder_or_through_a_link_is_one_line_before_a
     assert sorted(p.name for p in tmp_path.rglob("*")) == before and (victims / "map.png").read_text() == "MINE"
 
 
-@pytest.mark.slow
 def test_a_themes_rerun_into_the_folder_a_crashed_run_left_works(topic_books, tmp_path, monkeypatch):
     """Audit 2: a themes run that dies after writing its tables and map, before themes.json, leaves a
     folder the rerun writes into (it claimed the folder first); the same files in a folder of the user's stay refused."""
