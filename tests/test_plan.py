@@ -392,3 +392,45 @@ def test_a_plan_shows_what_it_does_on_stderr(books_dir, tmp_path, isolated_cache
                  rf"st:all-MiniLM-L6-v2: timing a sample of its [\d,]+ inputs{done}"]:
         assert any(re.fullmatch(step, line) for line in lines), (step, lines)
     assert loud.stdout.startswith("embedder ") and "what it would embed" not in loud.stdout
+
+
+def test_a_timing_process_whose_plan_is_gone_ends_without_loading_the_model():
+    """A plan killed by SIGTERM or SIGKILL runs no atexit, so its timing processes only see their
+    input close: each ends then, not after importing PyTorch and loading the weights for no one
+    (the audit: they ran on, orphaned, for the seconds of a load)."""
+    import time
+
+    from embedeval.embedders.timing import SampleTimer
+
+    timer = SampleTimer("st:all-MiniLM-L6-v2")
+    try:
+        start = time.perf_counter()
+        timer._process.stdin.close()  # what the plan's death does to the pipe
+        assert timer._process.wait(timeout=60) == 0
+        took = time.perf_counter() - start
+    finally:
+        timer.close()
+    full = SampleTimer("st:all-MiniLM-L6-v2")  # the same process asked: it loads the model first
+    try:
+        start = time.perf_counter()
+        assert full.seconds([("document", "a")], [("document", "b")]) >= 0
+        loading = time.perf_counter() - start
+    finally:
+        full.close()
+    assert took < loading / 2, (took, loading)
+
+
+def test_a_timing_process_that_dies_is_one_error_line():
+    """A timing process killed (for memory, a crash in native code) is an EmbedevalError naming it,
+    so the command says one error line, not a RuntimeError's traceback (the audit)."""
+    from embedeval.embedders.timing import SampleTimer
+    from embedeval.errors import EmbedevalError
+
+    timer = SampleTimer("st:all-MiniLM-L6-v2")
+    try:
+        timer._process.kill()
+        timer._process.wait()
+        with pytest.raises(EmbedevalError, match=r"timing st:all-MiniLM-L6-v2 in a process of its own failed \(exit status -9\)"):
+            timer.seconds([("document", "a")], [("document", "b")])
+    finally:
+        timer.close()
