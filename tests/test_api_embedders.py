@@ -289,7 +289,7 @@ def test_a_bad_response_is_retried_and_never_used(fake, spec, fault):
 @pytest.mark.parametrize("fault, says", [("nan", "NaN"), ("inf", ""), ("null", "null"), ("zero", "all-zero"),
                                          ("short", "a vector of 1 values (#0), expected"), ("count", "1 vectors"),
                                          ("duplicate_index", "indices [0, 0]"), ("missing_data", ""),
-                                         ("malformed_json", "malformed response"),
+                                         ("malformed_json", "malformed response"), ("huge_integer", "malformed response (ValueError"),
                                          ("true", "not a number (#0 holds true)"), ("string", 'not a number (#0 holds "0.5")'),
                                          ("overflow", "1e+39 (#0), which is beyond float32")])
 def test_a_server_that_keeps_answering_badly_is_one_error_after_two_tries_and_nothing_is_cached(fake, tmp_path, monkeypatch,
@@ -684,3 +684,5 @@ def test_one_error_tree_and_a_valueerror_of_our_own_is_a_bug_not_a_malformed_ans
         json.loads("<html>not json</html>")
     with pytest.raises(MalformedResponseError, match="malformed response"), openai_errors("OPENAI_API_KEY"):
         b"\xff\xfe".decode("utf-8")
+    with pytest.raises(MalformedResponseError, match="malformed response"), openai_errors("OPENAI_API_KEY"):
+        json.loads("[" + "1" * 5000 + "]")  # a ValueError of the parser's (more digits than Python converts), not ours (the audit)

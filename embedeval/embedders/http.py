@@ -309,6 +309,22 @@ def openai_errors(key_env: str):
     except (openai.APIResponseValidationError, json.JSONDecodeError, UnicodeDecodeError, pydantic.ValidationError,
             RecursionError) as exc:  # a 200 whose body is not what it should be (a ValueError of our own is a bug)
         raise MalformedResponseError(f"malformed response ({type(exc).__name__}: {exc})") from None
+    except ValueError as exc:
+        if not raised_parsing_json(exc):
+            raise
+        raise MalformedResponseError(f"malformed response ({type(exc).__name__}: {exc})") from None
+
+
+def raised_parsing_json(exc: BaseException) -> bool:
+    """Whether ``exc`` came out of the ``json`` module's parser: a number of more digits than
+    Python converts (``sys.get_int_max_str_digits``, 4300) is a plain ValueError there, not a
+    JSONDecodeError, yet it is the server's body, not our code."""
+    where = exc.__traceback__
+    while where is not None:
+        if where.tb_frame.f_code.co_filename == json.decoder.__file__:
+            return True
+        where = where.tb_next
+    return False
 
 
 @dataclass(frozen=True)
