@@ -290,6 +290,7 @@ def test_a_bad_response_is_retried_and_never_used(fake, spec, fault):
                                          ("short", "a vector of 1 values (#0), expected"), ("count", "1 vectors"),
                                          ("duplicate_index", "indices [0, 0]"), ("missing_data", ""),
                                          ("malformed_json", "malformed response"), ("huge_integer", "malformed response (ValueError"),
+                                         ("deep_nesting", "malformed response (RecursionError"),
                                          ("true", "not a number (#0 holds true)"), ("string", 'not a number (#0 holds "0.5")'),
                                          ("overflow", "1e+39 (#0), which is beyond float32")])
 def test_a_server_that_keeps_answering_badly_is_one_error_after_two_tries_and_nothing_is_cached(fake, tmp_path, monkeypatch,
