@@ -57,6 +57,16 @@ def test_a_local_plan_counts_what_the_run_embeds_and_stores_nothing(books_dir, t
     assert f"st:all-MiniLM-L6-v2: 0 texts newly embedded, {plan['texts']:,} found in the cache: the {plan['texts']:,} " in rerun.output
 
 
+def test_a_plan_leaves_no_cache_file_where_there_was_none(books_dir, tmp_path, isolated_cache):
+    """A plan stores nothing: where the embedding cache was not made yet, it reads an empty one in
+    memory instead of creating an empty SQLite file (the audit: a plan left embeddings.sqlite)."""
+    from embedeval.embedders.cache import CACHE_FILENAME
+
+    plan = plan_of(books_dir, tmp_path / "run")["st:all-MiniLM-L6-v2"]
+    assert plan["cached"] == 0 and plan["to_embed"] == plan["texts"] > 0
+    assert not (isolated_cache / CACHE_FILENAME).exists() and not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("options", ["", "?max_seq_length=128"])
 def test_the_bundled_models_facts_read_from_its_folder_are_the_loaded_models(options):
     """A plan of the bundled model counts with facts read from its folder and tokenizer
