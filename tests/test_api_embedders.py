@@ -530,6 +530,23 @@ def test_the_norm_is_safe_for_any_float32():
 
 
 @pytest.mark.parametrize("spec", SPECS[1:])
+def test_a_reply_naming_the_key_as_its_model_never_prints_or_stores_the_key(fake, spec, tmp_path, capsys):
+    """The model name an answer gives is the server's text: the key is scrubbed out of it before
+    the note prints it and the cache keys vectors under it (the audit: the note printed the key)."""
+    from embedeval.embedders.cache import EmbeddingCache
+
+    key = KEYS[spec.split(":")[0].upper()]
+    fake.script.reply_model = f"proxy-{key}"
+    model = load_embedder(spec, cache_dir=tmp_path)
+    model.embed(["alpha", "beta"])
+    err = capsys.readouterr().err
+    assert "note:" in err and "'proxy-***'" in err and key not in err
+    assert key not in model.fingerprint
+    EmbeddingCache(tmp_path).close()
+    assert not any(key.encode() in path.read_bytes() for path in tmp_path.rglob("*") if path.is_file())  # names, facts, WAL
+
+
+@pytest.mark.parametrize("spec", SPECS[1:])
 def test_a_reply_naming_another_model_is_said_once_keyed_apart_and_never_mixed(fake, spec, tmp_path, capsys):
     from embedeval.embedders.cache import EmbeddingCache
 

@@ -954,10 +954,11 @@ class APIEmbedder:
 
     def _served_name(self, named: object) -> str:
         """The model an answer names (``named``): the model asked for where it names that (or its
-        ``:latest`` tag, as Ollama does) or none."""
+        ``:latest`` tag, as Ollama does) or none; the key scrubbed out of it (a server quoting it there
+        would have it printed in the note and written into the cache's names)."""
         if not isinstance(named, str) or not named.strip() or named in (self.model, f"{self.model}:latest"):
             return self.model
-        return named[:200]
+        return self.scrub(named)[:200]
 
     def _note_reply(self, named: object) -> None:
         """Check the model an answer names against the one the earlier answers named or the cache's
