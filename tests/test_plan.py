@@ -131,6 +131,11 @@ def test_the_timing_process_starts_as_the_command_reads_its_options_and_the_plan
     timing.start_early(["st:all-MiniLM-L6-v2"])
     timing.close_early()
     assert started[2].closed and not started[0].closed and timing._EARLY == {}
+    timing.start_early(["st:/a/folder/of/its/own", "st:./model?max_seq_length=128"])  # the plan loads these itself
+    assert len(started) == 3 and timing._EARLY == {}
+    timing.start_early(["st:sentence-transformers/all-MiniLM-L6-v2?max_seq_length=128"])
+    assert len(started) == 4
+    timing.close_early()
 
 
 @pytest.fixture

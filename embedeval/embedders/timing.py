@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from embedeval import errors
+from embedeval.embedders.models import bundled_name
+from embedeval.embedders.options import split_spec
 from embedeval.embedders.recorder import StretchedIds
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder, parse_spec
 from embedeval.embedders.stretch import Stretch
@@ -129,9 +131,14 @@ def start_early(specs: Sequence[str]) -> None:
     """Start the timing process of each local model of ``specs`` now, as a command reads its
     options, so that PyTorch and the weights load while the command imports its libraries and
     builds the haystacks; :func:`timer_for` hands it to the plan, :func:`close_early` ends those no
-    plan took."""
+    plan took. Only a bundled model's: the plan counts without its weights
+    (:func:`~embedeval.embedders.local.folder_facts`), while a folder's model is loaded by the plan
+    itself, which then times it there, so an early process would load a second copy of the weights
+    (on a GPU, twice the memory) only to be ended unused (the audit); :func:`timer_for` still
+    starts one for a folder whose facts the cache remembers."""
     for spec in specs:
-        if spec not in _EARLY and spec not in LEXICAL_SPECS and parse_spec(spec)[0].prefix == "st":
+        if spec not in _EARLY and spec not in LEXICAL_SPECS and parse_spec(spec)[0].prefix == "st" \
+                and bundled_name(split_spec(parse_spec(spec)[1])[0]) is not None:
             _EARLY[spec] = SampleTimer(spec)
 
 
