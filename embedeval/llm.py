@@ -238,6 +238,8 @@ def answer_json(reply: ChatReply | str, what: str = "JSON"):
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"the answer is malformed JSON ({exc.msg} at character {exc.pos}){cut}") from None
+    except ValueError as exc:  # a number of more digits than Python converts (4300)
+        raise InputError(f"the answer's JSON cannot be read ({_short(str(exc))}){cut}") from None
     except RecursionError:
         raise InputError(f"the answer nests its JSON too deep to read (not the {what} asked for)") from None
 

@@ -32,7 +32,8 @@ def fake_vector(text: str, dim: int) -> list[float]:
 
 #: What ``Script.faults`` can do to a good answer.
 FAULTS = ("nan", "inf", "null", "zero", "short", "long", "count", "duplicate_index", "missing_data", "malformed_json", "true",
-          "string", "overflow")
+          "string", "overflow", "huge_integer",
+          "deep_nesting")
 
 
 def spoil(payload: dict, fault: str | None):
@@ -64,6 +65,10 @@ def spoil(payload: dict, fault: str | None):
         data[0]["embedding"][0] = 1e39
     elif fault == "malformed_json":
         return b'{"object": "list", "data": [{"index": 0, "embedding": [0.1,'
+    elif fault == "deep_nesting":  # valid JSON nested deeper than Python's parser recurses (a RecursionError)
+        return b'{"object": "list", "data": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    elif fault == "huge_integer":  # valid JSON whose number has more digits than Python converts (a ValueError, no JSONDecodeError)
+        return json.dumps(payload).replace('"index": 0,', '"index": ' + "1" * 5000 + ",", 1).encode()
     return payload
 
 

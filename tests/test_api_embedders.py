@@ -292,7 +292,8 @@ def test_a_bad_response_is_retried_and_never_used(fake, spec, fault):
 @pytest.mark.parametrize("fault, says", [("nan", "NaN"), ("inf", ""), ("null", "null"), ("zero", "all-zero"),
                                          ("short", "a vector of 1 values (#0), expected"), ("count", "1 vectors"),
                                          ("duplicate_index", "indices [0, 0]"), ("missing_data", ""),
-                                         ("malformed_json", "malformed response"),
+                                         ("malformed_json", "malformed response"), ("huge_integer", "malformed response (ValueError"),
+                                         ("deep_nesting", "malformed response (RecursionError"),
                                          ("true", "not a number (#0 holds true)"), ("string", 'not a number (#0 holds "0.5")'),
                                          ("overflow", "1e+39 (#0), which is beyond float32")])
 def test_a_server_that_keeps_answering_badly_is_one_error_after_two_tries_and_nothing_is_cached(fake, tmp_path, monkeypatch,
@@ -534,6 +535,23 @@ def test_the_norm_is_safe_for_any_float32():
 
 
 @pytest.mark.parametrize("spec", SPECS[1:])
+def test_a_reply_naming_the_key_as_its_model_never_prints_or_stores_the_key(fake, spec, tmp_path, capsys):
+    """The model name an answer gives is the server's text: the key is scrubbed out of it before
+    the note prints it and the cache keys vectors under it (the audit: the note printed the key)."""
+    from embedeval.embedders.cache import EmbeddingCache
+
+    key = KEYS[spec.split(":")[0].upper()]
+    fake.script.reply_model = f"proxy-{key}"
+    model = load_embedder(spec, cache_dir=tmp_path)
+    model.embed(["alpha", "beta"])
+    err = capsys.readouterr().err
+    assert "note:" in err and "'proxy-***'" in err and key not in err
+    assert key not in model.fingerprint
+    EmbeddingCache(tmp_path).close()
+    assert not any(key.encode() in path.read_bytes() for path in tmp_path.rglob("*") if path.is_file())  # names, facts, WAL
+
+
+@pytest.mark.parametrize("spec", SPECS[1:])
 def test_a_reply_naming_another_model_is_said_once_keyed_apart_and_never_mixed(fake, spec, tmp_path, capsys):
     from embedeval.embedders.cache import EmbeddingCache
 
@@ -689,3 +707,5 @@ def test_one_error_tree_and_a_valueerror_of_our_own_is_a_bug_not_a_malformed_ans
         json.loads("<html>not json</html>")
     with pytest.raises(MalformedResponseError, match="malformed response"), openai_errors("OPENAI_API_KEY"):
         b"\xff\xfe".decode("utf-8")
+    with pytest.raises(MalformedResponseError, match="malformed response"), openai_errors("OPENAI_API_KEY"):
+        json.loads("[" + "1" * 5000 + "]")  # a ValueError of the parser's (more digits than Python converts), not ours (the audit)

@@ -354,6 +354,15 @@ def test_json_nested_too_deep_is_one_line(themes_run, chat, tmp_path):
     assert answer_json(ChatReply("[" * 10 + "]" * 10)) == [[[[[[[[[[]]]]]]]]]]
 
 
+def test_json_with_a_number_of_more_digits_than_python_reads_is_an_input_error():
+    """A chat answer holding a 5000-digit number is a ValueError of the json parser, not a
+    JSONDecodeError: the answer's fault (one line, the next attempt), not a traceback (the audit)."""
+    from embedeval.errors import InputError
+
+    with pytest.raises(InputError, match="the answer's JSON cannot be read"):
+        answer_json(ChatReply('{"groups": ' + "1" * 5000 + "}"))
+
+
 @pytest.fixture
 def drafted(themes_run, chat, tmp_path):
     """A draft of one accepted group (and its rejected table), to edit by hand."""

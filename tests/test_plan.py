@@ -58,6 +58,16 @@ def test_a_local_plan_counts_what_the_run_embeds_and_stores_nothing(books_dir, t
     assert f"st:all-MiniLM-L6-v2: 0 texts newly embedded, {plan['texts']:,} found in the cache: the {plan['texts']:,} " in rerun.output
 
 
+def test_a_plan_leaves_no_cache_file_where_there_was_none(books_dir, tmp_path, isolated_cache):
+    """A plan stores nothing: where the embedding cache was not made yet, it reads an empty one in
+    memory instead of creating an empty SQLite file (the audit: a plan left embeddings.sqlite)."""
+    from embedeval.embedders.cache import CACHE_FILENAME
+
+    plan = plan_of(books_dir, tmp_path / "run")["st:all-MiniLM-L6-v2"]
+    assert plan["cached"] == 0 and plan["to_embed"] == plan["texts"] > 0
+    assert not (isolated_cache / CACHE_FILENAME).exists() and not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("options", ["", "?max_seq_length=128"])
 def test_the_bundled_models_facts_read_from_its_folder_are_the_loaded_models(options):
     """A plan of the bundled model counts with facts read from its folder and tokenizer
@@ -123,6 +133,11 @@ def test_the_timing_process_starts_as_the_command_reads_its_options_and_the_plan
     timing.start_early(["st:all-MiniLM-L6-v2"])
     timing.close_early()
     assert started[2].closed and not started[0].closed and timing._EARLY == {}
+    timing.start_early(["st:/a/folder/of/its/own", "st:./model?max_seq_length=128"])  # the plan loads these itself
+    assert len(started) == 3 and timing._EARLY == {}
+    timing.start_early(["st:sentence-transformers/all-MiniLM-L6-v2?max_seq_length=128"])
+    assert len(started) == 4
+    timing.close_early()
 
 
 @pytest.fixture
@@ -401,3 +416,45 @@ def test_a_plan_shows_what_it_does_on_stderr(books_dir, tmp_path, isolated_cache
                  rf"st:all-MiniLM-L6-v2: timing a sample of its [\d,]+ inputs{done}"]:
         assert any(re.fullmatch(step, line) for line in lines), (step, lines)
     assert loud.stdout.startswith("embedder ") and "what it would embed" not in loud.stdout
+
+
+def test_a_timing_process_whose_plan_is_gone_ends_without_loading_the_model():
+    """A plan killed by SIGTERM or SIGKILL runs no atexit, so its timing processes only see their
+    input close: each ends then, not after importing PyTorch and loading the weights for no one
+    (the audit: they ran on, orphaned, for the seconds of a load)."""
+    import time
+
+    from embedeval.embedders.timing import SampleTimer
+
+    timer = SampleTimer("st:all-MiniLM-L6-v2")
+    try:
+        start = time.perf_counter()
+        timer._process.stdin.close()  # what the plan's death does to the pipe
+        assert timer._process.wait(timeout=60) == 0
+        took = time.perf_counter() - start
+    finally:
+        timer.close()
+    full = SampleTimer("st:all-MiniLM-L6-v2")  # the same process asked: it loads the model first
+    try:
+        start = time.perf_counter()
+        assert full.seconds([("document", "a")], [("document", "b")]) >= 0
+        loading = time.perf_counter() - start
+    finally:
+        full.close()
+    assert took < loading / 2, (took, loading)
+
+
+def test_a_timing_process_that_dies_is_one_error_line():
+    """A timing process killed (for memory, a crash in native code) is an EmbedevalError naming it,
+    so the command says one error line, not a RuntimeError's traceback (the audit)."""
+    from embedeval.embedders.timing import SampleTimer
+    from embedeval.errors import EmbedevalError
+
+    timer = SampleTimer("st:all-MiniLM-L6-v2")
+    try:
+        timer._process.kill()
+        timer._process.wait()
+        with pytest.raises(EmbedevalError, match=r"timing st:all-MiniLM-L6-v2 in a process of its own failed \(exit status -9\)"):
+            timer.seconds([("document", "a")], [("document", "b")])
+    finally:
+        timer.close()

@@ -184,17 +184,22 @@ class EmbeddingCache:
 
     Every row carries a checksum of its key and vector (:func:`row_checksum`), checked on each
     read: a row that fails it (a flipped byte, a torn write) is deleted with one warning line and
-    its text embedded again. :meth:`verify` checks the whole file.
+    its text embedded again. :meth:`verify` checks the whole file. ``create=False`` (a plan): where
+    the file does not exist yet, an empty cache in memory instead (no folder or file made).
     """
 
-    def __init__(self, directory: str | os.PathLike | None = None, timeout: float = LOCK_TIMEOUT):
+    def __init__(self, directory: str | os.PathLike | None = None, timeout: float = LOCK_TIMEOUT, create: bool = True):
         self.directory = Path(directory).expanduser() if directory else default_cache_dir()
         self.path = self.directory / CACHE_FILENAME
         self.timeout = timeout
         self._lock = threading.Lock()
         with self._guard():
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False, isolation_level=None)
+            if create or self.path.exists():
+                self.directory.mkdir(parents=True, exist_ok=True)
+                where = self.path
+            else:  # a plan of a cache not made yet: an empty one in memory, no file or folder left behind
+                where = ":memory:"
+            self._conn = sqlite3.connect(where, timeout=timeout, check_same_thread=False, isolation_level=None)
             self._enter_wal()
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._upgrade()

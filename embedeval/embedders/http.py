@@ -311,6 +311,22 @@ def openai_errors(key_env: str):
     except (openai.APIResponseValidationError, json.JSONDecodeError, UnicodeDecodeError, pydantic.ValidationError,
             RecursionError) as exc:  # a 200 whose body is not what it should be (a ValueError of our own is a bug)
         raise MalformedResponseError(f"malformed response ({type(exc).__name__}: {exc})") from None
+    except ValueError as exc:
+        if not raised_parsing_json(exc):
+            raise
+        raise MalformedResponseError(f"malformed response ({type(exc).__name__}: {exc})") from None
+
+
+def raised_parsing_json(exc: BaseException) -> bool:
+    """Whether ``exc`` came out of the ``json`` module's parser: a number of more digits than
+    Python converts (``sys.get_int_max_str_digits``, 4300) is a plain ValueError there, not a
+    JSONDecodeError, yet it is the server's body, not our code."""
+    where = exc.__traceback__
+    while where is not None:
+        if where.tb_frame.f_code.co_filename == json.decoder.__file__:
+            return True
+        where = where.tb_next
+    return False
 
 
 @dataclass(frozen=True)
@@ -940,10 +956,11 @@ class APIEmbedder:
 
     def _served_name(self, named: object) -> str:
         """The model an answer names (``named``): the model asked for where it names that (or its
-        ``:latest`` tag, as Ollama does) or none."""
+        ``:latest`` tag, as Ollama does) or none; the key scrubbed out of it (a server quoting it there
+        would have it printed in the note and written into the cache's names)."""
         if not isinstance(named, str) or not named.strip() or named in (self.model, f"{self.model}:latest"):
             return self.model
-        return named[:200]
+        return self.scrub(named)[:200]
 
     def _note_reply(self, named: object) -> None:
         """Check the model an answer names against the one the earlier answers named or the cache's

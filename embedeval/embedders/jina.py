@@ -71,5 +71,5 @@ class JinaEmbedder(APIEmbedder):
         try:
             answer = response.json()
             return Reply([(item["index"], item["embedding"]) for item in answer["data"]], answer.get("model"))
-        except (AttributeError, ValueError, KeyError, TypeError) as exc:
+        except (AttributeError, ValueError, KeyError, TypeError, RecursionError) as exc:  # RecursionError: JSON nested too deep
             raise MalformedResponseError(f"malformed response ({type(exc).__name__}: {exc})") from None

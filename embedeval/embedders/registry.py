@@ -269,7 +269,7 @@ def load_embedder(
     backend, model = parse_spec(spec)
     # a plan sends nothing, so an API model is built without its key (the run checks it first)
     embedder = backend.factory(model, key_required=False) if plan and backend.prefix in API_EMBEDDERS else backend.factory(model)
-    store = None if cache is False else cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache_dir)
+    store = None if cache is False else cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache_dir, create=not plan)
     if store is not None and isinstance(embedder, (SentenceTransformerEmbedder, APIEmbedder)):
         # Its facts are remembered in the cache: a local model's, so a run whose vectors are cached never
         # loads the weights; an API model's, the model its answers name (its vectors are keyed as that one's).

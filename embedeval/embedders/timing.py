@@ -21,14 +21,18 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import queue
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from embedeval import errors
+from embedeval.embedders.models import bundled_name
+from embedeval.embedders.options import split_spec
 from embedeval.embedders.recorder import StretchedIds
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder, parse_spec
 from embedeval.embedders.stretch import Stretch
@@ -103,10 +107,10 @@ class SampleTimer:
         answer, _ = self._process.communicate(request + "\n")
         try:
             reply = json.loads(answer.strip().splitlines()[-1])
-        except (IndexError, ValueError):
+        except (IndexError, ValueError):  # it died (killed for memory, a crash in native code): one error line, no traceback
             self._problems.seek(0)
             last = (self._problems.read().strip().splitlines() or [f"exit status {self._process.returncode}"])[-1]
-            raise RuntimeError(f"timing {self.spec} in a process of its own failed ({last})") from None
+            raise errors.EmbedderUnavailableError(f"timing {self.spec} in a process of its own failed ({last})") from None
         if "error" in reply:
             kind = getattr(errors, reply["type"], None)
             raise (kind if isinstance(kind, type) and issubclass(kind, errors.EmbedevalError) else RuntimeError)(reply["error"])
@@ -127,9 +131,14 @@ def start_early(specs: Sequence[str]) -> None:
     """Start the timing process of each local model of ``specs`` now, as a command reads its
     options, so that PyTorch and the weights load while the command imports its libraries and
     builds the haystacks; :func:`timer_for` hands it to the plan, :func:`close_early` ends those no
-    plan took."""
+    plan took. Only a bundled model's: the plan counts without its weights
+    (:func:`~embedeval.embedders.local.folder_facts`), while a folder's model is loaded by the plan
+    itself, which then times it there, so an early process would load a second copy of the weights
+    (on a GPU, twice the memory) only to be ended unused (the audit); :func:`timer_for` still
+    starts one for a folder whose facts the cache remembers."""
     for spec in specs:
-        if spec not in _EARLY and spec not in LEXICAL_SPECS and parse_spec(spec)[0].prefix == "st":
+        if spec not in _EARLY and spec not in LEXICAL_SPECS and parse_spec(spec)[0].prefix == "st" \
+                and bundled_name(split_spec(parse_spec(spec)[1])[0]) is not None:
             _EARLY[spec] = SampleTimer(spec)
 
 
@@ -147,16 +156,25 @@ def close_early() -> None:
 atexit.register(close_early)
 
 
+def _read_request(lines: queue.Queue) -> None:
+    """Read the request line while the model loads; its input closing first (the plan ended
+    without asking, or was killed: SIGTERM or SIGKILL runs no atexit there) ends this process at
+    once, instead of loading the weights for no one."""
+    line = sys.stdin.readline()
+    if not line:
+        os._exit(0)
+    lines.put(line)
+
+
 def main(spec: str) -> None:
     """The timing process: load ``spec``'s model (no cache), read the sample, write the seconds."""
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_read_request, args=(lines,), daemon=True).start()
     try:
         quiet_transformers()
         model = load_embedder(spec, cache=False, verify=False)
         model.model  # the weights, while the plan counts
-        line = sys.stdin.readline()
-        if not line:  # the plan ended without asking
-            return
-        request = json.loads(line)
+        request = json.loads(lines.get())
         reply = {"seconds": time_sample(model, _decoded(request["warm"]), _decoded(request["timed"]))}
     except Exception as exc:  # sent back whole: the plan raises it as the run would
         reply = {"error": " ".join(str(exc).split()), "type": type(exc).__name__}

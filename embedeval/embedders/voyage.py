@@ -138,7 +138,7 @@ class VoyageEmbedder(APIEmbedder):
             raise ConnectionFailedError(f"{type(exc).__name__}: {exc}") from None
         except error.VoyageError as exc:  # .headers: the response's headers ({} when there was none)
             raise status_error(exc.http_status, str(exc._message or exc), self.key_hint, exc.headers) from None
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:  # the client choked on a malformed body
+        except (AttributeError, KeyError, TypeError, ValueError, RecursionError) as exc:  # the client choked on a malformed body (nested too deep too)
             raise MalformedResponseError(f"malformed response ({type(exc).__name__}: {exc})") from None
         return Reply([(item.index, item.embedding) for item in getattr(response, "data", None) or ()],
                      getattr(response, "model", None))
