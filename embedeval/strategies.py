@@ -36,6 +36,7 @@ same prefix cost one request), windows keep a further margin below that cut.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import Sequence
@@ -615,13 +616,18 @@ class EmbeddedTexts:
         self.embedder, self.vectors, self.owner, self.spans, self.seen_chars = embedder, vectors, owner, spans, seen_chars
         self.starts = segment_starts(owner)
 
+    @functools.cached_property
+    def _distinct(self) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`distinct_rows` of the piece vectors, found once for every call of :meth:`scores`."""
+        return distinct_rows(self.vectors)
+
     def scores(self, queries: Sequence[str]) -> Scores:
         """cos(query, piece) for every piece; a text's score is its best piece's (max over chunks).
         Each distinct piece vector is scored once (:func:`distinct_rows`), so pieces the model read
         alike (a needle haystack whose window is its control's) get the same score to the last bit,
         wherever a matrix product's blocking puts them, and tie."""
         query_vectors = self.embedder.embed(list(queries), kind="query")
-        distinct, inverse = distinct_rows(self.vectors)
+        distinct, inverse = self._distinct
         piece_scores = (query_vectors @ distinct.T).astype(np.float64)[:, inverse]
         if len(self.starts) == len(self.owner):  # one piece per text
             return Scores(piece_scores, np.zeros(piece_scores.shape, dtype=np.int64),
