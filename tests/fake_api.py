@@ -108,6 +108,11 @@ class Script:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+#: How often a test server's loop looks for a shutdown (socketserver's default, 0.5 s, was half a
+#: second of every test's teardown).
+SHUTDOWN_POLL = 0.02
+
+
 class _QuietServer(http.server.ThreadingHTTPServer):
     def handle_error(self, request, client_address):
         pass  # a client that timed out and hung up mid-answer is what some tests want
@@ -239,7 +244,7 @@ class FakeEmbeddingServer:
 
         self.server = _QuietServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL}, daemon=True)
 
     def __enter__(self):
         self.thread.start()

@@ -21,6 +21,7 @@ def fake(monkeypatch):
         yield server
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", SPECS)
 def test_vectors_come_back_in_order_and_normalised(fake, spec, tmp_path):
     model_name = spec.split(":")[1]
@@ -133,6 +134,7 @@ def test_parse_retry_after_reads_seconds_and_http_dates():
     assert parse_retry_after(None) is None and parse_retry_after("soon") is None and parse_retry_after("") is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", SPECS[1:])
 def test_retry_after_header_sets_the_wait(fake, spec):
     model = load_embedder(spec, cache=False)  # retries would otherwise wait ~0.01 s
@@ -144,6 +146,7 @@ def test_retry_after_header_sets_the_wait(fake, spec):
     assert second["time"] - first["time"] >= 0.95
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("headers", [{}, {"Retry-After": "30"}])
 def test_retries_are_bounded_in_total_time(fake, monkeypatch, headers):
     import time
@@ -254,6 +257,7 @@ def test_skip_unavailable_runs_what_it_can(fake, monkeypatch, tmp_path, books_di
     assert set(sims["embedder"]) == {"openai:text-embedding-3-small", "openai:text-embedding-3-large", "st:all-MiniLM-L6-v2"}
 
 
+@pytest.mark.slow
 def test_requests_run_concurrently_and_results_keep_order(fake):
     model = load_embedder("jina:jina-embeddings-v3", cache=False)
     fake.script.delay = 0.2
@@ -313,6 +317,7 @@ def test_a_server_that_keeps_answering_badly_is_one_error_after_two_tries_and_no
     assert EmbeddingCache(tmp_path).info()["vectors"] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", SPECS[1:])
 def test_a_server_that_is_down_is_given_up_within_the_connect_budget(fake, monkeypatch, spec):
     """Connection refused is retried with backoff for EMBEDEVAL_RETRY_CONNECT_SECONDS (30 s by
@@ -366,6 +371,7 @@ def test_the_default_retry_budget_rides_out_a_429_storm(fake, monkeypatch):
     assert len(waits) >= 3 and (waits >= 0.95).all()  # every retry waited as the server asked
 
 
+@pytest.mark.slow
 def test_a_hung_server_is_timed_out_and_retried_within_bounds(fake, monkeypatch):
     import time
 
@@ -402,6 +408,7 @@ def test_a_server_that_trickles_its_answer_is_timed_out_as_a_whole(fake, monkeyp
     assert len(fake.embedding_requests()) >= 2  # a timeout is retried, as the retry policy says
 
 
+@pytest.mark.slow
 def test_embed_against_a_trickling_server_of_ones_own_ends_in_one_error_line(fake, monkeypatch, tmp_path):
     import time
 
@@ -497,6 +504,7 @@ def test_a_malformed_answer_after_a_503_gets_its_own_second_try(fake, monkeypatc
     assert len(fake.requests) - before == 3  # the 503, the malformed 200, a good one
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", SPECS[1:])
 def test_a_connection_reset_after_429s_longer_than_the_connect_budget_is_retried(fake, monkeypatch, spec):
     """The connect budget runs from the first of consecutive connection failures, not from the
@@ -606,6 +614,7 @@ def test_a_reply_naming_another_model_after_the_keys_were_made_is_refused(fake, 
     assert EmbeddingCache(tmp_path).info()["vectors"] == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("behaviour", ["trickle", "delay"])
 @pytest.mark.parametrize("spec", SPECS[1:])
 def test_a_slow_server_is_given_up_at_the_request_deadline_with_the_time_said(fake, monkeypatch, spec, behaviour):

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO_ROOT
 
 
@@ -84,6 +86,7 @@ def test_a_cycle_hidden_in_a_function_is_found(tmp_path):
     assert find_cycle(module_graph(package)) is None
 
 
+@pytest.mark.slow
 def test_package_modules_import_each_other_at_the_top():
     """Inside functions only third-party heavyweights are imported (torch, chromadb, faiss,
     matplotlib, API clients); an embedeval import there could hide a cycle. The command line
@@ -133,6 +136,7 @@ def test_library_errors_name_parameters_not_flags():
     assert not found, found
 
 
+@pytest.mark.slow
 def test_only_run_py_names_the_run_directory_files():
     """embedeval.run owns the run directory: no other module spells its files' names as paths."""
     from embedeval import run
@@ -144,6 +148,7 @@ def test_only_run_py_names_the_run_directory_files():
     assert not found, found
 
 
+@pytest.mark.slow
 def test_only_mteb_task_imports_mteb_and_nothing_imports_it():
     """``mteb`` is an optional extra: embedeval.mteb_task may import it at its top, no other module
     imports mteb or embedeval.mteb_task (so the package runs without the extra)."""

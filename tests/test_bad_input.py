@@ -462,6 +462,7 @@ def test_an_output_file_embedeval_did_not_write_is_one_line_and_untouched(tmp_pa
     assert mine.read_bytes() == content and _files(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_an_output_file_embedeval_wrote_is_replaced(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "texts.txt").write_text("one text\nanother text\n")

@@ -65,6 +65,7 @@ def test_none_found_is_one_line_saying_what_to_install(tmp_path):
     assert all(name in message for name in BROWSERS)
 
 
+@pytest.mark.slow
 def test_the_report_test_fails_and_does_not_skip_without_a_browser(tmp_path):
     """The helper test_report_html renders with, run by pytest where no browser exists."""
     (tmp_path / "empty").mkdir()

@@ -156,6 +156,7 @@ def test_concurrent_writers_leave_a_complete_readable_cache(tmp_path):
     assert EmbeddingCache(tmp_path).info()["vectors"] == len(expected)
 
 
+@pytest.mark.slow
 def test_processes_opening_a_new_cache_at_the_same_instant_all_succeed(tmp_path):
     # SQLite answers the switch to WAL "locked" at once, without its busy timeout, while another
     # process creates the same file: about one opening in eight failed so before it was retried.
@@ -343,6 +344,7 @@ def _served_spec(server) -> str:
     return f"openai:{SERVED}?base_url={server.url}/v1&max_tokens=512"
 
 
+@pytest.mark.slow
 def test_a_server_that_changes_its_vector_size_is_refused_and_nothing_of_it_is_stored(tmp_path, monkeypatch):
     """8-d vectors cached, then the same model id answers 16-d (issue 36, item 3): one line, before
     any work when the check request shows it, else when the answer comes; nothing of it is stored,

@@ -187,6 +187,7 @@ def test_the_parsers_errors_come_from_the_installed_command_too():
     assert len(result.stderr.splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_piped_help_is_wide_enough_for_the_defaults():
     """With stdout not a terminal rich renders 80 columns and cut `--lengths`' default to
     `128,256,512,1024,2048,4096,819…`; piped help is PIPED_HELP_WIDTH columns wide."""

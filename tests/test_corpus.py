@@ -7,6 +7,7 @@ import pytest
 
 from embedeval.corpus import load_corpus, pg_essay_books, require_books, shakespeare_books, strip_gutenberg_boilerplate
 from embedeval.errors import CorpusError
+from fake_api import SHUTDOWN_POLL
 
 GUTENBERG_FILE = """\ufeffThe Project Gutenberg eBook of A Test Book\r
 \r
@@ -154,7 +155,7 @@ def start_gutenberg_mirror(requests: list, script: dict | None = None):
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL}, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 

@@ -61,6 +61,7 @@ HAND = {("m", "truncate"): {128: [[1, 1], [1, 20], [20, 20]], 512: [[20, 20], [1
         ("m", "windows-mean"): {128: [[1, 1], [1, 20], [20, 20]], 512: [[1, 20], [1, 1], [20, 20]]}}
 
 
+@pytest.mark.slow
 def test_recall_and_its_interval_by_hand_and_by_an_independent_bootstrap_loop():
     retrieval = _ranks(HAND)
     table = decision_table(retrieval, n_resamples=400, seed=3)

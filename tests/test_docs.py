@@ -9,9 +9,12 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO_ROOT
 
 
+@pytest.mark.slow
 def test_the_docs_site_builds_strictly(tmp_path):
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})

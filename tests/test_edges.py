@@ -113,6 +113,7 @@ def test_the_report_counts_each_distinct_position_once(long_sentence_books, tmp_
         assert f"| {length} | 0 | 10 | {mean:.1f} | {positions.min()[length]} | {positions.max()[length]} | 0 |" in report
 
 
+@pytest.mark.slow
 def test_a_second_build_reads_the_split_books_from_the_cache(books_dir, monkeypatch, isolated_cache):
     import embedeval.sentences as sentences
 

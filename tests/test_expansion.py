@@ -79,6 +79,7 @@ def test_chat_errors_never_show_the_key(chat):
     assert "SECRET" not in str(info.value) and "***" in str(info.value)
 
 
+@pytest.mark.slow
 def test_chat_honours_retry_after(chat):
     chat.script.fail_with = [503]
     chat.script.fail_headers = {"Retry-After": "1"}
@@ -203,6 +204,7 @@ def test_an_interrupted_expand_keeps_finished_questions_and_a_rerun_asks_only_fo
     assert not (tmp_path / ".exp.json.partial").exists()
 
 
+@pytest.mark.slow
 def test_chat_requests_have_a_timeout(chat, monkeypatch):
     import time
 
@@ -216,6 +218,7 @@ def test_chat_requests_have_a_timeout(chat, monkeypatch):
     assert time.monotonic() - start < 10  # a 1-s budget: not 3-s hangs times 30 attempts
 
 
+@pytest.mark.slow
 def test_a_chat_server_that_trickles_its_answer_is_timed_out_as_a_whole(chat, monkeypatch):
     import time
 
@@ -308,6 +311,7 @@ def test_a_chat_server_answering_200_with_no_answer_is_given_up_after_two_tries(
     assert "\n" not in str(info.value) and len(chat.requests) == 2
 
 
+@pytest.mark.slow
 def test_a_chat_server_that_is_down_is_given_up_within_the_connect_budget(chat, monkeypatch):
     import socket
     import time

@@ -76,6 +76,7 @@ def test_an_older_run_with_a_relative_corpus_not_found_from_here_is_one_line(run
     assert result.exit_code == 0, result.output
 
 
+@pytest.mark.slow
 def test_mteb_reads_the_exported_results_with_the_numbers_of_metrics_csv(run_dir, tmp_path):
     from mteb.models.model_meta import ModelMeta
     from mteb.results import TaskResult

@@ -136,6 +136,7 @@ def test_04_themes(tmp_path):
                                     for o in c.outputs)
 
 
+@pytest.mark.slow
 def test_cli_docs_match_the_real_help():
     import subprocess
     import sys

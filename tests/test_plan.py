@@ -58,6 +58,7 @@ def test_a_local_plan_counts_what_the_run_embeds_and_stores_nothing(books_dir, t
     assert f"st:all-MiniLM-L6-v2: 0 texts newly embedded, {plan['texts']:,} found in the cache: the {plan['texts']:,} " in rerun.output
 
 
+@pytest.mark.slow
 def test_a_plan_leaves_no_cache_file_where_there_was_none(books_dir, tmp_path, isolated_cache):
     """A plan stores nothing: where the embedding cache was not made yet, it reads an empty one in
     memory instead of creating an empty SQLite file (the audit: a plan left embeddings.sqlite)."""
@@ -362,6 +363,7 @@ def test_a_plan_needs_no_api_key_and_names_the_keys_the_run_will_need(keyless, b
     assert keyless.requests == [] and not out.exists()
 
 
+@pytest.mark.slow
 def test_a_plan_counted_from_sentences_is_the_plan_counted_text_by_text(keyless, books_dir, tmp_path, monkeypatch):
     """The plan counts and cuts each haystack from its sentences, each tokenised once for every
     API model (issue 47: 4-5 minutes per API model on the default grid, tokenising every haystack
@@ -418,6 +420,7 @@ def test_a_plan_shows_what_it_does_on_stderr(books_dir, tmp_path, isolated_cache
     assert loud.stdout.startswith("embedder ") and "what it would embed" not in loud.stdout
 
 
+@pytest.mark.slow
 def test_a_timing_process_whose_plan_is_gone_ends_without_loading_the_model():
     """A plan killed by SIGTERM or SIGKILL runs no atexit, so its timing processes only see their
     input close: each ends then, not after importing PyTorch and loading the weights for no one

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from browser import NoBrowser, find_browser
 from conftest import own_cache
+from fake_api import SHUTDOWN_POLL
 from embedeval.cli import app
 
 #: Every test here reads a sweep the module runs first (a sweep): the slow tier.
@@ -123,7 +124,7 @@ def test_the_html_report_renders_in_a_headless_browser(run_dir, tmp_path):
 
     handler = functools.partial(Handler, directory=str(site))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL}, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         dom = chromium("--virtual-time-budget=15000", "--dump-dom", f"{url}/check.html", cwd=tmp_path)

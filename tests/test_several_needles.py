@@ -194,6 +194,7 @@ def test_the_separation_uses_the_controls_of_the_cells_own_variant(needle_set, g
     np.testing.assert_allclose(cells[cells["metric"] == "auc"]["value"], 1.0)
 
 
+@pytest.mark.slow
 def test_the_sweep_reports_several_needles(needle_set, books_dir, tmp_path):
     out = tmp_path / "run"
     groups = ",".join(g.id for g in needle_set.groups)

@@ -250,6 +250,7 @@ def test_bm25_and_three_strategies_in_one_sweep(tmp_path, books_dir):
     assert "## Chunk size" in report and "chunks-max@128" in report and "bm25 · full-text" in report
 
 
+@pytest.mark.slow
 def test_strategies_of_one_model_tokenise_the_texts_once(minilm):
     from embedeval.strategies import TokenMemo
 
