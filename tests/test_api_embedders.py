@@ -718,3 +718,14 @@ def test_one_error_tree_and_a_valueerror_of_our_own_is_a_bug_not_a_malformed_ans
         b"\xff\xfe".decode("utf-8")
     with pytest.raises(MalformedResponseError, match="malformed response"), openai_errors("OPENAI_API_KEY"):
         json.loads("[" + "1" * 5000 + "]")  # a ValueError of the parser's (more digits than Python converts), not ours (the audit)
+
+
+@pytest.mark.parametrize("index", [0.5, True, "x", None])
+def test_an_index_that_is_no_whole_number_is_a_malformed_answer(index):
+    """``int`` reads 0.5 as 0 and true as 1: an answer's vectors would land on the wrong texts."""
+    from embedeval.embedders.http import MalformedResponseError, vectors_by_index
+
+    vector = [1.0, 0.0]
+    with pytest.raises(MalformedResponseError, match="malformed response"):
+        vectors_by_index([(index, vector), (1, vector)], 2, 2)
+    assert vectors_by_index([(1.0, [0.0, 1.0]), ("0", vector)], 2, 2).tolist() == [[1.0, 0.0], [0.0, 1.0]]  # whole numbers as given

@@ -759,6 +759,14 @@ def call_with_retries(call: Callable[[], _T], policy: RetryPolicy, what: str, sc
         raise APIError(_one_line(scrub(f"{what}: {exc}"))) from None
 
 
+def _whole_index(value) -> int:
+    """An answer's ``index`` as a whole number: ``0.5`` or ``true`` is no index (``int`` would
+    read them as 0 and 1), a ``ValueError``."""
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError(f"index {value!r} is not a whole number")
+    return int(value)
+
+
 def vectors_by_index(items: Iterable[tuple[int, object]], n_inputs: int, dim: int) -> np.ndarray:
     """A response's embeddings put back in input order by their ``index``, as a float32
     ``(n_inputs, dim)`` array (``dim`` 0: not known yet, the first vector's length). A response
@@ -766,7 +774,7 @@ def vectors_by_index(items: Iterable[tuple[int, object]], n_inputs: int, dim: in
     but JSON numbers (``true``, ``"0.5"``), NaN, beyond float32, null or all zeros is a
     :class:`MalformedResponseError` (tried again at most once; nothing of it is kept)."""
     try:
-        pairs = [(int(index), embedding) for index, embedding in items]
+        pairs = [(_whole_index(index), embedding) for index, embedding in items]
     except (TypeError, ValueError) as exc:
         raise MalformedResponseError(f"malformed response ({exc})") from None
     indices = sorted(index for index, _ in pairs)
