@@ -26,17 +26,17 @@ except ImportError:  # older typer runs on click itself
 
 from embedeval.cli_options import (
     in_flag_words,
-    APIOptions, CacheDir, ChatModelOpt, ChromaUrlOpt, ChunkOptions, DistractorsFileOpt, ThemeOptions, EmbedderOptions, GridOptions, NeedleOptions, PairOptions,
-    PlanOptions, Quiet, RunPlanOptions, int_list, name_list, split_list, with_option_groups,
+    APIOptions, CacheDir, ChatModelOpt, ChromaUrlOpt, ChunkOptions, DistractorsFileOpt, EmbedderOpt, ThemeOptions, EmbedderOptions, GridOptions,
+    NeedleOptions, PairOptions, PlanOptions, Quiet, RunPlanOptions, SweepOptions, as_typer, with_option_groups,
 )
 from embedeval.defaults import (
-    DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_DRAFT_ATTEMPTS, DEFAULT_DRAFT_PER_THEME, DEFAULT_EMBEDDER, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX, DEFAULT_N_BOOTSTRAP, DEFAULT_NORMALIZE_BY, DEFAULT_POOL,
-    DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_STRATEGIES, DEFAULT_TEMPERATURE, DEFAULT_TOP_K,
-    DEFAULT_WINDOW_OVERLAP,
+    DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_DRAFT_ATTEMPTS, DEFAULT_DRAFT_PER_THEME, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX,
+    DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_TEMPERATURE, DEFAULT_TOP_K,
 )
 from embedeval.errors import EmbedevalError, InputError
 from embedeval.io import check_output_file
 from embedeval.labels import QUESTION, STRATEGY_CHOICES
+from embedeval.options import CACHE_DIR, COMMIT_EVERY, EMBEDDER, QUIET, THEME_IDS, int_list, split_list
 
 
 def usage_error_line(exc: click_errors.UsageError, where: str = "embedeval") -> str:
@@ -116,7 +116,6 @@ app.add_typer(similarity_app, name="similarity")
 themes_app = typer.Typer(help="A corpus's themes (UMAP + HDBSCAN + MMR, Chroma's Context Rot recipe), and whether needles blend into them.")
 app.add_typer(themes_app, name="themes")
 
-EmbedderOpt = Annotated[str, typer.Option("--embedder", "-e", help="Embedder spec.")]
 TABLE_SUFFIXES = (".csv", ".parquet")
 OutTable = Annotated[Path, typer.Option("--out", help="Output .csv or .parquet.")]
 
@@ -168,11 +167,11 @@ def embed(
     *,
     input: Annotated[Path, typer.Option("--input", "-i", help="One text per line, or .jsonl with a \"text\" field.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output .npy or .parquet.")],
-    embedder: EmbedderOpt = DEFAULT_EMBEDDER,
+    embedder: EmbedderOpt = EMBEDDER.cli_default,
     kind: Annotated[str, typer.Option(help="query or document.")] = "document",
-    cache_dir: CacheDir = None,
+    cache_dir: CacheDir = CACHE_DIR.cli_default,
     api: APIOptions,
-    quiet: Quiet = False,
+    quiet: Quiet = QUIET.cli_default,
 ) -> None:
     """Embed the texts of a file (through the cache) and write the vectors."""
     from embedeval.embedders import load_embedder
@@ -188,7 +187,7 @@ def embed(
 
 
 @cache_app.command("info")
-def cache_info(cache_dir: CacheDir = None) -> None:
+def cache_info(cache_dir: CacheDir = CACHE_DIR.cli_default) -> None:
     """Where the cache is, how big, how many vectors per embedder, and whether it is intact."""
     from embedeval.embedders.cache import EmbeddingCache
 
@@ -214,7 +213,7 @@ def _echo_damage(check: dict) -> None:
 
 
 @cache_app.command("verify")
-def cache_verify(cache_dir: CacheDir = None) -> None:
+def cache_verify(cache_dir: CacheDir = CACHE_DIR.cli_default) -> None:
     """Check the whole cache and the exported ONNX graphs; exit 1 on damage.
 
     SQLite's integrity check, every vector's checksum, one vector size per embedder, and every
@@ -243,8 +242,8 @@ def cache_verify(cache_dir: CacheDir = None) -> None:
 
 @cache_app.command("clear")
 def cache_clear(
-    cache_dir: CacheDir = None,
-    embedder: Annotated[Optional[str], typer.Option("--embedder", "-e", help="Remove only this embedder's vectors (its name as the cache lists it).")] = None,
+    cache_dir: CacheDir = CACHE_DIR.cli_default,
+    embedder: as_typer(EMBEDDER, cli_type=Optional[str], help="Remove only this embedder's vectors (its name as the cache lists it).") = None,
 ) -> None:
     """Delete the cache file and the exported ONNX graphs (works on a corrupt cache too).
 
@@ -316,9 +315,9 @@ def needles_draft(
     llm: ChatModelOpt,
     out: Annotated[Path, typer.Option("--out", help="The needle set to write (.json); an earlier draft there, from the same themes, chat model and judge, is resumed; a second draft into it while one runs is refused. Rejected drafts go to NAME.rejected.csv beside it.")],
     per_theme: Annotated[int, typer.Option("--per-theme", help="Needle groups to keep per theme.")] = DEFAULT_DRAFT_PER_THEME,
-    themes_ids: Annotated[Optional[str], typer.Option("--themes-ids", help="Comma-separated themes to draft for, each by its cluster number (0 = the largest) or by a term of its top terms in the run's clusters.csv, e.g. writing (default: every theme).")] = None,
+    themes_ids: as_typer(THEME_IDS) = THEME_IDS.cli_default,
     attempts: Annotated[int, typer.Option("--attempts", help="Requests per theme: the first, then redrafts that send the rejected drafts back with their reasons.")] = DEFAULT_DRAFT_ATTEMPTS,
-    embedder: Annotated[Optional[str], typer.Option("--embedder", "-e", help="Embedder of the needle-question similarity recorded for every needle (default: the themes run's).")] = None,
+    embedder: as_typer(EMBEDDER, cli_type=Optional[str], help="Embedder of the needle-question similarity recorded for every needle (default: the themes run's).") = None,
     nq_band: Annotated[Optional[str], typer.Option("--nq-band", help="LO,HI: keep only groups whose one-hop and inverted needles' needle-question similarity lies in [LO, HI] (Context Rot's needles: 0.445-0.775; default: no band).")] = None,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (recorded).")] = DEFAULT_TEMPERATURE,
     plan: Annotated[bool, typer.Option("--plan", help="Print the chat requests and tokens the draft would send, and stop: nothing is sent or written.")] = False,
@@ -326,8 +325,8 @@ def needles_draft(
     max_cost: Annotated[Optional[str], typer.Option("--max-cost", metavar="<float>", help="Refuse to start when the draft could cost more than this many USD, and stop before any request that could take it past this while it runs (needs --chat-price).")] = None,
     chat_price: Annotated[Optional[str], typer.Option("--chat-price", metavar="<float>", help="The chat model's price in USD per million tokens (sent and received), for --plan and --max-cost.")] = None,
     judge_price: Annotated[Optional[str], typer.Option("--judge-price", metavar="<float>", help="The judge's price in USD per million tokens (default: --chat-price).")] = None,
-    cache_dir: CacheDir = None,
-    quiet: Quiet = False,
+    cache_dir: CacheDir = CACHE_DIR.cli_default,
+    quiet: Quiet = QUIET.cli_default,
 ) -> None:
     """Draft needle groups per theme with a chat model and keep those that pass every check: no content
     word shared with the question, not already answered by the corpus, blending into the theme, inside
@@ -383,7 +382,7 @@ def haystacks_build(
     needles: NeedleOptions,
     grid: GridOptions,
     controls: Annotated[bool, typer.Option("--controls/--no-controls", help="One needle-free control per condition.")] = True,
-    quiet: Quiet = False,
+    quiet: Quiet = QUIET.cli_default,
 ) -> None:
     """Build the deterministic haystack grid and write it as Parquet."""
     from embedeval.haystacks import build_haystacks
@@ -431,21 +430,9 @@ def nolima(
     needles: NeedleOptions,
     grid: GridOptions,
     out: Annotated[Path, typer.Option("--out", help="Run directory.")] = Path("runs/nolima"),
-    break_rule: Annotated[str, typer.Option("--break-rule", help="The headline break point: relative (the largest length whose chance-corrected recall@k stays >= 0.85 x the model's own mean over the shortest lengths, one base for every strategy of an embedder; none for a scorer at chance) or absolute (--break-metric >= --break-threshold). Both are in the report and breaks.csv.")] = DEFAULT_BREAK_RULE,
-    break_k: Annotated[int, typer.Option("--break-k", help="The relative rule's recall@k: 1, 5 or 10.")] = DEFAULT_BREAK_K,
-    break_metric: Annotated[str, typer.Option("--break-metric", help="The absolute rule's metric: recall@1, recall@5, recall@10, mrr, ndcg@10, query_auc, auc or comparative_ratio.")] = DEFAULT_BREAK_METRIC,
-    break_threshold: Annotated[float, typer.Option("--break-threshold", help="The value the absolute rule's metric must keep for a length to count as working.")] = DEFAULT_BREAK_THRESHOLD,
-    commit_every: Annotated[int, typer.Option("--commit-every", help="Texts per cache commit (what an interruption can lose).")] = DEFAULT_COMMIT_EVERY,
-    n_bootstrap: Annotated[int, typer.Option("--n-bootstrap", help="Cluster-bootstrap resamples behind every confidence interval.")] = DEFAULT_N_BOOTSTRAP,
-    normalize_by: Annotated[str, typer.Option("--normalize-by", help="Divide sim(q, haystack) by sim(q, the standard needle of the variant's family), as the Jina study does (standard), or by the haystack's own needle (own).")] = DEFAULT_NORMALIZE_BY,
-    pool: Annotated[str, typer.Option("--pool", help="What each needle haystack is ranked among: needle-free (the needle-free haystacks of its length: controls and negatives) or all (every haystack of its length and depth that does not answer its question, other questions' needle haystacks included, as LongEmbed ranks among all documents of a split).")] = DEFAULT_POOL,
-    expansions: Annotated[Optional[str], typer.Option("--expansions", help="Comma-separated expansion files: adds query forms expanded-N.")] = None,
-    strategy: Annotated[Optional[list[str]], typer.Option("--strategy", "-s", help="How long haystacks are read: " + "; ".join(f"{name} ({what})" for name, what in STRATEGY_CHOICES.items()) + ". Repeat or comma-separate for several (default: truncate).")] = None,
-    chunk_tokens: Annotated[str, typer.Option("--chunk-tokens", help="Comma-separated chunk sizes for chunks-max, in model input tokens (special tokens included, at most the model's max_tokens), and for late-chunking, in content tokens (at most the model's window).")] = ",".join(map(str, DEFAULT_CHUNK_TOKENS)),
-    window_overlap: Annotated[int, typer.Option("--window-overlap", help="Tokens shared by neighbouring windows of windows-mean.")] = DEFAULT_WINDOW_OVERLAP,
-    late_overlap: Annotated[int, typer.Option("--late-overlap", help="late-chunking of st: models: tokens shared by neighbouring macro windows (each later window's first outputs dropped, so chunks keep left context); less than the model's window.")] = DEFAULT_LATE_CHUNKING_OVERLAP,
+    sweep: SweepOptions = SweepOptions(),
     plan: RunPlanOptions = RunPlanOptions(),
-    quiet: Quiet = False,
+    quiet: Quiet = QUIET.cli_default,
 ) -> None:
     """Run the NoLiMa needle-in-a-haystack sweep and write tables, figures, decision.csv, report.md and report.html.
 
@@ -453,16 +440,14 @@ def nolima(
     `--plan` prints what the sweep would embed, send, cost and take, and stops."""
     from embedeval.experiments.nolima_config import NolimaConfig
 
-    if commit_every < 1:
-        raise InputError("--commit-every must be >= 1")
+    settings = sweep.settings()
+    commit_every = settings.pop("commit_every")
+    COMMIT_EVERY.check(commit_every)  # not a setting of the sweep's config: run_nolima checks it so too
     config = NolimaConfig(
         embedders=embedders.specs, needles=str(needles.path), groups=needles.group_ids, grid=grid.haystack_grid(),
-        distractors_file=None if grid.distractors_file is None else str(grid.distractors_file),
-        out=str(out), break_rule=break_rule, break_k=break_k, break_metric=break_metric, break_threshold=break_threshold, n_bootstrap=n_bootstrap, normalize_by=normalize_by, pool=pool, skip_unavailable=embedders.skip_unavailable,
-        expansions=split_list(expansions or ""),
-        strategies=[name for item in (strategy or list(DEFAULT_STRATEGIES)) for name in name_list(item, "--strategy")],
-        chunk_tokens=int_list(chunk_tokens, "--chunk-tokens"), window_overlap=window_overlap, late_overlap=late_overlap,
-        executor=embedders.executor, workers=embedders.workers, ray_address=embedders.ray_address, prices=plan.prices,
+        distractors_file=None if grid.distractors_file is None else str(grid.distractors_file), out=str(out),
+        skip_unavailable=embedders.skip_unavailable, executor=embedders.executor, workers=embedders.workers,
+        ray_address=embedders.ray_address, prices=plan.prices, **settings,
     )
     config.check(keys=plan.run_follows)  # a setting that cannot work: one line, before the sweep's libraries are imported
     if plan.plan:  # the local models' timing processes load while the plan imports and counts
@@ -511,8 +496,8 @@ def export(
     format: Annotated[str, typer.Option("--format", help="mteb (MTEB result files under --out, a folder) or prompts (an LLM prompt set with similarity covariates, --out .csv or .parquet).")],
     out: Annotated[Path, typer.Option("--out", help="A folder for mteb (new, empty, or one exported into before); a .csv or .parquet file for prompts (new, or a prompt set written before). Anything else is refused.")],
     template: Annotated[Optional[Path], typer.Option("--template", help="prompts: a text file with {haystack} and {question} (default: NoLiMa's task template).")] = None,
-    cache_dir: CacheDir = None,
-    quiet: Quiet = False,
+    cache_dir: CacheDir = CACHE_DIR.cli_default,
+    quiet: Quiet = QUIET.cli_default,
 ) -> None:
     """Hand a run on: MTEB result files (one TaskResult per strategy and query form, a split per length) or an
     LLM prompt set in Context Rot's columns with needle-question and needle-haystack similarity beside each prompt."""
@@ -539,7 +524,7 @@ def expand_command(
     sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated numbers of terms.")] = ",".join(map(str, DEFAULT_EXPANSION_SIZES)),
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="Deprecated: use --llm 'openai:MODEL?base_url=URL'. The same: a server of your own, sent no OPENAI_API_KEY.")] = None,
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (recorded).")] = DEFAULT_TEMPERATURE,
-    quiet: Quiet = False,
+    quiet: Quiet = QUIET.cli_default,
 ) -> None:
     """Ask a chat model for N search terms per question and store them for offline sweeps."""
     from embedeval.expansion import build_expansion_file, write_expansions
@@ -570,7 +555,7 @@ def _write_similarity_table(frame, out: Path) -> None:
 @similarity_app.command("needle-question")
 @with_option_groups
 def similarity_needle_question(out: OutTable, needles: NeedleOptions, pairs: PairOptions, embedders: EmbedderOptions,
-                               plan: PlanOptions = PlanOptions(), quiet: Quiet = False) -> None:
+                               plan: PlanOptions = PlanOptions(), quiet: Quiet = QUIET.cli_default) -> None:
     """Cosine of each question with each of its needles, per embedder, with mean and std across them.
 
     Rows come from a needle set (one per group x variant) or a --pairs file (one per pair, keeping
@@ -588,7 +573,7 @@ def similarity_needle_question(out: OutTable, needles: NeedleOptions, pairs: Pai
 @with_option_groups
 def similarity_distractor_question(out: OutTable, needles: NeedleOptions, embedders: EmbedderOptions,
                                    distractors_file: DistractorsFileOpt = None, plan: PlanOptions = PlanOptions(),
-                                   quiet: Quiet = False) -> None:
+                                   quiet: Quiet = QUIET.cli_default) -> None:
     """Cosine of each distractor with its question, per embedder, with mean and std across them.
 
     Distractors come from the needle set (a group's `distractors`: a list, or lists by query form,
@@ -618,7 +603,7 @@ def similarity_needle_haystack(
     index: Annotated[str, typer.Option("--index", help="faiss or chroma.")] = DEFAULT_INDEX,
     chroma_url: ChromaUrlOpt = None,
     plan: PlanOptions = PlanOptions(),
-    quiet: Quiet = False,
+    quiet: Quiet = QUIET.cli_default,
 ) -> None:
     """Mean cosine of each needle with its top-k corpus chunks, per embedder, with mean and std.
 
@@ -654,13 +639,13 @@ def similarity_absence(
     pairs: PairOptions,
     chunking: ChunkOptions,
     api: APIOptions,
-    embedder: EmbedderOpt = DEFAULT_EMBEDDER,
+    embedder: EmbedderOpt = EMBEDDER.cli_default,
     top_k: Annotated[int, typer.Option("--top-k", help="Chunks listed per question.")] = DEFAULT_ABSENCE_TOP_K,
     chroma_path: Annotated[Optional[Path], typer.Option("--chroma-path", help="Keep the chromadb index here (default: temporary).")] = None,
     chroma_url: ChromaUrlOpt = None,
     themes: Annotated[Optional[Path], typer.Option("--themes", help="Search the chunks of this embedeval themes run directory instead of cutting --corpus again.")] = None,
-    cache_dir: CacheDir = None,
-    quiet: Quiet = False,
+    cache_dir: CacheDir = CACHE_DIR.cli_default,
+    quiet: Quiet = QUIET.cli_default,
 ) -> None:
     """Each distinct question's top-k corpus chunks (chromadb), flagging those that contain its keyword.
 
@@ -698,9 +683,9 @@ def themes(
     ctx: typer.Context,
     settings: ThemeOptions,
     out: Annotated[Optional[Path], typer.Option("--out", help="Run directory for chunks.parquet, clusters.csv, report.md, figures/map.png and the fitted models.")] = None,
-    cache_dir: CacheDir = None,
+    cache_dir: CacheDir = CACHE_DIR.cli_default,
     plan: PlanOptions = PlanOptions(),
-    quiet: Quiet = False,
+    quiet: Quiet = QUIET.cli_default,
 ) -> None:
     """Find a corpus's themes: 1-3-sentence chunks, embedded, UMAP, HDBSCAN, MMR representatives and top
     terms per cluster (defaults: Chroma's Context Rot study). `embedeval themes membership DIR` then checks
@@ -733,9 +718,9 @@ def themes_membership(
     cluster: Annotated[Optional[str], typer.Option("--cluster", help="The target theme of every needle whose pair file row names none in a cluster (or theme) column, by its number or by a term of its top terms, e.g. writing (default 0: the largest cluster).")] = None,
     threshold: Annotated[float, typer.Option("--threshold", help="A needle blends in when its probability for the target cluster exceeds this (and it passes --min-outside-percentile).")] = DEFAULT_BLEND_THRESHOLD,
     min_outside_percentile: Annotated[float, typer.Option("--min-outside-percentile", help="A needle blends in only when it is also this close to the target theme: its mean cosine to the theme's nearest chunks at or above this percentile (0-100) of the same statistic over the corpus chunks outside the theme.")] = DEFAULT_MIN_OUTSIDE_PERCENTILE,
-    embedder: Annotated[Optional[str], typer.Option("--embedder", "-e", help="Must be the run's embedder if given (the default is the run's).")] = None,
-    cache_dir: CacheDir = None,
-    quiet: Quiet = False,
+    embedder: as_typer(EMBEDDER, cli_type=Optional[str], help="Must be the run's embedder if given (the default is the run's).") = None,
+    cache_dir: CacheDir = CACHE_DIR.cli_default,
+    quiet: Quiet = QUIET.cli_default,
 ) -> None:
     """Each needle (every variant; or each pair's needle) projected onto the run's themes: its predicted
     cluster, its probability, its mean cosine to the target theme's nearest chunks with that value's

@@ -20,18 +20,13 @@ from typing import TYPE_CHECKING, Annotated, ClassVar, Optional
 import typer
 from rich.markup import escape
 
-from embedeval.defaults import (
-    DEFAULT_CHUNKER, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS,
-    DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES, DEFAULT_NEEDLES_PER_HAYSTACK, DEFAULT_SEED, DEFAULT_NEGATIVES, DEFAULT_VARIANTS, DEFAULT_WORKERS,
-)
-from embedeval.defaults import (
-    DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_SAMPLES, DEFAULT_MMR_LAMBDA, DEFAULT_REPRESENTATIVES, DEFAULT_THEME_CHUNKER,
-    DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST, DEFAULT_UMAP_NEIGHBORS,
-)
-from embedeval.defaults import RAY_ADDRESS_ENV
+from embedeval import options as declared
 from embedeval.embedders import budget
 from embedeval.errors import InputError
-from embedeval.paths import CACHE_ENV
+from embedeval.options import (
+    CACHE_DIR, CHROMA_URL, CHUNKER, CORPUS, DISTRACTORS_FILE, EMBEDDER, EMBEDDERS, EXECUTOR, GROUPS, LLM, MIN_BOOKS, NEEDLES, QUIET,
+    PRICES, RAY_ADDRESS, SEED, SKIP_UNAVAILABLE, WORKERS, Option,
+)
 
 if TYPE_CHECKING:
     from embedeval.embedders.executors import Executor
@@ -48,57 +43,41 @@ def literal(text: str) -> str:
     return escape(text)
 
 
-CacheDir = Annotated[
-    Optional[Path],
-    typer.Option("--cache-dir", envvar=CACHE_ENV, help="Embedding cache folder (default: user cache dir)."),
-]
-Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or step lines (on stderr).")]
-CorpusOpt = Annotated[str, typer.Option("--corpus", help="shakespeare, pg-essays (the Paul Graham essays of the original needle-in-a-haystack test), gutenberg, dir:PATH (its .txt and .md files; dir:PATH/*.txt picks), jsonl:FILE (a text field per line, optional id) or parquet:FILE (column text, optional id).")]
-MinBooksOpt = Annotated[int, typer.Option("--min-books", help="Fewest books (files, JSONL lines, Parquet rows) the corpus must hold.")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded).")]
-DistractorsFileOpt = Annotated[Optional[Path], typer.Option("--distractors-file", help=literal("Distractors by group, replacing the needle file's: .json ({group id: [texts]}) or .csv/.jsonl/.parquet (columns group_id, distractor, optional query_form)."))]
-ChatModelOpt = Annotated[str, typer.Option("--llm", help="Chat model: openai:MODEL (OPENAI_API_KEY; OPENAI_BASE_URL or OpenAI), or openai:MODEL?base_url=URL&key_env=VAR for a server of your own (only VAR's key goes there); a bare MODEL is openai:MODEL.")]
-ChromaUrlOpt = Annotated[Optional[str], typer.Option("--chroma-url", help="A chroma server (http://HOST:PORT, e.g. from `chroma run`) holding the chunk vectors: one collection per embedder and chunk set, reused by later runs (needs --index chroma).")]
+def as_typer(option: Option, **changes):
+    """The typer parameter of a declared option (:mod:`embedeval.options`; ``changes``: its words or
+    type for one command): its command-line type annotated with ``typer.Option``, whose flag, help
+    (shown as written: :func:`literal`), environment variable and metavar all come from the one
+    declaration. Its default is ``option.cli_default``, given where the parameter is."""
+    option = option.but(**changes) if changes else option
+    names = [option.flag, option.short] if option.short else [option.flag]
+    return Annotated[option.cli_type, typer.Option(*names, help=literal(option.help), envvar=option.envvar, metavar=option.metavar)]
 
 
-def split_list(value: str) -> list[str]:
-    """``"a, b,,c"`` -> ``["a", "b", "c"]``."""
-    return [item.strip() for item in value.split(",") if item.strip()]
-
-
-def name_list(value: str, option: str) -> list[str]:
-    """``"a, b"`` -> ``["a", "b"]``; an empty item (``"a,,b"``, ``"a,"``) is a one-line
-    :class:`InputError`, as it is for numbers (:func:`int_list`)."""
-    items = [item.strip() for item in value.split(",")]
-    if "" in items:
-        raise InputError(f"{option} takes comma-separated names, not {value!r} (an empty item)")
-    return items
-
-
-def int_list(value: str, option: str) -> list[int]:
-    """Comma-separated integers in the digits 0-9 (``-`` allowed; ``int`` would also read other
-    scripts' digits); anything else is a one-line :class:`InputError`."""
-    items = [item.strip() for item in value.split(",")]
-    if not all(item.removeprefix("-").isascii() and item.removeprefix("-").isdigit() for item in items):
-        empty = " (an empty item)" if "" in items else ""
-        raise InputError(f"{option} takes comma-separated whole numbers in the digits 0-9, not {value!r}{empty}")
-    return [int(item) for item in items]
+CacheDir = as_typer(CACHE_DIR)
+Quiet = as_typer(QUIET)
+CorpusOpt = as_typer(CORPUS)
+MinBooksOpt = as_typer(MIN_BOOKS)
+SeedOpt = as_typer(SEED)
+DistractorsFileOpt = as_typer(DISTRACTORS_FILE)
+ChatModelOpt = as_typer(LLM)
+ChromaUrlOpt = as_typer(CHROMA_URL)
+EmbedderOpt = as_typer(EMBEDDER)
 
 
 @dataclass
 class NeedleOptions:
     """``--needles FILE --groups ID,ID``: which needle set, and which of its groups."""
 
-    needles: Annotated[Optional[Path], typer.Option("--needles", help="Needle set JSON (default: the shipped queries/nolima-onehop.json).")] = None
-    groups: Annotated[Optional[str], typer.Option("--groups", help="Comma-separated group ids to use (default: every group).")] = None
+    needles: as_typer(NEEDLES) = NEEDLES.cli_default
+    groups: as_typer(GROUPS) = GROUPS.cli_default
 
     @property
     def path(self) -> Path:
-        return self.needles or DEFAULT_NEEDLES
+        return NEEDLES.value(self.needles)
 
     @property
     def group_ids(self) -> list[str] | None:
-        return None if self.groups is None else split_list(self.groups)
+        return GROUPS.value(self.groups)
 
     def load(self):
         """The needle set, restricted to ``--groups`` if given."""
@@ -131,27 +110,27 @@ class GridOptions:
     """The haystack grid: corpus (and its fewest books, how filler is drawn), lengths, depths,
     variants, seed, negatives, distractors and needles per haystack."""
 
-    corpus: CorpusOpt = DEFAULT_CORPUS
-    min_books: MinBooksOpt = DEFAULT_MIN_BOOKS
-    filler: Annotated[str, typer.Option("--filler", help="random (sentence-aligned snippets from random books) or sequential (contiguous passages in book order, as Context Rot and NoLiMa).")] = DEFAULT_FILLER
-    lengths: Annotated[str, typer.Option("--lengths", help="Comma-separated haystack lengths in tokens.")] = ",".join(map(str, DEFAULT_LENGTHS))
-    depths: Annotated[int, typer.Option("--depths", help="Needle depths per length, spread from start to end.")] = DEFAULT_DEPTHS
-    variants: Annotated[str, typer.Option("--variants", help="Comma-separated: onehop, inverted, literal, literal_inverted.")] = ",".join(DEFAULT_VARIANTS)
-    seed: SeedOpt = DEFAULT_SEED
-    negatives: Annotated[int, typer.Option("--negatives", help="Needle-free haystacks per length in the pool every needle haystack is ranked in (with the controls).")] = DEFAULT_NEGATIVES
-    n_distractors: Annotated[str, typer.Option("--n-distractors", help="Comma-separated distractor counts K (e.g. 0,1,4): each builds the grid with the first K distractors of every group, outside a ±0.2 depth zone around the needle.")] = ",".join(map(str, DEFAULT_N_DISTRACTORS))
-    distractors_file: DistractorsFileOpt = None
-    needles_per_haystack: Annotated[str, typer.Option("--needles-per-haystack", help="Comma-separated needle counts K (e.g. 1,3): each K > 1 builds the needle haystacks again with K - 1 needles of other groups beside the own one; the haystack is ranked by every question whose needle it holds. Goes with --n-distractors 0.")] = ",".join(map(str, DEFAULT_NEEDLES_PER_HAYSTACK))
+    corpus: CorpusOpt = CORPUS.cli_default
+    min_books: MinBooksOpt = MIN_BOOKS.cli_default
+    filler: as_typer(declared.FILLER) = declared.FILLER.cli_default
+    lengths: as_typer(declared.LENGTHS) = declared.LENGTHS.cli_default
+    depths: as_typer(declared.DEPTHS) = declared.DEPTHS.cli_default
+    variants: as_typer(declared.VARIANTS) = declared.VARIANTS.cli_default
+    seed: SeedOpt = SEED.cli_default
+    negatives: as_typer(declared.NEGATIVES) = declared.NEGATIVES.cli_default
+    n_distractors: as_typer(declared.N_DISTRACTORS) = declared.N_DISTRACTORS.cli_default
+    distractors_file: DistractorsFileOpt = DISTRACTORS_FILE.cli_default
+    needles_per_haystack: as_typer(declared.NEEDLES_PER_HAYSTACK) = declared.NEEDLES_PER_HAYSTACK.cli_default
 
     def haystack_grid(self, controls: bool = True):
         """The :class:`~embedeval.grid.HaystackGrid` of these options (checked as it is made,
         before any work); ``haystacks build`` and ``nolima`` both make theirs here."""
         from embedeval.grid import HaystackGrid
 
-        return HaystackGrid(corpus=self.corpus, lengths=int_list(self.lengths, "--lengths"), depths=self.depths,
-                            variants=split_list(self.variants), negatives=self.negatives,
-                            n_distractors=int_list(self.n_distractors, "--n-distractors"),
-                            needles_per_haystack=int_list(self.needles_per_haystack, "--needles-per-haystack"),
+        return HaystackGrid(corpus=self.corpus, lengths=declared.LENGTHS.value(self.lengths), depths=self.depths,
+                            variants=declared.VARIANTS.value(self.variants), negatives=self.negatives,
+                            n_distractors=declared.N_DISTRACTORS.value(self.n_distractors),
+                            needles_per_haystack=declared.NEEDLES_PER_HAYSTACK.value(self.needles_per_haystack),
                             filler=self.filler, min_books=self.min_books, seed=self.seed, controls=controls)
 
     def needle_set(self, needles: NeedleOptions):
@@ -170,18 +149,13 @@ def spec_options() -> tuple[str, ...]:
     return tuple(f.name for group in (LocalOptions, APISpecOptions) for f in dataclasses.fields(group))
 
 
-#: The flag of each library parameter whose flag is not ``--`` + its name with ``.`` and ``_`` as ``-``.
-FLAG_OF = {"embedders": "--embedder", "strategies": "--strategy", "hdbscan.min_cluster_size": "--min-cluster-size",
-           "hdbscan.min_samples": "--min-samples", "prices": "--price", "theme_ids": "--themes-ids"}
-
-
 def flag_of(parameter: str) -> str | None:
-    """The command-line flag of a library parameter: ``umap.min_dist`` -> ``--umap-min-dist``;
-    None for an option written in an embedder's spec (``dtype`` in ``st:NAME?dtype=float16``),
-    which the command line names as the library does."""
+    """The command-line flag of a library parameter (:func:`embedeval.options.flag_of`: its declared
+    option's, ``umap.min_dist`` -> ``--umap-min-dist``); None for an option written in an embedder's
+    spec (``dtype`` in ``st:NAME?dtype=float16``), which the command line names as the library does."""
     if parameter in spec_options():
         return None
-    return FLAG_OF.get(parameter, "--" + parameter.replace(".", "-").replace("_", "-"))
+    return declared.flag_of(parameter)
 
 
 def in_flag_words(error: Exception) -> str:
@@ -201,7 +175,7 @@ def budget_map(value: str | None, option: str) -> dict[str, int]:
     from embedeval.embedders.registry import API_EMBEDDERS
 
     out: dict[str, int] = {}
-    for item in split_list(value or ""):
+    for item in declared.split_list(value or ""):
         provider, sep, number = item.rpartition("=")
         provider = provider.strip() if sep else budget.ALL
         if provider != budget.ALL and provider not in API_EMBEDDERS:
@@ -231,12 +205,12 @@ class APIOptions:
 
 @dataclass
 class _EmbedderChoice:
-    embedder: Annotated[Optional[list[str]], typer.Option("--embedder", "-e", help=f"Embedder spec or preset (e.g. context-rot-5); repeat for several (default: {DEFAULT_EMBEDDER}).")] = None
-    skip_unavailable: Annotated[bool, typer.Option("--skip-unavailable", help="Run the embedders that can run here; list the others.")] = False
-    cache_dir: CacheDir = None
-    executor: Annotated[str, typer.Option("--executor", help=literal("Where cache misses of local (st:) models are embedded: local, or ray (a pool of Ray actors; pip install 'embedeval[ray]'). Same vectors either way."))] = DEFAULT_EXECUTOR
-    workers: Annotated[int, typer.Option("--workers", help="Ray actors, each holding the model once (one GPU each where the cluster has GPUs).")] = DEFAULT_WORKERS
-    ray_address: Annotated[Optional[str], typer.Option("--ray-address", envvar=RAY_ADDRESS_ENV, help="Ray cluster to join: auto (a running cluster), ray://HOST:PORT; unset: start a local Ray.")] = None
+    embedder: as_typer(EMBEDDERS) = EMBEDDERS.cli_default
+    skip_unavailable: as_typer(SKIP_UNAVAILABLE) = SKIP_UNAVAILABLE.cli_default
+    cache_dir: CacheDir = CACHE_DIR.cli_default
+    executor: as_typer(EXECUTOR) = EXECUTOR.cli_default
+    workers: as_typer(WORKERS) = WORKERS.cli_default
+    ray_address: as_typer(RAY_ADDRESS) = RAY_ADDRESS.cli_default
 
 
 @dataclass
@@ -247,7 +221,7 @@ class EmbedderOptions(APIOptions, _EmbedderChoice):
 
     @property
     def specs(self) -> list[str]:
-        return self.embedder or [DEFAULT_EMBEDDER]
+        return EMBEDDERS.value(self.embedder)
 
     @property
     def executor_settings(self) -> Executor:
@@ -277,7 +251,7 @@ class PlanOptions:
     plan: Annotated[bool, typer.Option("--plan", help="Print what the run would embed, send, cost and take (texts, cached, tokens, requests, time, USD) and the API keys the run will need, and stop: nothing is sent or stored, so no key is needed (a local model embeds a sample of 32 inputs to time itself).")] = False
     as_json: Annotated[bool, typer.Option("--json", help="With --plan: the plan as JSON.")] = False
     max_cost: Annotated[Optional[str], typer.Option("--max-cost", metavar="<float>", help="Refuse to start when the plan's high cost estimate exceeds this many USD (an API model without a price then needs --price).")] = None
-    price: Annotated[Optional[list[str]], typer.Option("--price", help="SPEC=USD per million tokens, for a model without a listed price or to override it; repeat for several.")] = None
+    price: as_typer(PRICES) = PRICES.cli_default
 
     #: Whether ``--price`` means something without ``--plan`` or ``--max-cost`` (:class:`RunPlanOptions`).
     price_alone: ClassVar[bool] = False
@@ -336,7 +310,7 @@ class RunPlanOptions(PlanOptions):
     """:class:`PlanOptions` of ``embedeval nolima``, whose ``--price`` also goes into the run: the
     decision table's USD per million tokens (recorded in config.json), with or without a plan."""
 
-    price: Annotated[Optional[list[str]], typer.Option("--price", help="SPEC=USD per million tokens: the price of a model for --plan and --max-cost (for a model without a listed price, or to override it) and for decision.csv's usd_per_million_tokens (only prices given here: none is assumed); repeat for several.")] = None
+    price: as_typer(declared.RUN_PRICES) = declared.RUN_PRICES.cli_default
     price_alone: ClassVar[bool] = True
 
 
@@ -344,10 +318,10 @@ class RunPlanOptions(PlanOptions):
 class ChunkOptions:
     """How the similarity commands cut a corpus into chunks: ``--corpus --min-books --chunker --seed``."""
 
-    corpus: CorpusOpt = DEFAULT_CORPUS
-    min_books: MinBooksOpt = DEFAULT_MIN_BOOKS
-    chunker: Annotated[str, typer.Option("--chunker", help="sentences:N, sentences:A-B or tokens:N.")] = DEFAULT_CHUNKER
-    seed: SeedOpt = DEFAULT_SEED
+    corpus: CorpusOpt = CORPUS.cli_default
+    min_books: MinBooksOpt = MIN_BOOKS.cli_default
+    chunker: as_typer(CHUNKER) = CHUNKER.cli_default
+    seed: SeedOpt = SEED.cli_default
 
     def check(self) -> None:
         from embedeval.chunking import parse_chunker
@@ -378,22 +352,22 @@ class ThemeOptions:
     """``embedeval themes``: the corpus and how it is chunked and embedded, UMAP, HDBSCAN, MMR (the
     study's settings by default)."""
 
-    corpus: CorpusOpt = DEFAULT_CORPUS
-    min_books: MinBooksOpt = DEFAULT_MIN_BOOKS
-    chunker: Annotated[str, typer.Option("--chunker", help="sentences:N, sentences:A-B or tokens:N.")] = DEFAULT_THEME_CHUNKER
-    embedder: Annotated[str, typer.Option("--embedder", "-e", help="Embedder spec.")] = DEFAULT_EMBEDDER
+    corpus: CorpusOpt = CORPUS.cli_default
+    min_books: MinBooksOpt = MIN_BOOKS.cli_default
+    chunker: as_typer(declared.THEME_CHUNKER) = declared.THEME_CHUNKER.cli_default
+    embedder: EmbedderOpt = EMBEDDER.cli_default
     # UMAP: the space HDBSCAN clusters in
-    umap_neighbors: Annotated[int, typer.Option("--umap-neighbors", help="UMAP n_neighbors.")] = DEFAULT_UMAP_NEIGHBORS
-    umap_min_dist: Annotated[float, typer.Option("--umap-min-dist", help="UMAP min_dist.")] = DEFAULT_UMAP_MIN_DIST
-    umap_components: Annotated[int, typer.Option("--umap-components", help="UMAP n_components.")] = DEFAULT_UMAP_COMPONENTS
+    umap_neighbors: as_typer(declared.UMAP_NEIGHBORS) = declared.UMAP_NEIGHBORS.cli_default
+    umap_min_dist: as_typer(declared.UMAP_MIN_DIST) = declared.UMAP_MIN_DIST.cli_default
+    umap_components: as_typer(declared.UMAP_COMPONENTS) = declared.UMAP_COMPONENTS.cli_default
     # HDBSCAN
-    min_cluster_size: Annotated[int, typer.Option("--min-cluster-size", help="HDBSCAN min_cluster_size.")] = DEFAULT_MIN_CLUSTER_SIZE
-    min_samples: Annotated[int, typer.Option("--min-samples", help="HDBSCAN min_samples.")] = DEFAULT_MIN_SAMPLES
+    min_cluster_size: as_typer(declared.MIN_CLUSTER_SIZE) = declared.MIN_CLUSTER_SIZE.cli_default
+    min_samples: as_typer(declared.MIN_SAMPLES) = declared.MIN_SAMPLES.cli_default
     # each cluster's representatives, and the random choices
-    representatives: Annotated[int, typer.Option("--representatives", help="Representative chunks per cluster, by maximal marginal relevance.")] = DEFAULT_REPRESENTATIVES
-    mmr_lambda: Annotated[float, typer.Option("--mmr-lambda", help="MMR's trade-off: 1 = relevance to the cluster only, 0 = diversity only.")] = DEFAULT_MMR_LAMBDA
-    seed: Annotated[int, typer.Option("--seed", help="UMAP's random_state (the study's 42).")] = DEFAULT_THEME_SEED
-    chunk_seed: Annotated[int, typer.Option("--chunk-seed", help="Seed the chunk sizes are drawn with: the similarity commands' --seed, whose default it shares, so both cut a corpus into the same chunks (cached) and embed them once.")] = DEFAULT_SEED
+    representatives: as_typer(declared.REPRESENTATIVES) = declared.REPRESENTATIVES.cli_default
+    mmr_lambda: as_typer(declared.MMR_LAMBDA) = declared.MMR_LAMBDA.cli_default
+    seed: as_typer(declared.THEME_SEED) = declared.THEME_SEED.cli_default
+    chunk_seed: as_typer(declared.CHUNK_SEED) = declared.CHUNK_SEED.cli_default
 
     def config(self, out):
         """The :class:`~embedeval.experiments.themes.ThemesConfig` of these options, writing to ``out``."""
@@ -403,6 +377,25 @@ class ThemeOptions:
                             UmapSettings(self.umap_neighbors, self.umap_min_dist, self.umap_components),
                             HdbscanSettings(self.min_cluster_size, self.min_samples), self.representatives, self.mmr_lambda,
                             seed=self.seed, chunk_seed=self.chunk_seed, out=str(out))
+
+
+def option_group(name: str, options: tuple[Option, ...], doc: str) -> type:
+    """A dataclass for :func:`with_option_groups` whose fields are ``options`` as typer options (named
+    by their parameters, in the order ``--help`` lists them); its ``settings()`` gives the library's
+    value of each (:meth:`~embedeval.options.Option.value`), by parameter."""
+    def settings(self) -> dict:
+        return {option.parameter: option.value(getattr(self, option.parameter)) for option in options}
+
+    fields = [(option.parameter, as_typer(option), dataclasses.field(default=option.cli_default)) for option in options]
+    return dataclasses.make_dataclass(name, fields, namespace={"settings": settings, "__doc__": doc})
+
+
+#: ``embedeval nolima``'s settings beside its embedders, needles and grid: the break rule, the cache
+#: commits, the resamples, the normalisation, the pool, the expansions and the strategies.
+SweepOptions = option_group("SweepOptions", (
+    declared.BREAK_RULE, declared.BREAK_K, declared.BREAK_METRIC, declared.BREAK_THRESHOLD, declared.COMMIT_EVERY, declared.N_BOOTSTRAP,
+    declared.NORMALIZE_BY, declared.POOL, declared.EXPANSIONS, declared.STRATEGIES, declared.CHUNK_TOKENS, declared.WINDOW_OVERLAP,
+    declared.LATE_OVERLAP), "The settings of a NoLiMa sweep besides its embedders, needles and grid (NolimaConfig's), and its cache commits.")
 
 
 def with_option_groups(command):

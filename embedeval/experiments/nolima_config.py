@@ -9,21 +9,18 @@ import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from embedeval import options
 from embedeval.break_rule import BreakRule
 from embedeval.corpus import absolute_source
-from embedeval.defaults import (
-    DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_EMBEDDER,
-    DEFAULT_EXECUTOR, DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_N_BOOTSTRAP, DEFAULT_NEEDLES, DEFAULT_NORMALIZE_BY, DEFAULT_POOL,
-    DEFAULT_STRATEGIES, DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS,
-)
+from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.embedders.executors import Executor
 from embedeval.embedders.registry import LEXICAL_SPECS, embedder_name, select_embedders
 from embedeval.embedders.tokens import DEFAULT_REFERENCE
 from embedeval.errors import ConfigError
 from embedeval.grid import HAYSTACK_FORMAT, HaystackGrid
 from embedeval.io import absolute_path, file_sha256
-from embedeval.labels import check_pool
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
+from embedeval.options import check_options
 from embedeval.plan import check_prices_used
 from embedeval.strategies import check_strategy_support, parse_strategies
 from embedeval.text import SENTENCE_SPLITTER
@@ -39,33 +36,34 @@ class NolimaConfig:
     """Everything a sweep depends on (written to ``config.json``, the grid nested under
     ``grid``). Frozen: a copy with changes is ``dataclasses.replace(config, ...)``."""
 
-    embedders: tuple[str, ...] = (DEFAULT_EMBEDDER,)
-    needles: str = str(DEFAULT_NEEDLES)
-    groups: tuple[str, ...] | None = None  # group ids to run (None: every group of the needle set)
+    embedders: tuple[str, ...] = options.EMBEDDERS.field()
+    needles: str = options.NEEDLES.field(default=str(DEFAULT_NEEDLES))
+    groups: tuple[str, ...] | None = options.GROUPS.field()  # group ids to run (None: every group of the needle set)
     grid: HaystackGrid = field(default_factory=HaystackGrid)  # the haystack grid, validated when made
-    distractors_file: str | None = None  # distractors by group, replacing the needle file's (load_distractors)
+    distractors_file: str | None = options.DISTRACTORS_FILE.field()  # distractors by group, replacing the needle file's (load_distractors)
     out: str = "runs/nolima"
     tokenizer: str = DEFAULT_REFERENCE
-    break_rule: str = DEFAULT_BREAK_RULE  # the headline break point: "relative" (recall@k vs the shortest lengths) or "absolute"
-    break_k: int = DEFAULT_BREAK_K  # relative rule: recall@k
-    break_metric: str = DEFAULT_BREAK_METRIC  # absolute rule: the metric ...
-    break_threshold: float = DEFAULT_BREAK_THRESHOLD  # ... and the value it must keep
-    normalize_by: str = DEFAULT_NORMALIZE_BY  # "standard" (the study's divisor) or "own"
-    pool: str = DEFAULT_POOL  # what a needle haystack is ranked among: "needle-free" or "all" (similarity.retrieval_rows)
-    strategies: tuple[str, ...] = DEFAULT_STRATEGIES  # how long haystacks are read
-    chunk_tokens: tuple[int, ...] = DEFAULT_CHUNK_TOKENS  # chunks-max and late-chunking sizes
-    window_overlap: int = DEFAULT_WINDOW_OVERLAP  # windows-mean: tokens shared by neighbouring windows
-    late_overlap: int = DEFAULT_LATE_CHUNKING_OVERLAP  # late-chunking: tokens a window repeats from the one before
+    # the headline break point: "relative" (recall@k vs the shortest lengths) or "absolute" (a metric and the value it must keep)
+    break_rule: str = options.BREAK_RULE.field()
+    break_k: int = options.BREAK_K.field()  # relative rule: recall@k
+    break_metric: str = options.BREAK_METRIC.field()  # absolute rule: the metric ...
+    break_threshold: float = options.BREAK_THRESHOLD.field()  # ... and the value it must keep
+    normalize_by: str = options.NORMALIZE_BY.field()  # "standard" (the study's divisor) or "own"
+    pool: str = options.POOL.field()  # what a needle haystack is ranked among: "needle-free" or "all" (similarity.retrieval_rows)
+    strategies: tuple[str, ...] = options.STRATEGIES.field()  # how long haystacks are read
+    chunk_tokens: tuple[int, ...] = options.CHUNK_TOKENS.field()  # chunks-max and late-chunking sizes
+    window_overlap: int = options.WINDOW_OVERLAP.field()  # windows-mean: tokens shared by neighbouring windows
+    late_overlap: int = options.LATE_OVERLAP.field()  # late-chunking: tokens a window repeats from the one before
     dedupe: bool = True  # embed each distinct token-id sequence once (False: every text whole; same tables)
-    executor: str = DEFAULT_EXECUTOR  # where cache misses are embedded: "local" or "ray" (same tables)
-    workers: int = DEFAULT_WORKERS  # Ray actors
-    ray_address: str | None = None  # "auto", "ray://HOST:PORT"; None: EMBEDEVAL_RAY_ADDRESS, else a local Ray
-    n_bootstrap: int = DEFAULT_N_BOOTSTRAP
-    skip_unavailable: bool = False
-    expansions: tuple[str, ...] = ()  # expansion files -> query forms expanded-N
+    executor: str = options.EXECUTOR.field()  # where cache misses are embedded: "local" or "ray" (same tables)
+    workers: int = options.WORKERS.field()  # Ray actors
+    ray_address: str | None = options.RAY_ADDRESS.field()  # "auto", "ray://HOST:PORT"; None: EMBEDEVAL_RAY_ADDRESS, else a local Ray
+    n_bootstrap: int = options.N_BOOTSTRAP.field()
+    skip_unavailable: bool = options.SKIP_UNAVAILABLE.field()
+    expansions: tuple[str, ...] = options.EXPANSIONS.field()  # expansion files -> query forms expanded-N
     #: USD per million tokens sent, per embedder name (``--price``): the decision table's
     #: ``usd_per_million_tokens``; none by default (prices change: only what the user gives)
-    prices: dict[str, float] = field(default_factory=dict)
+    prices: dict[str, float] = options.RUN_PRICES.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("embedders", "groups", "strategies", "chunk_tokens", "expansions"):
@@ -84,10 +82,8 @@ class NolimaConfig:
         none of the tables' libraries imported: a command refuses a bad setting at once.
         ``keys``: whether API keys must be set (:meth:`usable_embedders`)."""
         check_normalize_by(self.normalize_by)
-        check_pool(self.pool)
+        check_options(self)  # each setting's own constraint (embedeval.options): the pool, the resamples
         self.rule().check()
-        if self.n_bootstrap < 10:
-            raise ConfigError(f"`n_bootstrap` must be at least 10 resamples, not {self.n_bootstrap}", "n_bootstrap")
         strategies = self.strategy_list()
         self.executor_settings().check()
         embedders, _ = self.usable_embedders(keys)

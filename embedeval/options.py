@@ -1,0 +1,322 @@
+"""Every option of embedeval declared once, as scikit-learn's ``_parameter_constraints`` declare
+each parameter once: its library parameter (the settings' field and ``config.json`` key), its
+command-line flag, its help, its default (from :mod:`embedeval.defaults`) and what its value must
+hold (a :class:`Constraint`).
+
+The library checks a setting with its option (:func:`check_options`, run by
+:meth:`~embedeval.experiments.nolima_config.NolimaConfig.check`), the command line builds its flags
+from the same options (``embedeval.cli_options``) and says a library error in its flags' words
+(:func:`flag_of`): so a command and a library call refuse the same values with the same words.
+
+Light on purpose (the command line imports it before answering ``--help``): only the defaults, the
+labels and the errors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from numbers import Integral, Real
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from embedeval.defaults import (
+    DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_CHUNKER,
+    DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_FILLER,
+    DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_SAMPLES,
+    DEFAULT_MMR_LAMBDA, DEFAULT_N_BOOTSTRAP, DEFAULT_NEEDLES, DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES_PER_HAYSTACK, DEFAULT_NEGATIVES,
+    DEFAULT_NORMALIZE_BY, DEFAULT_POOL, DEFAULT_REPRESENTATIVES, DEFAULT_SEED, DEFAULT_STRATEGIES, DEFAULT_THEME_CHUNKER,
+    DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST, DEFAULT_UMAP_NEIGHBORS, DEFAULT_VARIANTS,
+    DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS, RAY_ADDRESS_ENV,
+)
+from embedeval.errors import ConfigError, InputError
+from embedeval.labels import POOLS, STRATEGY_CHOICES
+from embedeval.paths import CACHE_ENV
+
+
+# --- how the command line writes a list ----------------------------------------------------------
+
+def split_list(value: str) -> list[str]:
+    """``"a, b,,c"`` -> ``["a", "b", "c"]``."""
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def name_list(value: str, option: str) -> list[str]:
+    """``"a, b"`` -> ``["a", "b"]``; an empty item (``"a,,b"``, ``"a,"``) is a one-line
+    :class:`InputError`, as it is for numbers (:func:`int_list`)."""
+    items = [item.strip() for item in value.split(",")]
+    if "" in items:
+        raise InputError(f"{option} takes comma-separated names, not {value!r} (an empty item)")
+    return items
+
+
+def int_list(value: str, option: str) -> list[int]:
+    """Comma-separated integers in the digits 0-9 (``-`` allowed; ``int`` would also read other
+    scripts' digits); anything else is a one-line :class:`InputError`."""
+    items = [item.strip() for item in value.split(",")]
+    if not all(item.removeprefix("-").isascii() and item.removeprefix("-").isdigit() for item in items):
+        empty = " (an empty item)" if "" in items else ""
+        raise InputError(f"{option} takes comma-separated whole numbers in the digits 0-9, not {value!r}{empty}")
+    return [int(item) for item in items]
+
+
+def names_of_repeats(values: list[str], option: str) -> list[str]:
+    """A repeatable option whose values may also be comma-separated (``-s a,b -s c``) -> ``[a, b, c]``."""
+    return [name for value in values for name in name_list(value, option)]
+
+
+def lenient_names(value: str | None, option: str) -> list[str]:
+    """Comma-separated names, empty items skipped (:func:`split_list`); nothing for an unset option."""
+    return split_list(value or "")
+
+
+# --- what a value must hold ----------------------------------------------------------------------
+
+def is_whole(value) -> bool:
+    """A whole number (an ``int`` or a numpy integer), not a bool."""
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+def is_number(value) -> bool:
+    """A real number, not a bool."""
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """What an option's value must hold (``holds``) and how a refusal says so (``words``): a
+    :class:`~embedeval.errors.ConfigError` `` `parameter` must be <words>, not <value>``, which the
+    command line says with the flag (``--commit-every must be a whole number >= 1, not 0``)."""
+
+    holds: Callable[[Any], bool]
+    words: str
+
+    def check(self, value, parameter: str) -> None:
+        if not self.holds(value):
+            raise ConfigError(f"`{parameter}` must be {self.words}, not {value!r}", parameter)
+
+
+def whole_at_least(least: int, words: str = "") -> Constraint:
+    """A whole number >= ``least`` (``words`` in place of "a whole number >= least")."""
+    return Constraint(lambda value: is_whole(value) and value >= least, words or f"a whole number >= {least}")
+
+
+def number_in(low: float, high: float, low_open: bool = False, high_open: bool = False) -> Constraint:
+    """A number in [low, high] (``low_open``: (low, ...; ``high_open``: ..., high))."""
+    def holds(value) -> bool:
+        return is_number(value) and (low < value if low_open else low <= value) and (value < high if high_open else value <= high)
+
+    return Constraint(holds, f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}")
+
+
+def one_of(names: tuple[str, ...]) -> Constraint:
+    """One of ``names``."""
+    return Constraint(lambda value: isinstance(value, str) and value in names, f"one of {', '.join(names)}")
+
+
+# --- one option ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Option:
+    """One option, declared once.
+
+    ``parameter``: its name in the library and in ``config.json`` (``umap.min_dist`` for a nested
+    setting); ``flag`` (and ``short``): the command line's; ``cli_type``: what the command line reads
+    (a comma-separated list is read as ``str`` and turned into the library's value by ``read``);
+    ``default``: the library's default (the command line writes it as it reads it, see
+    :attr:`cli_default`); ``constraint``: what the value must hold, where the option's own
+    check is the whole check (a value checked together with others, as a break rule or the
+    strategies, is checked where they meet, and its ``constraint`` is None)."""
+
+    parameter: str
+    flag: str
+    help: str
+    cli_type: Any = str
+    default: Any = None
+    constraint: Constraint | None = None
+    short: str | None = None
+    envvar: str | None = None
+    metavar: str | None = None
+    #: The command line's text -> the library's value (``int_list``, ...); None: typer's value as it is.
+    read: Callable[[Any, str], Any] | None = None
+    #: Repeatable on the command line (``-e a -e b``): unset there, it takes :attr:`default`.
+    repeat: bool = False
+    #: Unset on the command line unless given (its help names the default in words): then it takes :attr:`default`.
+    unset: bool = False
+
+    @property
+    def cli_default(self):
+        """The default as the command line shows and reads it: a list comma-separated, a repeatable
+        option or an empty list unset (None: the library's default applies)."""
+        if self.repeat or self.unset or self.default == ():
+            return None
+        if isinstance(self.default, tuple):
+            return ",".join(map(str, self.default))
+        return self.default
+
+    def value(self, given):
+        """The library's value of what the command line gave (unset: the library's default)."""
+        if given is None and not self.repeat:
+            return list(self.default) if isinstance(self.default, tuple) else self.default
+        given = list(self.default) if given is None else given  # a repeatable option's values, read as given ones
+        return given if self.read is None else self.read(given, self.flag)
+
+    def check(self, value) -> None:
+        """One :class:`~embedeval.errors.ConfigError` unless ``value`` holds :attr:`constraint`."""
+        if self.constraint is not None:
+            self.constraint.check(value, self.parameter)
+
+    def but(self, **changes) -> Option:
+        """This option with other words or default for one command (the same flag and parameter)."""
+        return dataclasses.replace(self, **changes)
+
+    def field(self, **changes):
+        """A settings dataclass's field for this option: its default (``default`` or
+        ``default_factory`` in ``changes`` where the settings hold it otherwise, as a ``str`` path or a
+        ``dict``), and the option as metadata (:func:`check_options` finds it there)."""
+        if "default_factory" not in changes:
+            changes.setdefault("default", self.default)
+        return dataclasses.field(metadata={"option": self}, **changes)
+
+
+def check_options(settings) -> None:
+    """Check each field of the dataclass ``settings`` declared with an :class:`Option`
+    (:meth:`Option.field`) against the option's constraint, in field order."""
+    for setting in dataclasses.fields(settings):
+        option = setting.metadata.get("option")
+        if option is not None:
+            option.check(getattr(settings, setting.name))
+
+
+def strategy_help() -> str:
+    """``--strategy``'s help: the strategies and what each does (:data:`embedeval.labels.STRATEGY_CHOICES`)."""
+    return ("How long haystacks are read: " + "; ".join(f"{name} ({what})" for name, what in STRATEGY_CHOICES.items())
+            + ". Repeat or comma-separate for several (default: truncate).")
+
+
+# --- options several commands share ---------------------------------------------------------------
+
+CACHE_DIR = Option("cache_dir", "--cache-dir", "Embedding cache folder (default: user cache dir).", Optional[Path],
+                   envvar=CACHE_ENV)
+QUIET = Option("quiet", "--quiet", "No progress bars or step lines (on stderr).", bool, False, short="-q")
+SEED = Option("seed", "--seed", "Random seed (recorded).", int, DEFAULT_SEED)
+CORPUS = Option("corpus", "--corpus", "shakespeare, pg-essays (the Paul Graham essays of the original needle-in-a-haystack test), "
+                "gutenberg, dir:PATH (its .txt and .md files; dir:PATH/*.txt picks), jsonl:FILE (a text field per line, optional id) "
+                "or parquet:FILE (column text, optional id).", str, DEFAULT_CORPUS)
+MIN_BOOKS = Option("min_books", "--min-books", "Fewest books (files, JSONL lines, Parquet rows) the corpus must hold.", int,
+                   DEFAULT_MIN_BOOKS)
+CHUNKER = Option("chunker", "--chunker", "sentences:N, sentences:A-B or tokens:N.", str, DEFAULT_CHUNKER)
+#: One embedder (``embed``, ``themes``, ``similarity absence``); :data:`EMBEDDERS` is the repeatable one.
+EMBEDDER = Option("embedder", "--embedder", "Embedder spec.", str, DEFAULT_EMBEDDER, short="-e")
+EMBEDDERS = Option("embedders", "--embedder", f"Embedder spec or preset (e.g. context-rot-5); repeat for several (default: {DEFAULT_EMBEDDER}).",
+                   Optional[list[str]], (DEFAULT_EMBEDDER,), short="-e", repeat=True)
+SKIP_UNAVAILABLE = Option("skip_unavailable", "--skip-unavailable", "Run the embedders that can run here; list the others.", bool, False)
+#: ``literal`` in the command line escapes its square brackets for rich (``embedeval[ray]``).
+EXECUTOR = Option("executor", "--executor", "Where cache misses of local (st:) models are embedded: local, or ray (a pool of Ray actors; "
+                  "pip install 'embedeval[ray]'). Same vectors either way.", str, DEFAULT_EXECUTOR)
+WORKERS = Option("workers", "--workers", "Ray actors, each holding the model once (one GPU each where the cluster has GPUs).", int,
+                 DEFAULT_WORKERS)
+RAY_ADDRESS = Option("ray_address", "--ray-address", "Ray cluster to join: auto (a running cluster), ray://HOST:PORT; unset: start a local Ray.",
+                     Optional[str], envvar=RAY_ADDRESS_ENV)
+NEEDLES = Option("needles", "--needles", "Needle set JSON (default: the shipped queries/nolima-onehop.json).", Optional[Path],
+                 DEFAULT_NEEDLES, unset=True)
+GROUPS = Option("groups", "--groups", "Comma-separated group ids to use (default: every group).", Optional[str], read=lenient_names)
+DISTRACTORS_FILE = Option("distractors_file", "--distractors-file", "Distractors by group, replacing the needle file's: .json ({group id: "
+                          "[texts]}) or .csv/.jsonl/.parquet (columns group_id, distractor, optional query_form).", Optional[Path])
+LLM = Option("llm", "--llm", "Chat model: openai:MODEL (OPENAI_API_KEY; OPENAI_BASE_URL or OpenAI), or openai:MODEL?base_url=URL&key_env=VAR "
+             "for a server of your own (only VAR's key goes there); a bare MODEL is openai:MODEL.", str)
+CHROMA_URL = Option("chroma_url", "--chroma-url", "A chroma server (http://HOST:PORT, e.g. from `chroma run`) holding the chunk vectors: "
+                    "one collection per embedder and chunk set, reused by later runs (needs --index chroma).", Optional[str])
+PRICES = Option("prices", "--price", "SPEC=USD per million tokens, for a model without a listed price or to override it; repeat for several.",
+                Optional[list[str]], (), repeat=True)
+#: ``embedeval nolima``'s ``--price`` also goes into the run (config.json, decision.csv).
+RUN_PRICES = PRICES.but(help="SPEC=USD per million tokens: the price of a model for --plan and --max-cost (for a model without a listed "
+                        "price, or to override it) and for decision.csv's usd_per_million_tokens (only prices given here: none is "
+                        "assumed); repeat for several.")
+
+# --- the haystack grid (embedeval.grid.HaystackGrid checks its values) ----------------------------
+
+FILLER = Option("filler", "--filler", "random (sentence-aligned snippets from random books) or sequential (contiguous passages in book "
+                "order, as Context Rot and NoLiMa).", str, DEFAULT_FILLER)
+LENGTHS = Option("lengths", "--lengths", "Comma-separated haystack lengths in tokens.", str, DEFAULT_LENGTHS, read=int_list)
+DEPTHS = Option("depths", "--depths", "Needle depths per length, spread from start to end.", int, DEFAULT_DEPTHS)
+VARIANTS = Option("variants", "--variants", "Comma-separated: onehop, inverted, literal, literal_inverted.", str, DEFAULT_VARIANTS,
+                  read=lenient_names)
+NEGATIVES = Option("negatives", "--negatives", "Needle-free haystacks per length in the pool every needle haystack is ranked in (with "
+                   "the controls).", int, DEFAULT_NEGATIVES)
+N_DISTRACTORS = Option("n_distractors", "--n-distractors", "Comma-separated distractor counts K (e.g. 0,1,4): each builds the grid with "
+                       "the first K distractors of every group, outside a ±0.2 depth zone around the needle.", str, DEFAULT_N_DISTRACTORS,
+                       read=int_list)
+NEEDLES_PER_HAYSTACK = Option("needles_per_haystack", "--needles-per-haystack", "Comma-separated needle counts K (e.g. 1,3): each K > 1 "
+                              "builds the needle haystacks again with K - 1 needles of other groups beside the own one; the haystack is "
+                              "ranked by every question whose needle it holds. Goes with --n-distractors 0.", str,
+                              DEFAULT_NEEDLES_PER_HAYSTACK, read=int_list)
+
+# --- a NoLiMa sweep (embedeval.experiments.nolima_config.NolimaConfig) -----------------------------
+
+BREAK_RULE = Option("break_rule", "--break-rule", "The headline break point: relative (the largest length whose chance-corrected "
+                    "recall@k stays >= 0.85 x the model's own mean over the shortest lengths, one base for every strategy of an "
+                    "embedder; none for a scorer at chance) or absolute (--break-metric >= --break-threshold). Both are in the report "
+                    "and breaks.csv.", str, DEFAULT_BREAK_RULE)
+BREAK_K = Option("break_k", "--break-k", "The relative rule's recall@k: 1, 5 or 10.", int, DEFAULT_BREAK_K)
+BREAK_METRIC = Option("break_metric", "--break-metric", "The absolute rule's metric: recall@1, recall@5, recall@10, mrr, ndcg@10, "
+                      "query_auc, auc or comparative_ratio.", str, DEFAULT_BREAK_METRIC)
+BREAK_THRESHOLD = Option("break_threshold", "--break-threshold", "The value the absolute rule's metric must keep for a length to "
+                         "count as working.", float, DEFAULT_BREAK_THRESHOLD)
+COMMIT_EVERY = Option("commit_every", "--commit-every", "Texts per cache commit (what an interruption can lose).", int,
+                      DEFAULT_COMMIT_EVERY, whole_at_least(1))
+N_BOOTSTRAP = Option("n_bootstrap", "--n-bootstrap", "Cluster-bootstrap resamples behind every confidence interval.", int,
+                     DEFAULT_N_BOOTSTRAP, whole_at_least(10, "at least 10 resamples"))
+#: Checked by :func:`embedeval.needles.check_normalize_by` (its words are pinned by the tests).
+NORMALIZE_BY = Option("normalize_by", "--normalize-by", "Divide sim(q, haystack) by sim(q, the standard needle of the variant's family), "
+                      "as the Jina study does (standard), or by the haystack's own needle (own).", str, DEFAULT_NORMALIZE_BY)
+POOL = Option("pool", "--pool", "What each needle haystack is ranked among: needle-free (the needle-free haystacks of its length: "
+              "controls and negatives) or all (every haystack of its length and depth that does not answer its question, other "
+              "questions' needle haystacks included, as LongEmbed ranks among all documents of a split).", str, DEFAULT_POOL,
+              one_of(POOLS))
+EXPANSIONS = Option("expansions", "--expansions", "Comma-separated expansion files: adds query forms expanded-N.", Optional[str], (),
+                    read=lenient_names)
+# The strategy options' words and checks come from the strategy code (embedeval.strategies.parse_strategies
+# checks them together): declared here for their flags and defaults.
+STRATEGIES = Option("strategies", "--strategy", strategy_help(), Optional[list[str]], DEFAULT_STRATEGIES, short="-s",
+                    read=names_of_repeats, repeat=True)
+CHUNK_TOKENS = Option("chunk_tokens", "--chunk-tokens", "Comma-separated chunk sizes for chunks-max, in model input tokens (special "
+                      "tokens included, at most the model's max_tokens), and for late-chunking, in content tokens (at most the model's "
+                      "window).", str, DEFAULT_CHUNK_TOKENS, read=int_list)
+WINDOW_OVERLAP = Option("window_overlap", "--window-overlap", "Tokens shared by neighbouring windows of windows-mean.", int,
+                        DEFAULT_WINDOW_OVERLAP)
+LATE_OVERLAP = Option("late_overlap", "--late-overlap", "late-chunking of st: models: tokens shared by neighbouring macro windows (each "
+                      "later window's first outputs dropped, so chunks keep left context); less than the model's window.", int,
+                      DEFAULT_LATE_CHUNKING_OVERLAP)
+
+# --- corpus themes (embedeval.experiments.themes.ThemesConfig checks their values) -----------------
+
+THEME_CHUNKER = CHUNKER.but(default=DEFAULT_THEME_CHUNKER)
+UMAP_NEIGHBORS = Option("umap.neighbors", "--umap-neighbors", "UMAP n_neighbors.", int, DEFAULT_UMAP_NEIGHBORS)
+UMAP_MIN_DIST = Option("umap.min_dist", "--umap-min-dist", "UMAP min_dist.", float, DEFAULT_UMAP_MIN_DIST)
+UMAP_COMPONENTS = Option("umap.components", "--umap-components", "UMAP n_components.", int, DEFAULT_UMAP_COMPONENTS)
+MIN_CLUSTER_SIZE = Option("hdbscan.min_cluster_size", "--min-cluster-size", "HDBSCAN min_cluster_size.", int, DEFAULT_MIN_CLUSTER_SIZE)
+MIN_SAMPLES = Option("hdbscan.min_samples", "--min-samples", "HDBSCAN min_samples.", int, DEFAULT_MIN_SAMPLES)
+REPRESENTATIVES = Option("representatives", "--representatives", "Representative chunks per cluster, by maximal marginal relevance.",
+                         int, DEFAULT_REPRESENTATIVES)
+MMR_LAMBDA = Option("mmr_lambda", "--mmr-lambda", "MMR's trade-off: 1 = relevance to the cluster only, 0 = diversity only.", float,
+                    DEFAULT_MMR_LAMBDA)
+THEME_SEED = SEED.but(help="UMAP's random_state (the study's 42).", default=DEFAULT_THEME_SEED)
+CHUNK_SEED = Option("chunk_seed", "--chunk-seed", "Seed the chunk sizes are drawn with: the similarity commands' --seed, whose default "
+                    "it shares, so both cut a corpus into the same chunks (cached) and embed them once.", int, DEFAULT_SEED)
+
+# --- needle drafting (embedeval.experiments.drafting.DraftConfig checks its values) ----------------
+
+THEME_IDS = Option("theme_ids", "--themes-ids", "Comma-separated themes to draft for, each by its cluster number (0 = the largest) or by "
+                   "a term of its top terms in the run's clusters.csv, e.g. writing (default: every theme).", Optional[str])
+
+#: Every option declared here: the one place a library parameter's flag is found (:func:`flag_of`).
+OPTIONS: tuple[Option, ...] = tuple(value for value in dict(globals()).values() if isinstance(value, Option))
+FLAGS: dict[str, str] = {option.parameter: option.flag for option in OPTIONS}
+
+
+def flag_of(parameter: str) -> str:
+    """The command-line flag of a library parameter: its option's (``embedders`` -> ``--embedder``),
+    else ``--`` + the parameter with ``.`` and ``_`` as ``-`` (a parameter no command line sets by a
+    flag of its own: ``umap.min_dist`` -> ``--umap-min-dist``)."""
+    return FLAGS.get(parameter, "--" + parameter.replace(".", "-").replace("_", "-"))
