@@ -449,11 +449,11 @@ def nolima(
         skip_unavailable=embedders.skip_unavailable, executor=embedders.executor, workers=embedders.workers,
         ray_address=embedders.ray_address, prices=plan.prices, **settings,
     )
-    config.check(keys=plan.run_follows)  # a setting that cannot work: one line, before the sweep's libraries are imported
+    usable, skipped = config.check(keys=plan.run_follows)  # a setting that cannot work: one line, before the sweep's libraries are imported
     if plan.plan:  # the local models' timing processes load while the plan imports and counts
         from embedeval.embedders.timing import start_early
 
-        start_early(config.usable_embedders(keys=plan.run_follows)[0])
+        start_early(usable)
     from embedeval.breaks import break_sentence
     from embedeval.experiments.nolima import plan_nolima, run_nolima
     from embedeval.report import series_note
@@ -461,7 +461,7 @@ def nolima(
     if plan.wanted:
         plans = plan_nolima(config, cache_dir=embedders.cache_dir, prices=plan.prices, calibrate=plan.plan, progress=not quiet,
                             commit_every=commit_every, keys=plan.run_follows)
-        for spec, why in config.usable_embedders(keys=plan.run_follows)[1]:
+        for spec, why in skipped:
             typer.echo(f"skipped {spec} ({why})", err=True)
         if plan.settle(plans):
             return

@@ -24,6 +24,7 @@ import pandas as pd
 
 from embedeval.aggregate import nolima_metrics
 from embedeval.defaults import DEFAULT_COMMIT_EVERY
+from embedeval.options import COMMIT_EVERY
 from embedeval.embedders.registry import LEXICAL_SPECS, embedder_name
 from embedeval.experiments.nolima_config import HAYSTACK_KEYS, NolimaConfig  # noqa: F401  (named here as they always were)
 from embedeval.haystacks import build_haystacks
@@ -101,9 +102,10 @@ def plan_nolima(config: NolimaConfig, cache_dir=None, prices: dict[str, float] |
     have is refused first (:func:`~embedeval.plan.check_prices_used`). A plan sends nothing, so it
     needs no API key (each plan names the key the run will need); ``keys``: refuse a model whose
     key is not set, as the run would, when the run follows the plan (a cost ceiling)."""
-    needle_set = config.validate(keys)
-    embedders, _ = config.usable_embedders(keys)
-    check_prices_used([embedder_name(spec) for spec in embedders if spec not in LEXICAL_SPECS], prices or {})
+    COMMIT_EVERY.check(commit_every)
+    needle_set, embedders, _ = config.validated(keys)
+    if (prices or {}) != config.prices:  # the config's own were checked with it
+        check_prices_used([embedder_name(spec) for spec in embedders if spec not in LEXICAL_SPECS], prices or {})
     forms = query_forms(needle_set, list(config.expansions))
     strategies = config.strategy_list()
     reference = load_token_counter(config.tokenizer)
@@ -158,8 +160,8 @@ def corpus_lengths(config: NolimaConfig, reference, cache_dir=None) -> dict | No
 def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_dir=None, commit_every: int = DEFAULT_COMMIT_EVERY) -> NolimaResult:
     """Run the sweep end to end and write the run directory; see the module docstring."""
     config = config or NolimaConfig()
-    needle_set = config.validate()
-    embedders, skipped = config.usable_embedders()
+    COMMIT_EVERY.check(commit_every)
+    needle_set, embedders, skipped = config.validated()
     forms = query_forms(needle_set, list(config.expansions))
     settings = {**config.recorded(), "embedders": embedders, "skipped": skipped, "versions": package_versions(VERSIONED_PACKAGES)}
     strategies = config.strategy_list()

@@ -74,21 +74,29 @@ class NolimaConfig:
     def validate(self, keys: bool = True) -> NeedleSet:
         """Check everything that can be checked without work (:meth:`check`) and read the needle
         set; returns it."""
-        self.check(keys)
-        return grid_needle_set(self.needles, self.groups, self.grid.variants, self.grid.n_distractors, self.distractors_file)
+        return self.validated(keys)[0]
 
-    def check(self, keys: bool = True) -> None:
+    def validated(self, keys: bool = True) -> tuple[NeedleSet, list[str], list[tuple[str, str]]]:
+        """:meth:`validate`'s needle set, with the embedders :meth:`check` found usable and those it
+        skipped (a run or plan goes on with them, not asking again)."""
+        usable, skipped = self.check(keys)
+        needle_set = grid_needle_set(self.needles, self.groups, self.grid.variants, self.grid.n_distractors, self.distractors_file)
+        return needle_set, usable, skipped
+
+    def check(self, keys: bool = True) -> tuple[list[str], list[tuple[str, str]]]:
         """Check the settings (the grid checked itself when it was made), with no model loaded and
         none of the tables' libraries imported: a command refuses a bad setting at once.
-        ``keys``: whether API keys must be set (:meth:`usable_embedders`)."""
+        ``keys``: whether API keys must be set. Returns what :meth:`usable_embedders` found, as
+        checked (the usable embedders, the skipped ones with why)."""
         check_normalize_by(self.normalize_by)
         check_options(self)  # each setting's own constraint (embedeval.options): the pool, the resamples
         self.rule().check()
         strategies = self.strategy_list()
         self.executor_settings().check()
-        embedders, _ = self.usable_embedders(keys)
+        embedders, skipped = self.usable_embedders(keys)
         self.check_prices(embedders)
         check_strategy_support(embedders, strategies, self.executor)
+        return embedders, skipped
 
     def usable_embedders(self, keys: bool = True) -> tuple[list[str], list[tuple[str, str]]]:
         """(the embedders that can run here, [(skipped spec, why)]): presets expanded, and an
