@@ -30,13 +30,13 @@ from embedeval.cli_options import (
     NeedleOptions, PairOptions, PlanOptions, Quiet, RunPlanOptions, SweepOptions, as_typer, with_option_groups,
 )
 from embedeval.defaults import (
-    DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_DRAFT_ATTEMPTS, DEFAULT_DRAFT_PER_THEME, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX,
-    DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_TEMPERATURE, DEFAULT_TOP_K,
+    DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX,
+    DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_TOP_K,
 )
 from embedeval.errors import EmbedevalError, InputError
 from embedeval.io import check_output_file
 from embedeval.labels import QUESTION, STRATEGY_CHOICES
-from embedeval.options import CACHE_DIR, COMMIT_EVERY, EMBEDDER, QUIET, THEME_IDS, int_list, split_list
+from embedeval.options import ATTEMPTS, CACHE_DIR, COMMIT_EVERY, EMBEDDER, PER_THEME, QUIET, TEMPERATURE, THEME_IDS, int_list, split_list
 
 
 def usage_error_line(exc: click_errors.UsageError, where: str = "embedeval") -> str:
@@ -314,12 +314,12 @@ def needles_draft(
     themes: Annotated[Path, typer.Option("--themes", help="A directory written by embedeval themes: the themes to draft needles for.")],
     llm: ChatModelOpt,
     out: Annotated[Path, typer.Option("--out", help="The needle set to write (.json); an earlier draft there, from the same themes, chat model and judge, is resumed; a second draft into it while one runs is refused. Rejected drafts go to NAME.rejected.csv beside it.")],
-    per_theme: Annotated[int, typer.Option("--per-theme", help="Needle groups to keep per theme.")] = DEFAULT_DRAFT_PER_THEME,
+    per_theme: as_typer(PER_THEME) = PER_THEME.cli_default,
     themes_ids: as_typer(THEME_IDS) = THEME_IDS.cli_default,
-    attempts: Annotated[int, typer.Option("--attempts", help="Requests per theme: the first, then redrafts that send the rejected drafts back with their reasons.")] = DEFAULT_DRAFT_ATTEMPTS,
+    attempts: as_typer(ATTEMPTS) = ATTEMPTS.cli_default,
     embedder: as_typer(EMBEDDER, cli_type=Optional[str], help="Embedder of the needle-question similarity recorded for every needle (default: the themes run's).") = None,
     nq_band: Annotated[Optional[str], typer.Option("--nq-band", help="LO,HI: keep only groups whose one-hop and inverted needles' needle-question similarity lies in [LO, HI] (Context Rot's needles: 0.445-0.775; default: no band).")] = None,
-    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (recorded).")] = DEFAULT_TEMPERATURE,
+    temperature: as_typer(TEMPERATURE) = TEMPERATURE.cli_default,
     plan: Annotated[bool, typer.Option("--plan", help="Print the chat requests and tokens the draft would send, and stop: nothing is sent or written.")] = False,
     judge: Annotated[Optional[str], typer.Option("--judge", help="A chat model, named as --llm names one (it may be the same), asked per one-hop and inverted needle whether the needle alone lets a careful reader answer the question with the character; a needle it says does not answer is rejected with its reason, and its verdicts are recorded. Default: no judge, and then no check tests whether a needle answers its question.")] = None,
     max_cost: Annotated[Optional[str], typer.Option("--max-cost", metavar="<float>", help="Refuse to start when the draft could cost more than this many USD, and stop before any request that could take it past this while it runs (needs --chat-price).")] = None,
@@ -523,7 +523,7 @@ def expand_command(
     needles: NeedleOptions,
     sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated numbers of terms.")] = ",".join(map(str, DEFAULT_EXPANSION_SIZES)),
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="Deprecated: use --llm 'openai:MODEL?base_url=URL'. The same: a server of your own, sent no OPENAI_API_KEY.")] = None,
-    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature (recorded).")] = DEFAULT_TEMPERATURE,
+    temperature: as_typer(TEMPERATURE) = TEMPERATURE.cli_default,
     quiet: Quiet = QUIET.cli_default,
 ) -> None:
     """Ask a chat model for N search terms per question and store them for offline sweeps."""

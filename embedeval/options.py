@@ -22,11 +22,11 @@ from typing import Any, Callable, Optional
 
 from embedeval.defaults import (
     DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_CHUNKER,
-    DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_FILLER,
+    DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DRAFT_ATTEMPTS, DEFAULT_DRAFT_PER_THEME, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_FILLER,
     DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_SAMPLES,
     DEFAULT_MMR_LAMBDA, DEFAULT_N_BOOTSTRAP, DEFAULT_NEEDLES, DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES_PER_HAYSTACK, DEFAULT_NEGATIVES,
     DEFAULT_NORMALIZE_BY, DEFAULT_POOL, DEFAULT_REPRESENTATIVES, DEFAULT_SEED, DEFAULT_STRATEGIES, DEFAULT_THEME_CHUNKER,
-    DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST, DEFAULT_UMAP_NEIGHBORS, DEFAULT_VARIANTS,
+    DEFAULT_TEMPERATURE, DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST, DEFAULT_UMAP_NEIGHBORS, DEFAULT_VARIANTS,
     DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS, RAY_ADDRESS_ENV,
 )
 from embedeval.errors import ConfigError, InputError
@@ -305,7 +305,15 @@ THEME_SEED = SEED.but(help="UMAP's random_state (the study's 42).", default=DEFA
 CHUNK_SEED = Option("chunk_seed", "--chunk-seed", "Seed the chunk sizes are drawn with: the similarity commands' --seed, whose default "
                     "it shares, so both cut a corpus into the same chunks (cached) and embed them once.", int, DEFAULT_SEED)
 
-# --- needle drafting (embedeval.experiments.drafting.DraftConfig checks its values) ----------------
+# --- chat models (embedeval expand, embedeval needles draft; embedeval.llm checks the temperature) --
+
+TEMPERATURE = Option("temperature", "--temperature", "Sampling temperature (recorded).", float, DEFAULT_TEMPERATURE)
+
+# --- needle drafting (embedeval.experiments.drafting.DraftConfig) ----------------------------------
+
+PER_THEME = Option("per_theme", "--per-theme", "Needle groups to keep per theme.", int, DEFAULT_DRAFT_PER_THEME, whole_at_least(1))
+ATTEMPTS = Option("attempts", "--attempts", "Requests per theme: the first, then redrafts that send the rejected drafts back with their "
+                  "reasons.", int, DEFAULT_DRAFT_ATTEMPTS, whole_at_least(1))
 
 THEME_IDS = Option("theme_ids", "--themes-ids", "Comma-separated themes to draft for, each by its cluster number (0 = the largest) or by "
                    "a term of its top terms in the run's clusters.csv, e.g. writing (default: every theme).", Optional[str])

@@ -65,9 +65,7 @@ import numpy as np
 import pandas as pd
 
 from embedeval.defaults import (
-    API_TOKEN_MARGIN, DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_DRAFT_ATTEMPTS, DEFAULT_DRAFT_PER_THEME,
-    DEFAULT_DRAFT_PROMPT_CHUNKS, DEFAULT_DUPLICATE_COSINE, DEFAULT_INDEX, DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_TEMPERATURE,
-    DEFAULT_VARIANTS,
+    API_TOKEN_MARGIN, DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_DRAFT_PROMPT_CHUNKS, DEFAULT_DUPLICATE_COSINE, DEFAULT_INDEX, DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_VARIANTS,
 )
 from embedeval.derived import file_sha256
 from embedeval.embedders.registry import load_embedder
@@ -85,6 +83,7 @@ from embedeval.io import (
 from embedeval.llm import ChatLLM, answer_json, chat_spec_difference, check_temperature, parse_chat_spec
 from embedeval.plan import ChatMeter, CostCeilingReached, check_ceiling, check_price
 from embedeval.metrics import nearest_cosines
+from embedeval.options import ATTEMPTS, PER_THEME, TEMPERATURE, check_options, whole_at_least
 from embedeval.needles import (
     CHAR, NEEDLE_VARIANTS, NO_OVERLAP_VARIANTS, NeedleGroup, NeedleSet, group_problems, parse_needle_set, raw_questions,
 )
@@ -164,9 +163,9 @@ class DraftConfig:
     themes: str
     llm: str
     out: str
-    per_theme: int = DEFAULT_DRAFT_PER_THEME
+    per_theme: int = PER_THEME.field()
     theme_ids: tuple[int | str, ...] | None = None  # by number or by a top term (``writing``); None: every theme of the run
-    attempts: int = DEFAULT_DRAFT_ATTEMPTS
+    attempts: int = ATTEMPTS.field()
     embedder: str | None = None  # needle-question similarity; None: the themes run's embedder
     nq_band: tuple[float, float] | None = None
     threshold: float = DEFAULT_BLEND_THRESHOLD
@@ -174,7 +173,7 @@ class DraftConfig:
     absence_top_k: int = DEFAULT_ABSENCE_TOP_K
     duplicate_cosine: float = DEFAULT_DUPLICATE_COSINE
     prompt_chunks: int = DEFAULT_DRAFT_PROMPT_CHUNKS
-    temperature: float = DEFAULT_TEMPERATURE
+    temperature: float = TEMPERATURE.field()
     judge: str | None = None  # a chat spec, as ``llm``: asks whether each one-hop and inverted needle answers; None: no judge
 
     def validate(self) -> None:
@@ -185,10 +184,9 @@ class DraftConfig:
             except ConfigError as exc:
                 raise ConfigError(f"`judge`: {exc}", "judge", *(p for p in exc.parameters if p != "llm")) from None
         check_temperature(self.temperature)
-        for parameter in ("per_theme", "attempts", "absence_top_k", "prompt_chunks"):
-            value = getattr(self, parameter)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"`{parameter}` must be a whole number >= 1, not {value!r}", parameter)
+        check_options(self)  # per_theme, attempts
+        for parameter in ("absence_top_k", "prompt_chunks"):  # no flags of their own
+            whole_at_least(1).check(getattr(self, parameter), parameter)
         if self.nq_band is not None:
             lo, hi = self.nq_band
             if not -1 <= lo <= hi <= 1:

@@ -48,13 +48,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from embedeval import options
 from embedeval.chunking import Chunk, corpus_chunks, parse_chunker
 from embedeval.corpus import check_min_books, load_corpus, require_books
-from embedeval.defaults import (
-    DEFAULT_BLEND_THRESHOLD, DEFAULT_CORPUS, DEFAULT_EMBEDDER, DEFAULT_MIN_BOOKS, DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_MIN_SAMPLES,
-    DEFAULT_MMR_LAMBDA, DEFAULT_REPRESENTATIVES, DEFAULT_SEED, DEFAULT_THEME_CHUNKER, DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS,
-    DEFAULT_UMAP_MIN_DIST, DEFAULT_UMAP_NEIGHBORS,
-)
+from embedeval.defaults import DEFAULT_BLEND_THRESHOLD, DEFAULT_MIN_OUTSIDE_PERCENTILE
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import ConfigError, CorpusError, InputError
 from embedeval.io import (
@@ -83,34 +80,34 @@ COSINE_RESOLUTION = 1e-6
 class UmapSettings:
     """UMAP's (umap-learn's ``n_neighbors``, ``min_dist``, ``n_components``)."""
 
-    neighbors: int = DEFAULT_UMAP_NEIGHBORS
-    min_dist: float = DEFAULT_UMAP_MIN_DIST
-    components: int = DEFAULT_UMAP_COMPONENTS
+    neighbors: int = options.UMAP_NEIGHBORS.field()
+    min_dist: float = options.UMAP_MIN_DIST.field()
+    components: int = options.UMAP_COMPONENTS.field()
 
 
 @dataclass(frozen=True)
 class HdbscanSettings:
     """HDBSCAN's (``min_cluster_size``, ``min_samples``)."""
 
-    min_cluster_size: int = DEFAULT_MIN_CLUSTER_SIZE
-    min_samples: int = DEFAULT_MIN_SAMPLES
+    min_cluster_size: int = options.MIN_CLUSTER_SIZE.field()
+    min_samples: int = options.MIN_SAMPLES.field()
 
 
 @dataclass(frozen=True)
 class ThemesConfig:
     """Everything a themes run depends on (written to ``themes.json``)."""
 
-    corpus: str = DEFAULT_CORPUS
-    min_books: int = DEFAULT_MIN_BOOKS
-    chunker: str = DEFAULT_THEME_CHUNKER
-    embedder: str = DEFAULT_EMBEDDER
+    corpus: str = options.CORPUS.field()
+    min_books: int = options.MIN_BOOKS.field()
+    chunker: str = options.THEME_CHUNKER.field()
+    embedder: str = options.EMBEDDER.field()
     umap: UmapSettings = field(default_factory=UmapSettings)
     hdbscan: HdbscanSettings = field(default_factory=HdbscanSettings)
-    representatives: int = DEFAULT_REPRESENTATIVES  # per cluster, by MMR
-    mmr_lambda: float = DEFAULT_MMR_LAMBDA
-    seed: int = DEFAULT_THEME_SEED  # UMAP's random_state
+    representatives: int = options.REPRESENTATIVES.field()  # per cluster, by MMR
+    mmr_lambda: float = options.MMR_LAMBDA.field()
+    seed: int = options.THEME_SEED.field()  # UMAP's random_state
     out: str = "runs/themes"
-    chunk_seed: int = DEFAULT_SEED  # chunk sizes, as the similarity commands draw them
+    chunk_seed: int = options.CHUNK_SEED.field()  # chunk sizes, as the similarity commands draw them
 
     def validate(self) -> None:
         """One-line :class:`~embedeval.errors.ConfigError` for settings that cannot work."""
