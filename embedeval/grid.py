@@ -9,11 +9,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from embedeval import options
 from embedeval.corpus import check_min_books
-from embedeval.defaults import (
-    DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_FILLER, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES_PER_HAYSTACK,
-    DEFAULT_NEGATIVES, DEFAULT_SEED, DEFAULT_VARIANTS,
-)
 from embedeval.errors import ConfigError
 from embedeval.needles import NEEDLE_VARIANTS
 
@@ -38,16 +35,16 @@ class HaystackGrid:
     are kept as tuples. :func:`build_haystacks` takes it whole; a run's
     :class:`~embedeval.experiments.nolima.NolimaConfig` holds it as ``grid``."""
 
-    corpus: str = DEFAULT_CORPUS
-    lengths: tuple[int, ...] = DEFAULT_LENGTHS
-    depths: int = DEFAULT_DEPTHS
-    variants: tuple[str, ...] = DEFAULT_VARIANTS
-    negatives: int = DEFAULT_NEGATIVES
-    n_distractors: tuple[int, ...] = DEFAULT_N_DISTRACTORS
-    needles_per_haystack: tuple[int, ...] = DEFAULT_NEEDLES_PER_HAYSTACK
-    filler: str = DEFAULT_FILLER
-    min_books: int = DEFAULT_MIN_BOOKS
-    seed: int = DEFAULT_SEED
+    corpus: str = options.CORPUS.field()
+    lengths: tuple[int, ...] = options.LENGTHS.field()
+    depths: int = options.DEPTHS.field()
+    variants: tuple[str, ...] = options.VARIANTS.field()
+    negatives: int = options.NEGATIVES.field()
+    n_distractors: tuple[int, ...] = options.N_DISTRACTORS.field()
+    needles_per_haystack: tuple[int, ...] = options.NEEDLES_PER_HAYSTACK.field()
+    filler: str = options.FILLER.field()
+    min_books: int = options.MIN_BOOKS.field()
+    seed: int = options.SEED.field()
     controls: bool = True
 
     def __post_init__(self) -> None:

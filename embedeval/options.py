@@ -15,6 +15,7 @@ labels and the errors.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from numbers import Integral, Real
 from pathlib import Path
@@ -80,6 +81,11 @@ def is_whole(value) -> bool:
 def is_number(value) -> bool:
     """A real number, not a bool."""
     return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def is_price(value) -> bool:
+    """A price: USD per million tokens, a finite number >= 0."""
+    return is_number(value) and 0 <= value < math.inf
 
 
 @dataclass(frozen=True)

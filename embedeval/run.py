@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from numbers import Real
 from pathlib import Path
 
 import pandas as pd
@@ -38,8 +37,9 @@ from embedeval.errors import ConfigError, InputError
 from embedeval.grid import HaystackGrid
 from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
 from embedeval.io import read_json, read_table, write_table, write_text_atomic
-from embedeval.labels import NEEDLE_FREE_POOL, POOLS, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
+from embedeval.labels import NEEDLE_FREE_POOL, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.metrics import RETRIEVAL_MEASURES
+from embedeval.options import POOL, Constraint, is_number, is_price, is_whole
 from embedeval.needles import NeedleSet, grid_needle_set
 
 HAYSTACKS = "haystacks.parquet"
@@ -80,12 +80,13 @@ SCORED_TABLES = (SIMILARITIES, RETRIEVAL, TIMINGS)
 #: its ``grid`` must hold.
 CONFIG_KEYS = ("embedders", "needles", "tokenizer", "grid")
 GRID_KEYS = ("corpus", "lengths", "depths", "seed")
-#: What each of :data:`CONFIG_KEYS` must hold (a check, and its words for the message).
+#: What each of :data:`CONFIG_KEYS` must hold (a :class:`~embedeval.options.Constraint`: a check,
+#: and its words for the message).
 CONFIG_VALUES = {
-    "embedders": (lambda v: isinstance(v, list) and bool(v) and all(isinstance(s, str) for s in v), "a list of embedder specs"),
-    "needles": (lambda v: isinstance(v, str) and bool(v), "the needle file's path"),
-    "tokenizer": (lambda v: isinstance(v, str) and bool(v), "a tokenizer spec"),
-    "grid": (lambda v: isinstance(v, dict), "an object of the grid's settings"),
+    "embedders": Constraint(lambda v: isinstance(v, list) and bool(v) and all(isinstance(s, str) for s in v), "a list of embedder specs"),
+    "needles": Constraint(lambda v: isinstance(v, str) and bool(v), "the needle file's path"),
+    "tokenizer": Constraint(lambda v: isinstance(v, str) and bool(v), "a tokenizer spec"),
+    "grid": Constraint(lambda v: isinstance(v, dict), "an object of the grid's settings"),
 }
 
 
@@ -93,38 +94,30 @@ def _strings(value) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) and item for item in value)
 
 
-def _whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _number(value) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool)
-
-
 #: What each field of config.json that only some runs have must hold where it is there (the
 #: report, ``compare`` and ``export`` read them; the break rule's values are checked by
-#: :meth:`~embedeval.breaks.BreakRule.check` besides).
+#: :meth:`~embedeval.breaks.BreakRule.check` besides). The pool holds what its option does
+#: (:data:`embedeval.options.POOL`); the resamples of an older run may be fewer than a new run takes.
 OPTIONAL_CONFIG_VALUES = {
-    "pool": (lambda v: isinstance(v, str) and v in POOLS, f"one of {', '.join(POOLS)}"),
-    "groups": (lambda v: v is None or _strings(v), "null or a list of group ids"),
-    "distractors_file": (lambda v: v is None or (isinstance(v, str) and bool(v)), "null or the distractors file's path"),
-    "expansions": (_strings, "a list of expansion file paths"),
-    "n_bootstrap": (lambda v: _whole(v) and v >= 1, "a whole number >= 1"),
-    "break_rule": (lambda v: isinstance(v, str), "a break rule's name"),
-    "break_k": (_whole, "a whole number"),
-    "break_metric": (lambda v: isinstance(v, str), "a metric's name"),
-    "break_threshold": (_number, "a number"),
-    "auc_threshold": (_number, "a number"),
-    "prices": (lambda v: isinstance(v, dict) and all(isinstance(k, str) and _number(p) and 0 <= p < float("inf")
-                                                     for k, p in v.items()),
-               "an object of embedder: USD per million tokens >= 0"),
-    "corpus_lengths": (lambda v: isinstance(v, dict) and all(_whole(v.get(k)) and v[k] >= 0 for k in ("documents", "median", "p90")),
-                       "an object of the corpus's documents and their median and 90th percentile token counts"),
+    POOL.parameter: POOL.constraint,
+    "groups": Constraint(lambda v: v is None or _strings(v), "null or a list of group ids"),
+    "distractors_file": Constraint(lambda v: v is None or (isinstance(v, str) and bool(v)), "null or the distractors file's path"),
+    "expansions": Constraint(_strings, "a list of expansion file paths"),
+    "n_bootstrap": Constraint(lambda v: is_whole(v) and v >= 1, "a whole number >= 1"),
+    "break_rule": Constraint(lambda v: isinstance(v, str), "a break rule's name"),
+    "break_k": Constraint(is_whole, "a whole number"),
+    "break_metric": Constraint(lambda v: isinstance(v, str), "a metric's name"),
+    "break_threshold": Constraint(is_number, "a number"),
+    "auc_threshold": Constraint(is_number, "a number"),
+    "prices": Constraint(lambda v: isinstance(v, dict) and all(isinstance(k, str) and is_price(p) for k, p in v.items()),
+                         "an object of embedder: USD per million tokens >= 0"),
+    "corpus_lengths": Constraint(lambda v: isinstance(v, dict) and all(is_whole(v.get(k)) and v[k] >= 0 for k in ("documents", "median", "p90")),
+                                 "an object of the corpus's documents and their median and 90th percentile token counts"),
 }
 #: What the grid's fields that :class:`~embedeval.grid.HaystackGrid` does not check must hold.
 GRID_VALUES = {
-    "corpus": (lambda v: isinstance(v, str) and bool(v), "a corpus spec"),
-    "seed": (_whole, "a whole number"),
+    "corpus": Constraint(lambda v: isinstance(v, str) and bool(v), "a corpus spec"),
+    "seed": Constraint(is_whole, "a whole number"),
 }
 #: The settings a config.json of a version before ``HaystackGrid`` keeps at its top level.
 FLAT_GRID_KEYS = ("corpus", "lengths", "depths", "variants", "negatives", "n_distractors", "needles_per_haystack", "filler",
@@ -193,10 +186,10 @@ def check_config_values(config: dict, path: Path) -> None:
     :data:`GRID_VALUES`) refuses, or a break rule that cannot work. Called when a run is opened,
     before anything is read or written."""
     grid = config["grid"]
-    broken = [f"{key} must be {what}, not {json.dumps(config[key])}" for key, (holds, what) in OPTIONAL_CONFIG_VALUES.items()
-              if key in config and not holds(config[key])]
-    broken += [f"grid.{key} must be {what}, not {json.dumps(grid[key])}" for key, (holds, what) in GRID_VALUES.items()
-               if not holds(grid[key])]
+    broken = [f"{key} must be {rule.words}, not {json.dumps(config[key])}" for key, rule in OPTIONAL_CONFIG_VALUES.items()
+              if key in config and not rule.holds(config[key])]
+    broken += [f"grid.{key} must be {rule.words}, not {json.dumps(grid[key])}" for key, rule in GRID_VALUES.items()
+               if not rule.holds(grid[key])]
     if broken:
         raise InputError(f"{path} is broken: {'; '.join(broken)}")
     try:
@@ -259,8 +252,8 @@ class NolimaRun:
         absent = [key for key in CONFIG_KEYS if key not in config]
         if absent:
             raise InputError(f"{folder / CONFIG} is not a NoLiMa run's config (it lacks {', '.join(absent)})")
-        broken = [f"{key} must be {what}, not {json.dumps(config[key])}" for key, (holds, what) in CONFIG_VALUES.items()
-                  if not holds(config[key])]
+        broken = [f"{key} must be {rule.words}, not {json.dumps(config[key])}" for key, rule in CONFIG_VALUES.items()
+                  if not rule.holds(config[key])]
         if broken:
             raise InputError(f"{folder / CONFIG} is broken: {'; '.join(broken)}")
         absent = absent_config_keys(config)

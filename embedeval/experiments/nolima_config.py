@@ -5,7 +5,6 @@ the tables' libraries or loads a model, so a setting that cannot work is refused
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from embedeval.errors import ConfigError
 from embedeval.grid import HAYSTACK_FORMAT, HaystackGrid
 from embedeval.io import absolute_path, file_sha256
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
-from embedeval.options import check_options
+from embedeval.options import check_options, is_price
 from embedeval.plan import check_prices_used
 from embedeval.strategies import check_strategy_support, parse_strategies
 from embedeval.text import SENTENCE_SPLITTER
@@ -110,7 +109,7 @@ class NolimaConfig:
         """One :class:`~embedeval.errors.ConfigError` for a price that is not a number of USD >= 0, or
         one for an embedder the run does not have (:func:`~embedeval.plan.check_prices_used`)."""
         for name, price in self.prices.items():
-            if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0 <= price < math.inf:
+            if not is_price(price):
                 raise ConfigError(f"`prices` takes USD per million tokens >= 0, not {price!r} for {name}", "prices")
         check_prices_used([embedder_name(spec) for spec in embedders if spec not in LEXICAL_SPECS], self.prices)
 
