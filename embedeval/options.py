@@ -99,7 +99,8 @@ class Constraint:
 
     def check(self, value, parameter: str) -> None:
         if not self.holds(value):
-            raise ConfigError(f"`{parameter}` must be {self.words}, not {value!r}", parameter)
+            shown = repr(value) if isinstance(value, str) else value  # a number as it prints (numpy's too), text quoted
+            raise ConfigError(f"`{parameter}` must be {self.words}, not {shown}", parameter)
 
 
 def whole_at_least(least: int, words: str = "") -> Constraint:
@@ -295,18 +296,18 @@ LATE_OVERLAP = Option("late_overlap", "--late-overlap", "late-chunking of st: mo
                       "later window's first outputs dropped, so chunks keep left context); less than the model's window.", int,
                       DEFAULT_LATE_CHUNKING_OVERLAP)
 
-# --- corpus themes (embedeval.experiments.themes.ThemesConfig checks their values) -----------------
+# --- corpus themes (embedeval.experiments.themes.ThemesConfig; its counts are checked there) -------
 
 THEME_CHUNKER = CHUNKER.but(default=DEFAULT_THEME_CHUNKER)
 UMAP_NEIGHBORS = Option("umap.neighbors", "--umap-neighbors", "UMAP n_neighbors.", int, DEFAULT_UMAP_NEIGHBORS)
-UMAP_MIN_DIST = Option("umap.min_dist", "--umap-min-dist", "UMAP min_dist.", float, DEFAULT_UMAP_MIN_DIST)
+UMAP_MIN_DIST = Option("umap.min_dist", "--umap-min-dist", "UMAP min_dist.", float, DEFAULT_UMAP_MIN_DIST, number_in(0, 1))
 UMAP_COMPONENTS = Option("umap.components", "--umap-components", "UMAP n_components.", int, DEFAULT_UMAP_COMPONENTS)
 MIN_CLUSTER_SIZE = Option("hdbscan.min_cluster_size", "--min-cluster-size", "HDBSCAN min_cluster_size.", int, DEFAULT_MIN_CLUSTER_SIZE)
 MIN_SAMPLES = Option("hdbscan.min_samples", "--min-samples", "HDBSCAN min_samples.", int, DEFAULT_MIN_SAMPLES)
 REPRESENTATIVES = Option("representatives", "--representatives", "Representative chunks per cluster, by maximal marginal relevance.",
                          int, DEFAULT_REPRESENTATIVES)
 MMR_LAMBDA = Option("mmr_lambda", "--mmr-lambda", "MMR's trade-off: 1 = relevance to the cluster only, 0 = diversity only.", float,
-                    DEFAULT_MMR_LAMBDA)
+                    DEFAULT_MMR_LAMBDA, number_in(0, 1))
 THEME_SEED = SEED.but(help="UMAP's random_state (the study's 42).", default=DEFAULT_THEME_SEED)
 CHUNK_SEED = Option("chunk_seed", "--chunk-seed", "Seed the chunk sizes are drawn with: the similarity commands' --seed, whose default "
                     "it shares, so both cut a corpus into the same chunks (cached) and embed them once.", int, DEFAULT_SEED)

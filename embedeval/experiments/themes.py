@@ -61,6 +61,7 @@ from embedeval.labels import NOISE
 from embedeval.report.themes import map_figure, themes_report
 from embedeval.report.write import FIGURES
 from embedeval.versions import package_version, package_versions
+from embedeval.options import check_options
 from embedeval.metrics import mmr, nearest_cosines, neighbour_similarity, percentile_rank
 from embedeval.plan import EmbedderPlan, plan_of
 from embedeval.progress import bar_options, step
@@ -120,10 +121,8 @@ class ThemesConfig:
             least = 1 if parameter == "representatives" else 2
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < least:
                 raise ConfigError(f"{parameter} must be a whole number >= {least}, not {value!r}", parameter)
-        if not 0 <= self.umap.min_dist <= 1:
-            raise ConfigError(f"`umap.min_dist` must be in [0, 1], not {self.umap.min_dist}", "umap.min_dist")
-        if not 0 <= self.mmr_lambda <= 1:
-            raise ConfigError(f"`mmr_lambda` must be in [0, 1], not {self.mmr_lambda}", "mmr_lambda")
+        check_options(self.umap)  # min_dist in [0, 1]
+        check_options(self)  # mmr_lambda in [0, 1]
 
     def model_settings(self) -> dict:
         """What the fitted models depend on (compared at membership time)."""

@@ -1,0 +1,96 @@
+"""Each option declared once (embedeval.options): the command line's flags, help and defaults come
+from the declarations, the library checks a setting with the same option, and a library parameter's
+flag is found there."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from embedeval import options
+from embedeval.cli import app
+from embedeval.cli_options import flag_of, in_flag_words
+from embedeval.errors import ConfigError
+from embedeval.experiments.drafting import DraftConfig
+from embedeval.experiments.nolima_config import NolimaConfig
+from embedeval.experiments.themes import ThemesConfig
+from embedeval.grid import HaystackGrid
+
+
+def _command_options(command) -> dict[str, object]:
+    """{flag: click option} of every command under ``command``."""
+    found = {}
+    for sub in getattr(command, "commands", {}).values():
+        found.update(_command_options(sub))
+    for param in getattr(command, "params", ()):
+        for name in param.opts:
+            found.setdefault(name, param)
+    return found
+
+
+def test_every_declared_option_is_a_flag_of_some_command():
+    flags = _command_options(typer.main.get_command(app))
+    missing = sorted({option.flag for option in options.OPTIONS} - set(flags))
+    assert missing == []
+
+
+def test_a_parameter_has_one_flag():
+    flags: dict[str, set[str]] = {}
+    for option in options.OPTIONS:
+        flags.setdefault(option.parameter, set()).add(option.flag)
+    assert {parameter: found for parameter, found in flags.items() if len(found) > 1} == {}
+
+
+@pytest.mark.parametrize("parameter, flag", [
+    ("embedders", "--embedder"), ("strategies", "--strategy"), ("prices", "--price"), ("theme_ids", "--themes-ids"),
+    ("hdbscan.min_cluster_size", "--min-cluster-size"), ("hdbscan.min_samples", "--min-samples"), ("umap.min_dist", "--umap-min-dist"),
+    ("n_bootstrap", "--n-bootstrap"), ("dtype", None),
+])
+def test_a_library_parameter_is_said_as_its_declared_flag(parameter, flag):
+    assert flag_of(parameter) == flag
+
+
+def test_a_settings_field_takes_its_default_from_its_option():
+    """Each field declared with an option (Option.field) holds the option; their defaults agree
+    (the needle file is a path the config keeps as text)."""
+    for settings in (NolimaConfig, HaystackGrid, ThemesConfig, DraftConfig):
+        for setting in dataclasses.fields(settings):
+            option = setting.metadata.get("option")
+            if option is None or setting.default is dataclasses.MISSING:
+                continue
+            expected = str(option.default) if setting.name == "needles" else option.default
+            assert setting.default == expected, (settings.__name__, setting.name)
+            assert option.parameter.rsplit(".", 1)[-1] == setting.name, (settings.__name__, setting.name)
+
+
+def test_a_comma_list_reads_and_shows_as_the_command_line_writes_it():
+    assert options.CHUNK_TOKENS.cli_default == "128,256" and options.CHUNK_TOKENS.value("64, 32") == [64, 32]
+    assert options.STRATEGIES.cli_default is None and options.STRATEGIES.value(None) == ["truncate"]
+    assert options.STRATEGIES.value(["truncate,chunks-max", "windows-mean"]) == ["truncate", "chunks-max", "windows-mean"]
+    assert options.EXPANSIONS.cli_default is None and options.EXPANSIONS.value(None) == []
+    assert options.NEEDLES.cli_default is None and options.NEEDLES.value(None) == options.NEEDLES.default
+
+
+def test_the_library_and_the_command_line_refuse_commit_every_with_the_same_words(tmp_path):
+    from embedeval.experiments.nolima import run_nolima
+
+    with pytest.raises(ConfigError) as refused:
+        run_nolima(NolimaConfig(out=str(tmp_path / "lib")), progress=False, commit_every=0)
+    assert str(refused.value) == "`commit_every` must be a whole number >= 1, not 0"
+    result = CliRunner().invoke(app, ["nolima", "--commit-every", "0", "--out", str(tmp_path / "cli"), "-q"])
+    assert result.exit_code == 1 and result.output.strip() == f"error: {in_flag_words(refused.value)}"
+    assert result.output.strip() == "error: --commit-every must be a whole number >= 1, not 0"
+    assert not (tmp_path / "lib").exists() and not (tmp_path / "cli").exists()
+
+
+def test_a_constraint_names_the_parameter_and_the_value():
+    with pytest.raises(ConfigError, match=r"^`n_bootstrap` must be at least 10 resamples, not 3$"):
+        NolimaConfig(n_bootstrap=3).check()
+    with pytest.raises(ConfigError, match=r"^`per_theme` must be a whole number >= 1, not True$"):
+        options.PER_THEME.check(True)
+    with pytest.raises(ConfigError, match=r"^`pool` must be one of needle-free, all, not 'everything'$"):
+        options.POOL.check("everything")
+    assert options.number_in(0, 1, low_open=True).words == "in (0, 1]"
