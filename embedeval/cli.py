@@ -30,13 +30,16 @@ from embedeval.cli_options import (
     NeedleOptions, PairOptions, PlanOptions, Quiet, RunPlanOptions, SweepOptions, as_typer, with_option_groups,
 )
 from embedeval.defaults import (
-    DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX,
-    DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_TOP_K,
+    DEFAULT_ABSENCE_TOP_K, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX,
+    DEFAULT_TOP_K,
 )
 from embedeval.errors import EmbedevalError, InputError
 from embedeval.io import check_output_file
 from embedeval.labels import QUESTION, STRATEGY_CHOICES
-from embedeval.options import ATTEMPTS, CACHE_DIR, COMMIT_EVERY, EMBEDDER, PER_THEME, QUIET, TEMPERATURE, THEME_IDS, int_list, split_list
+from embedeval.options import (
+    ATTEMPTS, CACHE_DIR, COMMIT_EVERY, EMBEDDER, MAX_COST, MIN_OUTSIDE_PERCENTILE, PER_THEME, PLAN, QUIET, TEMPERATURE, THEME_IDS, THRESHOLD,
+    int_list, split_list,
+)
 
 
 def usage_error_line(exc: click_errors.UsageError, where: str = "embedeval") -> str:
@@ -320,9 +323,9 @@ def needles_draft(
     embedder: as_typer(EMBEDDER, cli_type=Optional[str], help="Embedder of the needle-question similarity recorded for every needle (default: the themes run's).") = None,
     nq_band: Annotated[Optional[str], typer.Option("--nq-band", help="LO,HI: keep only groups whose one-hop and inverted needles' needle-question similarity lies in [LO, HI] (Context Rot's needles: 0.445-0.775; default: no band).")] = None,
     temperature: as_typer(TEMPERATURE) = TEMPERATURE.cli_default,
-    plan: Annotated[bool, typer.Option("--plan", help="Print the chat requests and tokens the draft would send, and stop: nothing is sent or written.")] = False,
+    plan: as_typer(PLAN, help="Print the chat requests and tokens the draft would send, and stop: nothing is sent or written.") = PLAN.cli_default,
     judge: Annotated[Optional[str], typer.Option("--judge", help="A chat model, named as --llm names one (it may be the same), asked per one-hop and inverted needle whether the needle alone lets a careful reader answer the question with the character; a needle it says does not answer is rejected with its reason, and its verdicts are recorded. Default: no judge, and then no check tests whether a needle answers its question.")] = None,
-    max_cost: Annotated[Optional[str], typer.Option("--max-cost", metavar="<float>", help="Refuse to start when the draft could cost more than this many USD, and stop before any request that could take it past this while it runs (needs --chat-price).")] = None,
+    max_cost: as_typer(MAX_COST, help="Refuse to start when the draft could cost more than this many USD, and stop before any request that could take it past this while it runs (needs --chat-price).") = MAX_COST.cli_default,
     chat_price: Annotated[Optional[str], typer.Option("--chat-price", metavar="<float>", help="The chat model's price in USD per million tokens (sent and received), for --plan and --max-cost.")] = None,
     judge_price: Annotated[Optional[str], typer.Option("--judge-price", metavar="<float>", help="The judge's price in USD per million tokens (default: --chat-price).")] = None,
     cache_dir: CacheDir = CACHE_DIR.cli_default,
@@ -716,8 +719,8 @@ def themes_membership(
     needles: NeedleOptions,
     pairs: PairOptions,
     cluster: Annotated[Optional[str], typer.Option("--cluster", help="The target theme of every needle whose pair file row names none in a cluster (or theme) column, by its number or by a term of its top terms, e.g. writing (default 0: the largest cluster).")] = None,
-    threshold: Annotated[float, typer.Option("--threshold", help="A needle blends in when its probability for the target cluster exceeds this (and it passes --min-outside-percentile).")] = DEFAULT_BLEND_THRESHOLD,
-    min_outside_percentile: Annotated[float, typer.Option("--min-outside-percentile", help="A needle blends in only when it is also this close to the target theme: its mean cosine to the theme's nearest chunks at or above this percentile (0-100) of the same statistic over the corpus chunks outside the theme.")] = DEFAULT_MIN_OUTSIDE_PERCENTILE,
+    threshold: as_typer(THRESHOLD) = THRESHOLD.cli_default,
+    min_outside_percentile: as_typer(MIN_OUTSIDE_PERCENTILE) = MIN_OUTSIDE_PERCENTILE.cli_default,
     embedder: as_typer(EMBEDDER, cli_type=Optional[str], help="Must be the run's embedder if given (the default is the run's).") = None,
     cache_dir: CacheDir = CACHE_DIR.cli_default,
     quiet: Quiet = QUIET.cli_default,

@@ -248,9 +248,9 @@ class PlanOptions:
     """``--plan`` (``--json``), ``--max-cost``, ``--price``: what a run would embed, send, cost and
     take, before it starts (:mod:`embedeval.plan`)."""
 
-    plan: Annotated[bool, typer.Option("--plan", help="Print what the run would embed, send, cost and take (texts, cached, tokens, requests, time, USD) and the API keys the run will need, and stop: nothing is sent or stored, so no key is needed (a local model embeds a sample of 32 inputs to time itself).")] = False
-    as_json: Annotated[bool, typer.Option("--json", help="With --plan: the plan as JSON.")] = False
-    max_cost: Annotated[Optional[str], typer.Option("--max-cost", metavar="<float>", help="Refuse to start when the plan's high cost estimate exceeds this many USD (an API model without a price then needs --price).")] = None
+    plan: as_typer(declared.PLAN) = declared.PLAN.cli_default
+    as_json: as_typer(declared.AS_JSON) = declared.AS_JSON.cli_default
+    max_cost: as_typer(declared.MAX_COST) = declared.MAX_COST.cli_default
     price: as_typer(PRICES) = PRICES.cli_default
 
     #: Whether ``--price`` means something without ``--plan`` or ``--max-cost`` (:class:`RunPlanOptions`).

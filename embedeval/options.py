@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from embedeval.defaults import (
-    DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_CHUNKER,
+    DEFAULT_BLEND_THRESHOLD, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_CHUNKER,
     DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DRAFT_ATTEMPTS, DEFAULT_DRAFT_PER_THEME, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_FILLER,
-    DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_SAMPLES,
+    DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_MIN_SAMPLES,
     DEFAULT_MMR_LAMBDA, DEFAULT_N_BOOTSTRAP, DEFAULT_NEEDLES, DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES_PER_HAYSTACK, DEFAULT_NEGATIVES,
     DEFAULT_NORMALIZE_BY, DEFAULT_POOL, DEFAULT_REPRESENTATIVES, DEFAULT_SEED, DEFAULT_STRATEGIES, DEFAULT_THEME_CHUNKER,
     DEFAULT_TEMPERATURE, DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST, DEFAULT_UMAP_NEIGHBORS, DEFAULT_VARIANTS,
@@ -241,6 +241,16 @@ RUN_PRICES = PRICES.but(help="SPEC=USD per million tokens: the price of a model 
                         "price, or to override it) and for decision.csv's usd_per_million_tokens (only prices given here: none is "
                         "assumed); repeat for several.")
 
+# --- a plan before a run (embedeval.plan) ---------------------------------------------------------
+
+PLAN = Option("plan", "--plan", "Print what the run would embed, send, cost and take (texts, cached, tokens, requests, time, USD) and the "
+              "API keys the run will need, and stop: nothing is sent or stored, so no key is needed (a local model embeds a sample of 32 "
+              "inputs to time itself).", bool, False)
+AS_JSON = Option("as_json", "--json", "With --plan: the plan as JSON.", bool, False)
+#: Read as text: embedeval.plan.parse_ceiling takes a number >= 0 in ASCII digits only (typer's float would take "nan").
+MAX_COST = Option("max_cost", "--max-cost", "Refuse to start when the plan's high cost estimate exceeds this many USD (an API model "
+                  "without a price then needs --price).", Optional[str], metavar="<float>")
+
 # --- the haystack grid (embedeval.grid.HaystackGrid checks its values) ----------------------------
 
 FILLER = Option("filler", "--filler", "random (sentence-aligned snippets from random books) or sequential (contiguous passages in book "
@@ -308,6 +318,12 @@ REPRESENTATIVES = Option("representatives", "--representatives", "Representative
                          int, DEFAULT_REPRESENTATIVES)
 MMR_LAMBDA = Option("mmr_lambda", "--mmr-lambda", "MMR's trade-off: 1 = relevance to the cluster only, 0 = diversity only.", float,
                     DEFAULT_MMR_LAMBDA, number_in(0, 1))
+THRESHOLD = Option("threshold", "--threshold", "A needle blends in when its probability for the target cluster exceeds this (and it "
+                   "passes --min-outside-percentile).", float, DEFAULT_BLEND_THRESHOLD, number_in(0, 1, low_open=True, high_open=True))
+MIN_OUTSIDE_PERCENTILE = Option("min_outside_percentile", "--min-outside-percentile", "A needle blends in only when it is also this close "
+                                "to the target theme: its mean cosine to the theme's nearest chunks at or above this percentile (0-100) of "
+                                "the same statistic over the corpus chunks outside the theme.", float, DEFAULT_MIN_OUTSIDE_PERCENTILE,
+                                number_in(0, 100))
 THEME_SEED = SEED.but(help="UMAP's random_state (the study's 42).", default=DEFAULT_THEME_SEED)
 CHUNK_SEED = Option("chunk_seed", "--chunk-seed", "Seed the chunk sizes are drawn with: the similarity commands' --seed, whose default "
                     "it shares, so both cut a corpus into the same chunks (cached) and embed them once.", int, DEFAULT_SEED)

@@ -65,7 +65,7 @@ import numpy as np
 import pandas as pd
 
 from embedeval.defaults import (
-    API_TOKEN_MARGIN, DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_DRAFT_PROMPT_CHUNKS, DEFAULT_DUPLICATE_COSINE, DEFAULT_INDEX, DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_VARIANTS,
+    API_TOKEN_MARGIN, DEFAULT_ABSENCE_TOP_K, DEFAULT_DRAFT_PROMPT_CHUNKS, DEFAULT_DUPLICATE_COSINE, DEFAULT_INDEX, DEFAULT_VARIANTS,
 )
 from embedeval.derived import file_sha256
 from embedeval.embedders.registry import load_embedder
@@ -83,7 +83,9 @@ from embedeval.io import (
 from embedeval.llm import ChatLLM, answer_json, chat_spec_difference, check_temperature, parse_chat_spec
 from embedeval.plan import ChatMeter, CostCeilingReached, check_ceiling, check_price
 from embedeval.metrics import nearest_cosines
-from embedeval.options import ATTEMPTS, PER_THEME, TEMPERATURE, check_options, whole_at_least
+from embedeval.options import (
+    ATTEMPTS, MIN_OUTSIDE_PERCENTILE, PER_THEME, TEMPERATURE, THRESHOLD, check_options, whole_at_least,
+)
 from embedeval.needles import (
     CHAR, NEEDLE_VARIANTS, NO_OVERLAP_VARIANTS, NeedleGroup, NeedleSet, group_problems, parse_needle_set, raw_questions,
 )
@@ -168,8 +170,8 @@ class DraftConfig:
     attempts: int = ATTEMPTS.field()
     embedder: str | None = None  # needle-question similarity; None: the themes run's embedder
     nq_band: tuple[float, float] | None = None
-    threshold: float = DEFAULT_BLEND_THRESHOLD
-    min_outside_percentile: float = DEFAULT_MIN_OUTSIDE_PERCENTILE
+    threshold: float = THRESHOLD.field()
+    min_outside_percentile: float = MIN_OUTSIDE_PERCENTILE.field()
     absence_top_k: int = DEFAULT_ABSENCE_TOP_K
     duplicate_cosine: float = DEFAULT_DUPLICATE_COSINE
     prompt_chunks: int = DEFAULT_DRAFT_PROMPT_CHUNKS
@@ -184,7 +186,7 @@ class DraftConfig:
             except ConfigError as exc:
                 raise ConfigError(f"`judge`: {exc}", "judge", *(p for p in exc.parameters if p != "llm")) from None
         check_temperature(self.temperature)
-        check_options(self)  # per_theme, attempts
+        check_options(self)  # per_theme, attempts, threshold, min_outside_percentile
         for parameter in ("absence_top_k", "prompt_chunks"):  # no flags of their own
             whole_at_least(1).check(getattr(self, parameter), parameter)
         if self.nq_band is not None:

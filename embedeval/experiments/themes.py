@@ -563,10 +563,8 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | str | N
     terms (:func:`resolve_theme`: ``6`` or ``"writing"``); the table holds the numbers."""
     import hdbscan
 
-    if not 0 < threshold < 1:
-        raise ConfigError(f"`threshold` must be in (0, 1), not {threshold}", "threshold")
-    if not 0 <= min_outside_percentile <= 100:
-        raise ConfigError(f"`min_outside_percentile` must be in [0, 100], not {min_outside_percentile}", "min_outside_percentile")
+    options.THRESHOLD.check(threshold)
+    options.MIN_OUTSIDE_PERCENTILE.check(min_outside_percentile)
     if embedder is not None and (made_with := read_manifest(out)["settings"]["embedder"]) != embedder:
         raise InputError(f"{out} was made with {made_with}, not {embedder}: its themes live in that model's space")
     manifest, reducer, clusterer = load_themes(out)
