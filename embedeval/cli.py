@@ -37,7 +37,7 @@ from embedeval.errors import EmbedevalError, InputError
 from embedeval.io import check_output_file
 from embedeval.labels import QUESTION, STRATEGY_CHOICES
 from embedeval.options import (
-    ATTEMPTS, CACHE_DIR, COMMIT_EVERY, EMBEDDER, MAX_COST, MIN_OUTSIDE_PERCENTILE, PER_THEME, PLAN, QUIET, TEMPERATURE, THEME_IDS, THRESHOLD,
+    ATTEMPTS, CACHE_DIR, COMMIT_EVERY, EMBEDDER, MAX_COST, MIN_OUTSIDE_PERCENTILE, NOLIMA_OUT, PER_THEME, PLAN, QUIET, TEMPERATURE, THEME_IDS, THRESHOLD,
     int_list, split_list,
 )
 
@@ -432,7 +432,7 @@ def nolima(
     embedders: EmbedderOptions,
     needles: NeedleOptions,
     grid: GridOptions,
-    out: Annotated[Path, typer.Option("--out", help="Run directory.")] = Path("runs/nolima"),
+    out: as_typer(NOLIMA_OUT) = NOLIMA_OUT.cli_default,
     sweep: SweepOptions = SweepOptions(),
     plan: RunPlanOptions = RunPlanOptions(),
     quiet: Quiet = QUIET.cli_default,

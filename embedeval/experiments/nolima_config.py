@@ -40,7 +40,7 @@ class NolimaConfig:
     groups: tuple[str, ...] | None = options.GROUPS.field()  # group ids to run (None: every group of the needle set)
     grid: HaystackGrid = field(default_factory=HaystackGrid)  # the haystack grid, validated when made
     distractors_file: str | None = options.DISTRACTORS_FILE.field()  # distractors by group, replacing the needle file's (load_distractors)
-    out: str = "runs/nolima"
+    out: str = options.NOLIMA_OUT.field()
     tokenizer: str = DEFAULT_REFERENCE
     # the headline break point: "relative" (recall@k vs the shortest lengths) or "absolute" (a metric and the value it must keep)
     break_rule: str = options.BREAK_RULE.field()
