@@ -30,15 +30,15 @@ from embedeval.cli_options import (
     NeedleOptions, PairOptions, PlanOptions, Quiet, RunPlanOptions, SweepOptions, as_typer, with_option_groups,
 )
 from embedeval.defaults import (
-    DEFAULT_ABSENCE_TOP_K, DEFAULT_EXPANSION_SIZES, DEFAULT_INDEX,
+    DEFAULT_ABSENCE_TOP_K, DEFAULT_INDEX,
     DEFAULT_TOP_K,
 )
 from embedeval.errors import EmbedevalError, InputError
 from embedeval.io import check_output_file
 from embedeval.labels import QUESTION, STRATEGY_CHOICES
 from embedeval.options import (
-    ATTEMPTS, CACHE_DIR, COMMIT_EVERY, EMBEDDER, MAX_COST, MIN_OUTSIDE_PERCENTILE, NOLIMA_OUT, PER_THEME, PLAN, QUIET, TEMPERATURE, THEME_IDS, THRESHOLD,
-    int_list, split_list,
+    ATTEMPTS, CACHE_DIR, COMMIT_EVERY, EMBEDDER, EXPANSION_SIZES, MAX_COST, MIN_OUTSIDE_PERCENTILE, NOLIMA_OUT, PER_THEME, PLAN, QUIET, TEMPERATURE, THEME_IDS, THRESHOLD,
+    split_list,
 )
 
 
@@ -524,7 +524,7 @@ def expand_command(
     out: Annotated[Path, typer.Option("--out", help="Expansion file to write (queries/expansions/<set>.json).")],
     llm: ChatModelOpt,
     needles: NeedleOptions,
-    sizes: Annotated[str, typer.Option("--sizes", help="Comma-separated numbers of terms.")] = ",".join(map(str, DEFAULT_EXPANSION_SIZES)),
+    sizes: as_typer(EXPANSION_SIZES) = EXPANSION_SIZES.cli_default,
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="Deprecated: use --llm 'openai:MODEL?base_url=URL'. The same: a server of your own, sent no OPENAI_API_KEY.")] = None,
     temperature: as_typer(TEMPERATURE) = TEMPERATURE.cli_default,
     quiet: Quiet = QUIET.cli_default,
@@ -534,9 +534,8 @@ def expand_command(
     from embedeval.llm import ChatLLM
 
     check_output_file(out, (".json",))
-    size_list = int_list(sizes, "--sizes")
-    if not size_list or min(size_list) < 1:
-        raise InputError("--sizes must be positive whole numbers")
+    size_list = EXPANSION_SIZES.value(sizes)
+    EXPANSION_SIZES.check(size_list)  # before the chat model is asked (build_expansion_file checks them so too)
     if base_url is not None:
         typer.echo("warning: --base-url is deprecated; use --llm 'openai:MODEL?base_url=URL' (with key_env=VAR for a key)", err=True)
     chat = ChatLLM(llm, base_url, temperature)  # a bad spec or a missing key: one line before any work

@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from embedeval.defaults import (
-    DEFAULT_BLEND_THRESHOLD, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNK_TOKENS, DEFAULT_CHUNKER,
-    DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DRAFT_ATTEMPTS, DEFAULT_DRAFT_PER_THEME, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_EXECUTOR, DEFAULT_FILLER,
-    DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS, DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_MIN_SAMPLES,
-    DEFAULT_MMR_LAMBDA, DEFAULT_N_BOOTSTRAP, DEFAULT_NEEDLES, DEFAULT_NOLIMA_OUT, DEFAULT_N_DISTRACTORS, DEFAULT_NEEDLES_PER_HAYSTACK, DEFAULT_NEGATIVES,
-    DEFAULT_NORMALIZE_BY, DEFAULT_POOL, DEFAULT_REPRESENTATIVES, DEFAULT_SEED, DEFAULT_STRATEGIES, DEFAULT_THEME_CHUNKER,
-    DEFAULT_TEMPERATURE, DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST, DEFAULT_UMAP_NEIGHBORS, DEFAULT_VARIANTS,
-    DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS, RAY_ADDRESS_ENV,
+    DEFAULT_BLEND_THRESHOLD, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNKER,
+    DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_DRAFT_ATTEMPTS, DEFAULT_DRAFT_PER_THEME, DEFAULT_EMBEDDER,
+    DEFAULT_EXECUTOR, DEFAULT_EXPANSION_SIZES, DEFAULT_FILLER, DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS,
+    DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_MIN_SAMPLES, DEFAULT_MMR_LAMBDA, DEFAULT_NEEDLES, DEFAULT_NEEDLES_PER_HAYSTACK,
+    DEFAULT_NEGATIVES, DEFAULT_NOLIMA_OUT, DEFAULT_NORMALIZE_BY, DEFAULT_N_BOOTSTRAP, DEFAULT_N_DISTRACTORS, DEFAULT_POOL, DEFAULT_REPRESENTATIVES,
+    DEFAULT_SEED, DEFAULT_STRATEGIES, DEFAULT_TEMPERATURE, DEFAULT_THEME_CHUNKER, DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST,
+    DEFAULT_UMAP_NEIGHBORS, DEFAULT_VARIANTS, DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS, RAY_ADDRESS_ENV,
 )
 from embedeval.errors import ConfigError, InputError
 from embedeval.labels import POOLS, STRATEGY_CHOICES
@@ -106,6 +106,12 @@ class Constraint:
 def whole_at_least(least: int, words: str = "") -> Constraint:
     """A whole number >= ``least`` (``words`` in place of "a whole number >= least")."""
     return Constraint(lambda value: is_whole(value) and value >= least, words or f"a whole number >= {least}")
+
+
+def whole_numbers_at_least(least: int, words: str = "") -> Constraint:
+    """One or more whole numbers, each >= ``least`` (a comma-separated list on the command line)."""
+    return Constraint(lambda values: len(values) > 0 and all(is_whole(value) and value >= least for value in values),
+                      words or f"whole numbers >= {least}")
 
 
 def number_in(low: float, high: float, low_open: bool = False, high_open: bool = False) -> Constraint:
@@ -331,6 +337,8 @@ CHUNK_SEED = Option("chunk_seed", "--chunk-seed", "Seed the chunk sizes are draw
 
 # --- chat models (embedeval expand, embedeval needles draft; embedeval.llm checks the temperature) --
 
+EXPANSION_SIZES = Option("sizes", "--sizes", "Comma-separated numbers of terms.", str, DEFAULT_EXPANSION_SIZES,
+                         whole_numbers_at_least(1, "positive whole numbers"), read=int_list)
 TEMPERATURE = Option("temperature", "--temperature", "Sampling temperature (recorded).", float, DEFAULT_TEMPERATURE)
 
 # --- needle drafting (embedeval.experiments.drafting.DraftConfig) ----------------------------------

@@ -94,3 +94,13 @@ def test_a_constraint_names_the_parameter_and_the_value():
     with pytest.raises(ConfigError, match=r"^`pool` must be one of needle-free, all, not 'everything'$"):
         options.POOL.check("everything")
     assert options.number_in(0, 1, low_open=True).words == "in (0, 1]"
+
+
+def test_the_library_and_the_command_line_refuse_expansion_sizes_with_the_same_words(tmp_path):
+    from embedeval.expansion import build_expansion_file
+
+    with pytest.raises(ConfigError) as refused:
+        build_expansion_file(None, [5, 0], llm=None)  # refused before the needle set or the chat model is used
+    assert str(refused.value) == "`sizes` must be positive whole numbers, not [5, 0]"
+    result = CliRunner().invoke(app, ["expand", "--sizes", "5,0", "--llm", "fake-model", "--out", str(tmp_path / "e.json")])
+    assert result.exit_code == 1 and result.output.strip() == "error: --sizes must be positive whole numbers, not [5, 0]"
