@@ -1,10 +1,14 @@
-"""Command-line options shared by several ``embedeval`` commands, each declared once.
+"""The command line's side of :mod:`embedeval.options`: typer parameters built from the declared
+options (:func:`as_typer`: flag, help, environment variable and default from the one declaration),
+the option groups several ``embedeval`` commands share, and the translation of a library error's
+parameters into flags (:func:`in_flag_words`).
 
 An option group is a dataclass whose fields are typer options. A command decorated with
 :func:`with_option_groups` takes a group as one parameter (``needles: NeedleOptions``); typer
 sees the group's fields as the command's own options, and the command receives the group built
 from them. So ``--needles``/``--groups``, the haystack grid, the embedder list and the corpus
-chunking are declared once, used by every command that needs them, and parsed in one place.
+chunking are used by every command that needs them and parsed in one place; a group may also be
+made from a list of options alone (:func:`option_group`: ``embedeval nolima``'s sweep settings).
 """
 
 from __future__ import annotations
@@ -195,12 +199,12 @@ class APIOptions:
     so every API embedder the command builds afterwards, however deep in the library, uses them.
     """
 
-    api_workers: Annotated[Optional[int], typer.Option("--api-workers", envvar=budget.WORKERS_ENV, help="Concurrent requests per API embedder (default: 4).")] = None
-    rpm: Annotated[Optional[str], typer.Option("--rpm", help="Requests-per-minute budget of the API providers: N for each, or provider=N,... (default: EMBEDEVAL_<PROVIDER>_RPM, else the provider's tier-1 limit).")] = None
-    tpm: Annotated[Optional[str], typer.Option("--tpm", help="Tokens-per-minute budget of the API providers: N for each, or provider=N,... (default: EMBEDEVAL_<PROVIDER>_TPM, else the provider's tier-1 limit).")] = None
+    api_workers: as_typer(declared.API_WORKERS) = declared.API_WORKERS.cli_default
+    rpm: as_typer(declared.RPM) = declared.RPM.cli_default
+    tpm: as_typer(declared.TPM) = declared.TPM.cli_default
 
     def __post_init__(self):
-        budget.configure(rpm=budget_map(self.rpm, "--rpm"), tpm=budget_map(self.tpm, "--tpm"), workers=self.api_workers)
+        budget.configure(rpm=budget_map(self.rpm, declared.RPM.flag), tpm=budget_map(self.tpm, declared.TPM.flag), workers=self.api_workers)
 
 
 @dataclass

@@ -30,6 +30,7 @@ from embedeval.defaults import (
     DEFAULT_SEED, DEFAULT_STRATEGIES, DEFAULT_TEMPERATURE, DEFAULT_THEME_CHUNKER, DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST,
     DEFAULT_UMAP_NEIGHBORS, DEFAULT_VARIANTS, DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS, RAY_ADDRESS_ENV,
 )
+from embedeval.embedders.budget import WORKERS_ENV
 from embedeval.errors import ConfigError, InputError
 from embedeval.labels import POOLS, STRATEGY_CHOICES
 from embedeval.paths import CACHE_ENV
@@ -246,6 +247,14 @@ PRICES = Option("prices", "--price", "SPEC=USD per million tokens, for a model w
 RUN_PRICES = PRICES.but(help="SPEC=USD per million tokens: the price of a model for --plan and --max-cost (for a model without a listed "
                         "price, or to override it) and for decision.csv's usd_per_million_tokens (only prices given here: none is "
                         "assumed); repeat for several.")
+
+# --- how API embedders send their requests (embedeval.embedders.budget checks them) ----------------
+
+API_WORKERS = Option("api_workers", "--api-workers", "Concurrent requests per API embedder (default: 4).", Optional[int], envvar=WORKERS_ENV)
+RPM = Option("rpm", "--rpm", "Requests-per-minute budget of the API providers: N for each, or provider=N,... (default: "
+             "EMBEDEVAL_<PROVIDER>_RPM, else the provider's tier-1 limit).", Optional[str])
+TPM = Option("tpm", "--tpm", "Tokens-per-minute budget of the API providers: N for each, or provider=N,... (default: "
+             "EMBEDEVAL_<PROVIDER>_TPM, else the provider's tier-1 limit).", Optional[str])
 
 # --- a plan before a run (embedeval.plan) ---------------------------------------------------------
 
