@@ -36,7 +36,8 @@ from embedeval.defaults import (
 )
 from embedeval.errors import EmbedevalError, InputError
 from embedeval.io import check_output_file
-from embedeval.labels import QUESTION, STRATEGY_CHOICES
+from embedeval.labels import QUESTION
+from embedeval.strategies import strategy_choices
 
 
 def usage_error_line(exc: click_errors.UsageError, where: str = "embedeval") -> str:
@@ -159,7 +160,7 @@ def list_embedders() -> None:
         typer.echo(f"{name:<36} {'preset':<12} {', '.join(specs)}")
     for prefix, choices in (("st:", LOCAL_OPTION_CHOICES), ("API", API_OPTION_CHOICES)):
         typer.echo(f"{prefix} options, in the spec (?name=value&...): " + "; ".join(f"{name} ({what})" for name, what in choices.items()))
-    typer.echo("strategies (--strategy): " + "; ".join(f"{name} ({what})" for name, what in STRATEGY_CHOICES.items()))
+    typer.echo("strategies (--strategy): " + "; ".join(f"{name} ({what})" for name, what in strategy_choices().items()))
 
 
 @app.command("embed")
@@ -440,7 +441,7 @@ def nolima(
     normalize_by: Annotated[str, typer.Option("--normalize-by", help="Divide sim(q, haystack) by sim(q, the standard needle of the variant's family), as the Jina study does (standard), or by the haystack's own needle (own).")] = DEFAULT_NORMALIZE_BY,
     pool: Annotated[str, typer.Option("--pool", help="What each needle haystack is ranked among: needle-free (the needle-free haystacks of its length: controls and negatives) or all (every haystack of its length and depth that does not answer its question, other questions' needle haystacks included, as LongEmbed ranks among all documents of a split).")] = DEFAULT_POOL,
     expansions: Annotated[Optional[str], typer.Option("--expansions", help="Comma-separated expansion files: adds query forms expanded-N.")] = None,
-    strategy: Annotated[Optional[list[str]], typer.Option("--strategy", "-s", help="How long haystacks are read: " + "; ".join(f"{name} ({what})" for name, what in STRATEGY_CHOICES.items()) + ". Repeat or comma-separate for several (default: truncate).")] = None,
+    strategy: Annotated[Optional[list[str]], typer.Option("--strategy", "-s", help="How long haystacks are read: " + "; ".join(f"{name} ({what})" for name, what in strategy_choices().items()) + ". Repeat or comma-separate for several (default: truncate).")] = None,
     chunk_tokens: Annotated[str, typer.Option("--chunk-tokens", help="Comma-separated chunk sizes for chunks-max, in model input tokens (special tokens included, at most the model's max_tokens), and for late-chunking, in content tokens (at most the model's window).")] = ",".join(map(str, DEFAULT_CHUNK_TOKENS)),
     window_overlap: Annotated[int, typer.Option("--window-overlap", help="Tokens shared by neighbouring windows of windows-mean.")] = DEFAULT_WINDOW_OVERLAP,
     late_overlap: Annotated[int, typer.Option("--late-overlap", help="late-chunking of st: models: tokens shared by neighbouring macro windows (each later window's first outputs dropped, so chunks keep left context); less than the model's window.")] = DEFAULT_LATE_CHUNKING_OVERLAP,

@@ -277,9 +277,9 @@ def test_strategies_of_one_model_tokenise_the_texts_once(minilm):
 
 def test_the_strategies_named_model_readings_read_a_text_inside_the_window_as_truncate_does(minilm):
     """The one base of an embedder (issue 43) is read from any strategy of
-    :data:`embedeval.labels.MODEL_READINGS`: each must give a text inside the window truncate's
+    :func:`embedeval.strategies.model_reading_rank`: each must give a text inside the window truncate's
     vector, and the strategies left out must not."""
-    from embedeval.labels import model_reading_rank
+    from embedeval.strategies import model_reading_rank
 
     texts = [long_text(4), long_text(9, 2)]  # well inside 254 tokens
     expected = EmbeddingScorer(minilm, Strategy("truncate")).index(texts).vectors
