@@ -74,7 +74,7 @@ def distinct_windows(folder: Path) -> list[list[int]]:
     config = NolimaConfig(out=str(folder / "grid"))
     haystacks = load_or_build_haystacks(config, config.validate(), progress=False)
     scorer = EmbeddingScorer(SentenceTransformerEmbedder(MODEL, device="cpu"), parse_strategies(["truncate"])[0])
-    distinct = dict.fromkeys(scorer._cut(list(dict.fromkeys(haystacks["text"]))).inputs)  # token ids, as bytes
+    distinct = dict.fromkeys(scorer.cut(list(dict.fromkeys(haystacks["text"]))).inputs)  # token ids, as bytes
     return [np.frombuffer(ids, dtype=np.int32).tolist() for ids in distinct]
 
 

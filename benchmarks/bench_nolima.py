@@ -14,7 +14,7 @@ Targets: cold <= 0.6 x floor, warm <= 0.03 x cold.
 
 Part 2, ``windows-mean`` (a smaller grid by default, ``--window-*`` to change it):
   direct ``embed_ids`` (the model's forward on token ids, no cache) of the distinct windows that
-         the strategy cuts (``EmbeddingScorer._cut``: the model's token ids + ``piece_bounds``)
+         the strategy cuts (``EmbeddingScorer.cut``: the model's token ids + ``piece_bounds``)
          of every unique haystack text and needle, plus ``encode_query`` of the questions,
   cold   ``run_nolima(strategies=["windows-mean"])`` into an empty embedding cache.
 Target: cold <= 1.15 x direct.
@@ -221,7 +221,7 @@ def part_truncate(model: SentenceTransformerEmbedder, folder: Path, args) -> Non
     floor = time.perf_counter() - start
 
     scorer = EmbeddingScorer(model, parse_strategies(["truncate"])[0])
-    windows = len(set(scorer._cut(texts).inputs))  # distinct first-W token-id windows (not timed)
+    windows = len(set(scorer.cut(texts).inputs))  # distinct first-W token-id windows (not timed)
     cold, cold_result, cold_spent = timed_run(config, folder / "cache-truncate")
     warm, warm_result, warm_spent = timed_run(config, folder / "cache-truncate")  # the same out dir and cache
     cold_model = cold_spent["  model embed"]
@@ -249,7 +249,7 @@ def part_windows(model: SentenceTransformerEmbedder, folder: Path, args) -> None
     haystacks, build, texts, needles, queries = prepare(config)
     scorer = EmbeddingScorer(model, parse_strategies(["windows-mean"], window_overlap=config.window_overlap)[0])
     start = time.perf_counter()
-    pieces = scorer._cut(texts).inputs + scorer._cut(needles).inputs
+    pieces = scorer.cut(texts).inputs + scorer.cut(needles).inputs
     distinct = [np.frombuffer(ids, dtype=np.int32) for ids in dict.fromkeys(pieces)]  # pieces are int32 id bytes
     cut = time.perf_counter() - start
     model.embed_ids(distinct[:32])  # warm up kernels
@@ -279,18 +279,18 @@ def part_windows(model: SentenceTransformerEmbedder, folder: Path, args) -> None
 
 def part_late(model: SentenceTransformerEmbedder, folder: Path, args) -> None:
     """Part 4 (issue 24): ``late-chunking@C`` on Part 2's grid against one direct forward pass per
-    distinct window (the model's ``embed_late_chunks``, uncached, through ``EmbeddingScorer._embed_late``)
+    distinct window (the model's ``embed_late_chunks``, uncached, through ``EmbeddingScorer.embed_inputs``)
     plus ``encode_query``."""
     config = make_config(folder, "late", "late-chunking", args.window_groups, args.window_lengths,
                          args.window_depths, args.window_negatives)
     config.chunk_tokens = [args.late_chunk_tokens]
     haystacks, build, texts, needles, queries = prepare(config)
     scorer = EmbeddingScorer(model, parse_strategies(["late-chunking"], [args.late_chunk_tokens])[0])
-    pieces = list(dict.fromkeys(scorer._cut_late(texts + needles).inputs))  # distinct chunks, each its (window, span) parts
+    pieces = list(dict.fromkeys(scorer.cut(texts + needles).inputs))  # distinct chunks, each its (window, span) parts
     n_windows = len({window for piece in pieces for window, _ in piece})
-    scorer._embed_late(pieces[:64])  # warm up kernels (the model is not cached: every window runs)
+    scorer.embed_inputs(pieces[:64])  # warm up kernels (the model is not cached: every window runs)
     start = time.perf_counter()
-    scorer._embed_late(pieces)
+    scorer.embed_inputs(pieces)
     model.model.encode_query(queries, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
     direct = time.perf_counter() - start
     cold, _, cold_spent = timed_run(config, folder / "cache-late")

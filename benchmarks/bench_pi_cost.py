@@ -28,7 +28,8 @@ import numpy as np
 from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_CORPUS
 from embedeval.embedders.local import SentenceTransformerEmbedder
-from embedeval.embedders.stretch import Stretch, longembed_factor, longembed_table
+from embedeval.embedders.stretch import longembed_factor, longembed_table
+from embedeval.strategies.extend import Stretch
 
 LENGTHS_L = (1026, 2050, 8194)
 SHORT = (64, 128, 254)

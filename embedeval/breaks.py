@@ -51,7 +51,8 @@ import pandas as pd
 from embedeval.aggregate import metric_series
 from embedeval.break_rule import BREAK_KS, BREAK_RULES, BreakRule  # noqa: F401  (named here as they always were)
 from embedeval.defaults import BASE_VISIBLE_SHARE, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
-from embedeval.labels import BLIND_PREFIX, is_blind, model_reading_rank, scores_chunks
+from embedeval.labels import BLIND_PREFIX, is_blind
+from embedeval.strategies import model_reading_rank, scores_chunks
 from embedeval.metrics import (
     RETRIEVAL_MEASURES, break_lengths, break_point, chance_corrected_recall, cluster_resamples,
     chance_corrected, groups_for_chance_test, recommended_chunk_tokens, relative_break_lengths, visible_base_count,
@@ -327,7 +328,7 @@ def _family(key: tuple) -> tuple:
 def base_series(keys) -> dict[tuple, tuple]:
     """Per family of series (:func:`_family`: one embedder, query form, variant, distractor and
     needle count, own question or not), the series whose readings give its base: the first
-    strategy of :data:`~embedeval.labels.MODEL_READINGS` in it (``truncate``, else ``windows-mean``,
+    strategy of :func:`~embedeval.strategies.model_reading_rank` in it (``truncate``, else ``windows-mean``,
     ...), which reads a haystack that fits the model's window as the model reads it. A family
     without one is not a key: each of its series keeps its own base."""
     chosen: dict[tuple, tuple] = {}

@@ -35,11 +35,12 @@ from embedeval.defaults import (
 )
 from embedeval.errors import EmbedevalError, InputError
 from embedeval.io import check_output_file
-from embedeval.labels import QUESTION, STRATEGY_CHOICES
+from embedeval.labels import QUESTION
 from embedeval.options import (
     ATTEMPTS, CACHE_DIR, COMMIT_EVERY, EMBEDDER, EXPANSION_SIZES, MAX_COST, MIN_OUTSIDE_PERCENTILE, NOLIMA_OUT, PER_THEME, PLAN, QUIET, TEMPERATURE, THEME_IDS, THRESHOLD,
     split_list,
 )
+from embedeval.strategies import strategy_choices
 
 
 def usage_error_line(exc: click_errors.UsageError, where: str = "embedeval") -> str:
@@ -161,7 +162,7 @@ def list_embedders() -> None:
         typer.echo(f"{name:<36} {'preset':<12} {', '.join(specs)}")
     for prefix, choices in (("st:", LOCAL_OPTION_CHOICES), ("API", API_OPTION_CHOICES)):
         typer.echo(f"{prefix} options, in the spec (?name=value&...): " + "; ".join(f"{name} ({what})" for name, what in choices.items()))
-    typer.echo("strategies (--strategy): " + "; ".join(f"{name} ({what})" for name, what in STRATEGY_CHOICES.items()))
+    typer.echo("strategies (--strategy): " + "; ".join(f"{name} ({what})" for name, what in strategy_choices().items()))
 
 
 @app.command("embed")

@@ -54,7 +54,7 @@ def as_typer(option: Option, **changes):
     declaration. Its default is ``option.cli_default``, given where the parameter is."""
     option = option.but(**changes) if changes else option
     names = [option.flag, option.short] if option.short else [option.flag]
-    return Annotated[option.cli_type, typer.Option(*names, help=literal(option.help), envvar=option.envvar, metavar=option.metavar)]
+    return Annotated[option.cli_type, typer.Option(*names, help=literal(option.help_text), envvar=option.envvar, metavar=option.metavar)]
 
 
 CacheDir = as_typer(CACHE_DIR)

@@ -52,7 +52,9 @@ import pandas as pd
 from embedeval.aggregate import fewest_distractors, main_variant, one_needle
 from embedeval.breaks import BASE_CONFIDENCE, BreakRule, _group_table, _means, _resampled_means
 from embedeval.defaults import DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
-from embedeval.labels import CHUNKED_PREFIX, LATE_CHUNKED_PREFIX, MODEL_READINGS, QUESTION, is_blind, model_reading_rank, scores_chunks
+from embedeval.labels import QUESTION, is_blind
+from embedeval import strategies
+from embedeval.strategies import model_reading_count, model_reading_rank
 from embedeval.metrics import chance_corrected_recall
 
 #: The columns of ``decision.csv``: the issue's, then which series is the best and the groups.
@@ -64,38 +66,25 @@ TIMING_COLUMNS = ["embedder", "strategy", "length", "documents", "document_token
 #: What a decision reads of the rank table, besides recall@k.
 RANK_COLUMNS = ("embedder", "strategy", "query_form", "variant", "length", "group_id", "n_distractors", "n_needles",
                 "own_question", "n_candidates")
-#: The reading mode of the strategies whose inputs are plain texts or windows of at most the model's
-#: window (``truncate``, ``windows-mean``, ``chunks-max@C``, a lexical scorer's): their speeds are
-#: measured together (:func:`reading_mode`).
-PLAIN = "plain"
 #: Recall values this close are equal (the same rows summed in another order).
 EQUAL = 1e-12
 
 
 def vectors_per_document(strategy: str, length: int) -> int:
-    """The vectors a retriever stores for one document of ``length`` tokens read by ``strategy``:
-    one for a strategy that gives a document one vector (``truncate``, ``windows-mean``,
-    ``extend-*@L``, ``rope-*@L``, a lexical scorer's ``full-text``), ``ceil(length / C)`` for one
-    that keeps a vector per ``C``-token chunk (``chunks-max@C``, ``late-chunking@C``): 8 for
-    ``chunks-max@128`` of a 1,000-token document."""
+    """The vectors a retriever stores for one document of ``length`` tokens read by ``strategy``
+    (:func:`embedeval.strategies.vectors_per_document`: one, or ``ceil(length / C)`` for a strategy
+    that keeps a vector per ``C``-token chunk: 8 for ``chunks-max@128`` of a 1,000-token document)."""
     if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
         raise ValueError(f"a document length is a whole number of tokens >= 1, not {length!r}")
-    if not scores_chunks(strategy):
-        return 1
-    size = str(strategy).rpartition("@")[2]
-    if not (size.isascii() and size.isdigit()) or int(size) < 1:
-        raise ValueError(f"strategy {strategy!r} names no chunk size (chunks-max@C, late-chunking@C)")
-    return math.ceil(int(length) / int(size))
+    return strategies.vectors_per_document(strategy, int(length))
 
 
 def reading_mode(strategy: str) -> str:
-    """Which of a model's speeds a strategy's cost reads: :data:`PLAIN` for inputs of at most the
-    model's window (``truncate``, ``windows-mean``, ``chunks-max@C``: one speed, measured on all of
-    them, so a strategy whose inputs another one embedded first still has one), the strategy itself
-    for a model pass of another kind (``late-chunking@C``, ``extend-*@L``, ``rope-*@L``)."""
-    strategy = str(strategy)
-    stretched = "@" in strategy and not strategy.startswith(CHUNKED_PREFIX)
-    return strategy if stretched or strategy.startswith(LATE_CHUNKED_PREFIX) else PLAIN
+    """Which of a model's speeds a strategy's cost reads (:func:`embedeval.strategies.reading_mode`):
+    :data:`~embedeval.strategies.PLAIN` for inputs of at most the model's window, measured together,
+    so a strategy whose inputs another one embedded first still has one; the strategy itself for a
+    model pass of another kind."""
+    return strategies.reading_mode(strategy)
 
 
 def headline_ranks(retrieval: pd.DataFrame) -> pd.DataFrame:
@@ -129,7 +118,7 @@ def _cheapest_key(costs: np.ndarray, pool: list[int]):
 def pick_best(means: np.ndarray, j: int, costs: np.ndarray, names: Sequence) -> int | None:
     """The best series at length ``j`` of ``means`` ((series, lengths) recalls): the highest; of
     equal ones, one no other series dominates (:func:`dominates`), then the model's own reading
-    before the others (:func:`~embedeval.labels.model_reading_rank`: ``truncate`` first, where the
+    before the others (:func:`~embedeval.strategies.model_reading_rank`: ``truncate`` first, where the
     short haystacks every reading sees alike tie: measured seconds differ by noise, not by what was
     read), then the cheapest (``costs``: (series, 2) seconds and USD at ``j``), then the first by
     ``names`` ((embedder, strategy) pairs). None where no series has a value there."""
@@ -144,7 +133,7 @@ def pick_best(means: np.ndarray, j: int, costs: np.ndarray, names: Sequence) -> 
     cost = _cheapest_key(costs, pool)
     def reading(i: int) -> int:
         rank = model_reading_rank(names[i][1]) if isinstance(names[i], tuple) else None
-        return len(MODEL_READINGS) if rank is None else rank
+        return model_reading_count() if rank is None else rank
 
     return min(pool, key=lambda i: (reading(i), cost(i), str(names[i])))
 

@@ -41,6 +41,7 @@ from embedeval.io import check_output_file, check_run_folder, run_directory, wri
 from embedeval.labels import ALL, CONTROL, NEGATIVE, QUESTION, is_blind
 from embedeval.needles import Pair
 from embedeval.run import HAYSTACK_SETTINGS, HAYSTACKS, NolimaRun
+from embedeval.strategies.truncate import TRUNCATE
 
 MTEB_TASK = "EmbedevalNoLiMa"
 #: What MTEB names each retrieval measure of ``metrics.csv``.
@@ -87,7 +88,7 @@ def model_folder(spec: str) -> tuple[str, str]:
 
 def mteb_task_name(strategy: str, query_form: str) -> str:
     """``EmbedevalNoLiMa`` with the strategy and query form appended where they are not the defaults."""
-    parts = [MTEB_TASK] + ([strategy] if strategy != "truncate" else []) + ([query_form] if query_form != QUESTION else [])
+    parts = [MTEB_TASK] + ([strategy] if strategy != TRUNCATE else []) + ([query_form] if query_form != QUESTION else [])
     return ".".join(parts)
 
 

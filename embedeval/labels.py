@@ -48,51 +48,6 @@ def is_blind(variant) -> bool:
     return str(variant).startswith(BLIND_PREFIX)
 
 
-#: ``strategy`` of an embedder read as it reads a text itself: its one window, the rest cut off.
-TRUNCATE = "truncate"
-#: ``strategy`` of a scorer that reads whole texts (the lexical baseline); chunked strategies are
-#: labelled ``CHUNKED_PREFIX`` + chunk size (``chunks-max@128``).
-FULL_TEXT = "full-text"
-CHUNKED_PREFIX = "chunks-max@"
-#: Late chunking (one model pass per window, token embeddings pooled per chunk): ``late-chunking@128``.
-LATE_CHUNKED_PREFIX = "late-chunking@"
-
-#: Each ``strategy`` as ``--strategy`` takes it and what it does (``embedeval embedders`` and ``--help`` list
-#: them; :data:`embedeval.strategies.STRATEGY_NAMES` are the names, a test checks both agree).
-STRATEGY_CHOICES: dict[str, str] = {
-    "truncate": "the model's own window",
-    "windows-mean": "mean of window vectors over the whole text, LongEmbed's PCW",
-    "chunks-max": "best chunk of --chunk-tokens (chunks-max@C: of C tokens), as a RAG retriever",
-    "late-chunking": "best chunk, each pooled from one pass over its window (late-chunking@C: chunks of C tokens)",
-    "extend-gp@L, extend-rp@L, extend-pi@L, extend-pi-dynamic@L": "absolute-position models read L tokens in one pass, "
-                                                                  "positions grouped, recurrent, interpolated to L rows "
-                                                                  "(LongEmbed's PI) or over each text",
-    "rope-ntk@L, rope-linear@L": "rotary models read L tokens in one pass, RoPE base NTK-scaled or positions linearly scaled",
-    "...+logscale": "context extension with attention logits scaled by log(n)/log(P) past the positions",
-}
-
-
-#: Strategies that read a text no longer than the model's window as the model reads it itself (its
-#: one window, special tokens and all), most direct first: at those lengths their vectors are the
-#: model's own reading, the base every strategy of an embedder is held to (:mod:`embedeval.breaks`).
-#: Every context extension reads a text of at most the model's positions unstretched; chunks and late
-#: chunking read it otherwise.
-MODEL_READINGS = (TRUNCATE, "windows-mean", FULL_TEXT, "extend-gp@", "extend-rp@", "extend-pi@", "extend-pi-dynamic@",
-                  "rope-ntk@", "rope-linear@")
-
-
-def model_reading_rank(strategy: str) -> int | None:
-    """Where a strategy label stands in :data:`MODEL_READINGS` (0 = ``truncate``), None for a
-    strategy that reads short texts otherwise."""
-    strategy = str(strategy)
-    return next((i for i, name in enumerate(MODEL_READINGS)
-                 if strategy == name or (name.endswith("@") and strategy.startswith(name))), None)
-
-
-def scores_chunks(strategy: str) -> bool:
-    """Whether a strategy label scores a text by its best chunk (``chunks-max@C``,
-    ``late-chunking@C``): its length is the document's, not a chunk's."""
-    return str(strategy).startswith((CHUNKED_PREFIX, LATE_CHUNKED_PREFIX))
 #: ``cluster`` of a corpus chunk HDBSCAN leaves out of every theme (its noise label).
 NOISE = -1
 

@@ -53,6 +53,7 @@ from embedeval.export import LANGUAGES, MTEB_MAIN_SCORE, MTEB_TASK, dataset_revi
 from embedeval.haystacks import distractor_columns
 from embedeval.labels import ALL_POOL, CONTROL, NEGATIVE, QUESTION
 from embedeval.run import HAYSTACK_SETTINGS, HAYSTACKS, NolimaRun
+from embedeval.strategies.truncate import TRUNCATE
 
 #: Where the task's documents come from, for MTEB's metadata.
 REFERENCE = "https://github.com/adobe-research/NoLiMa"
@@ -135,7 +136,7 @@ def nolima_task(run_dir: str | Path, query_form: str = QUESTION) -> NolimaTask:
     if not data:
         raise InputError(f"the run at {run.path} has no one-needle haystack to make an MTEB task of")
     splits = sorted({split for splits in data.values() for split in splits}, key=lambda s: int(s.removeprefix("test_")))
-    name = mteb_task_name("truncate", query_form)
+    name = mteb_task_name(TRUNCATE, query_form)
     metadata = TaskMetadata(
         name=name, type="Retrieval", category="t2t", modalities=["text"], main_score=MTEB_MAIN_SCORE,
         description=(f"{MTEB_TASK}: the NoLiMa-style haystacks of the embedeval run {run.path.name}, each needle haystack "

@@ -32,8 +32,9 @@ from embedeval.defaults import (
 )
 from embedeval.embedders.budget import WORKERS_ENV
 from embedeval.errors import ConfigError, InputError
-from embedeval.labels import POOLS, STRATEGY_CHOICES
+from embedeval.labels import POOLS
 from embedeval.paths import CACHE_ENV
+from embedeval.strategies import strategy_choices
 
 
 # --- how the command line writes a list ----------------------------------------------------------
@@ -144,7 +145,8 @@ class Option:
 
     parameter: str
     flag: str
-    help: str
+    #: Its words, or a function that gives them when the command line is built (``--strategy``'s list the registry).
+    help: str | Callable[[], str]
     cli_type: Any = str
     default: Any = None
     constraint: Constraint | None = None
@@ -175,6 +177,11 @@ class Option:
         given = list(self.default) if given is None else given  # a repeatable option's values, read as given ones
         return given if self.read is None else self.read(given, self.flag)
 
+    @property
+    def help_text(self) -> str:
+        """The option's help as the command line shows it now."""
+        return self.help() if callable(self.help) else self.help
+
     def check(self, value) -> None:
         """One :class:`~embedeval.errors.ConfigError` unless ``value`` holds :attr:`constraint`."""
         if self.constraint is not None:
@@ -203,8 +210,9 @@ def check_options(settings) -> None:
 
 
 def strategy_help() -> str:
-    """``--strategy``'s help: the strategies and what each does (:data:`embedeval.labels.STRATEGY_CHOICES`)."""
-    return ("How long haystacks are read: " + "; ".join(f"{name} ({what})" for name, what in STRATEGY_CHOICES.items())
+    """``--strategy``'s help: the strategies the registry holds when the command line is built, and
+    what each does (:func:`embedeval.strategies.strategy_choices`)."""
+    return ("How long haystacks are read: " + "; ".join(f"{name} ({what})" for name, what in strategy_choices().items())
             + ". Repeat or comma-separate for several (default: truncate).")
 
 
@@ -309,9 +317,9 @@ POOL = Option("pool", "--pool", "What each needle haystack is ranked among: need
               one_of(POOLS))
 EXPANSIONS = Option("expansions", "--expansions", "Comma-separated expansion files: adds query forms expanded-N.", Optional[str], (),
                     read=lenient_names)
-# The strategy options' words and checks come from the strategy code (embedeval.strategies.parse_strategies
-# checks them together): declared here for their flags and defaults.
-STRATEGIES = Option("strategies", "--strategy", strategy_help(), Optional[list[str]], DEFAULT_STRATEGIES, short="-s",
+# The strategy options' words and checks come from the strategy code (the registry's choices; parse_strategies
+# checks them together, with the chunk sizes and overlaps): declared here for their flags and defaults.
+STRATEGIES = Option("strategies", "--strategy", strategy_help, Optional[list[str]], DEFAULT_STRATEGIES, short="-s",
                     read=names_of_repeats, repeat=True)
 CHUNK_TOKENS = Option("chunk_tokens", "--chunk-tokens", "Comma-separated chunk sizes for chunks-max, in model input tokens (special "
                       "tokens included, at most the model's max_tokens), and for late-chunking, in content tokens (at most the model's "

@@ -41,6 +41,7 @@ from embedeval.labels import NEEDLE_FREE_POOL, RETRIEVAL_COLUMNS, SIMILARITY_COL
 from embedeval.metrics import RETRIEVAL_MEASURES
 from embedeval.options import POOL, Constraint, is_number, is_price, is_whole
 from embedeval.needles import NeedleSet, grid_needle_set
+from embedeval.strategies.truncate import TRUNCATE
 
 HAYSTACKS = "haystacks.parquet"
 HAYSTACK_SETTINGS = "haystacks.json"
@@ -125,7 +126,7 @@ FLAT_GRID_KEYS = ("corpus", "lengths", "depths", "variants", "negatives", "n_dis
 
 #: Columns that tables of older versions lack, with the value they stand for there: every haystack
 #: read through the model's own window, no distractors, one needle asked its own question.
-LATER_DEFAULTS = {"strategy": "truncate", "n_distractors": 0, "distractors_in_zone": 0, "n_needles": 1, "own_question": True}
+LATER_DEFAULTS = {"strategy": TRUNCATE, "n_distractors": 0, "distractors_in_zone": 0, "n_needles": 1, "own_question": True}
 #: Columns that came with later versions (long-text strategies, distractors, several needles):
 #: a table read back may lack them.
 LATER_COLUMNS = (*LATER_HAYSTACK_COLUMNS, "strategy", "windows_exact", "best_chunk", "chunk_has_needle", "own_question")

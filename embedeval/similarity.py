@@ -21,7 +21,7 @@ from embedeval.haystacks import distractor_columns
 from embedeval.labels import ALL_POOL, BLIND_PREFIX, CONTROL, NEGATIVE, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS, check_pool
 from embedeval.metrics import RETRIEVAL_MEASURES, normalized_similarity, retrieval_measures
 from embedeval.needles import STANDARD_NEEDLE, NeedleSet, check_normalize_by
-from embedeval.strategies import ScoredTexts, Scorer
+from embedeval.strategies.reading import ScoredTexts, Scorer
 
 @dataclass
 class HaystackScores:

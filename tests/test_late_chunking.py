@@ -12,7 +12,8 @@ from embedeval.cli import app
 from embedeval.embedders.registry import load_embedder
 from embedeval.defaults import DEFAULT_LATE_CHUNKING_OVERLAP
 from embedeval.errors import ConfigError
-from embedeval.strategies import EmbeddingScorer, Strategy, late_layout, parse_strategies
+from embedeval.strategies import EmbeddingScorer, Strategy, parse_strategies
+from embedeval.strategies.late import late_layout
 from fake_api import serving
 
 SHORT = ("Actually, Yuki lives next to the Semper Opera House. The river was quiet that morning, and the bridges "
@@ -75,7 +76,7 @@ def test_overlapping_windows_recomputed_by_hand_from_sentence_transformers_token
     np.testing.assert_allclose(indexed.vectors, expected, atol=1e-5)
     # chunk 2 (tokens 200-300) crosses the first window's end (254); without overlap the second
     # window starts at 254 with no left context, and chunk 3 (300-400) reads differently
-    pieces = scorer._cut_late([text]).inputs
+    pieces = scorer.cut([text]).inputs
     assert [len(p) for p in pieces] == [1, 1, 2, 1, 2, 1, 2]  # windows keep tokens from 0, 254, 444, 634
     no_overlap = EmbeddingScorer(minilm, Strategy("late-chunking", chunk_tokens=100, overlap=0)).index([text]).vectors
     np.testing.assert_allclose(no_overlap[:2], indexed.vectors[:2], atol=1e-6)  # inside the first window: the same

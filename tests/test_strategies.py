@@ -277,9 +277,9 @@ def test_strategies_of_one_model_tokenise_the_texts_once(minilm):
 
 def test_the_strategies_named_model_readings_read_a_text_inside_the_window_as_truncate_does(minilm):
     """The one base of an embedder (issue 43) is read from any strategy of
-    :data:`embedeval.labels.MODEL_READINGS`: each must give a text inside the window truncate's
+    :func:`embedeval.strategies.model_reading_rank`: each must give a text inside the window truncate's
     vector, and the strategies left out must not."""
-    from embedeval.labels import model_reading_rank
+    from embedeval.strategies import model_reading_rank
 
     texts = [long_text(4), long_text(9, 2)]  # well inside 254 tokens
     expected = EmbeddingScorer(minilm, Strategy("truncate")).index(texts).vectors
@@ -318,3 +318,62 @@ def test_a_scorer_says_what_it_read_and_the_models_time_on_what_it_embedded(tmp_
     truncate.index(texts)  # its windows are windows-mean's first ones: nothing new to embed, nothing timed
     assert list(truncate.reading.tokens_read) == [min(k, 254) for k in n]
     assert (truncate.reading.seconds, truncate.reading.tokens) == (0.0, 0)
+
+
+TOY_STRATEGY = '''"""``windows-max``: windows of the model's own size over the whole text; a text scores as its best
+window (chunks-max at the model's full input, named as a family of its own)."""
+
+from embedeval.strategies.base import Family, register
+
+
+@register
+class WindowsMax(Family):
+    names = ("windows-max",)
+    choices = {"windows-max": "best window of the model's own size over the whole text"}
+    words = "taking its best window"
+'''
+
+
+@pytest.fixture
+def toy_strategy(tmp_path):
+    """The one module a new strategy is (docs/development.md), written where a user would write it
+    and imported: its family registers itself; removed from the registry afterwards."""
+    import importlib.util
+
+    from embedeval.strategies import FAMILIES
+
+    path = tmp_path / "windows_max.py"
+    path.write_text(TOY_STRATEGY)
+    before = list(FAMILIES)
+    spec = importlib.util.spec_from_file_location("windows_max", path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    yield
+    FAMILIES[:] = before
+
+
+@pytest.mark.slow
+def test_a_new_strategy_is_one_module_and_runs_in_a_sweep(toy_strategy, tmp_path, books_dir):
+    """A strategy in one file reaches --strategy, `embedeval embedders`, the sweep's tables and the
+    report with nothing else edited; its scores are chunks-max@256's, which reads the same windows
+    of all-MiniLM-L6-v2 (256 input tokens: 254 content tokens and [CLS], [SEP])."""
+    listing = CliRunner().invoke(app, ["embedders"])
+    assert listing.exit_code == 0 and "windows-max (best window of the model's own size" in listing.output
+    result = CliRunner().invoke(app, [
+        "nolima", "--strategy", "windows-max,chunks-max@256,truncate", "--groups", "loc-dresden,diet-vegan,lang-dutch",
+        "--corpus", f"dir:{books_dir}", "--lengths", "128,1024", "--depths", "3", "--negatives", "8", "--n-bootstrap", "20",
+        "--out", str(tmp_path / "run"), "-q"])
+    assert result.exit_code == 0, result.output
+    sims = pd.read_parquet(tmp_path / "run" / "similarities.parquet")
+    assert set(sims["strategy"]) == {"windows-max", "chunks-max@256", "truncate"}
+    key = ["haystack_id", "query_form"]
+    toy = sims[sims["strategy"] == "windows-max"].sort_values(key).reset_index(drop=True)
+    chunks = sims[sims["strategy"] == "chunks-max@256"].sort_values(key).reset_index(drop=True)
+    assert len(toy) == len(chunks) > 0
+    np.testing.assert_array_equal(toy["sim_qh"], chunks["sim_qh"])
+    np.testing.assert_array_equal(toy["best_chunk"], chunks["best_chunk"])
+    truncate = sims[sims["strategy"] == "truncate"].sort_values(key).reset_index(drop=True)
+    long = toy["length"] == 1024
+    assert (toy.loc[long, "sim_qh"] >= truncate.loc[long, "sim_qh"] - 1e-6).all()  # the first window is one of its windows
+    assert "windows-max" in (tmp_path / "run" / "report.md").read_text()
+    unknown = CliRunner().invoke(app, ["nolima", "--strategy", "windows-min", "--out", str(tmp_path / "r2")])
+    assert unknown.exit_code == 1 and "use one of truncate, windows-mean" in unknown.output and "windows-max" in unknown.output

@@ -13,8 +13,9 @@ import torch
 
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.registry import load_embedder
+from embedeval.strategies.extend import Stretch
 from embedeval.embedders.stretch import (
-    Stretch, grouped_positions, interpolated_table, logscale_factor, longembed_table, recurrent_positions, scaled_inv_freq,
+    grouped_positions, interpolated_table, logscale_factor, longembed_table, recurrent_positions, scaled_inv_freq,
     stretched,
 )
 from embedeval.errors import ConfigError, InputError
@@ -331,11 +332,11 @@ def test_bad_strategy_names(name, message):
 
 
 def test_help_names_every_strategy():
-    from embedeval.labels import STRATEGY_CHOICES
-    from embedeval.strategies import STRATEGY_NAMES
+    from embedeval.strategies import strategy_choices, strategy_names
 
-    named = {part.strip().partition("@")[0] for key in STRATEGY_CHOICES for part in key.split(",")}
-    assert set(STRATEGY_NAMES) <= named
+    named = {part.strip().partition("@")[0] for key in strategy_choices() for part in key.split(",")}
+    assert set(strategy_names()) <= named
+    assert "full-text" not in strategy_names()  # a label of the lexical scorer, not a --strategy
 
 
 def test_strategy_labels_round_trip():
@@ -368,7 +369,7 @@ def test_what_the_folder_rules_out_is_refused_before_the_weights_load_in_the_loa
     headers) before any model loads: a length within the positions, a rotary method on a BERT
     table, another backend than torch, a folder without a position limit are refused there with
     the words the loaded model uses; what only the loaded model can tell is left to it."""
-    from embedeval import strategies
+    from embedeval.strategies import reading as strategies
 
     spec = f"st:{small_model_folder(tmp_path, 'bert', P, max_seq_length=P)}"
     said_when_loaded = {}
@@ -501,14 +502,14 @@ def test_a_model_without_a_transformer_module_is_refused_not_a_crash(tmp_path):
 def test_an_extension_that_cannot_read_the_longest_haystack_whole_names_the_length_that_would(minilm):
     """Issue 43: extend-gp@2048 on 2,048-token haystacks silently lost their last two tokens ([CLS]
     and [SEP] count in L, the lengths are content tokens): a warning names extend-gp@2050."""
-    from embedeval.strategies import stretch_shortfalls
+    from embedeval.strategies import shortfalls
 
     scorers = [EmbeddingScorer(minilm, Strategy("truncate")), EmbeddingScorer(minilm, Strategy.stretched("extend-gp@2048")),
                EmbeddingScorer(minilm, Strategy.stretched("extend-pi@2048+logscale")),
                EmbeddingScorer(minilm, Strategy.stretched("extend-rp@2050"))]
-    lines = stretch_shortfalls(scorers, 2048)
+    lines = shortfalls(scorers, 2048)
     assert len(lines) == 2 and lines[0] == (
         "st:all-MiniLM-L6-v2 [extend-gp@2048] reads 2,046 content tokens of a text (2 of its 2,048 are special tokens or "
         "prompt): the 2,048-token haystacks lose their last 2, and a needle there is not read; extend-gp@2050 reads them whole")
     assert lines[1].endswith("extend-pi@2050+logscale reads them whole")
-    assert stretch_shortfalls(scorers, 2046) == []  # they read 2,046-token haystacks whole; truncate is not an extension
+    assert shortfalls(scorers, 2046) == []  # they read 2,046-token haystacks whole; truncate is not an extension

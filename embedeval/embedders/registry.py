@@ -126,7 +126,7 @@ PRESETS: dict[str, tuple[str, ...]] = {
 
 
 #: Specs of lexical baseline scorers: no model, no vectors; they score (query, text) pairs in the
-#: NoLiMa sweep only (:func:`embedeval.strategies.load_scorers`).
+#: NoLiMa sweep only (:func:`embedeval.strategies.reading.load_scorers`).
 LEXICAL_SPECS: tuple[str, ...] = ("bm25",)
 
 

@@ -35,7 +35,7 @@ from embedeval.embedders.models import bundled_name
 from embedeval.embedders.options import split_spec
 from embedeval.embedders.recorder import StretchedIds
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder, parse_spec
-from embedeval.embedders.stretch import Stretch
+from embedeval.strategies.extend import Stretch
 from embedeval.embedders.tokens import quiet_transformers
 
 

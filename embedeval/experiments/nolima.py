@@ -44,7 +44,7 @@ from embedeval.run import CONFIG, SCORED_TABLES, RunWriter, is_run_directory
 from embedeval.versions import package_versions
 from embedeval.expansion import query_forms
 from embedeval.similarity import HaystackScores, retrieval_rows, score_haystacks, similarity_rows
-from embedeval.strategies import EmbeddingScorer, load_scorers, stretch_shortfalls
+from embedeval.strategies.reading import EmbeddingScorer, load_scorers, shortfalls
 from embedeval.embedders.tokens import load_token_counter
 
 #: Settings that change where or how a run works but nothing it writes (the tables are the same
@@ -127,8 +127,8 @@ def plan_nolima(config: NolimaConfig, cache_dir=None, prices: dict[str, float] |
 
 def _warn_of_short_reads(scorers: list, config: NolimaConfig) -> None:
     """A warning line on stderr, before any work, per context extension that cannot read the
-    longest haystacks whole (:func:`~embedeval.strategies.stretch_shortfalls`)."""
-    for line in stretch_shortfalls(scorers, max(config.grid.lengths)):
+    longest haystacks whole (:func:`~embedeval.strategies.reading.shortfalls`)."""
+    for line in shortfalls(scorers, max(config.grid.lengths)):
         print(f"warning: {line}", file=sys.stderr)
 
 

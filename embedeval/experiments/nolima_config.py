@@ -21,7 +21,8 @@ from embedeval.io import absolute_path, file_sha256
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
 from embedeval.options import check_options, is_price
 from embedeval.plan import check_prices_used
-from embedeval.strategies import check_strategy_support, parse_strategies
+from embedeval.strategies import parse_strategies
+from embedeval.strategies.reading import check_strategy_support
 from embedeval.text import SENTENCE_SPLITTER
 
 #: Settings beside the grid that determine the haystacks; a run directory's haystacks are reused

@@ -10,7 +10,9 @@ from embedeval.aggregate import fewest_distractors, main_variant, metric_series,
 from embedeval.breaks import RIVAL_SHARE, SERIES_KEYS, BreakRule, interval_text, parse_shares, shares_words, tokens_text, why_no_break
 from embedeval.defaults import CHUNK_FACTOR
 from embedeval.metrics import recommended_chunk_tokens
-from embedeval.labels import ALL, BLIND_PREFIX, CHUNKED_PREFIX, CONTROL, NEGATIVE, QUESTION, is_blind, scores_chunks
+from embedeval.labels import ALL, BLIND_PREFIX, CONTROL, NEGATIVE, QUESTION, is_blind
+from embedeval.strategies import scores_chunks
+from embedeval.strategies.chunks import chunk_size
 from embedeval.metrics import recall_chance
 
 
@@ -97,14 +99,14 @@ def chunk_size_lines(metrics: pd.DataFrame, breaks: pd.DataFrame, rule: BreakRul
     data = data[(data["variant"] == variant) & (data["query_form"] == QUESTION) & data["value"].notna()]
     lines = []
     for embedder, rows in data.groupby("embedder"):
-        is_chunked = rows["strategy"].str.startswith(CHUNKED_PREFIX)
+        is_chunked = rows["strategy"].map(chunk_size).notna()
         if not is_chunked.any():
             continue
         longest = int(rows["length"].max())
-        sizes = {int(s.removeprefix(CHUNKED_PREFIX)): g for s, g in rows[is_chunked].groupby("strategy")}
+        sizes = {chunk_size(s): s for s in rows.loc[is_chunked, "strategy"].unique()}
         kept = breaks[(breaks["embedder"] == embedder) & (breaks["variant"] == variant) & (breaks["query_form"] == QUESTION)
                       & (breaks["n_distractors"] == rows["n_distractors"].min()) & (breaks["break_point"] == longest)]
-        holding = [c for c in sizes if f"{CHUNKED_PREFIX}{c}" in set(kept["strategy"])]
+        holding = [c for c, label in sizes.items() if label in set(kept["strategy"])]
         tried = ", ".join(map(str, sorted(sizes)))
         if holding:
             first = (f"of the chunk sizes tried ({tried}), the largest that keeps {rule.condition()} at every "
@@ -112,7 +114,7 @@ def chunk_size_lines(metrics: pd.DataFrame, breaks: pd.DataFrame, rule: BreakRul
         else:
             first = f"none of the chunk sizes tried ({tried}) keeps {rule.condition()} at every length up to {longest}"
         at_longest = rows[rows["length"] == longest]
-        chunked_there = at_longest["strategy"].str.startswith(CHUNKED_PREFIX)
+        chunked_there = at_longest["strategy"].map(chunk_size).notna()
         best_chunk = at_longest[chunked_there].sort_values("value").iloc[-1]
         whole = at_longest[~at_longest["strategy"].map(scores_chunks)]  # late-chunking is neither
         if whole.empty:

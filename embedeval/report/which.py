@@ -10,7 +10,7 @@ import math
 import pandas as pd
 
 from embedeval.decision import bracketing_lengths
-from embedeval.labels import CHUNKED_PREFIX, LATE_CHUNKED_PREFIX, TRUNCATE
+from embedeval import strategies
 
 
 def _number(value: float) -> str:
@@ -28,20 +28,8 @@ def reading_words(embedder: str, strategy: str) -> str:
 
 def move_words(strategy: str) -> str:
     """What reading a document by ``strategy`` instead does, in words ("late chunking
-    (`late-chunking@128`)")."""
-    if strategy == TRUNCATE:
-        what = "truncating to the model's window"
-    elif strategy == "windows-mean":
-        what = "averaging its windows"
-    elif strategy.startswith(CHUNKED_PREFIX):
-        what = f"taking the best of its {strategy.removeprefix(CHUNKED_PREFIX)}-token chunks"
-    elif strategy.startswith(LATE_CHUNKED_PREFIX):
-        what = "late chunking"
-    elif "@" in strategy:
-        what = "stretching the model's positions"
-    else:
-        return f"`{strategy}`"
-    return f"{what} (`{strategy}`)"
+    (`late-chunking@128`)"; :func:`embedeval.strategies.move_words`)."""
+    return strategies.move_words(strategy)
 
 
 def cost_words(row, best) -> str:

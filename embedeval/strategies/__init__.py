@@ -1,0 +1,139 @@
+"""How a long text is read (docs/strategies.md): one module per strategy family, each a
+:class:`~embedeval.strategies.base.Family` that registers itself, and the registry's answers every
+other part of embedeval asks (the command line's help and checks, the report's words, the
+decision table, the breaks' base):
+
+- :mod:`~embedeval.strategies.truncate`: ``truncate``, the model's own window;
+- :mod:`~embedeval.strategies.windows`: ``windows-mean``, the mean of window vectors;
+- :mod:`~embedeval.strategies.chunks`: ``chunks-max@C``, the best chunk, as a RAG retriever;
+- :mod:`~embedeval.strategies.late`: ``late-chunking@C``, chunks pooled from one pass per window;
+- :mod:`~embedeval.strategies.full_text`: ``full-text``, how a lexical scorer reads (a label only);
+- :mod:`~embedeval.strategies.extend`: context extension, ``extend-*@L`` and ``rope-*@L``.
+
+Importing this package imports nothing heavy. The reading itself (:class:`EmbeddingScorer`,
+:func:`load_scorers`, the :class:`Scorer` protocol, the support checks) is in
+:mod:`embedeval.strategies.reading`, loaded when one of its names is first asked for here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from embedeval.defaults import DEFAULT_CHUNK_TOKENS, DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_STRATEGIES, DEFAULT_WINDOW_OVERLAP
+from embedeval.errors import ConfigError
+# each module registers its family; the order is --help's and the model readings' (truncate first)
+from embedeval.strategies import truncate, windows, chunks, late, full_text, extend  # noqa: F401
+from embedeval.strategies.base import (
+    FAMILIES, PLAIN, Family, ReadSettings, Strategy, chunking_names, family_of_entry, family_of_label, piece_bounds, register,
+    strategy_names,
+)
+
+__all__ = [
+    "FAMILIES", "PLAIN", "Family", "Strategy", "family_of_label", "model_reading_count", "model_reading_rank", "move_words",
+    "parse_strategies", "piece_bounds", "reading_mode", "register", "scores_chunks", "strategy_choices", "strategy_names",
+    "vectors_per_document",
+]
+
+
+def strategy_choices() -> dict[str, str]:
+    """Each strategy as ``--strategy`` takes it and what it does (``embedeval embedders`` and
+    ``--help`` list them), in the registry's order."""
+    return {written: what for family in FAMILIES if family.selectable for written, what in family.choices.items()}
+
+
+def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Sequence[int] = DEFAULT_CHUNK_TOKENS,
+                     window_overlap: int = DEFAULT_WINDOW_OVERLAP,
+                     late_overlap: int = DEFAULT_LATE_CHUNKING_OVERLAP) -> list[Strategy]:
+    """The strategies a run asks for: a family that takes chunk sizes (``chunks-max``,
+    ``late-chunking``) becomes one strategy per size, or one for ``name@C``; ``window_overlap`` goes
+    to ``windows-mean``, ``late_overlap`` to ``late-chunking``; context extension is named with its
+    length (``extend-gp@4096``). Unknown names, repeats (two spellings of one strategy too), chunk
+    sizes < 1 and a negative overlap are a :class:`ConfigError`."""
+    names = list(names)
+    if not names:
+        raise ConfigError("no strategies given")
+    families = [family_of_entry(name) for name in names]
+    for option, overlap in (("window", window_overlap), ("late-chunking", late_overlap)):
+        if overlap < 0:
+            raise ConfigError(f"{option} overlap must be >= 0 tokens, not {overlap}")
+    sizes = list(chunk_tokens)
+    if any(family.asks_chunk_sizes(name) for family, name in zip(families, names)):
+        if not sizes:
+            raise ConfigError(f"{' and '.join(chunking_names())} need at least one chunk size (`chunk_tokens`)", "chunk_tokens")
+        if any(int(c) < 1 for c in sizes) or len(set(sizes)) != len(sizes):
+            raise ConfigError(f"chunk sizes must be distinct positive token counts, not {sizes}")
+    settings = ReadSettings(tuple(int(c) for c in sizes), {"window": window_overlap, "late": late_overlap})
+    out = [strategy for family, name in zip(families, names) for strategy in family.parse(name, settings)]
+    # repeats compared by label, so that two spellings of one strategy (extend-gp@1024, extend-gp@01024) are one
+    labels = [strategy.label for strategy in out]
+    if len(set(labels)) != len(labels):
+        twice = next(label for label in labels if labels.count(label) > 1)
+        raise ConfigError(f"strategy {twice} given twice in {', '.join(names)}")
+    return out
+
+
+def model_reading_rank(label) -> int | None:
+    """Where a strategy label stands among the readings that read a text inside the model's window
+    as the model reads it itself, most direct first across the registry (0 = ``truncate``, then
+    ``windows-mean``, ``full-text``, the context extensions); None for a strategy that reads short
+    texts otherwise (chunks, late chunking) or a label no family writes."""
+    label, offset = str(label), 0
+    for family in FAMILIES:
+        rank = family.model_reading_rank(label) if family.owns_label(label) else None
+        if rank is not None:
+            return offset + rank
+        offset += len(family.model_readings)
+    return None
+
+
+def model_reading_count() -> int:
+    """How many model readings the registry has: a rank past every :func:`model_reading_rank`."""
+    return sum(len(family.model_readings) for family in FAMILIES)
+
+
+def scores_chunks(label) -> bool:
+    """Whether a strategy label scores a text by its best chunk (``chunks-max@C``,
+    ``late-chunking@C``): its length is the document's, not a chunk's."""
+    family = family_of_label(label)
+    return family is not None and family.scores_chunks
+
+
+def vectors_per_document(label, length: int) -> int:
+    """The vectors a retriever stores for one document of ``length`` tokens read by ``label``:
+    one for a strategy that gives a document one vector (``truncate``, ``windows-mean``,
+    ``extend-*@L``, ``rope-*@L``, a lexical scorer's ``full-text``, a label no family writes),
+    ``ceil(length / C)`` for one that keeps a vector per ``C``-token chunk (``chunks-max@C``,
+    ``late-chunking@C``)."""
+    family = family_of_label(label)
+    return 1 if family is None else family.vectors_per_document(str(label), length)
+
+
+def reading_mode(label) -> str:
+    """Which of a model's speeds a strategy's cost reads: :data:`PLAIN` for inputs of at most the
+    model's window (``truncate``, ``windows-mean``, ``chunks-max@C``), the label itself for a model
+    pass of another kind (``late-chunking@C``, ``extend-*@L``, ``rope-*@L``)."""
+    label = str(label)
+    family = family_of_label(label)
+    if family is None:
+        return label if "@" in label else PLAIN
+    return family.reading_mode(label)
+
+
+def move_words(label) -> str:
+    """What reading a document by ``label`` instead does, in words ("late chunking
+    (`late-chunking@128`)"); a label no family writes as it is."""
+    family = family_of_label(label)
+    return f"`{label}`" if family is None else family.move_words(str(label))
+
+
+_READING = ("EmbeddedTexts", "EmbeddingScorer", "Pieces", "ScoredTexts", "Scorer", "TokenMemo", "check_strategy_support",
+            "distinct_rows", "load_scorers", "segment_starts", "shortfalls")
+
+
+def __getattr__(name: str):
+    """The reading's names (:mod:`embedeval.strategies.reading`: numpy and the embedders), loaded
+    when first asked for."""
+    if name not in _READING:
+        raise AttributeError(f"module 'embedeval.strategies' has no attribute {name!r}")
+    from embedeval.strategies import reading
+    return getattr(reading, name)

@@ -1,0 +1,60 @@
+"""``chunks-max@C``: consecutive chunks the model reads as inputs of ``C`` tokens (counted as
+``max_tokens`` counts them, special tokens and prompt included, so ``C`` <= ``max_tokens`` and
+``chunks-max@256`` fills all-MiniLM-L6-v2's 256-token window: chunks of ``C - (max_tokens - W)``
+content tokens); score = max over chunks of cos(q, chunk) — what a RAG retriever does. The scores
+keep which chunk won. A retriever stores ``ceil(length / C)`` vectors per document."""
+
+from __future__ import annotations
+
+import math
+
+from embedeval.errors import ConfigError
+from embedeval.strategies.base import Family, Strategy, chunking_names, register, whole_number
+
+CHUNKS_MAX = "chunks-max"
+#: ``strategy`` labels of chunks-max: ``chunks-max@128``.
+CHUNKED_PREFIX = CHUNKS_MAX + "@"
+
+
+def chunk_size(label) -> int | None:
+    """The ``C`` of a ``chunks-max@C`` label; None for any other label."""
+    label = str(label)
+    size = label.removeprefix(CHUNKED_PREFIX)
+    return int(size) if label.startswith(CHUNKED_PREFIX) and whole_number(size) else None
+
+
+class ChunkFamily(Family):
+    """A family scored by its best chunk, one strategy per chunk size: ``name@C``."""
+
+    takes_chunk_size = True
+    scores_chunks = True
+
+    def vectors_per_document(self, label: str, length: int) -> int:
+        """``ceil(length / C)``: a vector per ``C``-token chunk, 8 for ``chunks-max@128`` of a
+        1,000-token document."""
+        size = label.rpartition("@")[2]
+        if not whole_number(size) or int(size) < 1:
+            raise ValueError(f"strategy {label!r} names no chunk size ({', '.join(n + '@C' for n in chunking_names())})")
+        return math.ceil(int(length) / int(size))
+
+
+@register
+class ChunksMax(ChunkFamily):
+    names = (CHUNKS_MAX,)
+    choices = {CHUNKS_MAX: "best chunk of --chunk-tokens (chunks-max@C: of C tokens), as a RAG retriever"}
+    hint = "one chunk size as chunks-max@C"
+
+    def move_words(self, label: str) -> str:
+        return f"taking the best of its {label.removeprefix(CHUNKED_PREFIX)}-token chunks (`{label}`)"
+
+    def prepare(self, strategy: Strategy, reader) -> None:
+        """Chunks must hold content and fit the model's input (its special tokens counted)."""
+        largest = reader.embedder.max_tokens if reader.reads_ids else reader.capacity
+        if not reader.frame_tokens < strategy.chunk_tokens <= largest:
+            raise ConfigError(f"chunks of {strategy.chunk_tokens} tokens do not fit {reader.name}, which reads "
+                              f"{largest} tokens per input ({reader.frame_tokens} of them special); "
+                              f"use `chunk_tokens` between {reader.frame_tokens + 1} and {largest}", "chunk_tokens")
+
+    def cut(self, strategy: Strategy, reader, texts: list[str]):
+        size = strategy.chunk_tokens - reader.frame_tokens
+        return reader.cut_consecutive(texts, size, size, limit=None)

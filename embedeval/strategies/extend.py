@@ -1,0 +1,200 @@
+"""Context extension (after LongEmbed, Zhu et al. 2024): ``extend-gp@L``, ``extend-rp@L``,
+``extend-pi@L``, ``extend-pi-dynamic@L`` (absolute positions), ``rope-ntk@L``, ``rope-linear@L``
+(rotary positions), each optionally ``+logscale``: one piece, the text's first ``L`` tokens
+(counted as ``max_tokens`` counts them, special tokens and prompt included) read in one pass by a
+model with fewer positions, which are re-used or stretched for it (:class:`Stretch`; the model side
+is :mod:`embedeval.embedders.stretch`). Score = cos(q, v). Offered for a local ``st:`` model on the
+local executor (its positions)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from embedeval.errors import ConfigError, InputError
+from embedeval.strategies.base import Family, Strategy, register, whole_number
+
+ABSOLUTE, ROTARY = "absolute", "rotary"
+#: The methods per position type, as strategy names spell them after their prefix (``extend-gp``, ``rope-ntk``).
+METHODS: dict[str, tuple[str, ...]] = {ABSOLUTE: ("gp", "rp", "pi", "pi-dynamic"), ROTARY: ("ntk", "linear")}
+STRATEGY_PREFIX = {ABSOLUTE: "extend-", ROTARY: "rope-"}
+#: Methods whose vectors depend on the length ``L`` a strategy reads (the rows of LongEmbed's
+#: stretched table), not only on the ids read.
+READS_L: tuple[str, ...] = ("pi",)
+#: The cache's name of a method where it is not the method's own: ``pi-dynamic`` was ``pi`` until
+#: ``pi`` became LongEmbed's, and its vectors keep their keys.
+CACHE_NAMES = {"pi-dynamic": "pi"}
+#: Strategy name -> method.
+STRETCH_METHODS: dict[str, str] = {STRATEGY_PREFIX[kind] + method: method for kind, methods in METHODS.items() for method in methods}
+LOGSCALE_SUFFIX = "+logscale"
+
+
+@dataclass(frozen=True)
+class Stretch:
+    """How a model reads past its positions: ``method`` (one of :data:`METHODS`), whether
+    attention logits are scaled by ``log(n) / log(P)`` (``logscale``) and, for the methods in
+    :data:`READS_L` (``pi``), ``length``: the ``L`` the strategy reads, the rows of the stretched
+    table (None for the others, whose vectors do not depend on it; a ``pi`` without it names the
+    method, as refusals do, and reads nothing). ``key`` names what the vectors depend on (the
+    cache keys them on it and the ids read)."""
+
+    method: str
+    logscale: bool = False
+    length: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.method not in self.all_methods():
+            raise ConfigError(f"unknown context extension {self.method!r}; use one of {', '.join(self.all_methods())}")
+        if self.length is not None and (self.method not in READS_L or self.length < 1):
+            raise ConfigError(f"a length L >= 1 goes with {', '.join(READS_L)} only, not {self.length} with {self.method}")
+
+    @staticmethod
+    def all_methods() -> tuple[str, ...]:
+        return tuple(m for methods in METHODS.values() for m in methods)
+
+    @classmethod
+    def every(cls) -> list[Stretch]:
+        """Every method, without and with ``logscale`` (no ``length``: what refusals are about)."""
+        return [cls(method, scaled) for method in cls.all_methods() for scaled in (False, True)]
+
+    @property
+    def position_type(self) -> str:
+        return next(kind for kind, methods in METHODS.items() if self.method in methods)
+
+    @property
+    def name(self) -> str:
+        """The method and ``+logscale``, without ``L``: what a refusal depends on."""
+        return self.method + ("+logscale" if self.logscale else "")
+
+    @property
+    def key(self) -> str:
+        """``stretch:`` + the method's cache name, ``@L`` for the methods in :data:`READS_L`,
+        ``+logscale``: ``stretch:gp``, ``stretch:pi@8194+logscale``; ``pi-dynamic`` keeps the key
+        ``stretch:pi`` its vectors had when it was called ``pi``, which no ``pi@L`` key equals."""
+        self.check_reads(1)  # a pi without its L has no key
+        length = f"@{self.length}" if self.method in READS_L else ""
+        return f"stretch:{CACHE_NAMES.get(self.method, self.method)}{length}" + ("+logscale" if self.logscale else "")
+
+    def check_reads(self, n: int) -> None:
+        """One :class:`InputError` where an input of ``n`` tokens (special tokens counted) is more
+        than the method reads: a :data:`READS_L` method reads the ``L`` rows of its table, and
+        needs its ``L``."""
+        if self.method not in READS_L:
+            return
+        if self.length is None:
+            raise InputError(f"{self.method} reads a table of L rows: give L ({STRATEGY_PREFIX[self.position_type]}{self.method}@L)")
+        if n > self.length:
+            raise InputError(f"{STRATEGY_PREFIX[self.position_type]}{self.method}@{self.length} reads at most {self.length} "
+                             f"tokens in one pass, not {n}")
+
+
+def _misfit(strategy: Strategy, name: str, why: str) -> ConfigError:
+    return ConfigError(f"{strategy.label} does not fit {name}: {why}")
+
+
+def _reads_no_further(strategy: Strategy, name: str, limit: int) -> ConfigError:
+    return ConfigError(f"{strategy.label} reads no further than {name} does itself: it has {limit} positions; "
+                       f"use @L with L above {limit}", "strategies")
+
+
+@register
+class Extend(Family):
+    names = tuple(STRETCH_METHODS)
+    choices = {
+        "extend-gp@L, extend-rp@L, extend-pi@L, extend-pi-dynamic@L": "absolute-position models read L tokens in one pass, "
+                                                                      "positions grouped, recurrent, interpolated to L rows "
+                                                                      "(LongEmbed's PI) or over each text",
+        "rope-ntk@L, rope-linear@L": "rotary models read L tokens in one pass, RoPE base NTK-scaled or positions linearly scaled",
+        "...+logscale": "context extension with attention logits scaled by log(n)/log(P) past the positions",
+    }
+    hint = f"context extension as {next(iter(STRETCH_METHODS))}@L"
+    one_piece = True
+    reads_length = True
+    model_readings = tuple(name + "@" for name in STRETCH_METHODS)
+    words = "stretching the model's positions"
+
+    def takes(self, entry: str) -> bool:
+        return entry.partition("@")[0] in self.names
+
+    def owns_label(self, label: str) -> bool:
+        return "@" in label and label.partition("@")[0] in self.names
+
+    def parse(self, entry: str, settings) -> list[Strategy]:
+        """``extend-gp@4096`` or ``rope-ntk@8192+logscale``; anything else is one :class:`ConfigError`."""
+        head, _, tail = entry.partition("@")
+        length, _, scaled = tail.partition("+")
+        if head not in STRETCH_METHODS or not whole_number(length) or scaled not in ("", LOGSCALE_SUFFIX[1:]):
+            example = head if head in STRETCH_METHODS else next(iter(STRETCH_METHODS))
+            raise ConfigError(f"strategy {entry!r}: write {example}@L or {example}@L{LOGSCALE_SUFFIX}, L the tokens read in "
+                              "one pass (e.g. 4096)", "strategies")
+        return [Strategy(head, read_tokens=int(length), logscale=bool(scaled))]
+
+    def check_length(self, strategy: Strategy) -> None:
+        if strategy.read_tokens is None:
+            raise ConfigError(f"a length to read (@L) and {LOGSCALE_SUFFIX} go with {', '.join(STRETCH_METHODS)}, and only "
+                              f"with them (e.g. {next(iter(STRETCH_METHODS))}@4096)")
+        if strategy.read_tokens < 1:
+            raise ConfigError(f"{strategy.name} reads a positive number of tokens, not {strategy.read_tokens}")
+
+    def label(self, strategy: Strategy) -> str:
+        return f"{strategy.name}@{strategy.read_tokens}" + (LOGSCALE_SUFFIX if strategy.logscale else "")
+
+    def stretch(self, strategy: Strategy) -> Stretch:
+        method = STRETCH_METHODS[strategy.name]
+        return Stretch(method, strategy.logscale, strategy.read_tokens if method in READS_L else None)
+
+    def reading_mode(self, label: str) -> str:
+        return label  # one pass over L tokens: a speed of its own
+
+    def check_support(self, specs, strategies, executor: str, folders) -> None:
+        """Context extension changes a local ``st:`` model's positions, on the local executor; a
+        length ``L`` not above the folder's positions, or a method the folder rules out, is refused
+        before the model loads (:meth:`~embedeval.strategies.reading.ModelFolders.stretch_refusal`),
+        in the words the loaded model's check (:meth:`prepare`) uses."""
+        models = [spec for spec in specs if not folders.lexical(spec)]
+        for spec in models:
+            if spec.partition(":")[0] != "st" or executor != "local":
+                raise ConfigError(f"{strategies[0].label} is not offered for {spec} on the {executor} executor: context extension "
+                                  "changes a local st: model's positions, on the local executor")
+        for spec in models:
+            for strategy in strategies:
+                name, why, limit = folders.stretch_refusal(spec, strategy.stretch)
+                if why:
+                    raise _misfit(strategy, name, why)
+                if strategy.read_tokens <= limit:
+                    raise _reads_no_further(strategy, name, limit)
+
+    def prepare(self, strategy: Strategy, reader) -> None:
+        """Refuse context extension where it is not defined: a model not fed token ids by this
+        process, one whose positions the method does not fit, or a length ``L`` the model reads
+        without stretching (not above its positions ``P``); then the reader reads ``L`` less the
+        model's special tokens and prompt per text."""
+        name = reader.name
+        if not (reader.reads_ids and reader.offers_stretching()):
+            raise ConfigError(f"{strategy.label} is not offered for {name}: context extension changes a local st: "
+                              "model's positions, on the local executor")
+        model = reader.model()
+        why = model.stretch_refusal(strategy.stretch)
+        if why:
+            raise _misfit(strategy, name, why)
+        limit = model.positions()
+        if strategy.read_tokens <= limit or strategy.read_tokens <= reader.frame_tokens:
+            raise _reads_no_further(strategy, name, limit)
+        reader.capacity = strategy.read_tokens - reader.frame_tokens
+
+    def cut(self, strategy: Strategy, reader, texts: list[str]):
+        return reader.cut_consecutive(texts, reader.capacity, reader.capacity, limit=reader.capacity, first_only=True)
+
+    def embed(self, strategy: Strategy, reader, inputs: list, texts: list[str]):
+        return reader.embed_stretched(inputs, strategy.stretch)
+
+    def shortfall(self, reader, longest: int) -> str | None:
+        """``L`` counts the model's special tokens and prompt, haystack lengths count content
+        tokens, so ``extend-gp@2048`` on all-MiniLM-L6-v2 reads 2,046 of a 2,048-token haystack's
+        tokens and ``extend-gp@2050`` reads them all."""
+        spec = reader.strategy_spec
+        if reader.window_tokens >= longest:
+            return None
+        whole = replace(spec, read_tokens=longest + reader.frame_tokens).label
+        return (f"{reader.name} [{reader.strategy}] reads {reader.window_tokens:,} content tokens of a text ({reader.frame_tokens} "
+                f"of its {spec.read_tokens:,} are special tokens or prompt): the {longest:,}-token haystacks lose their last "
+                f"{longest - reader.window_tokens:,}, and a needle there is not read; {whole} reads them whole")

@@ -1,0 +1,16 @@
+"""``full-text``: the label of a scorer that reads whole texts, as the lexical baseline does
+(:class:`~embedeval.embedders.bm25.BM25Scorer`). Not a ``--strategy``: it is the only way such a
+scorer reads."""
+
+from __future__ import annotations
+
+from embedeval.strategies.base import Family, register
+
+FULL_TEXT = "full-text"
+
+
+@register
+class FullText(Family):
+    names = (FULL_TEXT,)
+    selectable = False
+    model_readings = (FULL_TEXT,)

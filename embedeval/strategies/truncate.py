@@ -1,0 +1,32 @@
+"""``truncate``: one piece, the text's first ``W`` content tokens (``W`` = the model's capacity:
+``max_tokens`` minus special tokens and prompt) — what the model does natively. Score = cos(q, v).
+
+For a model fed text (an API model) the piece is the word-aligned prefix the embedder would cut
+itself (cut here with the reference tokenizer, so two texts with the same prefix cost one request)."""
+
+from __future__ import annotations
+
+from embedeval.strategies.base import Family, Strategy, register
+
+#: ``strategy`` of an embedder read as it reads a text itself: its one window, the rest cut off.
+TRUNCATE = "truncate"
+
+
+@register
+class Truncate(Family):
+    names = (TRUNCATE,)
+    choices = {TRUNCATE: "the model's own window"}
+    one_piece = True
+    model_readings = (TRUNCATE,)
+    text_margins = 1
+    words = "truncating to the model's window"
+
+    def cut(self, strategy: Strategy, reader, texts: list[str]):
+        if not reader.reads_ids:  # the embedder's own cut, made here: dedupes too
+            return reader.cut_prefixes(texts)
+        return reader.cut_consecutive(texts, reader.capacity, reader.capacity, limit=reader.capacity, first_only=True)
+
+    def embed(self, strategy: Strategy, reader, inputs: list, texts: list[str]):
+        if not reader.dedupe:  # every text sent whole, one by one: the check without deduplication
+            return reader.embed_whole(texts)
+        return reader.embed_pieces(inputs)

@@ -1,0 +1,24 @@
+"""``windows-mean``: consecutive windows of ``W`` tokens (``overlap`` tokens shared by neighbours)
+over the whole text; v = normalise(mean of the window vectors). Score = cos(q, v). LongEmbed's PCW
+(parallel context windows)."""
+
+from __future__ import annotations
+
+from embedeval.defaults import DEFAULT_WINDOW_OVERLAP
+from embedeval.strategies.base import Family, Strategy, register
+
+WINDOWS_MEAN = "windows-mean"
+
+
+@register
+class WindowsMean(Family):
+    names = (WINDOWS_MEAN,)
+    choices = {WINDOWS_MEAN: "mean of window vectors over the whole text, LongEmbed's PCW"}
+    model_readings = (WINDOWS_MEAN,)
+    overlap_setting = "window"
+    overlap_default = DEFAULT_WINDOW_OVERLAP
+    words = "averaging its windows"
+
+    def combine(self, strategy: Strategy, reader, vectors, pieces, n_texts: int):
+        """One vector per text: the normalised mean of its windows' vectors, spanning what was read."""
+        return reader.mean_per_text(vectors, pieces, n_texts)
