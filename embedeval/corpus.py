@@ -36,9 +36,9 @@ from pathlib import Path
 import tomllib
 
 from embedeval.defaults import DEFAULT_MIN_BOOKS
-from embedeval.embedders.http import fetch
 from embedeval.errors import APIError, ConfigError, CorpusError
 from embedeval.io import absolute_path, file_sha256, jsonl_objects, read_text_file, write_text_atomic
+from embedeval.net.fetch import fetch
 from embedeval.paths import default_cache_dir
 from embedeval.progress import step
 
@@ -335,7 +335,7 @@ def gutenberg_books(manifest: Path = GUTENBERG_MANIFEST, cache_dir: str | Path |
                     progress: bool = False) -> list[Book]:
     """The manifest's books, each downloaded once (``{base}/cache/epub/N/pgN.txt``) and cached
     (``progress``: a step line on stderr per download). Downloads follow the API clients' HTTP
-    policy (:func:`~embedeval.embedders.http.fetch`): 429, 5xx, timeouts and a dropped connection
+    policy (:func:`~embedeval.net.fetch.fetch`): 429, 5xx, timeouts and a dropped connection
     retried within bounds, the request timeout and deadline, the answer size cap, no redirect to
     another origin; a failure is one :class:`~embedeval.errors.CorpusError` line."""
     folder = corpora_cache(cache_dir, "gutenberg")

@@ -37,10 +37,11 @@ from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.errors import InputError
 from embedeval.experiments.context_rot import needle_haystack_similarity, needle_question_similarity
 from embedeval.derived import RECORD, record_outputs, recorded_files
-from embedeval.io import check_output_file, check_run_folder, run_directory, write_table, write_text_atomic
+from embedeval.io import check_output_file, write_table, write_text_atomic
 from embedeval.labels import ALL, CONTROL, NEGATIVE, QUESTION, is_blind
 from embedeval.needles import Pair
 from embedeval.run import HAYSTACK_SETTINGS, HAYSTACKS, NolimaRun
+from embedeval.run_folder import check_run_folder, run_directory
 from embedeval.strategies.truncate import TRUNCATE
 
 MTEB_TASK = "EmbedevalNoLiMa"
@@ -148,7 +149,7 @@ def export_mteb(run_dir: str | Path, out: str | Path) -> list[Path]:
     """Write the run's MTEB result files under ``out`` (see the module docstring); returns them,
     with the run's :func:`dataset_revision`.
 
-    ``out`` follows the rules of a run directory (:func:`~embedeval.io.run_directory`): a new or
+    ``out`` follows the rules of a run directory (:func:`~embedeval.run_folder.run_directory`): a new or
     empty folder, or one embedeval exported into before (:func:`is_mteb_folder`: its
     ``derived.json`` lists what it wrote, this export's files added); any other folder is one
     :class:`~embedeval.errors.InputError` before the run is read."""

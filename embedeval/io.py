@@ -1,18 +1,15 @@
-"""File output: atomic writes (a reader never sees a half-written file) and run directories held
-by one run at a time."""
+"""File output: atomic writes (a reader never sees a half-written file), the checks of an output
+file before any work (never replacing a file of the user's), its lock (one writer at a time) and
+reading input files. Run folders are :mod:`embedeval.run_folder`'s."""
 
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import errno
-import fcntl
 import hashlib
 import json
 import os
 import re
-import socket
-import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -20,26 +17,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from embedeval.errors import InputError, OutputError
+from embedeval.locks import LOCK_NAME, OUTPUT_WAIT, hold, release_lock, remove_if_empty, write_holder
 
 if TYPE_CHECKING:  # numpy and pandas are imported where used: the command line imports this module
     import pandas as pd
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
-#: The file a run holds locked (flock) in its run directory while it works.
-LOCK_NAME = ".embedeval.lock"
-#: The file that marks a new or empty folder as embedeval's output folder from the moment a run
-#: takes it until the run has written the record that marks it for good (a run's config.json, a
-#: report's or export's derived.json, a themes manifest): a run killed or crashed in between (with
-#: half its figures drawn) leaves a folder the next run may still write into.
-CLAIM_NAME = ".embedeval-claim"
 #: The name of an :func:`atomic_path` temporary file: ``.TARGET.embedeval-PID-RANDOM.tmp``, a name
 #: only embedeval makes, so the sweep of a killed run's leftovers never takes a user's file.
 _TEMP_MARK = ".embedeval-"
 _TEMP_SUFFIX = ".tmp"
 _TEMP_NAME = re.compile(rf"\..+{re.escape(_TEMP_MARK)}(?P<pid>\d+)-[a-z0-9_]{{8}}{re.escape(_TEMP_SUFFIX)}")  # mkstemp's 8 random characters
-#: How often :func:`run_directory` tries again when its lock file is replaced under it.
-_LOCK_ATTEMPTS = 5
 #: errno values that mean "the file system will not take this file" (not a bug in the caller).
 _WRITE_FAILURES = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}
 
@@ -230,180 +219,21 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
+def is_temp_file_name(name: str) -> bool:
+    """Whether ``name`` is the name of an :func:`atomic_path` temporary file (a name only embedeval makes)."""
+    return _TEMP_NAME.fullmatch(name) is not None
+
+
 def remove_stale_temp_files(folder: Path) -> list[Path]:
     """Delete the temporary files that :func:`atomic_path` left in a folder (its top level and
     ``figures/``) when a process was killed mid-write: a run directory, or a folder of exported
     ONNX graphs. Only files named as atomic_path names them whose process no longer runs go; any
-    other file stays. Call it only while holding the folder (:func:`run_directory`, or the graphs'
-    lock)."""
+    other file stays. Call it only while holding the folder
+    (:func:`~embedeval.run_folder.run_directory`, or the graphs' lock)."""
     stale = [path for place in (folder, folder / "figures") for path in _stale_temps(place)]
     for path in stale:
         path.unlink(missing_ok=True)
     return stale
-
-
-def _is_leftover(path: Path) -> bool:
-    """Whether ``path`` is what a killed embedeval run leaves in a run directory before it writes
-    anything else: its lock file, its claim (:data:`CLAIM_NAME`) or an :func:`atomic_path`
-    temporary file (plain files only)."""
-    return ((path.name in (LOCK_NAME, CLAIM_NAME) or _TEMP_NAME.fullmatch(path.name) is not None)
-            and path.is_file() and not path.is_symlink())
-
-
-def _claim_text(record: str) -> str:
-    """What a claim file says: the kind of output (its ``record``) the folder was taken for."""
-    return (f"embedeval writes its output into this folder (record: {record}); this file stays only when a run "
-            "stopped before it finished, and lets the next run of the same kind write here again\n")
-
-
-def _is_claimed(folder: Path, record: str) -> bool:
-    """Whether a run of the kind that writes ``record`` took ``folder`` when it was new or empty and
-    stopped (killed, crashed) before it wrote that record: the folder holds embedeval's claim file,
-    naming the same record (a folder another command claimed is not this command's to take)."""
-    claim = folder / CLAIM_NAME
-    if not _is_leftover(claim):
-        return False
-    try:
-        return claim.read_text(encoding="utf-8") == _claim_text(record)
-    except (OSError, UnicodeDecodeError):
-        return False
-
-
-def check_run_folder(folder: Path, is_run: Callable[[Path], bool], record: str) -> None:
-    """Refuse, with one :class:`InputError` naming ``out``, a ``folder`` that embedeval may not
-    write a run into: a file, or a folder holding anything but a run embedeval wrote
-    (``is_run(folder)``: its ``record`` says so) or what a killed run leaves (its lock and
-    temporary files, or anything beside the claim a run made on the folder when it took it new or
-    empty: :data:`CLAIM_NAME`). A missing or empty folder is fine."""
-    if not folder.exists():
-        return
-    if not folder.is_dir():
-        raise InputError(f"`out` {folder} exists and is not a folder", "out")
-    try:
-        entries = list(folder.iterdir())
-    except OSError as exc:
-        raise InputError(f"cannot read run directory {folder} ({exc.strerror or exc})") from None
-    if all(_is_leftover(path) for path in entries) or _is_claimed(folder, record) or is_run(folder):
-        return
-    raise InputError(f"`out` {folder} holds files and is not a run folder embedeval wrote (no {record} of an embedeval run in it); "
-                     "choose a new or empty folder, so that no file of yours is overwritten or deleted", "out")
-
-
-def _holds_only_leftovers(folder: Path) -> bool:
-    """Whether ``folder`` holds nothing but what :func:`_is_leftover` names (an empty folder too)."""
-    return all(_is_leftover(path) for path in folder.iterdir())
-
-
-def check_subfolder(folder: Path) -> None:
-    """Refuse, with one :class:`InputError` naming ``out``, a folder inside an output folder that
-    embedeval writes into (a run's ``figures/``) when it is a link or not a folder: nothing is
-    ever written through a link into a folder of the user's."""
-    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
-        raise InputError(f"{folder} is a link or not a folder; embedeval writes into a folder of its own only: remove it "
-                         "(no file is written through it)", "out")
-
-
-def _create_folders(folder: Path) -> list[Path]:
-    """Make ``folder`` and its missing parents; returns those this call created, outermost first."""
-    missing = [p for p in (folder, *folder.parents) if not p.exists()][::-1]
-    created = []
-    for path in missing:
-        try:
-            path.mkdir()
-        except FileExistsError:  # made by someone else meanwhile: not ours to remove
-            continue
-        created.append(path)
-    if not folder.is_dir():
-        raise FileExistsError(errno.EEXIST, "exists and is not a folder")
-    return created
-
-
-def _remove_if_empty(created: list[Path]) -> None:
-    """Remove the folders of ``created`` (outermost first), innermost first, while they are empty."""
-    for path in reversed(created):
-        try:
-            path.rmdir()  # refuses a folder that is not empty: nothing in it is removed
-        except OSError:
-            return
-
-
-def _take_lock(lock: Path, what: str, user: str = "run") -> int:
-    """Create the lock file ``lock`` and hold it (flock); returns its descriptor. ``what``: what
-    it guards, as messages name it (``run directory runs/x``); ``user``: who else may hold it.
-
-    The lock file is always one this call creates (``O_EXCL``, never through a link): a lock file a
-    killed run left is removed once it is held (nobody else holds it then) and a new one taken, and
-    the path must still name the file held once it is locked (else another run replaced it:
-    again, at most :data:`_LOCK_ATTEMPTS` times). A lock that is a link or not a plain file is
-    refused; another run's lock is an :class:`InputError` naming its holder."""
-    place = "the folder" if user == "run" else "it"
-    refused = InputError(f"{what}: {lock.name} is not a lock file embedeval made (a link or not a plain "
-                         f"file); remove it if no {user} is using {place}", "out")
-    for _ in range(_LOCK_ATTEMPTS):
-        try:
-            fd, created = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666), True
-        except FileExistsError:
-            try:
-                fd, created = os.open(lock, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC), False
-            except FileNotFoundError:  # removed in between
-                continue
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
-                    raise refused from None
-                raise
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
-            os.close(fd)
-            raise refused
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            holder = os.pread(fd, 1000, 0).decode("utf-8", "replace").strip() or "another process"
-            os.close(fd)
-            if isinstance(exc, BlockingIOError):
-                raise InputError(f"{what} is in use by {holder}; wait for it or choose another `out`", "out") from None
-            raise InputError(f"cannot lock {what} ({exc.strerror or exc})") from None
-        try:
-            now = os.stat(lock, follow_symlinks=False)
-        except FileNotFoundError:
-            now = None
-        if now is not None and (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino):
-            if created:
-                return fd
-            os.unlink(lock)  # a killed run's lock, held now: removed, never rewritten
-        os.close(fd)
-    raise InputError(f"cannot lock {what}: its {lock.name} changed {_LOCK_ATTEMPTS} times while taking it; try again")
-
-
-def _hold(folder: Path, lock: Path, what: str, user: str, failed: Callable[[OSError], Exception]) -> tuple[list[Path], int]:
-    """Make ``folder`` (and its missing parents) and take the lock file ``lock`` (:func:`_take_lock`
-    with ``what`` and ``user``): (the folders this call created, the lock's descriptor). A file
-    system that refuses either is ``failed(exc)``; on any failure the folders made are removed
-    again while empty."""
-    try:
-        created = _create_folders(folder)
-    except OSError as exc:
-        raise failed(exc) from None
-    try:
-        try:
-            return created, _take_lock(lock, what, user)
-        except OSError as exc:
-            raise failed(exc) from None
-    except BaseException:
-        _remove_if_empty(created)
-        raise
-
-
-def _write_holder(fd: int) -> None:
-    """Say in a lock file who holds it (what a second run's refusal quotes)."""
-    os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {dt.datetime.now().isoformat(timespec='seconds')}\n".encode())
-
-
-def _release_lock(fd: int, lock: Path) -> None:
-    """Remove a lock file this process holds, then let it go."""
-    lock.unlink(missing_ok=True)
-    fcntl.flock(fd, fcntl.LOCK_UN)
-    os.close(fd)
 
 
 def lock_path_of(path: str | os.PathLike) -> Path:
@@ -414,61 +244,25 @@ def lock_path_of(path: str | os.PathLike) -> Path:
 
 @contextlib.contextmanager
 def output_file_lock(path: str | os.PathLike) -> Iterator[Path]:
-    """Hold the output file ``path`` for one writer, as :func:`run_directory` holds a run folder
-    (the same lock: :func:`lock_path_of`, flock, the holder written in it): a second writer, in
+    """Hold the output file ``path`` for one writer, as :func:`~embedeval.run_folder.run_directory`
+    holds a run folder (the same lock, :mod:`embedeval.locks`, refusing at once: :func:`lock_path_of`,
+    flock, the holder written in it): a second writer, in
     this process or another, is refused at once with one :class:`InputError` naming the holder
     (``pid N on HOST since TIME``), before it reads or sends anything. The lock file goes when the
     writer ends; a killed writer's lock file is taken over by the next one."""
     target = Path(path)
     lock = lock_path_of(target)
-    created, fd = _hold(target.parent, lock, f"output {target}", "command",
-                        lambda exc: OutputError(f"cannot write {target} ({exc.strerror or exc})"))
+    created, fd = hold(target.parent, lock, f"output {target}", "command",
+                       lambda exc: OutputError(f"cannot write {target} ({exc.strerror or exc})"), OUTPUT_WAIT)
     try:
         try:
-            _write_holder(fd)
+            write_holder(fd)
         except OSError as exc:
             raise OutputError(f"cannot write {target} ({exc.strerror or exc})") from None
         yield target
     finally:
-        _release_lock(fd, lock)
-        _remove_if_empty(created)
-
-
-@contextlib.contextmanager
-def run_directory(path: str | os.PathLike, is_run: Callable[[Path], bool], record: str) -> Iterator[Path]:
-    """Hold ``path`` for one run, creating it (and its parents) if needed.
-
-    Before anything is created, a folder that holds files is refused unless embedeval wrote it
-    (:func:`check_run_folder` with ``is_run`` and its ``record``). A second run into the same
-    folder fails at once with an :class:`InputError` naming the holder. Temporary files of a
-    killed run are removed first (:func:`remove_stale_temp_files`). A folder that holds nothing
-    else is claimed (:data:`CLAIM_NAME`) before the run writes into it, so that a run killed or
-    crashed before it wrote its ``record`` leaves a folder the next run accepts; the claim goes
-    once ``is_run(folder)`` holds, or when nothing else was written. When the run ends, its lock
-    file goes; the folders this call created are removed again while they are empty (a run that
-    failed before writing anything leaves no folder behind)."""
-    folder = Path(path)
-    check_run_folder(folder, is_run, record)
-    created, fd = _hold(folder, folder / LOCK_NAME, f"run directory {folder}", "run",
-                        lambda exc: InputError(f"cannot write to run directory {folder} ({exc.strerror or exc})"))
-    try:
-        try:
-            _write_holder(fd)
-            remove_stale_temp_files(folder)
-            if _holds_only_leftovers(folder) and not _is_claimed(folder, record):
-                write_text_atomic(folder / CLAIM_NAME, _claim_text(record))
-        except OSError as exc:
-            raise OutputError(f"cannot write to run directory {folder} ({exc.strerror or exc})") from None
-        yield folder
-    finally:
-        # Clean up while still holding the lock, so no other run can slip in between.
-        with contextlib.suppress(OSError):  # the folder gone or unreadable: nothing to clean up
-            if _holds_only_leftovers(folder) or is_run(folder):
-                (folder / CLAIM_NAME).unlink(missing_ok=True)
-        (folder / LOCK_NAME).unlink(missing_ok=True)
-        _remove_if_empty(created)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+        release_lock(fd, lock)
+        remove_if_empty(created)
 
 
 def absolute_path(path: str) -> str:

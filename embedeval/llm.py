@@ -2,14 +2,14 @@
 OpenAI-compatible chat endpoint (OpenAI, vLLM, Ollama), named the way an API embedder is.
 
 A chat spec (:func:`parse_chat_spec`) is ``openai:MODEL`` (OpenAI's URL, or ``OPENAI_BASE_URL``,
-with the key in ``OPENAI_API_KEY``) or ``openai:MODEL?base_url=URL&key_env=VAR`` (a server of one's
-own: it gets only the key in ``VAR``, or none; never ``OPENAI_API_KEY`` and never the
-``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID`` headers). A bare ``MODEL`` is ``openai:MODEL``. The spec's
-options are the API embedders' (:class:`~embedeval.embedders.options.ServerOptions`), refused the
-same way, and the client follows the same HTTP rules (:func:`~embedeval.embedders.openai.openai_client`:
-no redirect to another origin) and shares their engine (:mod:`embedeval.embedders.http`): the key
-scrubbed from every message, the same error translation and retries (backoff with jitter,
-``Retry-After``, bounded attempts and time).
+with the key in ``OPENAI_API_KEY``: :data:`CHAT_PROVIDER`) or ``openai:MODEL?base_url=URL&key_env=VAR``
+(a server of one's own: it gets only the key in ``VAR``, or none; never ``OPENAI_API_KEY`` and never
+the ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID`` headers). A bare ``MODEL`` is ``openai:MODEL``. The
+spec's options are the API embedders' (:class:`~embedeval.embedders.options.ServerOptions`), refused
+the same way, and the client follows the same HTTP rules
+(:func:`~embedeval.net.openai_client.openai_client`: no redirect to another origin) as the network
+(:mod:`embedeval.net`) gives them to the embedders: the key scrubbed from every message, the same
+error translation and retries (backoff with jitter, ``Retry-After``, bounded attempts and time).
 """
 
 from __future__ import annotations
@@ -20,15 +20,17 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from embedeval.defaults import DEFAULT_TEMPERATURE
-from embedeval.embedders.http import (
-    MalformedResponseError, call_with_retries, endpoint, key_hint, openai_errors, refuse_provider_key, request_timeout_from_env, retry_policy_from_env,
-)
-from embedeval.embedders.openai import OpenAIEmbedder, openai_client
 from embedeval.embedders.options import ServerOptions, split_spec
 from embedeval.errors import APIError, ConfigError, InputError
+from embedeval.net.errors import MalformedResponseError, openai_errors
+from embedeval.net.keys import endpoint, key_hint, refuse_provider_key
+from embedeval.net.openai_client import OPENAI, openai_client
+from embedeval.net.retry import call_with_retries, retry_policy_from_env
+from embedeval.net.settings import request_timeout_from_env
 
-#: The provider a chat spec names, whose key variable, base-URL variable and URL it uses.
-CHAT_PROVIDER = OpenAIEmbedder
+#: The API a chat spec names: its prefix (``openai``), key variable (``OPENAI_API_KEY``), base-URL
+#: variable (``OPENAI_BASE_URL``) and URL (``https://api.openai.com/v1``).
+CHAT_PROVIDER = OPENAI
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ class ChatSpec:
     def name(self) -> str:
         """The canonical spec: ``openai:MODEL`` and its options sorted."""
         query = self.options.query()
-        return f"{CHAT_PROVIDER.provider}:{self.model}" + (f"?{query}" if query else "")
+        return f"{CHAT_PROVIDER.name}:{self.model}" + (f"?{query}" if query else "")
 
 
 def parse_chat_spec(spec: str, base_url: str | None = None) -> ChatSpec:
@@ -51,10 +53,10 @@ def parse_chat_spec(spec: str, base_url: str | None = None) -> ChatSpec:
     unknown option, a bad ``base_url`` or a ``key_env`` without it or naming ``OPENAI_API_KEY``.
     ``base_url`` (the deprecated ``expand --base-url``) is the spec's ``?base_url=``, not given twice."""
     prefix, sep, rest = spec.partition(":")
-    if sep and prefix == CHAT_PROVIDER.provider:
+    if sep and prefix == CHAT_PROVIDER.name:
         model, query = split_spec(rest)
     elif "?" in spec:
-        raise ConfigError(f"chat model options go with {CHAT_PROVIDER.provider}:MODEL?base_url=...&key_env=..., not {spec!r}", "llm")
+        raise ConfigError(f"chat model options go with {CHAT_PROVIDER.name}:MODEL?base_url=...&key_env=..., not {spec!r}", "llm")
     else:
         model, query = spec, ""  # a bare name (Ollama's llama3:8b included)
     if not model.strip():
@@ -109,7 +111,7 @@ class ChatLLM:
         check_temperature(self.temperature)
         options, provider = self.chat.options, CHAT_PROVIDER
         missing = (f"chat model {self.chat.name} needs an API key in {provider.key_env} (a server of your own: "
-                   f"{provider.provider}:MODEL?base_url=URL, with key_env=VAR if it wants a key)")
+                   f"{provider.name}:MODEL?base_url=URL, with key_env=VAR if it wants a key)")
         self._key, url = endpoint(options, provider.key_env, provider.base_url_env, provider.default_base_url, missing)
         self._key_hint = key_hint(options, provider.key_env)
         if self.timeout is None:

@@ -17,6 +17,9 @@ Files, in the order a run writes them (each atomically):
 
 :class:`NolimaRun` opens a finished directory (the report, ``compare``, ``export`` and the
 notebooks read runs through it); :class:`RunWriter` writes one (``run_nolima`` does).
+The folder itself (refused unless embedeval wrote it, held by one run at a time, claimed while
+new) is :mod:`embedeval.run_folder`'s: ``run_nolima`` holds it with
+:func:`~embedeval.run_folder.run_directory` (:func:`is_run_directory`, :data:`CONFIG`).
 """
 
 from __future__ import annotations
@@ -382,7 +385,7 @@ def read_decision(path: str | Path) -> pd.DataFrame:
 
 class RunWriter:
     """Writes a run directory in :mod:`this module's <embedeval.run>` order; the caller holds the
-    directory (:func:`~embedeval.io.run_directory`)."""
+    directory (:func:`~embedeval.run_folder.run_directory`)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)

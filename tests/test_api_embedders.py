@@ -6,7 +6,9 @@ from typer.testing import CliRunner
 
 from embedeval.cli import app
 from embedeval.embedders.base import l2_normalize
-from embedeval.embedders.http import RetryableError, RetryPolicy, parse_retry_after
+from embedeval.net.errors import RetryableError
+from embedeval.net.retry import RetryPolicy
+from embedeval.net.retry_after import parse_retry_after
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import APIError, EmbedderUnavailableError, UnknownEmbedderError
 from fake_api import DIM, FAULTS, FakeEmbeddingServer, fake_vector, finishes_within, serving
@@ -325,8 +327,6 @@ def test_a_server_that_is_down_is_given_up_within_the_connect_budget(fake, monke
     import socket
     import time
 
-    from embedeval.embedders.http import RetryPolicy
-
     assert RetryPolicy().connect_seconds <= 30 and RetryPolicy().malformed_attempts <= 2
     with socket.socket() as probe:  # a port of this machine that nothing listens on
         probe.bind(("127.0.0.1", 0))
@@ -472,9 +472,9 @@ def test_the_clients_keep_the_proxy_of_the_environment_and_their_connection_limi
     the APIs."""
     from openai._constants import DEFAULT_CONNECTION_LIMITS
 
-    from embedeval.embedders.http import APIKey
+    from embedeval.net.keys import APIKey
     from embedeval.embedders.jina import JinaEmbedder
-    from embedeval.embedders.openai import openai_client
+    from embedeval.net.openai_client import openai_client
 
     for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
@@ -641,7 +641,7 @@ def test_a_slow_server_is_given_up_at_the_request_deadline_with_the_time_said(fa
 
 def test_the_default_deadline_ends_one_batch_in_under_two_minutes():
     from embedeval.defaults import DEFAULT_REQUEST_DEADLINE, DEFAULT_REQUEST_TIMEOUT
-    from embedeval.embedders.http import retry_policy_from_env
+    from embedeval.net.retry import retry_policy_from_env
 
     policy = retry_policy_from_env()
     assert policy.request_deadline == DEFAULT_REQUEST_DEADLINE >= DEFAULT_REQUEST_TIMEOUT
@@ -680,7 +680,8 @@ def test_the_answer_cap_is_well_above_the_largest_real_answer():
     ("deflate", lambda raw: (lambda c: c.compress(raw) + c.flush())(__import__("zlib").compressobj(wbits=-15))),  # raw deflate
 ])
 def test_answers_are_inflated_a_piece_at_a_time(encoding, compress):
-    from embedeval.embedders.http import MalformedResponseError, inflate
+    from embedeval.net.answers import inflate
+    from embedeval.net.errors import MalformedResponseError
 
     raw = b'{"data": []}' + b" " * 3_000_000
     body = compress(raw)
@@ -693,7 +694,7 @@ def test_answers_are_inflated_a_piece_at_a_time(encoding, compress):
 
 @pytest.mark.parametrize("value", ["inf", "-1", "lots"])
 def test_a_bad_answer_cap_is_one_config_error(monkeypatch, value):
-    from embedeval.embedders.http import max_answer_bytes_from_env
+    from embedeval.net.settings import max_answer_bytes_from_env
     from embedeval.errors import ConfigError
 
     monkeypatch.setenv("EMBEDEVAL_MAX_ANSWER_MB", value)
@@ -705,7 +706,7 @@ def test_one_error_tree_and_a_valueerror_of_our_own_is_a_bug_not_a_malformed_ans
     """Retryable and fatal API errors are EmbedevalErrors (the command line says them in one line);
     inside :func:`openai_errors` only what the server's body causes (its JSON, its text, the client's
     validation) is a malformed answer: a ValueError raised by our own code goes up as it is."""
-    from embedeval.embedders.http import FatalAPIError, MalformedResponseError, openai_errors
+    from embedeval.net.errors import FatalAPIError, MalformedResponseError, openai_errors
     from embedeval.errors import EmbedevalError
 
     assert issubclass(RetryableError, EmbedevalError) and issubclass(FatalAPIError, EmbedevalError)
@@ -723,7 +724,8 @@ def test_one_error_tree_and_a_valueerror_of_our_own_is_a_bug_not_a_malformed_ans
 @pytest.mark.parametrize("index", [0.5, True, "x", None])
 def test_an_index_that_is_no_whole_number_is_a_malformed_answer(index):
     """``int`` reads 0.5 as 0 and true as 1: an answer's vectors would land on the wrong texts."""
-    from embedeval.embedders.http import MalformedResponseError, vectors_by_index
+    from embedeval.embedders.http import vectors_by_index
+    from embedeval.net.errors import MalformedResponseError
 
     vector = [1.0, 0.0]
     with pytest.raises(MalformedResponseError, match="malformed response"):

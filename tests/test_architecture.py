@@ -72,6 +72,17 @@ def test_embedeval_has_no_import_cycle():
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
 
 
+def test_the_network_imports_none_of_its_users():
+    """embedeval.net is shared by the API embedders, the chat client and the corpus downloads: its
+    imports point away from them (embedders -> net, llm -> net, corpus -> net), never back."""
+    graph = module_graph(REPO_ROOT / "embedeval")
+    net = {name: edges for name, edges in graph.items() if name.startswith("embedeval.net")}
+    assert "embedeval.net.retry" in net and "embedeval.net.fetch" in graph["embedeval.corpus"]
+    users = ("embedeval.embedders", "embedeval.llm", "embedeval.corpus")
+    assert {name: sorted(e for e in edges if e.startswith(users)) for name, edges in net.items()
+            if any(e.startswith(users) for e in edges)} == {}
+
+
 def test_a_cycle_hidden_in_a_function_is_found(tmp_path):
     package = tmp_path / "pkg"
     (package / "sub").mkdir(parents=True)

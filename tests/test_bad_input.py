@@ -128,7 +128,7 @@ def test_a_full_disk_while_writing_is_one_line_and_leaves_the_old_file(tmp_path,
 
 @pytest.mark.parametrize("value", ["abc", "0", "-3"])
 def test_a_bad_retry_setting_is_one_clear_error(monkeypatch, value):
-    from embedeval.embedders.http import retry_policy_from_env
+    from embedeval.net.retry import retry_policy_from_env
     from embedeval.errors import ConfigError
 
     monkeypatch.setenv("EMBEDEVAL_RETRY_MAX_SECONDS", value)

@@ -371,7 +371,7 @@ def test_killed_run_resumes_without_losing_or_repeating_work(tmp_path, books_dir
 
 
 def test_a_second_run_into_a_held_run_directory_fails_at_once(tmp_path, isolated_cache):
-    from embedeval.io import run_directory
+    from embedeval.run_folder import run_directory
     from embedeval.run import CONFIG, is_run_directory
 
     with run_directory(tmp_path / "run", is_run_directory, CONFIG):
@@ -392,7 +392,7 @@ def test_out_onto_an_existing_file_is_one_line(tmp_path, isolated_cache):
 def test_only_temp_files_of_killed_runs_are_removed(tmp_path):
     """Issue 36: the sweep takes the temporary files atomic_path names (prefix, pid, random part)
     of processes that no longer run, never a user's ``.*.tmp`` or one of a running process."""
-    from embedeval.io import run_directory
+    from embedeval.run_folder import run_directory
 
     folder = tmp_path / "run"
     (folder / "figures").mkdir(parents=True)
@@ -414,7 +414,8 @@ def test_only_temp_files_of_killed_runs_are_removed(tmp_path):
 def test_a_lock_left_by_a_killed_run_is_replaced_never_rewritten(tmp_path):
     """Issue 36: the lock a run writes its pid into is always a file it created; a killed run's is
     removed (once held) and a new one made, its bytes untouched."""
-    from embedeval.io import LOCK_NAME, run_directory
+    from embedeval.locks import LOCK_NAME
+    from embedeval.run_folder import run_directory
 
     lock = tmp_path / "run" / LOCK_NAME
     lock.parent.mkdir()
@@ -432,7 +433,7 @@ def test_a_lock_left_by_a_killed_run_is_replaced_never_rewritten(tmp_path):
 def test_a_failed_run_removes_the_folders_it_created_and_only_those(tmp_path):
     """Issue 36: a run that fails before writing anything leaves no empty parent behind; folders that
     were there before, or that hold anything, stay."""
-    from embedeval.io import run_directory
+    from embedeval.run_folder import run_directory
 
     (tmp_path / "there").mkdir()
     for out in (tmp_path / "there" / "runs" / "deep" / "x", tmp_path / "there"):

@@ -686,7 +686,7 @@ def test_a_themes_rerun_into_the_folder_a_crashed_run_left_works(topic_books, tm
     # a folder another command claimed (a report killed half-way) is not the themes run's to take
     claimed = tmp_path / "claimed"
     shutil.copytree(mine, claimed)
-    from embedeval.io import _claim_text
+    from embedeval.run_folder import _claim_text
     from embedeval.report.compare import REPORT_FOLDER_RECORD
 
     (claimed / ".embedeval-claim").write_text(_claim_text(REPORT_FOLDER_RECORD))

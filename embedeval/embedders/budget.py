@@ -4,7 +4,7 @@ Each provider (``openai``, ``voyage``, ``jina``) gets a budget: requests per min
 tokens per minute (TPM). A :class:`ProviderLimiter` enforces it *before* each request, shared by
 every worker thread and every embedder of that provider (same base URL, same budget) in the
 process; a server's ``Retry-After`` pauses the whole provider, not just the call that got it. The
-bounded retries of :func:`embedeval.embedders.http.call_with_retries` stay on top: the budget
+bounded retries of :func:`embedeval.net.retry.call_with_retries` stay on top: the budget
 keeps a long sweep at the provider's rate instead of in retry storms, the retries absorb what
 slips through.
 
@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from embedeval.errors import ConfigError
+from embedeval.net.settings import env_number
 
 #: Environment variable of the window (seconds) the per-minute budgets apply to.
 PERIOD_ENV = "EMBEDEVAL_BUDGET_PERIOD"
@@ -108,20 +109,6 @@ def _env_int(name: str) -> int | None:
     value = positive_int(raw)
     if value is None:
         raise ConfigError(f"{name} must be a whole number >= 1, not {raw!r}")
-    return value
-
-
-def env_number(name: str, default: float) -> float:
-    """A positive number from the environment variable ``name``, or ``default`` when unset."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise ConfigError(f"{name} must be a positive number, not {raw!r}")
     return value
 
 

@@ -60,6 +60,7 @@ from embedeval.embedders.base import KIND_WORDS, Embedder, EmbedderWrapper, Embe
 from embedeval.embedders.models import bundled_name
 from embedeval.embedders.options import split_spec
 from embedeval.errors import CacheError, InvalidVectorsError
+from embedeval.locks import CACHE_BUSY_SECONDS
 from embedeval.paths import CACHE_ENV, default_cache_dir
 
 CACHE_FILENAME = "embeddings.sqlite"
@@ -67,8 +68,9 @@ CACHE_FORMAT = 4
 #: The first format whose vector keys include the model's fingerprint (older tables move aside).
 KEYED_FORMAT = 2
 LEGACY_TABLE = "embeddings_v1"
-#: Seconds a writer waits for another process's write lock before giving up.
-LOCK_TIMEOUT = 60.0
+#: Seconds a writer waits for another process's write lock before giving up (SQLite's busy timeout:
+#: :data:`~embedeval.locks.CACHE_BUSY_SECONDS`, beside the waits of the other locks).
+LOCK_TIMEOUT = CACHE_BUSY_SECONDS
 _SELECT_CHUNK = 500  # SQLite host-parameter limit is 999 on old builds
 
 

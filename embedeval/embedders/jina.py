@@ -9,10 +9,11 @@ import numpy as np
 
 from embedeval.embedders.base import Kind, check_texts, l2_normalize
 from embedeval.embedders.budget import Budget
-from embedeval.embedders.http import (
-    APIEmbedder, MalformedResponseError, ModelLimits, Reply, answer_hooks, httpx_errors, refuse_cross_origin_redirect, status_error,
-)
+from embedeval.embedders.http import APIEmbedder, ModelLimits, Reply
 from embedeval.errors import InputError
+from embedeval.net.answers import answer_hooks
+from embedeval.net.errors import MalformedResponseError, httpx_errors, status_error
+from embedeval.net.redirects import refuse_cross_origin_redirect
 
 
 class JinaEmbedder(APIEmbedder):

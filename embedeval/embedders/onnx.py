@@ -31,13 +31,11 @@ checks the files (:func:`check_graphs`) and ``embedeval cache clear`` removes th
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import logging
 import os
 import shutil
 import sys
-import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -46,6 +44,7 @@ import numpy as np
 
 from embedeval.errors import CacheError, ConfigError
 from embedeval.io import atomic_path, remove_stale_temp_files, write_text_atomic
+from embedeval.locks import ONNX_GRAPHS_WAIT, release_lock, take_lock, write_holder
 
 #: The backends of a local model: its own torch modules, or the transformer in ONNX Runtime.
 BACKENDS = ("torch", "onnx", "onnx-int8")
@@ -70,10 +69,9 @@ GRAPHS_DIR = "onnx"
 FLOAT_GRAPH, INT8_GRAPH = "model.onnx", "model-int8.onnx"
 #: What follows a graph's file name in the name of the file recording its sha256.
 CHECKSUM_SUFFIX = ".sha256"
-#: The file a process holds locked (flock) while it checks or makes a folder's graphs.
+#: The file a process holds locked (:func:`~embedeval.locks.take_lock`) while it checks or makes a
+#: folder's graphs.
 LOCK_NAME = ".lock"
-#: Seconds a process waits for another one's export of the same graphs before giving up.
-LOCK_WAIT = 600.0
 
 
 def check_installed(backend: str) -> None:
@@ -205,26 +203,18 @@ def _made(path: Path, make: Callable[[Path], object]) -> Path:
 
 @contextlib.contextmanager
 def _holding(folder: Path) -> Iterator[None]:
-    """Hold ``folder``'s lock (so one process at a time checks and makes its graphs), waiting at most
-    :data:`LOCK_WAIT` seconds for another holder."""
+    """Hold ``folder``'s lock (so one process at a time checks and makes its graphs), waiting for
+    another holder as :data:`~embedeval.locks.ONNX_GRAPHS_WAIT` says (600 s)."""
+    lock = folder / LOCK_NAME
     try:
-        handle = open(folder / LOCK_NAME, "a+")
+        fd = take_lock(lock, f"ONNX graph folder {folder}", "export", ONNX_GRAPHS_WAIT)
     except OSError as exc:
         raise CacheError(f"cannot lock the ONNX graphs in {folder} ({exc.strerror or exc})") from None
     try:
-        deadline = time.monotonic() + LOCK_WAIT
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise CacheError(f"the ONNX graphs in {folder} have been held by another process for "
-                                     f"{LOCK_WAIT:g} s; try again when it has finished") from None
-                time.sleep(0.2)
+        write_holder(fd)
         yield
     finally:
-        handle.close()  # releases the lock
+        release_lock(fd, lock)
 
 
 def graph(model, backend: str, folder: Path) -> Path:

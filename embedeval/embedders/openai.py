@@ -8,25 +8,13 @@ import json
 import threading
 
 from embedeval.embedders.budget import Budget
-from embedeval.embedders.http import (
-    TRANSIENT_STATUSES,
-    APIEmbedder,
-    APIKey,
-    FatalAPIError,
-    MalformedResponseError,
-    ModelLimits,
-    Reply,
-    answer_hooks,
-    openai_errors,
-    refuse_cross_origin_redirect,
-)
+from embedeval.embedders.http import APIEmbedder, ModelLimits, Reply
+from embedeval.net.errors import TRANSIENT_STATUSES, FatalAPIError, MalformedResponseError, openai_errors
+from embedeval.net.openai_client import OPENAI, openai_client
 
 #: What a server without a model list answers ``GET /models`` (not found, method not allowed, not
 #: implemented): its model is ``unlisted``.
 UNLISTED_STATUSES = (404, 405, 501)
-#: The headers the ``openai`` client fills from ``OPENAI_ORG_ID`` / ``OPENAI_PROJECT_ID``: they
-#: name an OpenAI account, so a server of one's own never gets them.
-ACCOUNT_HEADERS = ("OpenAI-Organization", "OpenAI-Project")
 
 
 def model_list(answer, url: str) -> list[dict]:
@@ -46,32 +34,11 @@ def model_list(answer, url: str) -> list[dict]:
     return data
 
 
-def openai_client(key: APIKey, base_url: str, own_server: bool, timeout: float):
-    """An ``openai`` client for the embedders and the chat model alike: no retries of its own (ours
-    are bounded), ``timeout`` seconds per request in all (its own ``timeout`` bounds each read, so the
-    answer is read within :func:`~embedeval.embedders.http.answer_hooks`, which also caps its size
-    once decompressed; the client keeps its own
-    transport, with the environment's proxy and its connection limits), no redirect followed to another origin
-    (:func:`~embedeval.embedders.http.refuse_cross_origin_redirect`), and for a server of one's own
-    (``own_server``) none of :data:`ACCOUNT_HEADERS`. Without a key no ``Authorization`` header
-    is sent (the client needs a key string; its header is left out)."""
-    import openai
-
-    hidden = {name: openai.Omit() for name in ACCOUNT_HEADERS} if own_server else None
-    hooks = {"response": [refuse_cross_origin_redirect]}
-    if not key.value:  # the client signs with the stand-in key: the header is taken out before it is sent
-        hooks["request"] = [lambda request: request.headers.pop("Authorization", None)]
-    http_client = openai.DefaultHttpxClient(event_hooks=answer_hooks(timeout, hooks))
-    return openai.OpenAI(api_key=key.value or "none", base_url=base_url, max_retries=0, timeout=timeout,
-                         default_headers=hidden, http_client=http_client)
-
-
 class OpenAIEmbedder(APIEmbedder):
     """OpenAI embeddings (key ``OPENAI_API_KEY``, base URL ``OPENAI_BASE_URL``); no dimensions
     requested, so vectors have the model's native size."""
 
-    provider, key_env, base_url_env = "openai", "OPENAI_API_KEY", "OPENAI_BASE_URL"
-    default_base_url = "https://api.openai.com/v1"
+    provider, key_env, base_url_env, default_base_url = OPENAI.name, OPENAI.key_env, OPENAI.base_url_env, OPENAI.default_base_url
     models = {
         "text-embedding-3-small": ModelLimits(1536, 8191, 2048, 300_000),
         "text-embedding-3-large": ModelLimits(3072, 8191, 2048, 300_000),
@@ -94,7 +61,7 @@ class OpenAIEmbedder(APIEmbedder):
 
     @property
     def _client(self):
-        """The ``openai`` client (:func:`openai_client`), made on the first request: importing
+        """The ``openai`` client (:func:`~embedeval.net.openai_client.openai_client`), made on the first request: importing
         ``openai`` takes a second, and a plan sends nothing."""
         with self._openai_lock:
             if self._openai is None:
@@ -105,7 +72,7 @@ class OpenAIEmbedder(APIEmbedder):
         """``GET /models``: the listed model of this name (or of this name tagged ``:latest``, as
         Ollama lists an untagged pull), as ``id`` plus ``root`` where the server names what it
         loaded (vLLM does); ``unlisted``, at once, where the server has no model list (an answer of
-        :data:`UNLISTED_STATUSES`). Only :data:`~embedeval.embedders.http.TRANSIENT_STATUSES` and
+        :data:`UNLISTED_STATUSES`). Only :data:`~embedeval.net.errors.TRANSIENT_STATUSES` and
         connection errors are retried. A list without this name, or an answer that is no model
         list (HTML, entries without an ``id``), is a :class:`FatalAPIError` naming the URL and
         what came back."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from embedeval.defaults import DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER
 from embedeval.embedders.base import Embedder, TokenIdEmbedder
 from embedeval.embedders.cache import CachedEmbedder, CachedTokenIdEmbedder, EmbeddingCache, ReadOnlyFacts
-from embedeval.embedders.http import APIEmbedder, key_is_set, request_key_env
+from embedeval.embedders.http import APIEmbedder
 from embedeval.embedders.jina import JinaEmbedder
 from embedeval.embedders.local import SentenceTransformerEmbedder, check_window, from_spec_model, local_name
 from embedeval.embedders.models import BUNDLED_MODELS, bundled_model_installed, bundled_name, canonical_model, resolve_model_path
@@ -24,6 +24,7 @@ from embedeval.embedders.recorder import recording
 from embedeval.embedders.executors import Executor, RayEmbedder
 from embedeval.embedders.voyage import VoyageEmbedder
 from embedeval.errors import EmbedderUnavailableError, UnknownEmbedderError
+from embedeval.net.keys import key_is_set, request_key_env
 
 API_EMBEDDERS: dict[str, type[APIEmbedder]] = {cls.provider: cls for cls in (OpenAIEmbedder, VoyageEmbedder, JinaEmbedder)}
 

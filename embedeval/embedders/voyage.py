@@ -5,21 +5,12 @@ from __future__ import annotations
 from embedeval.embedders.budget import Budget
 import time
 
-from embedeval.embedders.http import (
-    APIEmbedder,
-    ConnectionFailedError,
-    MalformedResponseError,
-    ModelLimits,
-    Reply,
-    RetryableError,
-    attempt_limit,
-    capped,
-    max_answer_bytes_from_env,
-    read_within,
-    refuse_cross_origin_redirect,
-    request_timeout_from_env,
-    status_error,
-)
+from embedeval.embedders.http import APIEmbedder, ModelLimits, Reply
+from embedeval.net.answers import capped
+from embedeval.net.deadlines import attempt_limit, read_within
+from embedeval.net.errors import ConnectionFailedError, MalformedResponseError, RetryableError, status_error
+from embedeval.net.redirects import refuse_cross_origin_redirect
+from embedeval.net.settings import max_answer_bytes_from_env, request_timeout_from_env
 
 #: Bytes asked of the socket at a time while a body is read within its deadline.
 READ_CHUNK_BYTES = 65536
@@ -28,14 +19,14 @@ READ_CHUNK_BYTES = 65536
 def deadline_adapter(seconds: float, max_bytes: int | None = None):
     """A ``requests`` transport adapter whose every answer must arrive in full within ``seconds`` of
     sending its request, or what is left of the request deadline when less
-    (:func:`~embedeval.embedders.http.attempt_limit`, which also lowers the request's own timeout;
+    (:func:`~embedeval.net.deadlines.attempt_limit`, which also lowers the request's own timeout;
     ``requests`` has no total timeout: its ``timeout`` bounds each read): it reads the body itself, a
-    socket read at a time (:func:`~embedeval.embedders.http.read_within`), and a body still arriving
+    socket read at a time (:func:`~embedeval.net.deadlines.read_within`), and a body still arriving
     past the deadline is a :class:`requests.exceptions.ReadTimeout` (the connection is dropped),
     which the ``voyageai`` client reports as a timeout. An answer larger than ``max_bytes`` once
-    decompressed (default :func:`~embedeval.embedders.http.max_answer_bytes_from_env`; ``urllib3``
+    decompressed (default :func:`~embedeval.net.settings.max_answer_bytes_from_env`; ``urllib3``
     inflates at most a read's worth at a time) is refused
-    (:func:`~embedeval.embedders.http.capped`)."""
+    (:func:`~embedeval.net.answers.capped`)."""
     import requests
     import urllib3
 
@@ -76,8 +67,8 @@ def deadline_adapter(seconds: float, max_bytes: int | None = None):
 def same_origin_session(seconds: float | None = None):
     """A ``requests`` session for the ``voyageai`` client (its ``requestssession`` factory, one per
     thread) that follows no redirect to another origin
-    (:func:`~embedeval.embedders.http.refuse_cross_origin_redirect`) and takes at most ``seconds``
-    (default :func:`~embedeval.embedders.http.request_timeout_from_env`) per request in all
+    (:func:`~embedeval.net.redirects.refuse_cross_origin_redirect`) and takes at most ``seconds``
+    (default :func:`~embedeval.net.settings.request_timeout_from_env`) per request in all
     (:func:`deadline_adapter`)."""
     import requests
 

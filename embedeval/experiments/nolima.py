@@ -32,7 +32,6 @@ from embedeval.corpus import load_corpus, source_path
 from embedeval.decision import decision_table, length_summary, timing_table
 from embedeval.embedders.base import Reading
 from embedeval.derived import forget_outputs, fresh_outputs, inputs_digest, record_outputs
-from embedeval.io import check_subfolder, run_directory
 from embedeval.breaks import break_points
 from embedeval.needles import NeedleSet
 from embedeval.plan import EmbedderPlan, check_prices_used, plan_of, timed_apart
@@ -41,6 +40,7 @@ from embedeval.report.write import FIGURES
 from embedeval.sentences import book_token_counts
 from embedeval.progress import step
 from embedeval.run import CONFIG, SCORED_TABLES, RunWriter, is_run_directory
+from embedeval.run_folder import check_subfolder, run_directory
 from embedeval.versions import package_versions
 from embedeval.expansion import query_forms
 from embedeval.similarity import HaystackScores, retrieval_rows, score_haystacks, similarity_rows

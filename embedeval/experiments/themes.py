@@ -54,12 +54,11 @@ from embedeval.corpus import check_min_books, load_corpus, require_books
 from embedeval.defaults import DEFAULT_BLEND_THRESHOLD, DEFAULT_MIN_OUTSIDE_PERCENTILE
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import ConfigError, CorpusError, InputError
-from embedeval.io import (
-    atomic_path, check_run_folder, check_subfolder, read_json, read_table, run_directory, text_sha256, write_table, write_text_atomic,
-)
+from embedeval.io import atomic_path, read_json, read_table, text_sha256, write_table, write_text_atomic
 from embedeval.labels import NOISE
 from embedeval.report.themes import map_figure, themes_report
 from embedeval.report.write import FIGURES
+from embedeval.run_folder import check_run_folder, check_subfolder, run_directory
 from embedeval.versions import package_version, package_versions
 from embedeval.options import check_options
 from embedeval.metrics import mmr, nearest_cosines, neighbour_similarity, percentile_rank

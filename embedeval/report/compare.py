@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 from embedeval.derived import RECORD, recorded_files, record_outputs
-from embedeval.io import run_directory
 from embedeval.run import CONFIG, NolimaRun, is_run_directory
+from embedeval.run_folder import run_directory
 from embedeval.report.tables import recall_chance_table
 from embedeval.report.write import REPORT_MD, write_report
 
@@ -39,7 +39,7 @@ def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
     path of its report.md.
 
     ``out`` (default: the run itself, or ``runs/compare``) follows the rules of a run directory
-    (:func:`~embedeval.io.run_directory`): a new or empty folder, a run folder, or one a report
+    (:func:`~embedeval.run_folder.run_directory`): a new or empty folder, a run folder, or one a report
     was written into before (:func:`is_report_folder`); any other folder is one
     :class:`~embedeval.errors.InputError` before a table is read. A report written outside a run
     folder lists its files in ``derived.json``, so the next report may replace them."""

@@ -8,9 +8,10 @@ from pathlib import Path
 import pandas as pd
 
 from embedeval.breaks import BreakRule
-from embedeval.io import check_subfolder, write_text_atomic
+from embedeval.io import write_text_atomic
 from embedeval.report.html import render_html
 from embedeval.report.markdown import render_markdown
+from embedeval.run_folder import check_subfolder
 from embedeval.report.sections import report_document
 
 REPORT_MD = "report.md"

@@ -1,0 +1,44 @@
+"""The network's settings from the environment: the request timeout, the request deadline and the
+answer cap (their defaults in :mod:`embedeval.defaults`), and how a positive number is read from an
+environment variable (:func:`env_number`, shared by the embedders' budgets)."""
+
+from __future__ import annotations
+
+import os
+
+from embedeval.defaults import DEFAULT_MAX_ANSWER_MB, DEFAULT_REQUEST_TIMEOUT
+from embedeval.errors import ConfigError
+
+#: The environment variables of the request deadline (seconds) and of the answer size cap (megabytes).
+REQUEST_DEADLINE_ENV = "EMBEDEVAL_REQUEST_DEADLINE"
+MAX_ANSWER_ENV = "EMBEDEVAL_MAX_ANSWER_MB"
+
+
+def env_number(name: str, default: float) -> float:
+    """A positive number from the environment variable ``name``, or ``default`` when unset."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ConfigError(f"{name} must be a positive number, not {raw!r}")
+    return value
+
+
+def request_timeout_from_env() -> float:
+    """Seconds one request (embeddings or chat) may take in all, from sending it to the last byte of
+    its answer: ``EMBEDEVAL_REQUEST_TIMEOUT`` or :data:`~embedeval.defaults.DEFAULT_REQUEST_TIMEOUT`
+    (60 s; the tests make it short). A request that takes longer is a timeout, retried by the policy."""
+    return env_number("EMBEDEVAL_REQUEST_TIMEOUT", DEFAULT_REQUEST_TIMEOUT)
+
+
+def max_answer_bytes_from_env() -> int:
+    """Bytes an answer may hold once decompressed: ``EMBEDEVAL_MAX_ANSWER_MB`` (megabytes, decimals
+    allowed) or :data:`~embedeval.defaults.DEFAULT_MAX_ANSWER_MB` (256)."""
+    megabytes = env_number(MAX_ANSWER_ENV, DEFAULT_MAX_ANSWER_MB)
+    if megabytes == float("inf"):
+        raise ConfigError(f"{MAX_ANSWER_ENV} must be a finite number of megabytes, not {os.environ[MAX_ANSWER_ENV]!r}")
+    return int(megabytes * 2**20)
