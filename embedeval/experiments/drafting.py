@@ -84,7 +84,7 @@ from embedeval.llm import ChatLLM, answer_json, chat_spec_difference, check_temp
 from embedeval.plan import ChatMeter, CostCeilingReached, check_ceiling, check_price
 from embedeval.metrics import nearest_cosines
 from embedeval.options import (
-    ATTEMPTS, MIN_OUTSIDE_PERCENTILE, PER_THEME, TEMPERATURE, THRESHOLD, check_options, whole_at_least,
+    ATTEMPTS, MIN_OUTSIDE_PERCENTILE, PER_THEME, TEMPERATURE, THRESHOLD, check_options, number_in, whole_at_least,
 )
 from embedeval.needles import (
     CHAR, NEEDLE_VARIANTS, NO_OVERLAP_VARIANTS, NeedleGroup, NeedleSet, group_problems, parse_needle_set, raw_questions,
@@ -193,8 +193,7 @@ class DraftConfig:
             lo, hi = self.nq_band
             if not -1 <= lo <= hi <= 1:
                 raise ConfigError(f"`nq_band` must be LO,HI with -1 <= LO <= HI <= 1, not {lo},{hi}", "nq_band")
-        if not 0 < self.duplicate_cosine <= 1:
-            raise ConfigError(f"`duplicate_cosine` must be in (0, 1], not {self.duplicate_cosine}", "duplicate_cosine")
+        number_in(0, 1, low_open=True).check(self.duplicate_cosine, "duplicate_cosine")
         if self.theme_ids is not None and not self.theme_ids:
             raise ConfigError("`theme_ids` names no theme (leave it unset for every theme)", "theme_ids")
         names = [str(theme).strip().lower() for theme in self.theme_ids or ()]
