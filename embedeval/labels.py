@@ -1,8 +1,6 @@
 """The vocabulary of embedeval's tables, defined once: labels that builders, metrics and the
-report all match on (and the check of a run's pool against them, which a command makes before it
-imports the tables' libraries)."""
-
-from embedeval.errors import ConfigError
+report all match on (a run's pool is checked against :data:`POOLS` by its option,
+:data:`embedeval.options.POOL`)."""
 
 #: ``variant`` of a needle-free haystack paired with a (group, length) condition.
 CONTROL = "control"
@@ -50,10 +48,3 @@ def is_blind(variant) -> bool:
 
 #: ``cluster`` of a corpus chunk HDBSCAN leaves out of every theme (its noise label).
 NOISE = -1
-
-
-def check_pool(pool: str) -> str:
-    """``pool``, or a :class:`~embedeval.errors.ConfigError` unless it is one of :data:`POOLS`."""
-    if pool not in POOLS:
-        raise ConfigError(f"`pool` must be one of {', '.join(POOLS)}, not {pool!r}", "pool")
-    return pool

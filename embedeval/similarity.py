@@ -18,7 +18,8 @@ import pandas as pd
 from embedeval.defaults import DEFAULT_NORMALIZE_BY, DEFAULT_POOL
 from embedeval.embedders.base import Reading, Scores
 from embedeval.haystacks import distractor_columns
-from embedeval.labels import ALL_POOL, BLIND_PREFIX, CONTROL, NEGATIVE, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS, check_pool
+from embedeval.labels import ALL_POOL, BLIND_PREFIX, CONTROL, NEGATIVE, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
+from embedeval.options import POOL
 from embedeval.metrics import RETRIEVAL_MEASURES, normalized_similarity, retrieval_measures
 from embedeval.needles import STANDARD_NEEDLE, NeedleSet, check_normalize_by
 from embedeval.strategies.reading import ScoredTexts, Scorer
@@ -227,7 +228,7 @@ def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet, pool: str = DE
     ``haystack_id`` the control's. Its recall@k is what a scorer blind to the own needle reaches, above
     k/n when the other needles pull the haystack up (:mod:`embedeval.breaks` corrects those rows for it).
     """
-    check_pool(pool)
+    POOL.check(pool)
     haystacks = scored.haystacks
     variants = haystacks["variant"].to_numpy()
     positive = (variants != CONTROL) & (variants != NEGATIVE)
