@@ -104,3 +104,14 @@ def test_the_library_and_the_command_line_refuse_expansion_sizes_with_the_same_w
     assert str(refused.value) == "`sizes` must be positive whole numbers, not [5, 0]"
     result = CliRunner().invoke(app, ["expand", "--sizes", "5,0", "--llm", "fake-model", "--out", str(tmp_path / "e.json")])
     assert result.exit_code == 1 and result.output.strip() == "error: --sizes must be positive whole numbers, not [5, 0]"
+
+
+def test_nolimas_sweep_flags_are_built_from_their_declarations():
+    from embedeval.cli_options import SweepOptions, literal
+
+    nolima = typer.main.get_command(app).commands["nolima"]
+    flags = _command_options(nolima)
+    for setting in dataclasses.fields(SweepOptions):
+        option = next(option for option in options.OPTIONS if option.parameter == setting.name)
+        param = flags[option.flag]
+        assert param.help == literal(option.help_text) and param.default == option.cli_default, option.flag
