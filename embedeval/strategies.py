@@ -49,10 +49,8 @@ from embedeval.defaults import (
     DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_STRATEGIES, DEFAULT_WINDOW_OVERLAP,
     TEXT_FIT_MARGIN,
 )
-from embedeval.embedders.base import (
-    Embedder, Reading, Scores, TokenIdEmbedder, check_texts, innermost, l2_normalize, late_chunking_refusal, offers_late_chunking,
-    offers_stretching,
-)
+from embedeval.embedders.base import Embedder, Reading, Scores, TokenIdEmbedder, check_texts, l2_normalize
+from embedeval.embedders.requests import LateChunks, StretchedIds, TokenIds, innermost, late_chunking_refusal
 from embedeval.embedders.bm25 import BM25Scorer
 from embedeval.embedders.executors import Executor
 from embedeval.embedders.local import folder_stretch_refusal, local_name, position_limit
@@ -406,7 +404,7 @@ class EmbeddingScorer:
         process, one whose positions the method does not fit (:func:`embedeval.embedders.stretch.refusal`),
         or a length ``L`` the model reads without stretching (not above its positions ``P``)."""
         embedder, strategy = self.embedder, self.strategy_spec
-        if not (self.reads_ids and offers_stretching(embedder)):
+        if not (self.reads_ids and embedder.serves(StretchedIds)):
             raise ConfigError(f"{strategy.label} is not offered for {embedder.name}: context extension changes a local st: "
                               "model's positions, on the local executor")
         model = innermost(embedder)
@@ -422,7 +420,7 @@ class EmbeddingScorer:
         own vector is not the normalised mean of them (pooling other than mean, or a module other than
         Normalize after it), or chunks longer than the model's window."""
         embedder, chunk = self.embedder, self.strategy_spec.chunk_tokens
-        if not offers_late_chunking(embedder):
+        if not embedder.serves(LateChunks):
             raise ConfigError(f"late-chunking is not offered for {embedder.name}: it needs a local st: model run by the local "
                               "executor (token embeddings) or a jina: model (the API's own late chunking)")
         why = late_chunking_refusal(embedder)
@@ -471,8 +469,8 @@ class EmbeddingScorer:
         if self.strategy_spec.name == LATE_CHUNKING:
             vectors = self._embed_late(pieces.inputs)
         elif self.strategy_spec.stretch is not None:
-            vectors = self._embed_distinct(pieces.inputs, lambda ids: self.embedder.embed_stretched(
-                ids, self.strategy_spec.stretch, kind="document"))
+            vectors = self._embed_distinct(pieces.inputs, lambda ids: self.embedder.embed_request(StretchedIds.of(
+                ids, self.strategy_spec.stretch, "document")))
         else:
             vectors = self._embed_pieces(pieces.inputs, texts if not self.dedupe else None)
         self.reading = Reading(pieces.tokens_read, *((None, None) if before is None else
@@ -573,7 +571,7 @@ class EmbeddingScorer:
         if not chunks:
             return np.zeros((0, self.embedder.dim), dtype=np.float32)
         units = [np.frombuffer(w, dtype=np.int32) if self.reads_ids else list(w) for w in windows]
-        vectors = self.embedder.embed_late_chunks(units, list(chunks.values()), kind="document")
+        vectors = self.embedder.embed_request(LateChunks.of(units, list(chunks.values()), "document"))
         row = {piece: i for i, piece in enumerate(chunks)}
         return vectors[[row[piece] for piece in inputs]]
 
@@ -583,7 +581,7 @@ class EmbeddingScorer:
         if whole_texts is not None and self.strategy_spec.name == TRUNCATE:
             return self.embedder.embed(whole_texts, kind="document")
         if self.reads_ids:
-            return self._embed_distinct(inputs, lambda ids: self.embedder.embed_ids(ids, kind="document"))
+            return self._embed_distinct(inputs, lambda ids: self.embedder.embed_request(TokenIds.of(ids, "document")))
         return self._embed_distinct(inputs, lambda texts: self.embedder.embed(texts, kind="document"), as_ids=False)
 
     def _embed_distinct(self, inputs: list, embed, as_ids: bool = True) -> np.ndarray:
