@@ -37,7 +37,7 @@ STAND_IN_DIM = 8
 
 def stand_in_vectors(items: Sequence[bytes], dim: int) -> np.ndarray:
     """A unit vector per item (the bytes a request gives for each of its vectors, its
-    ``stand_in_bytes``) drawn from the sha256 of the item, stretched to ``dim`` bytes by SHAKE-256:
+    ``stand_in_bytes``) drawn from the sha256 of the item, drawn out to ``dim`` bytes by SHAKE-256:
     distinct inputs get distinct directions, so nothing downstream sees ties it would not see in a
     real run. Hashes, not a random generator per item: thousands of haystacks a model stand in for
     cost milliseconds."""
