@@ -6,9 +6,9 @@ Ray actors directly, not Ray Data: the work is already cut into cache chunks by
 next chunk is sent, so a killed run resumes with nothing lost), and a chunk must come back as
 vectors in the order it went out. Within a chunk, a request is cut into the batches the local
 model forms for it (:meth:`~embedeval.embedders.local.SentenceTransformerEmbedder.request_batches`:
-token ids sorted and cut as it cuts them), and whole batches are dealt to the actors round-robin; a batch pads the same way in an
-actor as on the driver, so the vectors, and the tables, are bit-for-bit those of the local
-executor. Text inputs (questions, bare needles: few) go to one actor per call, as one
+token ids sorted and cut as it cuts them), and whole batches are dealt to the actors
+round-robin; a batch pads the same way in an actor as on the driver, so the vectors, and the
+tables, are bit-for-bit those of the local executor. Text inputs (questions, bare needles: few) go to one actor per call, as one
 ``encode``, for the same reason.
 
 What goes to a worker: the model spec (the actor loads the model itself: bundled models come
@@ -104,10 +104,10 @@ class RayEmbedder(TokenIdWrapper):
     """A local model (``st:``) whose forward passes run on a pool of Ray actors.
 
     ``local`` (the model on the driver) gives the name, dimension, window, fingerprint and token
-    ids, so cache keys and every table are those of the local executor; requests of texts and
-    of token ids (the only ones it serves) go to ``executor.workers`` actors (``num_gpus=1`` each where the cluster has
-    GPUs, else an even share of the CPUs, :func:`cpus_per_actor`, with as many torch threads),
-    started on first use. See the module docstring.
+    ids, so cache keys and every table are those of the local executor; requests of texts and of
+    token ids (the only ones it serves) go to ``executor.workers`` actors (``num_gpus=1`` each
+    where the cluster has GPUs, else an even share of the CPUs, :func:`cpus_per_actor`, with as
+    many torch threads), started on first use. See the module docstring.
     """
 
     #: The requests the actors serve.
