@@ -2,7 +2,7 @@
 
 In one process, side by side, each into an empty embedding cache, all-MiniLM-L6-v2 embeds the
 same ``--texts`` token-id inputs (haystack-like passages of the Shakespeare corpus, cut to the
-model's window) the way a sweep does (``CachedTokenIdEmbedder.embed_ids``, commits every
+model's window) the way a sweep does (``CachedTokenIdEmbedder.embed_request`` of token ids, commits every
 ``--commit-every``):
   local   the model in this process (torch on every core),
   ray x1  one Ray actor (all the CPUs, as many torch threads),
@@ -41,6 +41,7 @@ from embedeval.corpus import load_corpus
 from embedeval.embedders.cache import CachedTokenIdEmbedder, EmbeddingCache
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.executors import Executor, RayEmbedder
+from embedeval.embedders.requests import TokenIds
 
 MODEL = "all-MiniLM-L6-v2"
 RAY_CEILING = 1.3
@@ -57,7 +58,7 @@ def timed_embed(embedder, ids, commit_every: int) -> tuple[float, np.ndarray]:
     with tempfile.TemporaryDirectory() as folder:
         cached = CachedTokenIdEmbedder(embedder, EmbeddingCache(folder), commit_every=commit_every)
         start = time.perf_counter()
-        vectors = cached.embed_ids(ids)
+        vectors = cached.embed_request(TokenIds.of(ids))
         seconds = time.perf_counter() - start
         cached.cache.close()
     return seconds, vectors
@@ -93,12 +94,10 @@ def api_at_budget(texts: list[str], tpm: int, period: float) -> None:
 
 def cache_write_rate(n: int, commit_every: int) -> None:
     """Store ``n`` random vectors per dimension in an empty cache, ``commit_every`` at a time."""
-    from embedeval.embedders.cache import ids_cache_key
-
     print()
     for dim in (384, 1024):
         vectors = np.random.default_rng(0).normal(size=(n, dim)).astype(np.float32)
-        keys = [ids_cache_key("st:bench", "f", "document", np.array([i, dim], dtype=np.int32)) for i in range(n)]
+        keys = TokenIds.of([np.array([i, dim], dtype=np.int32) for i in range(n)]).cache_keys("st:bench", "f")
         with tempfile.TemporaryDirectory() as folder:
             cache = EmbeddingCache(folder)
             start = time.perf_counter()
@@ -135,7 +134,7 @@ def main() -> None:
           f"({n_tokens} tokens of {len(texts)} texts in {tokenize:.2f} s)")
     print(f"{len(ids)} texts, {sum(map(len, ids))} token ids, commit every {args.commit_every}; "
           f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, load {os.getloadavg()[0]:.2f}")
-    local.embed_ids(ids[:32])  # warm the local model as the actors are warmed below
+    local.embed_request(TokenIds.of(ids[:32]))  # warm the local model as the actors are warmed below
     rows = [("local", *timed_embed(local, ids, args.commit_every))]
 
     start = time.perf_counter()
@@ -144,7 +143,7 @@ def main() -> None:
     for workers in (1, 2):
         remote = RayEmbedder(local, MODEL, Executor("ray", workers=workers))
         start = time.perf_counter()
-        remote.embed_ids(ids[:32 * workers])  # every actor loads the model and embeds one batch
+        remote.embed_request(TokenIds.of(ids[:32 * workers]))  # every actor loads the model and embeds one batch
         warm = time.perf_counter() - start
         seconds, vectors = timed_embed(remote, ids, args.commit_every)
         assert np.array_equal(vectors, rows[0][2]), f"ray x{workers} vectors differ from local"

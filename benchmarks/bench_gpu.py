@@ -38,6 +38,7 @@ import torch
 from embedeval.embedders import local
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.options import LocalOptions
+from embedeval.embedders.requests import TokenIds
 
 MEMORY_CAP = 0.08  # share of the GPU's memory Part 2's capped run may use
 TURNS = 2  # timed passes per setting, alternated with the other setting's
@@ -71,7 +72,7 @@ def default_windows(folder: Path) -> list[list[int]]:
 def timed(model: SentenceTransformerEmbedder, ids: list[list[int]]) -> tuple[np.ndarray, float]:
     torch.cuda.synchronize()
     start = time.perf_counter()
-    vectors = model.embed_ids(ids)
+    vectors = model.embed_request(TokenIds.of(ids))
     torch.cuda.synchronize()
     return vectors, time.perf_counter() - start
 
@@ -121,7 +122,7 @@ def part_minilm(folder: Path, settings: list[str]) -> None:
     for setting in settings:
         fresh = minilm("float16")  # a model whose kernels have seen none of these shapes
         with attention(setting):
-            fresh.embed_ids(shaped[:8])  # loaded and warmed up on a few shapes: outside the clock
+            fresh.embed_request(TokenIds.of(shaped[:8]))  # loaded and warmed up on a few shapes: outside the clock
             first = timed(fresh, shaped)[1]
             second = timed(fresh, shaped)[1]
         print(f"{setting:14s} first pass {len(shaped) / first:9,.0f} windows/s   second pass {len(shaped) / second:9,.0f} windows/s")

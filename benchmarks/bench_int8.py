@@ -49,6 +49,7 @@ from embedeval.experiments.nolima import load_or_build_haystacks
 from embedeval.haystacks import HaystackGrid
 from embedeval.labels import ALL, QUESTION
 from embedeval.strategies import EmbeddingScorer, parse_strategies
+from embedeval.embedders.requests import TokenIds
 
 MODEL = "all-MiniLM-L6-v2"
 INT8 = f"st:{MODEL}?backend=onnx-int8"
@@ -89,19 +90,19 @@ def part_speed(folder: Path, turns: int = TURNS, sample: int | None = None) -> N
     int8.facts_store = EmbeddingCache(folder / "cache")  # its facts, and the exported graph, in this run's folder
     batched = SentenceTransformerEmbedder(MODEL, options=LocalOptions(device="cpu", backend="onnx-int8"))
     batched.facts_store = int8.facts_store
-    int8.embed_ids(windows[:8])  # export, quantize and warm up: outside the clock
-    batched.embed_ids(windows[:8])
+    int8.embed_request(TokenIds.of(windows[:8]))  # export, quantize and warm up: outside the clock
+    batched.embed_request(TokenIds.of(windows[:8]))
     onnx.use_onnx(batched.model, next(p for p in onnx.graph_files(folder / "cache") if p.name == onnx.INT8_GRAPH),
                   torch.get_num_threads(), one_text_per_call=False)  # the same graph, fed padded batches
     models = {"float32 torch": fp32, "onnx-int8": int8, "int8 batched": batched}
     vectors: dict[str, np.ndarray] = {}
     seconds: dict[str, list[float]] = {name: [] for name in models}
     for name, model in models.items():  # a warm-up pass of each, outside the clock
-        model.embed_ids(windows[: min(64, len(windows))])
+        model.embed_request(TokenIds.of(windows[: min(64, len(windows))]))
     for _ in range(turns):
         for name, model in models.items():
             start = time.perf_counter()
-            vectors[name] = model.embed_ids(windows)
+            vectors[name] = model.embed_request(TokenIds.of(windows))
             seconds[name].append(time.perf_counter() - start)
     median = {name: float(np.median(found)) for name, found in seconds.items()}
     cosines = (vectors["float32 torch"] * vectors["onnx-int8"]).sum(axis=1)

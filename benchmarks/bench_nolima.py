@@ -85,6 +85,7 @@ from embedeval.haystacks import HaystackGrid
 from embedeval.run import RunWriter
 from embedeval.needles import STANDARD_NEEDLE
 from embedeval.strategies import EmbeddingScorer, parse_strategies
+from embedeval.embedders.requests import TokenIds
 
 MODEL = "all-MiniLM-L6-v2"
 TRUNCATE_CEILING, WARM_CEILING, WINDOWS_CEILING, BREAKS_CEILING = 0.6, 0.03, 1.15, 0.05
@@ -153,8 +154,8 @@ CLOCKED = {
     "report": [(nolima, "write_report")],
     "  model load": [(SentenceTransformer, "__init__")],
     "  tokenising": [(SentenceTransformerEmbedder, "token_ids")],
-    "  model embed": [(SentenceTransformerEmbedder, "embed"), (SentenceTransformerEmbedder, "embed_ids"),
-                      (SentenceTransformerEmbedder, "embed_late_chunks")],
+    "  model embed": [(SentenceTransformerEmbedder, "_embed_texts"), (SentenceTransformerEmbedder, "_embed_ids"),
+                      (SentenceTransformerEmbedder, "_embed_late_chunks")],
 }
 
 
@@ -252,9 +253,9 @@ def part_windows(model: SentenceTransformerEmbedder, folder: Path, args) -> None
     pieces = scorer.cut(texts).inputs + scorer.cut(needles).inputs
     distinct = [np.frombuffer(ids, dtype=np.int32) for ids in dict.fromkeys(pieces)]  # pieces are int32 id bytes
     cut = time.perf_counter() - start
-    model.embed_ids(distinct[:32])  # warm up kernels
+    model.embed_request(TokenIds.of(distinct[:32]))  # warm up kernels
     start = time.perf_counter()
-    model.embed_ids(distinct, kind="document")
+    model.embed_request(TokenIds.of(distinct, "document"))
     model.model.encode_query(queries, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
     direct = time.perf_counter() - start
 

@@ -30,6 +30,7 @@ from embedeval.defaults import DEFAULT_CORPUS
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.stretch import longembed_factor, longembed_table
 from embedeval.strategies.extend import Stretch
+from embedeval.embedders.requests import StretchedIds, TokenIds
 
 LENGTHS_L = (1026, 2050, 8194)
 SHORT = (64, 128, 254)
@@ -81,25 +82,25 @@ def main() -> None:
     print(f"all-MiniLM-L6-v2, P = {limit}; {len(ids)} passages of {DEFAULT_CORPUS}; cosine mean (min) per length")
 
     print(f"\n1. texts within the window: cos(truncate, ...)  {'':<4}" + "".join(f"  {n:>6} tokens   " for n in SHORT))
-    truncated = {n: model.embed_ids([seq[:n] for seq in ids]) for n in SHORT}
-    print(row("extend-pi-dynamic@L (any L)", [cosines(truncated[n], model.embed_stretched([s[:n] for s in ids], dynamic)) for n in SHORT]))
+    truncated = {n: model.embed_request(TokenIds.of([seq[:n] for seq in ids])) for n in SHORT}
+    print(row("extend-pi-dynamic@L (any L)", [cosines(truncated[n], model.embed_request(StretchedIds.of([s[:n] for s in ids], dynamic))) for n in SHORT]))
     for rows in LENGTHS_L:
         fixed = Stretch("pi", length=rows)
-        print(row(f"extend-pi@{rows}", [cosines(truncated[n], model.embed_stretched([s[:n] for s in ids], fixed)) for n in SHORT]))
+        print(row(f"extend-pi@{rows}", [cosines(truncated[n], model.embed_request(StretchedIds.of([s[:n] for s in ids], fixed))) for n in SHORT]))
     for rows in LENGTHS_L:
         with every_text_stretched(model, rows):
             # gp reads a text within P at ids 0 .. n-1: here, rows 0 .. n-1 of the swapped-in table
-            literal = [cosines(truncated[n], model.embed_stretched([s[:n] for s in ids], Stretch("gp"))) for n in SHORT]
+            literal = [cosines(truncated[n], model.embed_request(StretchedIds.of([s[:n] for s in ids], Stretch("gp")))) for n in SHORT]
         print(row(f"every text at s = {longembed_factor(rows, limit)} (not a strategy)", literal))
 
     print(f"\n2. texts past P: cos(first {REFERENCE} read unstretched, ...)" + "".join(f"  {n:>6} tokens   " for n in PAST_P))
-    reference = model.embed_stretched([seq[:REFERENCE] for seq in ids], dynamic)  # 512 tokens: within P, as the model reads them
-    print(row("extend-pi-dynamic@L (any L >= n + 2)", [cosines(reference, model.embed_stretched([s[:n] for s in ids], dynamic))
+    reference = model.embed_request(StretchedIds.of([seq[:REFERENCE] for seq in ids], dynamic))  # 512 tokens: within P, as the model reads them
+    print(row("extend-pi-dynamic@L (any L >= n + 2)", [cosines(reference, model.embed_request(StretchedIds.of([s[:n] for s in ids], dynamic)))
                                                        for n in PAST_P]))
     for rows in LENGTHS_L:
         fixed = Stretch("pi", length=rows)
         print(row(f"extend-pi@{rows} (s = {longembed_factor(rows, limit)})",
-                  [cosines(reference, model.embed_stretched([s[:n] for s in ids], fixed)) for n in PAST_P]))
+                  [cosines(reference, model.embed_request(StretchedIds.of([s[:n] for s in ids], fixed))) for n in PAST_P]))
 
 
 if __name__ == "__main__":

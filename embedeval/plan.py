@@ -8,11 +8,12 @@ would cost, while nothing is sent or stored (a local model embeds a small sample
 in a process of its own where the plan counted without its weights, :func:`timed_apart`).
 :func:`plan_of` turns one such model into an :class:`EmbedderPlan`:
 
-- ``texts``: the distinct vectors the run needs (of texts, token-id sequences for a local model,
-  or chunks for late chunking), ``cached`` of them in the cache (``None`` for a server of one's
-  own: its cache key needs the server's answer), ``to_embed`` the rest; ``inputs``: what the
-  model is given to make them (for late chunking the windows, one read again for each group of
-  ``commit_every`` chunks that needs it);
+- ``texts``: the distinct vectors the run needs (one per item its requests ask a vector for: a
+  text, a token-id sequence for a local model, a chunk; :mod:`embedeval.embedders.requests`),
+  ``cached`` of them in the cache (``None`` for a server of one's own: its cache key needs the
+  server's answer), ``to_embed`` the rest; ``inputs``: what the model is given to make them (the
+  requests' ``units``: a window of chunks read again for each group of ``commit_every`` chunks
+  that needs it);
 - ``tokens``: for an API model the tokens sent (inputs cut to the window, plus the connection
   check), counted with ``tokenizer``; exact with the served model's own tokenizer, else an
   estimate within ``token_margin`` (:data:`~embedeval.defaults.API_TOKEN_MARGIN`); for a local

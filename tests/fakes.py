@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from embedeval.embedders.base import check_texts, l2_normalize
+from embedeval.embedders.requests import ModelServer, Texts
 from embedeval.embedders.models import resolve_model_path
 
 
@@ -25,9 +26,12 @@ class MatrixScorer:
     normalizable: bool = False
 
 
-class CountingEmbedder:
+class CountingEmbedder(ModelServer):
     """Unit vectors derived from sha256(kind, text); records every text it is asked to embed.
-    Implements the whole :class:`~embedeval.embedders.base.Embedder` protocol."""
+    Implements the whole :class:`~embedeval.embedders.base.Embedder` protocol, serving requests of
+    texts through its ``embed`` (which subclasses replace)."""
+
+    request_methods = {Texts: "_embed_texts"}
 
     def __init__(self, name: str = "fake:counting", dim: int = 8, fail_on_call: bool = False, fingerprint: str = "v1"):
         self.name = name
@@ -41,6 +45,9 @@ class CountingEmbedder:
     def vector_for(text: str, kind: str = "document", dim: int = 8) -> np.ndarray:
         seed = int.from_bytes(hashlib.sha256(f"{kind}|{text}".encode()).digest()[:8], "little")
         return l2_normalize(np.random.default_rng(seed).normal(size=dim))[0]
+
+    def _embed_texts(self, request):
+        return self.embed(list(request.texts), request.kind)
 
     def embed(self, texts, kind="document"):
         texts = check_texts(texts, kind)

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from embedeval.embedders.base import Embedder, EmbedStats
-from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache, cache_key, clear_cache
+from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache, clear_cache
+from embedeval.embedders.requests import Texts
 from embedeval.errors import CacheError
 from fakes import CountingEmbedder
 from conftest import TESTS_DIR
@@ -41,7 +42,7 @@ def test_kind_and_spec_are_part_of_the_key(tmp_path):
     cached.embed(["same"], kind="query")
     cached.embed(["same"], kind="document")
     assert len(fake.calls) == 2
-    assert cache_key("a", "fp", "query", "t") != cache_key("b", "fp", "query", "t")
+    assert Texts(("t",), "query").cache_keys("a", "fp") != Texts(("t",), "query").cache_keys("b", "fp")
     other = CachedEmbedder(CountingEmbedder(name="fake:other"), EmbeddingCache(tmp_path))
     other.embed(["same"], kind="query")
     assert len(other.inner.calls) == 1
@@ -55,7 +56,7 @@ def test_a_changed_fingerprint_never_gets_stale_vectors(tmp_path):
     cached.embed(["same"])
     cached.embed(["same"])
     assert fake.calls == [["same"], ["same"]]
-    assert cache_key("s", "v1", "query", "t") != cache_key("s", "v2", "query", "t")
+    assert Texts(("t",), "query").cache_keys("s", "v1") != Texts(("t",), "query").cache_keys("s", "v2")
 
 
 def test_the_wrapper_is_an_embedder_and_counts_its_work(tmp_path):
@@ -406,7 +407,7 @@ def test_verify_reports_an_embedder_whose_cached_vectors_mix_sizes(tmp_path):
     cached.embed(["a"])
     other = CachedEmbedder(CountingEmbedder(name="fake:other"), EmbeddingCache(tmp_path))
     other.embed(["kept"])
-    key, blob = cache_key("fake:counting", "v1", "document", "b"), np.ones(16, dtype=np.float32).tobytes()
+    key, blob = Texts(("b",)).cache_keys("fake:counting", "v1")[0], np.ones(16, dtype=np.float32).tobytes()
     with sqlite3.connect(tmp_path / "embeddings.sqlite") as conn:  # as the cache of an older embedeval could hold them
         conn.execute("INSERT INTO embeddings (key, spec, dim, vector, checksum) VALUES (?, ?, ?, ?, ?)",
                      (key, "fake:counting", 16, blob, row_checksum(key, blob)))

@@ -14,6 +14,7 @@ from embedeval.defaults import DEFAULT_LATE_CHUNKING_OVERLAP
 from embedeval.errors import ConfigError
 from embedeval.strategies import EmbeddingScorer, Strategy, parse_strategies
 from embedeval.strategies.late import late_layout
+from embedeval.embedders.requests import TokenIds
 from fake_api import serving
 
 SHORT = ("Actually, Yuki lives next to the Semper Opera House. The river was quiet that morning, and the bridges "
@@ -31,7 +32,7 @@ def test_chunks_of_a_short_text_equal_sentence_transformers_token_embeddings_poo
     expected /= np.linalg.norm(expected, axis=1, keepdims=True)
     np.testing.assert_allclose(indexed.vectors, expected, atol=1e-5)
     # a chunk's vector carries its context: not the vector of the chunk embedded alone
-    alone = minilm.embed_ids([ids[:8]])[0]
+    alone = minilm.embed_request(TokenIds.of([ids[:8]]))[0]
     assert float(alone @ indexed.vectors[0]) < 0.999
 
 

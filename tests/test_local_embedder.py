@@ -8,6 +8,7 @@ from sentence_transformers import SentenceTransformer
 from embedeval.embedders.models import resolve_model_path
 from embedeval.embedders.registry import expand_specs, load_embedder
 from embedeval.errors import InputError, UnknownEmbedderError
+from embedeval.embedders.requests import TokenIds
 from fakes import copy_minilm
 
 TEXTS = [
@@ -136,7 +137,7 @@ def test_a_cached_model_loads_its_weights_only_to_embed_something_new(tmp_path, 
     first = load_embedder("st:all-MiniLM-L6-v2", cache_dir=cache)
     vectors = first.embed(TEXTS, kind="query")
     prefixes = first.token_ids([long_text], 254)
-    window = first.embed_ids([prefixes[0][0][:254]])
+    window = first.embed_request(TokenIds.of([prefixes[0][0][:254]]))
     assert first.inner.loaded
 
     warm = load_embedder("st:all-MiniLM-L6-v2", cache_dir=cache)  # a later run: facts, ids and vectors cached
@@ -145,7 +146,7 @@ def test_a_cached_model_loads_its_weights_only_to_embed_something_new(tmp_path, 
         minilm.fingerprint, minilm.dim, minilm.max_tokens, minilm.id_capacity("document"), minilm.token_fingerprint)
     np.testing.assert_array_equal(warm.embed(TEXTS, kind="query"), vectors)
     ids = warm.token_ids([long_text], 254)[0][0]
-    np.testing.assert_array_equal(warm.embed_ids([ids[:254]]), window)
+    np.testing.assert_array_equal(warm.embed_request(TokenIds.of([ids[:254]])), window)
     assert not warm.inner.loaded and warm.stats.embedded == 0 and warm.stats.tokenized == 0
 
     warm.token_ids(["A text no run has seen before."], 254)  # a new text: the tokenizer alone

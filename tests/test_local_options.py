@@ -15,6 +15,7 @@ from embedeval.embedders.local import SentenceTransformerEmbedder, cut_batches
 from embedeval.embedders.options import LocalOptions
 from embedeval.embedders.registry import canonical_spec, load_embedder, select_embedders
 from embedeval.errors import ConfigError, InputError, UnknownEmbedderError
+from embedeval.embedders.requests import TokenIds
 from fakes import small_model_folder
 
 MINILM = "st:all-MiniLM-L6-v2"
@@ -76,9 +77,9 @@ def test_batches_cut_by_a_token_budget(minilm):
     shapes = []
     forward = budgeted.model.forward
     budgeted.model.forward = lambda features: shapes.append(tuple(features["input_ids"].shape)) or forward(features)
-    vectors = budgeted.embed_ids(ids)
+    vectors = budgeted.embed_request(TokenIds.of(ids))
     assert shapes == [(4, 252), (4, 252), (38, 14)]  # 1024 // 252 = 4 rows while a long input leads; 1024 // 14 = 73 after
-    np.testing.assert_allclose(vectors, minilm.embed_ids(ids), atol=1e-5)
+    np.testing.assert_allclose(vectors, minilm.embed_request(TokenIds.of(ids)), atol=1e-5)
 
 
 @pytest.mark.slow
@@ -96,14 +97,14 @@ def test_out_of_memory_halves_the_batch_and_keeps_every_vector(minilm):
         return forward(features)
 
     model.model.forward = tight
-    vectors = model.embed_ids(ids)
-    np.testing.assert_allclose(vectors, minilm.embed_ids(ids), atol=1e-5)
+    vectors = model.embed_request(TokenIds.of(ids))
+    np.testing.assert_allclose(vectors, minilm.embed_request(TokenIds.of(ids)), atol=1e-5)
     # 4000 // 202 = 19 rows, out of memory; half of them, again; then 4 x 202 = 808 tokens a batch from there on
     assert shapes == [(19, 202), (9, 202), (4, 202), (4, 202), (4, 202), (17, 32)] and model.backoffs == 2
     assert sum(rows for rows, length in shapes[2:]) == len(ids)  # each input embedded once, after the retries
     model.model.forward = lambda features: (_ for _ in ()).throw(torch.cuda.OutOfMemoryError("simulated"))
     with pytest.raises(InputError, match="one input of 202 tokens does not fit"):
-        model.embed_ids(ids[:2])
+        model.embed_request(TokenIds.of(ids[:2]))
 
 
 def cudnn_sdp_flags() -> tuple[bool, bool, bool, bool]:
@@ -126,7 +127,7 @@ def test_cuda_forwards_leave_out_cudnn_attention_and_other_devices_keep_pytorch_
     forward = minilm.model.forward
     monkeypatch.setattr(minilm.model, "forward", lambda features, **kw: seen.append(cudnn_sdp_flags()[0]) or forward(features, **kw))
     monkeypatch.setattr(minilm, "device", "cuda")  # the flags are global; the forward still runs on the CPU
-    minilm.embed_ids([[2000, 2001, 2002]] * 3)
+    minilm.embed_request(TokenIds.of([[2000, 2001, 2002]] * 3))
     minilm.embed(["a question"], kind="query")
     assert seen == [False, False]
 

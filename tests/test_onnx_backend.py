@@ -11,6 +11,7 @@ from embedeval.embedders import onnx
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import ConfigError
 from embedeval.experiments import HaystackGrid, NolimaConfig, run_nolima
+from embedeval.embedders.requests import TokenIds
 from fakes import killed_mid_write
 
 MINILM = "st:all-MiniLM-L6-v2"
@@ -26,7 +27,7 @@ def test_float32_onnx_gives_the_torch_vectors_and_int8_stays_close(tmp_path, min
     expected = minilm.embed(TEXTS)
     np.testing.assert_allclose(fp32.embed(TEXTS), expected, atol=1e-5)  # other lengths and batch sizes than the trace's
     ids = [seq for seq, _ in minilm.token_ids(TEXTS, minilm.id_capacity())]
-    np.testing.assert_allclose(fp32.inner.embed_ids(ids), minilm.embed_ids(ids), atol=1e-5)
+    np.testing.assert_allclose(fp32.inner.embed_request(TokenIds.of(ids)), minilm.embed_request(TokenIds.of(ids)), atol=1e-5)
     cosines = (int8.embed(TEXTS) * expected).sum(axis=1)
     assert np.median(cosines) > 0.99 and cosines.min() > 0.985  # per-channel int8 (measured on these: median 0.992, min 0.989)
     assert cosines.max() < 1 - 1e-4  # it is another model: the cache must keep its vectors apart
@@ -114,8 +115,8 @@ def test_an_int8_vector_does_not_depend_on_the_texts_beside_it(tmp_path):
     for batch in ([long, text, "Hi."], [text, "Hi.", "Ok then."], [*TEXTS, text]):
         np.testing.assert_allclose(int8.embed(batch)[batch.index(text)], alone, atol=1e-6)
     ids = [seq for seq, _ in int8.token_ids([text, long, "Hi."], int8.id_capacity())]
-    np.testing.assert_allclose(int8.embed_ids(ids)[0], int8.embed_ids(ids[:1])[0], atol=1e-6)
-    np.testing.assert_allclose(int8.embed_ids(ids[:1])[0], alone, atol=1e-6)
+    np.testing.assert_allclose(int8.embed_request(TokenIds.of(ids))[0], int8.embed_request(TokenIds.of(ids[:1]))[0], atol=1e-6)
+    np.testing.assert_allclose(int8.embed_request(TokenIds.of(ids[:1]))[0], alone, atol=1e-6)
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from embedeval.cli import app
 from embedeval.embedders import budget
 from embedeval.embedders.cache import EmbeddingCache
+from embedeval.embedders.requests import Texts
 from embedeval.embedders.tokens import load_provider_counter, load_token_counter
 from embedeval.errors import ConfigError
 from embedeval.embedders.registry import load_embedder
@@ -440,7 +441,7 @@ def test_a_timing_process_whose_plan_is_gone_ends_without_loading_the_model():
     full = SampleTimer("st:all-MiniLM-L6-v2")  # the same process asked: it loads the model first
     try:
         start = time.perf_counter()
-        assert full.seconds([("document", "a")], [("document", "b")]) >= 0
+        assert full.seconds([Texts(("a",))], [Texts(("b",))]) >= 0
         loading = time.perf_counter() - start
     finally:
         full.close()
@@ -458,6 +459,6 @@ def test_a_timing_process_that_dies_is_one_error_line():
         timer._process.kill()
         timer._process.wait()
         with pytest.raises(EmbedevalError, match=r"timing st:all-MiniLM-L6-v2 in a process of its own failed \(exit status -9\)"):
-            timer.seconds([("document", "a")], [("document", "b")])
+            timer.seconds([Texts(("a",))], [Texts(("b",))])
     finally:
         timer.close()

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from embedeval.cli import app
 from embedeval.experiments.nolima import NolimaConfig, run_nolima
 from embedeval.haystacks import HaystackGrid
+from embedeval.embedders.requests import TokenIds
 from fakes import cache_vectors, kill_cli_run, newly_embedded
 
 GROUPS = ["loc-dresden", "diet-vegan"]
@@ -57,10 +58,10 @@ def test_ray_embeds_ids_as_the_local_model_does(local_ray, minilm):
     remote = RayEmbedder(minilm, "all-MiniLM-L6-v2", Executor("ray", workers=2))
     # float32 rounding apart at most: an actor runs torch on one core, this process on two, and the
     # kernels a thread count picks may add in another order
-    np.testing.assert_allclose(remote.embed_ids(ids), minilm.embed_ids(ids), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(remote.embed_request(TokenIds.of(ids)), minilm.embed_request(TokenIds.of(ids)), rtol=0, atol=1e-6)
     assert remote.embedded_per_actor() == [64, 36]  # batches of 32 dealt round-robin: 1st and 3rd, 2nd and 4th
     np.testing.assert_allclose(remote.embed(texts[:5], kind="query"), minilm.embed(texts[:5], kind="query"), rtol=0, atol=1e-6)
-    assert remote.embed_ids([]).shape == (0, minilm.dim)
+    assert remote.embed_request(TokenIds.of([])).shape == (0, minilm.dim)
 
 
 @pytest.mark.slow

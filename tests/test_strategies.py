@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from embedeval.cli import app
 from embedeval.errors import ConfigError
 from embedeval.strategies import EmbeddingScorer, Strategy, parse_strategies, piece_bounds
+from embedeval.embedders.requests import TokenIds
 from fakes import CountingEmbedder, copy_minilm
 
 SENTENCES = [
@@ -122,7 +123,7 @@ def test_a_prompted_model_gets_its_prompt_on_token_ids_too(tmp_path):
     for kind in ("query", "document"):
         ids = [tuple(ids[: model.id_capacity(kind)]) for ids, _ in model.token_ids(TEXTS)]
         expected = model.embed(TEXTS, kind=kind)  # sentence-transformers adds the prompt to the text and truncates
-        np.testing.assert_allclose(model.embed_ids(ids, kind=kind), expected, atol=2e-6)
+        np.testing.assert_allclose(model.embed_request(TokenIds.of(ids, kind)), expected, atol=2e-6)
 
 
 def test_api_models_get_windows_from_the_reference_tokenizer_flagged_as_estimates():

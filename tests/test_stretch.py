@@ -20,6 +20,7 @@ from embedeval.embedders.stretch import (
 )
 from embedeval.errors import ConfigError, InputError
 from embedeval.strategies import EmbeddingScorer, Strategy, check_strategy_support, parse_strategies
+from embedeval.embedders.requests import StretchedIds, TokenIds
 
 from fakes import small_model_folder
 
@@ -133,7 +134,7 @@ def test_the_position_ids_the_model_reads(bert, method, expected):
     table = bert._transformer().embeddings.position_embeddings
     handle = table.register_forward_hook(lambda module, args, output: seen.append(args[0].clone()))
     try:
-        bert.embed_stretched([_ids(bert, TEXT, 3 * P + 5 - 2)], Stretch(method))
+        bert.embed_request(StretchedIds.of([_ids(bert, TEXT, 3 * P + 5 - 2)], Stretch(method)))
     finally:
         handle.remove()
     assert seen and seen[0].shape == (1, 3 * P + 5)
@@ -164,7 +165,7 @@ def test_pi_reads_an_interpolated_copy_of_the_table_and_restores_it(bert, stretc
 
 def test_pi_reads_at_most_its_L(bert):
     with pytest.raises(InputError, match=f"extend-pi@{2 * P} reads at most {2 * P} tokens in one pass, not {2 * P + 1}"):
-        bert.embed_stretched([_ids(bert, TEXT, 2 * P - 1)], Stretch("pi", length=2 * P))
+        bert.embed_request(StretchedIds.of([_ids(bert, TEXT, 2 * P - 1)], Stretch("pi", length=2 * P)))
     with pytest.raises(InputError, match=f"reads at most {2 * P} tokens"):
         with stretched(bert._transformer(), Stretch("pi", length=2 * P), 2 * P + 1, 1, P):
             pass
@@ -210,9 +211,9 @@ def _every_stretch(model):
 def test_texts_within_the_positions_are_read_as_the_model_reads_them(which, request):
     model = request.getfixturevalue(which)
     short = [_ids(model, TEXT, P - 2), _ids(model, TEXT[40:], 7)]
-    plain = model.embed_ids(short)
+    plain = model.embed_request(TokenIds.of(short))
     for stretch in _every_stretch(model):
-        np.testing.assert_allclose(model.embed_stretched(short, stretch), plain, atol=1e-6)
+        np.testing.assert_allclose(model.embed_request(StretchedIds.of(short, stretch)), plain, atol=1e-6)
 
 
 @pytest.mark.slow
@@ -220,9 +221,9 @@ def test_the_real_minilm_reads_short_texts_unchanged(minilm):
     """all-MiniLM-L6-v2 (mean pooling, 512 positions, a 256-token window): texts it reads whole are
     read alike by every APE method."""
     short = [_ids(minilm, TEXT, 200), _ids(minilm, "Yuki lives next to the Semper Opera House.", 5)]
-    plain = minilm.embed_ids(short)
+    plain = minilm.embed_request(TokenIds.of(short))
     for stretch in _every_stretch(minilm):
-        np.testing.assert_allclose(minilm.embed_stretched(short, stretch), plain, atol=1e-6)
+        np.testing.assert_allclose(minilm.embed_request(StretchedIds.of(short, stretch)), plain, atol=1e-6)
 
 
 def test_pi_below_2P_holds_the_last_position(bert):
@@ -232,7 +233,7 @@ def test_pi_below_2P_holds_the_last_position(bert):
 
     n = P + 5
     ids = _ids(bert, TEXT, n - 2)
-    stretched_vector = bert.embed_stretched([ids], Stretch("pi", length=n + 1))
+    stretched_vector = bert.embed_request(StretchedIds.of([ids], Stretch("pi", length=n + 1)))
     features = bert._framed([ids], *bert._special_ids())
     held = torch.clamp(torch.arange(n), max=P - 1).unsqueeze(0)
     with torch.inference_mode():
@@ -246,12 +247,13 @@ def test_pi_reads_every_text_past_P_with_one_factor_and_pi_dynamic_with_its_own(
     extend-pi-dynamic at P / (P - 1) (its vector does not); both differ from each other. A text within
     P is read as the model reads it by both, whatever L (LongEmbed's ids i s)."""
     just_past = [_ids(bert, TEXT, P - 1)]  # P + 1 with [CLS] and [SEP]
-    at = {L: bert.embed_stretched(just_past, Stretch("pi", length=L))[0] for L in (2 * P, 4 * P)}
-    dynamic = bert.embed_stretched(just_past, Stretch("pi-dynamic"))[0]
+    at = {L: bert.embed_request(StretchedIds.of(just_past, Stretch("pi", length=L)))[0] for L in (2 * P, 4 * P)}
+    dynamic = bert.embed_request(StretchedIds.of(just_past, Stretch("pi-dynamic")))[0]
     assert np.abs(at[2 * P] - at[4 * P]).max() > 1e-4 and np.abs(at[2 * P] - dynamic).max() > 1e-4
     short = [_ids(bert, TEXT, P - 2), _ids(bert, TEXT[40:], 3)]
     for L in (2 * P, 4 * P):
-        np.testing.assert_allclose(bert.embed_stretched(short, Stretch("pi", length=L)), bert.embed_ids(short), atol=1e-6)
+        np.testing.assert_allclose(bert.embed_request(StretchedIds.of(short, Stretch("pi", length=L))),
+                                   bert.embed_request(TokenIds.of(short)), atol=1e-6)
 
 
 @pytest.mark.parametrize("which", ["bert", "modernbert"])
@@ -260,8 +262,8 @@ def test_long_texts_change_with_the_method_and_not_with_their_batch(which, reque
     long, other = _ids(model, TEXT, 3 * P), _ids(model, TEXT[100:], 2 * P + 1)
     vectors = {}
     for stretch in _every_stretch(model):
-        alone = model.embed_stretched([long], stretch)
-        mixed = model.embed_stretched([other, long, long[:5]], stretch)
+        alone = model.embed_request(StretchedIds.of([long], stretch))
+        mixed = model.embed_request(StretchedIds.of([other, long, long[:5]], stretch))
         np.testing.assert_allclose(mixed[1], alone[0], atol=1e-6)  # a vector does not depend on its neighbours
         vectors[stretch] = alone[0]
     found = list(vectors.values())  # each method (and +logscale) reads a long text differently
@@ -278,7 +280,7 @@ def test_a_method_that_does_not_fit_the_positions_is_refused(bert, modernbert):
     assert "logit scale" in modernbert.stretch_refusal(Stretch("ntk", logscale=True))  # ModernBERT computes its scale inline
     assert len(_every_stretch(bert)) == 8 and len(_every_stretch(modernbert)) == 2
     with pytest.raises(ConfigError, match="absolute positions"):
-        bert.embed_stretched([[1000, 1001]], Stretch("linear"))
+        bert.embed_request(StretchedIds.of([[1000, 1001]], Stretch("linear")))
     assert bert.positions() == P == bert._transformer().embeddings.position_embeddings.num_embeddings
 
 
@@ -302,7 +304,7 @@ def test_the_factors_use_the_limit_the_checks_read(bert, monkeypatch):
     handle = model._transformer().embeddings.position_embeddings.register_forward_hook(
         lambda module, args, output: seen.append(args[0].clone()))
     try:
-        model.embed_stretched([_ids(model, TEXT, 3 * P + 5 - 2)], Stretch("gp"))
+        model.embed_request(StretchedIds.of([_ids(model, TEXT, 3 * P + 5 - 2)], Stretch("gp")))
     finally:
         handle.remove()
     assert seen[0][0].tolist() == grouped_positions(3 * P + 5, P // 2).tolist()  # ... and so do the factors
@@ -318,7 +320,7 @@ def test_a_folder_that_names_no_position_limit_is_refused_not_a_crash(bert, monk
     with pytest.raises(ConfigError, match="names no position limit"):
         EmbeddingScorer(model, Strategy.stretched("extend-gp@1024"))
     with pytest.raises(ConfigError, match="names no position limit"):
-        model.embed_stretched([[1000, 1001]], Stretch("gp"))
+        model.embed_request(StretchedIds.of([[1000, 1001]], Stretch("gp")))
 
 
 @pytest.mark.parametrize("name, message", [
@@ -395,7 +397,7 @@ def test_what_the_folder_rules_out_is_refused_before_the_weights_load_in_the_loa
 
 
 def test_loading_the_weights_is_a_step_line_unless_quiet(tmp_path, capsys):
-    from embedeval.embedders.base import innermost
+    from embedeval.embedders.requests import innermost
 
     spec = f"st:{small_model_folder(tmp_path, 'bert', P, max_seq_length=P)}"
     capsys.readouterr()

@@ -1,18 +1,17 @@
-"""The :class:`Embedder` protocol every model backend implements, and what the cache reports."""
+"""The :class:`Embedder` protocol every model backend implements, the wrappers' base, and what the cache reports."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from embedeval.errors import InputError, InvalidVectorsError
+from embedeval.embedders.requests import KINDS, Kind, Request, RequestEmbedder, check_texts
+from embedeval.errors import InvalidVectorsError
 
-Kind = Literal["query", "document"]
-KINDS: tuple[str, ...] = ("query", "document")
+__all__ = ["KINDS", "Kind", "check_texts"]  # where the pipeline has always found them (defined with the requests)
 #: Each kind as a progress bar names what it embeds.
 KIND_WORDS = {"query": "queries", "document": "documents"}
 
@@ -27,9 +26,12 @@ class Embedder(Protocol):
     - ``fingerprint``: a string that changes whenever something other than the text and kind
       would change a vector (weights, ``max_seq_length``, prompts, pooling; for API models the
       model id, dimensions and task). The cache keys on it.
-    - ``embed(texts, kind)``: a float32 array of shape ``(len(texts), dim)`` whose rows are
-      L2-normalised (a dot product is a cosine similarity), in input order. ``kind`` is
-      ``"query"`` or ``"document"``; models with query/document prompts or input types use them.
+    - ``embed_request(request)``: a float32 array of shape ``(len(request), dim)`` whose rows are
+      L2-normalised (a dot product is a cosine similarity), in input order
+      (:mod:`embedeval.embedders.requests`); the request's ``kind`` is ``"query"`` or
+      ``"document"``; models with query/document prompts or input types use them.
+      ``serves(RequestType)``: whether it (and every embedder it wraps) serves such requests.
+      ``embed(texts, kind)``: the vectors of a request of texts.
     - ``count_tokens(texts)``: tokens per text as the model would consume them, special tokens
       included, before truncation.
     - ``check()``: raise an :class:`~embedeval.errors.EmbedevalError` if the model cannot be
@@ -47,6 +49,10 @@ class Embedder(Protocol):
     @property
     def fingerprint(self) -> str: ...
 
+    def embed_request(self, request: Request) -> np.ndarray: ...
+
+    def serves(self, request_type: type) -> bool: ...
+
     def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray: ...
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]: ...
@@ -62,8 +68,8 @@ class EmbedStats:
     ``tokenized``: distinct texts whose token-id prefix was not cached and was computed;
     ``document_seconds``: wall seconds the model took for the documents it embedded (its calls,
     weights loaded before them; queries left out), ``document_tokens``: the tokens of those inputs
-    (a text's as the model counts them, at most its window; token ids and late-chunking windows
-    by their length): a speed measured on cache misses only."""
+    (a request's ``tokens``: a text's as the model counts them, at most its window; token ids by
+    their length): a speed measured on cache misses only."""
 
     requested: int = 0
     cache_hits: int = 0
@@ -72,35 +78,6 @@ class EmbedStats:
     tokenized: int = 0
     document_seconds: float = 0.0
     document_tokens: int = 0
-
-
-def check_texts(texts: Sequence[str], kind: str) -> list[str]:
-    """Validate an embed() call: a known ``kind`` and non-empty strings. Returns a list."""
-    if kind not in KINDS:
-        raise InputError(f"unknown embedding kind {kind!r}; use one of {', '.join(KINDS)}")
-    if isinstance(texts, str):
-        raise InputError("embed() takes a list of texts, not a single string")
-    texts = list(texts)
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise InputError(f"text #{i} is {type(text).__name__}, not a string")
-        if not text.strip():
-            raise InputError(f"text #{i} is empty")
-    return texts
-
-
-def embeds_texts(embed: Callable) -> Callable:
-    """The shared opening of every ``embed(texts, kind)``: the call checked (:func:`check_texts`)
-    and no texts answered with a ``(0, dim)`` array without reaching the model; the method
-    decorated gets the checked list."""
-    @functools.wraps(embed)
-    def checked(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
-        texts = check_texts(texts, kind)
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return embed(self, texts, kind)
-
-    return checked
 
 
 #: The Python types of JSON numbers as a parser gives them (``bool`` is not one: ``true`` is no number).
@@ -195,9 +172,10 @@ class TokenIdEmbedder(Embedder, Protocol):
     - ``token_ids(texts, limit)``: per text, its content token ids (no special tokens) and each
       token's ``(start, end)`` character offsets; with ``limit``, at least the first ``limit``
       tokens (or all, if the text has fewer), which is cheaper on long texts.
-    - ``embed_ids(ids, kind)``: like ``embed``, for sequences of at most ``id_capacity(kind)``
-      content ids; the model adds its special tokens and prompt. For a text's first
-      ``id_capacity`` ids the vector equals ``embed([text])``.
+
+    It serves :class:`~embedeval.embedders.requests.TokenIds`: sequences of at most
+    ``id_capacity(kind)`` content ids, to which the model adds its special tokens and prompt; for
+    a text's first ``id_capacity`` ids the vector equals ``embed([text])``.
     """
 
     def id_capacity(self, kind: Kind = "document") -> int: ...
@@ -206,8 +184,6 @@ class TokenIdEmbedder(Embedder, Protocol):
     def token_fingerprint(self) -> str: ...
 
     def token_ids(self, texts: Sequence[str], limit: int | None = None) -> list[tuple[list[int], list[tuple[int, int]]]]: ...
-
-    def embed_ids(self, ids: Sequence[Sequence[int]], kind: Kind = "document") -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -247,48 +223,11 @@ class Scores:
                    np.broadcast_to(np.asarray(seen_chars, dtype=np.int64), shape).copy())
 
 
-def offers(embedder, method: str) -> bool:
-    """Whether ``embedder`` and every embedder it wraps (through ``inner``) has a callable ``method``."""
-    if not callable(getattr(embedder, method, None)):
-        return False
-    inner = getattr(embedder, "inner", None)
-    return inner is None or offers(inner, method)
-
-
-def offers_late_chunking(embedder) -> bool:
-    """Whether ``embedder`` (and every embedder it wraps) has ``embed_late_chunks(windows, chunks,
-    kind)``: ``windows`` are sequences of units (token ids for a model fed ids, chunk texts for an
-    API with late chunking of its own), each read in a single pass; a chunk is a sequence of parts
-    ``(w, start, end)``, units ``[start, end)`` of window ``w``; one L2-normalised vector per chunk
-    (a ``(len(chunks), dim)`` array), pooled from its parts' outputs."""
-    return offers(embedder, "embed_late_chunks")
-
-
-def offers_stretching(embedder) -> bool:
-    """Whether ``embedder`` (and every embedder it wraps) has ``embed_stretched(ids, stretch, kind)``:
-    content-id sequences of any length, each read in one pass with its positions re-used or
-    stretched (:mod:`embedeval.embedders.stretch`); a local ``st:`` model on the local executor."""
-    return offers(embedder, "embed_stretched")
-
-
-def innermost(embedder):
-    """The model under ``embedder``'s wrappers (followed through ``inner``)."""
-    while getattr(embedder, "inner", None) is not None:
-        embedder = embedder.inner
-    return embedder
-
-
-def late_chunking_refusal(embedder) -> str | None:
-    """Why the innermost model under ``embedder`` (through its wrappers' ``inner``) says late
-    chunking is not defined for it (its ``late_chunking_refusal()``), or None."""
-    refusal = getattr(innermost(embedder), "late_chunking_refusal", None)
-    return refusal() if callable(refusal) else None
-
-
-class EmbedderWrapper:
+class EmbedderWrapper(RequestEmbedder):
     """An embedder around another (``inner``) that passes on what it does not change: ``name``,
-    ``dim``, ``max_tokens``, ``fingerprint``, ``count_tokens`` and ``check`` (the cache and the
-    Ray pool are such wrappers)."""
+    ``dim``, ``max_tokens``, ``fingerprint``, ``count_tokens``, ``check`` and which requests it
+    ``serves`` (the cache, the plan's recorder and the Ray pool are such wrappers); each has its
+    own ``embed_request``."""
 
     def __init__(self, inner: Embedder):
         self.inner = inner
@@ -305,6 +244,9 @@ class EmbedderWrapper:
     @property
     def fingerprint(self) -> str:
         return self.inner.fingerprint
+
+    def serves(self, request_type: type) -> bool:
+        return self.inner.serves(request_type)
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         return self.inner.count_tokens(texts)

@@ -15,7 +15,8 @@ The file holds four tables:
   (:meth:`EmbeddingCache.fixed_dim`): a server that starts answering another size under the same
   model id is refused (:meth:`EmbeddingCache.put_many`), and nothing of that answer is stored.
 
-Vector key: ``sha256(spec \\0 fingerprint \\0 kind \\0 text)`` (:func:`cache_key`), where the spec is
+Vector key: ``sha256(spec \\0 fingerprint \\0 kind \\0 text)`` for a text, the request's own for other
+inputs (``cache_keys`` of each request type, :mod:`embedeval.embedders.requests`), where the spec is
 written without ``key_env`` (:func:`cache_spec`: which variable holds a key changes no vector) and the
 fingerprint is the model's own (:attr:`Embedder.fingerprint`: weights, ``max_seq_length``,
 prompts, pooling, API dimensions and task), so an edited model folder never gets stale vectors;
@@ -29,7 +30,7 @@ damaged row is dropped and recomputed.
 
 Caches written by embedeval 0.1 (format 1, keys without a fingerprint) are upgraded in place:
 their vectors move to a side table; those of the bundled all-MiniLM-L6-v2 are reused (checked,
-re-keyed and given a checksum) as texts are read (:meth:`CachedEmbedder.embed`); others, and
+re-keyed and given a checksum) as texts are read (:meth:`CachedEmbedder.embed_request`); others, and
 inputs now keyed on their token ids (haystack windows), are embedded again. Format 2 files (no
 token prefixes, no model facts) gain the two tables and keep every vector; format 3 files gain
 ``embedder_dims``, filled from the vectors they hold.
@@ -39,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import hashlib
 import json
 import os
@@ -56,7 +56,8 @@ from tqdm.auto import tqdm
 
 from embedeval.defaults import DEFAULT_COMMIT_EVERY
 from embedeval.embedders import onnx
-from embedeval.embedders.base import KIND_WORDS, Embedder, EmbedderWrapper, EmbedStats, Kind, TokenIdWrapper, check_texts, check_vectors
+from embedeval.embedders.base import KIND_WORDS, Embedder, EmbedderWrapper, EmbedStats, TokenIdWrapper, check_texts, check_vectors
+from embedeval.embedders.requests import Request
 from embedeval.embedders.models import bundled_name
 from embedeval.embedders.options import split_spec
 from embedeval.errors import CacheError, InvalidVectorsError
@@ -85,47 +86,6 @@ def cache_spec(spec: str) -> str:
     pairs = query.split("&") if query else []
     kept = [pair for pair in pairs if pair.partition("=")[0] not in KEYLESS_OPTIONS]
     return spec if len(kept) == len(pairs) else base + ("?" + "&".join(kept) if kept else "")
-
-
-def cache_key(spec: str, fingerprint: str, kind: str, text: str) -> bytes:
-    """sha256 over spec, model fingerprint, kind and text, separated by NUL bytes."""
-    return hashlib.sha256(f"{spec}\0{fingerprint}\0{kind}\0{text}".encode("utf-8")).digest()
-
-
-def ids_cache_key(spec: str, fingerprint: str, kind: str, ids: Sequence[int]) -> bytes:
-    """sha256 over spec, model fingerprint, ``kind:ids`` and the token ids as little-endian int32:
-    the key of what a model fed token ids reads (the ``:ids`` suffix keeps it apart from text keys)."""
-    head = f"{spec}\0{fingerprint}\0{kind}:ids\0".encode("utf-8")
-    return hashlib.sha256(head + np.asarray(ids, dtype="<i4").tobytes()).digest()
-
-
-def late_chunk_key(spec: str, fingerprint: str, kind: str, parts: Sequence[tuple[bytes, tuple[int, int]]]) -> bytes:
-    """sha256 over spec, model fingerprint, ``kind:late`` and a chunk's parts: per part its
-    ``start:end`` and its whole window (:func:`window_bytes`): a late-chunked vector depends on
-    everything its windows hold. A chunk inside one window keeps the key it had before chunks could
-    span windows; a chunk of ``n`` parts hashes ``kind:late:n`` and each window's length."""
-    if len(parts) == 1:
-        (window, (start, end)), = parts
-        return hashlib.sha256(f"{spec}\0{fingerprint}\0{kind}:late\0{int(start)}:{int(end)}\0".encode("utf-8") + window).digest()
-    digest = hashlib.sha256(f"{spec}\0{fingerprint}\0{kind}:late:{len(parts)}\0".encode("utf-8"))
-    for window, (start, end) in parts:
-        digest.update(f"{int(start)}:{int(end)}:{len(window)}\0".encode("utf-8") + window)
-    return digest.digest()
-
-
-def window_bytes(window) -> bytes:
-    """A late-chunking window as the bytes its cache keys hash: ids as little-endian int32, texts NUL-joined."""
-    items = list(window)
-    if items and isinstance(items[0], str):
-        return "\0".join(items).encode("utf-8", "surrogatepass")
-    return np.asarray(items, dtype="<i4").tobytes()
-
-
-def _window_units(window) -> list:
-    """A late-chunking window as model inputs to count: its chunk texts (an API's window), or the
-    window itself (token ids)."""
-    items = list(window) if not isinstance(window, np.ndarray) else []
-    return items if items and isinstance(items[0], str) else [window]
 
 
 def token_prefix_key(tokenizer: str, limit: int, text: str) -> bytes:
@@ -167,11 +127,6 @@ def _is_busy(exc: Exception) -> bool:
     return "locked" in text or "busy" in text
 
 
-def legacy_cache_key(spec: str, kind: str, text: str) -> bytes:
-    """The key of cache format 1: sha256 over spec, kind and text."""
-    return hashlib.sha256(f"{spec}\0{kind}\0{text}".encode("utf-8")).digest()
-
-
 def legacy_vectors_trusted(spec: str) -> bool:
     """Whether format-1 vectors of ``spec`` may be reused: only a bundled model's, whose spec named
     exactly one set of weights. Not an ``st:`` folder's (other weights may have had its name), nor
@@ -182,7 +137,7 @@ def legacy_vectors_trusted(spec: str) -> bool:
 
 
 class EmbeddingCache:
-    """A SQLite file of vectors keyed by :func:`cache_key`. Safe for concurrent processes.
+    """A SQLite file of vectors keyed by their requests' ``cache_keys``. Safe for concurrent processes.
 
     Every row carries a checksum of its key and vector (:func:`row_checksum`), checked on each
     read: a row that fails it (a flipped byte, a torn write) is deleted with one warning line and
@@ -548,26 +503,26 @@ class CachedEmbedder(EmbedderWrapper):
         else:
             self.cache.put_many(self.key_spec, keys, vectors)
 
-    def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
-        texts = check_texts(texts, kind)
-        fingerprint = self.inner.fingerprint
-        keys = [cache_key(self.key_spec, fingerprint, kind, t) for t in texts]
-        return self._through_cache(keys, texts, kind, self.inner.embed, legacy=True)
-
-    def _through_cache(self, keys: list[bytes], inputs: list, kind: Kind, embed, legacy: bool = False) -> np.ndarray:
-        """Vectors for ``inputs`` (keyed by ``keys``): the cached ones read, the distinct others
-        sent to ``embed`` (the model) a chunk at a time and stored."""
+    def embed_request(self, request: Request) -> np.ndarray:
+        """The vectors of ``request``: the cached ones read, the distinct others (each key once, in
+        first-asked order) sent to the model ``commit_every`` at a time, each such part of the
+        request (its ``subset``) committed before the next is sent. Texts that cache format 1 held
+        are moved under their new keys first (:meth:`_reuse_legacy`)."""
+        keys = request.cache_keys(self.key_spec, self.inner.fingerprint)
         found = self._lookup(keys)
-        missing: dict[bytes, object] = {}
-        for key, item in zip(keys, inputs):
-            if key not in found and key not in missing:
-                missing[key] = item
-        if legacy and missing and not self.read_only and self.cache.has_legacy and legacy_vectors_trusted(self.name):
-            found.update(self._reuse_legacy(missing, kind))
-        self.stats.requested += len(inputs)
-        self.stats.cache_hits += sum(k not in missing for k in keys)
-        if missing:
-            found.update(self._embed_missing(missing, kind, embed))
+        first_row: dict[bytes, int] = {}
+        for row, key in enumerate(keys):
+            first_row.setdefault(key, row)
+        todo = [row for key, row in first_row.items() if key not in found]
+        if todo and not self.read_only and self.cache.has_legacy and legacy_vectors_trusted(self.name):
+            old_keys = request.format1_keys(self.name)
+            if old_keys is not None:
+                found.update(self._reuse_legacy({keys[row]: old_keys[row] for row in todo}))
+                todo = [row for row in todo if keys[row] not in found]
+        self.stats.requested += len(keys)
+        self.stats.cache_hits += sum(key in found for key in keys)
+        if todo:
+            found.update(self._embed_missing(request, keys, todo))
         return self._stacked(found, keys)
 
     def _stacked(self, found: dict[bytes, np.ndarray], keys: Sequence[bytes]) -> np.ndarray:
@@ -591,51 +546,45 @@ class CachedEmbedder(EmbedderWrapper):
         if dim and fixed is not None and dim != fixed:
             raise InvalidVectorsError(size_refusal(self.name, dim, fixed), "embedder")
 
-    def _reuse_legacy(self, missing: dict[bytes, str], kind: Kind) -> dict[bytes, np.ndarray]:
-        """Move the format-1 vectors of ``missing`` texts under their new keys (removed from ``missing``)."""
-        legacy = {legacy_cache_key(self.name, kind, text): key for key, text in missing.items()}
+    def _reuse_legacy(self, legacy_of: dict[bytes, bytes]) -> dict[bytes, np.ndarray]:
+        """The format-1 vectors of ``legacy_of`` ({new key: format-1 key}), moved under their new keys."""
+        legacy = {old: key for key, old in legacy_of.items()}
         old = self.cache.take_legacy(list(legacy), self.dim)
         if not old:
             return {}
         moved = {legacy[k]: vector for k, vector in old.items()}
         self.cache.put_many(self.key_spec, list(moved), np.stack(list(moved.values())))
-        for key in moved:
-            del missing[key]
         return moved
 
     @contextlib.contextmanager
-    def _timed(self, kind: Kind, inputs: list) -> Iterator[None]:
-        """Time one model call for documents into ``stats`` (``document_seconds``, and the tokens of
-        its ``inputs`` in ``document_tokens``): a local model's weights are loaded first, outside the
+    def _timed(self, request: Request) -> Iterator[None]:
+        """Time one model call for documents into ``stats`` (``document_seconds``, and the request's
+        tokens in ``document_tokens``: a token-id sequence's length, a text's tokens as the model
+        counts them, at most its window): a local model's weights are loaded first, outside the
         clock (loading is not embedding). A plan (``read_only``) times nothing."""
-        if kind != "document" or self.read_only:
+        if request.kind != "document" or self.read_only:
             yield
             return
         if getattr(self.inner, "loaded", True) is False:
-            self.inner.model  # noqa: B018: loads the weights
+            self.inner.model  # loads the weights (the property has that effect)
         start = time.perf_counter()
         yield
         self.stats.document_seconds += time.perf_counter() - start
-        self.stats.document_tokens += self._tokens_of(inputs)
+        self.stats.document_tokens += request.tokens(lambda texts: [min(n, self.max_tokens) for n in self.inner.count_tokens(texts)])
 
-    def _tokens_of(self, inputs: list) -> int:
-        """The tokens of model inputs: a token-id sequence's length, a text's tokens as the model
-        counts them (at most its window)."""
-        texts = [item for item in inputs if isinstance(item, str)]
-        counted = sum(min(n, self.max_tokens) for n in self.inner.count_tokens(texts)) if texts else 0
-        return counted + sum(len(item) for item in inputs if not isinstance(item, str))
-
-    def _embed_missing(self, missing: dict[bytes, object], kind: Kind, embed) -> dict[bytes, np.ndarray]:
-        keys, texts = list(missing), list(missing.values())
+    def _embed_missing(self, request: Request, keys: list[bytes], todo: list[int]) -> dict[bytes, np.ndarray]:
+        """The vectors of ``request``'s rows ``todo`` from the model, ``commit_every`` rows a call,
+        each call's vectors checked and stored before the next."""
         out: dict[bytes, np.ndarray] = {}
         step = self.commit_every
-        with tqdm(total=len(texts), desc=f"embedding {KIND_WORDS[kind]} ({self.name})", unit="text", disable=not self.progress,
-                  delay=0.5) as bar:
-            for start in range(0, len(texts), step):
-                chunk_keys = keys[start : start + step]
-                chunk_texts = texts[start : start + step]
-                with self._timed(kind, chunk_texts):
-                    vectors = check_vectors(embed(chunk_texts, kind=kind), len(chunk_texts), self.dim, self.name)
+        with tqdm(total=len(todo), desc=f"embedding {KIND_WORDS[request.kind]} ({self.name})", unit=request.unit,
+                  disable=not self.progress, delay=0.5) as bar:
+            for start in range(0, len(todo), step):
+                rows = todo[start : start + step]
+                part = request.subset(rows)
+                with self._timed(part):
+                    vectors = check_vectors(self.inner.embed_request(part), len(rows), self.dim, self.name)
+                chunk_keys = [keys[row] for row in rows]
                 self.stats.model_calls += 1
                 self.stats.embedded += len(chunk_keys)
                 self._store(chunk_keys, vectors)
@@ -644,46 +593,12 @@ class CachedEmbedder(EmbedderWrapper):
         return out
 
 
-    def embed_late_chunks(self, windows: Sequence, chunks: Sequence[Sequence[tuple[int, int, int]]],
-                          kind: Kind = "document") -> np.ndarray:
-        """The wrapped model's late-chunked vectors (:func:`~embedeval.embedders.base.offers_late_chunking`),
-        each chunk cached under :func:`late_chunk_key`; the windows of the missing chunks run again
-        whole (a vector depends on all of its windows), ``commit_every`` chunks per model call and commit."""
-        check_texts([], kind)
-        fingerprint = self.inner.fingerprint
-        window_keys = [window_bytes(w) for w in windows]
-        keys = [late_chunk_key(self.key_spec, fingerprint, kind, [(window_keys[w], (start, end)) for w, start, end in parts])
-                for parts in chunks]
-        found = self._lookup(keys)
-        todo = list({key: c for c, key in enumerate(keys) if key not in found}.values())  # one chunk per missing key
-        self.stats.requested += len(keys)
-        self.stats.cache_hits += sum(k in found for k in keys)
-        with tqdm(total=len(todo), desc=f"late chunking ({self.name})", unit="chunk", disable=not self.progress,
-                  delay=0.5) as bar:
-            for first in range(0, len(todo), self.commit_every):
-                group = todo[first : first + self.commit_every]
-                used = sorted({w for c in group for w, _, _ in chunks[c]})
-                local = {w: i for i, w in enumerate(used)}
-                read = [windows[w] for w in used]
-                with self._timed(kind, [unit for window in read for unit in _window_units(window)]):
-                    vectors = self.inner.embed_late_chunks(read, [[(local[w], a, b) for w, a, b in chunks[c]] for c in group],
-                                                           kind=kind)
-                    vectors = check_vectors(vectors, len(group), self.dim, self.name)
-                group_keys = [keys[c] for c in group]
-                self.stats.model_calls += 1
-                self.stats.embedded += len(group_keys)
-                self._store(group_keys, vectors)
-                found.update(zip(group_keys, vectors))
-                bar.update(len(group_keys))
-        return self._stacked(found, keys)
-
-
 class CachedTokenIdEmbedder(CachedEmbedder, TokenIdWrapper):
-    """A :class:`CachedEmbedder` of a :class:`~embedeval.embedders.base.TokenIdEmbedder`: also
-    ``embed_ids``, cached under :func:`ids_cache_key`, so a vector is keyed on exactly the token
-    ids the model read (two texts whose windows hold the same ids share it); and ``token_ids``
-    with a limit, whose prefixes are cached under :func:`token_prefix_key`, so a rerun finds the
-    ids (and with them the vectors) of long texts without tokenising them again."""
+    """A :class:`CachedEmbedder` of a :class:`~embedeval.embedders.base.TokenIdEmbedder`, whose
+    token-id requests are keyed on exactly the ids the model read (two texts whose windows hold the
+    same ids share a vector); also ``token_ids`` with a limit, whose prefixes are cached under
+    :func:`token_prefix_key`, so a rerun finds the ids (and with them the vectors) of long texts
+    without tokenising them again."""
 
     def token_ids(self, texts: Sequence[str], limit: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
         """The model's ``token_ids``; with a ``limit``, per text its first ``limit + 1`` ids and
@@ -705,20 +620,3 @@ class CachedTokenIdEmbedder(CachedEmbedder, TokenIdWrapper):
             self.stats.tokenized += len(fresh)
             found.update(fresh)
         return [found[key] for key in keys]
-
-    def embed_ids(self, ids: Sequence[Sequence[int]], kind: Kind = "document") -> np.ndarray:
-        return self._ids_through_cache(ids, kind, self.inner.fingerprint, self.inner.embed_ids)
-
-    def embed_stretched(self, ids: Sequence[Sequence[int]], stretch, kind: Kind = "document") -> np.ndarray:
-        """The wrapped model's ``embed_stretched`` (:mod:`embedeval.embedders.stretch`), cached
-        under :func:`ids_cache_key` with the stretch's key joined to the fingerprint: a vector
-        depends on the method and the ids read, and on the length a strategy reads up to only for
-        ``extend-pi`` (its table has ``L`` rows; :attr:`~embedeval.embedders.stretch.Stretch.key`)."""
-        return self._ids_through_cache(ids, kind, f"{self.inner.fingerprint}|{stretch.key}",
-                                       functools.partial(self.inner.embed_stretched, stretch=stretch))
-
-    def _ids_through_cache(self, ids: Sequence[Sequence[int]], kind: Kind, fingerprint: str, embed) -> np.ndarray:
-        check_texts([], kind)
-        ids = [np.asarray(seq, dtype=np.int32) for seq in ids]
-        keys = [ids_cache_key(self.key_spec, fingerprint, kind, seq) for seq in ids]
-        return self._through_cache(keys, ids, kind, embed)

@@ -4,11 +4,11 @@ forward passes run in a pool of Ray actors, each holding the model once.
 Ray actors directly, not Ray Data: the work is already cut into cache chunks by
 :class:`~embedeval.embedders.cache.CachedEmbedder` (``commit_every`` inputs, committed before the
 next chunk is sent, so a killed run resumes with nothing lost), and a chunk must come back as
-vectors in the order it went out. Within a chunk, token-id inputs are sorted and cut into batches
-exactly as :meth:`~embedeval.embedders.local.SentenceTransformerEmbedder.embed_ids` cuts them
-locally, and whole batches are dealt to the actors round-robin; a batch pads the same way in an
-actor as on the driver, so the vectors, and the tables, are bit-for-bit those of the local
-executor. Text inputs (questions, bare needles: few) go to one actor per call, as one
+vectors in the order it went out. Within a chunk, a request is cut into the batches the local
+model forms for it (:meth:`~embedeval.embedders.local.SentenceTransformerEmbedder.request_batches`:
+token ids sorted and cut as it cuts them), and whole batches are dealt to the actors
+round-robin; a batch pads the same way in an actor as on the driver, so the vectors, and the
+tables, are bit-for-bit those of the local executor. Text inputs (questions, bare needles: few) go to one actor per call, as one
 ``encode``, for the same reason.
 
 What goes to a worker: the model spec (the actor loads the model itself: bundled models come
@@ -20,14 +20,14 @@ haystacks and every table stay on the driver.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from embedeval.defaults import DEFAULT_EXECUTOR, DEFAULT_WORKERS, RAY_ADDRESS_ENV
-from embedeval.embedders.base import Kind, TokenIdWrapper, embeds_texts
+from embedeval.embedders.base import TokenIdWrapper
 from embedeval.embedders.local import from_spec_model
+from embedeval.embedders.requests import Request, Texts, TokenIds
 from embedeval.errors import ConfigError
 
 EXECUTORS: tuple[str, ...] = ("local", "ray")
@@ -73,13 +73,9 @@ class ModelWorker:
         self.embedder = from_spec_model(model, batch_size=batch_size, device=device)
         self.inputs = 0
 
-    def embed(self, texts: list[str], kind: Kind) -> np.ndarray:
-        self.inputs += len(texts)
-        return self.embedder.embed(texts, kind=kind)
-
-    def embed_id_batches(self, batches: list[list[list[int]]], kind: Kind) -> list[np.ndarray]:
-        self.inputs += sum(map(len, batches))
-        return [self.embedder.embed_ids(batch, kind=kind) for batch in batches]
+    def embed_requests(self, requests: list[Request]) -> list[np.ndarray]:
+        self.inputs += sum(map(len, requests))
+        return [self.embedder.embed_request(request) for request in requests]
 
     def embedded(self) -> int:
         """Inputs this actor has embedded."""
@@ -108,11 +104,14 @@ class RayEmbedder(TokenIdWrapper):
     """A local model (``st:``) whose forward passes run on a pool of Ray actors.
 
     ``local`` (the model on the driver) gives the name, dimension, window, fingerprint and token
-    ids, so cache keys and every table are those of the local executor; ``embed`` and
-    ``embed_ids`` go to ``executor.workers`` actors (``num_gpus=1`` each where the cluster has
-    GPUs, else an even share of the CPUs, :func:`cpus_per_actor`, with as many torch threads),
-    started on first use. See the module docstring.
+    ids, so cache keys and every table are those of the local executor; requests of texts and of
+    token ids (the only ones it serves) go to ``executor.workers`` actors (``num_gpus=1`` each
+    where the cluster has GPUs, else an even share of the CPUs, :func:`cpus_per_actor`, with as
+    many torch threads), started on first use. See the module docstring.
     """
+
+    #: The requests the actors serve.
+    SERVED = (Texts, TokenIds)
 
     def __init__(self, local, model: str, executor: Executor):
         super().__init__(local)
@@ -133,26 +132,26 @@ class RayEmbedder(TokenIdWrapper):
             self._actors = [worker.remote(self.model, self.inner.batch_size, device, cpus) for _ in range(self.executor.workers)]
         return self._actors
 
-    @embeds_texts
-    def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
+    def serves(self, request_type: type) -> bool:
+        return request_type in self.SERVED and self.inner.serves(request_type)
+
+    def embed_request(self, request: Request) -> np.ndarray:
+        """Vectors of ``request``: cut into the batches the local model forms for it
+        (:meth:`~embedeval.embedders.local.SentenceTransformerEmbedder.request_batches`: texts in
+        one, token ids sorted by length and cut), the batches dealt to the actors round-robin, the
+        vectors put back in order."""
         import ray
 
-        return ray.get(self.actors()[0].embed.remote(list(texts), kind))
-
-    def embed_ids(self, ids: Sequence[Sequence[int]], kind: Kind = "document") -> np.ndarray:
-        """Vectors of token-id inputs: sorted by length and cut into batches as the local model
-        cuts them, the batches dealt to the actors round-robin, the vectors put back in order."""
-        import ray
-
-        ids = [list(map(int, seq)) for seq in ids]
-        if not ids:
-            return self.inner.embed_ids(ids, kind=kind)  # validates the kind, returns an empty (0, dim)
-        batches = self.inner.id_batches(ids)
+        if not self.serves(type(request)):
+            raise ConfigError(f"the ray executor does not embed {type(request).label} for {self.name}; use the local executor")
+        if not len(request):
+            return np.zeros((0, self.dim), dtype=np.float32)
+        batches = self.inner.request_batches(request)
         actors = self.actors()
         dealt = [list(range(a, len(batches), len(actors))) for a in range(len(actors))]
-        pending = [actor.embed_id_batches.remote([[ids[i] for i in batches[b]] for b in mine], kind)
+        pending = [actor.embed_requests.remote([request.subset(batches[b]) for b in mine])
                    for actor, mine in zip(actors, dealt) if mine]
-        out = np.zeros((len(ids), self.dim), dtype=np.float32)
+        out = np.zeros((len(request), self.dim), dtype=np.float32)
         for mine, vectors in zip([m for m in dealt if m], ray.get(pending)):
             for b, block in zip(mine, vectors):
                 out[batches[b]] = block

@@ -35,9 +35,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from embedeval.defaults import DEFAULT_SERVER_BATCH_INPUTS, TEXT_FIT_MARGIN
-from embedeval.embedders.base import Kind, check_vectors, embeds_texts, l2_normalize
+from embedeval.embedders.base import Kind, check_vectors, l2_normalize
 from embedeval.embedders.budget import Budget, limiter_for, resolve_budget, resolve_workers
 from embedeval.embedders.options import APISpecOptions, split_spec
+from embedeval.embedders.requests import ModelServer, Texts
 from embedeval.embedders.tokens import DEFAULT_REFERENCE, TokenCounter, load_provider_counter, load_token_counter
 from embedeval.errors import APIError, ConfigError, InvalidVectorsError, UnknownEmbedderError
 from embedeval.net.deadlines import AnswerClock
@@ -101,7 +102,7 @@ class ModelLimits:
     max_tokens_per_request: int
 
 
-class APIEmbedder:
+class APIEmbedder(ModelServer):
     """Shared engine of the API embedders; subclasses implement :meth:`_request`, name what
     else changes a vector in :meth:`settings` and their provider's ``default_budget``.
 
@@ -132,6 +133,7 @@ class APIEmbedder:
     provider_tokenizer: str | None = None
     default_budget = Budget(rpm=60, tpm=100_000)  # a provider names its own (tier-1 limits)
     fit_margin = TEXT_FIT_MARGIN  # tokens kept free below the window, for the estimate
+    request_methods = {Texts: "_embed_texts"}
 
     def __init__(self, model: str, max_workers: int | None = None, policy: RetryPolicy | None = None,
                  timeout: float | None = None, rpm: int | None = None, tpm: int | None = None,
@@ -357,8 +359,14 @@ class APIEmbedder:
             out.append(current)
         return out
 
-    @embeds_texts
-    def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
+    def sends(self, request: Texts) -> tuple[int, int]:
+        """The tokens and the requests sending ``request`` takes (as :meth:`fit` cuts its texts and
+        :meth:`batches` groups them): what a plan counts."""
+        _, counts = self.fit(list(request.texts))
+        return sum(counts), len(self.batches(counts))
+
+    def _embed_texts(self, request: Texts) -> np.ndarray:
+        texts, kind = list(request.texts), request.kind
         fitted, counts = self.fit(texts)
         self.limiter.check(max(counts), self.name)  # an input over the token budget: refused before any request
         batches = self.batches(counts)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embedeval.embedders.base import KINDS, Kind, check_texts, embeds_texts, l2_normalize
+from embedeval.embedders.base import KINDS, Kind, check_texts, l2_normalize
 from embedeval.embedders.models import (
     bundled_name,
     canonical_model,
@@ -39,6 +39,7 @@ from embedeval.embedders.models import (
 from embedeval.defaults import DEFAULT_BATCH_SIZE, DEFAULT_STRETCH_BATCH_TOKENS, MIN_CONTENT_TOKENS
 from embedeval.embedders import onnx, stretch as stretching
 from embedeval.embedders.options import LocalOptions, split_spec
+from embedeval.embedders.requests import LateChunks, ModelServer, StretchedIds, Texts, TokenIds
 from embedeval.errors import ConfigError, InputError, UnknownEmbedderError
 from embedeval.embedders.tokens import TokenCounter, load_token_counter, quiet_transformers
 from embedeval.paths import default_cache_dir
@@ -272,7 +273,7 @@ def batch_rows(longest: int, batch_size: int, budget: int | None) -> int:
     return batch_size if budget is None else max(1, budget // max(1, longest))
 
 
-class SentenceTransformerEmbedder:
+class SentenceTransformerEmbedder(ModelServer):
     """A sentence-transformers model, loaded when first needed, with the options of its spec
     (:class:`~embedeval.embedders.options.LocalOptions`: device, dtype, max_seq_length,
     trust_remote_code, max_batch_tokens; ``device`` given here overrides the options').
@@ -283,7 +284,13 @@ class SentenceTransformerEmbedder:
     (``?dtype=float16``). ``facts_store``: where the model's facts are remembered (see the module
     docstring); without one, asking for them loads the model. Inputs go longest first, in batches
     of ``batch_size`` or of a padded-token budget, halved when CUDA runs out of memory.
+
+    It serves every request (:mod:`embedeval.embedders.requests`): texts through ``encode``, token
+    ids, late chunks of id windows and stretched ids through its modules' forward pass.
     """
+
+    request_methods = {Texts: "_embed_texts", TokenIds: "_embed_ids", LateChunks: "_embed_late_chunks",
+                       StretchedIds: "_embed_stretched"}
 
     def __init__(self, model: str = "all-MiniLM-L6-v2", batch_size: int = DEFAULT_BATCH_SIZE, device: str | None = None,
                  facts_store=None, options: LocalOptions | None = None):
@@ -483,12 +490,11 @@ class SentenceTransformerEmbedder:
         facts = self._recalled()
         return facts["tokenizer"] if facts else self.token_counter.fingerprint
 
-    @embeds_texts
-    def embed(self, texts: Sequence[str], kind: Kind = "document") -> np.ndarray:
-        encode = self.model.encode_query if kind == "query" else self.model.encode_document
+    def _embed_texts(self, request: Texts) -> np.ndarray:
+        encode = self.model.encode_query if request.kind == "query" else self.model.encode_document
         with attention_kernels(self.device):
             vectors = encode(
-                texts,
+                list(request.texts),
                 batch_size=self.batch_size,
                 normalize_embeddings=True,
                 convert_to_numpy=True,
@@ -532,8 +538,15 @@ class SentenceTransformerEmbedder:
         texts = check_texts(texts, "document")
         return self.token_counter.ids(texts, limit)
 
+    def request_batches(self, request: Texts | TokenIds) -> list[np.ndarray]:
+        """The rows of ``request`` in the batches this model forms for it: token ids as
+        :meth:`id_batches` cuts them, texts all in one ``encode`` call (which batches them itself)."""
+        if isinstance(request, TokenIds):
+            return self.id_batches(request.sequences())
+        return [np.arange(len(request))]
+
     def id_batches(self, ids: Sequence[Sequence[int]], frame: int = 0) -> list[np.ndarray]:
-        """The rows of ``ids`` in the batches :meth:`embed_ids` forms: longest first (a stable
+        """The rows of ``ids`` in the batches :meth:`_embed_ids` forms: longest first (a stable
         sort, like ``encode``'s: batches of similar length pad little), then cut by
         :func:`cut_batches` (``batch_size`` at a time, or by the ``max_batch_tokens`` budget;
         ``frame``: the tokens each input gets besides its ids, special tokens and prompt)."""
@@ -568,18 +581,15 @@ class SentenceTransformerEmbedder:
                 continue
             done += len(rows)
 
-    def embed_ids(self, ids: Sequence[Sequence[int]], kind: Kind = "document") -> np.ndarray:
+    def _embed_ids(self, request: TokenIds) -> np.ndarray:
         """Embed content-id sequences: each gets the special tokens and the kind's prompt, as
         ``encode`` would add them, and goes through the model's modules (pooling, normalisation);
         vectors are L2-normalised. ``prompt_length`` is passed for pooling that leaves the prompt out."""
-        if kind not in ("query", "document"):
-            check_texts([], kind)
-        ids = [list(map(int, seq)) for seq in ids]
+        kind = request.kind
+        ids = [list(map(int, seq)) for seq in request.sequences()]
         capacity = self.id_capacity(kind)
         if any(not seq or len(seq) > capacity for seq in ids):
             raise InputError(f"embed_ids takes 1..{capacity} token ids per input for {self.name} ({kind})")
-        if not ids:
-            return np.zeros((0, self.dim), dtype=np.float32)
         import torch
 
         model = self.model  # the weights, from here on
@@ -635,27 +645,24 @@ class SentenceTransformerEmbedder:
         """``P``: the positions the model has (:func:`position_limit`: its position table's rows,
         else ``max_position_embeddings``), None when the folder does not say. Read once, from the
         folder before the weights load; the same ``P`` refuses an ``L`` that reads no further and
-        sets every stretch factor (:meth:`embed_stretched`)."""
+        sets every stretch factor (:meth:`_embed_stretched`)."""
         return self._position_limit[0] if self._position_limit else None
 
-    def embed_stretched(self, ids: Sequence[Sequence[int]], stretch: stretching.Stretch, kind: Kind = "document") -> np.ndarray:
+    def _embed_stretched(self, request: StretchedIds) -> np.ndarray:
         """Embed content-id sequences of any length, each in one pass with its special tokens and
-        prompt (as :meth:`embed_ids`), its positions re-used or stretched as ``stretch`` says when
+        prompt (as :meth:`_embed_ids`), its positions re-used or stretched as ``stretch`` says when
         the input is longer than the model's positions ``P`` (:meth:`positions`, the limit the strategy
         was checked against; :func:`embedeval.embedders.stretch.stretched`).
         Inputs of equal length run together, unpadded, so each factor is the input's own and no
         vector depends on its batch; batches hold :data:`~embedeval.defaults.DEFAULT_STRETCH_BATCH_TOKENS`
         tokens unless the spec sets ``max_batch_tokens``."""
-        if kind not in ("query", "document"):
-            check_texts([], kind)
+        stretch, kind = request.stretch, request.kind
         why = self.stretch_refusal(stretch)
         if why:
             raise ConfigError(f"{stretch.method} does not fit {self.name}: {why}")
-        ids = [list(map(int, seq)) for seq in ids]
+        ids = [list(map(int, seq)) for seq in request.sequences()]
         if any(not seq for seq in ids):
             raise InputError(f"embed_stretched takes at least one token id per input for {self.name} ({kind})")
-        if not ids:
-            return np.zeros((0, self.dim), dtype=np.float32)
         import torch
 
         before, after = self._special_ids()
@@ -682,10 +689,9 @@ class SentenceTransformerEmbedder:
             self._in_batches(ids, len(before) + len(prompt) + len(after), run, DEFAULT_STRETCH_BATCH_TOKENS)
         return out
 
-    def embed_late_chunks(self, windows: Sequence[Sequence[int]], chunks: Sequence[Sequence[tuple[int, int, int]]],
-                          kind: Kind = "document") -> np.ndarray:
+    def _embed_late_chunks(self, request: LateChunks) -> np.ndarray:
         """Late chunking: each window of content ids (at most ``id_capacity``) runs through the
-        model once, with its special tokens and prompt as :meth:`embed_ids` adds them; a chunk is
+        model once, with its special tokens and prompt as :meth:`_embed_ids` adds them; a chunk is
         a sequence of parts ``(w, start, end)`` (content-token positions ``[start, end)`` of window
         ``w``), and its vector the mean of the model's output token embeddings at all its parts'
         positions, special tokens and prompt left out, L2-normalised:
@@ -695,9 +701,8 @@ class SentenceTransformerEmbedder:
         where ``h_w`` are the last layer's token embeddings of window ``w``
         (``output_value="token_embeddings"``), ``offset`` the tokens before the content and ``n`` the
         chunk's token count. Returns a ``(len(chunks), dim)`` array."""
-        if kind not in ("query", "document"):
-            check_texts([], kind)
-        windows = [list(map(int, seq)) for seq in windows]
+        kind, chunks = request.kind, request.chunks
+        windows = [list(map(int, seq)) for seq in request.window_units()]
         capacity = self.id_capacity(kind)
         if any(not seq or len(seq) > capacity for seq in windows):
             raise InputError(f"late chunking takes windows of 1..{capacity} token ids for {self.name} ({kind})")
@@ -708,8 +713,6 @@ class SentenceTransformerEmbedder:
             for w, start, end in parts:
                 parts_of.setdefault(w, []).append((c, start, end))
         sums = np.zeros((len(chunks), self.dim), dtype=np.float64)
-        if not chunks:
-            return sums.astype(np.float32)
         import torch
 
         model = self.model

@@ -11,9 +11,9 @@ counts (on another core, where there is one), then embeds the sample it is sent 
 seconds it took. Nothing is stored: the model is loaded without the cache.
 
 Between the two processes, one JSON line each way: in ``{"warm": [...], "timed": [...]}``, each
-input ``{"kind": ..., "text": ...}``, ``{"kind": ..., "ids": [...]}`` or, read past the model's
-positions, ``{"kind": ..., "ids": [...], "stretch": [method, logscale]}``; out ``{"seconds": s}``
-for the timed inputs, or ``{"error": message, "type": the error's class}``.
+input a request as its ``to_json()`` writes it (:func:`~embedeval.embedders.requests.request_from_json`
+reads it back); out ``{"seconds": s}`` for the timed inputs, or ``{"error": message, "type": the
+error's class}``.
 """
 
 from __future__ import annotations
@@ -33,56 +33,24 @@ from pathlib import Path
 from embedeval import errors
 from embedeval.embedders.models import bundled_name
 from embedeval.embedders.options import split_spec
-from embedeval.embedders.recorder import StretchedIds
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder, parse_spec
-from embedeval.strategies.extend import Stretch
+from embedeval.embedders.requests import Request, joined, request_from_json
 from embedeval.embedders.tokens import quiet_transformers
 
 
-def embed_sample(model, batch: Sequence[tuple[str, object]]) -> None:
-    """Embed ``batch`` (``(kind, input)`` pairs as a plan records them: a text, token ids, or
-    :class:`~embedeval.embedders.recorder.StretchedIds`) with ``model``, as the run would: per kind
-    and form, texts through ``embed``, ids through ``embed_ids``, stretched ids through
-    ``embed_stretched`` once per stretch."""
-    for kind, form in {(k, type(item)) for k, item in batch}:
-        inputs = [item for k, item in batch if k == kind and type(item) is form]
-        if form is StretchedIds:
-            for stretch in {item.stretch for item in inputs}:
-                model.embed_stretched([list(item.ids) for item in inputs if item.stretch == stretch], stretch, kind=kind)
-        elif form is tuple:
-            model.embed_ids([list(seq) for seq in inputs], kind=kind)
-        else:
-            model.embed(inputs, kind=kind)
+def embed_sample(model, batch: Sequence[Request]) -> None:
+    """Embed ``batch`` (inputs as a plan records them, each a request of one input) with ``model``,
+    as the run would: a call per type and kind of request (:func:`~embedeval.embedders.requests.joined`)."""
+    for request in joined(batch):
+        model.embed_request(request)
 
 
-def time_sample(model, warm: Sequence[tuple[str, object]], timed: Sequence[tuple[str, object]]) -> float:
+def time_sample(model, warm: Sequence[Request], timed: Sequence[Request]) -> float:
     """Seconds ``model`` takes to embed ``timed`` (:func:`embed_sample`), after ``warm``."""
     embed_sample(model, warm)
     start = time.perf_counter()
     embed_sample(model, timed)
     return time.perf_counter() - start
-
-
-def _encoded(batch: Sequence[tuple[str, object]]) -> list[dict]:
-    rows = []
-    for kind, item in batch:
-        if isinstance(item, StretchedIds):
-            rows.append({"kind": kind, "ids": [int(i) for i in item.ids], "stretch": [item.stretch.method, item.stretch.logscale]})
-        elif isinstance(item, tuple):
-            rows.append({"kind": kind, "ids": [int(i) for i in item]})
-        else:
-            rows.append({"kind": kind, "text": item})
-    return rows
-
-
-def _decoded(rows: Sequence[dict]) -> list[tuple[str, object]]:
-    batch: list[tuple[str, object]] = []
-    for row in rows:
-        if "stretch" in row:
-            batch.append((row["kind"], StretchedIds(Stretch(*row["stretch"]), tuple(row["ids"]))))
-        else:
-            batch.append((row["kind"], tuple(row["ids"]) if "ids" in row else row["text"]))
-    return batch
 
 
 class SampleTimer:
@@ -99,11 +67,11 @@ class SampleTimer:
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._problems, text=True,
                                          env={**os.environ, "PYTHONPATH": path})
 
-    def seconds(self, warm: Sequence[tuple[str, object]], timed: Sequence[tuple[str, object]]) -> float:
+    def seconds(self, warm: Sequence[Request], timed: Sequence[Request]) -> float:
         """The seconds the model took for ``timed`` after ``warm`` (:func:`time_sample`), in its
         process; an error there is raised here as the same :mod:`~embedeval.errors` class, with
         its message."""
-        request = json.dumps({"warm": _encoded(warm), "timed": _encoded(timed)})
+        request = json.dumps({"warm": [r.to_json() for r in warm], "timed": [r.to_json() for r in timed]})
         answer, _ = self._process.communicate(request + "\n")
         try:
             reply = json.loads(answer.strip().splitlines()[-1])
@@ -181,7 +149,8 @@ def main(spec: str) -> None:
         model.model  # the weights, while the plan counts
         model.embed([WARM_UP_TEXT], kind="document")  # the first pass's one-time set-up, while the plan counts
         request = json.loads(lines.get())
-        reply = {"seconds": time_sample(model, _decoded(request["warm"]), _decoded(request["timed"]))}
+        reply = {"seconds": time_sample(model, [request_from_json(row) for row in request["warm"]],
+                                        [request_from_json(row) for row in request["timed"]])}
     except Exception as exc:  # sent back whole: the plan raises it as the run would
         reply = {"error": " ".join(str(exc).split()), "type": type(exc).__name__}
     print(json.dumps(reply), flush=True)

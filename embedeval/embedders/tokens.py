@@ -225,8 +225,8 @@ class TokenCounter:
         part starts): per text the ids and offsets (int32 arrays) of its parts from the start until
         they hold more than ``limit`` tokens, or all of them. Each distinct part is tokenised once
         (remembered beside its count, :class:`CountMemo`): thousands of haystacks start with the
-        same sentences. Parts are read a stretch of about ``limit * chars_per_token`` characters at
-        a time, twice as long each time a text needs more; the new parts of a stretch are tokenised
+        same sentences. Parts are read a span of about ``limit * chars_per_token`` characters at
+        a time, twice as long each time a text needs more; the new parts of a span are tokenised
         in one batch."""
         memo = self._memo.part_ids
         used: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # the parts read here (the memo may start again meanwhile)
@@ -234,16 +234,16 @@ class TokenCounter:
         tokens, ends = [0] * len(texts), [0] * len(texts)  # per text: tokens read, where its next part starts
         pending, size = list(range(len(texts))), max(64, (limit + 1) * chars_per_token)
         while pending:
-            stretches = {i: _whole_parts(texts[i], ends[i], size) for i in pending}
-            missing = list(dict.fromkeys(part for parts in stretches.values() for part in parts if part not in memo))
+            spans_read = {i: _whole_parts(texts[i], ends[i], size) for i in pending}
+            missing = list(dict.fromkeys(part for parts in spans_read.values() for part in parts if part not in memo))
             if len(memo) + len(missing) > PART_MEMO_LIMIT:
                 memo.clear()
-                missing = list(dict.fromkeys(part for parts in stretches.values() for part in parts))
+                missing = list(dict.fromkeys(part for parts in spans_read.values() for part in parts))
             for part, encoding in zip(missing, self._backend.encode_batch(missing, add_special_tokens=False) if missing else []):
                 memo[part] = (np.asarray(encoding.ids, dtype=np.int32), np.asarray(encoding.offsets, dtype=np.int32).reshape(-1, 2))
-            used.update((part, memo[part]) for parts in stretches.values() for part in parts)
+            used.update((part, memo[part]) for parts in spans_read.values() for part in parts)
             still = []
-            for i, parts in stretches.items():
+            for i, parts in spans_read.items():
                 read[i] += parts
                 tokens[i] += sum(len(used[part][0]) for part in parts)
                 ends[i] += sum(map(len, parts))
@@ -347,7 +347,7 @@ def _whole_parts(text: str, start: int, size: int) -> list[str]:
         if end >= len(text):
             return parts
         if len(parts) > 1:
-            return parts[:-1]  # the last one may go on past the stretch
+            return parts[:-1]  # the last one may go on past the span
         end += size
 
 

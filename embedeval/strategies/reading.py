@@ -31,16 +31,14 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from embedeval.defaults import DEFAULT_COMMIT_EVERY, TEXT_FIT_MARGIN
-from embedeval.embedders.base import (
-    Embedder, Reading, Scores, TokenIdEmbedder, check_texts, innermost, l2_normalize, late_chunking_refusal, offers_late_chunking,
-    offers_stretching,
-)
+from embedeval.embedders.base import Embedder, Reading, Scores, TokenIdEmbedder, check_texts, l2_normalize
 from embedeval.embedders.bm25 import BM25Scorer
 from embedeval.embedders.executors import Executor
 from embedeval.embedders.local import folder_stretch_refusal, local_name, position_limit
 from embedeval.embedders.models import resolve_model_path
 from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
+from embedeval.embedders.requests import LateChunks, StretchedIds, TokenIds, innermost, late_chunking_refusal
 from embedeval.embedders.tokens import TokenCounter
 from embedeval.errors import ConfigError, InputError
 from embedeval.strategies.base import FAMILIES, Strategy, piece_bounds
@@ -223,13 +221,13 @@ class EmbeddingScorer:
     # -- what the families ask of the model ------------------------------------------------------
 
     def offers_late_chunking(self) -> bool:
-        return offers_late_chunking(self.embedder)
+        return self.embedder.serves(LateChunks)
 
     def late_chunking_refusal(self) -> str | None:
         return late_chunking_refusal(self.embedder)
 
     def offers_stretching(self) -> bool:
-        return offers_stretching(self.embedder)
+        return self.embedder.serves(StretchedIds)
 
     def model(self):
         """The model under the cache and other wrappers (its positions and refusals)."""
@@ -345,18 +343,18 @@ class EmbeddingScorer:
     def embed_pieces(self, inputs: list) -> np.ndarray:
         """Vectors of ``inputs``, each distinct input embedded once."""
         if self.reads_ids:
-            return self._embed_distinct(inputs, lambda ids: self.embedder.embed_ids(ids, kind="document"))
+            return self._embed_distinct(inputs, lambda ids: self.embedder.embed_request(TokenIds.of(ids, "document")))
         return self._embed_distinct(inputs, lambda texts: self.embedder.embed(texts, kind="document"), as_ids=False)
 
     def embed_stretched(self, inputs: list, stretch) -> np.ndarray:
         """Vectors of id-byte ``inputs`` read past the model's positions, each distinct input once."""
-        return self._embed_distinct(inputs, lambda ids: self.embedder.embed_stretched(ids, stretch, kind="document"))
+        return self._embed_distinct(inputs, lambda ids: self.embedder.embed_request(StretchedIds.of(ids, stretch, "document")))
 
     def embed_late_chunks(self, windows: list, chunks: list) -> np.ndarray:
         """Vectors of late chunks: ``windows`` (id bytes, or tuples of chunk texts) each read once,
         ``chunks`` their parts ``(window index, start, end)``."""
         units = [np.frombuffer(w, dtype=np.int32) if self.reads_ids else list(w) for w in windows]
-        return self.embedder.embed_late_chunks(units, chunks, kind="document")
+        return self.embedder.embed_request(LateChunks.of(units, chunks, "document"))
 
     def _embed_distinct(self, inputs: list, embed, as_ids: bool = True) -> np.ndarray:
         """``embed`` each distinct input once, longest first (similar lengths batch with little
