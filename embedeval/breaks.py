@@ -36,8 +36,9 @@ series; a run keeps them in ``breaks.csv``.
 A break point at the longest length of the grid is censored (``break_censored``): the series never
 fell below its bar, so the effective length is at least that ("≥ 2048 tokens").
 
-Recommended chunk size = CHUNK_FACTOR x the headline break point (not for ``chunks-max@C`` and
-``late-chunking@C``, whose length is the document's, not a chunk's), capped for a strategy that reads
+Recommended chunk size = CHUNK_FACTOR x the headline break point (not for a strategy that scores a
+text by its best chunk, :func:`~embedeval.strategies.scores_chunks`, such as ``chunks-max@C``, whose
+length is the document's, not a chunk's), capped for a strategy that reads
 one window of a text (``truncate``, ``extend-*``) at the content tokens of that window (``chunk_capped``).
 """
 

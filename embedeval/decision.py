@@ -281,8 +281,8 @@ def reading_costs(timings: pd.DataFrame | None, prices: Mapping[str, float] | No
 
     the model's seconds per token measured on what it embedded in the run, times the tokens the
     strategy has it read per document token (``truncate`` reads its window of a longer document,
-    254 of 2,048 tokens; ``windows-mean`` and ``chunks-max`` every token; late chunking its
-    overlapping windows), and the embedder's ``price``, USD per million tokens it is sent
+    254 of 2,048 tokens; ``windows-mean`` and ``chunks-max`` every token; a strategy whose windows
+    overlap, the overlaps again), and the embedder's ``price``, USD per million tokens it is sent
     (``--price``). Empty where there is no measured speed, or no price."""
     columns = ["embedder", "strategy", "length", "seconds_per_million_tokens", "usd_per_million_tokens"]
     prices = dict(prices or {})

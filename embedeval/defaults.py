@@ -83,7 +83,7 @@ DEFAULT_BATCH_SIZE = 32
 DEFAULT_GPU_BATCH_TOKENS = 65536
 #: Context extension (``extend-*@L``, ``rope-*@L``: one pass over up to L tokens, attention O(L^2)):
 #: tokens per batch when the spec gives no ``max_batch_tokens``, on any device.
-DEFAULT_STRETCH_BATCH_TOKENS = 16384
+DEFAULT_LONG_PASS_BATCH_TOKENS = 16384
 #: Where cache misses are embedded: "local" (this process) or "ray" (a pool of Ray actors), and
 #: how many actors.
 DEFAULT_EXECUTOR = "local"

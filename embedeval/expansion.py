@@ -167,7 +167,7 @@ def validate_expansions(data: object, needle_set: NeedleSet | None, path: str) -
 
 
 def _leaks(term: str, needle: str) -> bool:
-    """A term leaks a needle if it contains the whole needle, or is a 4+-word stretch of it."""
+    """A term leaks a needle if it contains the whole needle, or is a run of 4+ of its words."""
     term, needle = term.lower().strip(" ."), needle.lower().strip(" .")
     return needle in term or (len(term.split()) >= 4 and term in needle)
 

@@ -15,6 +15,7 @@ labels and the errors.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -34,7 +35,7 @@ from embedeval.embedders.budget import WORKERS_ENV
 from embedeval.errors import ConfigError, InputError
 from embedeval.labels import POOLS
 from embedeval.paths import CACHE_ENV
-from embedeval.strategies import strategy_choices
+from embedeval.strategies import setting_help, strategy_choices
 
 
 # --- how the command line writes a list ----------------------------------------------------------
@@ -321,14 +322,11 @@ EXPANSIONS = Option("expansions", "--expansions", "Comma-separated expansion fil
 # checks them together, with the chunk sizes and overlaps): declared here for their flags and defaults.
 STRATEGIES = Option("strategies", "--strategy", strategy_help, Optional[list[str]], DEFAULT_STRATEGIES, short="-s",
                     read=names_of_repeats, repeat=True)
-CHUNK_TOKENS = Option("chunk_tokens", "--chunk-tokens", "Comma-separated chunk sizes for chunks-max, in model input tokens (special "
-                      "tokens included, at most the model's max_tokens), and for late-chunking, in content tokens (at most the model's "
-                      "window).", str, DEFAULT_CHUNK_TOKENS, read=int_list)
-WINDOW_OVERLAP = Option("window_overlap", "--window-overlap", "Tokens shared by neighbouring windows of windows-mean.", int,
+CHUNK_TOKENS = Option("chunk_tokens", "--chunk-tokens", functools.partial(setting_help, "chunk_tokens"), str, DEFAULT_CHUNK_TOKENS,
+                      read=int_list)
+WINDOW_OVERLAP = Option("window_overlap", "--window-overlap", functools.partial(setting_help, "window_overlap"), int,
                         DEFAULT_WINDOW_OVERLAP)
-LATE_OVERLAP = Option("late_overlap", "--late-overlap", "late-chunking of st: models: tokens shared by neighbouring macro windows (each "
-                      "later window's first outputs dropped, so chunks keep left context); less than the model's window.", int,
-                      DEFAULT_LATE_CHUNKING_OVERLAP)
+LATE_OVERLAP = Option("late_overlap", "--late-overlap", functools.partial(setting_help, "late_overlap"), int, DEFAULT_LATE_CHUNKING_OVERLAP)
 
 # --- corpus themes (embedeval.experiments.themes.ThemesConfig; its counts are checked there) -------
 

@@ -36,7 +36,7 @@ from embedeval.embedders.models import (
     resolve_model_path,
     weight_shapes,
 )
-from embedeval.defaults import DEFAULT_BATCH_SIZE, DEFAULT_STRETCH_BATCH_TOKENS, MIN_CONTENT_TOKENS
+from embedeval.defaults import DEFAULT_BATCH_SIZE, DEFAULT_LONG_PASS_BATCH_TOKENS, MIN_CONTENT_TOKENS
 from embedeval.embedders import onnx, stretch as stretching
 from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.embedders.requests import LateChunks, ModelServer, StretchedIds, Texts, TokenIds
@@ -654,7 +654,7 @@ class SentenceTransformerEmbedder(ModelServer):
         the input is longer than the model's positions ``P`` (:meth:`positions`, the limit the strategy
         was checked against; :func:`embedeval.embedders.stretch.stretched`).
         Inputs of equal length run together, unpadded, so each factor is the input's own and no
-        vector depends on its batch; batches hold :data:`~embedeval.defaults.DEFAULT_STRETCH_BATCH_TOKENS`
+        vector depends on its batch; batches hold :data:`~embedeval.defaults.DEFAULT_LONG_PASS_BATCH_TOKENS`
         tokens unless the spec sets ``max_batch_tokens``."""
         stretch, kind = request.stretch, request.kind
         why = self.stretch_refusal(stretch)
@@ -686,7 +686,7 @@ class SentenceTransformerEmbedder(ModelServer):
                 out[group] = torch.nn.functional.normalize(vectors.float(), dim=1).cpu().numpy()
 
         with torch.inference_mode():
-            self._in_batches(ids, len(before) + len(prompt) + len(after), run, DEFAULT_STRETCH_BATCH_TOKENS)
+            self._in_batches(ids, len(before) + len(prompt) + len(after), run, DEFAULT_LONG_PASS_BATCH_TOKENS)
         return out
 
     def _embed_late_chunks(self, request: LateChunks) -> np.ndarray:

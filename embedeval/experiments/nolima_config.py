@@ -51,9 +51,9 @@ class NolimaConfig:
     normalize_by: str = options.NORMALIZE_BY.field()  # "standard" (the study's divisor) or "own"
     pool: str = options.POOL.field()  # what a needle haystack is ranked among: "needle-free" or "all" (similarity.retrieval_rows)
     strategies: tuple[str, ...] = options.STRATEGIES.field()  # how long haystacks are read
-    chunk_tokens: tuple[int, ...] = options.CHUNK_TOKENS.field()  # chunks-max and late-chunking sizes
+    chunk_tokens: tuple[int, ...] = options.CHUNK_TOKENS.field()
     window_overlap: int = options.WINDOW_OVERLAP.field()  # windows-mean: tokens shared by neighbouring windows
-    late_overlap: int = options.LATE_OVERLAP.field()  # late-chunking: tokens a window repeats from the one before
+    late_overlap: int = options.LATE_OVERLAP.field()
     dedupe: bool = True  # embed each distinct token-id sequence once (False: every text whole; same tables)
     executor: str = options.EXECUTOR.field()  # where cache misses are embedded: "local" or "ray" (same tables)
     workers: int = options.WORKERS.field()  # Ray actors

@@ -39,13 +39,13 @@ ACCEPT_ENCODING = "gzip, deflate"
 INFLATE_PIECE_BYTES = 1 << 20
 
 
-def inflate(chunks: Iterable[bytes], encoding: str, piece: int = INFLATE_PIECE_BYTES) -> Iterator[bytes]:
-    """The ``chunks`` of a body in the content ``encoding`` (gzip or deflate: zlib's, or a raw
+def inflate(blocks: Iterable[bytes], encoding: str, piece: int = INFLATE_PIECE_BYTES) -> Iterator[bytes]:
+    """The ``blocks`` of a body in the content ``encoding`` (gzip or deflate: zlib's, or a raw
     deflate stream as some servers send) decompressed in pieces of at most ``piece`` bytes; a body
     that does not decompress is a :class:`MalformedResponseError`."""
     decompressor, started = zlib.decompressobj(INFLATE_WBITS[encoding]), False
     try:
-        for data in chunks:
+        for data in blocks:
             while True:
                 try:
                     out = decompressor.decompress(data, piece)

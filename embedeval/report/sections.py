@@ -17,6 +17,7 @@ from embedeval.breaks import BASE_CONFIDENCE, BREAK_INTERVAL, BreakRule, break_s
 from embedeval.corpus import source_path
 from embedeval.defaults import CHUNK_FACTOR, DEFAULT_N_BOOTSTRAP
 from embedeval.labels import ALL_POOL, NEEDLE_FREE_POOL, QUESTION
+from embedeval.strategies import glossary
 from embedeval.report.figures import LINE_FIGURES, expansion_figure, heatmap_figure, line_figure, recall_figure
 from embedeval.report.tables import (
     answers, best_query_form, break_table, category_tables, chunk_size_lines, chunk_size_table, control_tie_table, depth_tables,
@@ -224,10 +225,7 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
     if chunk_table["strategy"].nunique() > 1:
         sections.append(Section("Chunk size", [
             Text(f"{break_metric} ({variant} needles, question form{distractor_note(decoy_table['n_distractors'].min())}) "
-                 "per strategy and haystack length: `truncate` reads the model's window, `windows-mean` the mean of window "
-                 "vectors over the whole text, `chunks-max@C` the best of C-token chunks (a RAG retriever), `late-chunking@C` "
-                 "the best of C-token chunks pooled from one model pass over each window, `full-text` a lexical scorer "
-                 "reading everything."),
+                 f"per strategy and haystack length: {glossary()}."),
             Bullets(tuple(line.removeprefix("- ") for line in chunk_lines)),
             Table(chunk_table)]))
     if "recall@5" in set(metrics["metric"]):

@@ -116,7 +116,7 @@ def chunk_size_lines(metrics: pd.DataFrame, breaks: pd.DataFrame, rule: BreakRul
         at_longest = rows[rows["length"] == longest]
         chunked_there = at_longest["strategy"].map(chunk_size).notna()
         best_chunk = at_longest[chunked_there].sort_values("value").iloc[-1]
-        whole = at_longest[~at_longest["strategy"].map(scores_chunks)]  # late-chunking is neither
+        whole = at_longest[~at_longest["strategy"].map(scores_chunks)]  # neither chunks-max nor another chunk scorer
         if whole.empty:
             lines.append(f"- **{embedder}**: {first}.")
             continue

@@ -27,8 +27,8 @@ def reading_words(embedder: str, strategy: str) -> str:
 
 
 def move_words(strategy: str) -> str:
-    """What reading a document by ``strategy`` instead does, in words ("late chunking
-    (`late-chunking@128`)"; :func:`embedeval.strategies.move_words`)."""
+    """What reading a document by ``strategy`` instead does, in words ("taking the best of its
+    128-token chunks (`chunks-max@128`)"; :func:`embedeval.strategies.move_words`)."""
     return strategies.move_words(strategy)
 
 

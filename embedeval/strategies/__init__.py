@@ -30,7 +30,8 @@ from embedeval.strategies.base import (
 
 __all__ = [
     "FAMILIES", "PLAIN", "Family", "Strategy", "family_of_label", "model_reading_count", "model_reading_rank", "move_words",
-    "parse_strategies", "piece_bounds", "reading_mode", "register", "scores_chunks", "strategy_choices", "strategy_names",
+    "glossary", "parse_strategies", "piece_bounds", "reading_mode", "register", "scores_chunks", "setting_help", "strategy_choices",
+    "strategy_names",
     "vectors_per_document",
 ]
 
@@ -39,6 +40,22 @@ def strategy_choices() -> dict[str, str]:
     """Each strategy as ``--strategy`` takes it and what it does (``embedeval embedders`` and
     ``--help`` list them), in the registry's order."""
     return {written: what for family in FAMILIES if family.selectable for written, what in family.choices.items()}
+
+
+def setting_help(setting: str) -> str:
+    """The ``--help`` of a run setting the families read: each family's words for it
+    (:attr:`~embedeval.strategies.base.Family.settings_help`); the chunk sizes as one sentence
+    ("Comma-separated chunk sizes for chunks-max, in ..., and for late-chunking, in ...")."""
+    words = [family.settings_help[setting] for family in FAMILIES if setting in family.settings_help]
+    if setting == "chunk_tokens":
+        return "Comma-separated chunk sizes for " + ", and for ".join(words) + "."
+    return " ".join(words)
+
+
+def glossary() -> str:
+    """What the strategy labels mean, as the report's chunk-size section says it: each family's
+    :attr:`~embedeval.strategies.base.Family.glossary`, in the registry's order."""
+    return ", ".join(family.glossary for family in FAMILIES if family.glossary)
 
 
 def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Sequence[int] = DEFAULT_CHUNK_TOKENS,

@@ -123,7 +123,11 @@ class Family:
     - ``overlap_setting`` / ``overlap_default``: the run setting that gives the family's window
       overlap (``window``, ``late``) and the overlap when none is given (None: takes none).
     - ``takes_chunk_size``: one strategy per ``--chunk-tokens`` size, ``name@C`` for one size.
-    - ``words``: what reading a document by the family does, in the report's sentences.
+    - ``words``: what reading a document by the family does, in the report's sentences;
+      ``glossary``: what its labels mean, in the report's chunk-size section ("" : not listed there).
+    - ``settings_help``: per run setting the family reads (``window_overlap``, ``late_overlap``,
+      ``chunk_tokens``), what it means for the family: the settings' ``--help``
+      (:func:`embedeval.strategies.setting_help`).
     """
 
     names: ClassVar[tuple[str, ...]] = ()
@@ -138,6 +142,8 @@ class Family:
     overlap_default: ClassVar[int | None] = None
     takes_chunk_size: ClassVar[bool] = False
     words: ClassVar[str] = ""
+    glossary: ClassVar[str] = ""
+    settings_help: ClassVar[dict[str, str]] = {}
     reads_length: ClassVar[bool] = False  # context extension: ``name@L`` reads L tokens in one pass
 
     # -- naming ---------------------------------------------------------------------------------

@@ -43,6 +43,8 @@ class ChunksMax(ChunkFamily):
     names = (CHUNKS_MAX,)
     choices = {CHUNKS_MAX: "best chunk of --chunk-tokens (chunks-max@C: of C tokens), as a RAG retriever"}
     hint = "one chunk size as chunks-max@C"
+    glossary = "`chunks-max@C` the best of C-token chunks (a RAG retriever)"
+    settings_help = {"chunk_tokens": "chunks-max, in model input tokens (special tokens included, at most the model's max_tokens)"}
 
     def move_words(self, label: str) -> str:
         return f"taking the best of its {label.removeprefix(CHUNKED_PREFIX)}-token chunks (`{label}`)"

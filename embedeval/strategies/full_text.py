@@ -14,3 +14,4 @@ class FullText(Family):
     names = (FULL_TEXT,)
     selectable = False
     model_readings = (FULL_TEXT,)
+    glossary = "`full-text` a lexical scorer reading everything"

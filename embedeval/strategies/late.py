@@ -48,6 +48,10 @@ class LateChunking(ChunkFamily):
     overlap_setting = "late"
     overlap_default = DEFAULT_LATE_CHUNKING_OVERLAP
     words = "late chunking"
+    glossary = "`late-chunking@C` the best of C-token chunks pooled from one model pass over each window"
+    settings_help = {"chunk_tokens": "late-chunking, in content tokens (at most the model's window)",
+                     "late_overlap": "late-chunking of st: models: tokens shared by neighbouring macro windows (each later window's "
+                                     "first outputs dropped, so chunks keep left context); less than the model's window."}
 
     def reading_mode(self, label: str) -> str:
         return label  # one pass over a whole window, pooled per chunk: a speed of its own

@@ -20,6 +20,7 @@ class Truncate(Family):
     model_readings = (TRUNCATE,)
     text_margins = 1
     words = "truncating to the model's window"
+    glossary = "`truncate` reads the model's window"
 
     def cut(self, strategy: Strategy, reader, texts: list[str]):
         if not reader.reads_ids:  # the embedder's own cut, made here: dedupes too

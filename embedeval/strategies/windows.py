@@ -18,6 +18,8 @@ class WindowsMean(Family):
     overlap_setting = "window"
     overlap_default = DEFAULT_WINDOW_OVERLAP
     words = "averaging its windows"
+    glossary = "`windows-mean` the mean of window vectors over the whole text"
+    settings_help = {"window_overlap": "Tokens shared by neighbouring windows of windows-mean."}
 
     def combine(self, strategy: Strategy, reader, vectors, pieces, n_texts: int):
         """One vector per text: the normalised mean of its windows' vectors, spanning what was read."""
