@@ -13,7 +13,10 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 TESTS_DIR = Path(__file__).parent
 REPO_ROOT = TESTS_DIR.parent
-sys.path.insert(0, str(TESTS_DIR))
+# The tests sit in folders that mirror the package (embedders/, strategies/, ...); a test imports the
+# shared fakes and another test module's helpers by module name (`from test_nolima import SMALL_GROUPS`)
+# whichever file pytest collects first, so every test folder is on the path, as pytest puts a test's own.
+sys.path[:0] = [str(TESTS_DIR)] + sorted(str(p) for p in TESTS_DIR.iterdir() if p.is_dir() and p.name != "__pycache__")
 
 
 @pytest.fixture(autouse=True)
