@@ -72,6 +72,7 @@ def test_embedeval_has_no_import_cycle():
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
 
 
+@pytest.mark.slow
 def test_the_network_imports_none_of_its_users():
     """embedeval.net is shared by the API embedders, the chat client and the corpus downloads: its
     imports point away from them (embedders -> net, llm -> net, corpus -> net), never back."""
