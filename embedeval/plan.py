@@ -42,7 +42,7 @@ import numpy as np
 
 from embedeval.defaults import API_TOKEN_MARGIN, DEFAULT_PLAN_CALIBRATION_TEXTS, DEFAULT_SEED
 from embedeval.embedders.cache import CachedEmbedder
-from embedeval.embedders.http import CHECK_TEXT
+from embedeval.embedders.api import CHECK_TEXT
 from embedeval.embedders.recorder import Recorder
 from embedeval.embedders.registry import embedder_name
 from embedeval.embedders.timing import close_early, time_sample, timer_for

@@ -13,7 +13,7 @@ What is recorded, per model call as a real run would make it:
   asks for them; ``inputs``: the inputs the model is given, one read again in another call
   counted again;
 - ``tokens``: for an API model, the tokens of the inputs as they would be sent and ``requests``,
-  the requests that takes (:meth:`~embedeval.embedders.http.APIEmbedder.sends`); for a local
+  the requests that takes (:meth:`~embedeval.embedders.api.APIEmbedder.sends`); for a local
   model the content tokens it would read (the request's ``tokens``): a text's tokens up to the
   window, special tokens and prompt left out (:meth:`TokenIdRecorder.tokens_read`; an expanded
   query longer than the window counts the window, not its whole length).
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from embedeval.embedders.base import EmbedderWrapper, Kind, TokenIdWrapper, l2_normalize
-from embedeval.embedders.http import APIEmbedder
+from embedeval.embedders.api import APIEmbedder
 from embedeval.embedders.requests import Request, TokenIds
 from embedeval.errors import InputError
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from embedeval.defaults import DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER
 from embedeval.embedders.base import Embedder, TokenIdEmbedder
 from embedeval.embedders.cache import CachedEmbedder, CachedTokenIdEmbedder, EmbeddingCache, ReadOnlyFacts
-from embedeval.embedders.http import APIEmbedder
+from embedeval.embedders.api import APIEmbedder
 from embedeval.embedders.jina import JinaEmbedder
 from embedeval.embedders.local import SentenceTransformerEmbedder, check_window, from_spec_model, local_name
 from embedeval.embedders.models import BUNDLED_MODELS, bundled_model_installed, bundled_name, canonical_model, resolve_model_path
@@ -261,7 +261,7 @@ def load_embedder(
     A local model is loaded only when something must be embedded (its facts are remembered in the
     cache, see :mod:`embedeval.embedders.local`; a plan of the bundled model reads them from its
     folder while none of its vectors is cached); an API model's answers naming another model than
-    the one asked for are remembered there too (:meth:`~embedeval.embedders.http.APIEmbedder.replied_model`).
+    the one asked for are remembered there too (:meth:`~embedeval.embedders.api.APIEmbedder.replied_model`).
 
     >>> model = load_embedder("st:all-MiniLM-L6-v2")      # doctest: +SKIP
     >>> model.embed(["a question"], kind="query").shape   # doctest: +SKIP

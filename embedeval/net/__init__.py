@@ -1,5 +1,5 @@
 """The network: everything that talks HTTP for embedeval, shared by the API embedders
-(:mod:`embedeval.embedders.http`), the chat client (:mod:`embedeval.llm`) and the corpus downloads
+(:mod:`embedeval.embedders.api`), the chat client (:mod:`embedeval.llm`) and the corpus downloads
 (:mod:`embedeval.corpus`). Nothing here knows about embedders: imports point from them to here.
 
 - :mod:`~embedeval.net.keys`: keys come from an environment variable (:class:`~embedeval.net.keys.APIKey`)

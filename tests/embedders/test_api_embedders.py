@@ -724,7 +724,7 @@ def test_one_error_tree_and_a_valueerror_of_our_own_is_a_bug_not_a_malformed_ans
 @pytest.mark.parametrize("index", [0.5, True, "x", None])
 def test_an_index_that_is_no_whole_number_is_a_malformed_answer(index):
     """``int`` reads 0.5 as 0 and true as 1: an answer's vectors would land on the wrong texts."""
-    from embedeval.embedders.http import vectors_by_index
+    from embedeval.embedders.api import vectors_by_index
     from embedeval.net.errors import MalformedResponseError
 
     vector = [1.0, 0.0]
