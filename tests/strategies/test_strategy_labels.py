@@ -1,0 +1,76 @@
+"""A run's ``strategy`` labels as the tables hold them, and strategies made by hand (the audit of issue 46)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from embedeval.errors import ConfigError, InputError
+from embedeval.run import read_run_table
+from embedeval.strategies import Strategy, is_written_label, parse_strategies
+
+WRITTEN = ["truncate", "windows-mean", "chunks-max@128", "late-chunking@64", "extend-gp@4096", "rope-ntk@8192+logscale",
+           "full-text"]
+EDITED = ["chunks-max@0", "chunks-max@-1", "chunks-max@0128", "late-chunking@", "chunks-max@１２８", "extend-gp@1e3",
+          "extend-gp@0", "extend-pi@600+logscale+logscale", "truncate ", "@128", "chunks-max", "", "bogus", math.nan, 3, None]
+
+
+@pytest.mark.parametrize("label", WRITTEN)
+def test_a_label_a_family_writes_is_one(label):
+    assert is_written_label(label)
+
+
+@pytest.mark.parametrize("label", EDITED)
+def test_a_hand_edited_label_is_none(label):
+    assert not is_written_label(label)
+
+
+@pytest.mark.parametrize("label, shown", [("chunks-max@0", "'chunks-max@0'"), ("extend-gp@1e3", "'extend-gp@1e3'"),
+                                          ("truncate ", "'truncate '"), ("@128", "'@128'"), (None, "an empty cell")])
+def test_a_run_table_with_a_hand_edited_label_is_one_line_naming_file_line_and_label(tmp_path, label, shown):
+    """`report` crashed half-way on these (ValueError: cannot convert float NaN to integer, 'float' object has
+    no attribute 'split'): the table is refused when it is opened, as a damaged number is."""
+    path = tmp_path / "metrics.csv"
+    pd.DataFrame({"strategy": ["truncate", "chunks-max@128", label], "value": [0.5, 0.6, 0.7]}).to_csv(path, index=False)
+    with pytest.raises(InputError) as caught:
+        read_run_table(path)
+    assert str(caught.value).startswith(f"{path}, line 4, column strategy: {shown} is not a strategy label")
+    pd.DataFrame({"strategy": ["truncate", "chunks-max@128", "full-text"], "value": [0.5, 0.6, 0.7]}).to_csv(path, index=False)
+    assert list(read_run_table(path)["strategy"]) == ["truncate", "chunks-max@128", "full-text"]
+
+
+@pytest.mark.parametrize("parameters", [
+    {"name": "chunks-max", "chunk_tokens": True}, {"name": "chunks-max", "chunk_tokens": 1.5},
+    {"name": "chunks-max", "chunk_tokens": math.nan}, {"name": "chunks-max", "chunk_tokens": "128"},
+    {"name": "extend-gp", "read_tokens": math.nan}, {"name": "extend-pi", "read_tokens": True},
+    {"name": "extend-gp", "read_tokens": "4096"}, {"name": "windows-mean", "overlap": True},
+    {"name": "windows-mean", "overlap": 2.5}, {"name": "extend-gp", "read_tokens": 4096, "logscale": 1},
+])
+def test_a_strategy_made_by_hand_with_a_number_that_is_no_whole_number_is_refused(parameters):
+    """Strategy(chunk_tokens=1.5) was taken and labelled chunks-max@1.5 (True: chunks-max@True); "128" was a TypeError."""
+    with pytest.raises(ConfigError, match="a strategy's"):
+        Strategy(**parameters)
+
+
+def test_numpy_whole_numbers_are_plain_ones():
+    import numpy as np
+
+    strategy = Strategy("chunks-max", chunk_tokens=np.int64(128))
+    assert strategy == Strategy("chunks-max", chunk_tokens=128) and type(strategy.chunk_tokens) is int
+
+
+@pytest.mark.parametrize("settings, says", [
+    ({"chunk_tokens": [128.7]}, "chunk sizes must be distinct positive token counts, not [128.7]"),
+    ({"chunk_tokens": [True]}, "chunk sizes must be distinct positive token counts, not [True]"),
+    ({"chunk_tokens": ["abc"]}, "chunk sizes must be distinct positive token counts, not ['abc']"),
+    ({"window_overlap": True}, "window overlap must be a whole number of tokens, not True"),
+    ({"late_overlap": math.nan}, "late-chunking overlap must be a whole number of tokens, not nan"),
+])
+def test_settings_that_are_no_whole_numbers_are_refused_not_truncated(settings, says):
+    """parse_strategies read chunk sizes with int(): 128.7 ran as 128, True as 1, "abc" was a ValueError;
+    an overlap of NaN or True passed when no strategy read it."""
+    with pytest.raises(ConfigError) as caught:
+        parse_strategies(["truncate", "chunks-max"], **{"chunk_tokens": [128], **settings})
+    assert str(caught.value) == says
