@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from numbers import Integral
 from typing import ClassVar
 
 from embedeval.errors import ConfigError
@@ -69,6 +70,15 @@ class Strategy:
         family = family_named(self.name)
         if self.overlap is None:
             object.__setattr__(self, "overlap", family.overlap_default or 0)
+        for field in ("chunk_tokens", "overlap", "read_tokens"):  # 1.5, NaN, True or "128" would be written into labels
+            value = getattr(self, field)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, Integral):
+                raise ConfigError(f"a strategy's {field} is a whole number of tokens, not {value!r}")
+            object.__setattr__(self, field, int(value))
+        if not isinstance(self.logscale, bool):
+            raise ConfigError(f"a strategy's logscale is true or false, not {self.logscale!r}")
         family.check_parameters(self)
 
     @property
