@@ -74,3 +74,28 @@ def test_settings_that_are_no_whole_numbers_are_refused_not_truncated(settings, 
     with pytest.raises(ConfigError) as caught:
         parse_strategies(["truncate", "chunks-max"], **{"chunk_tokens": [128], **settings})
     assert str(caught.value) == says
+
+
+@pytest.mark.parametrize("names", [("x@y",), ("",), ("a,b",), ("chunks-max@128",), ("windows max",), ("w+logscale",),
+                                   ("dup", "dup"), (), ["windows-max"], "windows-max"])
+def test_a_family_whose_names_no_label_or_command_line_can_hold_is_refused(names):
+    """register took names with '@' (read as a chunk size: chunks-max@128 was another family's label), ',' (which
+    --strategy splits), '' and repeats, and a family with no name at all."""
+    from embedeval.strategies.base import FAMILIES, Family, register
+
+    before = list(FAMILIES)
+    family = type("Odd", (Family,), {"names": names})
+    with pytest.raises(ValueError, match="names"):
+        register(family)
+    assert FAMILIES == before
+
+
+def test_a_family_registered_twice_or_under_a_taken_name_is_refused_and_not_a_family_at_all():
+    from embedeval.strategies.base import FAMILIES, Family, register
+
+    before = list(FAMILIES)
+    with pytest.raises(ValueError, match=r"strategy names registered twice: \['truncate'\]"):
+        register(type("Mine", (Family,), {"names": ("truncate",)}))
+    with pytest.raises(TypeError, match="register takes a Family subclass"):
+        register(type("NotOne", (), {"names": ("mine",)}))
+    assert FAMILIES == before
