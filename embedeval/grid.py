@@ -75,6 +75,7 @@ class HaystackGrid:
         if len(set(self.variants)) < len(self.variants):
             raise ConfigError(f"a variant is given more than once: {', '.join(self.variants)}", "variants")
         check_min_books(self.min_books)
+        options.SEED.check(self.seed)  # a negative seed was numpy's ValueError half-way through building haystacks
         if self.filler not in FILLERS:
             raise ConfigError(f"`filler` must be one of {', '.join(FILLERS)}, not {self.filler!r}", "filler")
         _check_counts(self.n_distractors, "distractor count", 0, "no distractor counts given (0 builds haystacks without distractors)")

@@ -115,3 +115,21 @@ def test_nolimas_sweep_flags_are_built_from_their_declarations():
         option = next(option for option in options.OPTIONS if option.parameter == setting.name)
         param = flags[option.flag]
         assert param.help == literal(option.help_text) and param.default == option.cli_default, option.flag
+
+
+def test_the_library_and_the_command_line_refuse_a_negative_seed_with_the_same_words_before_anything_is_written(tmp_path):
+    """The audit of issue 46: --seed -1 was numpy's 'expected non-negative integer' traceback half-way through building
+    haystacks (the library took it too); the themes' UMAP seed must be < 2**32, which is what RandomState takes."""
+    with pytest.raises(ConfigError) as refused:
+        NolimaConfig(grid=HaystackGrid(seed=-1), out=str(tmp_path / "lib"))
+    assert str(refused.value) == "`seed` must be a whole number >= 0, not -1"
+    for seed in (True, "0"):
+        with pytest.raises(ConfigError, match="`seed` must be a whole number >= 0"):
+            HaystackGrid(seed=seed)
+    result = CliRunner().invoke(app, ["nolima", "--seed", "-1", "--embedder", "bm25", "--out", str(tmp_path / "cli"), "-q"])
+    assert result.exit_code == 1 and result.output.strip() == "error: --seed must be a whole number >= 0, not -1"
+    assert not (tmp_path / "lib").exists() and not (tmp_path / "cli").exists()
+    with pytest.raises(ConfigError, match=r"^`seed` must be a whole number in \[0, 2\*\*32\), not 4294967296$"):
+        ThemesConfig(seed=2**32).validate()
+    with pytest.raises(ConfigError, match=r"^`chunk_seed` must be a whole number >= 0, not -1$"):
+        ThemesConfig(chunk_seed=-1).validate()
