@@ -4,7 +4,7 @@ corpus is read or library of the tables imported, so that a command refuses a ba
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -50,7 +50,8 @@ class HaystackGrid:
     def __post_init__(self) -> None:
         for name in ("lengths", "variants", "n_distractors", "needles_per_haystack"):
             value = getattr(self, name)
-            object.__setattr__(self, name, (value,) if isinstance(value, (str, int, np.integer)) else tuple(value))
+            one = isinstance(value, str) or not isinstance(value, Iterable)  # 512, NaN, 2.5: one value, checked below (tuple() was a TypeError)
+            object.__setattr__(self, name, (value,) if one else tuple(value))
         self._check()
 
     def _check(self) -> None:

@@ -5,6 +5,7 @@ flag is found there."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import typer
@@ -133,3 +134,34 @@ def test_the_library_and_the_command_line_refuse_a_negative_seed_with_the_same_w
         ThemesConfig(seed=2**32).validate()
     with pytest.raises(ConfigError, match=r"^`chunk_seed` must be a whole number >= 0, not -1$"):
         ThemesConfig(chunk_seed=-1).validate()
+
+
+@pytest.mark.parametrize("settings, says", [
+    ({"break_k": True}, "`break_k` must be one of 1, 5, 10 (the recall@k measured), not True"),  # True == 1: recall@True
+    ({"break_threshold": "0.8"}, "break threshold must be in (0, 1], not 0.8"),  # was a TypeError
+    ({"break_threshold": None}, "break threshold must be in (0, 1], not None"),
+    ({"chunk_tokens": math.nan}, "`chunk_tokens` must be a list of chunk sizes, not one holding nan"),  # was a TypeError
+    ({"chunk_tokens": None}, "`chunk_tokens` must be a list of chunk sizes, not None"),
+    ({"embedders": 3}, "`embedders` must be a list of embedder specs, not one holding 3"),  # was an AttributeError
+    ({"strategies": [2.5]}, "`strategies` must be a list of strategy names, not one holding 2.5"),
+    ({"groups": [True]}, "`groups` must be a list of group ids, not one holding True"),
+    ({"expansions": None}, "`expansions` must be a list of expansion file paths, not None"),
+])
+def test_the_library_refuses_settings_of_the_wrong_kind_with_one_config_error_before_any_work(tmp_path, settings, says):
+    """The audit of issue 46: what the command line cannot give (a bool, NaN, None, a number where a list of names
+    goes) was taken, or a TypeError/AttributeError of run_nolima's, not one error naming the setting."""
+    from embedeval.experiments.nolima import run_nolima
+
+    with pytest.raises(ConfigError) as refused:
+        run_nolima(NolimaConfig(**{"embedders": ("bm25",), **settings}, out=str(tmp_path / "run")), progress=False)
+    assert str(refused.value) == says
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("field", ["lengths", "variants", "n_distractors", "needles_per_haystack"])
+@pytest.mark.parametrize("value", [math.nan, 2.5, None])
+def test_a_grid_list_given_one_odd_value_is_one_config_error(field, value):
+    """HaystackGrid(lengths=nan) was tuple(nan)'s TypeError; one value is read as a list of one and checked."""
+    with pytest.raises(ConfigError):
+        HaystackGrid(**{field: value})
+    assert HaystackGrid(lengths=512).lengths == (512,) and HaystackGrid(variants="onehop").variants == ("onehop",)

@@ -70,6 +70,9 @@ def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Se
     names = list(names)
     if not names:
         raise ConfigError("no strategies given")
+    odd = next((name for name in names if not isinstance(name, str)), None)
+    if odd is not None:  # a number was an AttributeError in the registry
+        raise ConfigError(f"strategies are names such as truncate or chunks-max@128, not {odd!r}", "strategies")
     families = [family_of_entry(name) for name in names]
     for option, overlap in (("window", window_overlap), ("late-chunking", late_overlap)):
         if isinstance(overlap, bool) or not isinstance(overlap, Integral):  # NaN, 2.5 or True: checked when no strategy reads it too
@@ -77,11 +80,14 @@ def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Se
         if overlap < 0:
             raise ConfigError(f"{option} overlap must be >= 0 tokens, not {overlap}")
     sizes = list(chunk_tokens)
+    whole = all(isinstance(c, Integral) and not isinstance(c, bool) for c in sizes)
     if any(family.asks_chunk_sizes(name) for family, name in zip(families, names)):
         if not sizes:
             raise ConfigError(f"{' and '.join(chunking_names())} need at least one chunk size (`chunk_tokens`)", "chunk_tokens")
-        if not all(isinstance(c, Integral) and not isinstance(c, bool) and c >= 1 for c in sizes) or len(set(sizes)) != len(sizes):
+        if not (whole and all(c >= 1 for c in sizes)) or len(set(sizes)) != len(sizes):
             raise ConfigError(f"chunk sizes must be distinct positive token counts, not {sizes}")
+    elif not whole:  # unread, but no token count either (NaN was int()'s ValueError), as --chunk-tokens refuses it
+        raise ConfigError(f"chunk sizes are whole numbers of tokens, not {sizes}", "chunk_tokens")
     settings = ReadSettings(tuple(int(c) for c in sizes), {"window": window_overlap, "late": late_overlap})
     out = [strategy for family, name in zip(families, names) for strategy in family.parse(name, settings)]
     # repeats compared by label, so that two spellings of one strategy (extend-gp@1024, extend-gp@01024) are one
