@@ -65,6 +65,9 @@ class HaystackGrid:
             raise ConfigError(f"haystack length {repeated[0]} is given more than once", "lengths")
         if not isinstance(self.depths, (int, np.integer)) or isinstance(self.depths, bool) or self.depths < 1:
             raise ConfigError(f"`depths` must be >= 1, not {self.depths!r}", "depths")
+        if self.depths > min(self.lengths):  # 10**20 was numpy's 'Maximum allowed size exceeded', 10**8 gigabytes of depths
+            raise ConfigError(f"`depths` must be at most the shortest haystack length, {min(self.lengths)} tokens (more depths "
+                              f"than token positions only merge), not {self.depths}", "depths")
         if not isinstance(self.negatives, (int, np.integer)) or isinstance(self.negatives, bool) or self.negatives < 1:
             raise ConfigError(f"`negatives` must be a whole number >= 1, not {self.negatives!r}: each needle haystack is ranked "
                               "among them", "negatives")

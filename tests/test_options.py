@@ -165,3 +165,16 @@ def test_a_grid_list_given_one_odd_value_is_one_config_error(field, value):
     with pytest.raises(ConfigError):
         HaystackGrid(**{field: value})
     assert HaystackGrid(lengths=512).lengths == (512,) and HaystackGrid(variants="onehop").variants == ("onehop",)
+
+
+@pytest.mark.parametrize("depths", [10**20, 10**8, 129])
+def test_more_depths_than_the_shortest_haystack_has_tokens_is_refused_at_once(tmp_path, depths):
+    """--depths 99999999999999999999 was numpy's 'Maximum allowed size exceeded' traceback, 10**8 a plan that
+    filled gigabytes; a depth is a token position, so the shortest length bounds them."""
+    result = CliRunner().invoke(app, ["nolima", "--depths", str(depths), "--lengths", "128,512", "--embedder", "bm25",
+                                      "--out", str(tmp_path / "run"), "--plan"])
+    assert result.exit_code == 1 and result.output.strip() == (
+        f"error: --depths must be at most the shortest haystack length, 128 tokens (more depths than token positions "
+        f"only merge), not {depths}")
+    assert not (tmp_path / "run").exists()
+    assert HaystackGrid(lengths=(128, 512), depths=128).depths == 128
