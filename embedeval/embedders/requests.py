@@ -295,6 +295,13 @@ class LateChunks:
 
     def __post_init__(self) -> None:
         check_kind(self.kind)
+        sizes = [len(w) if isinstance(w, tuple) else len(w) // 4 for w in self.windows]  # texts, or int32 ids
+        for i, parts in enumerate(self.chunks):
+            # refused when made, not when a model reads it: a window that is not there was an IndexError of the cache's keys
+            bad = next(((w, a, b) for w, a, b in parts if not (0 <= w < len(sizes) and 0 <= a < b <= sizes[w])), None)
+            if not parts or bad is not None:
+                raise InputError(f"late chunk #{i} " + (f"has a part {bad} outside its window's units [0, n)" if parts else "has no part")
+                                 + f" (windows of {sizes} units)")
 
     @classmethod
     def of(cls, windows: Sequence, chunks: Sequence[Sequence[tuple[int, int, int]]], kind: Kind = "document") -> LateChunks:
