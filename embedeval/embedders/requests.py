@@ -62,8 +62,13 @@ def check_texts(texts: Sequence[str], kind: str) -> list[str]:
 
 
 def id_bytes(ids) -> bytes:
-    """Token ids as the bytes requests hold and keys hash: little-endian int32."""
-    return np.asarray(ids, dtype="<i4").tobytes()
+    """Token ids as the bytes requests hold and keys hash: little-endian int32. Ids that are no
+    whole numbers (1.5 was read as 1) or outside int32 (numpy's OverflowError) are one :class:`InputError`."""
+    array = np.asarray(ids)
+    if array.size and (array.dtype.kind not in "iu" or array.min() < -2**31 or array.max() >= 2**31):
+        shown = array.ravel()[:5].tolist()
+        raise InputError(f"token ids are whole numbers within int32, not {shown}{' ...' if array.size > 5 else ''}")
+    return array.astype("<i4").tobytes()
 
 
 def id_array(raw: bytes) -> np.ndarray:

@@ -193,3 +193,13 @@ def test_a_late_chunk_outside_its_windows_is_refused_when_the_request_is_made(ch
         LateChunks.of([[1, 2, 3]], chunks)
     assert len(LateChunks.of([[1, 2, 3], [4, 5]], [[(0, 2, 3), (1, 0, 2)]]).cache_keys("s", "f")) == 1
     assert len(LateChunks.of([("a", "b")], [[(0, 0, 1)], [(0, 1, 2)]])) == 2
+
+
+@pytest.mark.parametrize("ids", [[1.5], [2**40], [True], ["3"]])
+def test_token_ids_that_are_no_int32_whole_numbers_are_refused_not_cut(ids):
+    """The audit of issue 46: TokenIds.of([[1.5]]) read id 1 (and keyed its vector so), 2**40 was numpy's OverflowError."""
+    from embedeval.embedders.requests import TokenIds
+
+    with pytest.raises(InputError, match="token ids are whole numbers within int32"):
+        TokenIds.of([ids])
+    assert TokenIds.of([np.array([1, 2], dtype=np.int64)]).ids == (np.array([1, 2], dtype="<i4").tobytes(),)
