@@ -233,7 +233,8 @@ CHUNKER = Option("chunker", "--chunker", "sentences:N, sentences:A-B or tokens:N
 EMBEDDER = Option("embedder", "--embedder", "Embedder spec.", str, DEFAULT_EMBEDDER, short="-e")
 EMBEDDERS = Option("embedders", "--embedder", f"Embedder spec or preset (e.g. context-rot-5); repeat for several (default: {DEFAULT_EMBEDDER}).",
                    Optional[list[str]], (DEFAULT_EMBEDDER,), short="-e", repeat=True)
-SKIP_UNAVAILABLE = Option("skip_unavailable", "--skip-unavailable", "Run the embedders that can run here; list the others.", bool, False)
+SKIP_UNAVAILABLE = Option("skip_unavailable", "--skip-unavailable", "Run the embedders that can run here; list the others.", bool, False,
+                          Constraint(lambda value: isinstance(value, bool), "true or false"))
 #: ``literal`` in the command line escapes its square brackets for rich (``embedeval[ray]``).
 EXECUTOR = Option("executor", "--executor", "Where cache misses of local (st:) models are embedded: local, or ray (a pool of Ray actors; "
                   "pip install 'embedeval[ray]'). Same vectors either way.", str, DEFAULT_EXECUTOR)

@@ -146,6 +146,9 @@ def test_the_library_and_the_command_line_refuse_a_negative_seed_with_the_same_w
     ({"strategies": [2.5]}, "`strategies` must be a list of strategy names, not one holding 2.5"),
     ({"groups": [True]}, "`groups` must be a list of group ids, not one holding True"),
     ({"expansions": None}, "`expansions` must be a list of expansion file paths, not None"),
+    ({"skip_unavailable": "no"}, "`skip_unavailable` must be true or false, not 'no'"),  # "no" was true
+    ({"dedupe": "no"}, "`dedupe` must be true or false, not 'no'"),
+    ({"tokenizer": 3}, "`tokenizer` must be a tokenizer's name, not 3"),
 ])
 def test_the_library_refuses_settings_of_the_wrong_kind_with_one_config_error_before_any_work(tmp_path, settings, says):
     """The audit of issue 46: what the command line cannot give (a bool, NaN, None, a number where a list of names
@@ -153,7 +156,8 @@ def test_the_library_refuses_settings_of_the_wrong_kind_with_one_config_error_be
     from embedeval.experiments.nolima import run_nolima
 
     with pytest.raises(ConfigError) as refused:
-        run_nolima(NolimaConfig(**{"embedders": ("bm25",), **settings}, out=str(tmp_path / "run")), progress=False)
+        run_nolima(NolimaConfig(**{"embedders": ("bm25",), **settings}, grid=HaystackGrid(corpus=f"dir:{tmp_path / 'books'}"),
+                                out=str(tmp_path / "run")), progress=False)  # a corpus of its own: nothing is fetched, whatever happens
     assert str(refused.value) == says
     assert not (tmp_path / "run").exists()
 

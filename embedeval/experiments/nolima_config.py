@@ -102,6 +102,10 @@ class NolimaConfig:
             odd = next((v for v in value or () if not isinstance(v, kinds) or isinstance(v, bool)), None)
             if odd is not None:
                 raise ConfigError(f"`{name}` must be a list of {what}, not one holding {odd!r}", name)
+        if not isinstance(self.dedupe, bool):  # "no" would read as true
+            raise ConfigError(f"`dedupe` must be true or false, not {self.dedupe!r}", "dedupe")
+        if not isinstance(self.tokenizer, str):
+            raise ConfigError(f"`tokenizer` must be a tokenizer's name, not {self.tokenizer!r}", "tokenizer")
         check_options(self)  # each setting's own constraint (embedeval.options): the pool, the resamples
         self.rule().check()
         strategies = self.strategy_list()
