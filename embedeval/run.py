@@ -25,6 +25,7 @@ new) is :mod:`embedeval.run_folder`'s: ``run_nolima`` holds it with
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -44,7 +45,7 @@ from embedeval.labels import NEEDLE_FREE_POOL, RETRIEVAL_COLUMNS, SIMILARITY_COL
 from embedeval.metrics import RETRIEVAL_MEASURES
 from embedeval.options import POOL, Constraint, is_number, is_price, is_whole
 from embedeval.needles import NeedleSet, grid_needle_set
-from embedeval.strategies import is_written_label
+from embedeval.strategies import family_of_label, is_written_label
 from embedeval.strategies.truncate import TRUNCATE
 
 HAYSTACKS = "haystacks.parquet"
@@ -221,12 +222,23 @@ def read_run_table(path: str | Path, columns: Sequence[str] = (), empty: bool = 
     return frame
 
 
+#: A label of a family registered when the run was made, not now (a user's module not imported): its
+#: name as :func:`~embedeval.strategies.base.register` takes names, a size and ``+logscale``, as families write.
+UNREGISTERED_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(@[1-9][0-9]*)?(\+logscale)?")
+
+
+def unregistered_label(label) -> bool:
+    """Whether ``label`` is written as a family's label but owned by no family registered now (read as
+    a label no family writes, as before the check)."""
+    return isinstance(label, str) and family_of_label(label) is None and UNREGISTERED_LABEL.fullmatch(label) is not None
+
+
 def check_strategy_labels(values: pd.Series, source) -> None:
     """One :class:`InputError` naming ``source``, the line (row) and the label where a ``strategy``
     cell holds no label a registered family writes (:func:`~embedeval.strategies.is_written_label`:
     ``chunks-max@0``, ``truncate `` with a space, an empty cell), as :func:`~embedeval.io.check_column_kinds`
-    says a damaged number."""
-    known = {label: is_written_label(label) for label in values.drop_duplicates()}
+    says a damaged number; a label of a family not registered now (:func:`unregistered_label`) is read."""
+    known = {label: is_written_label(label) or unregistered_label(label) for label in values.drop_duplicates()}
     bad = ~values.map(known)
     _refuse_first(values, bad, source, "strategy", "a strategy label as a run writes it (e.g. truncate, chunks-max@128)")
 

@@ -41,6 +41,18 @@ def test_a_run_table_with_a_hand_edited_label_is_one_line_naming_file_line_and_l
     assert list(read_run_table(path)["strategy"]) == ["truncate", "chunks-max@128", "full-text"]
 
 
+def test_a_label_of_a_family_not_registered_now_is_read_as_before(tmp_path):
+    """A run made with a user's family (windows-max, mine@128) is reported by a process that has not imported it."""
+    path = tmp_path / "metrics.csv"
+    labels = ["truncate", "windows-max", "mine@128", "mine@256+logscale"]
+    pd.DataFrame({"strategy": labels, "value": [0.5] * 4}).to_csv(path, index=False)
+    assert list(read_run_table(path)["strategy"]) == labels
+    for odd in ("mine@0", "mine@", "mine @128", "-mine"):
+        pd.DataFrame({"strategy": ["truncate", odd], "value": [0.5, 0.6]}).to_csv(path, index=False)
+        with pytest.raises(InputError, match="is not a strategy label"):
+            read_run_table(path)
+
+
 @pytest.mark.parametrize("parameters", [
     {"name": "chunks-max", "chunk_tokens": True}, {"name": "chunks-max", "chunk_tokens": 1.5},
     {"name": "chunks-max", "chunk_tokens": math.nan}, {"name": "chunks-max", "chunk_tokens": "128"},
