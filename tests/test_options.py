@@ -182,3 +182,18 @@ def test_more_depths_than_the_shortest_haystack_has_tokens_is_refused_at_once(tm
         f"only merge), not {depths}")
     assert not (tmp_path / "run").exists()
     assert HaystackGrid(lengths=(128, 512), depths=128).depths == 128
+
+
+@pytest.mark.parametrize("command", ["needle-haystack", "absence"])
+def test_a_similarity_command_refuses_a_negative_seed_in_one_line(tmp_path, command):
+    """The audit of issue 46: `similarity needle-haystack --seed -1` was numpy's 'expected non-negative integer'
+    traceback while cutting the corpus into chunks."""
+    (tmp_path / "pairs.csv").write_text("question,needle\nWho?,Ann was there.\n")
+    books = tmp_path / "books"
+    books.mkdir()
+    for i in range(12):
+        (books / f"b{i}.txt").write_text("Ann was there. " * 50)
+    result = CliRunner().invoke(app, ["similarity", command, "--pairs", str(tmp_path / "pairs.csv"), "--corpus", f"dir:{books}",
+                                      "--seed", "-1", "-e", "bm25", "--out", str(tmp_path / "out.csv")])
+    assert result.exit_code == 1 and result.output.strip() == "error: --seed must be a whole number >= 0, not -1", result.output
+    assert not (tmp_path / "out.csv").exists()
