@@ -5,6 +5,7 @@ checked when a run's settings are, before any of the libraries the tables need i
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Real
 
 from embedeval.defaults import (
     BASE_VISIBLE_SHARE, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, RELATIVE_BREAK_FRACTION,
@@ -31,11 +32,11 @@ class BreakRule:
         """One-line :class:`~embedeval.errors.ConfigError` for settings that cannot work."""
         if self.rule not in BREAK_RULES:
             raise ConfigError(f"unknown break rule {self.rule!r}; use one of {', '.join(BREAK_RULES)}")
-        if self.k not in BREAK_KS:
+        if isinstance(self.k, bool) or self.k not in BREAK_KS:  # True == 1 would read recall@True
             raise ConfigError(f"`break_k` must be one of {', '.join(map(str, BREAK_KS))} (the recall@k measured), not {self.k}", "break_k")
         if self.metric not in BREAK_METRICS:
             raise ConfigError(f"unknown break metric {self.metric!r}; use one of {', '.join(BREAK_METRICS)}")
-        if not 0 < self.threshold <= 1:
+        if isinstance(self.threshold, bool) or not isinstance(self.threshold, Real) or not 0 < self.threshold <= 1:  # "0.8", None: a TypeError
             raise ConfigError(f"break threshold must be in (0, 1], not {self.threshold}")
         return self
 

@@ -333,6 +333,7 @@ class ChunkOptions:
 
         parse_chunker(self.chunker)
         check_min_books(self.min_books)
+        SEED.check(self.seed)  # -1 was numpy's 'expected non-negative integer' traceback while cutting the corpus
 
     @property
     def origin(self) -> dict[str, object]:

@@ -4,7 +4,7 @@ corpus is read or library of the tables imported, so that a command refuses a ba
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -50,7 +50,8 @@ class HaystackGrid:
     def __post_init__(self) -> None:
         for name in ("lengths", "variants", "n_distractors", "needles_per_haystack"):
             value = getattr(self, name)
-            object.__setattr__(self, name, (value,) if isinstance(value, (str, int, np.integer)) else tuple(value))
+            one = isinstance(value, str) or not isinstance(value, Iterable)  # 512, NaN, 2.5: one value, checked below (tuple() was a TypeError)
+            object.__setattr__(self, name, (value,) if one else tuple(value))
         self._check()
 
     def _check(self) -> None:
@@ -64,6 +65,9 @@ class HaystackGrid:
             raise ConfigError(f"haystack length {repeated[0]} is given more than once", "lengths")
         if not isinstance(self.depths, (int, np.integer)) or isinstance(self.depths, bool) or self.depths < 1:
             raise ConfigError(f"`depths` must be >= 1, not {self.depths!r}", "depths")
+        if self.depths > min(self.lengths):  # 10**20 was numpy's 'Maximum allowed size exceeded', 10**8 gigabytes of depths
+            raise ConfigError(f"`depths` must be at most the shortest haystack length, {min(self.lengths)} tokens (more depths "
+                              f"than token positions only merge), not {self.depths}", "depths")
         if not isinstance(self.negatives, (int, np.integer)) or isinstance(self.negatives, bool) or self.negatives < 1:
             raise ConfigError(f"`negatives` must be a whole number >= 1, not {self.negatives!r}: each needle haystack is ranked "
                               "among them", "negatives")
@@ -75,6 +79,7 @@ class HaystackGrid:
         if len(set(self.variants)) < len(self.variants):
             raise ConfigError(f"a variant is given more than once: {', '.join(self.variants)}", "variants")
         check_min_books(self.min_books)
+        options.SEED.check(self.seed)  # a negative seed was numpy's ValueError half-way through building haystacks
         if self.filler not in FILLERS:
             raise ConfigError(f"`filler` must be one of {', '.join(FILLERS)}, not {self.filler!r}", "filler")
         _check_counts(self.n_distractors, "distractor count", 0, "no distractor counts given (0 builds haystacks without distractors)")

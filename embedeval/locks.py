@@ -112,10 +112,14 @@ def take_lock(lock: Path, what: str, user: str = "run", wait: LockWait = OUTPUT_
     while changes < LOCK_ATTEMPTS:
         opened = _open_lock(lock, refused)
         if opened is None:
-            changes += 1
+            changes += time.monotonic() >= deadline  # removed by its holder in between: a hand-over, counted once the wait is over
             continue
         fd, created = opened
         info = os.fstat(fd)
+        if stat.S_ISREG(info.st_mode) and info.st_nlink == 0:  # its holder let go and removed it since it was opened
+            os.close(fd)
+            changes += time.monotonic() >= deadline
+            continue
         if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
             os.close(fd)
             raise refused
@@ -139,7 +143,7 @@ def take_lock(lock: Path, what: str, user: str = "run", wait: LockWait = OUTPUT_
                 return fd
             os.unlink(lock)  # a killed process's lock, held now: removed, never rewritten
         os.close(fd)
-        changes += 1
+        changes += now is not None or time.monotonic() >= deadline  # removed by its holder: a hand-over, as above
     raise wait.error(f"cannot lock {what}: its {lock.name} changed {LOCK_ATTEMPTS} times while taking it; try again")
 
 

@@ -222,7 +222,7 @@ def strategy_help() -> str:
 CACHE_DIR = Option("cache_dir", "--cache-dir", "Embedding cache folder (default: user cache dir).", Optional[Path],
                    envvar=CACHE_ENV)
 QUIET = Option("quiet", "--quiet", "No progress bars or step lines (on stderr).", bool, False, short="-q")
-SEED = Option("seed", "--seed", "Random seed (recorded).", int, DEFAULT_SEED)
+SEED = Option("seed", "--seed", "Random seed (recorded).", int, DEFAULT_SEED, whole_at_least(0))  # numpy takes no negative seed
 CORPUS = Option("corpus", "--corpus", "shakespeare, pg-essays (the Paul Graham essays of the original needle-in-a-haystack test), "
                 "gutenberg, dir:PATH (its .txt and .md files; dir:PATH/*.txt picks), jsonl:FILE (a text field per line, optional id) "
                 "or parquet:FILE (column text, optional id).", str, DEFAULT_CORPUS)
@@ -233,7 +233,8 @@ CHUNKER = Option("chunker", "--chunker", "sentences:N, sentences:A-B or tokens:N
 EMBEDDER = Option("embedder", "--embedder", "Embedder spec.", str, DEFAULT_EMBEDDER, short="-e")
 EMBEDDERS = Option("embedders", "--embedder", f"Embedder spec or preset (e.g. context-rot-5); repeat for several (default: {DEFAULT_EMBEDDER}).",
                    Optional[list[str]], (DEFAULT_EMBEDDER,), short="-e", repeat=True)
-SKIP_UNAVAILABLE = Option("skip_unavailable", "--skip-unavailable", "Run the embedders that can run here; list the others.", bool, False)
+SKIP_UNAVAILABLE = Option("skip_unavailable", "--skip-unavailable", "Run the embedders that can run here; list the others.", bool, False,
+                          Constraint(lambda value: isinstance(value, bool), "true or false"))
 #: ``literal`` in the command line escapes its square brackets for rich (``embedeval[ray]``).
 EXECUTOR = Option("executor", "--executor", "Where cache misses of local (st:) models are embedded: local, or ray (a pool of Ray actors; "
                   "pip install 'embedeval[ray]'). Same vectors either way.", str, DEFAULT_EXECUTOR)
@@ -346,9 +347,11 @@ MIN_OUTSIDE_PERCENTILE = Option("min_outside_percentile", "--min-outside-percent
                                 "to the target theme: its mean cosine to the theme's nearest chunks at or above this percentile (0-100) of "
                                 "the same statistic over the corpus chunks outside the theme.", float, DEFAULT_MIN_OUTSIDE_PERCENTILE,
                                 number_in(0, 100))
-THEME_SEED = SEED.but(help="UMAP's random_state (the study's 42).", default=DEFAULT_THEME_SEED)
+THEME_SEED = SEED.but(help="UMAP's random_state (the study's 42).", default=DEFAULT_THEME_SEED,
+                      constraint=Constraint(lambda value: is_whole(value) and 0 <= value < 2**32, "a whole number in [0, 2**32)"))
 CHUNK_SEED = Option("chunk_seed", "--chunk-seed", "Seed the chunk sizes are drawn with: the similarity commands' --seed, whose default "
-                    "it shares, so both cut a corpus into the same chunks (cached) and embed them once.", int, DEFAULT_SEED)
+                    "it shares, so both cut a corpus into the same chunks (cached) and embed them once.", int, DEFAULT_SEED,
+                    whole_at_least(0))
 
 # --- chat models (embedeval expand, embedeval needles draft; embedeval.llm checks the temperature) --
 

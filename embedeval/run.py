@@ -25,6 +25,7 @@ new) is :mod:`embedeval.run_folder`'s: ``run_nolima`` holds it with
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -39,11 +40,12 @@ from embedeval.defaults import DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BR
 from embedeval.errors import ConfigError, InputError
 from embedeval.grid import HaystackGrid
 from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
-from embedeval.io import read_json, read_table, write_table, write_text_atomic
+from embedeval.io import _refuse_first, read_json, read_table, write_table, write_text_atomic
 from embedeval.labels import NEEDLE_FREE_POOL, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.metrics import RETRIEVAL_MEASURES
 from embedeval.options import POOL, Constraint, is_number, is_price, is_whole
 from embedeval.needles import NeedleSet, grid_needle_set
+from embedeval.strategies import family_of_label, is_written_label
 from embedeval.strategies.truncate import TRUNCATE
 
 HAYSTACKS = "haystacks.parquet"
@@ -213,8 +215,32 @@ def read_run_table(path: str | Path, columns: Sequence[str] = (), empty: bool = 
     and text: text)."""
     name = Path(path).name
     numbers, integers = TABLE_KINDS.get(name, ((), ()))
-    return read_table(path, columns, numbers, integers, empty, TABLE_FLAGS.get(name, ()),
-                      ("id", "text") if name == HAYSTACKS else ())
+    frame = read_table(path, columns, numbers, integers, empty, TABLE_FLAGS.get(name, ()),
+                       ("id", "text") if name == HAYSTACKS else ())
+    if "strategy" in frame.columns:
+        check_strategy_labels(frame["strategy"], path)
+    return frame
+
+
+#: A label of a family registered when the run was made, not now (a user's module not imported): its
+#: name as :func:`~embedeval.strategies.base.register` takes names, a size and ``+logscale``, as families write.
+UNREGISTERED_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(@[1-9][0-9]*)?(\+logscale)?")
+
+
+def unregistered_label(label) -> bool:
+    """Whether ``label`` is written as a family's label but owned by no family registered now (read as
+    a label no family writes, as before the check)."""
+    return isinstance(label, str) and family_of_label(label) is None and UNREGISTERED_LABEL.fullmatch(label) is not None
+
+
+def check_strategy_labels(values: pd.Series, source) -> None:
+    """One :class:`InputError` naming ``source``, the line (row) and the label where a ``strategy``
+    cell holds no label a registered family writes (:func:`~embedeval.strategies.is_written_label`:
+    ``chunks-max@0``, ``truncate `` with a space, an empty cell), as :func:`~embedeval.io.check_column_kinds`
+    says a damaged number; a label of a family not registered now (:func:`unregistered_label`) is read."""
+    known = {label: is_written_label(label) or unregistered_label(label) for label in values.drop_duplicates()}
+    bad = ~values.map(known)
+    _refuse_first(values, bad, source, "strategy", "a strategy label as a run writes it (e.g. truncate, chunks-max@128)")
 
 
 def _read(path: Path, columns: Sequence[str]) -> pd.DataFrame:

@@ -136,6 +136,19 @@ def test_a_bad_retry_setting_is_one_clear_error(monkeypatch, value):
         retry_policy_from_env()
 
 
+@pytest.mark.parametrize("value", ["inf", "2.5", "1e3", "0", "-1", "abc"])
+def test_a_retry_count_that_is_no_whole_number_is_one_clear_error(monkeypatch, value):
+    """The audit of issue 46: EMBEDEVAL_MAX_ATTEMPTS=inf was int()'s OverflowError, 2.5 ran as 2 attempts."""
+    from embedeval.net.retry import retry_policy_from_env
+    from embedeval.errors import ConfigError
+
+    monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", value)
+    with pytest.raises(ConfigError, match=f"^EMBEDEVAL_MAX_ATTEMPTS must be a whole number >= 1, not '{value}'$"):
+        retry_policy_from_env()
+    monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", " 7 ")
+    assert retry_policy_from_env().max_attempts == 7
+
+
 def _pair_files(folder):
     (folder / "no-needle.csv").write_text("id,question\na,Who?\n")
     (folder / "empty-question.csv").write_text("question,needle\nWho?,Ann was there.\n,Bo was there.\n")

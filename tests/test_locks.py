@@ -80,3 +80,49 @@ def test_a_killed_holders_lock_file_is_taken_over(tmp_path):
     assert lock.exists()  # left behind, no longer held
     fd = take_lock(lock, "test", "run")
     release_lock(fd, lock)
+
+
+@pytest.mark.parametrize("wait", [OUTPUT_WAIT, ONNX_GRAPHS_WAIT], ids=["refuses-at-once", "waits"])
+def test_a_lock_its_holder_removes_while_another_opens_it_is_taken_not_refused_as_foreign(tmp_path, monkeypatch, wait):
+    """The audit of issue 46: the holder removes its lock file when it lets go, so a taker may open the file just
+    before it goes; its link count is then 0, and take_lock refused it as 'not a lock file embedeval made (a link
+    or not a plain file); remove it' (six processes taking one lock: ~2% of takes). It is a hand-over: taken."""
+    from embedeval import locks
+
+    lock = tmp_path / LOCK_NAME
+    held = take_lock(lock, "the folder")
+    write_holder(held)
+    real, handed = locks._open_lock, []
+
+    def opened_as_its_holder_lets_go(path, refused):
+        opened = real(path, refused)
+        if opened is not None and not opened[1] and not handed:
+            release_lock(held, lock)  # between this open and the taker's look at the file
+            handed.append(True)
+        return opened
+    monkeypatch.setattr(locks, "_open_lock", opened_as_its_holder_lets_go)
+    fd = take_lock(lock, "the folder", wait=wait)
+    assert handed and lock.is_file() and os.fstat(fd).st_ino == lock.stat().st_ino
+    release_lock(fd, lock)
+    assert not lock.exists()
+
+
+def test_hand_overs_between_other_takers_do_not_use_up_a_waiters_attempts(tmp_path, monkeypatch):
+    """Each lock file removed by its holder was one of LOCK_ATTEMPTS 'changes': a process waiting for ONNX graphs
+    behind five others handing the lock on gave up with 'changed 5 times while taking it' long before its 600 s."""
+    from embedeval import locks
+
+    lock = tmp_path / LOCK_NAME
+    real, handed = locks._open_lock, []
+
+    def gone_as_opened(path, refused):
+        if len(handed) < 2 * locks.LOCK_ATTEMPTS:  # another taker's lock, let go just as this one looks
+            handed.append(True)
+            return None
+        return real(path, refused)
+    monkeypatch.setattr(locks, "_open_lock", gone_as_opened)
+    fd = take_lock(lock, "graphs", "export", ONNX_GRAPHS_WAIT)
+    release_lock(fd, lock)
+    with pytest.raises(CacheError, match="changed 5 times"):  # past the wait, a file that keeps changing is still refused
+        handed.clear()
+        take_lock(lock, "graphs", "export", LockWait(0.0, "x", CacheError))

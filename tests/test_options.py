@@ -5,6 +5,7 @@ flag is found there."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import typer
@@ -115,3 +116,84 @@ def test_nolimas_sweep_flags_are_built_from_their_declarations():
         option = next(option for option in options.OPTIONS if option.parameter == setting.name)
         param = flags[option.flag]
         assert param.help == literal(option.help_text) and param.default == option.cli_default, option.flag
+
+
+def test_the_library_and_the_command_line_refuse_a_negative_seed_with_the_same_words_before_anything_is_written(tmp_path):
+    """The audit of issue 46: --seed -1 was numpy's 'expected non-negative integer' traceback half-way through building
+    haystacks (the library took it too); the themes' UMAP seed must be < 2**32, which is what RandomState takes."""
+    with pytest.raises(ConfigError) as refused:
+        NolimaConfig(grid=HaystackGrid(seed=-1), out=str(tmp_path / "lib"))
+    assert str(refused.value) == "`seed` must be a whole number >= 0, not -1"
+    for seed in (True, "0"):
+        with pytest.raises(ConfigError, match="`seed` must be a whole number >= 0"):
+            HaystackGrid(seed=seed)
+    result = CliRunner().invoke(app, ["nolima", "--seed", "-1", "--embedder", "bm25", "--out", str(tmp_path / "cli"), "-q"])
+    assert result.exit_code == 1 and result.output.strip() == "error: --seed must be a whole number >= 0, not -1"
+    assert not (tmp_path / "lib").exists() and not (tmp_path / "cli").exists()
+    with pytest.raises(ConfigError, match=r"^`seed` must be a whole number in \[0, 2\*\*32\), not 4294967296$"):
+        ThemesConfig(seed=2**32).validate()
+    with pytest.raises(ConfigError, match=r"^`chunk_seed` must be a whole number >= 0, not -1$"):
+        ThemesConfig(chunk_seed=-1).validate()
+
+
+@pytest.mark.parametrize("settings, says", [
+    ({"break_k": True}, "`break_k` must be one of 1, 5, 10 (the recall@k measured), not True"),  # True == 1: recall@True
+    ({"break_threshold": "0.8"}, "break threshold must be in (0, 1], not 0.8"),  # was a TypeError
+    ({"break_threshold": None}, "break threshold must be in (0, 1], not None"),
+    ({"chunk_tokens": math.nan}, "`chunk_tokens` must be a list of chunk sizes, not one holding nan"),  # was a TypeError
+    ({"chunk_tokens": None}, "`chunk_tokens` must be a list of chunk sizes, not None"),
+    ({"embedders": 3}, "`embedders` must be a list of embedder specs, not one holding 3"),  # was an AttributeError
+    ({"strategies": [2.5]}, "`strategies` must be a list of strategy names, not one holding 2.5"),
+    ({"groups": [True]}, "`groups` must be a list of group ids, not one holding True"),
+    ({"expansions": None}, "`expansions` must be a list of expansion file paths, not None"),
+    ({"skip_unavailable": "no"}, "`skip_unavailable` must be true or false, not 'no'"),  # "no" was true
+    ({"dedupe": "no"}, "`dedupe` must be true or false, not 'no'"),
+    ({"tokenizer": 3}, "`tokenizer` must be a tokenizer's name, not 3"),
+])
+def test_the_library_refuses_settings_of_the_wrong_kind_with_one_config_error_before_any_work(tmp_path, settings, says):
+    """The audit of issue 46: what the command line cannot give (a bool, NaN, None, a number where a list of names
+    goes) was taken, or a TypeError/AttributeError of run_nolima's, not one error naming the setting."""
+    from embedeval.experiments.nolima import run_nolima
+
+    with pytest.raises(ConfigError) as refused:
+        run_nolima(NolimaConfig(**{"embedders": ("bm25",), **settings}, grid=HaystackGrid(corpus=f"dir:{tmp_path / 'books'}"),
+                                out=str(tmp_path / "run")), progress=False)  # a corpus of its own: nothing is fetched, whatever happens
+    assert str(refused.value) == says
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("field", ["lengths", "variants", "n_distractors", "needles_per_haystack"])
+@pytest.mark.parametrize("value", [math.nan, 2.5, None])
+def test_a_grid_list_given_one_odd_value_is_one_config_error(field, value):
+    """HaystackGrid(lengths=nan) was tuple(nan)'s TypeError; one value is read as a list of one and checked."""
+    with pytest.raises(ConfigError):
+        HaystackGrid(**{field: value})
+    assert HaystackGrid(lengths=512).lengths == (512,) and HaystackGrid(variants="onehop").variants == ("onehop",)
+
+
+@pytest.mark.parametrize("depths", [10**20, 10**8, 129])
+def test_more_depths_than_the_shortest_haystack_has_tokens_is_refused_at_once(tmp_path, depths):
+    """--depths 99999999999999999999 was numpy's 'Maximum allowed size exceeded' traceback, 10**8 a plan that
+    filled gigabytes; a depth is a token position, so the shortest length bounds them."""
+    result = CliRunner().invoke(app, ["nolima", "--depths", str(depths), "--lengths", "128,512", "--embedder", "bm25",
+                                      "--out", str(tmp_path / "run"), "--plan"])
+    assert result.exit_code == 1 and result.output.strip() == (
+        f"error: --depths must be at most the shortest haystack length, 128 tokens (more depths than token positions "
+        f"only merge), not {depths}")
+    assert not (tmp_path / "run").exists()
+    assert HaystackGrid(lengths=(128, 512), depths=128).depths == 128
+
+
+@pytest.mark.parametrize("command", ["needle-haystack", "absence"])
+def test_a_similarity_command_refuses_a_negative_seed_in_one_line(tmp_path, command):
+    """The audit of issue 46: `similarity needle-haystack --seed -1` was numpy's 'expected non-negative integer'
+    traceback while cutting the corpus into chunks."""
+    (tmp_path / "pairs.csv").write_text("question,needle\nWho?,Ann was there.\n")
+    books = tmp_path / "books"
+    books.mkdir()
+    for i in range(12):
+        (books / f"b{i}.txt").write_text("Ann was there. " * 50)
+    result = CliRunner().invoke(app, ["similarity", command, "--pairs", str(tmp_path / "pairs.csv"), "--corpus", f"dir:{books}",
+                                      "--seed", "-1", "-e", "bm25", "--out", str(tmp_path / "out.csv")])
+    assert result.exit_code == 1 and result.output.strip() == "error: --seed must be a whole number >= 0, not -1", result.output
+    assert not (tmp_path / "out.csv").exists()

@@ -62,8 +62,13 @@ def check_texts(texts: Sequence[str], kind: str) -> list[str]:
 
 
 def id_bytes(ids) -> bytes:
-    """Token ids as the bytes requests hold and keys hash: little-endian int32."""
-    return np.asarray(ids, dtype="<i4").tobytes()
+    """Token ids as the bytes requests hold and keys hash: little-endian int32. Ids that are no
+    whole numbers (1.5 was read as 1) or outside int32 (numpy's OverflowError) are one :class:`InputError`."""
+    array = np.asarray(ids)
+    if array.size and (array.dtype.kind not in "iu" or array.min() < -2**31 or array.max() >= 2**31):
+        shown = array.ravel()[:5].tolist()
+        raise InputError(f"token ids are whole numbers within int32, not {shown}{' ...' if array.size > 5 else ''}")
+    return array.astype("<i4").tobytes()
 
 
 def id_array(raw: bytes) -> np.ndarray:
@@ -295,6 +300,13 @@ class LateChunks:
 
     def __post_init__(self) -> None:
         check_kind(self.kind)
+        sizes = [len(w) if isinstance(w, tuple) else len(w) // 4 for w in self.windows]  # texts, or int32 ids
+        for i, parts in enumerate(self.chunks):
+            # refused when made, not when a model reads it: a window that is not there was an IndexError of the cache's keys
+            bad = next(((w, a, b) for w, a, b in parts if not (0 <= w < len(sizes) and 0 <= a < b <= sizes[w])), None)
+            if not parts or bad is not None:
+                raise InputError(f"late chunk #{i} " + (f"has a part {bad} outside its window's units [0, n)" if parts else "has no part")
+                                 + f" (windows of {sizes} units)")
 
     @classmethod
     def of(cls, windows: Sequence, chunks: Sequence[Sequence[tuple[int, int, int]]], kind: Kind = "document") -> LateChunks:

@@ -5,6 +5,8 @@ the tables' libraries or loads a model, so a setting that cannot work is refused
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from numbers import Integral
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -69,7 +71,8 @@ class NolimaConfig:
         for name in ("embedders", "groups", "strategies", "chunk_tokens", "expansions"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, tuple):
-                object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value))
+                one = isinstance(value, str) or not isinstance(value, Iterable)  # 128 or "onehop" for (128,): checked later, as a list
+                object.__setattr__(self, name, (value,) if one else tuple(value))
 
     def validate(self, keys: bool = True) -> NeedleSet:
         """Check everything that can be checked without work (:meth:`check`) and read the needle
@@ -89,6 +92,20 @@ class NolimaConfig:
         ``keys``: whether API keys must be set. Returns what :meth:`usable_embedders` found, as
         checked (the usable embedders, the skipped ones with why)."""
         check_normalize_by(self.normalize_by)
+        # the lists' items (a number among the embedders or strategies was an AttributeError, True a group id)
+        for name, what, kinds in (("embedders", "embedder specs", str), ("strategies", "strategy names", str),
+                                  ("chunk_tokens", "chunk sizes", Integral), ("groups", "group ids", str),
+                                  ("expansions", "expansion file paths", (str, Path))):
+            value = getattr(self, name)
+            if value is None and name != "groups":  # groups None: every group
+                raise ConfigError(f"`{name}` must be a list of {what}, not None", name)
+            odd = next((v for v in value or () if not isinstance(v, kinds) or isinstance(v, bool)), None)
+            if odd is not None:
+                raise ConfigError(f"`{name}` must be a list of {what}, not one holding {odd!r}", name)
+        if not isinstance(self.dedupe, bool):  # "no" would read as true
+            raise ConfigError(f"`dedupe` must be true or false, not {self.dedupe!r}", "dedupe")
+        if not isinstance(self.tokenizer, str):
+            raise ConfigError(f"`tokenizer` must be a tokenizer's name, not {self.tokenizer!r}", "tokenizer")
         check_options(self)  # each setting's own constraint (embedeval.options): the pool, the resamples
         self.rule().check()
         strategies = self.strategy_list()

@@ -24,7 +24,7 @@ from embedeval.net.deadlines import AnswerClock
 from embedeval.net.errors import (
     ConnectionFailedError, FatalAPIError, MalformedResponseError, PayloadTooLargeError, RetryableError, one_line,
 )
-from embedeval.net.settings import REQUEST_DEADLINE_ENV, env_number, request_timeout_from_env
+from embedeval.net.settings import REQUEST_DEADLINE_ENV, env_number, env_whole, request_timeout_from_env
 
 _T = TypeVar("_T")
 
@@ -145,7 +145,7 @@ def retry_policy_from_env() -> RetryPolicy:
     request timeout)."""
     default = RetryPolicy()
     return RetryPolicy(
-        max_attempts=int(env_number("EMBEDEVAL_MAX_ATTEMPTS", default.max_attempts)),
+        max_attempts=env_whole("EMBEDEVAL_MAX_ATTEMPTS", default.max_attempts),
         base_delay=env_number("EMBEDEVAL_RETRY_BASE_DELAY", default.base_delay),
         max_seconds=env_number("EMBEDEVAL_RETRY_MAX_SECONDS", default.max_seconds),
         connect_seconds=env_number("EMBEDEVAL_RETRY_CONNECT_SECONDS", default.connect_seconds),

@@ -28,6 +28,17 @@ def env_number(name: str, default: float) -> float:
     return value
 
 
+def env_whole(name: str, default: int) -> int:
+    """A whole number >= 1 from the environment variable ``name``, or ``default`` when unset (2.5
+    and 1e3 are refused, not cut; inf was ``int()``'s OverflowError)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not (raw.isascii() and raw.isdigit() and int(raw) >= 1):
+        raise ConfigError(f"{name} must be a whole number >= 1, not {raw!r}")
+    return int(raw)
+
+
 def request_timeout_from_env() -> float:
     """Seconds one request (embeddings or chat) may take in all, from sending it to the last byte of
     its answer: ``EMBEDEVAL_REQUEST_TIMEOUT`` or :data:`~embedeval.defaults.DEFAULT_REQUEST_TIMEOUT`

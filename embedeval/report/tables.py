@@ -312,6 +312,8 @@ def answer(row, rule: BreakRule, shares: pd.Series) -> tuple[str, tuple[str, ...
             reach = f"up to {point}-token haystacks, {meaning}" + (f"; at {later[0]} tokens it does not" if later else "")
         if chunked:
             headline = f"With {who}, reading each document as {chunk}-token chunks: {reach}."
+        elif _count(row, "recommended_chunk_tokens") is None:  # a strategy of a family not registered now: no chunk to say
+            headline = f"With {who}: {reach}."
         elif censored and _flag(row, "chunk_capped"):  # nothing longer is read: no "longer ones may be"
             headline = (f"With {who}, chunks of {int(row.recommended_chunk_tokens)} tokens, the whole window the model reads, "
                         f"are safe: {reach}.")

@@ -18,6 +18,7 @@ Importing this package imports nothing heavy. The reading itself (:class:`Embedd
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral
 
 from embedeval.defaults import DEFAULT_CHUNK_TOKENS, DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_STRATEGIES, DEFAULT_WINDOW_OVERLAP
 from embedeval.errors import ConfigError
@@ -29,7 +30,7 @@ from embedeval.strategies.base import (
 )
 
 __all__ = [
-    "FAMILIES", "PLAIN", "Family", "Strategy", "family_of_label", "model_reading_count", "model_reading_rank", "move_words",
+    "FAMILIES", "PLAIN", "Family", "Strategy", "family_of_label", "is_written_label", "model_reading_count", "model_reading_rank", "move_words",
     "glossary", "parse_strategies", "piece_bounds", "reading_mode", "register", "scores_chunks", "setting_help", "strategy_choices",
     "strategy_names",
     "vectors_per_document",
@@ -69,16 +70,24 @@ def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Se
     names = list(names)
     if not names:
         raise ConfigError("no strategies given")
+    odd = next((name for name in names if not isinstance(name, str)), None)
+    if odd is not None:  # a number was an AttributeError in the registry
+        raise ConfigError(f"strategies are names such as truncate or chunks-max@128, not {odd!r}", "strategies")
     families = [family_of_entry(name) for name in names]
     for option, overlap in (("window", window_overlap), ("late-chunking", late_overlap)):
+        if isinstance(overlap, bool) or not isinstance(overlap, Integral):  # NaN, 2.5 or True: checked when no strategy reads it too
+            raise ConfigError(f"{option} overlap must be a whole number of tokens, not {overlap!r}")
         if overlap < 0:
             raise ConfigError(f"{option} overlap must be >= 0 tokens, not {overlap}")
     sizes = list(chunk_tokens)
+    whole = all(isinstance(c, Integral) and not isinstance(c, bool) for c in sizes)
     if any(family.asks_chunk_sizes(name) for family, name in zip(families, names)):
         if not sizes:
             raise ConfigError(f"{' and '.join(chunking_names())} need at least one chunk size (`chunk_tokens`)", "chunk_tokens")
-        if any(int(c) < 1 for c in sizes) or len(set(sizes)) != len(sizes):
+        if not (whole and all(c >= 1 for c in sizes)) or len(set(sizes)) != len(sizes):
             raise ConfigError(f"chunk sizes must be distinct positive token counts, not {sizes}")
+    elif not whole:  # unread, but no token count either (NaN was int()'s ValueError), as --chunk-tokens refuses it
+        raise ConfigError(f"chunk sizes are whole numbers of tokens, not {sizes}", "chunk_tokens")
     settings = ReadSettings(tuple(int(c) for c in sizes), {"window": window_overlap, "late": late_overlap})
     out = [strategy for family, name in zip(families, names) for strategy in family.parse(name, settings)]
     # repeats compared by label, so that two spellings of one strategy (extend-gp@1024, extend-gp@01024) are one
@@ -87,6 +96,25 @@ def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Se
         twice = next(label for label in labels if labels.count(label) > 1)
         raise ConfigError(f"strategy {twice} given twice in {', '.join(names)}")
     return out
+
+
+def is_written_label(label) -> bool:
+    """Whether ``label`` is a table's ``strategy`` value exactly as a registered family writes it
+    (``truncate``, ``chunks-max@128``, ``extend-gp@4096+logscale``, ``full-text``): not a label no
+    family writes, nor one a family's prefix starts but whose number it would not write
+    (``chunks-max@0``, ``chunks-max@0128``, ``late-chunking@``, ``extend-gp@1e3``), nor a cell that is
+    no text (a number, NaN). A run's tables are checked with it when they are opened, so a
+    hand-edited label is one line, not a traceback where the report first reads it."""
+    if not isinstance(label, str):
+        return False
+    family = family_of_label(label)
+    if family is None:
+        return False
+    try:
+        read = family.parse(label, ReadSettings((), {}))
+    except ConfigError:
+        return False
+    return len(read) == 1 and read[0].label == label
 
 
 def model_reading_rank(label) -> int | None:

@@ -14,8 +14,10 @@ primitives it cuts and embeds with.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from numbers import Integral
 from typing import ClassVar
 
 from embedeval.errors import ConfigError
@@ -69,6 +71,15 @@ class Strategy:
         family = family_named(self.name)
         if self.overlap is None:
             object.__setattr__(self, "overlap", family.overlap_default or 0)
+        for field in ("chunk_tokens", "overlap", "read_tokens"):  # 1.5, NaN, True or "128" would be written into labels
+            value = getattr(self, field)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, Integral):
+                raise ConfigError(f"a strategy's {field} is a whole number of tokens, not {value!r}")
+            object.__setattr__(self, field, int(value))
+        if not isinstance(self.logscale, bool):
+            raise ConfigError(f"a strategy's logscale is true or false, not {self.logscale!r}")
         family.check_parameters(self)
 
     @property
@@ -257,12 +268,25 @@ class Family:
         return None
 
 
+#: What a strategy name is (:func:`register`).
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
 #: The registered families, in the order ``--help`` lists them.
 FAMILIES: list[Family] = []
 
 
 def register(cls: type[Family]) -> type[Family]:
-    """Class decorator: add a family to the registry (once; its names must be new)."""
+    """Class decorator: add a family to the registry (once; its names must be new, and each a name
+    ``--strategy`` can take and a label can start with: letters, digits, ``-``, ``_``, ``.``, no ``@``,
+    ``+``, ``,`` or space, which the labels and the command line read as separators)."""
+    if not (isinstance(cls, type) and issubclass(cls, Family)):
+        raise TypeError(f"register takes a Family subclass, not {cls!r}")
+    names = cls.names
+    if not (isinstance(names, tuple) and names and all(isinstance(n, str) and NAME.fullmatch(n) for n in names)):
+        raise ValueError(f"{cls.__name__}.names must be a tuple of one or more names of letters, digits, '-', '_' and '.' "
+                         f"(no '@', '+', ',' or space), not {names!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{cls.__name__}.names repeats a name: {names!r}")
     taken = {name for family in FAMILIES for name in family.names}
     if taken & set(cls.names):
         raise ValueError(f"strategy names registered twice: {sorted(taken & set(cls.names))}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import numpy as np
 import pytest
@@ -174,3 +175,31 @@ def test_stand_in_vectors_are_drawn_from_the_bytes_the_recorder_used_before():
     assert LateChunks.of([[1, 2, 3], [4]], chunks).stand_in_bytes() == [old_raw(repr(chunk)) for chunk in chunks]
     vectors = stand_in_vectors(TokenIds.of(ids).stand_in_bytes(), 8)
     assert vectors.shape == (2, 8) and np.allclose(np.linalg.norm(vectors, axis=1), 1)
+
+
+@pytest.mark.parametrize("chunks, says", [
+    ([[(5, 0, 1)]], "late chunk #0 has a part (5, 0, 1) outside its window's units"),  # was IndexError in cache_keys
+    ([[(0, 2, 10)]], "late chunk #0 has a part (0, 2, 10) outside its window's units"),
+    ([[(0, 2, 2)]], "late chunk #0 has a part (0, 2, 2) outside its window's units"),
+    ([[(0, 0, 1)], []], "late chunk #1 has no part"),
+])
+def test_a_late_chunk_outside_its_windows_is_refused_when_the_request_is_made(chunks, says):
+    """The audit of issue 46: a late-chunk request with a part outside its windows was keyed by the cache before any
+    model looked at it (an IndexError for a window that is not there); it is one InputError when made."""
+    from embedeval.embedders.requests import LateChunks
+    from embedeval.errors import InputError
+
+    with pytest.raises(InputError, match=re.escape(says)):
+        LateChunks.of([[1, 2, 3]], chunks)
+    assert len(LateChunks.of([[1, 2, 3], [4, 5]], [[(0, 2, 3), (1, 0, 2)]]).cache_keys("s", "f")) == 1
+    assert len(LateChunks.of([("a", "b")], [[(0, 0, 1)], [(0, 1, 2)]])) == 2
+
+
+@pytest.mark.parametrize("ids", [[1.5], [2**40], [True], ["3"]])
+def test_token_ids_that_are_no_int32_whole_numbers_are_refused_not_cut(ids):
+    """The audit of issue 46: TokenIds.of([[1.5]]) read id 1 (and keyed its vector so), 2**40 was numpy's OverflowError."""
+    from embedeval.embedders.requests import TokenIds
+
+    with pytest.raises(InputError, match="token ids are whole numbers within int32"):
+        TokenIds.of([ids])
+    assert TokenIds.of([np.array([1, 2], dtype=np.int64)]).ids == (np.array([1, 2], dtype="<i4").tobytes(),)
