@@ -408,20 +408,20 @@ def check_column_kinds(frame: pd.DataFrame, source, numbers: Sequence[str] = (),
         bad = values.notna() & parsed.isna()
         if column in integers:
             bad |= parsed.notna() & (parsed % 1 != 0)
-        _refuse_first(values, bad, source, column, "a whole number" if column in integers else "a number")
+        refuse_first(values, bad, source, column, "a whole number" if column in integers else "a number")
     for column in flags:
         if column in frame.columns and not is_bool_dtype(frame[column]):
             values = frame[column]
             named = values.map(lambda v: v in ("True", "False"))  # a CSV column of words besides true and false
             bad = values.notna() & ~values.map(lambda v: isinstance(v, (bool, np.bool_)))
-            _refuse_first(values, bad & ~named if (bad & ~named).any() else bad, source, column, "true or false")
+            refuse_first(values, bad & ~named if (bad & ~named).any() else bad, source, column, "true or false")
     for column in texts:
         if column in frame.columns:
             values = frame[column]
-            _refuse_first(values, ~values.map(lambda v: isinstance(v, str)), source, column, "a text")
+            refuse_first(values, ~values.map(lambda v: isinstance(v, str)), source, column, "a text")
 
 
-def _refuse_first(values, bad, source, column: str, what: str) -> None:
+def refuse_first(values, bad, source, column: str, what: str) -> None:
     """One :class:`InputError` naming the first row of ``bad`` (see :func:`check_column_kinds`)."""
     if not bad.any():
         return

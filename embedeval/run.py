@@ -40,7 +40,7 @@ from embedeval.defaults import DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BR
 from embedeval.errors import ConfigError, InputError
 from embedeval.grid import HaystackGrid
 from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
-from embedeval.io import _refuse_first, read_json, read_table, write_table, write_text_atomic
+from embedeval.io import refuse_first, read_json, read_table, write_table, write_text_atomic
 from embedeval.labels import NEEDLE_FREE_POOL, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.metrics import RETRIEVAL_MEASURES
 from embedeval.options import POOL, Constraint, is_number, is_price, is_whole
@@ -240,7 +240,7 @@ def check_strategy_labels(values: pd.Series, source) -> None:
     says a damaged number; a label of a family not registered now (:func:`unregistered_label`) is read."""
     known = {label: is_written_label(label) or unregistered_label(label) for label in values.drop_duplicates()}
     bad = ~values.map(known)
-    _refuse_first(values, bad, source, "strategy", "a strategy label as a run writes it (e.g. truncate, chunks-max@128)")
+    refuse_first(values, bad, source, "strategy", "a strategy label as a run writes it (e.g. truncate, chunks-max@128)")
 
 
 def _read(path: Path, columns: Sequence[str]) -> pd.DataFrame:
