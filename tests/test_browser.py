@@ -71,7 +71,8 @@ def test_the_report_test_fails_and_does_not_skip_without_a_browser(tmp_path):
     (tmp_path / "empty").mkdir()
     (tmp_path / "test_no_browser.py").write_text(
         "from test_report_html import chromium\n\n\ndef test_render(tmp_path):\n    chromium('--version', cwd=tmp_path)\n")
-    env = {**os.environ, "COLUMNS": "1000", "PATH": str(tmp_path / "empty"), "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), str(TESTS_DIR / "report"), os.environ.get("PYTHONPATH", "")])}
+    path = os.pathsep.join([str(TESTS_DIR), str(TESTS_DIR / "report"), os.environ.get("PYTHONPATH", "")])  # the helper's folder
+    env = {**os.environ, "COLUMNS": "1000", "PATH": str(tmp_path / "empty"), "PYTHONPATH": path}
     env.pop("CHROME_PATH", None)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", str(tmp_path / "test_no_browser.py")],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
