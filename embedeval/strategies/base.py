@@ -15,7 +15,7 @@ primitives it cuts and embeds with.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from numbers import Integral
 from typing import ClassVar
@@ -294,22 +294,29 @@ def register(cls: type[Family]) -> type[Family]:
     return cls
 
 
+def names_where(test: Callable[[Family], bool]) -> tuple[str, ...]:
+    """The names of the registered families that pass ``test``, in the registry's order."""
+    return tuple(name for family in FAMILIES if test(family) for name in family.names)
+
+
 def strategy_names() -> tuple[str, ...]:
     """Every name ``--strategy`` takes (before any ``@``)."""
-    return tuple(name for family in FAMILIES if family.selectable for name in family.names)
+    return names_where(lambda family: family.selectable)
 
 
 def stretching_names() -> tuple[str, ...]:
     """The names of families that read a set length ``L`` in one pass (context extension)."""
-    return tuple(name for family in FAMILIES if family.reads_length for name in family.names)
+    return names_where(lambda family: family.reads_length)
 
 
 def chunking_names() -> tuple[str, ...]:
-    return tuple(name for family in FAMILIES if family.takes_chunk_size for name in family.names)
+    """The names of families that take a chunk size (``name@C``)."""
+    return names_where(lambda family: family.takes_chunk_size)
 
 
 def overlapping_names() -> tuple[str, ...]:
-    return tuple(name for family in FAMILIES if family.overlap_default is not None for name in family.names)
+    """The names of families whose windows overlap."""
+    return names_where(lambda family: family.overlap_default is not None)
 
 
 def family_named(name: str) -> Family:

@@ -331,7 +331,7 @@ class EmbeddingScorer:
                 owner.append(t)
                 spans.append(span)
             seen[t] = len(text) if bounds[-1][1] >= len(ids) else spans[-1][1]
-        return Pieces(inputs, np.asarray(owner, dtype=np.int64), np.asarray(spans, dtype=np.int64).reshape(-1, 2), seen, read)
+        return self.pieces(inputs, owner, spans, seen, read)
 
     def no_vectors(self) -> np.ndarray:
         return np.zeros((0, self.embedder.dim), dtype=np.float32)
