@@ -45,18 +45,20 @@ one window of a text (``truncate``, ``extend-*``) at the content tokens of that 
 from __future__ import annotations
 
 import functools
+import math
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from embedeval.aggregate import metric_series
 from embedeval.break_rule import BREAK_KS, BREAK_RULES, BreakRule  # noqa: F401  (named here as they always were)
-from embedeval.defaults import BASE_VISIBLE_SHARE, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
+from embedeval.defaults import BASE_VISIBLE_SHARE, BREAK_SUPPORT, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.labels import BLIND_PREFIX, is_blind
 from embedeval.strategies import model_reading_rank, scores_chunks
 from embedeval.metrics import (
     RETRIEVAL_MEASURES, break_lengths, break_point, chance_corrected_recall, cluster_resamples,
-    chance_corrected, groups_for_chance_test, recommended_chunk_tokens, relative_break_lengths, visible_base_count,
+    chance_corrected, groups_for_chance_test, recommended_chunk_tokens, relative_break_lengths, supported_break, visible_base_count,
 )
 
 SERIES_KEYS = ["embedder", "strategy", "query_form", "variant", "n_distractors", "n_needles", "own_question"]
@@ -134,6 +136,30 @@ def _resampled_means(sums: np.ndarray, counts: np.ndarray, n_resamples: int, see
     _, weights = cluster_resamples(sums.shape[0], n_resamples, seed)
     with np.errstate(divide="ignore", invalid="ignore"):
         return (weights @ sums) / (weights @ counts)
+
+
+def break_resamples(lengths: np.ndarray, sums: np.ndarray, counts: np.ndarray, bases, fraction: float,
+                    n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED, monotone: bool = True) -> np.ndarray:
+    """The relative break point on every cluster-bootstrap resample b of the question groups, from
+    a series' group table (sorted ``lengths``; ``sums``, ``counts``: (G, L) per group and length,
+    :func:`_group_table`) held to ``bases`` (the base on the same resamples, one per resample, or
+    one for all): the rule of :func:`~embedeval.metrics.relative_break_lengths` on the resampled
+    means m_b = w_b . S / w_b . N, read through their non-increasing fit weighted by the values
+    behind each mean (``monotone``, :func:`~embedeval.metrics.monotone_fit`; without it, as
+    before the estimator was chosen by simulation: the means themselves). 0: no break point."""
+    _, weights = cluster_resamples(sums.shape[0], n_resamples, seed)
+    drawn = weights @ counts
+    with np.errstate(divide="ignore", invalid="ignore"):
+        means = (weights @ sums) / drawn
+    return relative_break_lengths(lengths, means, fraction, base=bases, monotone=monotone, weights=drawn)
+
+
+def headline_break(points: np.ndarray) -> int | None:
+    """The headline break point of a series from its resampled break points ``points`` (0: none;
+    :func:`break_resamples`): the longest length at least :data:`BREAK_SUPPORT` of them reach
+    (:func:`~embedeval.metrics.supported_break`), so the length most resamples give where one has a
+    clear majority and the safer, shorter one where they split; None where that is none."""
+    return supported_break(points, BREAK_SUPPORT) or None
 
 
 def _means(sums: np.ndarray, counts: np.ndarray, axis: int = 0) -> np.ndarray:
@@ -219,10 +245,10 @@ def reading_base(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT
     ``ok``                      a base above chance
     ``at chance``               shown at chance: the base's 95% cluster-bootstrap interval reaches 0
                                 and the series has at least :func:`chance_test_groups` question groups
-    ``cannot tell from chance`` not shown above chance (the interval reaches 0, or the t-test has
-                                p >= 0.025), but with too few groups, or with an interval above 0,
-                                to say it is at chance
-    ``too few groups``          fewer than 2 question groups: chance cannot be ruled out
+    ``cannot tell from chance`` not shown above chance (the t-test has p >= 0.025 while the
+                                interval is above 0), nor at chance
+    ``too few groups``          fewer question groups than :func:`chance_test_groups` (10): no
+                                headline, whatever the p-value (with 2 groups alike it was 0)
     ``needle not visible``      no base length: the shortest length is past the window, or the
                                 scorer misses the needle in more than 5% of its haystacks
     ``cannot correct for chance``  every pool has k or fewer candidates
@@ -255,14 +281,15 @@ def reading_base(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT
     alike = np.ptp(group_bases) <= 1e-12 * max(1.0, float(np.abs(group_bases).max()))
     from scipy import stats  # here: scipy.stats takes a second to import, and the command line imports this module
 
-    p = (float(stats.ttest_1samp(group_bases, 0.0, alternative="greater").pvalue) if not alike
-         else 0.0 if group_bases[0] > 0 else 1.0)  # every group alike: no spread to test against
-    above = np.isfinite(base) and base > 0 and base_lo > 0 and p < tail
-    shown_at_chance = not above and not base_lo > 0 and group_bases.size >= chance_test_groups()
+    # every group alike: no spread to test against, so no p-value (not 0), and above chance where that one value is
+    p = float(stats.ttest_1samp(group_bases, 0.0, alternative="greater").pvalue) if not alike else math.nan
+    above = np.isfinite(base) and base > 0 and base_lo > 0 and (p < tail if not alike else group_bases[0] > 0)
+    enough = group_bases.size >= chance_test_groups()  # fewer: no headline, whatever a t-test of so few groups says
+    shown_at_chance = not above and not base_lo > 0 and enough
     return {**found, "base_value": base, "base_ci_lo": base_lo, "base_ci_hi": base_hi, "base_p": p,
             "at_chance": True if shown_at_chance else False if above else pd.NA,
-            "relative_status": OK if above else AT_CHANCE if shown_at_chance else CANNOT_TELL,
-            "bases": bases if above else None}
+            "relative_status": TOO_FEW_GROUPS if not enough else OK if above else AT_CHANCE if shown_at_chance else CANNOT_TELL,
+            "bases": bases if above and enough else None}
 
 
 def relative_break(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT_N_BOOTSTRAP,
@@ -298,8 +325,8 @@ def relative_break(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAU
     found.update({field: base[field] for field in BASE_FIELDS})
     if base["relative_status"] != OK:
         return found
-    point = int(relative_break_lengths(lengths, means[None, :], rule.fraction, base=base["base_value"])[0]) or None
-    points = relative_break_lengths(lengths, _resampled_means(sums, counts, n_resamples, seed), rule.fraction, base=base["bases"])
+    points = break_resamples(lengths, sums, counts, base["bases"], rule.fraction, n_resamples, seed)
+    point = headline_break(points)
     lo, hi = _interval(points) if point else (None, None)
     return {**found, "relative_break_point": point, "relative_lo": lo, "relative_hi": hi, "relative_points": points}
 
@@ -416,7 +443,7 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
         absolute = point(rule.metric, rule.threshold)
         if rule.rule == "relative":
             headline, (lo, hi) = relative["relative_break_point"], (relative["relative_lo"], relative["relative_hi"])
-            points = relative["relative_points"] if headline else np.zeros(0, dtype=np.int64)
+            points = relative["relative_points"]  # also where they give no headline: how they spread says why
         else:
             points = absolute_resamples(ranked, rule, n_resamples, seed) if absolute else np.zeros(0, dtype=np.int64)
             headline, (lo, hi) = absolute, (_interval(points) if points.size else (None, None))
@@ -494,8 +521,9 @@ def _base_text(row, rule: BreakRule) -> str:
     """The relative rule's base of a row in words ("" when it has none)."""
     if _missing(row.base_value):
         return ""
+    test = "every group's base alike (no t-test)" if _missing(row.base_p) else f"groups' t-test p = {row.base_p:.3g}"
     return (f"chance-corrected {rule.recall_metric} {row.base_value:.3f} [{row.base_ci_lo:.3f}, {row.base_ci_hi:.3f}] "
-            f"over {row.base_lengths} tokens, groups' t-test p = {row.base_p:.3g}")
+            f"over {row.base_lengths} tokens, {test}")
 
 
 def why_no_break(row, rule: BreakRule | None = None) -> str | None:
@@ -513,20 +541,27 @@ def why_no_break(row, rule: BreakRule | None = None) -> str | None:
         if status == CANNOT_TELL:
             groups = getattr(row, "n_groups", None)
             count = "these" if _missing(groups) else str(int(groups))
-            return (f"cannot be told from chance with {count} question groups{base}; a headline needs at least "
-                    f"{chance_test_groups()} groups")
+            return (f"not shown above chance with {count} question groups{base}: the base's interval or its t-test "
+                    "reaches chance")
         if status == NOT_VISIBLE:
             return (f"no break point: the model reads none of the shortest haystacks whole (they are longer than its window, or "
                     f"the needle is past it in more than {1 - BASE_VISIBLE_SHARE:.0%} of them), so there is no base to hold it to; "
                     "add lengths inside the window")
         if status == TOO_FEW_GROUPS:
-            return "too few question groups (fewer than 2) to tell this scorer from chance"
+            groups = getattr(row, "n_groups", None)
+            count = "" if _missing(groups) else f" ({int(groups)})"
+            return (f"too few question groups{count}{base}: a headline needs at least {chance_test_groups()}, whatever the "
+                    "p-value (add questions, or read the per-length table)")
         if status == UNCORRECTABLE:
             return (f"{rule.recall_metric} cannot be corrected for chance: no pool has more than {rule.k} candidates "
                     "(add negatives)")
         if status == NO_RANKS:
             return "no rank table: the relative rule reads each question's ranks"
     if _missing(row.break_point):
+        shares = parse_shares(getattr(row, "break_shares", None))
+        if any(length is not None for length in shares):
+            return (f"no length is reached by {BREAK_SUPPORT:.0%} of the resamples of the question groups (they give "
+                    f"{shares_words(row)})")
         if _missing(row.best_length):
             return f"no {rule.headline_metric} measured"
         return f"no length keeps {rule.condition()} (best: {int(row.best_length)} tokens at {row.best_value:.3f})"
@@ -553,6 +588,61 @@ def shares_words(row) -> str | None:
     return ", ".join(f"{_length_words(length)} in {_percent(share)}" for length, share in ordered)
 
 
+class BreakAnswer(NamedTuple):
+    """What a row of :func:`break_points` answers, as every place that says it reads it
+    (:func:`break_answer`): the headline ``length`` (None: none), the share of resamples of the
+    question groups that give it (``share``) and that reach it or a longer length (``reach``),
+    and, where no length has a clear majority (``share`` < :data:`BREAK_SUPPORT`), the ``likely``
+    lengths (each given by at least :data:`RIVAL_SHARE` of the resamples; None: no break point),
+    shortest first. ``settled``: one length has the majority (or the row predates the shares)."""
+
+    length: int | None
+    share: float | None
+    reach: float | None
+    likely: tuple[tuple[int | None, float], ...]
+
+    @property
+    def settled(self) -> bool:
+        return not self.likely
+
+
+def break_answer(row) -> BreakAnswer:
+    """A row's answer (:class:`BreakAnswer`), from its ``break_point`` and ``break_shares``."""
+    length = None if _missing(row.break_point) else int(row.break_point)
+    shares = parse_shares(getattr(row, "break_shares", None))
+    if not shares:
+        return BreakAnswer(length, None, None, ())
+    share = shares.get(length, 0.0)
+    reach = sum(value for found, value in shares.items() if (found or 0) >= (length or 0))
+    likely = tuple(sorted(((found, value) for found, value in shares.items() if value >= RIVAL_SHARE), key=lambda item: item[0] or 0))
+    return BreakAnswer(length, share, reach, likely if share < BREAK_SUPPORT - 1e-9 and len(likely) > 1 else ())
+
+
+def lengths_or(lengths) -> str:
+    """Lengths (None: none) as one reads them out: "128 or 512 tokens", "none or 128 tokens"."""
+    names = ["none" if length is None else f"{length:,}" for length in lengths]
+    words = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    return words if names[-1] == "none" else f"{words} tokens"
+
+
+def support_words(row) -> str:
+    """How the resamples of the question groups back a row's break point, in the words every place
+    uses: "given by 66% of resamples of the question groups"; where they split, the likely lengths
+    with their shares and how often the headline, the safer answer, is reached ("split between 128
+    or 512 tokens (40% / 38% of resamples of the question groups); 128 tokens is the longest that
+    78% of them reach"); "" for a row without shares."""
+    said = break_answer(row)
+    if said.share is None:
+        return ""
+    if said.settled:
+        return f"given by {_percent(said.share)} of resamples of the question groups"
+    split = " / ".join(_percent(share) for _, share in said.likely)
+    likely = f"{lengths_or([length for length, _ in said.likely])} ({split} of resamples of the question groups"
+    if said.length is None:
+        return f"no clear majority: {likely}; no length is reached by {BREAK_SUPPORT:.0%} of them)"
+    return f"split between {likely}); {said.length:,} tokens is the longest that {_percent(said.reach)} of them reach"
+
+
 def break_sentence(row, rule: BreakRule | None = None) -> str:
     """One line about a row of :func:`break_points`: the headline break point with its interval,
     or why there is none (:func:`why_no_break`); then the other rule's break point and the
@@ -566,6 +656,6 @@ def break_sentence(row, rule: BreakRule | None = None) -> str:
         return f"{why}{tail}"
     base = _base_text(row, rule)
     reading = f" ({base})" if rule.rule == "relative" and base else ""
-    spread = shares_words(row)
-    resampled = f"; the resamples give {spread}" if spread and len(parse_shares(getattr(row, "break_shares", None))) > 1 else ""
-    return f"break point {interval_text(row)} by {rule.condition()}{reading}{chunk_text(row)}{resampled}{tail}"
+    support = support_words(row)
+    support = f", {support}," if support else ""
+    return f"break point {interval_text(row)}{support} by {rule.condition()}{reading}{chunk_text(row)}{tail}"

@@ -48,6 +48,10 @@ DEFAULT_NORMALIZE_BY = "standard"
 DEFAULT_BREAK_RULE = "relative"
 DEFAULT_BREAK_K = 5
 RELATIVE_BREAK_FRACTION = 0.85
+#: The share of resamples of the question groups that must reach a length for it to be the
+#: headline break point (:func:`embedeval.breaks.headline_break`): the length a clear majority
+#: gives, else the safer one (chosen by ``benchmarks/bench_break_estimator.py``).
+BREAK_SUPPORT = 0.6
 DEFAULT_BREAK_METRIC = "query_auc"
 DEFAULT_BREAK_THRESHOLD = 0.8
 #: A relative break point's base reads only lengths where the scorer sees the needle in at least

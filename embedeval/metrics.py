@@ -462,14 +462,52 @@ def groups_for_chance_test(effect: float = CHANCE_TEST_EFFECT, power: float = CH
     raise ValueError(f"no group count below 1000 reaches power {power} for effect {effect}")
 
 
+def monotone_fit(scores, weights=None) -> np.ndarray:
+    """The least-squares non-increasing fit of every row of ``scores`` ((n, L), or one row of L),
+    weighted by ``weights`` (the same shape, or one row for all; default 1): isotonic regression,
+    in its min-max form
+
+        f_i = min_{j <= i} max_{k >= i} (sum_{m=j..k} w_m s_m) / (sum_{m=j..k} w_m)
+
+    A NaN score (a length not measured) weighs nothing in the fit and stays NaN. Example: 0.54,
+    0.52, 0.51, 0.31, 0.43 -> 0.54, 0.52, 0.51, 0.37, 0.37 (the rise from 0.31 to 0.43 is pooled:
+    one noisy length no longer stands alone below or above its neighbours)."""
+    scores = np.asarray(scores, dtype=float)
+    rows = np.atleast_2d(scores)
+    if rows.ndim != 2 or not rows.shape[1]:
+        raise ValueError(f"scores must be one or more rows of values, not shape {scores.shape}")
+    weights = np.ones_like(rows) if weights is None else np.broadcast_to(np.asarray(weights, dtype=float), rows.shape)
+    if np.any(~np.isfinite(weights) | (weights < 0)):
+        raise ValueError("weights must be finite and >= 0")
+    measured = np.isfinite(rows)
+    weights = np.where(measured, weights, 0.0)
+    total = np.concatenate([np.zeros((rows.shape[0], 1)), np.cumsum(weights * np.where(measured, rows, 0.0), axis=1)], axis=1)
+    weight = np.concatenate([np.zeros((rows.shape[0], 1)), np.cumsum(weights, axis=1)], axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):  # (n, j, k): the weighted mean of s_j..s_k
+        block = (total[:, None, 1:] - total[:, :-1, None]) / (weight[:, None, 1:] - weight[:, :-1, None])
+    size = rows.shape[1]
+    before = np.arange(size)[:, None] > np.arange(size)[None, :]  # k < j: no block
+    block = np.where(before[None] | ~np.isfinite(block), -np.inf, block)
+    highest = np.flip(np.maximum.accumulate(np.flip(block, axis=2), axis=2), axis=2)  # max over k >= i, per j
+    highest = np.where(before[None], np.inf, highest)  # j > i: not a start of i's block
+    fit = highest.min(axis=1)
+    fit = np.where(measured & np.isfinite(fit), fit, np.nan)
+    return fit.reshape(scores.shape)
+
+
 def relative_break_lengths(lengths, scores, fraction: float = RELATIVE_BREAK_FRACTION, n_base: int | None = None,
-                           base=None) -> np.ndarray:
+                           base=None, monotone: bool = False, weights=None) -> np.ndarray:
     """:func:`relative_break_point` of every row of ``scores`` at once: ``scores`` is (n, L), one
     column per length of the sorted, distinct ``lengths``; NaN marks a length a row did not
     measure (it breaks the run there); the base averages the ``n_base`` shortest lengths (default
     :func:`base_length_count`; 0: no base, no break point), or is given per row (``base``, n
-    values: a base read elsewhere, as one base serves every strategy of an embedder). Returns n
-    break points, 0 where a row has none."""
+    values: a base read elsewhere, as one base serves every strategy of an embedder). With
+    ``monotone`` the rule reads each row's :func:`monotone_fit` (weighted by ``weights``) against
+    the bar, the base still read from the scores themselves:
+
+        L* = max { L : f(l) >= fraction * base for every l <= L },   f = monotone_fit(s, w)
+
+    so one noisy length cannot break the run alone. Returns n break points, 0 where a row has none."""
     lengths, scores = _length_grid(lengths, scores)
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction must be in (0, 1], not {fraction}")
@@ -480,10 +518,31 @@ def relative_break_lengths(lengths, scores, fraction: float = RELATIVE_BREAK_FRA
         with np.errstate(invalid="ignore"):
             base = scores[:, :n_base].mean(axis=1)
     base = np.broadcast_to(np.asarray(base, dtype=float), (scores.shape[0],))
+    read = monotone_fit(scores, weights) if monotone else scores
     with np.errstate(invalid="ignore"):
-        kept = _kept_prefix(scores >= fraction * base[:, None])
+        kept = _kept_prefix(read >= fraction * base[:, None])
     kept = np.where(np.isfinite(base) & (base > 0), kept, 0)
     return np.where(kept > 0, lengths[np.maximum(kept - 1, 0)], 0)
+
+
+def supported_break(points, support: float) -> int:
+    """The longest break length that at least ``support`` of the resampled break points ``points``
+    reach (0 = none, the lowest):
+
+        L^ = max { L in points or 0 : (1 / B) #{ b : points_b >= L } >= support }
+
+    the (1 - support) quantile of the resamples, none counted lowest. With a length that at least
+    ``support`` >= 0.5 of the resamples give, that length; where they split (40% at 128 and 38% at
+    512 tokens), the longer lengths are not supported and the answer is the safer, shorter one
+    (128 here: 78% reach it). 0 for no resamples."""
+    points = np.asarray(points, dtype=np.int64).ravel()
+    if not 0 < support <= 1:
+        raise ValueError(f"support must be in (0, 1], not {support}")
+    if not points.size:
+        return 0
+    found, counts = np.unique(points, return_counts=True)
+    reach = np.cumsum(counts[::-1])[::-1] / points.size  # the share of resamples at or above each length
+    return int(found[reach >= support - 1e-12].max())
 
 
 def relative_break_point(lengths, scores, fraction: float = RELATIVE_BREAK_FRACTION) -> int | None:

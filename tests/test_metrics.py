@@ -222,3 +222,56 @@ def test_cluster_bootstrap_stacks_equal_clusters_with_the_same_result_as_the_loo
     neg, neg_groups = rng.normal(size=12), np.arange(12)
     np.testing.assert_allclose(cluster_bootstrap_ci(cohens_d, (score, neg), (groups, neg_groups), 200, 3),
                                cluster_bootstrap_ci(lambda p, n: cohens_d(p, n), (score, neg), (groups, neg_groups), 200, 3))
+
+
+# --- the break-point estimator chosen by simulation: a monotone fit, and the length 60% of the resamples reach --------
+def test_monotone_fit_is_scikit_learns_isotonic_regression_row_by_row():
+    from sklearn.isotonic import IsotonicRegression
+
+    from embedeval.metrics import monotone_fit
+
+    rng = np.random.default_rng(11)
+    for size in (1, 2, 3, 7, 10, 13):
+        scores = rng.normal(size=(40, size)).round(1)  # rounded: ties, and blocks of equal values
+        weights = rng.uniform(0.1, 4, size=(40, size))
+        fitted = monotone_fit(scores, weights)
+        for row, w, f in zip(scores, weights, fitted):
+            np.testing.assert_allclose(f, IsotonicRegression(increasing=False).fit_transform(np.arange(size), row, sample_weight=w))
+    np.testing.assert_allclose(monotone_fit([0.54, 0.52, 0.51, 0.31, 0.43]), [0.54, 0.52, 0.51, 0.37, 0.37])  # the docstring's
+    np.testing.assert_allclose(monotone_fit([0.2, 0.4, 0.6]), [0.4, 0.4, 0.4])  # a rising curve is one block
+    np.testing.assert_allclose(monotone_fit([0.5, np.nan, 0.6, 0.2]), [0.55, np.nan, 0.55, 0.2])  # NaN weighs nothing, stays NaN
+    assert np.isnan(monotone_fit([np.nan, np.nan])).all()
+    with pytest.raises(ValueError, match="weights"):
+        monotone_fit([0.5, 0.4], [1.0, -1.0])
+    with pytest.raises(ValueError, match="scores"):
+        monotone_fit(np.zeros((2, 0)))
+
+
+def test_supported_break_is_the_longest_length_the_share_reaches():
+    from embedeval.metrics import supported_break
+
+    split = [128] * 40 + [512] * 38 + [0] * 22  # the 40 / 38: neither alone, 128 is reached by 78%
+    assert supported_break(split, 0.6) == 128 and supported_break(split, 0.38) == 512 and supported_break(split, 0.39) == 128
+    majority = [0] * 9 + [64] * 14 + [96] * 8 + [128] * 66 + [192] * 3  # the default run's: 128, given by 66%
+    assert supported_break(majority, 0.6) == 128
+    assert supported_break([0] * 50 + [256] * 50, 0.6) == 0  # none: no length is reached by 60%
+    assert supported_break([512], 0.6) == 512 and supported_break([], 0.6) == 0 and supported_break([0, 0], 1.0) == 0
+    rng = np.random.default_rng(2)
+    for _ in range(200):  # against a count by hand
+        points = rng.choice([0, 64, 128, 256], size=rng.integers(1, 30))
+        share = rng.uniform(0.05, 1)
+        assert supported_break(points, share) == max(p for p in [0, *points] if np.mean(points >= p) >= share)
+    for bad in (0, 1.5, -0.1):
+        with pytest.raises(ValueError, match="support"):
+            supported_break([128], bad)
+
+
+def test_relative_break_lengths_reads_the_monotone_fit_against_a_bar_from_the_scores():
+    from embedeval.metrics import relative_break_lengths
+
+    lengths = [64, 128, 256, 512]
+    # 64 alone dips under 0.85 x the base (0.6): the plain rule gives none, the fit pools it with 128
+    assert relative_break_lengths(lengths, [[0.45, 0.75, 0.6, 0.2]], base=0.6).tolist() == [0]
+    assert relative_break_lengths(lengths, [[0.45, 0.75, 0.6, 0.2]], base=0.6, monotone=True).tolist() == [256]
+    # weights: a heavy low length pulls the pooled block down
+    assert relative_break_lengths(lengths, [[0.6, 0.4, 0.6, 0.6]], base=0.6, monotone=True, weights=[1, 10, 1, 1]).tolist() == [64]

@@ -7,9 +7,11 @@ import numpy as np
 import pandas as pd
 
 from embedeval.aggregate import fewest_distractors, main_variant, metric_series, one_needle, pair_with_controls
-from embedeval.breaks import RIVAL_SHARE, SERIES_KEYS, BreakRule, interval_text, parse_shares, shares_words, tokens_text, why_no_break
-from embedeval.defaults import CHUNK_FACTOR
-from embedeval.metrics import recommended_chunk_tokens
+from embedeval.breaks import (
+    SERIES_KEYS, BreakAnswer, BreakRule, break_answer, interval_text, lengths_or, parse_shares, shares_words, support_words, tokens_text,
+    why_no_break,
+)
+from embedeval.defaults import BREAK_SUPPORT, CHUNK_FACTOR
 from embedeval.labels import ALL, BLIND_PREFIX, CONTROL, NEGATIVE, QUESTION, is_blind
 from embedeval.strategies import scores_chunks
 from embedeval.strategies.chunks import chunk_size
@@ -256,35 +258,23 @@ def _visible_words(shares: pd.Series) -> str:
     return ", ".join(f"{int(length)}: {share:.0%}" for length, share in shares.items())
 
 
-def _rivals(row) -> list[tuple[int | None, float]]:
-    """The break lengths that at least :data:`~embedeval.breaks.RIVAL_SHARE` of the resamples give
-    (None: no break point), shortest first, when there are several: the answer is not one length."""
-    shares = parse_shares(getattr(row, "break_shares", None))
-    likely = sorted(((length, share) for length, share in shares.items() if share >= RIVAL_SHARE), key=lambda item: item[0] or 0)
-    return likely if len(likely) > 1 else []
-
-
-def _divided_headline(row, who: str, rivals: list[tuple[int | None, float]], chunked: bool) -> str:
-    """The headline when the resamples disagree: every likely length with its share, and for a
-    strategy with a chunk size the safe chunk (of the shortest likely length) and how often the
-    reported one's holds: the share of resamples whose break point is at least its length (a chunk
-    of 0.8 x 256 tokens holds where the break point is 256 or longer)."""
-    names = " or ".join("none" if length is None else str(length) for length, _ in rivals)
-    split = " / ".join(f"{share:.0%}" for _, share in rivals)
-    said = f"With {who}, the break point is {names} tokens ({split} of resamples of the question groups)"
+def _divided_headline(row, who: str, said: BreakAnswer, chunked: bool) -> str:
+    """The headline when no length has a clear majority of the resamples (:func:`~embedeval.breaks.break_answer`):
+    the likely lengths with their shares, then the one answer, the safer length (the longest that
+    :data:`~embedeval.defaults.BREAK_SUPPORT` of the resamples reach) and its chunk."""
+    split = " / ".join(f"{share:.0%}" for _, share in said.likely)
+    likely = f"the break point is {lengths_or([length for length, _ in said.likely])} ({split} of resamples of the question groups)"
+    if said.length is None:
+        return (f"With {who}, this run recommends no chunk size: {likely}, and no length is reached by "
+                f"{BREAK_SUPPORT:.0%} of them.")
+    reached = f"{said.reach:.0%} of the resamples reach {said.length:,} tokens"
     if chunked:
-        return f"{said}: reading each document as {row.strategy.split('@')[-1]}-token chunks, the data do not tell which."
-    window = _count(row, "window")
-    lengths = [length for length, _ in rivals if length is not None]
-    if rivals[0][0] is None:
-        return f"{said}: it may have no break point at all, so this run recommends no chunk size with confidence."
-    safe = recommended_chunk_tokens(lengths[0], window)
-    other_length = next((length for length in lengths[1:] if length == _count(row, "break_point")), lengths[-1])
-    other_share = sum(share for length, share in parse_shares(row.break_shares).items() if (length or 0) >= other_length)
-    other = recommended_chunk_tokens(other_length, window)
-    if other == safe:
-        return f"{said}: keep chunks ≤ {safe} tokens."
-    return f"{said}: keep chunks ≤ {safe} tokens to be safe; {other} tokens holds in {other_share:.0%} of the resamples."
+        return (f"With {who}, reading each document as {row.strategy.split('@')[-1]}-token chunks, {likely}: count on "
+                f"documents up to {said.length:,} tokens, the safer answer ({reached}).")
+    chunk = _count(row, "recommended_chunk_tokens")
+    if chunk is None:
+        return f"With {who}, {likely}: count on haystacks up to {said.length:,} tokens, the safer answer ({reached})."
+    return f"With {who}, {likely}: keep chunks ≤ {chunk} tokens, the safer answer ({reached})."
 
 
 def answer(row, rule: BreakRule, shares: pd.Series) -> tuple[str, tuple[str, ...]]:
@@ -300,7 +290,9 @@ def answer(row, rule: BreakRule, shares: pd.Series) -> tuple[str, tuple[str, ...
     censored = _flag(row, "break_censored")
     chunked = scores_chunks(row.strategy)
     if why is not None:
-        headline = f"With {who}, this run recommends no chunk size: it has no break point."
+        said = break_answer(row)
+        headline = (f"With {who}, this run recommends no chunk size: it has no break point." if said.settled
+                    else _divided_headline(row, who, said, chunked))
         items = [f"No break point: {why}."]
     else:
         point = int(row.break_point)
@@ -321,12 +313,13 @@ def answer(row, rule: BreakRule, shares: pd.Series) -> tuple[str, tuple[str, ...
             headline = f"With {who}, chunks of {int(row.recommended_chunk_tokens)} tokens are safe, and longer ones may be: {reach}."
         else:
             headline = f"With {who}, keep chunks ≤ {int(row.recommended_chunk_tokens)} tokens: {reach}."
-        rivals = _rivals(row)
-        if rivals:
-            headline = _divided_headline(row, who, rivals, chunked)
+        said = break_answer(row)
+        if not said.settled:
+            headline = _divided_headline(row, who, said, chunked)
         bound = '; "≥": it never fell below the bar, so the effective length is at least this' if censored else ""
-        items = [f"Break point **{interval_text(row)}** by the {rule.rule} rule, the headline: act on this one (in brackets its "
-                 f"interval over resampled question groups{bound})."]
+        support = support_words(row)
+        items = [f"Break point **{interval_text(row)}** by the {rule.rule} rule{', ' + support if support else ''} (in brackets "
+                 f"its 5-95% interval over resampled question groups{bound})."]
         if chunked:
             items.append(f"Chunk size {chunk} tokens, set by the strategy: its break point is the document's length, so it "
                          "recommends no chunk.")
@@ -336,8 +329,8 @@ def answer(row, rule: BreakRule, shares: pd.Series) -> tuple[str, tuple[str, ...
                          f"{_count(row, 'window')}-token window the model reads (it reads nothing past it)." if _flag(row, "chunk_capped")
                          else f"Recommended chunk **at least {tokens} tokens**: {CHUNK_FACTOR} x the break point, a lower bound as "
                          "the break point is." if censored else f"Recommended chunk **{tokens} tokens**: {CHUNK_FACTOR} x the break point.")
-    spread = shares_words(row) if why is None else None
-    if spread is not None:
+    spread = shares_words(row)
+    if spread is not None and len(parse_shares(row.break_shares)) > 1:
         items.append(f"Over resamples of the question groups the break point is {spread}.")
     groups = _count(row, "n_groups")
     if groups is not None:
