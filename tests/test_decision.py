@@ -28,12 +28,15 @@ from test_breaks import _rank_rows
 N = 25  # candidates per ranking: k/n = 5/25 = 0.2 at recall@5
 
 
-def _ranks(series: dict[tuple[str, str], dict[int, list[list[int]]]], n_candidates: int = N) -> pd.DataFrame:
-    """A rank table of several series from ranks[length] = per group, its depths' ranks."""
+def _ranks(series: dict[tuple[str, str], dict[int, list[list[int]]]], n_candidates: int = N,
+           scores: dict[tuple[str, str], float] | None = None) -> pd.DataFrame:
+    """A rank table of several series from ranks[length] = per group, its depths' ranks; every
+    needle haystack scored 0, plus the series' offset in ``scores``."""
     frames = []
     for (embedder, strategy), by_length in series.items():
         ranks = {length: np.array(groups) for length, groups in by_length.items()}
-        frames.append(_rank_rows(ranks, n_candidates).assign(embedder=embedder, strategy=strategy))
+        frames.append(_rank_rows(ranks, n_candidates).assign(embedder=embedder, strategy=strategy,
+                                                             score=(scores or {}).get((embedder, strategy), 0.0)))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -92,9 +95,11 @@ def test_recall_and_its_interval_by_hand_and_by_an_independent_bootstrap_loop():
 
 
 def test_equal_readings_recommend_the_one_no_other_beats_at_every_length():
-    """At 128 both readings are the same rankings: windows-mean is named, for truncate never beats
-    it and falls behind at 512; the two cannot be told apart there (no difference on any resample)."""
-    table = decision_table(_ranks(HAND), n_resamples=200).set_index(["length", "strategy"])
+    """At 128 both readings rank alike but score otherwise (other vectors, the same recall):
+    windows-mean is named, for truncate never beats it and falls behind at 512; the two cannot be
+    told apart there (no difference on any resample)."""
+    table = decision_table(_ranks(HAND, scores={("m", "windows-mean"): 1e-3}), n_resamples=200).set_index(["length", "strategy"])
+    assert (table["same_as"] == table.index.get_level_values("strategy")).all()  # two readings at every length
     assert table.loc[(128, "windows-mean"), "best"] and not table.loc[(128, "truncate"), "best"]
     assert tuple(table.loc[(128, "truncate"), ["diff_to_best", "diff_lo", "diff_hi"]]) == (0.0, 0.0, 0.0)
     assert table.loc[(128, "truncate"), "tied_with_best"]
