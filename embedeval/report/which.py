@@ -118,7 +118,7 @@ def band_sentence(rows: pd.DataFrame) -> str:
     for embedder, theirs in rows[rows["embedder"] != best.embedder].groupby("embedder", sort=True):
         row = next(theirs.sort_values(["recall", "strategy"], ascending=[False, True]).itertuples())
         others.append(f"switching to {reading_words(embedder, row.strategy)} {change_words(row)}{cost_words(row, best)}")
-    return said + ("; " + "; ".join(others) if others else "; no other reading was measured") + "."
+    return said + ("; " + "; ".join(others) if others else "" if same else "; no other reading was measured") + "."
 
 
 def band_order(lengths: list[int], corpus_lengths: dict | None) -> list[int]:
