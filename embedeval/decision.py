@@ -57,26 +57,43 @@ from embedeval import strategies
 from embedeval.strategies import model_reading_count, model_reading_rank
 from embedeval.metrics import chance_corrected_recall
 
-#: The columns of ``decision.csv``: the issue's, then which series is the best and the groups.
+#: The columns of ``decision.csv``: the issue's, then which series is the best and the groups, then
+#: (:data:`ADDED_DECISION_COLUMNS`) which reading it is the same as, what it reads of a document and
+#: how often the needle is in what it reads.
 DECISION_COLUMNS = ["length", "embedder", "strategy", "recall", "recall_lo", "recall_hi", "diff_to_best", "diff_lo", "diff_hi",
                     "tied_with_best", "vectors_per_document", "seconds_per_million_tokens", "usd_per_million_tokens",
-                    "best", "n_groups"]
+                    "best", "n_groups", "same_as", "share_read", "needle_visible"]
+#: The columns a ``decision.csv`` written before issue 53 lacks (read back as missing).
+ADDED_DECISION_COLUMNS = ["same_as", "share_read", "needle_visible"]
 #: The columns of ``timings.csv`` (:func:`timing_table`).
 TIMING_COLUMNS = ["embedder", "strategy", "length", "documents", "document_tokens", "tokens_read", "model_seconds", "model_tokens"]
 #: What a decision reads of the rank table, besides recall@k.
 RANK_COLUMNS = ("embedder", "strategy", "query_form", "variant", "length", "group_id", "n_distractors", "n_needles",
-                "own_question", "n_candidates")
+                "own_question", "n_candidates", "haystack_id", "score", "rank")
 #: Recall values this close are equal (the same rows summed in another order).
 EQUAL = 1e-12
+#: Two readings of one embedder whose scores of every needle haystack at a length differ by at most
+#: this (cosine similarity), with equal ranks, read the same vectors there (:func:`same_readings`):
+#: ``extend-gp@1026`` and ``truncate`` of a 128-token haystack differ by 2.1e-7, the float rounding
+#: of another computation path, while two readings that see other tokens differ by 1e-3 and more.
+SAME_SCORE = 1e-5
+#: Two measured speeds whose larger is under this many times the smaller are "about the same time"
+#: (:func:`about_the_same_time`): the timings are wall seconds of one pass per reading mode on a
+#: machine that does other work; identical computations measured at different moments came out
+#: 1.3 x apart (issue 53).
+TIMING_NOISE = 1.5
 
 
-def vectors_per_document(strategy: str, length: int) -> int:
-    """The vectors a retriever stores for one document of ``length`` tokens read by ``strategy``
-    (:func:`embedeval.strategies.vectors_per_document`: one, or ``ceil(length / C)`` for a strategy
-    that keeps a vector per ``C``-token chunk: 8 for ``chunks-max@128`` of a 1,000-token document)."""
-    if isinstance(length, bool) or not isinstance(length, (int, np.integer)) or length < 1:
-        raise ValueError(f"a document length is a whole number of tokens >= 1, not {length!r}")
-    return strategies.vectors_per_document(strategy, int(length))
+def vectors_per_document(strategy: str, length: int, frame_tokens: int = 0) -> int:
+    """The vectors a retriever stores for one document of ``length`` content tokens read by
+    ``strategy`` (:func:`embedeval.strategies.vectors_per_document`: one, or one per chunk, counted
+    in content tokens: ``ceil(length / (C - frame_tokens))`` for ``chunks-max@C``, whose ``C``
+    counts the model's ``frame_tokens`` special tokens: 9 for ``chunks-max@128`` of
+    all-MiniLM-L6-v2 (126 content tokens a chunk) and a 1,024-token document)."""
+    for name, value, least in (("a document length", length, 1), ("a model's frame", frame_tokens, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+            raise ValueError(f"{name} is a whole number of tokens >= {least}, not {value!r}")
+    return strategies.vectors_per_document(strategy, int(length), int(frame_tokens))
 
 
 def reading_mode(strategy: str) -> str:
@@ -88,12 +105,65 @@ def reading_mode(strategy: str) -> str:
 
 
 def headline_ranks(retrieval: pd.DataFrame) -> pd.DataFrame:
-    """The rows of a rank table the decision reads: one needle per haystack asked its own question
-    in the question form, of the main variant (one-hop where the run has it), at the run's fewest
-    distractors: the series of the report's answers (:func:`~embedeval.report.tables.headline_breaks`)."""
+    """The rows of a rank (or similarity) table the decision reads: one needle per haystack asked
+    its own question in the question form, of the main variant (one-hop where the run has it), at
+    the run's fewest distractors: the series of the report's answers
+    (:func:`~embedeval.report.tables.headline_breaks`)."""
     rows = one_needle(retrieval)
     rows = rows[(rows["query_form"] == QUESTION) & ~rows["variant"].map(is_blind)]
     return rows if rows.empty else fewest_distractors(rows[rows["variant"] == main_variant(rows)])
+
+
+def simplicity(label) -> tuple[int, str]:
+    """How simple a reading is, simplest first: the model's own readings by
+    :func:`~embedeval.strategies.model_reading_rank` (``truncate`` first, then ``windows-mean``,
+    ``full-text``, the context extensions), then every other reading (chunks, late chunking); of
+    equal rank, by label."""
+    rank = model_reading_rank(label)
+    return (model_reading_count() if rank is None else rank, str(label))
+
+
+#: What identifies a row of a rank table within one series (its haystack, question and form).
+ROW_KEYS = ("query_form", "variant", "group_id", "haystack_id", "own_question", "n_distractors", "n_needles", "depth")
+
+
+def same_readings(retrieval: pd.DataFrame, tolerance: float = SAME_SCORE) -> pd.DataFrame:
+    """Which readings of one embedder read the same vectors at a length: per (embedder, length),
+    two series are the same reading there when their rows of the rank table, matched by haystack,
+    question and form (:data:`ROW_KEYS`), hold the same rows with equal ranks and scores within
+    ``tolerance``::
+
+        same(a, b)  <=>  rank_a = rank_b  and  |score_a - score_b| <= tolerance   on every row
+
+    Series are taken simplest first (:func:`simplicity`); each is the same as the first simpler one
+    it matches, else its own. Returns ``embedder``, ``strategy``, ``length`` and ``same_as``: the
+    simplest reading it is the same as (its own strategy where none is simpler)."""
+    keys = [c for c in ROW_KEYS if c in retrieval.columns]
+    out = []
+    for (embedder, length), rows in retrieval.groupby(["embedder", "length"], sort=True):
+        seen: list[tuple[str, pd.DataFrame]] = []
+        for strategy in sorted(rows["strategy"].astype(str).unique(), key=simplicity):
+            mine = rows[rows["strategy"] == strategy].sort_values(keys, kind="stable")
+            found = next((label for label, theirs in seen if _same_rows(mine, theirs, keys, tolerance)), None)
+            if found is None:
+                seen.append((strategy, mine))
+            out.append({"embedder": embedder, "strategy": strategy, "length": int(length), "same_as": found or strategy})
+    return pd.DataFrame(out, columns=["embedder", "strategy", "length", "same_as"])
+
+
+def _same_rows(a: pd.DataFrame, b: pd.DataFrame, keys: list[str], tolerance: float) -> bool:
+    """Whether two series' rows (sorted by ``keys``) are the same rows, ranked alike, scored within ``tolerance``."""
+    if len(a) != len(b) or not a[keys].reset_index(drop=True).equals(b[keys].reset_index(drop=True)):
+        return False
+    sa, sb = a["score"].to_numpy(float), b["score"].to_numpy(float)
+    close = (np.abs(sa - sb) <= tolerance) | (np.isnan(sa) & np.isnan(sb))
+    return bool(close.all() and np.array_equal(a["rank"].to_numpy(), b["rank"].to_numpy()))
+
+
+def about_the_same_time(a: float, b: float) -> bool:
+    """Whether two measured costs in seconds are inside the timing noise: the larger under
+    :data:`TIMING_NOISE` x the smaller (both > 0)."""
+    return bool(a > 0 and b > 0 and max(a, b) < TIMING_NOISE * min(a, b))
 
 
 def dominates(a, b) -> bool:
@@ -106,36 +176,40 @@ def dominates(a, b) -> bool:
     return bool(both.any() and np.all(a[both] >= b[both] - EQUAL) and np.any(a[both] > b[both] + EQUAL))
 
 
-def _cheapest_key(costs: np.ndarray, pool: list[int]):
-    """How to order equally good series by cost: by USD where all of ``pool`` have one, else by
-    seconds where all have them, else not at all (``costs``: (series, 2) seconds and USD)."""
-    for column in (1, 0):
-        if np.isfinite(costs[pool, column]).all():
-            return lambda i: costs[i, column]
-    return lambda i: 0.0
+def cheapest(costs: np.ndarray, pool: list[int]) -> list[int]:
+    """The series of ``pool`` whose cost is the lowest (``costs``: (series, 2) seconds and USD): by
+    USD where all of ``pool`` have a price (a price times the tokens read: no noise), else by
+    seconds where all have them, those :func:`about_the_same_time` as the fastest counting as
+    fastest too (the timings' noise decides nothing), else all of ``pool``."""
+    usd, seconds = costs[pool, 1], costs[pool, 0]
+    if np.isfinite(usd).all():
+        return [i for i, cost in zip(pool, usd) if cost <= usd.min() + EQUAL]
+    if np.isfinite(seconds).all():
+        return [i for i, cost in zip(pool, seconds) if cost <= seconds.min() or about_the_same_time(cost, seconds.min())]
+    return list(pool)
 
 
-def pick_best(means: np.ndarray, j: int, costs: np.ndarray, names: Sequence) -> int | None:
-    """The best series at length ``j`` of ``means`` ((series, lengths) recalls): the highest; of
-    equal ones, one no other series dominates (:func:`dominates`), then the model's own reading
-    before the others (:func:`~embedeval.strategies.model_reading_rank`: ``truncate`` first, where the
-    short haystacks every reading sees alike tie: measured seconds differ by noise, not by what was
-    read), then the cheapest (``costs``: (series, 2) seconds and USD at ``j``), then the first by
-    ``names`` ((embedder, strategy) pairs). None where no series has a value there."""
+def pick_best(means: np.ndarray, j: int, costs: np.ndarray, names: Sequence, same: Sequence[int] | None = None) -> int | None:
+    """The best series at length ``j`` of ``means`` ((series, lengths) recalls): of the series that
+    are their own reading there (``same``: per series, the index of the simplest series it is the
+    same reading as at ``j``, :func:`same_readings`; None: each its own), the highest; of equal
+    ones, one no other reading dominates (:func:`dominates`; a series the same as it at ``j`` is no
+    other reading), then the simplest (:func:`simplicity`: the model's own reading before the others,
+    ``truncate`` first), then the cheapest beyond the timing noise (:func:`cheapest`, ``costs``:
+    (series, 2) seconds and USD at ``j``), then the first by ``names`` ((embedder, strategy)
+    pairs). None where no series has a value there."""
+    same = list(range(len(means))) if same is None else [int(k) for k in same]
     column = means[:, j]
-    finite = np.isfinite(column)
-    if not finite.any():
+    own = np.isfinite(column) & (np.array(same) == np.arange(len(means)))
+    if not own.any():
         return None
-    top = column[finite].max()
-    equal = [int(i) for i in np.flatnonzero(finite & (column >= top - EQUAL))]
-    undominated = [i for i in equal if not any(dominates(means[o], means[i]) for o in range(len(means)) if o != i)]
+    top = column[own].max()
+    equal = [int(i) for i in np.flatnonzero(own & (column >= top - EQUAL))]
+    undominated = [i for i in equal if not any(dominates(means[o], means[i]) for o in range(len(means)) if o != i and same[o] != i)]
     pool = undominated or equal
-    cost = _cheapest_key(costs, pool)
-    def reading(i: int) -> int:
-        rank = model_reading_rank(names[i][1]) if isinstance(names[i], tuple) else None
-        return model_reading_count() if rank is None else rank
-
-    return min(pool, key=lambda i: (reading(i), cost(i), str(names[i])))
+    rank = {i: simplicity(names[i][1] if isinstance(names[i], tuple) else None)[0] for i in pool}
+    pool = [i for i in pool if rank[i] == min(rank.values())]
+    return min(cheapest(costs, pool), key=lambda i: str(names[i]))
 
 
 def _interval(values: np.ndarray, enough: bool) -> tuple[float, float]:
@@ -151,14 +225,18 @@ def _interval(values: np.ndarray, enough: bool) -> tuple[float, float]:
 
 def decision_table(retrieval: pd.DataFrame, rule: BreakRule | None = None, n_resamples: int = DEFAULT_N_BOOTSTRAP,
                    seed: int = DEFAULT_SEED, timings: pd.DataFrame | None = None,
-                   prices: Mapping[str, float] | None = None) -> pd.DataFrame:
+                   prices: Mapping[str, float] | None = None, similarities: pd.DataFrame | None = None,
+                   frame_tokens: Mapping[str, int] | None = None) -> pd.DataFrame:
     """The decision table of a rank table (see the module docstring): one row per length and
     (embedder, strategy) series of :func:`headline_ranks`, columns :data:`DECISION_COLUMNS`, by
     length, embedder and strategy. ``rule``: the break rule whose k recall@k reads; ``n_resamples``
     and ``seed``: the cluster bootstrap's (a run's); ``timings``: the run's ``timings.csv``
     (:func:`timing_table`) and ``prices``: USD per million tokens per embedder (``--price``), for
-    the cost columns (:func:`reading_costs`; empty without them). A rank table lacking a column,
-    fewer than one resample or a price below 0 is a ValueError."""
+    the cost columns (:func:`reading_costs`; empty without them) and ``share_read``;
+    ``similarities``: the run's similarity table, for ``needle_visible`` (empty without it);
+    ``frame_tokens``: per embedder, the special tokens and prompt of its inputs, which a
+    ``chunks-max@C`` chunk leaves to content less (:func:`vectors_per_document`; 0 where not given).
+    A rank table lacking a column, fewer than one resample or a price below 0 is a ValueError."""
     rule = (rule or BreakRule()).check()
     if not isinstance(retrieval, pd.DataFrame):
         raise ValueError(f"the rank table must be a DataFrame, not {type(retrieval).__name__}")
@@ -182,11 +260,18 @@ def decision_table(retrieval: pd.DataFrame, rule: BreakRule | None = None, n_res
         groups.append((counts > 0).sum(axis=0))
     means, resampled, groups = np.array(means), np.array(resampled), np.array(groups)
     costs = reading_costs(timings, prices).set_index(["embedder", "strategy", "length"])
+    shares = read_shares(timings).set_index(["embedder", "strategy", "length"])["share_read"]
+    visible = visible_shares(similarities).set_index(["embedder", "strategy", "length"])["needle_visible"]
+    same_as = same_readings(retrieval[retrieval["length"].isin(lengths)]).set_index(["embedder", "strategy", "length"])["same_as"]
+    frames = dict(frame_tokens or {})
     out = []
     for j, length in enumerate(lengths):
-        cost = np.array([[costs[c].get((e, s, int(length)), math.nan) for c in ("seconds_per_million_tokens", "usd_per_million_tokens")]
-                         for e, s in names], dtype=float)
-        best = pick_best(means, j, cost, names)
+        length = int(length)
+        simplest = [same_as.get((e, s, length), s) for e, s in names]
+        same = [names.index((e, label)) if (e, label) in names else i for i, ((e, _), label) in enumerate(zip(names, simplest))]
+        cost = np.array([[costs[c].get((e, s, length), math.nan) for c in ("seconds_per_million_tokens", "usd_per_million_tokens")]
+                         for e, s in names], dtype=float)[same]  # one reading, one cost: the simplest's
+        best = pick_best(means, j, cost, names, same)
         if best is None:
             continue
         for i, (embedder, strategy) in enumerate(names):
@@ -199,24 +284,59 @@ def decision_table(retrieval: pd.DataFrame, rule: BreakRule | None = None, n_res
                 diff = float(means[i, j] - means[best, j])
                 diff_lo, diff_hi = _interval(resampled[i, :, j] - resampled[best, :, j], min(groups[i, j], groups[best, j]) >= 2)
                 tied = bool(np.isnan(diff_lo) or diff_lo <= 0 <= diff_hi)
-            out.append({"length": int(length), "embedder": embedder, "strategy": strategy, "recall": float(means[i, j]),
+            out.append({"length": length, "embedder": embedder, "strategy": strategy, "recall": float(means[i, j]),
                         "recall_lo": lo, "recall_hi": hi, "diff_to_best": diff, "diff_lo": diff_lo, "diff_hi": diff_hi,
-                        "tied_with_best": tied, "vectors_per_document": vectors_per_document(strategy, int(length)),
+                        "tied_with_best": tied, "vectors_per_document": vectors_per_document(strategy, length, frames.get(embedder, 0)),
                         "seconds_per_million_tokens": cost[i, 0], "usd_per_million_tokens": cost[i, 1],
-                        "best": i == best, "n_groups": int(groups[i, j])})
+                        "best": i == best, "n_groups": int(groups[i, j]), "same_as": simplest[i],
+                        "share_read": shares.get((embedder, strategy, length), math.nan),
+                        "needle_visible": visible.get((embedder, strategy, length), math.nan)})
     return pd.DataFrame(out, columns=DECISION_COLUMNS)
+
+
+def read_shares(timings: pd.DataFrame | None) -> pd.DataFrame:
+    """Per (embedder, strategy, length) of ``timings`` (:func:`timing_table`), the share of each
+    document's tokens the reading sees::
+
+        share_read = min(1, tokens_read / document_tokens)
+
+    ``truncate`` 254 / 2,048 = 0.12 of 2,048-token documents; 1 for a reading that reads every token
+    (``windows-mean``, ``chunks-max``; late chunking's overlapping windows read some twice, still
+    every token once). Empty without timings."""
+    columns = ["embedder", "strategy", "length", "share_read"]
+    if timings is None or timings.empty:
+        return pd.DataFrame(columns=columns)
+    share = np.minimum(1.0, timings["tokens_read"].to_numpy(float) / timings["document_tokens"].to_numpy(float))
+    return timings.assign(length=timings["length"].astype(int), share_read=share)[columns]
+
+
+def visible_shares(similarities: pd.DataFrame | None) -> pd.DataFrame:
+    """Per (embedder, strategy, length) of a similarity table, the share of its headline needle
+    haystacks (:func:`headline_ranks`: the rows the decision reads) whose needle the reading saw
+    (``needle_visible``): 0.20 for ``truncate``'s 254 tokens of 2,048-token haystacks. Empty without
+    a similarity table."""
+    columns = ["embedder", "strategy", "length", "needle_visible"]
+    if similarities is None or similarities.empty or "needle_visible" not in similarities.columns:
+        return pd.DataFrame(columns=columns)
+    rows = headline_ranks(similarities)
+    rows = rows.assign(seen=rows["needle_visible"].astype(float), length=rows["length"].astype(int))
+    return rows.groupby(["embedder", "strategy", "length"], as_index=False)["seen"].mean().rename(columns={"seen": "needle_visible"})
 
 
 def dominated_recommendations(decision: pd.DataFrame) -> pd.DataFrame:
     """The rows of a decision table recommended (``best``) at their length although another
     series of the table dominates them (:func:`dominates`: at least as good at every length, better
     at one), with that series (``by_embedder``, ``by_strategy``): empty for a table made by
-    :func:`decision_table`."""
+    :func:`decision_table`. A series that is the same reading as the recommended one at its length
+    (``same_as``) is not another reading there."""
     wide = decision.pivot_table(index=["embedder", "strategy"], columns="length", values="recall", aggfunc="first")
+    same = decision.set_index(["embedder", "strategy", "length"])["same_as"] if "same_as" in decision.columns else pd.Series(dtype=str)
     found = []
     for row in decision[decision["best"].astype(bool)].itertuples():
         mine = wide.loc[(row.embedder, row.strategy)].to_numpy(float)
         for (embedder, strategy), other in wide.iterrows():
+            if embedder == row.embedder and same.get((embedder, strategy, row.length)) == row.strategy:
+                continue
             if (embedder, strategy) != (row.embedder, row.strategy) and dominates(other.to_numpy(float), mine):
                 found.append({"length": row.length, "embedder": row.embedder, "strategy": row.strategy,
                               "by_embedder": embedder, "by_strategy": strategy})

@@ -35,7 +35,7 @@ import pandas as pd
 from embedeval.aggregate import METRIC_COLUMNS
 from embedeval.corpus import source_path
 from embedeval.breaks import ADDED_BREAK_COLUMNS, BREAK_COLUMNS, BreakRule, break_points, parse_shares
-from embedeval.decision import DECISION_COLUMNS, TIMING_COLUMNS, decision_table, with_earlier_speeds
+from embedeval.decision import ADDED_DECISION_COLUMNS, DECISION_COLUMNS, TIMING_COLUMNS, decision_table, with_earlier_speeds
 from embedeval.defaults import DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.errors import ConfigError, InputError
 from embedeval.grid import HaystackGrid
@@ -71,7 +71,7 @@ TABLE_KINDS: dict[str, tuple[list[str], list[str]]] = {
               "relative_break_point", "absolute_break_point", "best_length", "auc_break_point", "n_groups", "window"]),
     TIMINGS: (["model_seconds"], ["length", "documents", "document_tokens", "tokens_read", "model_tokens"]),
     DECISION: (["recall", "recall_lo", "recall_hi", "diff_to_best", "diff_lo", "diff_hi", "seconds_per_million_tokens",
-                "usd_per_million_tokens"], ["length", "vectors_per_document", "n_groups"]),
+                "usd_per_million_tokens", "share_read", "needle_visible"], ["length", "vectors_per_document", "n_groups"]),
 }
 #: The columns of each table a run writes that hold true or false (or nothing).
 TABLE_FLAGS: dict[str, list[str]] = {
@@ -117,6 +117,8 @@ OPTIONAL_CONFIG_VALUES = {
     "auc_threshold": Constraint(is_number, "a number"),
     "prices": Constraint(lambda v: isinstance(v, dict) and all(isinstance(k, str) and is_price(p) for k, p in v.items()),
                          "an object of embedder: USD per million tokens >= 0"),
+    "frame_tokens": Constraint(lambda v: isinstance(v, dict) and all(isinstance(k, str) and is_whole(n) and n >= 0 for k, n in v.items()),
+                               "an object of embedder: its special tokens per input (a whole number >= 0)"),
     "corpus_lengths": Constraint(lambda v: isinstance(v, dict) and all(is_whole(v.get(k)) and v[k] >= 0 for k in ("documents", "median", "p90")),
                                  "an object of the corpus's documents and their median and 90th percentile token counts"),
 }
@@ -357,7 +359,8 @@ class NolimaRun:
         if retrieval is None or self.rule().recall_metric not in retrieval.columns:
             return None
         return decision_table(retrieval, self.rule(), self.config.get("n_bootstrap", DEFAULT_N_BOOTSTRAP),
-                              self.config["grid"].get("seed", DEFAULT_SEED), self.timings(), self.config.get("prices"))
+                              self.config["grid"].get("seed", DEFAULT_SEED), self.timings(), self.config.get("prices"),
+                              self.similarities(), self.config.get("frame_tokens"))
 
     def breaks(self) -> pd.DataFrame:
         """The run's break points: its ``breaks.csv``, or for a run from before it, recomputed from
@@ -404,8 +407,11 @@ def read_decision(path: str | Path) -> pd.DataFrame:
     """A ``decision.csv`` written by a run (one :class:`~embedeval.errors.InputError` line when it is
     missing, unreadable or lacks a column; without rows where the run had nothing to decide: recall@k
     cannot be corrected for chance in pools of k or fewer candidates)."""
-    frame = read_run_table(path, DECISION_COLUMNS, empty=True)[DECISION_COLUMNS]
-    return frame.assign(embedder=frame["embedder"].astype(str), strategy=frame["strategy"].astype(str),
+    frame = read_run_table(path, [c for c in DECISION_COLUMNS if c not in ADDED_DECISION_COLUMNS], empty=True)
+    frame = frame.reindex(columns=DECISION_COLUMNS)  # a file from before the added columns: they read as missing
+    same_as = [strategy if pd.isna(same) else str(same) for strategy, same in zip(frame["strategy"].astype(str), frame["same_as"])]
+    return frame.assign(same_as=same_as, share_read=frame["share_read"].astype(float), needle_visible=frame["needle_visible"].astype(float),
+                        embedder=frame["embedder"].astype(str), strategy=frame["strategy"].astype(str),
                         tied_with_best=frame["tied_with_best"].astype(bool), best=frame["best"].astype(bool))
 
 

@@ -19,7 +19,7 @@ from embedeval.cli import app
 from embedeval.errors import InputError
 from embedeval.decision import (
     DECISION_COLUMNS, TIMING_COLUMNS, bracketing_lengths, decision_table, dominated_recommendations, dominates, length_summary,
-    reading_costs, reading_mode, timing_table, vectors_per_document, with_earlier_speeds,
+    about_the_same_time, reading_costs, reading_mode, same_readings, timing_table, vectors_per_document, with_earlier_speeds,
 )
 from embedeval.metrics import cluster_resamples
 from embedeval.run import read_decision
@@ -28,12 +28,15 @@ from test_breaks import _rank_rows
 N = 25  # candidates per ranking: k/n = 5/25 = 0.2 at recall@5
 
 
-def _ranks(series: dict[tuple[str, str], dict[int, list[list[int]]]], n_candidates: int = N) -> pd.DataFrame:
-    """A rank table of several series from ranks[length] = per group, its depths' ranks."""
+def _ranks(series: dict[tuple[str, str], dict[int, list[list[int]]]], n_candidates: int = N,
+           scores: dict[tuple[str, str], float] | None = None) -> pd.DataFrame:
+    """A rank table of several series from ranks[length] = per group, its depths' ranks; every
+    needle haystack scored 0, plus the series' offset in ``scores``."""
     frames = []
     for (embedder, strategy), by_length in series.items():
         ranks = {length: np.array(groups) for length, groups in by_length.items()}
-        frames.append(_rank_rows(ranks, n_candidates).assign(embedder=embedder, strategy=strategy))
+        frames.append(_rank_rows(ranks, n_candidates).assign(embedder=embedder, strategy=strategy,
+                                                             score=(scores or {}).get((embedder, strategy), 0.0)))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -92,9 +95,11 @@ def test_recall_and_its_interval_by_hand_and_by_an_independent_bootstrap_loop():
 
 
 def test_equal_readings_recommend_the_one_no_other_beats_at_every_length():
-    """At 128 both readings are the same rankings: windows-mean is named, for truncate never beats
-    it and falls behind at 512; the two cannot be told apart there (no difference on any resample)."""
-    table = decision_table(_ranks(HAND), n_resamples=200).set_index(["length", "strategy"])
+    """At 128 both readings rank alike but score otherwise (other vectors, the same recall):
+    windows-mean is named, for truncate never beats it and falls behind at 512; the two cannot be
+    told apart there (no difference on any resample)."""
+    table = decision_table(_ranks(HAND, scores={("m", "windows-mean"): 1e-3}), n_resamples=200).set_index(["length", "strategy"])
+    assert (table["same_as"] == table.index.get_level_values("strategy")).all()  # two readings at every length
     assert table.loc[(128, "windows-mean"), "best"] and not table.loc[(128, "truncate"), "best"]
     assert tuple(table.loc[(128, "truncate"), ["diff_to_best", "diff_lo", "diff_hi"]]) == (0.0, 0.0, 0.0)
     assert table.loc[(128, "truncate"), "tied_with_best"]
@@ -285,7 +290,12 @@ def test_two_local_models_the_bundled_one_and_a_random_weight_copy(tmp_path, boo
     decision = _check_run(out, ["st:all-MiniLM-L6-v2", other], {"st:all-MiniLM-L6-v2": 0.01, other: 0.002})
     assert set(decision["strategy"]) == {"truncate", "chunks-max@128"}
     chunked = decision[decision["strategy"] == "chunks-max@128"]
-    assert set(zip(chunked["length"], chunked["vectors_per_document"])) == {(128, 1), (256, 2)}
+    assert set(zip(chunked["length"], chunked["vectors_per_document"])) == {(128, 2), (256, 3)}  # 126 content tokens a chunk
+    assert json.loads((out / "config.json").read_text())["frame_tokens"] == {"st:all-MiniLM-L6-v2": 2, other: 2}
+    similarities = pd.read_parquet(out / "similarities.parquet")
+    won = similarities[similarities["strategy"] == "chunks-max@128"].groupby(["embedder", "length"])["best_chunk"].max()
+    for row in chunked.itertuples():  # no chunk past the count ever wins
+        assert won[(row.embedder, row.length)] + 1 <= row.vectors_per_document == math.ceil(row.length / 126)
     assert (decision.loc[decision["strategy"] == "truncate", "vectors_per_document"] == 1).all()
     haystacks = pd.read_parquet(out / "haystacks.parquet")
     read = pd.read_csv(out / "timings.csv").set_index(["embedder", "strategy", "length"])["tokens_read"]
@@ -380,3 +390,107 @@ def test_a_length_where_no_reading_is_above_chance_recommends_nothing():
     assert table.set_index("length").loc[256, "recall_lo"].max() <= 0
     assert "For documents of about 256 tokens: no reading is shown to find these needles above chance" in sentences[1]
     assert "read them with" not in sentences[1] and "read them with" in sentences[0]
+
+
+# --- issue 53: one reading per length, content tokens per chunk, costs that noise does not decide ---------------------------
+@pytest.mark.slow
+def test_vectors_per_document_is_the_chunks_the_reader_cuts_counted_by_the_real_tokenizer(minilm):
+    """chunks-max@128 keeps a vector per 126 content tokens of all-MiniLM-L6-v2 ([CLS] and [SEP] count
+    in its 128), late-chunking@128 one per 128: counted here from the tokenizer and from the reader's own cut."""
+    from embedeval.strategies import EmbeddingScorer, Strategy
+
+    tokenizer = minilm.model.tokenizer
+    frame = len(tokenizer("")["input_ids"])  # [CLS] [SEP]: what every input holds beside its content
+    words = " ".join(f"word{i}" for i in range(800))
+    texts = [tokenizer.decode(tokenizer(words, add_special_tokens=False)["input_ids"][:n]) for n in (64, 126, 127, 252, 300, 1024)]
+    counts = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    assert frame == 2 and counts[1] == 126 and counts[2] == 127
+    for label, content in (("chunks-max@128", 128 - frame), ("late-chunking@128", 128)):
+        scorer = EmbeddingScorer(minilm, Strategy.parse(label))
+        assert scorer.frame_tokens == frame
+        cut = np.bincount(scorer.cut(texts).owner, minlength=len(texts))
+        expected = [math.ceil(n / content) for n in counts]
+        assert cut.tolist() == expected == [vectors_per_document(label, n, scorer.frame_tokens) for n in counts], label
+    assert [vectors_per_document("chunks-max@128", n, 2) for n in (128, 256, 512, 1024)] == [2, 3, 5, 9]  # the issue's 1/2/4/8 were one short
+    with pytest.raises(ValueError, match="frame"):
+        vectors_per_document("chunks-max@128", 100, -1)
+    with pytest.raises(ValueError, match="no content tokens"):
+        vectors_per_document("chunks-max@2", 100, 2)
+
+
+#: Two lengths of one embedder: at 128 the readings rank every haystack alike, at 512 they do not.
+SAME_AT_128 = {128: [[1, 1], [1, 20], [20, 20]], 512: [[20, 20], [1, 20], [20, 20]]}
+OTHER_AT_512 = {128: SAME_AT_128[128], 512: [[1, 20], [1, 1], [20, 20]]}
+
+
+@pytest.mark.parametrize("offset, same", [(0.0, True), (9e-6, True), (1.1e-5, False), (1e-3, False)])
+def test_readings_whose_scores_agree_within_the_tolerance_are_one_reading_named_by_the_simplest(offset, same):
+    """extend-gp@1026 and windows-mean scoring every 128-token haystack within 1e-5 of truncate, with
+    its ranks, are truncate there (the model's own reading named); just past 1e-5 they are readings
+    of their own, and windows-mean, as good there and better at 512, is named."""
+    series = {("m", "truncate"): SAME_AT_128, ("m", "windows-mean"): OTHER_AT_512, ("m", "extend-gp@1026"): OTHER_AT_512}
+    retrieval = _ranks(series, scores={("m", "windows-mean"): offset, ("m", "extend-gp@1026"): offset})
+    found = same_readings(retrieval).set_index(["strategy", "length"])["same_as"]
+    assert found[("truncate", 128)] == "truncate" and found[("truncate", 512)] == "truncate"
+    assert found[("windows-mean", 512)] == "windows-mean"  # other ranks: never the same
+    assert found[("extend-gp@1026", 512)] == "windows-mean"  # the same ranks and scores within the tolerance: the simpler one
+    assert found[("windows-mean", 128)] == ("truncate" if same else "windows-mean")
+    assert found[("extend-gp@1026", 128)] == ("truncate" if same else "windows-mean")
+    table = decision_table(retrieval, n_resamples=50).set_index(["length", "strategy"])
+    assert table.loc[(128, "truncate" if same else "windows-mean"), "best"]
+    assert (table["same_as"] == pd.Series(found).reindex(table.index.swaplevel()).to_numpy()).all()
+    assert dominated_recommendations(table.reset_index()).empty
+
+
+def test_identical_computations_cost_the_same_and_noise_names_no_reading():
+    """truncate and extend-gp@1026 read the same vectors at 128 tokens: they cost truncate's seconds
+    there, whatever extend-gp@1026's own speed (measured on its long inputs); at 512 each its own.
+    Two chunk readings as good as each other: a speed 1.3 x another's is noise (by name), 2 x is not."""
+    series = {("m", "truncate"): SAME_AT_128, ("m", "extend-gp@1026"): OTHER_AT_512}
+    readings = [{"embedder": "m", "strategy": name, "length": np.array([128, 512]), "document_tokens": np.array([128, 512]),
+                 "tokens_read": np.array([128, 254 if name == "truncate" else 512]), "seconds": seconds, "tokens": 1000}
+                for name, seconds in (("truncate", 1.0), ("extend-gp@1026", 1.3))]
+    timings = timing_table(readings)
+    table = decision_table(_ranks(series), n_resamples=50, timings=timings).set_index(["length", "strategy"])
+    assert table.loc[(128, "extend-gp@1026"), "same_as"] == "truncate" and table.loc[(128, "truncate"), "best"]
+    seconds = table["seconds_per_million_tokens"]
+    assert seconds[(128, "extend-gp@1026")] == seconds[(128, "truncate")] == pytest.approx(1.0 / 1000 * 1e6)
+    assert seconds[(512, "extend-gp@1026")] == pytest.approx(1.3 / 1000 * 1e6)  # another computation: its own speed
+    assert table.loc[(512, "truncate"), "share_read"] == pytest.approx(254 / 512) and table.loc[(512, "extend-gp@1026"), "share_read"] == 1
+    assert not about_the_same_time(1.0, 1.5) and about_the_same_time(1.0, 1.49) and about_the_same_time(1.3, 1.0)
+    ranks = {128: [[1, 3], [2, 9]], 256: [[4, 1], [1, 7]]}
+    pair = {("m", "chunks-max@128"): ranks, ("m", "late-chunking@128"): ranks}
+    for chunks, late, named in ((1.3, 1.0, "chunks-max@128"), (1.0, 1.3, "chunks-max@128"), (2.0, 1.0, "late-chunking@128")):
+        timed = [{"embedder": "m", "strategy": name, "length": np.array([128, 256]), "document_tokens": np.array([128, 256]),
+                  "tokens_read": np.array([128, 256]), "seconds": seconds, "tokens": 384}
+                 for name, seconds in (("chunks-max@128", chunks), ("late-chunking@128", late))]
+        decided = decision_table(_ranks(pair, scores={("m", "late-chunking@128"): 0.01}), n_resamples=20, timings=timing_table(timed))
+        assert decided.loc[decided["best"], "strategy"].tolist() == [named, named], (chunks, late)
+
+
+def _breaks(strategy: str, point, chunk, censored=False) -> pd.DataFrame:
+    """A headline breaks.csv row of embedder m, its base reading ``strategy``."""
+    return pd.DataFrame([{"embedder": "m", "strategy": strategy, "query_form": "question", "variant": "onehop",
+                          "n_distractors": 0, "n_needles": 1, "own_question": True, "break_point": point,
+                          "recommended_chunk_tokens": chunk, "break_censored": censored, "base_strategy": strategy}])
+
+
+def test_a_run_of_one_reading_says_so_once_and_its_summary_reads_breaks_csv():
+    from embedeval.report.which import summary_sentences, which_sentences, which_table
+
+    rng = np.random.default_rng(5)
+    ranks = {64: [[1] * 4] * 12, 128: [[1, 1, 1, 9]] * 12, 512: [[1, 9, 9, 9]] * 12, 2048: rng.integers(1, N + 1, (12, 4)).tolist()}
+    table = decision_table(_ranks({("m", "truncate"): ranks}), n_resamples=100)
+    table["share_read"] = table["length"].map({64: 1.0, 128: 1.0, 512: 0.496, 2048: 0.124})
+    table["needle_visible"] = table["length"].map({64: 1.0, 128: 1.0, 512: 0.5, 2048: 0.2})
+    assert which_sentences(table) == []  # nothing to choose between at any length
+    lines = summary_sentences(table, _breaks("truncate", 128, 102), "onehop")
+    recall = table.set_index("length").loc[512]
+    assert lines[0] == (f"Documents up to about 128 tokens: embed them whole (`truncate`). Longer: split them into chunks of <= 102 "
+                        f"tokens; embedded whole, `truncate` has recall {recall['recall']:.2f} [{recall['recall_lo']:.2f}, "
+                        f"{recall['recall_hi']:.2f}] at 512 tokens (reads 50% of each document, the needle in 50% of haystacks). "
+                        "At 2,048 tokens no reading of m is shown to find the needle above chance (recall intervals that reach 0).")
+    assert lines[1].startswith("This run read documents one way (`truncate`)") and "`--strategy truncate,windows-mean," in lines[1]
+    assert not which_table(table).iloc[0, 1:].str.contains(r"\(").any()  # no "(best)" where there is no other reading
+    whole = summary_sentences(table[table["length"] <= 128], _breaks("truncate", 128, 102, censored=True), "onehop")
+    assert whole[0] == "Documents up to 128 tokens, the longest measured,: embed them whole (`truncate`)."

@@ -179,6 +179,8 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
         retrieval = pd.concat([retrieval_rows(s, needle_set, config.pool) for s in scored], ignore_index=True)
         writer = RunWriter(out)
         timings = writer.write_scored(similarities, retrieval, timing_table(readings(scored, haystacks)))
+        # what a chunks-max@C chunk leaves to content: its vectors per document (decision.csv)
+        settings["frame_tokens"] = {s.name: s.frame_tokens for s in scorers if isinstance(s, EmbeddingScorer)}
         lengths = corpus_lengths(config, reference, cache_dir)
         if lengths is not None:
             settings["corpus_lengths"] = lengths
@@ -194,7 +196,8 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
                            if isinstance(s, EmbeddingScorer) and s.window_tokens is not None}
                 model_windows = {s.name: s.model_window for s in scorers if isinstance(s, EmbeddingScorer)}
                 breaks = break_points(metrics, retrieval, config.rule(), config.n_bootstrap, config.grid.seed, windows, model_windows)
-                decision = decision_table(retrieval, config.rule(), config.n_bootstrap, config.grid.seed, timings, config.prices)
+                decision = decision_table(retrieval, config.rule(), config.n_bootstrap, config.grid.seed, timings, config.prices,
+                                          similarities, settings["frame_tokens"])
             derived = writer.write_derived(metrics, breaks, decision)
             with step("figures, report.md and report.html", progress):
                 reported = write_report(out, metrics, similarities, breaks, config.rule(), config=settings,

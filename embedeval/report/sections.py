@@ -24,7 +24,8 @@ from embedeval.report.tables import (
     distractor_note, distractor_table, fewest_distractors, headline_breaks, main_variant, one_needle, position_table, scorer_view,
     series_label, several_needles_table, summary_table, truncation_lines,
 )
-from embedeval.report.which import corpus_sentence, cost_note, standing_words, which_sentences, which_table
+from embedeval.decision import SAME_SCORE, TIMING_NOISE
+from embedeval.report.which import corpus_sentence, cost_note, standing_words, summary_sentences, which_sentences, which_table
 
 POSITIONS_TEXT = (
     "A needle goes in at the sentence boundary nearest its target depth. In short haystacks of long sentences two depths "
@@ -113,10 +114,13 @@ def format_cell(value, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if isinstance(value, (float, np.floating)) else str(value)
 
 
-def which_section(decision: pd.DataFrame, rule: BreakRule, variant: str, config: dict | None) -> Section:
+def which_section(decision: pd.DataFrame, rule: BreakRule, variant: str, config: dict | None,
+                  breaks: pd.DataFrame | None = None) -> Section:
     """The report's first section, "Which to use": for a corpus of the user's, how long its
-    documents are; one sentence per length (:func:`~embedeval.report.which.which_sentences`), what
-    the numbers are, and every reading's recall per length."""
+    documents are; the summary across lengths (:func:`~embedeval.report.which.summary_sentences`,
+    from ``breaks``' headline break points and the decision table), one sentence per length
+    (:func:`~embedeval.report.which.which_sentences`), what the numbers are and how the costs were
+    measured, and every reading's recall per length."""
     config = config or {}
     corpus, lengths = config.get("grid", {}).get("corpus"), config.get("corpus_lengths")
     blocks: list[Block] = []
@@ -128,17 +132,31 @@ def which_section(decision: pd.DataFrame, rule: BreakRule, variant: str, config:
     groups, enough = int(decision["n_groups"].max()), chance_test_groups()
     rough = (f" With {groups} question group{'' if groups == 1 else 's'} these intervals are rough (a percentile bootstrap of "
              f"few groups runs narrow): a decision wants at least {enough}." if groups < enough else "")
+    blocks.append(Bullets(tuple(summary_sentences(decision, breaks, variant))))
+    per_length = which_sentences(decision, lengths)
+    if per_length:
+        blocks.append(Text("Length by length:"))
+        blocks.append(Bullets(tuple(per_length)))
     blocks += [
-        Bullets(tuple(which_sentences(decision, lengths))),
         Text(f"Recall is chance-corrected {rule.recall_metric} ((r - k/n) / (1 - k/n)) of the {variant} needles asked by their "
              f"question (one needle per haystack, the run's fewest distractors), with its {BASE_CONFIDENCE:.0%} interval over "
              f"{resamples:,} resamples of the question groups. Each change is paired: both readings on the same resampled "
-             f"questions and haystacks; where its interval reaches 0 the two cannot be told apart.{rough} The reading named at a "
-             "length has the highest recall there (of equal ones, one no other reading matches at every length and beats at "
-             "one, then the cheaper). Cost: seconds per million document tokens, the model's speed measured on what it "
-             "embedded in this run times the tokens each strategy has it read (a rerun whose vectors all come from the cache "
-             "keeps the speed its folder's `timings.csv` measured; empty where none was), or USD where `--price` gives both "
-             "embedders' prices. Every number, with the vectors a retriever stores per document, is in `decision.csv`:"),
+             f"questions and haystacks; where its interval reaches 0 the two cannot be told apart.{rough} Up to which length to "
+             "embed documents whole, and the chunk size past it, are the base reading's headline break point and recommended "
+             "chunk size (`breaks.csv`). Readings whose scores of every haystack at a length agree within "
+             f"{SAME_SCORE:g} with equal ranks compute the same vectors there: they are one reading, named by the simplest "
+             "(the model's own reading first), at its cost. The reading named at a length has the highest recall there (of "
+             "equal ones, one no other reading matches at every length and beats at one, then the simplest, then the "
+             "cheaper). Cost: seconds per million document tokens, the model's wall seconds on what it embedded in this run "
+             "(cache misses only), summed over every length per embedder and reading mode (inputs of at most its window, as "
+             "`truncate`, `windows-mean` and `chunks-max` read them, share one speed; each late-chunking and context-extension "
+             "strategy has its own), times the tokens each strategy has it read per document token (a rerun whose vectors "
+             "all come from the cache keeps the speed its folder's `timings.csv` measured; empty where none was); two "
+             f"readings whose seconds are within {TIMING_NOISE:g} x of each other take \"about the same time\" (one pass per "
+             "mode on a busy machine: identical computations have measured 1.3 x apart), and that never decides which "
+             "reading is named; USD where `--price` gives both embedders' prices. Every number, with the vectors a retriever "
+             "stores per document, the share of each document a reading reads and how often the needle is in it, is in "
+             "`decision.csv`:"),
         Table(which_table(decision))]
     note = cost_note(decision)
     return Section("Which to use", blocks + ([Text(note)] if note else []))
@@ -192,7 +210,7 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
                              f"{', '.join(map(str, grid['lengths']))}, {grid['depths']} depths, seed {grid['seed']}, "
                              f"token counts by `{config['tokenizer']}`."))
     other = "absolute" if rule.rule == "relative" else "relative"
-    sections = [which_section(decision, rule, variant, config)] if decision is not None and not decision.empty else []
+    sections = [which_section(decision, rule, variant, config, bps)] if decision is not None and not decision.empty else []
     sections.append(Section("The answer per embedder and strategy", answered))
     sections += [Section(f"Break point and recommended chunk size ({rule.condition()})", [
         Text(f"Act on the headline break point, the {rule.rule} rule's (the answer above): the largest length up to which "

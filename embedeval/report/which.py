@@ -1,7 +1,11 @@
-"""The report's first section, "Which to use": one sentence per haystack length from the decision
-table (:mod:`embedeval.decision`, ``decision.csv``), a table of every reading's recall per length,
-and the line each answer box gets from it (:func:`standing_words`). Sentences claim no more than
-the table: a difference whose paired interval reaches 0 "cannot be told apart"."""
+"""The report's first section, "Which to use": one summary across lengths in the user's terms
+(:func:`summary_sentences`: up to which length to embed documents whole, and past it the chunk
+size ``breaks.csv`` recommends or the reading the decision table names), then one sentence per
+haystack length from the decision table (:mod:`embedeval.decision`, ``decision.csv``; a run of one
+reading says so in one line instead), a table of every reading's recall per length, and the line
+each answer box gets from it (:func:`standing_words`). Sentences claim no more than the table: a
+difference whose paired interval reaches 0 "cannot be told apart"; readings that compute the same
+vectors at a length are one reading there; costs inside the timing noise are "about the same"."""
 
 from __future__ import annotations
 
@@ -9,8 +13,12 @@ import math
 
 import pandas as pd
 
-from embedeval.decision import bracketing_lengths
+from embedeval.decision import about_the_same_time, bracketing_lengths
 from embedeval import strategies
+from embedeval.report.tables import headline_breaks
+
+#: A needle visible in fewer of the haystacks than this is said beside the reading that reads them.
+VISIBLE_ENOUGH = 0.95
 
 
 def _number(value: float) -> str:
@@ -34,12 +42,15 @@ def move_words(strategy: str) -> str:
 
 def cost_words(row, best) -> str:
     """The cost of ``row`` against the ``best`` row's: " at 0.13 x the price" where both have a
-    price (USD per million tokens), else " at 8.1 x the time" where both have measured seconds,
-    else nothing (:func:`cost_note` says why)."""
+    price (USD per million tokens), else " at 8.1 x the time" where both have measured seconds and
+    differ beyond the timing noise (" in about the same time" inside it,
+    :func:`~embedeval.decision.about_the_same_time`), else nothing (:func:`cost_note` says why)."""
     for column, what in (("usd_per_million_tokens", "price"), ("seconds_per_million_tokens", "time")):
         mine, theirs = getattr(row, column), getattr(best, column)
         if not (pd.isna(mine) or pd.isna(theirs)) and theirs > 0:
             ratio = mine / theirs
+            if what == "time" and about_the_same_time(mine, theirs):
+                return " in about the same time"
             return f" at {ratio:.1f} x the {what}" if ratio >= 1 else f" at {ratio:.2g} x the {what}"
     return ""
 
@@ -55,10 +66,38 @@ def change_words(row) -> str:
     return f"changes it by {_signed(row.diff_to_best)} [{_signed(row.diff_lo)}, {_signed(row.diff_hi)}]{tied}"
 
 
+def reading_note(row) -> str:
+    """What a reading sees of a document, where it is not all of it and the needle: "reads 12% of
+    each document, the needle in 20% of haystacks" (``share_read``, ``needle_visible`` under
+    :data:`VISIBLE_ENOUGH`); "" where it reads every token (or nothing was measured)."""
+    parts = []
+    if not pd.isna(row.share_read) and row.share_read < 1:
+        parts.append(f"reads {_share(row.share_read)} of each document")
+    if not pd.isna(row.needle_visible) and row.needle_visible < VISIBLE_ENOUGH:
+        parts.append(f"the needle in {_share(row.needle_visible)} of haystacks")
+    return ", ".join(parts)
+
+
+def _share(value: float) -> str:
+    return "<1%" if 0 < value < 0.005 else f"{value:.0%}"
+
+
+def _same_readings(rows: pd.DataFrame, row) -> list[str]:
+    """The other strategies of ``row``'s embedder that are the same reading as it at its length."""
+    same = rows[(rows["embedder"] == row.embedder) & (rows["same_as"] == row.strategy) & (rows["strategy"] != row.strategy)]
+    return sorted(same["strategy"])
+
+
+def _ticked(labels: list[str]) -> str:
+    words = [f"`{label}`" for label in labels]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
 def band_sentence(rows: pd.DataFrame) -> str:
     """The sentence of one length (``rows``: the decision table's rows of it): read with the best
-    series, its recall and interval (nothing is recommended where that interval reaches 0: no
-    reading is shown above chance); then what each other strategy of its embedder and switching to
+    series, its recall and interval, what it reads of a document (:func:`reading_note`) and the
+    readings that are the same as it there (nothing is recommended where its interval reaches 0: no
+    reading is shown above chance); then what each other reading of its embedder and switching to
     each other embedder (its best series at that length) change, with intervals and costs."""
     best = next(rows[rows["best"]].itertuples())
     length = int(best.length)
@@ -67,15 +106,19 @@ def band_sentence(rows: pd.DataFrame) -> str:
         return (f"For documents of about {length:,} tokens: no reading is shown to find these needles above chance (the best, "
                 f"{reading_words(best.embedder, best.strategy)}, has recall {_number(best.recall)}{interval}, an interval "
                 "that reaches 0): nothing to recommend at this length.")
+    notes = [note for note in (reading_note(best),) if note]
+    same = _same_readings(rows, best)
+    if same:
+        notes.append(f"{_ticked(same)} {'reads' if len(same) == 1 else 'read'} the same vectors here")
     said = f"For documents of about {length:,} tokens: read them with {reading_words(best.embedder, best.strategy)} " \
-           f"(recall {_number(best.recall)}{interval})"
+           f"(recall {_number(best.recall)}{interval}{'; ' if notes else ''}{'; '.join(notes)})"
     others = []
-    for row in rows[(rows["embedder"] == best.embedder) & ~rows["best"]].itertuples():
+    for row in rows[(rows["embedder"] == best.embedder) & ~rows["best"] & (rows["same_as"] == rows["strategy"])].itertuples():
         others.append(f"{move_words(row.strategy)} {change_words(row)}{cost_words(row, best)}")
     for embedder, theirs in rows[rows["embedder"] != best.embedder].groupby("embedder", sort=True):
         row = next(theirs.sort_values(["recall", "strategy"], ascending=[False, True]).itertuples())
         others.append(f"switching to {reading_words(embedder, row.strategy)} {change_words(row)}{cost_words(row, best)}")
-    return said + ("; " + "; ".join(others) if others else "; no other reading was measured") + "."
+    return said + ("; " + "; ".join(others) if others else "" if same else "; no other reading was measured") + "."
 
 
 def band_order(lengths: list[int], corpus_lengths: dict | None) -> list[int]:
@@ -97,20 +140,125 @@ def corpus_sentence(corpus: str, corpus_lengths: dict, tokenizer: str) -> str:
             f"(in `{tokenizer}`'s tokens, as the lengths below count them), so the lengths that bracket them come first.")
 
 
+def one_reading(decision: pd.DataFrame) -> bool:
+    """Whether a decision table measured one reading only (one embedder, one strategy)."""
+    return decision[["embedder", "strategy"]].drop_duplicates().shape[0] == 1
+
+
 def which_sentences(decision: pd.DataFrame, corpus_lengths: dict | None = None) -> list[str]:
-    """:func:`band_sentence` for every length of the decision table, in :func:`band_order`."""
-    if decision is None or decision.empty:
+    """:func:`band_sentence` for every length of the decision table, in :func:`band_order`; none
+    for a run of one reading (nothing to choose between: :func:`summary_sentences` says it)."""
+    if decision is None or decision.empty or one_reading(decision):
         return []
     by_length = {int(length): rows for length, rows in decision.groupby("length")}
     return [band_sentence(by_length[length]) for length in band_order(list(by_length), corpus_lengths)]
 
 
+def _recommended_words(row) -> str:
+    """A recommended reading with its recall at its length and what a retriever keeps and reads of
+    a document: "`chunks-max@128` (recall 0.62 [0.48, 0.74] at 512 tokens, 5 vectors per document)"."""
+    notes = [_recall_words(row)]
+    if row.vectors_per_document > 1:
+        notes.append(f"{int(row.vectors_per_document):,} vectors per document")
+    notes += [note for note in (reading_note(row),) if note]
+    return f"`{row.strategy}` ({', '.join(notes)})"
+
+
+def _recall_words(row) -> str:
+    """"recall 0.62 [0.48, 0.74] at 512 tokens"."""
+    interval = "" if pd.isna(row.recall_lo) else f" [{_number(row.recall_lo)}, {_number(row.recall_hi)}]"
+    return f"recall {_number(row.recall)}{interval} at {int(row.length):,} tokens"
+
+
+def _base_break(breaks: pd.DataFrame | None, embedder: str, variant: str | None):
+    """The headline ``breaks.csv`` row of ``embedder``'s base reading (its ``base_strategy``, the
+    model's own reading its other strategies are held to), None without one."""
+    if breaks is None or breaks.empty or variant is None:
+        return None
+    rows = headline_breaks(breaks, variant)
+    rows = rows[rows["embedder"] == embedder]
+    if rows.empty:
+        return None
+    base = rows["base_strategy"].dropna() if "base_strategy" in rows.columns else pd.Series(dtype=str)
+    chosen = rows[rows["strategy"] == base.iloc[0]] if not base.empty else rows.iloc[0:0]
+    return next((chosen if not chosen.empty else rows.sort_values("strategy")).itertuples())
+
+
+def embedder_summary(decision: pd.DataFrame, breaks: pd.DataFrame | None, embedder: str, variant: str | None) -> str:
+    """The summary of one embedder across lengths, in the user's terms: up to the headline break
+    point of its base reading (``breaks.csv``'s ``break_point``, :func:`_base_break`), embed
+    documents whole; longer, split them into chunks of ``recommended_chunk_tokens`` or read them
+    with each reading the decision table names at a longer length above chance (its recall at the
+    longest such length, vectors per document, what it reads: :func:`_recommended_words`); the
+    longer lengths where nothing is shown above chance. Numbers are read, not recomputed."""
+    mine = decision[(decision["embedder"] == embedder)]
+    longest = int(decision["length"].max())
+    best = mine[mine["best"]].sort_values("length")
+    found = _base_break(breaks, embedder, variant)
+    point = None if found is None or pd.isna(found.break_point) else int(found.break_point)
+    censored = found is not None and not pd.isna(getattr(found, "break_censored", None)) and bool(found.break_censored)
+    parts = []
+    if point is not None:
+        upto = f"up to {point:,} tokens, the longest measured," if censored or point >= longest else f"up to about {point:,} tokens"
+        base_rows = mine[(mine["strategy"] == found.strategy) & (mine["length"] == point)]
+        note = reading_note(next(base_rows.itertuples())) if not base_rows.empty else ""
+        parts.append(f"Documents {upto}: embed them whole (`{found.strategy}`{'; it ' + note if note else ''}).")
+    later = best[best["length"] > point] if point is not None else best
+    if point is not None and point >= longest:
+        return " ".join(parts)
+    found_above = later[later["recall_lo"].fillna(1) > 0]
+    options = []
+    chunk = None if found is None or pd.isna(found.recommended_chunk_tokens) else int(found.recommended_chunk_tokens)
+    if chunk is not None and point is not None:
+        options.append(f"split them into chunks of <= {chunk:,} tokens")
+    whole = ""
+    for strategy, rows in found_above.groupby("strategy", sort=False):
+        row = next(rows.sort_values("length").tail(1).itertuples())
+        if found is not None and strategy == found.strategy:  # nothing better measured: what embedding whole still gives
+            note = reading_note(row)
+            whole = f"; embedded whole, `{strategy}` has {_recall_words(row)}{f' ({note})' if note else ''}"
+        else:
+            options.append(f"read them with {_recommended_words(row)}")
+    lead = "Longer" if point is not None else "Documents of every length measured"
+    said = f"{lead}: {', or '.join(options)}{whole}." if options else ""
+    nothing = sorted(set(later["length"]) - set(found_above["length"]))
+    if nothing:
+        said += (f" At {_lengths_words(nothing)} no reading of {embedder} is shown to find the needle above chance "
+                 "(recall intervals that reach 0).")
+    return " ".join(parts + ([said.strip()] if said.strip() else []))
+
+
+def summary_sentences(decision: pd.DataFrame, breaks: pd.DataFrame | None = None, variant: str | None = None) -> list[str]:
+    """The summary "Which to use" opens with: per embedder the decision table recommends at some
+    length (:func:`embedder_summary`; named where there are several), then, for a run of one
+    reading, the one line saying so with the flag that adds others."""
+    if decision is None or decision.empty:
+        return []
+    named = list(dict.fromkeys(decision.sort_values("length").loc[decision["best"], "embedder"]))
+    several = decision["embedder"].nunique() > 1
+    lines = [(f"**{embedder}**: " if several else "") + embedder_summary(decision, breaks, embedder, variant) for embedder in named]
+    if one_reading(decision):
+        strategy = decision["strategy"].iloc[0]
+        more = [strategy] + [c for c in strategies.strategy_choices() if "@" not in c and not c.startswith("...") and c != strategy]
+        lines.append(f"This run read documents one way (`{strategy}`), so there is nothing to choose between: add other "
+                     f"readings to compare them, e.g. `--strategy {','.join(more)}`.")
+    return lines
+
+
 def which_table(decision: pd.DataFrame) -> pd.DataFrame:
     """Every reading's recall per length (columns), "(best)" and "(tied)" marking the best and those
-    that cannot be told apart from it."""
+    that cannot be told apart from it where a length has more than one reading, "(same as `X`)"
+    a reading that is the simplest one ``X`` there."""
+    def mark(row, readings: int) -> str:
+        if row.same_as != row.strategy:
+            return f" (same as {row.same_as})"
+        if readings < 2:
+            return ""
+        return " (best)" if row.best else " (tied)" if row.tied_with_best else ""
+
+    distinct = decision[decision["same_as"] == decision["strategy"]].groupby("length").size()
     cells = decision.assign(reading=decision["embedder"] + " · " + decision["strategy"],
-                            cell=[f"{_number(r.recall)}{' (best)' if r.best else ' (tied)' if r.tied_with_best else ''}"
-                                  for r in decision.itertuples()])
+                            cell=[f"{_number(r.recall)}{mark(r, int(distinct.get(r.length, 0)))}" for r in decision.itertuples()])
     wide = cells.pivot(index="reading", columns="length", values="cell").fillna("–")
     wide.columns = [f"{int(length):,}" for length in wide.columns]
     return wide.reset_index()

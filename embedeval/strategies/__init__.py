@@ -143,14 +143,15 @@ def scores_chunks(label) -> bool:
     return family is not None and family.scores_chunks
 
 
-def vectors_per_document(label, length: int) -> int:
-    """The vectors a retriever stores for one document of ``length`` tokens read by ``label``:
-    one for a strategy that gives a document one vector (``truncate``, ``windows-mean``,
+def vectors_per_document(label, length: int, frame_tokens: int = 0) -> int:
+    """The vectors a retriever stores for one document of ``length`` content tokens read by
+    ``label``: one for a strategy that gives a document one vector (``truncate``, ``windows-mean``,
     ``extend-*@L``, ``rope-*@L``, a lexical scorer's ``full-text``, a label no family writes),
-    ``ceil(length / C)`` for one that keeps a vector per ``C``-token chunk (``chunks-max@C``,
-    ``late-chunking@C``)."""
+    one per chunk for one that keeps a vector per chunk: ``ceil(length / (C - frame_tokens))`` for
+    ``chunks-max@C``, whose ``C`` counts the model's ``frame_tokens`` (special tokens and prompt
+    per input), ``ceil(length / C)`` for ``late-chunking@C``, whose ``C`` counts content tokens."""
     family = family_of_label(label)
-    return 1 if family is None else family.vectors_per_document(str(label), length)
+    return 1 if family is None else family.vectors_per_document(str(label), length, frame_tokens)
 
 
 def reading_mode(label) -> str:

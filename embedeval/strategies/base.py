@@ -218,9 +218,10 @@ class Family:
         return next((i for i, name in enumerate(self.model_readings)
                      if label == name or (name.endswith("@") and label.startswith(name))), None)
 
-    def vectors_per_document(self, label: str, length: int) -> int:
-        """The vectors a retriever stores for one document of ``length`` tokens: one, unless the
-        family keeps one per chunk."""
+    def vectors_per_document(self, label: str, length: int, frame_tokens: int = 0) -> int:
+        """The vectors a retriever stores for one document of ``length`` content tokens: one,
+        unless the family keeps one per chunk (``frame_tokens``: the model's special tokens and
+        prompt per input, which a chunk size counting them leaves to content less)."""
         return 1
 
     def reading_mode(self, label: str) -> str:

@@ -2,7 +2,8 @@
 ``max_tokens`` counts them, special tokens and prompt included, so ``C`` <= ``max_tokens`` and
 ``chunks-max@256`` fills all-MiniLM-L6-v2's 256-token window: chunks of ``C - (max_tokens - W)``
 content tokens); score = max over chunks of cos(q, chunk) — what a RAG retriever does. The scores
-keep which chunk won. A retriever stores ``ceil(length / C)`` vectors per document."""
+keep which chunk won. A retriever stores ``ceil(length / (C - frame))`` vectors per document of
+``length`` content tokens (``frame``: the model's special tokens and prompt)."""
 
 from __future__ import annotations
 
@@ -29,13 +30,22 @@ class ChunkFamily(Family):
     takes_chunk_size = True
     scores_chunks = True
 
-    def vectors_per_document(self, label: str, length: int) -> int:
-        """``ceil(length / C)``: a vector per ``C``-token chunk, 8 for ``chunks-max@128`` of a
-        1,000-token document."""
+    def content_tokens(self, size: int, frame_tokens: int) -> int:
+        """The content tokens of a ``size``-token chunk: ``size`` itself, a chunk size counting
+        content tokens only (``late-chunking@C``)."""
+        return size
+
+    def vectors_per_document(self, label: str, length: int, frame_tokens: int = 0) -> int:
+        """``ceil(length / c)``, ``c`` the content tokens of a chunk (:meth:`content_tokens`): a
+        vector per chunk, 9 for ``chunks-max@128`` of all-MiniLM-L6-v2 (126 content tokens a chunk,
+        ``frame_tokens`` 2: [CLS] and [SEP]) reading a 1,024-token document, 8 for ``late-chunking@128``."""
         size = label.rpartition("@")[2]
         if not whole_number(size) or int(size) < 1:
             raise ValueError(f"strategy {label!r} names no chunk size ({', '.join(n + '@C' for n in chunking_names())})")
-        return math.ceil(int(length) / int(size))
+        content = self.content_tokens(int(size), int(frame_tokens))
+        if content < 1:
+            raise ValueError(f"strategy {label!r} leaves no content tokens to a chunk beside {frame_tokens} special tokens")
+        return math.ceil(int(length) / content)
 
 
 @register
@@ -57,6 +67,11 @@ class ChunksMax(ChunkFamily):
                               f"{largest} tokens per input ({reader.frame_tokens} of them special); "
                               f"use `chunk_tokens` between {reader.frame_tokens + 1} and {largest}", "chunk_tokens")
 
+    def content_tokens(self, size: int, frame_tokens: int) -> int:
+        """``size - frame_tokens``: ``C`` counts the model's special tokens and prompt, as its
+        ``max_tokens`` does (126 content tokens for ``chunks-max@128`` of all-MiniLM-L6-v2)."""
+        return size - frame_tokens
+
     def cut(self, strategy: Strategy, reader, texts: list[str]):
-        size = strategy.chunk_tokens - reader.frame_tokens
+        size = self.content_tokens(strategy.chunk_tokens, reader.frame_tokens)
         return reader.cut_consecutive(texts, size, size, limit=None)
