@@ -493,4 +493,4 @@ def test_a_run_of_one_reading_says_so_once_and_its_summary_reads_breaks_csv():
     assert lines[1].startswith("This run read documents one way (`truncate`)") and "`--strategy truncate,windows-mean," in lines[1]
     assert not which_table(table).iloc[0, 1:].str.contains(r"\(").any()  # no "(best)" where there is no other reading
     whole = summary_sentences(table[table["length"] <= 128], _breaks("truncate", 128, 102, censored=True), "onehop")
-    assert whole[0] == "Documents up to 128 tokens, the longest measured,: embed them whole (`truncate`)."
+    assert whole[0] == "Documents up to 128 tokens (the longest measured): embed them whole (`truncate`)."

@@ -199,7 +199,7 @@ def embedder_summary(decision: pd.DataFrame, breaks: pd.DataFrame | None, embedd
     censored = found is not None and not pd.isna(getattr(found, "break_censored", None)) and bool(found.break_censored)
     parts = []
     if point is not None:
-        upto = f"up to {point:,} tokens, the longest measured," if censored or point >= longest else f"up to about {point:,} tokens"
+        upto = f"up to {point:,} tokens (the longest measured)" if censored or point >= longest else f"up to about {point:,} tokens"
         base_rows = mine[(mine["strategy"] == found.strategy) & (mine["length"] == point)]
         note = reading_note(next(base_rows.itertuples())) if not base_rows.empty else ""
         parts.append(f"Documents {upto}: embed them whole (`{found.strategy}`{'; it ' + note if note else ''}).")
