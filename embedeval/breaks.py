@@ -58,7 +58,8 @@ from embedeval.labels import BLIND_PREFIX, is_blind
 from embedeval.strategies import model_reading_rank, scores_chunks
 from embedeval.metrics import (
     RETRIEVAL_MEASURES, break_lengths, break_point, chance_corrected_recall, cluster_resamples,
-    chance_corrected, groups_for_chance_test, recommended_chunk_tokens, relative_break_lengths, supported_break, visible_base_count,
+    chance_corrected, groups_for_chance_test, monotone_fit, recommended_chunk_tokens, relative_break_lengths, supported_break,
+    visible_base_count,
 )
 
 SERIES_KEYS = ["embedder", "strategy", "query_form", "variant", "n_distractors", "n_needles", "own_question"]
@@ -133,9 +134,7 @@ def _resampled_means(sums: np.ndarray, counts: np.ndarray, n_resamples: int, see
     """The per-length means on every cluster-bootstrap resample of the groups
     (:func:`~embedeval.metrics.cluster_resamples`; one draw of groups serves every length):
     (n_resamples, L), NaN where a resample drew no value at a length."""
-    _, weights = cluster_resamples(sums.shape[0], n_resamples, seed)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return (weights @ sums) / (weights @ counts)
+    return _resampled(sums, counts, n_resamples, seed)[0]
 
 
 def break_resamples(lengths: np.ndarray, sums: np.ndarray, counts: np.ndarray, bases, fraction: float,
@@ -147,11 +146,16 @@ def break_resamples(lengths: np.ndarray, sums: np.ndarray, counts: np.ndarray, b
     means m_b = w_b . S / w_b . N, read through their non-increasing fit weighted by the values
     behind each mean (``monotone``, :func:`~embedeval.metrics.monotone_fit`; without it, as
     before the estimator was chosen by simulation: the means themselves). 0: no break point."""
+    means, drawn = _resampled(sums, counts, n_resamples, seed)
+    return relative_break_lengths(lengths, means, fraction, base=bases, monotone=monotone, weights=drawn)
+
+
+def _resampled(sums: np.ndarray, counts: np.ndarray, n_resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every cluster-bootstrap resample's per-length means and the values behind them: (B, L) each."""
     _, weights = cluster_resamples(sums.shape[0], n_resamples, seed)
     drawn = weights @ counts
     with np.errstate(divide="ignore", invalid="ignore"):
-        means = (weights @ sums) / drawn
-    return relative_break_lengths(lengths, means, fraction, base=bases, monotone=monotone, weights=drawn)
+        return (weights @ sums) / drawn, drawn
 
 
 def headline_break(points: np.ndarray) -> int | None:
@@ -335,11 +339,14 @@ def absolute_resamples(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = D
                        seed: int = DEFAULT_SEED) -> np.ndarray:
     """One series' absolute break point on every cluster-bootstrap resample of its question groups
     (0: none), from its rank rows, when the rule reads a per-query retrieval measure (else no
-    resamples: an empty array)."""
+    resamples: an empty array), read as the relative rule is: on the non-increasing fit of each
+    resample's means (:func:`~embedeval.metrics.monotone_fit`), so :func:`headline_break` gives its
+    headline the same way."""
     if rule.metric not in RETRIEVAL_MEASURES or rows.empty:
         return np.zeros(0, dtype=np.int64)
     lengths, sums, counts = _group_table(rows, rows[rule.metric].to_numpy(float))
-    return break_lengths(lengths, _resampled_means(sums, counts, n_resamples, seed), rule.threshold)
+    means, drawn = _resampled(sums, counts, n_resamples, seed)
+    return break_lengths(lengths, monotone_fit(means, drawn), rule.threshold)
 
 
 def _visible_shares(metrics: pd.DataFrame) -> dict:
@@ -440,13 +447,15 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
             reader = None  # the model reads no length of the grid whole: no yardstick, each series its own base
         relative = relative_break(ranked, rule, n_resamples, seed, shares_of(key), blind,
                                   None if reader is None else bases[family], None if reader is None else family_groups[family])
-        absolute = point(rule.metric, rule.threshold)
+        absolute_points = absolute_resamples(ranked, rule, n_resamples, seed)
+        # read as the relative rule where there are resamples (a per-query measure); the pooled AUC has none
+        absolute = headline_break(absolute_points) if absolute_points.size else point(rule.metric, rule.threshold)
         if rule.rule == "relative":
             headline, (lo, hi) = relative["relative_break_point"], (relative["relative_lo"], relative["relative_hi"])
             points = relative["relative_points"]  # also where they give no headline: how they spread says why
         else:
-            points = absolute_resamples(ranked, rule, n_resamples, seed) if absolute else np.zeros(0, dtype=np.int64)
-            headline, (lo, hi) = absolute, (_interval(points) if points.size else (None, None))
+            points = absolute_points
+            headline, (lo, hi) = absolute, (_interval(points) if points.size and absolute else (None, None))
         if rule.rule == "relative":  # the best length of what the rule reads: chance-corrected recall@k
             best = relative["relative_best"]
         else:
