@@ -480,6 +480,12 @@ def nolima(
         if row.query_form == QUESTION:
             typer.echo(f"{row.embedder} [{row.strategy}, {row.variant}{series_note(row)}]: "
                        f"{break_sentence(row, config.rule())}")
+    if result.decision is not None and not result.breaks.empty:  # the report's summary, the same words: the answer last
+        from embedeval.aggregate import main_variant, one_needle
+        from embedeval.report.which import summary_sentences
+
+        for line in summary_sentences(result.decision, result.breaks, main_variant(one_needle(result.breaks))):
+            typer.echo(f"which to use: {line}")
     typer.echo(f"wrote {out}/report.md and {out}/report.html")
 
 

@@ -22,7 +22,7 @@ from embedeval.decision import (
     about_the_same_time, reading_costs, reading_mode, same_readings, timing_table, vectors_per_document, with_earlier_speeds,
 )
 from embedeval.metrics import cluster_resamples
-from embedeval.run import read_decision
+from embedeval.run import read_breaks, read_decision
 from test_breaks import _rank_rows
 
 N = 25  # candidates per ranking: k/n = 5/25 = 0.2 at recall@5
@@ -304,6 +304,13 @@ def test_two_local_models_the_bundled_one_and_a_random_weight_copy(tmp_path, boo
         assert read[("st:all-MiniLM-L6-v2", "truncate", length)] == rows["n_tokens"].clip(upper=254).sum()
     report = (out / "report.md").read_text(encoding="utf-8")
     assert "switching to " in report  # the other model, at every length
+    # one answer, said once: the command line ends with the report's summary, and its chunks are breaks.csv's
+    summary = [line.removeprefix("which to use: ") for line in result.output.splitlines() if line.startswith("which to use: ")]
+    assert summary and all(f"\n- {line}\n" in report for line in summary), (summary, report)
+    for row in read_breaks(out / "breaks.csv").query("query_form == 'question'").itertuples():
+        said = next(line for line in result.output.splitlines() if line.startswith(f"{row.embedder} [{row.strategy}, {row.variant}"))
+        chunk = None if pd.isna(row.recommended_chunk_tokens) else int(row.recommended_chunk_tokens)
+        assert re.findall(r"recommended chunk (\d+) tokens", said) == ([] if chunk is None else [str(chunk)]), said
     corpus = json.loads((out / "config.json").read_text())["corpus_lengths"]
     assert corpus["documents"] == 12 and corpus["median"] > 8192  # the plays: tens of thousands of tokens each
     assert f"its 12 documents are about {corpus['median']:,} tokens long at the median" in report
