@@ -28,7 +28,7 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def needle_set():
     full = load_needle_set(DEFAULT_NEEDLES)
-    return full.subset([g.id for g in full.groups[::8]])  # 3 groups
+    return full.subset([g.id for g in full.groups[:24:8]])  # 3 groups (of the first 24: one location, one medical, one professional)
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +150,8 @@ def test_cli_build_and_show(tmp_path, books_dir):
                                  "--depths", "2", "--variants", "onehop", "--seed", "3", "--negatives", "5", "--out", str(out), "-q"])
     assert result.exit_code == 0, result.output
     frame = pd.read_parquet(out)
-    assert len(frame) == 24 * 2 * 3 + 2 * 5 and set(frame["seed"]) == {3}
+    n_groups = len(load_needle_set(DEFAULT_NEEDLES).groups)
+    assert len(frame) == n_groups * 2 * 3 + 2 * 5 and set(frame["seed"]) == {3}
     shown = runner.invoke(app, ["haystacks", "show", str(out), "--id", "loc-dresden:onehop:256:d01"])
     assert shown.exit_code == 0
     assert "[[Actually, Yuki lives next to the Semper Opera House.]]" in shown.output
