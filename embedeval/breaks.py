@@ -28,10 +28,15 @@ distractor count x needle count x own question) and shown side by side:
                         the needle's haystack outscores that share of its same-length candidates,
                         which says nothing about whether it makes the top k.
 
-Each headline break point has an interval (``break_point_lo``, ``break_point_hi``): the 5th and
-95th percentiles of the break point recomputed on cluster-bootstrap resamples of the question
-groups (every length of a resample draws the same groups). :func:`break_points` writes one row per
-series; a run keeps them in ``breaks.csv``.
+The estimator (chosen by simulation, ``benchmarks/bench_break_estimator.py``): the rule is read on
+every cluster-bootstrap resample of the question groups (every length of a resample draws the same
+groups), through the non-increasing fit of the resample's means (:func:`break_resamples`), and the
+headline is the longest length at least ``BREAK_SUPPORT`` (60%) of the resamples reach
+(:func:`headline_break`): the length a clear majority gives, else the safer one. Its interval
+(``break_point_lo``, ``break_point_hi``) is the 5th and 95th percentile of the same resamples, their
+spread ``break_shares``; :func:`break_answer` and :func:`support_words` are what every place that
+says the answer reads. Below 10 question groups there is no headline. :func:`break_points` writes
+one row per series; a run keeps them in ``breaks.csv``.
 
 A break point at the longest length of the grid is censored (``break_censored``): the series never
 fell below its bar, so the effective length is at least that ("≥ 2048 tokens").

@@ -15,7 +15,7 @@ import pandas as pd
 
 from embedeval.breaks import BASE_CONFIDENCE, BREAK_INTERVAL, BreakRule, break_sentence, chance_test_groups
 from embedeval.corpus import source_path
-from embedeval.defaults import CHUNK_FACTOR, DEFAULT_N_BOOTSTRAP
+from embedeval.defaults import BREAK_SUPPORT, CHUNK_FACTOR, DEFAULT_N_BOOTSTRAP
 from embedeval.labels import ALL_POOL, NEEDLE_FREE_POOL, QUESTION
 from embedeval.strategies import glossary
 from embedeval.report.figures import LINE_FIGURES, expansion_figure, heatmap_figure, line_figure, recall_figure
@@ -213,10 +213,12 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
     sections = [which_section(decision, rule, variant, config, bps)] if decision is not None and not decision.empty else []
     sections.append(Section("The answer per embedder and strategy", answered))
     sections += [Section(f"Break point and recommended chunk size ({rule.condition()})", [
-        Text(f"Act on the headline break point, the {rule.rule} rule's (the answer above): the largest length up to which "
-             "the rule holds at every length from the shortest, with its interval (the "
-             f"{BREAK_INTERVAL[0]:.0%} and {BREAK_INTERVAL[1]:.0%} percentiles over bootstrap resamples of the question "
-             f"groups); the recommended chunk size is {CHUNK_FACTOR} x it. The {other} rule and the study's break point "
+        Text(f"The headline break point, the {rule.rule} rule's (the answer above): the rule is read on every bootstrap "
+             "resample of the question groups, through the non-increasing fit of its per-length means, and the headline is "
+             f"the longest length at least {BREAK_SUPPORT:.0%} of the resamples reach (the length a clear majority gives, "
+             "else the safer one; see docs/metrics.md), with its interval (the "
+             f"{BREAK_INTERVAL[0]:.0%} and {BREAK_INTERVAL[1]:.0%} percentiles of the same resamples); the recommended "
+             f"chunk size is {CHUNK_FACTOR} x it. The {other} rule and the study's break point "
              "from the AUC pooled over questions are beside it for comparison with other studies. Where no length keeps "
              "the rule, the best length is named. Every column is in `breaks.csv`:"),
         Bullets(tuple(rule.meanings())),

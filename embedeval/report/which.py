@@ -273,7 +273,7 @@ def standing_words(decision: pd.DataFrame | None, embedder: str, strategy: str) 
     """Where one series stands in the decision table, for its answer box: the lengths where it is
     the best reading, where it cannot be told apart from the best, and where it is below it (None
     where the table has no row of it)."""
-    if decision is None or decision.empty:
+    if decision is None or decision.empty or one_reading(decision):  # one reading: the best at every length says nothing
         return None
     rows = decision[(decision["embedder"] == embedder) & (decision["strategy"] == strategy)].sort_values("length")
     if rows.empty:
