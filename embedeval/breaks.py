@@ -93,6 +93,10 @@ RANDOM_RANKING, NEEDLE_BLIND = "k/n", "needle-blind control"
 CHANCE_LEVELS = (RANDOM_RANKING, NEEDLE_BLIND)
 #: The percentiles of the bootstrapped break points that bound a break point's interval.
 BREAK_INTERVAL = (0.05, 0.95)
+#: The estimator a run's break points were read with, recorded in its config.json
+#: (``break_estimator``): a ``breaks.csv`` of a run without it, or with another, was read by an earlier
+#: one, and :meth:`embedeval.run.NolimaRun.breaks` reads the break points again from the rank table.
+ESTIMATOR = "monotone fit, the length 60% of the resamples reach"
 #: The share of resamples at which another break length than the reported one is named beside it
 #: in the answer ("128 or 256 tokens (52% / 47% of resamples)").
 RIVAL_SHARE = 0.2

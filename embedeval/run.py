@@ -34,7 +34,7 @@ import pandas as pd
 
 from embedeval.aggregate import METRIC_COLUMNS
 from embedeval.corpus import source_path
-from embedeval.breaks import ADDED_BREAK_COLUMNS, BREAK_COLUMNS, BreakRule, break_points, parse_shares
+from embedeval.breaks import ADDED_BREAK_COLUMNS, BREAK_COLUMNS, ESTIMATOR, BreakRule, break_points, parse_shares
 from embedeval.decision import ADDED_DECISION_COLUMNS, DECISION_COLUMNS, TIMING_COLUMNS, decision_table, with_earlier_speeds
 from embedeval.defaults import DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.errors import ConfigError, InputError
@@ -45,7 +45,7 @@ from embedeval.labels import NEEDLE_FREE_POOL, RETRIEVAL_COLUMNS, SIMILARITY_COL
 from embedeval.metrics import RETRIEVAL_MEASURES
 from embedeval.options import POOL, Constraint, is_number, is_price, is_whole
 from embedeval.needles import NeedleSet, grid_needle_set
-from embedeval.strategies import family_of_label, is_written_label
+from embedeval.strategies import family_of_label, is_written_label, model_reading_rank
 from embedeval.strategies.truncate import TRUNCATE
 
 HAYSTACKS = "haystacks.parquet"
@@ -119,6 +119,9 @@ OPTIONAL_CONFIG_VALUES = {
                          "an object of embedder: USD per million tokens >= 0"),
     "frame_tokens": Constraint(lambda v: isinstance(v, dict) and all(isinstance(k, str) and is_whole(n) and n >= 0 for k, n in v.items()),
                                "an object of embedder: its special tokens per input (a whole number >= 0)"),
+    "break_estimator": Constraint(lambda v: isinstance(v, str), "the break-point estimator's name"),
+    "model_windows": Constraint(lambda v: isinstance(v, dict) and all(isinstance(k, str) and is_whole(n) and n >= 1 for k, n in v.items()),
+                                "an object of embedder: the content tokens it reads whole (a whole number >= 1)"),
     "corpus_lengths": Constraint(lambda v: isinstance(v, dict) and all(is_whole(v.get(k)) and v[k] >= 0 for k in ("documents", "median", "p90")),
                                  "an object of the corpus's documents and their median and 90th percentile token counts"),
 }
@@ -363,12 +366,23 @@ class NolimaRun:
                               self.similarities(), self.config.get("frame_tokens"))
 
     def breaks(self) -> pd.DataFrame:
-        """The run's break points: its ``breaks.csv``, or for a run from before it, recomputed from
-        its metrics and rank table with its rule, resamples and seed."""
-        if self.has(BREAKS):
-            return read_breaks(self.file(BREAKS))
+        """The run's break points: its ``breaks.csv``; for a run from before it, or whose break points
+        an earlier estimator read (its config.json records no ``break_estimator``, or another than
+        :data:`~embedeval.breaks.ESTIMATOR`), read again from its metrics and rank table with its
+        rule, resamples and seed, each model's window and each one-window strategy's window as the
+        run recorded them (``model_windows`` in config.json, else the ``window`` of the file's
+        rows), so every place that says the answer says the one this version gives. The file is
+        left as it is."""
+        written = read_breaks(self.file(BREAKS)) if self.has(BREAKS) else None
+        current = self.config.get("break_estimator") == ESTIMATOR
+        if written is not None and (current or self.retrieval() is None):
+            return written
+        windows = {} if written is None else {(r.embedder, r.strategy): int(r.window) for r in written.itertuples() if not pd.isna(r.window)}
+        model_windows = self.config.get("model_windows")
+        if model_windows is None:  # an older run: the window the model's own reading (rank 0: truncate) recorded
+            model_windows = {embedder: window for (embedder, strategy), window in windows.items() if model_reading_rank(strategy) == 0}
         return break_points(self.metrics(), self.retrieval(), self.rule(), self.config.get("n_bootstrap", DEFAULT_N_BOOTSTRAP),
-                            self.config["grid"].get("seed", DEFAULT_SEED))
+                            self.config["grid"].get("seed", DEFAULT_SEED), windows, model_windows)
 
 
 def read_breaks(path: str | Path) -> pd.DataFrame:

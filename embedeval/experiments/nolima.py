@@ -32,7 +32,7 @@ from embedeval.corpus import load_corpus, source_path
 from embedeval.decision import decision_table, length_summary, timing_table
 from embedeval.embedders.base import Reading
 from embedeval.derived import forget_outputs, fresh_outputs, inputs_digest, record_outputs
-from embedeval.breaks import break_points
+from embedeval.breaks import ESTIMATOR, break_points
 from embedeval.needles import NeedleSet
 from embedeval.plan import EmbedderPlan, check_prices_used, plan_of, timed_apart
 from embedeval.report import pool_size, recall_chance_table, write_report
@@ -181,6 +181,9 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
         timings = writer.write_scored(similarities, retrieval, timing_table(readings(scored, haystacks)))
         # what a chunks-max@C chunk leaves to content: its vectors per document (decision.csv)
         settings["frame_tokens"] = {s.name: s.frame_tokens for s in scorers if isinstance(s, EmbeddingScorer)}
+        # what the break points were read with and against: a report of the folder reads them again if they change
+        settings["break_estimator"] = ESTIMATOR
+        settings["model_windows"] = {s.name: s.model_window for s in scorers if isinstance(s, EmbeddingScorer) and s.model_window is not None}
         lengths = corpus_lengths(config, reference, cache_dir)
         if lengths is not None:
             settings["corpus_lengths"] = lengths
@@ -194,8 +197,8 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
                 metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.grid.seed, retrieval=retrieval)
                 windows = {(s.name, s.strategy): s.window_tokens for s in scorers
                            if isinstance(s, EmbeddingScorer) and s.window_tokens is not None}
-                model_windows = {s.name: s.model_window for s in scorers if isinstance(s, EmbeddingScorer)}
-                breaks = break_points(metrics, retrieval, config.rule(), config.n_bootstrap, config.grid.seed, windows, model_windows)
+                breaks = break_points(metrics, retrieval, config.rule(), config.n_bootstrap, config.grid.seed, windows,
+                                      settings["model_windows"])
                 decision = decision_table(retrieval, config.rule(), config.n_bootstrap, config.grid.seed, timings, config.prices,
                                           similarities, settings["frame_tokens"])
             derived = writer.write_derived(metrics, breaks, decision)

@@ -418,3 +418,34 @@ def test_a_report_rerun_into_the_folder_a_killed_or_crashed_report_left_works(ru
     shutil.copytree(out / "figures", mine / "figures")  # the same files, not made by a report into this folder: refused
     result = CliRunner().invoke(app, ["report", str(run_dir), "--out", str(mine)])
     assert result.exit_code == 1 and "is not a run folder embedeval wrote" in result.output
+
+
+def test_break_points_an_earlier_estimator_wrote_are_read_again_and_the_file_is_left(run_dir, tmp_path):
+    """A run folder whose config.json records no break_estimator (written before the estimator was
+    chosen by simulation) has its break points read again from its rank table, so a report of it
+    says what this version says; one that records this estimator is read as written."""
+    import json
+
+    import pandas as pd
+
+    from embedeval.breaks import ESTIMATOR, break_points
+    from embedeval.run import NolimaRun, read_breaks
+
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["break_estimator"] == ESTIMATOR and config["model_windows"] == {"st:all-MiniLM-L6-v2": 254}
+    old = tmp_path / "old"
+    shutil.copytree(run_dir, old)
+    written = read_breaks(old / "breaks.csv")
+    edited = written.assign(break_point=512, recommended_chunk_tokens=409, break_shares="512:1.000", break_point_share=1.0)
+    edited.to_csv(old / "breaks.csv", index=False)  # what an earlier estimator might have said
+    assert (NolimaRun.open(old).breaks()["break_point"] == 512).all()  # this estimator recorded: the file is the answer
+    del config["break_estimator"], config["model_windows"]
+    (old / "config.json").write_text(json.dumps(config))
+    again = NolimaRun.open(old).breaks()
+    run = NolimaRun.open(old)
+    expected = break_points(run.metrics(), run.retrieval(), run.rule(), config["n_bootstrap"], config["grid"]["seed"],
+                            {(r.embedder, r.strategy): 254 for r in written.itertuples() if r.strategy == "truncate"},
+                            {"st:all-MiniLM-L6-v2": 254})
+    pd.testing.assert_frame_equal(again.reset_index(drop=True), expected.reset_index(drop=True), check_dtype=False)
+    assert not (again["break_point"] == 512).any() and (again["relative_status"] == "too few groups").all()  # 3 groups
+    assert (read_breaks(old / "breaks.csv")["break_point"] == 512).all()  # the file is left as it was
