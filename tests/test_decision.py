@@ -501,3 +501,16 @@ def test_a_run_of_one_reading_says_so_once_and_its_summary_reads_breaks_csv():
     assert not which_table(table).iloc[0, 1:].str.contains(r"\(").any()  # no "(best)" where there is no other reading
     whole = summary_sentences(table[table["length"] <= 128], _breaks("truncate", 128, 102, censored=True), "onehop")
     assert whole[0] == "Documents up to 128 tokens (the longest measured): embed them whole (`truncate`)."
+
+
+def test_a_run_of_one_reading_without_a_headline_break_point_has_no_empty_summary_line():
+    """A one-reading run whose base reading has no headline (fewer than 10 question groups, or no length
+    60% of the resamples reach): the summary said "" (an empty bullet, an empty 'which to use:' line)."""
+    from embedeval.report.which import summary_sentences
+
+    ranks = {64: [[1] * 4] * 12, 128: [[1, 1, 1, 9]] * 12, 512: [[1, 1, 9, 9]] * 12}
+    table = decision_table(_ranks({("m", "truncate"): ranks}), n_resamples=100)
+    assert (table["recall_lo"] > 0).all()
+    lines = summary_sentences(table, _breaks("truncate", None, None), "onehop")
+    assert all(line.strip() for line in lines)
+    assert lines[0].startswith("This run recommends no length to embed documents whole and no chunk size: `truncate` has no headline")

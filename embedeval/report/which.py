@@ -225,6 +225,9 @@ def embedder_summary(decision: pd.DataFrame, breaks: pd.DataFrame | None, embedd
     if nothing:
         said += (f" At {_lengths_words(nothing)} no reading of {embedder} is shown to find the needle above chance "
                  "(recall intervals that reach 0).")
+    if not parts and not said.strip() and found is not None:  # only the base reading, and no headline: say so, not ""
+        said = (f"This run recommends no length to embed documents whole and no chunk size: `{found.strategy}` has no headline "
+                "break point (its answer says why).")
     return " ".join(parts + ([said.strip()] if said.strip() else []))
 
 
