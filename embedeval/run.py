@@ -34,9 +34,9 @@ import pandas as pd
 
 from embedeval.aggregate import METRIC_COLUMNS
 from embedeval.corpus import source_path
-from embedeval.breaks import ADDED_BREAK_COLUMNS, BREAK_COLUMNS, BreakRule, break_points, parse_shares
+from embedeval.breaks import ADDED_BREAK_COLUMNS, BREAK_COLUMNS, SERIES_KEYS, BreakRule, break_points, parse_shares
 from embedeval.decision import ADDED_DECISION_COLUMNS, DECISION_COLUMNS, TIMING_COLUMNS, decision_table, with_earlier_speeds
-from embedeval.defaults import DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
+from embedeval.defaults import BREAK_SUPPORT, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.errors import ConfigError, InputError
 from embedeval.grid import HaystackGrid
 from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
@@ -366,25 +366,59 @@ class NolimaRun:
         """The run's break points: its ``breaks.csv``, or for a run from before it, recomputed from
         its metrics and rank table with its rule, resamples and seed."""
         if self.has(BREAKS):
-            return read_breaks(self.file(BREAKS))
+            return read_breaks(self.file(BREAKS), self.config["grid"].get("lengths"))
         return break_points(self.metrics(), self.retrieval(), self.rule(), self.config.get("n_bootstrap", DEFAULT_N_BOOTSTRAP),
                             self.config["grid"].get("seed", DEFAULT_SEED))
 
 
-def read_breaks(path: str | Path) -> pd.DataFrame:
+def read_breaks(path: str | Path, lengths: Sequence[int] | None = None) -> pd.DataFrame:
     """A ``breaks.csv`` written by a run (one :class:`~embedeval.errors.InputError` line when it is
-    missing, unreadable or lacks a column)."""
+    missing, unreadable or lacks a column, holds a series twice, or a row's ``break_point`` is not
+    the longest length :data:`~embedeval.defaults.BREAK_SUPPORT` of its ``break_shares`` reach, the
+    one answer every place says; ``lengths``: the run's grid, which the shares' lengths must be of)."""
     frame = read_run_table(Path(path), [c for c in BREAK_COLUMNS if c not in ADDED_BREAK_COLUMNS])
     frame = frame.reindex(columns=BREAK_COLUMNS)  # a file from before the added columns: they read as missing
-    for row, value in enumerate(frame["break_shares"], start=2):
+    twice = frame.duplicated(SERIES_KEYS) & frame[SERIES_KEYS].notna().all(axis=1)  # a series named twice
+    if twice.any():
+        row = int(twice.to_numpy().nonzero()[0][0])
+        raise InputError(f"{path}, line {row + 2}: the same series as an earlier line (the file was edited or "
+                         "damaged; run again to rewrite it)")
+    for row, (value, point) in enumerate(zip(frame["break_shares"], frame["break_point"]), start=2):
         try:
-            parse_shares(value if isinstance(value, str) or pd.isna(value) else f"{value}")
+            shares = parse_shares(value if isinstance(value, str) or pd.isna(value) else f"{value}")
         except ValueError as exc:
             raise InputError(f"{path}, line {row}, column break_shares: {exc}") from None
+        off_grid = sorted(length for length in shares if length is not None and lengths is not None and length not in lengths)
+        if off_grid:
+            raise InputError(f"{path}, line {row}, column break_shares: {off_grid[0]} tokens is not a length of the run "
+                             "(the file was edited or damaged; run again to rewrite it)")
+        expected = _supported_length(shares)
+        if expected is not None and not expected[0] <= (0 if pd.isna(point) else int(point)) <= expected[1]:
+            said = "an empty cell" if pd.isna(point) else str(int(point))
+            answer = "none" if expected[1] == 0 else f"{expected[1]}"
+            raise InputError(f"{path}, line {row}, column break_point: {said} is not the longest length "
+                             f"{BREAK_SUPPORT:.0%} of the resamples in break_shares reach ({answer}) (the file was edited or "
+                             "damaged; run again to rewrite it)")
     # "128" reads back as a number, and as 128.0 beside an empty cell
     lengths = [value if isinstance(value, str) else "" if pd.isna(value) else str(int(value)) for value in frame["base_lengths"]]
     return frame.assign(base_lengths=lengths, relative_status=frame["relative_status"].astype(str),
                         at_chance=frame["at_chance"].astype("boolean"))
+
+
+def _supported_length(shares: dict) -> tuple[int, int] | None:
+    """The headline break point ``shares`` (:func:`~embedeval.breaks.parse_shares`) give, 0 for
+    none (:func:`~embedeval.metrics.supported_break`), as the lowest and highest it can be with
+    each share written to 3 decimals; None without shares."""
+    if not shares:
+        return None
+    slack = 0.0005 * len(shares) + 1e-9
+
+    def reach(length: int) -> float:
+        return sum(share for found, share in shares.items() if (found or 0) >= length)
+
+    lengths = sorted({0, *(length for length in shares if length is not None)})
+    return (max(length for length in lengths if reach(length) >= BREAK_SUPPORT + slack) if reach(0) >= BREAK_SUPPORT + slack else 0,
+            max(length for length in lengths if reach(length) >= BREAK_SUPPORT - slack))
 
 
 def _same_table(a: pd.DataFrame, b: pd.DataFrame) -> bool:
