@@ -443,7 +443,16 @@ def read_decision(path: str | Path) -> pd.DataFrame:
     cannot be corrected for chance in pools of k or fewer candidates)."""
     frame = read_run_table(path, [c for c in DECISION_COLUMNS if c not in ADDED_DECISION_COLUMNS], empty=True)
     frame = frame.reindex(columns=DECISION_COLUMNS)  # a file from before the added columns: they read as missing
+    for column in ("share_read", "needle_visible"):  # shares of a document and of haystacks
+        values = frame[column].astype(float)
+        refuse_first(frame[column], values.notna() & ~values.between(0, 1), path, column, "a share from 0 to 1")
+    keys = frame[["length", "embedder", "strategy"]].astype(str)
+    refuse_first(frame["strategy"], keys.duplicated(), path, "strategy", "a reading once per length (the row is there twice)")
     same_as = [strategy if pd.isna(same) else str(same) for strategy, same in zip(frame["strategy"].astype(str), frame["same_as"])]
+    measured = set(zip(keys["length"], keys["embedder"], keys["strategy"]))
+    unknown = pd.Series([(length, embedder, same) not in measured for length, embedder, same
+                         in zip(keys["length"], keys["embedder"], same_as)], index=frame.index)
+    refuse_first(frame["same_as"], unknown, path, "same_as", "a reading of the same embedder measured at that length")
     return frame.assign(same_as=same_as, share_read=frame["share_read"].astype(float), needle_visible=frame["needle_visible"].astype(float),
                         embedder=frame["embedder"].astype(str), strategy=frame["strategy"].astype(str),
                         tied_with_best=frame["tied_with_best"].astype(bool), best=frame["best"].astype(bool))

@@ -151,6 +151,33 @@ def test_decision_csv_reads_back_with_or_without_rows(tmp_path):
         read_decision(tmp_path / "old.csv")
 
 
+
+def test_an_edited_decision_csv_is_one_error_line_not_a_traceback(tmp_path):
+    """share_read or needle_visible outside [0, 1] (before: "the needle in -50% of haystacks"), a
+    reading twice at a length (before: a pandas traceback from the report's table, after its figures
+    were drawn), a same_as naming no reading of the embedder at that length (before: "(same as
+    windows-mean)" in a run that never read windows-mean): one line naming the file, line and column."""
+    from embedeval.io import write_table
+
+    table = decision_table(_ranks(HAND), n_resamples=50)
+    table = table.assign(share_read=1.0, needle_visible=0.5)
+    write_table(table, tmp_path / "decision.csv")
+    assert len(read_decision(tmp_path / "decision.csv")) == len(table)
+    edits = {"share_read": (3.5, r"line 3, column share_read: 3.5 is not a share from 0 to 1"),
+             "needle_visible": (-0.5, r"line 3, column needle_visible: -0.5 is not a share from 0 to 1"),
+             "same_as": ("late-chunking@128", r"line 3, column same_as: 'late-chunking@128' is not a reading of the same embedder")}
+    for column, (value, message) in edits.items():
+        edited = table.astype({column: object})
+        edited.loc[1, column] = value
+        write_table(edited, tmp_path / "edited.csv")
+        with pytest.raises(InputError, match=message):
+            read_decision(tmp_path / "edited.csv")
+    write_table(pd.concat([table, table.iloc[[0]]], ignore_index=True), tmp_path / "edited.csv")
+    with pytest.raises(InputError, match=rf"line {len(table) + 2}, column strategy: .* once per length"):
+        read_decision(tmp_path / "edited.csv")
+    write_table(table.assign(share_read=np.nan, needle_visible=np.nan), tmp_path / "unmeasured.csv")  # empty: not measured
+    assert read_decision(tmp_path / "unmeasured.csv")["share_read"].isna().all()
+
 def test_the_recall_is_breaks_csv_s_best_value():
     retrieval = _ranks({("m", "truncate"): {128: [[1, 1], [1, 20], [1, 1], [20, 1]], 256: [[1, 20], [20, 20], [1, 1], [20, 20]],
                                             512: [[20, 20], [20, 20], [1, 20], [20, 20]]}})
