@@ -541,3 +541,24 @@ def test_a_run_of_one_reading_without_a_headline_break_point_has_no_empty_summar
     lines = summary_sentences(table, _breaks("truncate", None, None), "onehop")
     assert all(line.strip() for line in lines)
     assert lines[0].startswith("This run recommends no length to embed documents whole and no chunk size: `truncate` has no headline")
+
+
+def test_a_chunk_reading_as_the_base_is_not_said_to_embed_documents_whole():
+    """A run of chunks-max@128 alone (or chunk readings only: each is its own base): the summary said
+    "Documents up to 512 tokens (the longest measured): embed them whole (`chunks-max@128`)" beside an
+    answer box "reading each document as 128-token chunks"."""
+    from embedeval.report.which import summary_sentences
+
+    ranks = {64: [[1] * 4] * 12, 128: [[1, 1, 1, 9]] * 12, 512: [[1, 1, 9, 1]] * 12}
+    table = decision_table(_ranks({("m", "chunks-max@128"): ranks}), n_resamples=100)
+    lines = summary_sentences(table, _breaks("chunks-max@128", 512, None, censored=True), "onehop")
+    assert lines[0] == "Documents up to 512 tokens (the longest measured): read them by taking the best of its 128-token chunks (`chunks-max@128`)."
+    assert "whole" not in lines[0]
+    chunks = {64: [[1] * 4] * 12, 128: [[1, 1, 1, 9]] * 12, 256: [[1, 1, 9, 1]] * 12, 512: [[1, 9, 9, 9]] * 12}
+    windows = {64: [[1] * 4] * 12, 128: [[1, 1, 9, 9]] * 12, 256: [[1, 9, 9, 9]] * 12, 512: [[1, 1, 9, 1]] * 12}
+    both = decision_table(_ranks({("m", "chunks-max@128"): chunks, ("m", "windows-mean"): windows}, scores={("m", "windows-mean"): 0.01}),
+                          n_resamples=100)
+    said = summary_sentences(both, _breaks("chunks-max@128", 128, None), "onehop")[0]
+    assert said.startswith("Documents up to about 128 tokens: read them by taking the best of its 128-token chunks (`chunks-max@128`). "
+                           "Longer: read them with `windows-mean`") and "; read that way, `chunks-max@128` has recall" in said, said
+    assert "whole" not in said

@@ -202,7 +202,10 @@ def embedder_summary(decision: pd.DataFrame, breaks: pd.DataFrame | None, embedd
         upto = f"up to {point:,} tokens (the longest measured)" if censored or point >= longest else f"up to about {point:,} tokens"
         base_rows = mine[(mine["strategy"] == found.strategy) & (mine["length"] == point)]
         note = reading_note(next(base_rows.itertuples())) if not base_rows.empty else ""
-        parts.append(f"Documents {upto}: embed them whole (`{found.strategy}`{'; it ' + note if note else ''}).")
+        if strategies.scores_chunks(found.strategy):  # its break point is the document's length: it does not embed them whole
+            parts.append(f"Documents {upto}: read them by {move_words(found.strategy)}{'; it ' + note if note else ''}.")
+        else:
+            parts.append(f"Documents {upto}: embed them whole (`{found.strategy}`{'; it ' + note if note else ''}).")
     later = best[best["length"] > point] if point is not None else best
     if point is not None and point >= longest:
         return " ".join(parts)
@@ -216,7 +219,8 @@ def embedder_summary(decision: pd.DataFrame, breaks: pd.DataFrame | None, embedd
         row = next(rows.sort_values("length").tail(1).itertuples())
         if found is not None and strategy == found.strategy:  # nothing better measured: what embedding whole still gives
             note = reading_note(row)
-            whole = f"; embedded whole, `{strategy}` has {_recall_words(row)}{f' ({note})' if note else ''}"
+            how = "read that way" if strategies.scores_chunks(strategy) else "embedded whole"
+            whole = f"; {how}, `{strategy}` has {_recall_words(row)}{f' ({note})' if note else ''}"
         else:
             options.append(f"read them with {_recommended_words(row)}")
     lead = "Longer" if point is not None else "Documents of every length measured"
