@@ -448,6 +448,10 @@ def read_decision(path: str | Path) -> pd.DataFrame:
         refuse_first(frame[column], values.notna() & ~values.between(0, 1), path, column, "a share from 0 to 1")
     keys = frame[["length", "embedder", "strategy"]].astype(str)
     refuse_first(frame["strategy"], keys.duplicated(), path, "strategy", "a reading once per length (the row is there twice)")
+    best = frame["best"].astype(bool)  # one reading named per length (the decision has no rows where it names none)
+    named = best.groupby(frame["length"]).transform("sum")
+    refuse_first(frame["best"], (named != 1) & (best | (named == 0)), path, "best",
+                 "the one reading named best at its length (a length names none, or several)")
     same_as = [strategy if pd.isna(same) else str(same) for strategy, same in zip(frame["strategy"].astype(str), frame["same_as"])]
     measured = set(zip(keys["length"], keys["embedder"], keys["strategy"]))
     unknown = pd.Series([(length, embedder, same) not in measured for length, embedder, same

@@ -175,6 +175,10 @@ def test_an_edited_decision_csv_is_one_error_line_not_a_traceback(tmp_path):
     write_table(pd.concat([table, table.iloc[[0]]], ignore_index=True), tmp_path / "edited.csv")
     with pytest.raises(InputError, match=rf"line {len(table) + 2}, column strategy: .* once per length"):
         read_decision(tmp_path / "edited.csv")
+    for best in ([False, False, True, False], [True, True, True, False]):  # 128 names no reading; 128 names two
+        write_table(table.assign(best=best), tmp_path / "edited.csv")  # before: StopIteration (none) or two readings named
+        with pytest.raises(InputError, match=r"line 2, column best: .* is not the one reading named best at its length"):
+            read_decision(tmp_path / "edited.csv")
     write_table(table.assign(share_read=np.nan, needle_visible=np.nan), tmp_path / "unmeasured.csv")  # empty: not measured
     assert read_decision(tmp_path / "unmeasured.csv")["share_read"].isna().all()
 
