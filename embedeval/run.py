@@ -34,7 +34,10 @@ import pandas as pd
 
 from embedeval.aggregate import METRIC_COLUMNS
 from embedeval.corpus import source_path
-from embedeval.breaks import ADDED_BREAK_COLUMNS, BREAK_COLUMNS, SERIES_KEYS, BreakRule, break_points, parse_shares
+from embedeval.breaks import (
+    ADDED_BREAK_COLUMNS, AT_CHANCE, BREAK_COLUMNS, CANNOT_TELL, NO_RANKS, NOT_VISIBLE, SERIES_KEYS, TOO_FEW_GROUPS, UNCORRECTABLE, BreakRule,
+    break_points, parse_shares,
+)
 from embedeval.decision import ADDED_DECISION_COLUMNS, DECISION_COLUMNS, TIMING_COLUMNS, decision_table, with_earlier_speeds
 from embedeval.defaults import BREAK_SUPPORT, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.errors import ConfigError, InputError
@@ -73,6 +76,8 @@ TABLE_KINDS: dict[str, tuple[list[str], list[str]]] = {
     DECISION: (["recall", "recall_lo", "recall_hi", "diff_to_best", "diff_lo", "diff_hi", "seconds_per_million_tokens",
                 "usd_per_million_tokens", "share_read", "needle_visible"], ["length", "vectors_per_document", "n_groups"]),
 }
+#: The relative rule's statuses of a series whose base was not read: it has no headline break point.
+NO_HEADLINE_STATUSES = (AT_CHANCE, CANNOT_TELL, NOT_VISIBLE, TOO_FEW_GROUPS, UNCORRECTABLE, NO_RANKS)
 #: The columns of each table a run writes that hold true or false (or nothing).
 TABLE_FLAGS: dict[str, list[str]] = {
     METRICS: ["own_question"], RETRIEVAL: ["own_question"],
@@ -366,16 +371,17 @@ class NolimaRun:
         """The run's break points: its ``breaks.csv``, or for a run from before it, recomputed from
         its metrics and rank table with its rule, resamples and seed."""
         if self.has(BREAKS):
-            return read_breaks(self.file(BREAKS), self.config["grid"].get("lengths"))
+            return read_breaks(self.file(BREAKS), self.config["grid"].get("lengths"), self.rule())
         return break_points(self.metrics(), self.retrieval(), self.rule(), self.config.get("n_bootstrap", DEFAULT_N_BOOTSTRAP),
                             self.config["grid"].get("seed", DEFAULT_SEED))
 
 
-def read_breaks(path: str | Path, lengths: Sequence[int] | None = None) -> pd.DataFrame:
+def read_breaks(path: str | Path, lengths: Sequence[int] | None = None, rule: BreakRule | None = None) -> pd.DataFrame:
     """A ``breaks.csv`` written by a run (one :class:`~embedeval.errors.InputError` line when it is
     missing, unreadable or lacks a column, holds a series twice, or a row's ``break_point`` is not
     the longest length :data:`~embedeval.defaults.BREAK_SUPPORT` of its ``break_shares`` reach, the
-    one answer every place says; ``lengths``: the run's grid, which the shares' lengths must be of)."""
+    one answer every place says; ``lengths``: the run's grid, which the shares' lengths must be of;
+    ``rule``: the run's break rule, under which a relative rule's break point needs its status ``ok``)."""
     frame = read_run_table(Path(path), [c for c in BREAK_COLUMNS if c not in ADDED_BREAK_COLUMNS])
     frame = frame.reindex(columns=BREAK_COLUMNS)  # a file from before the added columns: they read as missing
     twice = frame.duplicated(SERIES_KEYS) & frame[SERIES_KEYS].notna().all(axis=1)  # a series named twice
@@ -383,6 +389,10 @@ def read_breaks(path: str | Path, lengths: Sequence[int] | None = None) -> pd.Da
         row = int(twice.to_numpy().nonzero()[0][0])
         raise InputError(f"{path}, line {row + 2}: the same series as an earlier line (the file was edited or "
                          "damaged; run again to rewrite it)")
+    if rule is not None and rule.rule == "relative":  # no headline where the base was not read: the box says why
+        unread = frame["break_point"].notna() & frame["relative_status"].isin(NO_HEADLINE_STATUSES)
+        refuse_first(frame["relative_status"], unread, path, "relative_status",
+                     "the status of a relative break point (ok), beside the break_point of its line")
     for row, (value, point) in enumerate(zip(frame["break_shares"], frame["break_point"]), start=2):
         try:
             shares = parse_shares(value if isinstance(value, str) or pd.isna(value) else f"{value}")

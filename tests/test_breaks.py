@@ -487,3 +487,21 @@ def test_a_breaks_csv_whose_break_point_is_not_its_shares_answer_is_one_error_li
     pd.concat([table, table]).to_csv(tmp_path / "edited.csv", index=False)
     with pytest.raises(InputError, match=r"edited.csv, line 3: the same series as an earlier line"):
         read_breaks(tmp_path / "edited.csv")
+
+
+def test_a_relative_break_point_beside_a_status_without_a_headline_is_one_error_line(tmp_path):
+    """A breaks.csv edited to say 'at chance' beside a relative break point: before, the box said "this run
+    recommends no chunk size: it has no break point" while the summary said "up to about 96 tokens ... chunks of
+    <= 76 tokens". Under the absolute rule the relative status says nothing of the headline: read."""
+    rows = _rank_rows(_with_hits({128: 0.9, 256: 0.9, 512: 0.85, 1024: 0.5}, seed=2))
+    table = break_points(retrieval_metrics(rows, n_resamples=20), rows, n_resamples=100)
+    assert table.iloc[0]["relative_status"] == "ok" and not pd.isna(table.iloc[0]["break_point"])
+    table.to_csv(tmp_path / "breaks.csv", index=False)
+    assert len(read_breaks(tmp_path / "breaks.csv", rule=BreakRule())) == 1
+    for status in ("at chance", "too few groups", "cannot tell from chance", "needle not visible"):
+        table.assign(relative_status=status).to_csv(tmp_path / "edited.csv", index=False)
+        with pytest.raises(InputError, match=rf"edited.csv, line 2, column relative_status: '{status}' is not the status of a relative"):
+            read_breaks(tmp_path / "edited.csv", rule=BreakRule())
+        assert len(read_breaks(tmp_path / "edited.csv", rule=BreakRule("absolute"))) == 1
+    table.assign(relative_status="at chance", break_point=None, break_shares=None).to_csv(tmp_path / "edited.csv", index=False)
+    assert len(read_breaks(tmp_path / "edited.csv", rule=BreakRule())) == 1  # no break point: nothing to disagree with
