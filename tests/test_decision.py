@@ -566,3 +566,5 @@ def test_a_chunk_reading_as_the_base_is_not_said_to_embed_documents_whole():
     assert said.startswith("Documents up to about 128 tokens: read them by taking the best of its 128-token chunks (`chunks-max@128`). "
                            "Longer: read them with `windows-mean`") and "; read that way, `chunks-max@128` has recall" in said, said
     assert "whole" not in said
+    alone = summary_sentences(table, _breaks("chunks-max@128", 512, None, censored=True), "onehop")[1]
+    assert "`--strategy chunks-max@128,truncate,windows-mean,late-chunking`" in alone  # not chunks-max a second time

@@ -246,7 +246,8 @@ def summary_sentences(decision: pd.DataFrame, breaks: pd.DataFrame | None = None
     lines = [(f"**{embedder}**: " if several else "") + embedder_summary(decision, breaks, embedder, variant) for embedder in named]
     if one_reading(decision):
         strategy = decision["strategy"].iloc[0]
-        more = [strategy] + [c for c in strategies.strategy_choices() if "@" not in c and not c.startswith("...") and c != strategy]
+        more = [strategy] + [c for c in strategies.strategy_choices()
+                             if "@" not in c and not c.startswith("...") and c not in (strategy, strategy.partition("@")[0])]
         lines.append(f"This run read documents one way (`{strategy}`), so there is nothing to choose between: add other "
                      f"readings to compare them, e.g. `--strategy {','.join(more)}`.")
     return lines
