@@ -359,7 +359,7 @@ class NolimaRun:
         """The run's decision table: its ``decision.csv``, or for a run from before it, made from its
         rank table (None without one) with its rule, resamples, seed, timings and prices."""
         if self.has(DECISION):
-            return read_decision(self.file(DECISION))
+            return read_decision(self.file(DECISION), self.config["grid"].get("lengths"))
         retrieval = self.retrieval()
         if retrieval is None or self.rule().recall_metric not in retrieval.columns:
             return None
@@ -447,12 +447,15 @@ def read_timings(path: str | Path) -> pd.DataFrame:
     return frame.assign(model_seconds=frame["model_seconds"].astype(float), model_tokens=frame["model_tokens"].astype("Int64"))
 
 
-def read_decision(path: str | Path) -> pd.DataFrame:
+def read_decision(path: str | Path, lengths: Sequence[int] | None = None) -> pd.DataFrame:
     """A ``decision.csv`` written by a run (one :class:`~embedeval.errors.InputError` line when it is
-    missing, unreadable or lacks a column; without rows where the run had nothing to decide: recall@k
-    cannot be corrected for chance in pools of k or fewer candidates)."""
+    missing, unreadable or lacks a column, or a row says what a run never writes; without rows where
+    the run had nothing to decide: recall@k cannot be corrected for chance in pools of k or fewer
+    candidates). ``lengths``: the run's grid, which its lengths must be of."""
     frame = read_run_table(path, [c for c in DECISION_COLUMNS if c not in ADDED_DECISION_COLUMNS], empty=True)
     frame = frame.reindex(columns=DECISION_COLUMNS)  # a file from before the added columns: they read as missing
+    if lengths is not None:
+        refuse_first(frame["length"], ~frame["length"].isin(list(lengths)), path, "length", "a length of the run")
     for column in ("share_read", "needle_visible"):  # shares of a document and of haystacks
         values = frame[column].astype(float)
         refuse_first(frame[column], values.notna() & ~values.between(0, 1), path, column, "a share from 0 to 1")

@@ -179,6 +179,10 @@ def test_an_edited_decision_csv_is_one_error_line_not_a_traceback(tmp_path):
         write_table(table.assign(best=best), tmp_path / "edited.csv")  # before: StopIteration (none) or two readings named
         with pytest.raises(InputError, match=r"line 2, column best: .* is not the one reading named best at its length"):
             read_decision(tmp_path / "edited.csv")
+    write_table(table.assign(length=table["length"].replace({512: 100000})), tmp_path / "edited.csv")  # "at 100,000 tokens"
+    assert len(read_decision(tmp_path / "edited.csv")) == len(table)
+    with pytest.raises(InputError, match=r"line 4, column length: 100000 is not a length of the run"):
+        read_decision(tmp_path / "edited.csv", [128, 512])
     write_table(table.assign(share_read=np.nan, needle_visible=np.nan), tmp_path / "unmeasured.csv")  # empty: not measured
     assert read_decision(tmp_path / "unmeasured.csv")["share_read"].isna().all()
 
