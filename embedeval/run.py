@@ -34,9 +34,12 @@ import pandas as pd
 
 from embedeval.aggregate import METRIC_COLUMNS
 from embedeval.corpus import source_path
-from embedeval.breaks import ADDED_BREAK_COLUMNS, BREAK_COLUMNS, ESTIMATOR, BreakRule, break_points, parse_shares
+from embedeval.breaks import (
+    ADDED_BREAK_COLUMNS, AT_CHANCE, BREAK_COLUMNS, CANNOT_TELL, ESTIMATOR, NO_RANKS, NOT_VISIBLE, SERIES_KEYS, TOO_FEW_GROUPS,
+    UNCORRECTABLE, BreakRule, break_points, parse_shares,
+)
 from embedeval.decision import ADDED_DECISION_COLUMNS, DECISION_COLUMNS, TIMING_COLUMNS, decision_table, with_earlier_speeds
-from embedeval.defaults import DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
+from embedeval.defaults import BREAK_SUPPORT, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.errors import ConfigError, InputError
 from embedeval.grid import HaystackGrid
 from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
@@ -73,6 +76,8 @@ TABLE_KINDS: dict[str, tuple[list[str], list[str]]] = {
     DECISION: (["recall", "recall_lo", "recall_hi", "diff_to_best", "diff_lo", "diff_hi", "seconds_per_million_tokens",
                 "usd_per_million_tokens", "share_read", "needle_visible"], ["length", "vectors_per_document", "n_groups"]),
 }
+#: The relative rule's statuses of a series whose base was not read: it has no headline break point.
+NO_HEADLINE_STATUSES = (AT_CHANCE, CANNOT_TELL, NOT_VISIBLE, TOO_FEW_GROUPS, UNCORRECTABLE, NO_RANKS)
 #: The columns of each table a run writes that hold true or false (or nothing).
 TABLE_FLAGS: dict[str, list[str]] = {
     METRICS: ["own_question"], RETRIEVAL: ["own_question"],
@@ -357,7 +362,7 @@ class NolimaRun:
         """The run's decision table: its ``decision.csv``, or for a run from before it, made from its
         rank table (None without one) with its rule, resamples, seed, timings and prices."""
         if self.has(DECISION):
-            return read_decision(self.file(DECISION))
+            return read_decision(self.file(DECISION), self.config["grid"].get("lengths"))
         retrieval = self.retrieval()
         if retrieval is None or self.rule().recall_metric not in retrieval.columns:
             return None
@@ -372,9 +377,10 @@ class NolimaRun:
         rule, resamples and seed, each model's window and each one-window strategy's window as the
         run recorded them (``model_windows`` in config.json, else the ``window`` of the file's
         rows), so every place that says the answer says the one this version gives. The file is
-        left as it is."""
-        written = read_breaks(self.file(BREAKS)) if self.has(BREAKS) else None
+        left as it is (and its break points are not checked against this estimator's answer)."""
         current = self.config.get("break_estimator") == ESTIMATOR
+        written = (read_breaks(self.file(BREAKS), self.config["grid"].get("lengths"), self.rule(), answers=current)
+                   if self.has(BREAKS) else None)
         if written is not None and (current or self.retrieval() is None):
             return written
         windows = {} if written is None else {(r.embedder, r.strategy): int(r.window) for r in written.itertuples() if not pd.isna(r.window)}
@@ -385,20 +391,62 @@ class NolimaRun:
                             self.config["grid"].get("seed", DEFAULT_SEED), windows, model_windows)
 
 
-def read_breaks(path: str | Path) -> pd.DataFrame:
+def read_breaks(path: str | Path, lengths: Sequence[int] | None = None, rule: BreakRule | None = None,
+                answers: bool = True) -> pd.DataFrame:
     """A ``breaks.csv`` written by a run (one :class:`~embedeval.errors.InputError` line when it is
-    missing, unreadable or lacks a column)."""
+    missing, unreadable or lacks a column, holds a series twice, or a row's ``break_point`` is not
+    the longest length :data:`~embedeval.defaults.BREAK_SUPPORT` of its ``break_shares`` reach, the
+    one answer every place says; ``lengths``: the run's grid, which the shares' lengths must be of;
+    ``rule``: the run's break rule, under which a relative rule's break point needs its status ``ok``;
+    ``answers``: False for a file an earlier estimator wrote, whose break points are not this one's
+    answers, so neither of the last two is asked of it)."""
     frame = read_run_table(Path(path), [c for c in BREAK_COLUMNS if c not in ADDED_BREAK_COLUMNS])
     frame = frame.reindex(columns=BREAK_COLUMNS)  # a file from before the added columns: they read as missing
-    for row, value in enumerate(frame["break_shares"], start=2):
+    twice = frame.duplicated(SERIES_KEYS) & frame[SERIES_KEYS].notna().all(axis=1)  # a series named twice
+    if twice.any():
+        row = int(twice.to_numpy().nonzero()[0][0])
+        raise InputError(f"{path}, line {row + 2}: the same series as an earlier line (the file was edited or "
+                         "damaged; run again to rewrite it)")
+    if answers and rule is not None and rule.rule == "relative":  # no headline where the base was not read: the box says why
+        unread = frame["break_point"].notna() & frame["relative_status"].isin(NO_HEADLINE_STATUSES)
+        refuse_first(frame["relative_status"], unread, path, "relative_status",
+                     "the status of a relative break point (ok), beside the break_point of its line")
+    for row, (value, point) in enumerate(zip(frame["break_shares"], frame["break_point"]), start=2):
         try:
-            parse_shares(value if isinstance(value, str) or pd.isna(value) else f"{value}")
+            shares = parse_shares(value if isinstance(value, str) or pd.isna(value) else f"{value}")
         except ValueError as exc:
             raise InputError(f"{path}, line {row}, column break_shares: {exc}") from None
+        off_grid = sorted(length for length in shares if length is not None and lengths is not None and length not in lengths)
+        if off_grid:
+            raise InputError(f"{path}, line {row}, column break_shares: {off_grid[0]} tokens is not a length of the run "
+                             "(the file was edited or damaged; run again to rewrite it)")
+        expected = _supported_length(shares) if answers else None
+        if expected is not None and not expected[0] <= (0 if pd.isna(point) else int(point)) <= expected[1]:
+            said = "an empty cell" if pd.isna(point) else str(int(point))
+            answer = "none" if expected[1] == 0 else f"{expected[1]}"
+            raise InputError(f"{path}, line {row}, column break_point: {said} is not the longest length "
+                             f"{BREAK_SUPPORT:.0%} of the resamples in break_shares reach ({answer}) (the file was edited or "
+                             "damaged; run again to rewrite it)")
     # "128" reads back as a number, and as 128.0 beside an empty cell
     lengths = [value if isinstance(value, str) else "" if pd.isna(value) else str(int(value)) for value in frame["base_lengths"]]
     return frame.assign(base_lengths=lengths, relative_status=frame["relative_status"].astype(str),
                         at_chance=frame["at_chance"].astype("boolean"))
+
+
+def _supported_length(shares: dict) -> tuple[int, int] | None:
+    """The headline break point ``shares`` (:func:`~embedeval.breaks.parse_shares`) give, 0 for
+    none (:func:`~embedeval.metrics.supported_break`), as the lowest and highest it can be with
+    each share written to 3 decimals; None without shares."""
+    if not shares:
+        return None
+    slack = 0.0005 * len(shares) + 1e-9
+
+    def reach(length: int) -> float:
+        return sum(share for found, share in shares.items() if (found or 0) >= length)
+
+    lengths = sorted({0, *(length for length in shares if length is not None)})
+    return (max(length for length in lengths if reach(length) >= BREAK_SUPPORT + slack) if reach(0) >= BREAK_SUPPORT + slack else 0,
+            max(length for length in lengths if reach(length) >= BREAK_SUPPORT - slack))
 
 
 def _same_table(a: pd.DataFrame, b: pd.DataFrame) -> bool:
@@ -417,13 +465,29 @@ def read_timings(path: str | Path) -> pd.DataFrame:
     return frame.assign(model_seconds=frame["model_seconds"].astype(float), model_tokens=frame["model_tokens"].astype("Int64"))
 
 
-def read_decision(path: str | Path) -> pd.DataFrame:
+def read_decision(path: str | Path, lengths: Sequence[int] | None = None) -> pd.DataFrame:
     """A ``decision.csv`` written by a run (one :class:`~embedeval.errors.InputError` line when it is
-    missing, unreadable or lacks a column; without rows where the run had nothing to decide: recall@k
-    cannot be corrected for chance in pools of k or fewer candidates)."""
+    missing, unreadable or lacks a column, or a row says what a run never writes; without rows where
+    the run had nothing to decide: recall@k cannot be corrected for chance in pools of k or fewer
+    candidates). ``lengths``: the run's grid, which its lengths must be of."""
     frame = read_run_table(path, [c for c in DECISION_COLUMNS if c not in ADDED_DECISION_COLUMNS], empty=True)
     frame = frame.reindex(columns=DECISION_COLUMNS)  # a file from before the added columns: they read as missing
+    if lengths is not None:
+        refuse_first(frame["length"], ~frame["length"].isin(list(lengths)), path, "length", "a length of the run")
+    for column in ("share_read", "needle_visible"):  # shares of a document and of haystacks
+        values = frame[column].astype(float)
+        refuse_first(frame[column], values.notna() & ~values.between(0, 1), path, column, "a share from 0 to 1")
+    keys = frame[["length", "embedder", "strategy"]].astype(str)
+    refuse_first(frame["strategy"], keys.duplicated(), path, "strategy", "a reading once per length (the row is there twice)")
+    best = frame["best"].astype(bool)  # one reading named per length (the decision has no rows where it names none)
+    named = best.groupby(frame["length"]).transform("sum")
+    refuse_first(frame["best"], (named != 1) & (best | (named == 0)), path, "best",
+                 "the one reading named best at its length (a length names none, or several)")
     same_as = [strategy if pd.isna(same) else str(same) for strategy, same in zip(frame["strategy"].astype(str), frame["same_as"])]
+    measured = set(zip(keys["length"], keys["embedder"], keys["strategy"]))
+    unknown = pd.Series([(length, embedder, same) not in measured for length, embedder, same
+                         in zip(keys["length"], keys["embedder"], same_as)], index=frame.index)
+    refuse_first(frame["same_as"], unknown, path, "same_as", "a reading of the same embedder measured at that length")
     return frame.assign(same_as=same_as, share_read=frame["share_read"].astype(float), needle_visible=frame["needle_visible"].astype(float),
                         embedder=frame["embedder"].astype(str), strategy=frame["strategy"].astype(str),
                         tied_with_best=frame["tied_with_best"].astype(bool), best=frame["best"].astype(bool))

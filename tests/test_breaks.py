@@ -458,3 +458,50 @@ def test_the_base_reads_lengths_inside_the_models_window_only_and_a_family_witho
     assert both.loc["chunks-max@128", ["break_point", "base_value", "base_strategy"]].tolist() == \
         [alone["break_point"], alone["base_value"], "chunks-max@128"]
     assert both.loc["truncate", "relative_status"] == "needle not visible"
+
+
+def test_a_breaks_csv_whose_break_point_is_not_its_shares_answer_is_one_error_line(tmp_path):
+    """An edited breaks.csv whose break_point is not the longest length 60% of its break_shares reach
+    (another length, or empty beside a clear majority), whose shares name a length not of the run, or
+    that holds a series twice: before, the report said "keep chunks <= 76 tokens, the safer answer (0% of
+    the resamples reach 256 tokens)" or "no length is reached by 60%" beside 78% at 96 tokens."""
+    ranks = _with_hits({128: 0.9, 256: 0.9, 512: 0.85, 1024: 0.5}, seed=2)
+    retrieval = _rank_rows(ranks)
+    rule = BreakRule("absolute", metric="recall@5", threshold=0.8)
+    table = break_points(retrieval_metrics(retrieval, n_resamples=20), retrieval, rule, n_resamples=200)
+    table.to_csv(tmp_path / "breaks.csv", index=False)
+    assert read_breaks(tmp_path / "breaks.csv", LENGTHS).iloc[0]["break_point"] == 512
+    shares = "128:0.015;256:0.210;512:0.775"
+    for point in (256, 1024, None):
+        table.assign(break_point=point, break_shares=shares).to_csv(tmp_path / "edited.csv", index=False)
+        with pytest.raises(InputError, match=r"edited.csv, line 2, column break_point: .* is not the longest length 60% of the "
+                                             r"resamples in break_shares reach \(512\)"):
+            read_breaks(tmp_path / "edited.csv")
+    for point, edited in ((256, "128:0.200;256:0.401;512:0.399"), (256, "256:0.600;512:0.400"), (None, "none:0.400;128:0.600"),
+                          (None, "none:0.401;128:0.599"), (128, "none:0.401;128:0.599")):  # to 3 decimals: both read
+        table.assign(break_point=point, break_shares=edited).to_csv(tmp_path / "edited.csv", index=False)
+        assert read_breaks(tmp_path / "edited.csv").iloc[0]["break_shares"] == edited
+    table.assign(break_shares="100:0.700;512:0.300").to_csv(tmp_path / "edited.csv", index=False)
+    with pytest.raises(InputError, match=r"edited.csv, line 2, column break_shares: 100 tokens is not a length of the run"):
+        read_breaks(tmp_path / "edited.csv", LENGTHS)
+    pd.concat([table, table]).to_csv(tmp_path / "edited.csv", index=False)
+    with pytest.raises(InputError, match=r"edited.csv, line 3: the same series as an earlier line"):
+        read_breaks(tmp_path / "edited.csv")
+
+
+def test_a_relative_break_point_beside_a_status_without_a_headline_is_one_error_line(tmp_path):
+    """A breaks.csv edited to say 'at chance' beside a relative break point: before, the box said "this run
+    recommends no chunk size: it has no break point" while the summary said "up to about 96 tokens ... chunks of
+    <= 76 tokens". Under the absolute rule the relative status says nothing of the headline: read."""
+    rows = _rank_rows(_with_hits({128: 0.9, 256: 0.9, 512: 0.85, 1024: 0.5}, seed=2))
+    table = break_points(retrieval_metrics(rows, n_resamples=20), rows, n_resamples=100)
+    assert table.iloc[0]["relative_status"] == "ok" and not pd.isna(table.iloc[0]["break_point"])
+    table.to_csv(tmp_path / "breaks.csv", index=False)
+    assert len(read_breaks(tmp_path / "breaks.csv", rule=BreakRule())) == 1
+    for status in ("at chance", "too few groups", "cannot tell from chance", "needle not visible"):
+        table.assign(relative_status=status).to_csv(tmp_path / "edited.csv", index=False)
+        with pytest.raises(InputError, match=rf"edited.csv, line 2, column relative_status: '{status}' is not the status of a relative"):
+            read_breaks(tmp_path / "edited.csv", rule=BreakRule())
+        assert len(read_breaks(tmp_path / "edited.csv", rule=BreakRule("absolute"))) == 1
+    table.assign(relative_status="at chance", break_point=None, break_shares=None).to_csv(tmp_path / "edited.csv", index=False)
+    assert len(read_breaks(tmp_path / "edited.csv", rule=BreakRule())) == 1  # no break point: nothing to disagree with

@@ -151,6 +151,41 @@ def test_decision_csv_reads_back_with_or_without_rows(tmp_path):
         read_decision(tmp_path / "old.csv")
 
 
+
+def test_an_edited_decision_csv_is_one_error_line_not_a_traceback(tmp_path):
+    """share_read or needle_visible outside [0, 1] (before: "the needle in -50% of haystacks"), a
+    reading twice at a length (before: a pandas traceback from the report's table, after its figures
+    were drawn), a same_as naming no reading of the embedder at that length (before: "(same as
+    windows-mean)" in a run that never read windows-mean): one line naming the file, line and column."""
+    from embedeval.io import write_table
+
+    table = decision_table(_ranks(HAND), n_resamples=50)
+    table = table.assign(share_read=1.0, needle_visible=0.5)
+    write_table(table, tmp_path / "decision.csv")
+    assert len(read_decision(tmp_path / "decision.csv")) == len(table)
+    edits = {"share_read": (3.5, r"line 3, column share_read: 3.5 is not a share from 0 to 1"),
+             "needle_visible": (-0.5, r"line 3, column needle_visible: -0.5 is not a share from 0 to 1"),
+             "same_as": ("late-chunking@128", r"line 3, column same_as: 'late-chunking@128' is not a reading of the same embedder")}
+    for column, (value, message) in edits.items():
+        edited = table.astype({column: object})
+        edited.loc[1, column] = value
+        write_table(edited, tmp_path / "edited.csv")
+        with pytest.raises(InputError, match=message):
+            read_decision(tmp_path / "edited.csv")
+    write_table(pd.concat([table, table.iloc[[0]]], ignore_index=True), tmp_path / "edited.csv")
+    with pytest.raises(InputError, match=rf"line {len(table) + 2}, column strategy: .* once per length"):
+        read_decision(tmp_path / "edited.csv")
+    for best in ([False, False, True, False], [True, True, True, False]):  # 128 names no reading; 128 names two
+        write_table(table.assign(best=best), tmp_path / "edited.csv")  # before: StopIteration (none) or two readings named
+        with pytest.raises(InputError, match=r"line 2, column best: .* is not the one reading named best at its length"):
+            read_decision(tmp_path / "edited.csv")
+    write_table(table.assign(length=table["length"].replace({512: 100000})), tmp_path / "edited.csv")  # "at 100,000 tokens"
+    assert len(read_decision(tmp_path / "edited.csv")) == len(table)
+    with pytest.raises(InputError, match=r"line 4, column length: 100000 is not a length of the run"):
+        read_decision(tmp_path / "edited.csv", [128, 512])
+    write_table(table.assign(share_read=np.nan, needle_visible=np.nan), tmp_path / "unmeasured.csv")  # empty: not measured
+    assert read_decision(tmp_path / "unmeasured.csv")["share_read"].isna().all()
+
 def test_the_recall_is_breaks_csv_s_best_value():
     retrieval = _ranks({("m", "truncate"): {128: [[1, 1], [1, 20], [1, 1], [20, 1]], 256: [[1, 20], [20, 20], [1, 1], [20, 20]],
                                             512: [[20, 20], [20, 20], [1, 20], [20, 20]]}})
@@ -501,3 +536,39 @@ def test_a_run_of_one_reading_says_so_once_and_its_summary_reads_breaks_csv():
     assert not which_table(table).iloc[0, 1:].str.contains(r"\(").any()  # no "(best)" where there is no other reading
     whole = summary_sentences(table[table["length"] <= 128], _breaks("truncate", 128, 102, censored=True), "onehop")
     assert whole[0] == "Documents up to 128 tokens (the longest measured): embed them whole (`truncate`)."
+
+
+def test_a_run_of_one_reading_without_a_headline_break_point_has_no_empty_summary_line():
+    """A one-reading run whose base reading has no headline (fewer than 10 question groups, or no length
+    60% of the resamples reach): the summary said "" (an empty bullet, an empty 'which to use:' line)."""
+    from embedeval.report.which import summary_sentences
+
+    ranks = {64: [[1] * 4] * 12, 128: [[1, 1, 1, 9]] * 12, 512: [[1, 1, 9, 9]] * 12}
+    table = decision_table(_ranks({("m", "truncate"): ranks}), n_resamples=100)
+    assert (table["recall_lo"] > 0).all()
+    lines = summary_sentences(table, _breaks("truncate", None, None), "onehop")
+    assert all(line.strip() for line in lines)
+    assert lines[0].startswith("This run recommends no length to embed documents whole and no chunk size: `truncate` has no headline")
+
+
+def test_a_chunk_reading_as_the_base_is_not_said_to_embed_documents_whole():
+    """A run of chunks-max@128 alone (or chunk readings only: each is its own base): the summary said
+    "Documents up to 512 tokens (the longest measured): embed them whole (`chunks-max@128`)" beside an
+    answer box "reading each document as 128-token chunks"."""
+    from embedeval.report.which import summary_sentences
+
+    ranks = {64: [[1] * 4] * 12, 128: [[1, 1, 1, 9]] * 12, 512: [[1, 1, 9, 1]] * 12}
+    table = decision_table(_ranks({("m", "chunks-max@128"): ranks}), n_resamples=100)
+    lines = summary_sentences(table, _breaks("chunks-max@128", 512, None, censored=True), "onehop")
+    assert lines[0] == "Documents up to 512 tokens (the longest measured): read them by taking the best of its 128-token chunks (`chunks-max@128`)."
+    assert "whole" not in lines[0]
+    chunks = {64: [[1] * 4] * 12, 128: [[1, 1, 1, 9]] * 12, 256: [[1, 1, 9, 1]] * 12, 512: [[1, 9, 9, 9]] * 12}
+    windows = {64: [[1] * 4] * 12, 128: [[1, 1, 9, 9]] * 12, 256: [[1, 9, 9, 9]] * 12, 512: [[1, 1, 9, 1]] * 12}
+    both = decision_table(_ranks({("m", "chunks-max@128"): chunks, ("m", "windows-mean"): windows}, scores={("m", "windows-mean"): 0.01}),
+                          n_resamples=100)
+    said = summary_sentences(both, _breaks("chunks-max@128", 128, None), "onehop")[0]
+    assert said.startswith("Documents up to about 128 tokens: read them by taking the best of its 128-token chunks (`chunks-max@128`). "
+                           "Longer: read them with `windows-mean`") and "; read that way, `chunks-max@128` has recall" in said, said
+    assert "whole" not in said
+    alone = summary_sentences(table, _breaks("chunks-max@128", 512, None, censored=True), "onehop")[1]
+    assert "`--strategy chunks-max@128,truncate,windows-mean,late-chunking`" in alone  # not chunks-max a second time

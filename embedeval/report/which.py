@@ -202,7 +202,10 @@ def embedder_summary(decision: pd.DataFrame, breaks: pd.DataFrame | None, embedd
         upto = f"up to {point:,} tokens (the longest measured)" if censored or point >= longest else f"up to about {point:,} tokens"
         base_rows = mine[(mine["strategy"] == found.strategy) & (mine["length"] == point)]
         note = reading_note(next(base_rows.itertuples())) if not base_rows.empty else ""
-        parts.append(f"Documents {upto}: embed them whole (`{found.strategy}`{'; it ' + note if note else ''}).")
+        if strategies.scores_chunks(found.strategy):  # its break point is the document's length: it does not embed them whole
+            parts.append(f"Documents {upto}: read them by {move_words(found.strategy)}{'; it ' + note if note else ''}.")
+        else:
+            parts.append(f"Documents {upto}: embed them whole (`{found.strategy}`{'; it ' + note if note else ''}).")
     later = best[best["length"] > point] if point is not None else best
     if point is not None and point >= longest:
         return " ".join(parts)
@@ -216,7 +219,8 @@ def embedder_summary(decision: pd.DataFrame, breaks: pd.DataFrame | None, embedd
         row = next(rows.sort_values("length").tail(1).itertuples())
         if found is not None and strategy == found.strategy:  # nothing better measured: what embedding whole still gives
             note = reading_note(row)
-            whole = f"; embedded whole, `{strategy}` has {_recall_words(row)}{f' ({note})' if note else ''}"
+            how = "read that way" if strategies.scores_chunks(strategy) else "embedded whole"
+            whole = f"; {how}, `{strategy}` has {_recall_words(row)}{f' ({note})' if note else ''}"
         else:
             options.append(f"read them with {_recommended_words(row)}")
     lead = "Longer" if point is not None else "Documents of every length measured"
@@ -225,6 +229,9 @@ def embedder_summary(decision: pd.DataFrame, breaks: pd.DataFrame | None, embedd
     if nothing:
         said += (f" At {_lengths_words(nothing)} no reading of {embedder} is shown to find the needle above chance "
                  "(recall intervals that reach 0).")
+    if not parts and not said.strip() and found is not None:  # only the base reading, and no headline: say so, not ""
+        said = (f"This run recommends no length to embed documents whole and no chunk size: `{found.strategy}` has no headline "
+                "break point (its answer says why).")
     return " ".join(parts + ([said.strip()] if said.strip() else []))
 
 
@@ -239,7 +246,8 @@ def summary_sentences(decision: pd.DataFrame, breaks: pd.DataFrame | None = None
     lines = [(f"**{embedder}**: " if several else "") + embedder_summary(decision, breaks, embedder, variant) for embedder in named]
     if one_reading(decision):
         strategy = decision["strategy"].iloc[0]
-        more = [strategy] + [c for c in strategies.strategy_choices() if "@" not in c and not c.startswith("...") and c != strategy]
+        more = [strategy] + [c for c in strategies.strategy_choices()
+                             if "@" not in c and not c.startswith("...") and c not in (strategy, strategy.partition("@")[0])]
         lines.append(f"This run read documents one way (`{strategy}`), so there is nothing to choose between: add other "
                      f"readings to compare them, e.g. `--strategy {','.join(more)}`.")
     return lines
