@@ -590,9 +590,14 @@ def _length_words(length: int | None) -> str:
     return "none" if length is None else f"{length} tokens"
 
 
-def _percent(share: float) -> str:
-    """A share in whole percent, "<1%" for a share that rounds to 0 but is not."""
-    return "<1%" if share > 0 and f"{share:.0%}" == "0%" else f"{share:.0%}"
+def percent(share: float) -> str:
+    """A share of resamples in whole percent, "<1%" for a share that rounds to 0 but is not, and to
+    a tenth, rounded down, where whole percent would round it up to :data:`BREAK_SUPPORT` (0.595:
+    "59.5%", not "60%", which a headline needs)."""
+    if share > 0 and f"{share:.0%}" == "0%":
+        return "<1%"
+    whole = f"{share:.0%}"
+    return f"{math.floor(share * 1000) / 10:.1f}%" if share < BREAK_SUPPORT <= float(whole[:-1]) / 100 else whole
 
 
 def shares_words(row) -> str | None:
@@ -603,7 +608,7 @@ def shares_words(row) -> str | None:
     if not shares:
         return None
     ordered = sorted(shares.items(), key=lambda item: item[0] or 0)
-    return ", ".join(f"{_length_words(length)} in {_percent(share)}" for length, share in ordered)
+    return ", ".join(f"{_length_words(length)} in {percent(share)}" for length, share in ordered)
 
 
 class BreakAnswer(NamedTuple):
@@ -653,12 +658,12 @@ def support_words(row) -> str:
     if said.share is None:
         return ""
     if said.settled:
-        return f"given by {_percent(said.share)} of resamples of the question groups"
-    split = " / ".join(_percent(share) for _, share in said.likely)
+        return f"given by {percent(said.share)} of resamples of the question groups"
+    split = " / ".join(percent(share) for _, share in said.likely)
     likely = f"{lengths_or([length for length, _ in said.likely])} ({split} of resamples of the question groups"
     if said.length is None:
         return f"no clear majority: {likely}; no length is reached by {BREAK_SUPPORT:.0%} of them)"
-    return f"split between {likely}); {said.length:,} tokens is the longest that {_percent(said.reach)} of them reach"
+    return f"split between {likely}); {said.length:,} tokens is the longest that {percent(said.reach)} of them reach"
 
 
 def break_sentence(row, rule: BreakRule | None = None) -> str:

@@ -485,7 +485,7 @@ def nolima(
         from embedeval.report.which import summary_sentences
 
         for line in summary_sentences(result.decision, result.breaks, main_variant(one_needle(result.breaks))):
-            typer.echo(f"which to use: {line}")
+            typer.echo(f"which to use: {line.replace('**', '')}")  # the report's bold, not for a terminal
     typer.echo(f"wrote {out}/report.md and {out}/report.html")
 
 

@@ -505,3 +505,11 @@ def test_a_relative_break_point_beside_a_status_without_a_headline_is_one_error_
         assert len(read_breaks(tmp_path / "edited.csv", rule=BreakRule("absolute"))) == 1
     table.assign(relative_status="at chance", break_point=None, break_shares=None).to_csv(tmp_path / "edited.csv", index=False)
     assert len(read_breaks(tmp_path / "edited.csv", rule=BreakRule())) == 1  # no break point: nothing to disagree with
+
+
+def test_a_share_under_the_support_a_headline_needs_never_reads_as_reaching_it():
+    from embedeval.breaks import percent, support_words
+
+    assert [percent(s) for s in (0.595, 0.5999, 0.594, 0.6, 0.775, 0.004, 0.0)] == ["59.5%", "59.9%", "59%", "60%", "78%", "<1%", "0%"]
+    row = next(pd.DataFrame([{"break_point": 128, "break_shares": "128:0.405;512:0.595"}]).itertuples())
+    assert "(40% / 59.5% of resamples" in support_words(row)  # before: "(40% / 60%", as if 512 had its majority

@@ -436,7 +436,8 @@ def test_break_points_an_earlier_estimator_wrote_are_read_again_and_the_file_is_
     old = tmp_path / "old"
     shutil.copytree(run_dir, old)
     written = read_breaks(old / "breaks.csv")
-    edited = written.assign(break_point=512, recommended_chunk_tokens=409, break_shares="512:1.000", break_point_share=1.0)
+    edited = written.assign(break_point=512, recommended_chunk_tokens=409, break_shares="512:1.000", break_point_share=1.0,
+                            relative_status="ok")
     edited.to_csv(old / "breaks.csv", index=False)  # what an earlier estimator might have said
     assert (NolimaRun.open(old).breaks()["break_point"] == 512).all()  # this estimator recorded: the file is the answer
     del config["break_estimator"], config["model_windows"]
