@@ -629,6 +629,12 @@ class BreakAnswer(NamedTuple):
         return not self.likely
 
 
+def share_reaching(shares: dict, length: int | None) -> float:
+    """The share of resamples whose break point is ``length`` or longer, from :func:`parse_shares`'
+    {length (None: none): share}: sum_{L' >= L} share(L'), none counted as 0."""
+    return sum(value for found, value in shares.items() if (found or 0) >= (length or 0))
+
+
 def break_answer(row) -> BreakAnswer:
     """A row's answer (:class:`BreakAnswer`), from its ``break_point`` and ``break_shares``."""
     length = None if _missing(row.break_point) else int(row.break_point)
@@ -636,7 +642,7 @@ def break_answer(row) -> BreakAnswer:
     if not shares:
         return BreakAnswer(length, None, None, ())
     share = shares.get(length, 0.0)
-    reach = sum(value for found, value in shares.items() if (found or 0) >= (length or 0))
+    reach = share_reaching(shares, length)
     likely = tuple(sorted(((found, value) for found, value in shares.items() if value >= RIVAL_SHARE), key=lambda item: item[0] or 0))
     return BreakAnswer(length, share, reach, likely if share < BREAK_SUPPORT - 1e-9 and len(likely) > 1 else ())
 

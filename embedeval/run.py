@@ -36,7 +36,7 @@ from embedeval.aggregate import METRIC_COLUMNS
 from embedeval.corpus import source_path
 from embedeval.breaks import (
     ADDED_BREAK_COLUMNS, AT_CHANCE, BREAK_COLUMNS, CANNOT_TELL, ESTIMATOR, NO_RANKS, NOT_VISIBLE, SERIES_KEYS, TOO_FEW_GROUPS,
-    UNCORRECTABLE, BreakRule, break_points, parse_shares,
+    UNCORRECTABLE, BreakRule, break_points, parse_shares, share_reaching,
 )
 from embedeval.decision import ADDED_DECISION_COLUMNS, DECISION_COLUMNS, TIMING_COLUMNS, decision_table, with_earlier_speeds
 from embedeval.defaults import BREAK_SUPPORT, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
@@ -440,13 +440,10 @@ def _supported_length(shares: dict) -> tuple[int, int] | None:
     if not shares:
         return None
     slack = 0.0005 * len(shares) + 1e-9
-
-    def reach(length: int) -> float:
-        return sum(share for found, share in shares.items() if (found or 0) >= length)
-
     lengths = sorted({0, *(length for length in shares if length is not None)})
-    return (max(length for length in lengths if reach(length) >= BREAK_SUPPORT + slack) if reach(0) >= BREAK_SUPPORT + slack else 0,
-            max(length for length in lengths if reach(length) >= BREAK_SUPPORT - slack))
+    return (max(length for length in lengths if share_reaching(shares, length) >= BREAK_SUPPORT + slack)
+            if share_reaching(shares, 0) >= BREAK_SUPPORT + slack else 0,
+            max(length for length in lengths if share_reaching(shares, length) >= BREAK_SUPPORT - slack))
 
 
 def _same_table(a: pd.DataFrame, b: pd.DataFrame) -> bool:
