@@ -14,11 +14,13 @@ import math
 import pandas as pd
 
 from embedeval.decision import about_the_same_time, bracketing_lengths
+from embedeval.defaults import BASE_VISIBLE_SHARE
 from embedeval import strategies
 from embedeval.report.tables import headline_breaks
 
-#: A needle visible in fewer of the haystacks than this is said beside the reading that reads them.
-VISIBLE_ENOUGH = 0.95
+#: A needle visible in fewer of the haystacks than this is said beside the reading that reads them:
+#: the share a length needs to be read whole (the base's).
+VISIBLE_ENOUGH = BASE_VISIBLE_SHARE
 
 
 def _number(value: float) -> str:
