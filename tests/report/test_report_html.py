@@ -91,7 +91,9 @@ def test_the_report_leads_with_which_to_use_then_one_answer_per_embedder_and_str
     blocks = markdown.split("\n\n")
     assert blocks[:2] == ["# NoLiMa sweep", "## Which to use"]  # issue 43, part 3: one sentence per length first
     assert blocks[2].startswith("Your corpus `dir:") and "at the 90th percentile" in blocks[2]
-    bands = blocks[3].splitlines()
+    assert blocks[3].startswith("- Documents of every length measured: read them with ")  # the summary: 3 groups, no break point
+    assert blocks[4] == "Length by length:"
+    bands = blocks[5].splitlines()
     # the plays are far longer than 512 tokens: the longest length brackets them and comes first
     assert [line.split(" tokens:")[0] for line in bands] == ["- For documents of about 512", "- For documents of about 128"]
     assert all(" read them with st:all-MiniLM-L6-v2 as `" in line for line in bands)
@@ -145,7 +147,7 @@ def test_the_html_report_renders_in_a_headless_browser(run_dir, tmp_path):
         assert seen["firstTable"].startswith("reading")  # Which to use's: every reading's recall per length
         assert any("break point (relative rule)" in t and "absolute rule" in t for t in seen["tables"])
         assert re.match(r"NoLiMa sweep\s+Which to use\s", seen["text"]) and "For documents of about 512 tokens" in seen["text"]
-        assert "Recommended chunk" in seen["text"]
+        assert "too few question groups (3)" in seen["text"]  # the boxes: no headline with 3 groups
     assert (tmp_path / "report-1280.png").stat().st_size > 10_000 and (tmp_path / "report-phone.png").stat().st_size > 10_000
 
 
