@@ -35,8 +35,7 @@ import pandas as pd
 from embedeval.aggregate import METRIC_COLUMNS
 from embedeval.corpus import source_path
 from embedeval.breaks import (
-    ADDED_BREAK_COLUMNS, AT_CHANCE, BREAK_COLUMNS, CANNOT_TELL, ESTIMATOR, NO_RANKS, NOT_VISIBLE, SERIES_KEYS, TOO_FEW_GROUPS,
-    UNCORRECTABLE, BreakRule, break_points, parse_shares, share_reaching,
+    ADDED_BREAK_COLUMNS, BREAK_COLUMNS, ESTIMATOR, OK, SERIES_KEYS, BreakRule, break_points, parse_shares, share_reaching,
 )
 from embedeval.decision import ADDED_DECISION_COLUMNS, DECISION_COLUMNS, TIMING_COLUMNS, decision_table, with_earlier_speeds
 from embedeval.defaults import BREAK_SUPPORT, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
@@ -76,8 +75,6 @@ TABLE_KINDS: dict[str, tuple[list[str], list[str]]] = {
     DECISION: (["recall", "recall_lo", "recall_hi", "diff_to_best", "diff_lo", "diff_hi", "seconds_per_million_tokens",
                 "usd_per_million_tokens", "share_read", "needle_visible"], ["length", "vectors_per_document", "n_groups"]),
 }
-#: The relative rule's statuses of a series whose base was not read: it has no headline break point.
-NO_HEADLINE_STATUSES = (AT_CHANCE, CANNOT_TELL, NOT_VISIBLE, TOO_FEW_GROUPS, UNCORRECTABLE, NO_RANKS)
 #: The columns of each table a run writes that hold true or false (or nothing).
 TABLE_FLAGS: dict[str, list[str]] = {
     METRICS: ["own_question"], RETRIEVAL: ["own_question"],
@@ -381,13 +378,14 @@ class NolimaRun:
         current = self.config.get("break_estimator") == ESTIMATOR
         written = (read_breaks(self.file(BREAKS), self.config["grid"].get("lengths"), self.rule(), answers=current)
                    if self.has(BREAKS) else None)
-        if written is not None and (current or self.retrieval() is None):
+        retrieval = None if written is not None and current else self.retrieval()
+        if written is not None and (current or retrieval is None):
             return written
         windows = {} if written is None else {(r.embedder, r.strategy): int(r.window) for r in written.itertuples() if not pd.isna(r.window)}
         model_windows = self.config.get("model_windows")
         if model_windows is None:  # an older run: the window the model's own reading (rank 0: truncate) recorded
             model_windows = {embedder: window for (embedder, strategy), window in windows.items() if model_reading_rank(strategy) == 0}
-        return break_points(self.metrics(), self.retrieval(), self.rule(), self.config.get("n_bootstrap", DEFAULT_N_BOOTSTRAP),
+        return break_points(self.metrics(), retrieval, self.rule(), self.config.get("n_bootstrap", DEFAULT_N_BOOTSTRAP),
                             self.config["grid"].get("seed", DEFAULT_SEED), windows, model_windows)
 
 
@@ -408,7 +406,7 @@ def read_breaks(path: str | Path, lengths: Sequence[int] | None = None, rule: Br
         raise InputError(f"{path}, line {row + 2}: the same series as an earlier line (the file was edited or "
                          "damaged; run again to rewrite it)")
     if answers and rule is not None and rule.rule == "relative":  # no headline where the base was not read: the box says why
-        unread = frame["break_point"].notna() & frame["relative_status"].isin(NO_HEADLINE_STATUSES)
+        unread = frame["break_point"].notna() & frame["relative_status"].notna() & (frame["relative_status"] != OK)
         refuse_first(frame["relative_status"], unread, path, "relative_status",
                      "the status of a relative break point (ok), beside the break_point of its line")
     for row, (value, point) in enumerate(zip(frame["break_shares"], frame["break_point"]), start=2):
