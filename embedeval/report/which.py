@@ -90,9 +90,13 @@ def _same_readings(rows: pd.DataFrame, row) -> list[str]:
     return sorted(same["strategy"])
 
 
-def _ticked(labels: list[str]) -> str:
-    words = [f"`{label}`" for label in labels]
+def _and(words: list[str]) -> str:
+    """Words read out as a list: "a", "a and b", "a, b and c"."""
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _ticked(labels: list[str]) -> str:
+    return _and([f"`{label}`" for label in labels])
 
 
 def band_sentence(rows: pd.DataFrame) -> str:
@@ -275,8 +279,7 @@ def which_table(decision: pd.DataFrame) -> pd.DataFrame:
 
 
 def _lengths_words(lengths: list[int]) -> str:
-    words = [f"{length:,}" for length in lengths]
-    return (words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]) + " tokens"
+    return _and([f"{length:,}" for length in lengths]) + " tokens"
 
 
 def standing_words(decision: pd.DataFrame | None, embedder: str, strategy: str) -> str | None:
