@@ -665,11 +665,16 @@ def support_words(row) -> str:
         return ""
     if said.settled:
         return f"given by {percent(said.share)} of resamples of the question groups"
-    split = " / ".join(percent(share) for _, share in said.likely)
-    likely = f"{lengths_or([length for length, _ in said.likely])} ({split} of resamples of the question groups"
     if said.length is None:
-        return f"no clear majority: {likely}; no length is reached by {BREAK_SUPPORT:.0%} of them)"
-    return f"split between {likely}); {said.length:,} tokens is the longest that {percent(said.reach)} of them reach"
+        return f"no clear majority: {likely_words(said)}; no length is reached by {BREAK_SUPPORT:.0%} of them"
+    return f"split between {likely_words(said)}; {said.length:,} tokens is the longest that {percent(said.reach)} of them reach"
+
+
+def likely_words(said: BreakAnswer) -> str:
+    """The likely lengths of an answer with no clear majority, with their shares: "128 or 512
+    tokens (40% / 38% of resamples of the question groups)"."""
+    split = " / ".join(percent(share) for _, share in said.likely)
+    return f"{lengths_or([length for length, _ in said.likely])} ({split} of resamples of the question groups)"
 
 
 def break_sentence(row, rule: BreakRule | None = None) -> str:

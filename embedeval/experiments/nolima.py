@@ -183,7 +183,7 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
         settings["frame_tokens"] = {s.name: s.frame_tokens for s in scorers if isinstance(s, EmbeddingScorer)}
         # what the break points were read with and against: a report of the folder reads them again if they change
         settings["break_estimator"] = ESTIMATOR
-        settings["model_windows"] = {s.name: s.model_window for s in scorers if isinstance(s, EmbeddingScorer) and s.model_window is not None}
+        settings["model_windows"] = {s.name: s.model_window for s in scorers if isinstance(s, EmbeddingScorer)}
         lengths = corpus_lengths(config, reference, cache_dir)
         if lengths is not None:
             settings["corpus_lengths"] = lengths

@@ -8,9 +8,8 @@ import pandas as pd
 
 from embedeval.aggregate import fewest_distractors, main_variant, metric_series, one_needle, pair_with_controls
 from embedeval.breaks import (
-    SERIES_KEYS, BreakAnswer, BreakRule, break_answer, interval_text, lengths_or, parse_shares, percent, shares_words, support_words,
-    tokens_text,
-    why_no_break,
+    SERIES_KEYS, BreakAnswer, BreakRule, break_answer, interval_text, likely_words, parse_shares, percent, shares_words, support_words,
+    tokens_text, why_no_break,
 )
 from embedeval.defaults import BREAK_SUPPORT, CHUNK_FACTOR
 from embedeval.labels import ALL, BLIND_PREFIX, CONTROL, NEGATIVE, QUESTION, is_blind
@@ -263,8 +262,7 @@ def _divided_headline(row, who: str, said: BreakAnswer, chunked: bool) -> str:
     """The headline when no length has a clear majority of the resamples (:func:`~embedeval.breaks.break_answer`):
     the likely lengths with their shares, then the one answer, the safer length (the longest that
     :data:`~embedeval.defaults.BREAK_SUPPORT` of the resamples reach) and its chunk."""
-    split = " / ".join(percent(share) for _, share in said.likely)
-    likely = f"the break point is {lengths_or([length for length, _ in said.likely])} ({split} of resamples of the question groups)"
+    likely = f"the break point is {likely_words(said)}"
     if said.length is None:
         return (f"With {who}, this run recommends no chunk size: {likely}, and no length is reached by "
                 f"{BREAK_SUPPORT:.0%} of them.")
