@@ -50,7 +50,7 @@ import numpy as np
 
 from embedeval.breaks import _group_table, break_resamples, headline_break
 from embedeval.defaults import DEFAULT_LENGTHS, DEFAULT_SEED, RELATIVE_BREAK_FRACTION
-from embedeval.metrics import base_length_count, relative_break_lengths, supported_break
+from embedeval.metrics import base_length_count, cluster_resamples, relative_break_lengths, supported_break
 
 K, CANDIDATES = 5, 125  # recall@5 among a needle haystack and its 124 needle-free candidates (the default pool)
 CHANCE = K / CANDIDATES
@@ -122,8 +122,6 @@ def base_of(sums, counts, n_base, weights=None) -> np.ndarray:
 
 def estimates(lengths, sums, counts, n_resamples: int, seed: int) -> dict[str, tuple[int, tuple[int, int]]]:
     """Every candidate's headline and its interval on one simulated run."""
-    from embedeval.metrics import cluster_resamples
-
     n_base = base_length_count(lengths.size)
     _, weights = cluster_resamples(sums.shape[0], n_resamples, seed)
     bases = base_of(sums, counts, n_base, weights)
