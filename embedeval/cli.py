@@ -35,7 +35,6 @@ from embedeval.defaults import (
 )
 from embedeval.errors import EmbedevalError, InputError
 from embedeval.io import check_output_file
-from embedeval.labels import QUESTION
 from embedeval.options import (
     ATTEMPTS, CACHE_DIR, COMMIT_EVERY, EMBEDDER, EXPANSION_SIZES, MAX_COST, MIN_OUTSIDE_PERCENTILE, NOLIMA_OUT, PER_THEME, PLAN, QUIET, TEMPERATURE, THEME_IDS, THRESHOLD,
     split_list,
@@ -458,9 +457,8 @@ def nolima(
         from embedeval.embedders.timing import start_early
 
         start_early(usable)
-    from embedeval.breaks import break_sentence
     from embedeval.experiments.nolima import plan_nolima, run_nolima
-    from embedeval.report import series_note
+    from embedeval.report.which import closing_lines
 
     if plan.wanted:
         plans = plan_nolima(config, cache_dir=embedders.cache_dir, prices=plan.prices, calibrate=plan.plan, progress=not quiet,
@@ -476,16 +474,8 @@ def nolima(
         texts = result.texts[name]
         typer.echo(f"{name}: {count:,} texts newly embedded, {texts - count:,} found in the cache: the {texts:,} distinct texts "
                    "the run needs (what --plan counts)")
-    for row in result.breaks.itertuples():
-        if row.query_form == QUESTION:
-            typer.echo(f"{row.embedder} [{row.strategy}, {row.variant}{series_note(row)}]: "
-                       f"{break_sentence(row, config.rule())}")
-    if result.decision is not None and not result.breaks.empty:  # the report's summary, the same words: the answer last
-        from embedeval.aggregate import main_variant, one_needle
-        from embedeval.report.which import summary_sentences
-
-        for line in summary_sentences(result.decision, result.breaks, main_variant(one_needle(result.breaks))):
-            typer.echo(f"which to use: {line.replace('**', '')}")  # the report's bold, not for a terminal
+    for line in closing_lines(result.breaks, result.decision, config.rule()):  # the report's words: the answer last
+        typer.echo(line)
     typer.echo(f"wrote {out}/report.md and {out}/report.html")
 
 

@@ -16,7 +16,8 @@ def markdown_table(frame: pd.DataFrame, digits: int = 3) -> str:
     return "\n".join([header, rule, *body])
 
 
-def _block(block: Block) -> str:
+def markdown_block(block: Block) -> str:
+    """One block of a report as Markdown (a callout as a block quote, its headline in bold)."""
     if isinstance(block, Text):
         return block.text
     if isinstance(block, Bullets):
@@ -33,7 +34,7 @@ def _block(block: Block) -> str:
 def render_markdown(document: Document) -> str:
     """``# title``, the intro, then each section as ``## title`` with its blocks, blank lines
     between."""
-    parts = [f"# {document.title}", *(_block(b) for b in document.intro)]
+    parts = [f"# {document.title}", *(markdown_block(b) for b in document.intro)]
     for section in document.sections:
-        parts += [f"## {section.title}", *(_block(b) for b in section.blocks if not (isinstance(b, Bullets) and not b.items))]
+        parts += [f"## {section.title}", *(markdown_block(b) for b in section.blocks if not (isinstance(b, Bullets) and not b.items))]
     return "\n\n".join(parts) + "\n"

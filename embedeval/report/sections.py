@@ -162,6 +162,34 @@ def which_section(decision: pd.DataFrame, rule: BreakRule, variant: str, config:
     return Section("Which to use", blocks + ([Text(note)] if note else []))
 
 
+def answer_callouts(breaks: pd.DataFrame, metrics: pd.DataFrame, rule: BreakRule,
+                    decision: pd.DataFrame | None = None) -> list[Callout]:
+    """The report's answer, one :class:`Callout` per embedder and strategy: the headline and its
+    points (:func:`~embedeval.report.tables.answers`, on the main variant of the one-needle rows
+    of ``metrics``), each ending with where its reading stands in ``decision`` (``decision.csv``)
+    where there is one."""
+    metrics = one_needle(metrics)
+    variant = main_variant(metrics)
+    standings = [standing_words(decision, row.embedder, row.strategy) for row in headline_breaks(breaks, variant).itertuples()]
+    return [Callout(headline, items + ((standing,) if standing else ()))
+            for (headline, items), standing in zip(answers(breaks, metrics, rule, variant), standings)]
+
+
+def run_recall_figure(metrics: pd.DataFrame, breaks: pd.DataFrame, chance: pd.DataFrame | None, path: Path) -> None:
+    """The report's recall figure (:func:`~embedeval.report.figures.recall_figure`) of a run's
+    tables as it wrote them (``metrics.csv``, ``breaks.csv`` and the chance levels of
+    :func:`~embedeval.report.tables.recall_chance_table`, or None): the one-needle rows asked
+    their own question, one series per embedder and strategy (:func:`scorer_view`), each break
+    point marked."""
+    def shown(frame: pd.DataFrame) -> pd.DataFrame:
+        return scorer_view(one_needle(frame))
+
+    own_chance = None if chance is None else shown(chance)
+    shown_breaks = shown(breaks)
+    recall_figure(shown(metrics), path, None if own_chance is None else own_chance[own_chance["query_form"] == QUESTION],
+                  shown_breaks[shown_breaks["query_form"] == QUESTION])
+
+
 def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, breaks: pd.DataFrame,
                     rule: BreakRule | None = None, title: str = "NoLiMa sweep", config: dict | None = None,
                     candidates: int | None = None, chance: pd.DataFrame | None = None,
@@ -185,11 +213,10 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
     rule = rule or BreakRule()
     break_metric = rule.headline_metric
     several = several_needles_table(metrics)
+    tables = metrics  # as the run wrote them: the recall figure picks its own rows
     metrics, similarities = one_needle(metrics), one_needle(similarities)  # the sections below: one needle, its own question
     variant = main_variant(metrics)
-    standings = [standing_words(decision, row.embedder, row.strategy) for row in headline_breaks(bps, variant).itertuples()]
-    callouts = [Callout(headline, items + ((standing,) if standing else ()))
-                for (headline, items), standing in zip(answers(bps, metrics, rule, variant), standings)]
+    callouts = answer_callouts(bps, metrics, rule, decision)
     fewest = fewest_distractors(metrics)
     chunk_lines = chunk_size_lines(fewest, one_needle(bps), rule, variant)
     chunk_table = chunk_size_table(fewest, break_metric, variant)
@@ -249,11 +276,7 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
             Bullets(tuple(line.removeprefix("- ") for line in chunk_lines)),
             Table(chunk_table)]))
     if "recall@5" in set(metrics["metric"]):
-        own_chance = None if chance is None else scorer_view(one_needle(chance))
-        shown_breaks = scorer_view(one_needle(bps))
-        recall_figure(metrics, figures / "recall_vs_length.png",
-                      None if own_chance is None else own_chance[own_chance["query_form"] == QUESTION],
-                      shown_breaks[shown_breaks["query_form"] == QUESTION])
+        run_recall_figure(tables, bps, chance, figures / "recall_vs_length.png")
         in_all = f"; {candidates} candidates in all" if candidates else ""
         decoys = decoy_table["n_distractors"].nunique() > 1 and pool == NEEDLE_FREE_POOL
         sections.append(Section("Retrieval among same-length candidates", [

@@ -13,10 +13,12 @@ import math
 
 import pandas as pd
 
+from embedeval.breaks import BreakRule, break_sentence
 from embedeval.decision import about_the_same_time, bracketing_lengths
 from embedeval.defaults import BASE_VISIBLE_SHARE
+from embedeval.labels import QUESTION
 from embedeval import strategies
-from embedeval.report.tables import headline_breaks
+from embedeval.report.tables import headline_breaks, main_variant, one_needle, series_note
 
 #: A needle visible in fewer of the haystacks than this is said beside the reading that reads them:
 #: the share a length needs to be read whole (the base's).
@@ -256,6 +258,18 @@ def summary_sentences(decision: pd.DataFrame, breaks: pd.DataFrame | None = None
                              if "@" not in c and not c.startswith("...") and c not in (strategy, strategy.partition("@")[0])]
         lines.append(f"This run read documents one way (`{strategy}`), so there is nothing to choose between: add other "
                      f"readings to compare them, e.g. `--strategy {','.join(more)}`.")
+    return lines
+
+
+def closing_lines(breaks: pd.DataFrame, decision: pd.DataFrame | None, rule: BreakRule) -> list[str]:
+    """What ``embedeval nolima`` prints last, after what it embedded: one line per break-point row of
+    the question form (:func:`~embedeval.breaks.break_sentence`), then the summary "Which to use"
+    opens with (:func:`summary_sentences`), in the report's words without its bold: the answer last."""
+    lines = [f"{row.embedder} [{row.strategy}, {row.variant}{series_note(row)}]: {break_sentence(row, rule)}"
+             for row in breaks.itertuples() if row.query_form == QUESTION]
+    if decision is not None and not breaks.empty:
+        summary = summary_sentences(decision, breaks, main_variant(one_needle(breaks)))
+        lines += [f"which to use: {line.replace('**', '')}" for line in summary]
     return lines
 
 
