@@ -36,11 +36,19 @@ table measures the code, not a copy of it.
 
     PYTHONPATH=. python benchmarks/bench_break_estimator.py                  # the default grid, 24/48/96 groups
     PYTHONPATH=. python benchmarks/bench_break_estimator.py --run runs/nolima   # fit the spread to a run first
+    PYTHONPATH=. python benchmarks/bench_break_estimator.py --groups 24,48,96,192 --out docs/assets/benchmarks/bench_break_estimator.txt
+
+``--out FILE`` writes what it printed into FILE too, after two lines: ``$ `` and the command line, and
+``# `` with the date, the cores and the load average; docs/metrics.md's table and README's share of
+runs within one grid step are written from that file by ``docs/make_default_run_docs.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -225,17 +233,28 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=100, help="simulated runs per break length, shape and group count")
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--run", type=Path, help="a run directory whose spread to fit first")
+    parser.add_argument("--out", type=Path, help="write the printed lines into this file too, after the command line and the date")
     args = parser.parse_args(argv)
-    spread, base, depths = Spread(), BASE, DEPTHS
-    if args.run:
-        spread, depths, base = fit_spread(args.run)
-    started = time.perf_counter()
-    tally = run([int(g) for g in args.groups.split(",")], args.shapes.split(","), args.repeats, args.resamples, spread, base=base,
-                depths=depths)
-    print(f"{args.repeats} simulated runs per break length x shape ({args.shapes}) x group count, {args.resamples} resamples each, "
-          f"grid {', '.join(map(str, DEFAULT_LENGTHS))}, sd_group {spread.group:.1f}, sd_cell {spread.cell:.1f}, base {base:.2f} "
-          f"({time.perf_counter() - started:.0f} s)")
-    print("\n".join(table(tally)))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        spread, base, depths = Spread(), BASE, DEPTHS
+        if args.run:
+            spread, depths, base = fit_spread(args.run)
+        started = time.perf_counter()
+        tally = run([int(g) for g in args.groups.split(",")], args.shapes.split(","), args.repeats, args.resamples, spread, base=base,
+                    depths=depths)
+        print(f"{args.repeats} simulated runs per break length x shape ({args.shapes}) x group count, {args.resamples} resamples "
+              f"each, grid {', '.join(map(str, DEFAULT_LENGTHS))}, sd_group {spread.group:.1f}, sd_cell {spread.cell:.1f}, "
+              f"base {base:.2f} ({time.perf_counter() - started:.0f} s)")
+        print("\n".join(table(tally)))
+    print(printed.getvalue(), end="")
+    if args.out:
+        given = sys.argv[1:] if argv is None else list(argv)
+        kept = [a for i, a in enumerate(given) if a != "--out" and (i == 0 or given[i - 1] != "--out") and not a.startswith("--out=")]
+        load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+        args.out.write_text(f"$ PYTHONPATH=. python benchmarks/bench_break_estimator.py {' '.join(kept)}".rstrip() + "\n"
+                            f"# {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, load average {load} at the end\n"
+                            + printed.getvalue(), encoding="utf-8")
     return 0
 
 
