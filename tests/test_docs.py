@@ -139,3 +139,97 @@ def test_every_measured_number_in_readme_and_docs_names_the_script_that_printed_
                     unsourced.append(f"{page.name}: {' '.join(paragraph.split())[:120]}")
     assert not missing, f"docs name scripts that do not exist: {missing}"
     assert not unsourced, "measured without a source (name the script or command that printed it):\n" + "\n".join(unsourced)
+
+
+def _docs_module(name: str):
+    """A script or module of docs/, loaded by path (docs/ is no package) and registered under its
+    name, as its dataclasses need."""
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "docs" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_block_markers_are_read_and_written_in_one_place_and_a_broken_pair_is_an_error():
+    blocks = _docs_module("doc_blocks")
+    page = "a\n<!-- example:one -->\nold\n<!-- /example:one -->\nb\n<!-- example:two -->\n<!-- /example:two -->\n"
+    assert blocks.read_blocks(page) == {"one": "old", "two": ""}
+    written = blocks.write_blocks(page, {"one": "new\nlines", "two": "x"})
+    assert written == ("a\n<!-- example:one -->\nnew\nlines\n<!-- /example:one -->\nb\n"
+                       "<!-- example:two -->\nx\n<!-- /example:two -->\n")
+    assert blocks.read_blocks(written) == {"one": "new\nlines", "two": "x"}
+    assert blocks.write_blocks(written, {"one": ""}).count("<!-- example:one -->\n<!-- /example:one -->") == 1
+    assert blocks.without_blocks(written) == "a\n\nb\n\n"
+    with pytest.raises(ValueError, match="no <!-- example:three -->"):
+        blocks.write_blocks(page, {"three": "x"}, "README.md")
+    with pytest.raises(ValueError, match="without their pair: one"):
+        blocks.read_blocks("<!-- example:one -->\ntext\n")
+    with pytest.raises(ValueError, match="block one twice"):
+        blocks.read_blocks(page + page)
+
+
+def test_every_block_quoting_the_default_run_is_what_its_script_writes_from_the_committed_snapshot():
+    """Issue 54, part 2: what README and the docs say of the default run (its counts, time, break
+    point, box, answer, worked example and the estimator simulation's table) is rendered from
+    docs/assets/ by docs/make_default_run_docs.py; a page whose block differs from what the
+    script renders now (a number edited by hand, or the code or the snapshot changed since) fails."""
+    script, blocks = _docs_module("make_default_run_docs"), _docs_module("doc_blocks")
+    rendered = script.render()
+    assert set(rendered) == {name for names in script.PAGES.values() for name in names}  # each block stands on a page
+    for name, wanted in script.PAGES.items():
+        found = blocks.read_blocks((REPO_ROOT / name).read_text(encoding="utf-8"), name)
+        assert list(found) == list(wanted), (name, list(found))
+        for block in wanted:
+            assert found[block] == rendered[block], f"{name}: block {block} is stale: run python docs/make_default_run_docs.py"
+    assert script.stale_pages(rendered) == []
+    assert script.stale_pages({**rendered, "box": rendered["box"].replace("76", "77")}) == ["README.md"]
+
+
+def test_no_page_quotes_the_default_runs_numbers_outside_the_blocks_its_script_writes():
+    """The default sweep's time, its texts and the base with its interval are said once, in the
+    script's blocks: a page that quotes them elsewhere (README and getting-started.md once each gave
+    their own time) copied them by hand. Every page holding one of the script's blocks is one of its
+    pages."""
+    script, blocks = _docs_module("make_default_run_docs"), _docs_module("doc_blocks")
+    quoted = script.signatures()
+    assert "5 min 29 s" in quoted and "0.528 [0.440, 0.616]" in quoted
+    names = {name for names in script.PAGES.values() for name in names}
+    for page in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]:
+        text = page.read_text(encoding="utf-8")
+        name = page.relative_to(REPO_ROOT).as_posix()
+        if set(blocks.read_blocks(text, name)) & names:
+            assert name in script.PAGES, name
+        by_hand = blocks.without_blocks(text)
+        assert not [number for number in quoted if number in by_hand], name
+
+
+def test_readmes_figure_is_the_one_the_script_draws_from_the_snapshot(tmp_path):
+    """docs/assets/recall_vs_length.png is drawn by the report's own figure code from the committed
+    snapshot: redrawn here, it has the committed figure's size and the same pixels to rounding (a
+    figure of another run, or one whose snapshot changed, differs)."""
+    from matplotlib.image import imread
+
+    script = _docs_module("make_default_run_docs")
+    script.draw_figure(tmp_path / "recall.png")
+    drawn, committed = imread(tmp_path / "recall.png"), imread(script.FIGURE)
+    assert drawn.shape == committed.shape
+    assert float(abs(drawn - committed).mean()) < 0.005
+
+
+def test_the_estimator_benchmarks_output_file_is_what_the_docs_script_reads(tmp_path):
+    """benchmarks/bench_break_estimator.py --out writes the command, the date and what it printed;
+    docs/make_default_run_docs.py reads the committed one (docs/assets/benchmarks/) the same way."""
+    sys.path.insert(0, str(REPO_ROOT / "benchmarks"))
+    import bench_break_estimator
+
+    script = _docs_module("make_default_run_docs")
+    out = tmp_path / "estimator.txt"
+    bench_break_estimator.main(["--groups", "24,48", "--repeats", "1", "--resamples", "20", "--shapes", "sharp", "--out", str(out)])
+    small = script.EstimatorTable.read(out)
+    assert small.command == "PYTHONPATH=. python benchmarks/bench_break_estimator.py --groups 24,48 --repeats 1 --resamples 20 --shapes sharp"
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d, \d+ cores, load average .* at the end", small.stamp)
+    assert re.fullmatch(r"\d+%", small.within_one_step("library", 48)) and small.seconds() >= 0
+    committed = script.EstimatorTable.read()
+    assert committed.within_one_step("library", 48) == "90%" and committed.within_one_step("library", 24) == "82%"
+    assert committed.seconds() == 223 and len(committed.table()) == 11
