@@ -65,8 +65,8 @@ def legend_below(fig, axes, fontsize: float) -> None:
     fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncol=columns, fontsize=fontsize)
 
 
-#: The least room between two texts of a figure (tick labels, values), in points: about a space of their font.
-LABEL_GAP_POINTS = 3.0
+#: The least room between two texts of a figure (tick labels, values), in points: half a space of their font.
+LABEL_GAP_POINTS = 1.5
 
 
 def too_close(a, b, gap: float) -> bool:
