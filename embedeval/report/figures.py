@@ -1,8 +1,10 @@
 """The report's figures (matplotlib, drawn headless): metric vs length, recall@k vs length, heatmaps,
-query expansion. Each writes one PNG atomically."""
+query expansion. Each writes one PNG atomically, its tick labels clear of one another
+(:func:`fit_tick_labels`; :func:`colliding_texts` finds any two texts that are not)."""
 
 from __future__ import annotations
 
+from itertools import combinations
 from pathlib import Path
 
 import numpy as np
@@ -63,14 +65,96 @@ def legend_below(fig, axes, fontsize: float) -> None:
     fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncol=columns, fontsize=fontsize)
 
 
+#: The least room between two texts of a figure (tick labels, values), in points: half a space of their font.
+LABEL_GAP_POINTS = 1.5
+
+
+def too_close(a, b, gap: float) -> bool:
+    """Whether two boxes (matplotlib bounding boxes, in pixels) overlap or stand less than ``gap`` pixels apart."""
+    return a.x0 < b.x1 + gap and b.x0 < a.x1 + gap and a.y0 < b.y1 + gap and b.y0 < a.y1 + gap
+
+
+def text_boxes(texts, renderer) -> list[tuple[str, object]]:
+    """The visible ``texts`` (matplotlib ``Text`` artists) that say something, each with its window
+    extent as ``renderer`` draws it, in their order."""
+    return [(text.get_text(), text.get_window_extent(renderer)) for text in texts if text.get_visible() and text.get_text()]
+
+
+def crowded(boxes: list[tuple[str, object]], gap: float) -> list[tuple[str, str]]:
+    """The pairs of ``boxes`` (text and box, as :func:`text_boxes`) that stand less than ``gap`` pixels apart."""
+    return [(a, b) for (a, box_a), (b, box_b) in combinations(boxes, 2) if too_close(box_a, box_b, gap)]
+
+
+def crowded_labels(axis, renderer) -> list[tuple[str, str]]:
+    """The pairs of ``axis``'s major tick labels that overlap or stand closer than :data:`LABEL_GAP_POINTS`."""
+    return crowded(text_boxes(axis.get_majorticklabels(), renderer), renderer.points_to_pixels(LABEL_GAP_POINTS))
+
+
+def colliding_texts(fig) -> list[tuple[str, str]]:
+    """Every pair of texts of ``fig`` that collide (:func:`crowded`), the figure laid out first: two
+    tick labels of one axis, or two texts written in one panel (a heatmap's values); none in a
+    figure of the report."""
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    gap = renderer.points_to_pixels(LABEL_GAP_POINTS)
+    return [pair for ax in fig.axes
+            for texts in (ax.xaxis.get_majorticklabels(), ax.yaxis.get_majorticklabels(), ax.texts)
+            for pair in crowded(text_boxes(texts, renderer), gap)]
+
+
+def roundness(label: str) -> int:
+    """How round a tick label's number is: the exponent of the largest power of two dividing it
+    (1024: 10, 192: 6, 96: 5); 0 for a label that is not a positive whole number."""
+    return (int(label) & -int(label)).bit_length() - 1 if label.isdigit() and int(label) > 0 else 0
+
+
+def labels_to_keep(boxes: list[tuple[str, object]], gap: float) -> list[int]:
+    """The indices (in order) of the labels ``boxes`` (text and box, as :func:`text_boxes`) that
+    thinning keeps: the roundest first (:func:`roundness`, ties from the left), each kept when it
+    stands ``gap`` pixels clear of every label kept before it."""
+    kept: list[int] = []
+    for i in sorted(range(len(boxes)), key=lambda i: (-roundness(boxes[i][0]), i)):
+        if not any(too_close(boxes[i][1], boxes[j][1], gap) for j in kept):
+            kept.append(i)
+    return sorted(kept)
+
+
+def thin_labels(axis, renderer) -> None:
+    """``axis``'s labels thinned to those :func:`labels_to_keep` keeps; the other ticks stay, as
+    minor ticks without a label (with their grid lines where the axis has a grid)."""
+    locations = list(axis.get_majorticklocs())
+    boxes = [(label.get_text(), label.get_window_extent(renderer)) for label in axis.get_majorticklabels()]  # one a location
+    kept = labels_to_keep(boxes, renderer.points_to_pixels(LABEL_GAP_POINTS))
+    dropped = [loc for i, loc in enumerate(locations) if i not in kept]
+    axis.set_ticks([locations[i] for i in kept], [boxes[i][0] for i in kept])
+    axis.set_ticks(dropped, [""] * len(dropped), minor=True)
+
+
+def fit_tick_labels(fig, rotate: bool = False) -> None:
+    """Each x axis of ``fig`` whose tick labels collide (:func:`crowded_labels`, the figure laid out)
+    made clear: with ``rotate`` its labels turned upright first (a heatmap's columns each keep their
+    label); where they still collide, thinned (:func:`thin_labels`)."""
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    tight = [ax for ax in fig.axes if crowded_labels(ax.xaxis, renderer)]
+    if rotate and tight:
+        for ax in tight:
+            ax.tick_params(axis="x", labelrotation=90)
+        fig.draw_without_rendering()
+    for ax in tight:
+        if crowded_labels(ax.xaxis, renderer):
+            thin_labels(ax.xaxis, renderer)
+
+
 def _length_axis(ax, lengths) -> None:
-    """A log2 x axis ticked at the measured haystack lengths, with a grid."""
+    """A log2 x axis ticked at the measured haystack lengths, with a grid (at every length, also
+    those whose label :func:`fit_tick_labels` drops)."""
     ticks = sorted(set(lengths))
     ax.set_xscale("log", base=2)
     ax.set_xticks(ticks, [str(length) for length in ticks])
     ax.minorticks_off()
     ax.set_xlabel("haystack length (tokens)")
-    ax.grid(alpha=0.3)
+    ax.grid(alpha=0.3, which="both")
 
 
 def line_figure(metrics: pd.DataFrame, metric: str, ylabel: str, path: Path, hline: float | None = None) -> None:
@@ -96,6 +180,7 @@ def line_figure(metrics: pd.DataFrame, metric: str, ylabel: str, path: Path, hli
         _length_axis(ax, data["length"])
     axes[0][0].set_ylabel(ylabel)
     legend_below(fig, axes[0], fontsize=8)
+    fit_tick_labels(fig)
     save_figure(fig, path)
 
 
@@ -109,6 +194,19 @@ LINE_STYLES, MARKERS = ("-", "--", ":", "-."), ("o", "s", "^", "D", "v", "P", "X
 def series_style(i: int) -> tuple[str, str]:
     """The (line style, marker) of the i-th series (:data:`LINE_STYLES`, :data:`MARKERS`)."""
     return LINE_STYLES[i % len(LINE_STYLES)], MARKERS[i % len(MARKERS)]
+
+
+#: The break-point notes of a recall panel: their font size, and the rows they stand in, in points apart.
+BREAK_NOTE_SIZE, BREAK_NOTE_STEP = 7, 13
+
+
+def note_break_points(ax, notes: set[tuple[float, str]]) -> None:
+    """Each note (a break point's length and its words, once however many series share it)
+    written at the top of ``ax`` beside its line, one under another from the leftmost down
+    (several series' notes would otherwise stand on one another)."""
+    for row, (length, words) in enumerate(sorted(notes)):
+        ax.annotate(words, (length, 1.0), xytext=(3, -3 - BREAK_NOTE_STEP * row), textcoords="offset points",
+                    fontsize=BREAK_NOTE_SIZE, va="top", ha="left")
 
 
 def recall_figure(metrics: pd.DataFrame, path: Path, chance: pd.DataFrame | None = None,
@@ -146,6 +244,7 @@ def recall_figure(metrics: pd.DataFrame, path: Path, chance: pd.DataFrame | None
                 level = level.sort_values("length")
                 ax.plot(level["length"], level["chance"], color=RECALL_COLORS[k], linestyle=style, linewidth=0.8, alpha=0.5,
                         gid=f"chance recall@{k} {embedder}")
+        notes = set()
         for row in ([] if breaks is None else breaks[breaks["variant"] == variant].itertuples()):
             if row.embedder not in styles or pd.isna(row.break_point):
                 continue
@@ -153,26 +252,46 @@ def recall_figure(metrics: pd.DataFrame, path: Path, chance: pd.DataFrame | None
                 ax.axvspan(row.break_point_lo, row.break_point_hi, color="grey", alpha=0.12, linewidth=0)
             ax.axvline(row.break_point, color="black", linestyle=styles[row.embedder][0], linewidth=1.2, gid=f"break point {row.embedder}",
                        label="break point (band: its interval)" + (f" {row.embedder}" if len(names) > 1 else ""))
-            ax.annotate(f"break point {interval_text(row)}", (row.break_point, 1.0), xytext=(3, -3), textcoords="offset points",
-                        fontsize=7, va="top", ha="left")
+            notes.add((row.break_point, f"break point {interval_text(row)}"))
+        note_break_points(ax, notes)
         ax.set_title(f"{variant} (thin: each series' chance k/n)" if chance is not None else variant)
         ax.set_ylim(0, 1.02)
         _length_axis(ax, data["length"])
     axes[0][0].set_ylabel("recall@k: share of needle haystacks in the top k")
     legend_below(fig, axes[0], fontsize=7)
+    fit_tick_labels(fig)
     save_figure(fig, path)
 
 
+#: A heatmap panel's least width and the width of each of its columns (room for a value such as
+#: 0.50, and for its length upright), in inches; panels side by side, at most.
+HEATMAP_WIDTH, HEATMAP_COLUMN_WIDTH, HEATMAP_PANELS_PER_ROW = 6.0, 0.45, 2
+
+
+def heatmap_grid(tables: dict[str, pd.DataFrame]) -> tuple[int, int, float, float]:
+    """Rows and columns of panels for ``tables`` (at most :data:`HEATMAP_PANELS_PER_ROW` side by
+    side) and one panel's width and height in inches: wide enough for its columns
+    (:data:`HEATMAP_COLUMN_WIDTH` each, with room for the row labels and colour bar), tall enough
+    for its rows."""
+    across = min(len(tables), HEATMAP_PANELS_PER_ROW)
+    width = max(HEATMAP_WIDTH, HEATMAP_COLUMN_WIDTH * max(t.shape[1] for t in tables.values()) + 2)
+    return -(-len(tables) // across), across, width, 0.35 * max(len(t) for t in tables.values()) + 2
+
+
 def heatmap_figure(tables: dict[str, pd.DataFrame], title: str, path: Path, cmap: str = "viridis") -> None:
-    """One heatmap per embedder; each table is rows x lengths."""
+    """One heatmap per embedder (:func:`heatmap_grid`); each table is rows x lengths, every length
+    labelled (upright where the labels would collide side by side: :func:`fit_tick_labels`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib import patheffects
 
-    fig, axes = plt.subplots(1, len(tables), figsize=(6 * len(tables), 0.35 * max(len(t) for t in tables.values()) + 2), squeeze=False)
-    for ax, (name, table) in zip(axes[0], tables.items()):
+    rows, across, width, height = heatmap_grid(tables)
+    fig, axes = plt.subplots(rows, across, figsize=(width * across, height * rows), squeeze=False, layout="constrained")
+    for ax in axes.flat[len(tables):]:
+        ax.remove()
+    for ax, (name, table) in zip(axes.flat, tables.items()):
         image = ax.imshow(table.to_numpy(float), aspect="auto", cmap=cmap)
         ax.set_xticks(range(table.shape[1]), [str(c) for c in table.columns])
         ax.set_yticks(range(table.shape[0]), [str(i) for i in table.index])
@@ -183,6 +302,7 @@ def heatmap_figure(tables: dict[str, pd.DataFrame], title: str, path: Path, cmap
         ax.set_title(f"{title}\n{name}", fontsize=9)
         ax.set_xlabel("haystack length (tokens)")
         fig.colorbar(image, ax=ax, shrink=0.8)
+    fit_tick_labels(fig, rotate=True)
     save_figure(fig, path)
 
 
@@ -206,4 +326,5 @@ def expansion_figure(metrics: pd.DataFrame, variant: str, path: Path) -> None:
         ax.set_title(f"{title} by query form ({variant})")
         _length_axis(ax, data["length"])
     axes[0][1].legend(fontsize=8)
+    fit_tick_labels(fig)
     save_figure(fig, path)

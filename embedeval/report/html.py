@@ -1,7 +1,8 @@
 """The report as one self-contained HTML file (``report.html``): the same
 :class:`~embedeval.report.sections.Document` as ``report.md``, figures inlined as base64 PNGs,
 styles inline, no script, font or request outside the file. Wide tables scroll inside their box,
-so the page reads at 1280 px and on a phone-sized viewport alike."""
+and each contents entry holds its number beside its title (:func:`contents`), so the page reads at
+1280 px and on a phone-sized viewport alike."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neu
        color: #1d1d1f; background: #fff; margin: 0 auto; max-width: 72rem; padding: 1rem 1.25rem 3rem; }
 h1 { font-size: 1.6rem; margin: 0.5rem 0 1rem; }
 h2 { font-size: 1.2rem; margin: 2rem 0 0.6rem; padding-top: 0.6rem; border-top: 1px solid #ddd; }
-nav ol { columns: 2 16rem; padding-left: 1.2rem; margin: 0 0 1rem; }
+nav ol { list-style: none; columns: 2 18rem; column-gap: 2rem; padding: 0; margin: 0 0 1rem; }
+nav li { display: flex; align-items: baseline; gap: 0.4em; break-inside: avoid; }
+nav li > span { flex: none; min-width: 1.6em; text-align: right; font-variant-numeric: tabular-nums; }
 code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 0.92em; background: #f3f3f5;
        padding: 0.05em 0.3em; border-radius: 3px; overflow-wrap: anywhere; }
 .scroll { overflow-x: auto; max-width: 100%; margin: 0.6rem 0 1rem; border: 1px solid #e3e3e8; border-radius: 4px; }
@@ -74,11 +77,19 @@ def _block(block: Block, folder: Path) -> str:
     raise TypeError(f"not a report block: {block!r}")
 
 
+def contents(document: Document) -> str:
+    """The contents: a numbered link to each section. Each number is text in its own box beside its
+    title (a wrapped title stays clear of it, and of the next column), not a list marker hanging
+    in the gap between the columns."""
+    entries = "".join(f'<li><span>{number}.</span> <a href="#{anchor(section.title)}">{inline(section.title)}</a></li>'
+                      for number, section in enumerate(document.sections, start=1))
+    return f"<nav><ol>{entries}</ol></nav>"
+
+
 def render_html(document: Document, folder: Path) -> str:
     """The whole page; figures are read from ``folder`` (the run directory) and inlined."""
     folder = Path(folder)
-    toc = "".join(f'<li><a href="#{anchor(s.title)}">{inline(s.title)}</a></li>' for s in document.sections)
-    body = [f"<h1>{inline(document.title)}</h1>", *(_block(b, folder) for b in document.intro), f"<nav><ol>{toc}</ol></nav>"]
+    body = [f"<h1>{inline(document.title)}</h1>", *(_block(b, folder) for b in document.intro), contents(document)]
     for section in document.sections:
         body.append(f'<section><h2 id="{anchor(section.title)}">{inline(section.title)}</h2>')
         body += [_block(b, folder) for b in section.blocks]

@@ -1,10 +1,12 @@
 """report.html (issue 25, item 3): one self-contained file with the sections of report.md, checked in
 a real headless browser (Chromium, Chrome or Edge: tests/browser.py finds one, or installs Chromium
 for README's test command and .ci/run): every image loads, nothing
-comes from outside the file, and the page fits a 1280 px and a phone-sized viewport."""
+comes from outside the file, the page fits a 1280 px and a phone-sized viewport, and no two texts of
+its contents overlap there (issue 54, part 3)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import html
 import http.server
@@ -16,12 +18,14 @@ import sys
 import threading
 
 import pytest
+from matplotlib.transforms import Bbox
 from typer.testing import CliRunner
 
 from browser import NoBrowser, find_browser
 from conftest import own_cache
 from fake_api import SHUTDOWN_POLL
 from embedeval.cli import app
+from embedeval.report.figures import crowded
 
 #: Every test here reads a sweep the module runs first (a sweep): the slow tier.
 pytestmark = pytest.mark.slow
@@ -50,15 +54,64 @@ window.addEventListener("load", () => {
 </script></body></html>"""
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory, books_dir):
+#: The contents as the browser lays them out, in a page of the test's own: every report of the site
+#: (``{frames}``) at a desktop and a phone width; once they have loaded, it writes into #result, per
+#: frame, each contents entry's text and the boxes of every line of its texts (number and title).
+CONTENTS_PAGE = """<!DOCTYPE html><html><head><link rel="icon" href="data:,"></head><body>
+<pre id="result">pending</pre>
+{frames}
+<script>
+function boxes(doc, entry) {
+  const found = [], walker = doc.createTreeWalker(entry, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const range = doc.createRange();
+    range.selectNodeContents(walker.currentNode);
+    for (const r of range.getClientRects())
+      if (r.width > 0 && walker.currentNode.textContent.trim()) found.push([walker.currentNode.textContent, r.left, r.top, r.right, r.bottom]);
+  }
+  return found;
+}
+window.addEventListener("load", () => {
+  const seen = {};
+  for (const frame of document.querySelectorAll("iframe")) {
+    const entries = Array.from(frame.contentDocument.querySelectorAll("nav li"));
+    seen[frame.id] = {entries: entries.map(e => e.textContent), boxes: entries.flatMap(e => boxes(frame.contentDocument, e))};
+  }
+  document.getElementById("result").textContent = JSON.stringify(seen);
+});
+</script></body></html>"""
+#: The widths the contents are read at: a desktop's and a phone's.
+WIDTHS = {"desktop": 1280, "phone": 390}
+
+
+def sweep(tmp_path_factory, books_dir, cache, strategies: str):
+    """A small sweep's run directory (3 groups, 2 lengths, 3 depths) read with ``strategies``;
+    its embeddings kept in ``cache`` (the sweeps share what they both embed)."""
     out = tmp_path_factory.mktemp("html") / "run"
     with own_cache(tmp_path_factory):
         result = CliRunner().invoke(app, ["nolima", "--groups", "loc-dresden,loc-peru,diet-vegan", "--corpus", f"dir:{books_dir}",
                                       "--lengths", "128,512", "--depths", "3", "--negatives", "4", "--n-bootstrap", "50",
-                                      "--strategy", "truncate,chunks-max", "--chunk-tokens", "128", "--out", str(out), "-q"])
+                                      "--strategy", strategies, "--chunk-tokens", "128", "--cache-dir", str(cache),
+                                      "--out", str(out), "-q"])
     assert result.exit_code == 0, result.output
     return out
+
+
+@pytest.fixture(scope="module")
+def sweep_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("sweep-cache")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, books_dir, sweep_cache):
+    """A sweep with two strategies: a multi-strategy report."""
+    return sweep(tmp_path_factory, books_dir, sweep_cache, "truncate,chunks-max")
+
+
+@pytest.fixture(scope="module")
+def default_run_dir(tmp_path_factory, books_dir, sweep_cache, run_dir):
+    """The same sweep with the default strategy (truncate) alone: its embeddings already in the cache."""
+    return sweep(tmp_path_factory, books_dir, sweep_cache, "truncate")
 
 
 def chromium(*args: str, cwd) -> str:
@@ -70,6 +123,30 @@ def chromium(*args: str, cwd) -> str:
                           text=True, timeout=120, cwd=cwd)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
+
+
+@contextlib.contextmanager
+def served(site):
+    """``site`` (a folder) served over HTTP on a free local port while the block runs; yields its
+    URL and the list of the paths asked for, filled as they are."""
+    requested: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, format, *args):  # record what the browser asked for instead of printing it
+            requested.append(self.path)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(site)))
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL}, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", requested
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def dumped_result(dom: str) -> dict:
+    """What a check page wrote into its #result, from the DOM Chromium dumped."""
+    return json.loads(html.unescape(re.search(r'<pre id="result">(.*?)</pre>', dom, re.S).group(1)))
 
 
 def test_the_html_report_is_self_contained_and_holds_the_markdown_sections(run_dir):
@@ -119,25 +196,12 @@ def test_the_html_report_renders_in_a_headless_browser(run_dir, tmp_path):
     site.mkdir()
     shutil.copy(run_dir / "report.html", site / "report.html")  # alone: whatever it shows comes from the file itself
     (site / "check.html").write_text(CHECK_PAGE, encoding="utf-8")
-    requested: list[str] = []
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, format, *args):  # record what the browser asked for instead of printing it
-            requested.append(self.path)
-
-    handler = functools.partial(Handler, directory=str(site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL}, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
+    with served(site) as (url, requested):
         dom = chromium("--virtual-time-budget=15000", "--dump-dom", f"{url}/check.html", cwd=tmp_path)
         chromium("--window-size=1280,2000", f"--screenshot={tmp_path / 'report-1280.png'}", f"{url}/report.html", cwd=tmp_path)
         chromium("--window-size=390,844", f"--screenshot={tmp_path / 'report-phone.png'}", f"{url}/report.html", cwd=tmp_path)
-    finally:
-        server.shutdown()
-        server.server_close()
     assert set(requested) == {"/check.html", "/report.html"}  # the report asked for nothing else
-    found = json.loads(html.unescape(re.search(r'<pre id="result">(.*?)</pre>', dom, re.S).group(1)))
+    found = dumped_result(dom)
     markdown = (run_dir / "report.md").read_text(encoding="utf-8")
     for view in ("wide", "phone"):
         seen = found[view]
@@ -146,9 +210,33 @@ def test_the_html_report_renders_in_a_headless_browser(run_dir, tmp_path):
         assert seen["sections"] == re.findall(r"^## (.+)$", markdown, re.M)
         assert seen["firstTable"].startswith("reading")  # Which to use's: every reading's recall per length
         assert any("break point (relative rule)" in t and "absolute rule" in t for t in seen["tables"])
-        assert re.match(r"NoLiMa sweep\s+Which to use\s", seen["text"]) and "For documents of about 512 tokens" in seen["text"]
+        assert re.match(r"NoLiMa sweep\s+1\.\s+Which to use\s", seen["text"]) and "For documents of about 512 tokens" in seen["text"]
         assert "too few question groups (3)" in seen["text"]  # the boxes: no headline with 3 groups
     assert (tmp_path / "report-1280.png").stat().st_size > 10_000 and (tmp_path / "report-phone.png").stat().st_size > 10_000
+
+
+def test_no_two_texts_of_the_contents_overlap_on_a_desktop_or_a_phone(run_dir, default_run_dir, tmp_path):
+    """Before, a wrapped title in the first column ran into the number of the entry beside it
+    ("... the shortest lengths)11."): the numbers were list markers, hung in the gap between the columns."""
+    site = tmp_path / "site"
+    site.mkdir()
+    reports = {"default": default_run_dir, "strategies": run_dir}
+    for name, run in reports.items():
+        shutil.copy(run / "report.html", site / f"{name}.html")
+    frames = "".join(f'<iframe id="{name} {view}" src="{name}.html" style="width:{width}px;height:900px;border:0"></iframe>'
+                     for name in reports for view, width in WIDTHS.items())
+    (site / "check.html").write_text(CONTENTS_PAGE.replace("{frames}", frames), encoding="utf-8")
+    with served(site) as (url, _):
+        found = dumped_result(chromium("--virtual-time-budget=15000", "--dump-dom", f"{url}/check.html", cwd=tmp_path))
+    for name, run in reports.items():
+        titles = re.findall(r"^## (.+)$", (run / "report.md").read_text(encoding="utf-8"), re.M)
+        for view in WIDTHS:
+            seen = found[f"{name} {view}"]
+            boxes = [(text, Bbox.from_extents(*box)) for text, *box in seen["boxes"]]
+            assert crowded(boxes, gap=0) == [], f"overlapping texts in the contents of the {name} report on a {view}"
+            assert seen["entries"] == [f"{number}. {title}" for number, title in enumerate(titles, start=1)]
+            assert {text for text, _ in boxes} >= {f"{number}." for number in range(1, len(titles) + 1)}  # every number a text
+    assert len(found["strategies desktop"]["entries"]) == len(found["default desktop"]["entries"]) + 1  # "Chunk size"
 
 
 def test_embedeval_report_writes_both_formats(run_dir, tmp_path):
