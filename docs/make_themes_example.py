@@ -28,6 +28,9 @@ from pathlib import Path
 
 import pandas as pd
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import doc_blocks  # noqa: E402 - docs/doc_blocks.py, beside this script
+
 REPO = Path(__file__).resolve().parent.parent
 TARGET = REPO / "docs" / "themes.md"
 PAIRS = "examples/pg-essays-pairs.csv"
@@ -35,8 +38,8 @@ DRAFTS = "examples/pg-essays-drafts.json"
 #: The themes the example drafts for and names in its pair file: terms of their top terms.
 THEMES = ("essay", "starting")
 #: The blocks this script writes, in the order they appear in docs/themes.md.
-BLOCKS = ("stamp", "themes", "clusters", "naming", "membership", "membership-summary", "needle-haystack", "draft", "draft-server",
-          "rejected", "accepted", "check", "sweep", "recall")
+BLOCKS = ("stamp", "outcomes", "themes", "clusters", "naming", "membership", "membership-summary", "needle-haystack", "draft",
+          "draft-server", "rejected", "accepted", "check", "sweep", "recall")
 #: A term a user may try first for the startups theme; the example shows what it answers.
 TRIED = "startup"
 #: The sweep's grid (small: a demonstration of the loop, not a measurement).
@@ -183,6 +186,34 @@ def recall_table(sweep: Path) -> str:
     return "\n".join(rows)
 
 
+def outcomes(work: Path) -> tuple[str, list[str]]:
+    """What the example states must come back on any machine (docs/themes.md, "What comes back"),
+    checked on this run: each statement with ``yes`` or ``NO``, and the statements that failed."""
+    from embedeval.experiments.themes import resolve_theme, theme_top_terms
+
+    themes = work / "runs/pg-themes"
+    terms = theme_top_terms(themes)
+    clusters = pd.read_csv(themes / "clusters.csv")
+    named = {}
+    for term in THEMES:
+        try:
+            named[term] = resolve_theme(term, terms, themes)
+        except Exception:  # noqa: BLE001 - an unresolved name is the outcome that failed
+            named[term] = None
+    stable = {t: float(clusters.set_index("cluster").loc[c, "stability"]) if c is not None else 0.0 for t, c in named.items()}
+    membership = pd.read_csv(work / "membership.csv")
+    blend = membership.groupby("topic")["blends_in"].sum()
+    drafted = json.loads((work / "runs/pg-needles.json").read_text(encoding="utf-8"))["groups"]
+    per_theme = {c: sum(1 for g in drafted if g["category"] == f"theme-{c}") for c in named.values() if c is not None}
+    statements = [(f"`{t}` names one theme, found in at least 8 of the 9 clusterings", named[t] is not None and stable[t] >= 8 / 9)
+                  for t in THEMES]
+    statements += [("at least 2 of the 5 writing needles blend into the `essay` theme", blend.get("writing", 0) >= 2),
+                   ("none of the 5 retrieval needles blends in", blend.get("ir", 0) == 0),
+                   ("the draft keeps at least 1 group for each of the two themes", len(per_theme) == 2 and min(per_theme.values()) >= 1)]
+    lines = [f"- {text}: {'yes' if held else 'NO'}" for text, held in statements]
+    return "\n".join(lines), [text for text, held in statements if not held]
+
+
 def stamp(cache: Path, fresh: bool, seconds: dict[str, float]) -> str:
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     times = ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items())
@@ -193,18 +224,17 @@ def stamp(cache: Path, fresh: bool, seconds: dict[str, float]) -> str:
 
 def fence(name: str, text: str) -> str:
     """How block ``name`` is written into the page: tables and the stamp as Markdown, the rest as text."""
-    markdown = ("stamp", "clusters", "membership-summary", "rejected", "accepted", "recall")
+    markdown = ("stamp", "outcomes", "clusters", "membership-summary", "rejected", "accepted", "recall")
     return text if name in markdown else f"```text\n{text}\n```"
 
 
 def write_blocks(page: str, blocks: dict[str, str]) -> str:
-    """``page`` with each block's text between its markers; a marker missing from the page is an error."""
-    for name, text in blocks.items():
-        pattern = re.compile(rf"(<!-- example:{re.escape(name)} -->\n).*?(\n<!-- /example:{re.escape(name)} -->)", re.S)
-        if not pattern.search(page):
-            raise SystemExit(f"{TARGET} has no <!-- example:{name} --> ... <!-- /example:{name} --> markers")
-        page = pattern.sub(lambda m: m.group(1) + fence(name, text) + m.group(2), page, count=1)
-    return page
+    """``page`` with each block's text, fenced (:func:`fence`), between its markers
+    (:func:`doc_blocks.write_blocks`); a marker missing from the page is an error."""
+    try:
+        return doc_blocks.write_blocks(page, {name: fence(name, text) for name, text in blocks.items()}, str(TARGET))
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def main() -> int:
@@ -224,7 +254,11 @@ def main() -> int:
         example = Example(work, cache)
         blocks = example.all()
         blocks["stamp"] = stamp(cache, fresh, example.seconds)
+        blocks["outcomes"], failed = outcomes(work)
     ordered = {name: blocks[name] for name in BLOCKS}
+    if failed:
+        print(blocks["outcomes"])
+        raise SystemExit(f"the example's stated outcomes did not come back ({'; '.join(failed)}): docs/themes.md left as it is")
     if args.print:
         for name, text in ordered.items():
             print(f"<!-- example:{name} -->\n{fence(name, text)}\n<!-- /example:{name} -->\n")

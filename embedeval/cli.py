@@ -700,7 +700,8 @@ def themes(
         return
     result = run_themes(config, progress=not quiet, cache_dir=cache_dir)
     clusters, chunks = result.clusters, result.chunks
-    typer.echo(f"{len(chunks)} chunks, {len(clusters)} clusters, noise {(chunks['cluster'] == -1).mean():.1%}; "
+    every = f" ({int((clusters['stability'] == 1).sum())} of them in all {config.runs} clusterings)" if config.runs > 1 else ""
+    typer.echo(f"{len(chunks)} chunks, {len(clusters)} clusters{every}, noise {(chunks['cluster'] == -1).mean():.1%}; "
                f"largest: cluster 0, {clusters['size'].iloc[0]} chunks ({clusters['top_terms'].iloc[0].replace(';', ', ')})")
     timings = ", ".join(f"{k} {v:.1f} s" for k, v in result.timings.items())
     typer.echo(f"time: {timings}")

@@ -372,6 +372,8 @@ class ThemeOptions:
     representatives: as_typer(declared.REPRESENTATIVES) = declared.REPRESENTATIVES.cli_default
     mmr_lambda: as_typer(declared.MMR_LAMBDA) = declared.MMR_LAMBDA.cli_default
     seed: as_typer(declared.THEME_SEED) = declared.THEME_SEED.cli_default
+    runs: as_typer(declared.THEME_RUNS) = declared.THEME_RUNS.cli_default
+    neighbourhood: as_typer(declared.THEME_NEIGHBOURHOOD) = declared.THEME_NEIGHBOURHOOD.cli_default
     chunk_seed: as_typer(declared.CHUNK_SEED) = declared.CHUNK_SEED.cli_default
 
     def config(self, out):
@@ -381,7 +383,7 @@ class ThemeOptions:
         return ThemesConfig(self.corpus, self.min_books, self.chunker, self.embedder,
                             UmapSettings(self.umap_neighbors, self.umap_min_dist, self.umap_components),
                             HdbscanSettings(self.min_cluster_size, self.min_samples), self.representatives, self.mmr_lambda,
-                            seed=self.seed, chunk_seed=self.chunk_seed, out=str(out))
+                            seed=self.seed, runs=self.runs, neighbourhood=self.neighbourhood, chunk_seed=self.chunk_seed, out=str(out))
 
 
 def option_group(name: str, options: tuple[Option, ...], doc: str) -> type:

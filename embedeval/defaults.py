@@ -143,6 +143,14 @@ DEFAULT_MIN_SAMPLES = 15
 DEFAULT_REPRESENTATIVES = 20
 DEFAULT_MMR_LAMBDA = 0.5
 DEFAULT_THEME_SEED = 42
+#: Clusterings a corpus's themes are the consensus of (embedeval.consensus): the study's run
+#: (UMAP seed 42, the vectors as embedded) and the rest with other seeds and float-noise
+#: perturbations of the vectors; chosen by benchmarks/bench_theme_stability.py (docs/themes.md).
+DEFAULT_THEME_RUNS = 9
+#: A consensus decides each chunk by the votes of its nearest chunks (itself among them, cosine in
+#: the embedding space): a chunk at a theme's edge is in the theme in some clusterings and noise in
+#: others, and its own votes alone are a coin's throw (embedeval.consensus.by_neighbourhood).
+DEFAULT_THEME_NEIGHBOURHOOD = 20
 DEFAULT_BLEND_THRESHOLD = 0.9
 DEFAULT_MIN_OUTSIDE_PERCENTILE = 95.0
 #: The themes map's palette (a matplotlib colormap of distinct colours): its colours other than grey

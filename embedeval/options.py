@@ -28,7 +28,7 @@ from embedeval.defaults import (
     DEFAULT_EXECUTOR, DEFAULT_EXPANSION_SIZES, DEFAULT_FILLER, DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS,
     DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_MIN_SAMPLES, DEFAULT_MMR_LAMBDA, DEFAULT_NEEDLES, DEFAULT_NEEDLES_PER_HAYSTACK,
     DEFAULT_NEGATIVES, DEFAULT_NOLIMA_OUT, DEFAULT_NORMALIZE_BY, DEFAULT_N_BOOTSTRAP, DEFAULT_N_DISTRACTORS, DEFAULT_POOL, DEFAULT_REPRESENTATIVES,
-    DEFAULT_SEED, DEFAULT_STRATEGIES, DEFAULT_TEMPERATURE, DEFAULT_THEME_CHUNKER, DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST,
+    DEFAULT_SEED, DEFAULT_STRATEGIES, DEFAULT_TEMPERATURE, DEFAULT_THEME_CHUNKER, DEFAULT_THEME_NEIGHBOURHOOD, DEFAULT_THEME_RUNS, DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST,
     DEFAULT_UMAP_NEIGHBORS, DEFAULT_VARIANTS, DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS, RAY_ADDRESS_ENV,
 )
 from embedeval.embedders.budget import WORKERS_ENV
@@ -349,6 +349,12 @@ MIN_OUTSIDE_PERCENTILE = Option("min_outside_percentile", "--min-outside-percent
                                 number_in(0, 100))
 THEME_SEED = SEED.but(help="UMAP's random_state (the study's 42).", default=DEFAULT_THEME_SEED,
                       constraint=Constraint(lambda value: is_whole(value) and 0 <= value < 2**32, "a whole number in [0, 2**32)"))
+THEME_RUNS = Option("runs", "--runs", "Clusterings the themes are the consensus of (UMAP seeds and float-noise perturbations of the "
+                    "vectors); a theme is kept when it comes back in most of them. 1: the study's single run.", int, DEFAULT_THEME_RUNS,
+                    whole_at_least(1))
+THEME_NEIGHBOURHOOD = Option("neighbourhood", "--neighbourhood", "With several --runs, each chunk's theme is decided by the votes "
+                             "of its this many nearest chunks (itself among them): a chunk at a theme's edge is not a coin's throw. 1: "
+                             "its own votes only.", int, DEFAULT_THEME_NEIGHBOURHOOD, whole_at_least(1))
 CHUNK_SEED = Option("chunk_seed", "--chunk-seed", "Seed the chunk sizes are drawn with: the similarity commands' --seed, whose default "
                     "it shares, so both cut a corpus into the same chunks (cached) and embed them once.", int, DEFAULT_SEED,
                     whole_at_least(0))

@@ -402,7 +402,7 @@ class DraftChecker:
 
     def __init__(self, config: DraftConfig, cache_dir=None, progress: bool = False, judge: NeedleJudge | None = None):
         self.config, self.cache_dir, self.progress, self.judge = config, cache_dir, progress, judge
-        manifest, _, _ = load_themes(config.themes)  # fitted with other packages: refused before any request
+        manifest, *_ = load_themes(config.themes)  # fitted with other packages: refused before any request
         self.embedder_spec = manifest["settings"]["embedder"]
         self.chunks, _ = themes_chunks(config.themes)
         self.corpus = WordIndex(chunk.text for chunk in self.chunks)  # the absence check searches all of it

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 import time
 from dataclasses import asdict, dataclass, field
@@ -50,6 +51,7 @@ import pandas as pd
 
 from embedeval import options
 from embedeval.chunking import Chunk, corpus_chunks, parse_chunker
+from embedeval.consensus import consensus_labels, matches, member_shares, run_cluster_themes
 from embedeval.corpus import check_min_books, load_corpus, require_books
 from embedeval.defaults import DEFAULT_BLEND_THRESHOLD, DEFAULT_MIN_OUTSIDE_PERCENTILE
 from embedeval.embedders.registry import load_embedder
@@ -69,6 +71,8 @@ from embedeval.text import topic_terms
 #: Packages whose versions must match for pickled models to be read back.
 MODEL_PACKAGES = ("umap-learn", "hdbscan", "pynndescent", "numba", "numpy", "scikit-learn")
 MANIFEST = "themes.json"
+#: Each clustering's points in UMAP's space, labels, and match of each theme (embedeval.consensus.matches).
+RUNS_FILE = "clusterings.npz"
 TOP_TERMS = 8
 #: Cosines of (float32) embeddings closer than this are equal: a placed vector whose cosine to a corpus
 #: chunk is within it of 1 is that chunk (it lands on the chunk's position), and neighbour similarities
@@ -105,9 +109,11 @@ class ThemesConfig:
     hdbscan: HdbscanSettings = field(default_factory=HdbscanSettings)
     representatives: int = options.REPRESENTATIVES.field()  # per cluster, by MMR
     mmr_lambda: float = options.MMR_LAMBDA.field()
-    seed: int = options.THEME_SEED.field()  # UMAP's random_state
+    seed: int = options.THEME_SEED.field()  # UMAP's random_state (of the first clustering)
     out: str = "runs/themes"
     chunk_seed: int = options.CHUNK_SEED.field()  # chunk sizes, as the similarity commands draw them
+    runs: int = options.THEME_RUNS.field()  # clusterings the themes are the consensus of
+    neighbourhood: int = options.THEME_NEIGHBOURHOOD.field()  # chunks whose votes decide a chunk's theme
 
     def validate(self) -> None:
         """One-line :class:`~embedeval.errors.ConfigError` for settings that cannot work."""
@@ -115,9 +121,9 @@ class ThemesConfig:
         check_min_books(self.min_books)
         counts = {"umap.neighbors": self.umap.neighbors, "umap.components": self.umap.components,
                   "hdbscan.min_cluster_size": self.hdbscan.min_cluster_size, "hdbscan.min_samples": self.hdbscan.min_samples,
-                  "representatives": self.representatives}
+                  "representatives": self.representatives, "runs": self.runs, "neighbourhood": self.neighbourhood}
         for parameter, value in counts.items():
-            least = 1 if parameter == "representatives" else 2
+            least = 1 if parameter in ("representatives", "runs", "neighbourhood") else 2
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < least:
                 raise ConfigError(f"{parameter} must be a whole number >= {least}, not {value!r}", parameter)
         check_options(self.umap)  # min_dist in [0, 1]
@@ -126,7 +132,7 @@ class ThemesConfig:
     def model_settings(self) -> dict:
         """What the fitted models depend on (compared at membership time)."""
         data = asdict(self)
-        return {k: data[k] for k in ("corpus", "chunker", "chunk_seed", "embedder", "umap", "hdbscan", "seed")}
+        return {k: data[k] for k in ("corpus", "chunker", "chunk_seed", "embedder", "umap", "hdbscan", "seed", "runs", "neighbourhood")}
 
 
 @dataclass
@@ -168,10 +174,93 @@ def fit_hdbscan(reduced: np.ndarray, settings: HdbscanSettings, progress: bool =
                                prediction_data=True).fit(reduced)
 
 
-def by_size(labels: np.ndarray) -> list[int]:
-    """HDBSCAN's cluster labels (noise left out) largest first, ties to the smaller label: the
-    order in which a run numbers its clusters (0 the largest)."""
-    return sorted(set(labels.tolist()) - {NOISE}, key=lambda c: (-int((labels == c).sum()), c))
+#: Standard deviation of the Gaussian noise added to every component of the chunk vectors in the
+#: consensus's clusterings after the first: float32's last bits of a unit vector's components (what
+#: another CPU's kernels or another batch shape change), so the themes kept do not hang on them.
+FLOAT_NOISE = 1e-7
+
+
+def run_seeds(seed: int, runs: int) -> list[int]:
+    """UMAP seeds (and noise seeds) of the consensus's ``runs`` clusterings: ``seed`` first (the
+    study's single run), then ``runs - 1`` drawn by ``numpy.random.default_rng(seed)``, so two
+    values of ``seed`` share no clustering."""
+    return [int(seed)] + [int(s) for s in np.random.default_rng(seed).integers(0, 2**31, size=runs - 1)]
+
+
+@dataclass
+class Clustering:
+    """One clustering of the consensus: the points in UMAP's space (``reduced``), HDBSCAN's labels
+    and membership probabilities, the fitted HDBSCAN, and the fitted UMAP (kept for the first
+    clustering only: it places needles, :func:`placement`)."""
+
+    seed: int
+    reduced: np.ndarray
+    labels: np.ndarray
+    probabilities: np.ndarray
+    clusterer: object
+    reducer: object | None
+
+
+def cluster_once(vectors: np.ndarray, config: ThemesConfig, run: int, seed: int, progress: bool = False) -> Clustering:
+    """The study's recipe once: UMAP with ``random_state=seed`` then HDBSCAN, on ``vectors`` as they
+    are for the first clustering (``run`` 0) and plus Gaussian noise of sd :data:`FLOAT_NOISE`
+    (drawn with ``seed``) for the others."""
+    if run:
+        vectors = (vectors + np.random.default_rng(seed).normal(scale=FLOAT_NOISE, size=vectors.shape)).astype(vectors.dtype)
+    reducer, reduced = fit_umap(vectors, config.umap, seed, progress=progress)
+    clusterer = fit_hdbscan(reduced, config.hdbscan, progress)
+    return Clustering(seed, reduced.astype(np.float32), clusterer.labels_.astype(np.int64), clusterer.probabilities_.astype(np.float32),
+                      clusterer, reducer if run == 0 else None)
+
+
+def cluster_runs(vectors: np.ndarray, config: ThemesConfig, progress: bool = False) -> list[Clustering]:
+    """The ``config.runs`` clusterings of :func:`cluster_once` (seeds :func:`run_seeds`), in
+    parallel over the CPU's cores when there are several (each deterministic, so the result does
+    not depend on the number of processes); a bar counts them."""
+    from joblib import Parallel, delayed
+    from tqdm.auto import tqdm
+
+    seeds = run_seeds(config.seed, config.runs)
+    if len(seeds) == 1:
+        return [cluster_once(vectors, config, 0, seeds[0], progress)]
+    jobs = min(len(seeds), os.cpu_count() or 1)
+    results = Parallel(n_jobs=jobs, return_as="generator")(delayed(cluster_once)(vectors, config, run, seed)
+                                                            for run, seed in enumerate(seeds))
+    what = f"UMAP ({config.umap.components} dimensions) + HDBSCAN of {len(vectors):,} points"
+    return list(tqdm(results, total=len(seeds), desc=f"{what}, {len(seeds)} clusterings", unit="clustering", disable=not progress))
+
+
+@dataclass
+class Consensus:
+    """The themes of several clusterings (:mod:`embedeval.consensus`): per chunk its theme
+    (``labels``, -1 noise), ``stability`` (the share of clusterings that put it in its theme) and
+    ``probability`` (HDBSCAN's membership probability there, averaged over the clusterings, 0 where
+    it is elsewhere); per clustering its labels and its match of each theme (``matches``, (R, T));
+    per theme its stability (the share of clusterings it comes back in)."""
+
+    labels: np.ndarray
+    stability: np.ndarray
+    probability: np.ndarray
+    labellings: np.ndarray
+    matches: np.ndarray
+
+    @property
+    def theme_stability(self) -> np.ndarray:
+        return (self.matches != NOISE).mean(axis=0)
+
+
+def consensus_themes(runs: list[Clustering], vectors: np.ndarray, config: ThemesConfig) -> Consensus:
+    """The consensus of the clusterings ``runs`` of ``vectors`` (themes of at least
+    ``hdbscan.min_cluster_size`` chunks, :func:`~embedeval.consensus.consensus_labels`), each chunk
+    decided by the votes of its ``config.neighbourhood`` nearest chunks in the embedding space when
+    there are several clusterings (one clustering is the study's run as it is)."""
+    labellings = np.array([run.labels for run in runs])
+    vote = len(runs) > 1 and config.neighbourhood > 1
+    neighbours = nearest_cosines(vectors, vectors, config.neighbourhood)[1] if vote else None
+    labels = consensus_labels(labellings, config.hdbscan.min_cluster_size, neighbours)
+    weights = np.array([run.probabilities for run in runs])
+    return Consensus(labels, member_shares(labels, labellings), member_shares(labels, labellings, weights), labellings,
+                     matches(labels, labellings))
 
 
 def top_terms(texts: list[str], labels: np.ndarray, clusters: list[int], n: int = TOP_TERMS) -> dict[int, list[str]]:
@@ -249,49 +338,56 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
         vectors = model.embed(texts, kind="document")
         timings["embedding"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        reducer, reduced = fit_umap(vectors, config.umap, config.seed, progress=progress)
-        timings["umap"] = time.perf_counter() - clock
+        runs = cluster_runs(vectors, config, progress)
+        timings["clusterings"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        clusterer = fit_hdbscan(reduced, config.hdbscan, progress)
-        labels, probabilities = clusterer.labels_.astype(int), clusterer.probabilities_.astype(float)
-        timings["hdbscan"] = time.perf_counter() - clock
-        found = by_size(labels)
-        if not found:
-            raise InputError(f"every one of the {len(chunks)} chunks is noise to HDBSCAN: no theme found; try smaller "
-                             f"`hdbscan.min_cluster_size`/`hdbscan.min_samples` (now {config.hdbscan.min_cluster_size}/"
+        with step(f"consensus of {len(runs)} clustering{'s' if len(runs) > 1 else ''}", progress and len(runs) > 1):
+            themed = consensus_themes(runs, vectors, config)
+        labels, found, labellings = themed.labels, themed.matches, themed.labellings
+        timings["consensus"] = time.perf_counter() - clock
+        themes = int(labels.max()) + 1
+        if not themes:
+            raise InputError(f"no theme found in the {len(chunks)} chunks: every chunk is noise to HDBSCAN"
+                             + (f", or no cluster comes back in most of the {len(runs)} clusterings" if len(runs) > 1 else "")
+                             + f"; try smaller `hdbscan.min_cluster_size`/`hdbscan.min_samples` (now {config.hdbscan.min_cluster_size}/"
                              f"{config.hdbscan.min_samples}) or fewer `umap.components`",
                              "hdbscan.min_cluster_size", "hdbscan.min_samples", "umap.components")
         clock = time.perf_counter()
-        _, flat = fit_umap(reduced, UmapSettings(config.umap.neighbors, config.umap.min_dist, 2), config.seed,
-                           what="UMAP for the map", progress=progress)  # the 2-D map
+        _, flat = fit_umap(runs[0].reduced, UmapSettings(config.umap.neighbors, config.umap.min_dist, 2), config.seed,
+                           what="UMAP for the map", progress=progress)  # the 2-D map of the first clustering's space
         timings["map"] = time.perf_counter() - clock
-        # clusters renumbered by size, largest first: cluster 0 is the corpus's main theme
-        rank = {c: i for i, c in enumerate(found)}
-        labels = np.array([rank.get(c, NOISE) for c in labels])
         table = pd.DataFrame({"chunk_id": [c.id for c in chunks], "book": [c.book for c in chunks], "text": texts,
-                              "cluster": labels, "probability": probabilities, "x": flat[:, 0], "y": flat[:, 1]})
+                              "cluster": labels, "probability": themed.probability, "stability": themed.stability,
+                              "x": flat[:, 0], "y": flat[:, 1]})
         rows = []
-        with step(f"top terms and representatives of {len(found)} clusters", progress):
-            terms = top_terms(texts, labels, list(range(len(found))))
-            for c in range(len(found)):
+        with step(f"top terms and representatives of {themes} clusters", progress):
+            terms = top_terms(texts, labels, list(range(themes)))
+            theme_stability = themed.theme_stability
+            for c in range(themes):
                 members = np.flatnonzero(labels == c)
                 picks = representatives(vectors, members, config.representatives, config.mmr_lambda)
                 rows.append({"cluster": c, "size": int(members.size), "share": members.size / len(chunks),
-                             "representatives": ";".join(chunks[i].id for i in picks), "top_terms": ";".join(terms[c])})
-        clusters = pd.DataFrame(rows, columns=["cluster", "size", "share", "representatives", "top_terms"])
+                             "representatives": ";".join(chunks[i].id for i in picks), "top_terms": ";".join(terms[c]),
+                             "stability": float(theme_stability[c])})
+        clusters = pd.DataFrame(rows, columns=["cluster", "size", "share", "representatives", "top_terms", "stability"])
         with atomic_path(out / "umap.joblib") as tmp:
-            joblib.dump(reducer, tmp)
+            joblib.dump(runs[0].reducer, tmp)
         with atomic_path(out / "hdbscan.joblib") as tmp:
-            joblib.dump(clusterer, tmp)
+            joblib.dump([run.clusterer for run in runs], tmp)
+        with atomic_path(out / RUNS_FILE) as tmp:
+            with open(tmp, "wb") as handle:
+                np.savez(handle, reduced=np.array([run.reduced for run in runs]), labels=labellings, matches=found)
         write_table(table, out / "chunks.parquet")
         write_table(clusters, out / "clusters.csv")
         with step("the map and report.md", progress):
             check_subfolder(out / FIGURES)  # again, while the folder is held
-            map_figure(table, out / FIGURES / "map.png", terms=terms)
+            map_figure(table, out / FIGURES / "map.png", terms=terms,
+                       stability=dict(enumerate(theme_stability.tolist())) if len(runs) > 1 else None)
             write_text_atomic(out / "report.md", themes_report(config, table, clusters))
         manifest = {"settings": config.model_settings(), "representatives": config.representatives,
-                    "mmr_lambda": config.mmr_lambda, "embedder_fingerprint": model.fingerprint, "packages": package_versions(MODEL_PACKAGES, python=False),
-                    "cluster_order": [int(c) for c in found], "timings": timings}
+                    "mmr_lambda": config.mmr_lambda, "embedder_fingerprint": model.fingerprint,
+                    "packages": package_versions(MODEL_PACKAGES, python=False),
+                    "run_seeds": [run.seed for run in runs], "float_noise": FLOAT_NOISE, "timings": timings}
         write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=2))  # last: a run without it is unfinished
     return ThemesResult(config, table, clusters, Path(config.out), timings)
 
@@ -437,16 +533,38 @@ def themes_chunks(out: str | Path):
     return chunks, {"corpus": settings["corpus"], "chunker": settings["chunker"], "seed": settings.get("chunk_seed", settings["seed"])}
 
 
-def load_themes(out: str | Path):
-    """(manifest, UMAP, HDBSCAN) of a themes run directory, refused with one line if it is missing
-    or unfinished, or if the installed packages differ from those that fitted the models."""
+def load_themes(out: str | Path) -> tuple[dict, object, list, dict[str, np.ndarray]]:
+    """(manifest, UMAP, HDBSCANs, clusterings) of a themes run directory: the first clustering's
+    fitted UMAP, each clustering's fitted HDBSCAN, and :data:`RUNS_FILE`'s arrays (``reduced``,
+    ``labels``, ``matches``). Refused with one line if the folder is missing or unfinished, was
+    written before themes were a consensus, or if the installed packages differ from those that
+    fitted the models."""
     folder = Path(out)
     manifest = read_manifest(folder)
     changed = {k: (v, now) for k, v in manifest["packages"].items() if (now := package_version(k)) != v}
     if changed:
         name, (then, now) = next(iter(changed.items()))
         raise InputError(f"{folder} was fitted with {name} {then}, {now} is installed now; run embedeval themes again")
-    return manifest, _fitted(folder / "umap.joblib"), _fitted(folder / "hdbscan.joblib")
+    clusterers = _fitted(folder / "hdbscan.joblib")
+    if "run_seeds" not in manifest or not isinstance(clusterers, list):
+        raise InputError(f"{folder} was written before themes were a consensus of several clusterings: run embedeval themes again")
+    arrays = _clusterings(folder / RUNS_FILE)
+    if not len(clusterers) == len(arrays["reduced"]) == len(arrays["labels"]) == len(arrays["matches"]) == len(manifest["run_seeds"]):
+        raise InputError(f"{folder}'s {RUNS_FILE}, hdbscan.joblib and {MANIFEST} disagree on the number of clusterings "
+                         "(files of different runs): run embedeval themes again")
+    return manifest, _fitted(folder / "umap.joblib"), clusterers, arrays
+
+
+def _clusterings(path: Path) -> dict[str, np.ndarray]:
+    """:data:`RUNS_FILE`'s arrays; a missing or damaged file is one :class:`~embedeval.errors.InputError`."""
+    if not path.is_file():
+        raise InputError(f"{path} is missing: run embedeval themes again")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {name: data[name] for name in ("reduced", "labels", "matches")}
+    except Exception as exc:  # a damaged archive raises zipfile, OS or key errors
+        raise InputError(f"{path} does not load ({type(exc).__name__}; the file was edited or damaged): "
+                         "run embedeval themes again") from None
 
 
 def _fitted(path: Path):
@@ -463,10 +581,13 @@ def _fitted(path: Path):
                          "run embedeval themes again") from None
 
 
-def place(reducer, vectors: np.ndarray, corpus: np.ndarray) -> np.ndarray:
-    """Where new vectors sit in a fitted UMAP's space. ``corpus``: the vectors UMAP was fitted on
-    (row i at ``reducer.embedding_[i]``). A vector equal to a corpus chunk's (cosine >= 1 - 1e-6)
-    lands exactly on that chunk's position (on one of them for a text the corpus holds twice); any
+def placement(reducer, vectors: np.ndarray, corpus: np.ndarray):
+    """How new vectors are placed in a fitted UMAP's space, as a function of the corpus's positions:
+    ``positions -> (m, d)`` for any (n, d) layout of the corpus (the first clustering's UMAP
+    finds the neighbours and their weights once; every clustering of the consensus places the
+    texts on its own layout with them). ``corpus``: the vectors UMAP was fitted on (row i at
+    ``reducer.embedding_[i]``). A vector equal to a corpus chunk's (cosine >= 1 - 1e-6) lands
+    exactly on that chunk's position (on one of them for a text the corpus holds twice); any
     other at the weighted mean of its nearest corpus chunks' positions, the weights those of UMAP's
     fuzzy neighbour graph (``transform_mode="graph"``, each row normalised to sum 1):
 
@@ -486,14 +607,23 @@ def place(reducer, vectors: np.ndarray, corpus: np.ndarray) -> np.ndarray:
     mode = reducer.transform_mode
     reducer.transform_mode = "graph"
     try:
-        graph = reducer.transform(vectors)
+        graph = normalize(reducer.transform(vectors), norm="l1")
     finally:
         reducer.transform_mode = mode
-    placed = np.asarray(normalize(graph, norm="l1") @ reducer.embedding_)
     best, row = (a[:, 0] for a in nearest_cosines(vectors, corpus, 1))
     same = best >= 1 - COSINE_RESOLUTION
-    placed[same] = reducer.embedding_[row[same]]
-    return placed
+
+    def positions(layout: np.ndarray) -> np.ndarray:
+        placed = np.asarray(graph @ layout)
+        placed[same] = layout[row[same]]
+        return placed
+
+    return positions
+
+
+def place(reducer, vectors: np.ndarray, corpus: np.ndarray) -> np.ndarray:
+    """Where new vectors sit in a fitted UMAP's own space (:func:`placement` on ``reducer.embedding_``)."""
+    return placement(reducer, vectors, corpus)(reducer.embedding_)
 
 
 def theme_distances(vectors: np.ndarray, corpus: np.ndarray, labels: np.ndarray, target: int, k: int) -> pd.DataFrame:
@@ -539,10 +669,13 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | str | N
                      min_outside_percentile: float = DEFAULT_MIN_OUTSIDE_PERCENTILE, cache_dir=None,
                      progress: bool = False, embedder: str | None = None) -> pd.DataFrame:
     """``rows`` (with a ``needle`` column, and optionally ``target_cluster``: each needle's own
-    target theme, empty for the default) plus ``predicted_cluster``, ``probability`` (HDBSCAN's
-    approximate-prediction strength of the needle placed by :func:`place`), ``target_cluster``
-    (the row's own, else ``cluster``, default 0: the largest), ``target_probability`` (the
-    probability when predicted into the target, else 0), the distance test in the embedding space
+    target theme, empty for the default) plus ``predicted_cluster`` (the theme of the highest
+    probability, -1 when every clustering calls the needle noise) and its ``probability`` (per
+    theme, :func:`theme_probabilities`: HDBSCAN's approximate-prediction strength of the needle
+    placed by :func:`placement`, averaged over the consensus's clusterings, 0 in those that put
+    it elsewhere), ``target_cluster`` (the row's own, else ``cluster``, default 0: the largest),
+    ``target_probability`` (the probability in the target) and ``target_stability`` (the share of
+    the clusterings that predict it into the target), the distance test in the embedding space
     (:func:`theme_distances`, k = the run's UMAP n_neighbors): ``neighbour_similarity``,
     ``outside_percentile``, ``inside_percentile``, and ``blends_in``:
 
@@ -560,14 +693,11 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | str | N
 
     ``cluster`` and each row's ``target_cluster`` name a theme by its number or by a term of its top
     terms (:func:`resolve_theme`: ``6`` or ``"writing"``); the table holds the numbers."""
-    import hdbscan
-
     options.THRESHOLD.check(threshold)
     options.MIN_OUTSIDE_PERCENTILE.check(min_outside_percentile)
     if embedder is not None and (made_with := read_manifest(out)["settings"]["embedder"]) != embedder:
         raise InputError(f"{out} was made with {made_with}, not {embedder}: its themes live in that model's space")
-    manifest, reducer, clusterer = load_themes(out)
-    order = manifest["cluster_order"]
+    manifest, reducer, clusterers, clusterings = load_themes(out)
     top_terms = theme_top_terms(out)
     default = 0 if cluster is None else resolve_theme(cluster, top_terms, out, "cluster")
     targets = _row_targets(rows, default, top_terms, out)
@@ -578,15 +708,16 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | str | N
     chunks = read_table(Path(out) / "chunks.parquet", ["text", "cluster"])
     corpus = model.embed(chunks["text"].tolist(), kind="document")  # from the cache: the vectors UMAP was fitted on
     vectors = model.embed(rows["needle"].tolist(), kind="document")
-    raw, strengths = hdbscan.approximate_predict(clusterer, place(reducer, vectors, corpus))
-    rank = {c: i for i, c in enumerate(order)}
-    predicted = np.array([rank.get(int(c), NOISE) for c in raw])
+    probabilities, shares = theme_probabilities(placement(reducer, vectors, corpus), clusterers, clusterings, len(top_terms))
+    predicted = np.where(probabilities.max(axis=1, initial=0.0) > 0, probabilities.argmax(axis=1), NOISE)
+    on = np.arange(len(rows))
     labels, k = chunks["cluster"].to_numpy(), manifest["settings"]["umap"]["neighbors"]
     table = rows.copy()
     table["predicted_cluster"] = predicted
-    table["probability"] = strengths.astype(float)
+    table["probability"] = np.where(predicted != NOISE, probabilities[on, np.maximum(predicted, 0)], 0.0)
     table["target_cluster"] = targets
-    table["target_probability"] = np.where(predicted == targets, table["probability"], 0.0)
+    table["target_probability"] = probabilities[on, targets]
+    table["target_stability"] = shares[on, targets]
     distances = _distances_to(targets, vectors, corpus, labels, k)
     for column in distances:
         table[column] = distances[column].to_numpy()
@@ -594,10 +725,35 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | str | N
     best, _ = nearest_theme(vectors, corpus, labels, k)
     best_distances = _distances_to(best, vectors, corpus, labels, k)
     table["best_cluster"] = best
-    table["best_probability"] = np.where(predicted == best, table["probability"], 0.0)
+    table["best_probability"] = probabilities[on, best]
     table["best_neighbour_similarity"] = best_distances["neighbour_similarity"].to_numpy()
     table["best_outside_percentile"] = best_distances["outside_percentile"].to_numpy()
     return table
+
+
+def theme_probabilities(positions, clusterers: list, clusterings: dict[str, np.ndarray], themes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each placed text's probability and share of clusterings per consensus theme, (m, T) each.
+    Clustering r places the texts on its layout (``positions(clusterings["reduced"][r])``,
+    :func:`placement`), HDBSCAN's ``approximate_predict`` gives each a cluster c_r and a strength
+    s_r, and c_r's theme is the consensus theme it matches (:func:`~embedeval.consensus.matches`;
+    none for noise or an unmatched cluster):
+
+        probability[t] = (1 / R) * sum_r s_r * [theme(c_r) = t]      share[t] = (1 / R) * sum_r [theme(c_r) = t]
+
+    With one clustering these are HDBSCAN's own prediction and strength."""
+    import hdbscan
+
+    count = len(clusterers)
+    probability = share = None
+    for r, clusterer in enumerate(clusterers):
+        raw, strengths = hdbscan.approximate_predict(clusterer, positions(clusterings["reduced"][r]))
+        theme = run_cluster_themes(clusterings["matches"][r], raw)
+        if probability is None:
+            probability, share = np.zeros((len(raw), themes)), np.zeros((len(raw), themes))
+        hit = np.flatnonzero(theme != NOISE)
+        probability[hit, theme[hit]] += strengths[hit] / count
+        share[hit, theme[hit]] += 1 / count
+    return probability, share
 
 
 def _row_targets(rows: pd.DataFrame, default: int, top_terms: dict[int, tuple[str, ...]], out) -> np.ndarray:

@@ -40,18 +40,21 @@ def cluster_colours(sizes: Mapping[int, int], palette: str = DEFAULT_MAP_PALETTE
     return {**assigned, **({NOISE: NOISE_COLOUR} if NOISE in sizes else {})}
 
 
-def legend_label(cluster: int, size: int, terms: Sequence[str] = ()) -> str:
-    """A coloured cluster's legend entry: its number, its size and its first :data:`LEGEND_TERMS`
-    top terms (``"6: 89 chunks - essay, essays, write"``)."""
+def legend_label(cluster: int, size: int, terms: Sequence[str] = (), stability: float | None = None) -> str:
+    """A coloured cluster's legend entry: its number, its size, its stability (the share of the
+    clusterings it comes back in, when there were several) and its first :data:`LEGEND_TERMS` top
+    terms (``"6: 89 chunks, in 100% of runs - essay, essays, write"``)."""
     named = ", ".join(terms[:LEGEND_TERMS])
-    return f"{cluster}: {size:,} chunks" + (f" - {named}" if named else "")
+    stable = f", in {stability:.0%} of runs" if stability is not None else ""
+    return f"{cluster}: {size:,} chunks{stable}" + (f" - {named}" if named else "")
 
 
-def draw_map(ax, table: pd.DataFrame, palette: str = DEFAULT_MAP_PALETTE, terms: Mapping[int, Sequence[str]] | None = None) -> None:
+def draw_map(ax, table: pd.DataFrame, palette: str = DEFAULT_MAP_PALETTE, terms: Mapping[int, Sequence[str]] | None = None,
+             stability: Mapping[int, float] | None = None) -> None:
     """The chunks (``x``, ``y``, ``cluster``) on ``ax``: noise and the uncoloured clusters first, in
     their greys, then each coloured cluster (:func:`cluster_colours`), numbered beside its median
-    and named in the legend with its size and top terms (``terms``: {cluster: its top terms},
-    :func:`legend_label`)."""
+    and named in the legend with its size, stability and top terms (``terms``: {cluster: its top
+    terms}, ``stability``: {cluster: the share of clusterings it comes back in}, :func:`legend_label`)."""
     sizes = table["cluster"].value_counts().to_dict()
     colours = cluster_colours(sizes, palette)
     coloured = sorted((c for c, colour in colours.items() if colour not in (OTHER_COLOUR, NOISE_COLOUR)),
@@ -65,17 +68,17 @@ def draw_map(ax, table: pd.DataFrame, palette: str = DEFAULT_MAP_PALETTE, terms:
                    label=f"{others['cluster'].nunique()} smaller clusters ({len(others):,} chunks)")
     for c in coloured:
         group = table[table["cluster"] == c]
-        ax.scatter(group["x"], group["y"], s=8, color=colours[c], label=legend_label(c, sizes[c], (terms or {}).get(c, ())))
+        ax.scatter(group["x"], group["y"], s=8, color=colours[c], label=legend_label(c, sizes[c], (terms or {}).get(c, ()), (stability or {}).get(c)))
         ax.annotate(str(c), (group["x"].median(), group["y"].median()), xytext=(6, 6), textcoords="offset points", fontsize=8,
                     weight="bold", ha="left", va="bottom", bbox={"boxstyle": "round", "fc": "white", "ec": colours[c], "alpha": 0.8})
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, markerscale=3, frameon=False)
-    ax.set_title("corpus themes: chunks by UMAP, the largest HDBSCAN clusters coloured (0 = largest)")
+    ax.set_title("corpus themes: chunks by UMAP, the largest themes coloured (0 = largest)")
     ax.set_xticks([])
     ax.set_yticks([])
 
 
 def map_figure(table: pd.DataFrame, path: Path, palette: str = DEFAULT_MAP_PALETTE,
-               terms: Mapping[int, Sequence[str]] | None = None) -> None:
+               terms: Mapping[int, Sequence[str]] | None = None, stability: Mapping[int, float] | None = None) -> None:
     """``path``: the PNG of :func:`draw_map`."""
     import matplotlib
 
@@ -83,14 +86,25 @@ def map_figure(table: pd.DataFrame, path: Path, palette: str = DEFAULT_MAP_PALET
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9.5, 6.5))
-    draw_map(ax, table, palette, terms)
+    draw_map(ax, table, palette, terms, stability)
     path.parent.mkdir(parents=True, exist_ok=True)
     save_figure(fig, path)
 
 
+def consensus_words(runs: int, neighbourhood: int) -> str:
+    """How the themes were found, in a sentence: the study's single clustering, or the consensus of
+    ``runs`` with each chunk decided by its ``neighbourhood`` (embedeval.consensus)."""
+    if runs == 1:
+        return "One clustering (the study's recipe, `--runs 1`)."
+    voted = f", each chunk decided by the votes of its {neighbourhood} nearest chunks" if neighbourhood > 1 else ""
+    return (f"The themes are the consensus of {runs} clusterings (UMAP seeds, the first the one above, and the vectors "
+            f"perturbed at float-noise level): the groups of chunks together in most of them{voted}, kept when they come "
+            "back in at least half.")
+
+
 def themes_report(config, table: pd.DataFrame, clusters: pd.DataFrame, shown: int = 5) -> str:
     """report.md of a themes run (``config``: its :class:`~embedeval.experiments.themes.ThemesConfig`):
-    settings, noise share, and the largest clusters with their representatives."""
+    settings, noise share, and the largest clusters with their stability and representatives."""
     noise = float((table["cluster"] == NOISE).mean())
     text_of = dict(zip(table["chunk_id"], table["text"]))
     lines = ["# Corpus themes", "",
@@ -98,11 +112,11 @@ def themes_report(config, table: pd.DataFrame, clusters: pd.DataFrame, shown: in
              f"embedded by `{config.embedder}`; "
              f"UMAP (n_neighbors {config.umap.neighbors}, min_dist {config.umap.min_dist}, n_components "
              f"{config.umap.components}, cosine, random_state {config.seed}); HDBSCAN (min_cluster_size "
-             f"{config.hdbscan.min_cluster_size}, min_samples {config.hdbscan.min_samples}). {len(clusters)} clusters; "
-             f"noise (cluster -1): {noise:.1%} of the chunks.", "",
+             f"{config.hdbscan.min_cluster_size}, min_samples {config.hdbscan.min_samples}). " + consensus_words(config.runs, config.neighbourhood)
+             + f" {len(clusters)} clusters; noise (cluster -1): {noise:.1%} of the chunks.", "",
              "![map](figures/map.png)", ""]
     for row in clusters.head(shown).itertuples():
-        lines += [f"## Cluster {row.cluster}: {row.size} chunks ({row.share:.1%})", "",
+        lines += [f"## Cluster {row.cluster}: {row.size} chunks ({row.share:.1%}), in {row.stability:.0%} of the clusterings", "",
                   f"Top terms: {row.top_terms.replace(';', ', ') or '–'}", "",
                   f"Representatives (MMR, lambda {config.mmr_lambda}, in pick order):", ""]
         lines += [f"{i}. {text_of[chunk_id]}" for i, chunk_id in enumerate(row.representatives.split(";"), start=1)]
