@@ -114,7 +114,7 @@ def test_04_themes(tmp_path):
                 for g in topics for text in g["needles"].values()]
     drafts.write_text(json.dumps({"replies": [{"groups": [g]} for g in topics] * 3, "verdicts": verdicts}), encoding="utf-8")
     out = tmp_path / "nb4"
-    notebook = run_notebook("04_themes.ipynb", {"CORPUS": f"dir:{corpus}", "MIN_BOOKS": 3, "UMAP_COMPONENTS": 5,
+    notebook = run_notebook("04_themes.ipynb", {"CORPUS": f"dir:{corpus}", "MIN_BOOKS": 3, "UMAP_COMPONENTS": 5, "RUNS": 3,
                                                 "REPRESENTATIVES": 5, "OUT": str(out), "DRAFTS": str(drafts),
                                                 "DRAFT_THEMES": None, "PER_THEME": 1, "LENGTHS": [128, 256], "DEPTHS": 2,
                                                 "NEGATIVES": 4})

@@ -45,7 +45,8 @@ def themes_run(tmp_path_factory):
         (books / f"{topic}.txt").write_text(" ".join(sentences(topic, 150, rng)) + "\n", encoding="utf-8")
     out = tmp_path_factory.mktemp("draft-themes") / "run"
     with own_cache(tmp_path_factory):
-        result = CliRunner().invoke(app, ["themes", "--corpus", f"dir:{books}", *SMALL, "--out", str(out), "-q"])
+        # 3 clusterings, not 9: these tests are about drafting (tests/experiments/test_themes.py runs the default)
+        result = CliRunner().invoke(app, ["themes", "--corpus", f"dir:{books}", *SMALL, "--runs", "3", "--out", str(out), "-q"])
     assert result.exit_code == 0, result.output
     return out
 
