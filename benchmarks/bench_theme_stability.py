@@ -16,6 +16,9 @@ consensus took (on all cores, as ``themes`` runs them).
 
     PYTHONPATH=. python benchmarks/bench_theme_stability.py                          # pg-essays, --runs 1,9
     PYTHONPATH=. python benchmarks/bench_theme_stability.py --corpus dir:BOOKS --min-books 5 --other-seed
+
+What docs/themes.md shows of it is committed in docs/assets/benchmarks/bench_theme_stability*.txt
+(the command line, then what it printed); tests/test_docs.py checks the page against them.
 """
 
 from __future__ import annotations

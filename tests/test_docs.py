@@ -86,6 +86,7 @@ def test_the_themes_examples_printed_outputs_are_written_by_the_script_that_reru
     opened = re.findall(r"<!-- example:(\S+) -->", page)
     assert opened == list(script.BLOCKS) == re.findall(r"<!-- /example:(\S+) -->", page)
     blocks = dict(re.findall(r"<!-- example:(\S+) -->\n(.*?)\n<!-- /example:\1 -->", page, flags=re.S))
+    assert list(blocks) == list(script.BLOCKS)  # every block filled
     assert all(text.strip() and text.strip() != "(generated)" for text in blocks.values()), blocks
     outside = re.sub(r"<!-- example:(\S+) -->.*?<!-- /example:\1 -->", "", example, flags=re.S)
     assert "```text" not in outside  # no hand-copied output
@@ -233,3 +234,22 @@ def test_the_estimator_benchmarks_output_file_is_what_the_docs_script_reads(tmp_
     committed = script.EstimatorTable.read()
     assert committed.within_one_step("library", 48) == "90%" and committed.within_one_step("library", 24) == "82%"
     assert committed.seconds() == 223 and len(committed.table()) == 11
+
+
+def test_the_themes_stability_numbers_are_the_benchmarks_committed_output():
+    """Issue 54, part 2: docs/themes.md's "Determinism" shows what benchmarks/bench_theme_stability.py
+    printed, as committed in docs/assets/benchmarks/ (the command line, then its output), and every
+    ARI-like number its prose quotes (0.xxx) is one those outputs print."""
+    page = (REPO_ROOT / "docs" / "themes.md").read_text(encoding="utf-8")
+    section = page[page.index("## Determinism"):page.index("## Time")]
+    outputs = sorted((REPO_ROOT / "docs" / "assets" / "benchmarks").glob("bench_theme_stability*.txt"))
+    assert outputs
+    printed = ""
+    for path in outputs:
+        text = path.read_text(encoding="utf-8").rstrip("\n")
+        assert text.startswith("$ PYTHONPATH=. python benchmarks/bench_theme_stability.py")
+        assert f"```text\n{text}\n```" in section, path.name
+        printed += text
+    prose = re.sub(r"```text\n.*?```", "", section, flags=re.S)
+    quoted = set(re.findall(r"(?<![\d.])0\.\d{3}(?!\d)", prose))
+    assert quoted and quoted <= set(re.findall(r"0\.\d{3}", printed)), sorted(quoted - set(re.findall(r"0\.\d{3}", printed)))
