@@ -23,6 +23,7 @@ from embedeval.experiments.judging import parse_verdict
 from embedeval.io import output_file_lock
 from embedeval.llm import ChatLLM, ChatReply, answer_json
 from embedeval.needles import load_needle_set
+from fakes import without_said_first
 from test_draft import GOOD, KEY, OFF_TOPIC, REDRAFT, SAILING, chat, draft, group, prompts_sent, term_of, theme_of, themes_run  # noqa: F401
 
 #: Every test here needs a themes run (chunks embedded, UMAP and HDBSCAN): the slow tier.
@@ -33,8 +34,9 @@ UNWRITABLE = "/sys/embedeval-test"
 
 
 def one_line(result) -> str:
-    """The one error line of a refused command (a --force note that it replaces a file set aside)."""
-    lines = [line for line in result.output.splitlines() if line.strip() and not
+    """The one error line of a refused command (a --force note that it replaces a file, and what it
+    said it embeds first when the error came from the chat model or the judge, set aside)."""
+    lines = [line for line in without_said_first(result.output) if not
              (line.startswith("note: replacing ") and line.endswith(", which embedeval did not write (--force)"))]
     assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), result.output
     return lines[0]
