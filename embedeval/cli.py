@@ -140,7 +140,9 @@ def main_options(
     force: Annotated[
         bool, typer.Option("--force", help="Replace an existing output file that embedeval did not write (or that was "
                            "changed since), saying so in one note per file; without it such a file is never replaced. "
-                           "Give it before the command: embedeval --force COMMAND ...")
+                           "Give it before the command: embedeval --force COMMAND ... (embedeval knows the files it wrote "
+                           "by a record in its cache folder, outputs/, named by each file's path: nothing is written beside "
+                           "them; a run folder keeps its own record inside it)")
     ] = False,
 ) -> None:
     """Evaluate embedding models for retrieval over long contexts."""

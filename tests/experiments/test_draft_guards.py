@@ -23,6 +23,7 @@ from embedeval.experiments.judging import parse_verdict
 from embedeval.io import output_file_lock
 from embedeval.llm import ChatLLM, ChatReply, answer_json
 from embedeval.needles import load_needle_set
+from embedeval.ownership import written_by_embedeval
 from fakes import without_said_first
 from test_draft import GOOD, KEY, OFF_TOPIC, REDRAFT, SAILING, chat, draft, group, prompts_sent, term_of, theme_of, themes_run  # noqa: F401
 
@@ -266,8 +267,9 @@ def test_a_second_draft_into_the_same_out_is_refused_with_one_line_while_the_fir
     worker.join(120)
     assert [g["character"] for g in first["result"].needle_set["groups"]] == ["Yuki"]
     assert [g.character for g in load_needle_set(out).groups] == ["Yuki"]
-    # the lock is gone with its draft; the markers that say embedeval wrote both files stay
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".n.json.embedeval", ".n.rejected.csv.embedeval", "n.json", "n.rejected.csv"]
+    # the lock is gone with its draft, and the records that say embedeval wrote both files are kept in the cache folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["n.json", "n.rejected.csv"]
+    assert written_by_embedeval(out) and written_by_embedeval(tmp_path / "n.rejected.csv")
 
     with output_file_lock(out):  # held by another process as by this one: flock
         line = one_line(draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", "2"))
