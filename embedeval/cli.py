@@ -139,7 +139,9 @@ def main_options(
     force: Annotated[
         bool, typer.Option("--force", help="Replace an existing output file that embedeval did not write (or that was "
                            "changed since), saying so in one note per file; without it such a file is never replaced. "
-                           "Give it before the command: embedeval --force COMMAND ...")
+                           "Give it before the command: embedeval --force COMMAND ... (embedeval knows the files it wrote "
+                           "by a record in its cache folder, outputs/, named by each file's path: nothing is written beside "
+                           "them; a run folder keeps its own record inside it)")
     ] = False,
 ) -> None:
     """Evaluate embedding models for retrieval over long contexts."""
@@ -323,7 +325,7 @@ def needles_draft(
     embedder: as_typer(EMBEDDER, cli_type=Optional[str], help="Embedder of the needle-question similarity recorded for every needle (default: the themes run's).") = None,
     nq_band: Annotated[Optional[str], typer.Option("--nq-band", help="LO,HI: keep only groups whose one-hop and inverted needles' needle-question similarity lies in [LO, HI] (Context Rot's needles: 0.445-0.775; default: no band).")] = None,
     temperature: as_typer(TEMPERATURE) = TEMPERATURE.cli_default,
-    plan: as_typer(PLAN, help="Print the chat requests and tokens the draft would send, and stop: nothing is sent or written.") = PLAN.cli_default,
+    plan: as_typer(PLAN, help="Print the chat requests and tokens the draft would send and what it would embed first (the themes run's chunks), and stop: nothing is sent or written.") = PLAN.cli_default,
     judge: Annotated[Optional[str], typer.Option("--judge", help="A chat model, named as --llm names one (it may be the same), asked per one-hop and inverted needle whether the needle alone lets a careful reader answer the question with the character; a needle it says does not answer is rejected with its reason, and its verdicts are recorded. Default: no judge, and then no check tests whether a needle answers its question.")] = None,
     max_cost: as_typer(MAX_COST, help="Refuse to start when the draft could cost more than this many USD, and stop before any request that could take it past this while it runs (needs --chat-price).") = MAX_COST.cli_default,
     chat_price: Annotated[Optional[str], typer.Option("--chat-price", metavar="<float>", help="The chat model's price in USD per million tokens (sent and received), for --plan and --max-cost.")] = None,
@@ -336,10 +338,12 @@ def needles_draft(
     --nq-band if given, not a near-duplicate, and with --judge, said by the judge to answer its question.
     Without --judge no check tests whether a needle answers its question (the needle set's description
     says so). Rejected drafts are sent back with their reasons."""
-    from embedeval.experiments.drafting import DraftConfig, check_draft_cost, format_draft_plan, plan_draft, run_draft
+    from embedeval.experiments.drafting import (
+        EMBEDDED_FIRST, DraftConfig, check_draft_cost, format_draft_plan, plan_draft, plan_draft_embedding, run_draft,
+    )
     from embedeval.experiments.judging import JUDGE_TEMPERATURE
     from embedeval.llm import ChatLLM, parse_chat_spec
-    from embedeval.plan import parse_ceiling, parse_price
+    from embedeval.plan import forecast_line, parse_ceiling, parse_price
 
     check_output_file(out, (".json",))
     band = None
@@ -364,12 +368,18 @@ def needles_draft(
         if plan:
             typer.echo(format_draft_plan(draft_plan))
         check_draft_cost(draft_plan, ceiling)
-        if plan:
-            return
+
+    def say_first(plans: list, err: bool = True) -> None:  # what the draft embeds first: part of the plan, else said before it embeds
+        for line in plans:
+            typer.echo(forecast_line(line, EMBEDDED_FIRST), err=err)
+
+    if plan:
+        say_first(plan_draft_embedding(config, cache_dir, calibrate=False), err=False)
+        return
     chat = ChatLLM(llm, temperature=temperature)  # a bad spec or a missing key: one line before any work
     judge_llm = ChatLLM(judge, temperature=JUDGE_TEMPERATURE) if judge else None
     result = run_draft(config, chat, progress=not quiet, cache_dir=cache_dir, judge=judge_llm, max_cost=ceiling,
-                       chat_price=chat_price, judge_price=judge_price)
+                       chat_price=chat_price, judge_price=judge_price, say_first=say_first)
     for theme, kept in result.accepted.items():
         typer.echo(f"theme {theme}: {kept} of {per_theme} groups accepted, {result.rejected_now[theme]} draft(s) rejected")
     count = len(result.needle_set["groups"])
@@ -491,27 +501,36 @@ def report(
 
 
 @app.command("export")
+@with_option_groups
 def export(
     run_dir: Annotated[Path, typer.Argument(help="A finished run directory (embedeval nolima --out).")],
     format: Annotated[str, typer.Option("--format", help="mteb (MTEB result files under --out, a folder) or prompts (an LLM prompt set with similarity covariates, --out .csv or .parquet).")],
     out: Annotated[Path, typer.Option("--out", help="A folder for mteb (new, empty, or one exported into before); a .csv or .parquet file for prompts (new, or a prompt set written before). Anything else is refused.")],
     template: Annotated[Optional[Path], typer.Option("--template", help="prompts: a text file with {haystack} and {question} (default: NoLiMa's task template).")] = None,
     cache_dir: CacheDir = CACHE_DIR.cli_default,
+    plan: PlanOptions = PlanOptions(),
     quiet: Quiet = QUIET.cli_default,
 ) -> None:
     """Hand a run on: MTEB result files (one TaskResult per strategy and query form, a split per length) or an
-    LLM prompt set in Context Rot's columns with needle-question and needle-haystack similarity beside each prompt."""
-    from embedeval.export import FORMATS, export_mteb, export_prompts
+    LLM prompt set in Context Rot's columns with needle-question and needle-haystack similarity beside each prompt.
+
+    A prompt set's covariates embed the run's corpus chunks: it says first how many (`--plan`: what they would cost, and stop)."""
+    from embedeval.export import FORMATS, PromptSet, export_mteb
 
     if format not in FORMATS:
         raise InputError(f"unknown export format {format!r}; use one of {', '.join(FORMATS)}")
     if format == "mteb":
         if template is not None:
             raise InputError("--template goes with --format prompts")
+        if plan.given:
+            raise InputError(f"{plan.given[0]} goes with --format prompts (an MTEB export embeds nothing)")
         written = export_mteb(run_dir, out)
         typer.echo(f"wrote {len(written)} MTEB result file(s) under {out}")
         return
-    table = export_prompts(run_dir, out, template, cache_dir=cache_dir, progress=not quiet)
+    prompts = PromptSet.read(run_dir, out, template)
+    if plan.settle(prompts.plan(cache_dir, plan.prices, calibrate=plan.plan, progress=not quiet)):
+        return
+    table = prompts.write(cache_dir, progress=not quiet)
     typer.echo(f"wrote {len(table)} prompts to {out}")
 
 
@@ -644,13 +663,15 @@ def similarity_absence(
     chroma_url: ChromaUrlOpt = None,
     themes: Annotated[Optional[Path], typer.Option("--themes", help="Search the chunks of this embedeval themes run directory instead of cutting --corpus again.")] = None,
     cache_dir: CacheDir = CACHE_DIR.cli_default,
+    plan: PlanOptions = PlanOptions(),
     quiet: Quiet = QUIET.cli_default,
 ) -> None:
     """Each distinct question's top-k corpus chunks (chromadb), flagging those that contain its keyword.
 
     A question shared by several needles is listed once, with the group or pair ids that ask it."""
-    from embedeval.embedders.registry import load_embedder
+    from embedeval.embedders.registry import load_embedder, select_embedders
     from embedeval.experiments.context_rot import answer_absence
+    from embedeval.plan import plan_work
 
     check_output_file(out, TABLE_SUFFIXES)
     if chroma_url and chroma_path:
@@ -663,6 +684,10 @@ def similarity_absence(
         chunks, origin = themes_chunks(themes)
     else:
         chunks, origin = chunking.chunks(progress=not quiet), chunking.origin  # before the model: a corpus mistake is reported at once
+    select_embedders([embedder], keys=plan.run_follows)  # a model that cannot run here: one line, before its plan
+    if plan.settle(plan_work([embedder], lambda models: answer_absence(source, chunks, models[0], top=top_k, index="faiss"), cache_dir,
+                             plan.prices, calibrate=plan.plan, progress=not quiet)):  # a plan's stand-in vectors stay out of chroma
+        return
     model = load_embedder(embedder, cache_dir=cache_dir, progress=not quiet)
     table = answer_absence(source, chunks, model, top=top_k, path=chroma_path, chroma_url=chroma_url, chunk_origin=origin)
     _write_similarity_table(table, out)
@@ -691,14 +716,18 @@ def themes(
     needles against them."""
     if ctx.invoked_subcommand is not None:
         return
-    from embedeval.experiments.themes import plan_themes, run_themes
+    from embedeval.experiments.themes import check_themes_out, cut_corpus, plan_themes, run_themes
 
     if out is None:
         raise InputError("--out is required: the run directory for the themes")
     config = settings.config(out)
-    if plan.wanted and plan.settle(plan_themes(config, cache_dir, plan.prices, calibrate=plan.plan, progress=not quiet)):
+    config.validate()
+    if plan.run_follows:
+        check_themes_out(config)  # before the corpus is read
+    chunks = cut_corpus(config, progress=not quiet)
+    if plan.settle(plan_themes(config, cache_dir, plan.prices, calibrate=plan.plan, progress=not quiet, chunks=chunks)):
         return
-    result = run_themes(config, progress=not quiet, cache_dir=cache_dir)
+    result = run_themes(config, progress=not quiet, cache_dir=cache_dir, chunks=chunks)
     clusters, chunks = result.clusters, result.chunks
     every = f" ({int((clusters['stability'] == 1).sum())} of them in all {config.runs} clusterings)" if config.runs > 1 else ""
     typer.echo(f"{len(chunks)} chunks, {len(clusters)} clusters{every}, noise {(chunks['cluster'] == -1).mean():.1%}; "
@@ -720,6 +749,7 @@ def themes_membership(
     min_outside_percentile: as_typer(MIN_OUTSIDE_PERCENTILE) = MIN_OUTSIDE_PERCENTILE.cli_default,
     embedder: as_typer(EMBEDDER, cli_type=Optional[str], help="Must be the run's embedder if given (the default is the run's).") = None,
     cache_dir: CacheDir = CACHE_DIR.cli_default,
+    plan: PlanOptions = PlanOptions(),
     quiet: Quiet = QUIET.cli_default,
 ) -> None:
     """Each needle (every variant; or each pair's needle) projected onto the run's themes: its predicted
@@ -733,15 +763,17 @@ def themes_membership(
     terms (writing): a term names one theme, and keeps naming it when another machine numbers the
     clusters otherwise."""
     from embedeval.experiments.context_rot import pair_rows
-    from embedeval.experiments.themes import theme_membership
+    from embedeval.experiments.themes import MembershipCheck
 
     check_output_file(out, TABLE_SUFFIXES)
     source = pairs.load(needles)
     rows = pair_rows(source)
     if pairs.pairs is not None and any(pair.target_cluster is not None for pair in source):
         rows["target_cluster"] = [pair.target_cluster for pair in source]
-    table = theme_membership(run_dir, rows, cluster, threshold, min_outside_percentile, cache_dir=cache_dir,
-                             progress=not quiet, embedder=embedder)
+    check = MembershipCheck.read(run_dir, rows, cluster, threshold, min_outside_percentile, embedder)
+    if plan.settle(check.plan(cache_dir, plan.prices, calibrate=plan.plan, progress=not quiet)):
+        return
+    table = check.table(cache_dir, progress=not quiet)
     _write_similarity_table(table, out)
     rule = f"(probability > {threshold} and outside percentile >= {min_outside_percentile:g})"
     targets = table["target_cluster"].unique()

@@ -233,15 +233,16 @@ class EmbedderOptions(APIOptions, _EmbedderChoice):
 
         return Executor(self.executor, self.workers, self.ray_address)
 
-    def load(self, quiet: bool, plan: bool = False, keys: bool = True) -> list:
-        """Expand presets, check availability (echoing what is skipped), then load each embedder
-        (``plan``: recording ones, see :func:`~embedeval.embedders.registry.load_embedder`;
-        ``keys=False``: an API model whose key is not set is loaded too, for a plan alone)."""
+    def load(self, quiet: bool, plan: bool = False, keys: bool = True, say_skipped: bool = True) -> list:
+        """Expand presets, check availability (echoing what is skipped, unless ``say_skipped`` is
+        false: the run that follows a plan says it), then load each embedder (``plan``: recording
+        ones, see :func:`~embedeval.embedders.registry.load_embedder`; ``keys=False``: an API model
+        whose key is not set is loaded too, for a plan alone)."""
         from embedeval.embedders.registry import load_embedder, select_embedders
 
         self.executor_settings.check()
         usable, skipped = select_embedders(self.specs, self.skip_unavailable, keys=keys)
-        for spec, why in skipped:  # a plan's stdout is the plan (or its JSON)
+        for spec, why in skipped if say_skipped else ():  # a plan's stdout is the plan (or its JSON)
             typer.echo(f"skipped {spec} ({why})", err=plan)
         return [load_embedder(spec, cache_dir=self.cache_dir, progress=not quiet, executor=self.executor_settings, plan=plan)
                 for spec in usable]
@@ -250,7 +251,9 @@ class EmbedderOptions(APIOptions, _EmbedderChoice):
 @dataclass
 class PlanOptions:
     """``--plan`` (``--json``), ``--max-cost``, ``--price``: what a run would embed, send, cost and
-    take, before it starts (:mod:`embedeval.plan`)."""
+    take, before it starts (:mod:`embedeval.plan`). A command that embeds plans so before it
+    embeds, with these options or without them (:meth:`settle`: then the plan is said in a line
+    per embedder on stderr)."""
 
     plan: as_typer(declared.PLAN) = declared.PLAN.cli_default
     as_json: as_typer(declared.AS_JSON) = declared.AS_JSON.cli_default
@@ -274,8 +277,14 @@ class PlanOptions:
 
     @property
     def wanted(self) -> bool:
-        """Whether the command works out a plan first (to print it, or to keep --max-cost)."""
+        """Whether the command is asked for a plan (to print it, or to keep --max-cost)."""
         return self.plan or self.ceiling is not None
+
+    @property
+    def given(self) -> list[str]:
+        """The flags of these options that were given (for a command that makes no plan to refuse them)."""
+        given = {"--plan": self.plan, "--max-cost": self.max_cost is not None, "--price": bool(self.price)}
+        return [flag for flag, on in given.items() if on]
 
     @property
     def run_follows(self) -> bool:
@@ -284,28 +293,29 @@ class PlanOptions:
         return not self.plan
 
     def models_after(self, embedders: EmbedderOptions, quiet: bool, work) -> list | None:
-        """The models a command embeds with, after its plan: with ``--plan`` or ``--max-cost``,
-        ``work(models)`` (the command's embedding steps) first runs on recording models and the plan
-        is settled (:meth:`settle`); None when the command stops there (``--plan``)."""
-        from embedeval.plan import check_prices_used, plan_of
+        """The models a command embeds with, after its plan: ``work(models)`` (the command's
+        embedding steps) first runs on recording models and the plan is settled (:meth:`settle`);
+        None when the command stops there (``--plan``)."""
+        from embedeval.plan import record_plans
 
-        if self.wanted:
-            recorded = embedders.load(quiet, plan=True, keys=self.run_follows)
-            check_prices_used([model.name for model in recorded], self.prices)  # before any work
-            work(recorded)
-            if self.settle([plan_of(model, self.prices, calibrate=self.plan, progress=not quiet) for model in recorded]):
-                return None
+        recorded = embedders.load(quiet, plan=True, keys=self.run_follows, say_skipped=self.plan)
+        if self.settle(record_plans(recorded, work, self.prices, calibrate=self.plan, progress=not quiet)):
+            return None
         return embedders.load(quiet)
 
     def settle(self, plans: list) -> bool:
-        """Print the plans with ``--plan`` (True: the command stops here), and refuse a run over
+        """Print the plans with ``--plan`` (True: the command stops here); refuse a run over
         ``--max-cost`` with one error line (the prices were checked before the plan was made:
-        :func:`~embedeval.plan.check_prices_used`)."""
-        from embedeval.plan import check_max_cost, format_plans, plans_json
+        :func:`~embedeval.plan.check_prices_used`); else say what the run will embed, a line per
+        embedder on stderr (:func:`~embedeval.plan.forecast_line`), before it embeds."""
+        from embedeval.plan import check_max_cost, forecast_line, format_plans, plans_json
 
         if self.plan:
             typer.echo(plans_json(plans) if self.as_json else format_plans(plans))
         check_max_cost(plans, self.ceiling)
+        if not self.plan:
+            for plan in plans:
+                typer.echo(forecast_line(plan), err=True)
         return self.plan
 
 

@@ -16,13 +16,13 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from tqdm.auto import tqdm
 
 from embedeval.errors import APIError, InputError
 from embedeval.io import write_text_atomic
 from embedeval.llm import ChatLLM
 from embedeval.needles import NeedleSet
 from embedeval.options import EXPANSION_SIZES
+from embedeval.progress import bar
 
 PROMPT = (
     "You expand search queries for a retrieval system.\n"
@@ -110,7 +110,7 @@ def build_expansion_file(needle_set: NeedleSet, sizes: Sequence[int], llm: ChatL
             "sizes": {}}
     done = _read_checkpoint(checkpoint, data) if checkpoint else {}
     jobs = [(size, group) for size in sizes for group in needle_set.groups]
-    for size, group in tqdm(jobs, desc="expanding", unit="question", disable=not progress):
+    for size, group in bar(jobs, desc="expanding", unit="question", enabled=progress):
         saved = done.get(f"{size}:{group.id}")
         if isinstance(saved, dict) and saved.get("question") == group.question and len(saved.get("terms", ())) == size:
             terms = saved["terms"]

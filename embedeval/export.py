@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -40,6 +41,7 @@ from embedeval.derived import RECORD, record_outputs, recorded_files
 from embedeval.io import check_output_file, write_table, write_text_atomic
 from embedeval.labels import ALL, CONTROL, NEGATIVE, QUESTION, is_blind
 from embedeval.needles import Pair
+from embedeval.plan import EmbedderPlan, plan_work
 from embedeval.run import HAYSTACK_SETTINGS, HAYSTACKS, NolimaRun
 from embedeval.run_folder import check_run_folder, run_directory
 from embedeval.strategies.truncate import TRUNCATE
@@ -200,42 +202,75 @@ def check_template(template: str, where: str) -> str:
     return template
 
 
+@dataclass
+class PromptSet:
+    """A run's prompt set read and checked before anything is embedded (:meth:`read`), then planned
+    (:meth:`plan`: what its covariates would embed) or written (:meth:`write`)."""
+
+    out: Path
+    table: pd.DataFrame  # the prompts, without covariates
+    specs: list[str]  # the run's embedders (lexical scorers have no covariates)
+    source: str  # the run's corpus
+    seed: int  # its chunks' seed
+    chunker: str
+
+    @classmethod
+    def read(cls, run_dir: str | Path, out: str | Path, template_file: str | Path | None = None,
+             chunker: str = DEFAULT_CHUNKER) -> PromptSet:
+        """The output, the template and the run checked (one error line each), the prompts made."""
+        out = check_output_file(out, (".csv", ".parquet"))
+        template = DEFAULT_TEMPLATE
+        if template_file is not None:
+            path = Path(template_file)
+            if not path.is_file():
+                raise InputError(f"template {path} does not exist")
+            try:
+                text = path.read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"template {path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+            template = check_template(text, str(path))
+        run = NolimaRun.open(run_dir, (HAYSTACKS,))
+        config = run.config
+        source = run.corpus()  # an older run's relative corpus path not found from here: one line before any work
+        table = prompt_rows(run.haystacks(), run.needle_set(), template)
+        specs = [spec for spec in config["embedders"] if spec not in LEXICAL_SPECS]
+        return cls(out, table, specs, source, config["grid"].get("seed", 0), chunker)
+
+    def covariates(self, embedders: list, index: str = DEFAULT_INDEX) -> pd.DataFrame:
+        """The prompts with ``needle_question_sim`` and ``needle_haystack_sim`` of ``embedders``
+        (the run's, loaded), computed for each distinct (question, needle): the module docstring."""
+        pairs_of = self.table[["question", "needle"]].drop_duplicates().reset_index(drop=True)
+        pairs = [Pair(id=str(i), topic="", question=q, needle=n) for i, (q, n) in enumerate(pairs_of.itertuples(index=False))]
+        chunks = corpus_chunks(load_corpus(self.source), self.chunker, seed=self.seed)
+        question_sims = needle_question_similarity(pairs, embedders)
+        haystack_sims = needle_haystack_similarity(pairs, chunks, embedders, top=DEFAULT_TOP_K, index=index,
+                                                   chunk_origin={"corpus": self.source, "chunker": self.chunker, "seed": self.seed})
+        key = pairs_of.assign(id=[p.id for p in pairs])
+        for name, sims in (("needle_question_sim", question_sims), ("needle_haystack_sim", haystack_sims)):
+            columns = {spec: f"{name}:{spec}" for spec in self.specs} | {"mean": name}
+            key = key.merge(sims[["id", *columns]].rename(columns=columns), on="id")
+        return self.table.merge(key.drop(columns="id"), on=["question", "needle"], how="left")
+
+    def plan(self, cache_dir=None, prices: dict[str, float] | None = None, calibrate: bool = True,
+             progress: bool = False) -> list[EmbedderPlan]:
+        """What :meth:`write` would embed, send, cost and take (:mod:`embedeval.plan`): the
+        covariates recorded (faiss: a plan's stand-in vectors stay out of chroma); nothing sent or
+        stored."""
+        return plan_work(self.specs, self.covariates, cache_dir, prices, calibrate, self.seed, progress)
+
+    def write(self, cache_dir=None, index: str = DEFAULT_INDEX, progress: bool = False) -> pd.DataFrame:
+        """Write the prompt set, with its covariates through the cache, to ``out``; returns it."""
+        table = self.table
+        if self.specs:
+            table = self.covariates([load_embedder(spec, cache_dir=cache_dir, progress=progress) for spec in self.specs], index)
+        write_table(table, self.out)
+        return table
+
+
 def export_prompts(run_dir: str | Path, out: str | Path, template_file: str | Path | None = None, *, cache_dir=None,
                    index: str = DEFAULT_INDEX, chunker: str = DEFAULT_CHUNKER, progress: bool = False) -> pd.DataFrame:
     """Write the run's prompt set to ``out`` (.csv or .parquet) and return it (see the module
     docstring). The covariates are computed for each distinct (question, needle) with the run's
     embedders (lexical scorers have none) through the cache; ``needle_haystack_sim`` searches the
-    run's corpus cut by ``chunker``."""
-    out = check_output_file(out, (".csv", ".parquet"))
-    template = DEFAULT_TEMPLATE
-    if template_file is not None:
-        path = Path(template_file)
-        if not path.is_file():
-            raise InputError(f"template {path} does not exist")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise InputError(f"template {path} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-        template = check_template(text, str(path))
-    run = NolimaRun.open(run_dir, (HAYSTACKS,))
-    config = run.config
-    grid = config["grid"]
-    source = run.corpus()  # an older run's relative corpus path not found from here: one line before any work
-    table = prompt_rows(run.haystacks(), run.needle_set(), template)
-    specs = [spec for spec in config["embedders"] if spec not in LEXICAL_SPECS]
-    if specs:
-        pairs_of = table[["question", "needle"]].drop_duplicates().reset_index(drop=True)
-        pairs = [Pair(id=str(i), topic="", question=q, needle=n) for i, (q, n) in enumerate(pairs_of.itertuples(index=False))]
-        embedders = [load_embedder(spec, cache_dir=cache_dir, progress=progress) for spec in specs]
-        corpus = load_corpus(source)
-        chunks = corpus_chunks(corpus, chunker, seed=grid.get("seed", 0))
-        question_sims = needle_question_similarity(pairs, embedders)
-        haystack_sims = needle_haystack_similarity(pairs, chunks, embedders, top=DEFAULT_TOP_K, index=index,
-                                                   chunk_origin={"corpus": source, "chunker": chunker, "seed": grid.get("seed", 0)})
-        key = pairs_of.assign(id=[p.id for p in pairs])
-        for name, sims in (("needle_question_sim", question_sims), ("needle_haystack_sim", haystack_sims)):
-            columns = {spec: f"{name}:{spec}" for spec in specs} | {"mean": name}
-            key = key.merge(sims[["id", *columns]].rename(columns=columns), on="id")
-        table = table.merge(key.drop(columns="id"), on=["question", "needle"], how="left")
-    write_table(table, out)
-    return table
+    run's corpus cut by ``chunker`` (:class:`PromptSet`)."""
+    return PromptSet.read(run_dir, out, template_file, chunker).write(cache_dir, index, progress)

@@ -41,7 +41,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from embedeval.corpus import Corpus, load_corpus, require_books
 from embedeval.errors import ConfigError, CorpusError
@@ -51,6 +50,7 @@ from embedeval.labels import CONTROL, NEGATIVE
 from embedeval.needles import NeedleGroup, NeedleSet
 from embedeval.sentences import book_sentences
 from embedeval.embedders.tokens import TokenCounter, load_token_counter
+from embedeval.progress import bar
 
 MAX_SNIPPET_TOKENS = 250  # snippets are strictly shorter
 MIN_SNIPPET_TOKENS = 40
@@ -341,10 +341,10 @@ def build_haystacks(
         )
     rows = []
     conditions = [(g, length) for g in needle_set.groups for length in grid.lengths]
-    for group, length in tqdm(conditions, desc="building haystacks", unit="condition", disable=not progress):
+    for group, length in bar(conditions, desc="building haystacks", unit="condition", enabled=progress):
         pieces = fill(pool, length + MAX_SNIPPET_TOKENS, condition_rng(grid.seed, group.id, length), grid.filler)
         rows += builder.condition_rows(group, length, pieces)
-    for length in tqdm(grid.lengths, desc="building negatives", unit="length", disable=not progress):
+    for length in bar(grid.lengths, desc="building negatives", unit="length", enabled=progress):
         for k in range(grid.negatives):
             pieces = fill(pool, length + MAX_SNIPPET_TOKENS, condition_rng(grid.seed, f"{NEGATIVE}-{k}", length), grid.filler)
             rows += builder.negative_rows(needle_set.groups, length, k, pieces)

@@ -1,6 +1,7 @@
 """File output: atomic writes (a reader never sees a half-written file), the checks of an output
-file before any work (never replacing a file of the user's), its lock (one writer at a time) and
-reading input files. Run folders are :mod:`embedeval.run_folder`'s."""
+file before any work (never replacing a file of the user's: whether embedeval wrote it is
+:mod:`embedeval.ownership`'s record), its lock (one writer at a time) and reading input files. Run
+folders are :mod:`embedeval.run_folder`'s."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from typing import TYPE_CHECKING
 
 from embedeval.errors import InputError, OutputError
 from embedeval.locks import LOCK_NAME, OUTPUT_WAIT, hold, release_lock, remove_if_empty, write_holder
+from embedeval.ownership import file_sha256  # noqa: F401  (named here as it always was: the hash of an input file)
+from embedeval.ownership import output_key, record_written, written_by_embedeval
 
 if TYPE_CHECKING:  # numpy and pandas are imported where used: the command line imports this module
     import pandas as pd
@@ -37,12 +40,9 @@ _WRITE_FAILURES = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.
 EMBEDDING_COLUMNS = ("text", "embedding")
 
 
-#: The suffix of the hidden file embedeval writes beside a file output when it writes it
-#: (``.NAME.embedeval``, holding the sha256 of what it wrote): the proof that a later run may
-#: replace the file. Run folders keep their own records and get no such file.
-_MARKER_SUFFIX = ".embedeval"
 #: The file outputs that :func:`check_output_file` let through in this process: the targets whose
-#: writes (:func:`atomic_path`) leave a marker beside them and sweep their stale temporary files.
+#: writes (:func:`atomic_path`) are recorded as embedeval's (:func:`~embedeval.ownership.record_written`)
+#: and sweep their stale temporary files.
 _OUTPUT_TARGETS: set[str] = set()
 #: Whether an existing file embedeval did not write may be replaced (``embedeval --force``).
 _force = False
@@ -64,36 +64,13 @@ def replacing_allowed() -> bool:
     return _force
 
 
-def _target_key(target: Path) -> str:
-    """The name under which an output target is registered: its absolute path (the folder's links resolved)."""
-    return str(target.absolute().parent.resolve() / target.name)
-
-
-def marker_path(path: str | os.PathLike) -> Path:
-    """The marker beside a file output that embedeval wrote: ``.NAME.embedeval``."""
-    target = Path(path)
-    return target.with_name(f".{target.name}{_MARKER_SUFFIX}")
-
-
-def written_by_embedeval(path: str | os.PathLike) -> bool:
-    """Whether embedeval wrote the file ``path`` as it is now: its marker (:func:`marker_path`, a
-    plain file) holds the file's sha256. A file changed since (by the user) is not embedeval's."""
-    target, marker = Path(path), marker_path(path)
-    if not marker.is_file() or marker.is_symlink() or not target.is_file():
-        return False
-    try:
-        return marker.read_text(encoding="utf-8").strip() == file_sha256(target)
-    except (OSError, UnicodeDecodeError):
-        return False
-
-
 def check_output_file(path: str | os.PathLike, suffixes: Sequence[str]) -> Path:
     """Refuse, before any work, an output that cannot become a file of one of ``suffixes``: a
     wrong suffix, an existing folder, a parent that is a file, a link, or an existing file that
-    embedeval did not write (:func:`written_by_embedeval`: never judged by its content, so a file
-    of the user's is never replaced on a guess), unless ``--force`` (:func:`allow_replacing`)
-    allows it, said in one note. The target is registered, so that its write leaves a marker
-    (:func:`atomic_path`). Returns the path."""
+    embedeval did not write (:func:`~embedeval.ownership.written_by_embedeval`: never judged by its
+    content, so a file of the user's is never replaced on a guess), unless ``--force``
+    (:func:`allow_replacing`) allows it, said in one note. The target is registered, so that its
+    write is recorded as embedeval's (:func:`atomic_path`). Returns the path."""
     target = Path(path)
     if target.suffix not in suffixes:
         raise InputError(f"output {target} must end in {' or '.join(suffixes)}")
@@ -104,7 +81,7 @@ def check_output_file(path: str | os.PathLike, suffixes: Sequence[str]) -> Path:
     parent = next((p for p in target.parents if p.exists()), Path("."))
     if not parent.is_dir():
         raise InputError(f"output {target} cannot be created: {parent} is a file")
-    key = _target_key(target)
+    key = output_key(target)
     if target.exists() and not written_by_embedeval(target):
         if not _force:
             raise InputError(f"output {target} exists and is not a file embedeval wrote (or was changed since); it is "
@@ -136,24 +113,6 @@ def _sweep_stale_temps(target: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def _write_marker(target: Path) -> None:
-    """Record that embedeval wrote ``target``: its sha256, in its marker, written atomically."""
-    marker = marker_path(target)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{marker.name}{_TEMP_MARK}{os.getpid()}-", suffix=_TEMP_SUFFIX,
-                                    dir=target.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(file_sha256(target) + "\n")
-            os.chmod(tmp, 0o666 & ~_UMASK)
-            os.replace(tmp, marker)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
-    except OSError as exc:
-        raise OutputError(f"cannot write {marker}, the record that embedeval wrote {target} "
-                          f"({exc.strerror or exc})") from None
-
-
 def check_writable(target: Path, parent: Path) -> None:
     """Refuse, with one :class:`OutputError` naming ``target``, an output whose folder takes no
     file (no permission, a read-only file system): found before any work, not after it. ``parent``:
@@ -176,14 +135,14 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
     On any exception the temporary file is removed and ``path`` is left untouched; a file-system
     failure (no space, read-only, no permission) is one :class:`OutputError` naming ``path``. A
-    file output that :func:`check_output_file` let through gets its marker beside it after the
-    rename (run folders keep their own records), and the temporary files that killed processes
-    left for it are swept first.
+    file output that :func:`check_output_file` let through is recorded as embedeval's after the
+    rename (:func:`~embedeval.ownership.record_written`; run folders keep their own records), and
+    the temporary files that killed processes left for it are swept first.
     """
     target = Path(path)
     if target.is_dir():
         raise InputError(f"output {target} is a folder, not a file")
-    registered = _target_key(target) in _OUTPUT_TARGETS
+    registered = output_key(target) in _OUTPUT_TARGETS
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         if registered:
@@ -199,7 +158,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         os.chmod(tmp_path, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the file normal permissions
         os.replace(tmp_path, target)
         if registered:
-            _write_marker(target)
+            record_written(target)
     except OSError as exc:
         if exc.errno not in _WRITE_FAILURES:
             raise
@@ -270,15 +229,6 @@ def absolute_path(path: str) -> str:
     directory): what a run records, so that it is found again from any folder."""
     target = Path(path).expanduser()
     return str(target if target.is_absolute() else target.resolve())
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    """sha256 of a file's bytes (hex), read a MiB at a time."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def text_sha256(text: str) -> str:

@@ -29,6 +29,12 @@ in a process of its own where the plan counted without its weights, :func:`timed
 - ``key_env``: the environment variable whose API key the run will send (None: none), and
   ``key_set`` whether it is set here. A plan sends nothing, so it is made without the key: it
   prices a run before anyone buys access.
+
+A command that embeds with models it loads itself plans through :func:`plan_work` (the models
+loaded, its steps recorded, :func:`record_plans`); one whose models are loaded already, through
+:func:`record_plans`. Every command that embeds a corpus plans so before it embeds, ``--plan`` or
+not: without it the plan is not printed but said in a line per embedder on stderr
+(:func:`forecast_line`), so that a run never embeds thousands of texts without saying so first.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from embedeval.defaults import API_TOKEN_MARGIN, DEFAULT_PLAN_CALIBRATION_TEXTS,
 from embedeval.embedders.cache import CachedEmbedder
 from embedeval.embedders.api import CHECK_TEXT
 from embedeval.embedders.recorder import Recorder
-from embedeval.embedders.registry import embedder_name
+from embedeval.embedders.registry import embedder_name, load_embedder
 from embedeval.embedders.timing import close_early, time_sample, timer_for
 from embedeval.embedders.tokens import load_token_counter
 from embedeval.errors import ConfigError
@@ -171,6 +177,53 @@ def plan_of(model, prices: dict[str, float] | None = None, calibrate: bool = Tru
     return EmbedderPlan(model.name, texts, cached, to_embed, inputs, tokens, tokenizer, margin, requests, seconds,
                         f"at its budget of {budget.rpm:,} requests and {budget.tpm:,} tokens per {budget.period:g} s", price, source, usd,
                         None if usd is None else usd * (1 + margin), key_env, key_env is None or key_is_set(key_env))
+
+
+def record_plans(models: list, work, prices: dict[str, float] | None = None, calibrate: bool = True, seed: int = DEFAULT_SEED,
+                 progress: bool = False) -> list[EmbedderPlan]:
+    """The plans of ``models`` (loaded with ``plan=True``) after ``work(models)``, the command's
+    embedding steps, went through them; a price for an embedder not among them is refused first
+    (:func:`check_prices_used`). No models (a run whose embedders are lexical scorers, or all
+    skipped): no plans, and ``work`` is not run."""
+    check_prices_used([model.name for model in models], prices or {})
+    if not models:
+        return []
+    work(models)
+    return [plan_of(model, prices, calibrate, seed, progress) for model in models]
+
+
+def plan_work(specs, work, cache_dir=None, prices: dict[str, float] | None = None, calibrate: bool = True,
+              seed: int = DEFAULT_SEED, progress: bool = False) -> list[EmbedderPlan]:
+    """The plans of the embedders ``specs`` (each once) for ``work(models)``, the embedding steps of
+    a command, recorded on models loaded with ``plan=True`` from the cache in ``cache_dir``
+    (:func:`record_plans`); local models are timed in processes of their own (:func:`timed_apart`)."""
+    models = {spec: load_embedder(spec, cache_dir=cache_dir, plan=True) for spec in dict.fromkeys(specs)}
+    with timed_apart(models, calibrate):
+        return record_plans(list(models.values()), work, prices, calibrate, seed, progress)
+
+
+def plan_documents(spec: str, texts: list[str], cache_dir=None, prices: dict[str, float] | None = None, calibrate: bool = True,
+                   seed: int = DEFAULT_SEED, progress: bool = False) -> list[EmbedderPlan]:
+    """:func:`plan_work` of one embedder whose work is embedding ``texts`` as documents (a corpus's chunks)."""
+    return plan_work([spec], lambda models: models[0].embed(texts, kind="document"), cache_dir, prices, calibrate, seed, progress)
+
+
+def forecast_line(plan: EmbedderPlan, what: str = "texts the command needs") -> str:
+    """What a command says on stderr before it embeds (its plan, not printed: see the module
+    docstring): ``st:all-MiniLM-L6-v2: 31,923 texts to embed, 120 found in the cache: the 32,043
+    distinct texts the command needs``, the words of the run's last line (``newly embedded``); an
+    API model's adds the tokens, requests, cost and least time of sending them; ``what`` names the
+    texts counted."""
+    if plan.cached is None:
+        line = f"{plan.embedder}: {plan.texts:,} distinct {what}; which of them the cache holds is known once its server answers"
+    else:
+        line = f"{plan.embedder}: {plan.to_embed:,} texts to embed, {plan.cached:,} found in the cache: the {plan.texts:,} distinct {what}"
+    if plan.requests is None or not plan.to_embed:  # a local model, or nothing to send
+        return line
+    tokens = f"{plan.tokens:,} tokens" + (f" ±{plan.token_margin:.0%}" if plan.token_margin else "")
+    cost = "cost unknown (no price known)" if plan.usd is None else f"${plan.usd:,.4f}" + (
+        f" (≤ ${plan.usd_high:,.4f})" if plan.usd_high != plan.usd else "")
+    return f"{line}; {tokens} in {plan.requests:,} requests, {cost}, at least {_duration(plan.seconds)} at its budget"
 
 
 def check_max_cost(plans: list[EmbedderPlan], max_cost: float | None) -> None:

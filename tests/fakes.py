@@ -122,6 +122,27 @@ def newly_embedded(output: str, name: str = "st:all-MiniLM-L6-v2") -> int:
     return int(output.split(f"{name}: ")[1].split(" texts newly embedded")[0].replace(",", ""))
 
 
+#: What a command says on stderr before it embeds with an embedder (embedeval.plan.forecast_line).
+SAID_FIRST = r"(?P<name>\S+): (?P<to_embed>[\d,]+) texts to embed, (?P<cached>[\d,]+) found in the cache: the (?P<texts>[\d,]+) distinct .+"
+
+
+def said_first(stderr: str, name: str = "st:all-MiniLM-L6-v2") -> tuple[int, int, int]:
+    """(to embed, found in the cache, distinct texts) of the line a command says on stderr before it
+    embeds with ``name``; the line must be there once."""
+    import re
+
+    found = [match for line in stderr.splitlines() if (match := re.fullmatch(SAID_FIRST, line)) and match["name"] == name]
+    assert len(found) == 1, stderr
+    return tuple(int(found[0][group].replace(",", "")) for group in ("to_embed", "cached", "texts"))
+
+
+def without_said_first(output: str) -> list[str]:
+    """The non-blank lines of a command's output but those it says before it embeds (:func:`said_first`)."""
+    import re
+
+    return [line for line in output.splitlines() if line.strip() and not re.fullmatch(SAID_FIRST, line)]
+
+
 def write_word_books(folder: Path, words: list[str], sentence_words: tuple[int, int], seed: int, n_books: int = 10,
                      n_sentences: int = 60) -> Path:
     """``n_books`` books (``book00.txt`` ...) of ``n_sentences`` sentences, each a random run of

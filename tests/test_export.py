@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import own_cache
-from fakes import write_word_books
+from fakes import said_first, write_word_books
 from embedeval.cli import app
 from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.export import DEFAULT_TEMPLATE, MTEB_SCORES, PROMPT_COLUMNS
@@ -135,6 +135,27 @@ def test_the_prompt_set_has_context_rots_columns_and_covariates_a_direct_computa
     vectors = model.encode([c.text for c in chunks], normalize_embeddings=True, batch_size=64)
     top = np.sort(vectors @ n)[-5:]
     assert row["needle_haystack_sim"] == pytest.approx(float(top.mean()), abs=1e-5)
+
+
+@pytest.mark.slow
+def test_a_prompt_set_says_first_what_its_covariates_embed_and_its_plan_stops_there(run_dir, small_books, tmp_path, isolated_cache):
+    """Issue 54: `export --format prompts` embedded 31,923 corpus chunks without saying so first. Its
+    covariates embed each distinct question (a query), needle (a document, and a query for the
+    chunk search) and chunk of the run's corpus (a document): counted here from the prompt set."""
+    from embedeval.chunking import chunk_corpus
+    from embedeval.corpus import load_corpus
+    from test_say_first import plan_and_run
+
+    out = tmp_path / "prompts.csv"
+    args = ["export", str(run_dir), "--format", "prompts", "--out", str(out), "-q"]
+    plan, run, added = plan_and_run(args, isolated_cache)  # this test's cache holds nothing yet
+    table = pd.read_csv(out)
+    chunks = {c.text for c in chunk_corpus(load_corpus(f"dir:{small_books}"), "sentences:1-3", seed=0)}
+    needed = ({("query", q) for q in table["question"]} | {("document", n) for n in table["needle"]}
+              | {("query", n) for n in table["needle"]} | {("document", c) for c in chunks})
+    assert (plan["to_embed"], plan["cached"], plan["texts"]) == said_first(run.stderr) == (len(needed), 0, len(needed)) == (added, 0, added)
+    again, rerun, added = plan_and_run(args, isolated_cache)  # all of them cached now
+    assert (again["to_embed"], again["cached"]) == said_first(rerun.stderr)[:2] == (0, len(needed)) and added == 0
 
 
 @pytest.mark.parametrize("args, message", [

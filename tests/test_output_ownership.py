@@ -1,7 +1,9 @@
 """Issue 45 §3: a file the user owns is never replaced on a guess. An existing output file is
-replaced only when embedeval wrote it (its marker ``.NAME.embedeval`` holds the file's sha256),
+replaced only when embedeval wrote it (its record in the cache folder holds the file's sha256),
 never because its keys or header look like embedeval's; ``embedeval --force`` replaces any file,
-said in one note; temporary files of killed writes beside an output are swept."""
+said in one note; temporary files of killed writes beside an output are swept. Issue 54: the record
+is kept in the cache folder, not beside the file, so the user's folder (and ``git status``) holds
+only the files asked for; a marker an earlier version left beside a file still counts, and goes."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from embedeval.cli import app
+from embedeval.ownership import RECORDS, file_sha256, legacy_marker, output_key, record_path
 
 NOLIMA = [
     {"id": "0101", "category": "place", "needle": "Actually, {CHAR} lives next to the {1}.",
@@ -52,8 +55,7 @@ def test_a_file_embedeval_wrote_is_replaced_and_one_the_user_edited_is_not(nolim
     for _ in range(2):
         result, _lines = convert(nolima, out)
         assert result.exit_code == 0, result.output
-    marker = tmp_path / ".ours.json.embedeval"
-    assert marker.is_file() and json.loads(out.read_text())["source"]["format"] == "nolima"
+    assert json.loads(out.read_text())["source"]["format"] == "nolima"
     edited = out.read_text().replace("my", "our") + " "
     out.write_text(edited)  # the user's now
     result, lines = convert(nolima, out)
@@ -85,3 +87,53 @@ def test_stale_temporary_files_of_dead_processes_are_swept_on_the_next_write(nol
     result, _lines = convert(nolima, tmp_path / "ours.json")
     assert result.exit_code == 0, result.output
     assert not stale.exists() and live.exists() and other.exists() and users.exists()
+
+
+def test_the_record_is_kept_in_the_cache_folder_and_the_users_folder_holds_only_the_file(nolima, tmp_path, isolated_cache):
+    out = tmp_path / "ours.json"
+    result, _lines = convert(nolima, out)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nolima.json", "ours.json"]  # no hidden file beside it
+    record = record_path(out)
+    assert record.parent == isolated_cache / RECORDS
+    assert json.loads(record.read_text()) == {"path": output_key(out), "sha256": file_sha256(out)}
+
+
+def test_a_copy_of_a_file_embedeval_wrote_is_not_its_elsewhere(nolima, tmp_path):
+    """The record names the path: the same bytes at another path are the user's."""
+    ours = tmp_path / "ours.json"
+    assert convert(nolima, ours)[0].exit_code == 0
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(ours.read_bytes())
+    result, lines = convert(nolima, copy)
+    assert result.exit_code == 1 and len(lines) == 1 and "is not a file embedeval wrote" in lines[0], result.output
+
+
+def test_a_marker_an_earlier_version_left_still_counts_and_goes_when_the_file_is_written_again(nolima, tmp_path):
+    out = tmp_path / "ours.json"
+    out.write_text(MINE)
+    marker = legacy_marker(out)
+    assert marker.name == ".ours.json.embedeval"
+    marker.write_text(file_sha256(out) + "\n")  # as earlier versions wrote it
+    result, lines = convert(nolima, out)
+    assert result.exit_code == 0 and not any(line.startswith("note:") for line in lines), result.output
+    assert json.loads(out.read_text())["source"]["format"] == "nolima"
+    assert not marker.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["nolima.json", "ours.json"]
+    stale = legacy_marker(tmp_path / "mine.json")  # a marker of other bytes proves nothing
+    (tmp_path / "mine.json").write_text(MINE)
+    stale.write_text("0" * 64 + "\n")
+    result, lines = convert(nolima, tmp_path / "mine.json")
+    assert result.exit_code == 1 and "is not a file embedeval wrote" in lines[0] and stale.exists(), result.output
+
+
+def test_git_status_shows_only_the_files_asked_for(nolima, tmp_path):
+    """A user's repository after commands that write one output file each: only those files are new."""
+    repo = tmp_path / "work"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    for name in ("a.json", "b.json", "a.json"):  # written, another written, the first written again
+        result, _lines = convert(nolima, repo / name)
+        assert result.exit_code == 0, result.output
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--ignored"], cwd=repo,
+                            capture_output=True, text=True, check=True).stdout
+    assert sorted(status.splitlines()) == ["?? a.json", "?? b.json"], status

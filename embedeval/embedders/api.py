@@ -32,7 +32,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from embedeval.defaults import DEFAULT_SERVER_BATCH_INPUTS, TEXT_FIT_MARGIN
 from embedeval.embedders.base import Kind, check_vectors, l2_normalize
@@ -47,6 +46,7 @@ from embedeval.net.errors import one_line as _one_line
 from embedeval.net.keys import endpoint, key_hint, refuse_provider_key, request_key_env
 from embedeval.net.retry import RetryPolicy, call_with_retries, retry_policy_from_env
 from embedeval.net.settings import request_timeout_from_env
+from embedeval.progress import bar
 
 #: The one text :meth:`APIEmbedder.check` sends before any real work.
 CHECK_TEXT = "embedeval connection check"
@@ -372,14 +372,14 @@ class APIEmbedder(ModelServer):
         batches = self.batches(counts)
         lock = threading.Lock()
 
-        with tqdm(total=sum(counts), desc=f"sending ({self.name})", unit="tok", unit_scale=True, leave=False,
-                  disable=not self.progress, delay=0.5) as bar:
+        with bar(total=sum(counts), desc=f"sending ({self.name})", unit="tok", unit_scale=True, leave=False,
+                 enabled=self.progress, delay=0.5) as shown:
 
             def run(batch: list[int]) -> np.ndarray:
                 vectors = self._send_splitting([fitted[i] for i in batch], [counts[i] for i in batch], kind)
                 with lock:
-                    bar.update(sum(counts[i] for i in batch))
-                    bar.set_postfix_str(f"{self.limiter.tokens_last_period():,} tok/{self.limiter.period_label()} of {self.budget.tpm:,}", refresh=False)
+                    shown.update(sum(counts[i] for i in batch))
+                    shown.set_postfix_str(f"{self.limiter.tokens_last_period():,} tok/{self.limiter.period_label()} of {self.budget.tpm:,}", refresh=False)
                 return vectors
 
             with ThreadPoolExecutor(max_workers=min(self.max_workers, len(batches))) as pool:

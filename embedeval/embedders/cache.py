@@ -52,7 +52,6 @@ from pathlib import Path
 
 import numpy as np
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
-from tqdm.auto import tqdm
 
 from embedeval.defaults import DEFAULT_COMMIT_EVERY
 from embedeval.embedders import onnx
@@ -63,6 +62,7 @@ from embedeval.embedders.options import split_spec
 from embedeval.errors import CacheError, InvalidVectorsError
 from embedeval.locks import CACHE_BUSY_SECONDS
 from embedeval.paths import CACHE_ENV, default_cache_dir
+from embedeval.progress import bar
 
 CACHE_FILENAME = "embeddings.sqlite"
 CACHE_FORMAT = 4
@@ -577,8 +577,8 @@ class CachedEmbedder(EmbedderWrapper):
         each call's vectors checked and stored before the next."""
         out: dict[bytes, np.ndarray] = {}
         step = self.commit_every
-        with tqdm(total=len(todo), desc=f"embedding {KIND_WORDS[request.kind]} ({self.name})", unit=request.unit,
-                  disable=not self.progress, delay=0.5) as bar:
+        with bar(total=len(todo), desc=f"embedding {KIND_WORDS[request.kind]} ({self.name})", unit=request.unit,
+                 enabled=self.progress, delay=0.5) as shown:
             for start in range(0, len(todo), step):
                 rows = todo[start : start + step]
                 part = request.subset(rows)
@@ -589,7 +589,7 @@ class CachedEmbedder(EmbedderWrapper):
                 self.stats.embedded += len(chunk_keys)
                 self._store(chunk_keys, vectors)
                 out.update(zip(chunk_keys, vectors))
-                bar.update(len(chunk_keys))
+                shown.update(len(chunk_keys))
         return out
 
 

@@ -81,7 +81,7 @@ from embedeval.io import (
     written_by_embedeval,
 )
 from embedeval.llm import ChatLLM, answer_json, chat_spec_difference, check_temperature, parse_chat_spec
-from embedeval.plan import ChatMeter, CostCeilingReached, check_ceiling, check_price
+from embedeval.plan import ChatMeter, CostCeilingReached, EmbedderPlan, check_ceiling, check_price, plan_documents
 from embedeval.metrics import nearest_cosines
 from embedeval.options import (
     ATTEMPTS, MIN_OUTSIDE_PERCENTILE, PER_THEME, TEMPERATURE, THRESHOLD, check_options, number_in, whole_at_least,
@@ -703,14 +703,16 @@ def save_draft(data: dict, rejected: pd.DataFrame, out: Path) -> None:
 
 
 def run_draft(config: DraftConfig, llm, progress: bool = False, cache_dir=None, judge=None, max_cost: float | None = None,
-              chat_price: float | None = None, judge_price: float | None = None) -> DraftResult:
+              chat_price: float | None = None, judge_price: float | None = None, say_first=None) -> DraftResult:
     """Draft, check and keep needles per theme (the module docstring); ``llm``: a
     :class:`~embedeval.llm.ChatLLM`; ``judge``: the judge's (default: ``config.judge``'s, None: no
     judge). ``max_cost`` (USD) holds while the draft runs, counted at ``chat_price`` and
     ``judge_price`` (USD per million tokens; the judge's default: ``chat_price``): a request that
     could pass it is not sent (one :class:`~embedeval.plan.CostCeilingReached`, all accepted kept).
     Everything a user can get wrong (settings, themes run, theme ids, the output, a second draft
-    writing it) is refused before the first request. A chat model (or judge) that answers no usable
+    writing it) is refused before the first request; then ``say_first``, if given, is called with
+    :func:`plan_draft_embedding`'s plans (what the draft embeds first), before anything is embedded
+    or sent. A chat model (or judge) that answers no usable
     JSON at all, or a draft in which no group passes, is one :class:`~embedeval.errors.APIError` /
     :class:`~embedeval.errors.InputError` after the rejected table is written."""
     config.validate()
@@ -728,6 +730,8 @@ def run_draft(config: DraftConfig, llm, progress: bool = False, cache_dir=None, 
     out = check_output_file(config.out, (".json",))
     with output_file_lock(out):
         data, rejected = open_draft(config, llm.chat.name, embedder, judge.chat.name if judge else None)
+        if say_first is not None:
+            say_first(plan_draft_embedding(config, cache_dir, calibrate=False, progress=progress))
         meter = ChatMeter(max_cost)
         provenance = data["provenance"]
         judging = NeedleJudge(judge, meter, judge_price, provenance["prompts"]) if judge else None
@@ -844,6 +848,21 @@ class _Draft:
         self.data["provenance"]["usage"] = {who: {k: self.usage_before[who][k] + v for k, v in self.meter.usage(who).items()}
                                             for who in ("chat", "judge")}
         save_draft(self.data, pd.DataFrame(self.rows, columns=REJECTED_COLUMNS), self.out)
+
+
+#: What :func:`plan_draft_embedding` counts, as its lines name it (:func:`~embedeval.plan.forecast_line`).
+EMBEDDED_FIRST = "chunks of the themes run (the drafted needles are embedded as they are drafted)"
+
+
+def plan_draft_embedding(config: DraftConfig, cache_dir=None, prices: dict[str, float] | None = None, calibrate: bool = True,
+                         progress: bool = False) -> list[EmbedderPlan]:
+    """What a draft embeds whatever is drafted (:mod:`embedeval.plan`): the themes run's chunks, by
+    its embedder (the absence check searches them and theme membership reads them: from the cache,
+    where the themes run left them). The drafted needles are not known before they are drafted.
+    Nothing is sent or stored."""
+    chunks, _ = themes_chunks(config.themes)
+    spec = read_manifest(config.themes)["settings"]["embedder"]
+    return plan_documents(spec, [chunk.text for chunk in chunks], cache_dir, prices, calibrate, progress=progress)
 
 
 def plan_draft(config: DraftConfig, chat_model: str, usd_per_million: float | None = None,

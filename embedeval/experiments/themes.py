@@ -64,8 +64,8 @@ from embedeval.run_folder import check_run_folder, check_subfolder, run_director
 from embedeval.versions import package_version, package_versions
 from embedeval.options import check_options
 from embedeval.metrics import mmr, nearest_cosines, neighbour_similarity, percentile_rank
-from embedeval.plan import EmbedderPlan, plan_of
-from embedeval.progress import bar_options, step
+from embedeval.plan import EmbedderPlan, plan_documents, plan_work
+from embedeval.progress import bar, bar_options, step
 from embedeval.text import topic_terms
 
 #: Packages whose versions must match for pickled models to be read back.
@@ -218,7 +218,6 @@ def cluster_runs(vectors: np.ndarray, config: ThemesConfig, progress: bool = Fal
     parallel over the CPU's cores when there are several (each deterministic, so the result does
     not depend on the number of processes); a bar counts them."""
     from joblib import Parallel, delayed
-    from tqdm.auto import tqdm
 
     seeds = run_seeds(config.seed, config.runs)
     if len(seeds) == 1:
@@ -227,7 +226,7 @@ def cluster_runs(vectors: np.ndarray, config: ThemesConfig, progress: bool = Fal
     results = Parallel(n_jobs=jobs, return_as="generator")(delayed(cluster_once)(vectors, config, run, seed)
                                                             for run, seed in enumerate(seeds))
     what = f"UMAP ({config.umap.components} dimensions) + HDBSCAN of {len(vectors):,} points"
-    return list(tqdm(results, total=len(seeds), desc=f"{what}, {len(seeds)} clusterings", unit="clustering", disable=not progress))
+    return list(bar(results, desc=what, unit="clustering", total=len(seeds), enabled=progress))
 
 
 @dataclass
@@ -295,17 +294,16 @@ def representatives(vectors: np.ndarray, members: np.ndarray, k: int, lam: float
 
 
 def plan_themes(config: ThemesConfig, cache_dir=None, prices: dict[str, float] | None = None, calibrate: bool = True,
-                progress: bool = False) -> list[EmbedderPlan]:
+                progress: bool = False, chunks: list[Chunk] | None = None) -> list[EmbedderPlan]:
     """What :func:`run_themes` would embed, send, cost and take (:mod:`embedeval.plan`): the corpus
-    cut into chunks, their embedding recorded; nothing sent or written."""
+    cut into chunks (or ``chunks``, cut by :func:`cut_corpus` already), their embedding recorded;
+    nothing sent or written."""
     config.validate()
-    chunks = _themes_chunks(config, progress)
-    model = load_embedder(config.embedder, cache_dir=cache_dir, plan=True)
-    model.embed([c.text for c in chunks], kind="document")
-    return [plan_of(model, prices, calibrate, config.seed)]
+    texts = [c.text for c in (chunks if chunks is not None else cut_corpus(config, progress))]
+    return plan_documents(config.embedder, texts, cache_dir, prices, calibrate, config.seed, progress)
 
 
-def _themes_chunks(config: ThemesConfig, progress: bool) -> list[Chunk]:
+def cut_corpus(config: ThemesConfig, progress: bool = False) -> list[Chunk]:
     """The corpus cut into the chunks the themes are found in; too few to cluster is one error."""
     with step(f"corpus {config.corpus} cut into {config.chunker} chunks", progress):
         corpus = load_corpus(config.corpus)
@@ -319,16 +317,23 @@ def _themes_chunks(config: ThemesConfig, progress: bool) -> list[Chunk]:
     return chunks
 
 
-def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_dir=None) -> ThemesResult:
-    """Run the recipe of the module docstring and write ``config.out``."""
+def check_themes_out(config: ThemesConfig) -> None:
+    """Refuse, before the corpus is read and embedded, an ``out`` that a themes run may not write
+    into (:func:`~embedeval.run_folder.check_run_folder`, and its ``figures/``)."""
+    check_run_folder(Path(config.out), is_themes_directory, MANIFEST)
+    check_subfolder(Path(config.out) / FIGURES)
+
+
+def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_dir=None, chunks: list[Chunk] | None = None) -> ThemesResult:
+    """Run the recipe of the module docstring and write ``config.out`` (``chunks``: the corpus cut
+    by :func:`cut_corpus` already, as for its plan)."""
     import joblib
 
     config = config or ThemesConfig()
     config.validate()
-    check_run_folder(Path(config.out), is_themes_directory, MANIFEST)  # before the corpus is read and embedded
-    check_subfolder(Path(config.out) / FIGURES)
+    check_themes_out(config)
     clock = time.perf_counter()
-    chunks = _themes_chunks(config, progress)
+    chunks = chunks if chunks is not None else cut_corpus(config, progress)
     model = load_embedder(config.embedder, cache_dir=cache_dir, progress=progress)
     texts = [c.text for c in chunks]
     timings: dict[str, float] = {}
@@ -665,6 +670,87 @@ def nearest_theme(vectors: np.ndarray, corpus: np.ndarray, labels: np.ndarray, k
     return np.asarray(clusters)[best], similarities[np.arange(len(vectors)), best]
 
 
+@dataclass
+class MembershipCheck:
+    """A :func:`theme_membership` with its inputs read and checked before anything is embedded
+    (:meth:`read`: the themes run, its fitted models, the rows' target themes), then planned
+    (:meth:`plan`) or computed (:meth:`table`)."""
+
+    out: Path
+    rows: pd.DataFrame
+    targets: np.ndarray
+    manifest: dict
+    reducer: object
+    clusterers: list
+    clusterings: dict
+    chunks: pd.DataFrame
+    threshold: float
+    min_outside_percentile: float
+    themes: int
+
+    @classmethod
+    def read(cls, out: str | Path, rows: pd.DataFrame, cluster: int | str | None = None, threshold: float = DEFAULT_BLEND_THRESHOLD,
+             min_outside_percentile: float = DEFAULT_MIN_OUTSIDE_PERCENTILE, embedder: str | None = None) -> MembershipCheck:
+        """Everything a user can get wrong refused with one line: the settings, an ``embedder``
+        that is not the run's, the run itself, the themes named."""
+        options.THRESHOLD.check(threshold)
+        options.MIN_OUTSIDE_PERCENTILE.check(min_outside_percentile)
+        if embedder is not None and (made_with := read_manifest(out)["settings"]["embedder"]) != embedder:
+            raise InputError(f"{out} was made with {made_with}, not {embedder}: its themes live in that model's space")
+        manifest, reducer, clusterers, clusterings = load_themes(out)
+        top_terms = theme_top_terms(out)
+        default = 0 if cluster is None else resolve_theme(cluster, top_terms, out, "cluster")
+        targets = _row_targets(rows, default, top_terms, out)
+        chunks = read_table(Path(out) / "chunks.parquet", ["text", "cluster"])
+        return cls(Path(out), rows, targets, manifest, reducer, clusterers, clusterings, chunks, threshold, min_outside_percentile,
+                   len(top_terms))
+
+    @property
+    def embedder(self) -> str:
+        """The run's embedder: its themes live in that model's space."""
+        return self.manifest["settings"]["embedder"]
+
+    def embed(self, model) -> tuple[np.ndarray, np.ndarray]:
+        """What the check embeds: the run's chunks (from the cache: the vectors UMAP was fitted on)
+        and the rows' needles, both as documents."""
+        return model.embed(self.chunks["text"].tolist(), kind="document"), model.embed(self.rows["needle"].tolist(), kind="document")
+
+    def plan(self, cache_dir=None, prices: dict[str, float] | None = None, calibrate: bool = True,
+             progress: bool = False) -> list[EmbedderPlan]:
+        """What :meth:`table` would embed, send, cost and take (:mod:`embedeval.plan`); nothing sent or stored."""
+        return plan_work([self.embedder], lambda models: self.embed(models[0]), cache_dir, prices, calibrate, progress=progress)
+
+    def table(self, cache_dir=None, progress: bool = False) -> pd.DataFrame:
+        """The rows with their membership columns (:func:`theme_membership`)."""
+        model = load_embedder(self.embedder, cache_dir=cache_dir, progress=progress)
+        if model.fingerprint != self.manifest["embedder_fingerprint"]:
+            raise InputError(f"{self.out} was made with another {self.embedder} (its fingerprint differs); run embedeval themes again")
+        corpus, vectors = self.embed(model)
+        targets, threshold = self.targets, self.threshold
+        probabilities, shares = theme_probabilities(placement(self.reducer, vectors, corpus), self.clusterers, self.clusterings,
+                                                    self.themes)
+        predicted = np.where(probabilities.max(axis=1, initial=0.0) > 0, probabilities.argmax(axis=1), NOISE)
+        on = np.arange(len(self.rows))
+        labels, k = self.chunks["cluster"].to_numpy(), self.manifest["settings"]["umap"]["neighbors"]
+        table = self.rows.copy()
+        table["predicted_cluster"] = predicted
+        table["probability"] = np.where(predicted != NOISE, probabilities[on, np.maximum(predicted, 0)], 0.0)
+        table["target_cluster"] = targets
+        table["target_probability"] = probabilities[on, targets]
+        table["target_stability"] = shares[on, targets]
+        distances = _distances_to(targets, vectors, corpus, labels, k)
+        for column in distances:
+            table[column] = distances[column].to_numpy()
+        table["blends_in"] = (table["target_probability"] > threshold) & (table["outside_percentile"] >= self.min_outside_percentile)
+        best, _ = nearest_theme(vectors, corpus, labels, k)
+        best_distances = _distances_to(best, vectors, corpus, labels, k)
+        table["best_cluster"] = best
+        table["best_probability"] = probabilities[on, best]
+        table["best_neighbour_similarity"] = best_distances["neighbour_similarity"].to_numpy()
+        table["best_outside_percentile"] = best_distances["outside_percentile"].to_numpy()
+        return table
+
+
 def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | str | None = None, threshold: float = DEFAULT_BLEND_THRESHOLD,
                      min_outside_percentile: float = DEFAULT_MIN_OUTSIDE_PERCENTILE, cache_dir=None,
                      progress: bool = False, embedder: str | None = None) -> pd.DataFrame:
@@ -693,42 +779,7 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | str | N
 
     ``cluster`` and each row's ``target_cluster`` name a theme by its number or by a term of its top
     terms (:func:`resolve_theme`: ``6`` or ``"writing"``); the table holds the numbers."""
-    options.THRESHOLD.check(threshold)
-    options.MIN_OUTSIDE_PERCENTILE.check(min_outside_percentile)
-    if embedder is not None and (made_with := read_manifest(out)["settings"]["embedder"]) != embedder:
-        raise InputError(f"{out} was made with {made_with}, not {embedder}: its themes live in that model's space")
-    manifest, reducer, clusterers, clusterings = load_themes(out)
-    top_terms = theme_top_terms(out)
-    default = 0 if cluster is None else resolve_theme(cluster, top_terms, out, "cluster")
-    targets = _row_targets(rows, default, top_terms, out)
-    model = load_embedder(manifest["settings"]["embedder"], cache_dir=cache_dir, progress=progress)
-    if model.fingerprint != manifest["embedder_fingerprint"]:
-        raise InputError(f"{out} was made with another {manifest['settings']['embedder']} (its fingerprint differs); "
-                         "run embedeval themes again")
-    chunks = read_table(Path(out) / "chunks.parquet", ["text", "cluster"])
-    corpus = model.embed(chunks["text"].tolist(), kind="document")  # from the cache: the vectors UMAP was fitted on
-    vectors = model.embed(rows["needle"].tolist(), kind="document")
-    probabilities, shares = theme_probabilities(placement(reducer, vectors, corpus), clusterers, clusterings, len(top_terms))
-    predicted = np.where(probabilities.max(axis=1, initial=0.0) > 0, probabilities.argmax(axis=1), NOISE)
-    on = np.arange(len(rows))
-    labels, k = chunks["cluster"].to_numpy(), manifest["settings"]["umap"]["neighbors"]
-    table = rows.copy()
-    table["predicted_cluster"] = predicted
-    table["probability"] = np.where(predicted != NOISE, probabilities[on, np.maximum(predicted, 0)], 0.0)
-    table["target_cluster"] = targets
-    table["target_probability"] = probabilities[on, targets]
-    table["target_stability"] = shares[on, targets]
-    distances = _distances_to(targets, vectors, corpus, labels, k)
-    for column in distances:
-        table[column] = distances[column].to_numpy()
-    table["blends_in"] = (table["target_probability"] > threshold) & (table["outside_percentile"] >= min_outside_percentile)
-    best, _ = nearest_theme(vectors, corpus, labels, k)
-    best_distances = _distances_to(best, vectors, corpus, labels, k)
-    table["best_cluster"] = best
-    table["best_probability"] = probabilities[on, best]
-    table["best_neighbour_similarity"] = best_distances["neighbour_similarity"].to_numpy()
-    table["best_outside_percentile"] = best_distances["outside_percentile"].to_numpy()
-    return table
+    return MembershipCheck.read(out, rows, cluster, threshold, min_outside_percentile, embedder).table(cache_dir, progress)
 
 
 def theme_probabilities(positions, clusterers: list, clusterings: dict[str, np.ndarray], themes: int) -> tuple[np.ndarray, np.ndarray]:

@@ -263,7 +263,7 @@ def test_needle_haystack_prints_the_mean_per_topic_and_leaves_std_empty_with_one
     table = pd.read_csv(out, keep_default_na=False)
     assert (table["std"] == "").all()  # an empty cell, not NaN
     by_topic = pd.read_csv(out).fillna({"topic": "-"}).groupby("topic", sort=False)["st:all-MiniLM-L6-v2"].mean()
-    lines = result.output.splitlines()
+    lines = result.stdout.splitlines()  # the table; what it embeds first is said on stderr
     assert lines[:3] == [f"wrote 4 rows to {out}", "mean needle-haystack similarity (mean cosine of the top-2 chunks) by topic:",
                          "  topic  n  st:all-MiniLM-L6-v2"]
     assert [line.split() for line in lines[3:]] == [[topic, str(n), f"{by_topic[topic]:.3f}"]

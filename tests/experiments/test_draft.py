@@ -26,6 +26,7 @@ from embedeval.errors import InputError
 from embedeval.experiments.drafting import parse_drafts
 from embedeval.needles import group_problems, load_needle_set
 from fake_api import serving
+from fakes import said_first, without_said_first
 from test_themes import SMALL, TOPICS, sentences
 
 #: Every test here needs a themes run (chunks embedded, UMAP and HDBSCAN): the slow tier.
@@ -113,6 +114,9 @@ def test_scripted_drafts_each_rejected_for_its_reason_and_redrafts_accepted(them
     result = draft(themes_run, out, "--themes-ids", f"{term_of(themes_run, cooking)},{sailing}", "--per-theme", "3",
                    "--attempts", "4")  # a term, a number
     assert result.exit_code == 0, result.output
+    chunks = pd.read_parquet(themes_run / "chunks.parquet")["text"].nunique()  # issue 54: what it embeds first, said first
+    assert said_first(result.stderr) == (chunks, 0, chunks)  # the themes run's chunks, none in this test's cache
+    assert "distinct chunks of the themes run (the drafted needles are embedded as they are drafted)" in result.stderr.splitlines()[0]
     assert f"theme {cooking}: 2 of 3 groups accepted, 7 draft(s) rejected" in result.output
     assert f"theme {sailing}: 2 of 3 groups accepted, 3 draft(s) rejected" in result.output
     assert "(8 chat request(s); no judge: nothing checked whether a needle answers its question)" in result.output
@@ -172,7 +176,7 @@ def test_a_network_failure_loses_no_accepted_draft_and_a_rerun_resumes(themes_ru
     chat.script.fail_with = [200, 500, 500]  # the second theme's request fails twice: retries spent
     result = draft(themes_run, out, "--themes-ids", f"{cooking},{sailing}", "--per-theme", "1")
     assert result.exit_code == 1
-    lines = [line for line in result.output.splitlines() if line.strip()]
+    lines = without_said_first(result.output)  # what it embeds first was said before the request failed
     assert len(lines) == 1 and lines[0].startswith("error: chat model fake-model: gave up after 2 attempts"), result.output
     assert [g.character for g in load_needle_set(out).groups] == ["Yuki"]
 
@@ -237,8 +241,8 @@ def test_a_model_that_answers_garbage_or_drafts_that_all_fail_are_one_line_with_
     cooking = theme_of(themes_run, "cooking")
     chat.script.chat_replies = ["lorem ipsum", "", "[1, 2, 3]"]
     result = draft(themes_run, tmp_path / "g.json", "--themes-ids", str(cooking), "--per-theme", "1")
-    assert result.exit_code == 1 and result.output.startswith("error: chat model openai:fake-model answered no usable JSON in 3 request(s)")
-    assert len(result.output.strip().splitlines()) == 1
+    lines = without_said_first(result.output)  # what it embeds first was said before the requests
+    assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: chat model openai:fake-model answered no usable JSON in 3 request(s)")
     rejected = pd.read_csv(tmp_path / "g.rejected.csv", keep_default_na=False)
     assert rejected["reason"].str[:22].tolist() == ["the answer holds no JS", "the answer is empty", 'the answer is not a JS']
     assert not (tmp_path / "g.json").exists()
@@ -256,6 +260,8 @@ def test_a_plan_sends_nothing_and_max_cost_refuses_before_any_request(themes_run
     result = draft(themes_run, out, "--plan", "--per-theme", "2")
     assert result.exit_code == 0, result.output
     assert "openai:fake-model: 3 to 9 chat request(s), at most" in result.output and "nothing was sent or written" in result.output
+    chunks = pd.read_parquet(themes_run / "chunks.parquet")["text"].nunique()  # and what it would embed first: part of the plan
+    assert said_first(result.stdout) == (chunks, 0, chunks) and result.stderr == ""
     rows = [line.split() for line in result.output.splitlines()[1:4]]
     assert [int(r[0]) for r in rows] == [0, 1, 2] and all(int(r[1]) == 2 and int(r[2].replace(",", "")) > 300 for r in rows)
     result = draft(themes_run, out, "--max-cost", "0.0001", "--chat-price", "100")
@@ -330,7 +336,7 @@ def test_the_example_chat_server_drives_a_draft_through_the_cli_until_its_replie
         result = CliRunner().invoke(app, ["needles", "draft", "--themes", str(themes_run), "--llm", spec, "--out", str(out),
                                           "--themes-ids", f"{cooking},{sailing}", "--per-theme", "2", "-q"])
         assert result.exit_code == 1, result.output  # the third request used the last reply; the fourth gets a 410
-        lines = [line for line in result.output.splitlines() if line.strip()]
+        lines = without_said_first(result.output)
         assert len(lines) == 1 and lines[0].startswith("error: chat model scripted: HTTP 410")
         assert "all 3 scripted replies are used up" in lines[0]
         log = printed()
@@ -355,7 +361,7 @@ def test_the_example_chat_server_answers_each_theme_from_its_own_replies_named_b
     with example_chat_server(drafts) as (url, printed):
         result = CliRunner().invoke(app, ["needles", "draft", "--themes", str(themes_run), "--llm", f"openai:scripted?base_url={url}",
                                           "--out", str(out), "--themes-ids", f"{sailing},{cooking},{stars}", "--per-theme", "1", "-q"])
-        lines = [line for line in result.output.splitlines() if line.strip()]
+        lines = without_said_first(result.output)
         assert result.exit_code == 1 and len(lines) == 1, result.output  # the third theme has no scripted replies
         assert lines[0].startswith("error: chat model scripted: HTTP 422") and "no scripted replies for this prompt: theme " in lines[0]
         log = printed()

@@ -23,6 +23,8 @@ from embedeval.experiments.judging import parse_verdict
 from embedeval.io import output_file_lock
 from embedeval.llm import ChatLLM, ChatReply, answer_json
 from embedeval.needles import load_needle_set
+from embedeval.ownership import written_by_embedeval
+from fakes import without_said_first
 from test_draft import GOOD, KEY, OFF_TOPIC, REDRAFT, SAILING, chat, draft, group, prompts_sent, term_of, theme_of, themes_run  # noqa: F401
 
 #: Every test here needs a themes run (chunks embedded, UMAP and HDBSCAN): the slow tier.
@@ -33,8 +35,9 @@ UNWRITABLE = "/sys/embedeval-test"
 
 
 def one_line(result) -> str:
-    """The one error line of a refused command (a --force note that it replaces a file set aside)."""
-    lines = [line for line in result.output.splitlines() if line.strip() and not
+    """The one error line of a refused command (a --force note that it replaces a file, and what it
+    said it embeds first when the error came from the chat model or the judge, set aside)."""
+    lines = [line for line in without_said_first(result.output) if not
              (line.startswith("note: replacing ") and line.endswith(", which embedeval did not write (--force)"))]
     assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), result.output
     return lines[0]
@@ -264,8 +267,9 @@ def test_a_second_draft_into_the_same_out_is_refused_with_one_line_while_the_fir
     worker.join(120)
     assert [g["character"] for g in first["result"].needle_set["groups"]] == ["Yuki"]
     assert [g.character for g in load_needle_set(out).groups] == ["Yuki"]
-    # the lock is gone with its draft; the markers that say embedeval wrote both files stay
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".n.json.embedeval", ".n.rejected.csv.embedeval", "n.json", "n.rejected.csv"]
+    # the lock is gone with its draft, and the records that say embedeval wrote both files are kept in the cache folder
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["n.json", "n.rejected.csv"]
+    assert written_by_embedeval(out) and written_by_embedeval(tmp_path / "n.rejected.csv")
 
     with output_file_lock(out):  # held by another process as by this one: flock
         line = one_line(draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", "2"))

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from conftest import own_cache
 from embedeval.cli import app
 from embedeval.metrics import mmr
+from fakes import said_first
 
 #: Most tests here need a themes run (chunks embedded, UMAP and HDBSCAN): the module is the slow tier.
 pytestmark = pytest.mark.slow
@@ -183,8 +184,15 @@ def test_a_pair_file_names_each_needles_target_and_every_needle_gets_its_best_th
     pd.DataFrame({"id": [f"n{i}" for i in range(7)], "question": ["What happened?"] * 7, "needle": needles,
                   "theme": targets}).to_csv(pairs, index=False)
     out = tmp_path / "membership.csv"
-    result = CliRunner().invoke(app, ["themes", "membership", str(themes_run), "--pairs", str(pairs), "--out", str(out), "-q"])
+    args = ["themes", "membership", str(themes_run), "--pairs", str(pairs), "--out", str(out), "-q"]
+    planned = CliRunner().invoke(app, [*args, "--plan", "--json"])
+    assert planned.exit_code == 0 and not out.exists(), planned.output
+    (plan,) = json.loads(planned.stdout)["embedders"]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
+    # issue 54: what it embeds, said first: the run's chunks and the needles, as documents (this test's cache holds none)
+    distinct = len(set(pd.read_parquet(themes_run / "chunks.parquet")["text"]) | set(needles))
+    assert said_first(result.stderr) == (distinct, 0, distinct) == (plan["to_embed"], plan["cached"], plan["texts"])
     table = pd.read_csv(out)
     assert table["target_cluster"].tolist() == targets
     assert table["best_cluster"].tolist() == [0, 0, 1, 1, 2, 2, 2]  # the theme each needle reads like
@@ -196,7 +204,7 @@ def test_a_pair_file_names_each_needles_target_and_every_needle_gets_its_best_th
     np.testing.assert_allclose(on["best_neighbour_similarity"], on["neighbour_similarity"])
     np.testing.assert_allclose(on["best_outside_percentile"], on["outside_percentile"])
     np.testing.assert_allclose(on["best_probability"], on["target_probability"])
-    assert result.output.splitlines() == [
+    assert result.stdout.splitlines() == [  # what it embeds first is said on stderr
         f"wrote 7 rows to {out}",
         "6 of 7 needles blend into their target clusters (probability > 0.9 and outside percentile >= 95): "
         "cluster 0: 2 of 3; cluster 1: 2 of 2; cluster 2: 2 of 2",
@@ -296,7 +304,7 @@ def test_membership_takes_terms_for_the_target_theme_and_refuses_no_match_and_am
     result = membership("--cluster", unique[2])  # the row with no target takes --cluster, here a term
     assert result.exit_code == 0, result.output
     assert pd.read_csv(out)["target_cluster"].tolist() == [0, 1, 2]
-    assert result.output.splitlines()[1].endswith("cluster 0: 1 of 1; cluster 1: 1 of 1; cluster 2: 1 of 1")
+    assert result.stdout.splitlines()[1].endswith("cluster 0: 1 of 1; cluster 1: 1 of 1; cluster 2: 1 of 1")
 
     def refused(*options, run=themes_run) -> str:
         result = CliRunner().invoke(app, ["themes", "membership", str(run), "--pairs", str(pairs), "--out",
@@ -415,21 +423,30 @@ def test_a_rerun_gives_the_same_clusters_and_tables(themes_run, topic_books, tmp
 
 
 def test_each_long_step_says_what_it_does_on_stderr_and_quiet_silences_it(themes_cli, topic_books, tmp_path):
-    """Issue 31, part 5: after the embedding bar, UMAP (with its epochs' bar), HDBSCAN, the 2-D map
-    and the figure each show a step line with the time it took; --quiet shows none; stdout is the same."""
+    """Issue 31, part 5: after the embedding bar, UMAP, HDBSCAN, the 2-D map and the figure each show
+    a step line with the time it took; --quiet shows none; stdout is the same. Issue 54: without a
+    terminal (as here) each step is one line, once, with no cursor movement, and umap-learn's epoch
+    bars (cleared in a terminal) are not shown; what the run embeds is said first, even with --quiet."""
     out, loud = themes_cli
-    lines = [line.rsplit("\r", 1)[-1] for line in loud.stderr.splitlines()]
+    lines = loud.stderr.splitlines()
+    assert "\r" not in loud.stderr and "\x1b[" not in loud.stderr and len(lines) == len(set(lines)), lines
     done = r" \.\.\. done in \d+\.\d s"
-    for step in [rf"corpus dir:\S+ cut into sentences:1-3 chunks{done}", rf"consensus of 9 clusterings{done}",
-                 rf"UMAP for the map: \d+ points to 2 dimensions{done}",
-                 rf"top terms and representatives of 3 clusters{done}", rf"the map and report.md{done}"]:
-        assert any(re.fullmatch(step, line) for line in lines), (step, lines)
-    assert "UMAP (5 dimensions) + HDBSCAN of" in loud.stderr and "9/9" in loud.stderr  # the clusterings' bar
-    assert "UMAP for the map epochs" in loud.stderr  # umap-learn's bar, cleared after
+    steps = [rf"corpus dir:\S+ cut into sentences:1-3 chunks{done}",
+             rf"UMAP \(5 dimensions\) \+ HDBSCAN of \d+ points: 9 clusterings{done}", rf"consensus of 9 clusterings{done}",
+             rf"UMAP for the map: \d+ points to 2 dimensions{done}",
+             rf"top terms and representatives of 3 clusters{done}", rf"the map and report.md{done}"]
+    found = [next(i for i, line in enumerate(lines) if re.fullmatch(step, line)) for step in steps]
+    assert found == sorted(found), lines  # in the order they ran
+    chunks = pd.read_parquet(out / "chunks.parquet")
+    n = chunks["text"].nunique()
+    said = f"st:all-MiniLM-L6-v2: {n:,} texts to embed, 0 found in the cache: the {n:,} distinct texts the command needs"
+    embedded = next(i for i, line in enumerate(lines) if line.startswith("embedding documents (st:all-MiniLM-L6-v2): "))
+    assert found[0] < lines.index(said) < embedded, lines  # said once the corpus is cut, before anything is embedded
+    assert "UMAP epochs" not in loud.stderr  # umap-learn's bars: only in a terminal
     assert "Construct fuzzy simplicial set" not in loud.output  # not umap-learn's verbose lines
     quiet = CliRunner().invoke(app, ["themes", "--corpus", f"dir:{topic_books}", *SMALL, "--out", str(tmp_path / "q"), "-q"])
     assert quiet.exit_code == 0, quiet.output
-    assert quiet.stderr == ""
+    assert quiet.stderr.splitlines() == [said]
     without_times = [line for line in loud.stdout.splitlines() if not line.startswith(("time:", "wrote"))]
     assert without_times == [line for line in quiet.stdout.splitlines() if not line.startswith(("time:", "wrote"))]
     assert len(loud.stdout.splitlines()) == 3 and loud.stdout.splitlines()[-1] == f"wrote {out}/report.md"
