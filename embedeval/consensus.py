@@ -39,13 +39,47 @@ def check_labellings(labellings) -> np.ndarray:
     array = np.asarray(labellings)
     if array.ndim != 2 or 0 in array.shape:
         raise InputError(f"labellings must be an (R, n) array with R, n >= 1, not of shape {array.shape}")
-    if not np.issubdtype(array.dtype, np.integer):
-        if not np.issubdtype(array.dtype, np.floating) or not np.all(np.isfinite(array)) or np.any(array != np.round(array)):
-            raise InputError("labellings must hold whole numbers (cluster labels, -1 for noise)")
-        array = array.astype(np.int64)
-    if array.min() < NOISE:
-        raise InputError(f"labellings must hold labels >= {NOISE} ({NOISE} for noise), not {int(array.min())}")
+    return _whole_labels(array, "labellings")
+
+
+def _whole_labels(array: np.ndarray, what: str) -> np.ndarray:
+    """``array`` as int64 labels: whole numbers in [-1, 2**63); anything else (a float that is not
+    whole, a bool, an unsigned value that int64 would wrap to -1 or below) is one
+    :class:`~embedeval.errors.InputError`."""
+    if array.dtype == bool or not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
+        raise InputError(f"{what} must hold whole numbers (cluster labels, -1 for noise)")
+    if np.issubdtype(array.dtype, np.floating) and (not np.all(np.isfinite(array)) or np.any(array != np.round(array))):
+        raise InputError(f"{what} must hold whole numbers (cluster labels, -1 for noise)")
+    if array.size:
+        low, high = (int(x) if np.issubdtype(array.dtype, np.integer) else float(x) for x in (array.min(), array.max()))
+        if low < NOISE:
+            raise InputError(f"{what} must hold labels >= {NOISE} ({NOISE} for noise), not {low}")
+        if high >= 2**63:  # compared before the cast: int64 would wrap it round to a negative label (2**64 - 1 to -1, noise)
+            raise InputError(f"{what} must hold labels below 2**63, not {high}")
     return array.astype(np.int64)
+
+
+def check_consensus(consensus, points: int) -> np.ndarray:
+    """``consensus`` as the int64 labelling of ``points`` points that the functions below take: its
+    clusters numbered 0..T-1 (each of them used), -1 for noise; anything else is one
+    :class:`~embedeval.errors.InputError` (a float, a label below -1, a gap in the numbers, which
+    would count an empty cluster, or a huge number, which would allocate that many)."""
+    array = np.asarray(consensus)
+    if array.shape != (points,):
+        raise InputError(f"a consensus of {array.size} points for labellings of {points}" if array.ndim == 1 else
+                         f"a consensus must be one label per point ({points}), not an array of shape {array.shape}")
+    array = _whole_labels(array, "a consensus")
+    used = np.unique(array[array != NOISE])
+    if used.size and used[-1] != used.size - 1:
+        missing = int(np.setdiff1d(np.arange(used.size), used)[0])
+        raise InputError(f"a consensus must number its clusters 0..T-1: it has {used.size} clusters, the largest number "
+                         f"{used[-1]}, and no cluster {missing}")
+    return array
+
+
+def _check_min_size(min_size) -> None:
+    if isinstance(min_size, bool) or not isinstance(min_size, (int, np.integer)) or min_size < 1:
+        raise InputError(f"min_size must be a whole number >= 1, not {min_size!r}")
 
 
 def membership_matrix(labels: np.ndarray) -> sparse.csr_matrix:
@@ -93,8 +127,7 @@ def consensus_labels(labellings, min_size: int, neighbours=None) -> np.ndarray:
     from scipy.cluster.hierarchy import fcluster, linkage
     from scipy.sparse.csgraph import connected_components
 
-    if isinstance(min_size, bool) or not isinstance(min_size, (int, np.integer)) or min_size < 1:
-        raise InputError(f"min_size must be a whole number >= 1, not {min_size!r}")
+    _check_min_size(min_size)
     array = check_labellings(labellings)
     together = co_association(array)
     n = together.shape[0]
@@ -130,7 +163,9 @@ def by_neighbourhood(consensus: np.ndarray, labellings, neighbours, min_size: in
     a coin's throw near 0.5, and another run's labellings throw it the other way. Its neighbours'
     shares pool k times the evidence. Clusters left with fewer than ``min_size`` points, or that no
     longer come back in half the labellings (:func:`stability`), are noise; numbered by size."""
+    _check_min_size(min_size)
     array = check_labellings(labellings)
+    consensus = check_consensus(consensus, array.shape[1])
     neighbours = np.asarray(neighbours)
     if neighbours.ndim != 2 or len(neighbours) != array.shape[1] or not np.issubdtype(neighbours.dtype, np.integer) \
             or (neighbours.size and (neighbours.min() < 0 or neighbours.max() >= array.shape[1])):
@@ -168,9 +203,7 @@ def matches(consensus: np.ndarray, labellings) -> np.ndarray:
     a Jaccard index above :data:`MAJORITY` (|A & B| / |A | B| > 0.5), or -1 when none does: an (R, T) array,
     T the number of consensus clusters (labels 0..T-1 of ``consensus``)."""
     array = check_labellings(labellings)
-    consensus = np.asarray(consensus)
-    if consensus.shape != array.shape[1:]:
-        raise InputError(f"a consensus of {consensus.size} points for labellings of {array.shape[1]}")
+    consensus = check_consensus(consensus, array.shape[1])
     themes = int(consensus.max(initial=NOISE)) + 1
     found = np.full((len(array), themes), NOISE, dtype=np.int64)
     theme_sizes = np.bincount(consensus[consensus != NOISE], minlength=themes)
@@ -204,6 +237,8 @@ def theme_shares(consensus: np.ndarray, labellings, weights=None) -> np.ndarray:
     weights = np.ones(array.shape) if weights is None else np.asarray(weights, dtype=float)
     if weights.shape != array.shape:
         raise InputError(f"weights of shape {weights.shape} for labellings of shape {array.shape}")
+    if not np.all(np.isfinite(weights)) or weights.min() < 0:
+        raise InputError("weights must be finite and >= 0 (membership probabilities)")
     found = matches(consensus, array)
     shares = np.zeros((array.shape[1], found.shape[1]))
     for labels, row, weight in zip(array, found, weights):
@@ -215,7 +250,7 @@ def theme_shares(consensus: np.ndarray, labellings, weights=None) -> np.ndarray:
 
 def member_shares(consensus: np.ndarray, labellings, weights=None) -> np.ndarray:
     """Per point, its :func:`theme_shares` in its own consensus cluster (0 for a noise point)."""
-    consensus = np.asarray(consensus)
+    consensus = check_consensus(consensus, check_labellings(labellings).shape[1])
     shares = theme_shares(consensus, labellings, weights)
     clustered = np.flatnonzero(consensus != NOISE)
     out = np.zeros(consensus.size)

@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
-from embedeval.consensus import co_association, consensus_labels, matches, member_shares, stability
+from embedeval.consensus import by_neighbourhood, co_association, consensus_labels, matches, member_shares, stability, theme_shares
 from embedeval.errors import InputError
 
 
@@ -149,3 +149,44 @@ def test_neighbourhood_votes_make_two_draws_of_noisy_edges_agree_more():
     own = adjusted_rand_score(consensus_labels(first, 10), consensus_labels(second, 10))
     pooled = adjusted_rand_score(consensus_labels(first, 10, neighbours), consensus_labels(second, 10, neighbours))
     assert own < 0.85 and pooled > own + 0.05, (own, pooled)
+
+
+def test_labels_are_checked_before_they_are_cast():
+    # 2**64 - 1 as uint64 would wrap to -1 (noise): the two points together in every labelling are not noise
+    with pytest.raises(InputError, match="below 2\\*\\*63, not 18446744073709551615"):
+        co_association(np.array([[2**64 - 1, 2**64 - 1]], dtype=np.uint64))
+    with pytest.raises(InputError, match="below 2\\*\\*63, not 1e\\+30"):
+        co_association(np.array([[1e30, 0.0]]))
+    big = np.array([[2**62, 2**62, 7]], dtype=np.uint64)  # large but whole labels are labels
+    assert co_association(big).toarray().tolist() == [[1, 1, 0], [1, 1, 0], [0, 0, 1]]
+    with pytest.raises(InputError, match="whole numbers"):
+        co_association(np.array([[True, False]]))
+
+
+@pytest.mark.parametrize("consensus, says", [
+    (np.array([0.0, 0.0, 1.0, 1.5]), "whole numbers"),
+    (np.array([-2, 0, 1, 1]), ">= -1"),
+    (np.array([0, 0, 5, 5]), "number its clusters 0..T-1"),
+    (np.array([0, 0, 10**12, 10**12]), "number its clusters 0..T-1"),  # not an array of 10**12 columns
+    (np.array([[0, 0, 1, 1]]), "one label per point"),
+])
+def test_a_consensus_that_is_no_consensus_labelling_is_one_input_error(consensus, says):
+    labellings = np.array([[0, 0, 1, 1], [0, 0, 1, 1]])
+    for function in (matches, stability, member_shares, theme_shares):
+        with pytest.raises(InputError, match=says):
+            function(consensus, labellings)
+    with pytest.raises(InputError, match=says):
+        by_neighbourhood(consensus, labellings, np.arange(4)[:, None], 1)
+    # a consensus given as floats of whole numbers is a consensus
+    assert stability(np.array([0.0, 0.0, 1.0, 1.0]), labellings).tolist() == [1.0, 1.0]
+
+
+def test_by_neighbourhood_checks_min_size_and_weights_are_checked():
+    labellings = np.array([[0, 0, 1, 1, 1], [0, 0, 1, 1, 1]])
+    neighbours = np.array([[2], [3], [2], [3], [4]])  # theme 1 takes every point: theme 0 is left empty
+    for bad in (0, True, 2.0):
+        with pytest.raises(InputError, match="min_size"):
+            by_neighbourhood(np.array([1, 1, 0, 0, 0]), labellings, neighbours, bad)
+    assert by_neighbourhood(np.array([1, 1, 0, 0, 0]), labellings, neighbours, 1).tolist() == [0] * 5
+    with pytest.raises(InputError, match="weights must be finite"):
+        theme_shares(np.array([1, 1, 0, 0, 0]), labellings, np.full(labellings.shape, np.nan))
