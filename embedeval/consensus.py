@@ -116,7 +116,9 @@ def consensus_labels(labellings, min_size: int, neighbours=None) -> np.ndarray:
     others are noise). A group is a consensus cluster when it has at least ``min_size`` points and
     comes back: its :func:`stability` is at least :data:`MAJORITY` (labellings at chance can pair
     a few points by luck; no cluster of theirs overlaps such a group). Clusters are numbered by
-    size, largest first (ties to the one whose first point comes first); the rest is noise (-1).
+    size, largest first (ties to the one whose first point comes first; with one labelling, to the
+    one of the smaller label in it, so a single clustering keeps the order it always had); the
+    rest is noise (-1).
 
     An average-linkage group above the cut is connected in the graph of pairs with C > 0.5 (a merge
     needs one such pair between its halves), so the linkage runs within each connected component of
@@ -180,20 +182,28 @@ def by_neighbourhood(consensus: np.ndarray, labellings, neighbours, min_size: in
 
 
 def _kept(groups: list[np.ndarray], labellings: np.ndarray) -> np.ndarray:
-    """The labelling of ``groups`` that come back in at least half of ``labellings``, by size."""
+    """The labelling of ``groups`` that come back in at least half of ``labellings``, by size
+    (:func:`_size_order`)."""
     n = labellings.shape[1]
-    candidates = _numbered(groups, n)
-    return _numbered([g for g, share in zip(sorted(groups, key=_size_order), stability(candidates, labellings)) if share >= MAJORITY], n)
+    order = _size_order(labellings)
+    candidates = _numbered(groups, n, order)
+    kept = [g for g, share in zip(sorted(groups, key=order), stability(candidates, labellings)) if share >= MAJORITY]
+    return _numbered(kept, n, order)
 
 
-def _size_order(group: np.ndarray) -> tuple[int, int]:
-    return -group.size, int(group[0])
+def _size_order(labellings: np.ndarray):
+    """How groups are numbered: largest first; of two of one size, with one labelling (R = 1, whose
+    clusters are the groups) the one of the smaller label in it, as a single HDBSCAN run's clusters
+    were always numbered, else the one whose first point comes first."""
+    if len(labellings) == 1:
+        return lambda group: (-group.size, int(labellings[0, group[0]]), int(group[0]))
+    return lambda group: (-group.size, int(group[0]))
 
 
-def _numbered(groups: list[np.ndarray], n: int) -> np.ndarray:
-    """A labelling of n points from disjoint groups, numbered by :func:`_size_order`."""
+def _numbered(groups: list[np.ndarray], n: int, order) -> np.ndarray:
+    """A labelling of n points from disjoint groups, numbered in the ``order`` of :func:`_size_order`."""
     labels = np.full(n, NOISE, dtype=np.int64)
-    for number, points in enumerate(sorted(groups, key=_size_order)):
+    for number, points in enumerate(sorted(groups, key=order)):
         labels[points] = number
     return labels
 

@@ -190,3 +190,30 @@ def test_by_neighbourhood_checks_min_size_and_weights_are_checked():
     assert by_neighbourhood(np.array([1, 1, 0, 0, 0]), labellings, neighbours, 1).tolist() == [0] * 5
     with pytest.raises(InputError, match="weights must be finite"):
         theme_shares(np.array([1, 1, 0, 0, 0]), labellings, np.full(labellings.shape, np.nan))
+
+
+def test_one_labelling_numbers_clusters_of_one_size_as_a_single_clustering_always_did():
+    # HDBSCAN's label 0 and label 1 have two points each: label 0 is theme 0 (the study's by-size
+    # order, ties to the smaller label), whichever of them holds the first point
+    assert consensus_labels(np.array([[1, 1, 0, 0]]), min_size=1).tolist() == [1, 1, 0, 0]
+    assert consensus_labels(np.array([[5, 3, 5, 3, -1, 8, 8, 8]]), min_size=2).tolist() == [2, 1, 2, 1, -1, 0, 0, 0]
+    # several labellings: ties to the group whose first point comes first
+    assert consensus_labels(np.array([[1, 1, 0, 0], [1, 1, 0, 0]]), min_size=1).tolist() == [0, 0, 1, 1]
+
+
+def test_a_single_clustering_is_the_studys_run_its_probabilities_unrounded(monkeypatch):
+    from types import SimpleNamespace
+
+    from embedeval.experiments import themes
+    from embedeval.experiments.themes import HdbscanSettings, ThemesConfig, cluster_runs, consensus_themes
+
+    labels = np.array([1, 1, 0, 0, -1, 0])
+    probabilities = np.array([0.123456789012345, 1.0, 0.987654321098765, 1.0, 0.0, 0.31415926535897931])
+    fitted = SimpleNamespace(labels_=labels, probabilities_=probabilities)
+    monkeypatch.setattr(themes, "fit_umap", lambda vectors, *a, **k: ("umap", np.zeros((len(vectors), 2), np.float32)))
+    monkeypatch.setattr(themes, "fit_hdbscan", lambda *a, **k: fitted)
+    config = ThemesConfig(runs=1, hdbscan=HdbscanSettings(min_cluster_size=2, min_samples=2))
+    themed = consensus_themes(cluster_runs(np.eye(6, dtype=np.float32), config), np.eye(6, dtype=np.float32), config)
+    assert themed.labels.tolist() == [1, 1, 0, 0, -1, 0]  # by size, the tie to HDBSCAN's smaller label
+    assert themed.probability.tolist() == probabilities.tolist()  # exactly HDBSCAN's, not float32's
+    assert themed.stability.tolist() == [1, 1, 1, 1, 0, 1]

@@ -209,7 +209,8 @@ def cluster_once(vectors: np.ndarray, config: ThemesConfig, run: int, seed: int,
         vectors = (vectors + np.random.default_rng(seed).normal(scale=FLOAT_NOISE, size=vectors.shape)).astype(vectors.dtype)
     reducer, reduced = fit_umap(vectors, config.umap, seed, progress=progress)
     clusterer = fit_hdbscan(reduced, config.hdbscan, progress)
-    return Clustering(seed, reduced.astype(np.float32), clusterer.labels_.astype(np.int64), clusterer.probabilities_.astype(np.float32),
+    # HDBSCAN's probabilities as it gives them (float64): with --runs 1 they are the table's, as before
+    return Clustering(seed, reduced.astype(np.float32), clusterer.labels_.astype(np.int64), np.asarray(clusterer.probabilities_, dtype=float),
                       clusterer, reducer if run == 0 else None)
 
 
