@@ -538,22 +538,85 @@ def load_themes(out: str | Path) -> tuple[dict, object, list, dict[str, np.ndarr
     """(manifest, UMAP, HDBSCANs, clusterings) of a themes run directory: the first clustering's
     fitted UMAP, each clustering's fitted HDBSCAN, and :data:`RUNS_FILE`'s arrays (``reduced``,
     ``labels``, ``matches``). Refused with one line if the folder is missing or unfinished, was
-    written before themes were a consensus, or if the installed packages differ from those that
-    fitted the models."""
+    written before themes were a consensus, if the installed packages differ from those that
+    fitted the models, or if its files do not belong together (:func:`check_themes_files`; each
+    model is the one its clustering's arrays were saved from)."""
+    import hdbscan
+    import umap
+
     folder = Path(out)
     manifest = read_manifest(folder)
     changed = {k: (v, now) for k, v in manifest["packages"].items() if (now := package_version(k)) != v}
     if changed:
         name, (then, now) = next(iter(changed.items()))
         raise InputError(f"{folder} was fitted with {name} {then}, {now} is installed now; run embedeval themes again")
+    manifest, arrays = check_themes_files(folder)  # before any model is unpickled
     clusterers = _fitted(folder / "hdbscan.joblib")
-    if "run_seeds" not in manifest or not isinstance(clusterers, list):
+    if not isinstance(clusterers, list):
         raise InputError(f"{folder} was written before themes were a consensus of several clusterings: run embedeval themes again")
-    arrays = _clusterings(folder / RUNS_FILE)
-    if not len(clusterers) == len(arrays["reduced"]) == len(arrays["labels"]) == len(arrays["matches"]) == len(manifest["run_seeds"]):
+    if len(clusterers) != len(arrays["labels"]):
         raise InputError(f"{folder}'s {RUNS_FILE}, hdbscan.joblib and {MANIFEST} disagree on the number of clusterings "
                          "(files of different runs): run embedeval themes again")
-    return manifest, _fitted(folder / "umap.joblib"), clusterers, arrays
+    for r, clusterer in enumerate(clusterers):
+        fitted_on = getattr(clusterer, "_raw_data", None)  # the points HDBSCAN was fitted on, kept for its predictions
+        if not isinstance(clusterer, hdbscan.HDBSCAN) or getattr(clusterer, "prediction_data_", None) is None \
+                or not np.array_equal(np.asarray(getattr(clusterer, "labels_", ())), arrays["labels"][r]) \
+                or fitted_on is None or not np.array_equal(np.asarray(fitted_on, dtype=arrays["reduced"].dtype), arrays["reduced"][r]):
+            raise InputError(f"{folder / 'hdbscan.joblib'}: its model {r + 1} is not the HDBSCAN of clustering {r + 1} of its "
+                             f"{RUNS_FILE} (files of different runs, or edited): run embedeval themes again")
+    reducer = _fitted(folder / "umap.joblib")
+    embedding = getattr(reducer, "embedding_", None)
+    if not isinstance(reducer, umap.UMAP) or embedding is None or not np.array_equal(embedding, arrays["reduced"][0]):
+        raise InputError(f"{folder / 'umap.joblib'} is not the UMAP of the first clustering of its {RUNS_FILE} (files of "
+                         "different runs, or edited): run embedeval themes again")
+    return manifest, reducer, clusterers, arrays
+
+
+def check_themes_files(out: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
+    """(manifest, :data:`RUNS_FILE`'s arrays) of a finished themes run whose files belong together,
+    checked without unpickling a model (so ``needles draft --plan`` refuses what the draft would):
+    ``themes.json``'s ``run_seeds`` (R whole numbers; none: written before themes were a consensus),
+    ``reduced`` (R, n, d) finite numbers, ``labels`` (R, n) labels, ``matches`` (R, T) each a
+    cluster of its clustering or -1, ``chunks.parquet`` n chunks each in a theme 0..T-1 or noise,
+    ``clusters.csv`` the themes 0..T-1. Anything else is one :class:`~embedeval.errors.InputError`."""
+    folder = Path(out)
+    manifest = read_manifest(folder)
+    if "run_seeds" not in manifest:
+        raise InputError(f"{folder} was written before themes were a consensus of several clusterings: run embedeval themes again")
+    seeds = manifest["run_seeds"]
+    if not isinstance(seeds, list) or not seeds or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds):
+        raise InputError(f"{folder / MANIFEST}: its 'run_seeds' is not a list of whole numbers (the file was edited or damaged): "
+                         "run embedeval themes again")
+    path = folder / RUNS_FILE
+    arrays = _clusterings(path)
+    reduced, labels, found = arrays["reduced"], arrays["labels"], arrays["matches"]
+    wrong = None
+    if reduced.ndim != 3 or 0 in reduced.shape or not np.issubdtype(reduced.dtype, np.floating) or not np.isfinite(reduced).all():
+        wrong = f"its reduced points are not an (R, n, d) array of finite numbers (shape {reduced.shape}, {reduced.dtype})"
+    elif not np.issubdtype(labels.dtype, np.integer) or labels.shape != reduced.shape[:2] or labels.min() < NOISE:
+        wrong = f"its labels are not an (R, n) = {reduced.shape[:2]} array of cluster labels (shape {labels.shape}, {labels.dtype})"
+    elif not np.issubdtype(found.dtype, np.integer) or found.ndim != 2 or len(found) != len(labels) or (found.size and found.min() < NOISE):
+        wrong = f"its matches are not an (R, T) array of cluster labels for R = {len(labels)} (shape {found.shape})"
+    else:
+        strays = [r for r in range(len(found)) if not np.isin(found[r][found[r] != NOISE], labels[r]).all()]
+        if strays:
+            wrong = f"clustering {strays[0] + 1}'s match of a theme is no cluster of that clustering"
+    if wrong:
+        raise InputError(f"{path}: {wrong} (the file was edited or damaged): run embedeval themes again")
+    if len(seeds) != len(labels):
+        raise InputError(f"{folder}'s {RUNS_FILE}, hdbscan.joblib and {MANIFEST} disagree on the number of clusterings "
+                         "(files of different runs): run embedeval themes again")
+    n, themes = labels.shape[1], found.shape[1]
+    chunks = read_table(folder / "chunks.parquet", ["cluster"], integers=["cluster"])
+    clusters = chunks["cluster"].to_numpy()
+    if len(chunks) != n or chunks["cluster"].isna().any() or not np.isin(clusters, np.arange(-1, themes)).all():
+        raise InputError(f"{folder}'s chunks.parquet ({len(chunks)} chunks) is not of the clusterings of its {RUNS_FILE} ({n} "
+                         f"chunks, themes 0..{themes - 1}) (files of different runs, or edited): run embedeval themes again")
+    listed = sorted(theme_top_terms(folder))
+    if listed != list(range(themes)):
+        raise InputError(f"{folder}'s clusters.csv lists the themes {_theme_range(listed)}, its {RUNS_FILE} matches "
+                         f"{themes} (0..{themes - 1}) (files of different runs, or edited): run embedeval themes again")
+    return manifest, arrays
 
 
 def _clusterings(path: Path) -> dict[str, np.ndarray]:
@@ -562,7 +625,7 @@ def _clusterings(path: Path) -> dict[str, np.ndarray]:
         raise InputError(f"{path} is missing: run embedeval themes again")
     try:
         with np.load(path, allow_pickle=False) as data:
-            return {name: data[name] for name in ("reduced", "labels", "matches")}
+            return {name: np.asarray(data[name]) for name in ("reduced", "labels", "matches")}
     except Exception as exc:  # a damaged archive raises zipfile, OS or key errors
         raise InputError(f"{path} does not load ({type(exc).__name__}; the file was edited or damaged): "
                          "run embedeval themes again") from None
