@@ -217,3 +217,31 @@ def test_a_single_clustering_is_the_studys_run_its_probabilities_unrounded(monke
     assert themed.labels.tolist() == [1, 1, 0, 0, -1, 0]  # by size, the tie to HDBSCAN's smaller label
     assert themed.probability.tolist() == probabilities.tolist()  # exactly HDBSCAN's, not float32's
     assert themed.stability.tolist() == [1, 1, 1, 1, 0, 1]
+
+
+def test_a_needle_is_predicted_into_a_theme_when_a_clustering_puts_it_there(monkeypatch):
+    """theme_probabilities and predicted_themes on three clusterings of two themes (the second
+    found in clusterings 2 and 3 only), HDBSCAN's predictions given: a needle in clusters that match
+    no theme in every clustering is -1 (no clustering said noise); one predicted into a theme at
+    strength 0 is in that theme; the probability is the mean strength, 0 where it is elsewhere."""
+    import hdbscan
+
+    from embedeval.experiments.themes import predicted_themes, theme_probabilities
+
+    # per clustering, per needle: (cluster, strength); theme 0 is cluster 5, 2, 0 and theme 1 -, 3, 1 in the three
+    said = [[(7, 0.9), (5, 0.0), (5, 1.0), (-1, 0.0), (5, 0.5)],
+            [(9, 0.8), (-1, 0.0), (3, 0.9), (-1, 0.0), (3, 0.25)],
+            [(8, 1.0), (-1, 0.0), (1, 0.6), (-1, 0.0), (1, 0.25)]]
+    clusterings = {"reduced": np.zeros((3, 4, 2)), "matches": np.array([[5, -1], [2, 3], [0, 1]])}
+    monkeypatch.setattr(hdbscan, "approximate_predict",
+                        lambda clusterer, points: (np.array([c for c, _ in said[clusterer]]), np.array([s for _, s in said[clusterer]])))
+    probability, share = theme_probabilities(lambda layout: np.zeros((5, 2)), [0, 1, 2], clusterings, 2)
+    np.testing.assert_allclose(probability, [[0, 0], [0, 0], [1 / 3, 0.5], [0, 0], [1 / 6, 1 / 6]])
+    np.testing.assert_allclose(share, [[0, 0], [1 / 3, 0], [1 / 3, 2 / 3], [0, 0], [1 / 3, 2 / 3]])
+    predicted = predicted_themes(probability, share)
+    # needle 0: clusters of their own in all three: -1; needle 1: theme 0 at strength 0; needle 2: theme 1 (0.5 > 1/3);
+    # needle 3: noise everywhere; needle 4: a tie in probability, theme 1 predicted by more clusterings
+    assert predicted.tolist() == [-1, 0, 1, -1, 1]
+    on = np.arange(5)
+    assert (probability.max(axis=1) >= probability[on, np.maximum(predicted, 0)]).all()
+    assert predicted_themes(np.zeros((2, 0)), np.zeros((2, 0))).tolist() == [-1, -1]

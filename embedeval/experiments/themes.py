@@ -734,7 +734,8 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | str | N
                      progress: bool = False, embedder: str | None = None) -> pd.DataFrame:
     """``rows`` (with a ``needle`` column, and optionally ``target_cluster``: each needle's own
     target theme, empty for the default) plus ``predicted_cluster`` (the theme of the highest
-    probability, -1 when every clustering calls the needle noise) and its ``probability`` (per
+    probability, :func:`predicted_themes`; -1 when no clustering predicts the needle into a theme:
+    each calls it noise or puts it in a cluster of its own that matches no theme) and its ``probability`` (per
     theme, :func:`theme_probabilities`: HDBSCAN's approximate-prediction strength of the needle
     placed by :func:`placement`, averaged over the consensus's clusterings, 0 in those that put
     it elsewhere), ``target_cluster`` (the row's own, else ``cluster``, default 0: the largest),
@@ -773,7 +774,7 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | str | N
     corpus = model.embed(chunks["text"].tolist(), kind="document")  # from the cache: the vectors UMAP was fitted on
     vectors = model.embed(rows["needle"].tolist(), kind="document")
     probabilities, shares = theme_probabilities(placement(reducer, vectors, corpus), clusterers, clusterings, len(top_terms))
-    predicted = np.where(probabilities.max(axis=1, initial=0.0) > 0, probabilities.argmax(axis=1), NOISE)
+    predicted = predicted_themes(probabilities, shares)
     on = np.arange(len(rows))
     labels, k = chunks["cluster"].to_numpy(), manifest["settings"]["umap"]["neighbors"]
     table = rows.copy()
@@ -818,6 +819,20 @@ def theme_probabilities(positions, clusterers: list, clusterings: dict[str, np.n
         probability[hit, theme[hit]] += strengths[hit] / count
         share[hit, theme[hit]] += 1 / count
     return probability, share
+
+
+def predicted_themes(probabilities: np.ndarray, shares: np.ndarray) -> np.ndarray:
+    """Each text's predicted theme from :func:`theme_probabilities`: the theme of the highest
+    probability (of two of one probability, the one more clusterings predict it into, then the
+    smaller number), or -1 when no clustering predicts it into a theme (each calls it noise or puts
+    it in a cluster of its own that matches no theme; a prediction of strength 0 into a theme still
+    names it)."""
+    if not probabilities.shape[1]:
+        return np.full(len(probabilities), NOISE, dtype=np.int64)
+    themes = np.arange(probabilities.shape[1])
+    best = np.array([np.lexsort((themes, -share, -probability))[0] for probability, share in zip(probabilities, shares)],
+                    dtype=np.int64)
+    return np.where(shares.max(axis=1) > 0, best, NOISE)
 
 
 def _row_targets(rows: pd.DataFrame, default: int, top_terms: dict[int, tuple[str, ...]], out) -> np.ndarray:
