@@ -114,8 +114,10 @@ def consensus_labels(labellings, min_size: int, neighbours=None) -> np.ndarray:
 
     over the points that are in a cluster in more than half of the labellings (C[i, i] > 0.5; the
     others are noise). A group is a consensus cluster when it has at least ``min_size`` points and
-    comes back: its :func:`stability` is at least :data:`MAJORITY` (labellings at chance can pair
-    a few points by luck; no cluster of theirs overlaps such a group). Clusters are numbered by
+    comes back: its :func:`stability` is at least :data:`MAJORITY` (labellings at chance with many
+    clusters pair a few points by luck, and no cluster of theirs overlaps such a group; coarse ones,
+    two or three clusters in a few labellings, can give a group that passes: nothing here tests the
+    consensus against chance). Clusters are numbered by
     size, largest first (ties to the one whose first point comes first; with one labelling, to the
     one of the smaller label in it, so a single clustering keeps the order it always had); the
     rest is noise (-1).
