@@ -349,7 +349,7 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
         themes = int(labels.max()) + 1
         if not themes:
             raise InputError(f"no theme found in the {len(chunks)} chunks: every chunk is noise to HDBSCAN"
-                             + (f", or no cluster comes back in most of the {len(runs)} clusterings" if len(runs) > 1 else "")
+                             + (f", or no cluster comes back in half of the {len(runs)} clusterings" if len(runs) > 1 else "")
                              + f"; try smaller `hdbscan.min_cluster_size`/`hdbscan.min_samples` (now {config.hdbscan.min_cluster_size}/"
                              f"{config.hdbscan.min_samples}) or fewer `umap.components`",
                              "hdbscan.min_cluster_size", "hdbscan.min_samples", "umap.components")
