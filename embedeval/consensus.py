@@ -39,13 +39,47 @@ def check_labellings(labellings) -> np.ndarray:
     array = np.asarray(labellings)
     if array.ndim != 2 or 0 in array.shape:
         raise InputError(f"labellings must be an (R, n) array with R, n >= 1, not of shape {array.shape}")
-    if not np.issubdtype(array.dtype, np.integer):
-        if not np.issubdtype(array.dtype, np.floating) or not np.all(np.isfinite(array)) or np.any(array != np.round(array)):
-            raise InputError("labellings must hold whole numbers (cluster labels, -1 for noise)")
-        array = array.astype(np.int64)
-    if array.min() < NOISE:
-        raise InputError(f"labellings must hold labels >= {NOISE} ({NOISE} for noise), not {int(array.min())}")
+    return _whole_labels(array, "labellings")
+
+
+def _whole_labels(array: np.ndarray, what: str) -> np.ndarray:
+    """``array`` as int64 labels: whole numbers in [-1, 2**63); anything else (a float that is not
+    whole, a bool, an unsigned value that int64 would wrap to -1 or below) is one
+    :class:`~embedeval.errors.InputError`."""
+    if array.dtype == bool or not (np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.floating)):
+        raise InputError(f"{what} must hold whole numbers (cluster labels, -1 for noise)")
+    if np.issubdtype(array.dtype, np.floating) and (not np.all(np.isfinite(array)) or np.any(array != np.round(array))):
+        raise InputError(f"{what} must hold whole numbers (cluster labels, -1 for noise)")
+    if array.size:
+        low, high = (int(x) if np.issubdtype(array.dtype, np.integer) else float(x) for x in (array.min(), array.max()))
+        if low < NOISE:
+            raise InputError(f"{what} must hold labels >= {NOISE} ({NOISE} for noise), not {low}")
+        if high >= 2**63:  # compared before the cast: int64 would wrap it round to a negative label (2**64 - 1 to -1, noise)
+            raise InputError(f"{what} must hold labels below 2**63, not {high}")
     return array.astype(np.int64)
+
+
+def check_consensus(consensus, points: int) -> np.ndarray:
+    """``consensus`` as the int64 labelling of ``points`` points that the functions below take: its
+    clusters numbered 0..T-1 (each of them used), -1 for noise; anything else is one
+    :class:`~embedeval.errors.InputError` (a float, a label below -1, a gap in the numbers, which
+    would count an empty cluster, or a huge number, which would allocate that many)."""
+    array = np.asarray(consensus)
+    if array.shape != (points,):
+        raise InputError(f"a consensus of {array.size} points for labellings of {points}" if array.ndim == 1 else
+                         f"a consensus must be one label per point ({points}), not an array of shape {array.shape}")
+    array = _whole_labels(array, "a consensus")
+    used = np.unique(array[array != NOISE])
+    if used.size and used[-1] != used.size - 1:
+        missing = int(np.setdiff1d(np.arange(used.size), used)[0])
+        raise InputError(f"a consensus must number its clusters 0..T-1: it has {used.size} clusters, the largest number "
+                         f"{used[-1]}, and no cluster {missing}")
+    return array
+
+
+def _check_min_size(min_size) -> None:
+    if isinstance(min_size, bool) or not isinstance(min_size, (int, np.integer)) or min_size < 1:
+        raise InputError(f"min_size must be a whole number >= 1, not {min_size!r}")
 
 
 def membership_matrix(labels: np.ndarray) -> sparse.csr_matrix:
@@ -80,9 +114,13 @@ def consensus_labels(labellings, min_size: int, neighbours=None) -> np.ndarray:
 
     over the points that are in a cluster in more than half of the labellings (C[i, i] > 0.5; the
     others are noise). A group is a consensus cluster when it has at least ``min_size`` points and
-    comes back: its :func:`stability` is at least :data:`MAJORITY` (labellings at chance can pair
-    a few points by luck; no cluster of theirs overlaps such a group). Clusters are numbered by
-    size, largest first (ties to the one whose first point comes first); the rest is noise (-1).
+    comes back: its :func:`stability` is at least :data:`MAJORITY` (labellings at chance with many
+    clusters pair a few points by luck, and no cluster of theirs overlaps such a group; coarse ones,
+    two or three clusters in a few labellings, can give a group that passes: nothing here tests the
+    consensus against chance). Clusters are numbered by
+    size, largest first (ties to the one whose first point comes first; with one labelling, to the
+    one of the smaller label in it, so a single clustering keeps the order it always had); the
+    rest is noise (-1).
 
     An average-linkage group above the cut is connected in the graph of pairs with C > 0.5 (a merge
     needs one such pair between its halves), so the linkage runs within each connected component of
@@ -93,8 +131,7 @@ def consensus_labels(labellings, min_size: int, neighbours=None) -> np.ndarray:
     from scipy.cluster.hierarchy import fcluster, linkage
     from scipy.sparse.csgraph import connected_components
 
-    if isinstance(min_size, bool) or not isinstance(min_size, (int, np.integer)) or min_size < 1:
-        raise InputError(f"min_size must be a whole number >= 1, not {min_size!r}")
+    _check_min_size(min_size)
     array = check_labellings(labellings)
     together = co_association(array)
     n = together.shape[0]
@@ -130,7 +167,9 @@ def by_neighbourhood(consensus: np.ndarray, labellings, neighbours, min_size: in
     a coin's throw near 0.5, and another run's labellings throw it the other way. Its neighbours'
     shares pool k times the evidence. Clusters left with fewer than ``min_size`` points, or that no
     longer come back in half the labellings (:func:`stability`), are noise; numbered by size."""
+    _check_min_size(min_size)
     array = check_labellings(labellings)
+    consensus = check_consensus(consensus, array.shape[1])
     neighbours = np.asarray(neighbours)
     if neighbours.ndim != 2 or len(neighbours) != array.shape[1] or not np.issubdtype(neighbours.dtype, np.integer) \
             or (neighbours.size and (neighbours.min() < 0 or neighbours.max() >= array.shape[1])):
@@ -145,20 +184,28 @@ def by_neighbourhood(consensus: np.ndarray, labellings, neighbours, min_size: in
 
 
 def _kept(groups: list[np.ndarray], labellings: np.ndarray) -> np.ndarray:
-    """The labelling of ``groups`` that come back in at least half of ``labellings``, by size."""
+    """The labelling of ``groups`` that come back in at least half of ``labellings``, by size
+    (:func:`_size_order`)."""
     n = labellings.shape[1]
-    candidates = _numbered(groups, n)
-    return _numbered([g for g, share in zip(sorted(groups, key=_size_order), stability(candidates, labellings)) if share >= MAJORITY], n)
+    order = _size_order(labellings)
+    candidates = _numbered(groups, n, order)
+    kept = [g for g, share in zip(sorted(groups, key=order), stability(candidates, labellings)) if share >= MAJORITY]
+    return _numbered(kept, n, order)
 
 
-def _size_order(group: np.ndarray) -> tuple[int, int]:
-    return -group.size, int(group[0])
+def _size_order(labellings: np.ndarray):
+    """How groups are numbered: largest first; of two of one size, with one labelling (R = 1, whose
+    clusters are the groups) the one of the smaller label in it, as a single HDBSCAN run's clusters
+    were always numbered, else the one whose first point comes first."""
+    if len(labellings) == 1:
+        return lambda group: (-group.size, int(labellings[0, group[0]]), int(group[0]))
+    return lambda group: (-group.size, int(group[0]))
 
 
-def _numbered(groups: list[np.ndarray], n: int) -> np.ndarray:
-    """A labelling of n points from disjoint groups, numbered by :func:`_size_order`."""
+def _numbered(groups: list[np.ndarray], n: int, order) -> np.ndarray:
+    """A labelling of n points from disjoint groups, numbered in the ``order`` of :func:`_size_order`."""
     labels = np.full(n, NOISE, dtype=np.int64)
-    for number, points in enumerate(sorted(groups, key=_size_order)):
+    for number, points in enumerate(sorted(groups, key=order)):
         labels[points] = number
     return labels
 
@@ -168,9 +215,7 @@ def matches(consensus: np.ndarray, labellings) -> np.ndarray:
     a Jaccard index above :data:`MAJORITY` (|A & B| / |A | B| > 0.5), or -1 when none does: an (R, T) array,
     T the number of consensus clusters (labels 0..T-1 of ``consensus``)."""
     array = check_labellings(labellings)
-    consensus = np.asarray(consensus)
-    if consensus.shape != array.shape[1:]:
-        raise InputError(f"a consensus of {consensus.size} points for labellings of {array.shape[1]}")
+    consensus = check_consensus(consensus, array.shape[1])
     themes = int(consensus.max(initial=NOISE)) + 1
     found = np.full((len(array), themes), NOISE, dtype=np.int64)
     theme_sizes = np.bincount(consensus[consensus != NOISE], minlength=themes)
@@ -204,6 +249,8 @@ def theme_shares(consensus: np.ndarray, labellings, weights=None) -> np.ndarray:
     weights = np.ones(array.shape) if weights is None else np.asarray(weights, dtype=float)
     if weights.shape != array.shape:
         raise InputError(f"weights of shape {weights.shape} for labellings of shape {array.shape}")
+    if not np.all(np.isfinite(weights)) or weights.min() < 0:
+        raise InputError("weights must be finite and >= 0 (membership probabilities)")
     found = matches(consensus, array)
     shares = np.zeros((array.shape[1], found.shape[1]))
     for labels, row, weight in zip(array, found, weights):
@@ -215,7 +262,7 @@ def theme_shares(consensus: np.ndarray, labellings, weights=None) -> np.ndarray:
 
 def member_shares(consensus: np.ndarray, labellings, weights=None) -> np.ndarray:
     """Per point, its :func:`theme_shares` in its own consensus cluster (0 for a noise point)."""
-    consensus = np.asarray(consensus)
+    consensus = check_consensus(consensus, check_labellings(labellings).shape[1])
     shares = theme_shares(consensus, labellings, weights)
     clustered = np.flatnonzero(consensus != NOISE)
     out = np.zeros(consensus.size)

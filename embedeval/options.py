@@ -350,7 +350,7 @@ MIN_OUTSIDE_PERCENTILE = Option("min_outside_percentile", "--min-outside-percent
 THEME_SEED = SEED.but(help="UMAP's random_state (the study's 42).", default=DEFAULT_THEME_SEED,
                       constraint=Constraint(lambda value: is_whole(value) and 0 <= value < 2**32, "a whole number in [0, 2**32)"))
 THEME_RUNS = Option("runs", "--runs", "Clusterings the themes are the consensus of (UMAP seeds and float-noise perturbations of the "
-                    "vectors); a theme is kept when it comes back in most of them. 1: the study's single run.", int, DEFAULT_THEME_RUNS,
+                    "vectors); a theme is kept when it comes back in at least half of them. 1: the study's single run.", int, DEFAULT_THEME_RUNS,
                     whole_at_least(1))
 THEME_NEIGHBOURHOOD = Option("neighbourhood", "--neighbourhood", "With several --runs, each chunk's theme is decided by the votes "
                              "of its this many nearest chunks (itself among them): a chunk at a theme's edge is not a coin's throw. 1: "

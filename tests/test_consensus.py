@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
-from embedeval.consensus import co_association, consensus_labels, matches, member_shares, stability
+from embedeval.consensus import by_neighbourhood, co_association, consensus_labels, matches, member_shares, stability, theme_shares
 from embedeval.errors import InputError
 
 
@@ -149,3 +149,99 @@ def test_neighbourhood_votes_make_two_draws_of_noisy_edges_agree_more():
     own = adjusted_rand_score(consensus_labels(first, 10), consensus_labels(second, 10))
     pooled = adjusted_rand_score(consensus_labels(first, 10, neighbours), consensus_labels(second, 10, neighbours))
     assert own < 0.85 and pooled > own + 0.05, (own, pooled)
+
+
+def test_labels_are_checked_before_they_are_cast():
+    # 2**64 - 1 as uint64 would wrap to -1 (noise): the two points together in every labelling are not noise
+    with pytest.raises(InputError, match="below 2\\*\\*63, not 18446744073709551615"):
+        co_association(np.array([[2**64 - 1, 2**64 - 1]], dtype=np.uint64))
+    with pytest.raises(InputError, match="below 2\\*\\*63, not 1e\\+30"):
+        co_association(np.array([[1e30, 0.0]]))
+    big = np.array([[2**62, 2**62, 7]], dtype=np.uint64)  # large but whole labels are labels
+    assert co_association(big).toarray().tolist() == [[1, 1, 0], [1, 1, 0], [0, 0, 1]]
+    with pytest.raises(InputError, match="whole numbers"):
+        co_association(np.array([[True, False]]))
+
+
+@pytest.mark.parametrize("consensus, says", [
+    (np.array([0.0, 0.0, 1.0, 1.5]), "whole numbers"),
+    (np.array([-2, 0, 1, 1]), ">= -1"),
+    (np.array([0, 0, 5, 5]), "number its clusters 0..T-1"),
+    (np.array([0, 0, 10**12, 10**12]), "number its clusters 0..T-1"),  # not an array of 10**12 columns
+    (np.array([[0, 0, 1, 1]]), "one label per point"),
+])
+def test_a_consensus_that_is_no_consensus_labelling_is_one_input_error(consensus, says):
+    labellings = np.array([[0, 0, 1, 1], [0, 0, 1, 1]])
+    for function in (matches, stability, member_shares, theme_shares):
+        with pytest.raises(InputError, match=says):
+            function(consensus, labellings)
+    with pytest.raises(InputError, match=says):
+        by_neighbourhood(consensus, labellings, np.arange(4)[:, None], 1)
+    # a consensus given as floats of whole numbers is a consensus
+    assert stability(np.array([0.0, 0.0, 1.0, 1.0]), labellings).tolist() == [1.0, 1.0]
+
+
+def test_by_neighbourhood_checks_min_size_and_weights_are_checked():
+    labellings = np.array([[0, 0, 1, 1, 1], [0, 0, 1, 1, 1]])
+    neighbours = np.array([[2], [3], [2], [3], [4]])  # theme 1 takes every point: theme 0 is left empty
+    for bad in (0, True, 2.0):
+        with pytest.raises(InputError, match="min_size"):
+            by_neighbourhood(np.array([1, 1, 0, 0, 0]), labellings, neighbours, bad)
+    assert by_neighbourhood(np.array([1, 1, 0, 0, 0]), labellings, neighbours, 1).tolist() == [0] * 5
+    with pytest.raises(InputError, match="weights must be finite"):
+        theme_shares(np.array([1, 1, 0, 0, 0]), labellings, np.full(labellings.shape, np.nan))
+
+
+def test_one_labelling_numbers_clusters_of_one_size_as_a_single_clustering_always_did():
+    # HDBSCAN's label 0 and label 1 have two points each: label 0 is theme 0 (the study's by-size
+    # order, ties to the smaller label), whichever of them holds the first point
+    assert consensus_labels(np.array([[1, 1, 0, 0]]), min_size=1).tolist() == [1, 1, 0, 0]
+    assert consensus_labels(np.array([[5, 3, 5, 3, -1, 8, 8, 8]]), min_size=2).tolist() == [2, 1, 2, 1, -1, 0, 0, 0]
+    # several labellings: ties to the group whose first point comes first
+    assert consensus_labels(np.array([[1, 1, 0, 0], [1, 1, 0, 0]]), min_size=1).tolist() == [0, 0, 1, 1]
+
+
+def test_a_single_clustering_is_the_studys_run_its_probabilities_unrounded(monkeypatch):
+    from types import SimpleNamespace
+
+    from embedeval.experiments import themes
+    from embedeval.experiments.themes import HdbscanSettings, ThemesConfig, cluster_runs, consensus_themes
+
+    labels = np.array([1, 1, 0, 0, -1, 0])
+    probabilities = np.array([0.123456789012345, 1.0, 0.987654321098765, 1.0, 0.0, 0.31415926535897931])
+    fitted = SimpleNamespace(labels_=labels, probabilities_=probabilities)
+    monkeypatch.setattr(themes, "fit_umap", lambda vectors, *a, **k: ("umap", np.zeros((len(vectors), 2), np.float32)))
+    monkeypatch.setattr(themes, "fit_hdbscan", lambda *a, **k: fitted)
+    config = ThemesConfig(runs=1, hdbscan=HdbscanSettings(min_cluster_size=2, min_samples=2))
+    themed = consensus_themes(cluster_runs(np.eye(6, dtype=np.float32), config), np.eye(6, dtype=np.float32), config)
+    assert themed.labels.tolist() == [1, 1, 0, 0, -1, 0]  # by size, the tie to HDBSCAN's smaller label
+    assert themed.probability.tolist() == probabilities.tolist()  # exactly HDBSCAN's, not float32's
+    assert themed.stability.tolist() == [1, 1, 1, 1, 0, 1]
+
+
+def test_a_needle_is_predicted_into_a_theme_when_a_clustering_puts_it_there(monkeypatch):
+    """theme_probabilities and predicted_themes on three clusterings of two themes (the second
+    found in clusterings 2 and 3 only), HDBSCAN's predictions given: a needle in clusters that match
+    no theme in every clustering is -1 (no clustering said noise); one predicted into a theme at
+    strength 0 is in that theme; the probability is the mean strength, 0 where it is elsewhere."""
+    import hdbscan
+
+    from embedeval.experiments.themes import predicted_themes, theme_probabilities
+
+    # per clustering, per needle: (cluster, strength); theme 0 is cluster 5, 2, 0 and theme 1 -, 3, 1 in the three
+    said = [[(7, 0.9), (5, 0.0), (5, 1.0), (-1, 0.0), (5, 0.5)],
+            [(9, 0.8), (-1, 0.0), (3, 0.9), (-1, 0.0), (3, 0.25)],
+            [(8, 1.0), (-1, 0.0), (1, 0.6), (-1, 0.0), (1, 0.25)]]
+    clusterings = {"reduced": np.zeros((3, 4, 2)), "matches": np.array([[5, -1], [2, 3], [0, 1]])}
+    monkeypatch.setattr(hdbscan, "approximate_predict",
+                        lambda clusterer, points: (np.array([c for c, _ in said[clusterer]]), np.array([s for _, s in said[clusterer]])))
+    probability, share = theme_probabilities(lambda layout: np.zeros((5, 2)), [0, 1, 2], clusterings, 2)
+    np.testing.assert_allclose(probability, [[0, 0], [0, 0], [1 / 3, 0.5], [0, 0], [1 / 6, 1 / 6]])
+    np.testing.assert_allclose(share, [[0, 0], [1 / 3, 0], [1 / 3, 2 / 3], [0, 0], [1 / 3, 2 / 3]])
+    predicted = predicted_themes(probability, share)
+    # needle 0: clusters of their own in all three: -1; needle 1: theme 0 at strength 0; needle 2: theme 1 (0.5 > 1/3);
+    # needle 3: noise everywhere; needle 4: a tie in probability, theme 1 predicted by more clusterings
+    assert predicted.tolist() == [-1, 0, 1, -1, 1]
+    on = np.arange(5)
+    assert (probability.max(axis=1) >= probability[on, np.maximum(predicted, 0)]).all()
+    assert predicted_themes(np.zeros((2, 0)), np.zeros((2, 0))).tolist() == [-1, -1]

@@ -74,7 +74,7 @@ from embedeval.errors import APIError, ConfigError, EmbedevalError, InputError
 from embedeval.experiments.context_rot import answer_absence, needle_question_similarity, pair_rows, question_key
 from embedeval.experiments.judging import JUDGE_ANSWER_TOKENS, JUDGE_PROMPT, JUDGE_TEMPERATURE, JUDGE_TEXT_TOKENS, NeedleJudge
 from embedeval.experiments.themes import (
-    MANIFEST, load_themes, read_manifest, resolve_themes, theme_membership, theme_top_terms, themes_chunks, themes_key,
+    MANIFEST, check_themes_files, load_themes, read_manifest, resolve_themes, theme_membership, theme_top_terms, themes_chunks, themes_key,
 )
 from embedeval.io import (
     atomic_path, check_output_file, output_file_lock, read_json, read_table, replacing_allowed, text_sha256, write_text_atomic,
@@ -287,6 +287,7 @@ def read_themes(run: str | Path, theme_ids=None, prompt_chunks: int = DEFAULT_DR
                              "damaged): run embedeval themes again")
         terms = tuple(t for t in (row["top_terms"] if isinstance(row["top_terms"], str) else "").split(";") if t)
         themes.append(Theme(int(cluster), int(row["size"]), terms, tuple(text_of[i] for i in ids[:prompt_chunks] if i in text_of)))
+    check_themes_files(folder)  # a folder the draft's membership check would refuse: refused by its plan too
     return themes
 
 

@@ -180,6 +180,12 @@ def fit_hdbscan(reduced: np.ndarray, settings: HdbscanSettings, progress: bool =
 FLOAT_NOISE = 1e-7
 
 
+#: Chunks from which the clusterings run in parallel processes: each process compiles numba's UMAP
+#: and HDBSCAN kernels afresh (10-25 s on a 2-core machine), more than a few clusterings of a small
+#: corpus take in one process (215 chunks: 3 clusterings 48 s in two processes, 28 s in one).
+PARALLEL_FROM = 2_000
+
+
 def run_seeds(seed: int, runs: int) -> list[int]:
     """UMAP seeds (and noise seeds) of the consensus's ``runs`` clusterings: ``seed`` first (the
     study's single run), then ``runs - 1`` drawn by ``numpy.random.default_rng(seed)``, so two
@@ -209,20 +215,22 @@ def cluster_once(vectors: np.ndarray, config: ThemesConfig, run: int, seed: int,
         vectors = (vectors + np.random.default_rng(seed).normal(scale=FLOAT_NOISE, size=vectors.shape)).astype(vectors.dtype)
     reducer, reduced = fit_umap(vectors, config.umap, seed, progress=progress)
     clusterer = fit_hdbscan(reduced, config.hdbscan, progress)
-    return Clustering(seed, reduced.astype(np.float32), clusterer.labels_.astype(np.int64), clusterer.probabilities_.astype(np.float32),
+    # HDBSCAN's probabilities as it gives them (float64): with --runs 1 they are the table's, as before
+    return Clustering(seed, reduced.astype(np.float32), clusterer.labels_.astype(np.int64), np.asarray(clusterer.probabilities_, dtype=float),
                       clusterer, reducer if run == 0 else None)
 
 
 def cluster_runs(vectors: np.ndarray, config: ThemesConfig, progress: bool = False) -> list[Clustering]:
     """The ``config.runs`` clusterings of :func:`cluster_once` (seeds :func:`run_seeds`), in
-    parallel over the CPU's cores when there are several (each deterministic, so the result does
-    not depend on the number of processes); a bar counts them."""
+    parallel over the CPU's cores when there are several and at least :data:`PARALLEL_FROM`
+    vectors (each clustering is deterministic, so the result does not depend on the number of
+    processes); a bar counts them."""
     from joblib import Parallel, delayed
 
     seeds = run_seeds(config.seed, config.runs)
     if len(seeds) == 1:
         return [cluster_once(vectors, config, 0, seeds[0], progress)]
-    jobs = min(len(seeds), os.cpu_count() or 1)
+    jobs = min(len(seeds), os.cpu_count() or 1) if len(vectors) >= PARALLEL_FROM else 1
     results = Parallel(n_jobs=jobs, return_as="generator")(delayed(cluster_once)(vectors, config, run, seed)
                                                             for run, seed in enumerate(seeds))
     what = f"UMAP ({config.umap.components} dimensions) + HDBSCAN of {len(vectors):,} points"
@@ -353,7 +361,7 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
         themes = int(labels.max()) + 1
         if not themes:
             raise InputError(f"no theme found in the {len(chunks)} chunks: every chunk is noise to HDBSCAN"
-                             + (f", or no cluster comes back in most of the {len(runs)} clusterings" if len(runs) > 1 else "")
+                             + (f", or no cluster comes back in half of the {len(runs)} clusterings" if len(runs) > 1 else "")
                              + f"; try smaller `hdbscan.min_cluster_size`/`hdbscan.min_samples` (now {config.hdbscan.min_cluster_size}/"
                              f"{config.hdbscan.min_samples}) or fewer `umap.components`",
                              "hdbscan.min_cluster_size", "hdbscan.min_samples", "umap.components")
@@ -542,22 +550,85 @@ def load_themes(out: str | Path) -> tuple[dict, object, list, dict[str, np.ndarr
     """(manifest, UMAP, HDBSCANs, clusterings) of a themes run directory: the first clustering's
     fitted UMAP, each clustering's fitted HDBSCAN, and :data:`RUNS_FILE`'s arrays (``reduced``,
     ``labels``, ``matches``). Refused with one line if the folder is missing or unfinished, was
-    written before themes were a consensus, or if the installed packages differ from those that
-    fitted the models."""
+    written before themes were a consensus, if the installed packages differ from those that
+    fitted the models, or if its files do not belong together (:func:`check_themes_files`; each
+    model is the one its clustering's arrays were saved from)."""
+    import hdbscan
+    import umap
+
     folder = Path(out)
     manifest = read_manifest(folder)
     changed = {k: (v, now) for k, v in manifest["packages"].items() if (now := package_version(k)) != v}
     if changed:
         name, (then, now) = next(iter(changed.items()))
         raise InputError(f"{folder} was fitted with {name} {then}, {now} is installed now; run embedeval themes again")
+    manifest, arrays = check_themes_files(folder)  # before any model is unpickled
     clusterers = _fitted(folder / "hdbscan.joblib")
-    if "run_seeds" not in manifest or not isinstance(clusterers, list):
+    if not isinstance(clusterers, list):
         raise InputError(f"{folder} was written before themes were a consensus of several clusterings: run embedeval themes again")
-    arrays = _clusterings(folder / RUNS_FILE)
-    if not len(clusterers) == len(arrays["reduced"]) == len(arrays["labels"]) == len(arrays["matches"]) == len(manifest["run_seeds"]):
+    if len(clusterers) != len(arrays["labels"]):
         raise InputError(f"{folder}'s {RUNS_FILE}, hdbscan.joblib and {MANIFEST} disagree on the number of clusterings "
                          "(files of different runs): run embedeval themes again")
-    return manifest, _fitted(folder / "umap.joblib"), clusterers, arrays
+    for r, clusterer in enumerate(clusterers):
+        fitted_on = getattr(clusterer, "_raw_data", None)  # the points HDBSCAN was fitted on, kept for its predictions
+        if not isinstance(clusterer, hdbscan.HDBSCAN) or getattr(clusterer, "prediction_data_", None) is None \
+                or not np.array_equal(np.asarray(getattr(clusterer, "labels_", ())), arrays["labels"][r]) \
+                or fitted_on is None or not np.array_equal(np.asarray(fitted_on, dtype=arrays["reduced"].dtype), arrays["reduced"][r]):
+            raise InputError(f"{folder / 'hdbscan.joblib'}: its model {r + 1} is not the HDBSCAN of clustering {r + 1} of its "
+                             f"{RUNS_FILE} (files of different runs, or edited): run embedeval themes again")
+    reducer = _fitted(folder / "umap.joblib")
+    embedding = getattr(reducer, "embedding_", None)
+    if not isinstance(reducer, umap.UMAP) or embedding is None or not np.array_equal(embedding, arrays["reduced"][0]):
+        raise InputError(f"{folder / 'umap.joblib'} is not the UMAP of the first clustering of its {RUNS_FILE} (files of "
+                         "different runs, or edited): run embedeval themes again")
+    return manifest, reducer, clusterers, arrays
+
+
+def check_themes_files(out: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
+    """(manifest, :data:`RUNS_FILE`'s arrays) of a finished themes run whose files belong together,
+    checked without unpickling a model (so ``needles draft --plan`` refuses what the draft would):
+    ``themes.json``'s ``run_seeds`` (R whole numbers; none: written before themes were a consensus),
+    ``reduced`` (R, n, d) finite numbers, ``labels`` (R, n) labels, ``matches`` (R, T) each a
+    cluster of its clustering or -1, ``chunks.parquet`` n chunks each in a theme 0..T-1 or noise,
+    ``clusters.csv`` the themes 0..T-1. Anything else is one :class:`~embedeval.errors.InputError`."""
+    folder = Path(out)
+    manifest = read_manifest(folder)
+    if "run_seeds" not in manifest:
+        raise InputError(f"{folder} was written before themes were a consensus of several clusterings: run embedeval themes again")
+    seeds = manifest["run_seeds"]
+    if not isinstance(seeds, list) or not seeds or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds):
+        raise InputError(f"{folder / MANIFEST}: its 'run_seeds' is not a list of whole numbers (the file was edited or damaged): "
+                         "run embedeval themes again")
+    path = folder / RUNS_FILE
+    arrays = _clusterings(path)
+    reduced, labels, found = arrays["reduced"], arrays["labels"], arrays["matches"]
+    wrong = None
+    if reduced.ndim != 3 or 0 in reduced.shape or not np.issubdtype(reduced.dtype, np.floating) or not np.isfinite(reduced).all():
+        wrong = f"its reduced points are not an (R, n, d) array of finite numbers (shape {reduced.shape}, {reduced.dtype})"
+    elif not np.issubdtype(labels.dtype, np.integer) or labels.shape != reduced.shape[:2] or labels.min() < NOISE:
+        wrong = f"its labels are not an (R, n) = {reduced.shape[:2]} array of cluster labels (shape {labels.shape}, {labels.dtype})"
+    elif not np.issubdtype(found.dtype, np.integer) or found.ndim != 2 or len(found) != len(labels) or (found.size and found.min() < NOISE):
+        wrong = f"its matches are not an (R, T) array of cluster labels for R = {len(labels)} (shape {found.shape})"
+    else:
+        strays = [r for r in range(len(found)) if not np.isin(found[r][found[r] != NOISE], labels[r]).all()]
+        if strays:
+            wrong = f"clustering {strays[0] + 1}'s match of a theme is no cluster of that clustering"
+    if wrong:
+        raise InputError(f"{path}: {wrong} (the file was edited or damaged): run embedeval themes again")
+    if len(seeds) != len(labels):
+        raise InputError(f"{folder}'s {RUNS_FILE}, hdbscan.joblib and {MANIFEST} disagree on the number of clusterings "
+                         "(files of different runs): run embedeval themes again")
+    n, themes = labels.shape[1], found.shape[1]
+    chunks = read_table(folder / "chunks.parquet", ["cluster"], integers=["cluster"])
+    clusters = chunks["cluster"].to_numpy()
+    if len(chunks) != n or chunks["cluster"].isna().any() or not np.isin(clusters, np.arange(-1, themes)).all():
+        raise InputError(f"{folder}'s chunks.parquet ({len(chunks)} chunks) is not of the clusterings of its {RUNS_FILE} ({n} "
+                         f"chunks, themes 0..{themes - 1}) (files of different runs, or edited): run embedeval themes again")
+    listed = sorted(theme_top_terms(folder))
+    if listed != list(range(themes)):
+        raise InputError(f"{folder}'s clusters.csv lists the themes {_theme_range(listed)}, its {RUNS_FILE} matches "
+                         f"{themes} (0..{themes - 1}) (files of different runs, or edited): run embedeval themes again")
+    return manifest, arrays
 
 
 def _clusterings(path: Path) -> dict[str, np.ndarray]:
@@ -566,7 +637,7 @@ def _clusterings(path: Path) -> dict[str, np.ndarray]:
         raise InputError(f"{path} is missing: run embedeval themes again")
     try:
         with np.load(path, allow_pickle=False) as data:
-            return {name: data[name] for name in ("reduced", "labels", "matches")}
+            return {name: np.asarray(data[name]) for name in ("reduced", "labels", "matches")}
     except Exception as exc:  # a damaged archive raises zipfile, OS or key errors
         raise InputError(f"{path} does not load ({type(exc).__name__}; the file was edited or damaged): "
                          "run embedeval themes again") from None
@@ -729,7 +800,7 @@ class MembershipCheck:
         targets, threshold = self.targets, self.threshold
         probabilities, shares = theme_probabilities(placement(self.reducer, vectors, corpus), self.clusterers, self.clusterings,
                                                     self.themes)
-        predicted = np.where(probabilities.max(axis=1, initial=0.0) > 0, probabilities.argmax(axis=1), NOISE)
+        predicted = predicted_themes(probabilities, shares)
         on = np.arange(len(self.rows))
         labels, k = self.chunks["cluster"].to_numpy(), self.manifest["settings"]["umap"]["neighbors"]
         table = self.rows.copy()
@@ -756,7 +827,8 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | str | N
                      progress: bool = False, embedder: str | None = None) -> pd.DataFrame:
     """``rows`` (with a ``needle`` column, and optionally ``target_cluster``: each needle's own
     target theme, empty for the default) plus ``predicted_cluster`` (the theme of the highest
-    probability, -1 when every clustering calls the needle noise) and its ``probability`` (per
+    probability, :func:`predicted_themes`; -1 when no clustering predicts the needle into a theme:
+    each calls it noise or puts it in a cluster of its own that matches no theme) and its ``probability`` (per
     theme, :func:`theme_probabilities`: HDBSCAN's approximate-prediction strength of the needle
     placed by :func:`placement`, averaged over the consensus's clusterings, 0 in those that put
     it elsewhere), ``target_cluster`` (the row's own, else ``cluster``, default 0: the largest),
@@ -805,6 +877,20 @@ def theme_probabilities(positions, clusterers: list, clusterings: dict[str, np.n
         probability[hit, theme[hit]] += strengths[hit] / count
         share[hit, theme[hit]] += 1 / count
     return probability, share
+
+
+def predicted_themes(probabilities: np.ndarray, shares: np.ndarray) -> np.ndarray:
+    """Each text's predicted theme from :func:`theme_probabilities`: the theme of the highest
+    probability (of two of one probability, the one more clusterings predict it into, then the
+    smaller number), or -1 when no clustering predicts it into a theme (each calls it noise or puts
+    it in a cluster of its own that matches no theme; a prediction of strength 0 into a theme still
+    names it)."""
+    if not probabilities.shape[1]:
+        return np.full(len(probabilities), NOISE, dtype=np.int64)
+    themes = np.arange(probabilities.shape[1])
+    best = np.array([np.lexsort((themes, -share, -probability))[0] for probability, share in zip(probabilities, shares)],
+                    dtype=np.int64)
+    return np.where(shares.max(axis=1) > 0, best, NOISE)
 
 
 def _row_targets(rows: pd.DataFrame, default: int, top_terms: dict[int, tuple[str, ...]], out) -> np.ndarray:
