@@ -134,7 +134,6 @@ def consensus_labels(labellings, min_size: int, neighbours=None) -> np.ndarray:
     _check_min_size(min_size)
     array = check_labellings(labellings)
     together = co_association(array)
-    n = together.shape[0]
     majority = together.copy()
     majority.data = np.where(majority.data > MAJORITY, 1.0, 0.0)
     majority.eliminate_zeros()

@@ -20,14 +20,14 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from conftest import REPO_ROOT, own_cache
+from conftest import REPO_ROOT
 from embedeval.cli import app
 from embedeval.errors import InputError
 from embedeval.experiments.drafting import parse_drafts
 from embedeval.needles import group_problems, load_needle_set
 from fake_api import serving
 from fakes import said_first, without_said_first
-from test_themes import SMALL, TOPICS, sentences
+from test_themes import small_themes_run
 
 #: Every test here needs a themes run (chunks embedded, UMAP and HDBSCAN): the slow tier.
 pytestmark = pytest.mark.slow
@@ -37,19 +37,9 @@ KEY = "sk-draft-SECRET"
 
 @pytest.fixture(scope="module")
 def themes_run(tmp_path_factory):
-    """A themes run of three written topics, 150 sentences each (about 220 chunks: UMAP stays quick)."""
-    import numpy as np
-
-    rng = np.random.default_rng(5)
-    books = tmp_path_factory.mktemp("draft-books")
-    for topic in TOPICS:
-        (books / f"{topic}.txt").write_text(" ".join(sentences(topic, 150, rng)) + "\n", encoding="utf-8")
-    out = tmp_path_factory.mktemp("draft-themes") / "run"
-    with own_cache(tmp_path_factory):
-        # 3 clusterings, not 9: these tests are about drafting (tests/experiments/test_themes.py runs the default)
-        result = CliRunner().invoke(app, ["themes", "--corpus", f"dir:{books}", *SMALL, "--runs", "3", "--out", str(out), "-q"])
-    assert result.exit_code == 0, result.output
-    return out
+    """A themes run of three written topics, 150 sentences each (about 220 chunks: UMAP stays quick),
+    3 clusterings, not 9: these tests are about drafting (tests/experiments/test_themes.py runs the default)."""
+    return small_themes_run(tmp_path_factory, "draft", 150)
 
 
 def theme_of(run, topic: str) -> int:

@@ -16,9 +16,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from conftest import own_cache
 from embedeval.cli import app
-from test_themes import SMALL, TOPICS, sentences
+from test_themes import small_themes_run
 
 #: A themes run (chunks embedded, UMAP and HDBSCAN three times): the slow tier.
 pytestmark = pytest.mark.slow
@@ -27,15 +26,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def themes_run(tmp_path_factory):
     """Three written topics, 100 sentences each (about 150 chunks), the consensus of 3 clusterings."""
-    rng = np.random.default_rng(5)
-    books = tmp_path_factory.mktemp("files-books")
-    for topic in TOPICS:
-        (books / f"{topic}.txt").write_text(" ".join(sentences(topic, 100, rng)) + "\n", encoding="utf-8")
-    out = tmp_path_factory.mktemp("files-themes") / "run"
-    with own_cache(tmp_path_factory):
-        result = CliRunner().invoke(app, ["themes", "--corpus", f"dir:{books}", *SMALL, "--runs", "3", "--out", str(out), "-q"])
-    assert result.exit_code == 0, result.output
-    return out
+    return small_themes_run(tmp_path_factory, "files", 100)
 
 
 def _arrays(folder):

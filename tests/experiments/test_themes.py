@@ -59,6 +59,21 @@ def sentences(topic: str, n: int, rng) -> list[str]:
             for _ in range(n)]
 
 
+def small_themes_run(tmp_path_factory, name: str, per_topic: int, runs: int = 3):
+    """A themes run (with :data:`SMALL` settings and ``runs`` clusterings, its own cache) of three
+    books written here, ``per_topic`` sentences of one topic each: the fixture of the modules that
+    need a run but do not test the clustering."""
+    rng = np.random.default_rng(5)
+    books = tmp_path_factory.mktemp(f"{name}-books")
+    for topic in TOPICS:
+        (books / f"{topic}.txt").write_text(" ".join(sentences(topic, per_topic, rng)) + "\n", encoding="utf-8")
+    out = tmp_path_factory.mktemp(f"{name}-themes") / "run"
+    with own_cache(tmp_path_factory):
+        result = CliRunner().invoke(app, ["themes", "--corpus", f"dir:{books}", *SMALL, "--runs", str(runs), "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    return out
+
+
 @pytest.fixture(scope="module")
 def topic_books(tmp_path_factory):
     """Three books, one topic each, of 400 sentences (about 200 chunks each at 1-3 sentences: dense
