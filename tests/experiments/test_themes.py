@@ -429,15 +429,24 @@ def test_corpus_chunks_placed_again_land_on_their_own_position_and_a_text_is_pla
     assert (placed["probability"] > 0.9).all()
 
 
-def test_a_rerun_gives_the_same_clusters_and_tables(themes_run, topic_books, tmp_path):
-    again = tmp_path / "again"
-    result = CliRunner().invoke(app, ["themes", "--corpus", f"dir:{topic_books}", *SMALL, "--out", str(again), "-q"])
+@pytest.fixture(scope="module")
+def quiet_rerun(topic_books, tmp_path_factory):
+    """The run of :func:`themes_cli` again, with ``-q``, into another folder with a cache of its own:
+    its folder and what the command printed."""
+    again = tmp_path_factory.mktemp("again") / "run"
+    with own_cache(tmp_path_factory):
+        result = CliRunner().invoke(app, ["themes", "--corpus", f"dir:{topic_books}", *SMALL, "--out", str(again), "-q"])
     assert result.exit_code == 0, result.output
+    return again, result
+
+
+def test_a_rerun_gives_the_same_clusters_and_tables(themes_run, quiet_rerun):
+    again = quiet_rerun[0]
     pd.testing.assert_frame_equal(pd.read_parquet(themes_run / "chunks.parquet"), pd.read_parquet(again / "chunks.parquet"))
     assert (themes_run / "clusters.csv").read_bytes() == (again / "clusters.csv").read_bytes()
 
 
-def test_each_long_step_says_what_it_does_on_stderr_and_quiet_silences_it(themes_cli, topic_books, tmp_path):
+def test_each_long_step_says_what_it_does_on_stderr_and_quiet_silences_it(themes_cli, quiet_rerun):
     """Issue 31, part 5: after the embedding bar, UMAP, HDBSCAN, the 2-D map and the figure each show
     a step line with the time it took; --quiet shows none; stdout is the same. Issue 54: without a
     terminal (as here) each step is one line, once, with no cursor movement, and umap-learn's epoch
@@ -459,8 +468,7 @@ def test_each_long_step_says_what_it_does_on_stderr_and_quiet_silences_it(themes
     assert found[0] < lines.index(said) < embedded, lines  # said once the corpus is cut, before anything is embedded
     assert "UMAP epochs" not in loud.stderr  # umap-learn's bars: only in a terminal
     assert "Construct fuzzy simplicial set" not in loud.output  # not umap-learn's verbose lines
-    quiet = CliRunner().invoke(app, ["themes", "--corpus", f"dir:{topic_books}", *SMALL, "--out", str(tmp_path / "q"), "-q"])
-    assert quiet.exit_code == 0, quiet.output
+    quiet = quiet_rerun[1]
     assert quiet.stderr.splitlines() == [said]
     without_times = [line for line in loud.stdout.splitlines() if not line.startswith(("time:", "wrote"))]
     assert without_times == [line for line in quiet.stdout.splitlines() if not line.startswith(("time:", "wrote"))]
