@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -36,6 +37,9 @@ from embedeval.paths import default_cache_dir
 #: The folder of the cache folder that holds the records.
 RECORDS = "outputs"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+#: The most bytes of a record (or an earlier version's marker) that are read: a record is ~200
+#: bytes; a longer file is not one embedeval wrote.
+_MOST = 64 * 1024
 
 
 def output_key(target: str | os.PathLike) -> str:
@@ -67,11 +71,36 @@ def legacy_marker(target: str | os.PathLike) -> Path:
     return target.with_name(f".{target.name}.embedeval")
 
 
+def _small_file_text(path: Path) -> str | None:
+    """The UTF-8 text of ``path`` if it is a plain file (not a link, a pipe, a device or a folder:
+    opened without following a link or waiting for a writer) of at most :data:`_MOST` bytes; else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, ValueError):
+        return None
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
+            data = handle.read(_MOST + 1)
+    except OSError:
+        return None
+    if len(data) > _MOST:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def _recorded_sha256(target: Path) -> str | None:
     """The sha256 that the record of ``target`` holds, or None (no record, or one that names another path)."""
+    text = _small_file_text(record_path(target))
+    if text is None:
+        return None
     try:
-        record = json.loads(record_path(target).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        record = json.loads(text)
+    except ValueError:
         return None
     if not isinstance(record, dict) or record.get("path") != output_key(target):
         return None

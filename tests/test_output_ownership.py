@@ -137,3 +137,41 @@ def test_git_status_shows_only_the_files_asked_for(nolima, tmp_path):
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "--ignored"], cwd=repo,
                             capture_output=True, text=True, check=True).stdout
     assert sorted(status.splitlines()) == ["?? a.json", "?? b.json"], status
+
+
+def test_a_record_that_is_a_pipe_a_link_or_huge_proves_nothing_and_is_read_without_waiting(nolima, tmp_path):
+    """The record is opened without following a link or waiting for a writer, and read only so
+    far: a pipe there (a read would wait forever), a link (to /dev/zero, a read would fill the
+    memory) or a huge file is no record, and the file is refused at once."""
+    import signal
+
+    from embedeval.ownership import written_by_embedeval
+
+    out = tmp_path / "ours.json"
+    assert convert(nolima, out)[0].exit_code == 0
+    record = record_path(out)
+    good = record.read_text()
+    elsewhere = tmp_path / "record.json"
+    elsewhere.write_text(good)
+
+    def late(*_args):
+        raise TimeoutError("the record was read as a pipe: it waits for a writer")
+
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.alarm(10)
+    try:
+        record.unlink()
+        os.mkfifo(record)
+        assert not written_by_embedeval(out)
+        record.unlink()
+        record.symlink_to(elsewhere)  # the same text, through a link: not followed
+        assert not written_by_embedeval(out)
+        record.unlink()
+        record.write_text(good.rstrip("\n") + " " * (1 << 20) + "\n")  # valid JSON, but no record is a MiB
+        assert not written_by_embedeval(out)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    record.unlink()
+    record.write_text(good)
+    assert written_by_embedeval(out)
