@@ -109,14 +109,8 @@ def _recorded_sha256(target: Path) -> str | None:
 
 def _legacy_sha256(target: Path) -> str | None:
     """The sha256 in the :func:`legacy_marker` beside ``target`` (a plain file, not a link), or None."""
-    marker = legacy_marker(target)
-    if not marker.is_file() or marker.is_symlink():
-        return None
-    try:
-        text = marker.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return text if _SHA256.fullmatch(text) else None
+    text = _small_file_text(legacy_marker(target))  # a name too long for the marker's is no marker either
+    return text.strip() if text is not None and _SHA256.fullmatch(text.strip()) else None
 
 
 def written_by_embedeval(path: str | os.PathLike) -> bool:

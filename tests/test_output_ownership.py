@@ -175,3 +175,13 @@ def test_a_record_that_is_a_pipe_a_link_or_huge_proves_nothing_and_is_read_witho
     record.unlink()
     record.write_text(good)
     assert written_by_embedeval(out)
+
+
+def test_an_existing_file_whose_name_is_too_long_for_a_marker_is_one_error_line(nolima, tmp_path):
+    """``.NAME.embedeval`` is longer than the file system allows: the check of a marker must not
+    raise (it was a traceback); the file is refused as any other of the user's, untouched."""
+    mine = tmp_path / ("x" * 245 + ".json")
+    mine.write_text(MINE)
+    result, lines = convert(nolima, mine)
+    assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), (result.output, result.exception)
+    assert mine.read_text() == MINE
