@@ -78,6 +78,9 @@ def check_output_file(path: str | os.PathLike, suffixes: Sequence[str]) -> Path:
         raise InputError(f"output {target} is a link; embedeval writes no file through or over a link: choose another path")
     if target.is_dir():
         raise InputError(f"output {target} is a folder, not a file")
+    dangling = next((p for p in target.parents if p.is_symlink() and not p.exists()), None)
+    if dangling is not None:  # the folders could not be made there (it was "File exists" after the work)
+        raise InputError(f"output {target} cannot be created: {dangling} is a link to nothing")
     parent = next((p for p in target.parents if p.exists()), Path("."))
     if not parent.is_dir():
         raise InputError(f"output {target} cannot be created: {parent} is a file")

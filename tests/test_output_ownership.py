@@ -185,3 +185,13 @@ def test_an_existing_file_whose_name_is_too_long_for_a_marker_is_one_error_line(
     result, lines = convert(nolima, mine)
     assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), (result.output, result.exception)
     assert mine.read_text() == MINE
+
+
+def test_an_output_below_a_link_to_nothing_is_refused_before_any_work(nolima, tmp_path):
+    """Its folders cannot be made (the link is there): this was found only when writing, after the
+    work ("cannot write ... (File exists)"); now the check of the output refuses it."""
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere")
+    result, lines = convert(nolima, tmp_path / "gone" / "sub" / "out.json")
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert lines[0] == f"error: output {tmp_path / 'gone' / 'sub' / 'out.json'} cannot be created: {tmp_path / 'gone'} is a link to nothing"
+    assert (tmp_path / "gone").is_symlink() and not (tmp_path / "nowhere").exists()
