@@ -33,7 +33,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import InputError
-from embedeval.experiments.themes import ThemesConfig, _themes_chunks, cluster_runs, consensus_themes, resolve_theme, top_terms
+from embedeval.experiments.themes import ThemesConfig, cluster_runs, consensus_themes, cut_corpus, resolve_theme, top_terms
 from embedeval.labels import NOISE
 from embedeval.options import int_list
 
@@ -73,7 +73,7 @@ def main() -> None:
     args = parser.parse_args()
     terms = [t for t in args.terms.split(",") if t]
     config = ThemesConfig(corpus=args.corpus, **({"min_books": args.min_books} if args.min_books else {}))
-    texts = [c.text for c in _themes_chunks(config, progress=False)]
+    texts = [c.text for c in cut_corpus(config)]
     vectors = load_embedder(config.embedder, cache_dir=args.cache_dir).embed(texts, kind="document")
     print(f"machine   {os.cpu_count()} cores; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; "
           f"date {time.strftime('%Y-%m-%d')}")

@@ -238,19 +238,21 @@ def stability(consensus: np.ndarray, labellings) -> np.ndarray:
     return (matches(consensus, labellings) != NOISE).mean(axis=0)
 
 
-def theme_shares(consensus: np.ndarray, labellings, weights=None) -> np.ndarray:
+def theme_shares(consensus: np.ndarray, labellings, weights=None, found: np.ndarray | None = None) -> np.ndarray:
     """The (n, T) share of the labellings in which each point sits in each consensus cluster's
     match (:func:`matches`), each labelling counted with the point's weight in it (``weights``,
     (R, n), e.g. HDBSCAN's membership probabilities; default 1):
 
-        S[i, t] = (1 / R) * sum_r w_r[i] * [L_r[i] = match_r(t) != -1]"""
+        S[i, t] = (1 / R) * sum_r w_r[i] * [L_r[i] = match_r(t) != -1]
+
+    ``found``: :func:`matches` of the same consensus and labellings, when the caller has it."""
     array = check_labellings(labellings)
     weights = np.ones(array.shape) if weights is None else np.asarray(weights, dtype=float)
     if weights.shape != array.shape:
         raise InputError(f"weights of shape {weights.shape} for labellings of shape {array.shape}")
     if not np.all(np.isfinite(weights)) or weights.min() < 0:
         raise InputError("weights must be finite and >= 0 (membership probabilities)")
-    found = matches(consensus, array)
+    found = matches(consensus, array) if found is None else found
     shares = np.zeros((array.shape[1], found.shape[1]))
     for labels, row, weight in zip(array, found, weights):
         theme = run_cluster_themes(row, labels)
@@ -259,10 +261,10 @@ def theme_shares(consensus: np.ndarray, labellings, weights=None) -> np.ndarray:
     return shares
 
 
-def member_shares(consensus: np.ndarray, labellings, weights=None) -> np.ndarray:
+def member_shares(consensus: np.ndarray, labellings, weights=None, found: np.ndarray | None = None) -> np.ndarray:
     """Per point, its :func:`theme_shares` in its own consensus cluster (0 for a noise point)."""
     consensus = check_consensus(consensus, check_labellings(labellings).shape[1])
-    shares = theme_shares(consensus, labellings, weights)
+    shares = theme_shares(consensus, labellings, weights, found)
     clustered = np.flatnonzero(consensus != NOISE)
     out = np.zeros(consensus.size)
     out[clustered] = shares[clustered, consensus[clustered]]

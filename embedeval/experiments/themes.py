@@ -266,8 +266,9 @@ def consensus_themes(runs: list[Clustering], vectors: np.ndarray, config: Themes
     neighbours = nearest_cosines(vectors, vectors, config.neighbourhood)[1] if vote else None
     labels = consensus_labels(labellings, config.hdbscan.min_cluster_size, neighbours)
     weights = np.array([run.probabilities for run in runs])
-    return Consensus(labels, member_shares(labels, labellings), member_shares(labels, labellings, weights), labellings,
-                     matches(labels, labellings))
+    found = matches(labels, labellings)
+    return Consensus(labels, member_shares(labels, labellings, found=found), member_shares(labels, labellings, weights, found),
+                     labellings, found)
 
 
 def top_terms(texts: list[str], labels: np.ndarray, clusters: list[int], n: int = TOP_TERMS) -> dict[int, list[str]]:
