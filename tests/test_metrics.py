@@ -224,6 +224,66 @@ def test_cluster_bootstrap_stacks_equal_clusters_with_the_same_result_as_the_loo
                                cluster_bootstrap_ci(lambda p, n: cohens_d(p, n), (score, neg), (groups, neg_groups), 200, 3))
 
 
+def test_weighted_statistics_equal_their_value_on_the_sample_that_repeats_each_row():
+    """Frequency weights (the weighted bootstrap's resamples) against the same statistic, from
+    scipy or numpy, on the sample that holds row i w_i times: ties, zero weights, one row."""
+    from scipy import stats
+
+    from embedeval.metrics import (
+        cohens_d, mean_difference, pearson_r, regression_intercept, regression_slope, spearman_rho, weighted_ranks,
+    )
+
+    rng = np.random.default_rng(21)
+    for size in (2, 5, 13, 40):
+        x = rng.integers(0, 4, size).astype(float)  # few distinct values: ties
+        y = rng.normal(size=size).round(1)
+        w, w2 = rng.integers(0, 4, size).astype(float), rng.integers(0, 3, size).astype(float)
+        w[:2], w2[:2] = 1, 2  # every sample holds at least two values
+        ex, ey, ey2 = np.repeat(x, w.astype(int)), np.repeat(y, w.astype(int)), np.repeat(y, w2.astype(int))
+        np.testing.assert_allclose(weighted_ranks(x, np.ones(size)), stats.rankdata(x))
+        ranks, expanded_ranks = weighted_ranks(x, w), stats.rankdata(ex)
+        np.testing.assert_allclose(np.repeat(ranks, w.astype(int)), expanded_ranks)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            pairs = [(pearson_r, lambda a, b: stats.pearsonr(a, b)[0] if np.ptp(a) and np.ptp(b) else np.nan),
+                     (spearman_rho, lambda a, b: stats.spearmanr(a, b)[0] if np.ptp(a) and np.ptp(b) else np.nan),
+                     (regression_slope, lambda a, b: stats.linregress(a, b).slope if np.ptp(a) else np.nan),
+                     (regression_intercept, lambda a, b: stats.linregress(a, b).intercept if np.ptp(a) else np.nan)]
+            for stat, reference in pairs:
+                np.testing.assert_allclose(stat(x, y, weights=(w, w)), reference(ex, ey), rtol=1e-10, atol=1e-12)
+            np.testing.assert_allclose(mean_difference(x, y, weights=(w, w2)), ex.mean() - ey2.mean(), rtol=1e-12)
+            np.testing.assert_allclose(cohens_d(x, y, weights=(w, w2)), cohens_d(ex, ey2), rtol=1e-10)
+    # a resample stack: one row of values, a row of weights per resample, each its own statistic
+    stack = rng.integers(0, 3, (6, 13)).astype(float)
+    x, y = rng.normal(size=13), rng.normal(size=13)
+    np.testing.assert_allclose(spearman_rho(x[None], y[None], weights=(stack, stack)),
+                               [spearman_rho(np.repeat(x, k.astype(int)), np.repeat(y, k.astype(int))) for k in stack])
+    with pytest.raises(ValueError, match="same weights"):
+        pearson_r(x, y, weights=(stack[0], stack[1]))
+
+
+def test_cluster_bootstrap_of_unequal_clusters_weighted_equals_the_loop_over_resamples():
+    """Clusters of unequal sizes (a dropped NaN, a byte-identical haystack counted once): the
+    statistics that take frequency weights give every resample at once; the plain loop (the same
+    statistic hidden behind a lambda) recomputes each resample from its rows. Same draws, same interval."""
+    from embedeval.metrics import (
+        cluster_bootstrap_ci, cohens_d, mean_difference, pearson_r, regression_intercept, regression_slope, spearman_rho,
+    )
+
+    rng = np.random.default_rng(5)
+    groups = np.repeat(np.arange(15), rng.integers(1, 9, 15))  # 1 to 8 rows per question
+    depth = rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], groups.size)
+    score = rng.normal(size=15)[groups] + depth * 0.3 + rng.normal(size=groups.size).round(1)
+    neg, neg_groups = rng.normal(size=20), rng.integers(0, 15, 20)
+    for stat in (pearson_r, spearman_rho, regression_slope, regression_intercept):
+        weighted = cluster_bootstrap_ci(stat, (depth, score), (groups, groups), 400, 9)
+        looped = cluster_bootstrap_ci(lambda a, b, stat=stat: stat(a, b), (depth, score), (groups, groups), 400, 9)
+        np.testing.assert_allclose(weighted, looped, rtol=1e-9)
+    for stat in (mean_difference, cohens_d):
+        weighted = cluster_bootstrap_ci(stat, (score, neg), (groups, neg_groups), 400, 9)
+        looped = cluster_bootstrap_ci(lambda a, b, stat=stat: stat(a, b), (score, neg), (groups, neg_groups), 400, 9)
+        np.testing.assert_allclose(weighted, looped, rtol=1e-9)
+
+
 # --- the break-point estimator chosen by simulation: a monotone fit, and the length 60% of the resamples reach --------
 def test_monotone_fit_is_scikit_learns_isotonic_regression_row_by_row():
     from sklearn.isotonic import IsotonicRegression
