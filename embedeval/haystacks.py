@@ -286,6 +286,10 @@ def depth_grid(n_depths: int) -> np.ndarray:
     return np.linspace(0.0, 1.0, n_depths) if n_depths > 1 else np.array([0.5])
 
 
+#: Where a built frame keeps the lines its build said (``DataFrame.attrs``, which Parquet keeps).
+BUILD_NOTES = "build_notes"
+
+
 def build_haystacks(
     needle_set: NeedleSet,
     grid: HaystackGrid | None = None,
@@ -348,10 +352,14 @@ def build_haystacks(
         for k in range(grid.negatives):
             pieces = fill(pool, length + MAX_SNIPPET_TOKENS, condition_rng(grid.seed, f"{NEGATIVE}-{k}", length), grid.filler)
             rows += builder.negative_rows(needle_set.groups, length, k, pieces)
-    builder.say_what_moved()
-    return pd.DataFrame(rows, columns=HAYSTACK_COLUMNS).astype(
+    notes = builder.what_moved()
+    for line in notes:
+        print(line, file=sys.stderr)
+    frame = pd.DataFrame(rows, columns=HAYSTACK_COLUMNS).astype(
         {"needle_start": "Int64", "needle_end": "Int64", "depth": "Float64", "target_depth": "Float64"}
     )
+    frame.attrs[BUILD_NOTES] = notes  # said again where a stored build is read back (embedeval.haystack_store)
+    return frame
 
 
 @dataclass
@@ -370,16 +378,18 @@ class _Builder:
     zone_misses: int = 0  # needle haystacks whose distractors had to go inside the needle's zone
     with_distractors: int = 0  # needle haystacks with distractors
 
-    def say_what_moved(self) -> None:
-        """One stderr line each for merged depths and distractors inside the zone, if any."""
+    def what_moved(self) -> list[str]:
+        """One line each for merged depths and distractors inside the zone, if any."""
+        lines = []
         if self.merged:
-            print(f"note: {self.merged} needle haystack(s) came out byte-identical to another depth's of the same "
-                  "condition (few sentence boundaries in short haystacks) and are counted once; the report gives the "
-                  "distinct needle positions per length", file=sys.stderr)
+            lines.append(f"note: {self.merged} needle haystack(s) came out byte-identical to another depth's of the same "
+                         "condition (few sentence boundaries in short haystacks) and are counted once; the report gives the "
+                         "distinct needle positions per length")
         if self.zone_misses:
-            print(f"warning: {self.zone_misses} of {self.with_distractors} needle haystacks with distractors have no sentence "
-                  f"boundary outside the ±{DISTRACTOR_ZONE} zone around their needle: their distractors went to the farthest "
-                  "boundaries, inside it (column distractors_in_zone; the report counts them per length)", file=sys.stderr)
+            lines.append(f"warning: {self.zone_misses} of {self.with_distractors} needle haystacks with distractors have no "
+                         f"sentence boundary outside the ±{DISTRACTOR_ZONE} zone around their needle: their distractors went "
+                         "to the farthest boundaries, inside it (column distractors_in_zone; the report counts them per length)")
+        return lines
 
     def _decoys(self, group: NeedleGroup, count: int) -> tuple[list[str], int]:
         """The first ``count`` distractors of ``group`` and the tokens they take."""

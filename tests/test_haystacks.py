@@ -380,3 +380,46 @@ def test_run_directories_reuse_haystacks_only_with_the_same_corpus_settings(tmp_
     older = {k: v for k, v in settings.items() if k not in ("splitter", "min_books", "filler")}  # built before these settings
     (tmp_path / "haystacks.json").write_text(json.dumps(older))
     assert writer.reusable_haystacks(config.haystack_settings()) is None
+
+
+def test_a_build_is_kept_in_the_cache_and_read_back_for_another_out(books_dir, tmp_path, capsys, monkeypatch):
+    """cached_build: the second build of the same settings reads the first's rows (identical,
+    dtypes too) and says its notes again; another needle file, book or setting builds again; a
+    damaged file is built again, not an error."""
+    import shutil
+    from dataclasses import replace
+
+    from embedeval.defaults import DEFAULT_NEEDLES
+    from embedeval.experiments import NolimaConfig
+    from embedeval.experiments import nolima as sweep
+    from embedeval.haystack_store import HAYSTACKS_FOLDER
+
+    cache = tmp_path / "cache"
+    config = NolimaConfig(groups=["loc-dresden", "diet-vegan"], out=str(tmp_path / "a"),
+                          grid=HaystackGrid(corpus=f"dir:{books_dir}", lengths=[64, 128], depths=4, negatives=3))
+    needle_set = config.validated(keys=False)[0]
+    first = sweep.cached_build(config, needle_set, False, cache_dir=cache)
+    said = capsys.readouterr().err
+    builds = []
+    monkeypatch.setattr(sweep, "build_haystacks", lambda *a, **k: builds.append(1) or first)
+    again = sweep.cached_build(replace(config, out=str(tmp_path / "b")), needle_set, False, cache_dir=cache)
+    pd.testing.assert_frame_equal(again, first)
+    assert not builds and capsys.readouterr().err == said and ("note:" in said) == bool(first.attrs["build_notes"])
+    other = replace(config, grid=replace(config.grid, seed=1))
+    sweep.cached_build(other, needle_set, False, cache_dir=cache)
+    assert len(builds) == 1  # another seed: built, not read
+    shutil.copy(DEFAULT_NEEDLES, tmp_path / "needles.json")
+    with open(tmp_path / "needles.json", "a") as handle:
+        handle.write("\n")  # the same needles, another file content
+    sweep.cached_build(replace(config, needles=str(tmp_path / "needles.json")), needle_set, False, cache_dir=cache)
+    assert len(builds) == 2
+    books = tmp_path / "books"
+    shutil.copytree(books_dir, books)
+    edited = sorted(books.iterdir())[0]
+    edited.write_text(edited.read_text() + " One more sentence.")
+    sweep.cached_build(replace(config, grid=replace(config.grid, corpus=f"dir:{books}")), needle_set, False, cache_dir=cache)
+    assert len(builds) == 3  # another book
+    for stored in (cache / HAYSTACKS_FOLDER).iterdir():
+        stored.write_bytes(b"PAR1 not parquet")
+    sweep.cached_build(config, needle_set, False, cache_dir=cache)
+    assert len(builds) == 4

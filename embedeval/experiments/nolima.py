@@ -27,6 +27,7 @@ from embedeval.defaults import DEFAULT_COMMIT_EVERY
 from embedeval.options import COMMIT_EVERY
 from embedeval.embedders.registry import LEXICAL_SPECS, embedder_name
 from embedeval.experiments.nolima_config import HAYSTACK_KEYS, NolimaConfig  # noqa: F401  (named here as they always were)
+from embedeval.haystack_store import haystacks_key, store_haystacks, stored_haystacks
 from embedeval.haystacks import build_haystacks
 from embedeval.corpus import load_corpus, source_path
 from embedeval.decision import decision_table, length_summary, timing_table
@@ -81,15 +82,28 @@ class NolimaResult:
 def load_or_build_haystacks(config: NolimaConfig, needle_set: NeedleSet, progress: bool, tokenizer=None,
                             cache_dir=None) -> pd.DataFrame:
     """Reuse the run directory's haystacks when they were built with the same settings
-    (:meth:`NolimaConfig.haystack_settings`), else build and write them; books are split once into
-    ``cache_dir``."""
+    (:meth:`NolimaConfig.haystack_settings`), else read or build and write them
+    (:func:`cached_build`)."""
     writer = RunWriter(config.out)
     frame = writer.reusable_haystacks(config.haystack_settings())
     if frame is not None:
         return frame
-    frame = build_haystacks(needle_set, config.grid, tokenizer=tokenizer or load_token_counter(config.tokenizer),
-                            progress=progress, cache_dir=cache_dir)
+    frame = cached_build(config, needle_set, progress, tokenizer, cache_dir)
     writer.write_haystacks(frame, config.haystack_settings())
+    return frame
+
+
+def cached_build(config: NolimaConfig, needle_set: NeedleSet, progress: bool, tokenizer=None, cache_dir=None) -> pd.DataFrame:
+    """The haystacks of ``config`` as the cache keeps them from an earlier build of the same
+    settings, corpus and tokenizer (:mod:`embedeval.haystack_store`), else built and kept there;
+    books are split once into ``cache_dir``."""
+    tokenizer = tokenizer or load_token_counter(config.tokenizer)
+    corpus = load_corpus(config.grid.corpus, progress=progress)  # a first download says so
+    key = haystacks_key(config.haystack_settings(), corpus, tokenizer)
+    frame = stored_haystacks(key, cache_dir)
+    if frame is None:
+        frame = build_haystacks(needle_set, config.grid, corpus, tokenizer=tokenizer, progress=progress, cache_dir=cache_dir)
+        store_haystacks(frame, key, cache_dir)
     return frame
 
 
@@ -118,7 +132,7 @@ def plan_nolima(config: NolimaConfig, cache_dir=None, prices: dict[str, float] |
                      calibrate):
         haystacks = RunWriter(config.out).reusable_haystacks(config.haystack_settings())
         if haystacks is None:
-            haystacks = build_haystacks(needle_set, config.grid, tokenizer=reference, progress=progress, cache_dir=cache_dir)
+            haystacks = cached_build(config, needle_set, progress, reference, cache_dir)
         for scorer in scorers:
             with step(f"{scorer.name} [{scorer.strategy}]: what it would embed, recorded (nothing sent)", progress):
                 similarity_rows(score_haystacks(scorer, haystacks, forms), needle_set, config.normalize_by)  # the needles embed here
