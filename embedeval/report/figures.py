@@ -32,12 +32,21 @@ def _series_label(embedder: str, form: str, forms: list[str]) -> str:
     return embedder if len(forms) == 1 else f"{embedder} [{form}]"
 
 
-def save_figure(fig, path: Path) -> None:
-    """``fig`` written to ``path`` as a PNG (atomically) and closed."""
+def save_figure(fig, path: Path, laid_out: bool = False) -> None:
+    """``fig`` written to ``path`` as a PNG (atomically), cropped to what it draws as
+    ``bbox_inches="tight"`` crops it, and closed, in one draw after the figure was laid out once
+    (``laid_out``: it was, by the draw :func:`fit_tick_labels` made, and nothing moved since; else
+    here): the layout is kept as it stands and the crop measured on it, where ``"tight"`` would
+    lay it out and draw it twice more."""
     import matplotlib.pyplot as plt
+    from matplotlib import rcParams
 
+    if not laid_out:
+        fig.draw_without_rendering()
+    fig.set_layout_engine("none")  # the positions the last layout gave
+    crop = fig.get_tightbbox(fig.canvas.get_renderer()).padded(rcParams["savefig.pad_inches"])
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches=crop)
     plt.close(fig)
 
 
@@ -181,7 +190,7 @@ def line_figure(metrics: pd.DataFrame, metric: str, ylabel: str, path: Path, hli
     axes[0][0].set_ylabel(ylabel)
     legend_below(fig, axes[0], fontsize=8)
     fit_tick_labels(fig)
-    save_figure(fig, path)
+    save_figure(fig, path, laid_out=True)
 
 
 #: One colour per k of recall@k (matplotlib's first three), so recall@1, @5 and @10 never look alike.
@@ -260,7 +269,7 @@ def recall_figure(metrics: pd.DataFrame, path: Path, chance: pd.DataFrame | None
     axes[0][0].set_ylabel("recall@k: share of needle haystacks in the top k")
     legend_below(fig, axes[0], fontsize=7)
     fit_tick_labels(fig)
-    save_figure(fig, path)
+    save_figure(fig, path, laid_out=True)
 
 
 #: A heatmap panel's least width and the width of each of its columns (room for a value such as
@@ -303,7 +312,7 @@ def heatmap_figure(tables: dict[str, pd.DataFrame], title: str, path: Path, cmap
         ax.set_xlabel("haystack length (tokens)")
         fig.colorbar(image, ax=ax, shrink=0.8)
     fit_tick_labels(fig, rotate=True)
-    save_figure(fig, path)
+    save_figure(fig, path, laid_out=True)
 
 
 def expansion_figure(metrics: pd.DataFrame, variant: str, path: Path) -> None:
@@ -327,4 +336,4 @@ def expansion_figure(metrics: pd.DataFrame, variant: str, path: Path) -> None:
         _length_axis(ax, data["length"])
     axes[0][1].legend(fontsize=8)
     fit_tick_labels(fig)
-    save_figure(fig, path)
+    save_figure(fig, path, laid_out=True)

@@ -363,7 +363,7 @@ def test_the_recall_figure_draws_each_series_own_chance_level(tmp_path, monkeypa
                              "metric": f"recall@{k}", "length": length, "value": 0.5}
                             for e in at10.index.unique() for k in (1, 5, 10) for length in (128, 256)])
     drawn = {}
-    monkeypatch.setattr(figures, "save_figure", lambda fig, path: drawn.update(
+    monkeypatch.setattr(figures, "save_figure", lambda fig, path, laid_out=False: drawn.update(
         {line.get_gid(): line.get_ydata().tolist() for ax in fig.axes for line in ax.get_lines() if line.get_gid()}))
     figures.recall_figure(metrics, tmp_path / "recall.png", chance)
     assert drawn["chance recall@10 m · 0 distractors"] == pytest.approx([10 / 17] * 2)

@@ -61,7 +61,7 @@ def drawn_figure(monkeypatch, tmp_path, figure: str, lengths, strategies) -> dic
     the labelled and all x ticks."""
     seen = {}
 
-    def look(fig, path):
+    def look(fig, path, laid_out=False):
         import matplotlib.pyplot as plt
 
         panels = [ax for ax in fig.axes if ax.get_xlabel()]  # not the heatmaps' colour bars

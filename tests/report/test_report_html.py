@@ -426,7 +426,7 @@ def test_the_recall_figure_marks_the_break_point_and_gives_each_k_its_colour(tmp
     breaks = pd.DataFrame([{"embedder": "m", "variant": "onehop", "break_point": 256, "break_point_lo": 128, "break_point_hi": 512,
                             "break_censored": False}])
     drawn = {}
-    monkeypatch.setattr(figures, "save_figure", lambda fig, path: drawn.update(
+    monkeypatch.setattr(figures, "save_figure", lambda fig, path, laid_out=False: drawn.update(
         {line.get_gid(): line for ax in fig.axes for line in ax.get_lines() if line.get_gid()}))
     figures.recall_figure(metrics, tmp_path / "recall.png", breaks=breaks)
     assert len({drawn[f"recall@{k} m"].get_color() for k in (1, 5, 10)}) == 3  # before: one colour, @1 and @5 alike
@@ -452,7 +452,7 @@ def test_the_recall_figure_legend_stays_off_the_panels_with_many_series(tmp_path
                             "break_censored": False} for name in series for variant in ("inverted", "onehop")])
     seen = {}
 
-    def look(fig, path):
+    def look(fig, path, laid_out=False):
         fig.canvas.draw()
         renderer = fig.canvas.get_renderer()
         legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
