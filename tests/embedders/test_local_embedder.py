@@ -165,3 +165,31 @@ def test_remembered_facts_keep_a_prompt_that_cannot_go_as_ids(tmp_path):
     with pytest.raises(InputError, match="does not tokenise apart") as remembered:
         warm.id_capacity("document")
     assert str(remembered.value) == str(loaded.value) and not warm.inner.loaded
+
+
+def test_frame_batch_pads_as_the_tokenizer_pads(minilm):
+    """frame_batch against the model's own tokenizer ``pad`` (the path it replaced): random id
+    sequences, with and without a head and tail, padded right and left, one row, equal rows."""
+    import torch
+
+    from embedeval.embedders.local import frame_batch
+
+    tokenizer = minilm.model.tokenizer
+    rng = np.random.default_rng(3)
+    batches = [[rng.integers(1000, 3000, int(n)) for n in rng.integers(1, 40, 9)], [rng.integers(1000, 3000, 5)],
+               [rng.integers(1000, 3000, 7) for _ in range(3)]]
+    side = tokenizer.padding_side
+    try:
+        for padding_side in ("right", "left"):
+            tokenizer.padding_side = padding_side
+            for batch in batches:
+                for head, tail in (([101], [102]), ([], []), ([101, 2054, 2003], [102])):
+                    expected = tokenizer.pad({"input_ids": [head + seq.tolist() + tail for seq in batch]}, return_tensors="pt",
+                                             return_attention_mask=True)
+                    ids, mask = frame_batch(batch, head, tail, tokenizer.pad_token_id, padding_side)
+                    assert torch.equal(torch.from_numpy(ids), expected["input_ids"])
+                    assert torch.equal(torch.from_numpy(mask), expected["attention_mask"])
+    finally:
+        tokenizer.padding_side = side
+    with pytest.raises(ValueError, match="padding side"):
+        frame_batch(batches[0], [], [], 0, "middle")
