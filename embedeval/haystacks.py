@@ -48,7 +48,7 @@ from embedeval.defaults import DEFAULT_FILLER
 from embedeval.grid import FILLERS, HAYSTACK_FORMAT, HaystackGrid  # noqa: F401  (named here as they always were)
 from embedeval.labels import CONTROL, NEGATIVE
 from embedeval.needles import NeedleGroup, NeedleSet
-from embedeval.sentences import book_sentences
+from embedeval.sentences import books_sentences
 from embedeval.embedders.tokens import TokenCounter, load_token_counter
 from embedeval.progress import bar
 
@@ -78,12 +78,11 @@ class SentencePool:
     def from_corpus(cls, corpus: Corpus, tokenizer: TokenCounter, banned: re.Pattern | None = None,
                     cache_dir: str | Path | None = None) -> SentencePool:
         """Every book's sentences and token counts, split and counted once per content
-        (:func:`~embedeval.sentences.book_sentences`: kept in ``<cache_dir>/sentences``); drop
+        (:func:`~embedeval.sentences.books_sentences`: kept in ``<cache_dir>/sentences``); drop
         sentences of >= 250 tokens or matching ``banned`` (the needle set's
         :meth:`~embedeval.needles.NeedleSet.character_pattern`)."""
         book_ids, sentences, tokens = [], [], []
-        for book in corpus.books:
-            split, counts = book_sentences(book.text, tokenizer, cache_dir)
+        for book, (split, counts) in zip(corpus.books, books_sentences([book.text for book in corpus.books], tokenizer, cache_dir)):
             keep = (counts > 0) & (counts < MAX_SNIPPET_TOKENS)
             if banned:
                 keep &= np.fromiter((not banned.search(s) for s in split), dtype=bool, count=len(split))

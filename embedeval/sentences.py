@@ -16,6 +16,7 @@ haystack may use (characters, length) is the caller's choice.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import numpy as np
@@ -46,29 +47,55 @@ def book_key(text: str, tokenizer: TokenCounter) -> str:
     return digest.hexdigest()
 
 
+#: Characters of books to split from which the split runs in worker processes, one book each
+#: (syntok reads about 0.75 MB/s on one core; starting the workers costs about a second).
+PARALLEL_SPLIT_CHARS = 2_000_000
+
+
 def book_sentences(text: str, tokenizer: TokenCounter, cache_dir: str | Path | None = None) -> tuple[list[str], np.ndarray]:
     """The sentences of ``text`` (:func:`~embedeval.text.split_sentences`) and their token counts
     (``tokenizer.count``), from the cache when this text was split before with the same splitter
     and tokenizer, else computed and stored (atomically: a killed run leaves no half file)."""
-    path = sentence_cache_dir(cache_dir) / f"{book_key(text, tokenizer)}.arrow"
-    try:
-        table = feather.read_table(path)
-        return table.column("sentence").to_pylist(), table.column("tokens").to_numpy().astype(np.int64)
-    except (OSError, KeyError, pa.ArrowException):  # not split yet, or a damaged file: split again
-        pass
-    sentences = split_sentences(text)
-    counts = np.asarray(tokenizer.count(sentences), dtype=np.int64)
-    try:
-        with atomic_path(path) as tmp:
-            feather.write_feather(pa.table({"sentence": pa.array(sentences, pa.large_string()),
-                                            "tokens": pa.array(counts, pa.int32())}), str(tmp))
-    except OutputError:  # a cache that cannot be written only costs the next run the split
-        pass
-    return sentences, counts
+    return books_sentences([text], tokenizer, cache_dir)[0]
+
+
+def books_sentences(texts: list[str], tokenizer: TokenCounter, cache_dir: str | Path | None = None,
+                    ) -> list[tuple[list[str], np.ndarray]]:
+    """:func:`book_sentences` of each of ``texts``: the books not in the cache are split in worker
+    processes, one book each, over the CPU's cores when there are several and they hold at least
+    :data:`PARALLEL_SPLIT_CHARS` characters (the split is the same either way), then counted here
+    in one batch per book and stored."""
+    paths = [sentence_cache_dir(cache_dir) / f"{book_key(text, tokenizer)}.arrow" for text in texts]
+    found: dict[int, tuple[list[str], np.ndarray]] = {}
+    for i, path in enumerate(paths):
+        try:
+            table = feather.read_table(path)
+            found[i] = table.column("sentence").to_pylist(), table.column("tokens").to_numpy().astype(np.int64)
+        except (OSError, KeyError, pa.ArrowException):  # not split yet, or a damaged file: split again
+            pass
+    missing = [i for i in range(len(texts)) if i not in found]
+    jobs = min(len(missing), os.cpu_count() or 1) if sum(len(texts[i]) for i in missing) >= PARALLEL_SPLIT_CHARS else 1
+    if jobs > 1:
+        from joblib import Parallel, delayed
+
+        splits = Parallel(n_jobs=jobs)(delayed(split_sentences)(texts[i]) for i in missing)
+    else:
+        splits = [split_sentences(texts[i]) for i in missing]
+    for i, sentences in zip(missing, splits):
+        counts = np.asarray(tokenizer.count(sentences), dtype=np.int64)
+        try:
+            with atomic_path(paths[i]) as tmp:
+                feather.write_feather(pa.table({"sentence": pa.array(sentences, pa.large_string()),
+                                                "tokens": pa.array(counts, pa.int32())}), str(tmp))
+        except OutputError:  # a cache that cannot be written only costs the next run the split
+            pass
+        found[i] = sentences, counts
+    return [found[i] for i in range(len(texts))]
 
 
 def book_token_counts(books, tokenizer: TokenCounter, cache_dir: str | Path | None = None) -> np.ndarray:
     """Each book's length in ``tokenizer``'s tokens (for a corpus of the user's, its documents'): the
     sum of its sentences' counts (:func:`book_sentences`, read from the cache where the haystacks
     were built from the same books)."""
-    return np.array([int(book_sentences(book.text, tokenizer, cache_dir)[1].sum()) for book in books], dtype=np.int64)
+    return np.array([int(counts.sum()) for _, counts in books_sentences([book.text for book in books], tokenizer, cache_dir)],
+                    dtype=np.int64)

@@ -423,3 +423,25 @@ def test_a_build_is_kept_in_the_cache_and_read_back_for_another_out(books_dir, t
         stored.write_bytes(b"PAR1 not parquet")
     sweep.cached_build(config, needle_set, False, cache_dir=cache)
     assert len(builds) == 4
+
+
+def test_books_are_split_in_worker_processes_as_in_one(books_dir, tmp_path, monkeypatch):
+    """books_sentences: the books split in worker processes (the threshold lowered to nothing)
+    give the same sentences and counts as split here, one by one, and both are read back from the
+    cache as they were stored; a damaged file is split again."""
+    from embedeval import sentences
+    from embedeval.embedders.tokens import load_token_counter
+
+    texts = [path.read_text(encoding="utf-8")[:40_000] for path in sorted(books_dir.iterdir())[:3]]
+    tokenizer = load_token_counter()
+    one_by_one = sentences.books_sentences(texts, tokenizer, tmp_path / "serial")
+    monkeypatch.setattr(sentences, "PARALLEL_SPLIT_CHARS", 0)
+    parallel = sentences.books_sentences(texts, tokenizer, tmp_path / "parallel")
+    again = sentences.books_sentences(texts, tokenizer, tmp_path / "parallel")
+    for (split, counts), (other, other_counts), (read, read_counts) in zip(one_by_one, parallel, again):
+        assert split == other == read and len(split) > 10
+        assert counts.tolist() == other_counts.tolist() == read_counts.tolist() == tokenizer.count(split)
+    stored = sorted((tmp_path / "parallel" / sentences.SENTENCES_FOLDER).iterdir())
+    assert len(stored) == 3
+    stored[0].write_bytes(b"damaged")
+    assert [s for s, _ in sentences.books_sentences(texts, tokenizer, tmp_path / "parallel")] == [s for s, _ in one_by_one]
