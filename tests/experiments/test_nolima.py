@@ -344,8 +344,8 @@ def _distinct_windows(texts) -> int:
 
 def test_killed_run_resumes_without_losing_or_repeating_work(tmp_path, books_dir):
     cache = tmp_path / "cache"
-    args = ["nolima", "--groups", ",".join(SMALL_GROUPS), "--corpus", f"dir:{books_dir}", "--lengths", "128,256,512,1024",
-            "--depths", "5", "--out", str(tmp_path / "run"), "--commit-every", "4", "--cache-dir", str(cache), "-q"]
+    args = ["nolima", "--groups", ",".join(SMALL_GROUPS), "--corpus", f"dir:{books_dir}", "--lengths", "128,256,512",
+            "--depths", "5", "--negatives", "8", "--out", str(tmp_path / "run"), "--commit-every", "4", "--cache-dir", str(cache), "-q"]
     saved = kill_cli_run(args, cache / "embeddings.sqlite", vectors=12, timeout=240)
     assert not (tmp_path / "run" / "similarities.parquet").exists()
 

@@ -141,7 +141,7 @@ def test_late_chunking_and_several_needles_give_the_same_tables_with_dedupe_on_a
     def sweep(name: str, dedupe: bool):
         config = NolimaConfig(groups=["loc-dresden", "diet-vegan", "loc-peru"], n_bootstrap=20, dedupe=dedupe, out=str(tmp_path / name),
                 strategies=["truncate", "late-chunking"], chunk_tokens=[128],
-                grid=HaystackGrid(corpus=f"dir:{books_dir}", lengths=[512, 1024], depths=3, negatives=4, needles_per_haystack=[1, 2]))
+                grid=HaystackGrid(corpus=f"dir:{books_dir}", lengths=[256, 512], depths=3, negatives=4, needles_per_haystack=[1, 2]))
         return run_nolima(config, progress=False, cache_dir=tmp_path / f"cache-{name}")
 
     deduped, every_text = sweep("dedupe", True), sweep("whole", False)
