@@ -48,6 +48,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -574,11 +575,16 @@ class CachedEmbedder(EmbedderWrapper):
 
     def _embed_missing(self, request: Request, keys: list[bytes], todo: list[int]) -> dict[bytes, np.ndarray]:
         """The vectors of ``request``'s rows ``todo`` from the model, ``commit_every`` rows a call,
-        each call's vectors checked and stored before the next."""
+        each call's vectors checked, then stored on a thread of their own while the next call
+        runs (the model is not kept waiting for the disk). A call's vectors are committed before
+        the next call's are stored, and a pending commit is finished on any error: a killed run
+        loses at most the call in flight and the one being committed; a failed commit stops the
+        run at the next call's end."""
         out: dict[bytes, np.ndarray] = {}
         step = self.commit_every
         with bar(total=len(todo), desc=f"embedding {KIND_WORDS[request.kind]} ({self.name})", unit=request.unit,
-                 enabled=self.progress, delay=0.5) as shown:
+                 enabled=self.progress, delay=0.5) as shown, ThreadPoolExecutor(max_workers=1) as writer:
+            committing = None
             for start in range(0, len(todo), step):
                 rows = todo[start : start + step]
                 part = request.subset(rows)
@@ -587,9 +593,13 @@ class CachedEmbedder(EmbedderWrapper):
                 chunk_keys = [keys[row] for row in rows]
                 self.stats.model_calls += 1
                 self.stats.embedded += len(chunk_keys)
-                self._store(chunk_keys, vectors)
+                if committing is not None:
+                    committing.result()  # the previous call's commit, its failure raised here
+                committing = writer.submit(self._store, chunk_keys, vectors)
                 out.update(zip(chunk_keys, vectors))
                 shown.update(len(chunk_keys))
+            if committing is not None:
+                committing.result()
         return out
 
 
