@@ -445,3 +445,28 @@ def test_books_are_split_in_worker_processes_as_in_one(books_dir, tmp_path, monk
     assert len(stored) == 3
     stored[0].write_bytes(b"damaged")
     assert [s for s, _ in sentences.books_sentences(texts, tokenizer, tmp_path / "parallel")] == [s for s, _ in one_by_one]
+
+
+def test_tokenizer_threads_give_the_same_ids_offsets_and_counts(books_dir, monkeypatch):
+    """TokenCounter batches encoded on tokenizers' threads (the threshold lowered to nothing) give
+    the ids, offsets and counts of the one-thread path; the setting is back as it was after."""
+    import os
+
+    from embedeval.embedders import tokens
+    from embedeval.embedders.tokens import load_token_counter
+
+    text = " ".join(path.read_text(encoding="utf-8") for path in sorted(books_dir.iterdir())[:2])
+    texts = [text[i : i + 3000] for i in range(0, 60_000, 3000)]
+
+    def everything(counter):
+        whole = [(list(ids), [tuple(o) for o in offsets]) for ids, offsets in counter.ids(texts)]
+        limited = [(np.asarray(ids).tolist(), np.asarray(offsets).tolist()) for ids, offsets in counter.ids(texts, 100)]
+        return whole, limited, counter.count(texts, special_tokens=True), counter._batch(texts[:3], fast=True)[0].ids
+
+    monkeypatch.setattr(tokens, "THREADED_CHARS", 10**12)
+    one_thread = everything(load_token_counter())
+    before = os.environ.get("TOKENIZERS_PARALLELISM")
+    monkeypatch.setattr(tokens, "THREADED_CHARS", 0)
+    tokens._MEMOS.clear()  # the part memo would answer the second counter without the tokenizer
+    assert everything(load_token_counter()) == one_thread
+    assert os.environ.get("TOKENIZERS_PARALLELISM") == before
