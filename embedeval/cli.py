@@ -466,7 +466,7 @@ def nolima(
     if plan.plan:  # the local models' timing processes load while the plan imports and counts
         from embedeval.embedders.timing import start_early
 
-        start_early(usable)
+        start_early(usable, embedders.cache_dir)
     from embedeval.experiments.nolima import plan_nolima, run_nolima
     from embedeval.report.which import closing_lines
 

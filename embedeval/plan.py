@@ -51,6 +51,7 @@ from embedeval.embedders.cache import CachedEmbedder
 from embedeval.embedders.api import CHECK_TEXT
 from embedeval.embedders.recorder import Recorder
 from embedeval.embedders.registry import embedder_name, load_embedder
+from embedeval.embedders.speed import device_setting, known_speed
 from embedeval.embedders.timing import close_early, time_sample, timer_for
 from embedeval.embedders.tokens import load_token_counter
 from embedeval.errors import ConfigError
@@ -129,8 +130,9 @@ def timed_apart(models: dict[str, object], calibrate: bool = True):
     recorders = [model.inner if isinstance(model, CachedEmbedder) else model for model in models.values()] if calibrate else []
     started = []
     try:
-        for spec, recorder in zip(models, recorders):
-            if recorder.api is None and getattr(recorder.inner, "loaded", True) is False:
+        for (spec, model), recorder in zip(models.items(), recorders):
+            if recorder.api is None and getattr(recorder.inner, "loaded", True) is False \
+                    and known_speed(getattr(model, "cache", None), model.name, device_setting(recorder.inner)) is None:
                 recorder.timer = timer_for(spec)
                 started.append(recorder)
         yield
@@ -154,7 +156,12 @@ def plan_of(model, prices: dict[str, float] | None = None, calibrate: bool = Tru
     given = (prices or {}).get(model.name)
     if api is None:
         seconds, basis = (0.0, "nothing to embed") if not to_embed else (None, "not estimated")
-        if calibrate and to_embed and recorder.items:
+        known = known_speed(getattr(cache, "cache", None), model.name, device_setting(recorder.inner)) if calibrate else None
+        if known is not None and to_embed:
+            seconds = known["seconds"] / known["tokens"] * recorder.tokens
+            basis = (f"at the pace an earlier run measured here ({known['tokens']:,} document tokens in "
+                     f"{known['seconds']:.1f} s, {known['date']}; nothing loaded)")
+        elif calibrate and to_embed and recorder.items:
             with step(f"{model.name}: timing a sample of its {recorder.inputs:,} inputs", progress):
                 seconds, n = _timed_seconds(recorder, DEFAULT_PLAN_CALIBRATION_TEXTS, seed)
             basis = f"from {n} of its inputs timed here"

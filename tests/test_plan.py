@@ -462,3 +462,34 @@ def test_a_timing_process_that_dies_is_one_error_line():
             timer.seconds([Texts(("a",))], [Texts(("b",))])
     finally:
         timer.close()
+
+
+@pytest.mark.slow
+def test_a_plan_reads_the_pace_a_run_measured_here_and_loads_nothing(books_dir, tmp_path, isolated_cache, monkeypatch):
+    """A run keeps its local model's pace (document seconds per token) in the cache, for this
+    machine and device setting; a later plan of another grid estimates from it without a timing
+    process (none started early, none by the plan) and says so; another device setting, another
+    machine, or a pace below LEAST_TOKENS tokens is timed as before."""
+    from embedeval.embedders import speed, timing
+    from embedeval.embedders.speed import known_speed
+
+    first = CliRunner().invoke(app, [*grid_args(books_dir, tmp_path / "run")])
+    assert first.exit_code == 0, first.output
+    cache = EmbeddingCache(isolated_cache)
+    kept = known_speed(cache, "st:all-MiniLM-L6-v2", "auto")
+    cache.close()
+    assert kept is not None and kept["tokens"] >= speed.LEAST_TOKENS and kept["seconds"] > 0
+    timers = []
+    monkeypatch.setattr(timing, "SampleTimer", lambda spec: timers.append(spec) or pytest.fail("a timing process started"))
+    bigger = ["--lengths", "128,256,512,1024"]
+    planned = plan_of(books_dir, tmp_path / "bigger", *bigger)["st:all-MiniLM-L6-v2"]
+    assert not timers and "at the pace an earlier run measured here" in planned["time_basis"]
+    assert planned["seconds"] == pytest.approx(kept["seconds"] / kept["tokens"] * planned["tokens"])
+    monkeypatch.setattr(speed, "machine_id", lambda: "another machine")
+    with pytest.raises(BaseException, match="a timing process started"):
+        plan_of(books_dir, tmp_path / "bigger", *bigger)
+    cache = EmbeddingCache(isolated_cache)
+    assert known_speed(cache, "st:all-MiniLM-L6-v2", "cpu") is None  # another device setting: nothing kept
+    speed.remember_speed(cache, "st:other", "auto", 1.0, speed.LEAST_TOKENS - 1)
+    assert known_speed(cache, "st:other", "auto") is None
+    cache.close()

@@ -58,6 +58,7 @@ from embedeval.defaults import DEFAULT_COMMIT_EVERY
 from embedeval.embedders import onnx
 from embedeval.embedders.base import KIND_WORDS, Embedder, EmbedderWrapper, EmbedStats, TokenIdWrapper, check_texts, check_vectors
 from embedeval.embedders.requests import Request
+from embedeval.embedders.speed import device_setting, remember_speed
 from embedeval.embedders.models import bundled_name
 from embedeval.embedders.options import split_spec
 from embedeval.errors import CacheError, InvalidVectorsError
@@ -600,6 +601,9 @@ class CachedEmbedder(EmbedderWrapper):
                 shown.update(len(chunk_keys))
             if committing is not None:
                 committing.result()
+        if request.kind == "document" and not self.read_only and hasattr(getattr(self.inner, "options", None), "device"):
+            # a local model's pace on this machine, for a later plan (embedeval.embedders.speed)
+            remember_speed(self.cache, self.name, device_setting(self.inner), self.stats.document_seconds, self.stats.document_tokens)
         return out
 
 

@@ -32,8 +32,9 @@ from pathlib import Path
 
 from embedeval import errors
 from embedeval.embedders.models import bundled_name
-from embedeval.embedders.options import split_spec
-from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder, parse_spec
+from embedeval.embedders.options import LocalOptions, split_spec
+from embedeval.embedders.registry import LEXICAL_SPECS, embedder_name, load_embedder, parse_spec
+from embedeval.embedders.speed import known_speed
 from embedeval.embedders.requests import Request, joined, request_from_json
 from embedeval.embedders.tokens import quiet_transformers
 
@@ -100,7 +101,27 @@ WARM_UP_TEXT = "A short text that runs the model once before it is timed."
 _EARLY: dict[str, SampleTimer] = {}
 
 
-def start_early(specs: Sequence[str]) -> None:
+def speed_remembered(spec: str, cache_dir=None) -> bool:
+    """Whether the cache in ``cache_dir`` remembers the pace of ``spec``'s local model on this
+    machine (:mod:`embedeval.embedders.speed`), so a plan needs no timing process for it; a cache
+    that does not open says no (the plan then times the model, and the run reports the cache)."""
+    from embedeval.embedders.cache import EmbeddingCache
+
+    try:
+        model = split_spec(parse_spec(spec)[1])
+        device = LocalOptions.parse(model[1]).device or "auto"
+        cache = EmbeddingCache(cache_dir, create=False)
+    except Exception:
+        return False
+    try:
+        return known_speed(cache, embedder_name(spec), device) is not None
+    except Exception:
+        return False
+    finally:
+        cache.close()
+
+
+def start_early(specs: Sequence[str], cache_dir=None) -> None:
     """Start the timing process of each local model of ``specs`` now, as a command reads its
     options, so that PyTorch and the weights load while the command imports its libraries and
     builds the haystacks; :func:`timer_for` hands it to the plan, :func:`close_early` ends those no
@@ -108,10 +129,11 @@ def start_early(specs: Sequence[str]) -> None:
     (:func:`~embedeval.embedders.local.folder_facts`), while a folder's model is loaded by the plan
     itself, which then times it there, so an early process would load a second copy of the weights
     (on a GPU, twice the memory) only to be ended unused (the audit); :func:`timer_for` still
-    starts one for a folder whose facts the cache remembers."""
+    starts one for a folder whose facts the cache remembers. None for a model whose pace the cache
+    in ``cache_dir`` remembers on this machine (:func:`speed_remembered`): the plan reads it."""
     for spec in specs:
         if spec not in _EARLY and spec not in LEXICAL_SPECS and parse_spec(spec)[0].prefix == "st" \
-                and bundled_name(split_spec(parse_spec(spec)[1])[0]) is not None:
+                and bundled_name(split_spec(parse_spec(spec)[1])[0]) is not None and not speed_remembered(spec, cache_dir):
             _EARLY[spec] = SampleTimer(spec)
 
 
