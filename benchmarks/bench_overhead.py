@@ -167,6 +167,19 @@ def driver_rates(windows: int = 20_000) -> None:
         cached.cache.close()
     print(f"the same through an empty cache (keys, checks, commits of {cached.commit_every} on their own thread): "
           f"{windows / through:,.0f} windows/s")
+    vectors = rng.normal(size=(windows, dim)).astype(np.float32)
+    keys = [rng.bytes(32) for _ in range(windows)]  # random, as sha256 keys are
+    written = {}
+    for chunk in (256, 1024, 4096):  # --commit-every: the cache commits a chunk at a time
+        with tempfile.TemporaryDirectory(prefix="bench-overhead-writes-") as folder:
+            store = EmbeddingCache(folder)
+            started = time.perf_counter()
+            for first in range(0, windows, chunk):
+                store.put_many("st:bench", keys[first : first + chunk], vectors[first : first + chunk])
+            written[chunk] = windows / (time.perf_counter() - started)
+            store.close()
+    print(f"cache writes of {dim}-d vectors, one writer, a commit per --commit-every: "
+          + "; ".join(f"{chunk:,}: {rate:,.0f} vectors/s" for chunk, rate in written.items()))
 
 
 def main() -> int:
