@@ -25,8 +25,8 @@ import pandas as pd
 
 from embedeval.corpus import Corpus
 from embedeval.embedders.tokens import TokenCounter
-from embedeval.errors import OutputError
-from embedeval.haystacks import BUILD_NOTES
+from embedeval.errors import InputError, OutputError
+from embedeval.haystacks import BUILD_NOTES, HAYSTACK_COLUMNS
 from embedeval.io import write_table
 from embedeval.paths import default_cache_dir
 
@@ -62,6 +62,8 @@ def stored_haystacks(key: str, cache_dir: str | Path | None = None, say: bool = 
         frame = pd.read_parquet(path)
     except Exception:  # damaged or foreign: built again (and stored over it)
         return None
+    if list(frame.columns) != list(HAYSTACK_COLUMNS):  # Parquet, but not a build's rows: built again
+        return None
     if say:
         for line in frame.attrs.get(BUILD_NOTES, []):
             print(line, file=sys.stderr)
@@ -72,5 +74,5 @@ def store_haystacks(frame: pd.DataFrame, key: str, cache_dir: str | Path | None 
     """Keep ``frame`` (with its ``attrs`` notes) under ``key``, atomically."""
     try:
         write_table(frame, haystacks_path(key, cache_dir))
-    except OutputError:  # a cache that cannot be written only costs the next run the build
+    except (OutputError, InputError):  # a cache that cannot be written (or a folder in the file's place) only costs the next run the build
         pass

@@ -90,7 +90,13 @@ def _scalar(value):
 def _weights_along(weights, index: int, like: np.ndarray, axis: int) -> np.ndarray:
     """Sample ``index``'s frequency weights (``weights[index]``) with ``axis`` moved last, broadcast
     with its sample ``like`` (one row of values may take a stack of weights: one per resample)."""
+    if not isinstance(weights, (tuple, list)) or len(weights) != 2:
+        raise ValueError("weights are a pair: one array of frequency weights per sample")
     w = _along(weights[index], axis)
+    if w.ndim == 0 or w.shape[-1] != like.shape[-1]:
+        raise ValueError(f"weights of shape {w.shape} for a sample of {like.shape[-1]} values: one weight per value")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("weights must be finite and not negative (how many times each value is counted)")
     return np.broadcast_to(w, np.broadcast_shapes(w.shape, like.shape))
 
 
@@ -184,7 +190,7 @@ def weighted_ranks(x, w) -> np.ndarray:
     tied = np.take_along_axis(cumulative, last, axis=-1) - before
     ranks = np.empty(shape)
     np.put_along_axis(ranks, order, before + (tied + 1) / 2, axis=-1)
-    return ranks
+    return np.where(np.isnan(x).any(-1, keepdims=True), np.nan, ranks)  # as scipy.stats.rankdata: NaN in, NaN out
 
 
 def spearman_rho(x, y, axis: int = -1, weights=None):
@@ -718,6 +724,8 @@ def cluster_resamples(n_clusters: int, n_resamples: int = DEFAULT_N_BOOTSTRAP, s
     arrays, made once per size and seed: a run's cells share them)."""
     if n_clusters < 1 or n_resamples < 1:
         raise ValueError(f"need at least one cluster and one resample, not {n_clusters} and {n_resamples}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"the seed of the resamples is a whole number, not {seed!r}")
     return _cluster_resamples(int(n_clusters), int(n_resamples), int(seed))
 
 
@@ -730,6 +738,10 @@ def _cluster_resamples(n_clusters: int, n_resamples: int, seed: int) -> tuple[np
     draws.flags.writeable = weights.flags.writeable = False
     return draws, weights
 
+
+#: The statistics that take frequency weights (a pair, one per sample): :func:`cluster_bootstrap_ci`
+#: computes every resample of these at once.
+WEIGHTED_STATISTICS = frozenset({mean_difference, cohens_d, pearson_r, spearman_rho, regression_slope, regression_intercept})
 
 #: About how many (resample, row) values a weighted bootstrap statistic holds at once (:func:`cluster_bootstrap_ci`).
 RESAMPLE_BLOCK = 1_000_000
@@ -777,12 +789,11 @@ def cluster_bootstrap_ci(
         else:
             members = [[np.flatnonzero(code == c) for c in range(n_clusters)] for code in codes]
             sizes = [{len(rows) for rows in sample_members} for sample_members in members]
-            parameters = inspect.signature(stat).parameters
-            if all(len(size) == 1 and size != {0} for size in sizes) and "axis" in parameters:
+            if all(len(size) == 1 and size != {0} for size in sizes) and "axis" in inspect.signature(stat).parameters:
                 # Every cluster has as many rows as the others: stack all resamples, one vectorised call.
                 parts = [np.stack(sample_members)[draws].reshape(n_resamples, -1) for sample_members in members]
                 values = np.asarray(stat(*(s[p] for s, p in zip(samples, parts)), axis=-1), dtype=float)
-            elif "weights" in parameters:
+            elif stat in WEIGHTED_STATISTICS:  # by name: another function's ``weights`` may mean something else (np.average)
                 # A resample holds each row as many times as its cluster was drawn: the statistic of
                 # every resample at once, from the rows weighted by those counts (blocks of resamples
                 # keep the (resamples, rows) arrays to about RESAMPLE_BLOCK values).

@@ -470,3 +470,30 @@ def test_tokenizer_threads_give_the_same_ids_offsets_and_counts(books_dir, monke
     tokens._MEMOS.clear()  # the part memo would answer the second counter without the tokenizer
     assert everything(load_token_counter()) == one_thread
     assert os.environ.get("TOKENIZERS_PARALLELISM") == before
+
+
+def test_the_haystack_store_keys_controls_and_rebuilds_what_is_not_a_build(books_dir, tmp_path, monkeypatch):
+    """A build without controls is not served to a grid with them; a foreign Parquet file or a
+    folder at the build's path is built again (and a folder that cannot be replaced is left, the
+    run goes on), never an error."""
+    from dataclasses import replace
+
+    from embedeval.experiments import NolimaConfig
+    from embedeval.experiments import nolima as sweep
+    from embedeval.haystack_store import HAYSTACKS_FOLDER
+
+    cache = tmp_path / "cache"
+    config = NolimaConfig(groups=["loc-dresden"], out=str(tmp_path / "a"),
+                          grid=HaystackGrid(corpus=f"dir:{books_dir}", lengths=[64], depths=2, negatives=2, controls=False))
+    needle_set = config.validated(keys=False)[0]
+    without = sweep.cached_build(config, needle_set, False, cache_dir=cache)
+    with_controls = sweep.cached_build(replace(config, grid=replace(config.grid, controls=True)), needle_set, False, cache_dir=cache)
+    assert (with_controls["variant"] == "control").sum() > (without["variant"] == "control").sum()
+    stored = sorted((cache / HAYSTACKS_FOLDER).iterdir())
+    assert len(stored) == 2
+    pd.DataFrame({"x": [1, 2]}).to_parquet(stored[0])
+    stored[1].unlink()
+    stored[1].mkdir()
+    for grid in (config.grid, replace(config.grid, controls=True)):
+        again = sweep.cached_build(replace(config, grid=grid), needle_set, False, cache_dir=cache)
+        pd.testing.assert_frame_equal(again, with_controls if grid.controls else without)

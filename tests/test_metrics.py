@@ -335,3 +335,26 @@ def test_relative_break_lengths_reads_the_monotone_fit_against_a_bar_from_the_sc
     assert relative_break_lengths(lengths, [[0.45, 0.75, 0.6, 0.2]], base=0.6, monotone=True).tolist() == [256]
     # weights: a heavy low length pulls the pooled block down
     assert relative_break_lengths(lengths, [[0.6, 0.4, 0.6, 0.6]], base=0.6, monotone=True, weights=[1, 10, 1, 1]).tolist() == [64]
+
+
+def test_weighted_forms_refuse_bad_weights_and_keep_nan_and_other_statistics_as_they_were():
+    """The review's cases: NaN in a rank correlation is NaN (as scipy); a statistic with a
+    ``weights`` of its own (np.average) or none to inspect (max) is resampled as before, not
+    weighted; weights of the wrong shape, negative or NaN, or not a pair are one ValueError."""
+    from embedeval.metrics import cluster_bootstrap_ci, cluster_resamples, pearson_r, spearman_rho
+
+    assert np.isnan(spearman_rho([1, 2, np.nan, 4, 5], [2, 1, 3, 5, 4]))
+    groups = np.array([0, 0, 1, 2, 2, 2, 3])
+    values = np.array([0.1, 0.4, 0.3, 0.9, 0.2, 0.5, 0.7])
+    low, high = cluster_bootstrap_ci(np.average, (values,), (groups,), 200, 1)
+    assert low <= values.mean() <= high
+    assert cluster_bootstrap_ci(lambda v: max(v), (values,), (groups,), 200, 1)[1] == pytest.approx(0.9)
+    x, y = np.arange(5.0), np.array([1.0, 3, 2, 5, 4])
+    for weights, says in (((np.ones((5, 1)), np.ones((5, 1))), "one weight per value"),
+                          ((-np.ones(5), -np.ones(5)), "not negative"), ((np.full(5, np.nan),) * 2, "finite"),
+                          ((np.ones(5),), "a pair")):
+        with pytest.raises(ValueError, match=says):
+            pearson_r(x, y, weights=weights)
+    for seed in (None, 1.7, True):
+        with pytest.raises(ValueError, match="whole number"):
+            cluster_resamples(4, 10, seed)

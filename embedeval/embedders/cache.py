@@ -581,10 +581,16 @@ class CachedEmbedder(EmbedderWrapper):
         self.stats.document_seconds += time.perf_counter() - start
         self.stats.document_tokens += request.tokens(lambda texts: [min(n, self.max_tokens) for n in self.inner.count_tokens(texts)])
 
+    @property
+    def _local(self) -> bool:
+        """Whether the model runs here (a local model, with a device setting), not behind a paid API."""
+        return hasattr(getattr(self.inner, "options", None), "device")
+
     def _embed_missing(self, request: Request, keys: list[bytes], todo: list[int]) -> dict[bytes, np.ndarray]:
         """The vectors of ``request``'s rows ``todo`` from the model, ``commit_every`` rows a call,
         each call's vectors checked, then stored on a thread of their own while the next call
-        runs (the model is not kept waiting for the disk). A call's vectors are committed before
+        runs (a local model is not kept waiting for the disk; an API model's next, paid, call
+        waits for the commit). A call's vectors are committed before
         the next call's are stored, and a pending commit is finished on any error: a killed run
         loses at most the call in flight and the one being committed; a failed commit stops the
         run at the next call's end."""
@@ -604,11 +610,13 @@ class CachedEmbedder(EmbedderWrapper):
                 if committing is not None:
                     committing.result()  # the previous call's commit, its failure raised here
                 committing = writer.submit(self._store, chunk_keys, vectors)
+                if not self._local:  # a paid call is not sent while its predecessor's commit may still fail
+                    committing.result()
                 out.update(zip(chunk_keys, vectors))
                 shown.update(len(chunk_keys))
             if committing is not None:
                 committing.result()
-        if request.kind == "document" and not self.read_only and hasattr(getattr(self.inner, "options", None), "device"):
+        if request.kind == "document" and not self.read_only and self._local:
             # a local model's pace on this machine, for a later plan (embedeval.embedders.speed)
             remember_speed(self.cache, self.name, device_setting(self.inner), self.stats.document_seconds, self.stats.document_tokens)
         return out

@@ -7,7 +7,6 @@ content tokens.
 from __future__ import annotations
 
 import base64
-import contextlib
 import copy
 import functools
 import hashlib
@@ -15,8 +14,8 @@ import importlib.resources
 import json
 import os
 import re
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from pathlib import Path
 from typing import TypeVar
@@ -205,13 +204,19 @@ class TokenCounter:
 
     def _batch(self, texts: list[str], special_tokens: bool = False, fast: bool = False) -> list:
         """``tokenizers``' batch encoding of ``texts`` (``fast``: without offsets), on all the CPU's
-        cores when the batch holds at least :data:`THREADED_CHARS` characters (:func:`tokenizer_threads`;
+        cores when the batch holds at least :data:`THREADED_CHARS` characters (slices on threads;
         the ids are the same either way), else on this thread."""
         encode = self._backend.encode_batch_fast if fast else self._backend.encode_batch
-        if sum(map(len, texts)) < THREADED_CHARS:
+        threads = min(_usable_cores(), len(texts))
+        if threads < 2 or sum(map(len, texts)) < THREADED_CHARS:
             return encode(texts, add_special_tokens=special_tokens)
-        with tokenizer_threads():
-            return encode(texts, add_special_tokens=special_tokens)
+        # Slices encoded on Python threads (tokenizers lets go of the GIL while it encodes), not
+        # tokenizers' own pool: that is switched by TOKENIZERS_PARALLELISM, process-wide, which
+        # another thread reads (or a fork inherits, and deadlocks on) while the switch is on.
+        size = -(-len(texts) // threads)
+        slices = [texts[i:i + size] for i in range(0, len(texts), size)]
+        with ThreadPoolExecutor(len(slices)) as pool:
+            return [e for part in pool.map(lambda part: encode(part, add_special_tokens=special_tokens), slices) for e in part]
 
     def framed_ids(self, text: str) -> list[int]:
         """The ids of ``text`` with the special tokens the tokenizer puts around a single text."""
@@ -387,24 +392,14 @@ def _back_to_word_start(words: list[int | None], end: int, floor: int) -> int:
 
 #: Characters of a batch from which ``tokenizers`` encodes it on all cores (:meth:`TokenCounter._batch`).
 THREADED_CHARS = 200_000
-_THREADS = threading.Lock()
 
 
-@contextlib.contextmanager
-def tokenizer_threads() -> Iterator[None]:
-    """``tokenizers``' own threads for the batch calls inside the block (``TOKENIZERS_PARALLELISM``
-    is read at each call; outside, :func:`quiet_tokenizers` keeps it off, so a process that forks
-    later is not warned of threads it no longer runs): about twice as fast on this 2-core machine."""
-    with _THREADS:
-        before = os.environ.get("TOKENIZERS_PARALLELISM")
-        os.environ["TOKENIZERS_PARALLELISM"] = "true"
-        try:
-            yield
-        finally:
-            if before is None:
-                os.environ.pop("TOKENIZERS_PARALLELISM", None)
-            else:
-                os.environ["TOKENIZERS_PARALLELISM"] = before
+def _usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity, where the system says)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def quiet_tokenizers() -> None:

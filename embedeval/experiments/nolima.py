@@ -99,7 +99,8 @@ def cached_build(config: NolimaConfig, needle_set: NeedleSet, progress: bool, to
     books are split once into ``cache_dir``."""
     tokenizer = tokenizer or load_token_counter(config.tokenizer)
     corpus = load_corpus(config.grid.corpus, progress=progress)  # a first download says so
-    key = haystacks_key(config.haystack_settings(), corpus, tokenizer)
+    # controls too: haystack_settings leaves them out (a run directory's are always built), a stored build may lack them
+    key = haystacks_key({**config.haystack_settings(), "controls": config.grid.controls}, corpus, tokenizer)
     frame = stored_haystacks(key, cache_dir)
     if frame is None:
         frame = build_haystacks(needle_set, config.grid, corpus, tokenizer=tokenizer, progress=progress, cache_dir=cache_dir)

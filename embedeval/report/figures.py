@@ -32,6 +32,11 @@ def _series_label(embedder: str, form: str, forms: list[str]) -> str:
     return embedder if len(forms) == 1 else f"{embedder} [{form}]"
 
 
+#: The resolution figures are made, laid out, measured and saved at: text measured at another
+#: resolution is not as wide (hinted glyphs), and a crop measured there cuts what reaches the edge.
+SAVE_DPI = 110
+
+
 def save_figure(fig, path: Path, laid_out: bool = False) -> None:
     """``fig`` written to ``path`` as a PNG (atomically), cropped to what it draws as
     ``bbox_inches="tight"`` crops it, and closed, in one draw after the figure was laid out once
@@ -41,12 +46,15 @@ def save_figure(fig, path: Path, laid_out: bool = False) -> None:
     import matplotlib.pyplot as plt
     from matplotlib import rcParams
 
+    if fig.dpi != SAVE_DPI:  # laid out at another resolution: again at the one it is saved at
+        fig.set_dpi(SAVE_DPI)
+        laid_out = False
     if not laid_out:
         fig.draw_without_rendering()
     fig.set_layout_engine("none")  # the positions the last layout gave
     crop = fig.get_tightbbox(fig.canvas.get_renderer()).padded(rcParams["savefig.pad_inches"])
     with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches=crop)
+        fig.savefig(tmp, format="png", dpi=SAVE_DPI, bbox_inches=crop)
     plt.close(fig)
 
 
@@ -177,7 +185,7 @@ def line_figure(metrics: pd.DataFrame, metric: str, ylabel: str, path: Path, hli
     data = metric_series(metrics, metric)
     variants = sorted(data["variant"].unique())
     forms = sorted(data["query_form"].unique())
-    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 4), squeeze=False, sharey=True, layout="constrained")
+    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 4), squeeze=False, sharey=True, layout="constrained", dpi=SAVE_DPI)
     for ax, variant in zip(axes[0], variants):
         for (embedder, form), series in data[data["variant"] == variant].groupby(["embedder", "query_form"]):
             series = series.sort_values("length")
@@ -238,7 +246,7 @@ def recall_figure(metrics: pd.DataFrame, path: Path, chance: pd.DataFrame | None
     variants = sorted(data["variant"].unique())
     names = sorted(data["embedder"].unique())
     styles = {name: series_style(i) for i, name in enumerate(names)}
-    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 4), squeeze=False, sharey=True, layout="constrained")
+    fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 4), squeeze=False, sharey=True, layout="constrained", dpi=SAVE_DPI)
     for ax, variant in zip(axes[0], variants):
         for k in RECALL_KS:
             cell = data[(data["variant"] == variant) & (data["metric"] == f"recall@{k}")]
@@ -297,7 +305,7 @@ def heatmap_figure(tables: dict[str, pd.DataFrame], title: str, path: Path, cmap
     from matplotlib import patheffects
 
     rows, across, width, height = heatmap_grid(tables)
-    fig, axes = plt.subplots(rows, across, figsize=(width * across, height * rows), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(rows, across, figsize=(width * across, height * rows), squeeze=False, layout="constrained", dpi=SAVE_DPI)
     for ax in axes.flat[len(tables):]:
         ax.remove()
     for ax, (name, table) in zip(axes.flat, tables.items()):
@@ -322,7 +330,7 @@ def expansion_figure(metrics: pd.DataFrame, variant: str, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), squeeze=False)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), squeeze=False, dpi=SAVE_DPI)
     embedders = metrics["embedder"].unique()
     for ax, metric, title in zip(axes[0], ("comparative_ratio", "auc"), ("comparative ratio", "ROC AUC")):
         data = metric_series(metrics, metric)

@@ -98,3 +98,35 @@ def test_thinning_keeps_the_roundest_labels_first():
     assert [texts[1 + i] for i in figures.labels_to_keep(boxes[1:4], gap=2)] == ["128"]  # not the leftmost: the roundest
     assert figures.labels_to_keep(boxes[::2], gap=2) == [0, 1, 2, 3]  # clear of one another: every one kept
     assert [figures.roundness(t) for t in ("1024", "192", "96", "7", "chance", "0")] == [10, 6, 5, 0, 0, 0]
+
+
+def test_a_saved_figure_keeps_the_padding_round_text_that_reaches_past_its_panels(tmp_path):
+    """save_figure crops to what the figure draws, measured at the resolution it saves at: text
+    past the panels (a long note at the right, a row below) keeps bbox_inches="tight"'s padding,
+    neither cut nor flush with the edge (the crop measured at 100 dpi cut such a note at 110)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.image
+    import matplotlib.pyplot as plt
+
+    from embedeval.report.figures import SAVE_DPI, save_figure
+
+    def make():
+        fig, ax = plt.subplots(figsize=(4, 3), layout="constrained")
+        ax.plot([1, 2], [1, 2])
+        ax.text(1.0, 0.5, "break point 32768 tokens (16384-49152) " * 3, transform=ax.transAxes, fontsize=7, clip_on=False)
+        ax.text(0.5, -0.5, "W" * 120, transform=ax.transAxes, fontsize=7, ha="center", clip_on=False)
+        return fig
+
+    margins = {}
+    for label, save in (("tight", lambda fig, path: (fig.savefig(path, dpi=SAVE_DPI, bbox_inches="tight"), plt.close(fig))),
+                        ("save_figure", save_figure)):
+        path = tmp_path / f"{label}.png"
+        save(make(), path)
+        ink = matplotlib.image.imread(path)[..., :3].mean(axis=2) < 250 / 255
+        columns, rows = np.flatnonzero(ink.any(axis=0)), np.flatnonzero(ink.any(axis=1))
+        margins[label] = (columns.min(), ink.shape[1] - 1 - columns.max(), rows.min(), ink.shape[0] - 1 - rows.max())
+    pad = SAVE_DPI * matplotlib.rcParams["savefig.pad_inches"]
+    assert all(margin >= pad - 3 for margin in margins["save_figure"]), margins
+    np.testing.assert_allclose(margins["save_figure"], margins["tight"], atol=3)
