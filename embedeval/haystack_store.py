@@ -6,7 +6,7 @@ build is stored in ``<cache>/haystacks/`` as one Parquet file keyed by
 
     blake2b(the haystack settings as JSON (grid, needle and distractor files' hashes, sentence
     splitter, build format; :meth:`NolimaConfig.haystack_settings`) + the token counter's
-    fingerprint + every book's id and text),
+    fingerprint + embedeval's version + every book's id and text),
 
 so a changed setting, needle file, book, tokenizer or build format builds again. The notes the
 build said (merged depths, distractors inside a zone) are kept with the rows and said again when
@@ -35,9 +35,13 @@ HAYSTACKS_FOLDER = "haystacks"
 
 
 def haystacks_key(settings: dict, corpus: Corpus, tokenizer: TokenCounter) -> str:
-    """blake2b of the settings, the token counter's fingerprint and the corpus's books (hex, 32 characters)."""
+    """blake2b of the settings, the token counter's fingerprint, embedeval's version (a release that
+    builds otherwise without a new build format is not served an older release's rows) and the
+    corpus's books (hex, 32 characters)."""
     digest = hashlib.blake2b(digest_size=16)
-    for part in (json.dumps(settings, sort_keys=True), tokenizer.fingerprint, corpus.source):
+    import embedeval
+
+    for part in (json.dumps(settings, sort_keys=True), tokenizer.fingerprint, corpus.source, embedeval.__version__):
         digest.update(part.encode("utf-8", "surrogatepass"))
         digest.update(b"\0")
     for book in corpus.books:
