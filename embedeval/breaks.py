@@ -64,6 +64,7 @@ from embedeval.strategies import model_reading_rank, scores_chunks
 from embedeval.metrics import (
     RETRIEVAL_MEASURES, break_lengths, break_point, chance_corrected_recall, cluster_resamples,
     chance_corrected, groups_for_chance_test, monotone_fit, recommended_chunk_tokens, relative_break_lengths, supported_break,
+    t_test_greater,
     visible_base_count,
 )
 
@@ -292,10 +293,9 @@ def reading_base(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT
     base_lo, base_hi = (float(np.nanquantile(bases, q)) if np.isfinite(bases).any() else np.nan for q in (tail, 1 - tail))
     base = float(means[:n_base].mean())
     alike = np.ptp(group_bases) <= 1e-12 * max(1.0, float(np.abs(group_bases).max()))
-    from scipy import stats  # here: scipy.stats takes a second to import, and the command line imports this module
 
     # every group alike: no spread to test against, so no p-value (not 0), and above chance where that one value is
-    p = float(stats.ttest_1samp(group_bases, 0.0, alternative="greater").pvalue) if not alike else math.nan
+    p = t_test_greater(group_bases) if not alike else math.nan
     above = np.isfinite(base) and base > 0 and base_lo > 0 and (p < tail if not alike else group_bases[0] > 0)
     enough = group_bases.size >= chance_test_groups()  # fewer: no headline, whatever a t-test of so few groups says
     shown_at_chance = not above and not base_lo > 0 and enough

@@ -358,3 +358,28 @@ def test_weighted_forms_refuse_bad_weights_and_keep_nan_and_other_statistics_as_
     for seed in (None, 1.7, True):
         with pytest.raises(ValueError, match="whole number"):
             cluster_resamples(4, 10, seed)
+
+
+def test_the_t_test_and_the_group_count_are_scipy_stats_bit_for_bit():
+    """t_test_greater equals scipy.stats.ttest_1samp(..., alternative="greater") exactly on
+    random samples of 2 to 60 values (scales 1e-3 to 100), and is NaN for all-zero values; the
+    chance test's group count is the one scipy.stats' t and nct distributions give."""
+    from scipy import stats
+
+    from embedeval.metrics import groups_for_chance_test, t_test_greater
+
+    rng = np.random.default_rng(4)
+    for _ in range(500):
+        n = int(rng.integers(2, 60))
+        values = rng.normal(loc=rng.normal(), size=n) * rng.choice([1e-3, 1, 100])
+        assert t_test_greater(values) == stats.ttest_1samp(values, 0.0, alternative="greater").pvalue
+    assert np.isnan(t_test_greater([0.0, 0.0, 0.0]))
+    with pytest.raises(ValueError, match="at least 2"):
+        t_test_greater([1.0])
+
+    def by_stats(effect, power, alpha=0.025):
+        return next(g for g in range(2, 1000)
+                    if stats.nct.sf(stats.t.ppf(1 - alpha, g - 1), g - 1, effect * np.sqrt(g)) >= power)
+
+    for effect, power in ((1.0, 0.8), (0.5, 0.9), (2.0, 0.5)):
+        assert groups_for_chance_test(effect, power) == by_stats(effect, power)
