@@ -178,8 +178,10 @@ def driver_rates(windows: int = 20_000) -> None:
                 store.put_many("st:bench", keys[first : first + chunk], vectors[first : first + chunk])
             written[chunk] = windows / (time.perf_counter() - started)
             store.close()
+            size = sum(path.stat().st_size for path in Path(folder).iterdir() if path.is_file())
     print(f"cache writes of {dim}-d vectors, one writer, a commit per --commit-every: "
-          + "; ".join(f"{chunk:,}: {rate:,.0f} vectors/s" for chunk, rate in written.items()))
+          + "; ".join(f"{chunk:,}: {rate:,.0f} vectors/s" for chunk, rate in written.items())
+          + f"; the file {size / windows:,.0f} bytes per vector")
 
 
 def main() -> int:

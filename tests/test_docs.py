@@ -253,3 +253,21 @@ def test_the_themes_stability_numbers_are_the_benchmarks_committed_output():
     prose = re.sub(r"```text\n.*?```", "", section, flags=re.S)
     quoted = set(re.findall(r"(?<![\d.])0\.\d{3}(?!\d)", prose))
     assert quoted and quoted <= set(re.findall(r"0\.\d{3}", printed)), sorted(quoted - set(re.findall(r"0\.\d{3}", printed)))
+
+
+def test_the_overhead_numbers_are_the_benchmarks_committed_output():
+    """Issue 55: docs/scale.md's "Where a sweep's time goes" shows what benchmarks/bench_overhead.py
+    printed, as committed in docs/assets/benchmarks/bench_overhead.txt (the command line, then its
+    output), and every rate, seconds figure and ratio its prose and the estimate after it quote
+    (12,031 vectors/s, 241.5 s, 0.044) is one that output prints."""
+    page = (REPO_ROOT / "docs" / "scale.md").read_text(encoding="utf-8")
+    section = page[page.index("## Where a sweep's time goes"):page.index("What replaces them past that size")]
+    text = (REPO_ROOT / "docs" / "assets" / "benchmarks" / "bench_overhead.txt").read_text(encoding="utf-8").rstrip("\n")
+    assert text.startswith("$ PYTHONPATH=. python benchmarks/bench_overhead.py")
+    assert f"```text\n{text}\n```" in section
+    prose = re.sub(r"```text\n.*?```", "", section, flags=re.S)
+    pattern = r"\d[\d,]*(?= (?:tokens|windows|vectors)/s)|\d+\.\d(?= s\b)|0\.0\d\d(?!\d)"
+    elsewhere = {"16,918", "20,266", "5,772", "6,678", "15,300"}  # issue 55's H200 runs, and the arithmetic the page shows on them
+    quoted = set(re.findall(pattern, prose)) - elsewhere
+    printed = set(re.findall(r"\d[\d,]*\.?\d*", text))
+    assert quoted and quoted <= printed, sorted(quoted - printed)
