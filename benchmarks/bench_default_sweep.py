@@ -35,7 +35,7 @@ from embedeval.needles import load_needle_set
 EARLIER_GROUPS = 24
 #: The run's last line that counts what it embedded, and its progress bars of documents (the first: the haystack windows).
 TEXTS = re.compile(r": ([\d,]+) texts newly embedded, ([\d,]+) found in the cache")
-WINDOWS = re.compile(r"embedding documents \([^)]*\): +100%\|[^|]*\| (\d+)/(\d+)")
+WINDOWS = re.compile(r"embedding documents \([^)]*\): ([\d,]+) texts \.\.\. done in")  # a step line, without a terminal
 COMMAND = "embedeval nolima --out runs/nolima"
 
 
@@ -62,7 +62,7 @@ def timed_sweep(folder: Path, groups: int | None, extra: list[str]) -> dict:
     if texts is None or not windows or texts[2] != "0":
         raise SystemExit(f"embedeval {' '.join(args)} did not embed everything afresh:\n{done.stdout[-2000:]}")
     return {"groups": groups, "command": f"{COMMAND} --groups <the first {groups}>" if chosen else COMMAND,
-            "seconds": round(seconds, 1), "texts": int(texts[1].replace(",", "")), "windows": int(windows[0][1])}
+            "seconds": round(seconds, 1), "texts": int(texts[1].replace(",", "")), "windows": int(windows[0].replace(",", ""))}
 
 
 def main() -> int:
