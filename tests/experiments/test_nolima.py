@@ -552,3 +552,31 @@ def test_a_run_folder_whose_figures_is_a_link_is_refused_before_any_work(tmp_pat
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code == 1 and len(lines) == 1 and "figures is a link or not a folder" in lines[0], result.output
     assert sorted(p.name for p in out.iterdir()) == ["figures", "haystacks.json"] and not any(victims.iterdir())
+
+
+def test_the_fast_metrics_give_the_tables_of_the_plain_resampling_loop(tmp_path, books_dir, monkeypatch):
+    """Issue 55: the sweep's metrics computed with every resample at once (frequency weights for the
+    statistics of unequal groups) against the plain reference, one resample at a time (the weighted
+    path switched off): the same rows, the same values to the last digit, the same intervals to
+    float rounding (sums in another order), and the same break points."""
+    from embedeval import metrics as metric_functions
+    from embedeval.aggregate import nolima_metrics
+    from embedeval.breaks import break_points
+
+    # short haystacks at many depths: some depths meet at one sentence boundary and are kept once,
+    # so the question groups hold unequal numbers of rows
+    config = NolimaConfig(groups=SMALL_GROUPS, out=str(tmp_path / "run"), n_bootstrap=50,
+                          grid=HaystackGrid(corpus=f"dir:{books_dir}", lengths=[64, 128], depths=8, negatives=4))
+    run = run_nolima(config, progress=False, cache_dir=tmp_path / "cache")
+    weighted = []
+    along = metric_functions._weights_along
+    monkeypatch.setattr(metric_functions, "_weights_along", lambda *args: weighted.append(1) or along(*args))
+    fast = nolima_metrics(run.similarities, n_resamples=200, seed=0, retrieval=run.retrieval)
+    assert weighted  # the grid has groups of unequal rows (merged depths): the weighted path ran
+    monkeypatch.setattr(metric_functions, "WEIGHTED_STATISTICS", frozenset())
+    plain = nolima_metrics(run.similarities, n_resamples=200, seed=0, retrieval=run.retrieval)
+    pd.testing.assert_frame_equal(fast.drop(columns=["ci_lo", "ci_hi"]), plain.drop(columns=["ci_lo", "ci_hi"]), check_exact=True)
+    np.testing.assert_allclose(fast[["ci_lo", "ci_hi"]].to_numpy(float), plain[["ci_lo", "ci_hi"]].to_numpy(float), rtol=1e-12, atol=1e-15)
+    assert fast["metric"].isin(["pearson_r", "spearman_rho", "slope", "cohens_d"]).any()
+    rule = run.config.rule()
+    pd.testing.assert_frame_equal(break_points(fast, run.retrieval, rule, 200, 0), break_points(plain, run.retrieval, rule, 200, 0))
