@@ -29,6 +29,7 @@ from embedeval.errors import InputError, OutputError
 from embedeval.haystacks import BUILD_NOTES, HAYSTACK_COLUMNS
 from embedeval.io import write_table
 from embedeval.paths import default_cache_dir
+from embedeval.versions import package_version
 
 #: The cache's sub-folder that holds built haystacks.
 HAYSTACKS_FOLDER = "haystacks"
@@ -39,9 +40,7 @@ def haystacks_key(settings: dict, corpus: Corpus, tokenizer: TokenCounter) -> st
     builds otherwise without a new build format is not served an older release's rows) and the
     corpus's books (hex, 32 characters)."""
     digest = hashlib.blake2b(digest_size=16)
-    import embedeval
-
-    for part in (json.dumps(settings, sort_keys=True), tokenizer.fingerprint, corpus.source, embedeval.__version__):
+    for part in (json.dumps(settings, sort_keys=True), tokenizer.fingerprint, corpus.source, package_version("embedeval")):
         digest.update(part.encode("utf-8", "surrogatepass"))
         digest.update(b"\0")
     for book in corpus.books:

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from embedeval import errors
+from embedeval.embedders.cache import EmbeddingCache
 from embedeval.embedders.models import bundled_name
 from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.embedders.registry import LEXICAL_SPECS, embedder_name, load_embedder, parse_spec
@@ -105,8 +106,6 @@ def speed_remembered(spec: str, cache_dir=None) -> bool:
     """Whether the cache in ``cache_dir`` remembers the pace of ``spec``'s local model on this
     machine (:mod:`embedeval.embedders.speed`), so a plan needs no timing process for it; a cache
     that does not open says no (the plan then times the model, and the run reports the cache)."""
-    from embedeval.embedders.cache import EmbeddingCache
-
     try:
         model = split_spec(parse_spec(spec)[1])
         device = LocalOptions.parse(model[1]).device or "auto"
