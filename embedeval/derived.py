@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from embedeval.io import file_sha256, write_text_atomic
+from embedeval.jsonread import loads
 
 RECORD = "derived.json"
 
@@ -48,7 +49,7 @@ def fresh_outputs(out: Path, digest: str) -> bool:
     they were written (a missing, altered or unreadable file or record means no)."""
     out = Path(out)
     try:
-        record = json.loads((out / RECORD).read_text(encoding="utf-8"))
+        record = loads((out / RECORD).read_text(encoding="utf-8"))
         files = record["files"]
         return (record["inputs"] == digest and bool(files)
                 and all(file_sha256(out / name) == sha for name, sha in files.items()))
@@ -60,7 +61,7 @@ def recorded_files(out: Path) -> dict[str, str]:
     """The files ``out``'s record lists (name -> sha256): what embedeval wrote there; empty
     without a readable record."""
     try:
-        files = json.loads((Path(out) / RECORD).read_text(encoding="utf-8"))["files"]
+        files = loads((Path(out) / RECORD).read_text(encoding="utf-8"))["files"]
     except (OSError, ValueError, KeyError, TypeError):
         return {}
     return files if isinstance(files, dict) and all(isinstance(v, str) for v in files.values()) else {}

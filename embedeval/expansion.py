@@ -18,6 +18,7 @@ from pathlib import Path
 
 
 from embedeval.errors import APIError, InputError
+from embedeval.jsonread import JsonLimitError, loads
 from embedeval.io import write_text_atomic
 from embedeval.llm import ChatLLM
 from embedeval.needles import NeedleSet
@@ -48,14 +49,14 @@ def parse_terms(text: str) -> list[str]:
     parsed = None
     if match:
         try:
-            parsed = json.loads(match.group(0))
-        except json.JSONDecodeError:
+            parsed = loads(match.group(0))
+        except ValueError:  # not JSON, or past the reader's limits: read as lines
             parsed = None
     if parsed is None:
         try:
-            whole = json.loads(text)
+            whole = loads(text)
             parsed = whole.get("terms") if isinstance(whole, dict) else None
-        except json.JSONDecodeError:
+        except ValueError:
             parsed = None
     if isinstance(parsed, list):
         terms = [str(t) for t in parsed if isinstance(t, (str, int, float))]
@@ -127,7 +128,7 @@ def build_expansion_file(needle_set: NeedleSet, sizes: Sequence[int], llm: ChatL
 def _read_checkpoint(path: str | os.PathLike, data: dict) -> dict:
     """The finished expansions saved in ``path`` by an earlier call with the same settings, else {}."""
     try:
-        saved = json.loads(Path(path).read_text(encoding="utf-8"))
+        saved = loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     same = isinstance(saved, dict) and all(saved.get(k) == data[k] for k in ("needle_set", "model", "prompt", "temperature"))
@@ -176,11 +177,13 @@ def load_expansions(path: str | os.PathLike, needle_set: NeedleSet | None = None
     """Load and validate an expansion file."""
     source = Path(path)
     try:
-        data = json.loads(source.read_text(encoding="utf-8"))
+        data = loads(source.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError(f"expansion file {source} does not exist") from None
     except OSError as exc:  # a folder, no permission
         raise InputError(f"expansion file {source} cannot be read ({exc.strerror or exc})") from None
+    except JsonLimitError as exc:
+        raise InputError(f"expansion file {source}: {exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"expansion file {source} is not valid JSON ({exc})") from None
     validate_expansions(data, needle_set, str(source))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from embedeval.errors import InputError, OutputError
+from embedeval.jsonread import JsonLimitError, loads
 from embedeval.locks import LOCK_NAME, OUTPUT_WAIT, hold, release_lock, remove_if_empty, write_holder
 from embedeval.ownership import file_sha256  # noqa: F401  (named here as it always was: the hash of an input file)
 from embedeval.ownership import output_key, record_written, written_by_embedeval
@@ -276,7 +277,9 @@ def jsonl_objects(text: str, where: Callable[[int], str], not_an_object: str,
     is wrong (``not_an_object`` for the latter)."""
     for number, line in jsonl_lines(text):
         try:
-            record = json.loads(line)
+            record = loads(line)
+        except JsonLimitError as exc:
+            raise error(f"{where(number)}: {exc}") from None
         except json.JSONDecodeError as exc:
             raise error(f"{where(number)}: not valid JSON ({exc.msg})") from None
         if not isinstance(record, dict):
@@ -288,7 +291,7 @@ def read_json(path: str | os.PathLike):
     """The JSON value in a file, or one :class:`InputError` naming the file when it cannot be read
     or parsed."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InputError(f"{path} is not valid JSON ({exc})") from None
 

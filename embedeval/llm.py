@@ -22,6 +22,7 @@ from urllib.parse import urlencode
 from embedeval.defaults import DEFAULT_TEMPERATURE
 from embedeval.embedders.options import ServerOptions, split_spec
 from embedeval.errors import APIError, ConfigError, InputError
+from embedeval.jsonread import JsonTooDeep, loads
 from embedeval.net.errors import MalformedResponseError, openai_errors
 from embedeval.net.keys import endpoint, key_hint, refuse_provider_key
 from embedeval.net.openai_client import OPENAI, openai_client
@@ -237,13 +238,13 @@ def answer_json(reply: ChatReply | str, what: str = "JSON"):
     if not text.startswith(("{", "[")):
         raise InputError(f"the answer holds no JSON (a refusal?): {_short(reply.text)!r}" + cut)
     try:
-        return json.loads(text)
+        return loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"the answer is malformed JSON ({exc.msg} at character {exc.pos}){cut}") from None
-    except ValueError as exc:  # a number of more digits than Python converts (4300)
-        raise InputError(f"the answer's JSON cannot be read ({_short(str(exc))}){cut}") from None
-    except RecursionError:
+    except JsonTooDeep:
         raise InputError(f"the answer nests its JSON too deep to read (not the {what} asked for)") from None
+    except ValueError as exc:  # a number beyond float range, or of more digits than Python converts (4300)
+        raise InputError(f"the answer's JSON cannot be read ({_short(str(exc))}){cut}") from None
 
 
 def _short(text: str, limit: int = 120) -> str:

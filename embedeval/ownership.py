@@ -32,6 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from embedeval.jsonread import loads
 from embedeval.paths import default_cache_dir
 
 #: The folder of the cache folder that holds the records.
@@ -99,7 +100,7 @@ def _recorded_sha256(target: Path) -> str | None:
     if text is None:
         return None
     try:
-        record = json.loads(text)
+        record = loads(text)
     except ValueError:
         return None
     if not isinstance(record, dict) or record.get("path") != output_key(target):

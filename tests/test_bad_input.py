@@ -513,3 +513,75 @@ def test_a_hand_edited_run_config_says_which_field_before_anything_is_written(tm
     assert result.exit_code == 1 and len(lines) == 1, result.output
     assert lines[0].startswith(f"error: run/config.json is broken: {says}"), result.output
     assert _files(tmp_path) == before and (run / "figures" / "recall_vs_length.png").read_text() == "drawn before"
+
+
+DEEP = "[" * 100_000 + "]" * 100_000  # deeper than any JSON reader follows by recursion
+
+
+def _json_inputs(folder):
+    """Files of every JSON input a command reads, each once nested too deep and once holding a
+    number beyond float range (the integer 10**400, a vector component as a hostile writer might give it)."""
+    huge = "1" + "0" * 400
+    for name, shape in (("deep", DEEP), ("huge", f'{{"groups": [{huge}]}}')):
+        (folder / f"{name}.json").write_text(shape)
+        line = DEEP if name == "deep" else f'{{"text": "a text", "id": {huge}}}'
+        (folder / f"{name}.jsonl").write_text(line + "\n")
+    pd.DataFrame({"question": ["Who?"], "needle": ["Ann."]}).to_csv(folder / "pairs.csv", index=False)
+    (folder / "run").mkdir()
+    (folder / "run" / "config.json").write_text(DEEP)
+    pd.DataFrame(columns=["metric"]).to_csv(folder / "run" / "metrics.csv", index=False)
+    pd.DataFrame({"a": pd.Series([], dtype=float)}).to_parquet(folder / "run" / "similarities.parquet")
+
+
+@pytest.mark.parametrize("kind, says", [("deep", "nested deeper than"), ("huge", "beyond float range")])
+@pytest.mark.parametrize("args", [
+    ["needles", "check", "{kind}.json"],
+    ["nolima", "--needles", "{kind}.json", "--out", "out", "--plan"],
+    ["needles", "convert", "{kind}.json", "--out", "converted.json"],
+    ["nolima", "--expansions", "{kind}.json", "--out", "out", "--plan"],
+    ["nolima", "--distractors-file", "{kind}.json", "--out", "out", "--plan"],
+    ["embed", "-i", "{kind}.jsonl", "-o", "vectors.npy"],
+    ["similarity", "needle-question", "--pairs", "{kind}.jsonl", "--out", "sims.csv"],
+    ["haystacks", "build", "--corpus", "jsonl:{kind}.jsonl", "--out", "h.parquet"],
+], ids=["needles-check", "nolima-needles", "needles-convert", "expansions", "distractors", "embed", "pairs", "corpus"])
+def test_json_nested_too_deep_or_past_float_range_is_one_line(tmp_path, monkeypatch, isolated_cache, args, kind, says):
+    """Issue 56, part 2: every JSON and JSON Lines input goes through one parser
+    (:func:`embedeval.jsonread.loads`) that turns nesting past the recursion limit and numbers past
+    float range into one error line naming the file, where each was a traceback (RecursionError,
+    OverflowError) or another format's name; nothing is written."""
+    _json_inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    before = _files(tmp_path)
+    result = CliRunner().invoke(app, [arg.format(kind=kind) for arg in args])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1, result.output[-2000:]
+    assert lines[-1].startswith("error: ") and says in lines[-1] and kind in lines[-1], lines[-1]
+    assert not any(line.startswith("Traceback") for line in lines)
+    assert _files(tmp_path) == before
+
+
+def test_a_run_folders_config_nested_too_deep_is_one_line(tmp_path, monkeypatch):
+    """``report`` of a run whose config.json is nested too deep: one error line, no traceback."""
+    _json_inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["report", "run"])
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and lines[-1].startswith("error: ") and "nested deeper than" in lines[-1], result.output[-2000:]
+
+
+def test_the_json_reader_is_json_loads_within_its_limits():
+    """loads() equals json.loads on ordinary JSON (floats, integers, nesting of some hundred levels,
+    NaN as json writes it) and refuses only what is past its limits, with the reason."""
+    import json
+    import math
+
+    from embedeval.jsonread import JsonLimitError, loads
+
+    for text in ('{"a": [1, 2.5, -3e10, "x", null, true]}', "[" * 500 + "]" * 500, "1" + "0" * 300, "1.7e308"):
+        assert loads(text) == json.loads(text)
+    assert math.isnan(loads('{"v": NaN}')["v"])
+    for text, says in ((DEEP, "nested deeper than"), ("1e400", "beyond float range"), ("-1" + "0" * 400, "beyond float range")):
+        with pytest.raises(JsonLimitError, match=says):
+            loads(text)
+    with pytest.raises(json.JSONDecodeError):
+        loads("{not json")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from embedeval.errors import InputError, NeedleSetError
 from embedeval.io import jsonl_objects, read_text_file
+from embedeval.jsonread import JsonLimitError, loads
 from embedeval.labels import QUESTION
 from embedeval.needles.model import distractor_problems, raw_distractors
 
@@ -19,13 +20,15 @@ def read_needle_json(path: str | os.PathLike) -> dict | list:
     """Raw JSON of a needle file; unreadable or malformed JSON is a :class:`NeedleSetError`."""
     source = Path(path)
     try:
-        return json.loads(source.read_text(encoding="utf-8"))
+        return loads(source.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise NeedleSetError(str(source), [("-", "file does not exist")]) from None
     except IsADirectoryError:
         raise NeedleSetError(str(source), [("-", "is a folder, not a JSON file")]) from None
     except OSError as exc:
         raise NeedleSetError(str(source), [("-", f"cannot be read ({exc.strerror or exc})")]) from None
+    except JsonLimitError as exc:
+        raise NeedleSetError(str(source), [("-", str(exc))]) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise NeedleSetError(str(source), [("-", f"not valid JSON ({exc})")]) from None
 

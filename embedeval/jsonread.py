@@ -1,0 +1,52 @@
+"""One JSON parser for every input embedeval reads (needle sets, distractor, pair and expansion
+files, JSON Lines corpora and texts, a run's records, a model folder's configuration, a chat
+model's answer), with the limits a reader needs.
+
+``json.loads`` follows nesting by recursion, so a file nested some thousand levels deep is a
+``RecursionError`` traceback wherever it is read; a number past float range (``1e400``, or the
+integer ``10**400``) is ``inf`` or an integer no float holds, which a later conversion turns into an
+``OverflowError``. :func:`loads` parses as ``json.loads`` does and turns those into one
+:class:`JsonLimitError` (a ``ValueError``, as a syntax error is) that says what is past the limit;
+each reader names its file and line with it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+#: Digits of an integer past which no float holds it (float's largest is about 1.8e308).
+MAX_INT_DIGITS = 308
+
+
+class JsonLimitError(ValueError):
+    """A JSON text that is valid but past what embedeval reads: nested too deep, or a number
+    beyond float range."""
+
+
+class JsonTooDeep(JsonLimitError):
+    """Nesting deeper than the parser follows."""
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise JsonLimitError(f"the number {text[:24]}{'...' if len(text) > 24 else ''} is beyond float range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise JsonLimitError(f"the integer {text[:24]}... ({len(text.lstrip('-')):,} digits) is beyond float range")
+    return int(text)
+
+
+def loads(text: str | bytes):
+    """The JSON value of ``text`` (``json.loads``), or one :class:`JsonLimitError` for nesting
+    deeper than the interpreter's recursion limit follows (about 1,000 levels) or a number beyond
+    float range; a syntax error is ``json.JSONDecodeError`` as ever (both are ``ValueError``)."""
+    try:
+        return json.loads(text, parse_float=_finite_float, parse_int=_bounded_int)
+    except RecursionError:
+        raise JsonTooDeep(f"nested deeper than the {sys.getrecursionlimit():,} levels a JSON reader follows") from None
