@@ -463,16 +463,19 @@ def nolima(
         ray_address=embedders.ray_address, prices=plan.prices, **settings,
     )
     usable, skipped = config.check(keys=plan.run_follows)  # a setting that cannot work: one line, before the sweep's libraries are imported
+    from embedeval.embedders.timing import close_early, start_early
+
     if plan.plan:  # the local models' timing processes load while the plan imports and counts
-        from embedeval.embedders.timing import start_early
-
         start_early(usable, embedders.cache_dir)
-    from embedeval.experiments.nolima import plan_nolima, run_nolima
-    from embedeval.report.which import closing_lines
+    try:
+        from embedeval.experiments.nolima import plan_nolima, run_nolima
+        from embedeval.report.which import closing_lines
 
-    if plan.wanted:
         plans = plan_nolima(config, cache_dir=embedders.cache_dir, prices=plan.prices, calibrate=plan.plan, progress=not quiet,
-                            commit_every=commit_every, keys=plan.run_follows)
+                            commit_every=commit_every, keys=plan.run_follows) if plan.wanted else None
+    finally:  # a plan that stopped early (a bad input file) ends the timing processes it started
+        close_early()
+    if plans is not None:
         for spec, why in skipped:
             typer.echo(f"skipped {spec} ({why})", err=True)
         if plan.settle(plans):

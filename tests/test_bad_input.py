@@ -549,10 +549,16 @@ def test_json_nested_too_deep_or_past_float_range_is_one_line(tmp_path, monkeypa
     (:func:`embedeval.jsonread.loads`) that turns nesting past the recursion limit and numbers past
     float range into one error line naming the file, where each was a traceback (RecursionError,
     OverflowError) or another format's name; nothing is written."""
+    import types
+
+    from embedeval.embedders import timing
+
+    monkeypatch.setattr(timing, "SampleTimer", lambda spec: types.SimpleNamespace(close=lambda: None))  # --plan: no model loads
     _json_inputs(tmp_path)
     monkeypatch.chdir(tmp_path)
     before = _files(tmp_path)
     result = CliRunner().invoke(app, [arg.format(kind=kind) for arg in args])
+    assert timing._EARLY == {}  # a plan that stopped at a bad file ended what it started
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code == 1, result.output[-2000:]
     assert lines[-1].startswith("error: ") and says in lines[-1] and kind in lines[-1], lines[-1]

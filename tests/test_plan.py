@@ -111,7 +111,7 @@ def test_a_plan_counts_without_the_weights_and_times_them_in_a_process_of_their_
     assert {k: planned[k] for k in counts} == {k: json.loads(loaded.output)["embedders"][0][k] for k in counts}
 
 
-def test_the_timing_process_starts_as_the_command_reads_its_options_and_the_plan_takes_it(monkeypatch):
+def test_the_timing_process_starts_as_the_command_reads_its_options_and_the_plan_takes_it(monkeypatch, isolated_cache):
     """``--plan`` starts each local model's timing process before it imports the sweep and builds the
     haystacks (``start_early``); the plan takes that process instead of starting another, a lexical
     scorer or an API model gets none, and those no plan took end."""
