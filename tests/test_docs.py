@@ -263,9 +263,13 @@ def test_the_overhead_numbers_are_the_benchmarks_committed_output():
     (13,643 vectors/s, 238.2 s, 0.047) is one that output prints."""
     page = (REPO_ROOT / "docs" / "scale.md").read_text(encoding="utf-8")
     section = page[page.index("## Where a sweep's time goes"):page.index("What replaces them past that size")]
-    text = (REPO_ROOT / "docs" / "assets" / "benchmarks" / "bench_overhead.txt").read_text(encoding="utf-8").rstrip("\n")
-    assert text.startswith("$ PYTHONPATH=. python benchmarks/bench_overhead.py")
-    assert f"```text\n{text}\n```" in section
+    printed_all = ""
+    for name in ("bench_overhead", "bench_before_after"):
+        text = (REPO_ROOT / "docs" / "assets" / "benchmarks" / f"{name}.txt").read_text(encoding="utf-8").rstrip("\n")
+        assert text.startswith(f"$ PYTHONPATH=. python benchmarks/{name}.py")
+        assert f"```text\n{text}\n```" in section, name
+        printed_all += text + "\n"
+    text = printed_all
     prose = re.sub(r"```text\n.*?```", "", section, flags=re.S)
     pattern = r"\d[\d,]*(?= (?:tokens|windows|vectors)/s)|\d+\.\d(?= s\b)|0\.0\d\d(?!\d)"
     elsewhere = {"16,918", "20,266", "5,772", "6,678", "16,260"}  # issue 55's H200 runs, and the arithmetic the page shows on them
