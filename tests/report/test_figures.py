@@ -100,6 +100,7 @@ def test_thinning_keeps_the_roundest_labels_first():
     assert [figures.roundness(t) for t in ("1024", "192", "96", "7", "chance", "0")] == [10, 6, 5, 0, 0, 0]
 
 
+@pytest.mark.filterwarnings("ignore:constrained_layout not applied")  # text wider than the figure: the layout gives up, as meant
 def test_a_saved_figure_keeps_the_padding_round_text_that_reaches_past_its_panels(tmp_path):
     """save_figure crops to what the figure draws, measured at the resolution it saves at: text
     past the panels (a long note at the right, a row below) keeps bbox_inches="tight"'s padding,
