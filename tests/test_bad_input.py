@@ -57,6 +57,11 @@ def _setup(tmp_path):
     (["nolima", "--price", "st:all-MiniLM-L6-v2=1", "--price", "st:all-MiniLM-L6-v2=2", "--out", "run"],
      "--price names st:all-MiniLM-L6-v2 twice"),
     (["nolima", "--price", "st:all-MiniLM-L6-v2=1_0", "--out", "run"], "--price takes SPEC=USD per million tokens"),
+    # issue 56: one model under two device settings planned twice and failed after embedding everything
+    (["nolima", "-e", "st:all-MiniLM-L6-v2", "-e", "st:all-MiniLM-L6-v2?device=cpu", "--out", "run"],
+     "st:all-MiniLM-L6-v2 and st:all-MiniLM-L6-v2?device=cpu are one embedder, st:all-MiniLM-L6-v2"),
+    (["similarity", "needle-question", "-e", "st:all-MiniLM-L6-v2?max_batch_tokens=4096", "-e", "st:all-MiniLM-L6-v2",
+      "--out", "sims.csv"], "are one embedder, st:all-MiniLM-L6-v2 (device and max_batch_tokens do not change its vectors)"),
 ])
 def test_mistakes_are_one_line_and_write_nothing(tmp_path, monkeypatch, isolated_cache, args, says):
     _setup(tmp_path)

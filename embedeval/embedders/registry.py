@@ -23,7 +23,7 @@ from embedeval.embedders.openai import OpenAIEmbedder
 from embedeval.embedders.recorder import recording
 from embedeval.embedders.executors import Executor, RayEmbedder
 from embedeval.embedders.voyage import VoyageEmbedder
-from embedeval.errors import EmbedderUnavailableError, UnknownEmbedderError
+from embedeval.errors import ConfigError, EmbedderUnavailableError, UnknownEmbedderError
 from embedeval.net.keys import key_is_set, request_key_env
 
 API_EMBEDDERS: dict[str, type[APIEmbedder]] = {cls.provider: cls for cls in (OpenAIEmbedder, VoyageEmbedder, JinaEmbedder)}
@@ -179,13 +179,22 @@ def embedder_name(spec: str) -> str:
 
 def expand_specs(specs: Iterable[str], lexical: bool = False) -> list[str]:
     """Replace preset names by their specs, drop repeats, keep order; validate and canonicalise
-    each. ``lexical``: lexical scorers (``bm25``) are accepted too."""
+    each. ``lexical``: lexical scorers (``bm25``) are accepted too. Two specs of one embedder
+    (:func:`embedder_name`: a local model with another ``device`` or ``max_batch_tokens``) are one
+    :class:`~embedeval.errors.ConfigError`: its tables would hold every row twice."""
     out: list[str] = []
+    named: dict[str, str] = {}  # embedder name -> the spec that gave it
     for spec in specs:
         for item in PRESETS.get(spec, (spec,)):
             item = item if lexical and item in LEXICAL_SPECS else canonical_spec(item)
-            if item not in out:
-                out.append(item)
+            if item in out:
+                continue
+            name = item if item in LEXICAL_SPECS else embedder_name(item)
+            if name in named:  # st:M and st:M?device=cpu: one model, its vectors and tables twice over
+                raise ConfigError(f"{named[name]} and {item} are one embedder, {name} (device and max_batch_tokens do not "
+                                  "change its vectors): give it once", "embedders")
+            named[name] = item
+            out.append(item)
     return out
 
 
