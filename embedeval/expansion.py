@@ -152,6 +152,10 @@ def validate_expansions(data: object, needle_set: NeedleSet | None, path: str) -
             if not isinstance(terms, list) or len(terms) != int(size):
                 count = len(terms) if isinstance(terms, list) else "no"
                 raise InputError(f"expansion file {path}: group {group_id} at size {size} has {count} terms, not {size}")
+            odd = next((index for index, term in enumerate(terms) if not isinstance(term, str) or not term.strip()), None)
+            if odd is not None:
+                raise InputError(f"expansion file {path}: group {group_id} at size {size}: term {odd + 1} is "
+                                 f"{json.dumps(terms[odd])[:40]}, not a non-empty text")
     if needle_set is None:
         return
     if data["needle_set"] != needle_set.name:
@@ -188,8 +192,6 @@ def load_expansions(path: str | os.PathLike, needle_set: NeedleSet | None = None
         raise InputError(f"expansion file {source} is not valid JSON ({exc})") from None
     validate_expansions(data, needle_set, str(source))
     return data
-
-
 
 
 def write_expansions(data: dict, path: str | os.PathLike) -> None:

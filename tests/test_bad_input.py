@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -596,3 +598,47 @@ def test_the_json_reader_is_json_loads_within_its_limits():
             loads(text)
     with pytest.raises(json.JSONDecodeError):
         loads("{not json")
+
+
+def _fuzz_found_files(folder):
+    """The files on which the fuzz tier's first run found tracebacks (issue 56, part 6)."""
+    import json
+
+    from test_nolima_schema import FIXTURE
+
+    shipped = json.loads((Path(__file__).parent.parent / "queries" / "nolima-onehop.json").read_text())
+    two = {**shipped, "groups": shipped["groups"][:2]}
+    (folder / "groups-null.json").write_text(json.dumps({**two, "groups": None}))
+    (folder / "id-list.json").write_text(json.dumps({**two, "groups": [{**two["groups"][0], "id": ["a"]}, two["groups"][1]]}))
+    (folder / "id-null.json").write_text(json.dumps({**two, "groups": [{**two["groups"][0], "id": None}, two["groups"][1]]}))
+    (folder / "nolima-needle-number.json").write_text(json.dumps([{**FIXTURE[0], "needle": 5}]))
+    (folder / "nolima-names.json").write_text(json.dumps([{**FIXTURE[0], "character_set": [["Yuki"], "Ann"]}]))
+    (folder / "needles.json").write_text(json.dumps(two))
+    expansions = json.loads((Path(__file__).parent.parent / "queries" / "expansions" / "nolima-onehop.json").read_text())
+    size = next(iter(expansions["sizes"]))
+    terms = {group["id"]: expansions["sizes"][size][group["id"]] for group in two["groups"]}
+    terms["loc-peru"] = [5, *terms["loc-peru"][1:]]
+    (folder / "expansions.json").write_text(json.dumps({**expansions, "sizes": {size: terms}}))
+
+
+@pytest.mark.parametrize("args, says", [
+    (["needles", "check", "groups-null.json"], "'groups' must be a non-empty list"),
+    (["needles", "check", "id-list.json"], "field 'id' must be a non-empty string"),
+    (["needles", "check", "id-null.json"], "field 'id' must be a non-empty string"),
+    (["needles", "check", "nolima-needle-number.json"], "'needle' must be a string (a template)"),
+    (["needles", "check", "nolima-names.json"], "'character_set' must be a list of names"),
+    (["nolima", "--needles", "needles.json", "--expansions", "expansions.json", "--out", "out", "--plan", "-e", "bm25"],
+     "group loc-peru at size 100: term 1 is 5, not a non-empty text"),
+], ids=["groups-null", "id-list", "id-null", "nolima-needle", "nolima-names", "expansion-term"])
+def test_what_the_fuzz_tier_found_is_one_line(tmp_path, monkeypatch, isolated_cache, args, says):
+    """Issue 56, part 6: each input on which the fuzz tier's first run found a traceback (a
+    ``TypeError`` from ``needles check``, the NoLiMa converter or an expansion file's terms) is one
+    error line, naming the problem, and writes nothing."""
+    _fuzz_found_files(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    before = _files(tmp_path)
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1, result.output[-2000:]
+    assert says in result.output and result.output.count("error: ") == 1, result.output[-2000:]
+    assert "Traceback" not in result.output
+    assert _files(tmp_path) == before

@@ -126,7 +126,7 @@ def validate_needle_set(data: object, path: str = "<memory>") -> list[tuple[str,
     for index, raw in enumerate(groups):
         gid, reasons = group_problems(raw, index)
         problems += [(gid, r) for r in reasons]
-        if isinstance(raw, dict) and "id" in raw:
+        if isinstance(raw, dict) and isinstance(raw.get("id"), str):  # another id is a problem of its group
             if raw["id"] in seen:
                 problems.append((gid, "duplicate id"))
             seen.add(raw["id"])
@@ -186,13 +186,14 @@ def needle_report(path: str | os.PathLike) -> tuple[list[dict], list[tuple[str, 
         data = convert_nolima(data, str(path))
     problems = validate_needle_set(data, str(path))
     rows = []
-    for index, raw in enumerate(data.get("groups", []) if isinstance(data, dict) else []):
+    groups = data.get("groups") if isinstance(data, dict) else None
+    for index, raw in enumerate(groups if isinstance(groups, list) else []):  # any other is among the problems
         if not isinstance(raw, dict):
             continue
         needles = raw.get("needles") if isinstance(raw.get("needles"), dict) else {}
         questions = {k: v for k, v in raw_questions(raw).items() if isinstance(v, str)}
         names = raw.get("character_set") if isinstance(raw.get("character_set"), list) else [raw.get("character", "")]
-        row = {"id": raw.get("id", f"#{index}"), "category": raw.get("category", ""),
+        row = {"id": str(raw.get("id", f"#{index}")), "category": str(raw.get("category", "")),
                "character": ", ".join(map(str, names)), "forms": ", ".join(questions),
                "variants": ", ".join(v for v in NEEDLE_VARIANTS if v in needles)}
         for variant in NO_OVERLAP_VARIANTS:
