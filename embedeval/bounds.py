@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from embedeval.errors import ConfigError
 
@@ -105,32 +106,42 @@ def bootstrap_bytes(resamples: int, groups: int, rows_per_group: int) -> int:
     return resamples * groups * 8 * (BOOTSTRAP_DRAW_ARRAYS + BOOTSTRAP_ROW_ARRAYS * rows_per_group)
 
 
+class MemoryPart(NamedTuple):
+    """One part of a run's peak memory: its ``bytes``, and what lowers it (``lower``, naming the
+    library ``parameters`` in backquotes, as errors do)."""
+
+    bytes: int
+    lower: str
+    parameters: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class MemoryEstimate:
-    """A run's peak memory, estimated before it starts: ``parts`` {what: (bytes, how to lower it)},
+    """A run's peak memory, estimated before it starts: ``parts`` {what: :class:`MemoryPart`},
     whose sum is the estimate (the parts are held together at the run's peak, after its tables are
     built), and the memory a run may use here (:func:`machine_memory`)."""
 
-    parts: dict[str, tuple[int, str]] = field(default_factory=dict)
+    parts: dict[str, MemoryPart] = field(default_factory=dict)
     machine: int = field(default_factory=machine_memory)
 
     @property
     def total(self) -> int:
-        return sum(n for n, _ in self.parts.values())
+        return sum(part.bytes for part in self.parts.values())
 
     def line(self) -> str:
-        """``peak memory: about 1.20 GiB (haystacks 0.40 GiB, ...) of the 23 GiB here``."""
-        parts = ", ".join(f"{what} {gib(n)}" for what, (n, _) in self.parts.items())
+        """``peak memory: about 0.77 GiB (haystacks 0.75 GiB, bootstrap 0.02 GiB) of the 24 GiB a run may use here ...``."""
+        parts = ", ".join(f"{what} {gib(part.bytes)}" for what, part in self.parts.items())
         return f"peak memory: about {gib(self.total)} ({parts}) of the {gib(self.machine)} a run may use here ({MEMORY_ENV} to change)"
 
     def as_dict(self) -> dict:
-        return {"bytes": self.total, "parts": {what: n for what, (n, _) in self.parts.items()}, "machine_bytes": self.machine}
+        return {"bytes": self.total, "parts": {what: part.bytes for what, part in self.parts.items()}, "machine_bytes": self.machine}
 
     def check(self) -> None:
         """One :class:`~embedeval.errors.ConfigError` when the estimate exceeds the memory a run
         may use, naming the largest part and what lowers it."""
         if self.total <= self.machine:
             return
-        what, (n, lower) = max(self.parts.items(), key=lambda item: item[1][0])
+        what, part = max(self.parts.items(), key=lambda item: item[1].bytes)
         raise ConfigError(f"the run would need about {gib(self.total)} of memory, more than the {gib(self.machine)} here "
-                          f"(the largest part: {what}, {gib(n)}); {lower}, or set {MEMORY_ENV} to allow more")
+                          f"(the largest part: {what}, {gib(part.bytes)}); {part.lower}, or set {MEMORY_ENV} to allow more",
+                          *part.parameters)
