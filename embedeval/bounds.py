@@ -37,6 +37,11 @@ MAX_NEGATIVES = 10_000
 #: groups' own sampling error; the resamples are (resamples x groups) arrays
 #: (:func:`bootstrap_bytes`), so memory and time grow with B.
 MAX_N_BOOTSTRAP = 100_000
+#: ``themes --runs``: the clusterings a consensus is made of. Eleven times the default (9, where
+#: ``benchmarks/bench_theme_stability.py`` found the themes settled); each is a UMAP fit and an
+#: HDBSCAN clustering of every chunk, most of a themes run's time, so 100 take about eleven times
+#: the default's (a value of 10**11 ran for ever).
+MAX_THEME_RUNS = 100
 #: Bytes of one line of a JSON Lines file (a corpus's book, a needle record, an ``embed -i`` text)
 #: or of a plain-text ``embed -i`` line: six times the longest book of the ten Gutenberg books and
 #: Shakespeare (the complete works, 5.4 MB). A tokenizer holds tens of bytes per token of a text it

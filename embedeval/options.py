@@ -32,7 +32,7 @@ from embedeval.defaults import (
     DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST,
     DEFAULT_UMAP_NEIGHBORS, DEFAULT_VARIANTS, DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS, RAY_ADDRESS_ENV,
 )
-from embedeval.bounds import MAX_N_BOOTSTRAP
+from embedeval.bounds import MAX_N_BOOTSTRAP, MAX_THEME_RUNS
 from embedeval.embedders.budget import WORKERS_ENV
 from embedeval.errors import ConfigError, InputError
 from embedeval.labels import POOLS
@@ -358,7 +358,7 @@ THEME_SEED = SEED.but(help="UMAP's random_state (the study's 42).", default=DEFA
                       constraint=Constraint(lambda value: is_whole(value) and 0 <= value < 2**32, "a whole number in [0, 2**32)"))
 THEME_RUNS = Option("runs", "--runs", "Clusterings the themes are the consensus of (UMAP seeds and float-noise perturbations of the "
                     "vectors); a theme is kept when it comes back in at least half of them. 1: the study's single run.", int, DEFAULT_THEME_RUNS,
-                    whole_at_least(1))
+                    whole_between(1, MAX_THEME_RUNS, "clusterings"))
 THEME_NEIGHBOURHOOD = Option("neighbourhood", "--neighbourhood", "With several --runs, each chunk's theme is decided by the votes "
                              "of its this many nearest chunks (itself among them): a chunk at a theme's edge is not a coin's throw. 1: "
                              "its own votes only.", int, DEFAULT_THEME_NEIGHBOURHOOD, whole_at_least(1))
