@@ -40,7 +40,7 @@ MAX_N_BOOTSTRAP = 100_000
 #: ``themes --runs``: the clusterings a consensus is made of. Eleven times the default (9, where
 #: ``benchmarks/bench_theme_stability.py`` found the themes settled); each is a UMAP fit and an
 #: HDBSCAN clustering of every chunk, most of a themes run's time, so 100 take about eleven times
-#: the default's (a value of 10**11 ran for ever).
+#: the default's (10**11 was taken).
 MAX_THEME_RUNS = 100
 #: Bytes of one line of a JSON Lines file (a corpus's book, a needle record, an ``embed -i`` text)
 #: or of a plain-text ``embed -i`` line: six times the longest book of the ten Gutenberg books and
