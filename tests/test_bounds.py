@@ -171,6 +171,14 @@ def test_a_json_text_past_its_bound_is_refused_before_it_is_parsed(tmp_path, mon
     assert "Traceback" not in result.output
 
 
+def test_the_bootstrap_itself_refuses_more_resamples_than_a_run_can_hold():
+    from embedeval.metrics import cluster_resamples
+
+    with pytest.raises(ValueError, match="99,999,999,999 resamples is past the 100,000 a run can hold"):
+        cluster_resamples(48, 99_999_999_999)
+    assert cluster_resamples(2, MAX_N_BOOTSTRAP)[1].shape == (MAX_N_BOOTSTRAP, 2)
+
+
 def test_a_line_at_the_bound_is_read(tmp_path):
     from embedeval.io import read_texts
 
