@@ -109,8 +109,8 @@ def test_a_plan_says_its_peak_memory_and_takes_the_most_resamples(tmp_path, book
     assert line.startswith("peak memory: about 0.01 GiB (haystacks 0.00 GiB, bootstrap 0.01 GiB) of the ") and MEMORY_ENV in line
     found = json.loads(_plan(10, MAX_N_BOOTSTRAP, "--json").output)["peak_memory"]
     # the haystacks: 64 tokens x (2 x 1 group x 2 variants x 1 depth + 10 negatives) x 24 bytes; the bootstrap:
-    # 100,000 resamples x 1 group x 8 bytes x (3 + 4 x 1 row)
-    assert found["parts"] == {"haystacks": 64 * (2 * 2 + 10) * 24, "bootstrap": MAX_N_BOOTSTRAP * 8 * 7}
+    # 100,000 resamples x 1 group x 8 bytes x (3 + 5 x 1 row)
+    assert found["parts"] == {"haystacks": 64 * (2 * 2 + 10) * 24, "bootstrap": MAX_N_BOOTSTRAP * 8 * 8}
     assert found["bytes"] == sum(found["parts"].values()) and found["machine_bytes"] == bounds.machine_memory()
     assert _files(tmp_path) == books
 
