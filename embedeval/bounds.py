@@ -43,10 +43,12 @@ MAX_N_BOOTSTRAP = 100_000
 #: the default's (10**11 was taken).
 MAX_THEME_RUNS = 100
 #: Bytes of one line of a JSON Lines file (a corpus's book, a needle record, an ``embed -i`` text)
-#: or of a plain-text ``embed -i`` line: six times the longest book of the ten Gutenberg books and
-#: Shakespeare (the complete works, 5.4 MB). A tokenizer holds tens of bytes per token of a text it
-#: reads, so a 2 GB line was a Rust abort.
-MAX_LINE_BYTES = 32 * MIB
+#: or of a plain-text ``embed -i`` line: one and a half times the longest book of the ten
+#: Gutenberg books and Shakespeare (the complete works, 5.4 MB). A tokenizer reads a text whole
+#: before it is cut to the model's window: a line of 8 MiB of one-letter words (4 million tokens)
+#: took ``embed -i`` 61 s and 3 GB, one of 32 MiB aborted the tokenizer at 6 GB, and a 2 GB line
+#: was a MemoryError or a Rust abort.
+MAX_LINE_BYTES = 8 * MIB
 #: Bytes of one JSON document (a needle set, a run's config.json, an expansion file, a model
 #: folder's configuration): the shipped needle set is 25 kB and a multilingual tokenizer.json
 #: 17 MB; Python's parsed objects take up to ten times the text.

@@ -48,10 +48,10 @@ def _long_line_files(folder):
     (["nolima", "--n-bootstrap", "30000000", "--out", "run"], "from 10 to 100,000"),
     (["themes", "--runs", "99999999999", "--plan", "--out", "themes"], "--runs must be a whole number of clusterings from 1 to 100"),
     (["nolima", "-e", "bm25", "--corpus", "jsonl:big.jsonl", "--plan", "--out", "run"],
-     "corpus file big.jsonl: line 2 is longer than the 32 MiB a line may hold (docs/scale.md)"),
+     "corpus file big.jsonl: line 2 is longer than the 8 MiB a line may hold (docs/scale.md)"),
     (["nolima", "-e", "bm25", "--corpus", "jsonl:big.jsonl", "--lengths", "64", "--out", "run"], "big.jsonl: line 2 is longer than"),
-    (["embed", "-i", "big.jsonl", "-o", "v.npy"], "input file big.jsonl: line 2 is longer than the 32 MiB a line may hold"),
-    (["embed", "-i", "big.txt", "-o", "v.npy"], "input file big.txt: line 2 is longer than the 32 MiB a line may hold"),
+    (["embed", "-i", "big.jsonl", "-o", "v.npy"], "input file big.jsonl: line 2 is longer than the 8 MiB a line may hold"),
+    (["embed", "-i", "big.txt", "-o", "v.npy"], "input file big.txt: line 2 is longer than the 8 MiB a line may hold"),
 ])
 def test_a_size_past_its_bound_is_one_line_at_once_and_writes_nothing(tmp_path, monkeypatch, args, says):
     _long_line_files(tmp_path)
