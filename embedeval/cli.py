@@ -478,7 +478,7 @@ def nolima(
     if plans is not None:
         for spec, why in skipped:
             typer.echo(f"skipped {spec} ({why})", err=True)
-        if plan.settle(plans):
+        if plan.settle(plans, config.memory(config.needle_set(), usable)):
             return
     result = run_nolima(config, progress=not quiet, cache_dir=embedders.cache_dir, commit_every=commit_every)
     for spec, why in result.skipped:

@@ -303,15 +303,16 @@ class PlanOptions:
             return None
         return embedders.load(quiet)
 
-    def settle(self, plans: list) -> bool:
-        """Print the plans with ``--plan`` (True: the command stops here); refuse a run over
+    def settle(self, plans: list, memory=None) -> bool:
+        """Print the plans with ``--plan`` (True: the command stops here), with the run's estimated
+        peak memory where the command gives it (``memory``, :class:`~embedeval.bounds.MemoryEstimate`); refuse a run over
         ``--max-cost`` with one error line (the prices were checked before the plan was made:
         :func:`~embedeval.plan.check_prices_used`); else say what the run will embed, a line per
         embedder on stderr (:func:`~embedeval.plan.forecast_line`), before it embeds."""
         from embedeval.plan import check_max_cost, forecast_line, format_plans, plans_json
 
         if self.plan:
-            typer.echo(plans_json(plans) if self.as_json else format_plans(plans))
+            typer.echo(plans_json(plans, memory) if self.as_json else format_plans(plans, memory))
         check_max_cost(plans, self.ceiling)
         if not self.plan:
             for plan in plans:

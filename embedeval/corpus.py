@@ -192,7 +192,7 @@ def _unique(books: list[Book], where: str) -> list[Book]:
 def jsonl_books(path: Path) -> list[Book]:
     """One book per non-blank line of a JSON Lines file (``{"text": ..., "id": ...}``), in file
     order; id defaults to the line number (from 1). A bad line is an error naming file and line."""
-    records = jsonl_objects(read_text_file(path, "corpus file", CorpusError), lambda number: f"{path}:{number}",
+    records = jsonl_objects(read_text_file(path, "corpus file", CorpusError, lines=True), lambda number: f"{path}:{number}",
                             "each line must be a JSON object with a text field", CorpusError)
     books = [_record_book(record.get("text"), record.get("id"), str(number), f"{path}:{number}") for number, record in records]
     return _unique(books, str(path))

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from embedeval import options
+from embedeval.bounds import MAX_NEGATIVES, check_at_most
 from embedeval.corpus import check_min_books
 from embedeval.errors import ConfigError
 from embedeval.needles import NEEDLE_VARIANTS
@@ -71,6 +72,7 @@ class HaystackGrid:
         if not isinstance(self.negatives, (int, np.integer)) or isinstance(self.negatives, bool) or self.negatives < 1:
             raise ConfigError(f"`negatives` must be a whole number >= 1, not {self.negatives!r}: each needle haystack is ranked "
                               "among them", "negatives")
+        check_at_most(self.negatives, MAX_NEGATIVES, "negatives", "needle-free haystacks per length a run can hold (docs/scale.md)")
         if not self.variants:
             raise ConfigError("`variants`: no variants given", "variants")
         unknown = [v for v in self.variants if v not in NEEDLE_VARIANTS]

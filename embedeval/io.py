@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from embedeval.bounds import MAX_LINE_BYTES, MIB
 from embedeval.errors import InputError, OutputError
 from embedeval.jsonread import JsonLimitError, loads
 from embedeval.locks import LOCK_NAME, OUTPUT_WAIT, hold, release_lock, remove_if_empty, write_holder
@@ -256,11 +257,17 @@ def jsonl_lines(text: str) -> Iterator[tuple[int, str]]:
             yield number, line
 
 
-def read_text_file(path: str | os.PathLike, what: str, error: type[Exception] = InputError, encoding: str = "utf-8") -> str:
+def read_text_file(path: str | os.PathLike, what: str, error: type[Exception] = InputError, encoding: str = "utf-8",
+                   lines: bool = False) -> str:
     """The text of a file, or one ``error`` naming ``what`` and the file: missing, not UTF-8
-    (``encoding``), or unreadable (a folder, no permission)."""
+    (``encoding``), or unreadable (a folder, no permission). ``lines``: a file read line by line
+    (JSON Lines, a text per line), whose line (ending at ``\n``) over
+    :data:`~embedeval.bounds.MAX_LINE_BYTES` is one ``error`` naming the file and line, found as it
+    is read (a 2 GB line was a MemoryError, or a tokenizer's abort)."""
     source = Path(path)
     try:
+        if lines:  # newlines as read_text gives them (\r\n and \r read as \n)
+            return _bounded_bytes(source, what, error).decode(encoding).replace("\r\n", "\n").replace("\r", "\n")
         return source.read_text(encoding=encoding)
     except FileNotFoundError:
         raise error(f"{what} {source} does not exist") from None
@@ -268,6 +275,19 @@ def read_text_file(path: str | os.PathLike, what: str, error: type[Exception] = 
         raise error(f"{what} {source} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
         raise error(f"{what} {source} cannot be read ({exc.strerror or exc})") from None
+
+
+def _bounded_bytes(source: Path, what: str, error: type[Exception]) -> bytes:
+    """The bytes of ``source``, read line by line: a line longer than :data:`~embedeval.bounds.MAX_LINE_BYTES`
+    (its ``\n`` or ``\r\n`` aside) is one ``error``, read no further than the bound."""
+    parts = []
+    with source.open("rb") as handle:
+        for number, line in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 2), b""), start=1):
+            if len(line.removesuffix(b"\n").removesuffix(b"\r")) > MAX_LINE_BYTES:
+                raise error(f"{what} {source}: line {number} is longer than the {MAX_LINE_BYTES // MIB} MiB a line may hold "
+                            "(docs/scale.md)")
+            parts.append(line)
+    return b"".join(parts)
 
 
 def jsonl_objects(text: str, where: Callable[[int], str], not_an_object: str,
@@ -304,7 +324,7 @@ def read_texts(path: str | os.PathLike) -> list[str]:
     undecodable bytes, malformed JSON, an empty text, or a file with no texts at all.
     """
     source = Path(path)
-    raw = read_text_file(source, "input file")
+    raw = read_text_file(source, "input file", lines=True)
     if source.suffix == ".jsonl":
         records = list(jsonl_objects(raw, lambda number: f"{source}:{number}", 'expected an object with a "text" string'))
         lines = [(number, record.get("text")) for number, record in records]

@@ -5,9 +5,9 @@ model's answer), with the limits a reader needs.
 ``json.loads`` follows nesting by recursion, so a file nested some thousand levels deep is a
 ``RecursionError`` traceback wherever it is read; a number past float range (``1e400``, or the
 integer ``10**400``) is ``inf`` or an integer no float holds, which a later conversion turns into an
-``OverflowError``. :func:`loads` parses as ``json.loads`` does and turns those into one
-:class:`JsonLimitError` (a ``ValueError``, as a syntax error is) that says what is past the limit;
-each reader names its file and line with it.
+``OverflowError``; a text of gigabytes takes gigabytes more once parsed. :func:`loads` parses as
+``json.loads`` does and turns those into one :class:`JsonLimitError` (a ``ValueError``, as a syntax error
+is) that says what is past the limit; each reader names its file and line with it.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import math
 import sys
+
+from embedeval.bounds import MAX_JSON_BYTES, MIB
 
 #: Digits of an integer past which no float holds it (float's largest is about 1.8e308).
 MAX_INT_DIGITS = 308
@@ -27,6 +29,10 @@ class JsonLimitError(ValueError):
 
 class JsonTooDeep(JsonLimitError):
     """Nesting deeper than the parser follows."""
+
+
+class JsonTooLong(JsonLimitError):
+    """A text longer than :data:`~embedeval.bounds.MAX_JSON_BYTES`."""
 
 
 def _finite_float(text: str) -> float:
@@ -43,9 +49,12 @@ def _bounded_int(text: str) -> int:
 
 
 def loads(text: str | bytes):
-    """The JSON value of ``text`` (``json.loads``), or one :class:`JsonLimitError` for nesting
-    deeper than the interpreter's recursion limit follows (about 1,000 levels) or a number beyond
-    float range; a syntax error is ``json.JSONDecodeError`` as ever (both are ``ValueError``)."""
+    """The JSON value of ``text`` (``json.loads``), or one :class:`JsonLimitError` for a text
+    longer than :data:`~embedeval.bounds.MAX_JSON_BYTES` (characters: at least as many bytes),
+    nesting deeper than the interpreter's recursion limit follows (about 1,000 levels) or a number
+    beyond float range; a syntax error is ``json.JSONDecodeError`` as ever (both are ``ValueError``)."""
+    if len(text) > MAX_JSON_BYTES:  # parsed, it would take up to ten times as much
+        raise JsonTooLong(f"longer than the {MAX_JSON_BYTES // MIB} MiB a JSON text may hold ({len(text):,} characters; docs/scale.md)")
     try:
         return json.loads(text, parse_float=_finite_float, parse_int=_bounded_int)
     except RecursionError:

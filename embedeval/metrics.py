@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from embedeval.bounds import MAX_N_BOOTSTRAP
 from embedeval.defaults import (
     BASE_VISIBLE_SHARE, CHANCE_TEST_EFFECT, CHANCE_TEST_POWER, CHUNK_FACTOR, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP,
     DEFAULT_SEED, RELATIVE_BREAK_FRACTION,
@@ -740,11 +741,14 @@ def bootstrap_ci(
 def cluster_resamples(n_clusters: int, n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED) -> tuple[np.ndarray, np.ndarray]:
     """The resamples of a cluster bootstrap: each draws ``n_clusters`` clusters with replacement.
     Returns ``draws`` ((n_resamples, n_clusters) cluster indices) and ``weights`` (how many times
-    each cluster was drawn, same shape), so a resampled mean of per-cluster sums S and counts N is
+    each cluster was drawn, same shape; at most :data:`~embedeval.bounds.MAX_N_BOOTSTRAP`
+    resamples), so a resampled mean of per-cluster sums S and counts N is
     ``weights @ S / weights @ N``. The same seed gives the same resamples everywhere (read-only
     arrays, made once per size and seed: a run's cells share them)."""
     if n_clusters < 1 or n_resamples < 1:
         raise ValueError(f"need at least one cluster and one resample, not {n_clusters} and {n_resamples}")
+    if n_resamples > MAX_N_BOOTSTRAP:  # 10**11 was "Unable to allocate 1.46 TiB" after a run's tables were written
+        raise ValueError(f"{n_resamples:,} resamples is past the {MAX_N_BOOTSTRAP:,} a run can hold (embedeval.bounds)")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise ValueError(f"the seed of the resamples is a whole number, not {seed!r}")
     return _cluster_resamples(int(n_clusters), int(n_resamples), int(seed))

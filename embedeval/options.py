@@ -32,6 +32,7 @@ from embedeval.defaults import (
     DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST,
     DEFAULT_UMAP_NEIGHBORS, DEFAULT_VARIANTS, DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS, RAY_ADDRESS_ENV,
 )
+from embedeval.bounds import MAX_N_BOOTSTRAP, MAX_THEME_RUNS
 from embedeval.embedders.budget import WORKERS_ENV
 from embedeval.errors import ConfigError, InputError
 from embedeval.labels import POOLS
@@ -110,6 +111,11 @@ class Constraint:
 def whole_at_least(least: int, words: str = "") -> Constraint:
     """A whole number >= ``least`` (``words`` in place of "a whole number >= least")."""
     return Constraint(lambda value: is_whole(value) and value >= least, words or f"a whole number >= {least}")
+
+
+def whole_between(least: int, most: int, unit: str) -> Constraint:
+    """A whole number from ``least`` to ``most`` (a bound of :mod:`embedeval.bounds`), counted in ``unit``."""
+    return Constraint(lambda value: is_whole(value) and least <= value <= most, f"a whole number of {unit} from {least:,} to {most:,}")
 
 
 def whole_numbers_at_least(least: int, words: str = "") -> Constraint:
@@ -310,7 +316,7 @@ BREAK_THRESHOLD = Option("break_threshold", "--break-threshold", "The value the 
 COMMIT_EVERY = Option("commit_every", "--commit-every", "Texts per cache commit (what an interruption can lose).", int,
                       DEFAULT_COMMIT_EVERY, whole_at_least(1))
 N_BOOTSTRAP = Option("n_bootstrap", "--n-bootstrap", "Cluster-bootstrap resamples behind every confidence interval.", int,
-                     DEFAULT_N_BOOTSTRAP, whole_at_least(10, "at least 10 resamples"))
+                     DEFAULT_N_BOOTSTRAP, whole_between(10, MAX_N_BOOTSTRAP, "resamples"))
 #: Checked by :func:`embedeval.needles.check_normalize_by` (its words are pinned by the tests).
 NORMALIZE_BY = Option("normalize_by", "--normalize-by", "Divide sim(q, haystack) by sim(q, the standard needle of the variant's family), "
                       "as the Jina study does (standard), or by the haystack's own needle (own).", str, DEFAULT_NORMALIZE_BY)
@@ -352,7 +358,7 @@ THEME_SEED = SEED.but(help="UMAP's random_state (the study's 42).", default=DEFA
                       constraint=Constraint(lambda value: is_whole(value) and 0 <= value < 2**32, "a whole number in [0, 2**32)"))
 THEME_RUNS = Option("runs", "--runs", "Clusterings the themes are the consensus of (UMAP seeds and float-noise perturbations of the "
                     "vectors); a theme is kept when it comes back in at least half of them. 1: the study's single run.", int, DEFAULT_THEME_RUNS,
-                    whole_at_least(1))
+                    whole_between(1, MAX_THEME_RUNS, "clusterings"))
 THEME_NEIGHBOURHOOD = Option("neighbourhood", "--neighbourhood", "With several --runs, each chunk's theme is decided by the votes "
                              "of its this many nearest chunks (itself among them): a chunk at a theme's edge is not a coin's throw. 1: "
                              "its own votes only.", int, DEFAULT_THEME_NEIGHBOURHOOD, whole_at_least(1))

@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from embedeval.bounds import MemoryEstimate
 from embedeval.defaults import API_TOKEN_MARGIN, DEFAULT_PLAN_CALIBRATION_TEXTS, DEFAULT_SEED
 from embedeval.embedders.cache import CachedEmbedder
 from embedeval.embedders.api import CHECK_TEXT
@@ -397,8 +398,9 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
-def format_plans(plans: list[EmbedderPlan]) -> str:
-    """The plans as a text table with a line per embedder on how its numbers were had."""
+def format_plans(plans: list[EmbedderPlan], memory: MemoryEstimate | None = None) -> str:
+    """The plans as a text table with a line per embedder on how its numbers were had, and the
+    run's estimated peak memory where the command estimates it (:class:`~embedeval.bounds.MemoryEstimate`)."""
     header = ("embedder", "texts", "cached", "to embed", "tokens", "requests", "time", "cost (USD)")
     rows = []
     for p in plans:
@@ -423,12 +425,18 @@ def format_plans(plans: list[EmbedderPlan]) -> str:
                      f"${known:,.4f} (nothing was sent or stored)")
     else:
         lines.append(f"total: ${total:,.4f} (nothing was sent or stored)")
+    if memory is not None:
+        lines.append(memory.line())
     return "\n".join(lines)
 
 
-def plans_json(plans: list[EmbedderPlan]) -> str:
+def plans_json(plans: list[EmbedderPlan], memory: MemoryEstimate | None = None) -> str:
     """The plans for scripts: ``{"embedders": [...], "total_usd": ..., "unpriced": [...],
     "keys_needed": {...}}``; ``total_usd`` is null when an embedder has no price, and ``unpriced``
-    names those; ``keys_needed``: :func:`keys_needed`."""
-    return json.dumps({"embedders": [asdict(p) for p in plans], "total_usd": total_usd(plans), "unpriced": unpriced(plans),
-                       "keys_needed": keys_needed(plans)}, indent=2)
+    names those; ``keys_needed``: :func:`keys_needed`; ``peak_memory`` where the command
+    estimates it (:meth:`~embedeval.bounds.MemoryEstimate.as_dict`: bytes, its parts, the memory here)."""
+    found = {"embedders": [asdict(p) for p in plans], "total_usd": total_usd(plans), "unpriced": unpriced(plans),
+             "keys_needed": keys_needed(plans)}
+    if memory is not None:
+        found["peak_memory"] = memory.as_dict()
+    return json.dumps(found, indent=2)

@@ -34,6 +34,7 @@ import pandas as pd
 
 from embedeval.aggregate import METRIC_COLUMNS
 from embedeval.corpus import source_path
+from embedeval.bounds import MAX_N_BOOTSTRAP
 from embedeval.breaks import (
     ADDED_BREAK_COLUMNS, BREAK_COLUMNS, ESTIMATOR, OK, SERIES_KEYS, BreakRule, break_points, parse_shares, share_reaching,
 )
@@ -111,7 +112,7 @@ OPTIONAL_CONFIG_VALUES = {
     "groups": Constraint(lambda v: v is None or _strings(v), "null or a list of group ids"),
     "distractors_file": Constraint(lambda v: v is None or (isinstance(v, str) and bool(v)), "null or the distractors file's path"),
     "expansions": Constraint(_strings, "a list of expansion file paths"),
-    "n_bootstrap": Constraint(lambda v: is_whole(v) and v >= 1, "a whole number >= 1"),
+    "n_bootstrap": Constraint(lambda v: is_whole(v) and 1 <= v <= MAX_N_BOOTSTRAP, f"a whole number from 1 to {MAX_N_BOOTSTRAP:,}"),
     "break_rule": Constraint(lambda v: isinstance(v, str), "a break rule's name"),
     "break_k": Constraint(is_whole, "a whole number"),
     "break_metric": Constraint(lambda v: isinstance(v, str), "a metric's name"),

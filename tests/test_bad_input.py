@@ -495,7 +495,8 @@ def test_an_output_file_embedeval_wrote_is_replaced(tmp_path, monkeypatch):
 @pytest.mark.parametrize(("edit", "says"), [
     ({"break_threshold": None}, "break_threshold must be a number, not null"),
     ({"break_rule": "relative", "break_k": "5"}, 'break_k must be a whole number, not "5"'),
-    ({"n_bootstrap": 0}, "n_bootstrap must be a whole number >= 1, not 0"),
+    ({"n_bootstrap": 0}, "n_bootstrap must be a whole number from 1 to 100,000, not 0"),
+    ({"n_bootstrap": 99999999999}, "n_bootstrap must be a whole number from 1 to 100,000, not 99999999999"),  # 1.46 TiB in report
     ({"pool": 3}, "pool must be one of needle-free, all, not 3"),
     ({"groups": "loc-dresden"}, 'groups must be null or a list of group ids, not "loc-dresden"'),
     ({"expansions": None}, "expansions must be a list of expansion file paths, not null"),

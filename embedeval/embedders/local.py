@@ -94,6 +94,18 @@ def position_limit(path: str) -> tuple[int, str] | None:
     return (limit, f"max_position_embeddings in {config}") if isinstance(limit, int) and not isinstance(limit, bool) else None
 
 
+def position_width(path: str) -> int | None:
+    """The width of a model folder's position vectors: the columns of its table of absolute
+    positions (:data:`POSITION_TABLE`, from the weights' headers), else its config's
+    ``hidden_size``; None when the folder says neither (what ``extend-pi@L``'s stretched table is
+    as wide as: :func:`embedeval.bounds.position_table_bytes`)."""
+    widths = [shape[1] for name, shape in weight_shapes(path).items() if name.endswith(POSITION_TABLE) and len(shape) == 2]
+    if widths:
+        return max(widths)
+    hidden = _folder_config(path).get("hidden_size")
+    return hidden if isinstance(hidden, int) and not isinstance(hidden, bool) and hidden > 0 else None
+
+
 def check_window(path: str, max_seq_length: int | None) -> tuple[int, str] | None:
     """One :class:`~embedeval.errors.ConfigError` when ``max_seq_length`` exceeds the model's
     position limit (:func:`position_limit`), before any weights are loaded (a broken config or

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from embedeval import options
+from embedeval.bounds import HAYSTACK_BYTES_PER_TOKEN, MemoryEstimate, MemoryPart, bootstrap_bytes, position_table_bytes
 from embedeval.break_rule import BreakRule
 from embedeval.corpus import absolute_source
 from embedeval.defaults import DEFAULT_NEEDLES
@@ -24,7 +25,8 @@ from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
 from embedeval.options import check_options, is_price
 from embedeval.plan import check_prices_used
 from embedeval.strategies import parse_strategies
-from embedeval.strategies.reading import check_strategy_support
+from embedeval.strategies.extend import READS_L
+from embedeval.strategies.reading import ModelFolders, check_strategy_support
 from embedeval.text import SENTENCE_SPLITTER
 
 #: Settings beside the grid that determine the haystacks; a run directory's haystacks are reused
@@ -83,8 +85,43 @@ class NolimaConfig:
         """:meth:`validate`'s needle set, with the embedders :meth:`check` found usable and those it
         skipped (a run or plan goes on with them, not asking again)."""
         usable, skipped = self.check(keys)
-        needle_set = grid_needle_set(self.needles, self.groups, self.grid.variants, self.grid.n_distractors, self.distractors_file)
+        needle_set = self.needle_set()
+        self.memory(needle_set, usable).check()  # a run past this machine's memory: one line, before the haystacks are built
         return needle_set, usable, skipped
+
+    def needle_set(self) -> NeedleSet:
+        """The needle set the grid is built from (:func:`~embedeval.needles.grid_needle_set`)."""
+        return grid_needle_set(self.needles, self.groups, self.grid.variants, self.grid.n_distractors, self.distractors_file)
+
+    def memory(self, needle_set: NeedleSet, embedders: list[str] | None = None) -> MemoryEstimate:
+        """The run's peak memory, estimated from its settings before it starts (``--plan`` prints
+        it; :meth:`validated` refuses a run past :func:`~embedeval.bounds.machine_memory`):
+
+        - haystacks: ``sum(lengths) x (2 N + negatives) x`` :data:`~embedeval.bounds.HAYSTACK_BYTES_PER_TOKEN`,
+          ``N = groups x variants x depths x distractor counts x needle counts`` the needle
+          haystacks of a length (each with at most one control);
+        - bootstrap: :func:`~embedeval.bounds.bootstrap_bytes` of ``n_bootstrap`` resamples of the
+          groups, ``depths`` rows each (a cell of the metrics);
+        - position table: the largest ``extend-pi@L``'s :func:`~embedeval.bounds.position_table_bytes`
+          over the ``st:`` ``embedders`` (default: the run's) whose folder names its width.
+
+        Not counted: the models' weights and the vectors of one batch (a model's own, bounded by
+        its batch settings)."""
+        groups = max(1, len(needle_set.groups))
+        grid = self.grid
+        needle_haystacks = groups * len(grid.variants) * grid.depths * len(grid.n_distractors) * len(grid.needles_per_haystack)
+        parts = {
+            "haystacks": MemoryPart(sum(grid.lengths) * (2 * needle_haystacks + grid.negatives) * HAYSTACK_BYTES_PER_TOKEN,
+                                    "lower `negatives`, `depths` or the longest of `lengths`", ("negatives", "depths", "lengths")),
+            "bootstrap": MemoryPart(bootstrap_bytes(self.n_bootstrap, groups, grid.depths), "lower `n_bootstrap`", ("n_bootstrap",)),
+        }
+        stretched = [s for s in self.strategy_list() if s.stretch is not None and s.stretch.method in READS_L]
+        widths = [w for w in (ModelFolders.width(spec) for spec in (self.embedders if embedders is None else embedders)
+                              if spec.partition(":")[0] == "st") if w] if stretched else []
+        if widths:
+            longest = max(s.read_tokens for s in stretched)
+            parts["position table"] = MemoryPart(position_table_bytes(longest, max(widths)), f"lower L of extend-pi@{longest}")
+        return MemoryEstimate(parts)
 
     def check(self, keys: bool = True) -> tuple[list[str], list[tuple[str, str]]]:
         """Check the settings (the grid checked itself when it was made), with no model loaded and

@@ -107,7 +107,7 @@ def _read_records(source: Path, what: str, columns: tuple[str, ...], optional: t
 
 
 def _read_jsonl_records(source: Path, what: str, columns: tuple[str, ...]) -> list[dict]:
-    text = read_text_file(source, what, encoding="utf-8-sig")
+    text = read_text_file(source, what, encoding="utf-8-sig", lines=True)
     return [{"_place": number, **record} for number, record in
             jsonl_objects(text, lambda number: f"{what} {source}: line {number}", f"expected an object with {' and '.join(columns)}")]
 

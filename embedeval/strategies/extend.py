@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from embedeval.bounds import MAX_READ_TOKENS
 from embedeval.errors import ConfigError, InputError
 from embedeval.strategies.base import Family, Strategy, register, whole_number
 
@@ -119,13 +120,17 @@ class Extend(Family):
         return "@" in label and label.partition("@")[0] in self.names
 
     def parse(self, entry: str, settings) -> list[Strategy]:
-        """``extend-gp@4096`` or ``rope-ntk@8192+logscale``; anything else is one :class:`ConfigError`."""
+        """``extend-gp@4096`` or ``rope-ntk@8192+logscale``, ``L`` at most
+        :data:`~embedeval.bounds.MAX_READ_TOKENS`; anything else is one :class:`ConfigError`."""
         head, _, tail = entry.partition("@")
         length, _, scaled = tail.partition("+")
         if head not in STRETCH_METHODS or not whole_number(length) or scaled not in ("", LOGSCALE_SUFFIX[1:]):
             example = head if head in STRETCH_METHODS else next(iter(STRETCH_METHODS))
             raise ConfigError(f"strategy {entry!r}: write {example}@L or {example}@L{LOGSCALE_SUFFIX}, L the tokens read in "
                               "one pass (e.g. 4096)", "strategies")
+        if int(length) > MAX_READ_TOKENS:  # 1e8 was a 286 GiB position table minutes into a run
+            raise ConfigError(f"strategy {entry!r} reads {int(length):,} tokens in one pass, past the {MAX_READ_TOKENS:,} one pass can "
+                              f"hold (docs/scale.md); use L at most {MAX_READ_TOKENS:,}", "strategies")
         return [Strategy(head, read_tokens=int(length), logscale=bool(scaled))]
 
     def check_length(self, strategy: Strategy) -> None:

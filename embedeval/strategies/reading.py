@@ -34,13 +34,13 @@ from embedeval.defaults import DEFAULT_COMMIT_EVERY, TEXT_FIT_MARGIN
 from embedeval.embedders.base import Embedder, Reading, Scores, TokenIdEmbedder, check_texts, l2_normalize
 from embedeval.embedders.bm25 import BM25Scorer
 from embedeval.embedders.executors import Executor
-from embedeval.embedders.local import folder_stretch_refusal, local_name, position_limit
+from embedeval.embedders.local import folder_stretch_refusal, local_name, position_limit, position_width
 from embedeval.embedders.models import resolve_model_path
 from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.embedders.requests import LateChunks, StretchedIds, TokenIds, innermost, late_chunking_refusal
 from embedeval.embedders.tokens import TokenCounter
-from embedeval.errors import ConfigError, InputError
+from embedeval.errors import ConfigError, EmbedevalError, InputError
 from embedeval.strategies.base import FAMILIES, Strategy, piece_bounds
 
 #: Texts tokenised at a time when cutting pieces (token offsets of 8k-token texts add up).
@@ -104,6 +104,17 @@ class ModelFolders:
         limit = position_limit(path)
         why = folder_stretch_refusal(path, options, stretch, limit)
         return local_name(name, options), why, None if why else limit[0]
+
+    @staticmethod
+    def width(spec: str) -> int | None:
+        """The width of the ``st:`` ``spec``'s position vectors as its folder says it
+        (:func:`~embedeval.embedders.local.position_width`; None where it does not, or for a model
+        that is no folder here)."""
+        try:
+            path = resolve_model_path(split_spec(spec.partition(":")[2])[0])
+        except EmbedevalError:
+            return None
+        return position_width(path)
 
 
 def check_strategy_support(specs: Sequence[str], strategies: Sequence[Strategy], executor: str = "local") -> None:

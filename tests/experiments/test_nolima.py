@@ -296,7 +296,7 @@ def test_report_reads_runs_made_before_strategies_and_distractors(run, tmp_path)
     (["--negatives", "-2"], "negatives must be a whole number >= 1, not -2"),
     (["--break-metric", "precision@3"], "unknown break metric 'precision@3'; use one of recall@1"),
     (["--normalize-by", "mine"], "normalize_by must be one of standard, own"),
-    (["--n-bootstrap", "3"], "error: --n-bootstrap must be at least 10 resamples, not 3"),
+    (["--n-bootstrap", "3"], "error: --n-bootstrap must be a whole number of resamples from 10 to 100,000, not 3"),
     (["--variants", "onehop,onehop"], "a variant is given more than once"),
 ])
 def test_bad_config_fails_before_any_embedding(tmp_path, isolated_cache, args, message):
