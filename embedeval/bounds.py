@@ -90,9 +90,11 @@ def machine_memory() -> int:
 
 
 def gib(n_bytes: float) -> str:
-    """``n_bytes`` in GiB as a plan prints it (``1.5 GiB``; ``0.01 GiB`` below 10 MiB)."""
+    """``n_bytes`` in GiB as a plan prints it: two decimals below 10 GiB (``1.50 GiB``; ``0.01 GiB``
+    below 10 MiB), one above (``23.5 GiB``), so an estimate just past the memory here never
+    reads as the same number."""
     value = n_bytes / GIB
-    return f"{value:,.2f} GiB" if value < 10 else f"{value:,.0f} GiB"
+    return f"{value:,.2f} GiB" if value < 10 else f"{value:,.1f} GiB"
 
 
 def check_at_most(value: int, bound: int, parameter: str, what: str) -> None:
