@@ -13,7 +13,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from embedeval.net.keys import APIKey, forget_run_keys, key_pattern, scrub_all, scrub_printed, too_plain_to_scrub
+from embedeval.net.keys import APIKey, forget_run_keys, key_patterns, scrub_all, scrub_printed, too_plain_to_scrub
 
 JUDGE = "sk-BBBB/judge+key=2"  # the hostile run's judge key: '/', '+' and '=' change under every encoding
 WIDE = "sk-clé/ключ 42"  # a key beyond ASCII, with a space: ensure_ascii, UTF-8 percent-escapes, '+'
@@ -84,7 +84,7 @@ def test_every_scrub_scrubs_every_key_of_the_run():
 
 
 def test_the_patterns_of_a_key_are_built_once():
-    assert key_pattern(JUDGE) is key_pattern(JUDGE) and key_pattern(JUDGE, whole_token=True) is key_pattern(JUDGE, whole_token=True)
+    assert key_patterns(JUDGE) is key_patterns(JUDGE) and key_patterns(JUDGE, whole_token=True) is key_patterns(JUDGE, whole_token=True)
 
 
 @pytest.mark.parametrize("key, plain", [("k", True), ("local", True), ("password", True), ("LocalKeyName", True),

@@ -57,7 +57,7 @@ class ProviderEndpoint:
 #: A bearer token or Basic credentials as an ``Authorization`` header carries them: ``Bearer`` (or
 #: ``Basic``) and a token of 8 or more token characters holding a digit or a sign (prose such as
 #: "Bearer instruments" stays).
-_CREDENTIALS = re.compile(r"\b([Bb]earer|[Bb]asic)\s+(?=[A-Za-z]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]{8,}")
+_CREDENTIALS = re.compile(r"([Bb](?<![A-Za-z0-9_][Bb])(?:earer|asic))\s+(?=[A-Za-z]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]{8,}")
 
 #: A key shorter than this is too short to scrub from texts (:func:`too_plain_to_scrub`).
 MIN_SCRUBBED_KEY = 6
@@ -124,27 +124,43 @@ def _char_forms(char: str) -> str:
 
 
 def _base64_forms(key: str) -> list[str]:
-    """The base64 text (standard and URL-safe) that ``key`` alone decides wherever it stands in
-    what was encoded (``key``, ``:key``, ``user:key``: each of the three byte alignments), without
-    the characters it shares with its neighbours (:func:`key_pattern` takes those too)."""
-    data, forms = key.encode("utf-8"), set()
+    """Patterns of ``key`` in base64 (standard and URL-safe) wherever it stands in what was encoded
+    (``key``, ``:key``, ``user:key``: each of the three byte alignments): the characters ``key``
+    alone decides, the one its last bits share with what follows (any it can be) and the padding.
+    The character its first bits share with what precedes stays (two or four bits of its first
+    character: a pattern that may start with any of several characters makes every search slow)."""
+    data, forms = key.encode("utf-8"), []
     for offset in range(3):
-        encoded = base64.b64encode(b"\0" * offset + data).decode("ascii")
-        middle = encoded[-(-8 * offset // 6):8 * (offset + len(data)) // 6]
-        forms |= {middle, middle.translate(str.maketrans("+/", "-_"))}
-    return sorted((f for f in forms if f), key=len, reverse=True)
+        encoded = base64.b64encode(b"\0" * offset + data)
+        first, end = -(-8 * offset // 6), 8 * (offset + len(data)) // 6  # the characters of the key's bits alone
+        trail = set()
+        if 8 * (offset + len(data)) % 6:  # the key's last bits share a character with what follows, or with none
+            trail = {chr(shape[end]) for shape in [encoded, *(base64.b64encode(b"\0" * offset + data + bytes([byte]))
+                                                               for byte in range(256))]}
+        for alphabet in ("+/", "-_"):
+            swap = str.maketrans("+/", alphabet)
+            shared = f"[{re.escape(''.join(sorted(c.translate(swap) for c in trail)))}]?" if trail else ""
+            forms.append(f"{re.escape(encoded.decode('ascii')[first:end].translate(swap))}{shared}={{0,2}}")
+    return forms
 
 
 @lru_cache(maxsize=64)
-def key_pattern(key: str, whole_token: bool = False) -> re.Pattern:
-    """Every form of ``key`` the module docstring names (built once per key); with
-    ``whole_token`` only where it stands alone, not inside a longer word (a plain key, as
-    :func:`scrub_printed` masks it), and without base64."""
+def key_patterns(key: str, whole_token: bool = False) -> tuple[re.Pattern, ...]:
+    """Every form of ``key`` the module docstring names, built once per key: its spellings, and its
+    base64 forms (each a search of its own: one pattern of both would make every search slow). With
+    ``whole_token`` (a key too plain to scrub from texts, as :func:`scrub_printed` masks it) its
+    spellings alone, none followed by a letter or digit (:func:`_masked` checks what precedes)."""
     spelled = "".join(_char_forms(char) for char in key)
     if whole_token:
-        return re.compile(rf"(?<![A-Za-z0-9]){spelled}(?![A-Za-z0-9])")
-    edge = "[A-Za-z0-9+/_-]?"  # the character a base64 form shares with its neighbour goes too, and the padding
-    return re.compile("|".join([spelled, *(f"{edge}{re.escape(form)}{edge}={{0,2}}" for form in _base64_forms(key))]))
+        return (re.compile(f"{spelled}(?![A-Za-z0-9])"),)
+    return re.compile(spelled), re.compile("|".join(dict.fromkeys(_base64_forms(key))))
+
+
+def _masked(match: re.Match, whole_token: bool) -> str:
+    """``***`` for a key found, or the text as it was where ``whole_token`` and a letter or digit
+    precedes it (inside a longer word: ``local`` in ``nonlocal``)."""
+    before = match.string[match.start() - 1:match.start()]
+    return match.group() if whole_token and before and (before.isascii() and before.isalnum()) else MASK
 
 
 def _scrub(text: str, printed: bool) -> str:
@@ -156,7 +172,8 @@ def _scrub(text: str, printed: bool) -> str:
     for key in keys:
         plain = too_plain_to_scrub(key) is not None
         if not plain or printed:
-            text = key_pattern(key, whole_token=plain).sub(MASK, text)
+            for pattern in key_patterns(key, whole_token=plain):
+                text = pattern.sub(lambda m, alone=plain: _masked(m, alone), text)
     return text
 
 
