@@ -55,8 +55,9 @@ class ProviderEndpoint:
 
 
 #: A bearer token or Basic credentials as an ``Authorization`` header carries them: ``Bearer`` (or
-#: ``Basic``) and a token of 8 or more token characters holding a digit or a sign (prose such as
-#: "Bearer instruments" stays).
+#: ``Basic``, not inside a word: the lookbehind after its first letter keeps the search fast) and a
+#: token of 8 or more token characters holding a digit or a sign (prose such as "Bearer
+#: instruments" stays).
 _CREDENTIALS = re.compile(r"([Bb](?<![A-Za-z0-9_][Bb])(?:earer|asic))\s+(?=[A-Za-z]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]{8,}")
 
 #: A key shorter than this is too short to scrub from texts (:func:`too_plain_to_scrub`).
