@@ -756,3 +756,21 @@ def test_a_key_a_server_quotes_in_any_encoding_never_reaches_the_error_line(monk
     assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), result.output
     assert "*** was refused" in lines[0], lines[0]  # base64 of ':key' keeps its first letter: the ':' alone decides it
     assert not any(quoted in lines[0] for quoted in encodings(key).values())
+
+
+def test_a_key_that_is_a_word_is_masked_in_the_error_line_and_said_once(monkeypatch, tmp_path):
+    """Issue 56: a key too plain to scrub from texts (``LOCALKEY=local``) is still masked where
+    embedeval prints it, where it stands alone (not inside ``localhost``), with one warning line."""
+    monkeypatch.setenv("LOCALKEY", "local")
+    (tmp_path / "texts.txt").write_text("one text\n")
+    with serving(monkeypatch, {}, max_attempts=2) as server:
+        server.script.fail_with = [400] * 10
+        server.script.echo_key_as = lambda sent: f"{sent} (Bearer {sent}) from localhost"
+        result = CliRunner().invoke(app, ["embed", "-i", str(tmp_path / "texts.txt"), "-o", str(tmp_path / "v.npy"), "-q", "-e",
+                                          f"openai:m?base_url={server.url}/v1&key_env=LOCALKEY&max_tokens=512"])
+        assert {r["auth"] for r in server.requests if r.get("method") != "GET"} == {"Bearer local"}
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 2, result.output
+    assert lines[0] == ("warning: the key in LOCALKEY is too short to scrub from texts safely (5 character(s), fewer than 6); it is "
+                        "masked where embedeval prints it, never replaced inside texts")
+    assert lines[1].startswith("error: ") and "the key *** (Bearer ***) from localhost was refused" in lines[1], lines[1]
