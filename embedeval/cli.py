@@ -35,6 +35,7 @@ from embedeval.defaults import (
 )
 from embedeval.errors import EmbedevalError, InputError
 from embedeval.io import check_output_file
+from embedeval.net.keys import forget_run_keys, scrub_printed
 from embedeval.options import (
     ATTEMPTS, CACHE_DIR, COMMIT_EVERY, EMBEDDER, EXPANSION_SIZES, MAX_COST, MIN_OUTSIDE_PERCENTILE, NOLIMA_OUT, PER_THEME, PLAN, QUIET, TEMPERATURE, THEME_IDS, THRESHOLD,
     split_list,
@@ -85,10 +86,11 @@ class _UserErrorsAsOneLine(TyperGroup):
 
     def invoke(self, ctx: typer.Context):
         words = [*getattr(ctx, "_protected_args", ()), *ctx.args]  # the command and its arguments, before invoke takes them
+        forget_run_keys()  # a command is a run: the keys it reads are the ones scrubbed from what it prints, writes and sends
         try:
             return super().invoke(ctx)
         except EmbedevalError as exc:
-            typer.echo(f"error: {in_flag_words(exc)}", err=True)
+            typer.echo(f"error: {scrub_printed(in_flag_words(exc))}", err=True)  # no key of the run, in any encoding
             raise typer.Exit(1) from None
         except click_errors.UsageError as exc:
             _refuse_usage(exc, exc.ctx.command_path if exc.ctx is not None else _command_path(ctx, words))

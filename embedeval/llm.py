@@ -24,7 +24,7 @@ from embedeval.embedders.options import ServerOptions, split_spec
 from embedeval.errors import APIError, ConfigError, InputError
 from embedeval.jsonread import JsonTooDeep, loads
 from embedeval.net.errors import MalformedResponseError, openai_errors
-from embedeval.net.keys import endpoint, key_hint, refuse_provider_key
+from embedeval.net.keys import endpoint, key_hint, refuse_provider_key, scrub_all
 from embedeval.net.openai_client import OPENAI, openai_client
 from embedeval.net.retry import call_with_retries, retry_policy_from_env
 from embedeval.net.settings import request_timeout_from_env
@@ -125,9 +125,10 @@ class ChatLLM:
         return self.chat.model
 
     def scrub(self, text: str) -> str:
-        """``text`` (anything a server sent) with this model's key and any bearer token replaced by
-        ``***``: what is printed or written of a server's words."""
-        return self._key.scrub(text)
+        """``text`` (anything a server sent) with every key of the run (this model's, a judge's, the
+        embedders'), in every encoding, and any bearer token replaced by ``***``
+        (:func:`~embedeval.net.keys.scrub_all`): what is written or sent on of a server's words."""
+        return scrub_all(text)
 
     def ask(self, prompt: str, max_tokens: int | None = None) -> ChatReply:
         """The model's answer to one user message (:class:`ChatReply`), at most ``max_tokens``

@@ -78,6 +78,7 @@ class Script:
     fail_headers: dict[str, str] = field(default_factory=dict)  # sent with every error answer
     echo_auth: bool = False  # error answers quote the Authorization header (a careless server)
     echo_key_at: int | None = None  # error answers quote the key after this many characters
+    echo_key_as: object = None  # key -> how error answers quote it (URL-encoded, base64: a server's own encoding)
     faults: list[str] = field(default_factory=list)  # ways to spoil successful embedding answers, in order
     always_shuffle: bool = False  # answer embeddings in reverse order (indices kept)
     storm_until: float = 0.0  # time.monotonic() until which every request gets a 429
@@ -175,6 +176,8 @@ class FakeEmbeddingServer:
                     message = f"scripted {status}" + (f" for {auth}" if script.echo_auth else "")
                     if script.echo_key_at is not None:
                         message = "x" * script.echo_key_at + auth.removeprefix("Bearer ") + " was refused"
+                    if script.echo_key_as is not None:
+                        message = f"the key {script.echo_key_as(auth.removeprefix('Bearer '))} was refused"
                     self._send(status, {"error": {"message": message, "type": "error"}, "detail": message}, script.fail_headers)
                     return
                 if self.path.endswith("/chat/completions"):

@@ -342,3 +342,20 @@ def test_a_chat_answer_past_the_size_cap_is_refused_with_one_line(chat, monkeypa
     message = str(info.value)
     assert message.startswith("chat model m: ") and "larger than 1 MB" in message and "\n" not in message, message
     assert len(chat.requests) == 2
+
+
+@pytest.mark.parametrize("status", [400, 500])
+def test_a_chat_server_quoting_its_key_url_encoded_never_reaches_the_error_line(monkeypatch, tmp_path, status):
+    """Issue 56: a chat server's 400/500 body holding its key URL-encoded was printed in the ``error:`` line."""
+    from urllib.parse import quote
+
+    key = "sk-chat/key+56="
+    with serving(monkeypatch, {"OPENAI": key}, max_attempts=2) as server:
+        server.script.fail_with = [status] * 10
+        server.script.echo_key_as = lambda sent: quote(sent, safe="")
+        result = CliRunner().invoke(app, ["expand", "--groups", "loc-dresden", "--sizes", "3", "--llm", "fake-model",
+                                          "--out", str(tmp_path / "exp.json"), "-q"])
+        assert server.requests, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1 and "the key *** was refused" in lines[0], result.output
+    assert quote(key, safe="") not in lines[0] and key not in lines[0]

@@ -332,7 +332,8 @@ class APIEmbedder(ModelServer):
         return self.token_counter.count(list(texts), special_tokens=True)
 
     def scrub(self, message: str) -> str:
-        """Remove the API key from a message."""
+        """``message`` without this key or any other key of the run, in any encoding
+        (:meth:`~embedeval.net.keys.APIKey.scrub`)."""
         return self._key.scrub(message)
 
     def fit(self, texts: list[str]) -> tuple[list[str], list[int]]:

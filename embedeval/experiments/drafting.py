@@ -377,11 +377,24 @@ _LINE_BREAK = re.compile("[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
 
 
 def _scrubbed(groups: list, scrub) -> list:
-    """``groups`` with ``scrub`` applied to every text in them: a key the model wrote with JSON
-    escapes (``sk\\u002d...``) is itself only once the JSON is read."""
+    """``groups`` with ``scrub`` applied to each text in them on its own, as read from their JSON (a
+    key the model wrote with JSON escapes, ``sk\\u002d...``, is itself once read): every value, and
+    every field's name (an unknown one is written among a group's ``ignored_fields`` and quoted in
+    reasons), never the JSON text as a whole. ``scrub`` (:meth:`~embedeval.llm.ChatLLM.scrub`)
+    replaces no key too plain to tell from words, so ``keyword`` and a needle's words stay."""
+
+    def values(value):
+        if isinstance(value, str):
+            return scrub(value)
+        if isinstance(value, list):
+            return [values(item) for item in value]
+        if isinstance(value, dict):
+            return {scrub(name): values(item) for name, item in value.items()}
+        return value
+
     try:
-        return json.loads(scrub(json.dumps(groups, ensure_ascii=False)))
-    except (RecursionError, ValueError):
+        return values(groups)
+    except RecursionError:
         raise InputError("the answer nests its JSON too deep to read") from None
 
 

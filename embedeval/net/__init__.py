@@ -2,8 +2,9 @@
 (:mod:`embedeval.embedders.api`), the chat client (:mod:`embedeval.llm`) and the corpus downloads
 (:mod:`embedeval.corpus`). Nothing here knows about embedders: imports point from them to here.
 
-- :mod:`~embedeval.net.keys`: keys come from an environment variable (:class:`~embedeval.net.keys.APIKey`)
-  and are scrubbed from every message; a server of one's own (``?base_url=``) gets only the key its
+- :mod:`~embedeval.net.keys`: keys come from an environment variable (:class:`~embedeval.net.keys.APIKey`),
+  and every key of the run is scrubbed, in every encoding, from what a server sends before it is printed,
+  written or sent on (:func:`~embedeval.net.keys.scrub_all`); a server of one's own (``?base_url=``) gets only the key its
   spec names (``key_env``, never the provider's own key variable: :func:`~embedeval.net.keys.endpoint`).
 - :mod:`~embedeval.net.errors`: errors sorted into :class:`~embedeval.net.errors.RetryableError`
   (429, 5xx, timeouts), its kinds :class:`~embedeval.net.errors.ConnectionFailedError` (no server

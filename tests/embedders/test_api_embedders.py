@@ -731,3 +731,46 @@ def test_an_index_that_is_no_whole_number_is_a_malformed_answer(index):
     with pytest.raises(MalformedResponseError, match="malformed response"):
         vectors_by_index([(index, vector), (1, vector)], 2, 2)
     assert vectors_by_index([(1.0, [0.0, 1.0]), ("0", vector)], 2, 2).tolist() == [[1.0, 0.0], [0.0, 1.0]]  # whole numbers as given
+
+
+#: Forms of a key a careless server quotes back (tests/test_key_scrubbing.py builds them by hand).
+QUOTED_FORMS = ["quote, nothing safe", "quote_plus, lower-case hex", "every character \\u-escaped", "base64 of :key"]
+
+
+@pytest.mark.parametrize("status", [400, 500])
+@pytest.mark.parametrize("form", QUOTED_FORMS)
+def test_a_key_a_server_quotes_in_any_encoding_never_reaches_the_error_line(monkeypatch, tmp_path, form, status):
+    """Issue 56: an embedding server's 400/500 body holding the URL-encoded key (or any encoding of
+    it) was printed in the ``error:`` line."""
+    from test_key_scrubbing import encodings
+
+    key = "sk-EMBED/key+56="
+    (tmp_path / "texts.txt").write_text("one text\n")
+    with serving(monkeypatch, {"OPENAI": key}, max_attempts=2) as server:
+        server.script.fail_with = [status] * 10
+        server.script.echo_key_as = lambda sent: encodings(sent)[form]
+        result = CliRunner().invoke(app, ["embed", "-i", str(tmp_path / "texts.txt"), "-o", str(tmp_path / "v.npy"),
+                                          "-e", "openai:text-embedding-3-small", "-q"])
+        assert server.requests, result.output  # the server was asked, and quoted the key back
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert "*** was refused" in lines[0], lines[0]  # base64 of ':key' keeps its first letter: the ':' alone decides it
+    assert not any(quoted in lines[0] for quoted in encodings(key).values())
+
+
+def test_a_key_that_is_a_word_is_masked_in_the_error_line_and_said_once(monkeypatch, tmp_path):
+    """Issue 56: a key too plain to scrub from texts (``LOCALKEY=local``) is still masked where
+    embedeval prints it, where it stands alone (not inside ``localhost``), with one warning line."""
+    monkeypatch.setenv("LOCALKEY", "local")
+    (tmp_path / "texts.txt").write_text("one text\n")
+    with serving(monkeypatch, {}, max_attempts=2) as server:
+        server.script.fail_with = [400] * 10
+        server.script.echo_key_as = lambda sent: f"{sent} (Bearer {sent}) from localhost"
+        result = CliRunner().invoke(app, ["embed", "-i", str(tmp_path / "texts.txt"), "-o", str(tmp_path / "v.npy"), "-q", "-e",
+                                          f"openai:m?base_url={server.url}/v1&key_env=LOCALKEY&max_tokens=512"])
+        assert {r["auth"] for r in server.requests if r.get("method") != "GET"} == {"Bearer local"}
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 1 and len(lines) == 2, result.output
+    assert lines[0] == ("warning: the key in LOCALKEY is too short to scrub from texts safely (5 character(s), fewer than 6); it is "
+                        "masked where embedeval prints it, never replaced inside texts")
+    assert lines[1].startswith("error: ") and "the key *** (Bearer ***) from localhost was refused" in lines[1], lines[1]

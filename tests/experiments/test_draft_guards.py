@@ -10,6 +10,7 @@ import json
 import shutil
 import threading
 import time
+from urllib.parse import quote
 
 import pandas as pd
 import pytest
@@ -24,6 +25,7 @@ from embedeval.io import output_file_lock
 from embedeval.llm import ChatLLM, ChatReply, answer_json
 from embedeval.needles import load_needle_set
 from embedeval.ownership import written_by_embedeval
+from fake_api import serving
 from fakes import without_said_first
 from test_draft import GOOD, KEY, OFF_TOPIC, REDRAFT, SAILING, chat, draft, group, prompts_sent, term_of, theme_of, themes_run  # noqa: F401
 
@@ -332,6 +334,71 @@ def test_no_key_or_bearer_token_a_server_sends_is_printed_or_written(themes_run,
     for text in (result.output, written, prompts_sent(chat)[-1]):
         assert KEY not in text and "tok-9f8e7d6c5b4a" not in text
     assert "Bearer ***" in written and "Which character is ***?" in written
+
+
+def test_a_servers_key_in_any_encoding_never_reaches_the_other_server_or_the_outputs(themes_run, tmp_path, monkeypatch):
+    """Issue 56: a judge whose reason held its own key URL-encoded had it sent to the drafting
+    server in the redraft prompt and written to the rejected table; the drafting server's key
+    URL-encoded in a needle went to the judge and into the needle set. Every key of the run is now
+    scrubbed, in every encoding, from each server's words."""
+    from test_key_scrubbing import encodings
+
+    draft_key, judge_key = "sk-AAAA/draft+key=1", "sk-BBBB/judge+key=2"
+    monkeypatch.setenv("JUDGE_KEY", judge_key)
+    cooking = theme_of(themes_run, "cooking")
+    quoted = {**GOOD, "needles": {"onehop": f"Yuki simmered a pot of lentil soup over a low flame ({quote(draft_key, safe='')}).",
+                                  "inverted": GOOD["needles"]["inverted"]}}
+
+    def judged(prompt: str):
+        if "Needle: " not in prompt:
+            return None  # a draft's prompt: the next scripted reply
+        if "Noor" in prompt:
+            return json.dumps({"answers": False, "reason": f"eggs are no dessert (key {quote(judge_key, safe='')})"})
+        return json.dumps(ANSWERS)
+
+    with serving(monkeypatch, {"OPENAI": draft_key}, max_attempts=2) as server:
+        server.script.chat_replies = [json.dumps({"groups": [quoted, REDRAFT]})]
+        server.script.chat_reply_for = judged
+        out = tmp_path / "keyed.json"
+        result = draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", "2", "--attempts", "2",
+                       "--judge", f"openai:judge-model?base_url={server.url}/v1&key_env=JUDGE_KEY")
+        requests = [r for r in server.requests if r["path"].endswith("/chat/completions")]
+    assert "1 of 2 groups accepted" in result.output, result.output
+    sent = {who: [r["body"]["messages"][0]["content"] for r in requests if (r["model"] == "judge-model") == (who == "judge")]
+            for who in ("chat", "judge")}
+    assert len(sent["judge"]) == 3 and len(sent["chat"]) == 2  # Yuki's two needles, Noor's one-hop; a redraft
+    assert "(***)" in sent["judge"][0] and "eggs are no dessert (key ***)" in sent["chat"][1]
+    written = [result.output, out.read_text(encoding="utf-8"), rejected_path_of(out).read_text(encoding="utf-8"),
+               *sent["chat"], *sent["judge"]]
+    for text in written:
+        for key in (draft_key, judge_key):
+            assert not any(form in text for form in encodings(key).values()), (key, text[:300])
+    (kept,) = load_needle_set(out).groups
+    assert kept.needles["onehop"] == "Yuki simmered a pot of lentil soup over a low flame (***)."
+
+
+@pytest.mark.parametrize("key", ["local", "k"])
+def test_a_key_that_is_a_word_is_said_once_and_never_replaced_in_needles_or_field_names(themes_run, tmp_path, monkeypatch, key):
+    """Issue 56: ``LOCALKEY=local`` made a needle "Yuki simmered a pot of *** lentil soup" (and it
+    passed), and ``k`` mangled the field ``keyword``. A key too plain to tell from words is masked
+    only where embedeval prints it, with one warning line saying so."""
+    monkeypatch.setenv("LOCALKEY", key)
+    cooking = theme_of(themes_run, "cooking")
+    local = group(GOOD["question"], "Yuki", "supper", "Yuki simmered a pot of local lentil soup over a low flame.",
+                  "Over a low flame, a pot of local lentil soup was simmered by Yuki.")
+    with serving(monkeypatch, {}) as server:
+        server.script.chat_replies = [json.dumps({"groups": [local]})]
+        out = tmp_path / "local.json"
+        result = CliRunner().invoke(app, ["needles", "draft", "--themes", str(themes_run), "--llm",
+                                          f"openai:fake-model?base_url={server.url}/v1&key_env=LOCALKEY", "--out", str(out), "-q",
+                                          "--themes-ids", str(cooking), "--per-theme", "1"])
+        assert {r["auth"] for r in server.requests} == {f"Bearer {key}"}
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.output.splitlines() if line.startswith("warning: the key in LOCALKEY")]
+    assert len(warned) == 1 and "to scrub from texts safely" in warned[0] and "masked where embedeval prints it" in warned[0]
+    (kept,) = json.loads(out.read_text(encoding="utf-8"))["groups"]
+    assert kept["keyword"] == "supper" and kept["needles"]["onehop"] == local["needles"]["onehop"]
+    assert kept["needles"]["inverted"] == local["needles"]["inverted"] and "***" not in out.read_text(encoding="utf-8")
 
 
 # ---- 5. one line for every bad answer or edited file
