@@ -206,6 +206,22 @@ def test_sweep_options_run_or_refuse_in_one_line(worker, inputs, chosen):
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@fuzz_settings(cases=10)
+@given(chosen=st.lists(st.sampled_from(sorted(SWEEP_OPTIONS)), min_size=1, max_size=2, unique=True).flatmap(
+    lambda names: st.tuples(*(st.tuples(st.just(name), SWEEP_OPTIONS[name]) for name in names))))
+def test_sweeps_with_generated_options_run_or_refuse_in_one_line(worker, inputs, chosen):
+    """The sweep itself (BM25 over the small corpus, not a plan) with one or two options set to
+    generated values: it writes its report, or refuses in one line and leaves nothing."""
+    folder = case_folder(inputs)
+    try:
+        argv = ["nolima", "-q", "-e", "bm25", "--corpus", "jsonl:corpus.jsonl", "--needles", "needles.json",
+                "--lengths", "64,128", "--depths", "2", "--n-bootstrap", "50", "--out", "run"]
+        result = run_case(worker, argv + [f"{name}={value}" for name, value in chosen], folder, inputs / "cache")
+        assert (folder / "run" / "report.md").is_file() == (result["rc"] == 0), result["stderr"][-2000:]
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 # --- generated input files ----------------------------------------------------------------------------
 
 def json_values(max_leaves: int = 12):
