@@ -295,10 +295,9 @@ def needles_convert(
     out: Annotated[Path, typer.Option("--out", help="Where to write the needle set in embedeval's format (.json).")],
 ) -> None:
     """Convert a NoLiMa needle set to embedeval's format, with its provenance (source path and sha256)."""
-    import json
 
     from embedeval.errors import NeedleSetError
-    from embedeval.io import write_text_atomic
+    from embedeval.io import json_text, write_text_atomic
     from embedeval.needles import convert_nolima, is_nolima_schema, parse_needle_set, read_needle_json
 
     if out.resolve() == file.resolve():
@@ -309,7 +308,7 @@ def needles_convert(
         raise NeedleSetError(str(file), [("-", "is not a NoLiMa needle set (a list of entries with needle, questions and tests)")])
     converted = convert_nolima(data, str(file))
     needle_set = parse_needle_set(converted, str(file))  # the converted set must load, or nothing is written
-    write_text_atomic(out, json.dumps(converted, indent=2, ensure_ascii=False) + "\n")
+    write_text_atomic(out, json_text(converted, ensure_ascii=False) + "\n")
     count = len(needle_set.groups)
     typer.echo(f"wrote {out}: {count} group{'' if count == 1 else 's'}, query forms {', '.join(needle_set.question_forms)}")
 

@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from embedeval.io import file_sha256, write_text_atomic
+from embedeval.io import file_sha256, json_text, write_text_atomic
 from embedeval.jsonread import loads
 
 RECORD = "derived.json"
@@ -76,4 +76,4 @@ def record_outputs(out: Path, digest: str, names: Iterable[str]) -> None:
     """Record that the files ``names`` (relative to ``out``) were derived from inputs with ``digest``."""
     out = Path(out)
     files = {name: file_sha256(out / name) for name in sorted(names)}
-    write_text_atomic(out / RECORD, json.dumps({"inputs": digest, "files": files}, indent=2))
+    write_text_atomic(out / RECORD, json_text({"inputs": digest, "files": files}))

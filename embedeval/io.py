@@ -240,6 +240,14 @@ def text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def json_text(value, indent: int | None = 2, ensure_ascii: bool = True) -> str:
+    """``value`` as the JSON text embedeval writes to a file or prints for scripts: strict JSON,
+    where a NaN or infinity is a ValueError (a bug to fix where the value is made: write null
+    there), never the ``NaN`` or ``Infinity`` that Python's json writes and no other JSON reader
+    takes."""
+    return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, allow_nan=False)
+
+
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     with atomic_path(path) as tmp:

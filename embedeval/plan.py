@@ -40,7 +40,6 @@ not: without it the plan is not printed but said in a line per embedder on stder
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from dataclasses import asdict, dataclass
 
@@ -55,6 +54,7 @@ from embedeval.embedders.speed import device_setting, known_speed
 from embedeval.embedders.timing import close_early, time_sample, timer_for
 from embedeval.embedders.tokens import load_token_counter
 from embedeval.errors import ConfigError
+from embedeval.io import json_text
 from embedeval.net.keys import key_is_set
 from embedeval.progress import step
 
@@ -430,5 +430,5 @@ def plans_json(plans: list[EmbedderPlan]) -> str:
     """The plans for scripts: ``{"embedders": [...], "total_usd": ..., "unpriced": [...],
     "keys_needed": {...}}``; ``total_usd`` is null when an embedder has no price, and ``unpriced``
     names those; ``keys_needed``: :func:`keys_needed`."""
-    return json.dumps({"embedders": [asdict(p) for p in plans], "total_usd": total_usd(plans), "unpriced": unpriced(plans),
-                       "keys_needed": keys_needed(plans)}, indent=2)
+    return json_text({"embedders": [asdict(p) for p in plans], "total_usd": total_usd(plans), "unpriced": unpriced(plans),
+                       "keys_needed": keys_needed(plans)})

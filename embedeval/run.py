@@ -42,7 +42,7 @@ from embedeval.defaults import BREAK_SUPPORT, DEFAULT_BREAK_K, DEFAULT_BREAK_MET
 from embedeval.errors import ConfigError, InputError
 from embedeval.grid import HaystackGrid
 from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
-from embedeval.io import refuse_first, read_json, read_table, write_table, write_text_atomic
+from embedeval.io import json_text, refuse_first, read_json, read_table, write_table, write_text_atomic
 from embedeval.labels import NEEDLE_FREE_POOL, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.metrics import RETRIEVAL_MEASURES
 from embedeval.options import POOL, Constraint, is_number, is_price, is_whole
@@ -511,7 +511,7 @@ class RunWriter:
     def write_haystacks(self, frame: pd.DataFrame, settings: dict) -> None:
         self.unfinish()
         write_table(frame, self.path / HAYSTACKS)
-        write_text_atomic(self.path / HAYSTACK_SETTINGS, json.dumps(settings, indent=2))
+        write_text_atomic(self.path / HAYSTACK_SETTINGS, json_text(settings))
 
     def write_scored(self, similarities: pd.DataFrame, retrieval: pd.DataFrame, timings: pd.DataFrame) -> pd.DataFrame:
         """Write the similarity and rank tables and the timings; returns the timings as written: a
@@ -545,4 +545,4 @@ class RunWriter:
 
     def finish(self, settings: dict) -> None:
         """Last: config.json, so it always describes the tables beside it."""
-        write_text_atomic(self.path / CONFIG, json.dumps(settings, indent=2))
+        write_text_atomic(self.path / CONFIG, json_text(settings))

@@ -5,6 +5,7 @@ equal a direct sentence-transformers computation."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 
@@ -244,6 +245,42 @@ def test_an_mteb_export_folder_embedeval_wrote_is_written_again(run_dir, tmp_pat
     model = "sentence-transformers__all-MiniLM-L6-v2/no_revision_available"
     assert listed == {f"{model}/EmbedevalNoLiMa.json", f"{model}/EmbedevalNoLiMa.windows-mean.json", f"{model}/model_meta.json"}
     assert not (out / ".embedeval.lock").exists()
+
+
+def _strict_json(text: str):
+    """``text`` parsed as JSON the way any other reader parses it: no NaN or Infinity."""
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.slow
+def test_a_score_the_run_has_none_of_is_exported_as_null_not_nan(run_dir, tmp_path):
+    """Issue 56, part 5: a cell whose ndcg@1 the metrics lack (hand-edited, or an older run) was
+    written ``"main_score": NaN`` (and ``Infinity`` for an infinite value), which no JSON reader takes;
+    it is null, and every file the export writes is strict JSON."""
+    edited = tmp_path / "run"
+    shutil.copytree(run_dir, edited)
+    metrics = pd.read_csv(edited / "metrics.csv")
+    cell = (metrics["strategy"] == "truncate") & (metrics["length"] == 128) & (metrics["variant"] == "onehop")
+    metrics[~(cell & (metrics["metric"] == "ndcg@1"))].to_csv(edited / "metrics.csv", index=False)
+    result = CliRunner().invoke(app, ["export", str(edited), "--format", "mteb", "--out", str(tmp_path / "results")])
+    assert result.exit_code == 0, result.output
+    for path in (tmp_path / "results").rglob("*.json"):
+        _strict_json(path.read_text())
+    folder = tmp_path / "results" / "sentence-transformers__all-MiniLM-L6-v2" / "no_revision_available"
+    entries = _strict_json((folder / "EmbedevalNoLiMa.json").read_text())["scores"]["test_128"]
+    onehop = next(entry for entry in entries if entry["hf_subset"] == "onehop")
+    assert onehop["main_score"] is None and onehop["ndcg_at_1"] is None and onehop["recall_at_5"] is not None
+
+
+def test_output_json_is_strict():
+    from embedeval.io import json_text
+
+    assert _strict_json(json_text({"a": [1.5, None]})) == {"a": [1.5, None]}
+    for value in (math.nan, math.inf, -math.inf):
+        with pytest.raises(ValueError):
+            json_text({"score": value})
 
 
 def test_an_mteb_export_rerun_into_the_folder_a_crashed_export_left_works(run_dir, tmp_path, monkeypatch):
