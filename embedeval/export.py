@@ -37,7 +37,7 @@ from embedeval.defaults import DEFAULT_CHUNKER, DEFAULT_INDEX, DEFAULT_POOL, DEF
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.errors import InputError
 from embedeval.experiments.context_rot import needle_haystack_similarity, needle_question_similarity
-from embedeval.derived import RECORD, record_outputs, recorded_files
+from embedeval.derived import RECORD, keep_edited, record_outputs, recorded_files
 from embedeval.io import check_output_file, json_text, write_table, write_text_atomic
 from embedeval.labels import ALL, CONTROL, NEGATIVE, QUESTION, is_blind
 from embedeval.needles import Pair
@@ -172,6 +172,7 @@ def export_mteb(run_dir: str | Path, out: str | Path) -> list[Path]:
     result_files, meta_files = [], []
     with run_directory(out, is_mteb_folder, MTEB_FOLDER_RECORD):
         earlier = [name for name in recorded_files(out) if (out / name).is_file()]
+        keep_edited(out, earlier)  # a result file edited since: kept aside, said in a note
         for (embedder, task), result in results.items():
             target = out / model_folder(embedder)[1] / NO_REVISION
             write_text_atomic(target / f"{task}.json", json_text(result) + "\n")

@@ -586,11 +586,15 @@ def lexical_run(tmp_path_factory):
                              "window garden market winter morning quiet ancient narrow distant gentle wooden".split(), (8, 20), seed=11)
     out = tmp_path_factory.mktemp("lexical") / "run"
     with own_cache(tmp_path_factory):
-        result = CliRunner().invoke(app, ["nolima", "-e", "bm25", "--groups", "loc-dresden,loc-peru,diet-vegan",
-                                          "--corpus", f"dir:{books}", "--lengths", "128,256", "--depths", "2", "--negatives", "8",
-                                          "--n-bootstrap", "50", "--variants", "onehop", "--out", str(out), "-q"])
+        result = CliRunner().invoke(app, _lexical_sweep(f"dir:{books}", out, 50))
     assert result.exit_code == 0, result.output
     return out
+
+
+def _lexical_sweep(corpus: str, out, n_bootstrap: int) -> list[str]:
+    """The command line of :func:`lexical_run`'s sweep."""
+    return ["nolima", "-e", "bm25", "--groups", "loc-dresden,loc-peru,diet-vegan", "--corpus", corpus, "--lengths", "128,256",
+            "--depths", "2", "--negatives", "8", "--n-bootstrap", str(n_bootstrap), "--variants", "onehop", "--out", str(out), "-q"]
 
 
 def _edit_cell(row: int, column: str, value: str):
@@ -676,3 +680,33 @@ def test_a_decision_csv_of_its_header_only_is_said_in_the_report(lexical_run, tm
     report = (run / "report.md").read_text()
     assert "## Which to use\n\nNo reading is named at any length: `decision.csv` has no rows." in report
     assert "pools hold more than 5 candidates" in report
+
+
+@pytest.mark.slow
+def test_an_edited_report_is_kept_aside_with_a_note_when_report_or_a_run_writes_it_again(lexical_run, tmp_path):
+    """Issue 56, part 5: a report.md edited by hand in a run folder was overwritten without a word by
+    `embedeval report` and by a rerun. The file is compared with what embedeval wrote (derived.json's
+    sha256); the edited one is kept as report.md.edited-TIME, said in one note line, and the report
+    written again; a report embedeval wrote itself is replaced without a copy or a note."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(lexical_run, run)
+    written = (run / "report.md").read_text()
+    (run / "report.md").write_text(written + "\nMy notes on this run.\n")
+    result = CliRunner().invoke(app, ["report", str(run)])
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.output.splitlines() if line.startswith("note: ")]
+    kept = sorted(run.glob("report.md.edited-*"))
+    assert len(kept) == 1 and kept[0].read_text() == written + "\nMy notes on this run.\n"
+    assert notes == [f"note: {run / 'report.md'} was changed since embedeval wrote it; that version is kept as {kept[0].name} "
+                     "before it is written again"], result.output
+    assert (run / "report.md").read_text() == written
+    result = CliRunner().invoke(app, ["report", str(run)])  # what embedeval wrote: replaced, no copy, no note
+    assert result.exit_code == 0 and "note:" not in result.output and len(list(run.glob("report.md.edited-*"))) == 1
+    (run / "report.html").write_text("<p>mine</p>")
+    corpus = json.loads((run / "config.json").read_text())["grid"]["corpus"]
+    result = CliRunner().invoke(app, _lexical_sweep(corpus, run, 60))  # another setting: every output written again
+    assert result.exit_code == 0, result.output
+    assert [p.read_text() for p in run.glob("report.html.edited-*")] == ["<p>mine</p>"]
+    assert sum(line.startswith("note: ") and "report.html" in line for line in result.output.splitlines()) == 1
