@@ -417,9 +417,10 @@ def haystacks_show(
     import pandas as pd
 
     from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
-    from embedeval.io import read_table
+    from embedeval.run import HAYSTACKS, read_run_table
 
-    frame = read_table(file, [c for c in HAYSTACK_COLUMNS if c not in LATER_HAYSTACK_COLUMNS])  # older files lack them
+    # older files lack the later columns; a file of any name is checked as a run's haystacks.parquet
+    frame = read_run_table(file, [c for c in HAYSTACK_COLUMNS if c not in LATER_HAYSTACK_COLUMNS], table=HAYSTACKS)
     match = frame[frame["id"] == id]
     if match.empty:
         raise InputError(f"no haystack with id {id!r} in {file} (ids look like {frame['id'].iloc[0]!r})")

@@ -112,10 +112,9 @@ def record_rewritten(out: Path, names: Iterable[str]) -> None:
     except (OSError, ValueError):
         return
     files = recorded_files(out)
-    if not files or not isinstance(record, dict):
-        return
-    files.update({name: file_sha256(out / name) for name in names if name in files and (out / name).is_file()})
-    write_text_atomic(out / RECORD, json_text({**record, "files": files}))
+    written = {name: file_sha256(out / name) for name in names if name in files and (out / name).is_file()}
+    if isinstance(record, dict) and any(files[name] != sha for name, sha in written.items()):  # else the record stands as it is
+        write_text_atomic(out / RECORD, json_text({**record, "files": {**files, **written}}))
 
 
 def forget_outputs(out: Path) -> None:

@@ -86,6 +86,14 @@ def _unknown_same_as(frame: pd.DataFrame) -> pd.Series:
     return pd.Series([key not in measured for key in zip(keys["length"], keys["embedder"], same)], index=frame.index)
 
 
+def _needle_outside_text(frame: pd.DataFrame) -> pd.Series:
+    """The rows of a haystack table whose needle does not lie in its text: an end before its start,
+    or past the text's last character (a haystack without a needle has neither)."""
+    start, end = frame["needle_start"].astype(float), frame["needle_end"].astype(float)
+    length = frame["text"].map(lambda text: len(text) if isinstance(text, str) else math.nan) if "text" in frame else math.inf
+    return (start.notna() | end.notna()) & ~((start <= end) & (end <= length))
+
+
 def _outside_metric_range(column: str):
     """The rows of a metrics table whose ``column`` lies outside its metric's range (:data:`METRIC_RANGES`)."""
     def broken(frame: pd.DataFrame) -> pd.Series:
@@ -105,12 +113,18 @@ def _outside_metric_range(column: str):
 TABLE_SCHEMAS: dict[str, TableSchema] = {
     HAYSTACKS: TableSchema(numbers=("depth", "target_depth"),
                            integers=(*COUNTS, "n_tokens", "needle_start", "needle_end", "seed", "distractors_in_zone"),
-                           texts=("id", "text")),
+                           texts=("id", "text"), required=("length",),
+                           ranges={"length": TOKENS, "n_tokens": SOME, "depth": SHARE, "target_depth": SHARE,
+                                   "needle_start": SOME, "needle_end": SOME},
+                           rules=(RowRule("needle_end", "an end of the needle from needle_start to the end of the text",
+                                          _needle_outside_text),)),
     SIMILARITIES: TableSchema(numbers=("depth", "target_depth", "sim_qh", "sim_qn", "normalized"),
                               integers=(*COUNTS, "n_tokens", "distractors_in_zone", "best_chunk"),
                               flags=("own_question", "truncated", "needle_visible", "windows_exact", "chunk_has_needle")),
     RETRIEVAL: TableSchema(numbers=("depth", "score", *RETRIEVAL_MEASURES), integers=(*COUNTS, "rank", "n_candidates", "ties"),
-                           flags=("own_question",)),
+                           flags=("own_question",),
+                           ranges={"length": TOKENS, "rank": (1, None), "n_candidates": (1, None), "ties": SOME,
+                                   "score": (None, None), **{measure: SHARE for measure in RETRIEVAL_MEASURES}}),
     METRICS: TableSchema(numbers=("value", "ci_lo", "ci_hi"), integers=(*COUNTS, "n"), flags=("own_question",),
                          texts=("metric",), required=("metric", "length", "n"),
                          ranges={"length": TOKENS, "n": (1, None), "value": (None, None), "ci_lo": (None, None),

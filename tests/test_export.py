@@ -315,6 +315,10 @@ def test_an_mteb_export_rerun_into_the_folder_a_crashed_export_left_works(run_di
     ("breaks.csv", "own_question", "maybe", "breaks.csv, line 4, column own_question: 'maybe' is not true or false"),
     ("retrieval.parquet", "own_question", "False", "retrieval.parquet, row 1, column own_question: 'True' is not true or false"),
     ("haystacks.parquet", "text", None, "haystacks.parquet, row 3, column text: an empty cell is not a text"),
+    # issue 56, part 5: ranges (embedeval.run.TABLE_SCHEMAS)
+    ("retrieval.parquet", "rank", "0", "retrieval.parquet, row 3, column rank: '0' is not a whole number >= 1"),
+    ("haystacks.parquet", "needle_end", "-1", "haystacks.parquet, row 3, column needle_end: '-1' is not a whole number >= 0"),
+    ("metrics.csv", "metric", "recall@7", "metrics.csv, line 4, column metric: 'recall@7' is not a metric a run writes"),
 ])
 @pytest.mark.slow
 def test_a_run_table_edited_by_hand_is_one_line_naming_file_line_and_column(run_dir, tmp_path, table, column, value, says):
