@@ -21,6 +21,10 @@ from embedeval.errors import ConfigError
 MIB = 2**20
 GIB = 2**30
 
+#: The longest haystack length, in tokens, a run's table may name (a grid's lengths are checked
+#: against the run's besides, where a command has the run's config): no run of this machine's
+#: memory holds a haystack near it (:class:`MemoryEstimate`), so past it a length is an edit.
+MAX_TABLE_LENGTH = 10**9
 #: ``extend-*@L``, ``rope-*@L``: the most tokens one pass may read. Four times the longest context
 #: LongEmbed stretches a model to (32,768), 16 times the longest default haystack; one pass attends
 #: L² token pairs per head (1.7e10 here), and ``extend-pi``'s stretched table holds L rows of the

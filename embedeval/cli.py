@@ -297,10 +297,9 @@ def needles_convert(
     out: Annotated[Path, typer.Option("--out", help="Where to write the needle set in embedeval's format (.json).")],
 ) -> None:
     """Convert a NoLiMa needle set to embedeval's format, with its provenance (source path and sha256)."""
-    import json
 
     from embedeval.errors import NeedleSetError
-    from embedeval.io import write_text_atomic
+    from embedeval.io import json_text, write_text_atomic
     from embedeval.needles import convert_nolima, is_nolima_schema, parse_needle_set, read_needle_json
 
     if out.resolve() == file.resolve():
@@ -311,7 +310,7 @@ def needles_convert(
         raise NeedleSetError(str(file), [("-", "is not a NoLiMa needle set (a list of entries with needle, questions and tests)")])
     converted = convert_nolima(data, str(file))
     needle_set = parse_needle_set(converted, str(file))  # the converted set must load, or nothing is written
-    write_text_atomic(out, json.dumps(converted, indent=2, ensure_ascii=False) + "\n")
+    write_text_atomic(out, json_text(converted, ensure_ascii=False) + "\n")
     count = len(needle_set.groups)
     typer.echo(f"wrote {out}: {count} group{'' if count == 1 else 's'}, query forms {', '.join(needle_set.question_forms)}")
 
@@ -420,9 +419,10 @@ def haystacks_show(
     import pandas as pd
 
     from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
-    from embedeval.io import read_table
+    from embedeval.run import HAYSTACKS, read_run_table
 
-    frame = read_table(file, [c for c in HAYSTACK_COLUMNS if c not in LATER_HAYSTACK_COLUMNS])  # older files lack them
+    # older files lack the later columns; a file of any name is checked as a run's haystacks.parquet
+    frame = read_run_table(file, [c for c in HAYSTACK_COLUMNS if c not in LATER_HAYSTACK_COLUMNS], table=HAYSTACKS)
     match = frame[frame["id"] == id]
     if match.empty:
         raise InputError(f"no haystack with id {id!r} in {file} (ids look like {frame['id'].iloc[0]!r})")

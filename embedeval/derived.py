@@ -9,20 +9,28 @@ and the sha256 of each derived file. A rerun whose digest matches, and whose rec
 all present and unaltered, reads them instead of recomputing the bootstrap and redrawing the
 figures (:func:`fresh_outputs`). Any other run removes the record before it rewrites an output
 (:func:`forget_outputs`) and writes it after the last one (:func:`record_outputs`), so an
-interrupted run never leaves outputs marked as derived from tables they do not describe.
+interrupted run never leaves outputs marked as derived from tables they do not describe. A
+recorded file changed since embedeval wrote it (a ``report.md`` edited by hand) is copied aside
+before it is written again (:func:`keep_edited`).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
+import shutil
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from embedeval.io import file_sha256, write_text_atomic
+from embedeval.io import file_sha256, json_text, write_text_atomic
 from embedeval.jsonread import loads
 
 RECORD = "derived.json"
+#: What the copy of an edited output is named after: ``report.md.edited-20261129T072600``
+#: (:func:`keep_edited`).
+EDITED = ".edited-"
 
 
 def source_digest() -> str:
@@ -67,6 +75,48 @@ def recorded_files(out: Path) -> dict[str, str]:
     return files if isinstance(files, dict) and all(isinstance(v, str) for v in files.values()) else {}
 
 
+def keep_edited(out: Path, names: Iterable[str]) -> list[Path]:
+    """Before a run or a report rewrites the files ``names`` (relative to ``out``): each that the
+    record lists and that is no longer what embedeval wrote (its sha256 differs: edited by hand, or
+    by another program) is copied to ``NAME.edited-TIME`` beside it (:data:`EDITED`), said in one
+    ``note:`` line on stderr, so the rewrite loses nothing of the user's. Returns the copies. A file
+    the record does not list (or a folder without a record: a run interrupted while it rewrote
+    them) is not compared: nothing says what embedeval wrote there."""
+    out = Path(out)
+    recorded = recorded_files(out)
+    kept = []
+    stamp = dt.datetime.now().strftime("%Y%m%dT%H%M%S")
+    for name in names:
+        path = out / name
+        if name not in recorded or not path.is_file() or path.is_symlink() or file_sha256(path) == recorded[name]:
+            continue
+        copy = path.with_name(f"{path.name}{EDITED}{stamp}")
+        number = 1
+        while copy.exists():
+            number += 1
+            copy = path.with_name(f"{path.name}{EDITED}{stamp}-{number}")
+        shutil.copy2(path, copy)
+        print(f"note: {path} was changed since embedeval wrote it; that version is kept as {copy.name} before it is "
+              "written again", file=sys.stderr)
+        kept.append(copy)
+    return kept
+
+
+def record_rewritten(out: Path, names: Iterable[str]) -> None:
+    """After a report rewrote ``names`` in a folder whose record lists them (a run's report made
+    again by ``embedeval report``): their new sha256 in the record, the rest as it was, so it still
+    says what embedeval last wrote there (:func:`keep_edited`)."""
+    out = Path(out)
+    try:
+        record = loads((out / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    files = recorded_files(out)
+    written = {name: file_sha256(out / name) for name in names if name in files and (out / name).is_file()}
+    if isinstance(record, dict) and any(files[name] != sha for name, sha in written.items()):  # else the record stands as it is
+        write_text_atomic(out / RECORD, json_text({**record, "files": {**files, **written}}))
+
+
 def forget_outputs(out: Path) -> None:
     """Remove the record: from here on ``out``'s derived files count as stale."""
     (Path(out) / RECORD).unlink(missing_ok=True)
@@ -76,4 +126,4 @@ def record_outputs(out: Path, digest: str, names: Iterable[str]) -> None:
     """Record that the files ``names`` (relative to ``out``) were derived from inputs with ``digest``."""
     out = Path(out)
     files = {name: file_sha256(out / name) for name in sorted(names)}
-    write_text_atomic(out / RECORD, json.dumps({"inputs": digest, "files": files}, indent=2))
+    write_text_atomic(out / RECORD, json_text({"inputs": digest, "files": files}))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from embedeval.errors import APIError, InputError
 from embedeval.jsonread import JsonLimitError, loads
-from embedeval.io import write_text_atomic
+from embedeval.io import json_text, write_text_atomic
 from embedeval.llm import ChatLLM
 from embedeval.needles import NeedleSet
 from embedeval.options import EXPANSION_SIZES
@@ -119,7 +119,7 @@ def build_expansion_file(needle_set: NeedleSet, sizes: Sequence[int], llm: ChatL
             terms = expand_question(group.question, size, llm)
             if checkpoint:
                 done[f"{size}:{group.id}"] = {"question": group.question, "terms": terms}
-                write_text_atomic(checkpoint, json.dumps({**data, "done": done}, ensure_ascii=False))
+                write_text_atomic(checkpoint, json_text({**data, "done": done}, None, ensure_ascii=False))
         data["sizes"].setdefault(str(size), {})[group.id] = terms
     validate_expansions(data, needle_set, "<new expansions>")
     return data
@@ -195,7 +195,7 @@ def load_expansions(path: str | os.PathLike, needle_set: NeedleSet | None = None
 
 
 def write_expansions(data: dict, path: str | os.PathLike) -> None:
-    write_text_atomic(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    write_text_atomic(path, json_text(data, 1, ensure_ascii=False) + "\n")
 
 
 def query_forms(needle_set: NeedleSet, expansion_files: Sequence[str] = ()) -> dict[str, list[str | None]]:

@@ -10,7 +10,7 @@ when it is not ``question``: ``EmbedevalNoLiMa``, ``EmbedevalNoLiMa.windows-mean
 ``hf_subset``: the needle variant (``onehop``, ``inverted``, ...), suffixed ``-x<K>`` with K
 distractors and ``-n<K>-own``/``-n<K>-other`` with K needles per haystack. Scores are the
 ``metrics.csv`` means of the retrieval view: ``main_score`` = ``ndcg_at_1`` (LongEmbed's main score),
-``ndcg_at_10``, ``recall_at_1/5/10``, ``mrr_at_10``.
+``ndcg_at_10``, ``recall_at_1/5/10``, ``mrr_at_10``; a score the run has none of is null.
 
 ``export_prompts(run, out)``: an LLM prompt set in Context Rot's columns (``token_count,
 approximate_input_length, needle_depth, prompt, question, answer``, then ``haystack_id, needle,
@@ -24,7 +24,7 @@ covariates of Chroma's study beside each prompt: ``needle_question_sim`` and
 from __future__ import annotations
 
 import hashlib
-import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,8 +37,8 @@ from embedeval.defaults import DEFAULT_CHUNKER, DEFAULT_INDEX, DEFAULT_POOL, DEF
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.errors import InputError
 from embedeval.experiments.context_rot import needle_haystack_similarity, needle_question_similarity
-from embedeval.derived import RECORD, record_outputs, recorded_files
-from embedeval.io import check_output_file, write_table, write_text_atomic
+from embedeval.derived import RECORD, keep_edited, record_outputs, recorded_files
+from embedeval.io import check_output_file, json_text, write_table, write_text_atomic
 from embedeval.labels import ALL, CONTROL, NEGATIVE, QUESTION, is_blind
 from embedeval.needles import Pair
 from embedeval.plan import EmbedderPlan, plan_work
@@ -101,6 +101,13 @@ def mteb_subset(variant: str, n_distractors: int, n_needles: int, own: bool) -> 
     return subset + (f"-n{int(n_needles)}-{'own' if own else 'other'}" if n_needles > 1 else "")
 
 
+def _score(value) -> float | None:
+    """A score as MTEB's JSON holds it: a finite number, or null where the run has none (a measure
+    a cell lacks reads NaN): never the ``NaN`` or ``Infinity`` no JSON reader takes."""
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
 def mteb_results(metrics: pd.DataFrame, dataset_revision: str) -> dict[tuple[str, str], dict]:
     """{(embedder, task name): TaskResult JSON} from a metrics table (the overall cells)."""
     cells = metrics[(metrics["category"] == ALL) & (metrics["depth_bucket"] == ALL) & metrics["metric"].isin(MTEB_SCORES.values())
@@ -113,7 +120,7 @@ def mteb_results(metrics: pd.DataFrame, dataset_revision: str) -> dict[tuple[str
     for (embedder, strategy, form), task_rows in wide.groupby(["embedder", "strategy", "query_form"], sort=True):
         scores: dict[str, list[dict]] = {}
         for row in task_rows.sort_values(["length", "variant", "n_distractors", "n_needles"]).to_dict("records"):
-            values = {name: float(row[measure]) for name, measure in MTEB_SCORES.items()}
+            values = {name: _score(row[measure]) for name, measure in MTEB_SCORES.items()}
             scores.setdefault(f"test_{int(row['length'])}", []).append(
                 {**values, "main_score": values[MTEB_MAIN_SCORE], "languages": LANGUAGES,
                  "hf_subset": mteb_subset(row["variant"], row["n_distractors"], row["n_needles"], row["own_question"])})
@@ -165,10 +172,11 @@ def export_mteb(run_dir: str | Path, out: str | Path) -> list[Path]:
     result_files, meta_files = [], []
     with run_directory(out, is_mteb_folder, MTEB_FOLDER_RECORD):
         earlier = [name for name in recorded_files(out) if (out / name).is_file()]
+        keep_edited(out, earlier)  # a result file edited since: kept aside, said in a note
         for (embedder, task), result in results.items():
             target = out / model_folder(embedder)[1] / NO_REVISION
-            write_text_atomic(target / f"{task}.json", json.dumps(result, indent=2) + "\n")
-            write_text_atomic(target / MODEL_META, json.dumps(model_meta(embedder), indent=2) + "\n")
+            write_text_atomic(target / f"{task}.json", json_text(result) + "\n")
+            write_text_atomic(target / MODEL_META, json_text(model_meta(embedder)) + "\n")
             result_files.append(target / f"{task}.json")
             meta_files.append(target / MODEL_META)
         record_outputs(out, revision, {*earlier, *(str(path.relative_to(out)) for path in result_files + meta_files)})

@@ -13,7 +13,8 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -241,6 +242,14 @@ def text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def json_text(value, indent: int | None = 2, ensure_ascii: bool = True) -> str:
+    """``value`` as the JSON text embedeval writes to a file or prints for scripts: strict JSON,
+    where a NaN or infinity is a ValueError (a bug to fix where the value is made: write null
+    there), never the ``NaN`` or ``Infinity`` that Python's json writes and no other JSON reader
+    takes."""
+    return json.dumps(value, indent=indent, ensure_ascii=ensure_ascii, allow_nan=False)
+
+
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     with atomic_path(path) as tmp:
@@ -395,6 +404,87 @@ def check_column_kinds(frame: pd.DataFrame, source, numbers: Sequence[str] = (),
         if column in frame.columns:
             values = frame[column]
             refuse_first(values, ~values.map(lambda v: isinstance(v, str)), source, column, "a text")
+
+
+#: How far past a range's end a number a table holds may lie (float arithmetic: a correlation of
+#: 1.0000000000000002) and still be in it.
+ROUNDING = 1e-9
+
+
+@dataclass(frozen=True)
+class RowRule:
+    """A rule every row of a table keeps besides its cells' kinds and ranges: ``broken(frame)``
+    marks the rows that break it (a boolean Series; the frame's cells already hold their kinds),
+    named at ``column`` as not ``words``."""
+
+    column: str
+    words: str
+    broken: Callable[[pd.DataFrame], pd.Series]
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """What a table's columns hold, declared once per table and checked when it is read
+    (:meth:`check`): the kinds of :func:`check_column_kinds` (``numbers``, ``integers``, ``flags``,
+    ``texts``); the columns with no empty cell (``required``); each number column's range (``ranges``:
+    ``(low, high)``, both inclusive, None for no bound; a number in a range is finite, so ``inf`` is
+    out of every one); the values a text column may hold (``values``: its words, the allowed values);
+    the columns whose values together name a row once (``unique``: the key
+    columns, the first duplicate's last key column named as not ``unique_words``); and the rules
+    across cells and rows (``rules``, :class:`RowRule`). Columns the frame lacks are not checked."""
+
+    numbers: tuple[str, ...] = ()
+    integers: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
+    texts: tuple[str, ...] = ()
+    required: tuple[str, ...] = ()
+    ranges: Mapping[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    values: Mapping[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    unique: tuple[str, ...] = ()
+    unique_words: str = "a row once (the row is there twice)"
+    rules: tuple[RowRule, ...] = ()
+
+    def kind_words(self, column: str) -> str:
+        """What a cell of ``column`` holds, in the words of an error line."""
+        return ("a whole number" if column in self.integers else "a number" if column in self.numbers
+                else "true or false" if column in self.flags else "a text")
+
+    def check(self, frame: pd.DataFrame, source) -> None:
+        """One :class:`InputError` naming ``source``, the first offending line (a CSV's header is
+        line 1) or row (Parquet) and the column, for the first cell or row of ``frame`` that breaks
+        this schema: kinds, then empty cells, values, ranges, duplicates and rules, in that order."""
+        import numpy as np
+        import pandas as pd
+
+        check_column_kinds(frame, source, self.numbers, self.integers, self.flags, self.texts)
+        for column in self.required:
+            if column in frame.columns:
+                refuse_first(frame[column], frame[column].isna(), source, column, self.kind_words(column))
+        for column, (words, allowed) in self.values.items():
+            if column in frame.columns:
+                refuse_first(frame[column], frame[column].notna() & ~frame[column].isin(allowed), source, column, words)
+        for column, (low, high) in self.ranges.items():
+            if column in frame.columns:
+                values = pd.to_numeric(frame[column], errors="coerce").astype(float)
+                bad = values.notna() & ~(np.isfinite(values) & (values >= (-np.inf if low is None else low - ROUNDING))
+                                         & (values <= (np.inf if high is None else high + ROUNDING)))
+                refuse_first(frame[column], bad, source, column, range_words(self.kind_words(column), low, high))
+        keys = [column for column in self.unique if column in frame.columns]
+        if keys and len(keys) == len(self.unique):
+            refuse_first(frame[keys[-1]], frame[keys].astype(str).duplicated(), source, keys[-1], self.unique_words)
+        for rule in self.rules:
+            if rule.column in frame.columns:
+                refuse_first(frame[rule.column], rule.broken(frame), source, rule.column, rule.words)
+
+
+def range_words(kind: str, low: float | None, high: float | None) -> str:
+    """``a number from 0 to 1``, ``a whole number >= 1``, ``a number <= 1``, ``a finite number``."""
+    shown = [f"{bound:,}" if float(bound).is_integer() else f"{bound:g}" for bound in (low, high) if bound is not None]
+    if low is not None and high is not None:
+        return f"{kind} from {shown[0]} to {shown[1]}"
+    if low is None and high is None:
+        return kind.replace("a number", "a finite number")
+    return f"{kind} {'>=' if low is not None else '<='} {shown[0]}"
 
 
 def refuse_first(values, bad, source, column: str, what: str) -> None:

@@ -22,6 +22,17 @@ RETRIEVAL_MEASURES = ("recall@1", "recall@5", "recall@10", "mrr", "mrr@10", "ndc
 #: Metrics a break point may be read from (``--break-metric``): the retrieval measures and the
 #: study's pooled AUC and comparative ratio.
 BREAK_METRICS = RETRIEVAL_MEASURES + ("auc", "comparative_ratio")
+#: The separation metrics of :func:`embedeval.aggregate.nolima_metrics`: needle haystacks against
+#: their controls, and where in a haystack the needle sits.
+SEPARATION_METRICS = ("normalized_mean", "comparative_ratio", "auc", "mean_diff", "cohens_d", "needle_visible_share",
+                      "truncated_share", "chunk_has_needle_share", "pearson_r", "spearman_rho", "slope", "intercept")
+#: Every ``metric`` of a run's ``metrics.csv``, of this version and every earlier one.
+METRIC_NAMES = SEPARATION_METRICS + RETRIEVAL_MEASURES
+#: The range of each metric bounded by what it is (a share, a rate, an AUC, a correlation), both ends
+#: inclusive; the others (a mean difference, an effect size, a slope) may be any finite number.
+METRIC_RANGES = {**{name: (0.0, 1.0) for name in (*RETRIEVAL_MEASURES, "comparative_ratio", "auc", "needle_visible_share",
+                                                   "truncated_share", "chunk_has_needle_share")},
+                 "pearson_r": (-1.0, 1.0), "spearman_rho": (-1.0, 1.0)}
 #: Columns of the rank table (one row per embedder x strategy x query form x needle haystack), then the
 #: per-query measures of :func:`embedeval.metrics.retrieval_measures`.
 RETRIEVAL_COLUMNS = [

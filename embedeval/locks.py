@@ -3,7 +3,8 @@
 A lock is a file held with ``flock`` (:func:`take_lock`): the process that takes it creates it
 (``O_EXCL``, never through a link), writes who holds it in it (:func:`write_holder`: ``pid N on
 HOST since TIME``) and removes it when it lets go (:func:`release_lock`). A lock file that a killed
-process left (``flock`` ends with the process) is removed once held and a new one taken; a lock file
+process left (``flock`` ends with the process) is removed once held and a new one taken; a file of
+the lock's name that does not hold that line is the user's, refused and never deleted; a lock file
 that is a link or not a plain file is refused, as is one that changes :data:`LOCK_ATTEMPTS` times
 while it is taken.
 
@@ -30,6 +31,7 @@ import datetime as dt
 import errno
 import fcntl
 import os
+import re
 import socket
 import stat
 import time
@@ -45,6 +47,8 @@ LOCK_NAME = ".embedeval.lock"
 LOCK_ATTEMPTS = 5
 #: Seconds between two looks at a lock another process holds.
 POLL_SECONDS = 0.2
+#: What :func:`write_holder` writes in a lock file: ``pid N on HOST since TIME`` (ISO 8601, to the second).
+HOLDER_LINE = re.compile(r"pid [0-9]+ on [^\n]+ since [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\n")
 #: Seconds the embedding cache's SQLite file waits for another process's write (its busy timeout).
 CACHE_BUSY_SECONDS = 60.0
 
@@ -100,6 +104,8 @@ def take_lock(lock: Path, what: str, user: str = "run", wait: LockWait = OUTPUT_
 
     The lock file is always one this call creates (``O_EXCL``, never through a link): a lock file a
     killed process left is removed once it is held (nobody else holds it then) and a new one taken,
+    if it holds :func:`write_holder`'s line (:func:`is_holder_line`; an empty one is looked at again,
+    as a taker's that has not written it yet); any other file is the user's: refused, never deleted,
     and the path must still name the file held once it is locked (else another process replaced it:
     again, at most :data:`LOCK_ATTEMPTS` times). A lock that is a link or not a plain file is
     refused; another holder is waited for as ``wait`` says, then refused naming the holder. A file
@@ -141,6 +147,16 @@ def take_lock(lock: Path, what: str, user: str = "run", wait: LockWait = OUTPUT_
         if now is not None and (now.st_dev, now.st_ino) == (info.st_dev, info.st_ino):
             if created:
                 return fd
+            said = os.pread(fd, 1000, 0)
+            if not said and changes + 1 < LOCK_ATTEMPTS:  # just created by another taker, its holder not yet written: look again
+                os.close(fd)
+                changes += 1
+                time.sleep(wait.poll)
+                continue
+            if not is_holder_line(said):
+                os.close(fd)
+                raise wait.refusal(f"{what}: {lock} is not a lock file embedeval made (it holds no `pid N on HOST since "
+                                   "TIME` line), so it is not deleted: move it out of the way and run again")
             os.unlink(lock)  # a killed process's lock, held now: removed, never rewritten
         os.close(fd)
         changes += now is not None or time.monotonic() >= deadline  # removed by its holder: a hand-over, as above
@@ -148,8 +164,15 @@ def take_lock(lock: Path, what: str, user: str = "run", wait: LockWait = OUTPUT_
 
 
 def write_holder(fd: int) -> None:
-    """Say in a lock file who holds it (what a refusal quotes)."""
+    """Say in a lock file who holds it (what a refusal quotes): :data:`HOLDER_LINE`."""
     os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {dt.datetime.now().isoformat(timespec='seconds')}\n".encode())
+
+
+def is_holder_line(content: bytes) -> bool:
+    """Whether a lock file's ``content`` is what :func:`write_holder` writes (:data:`HOLDER_LINE`):
+    only such a file is embedeval's to delete once nobody holds it; any other file of the lock's
+    name is the user's."""
+    return HOLDER_LINE.fullmatch(content.decode("utf-8", "replace")) is not None
 
 
 def let_go(fd: int) -> None:

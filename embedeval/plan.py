@@ -40,7 +40,6 @@ not: without it the plan is not printed but said in a line per embedder on stder
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from dataclasses import asdict, dataclass
 
@@ -56,6 +55,7 @@ from embedeval.embedders.speed import device_setting, known_speed
 from embedeval.embedders.timing import close_early, time_sample, timer_for
 from embedeval.embedders.tokens import load_token_counter
 from embedeval.errors import ConfigError
+from embedeval.io import json_text
 from embedeval.net.keys import key_is_set
 from embedeval.progress import step
 
@@ -439,4 +439,4 @@ def plans_json(plans: list[EmbedderPlan], memory: MemoryEstimate | None = None) 
              "keys_needed": keys_needed(plans)}
     if memory is not None:
         found["peak_memory"] = memory.as_dict()
-    return json.dumps(found, indent=2)
+    return json_text(found)

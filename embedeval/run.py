@@ -25,6 +25,7 @@ new) is :mod:`embedeval.run_folder`'s: ``run_nolima`` holds it with
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -32,9 +33,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from embedeval.aggregate import METRIC_COLUMNS
+from embedeval.aggregate import CELL, METRIC_COLUMNS
 from embedeval.corpus import source_path
-from embedeval.bounds import MAX_N_BOOTSTRAP
+from embedeval.bounds import MAX_N_BOOTSTRAP, MAX_TABLE_LENGTH
 from embedeval.breaks import (
     ADDED_BREAK_COLUMNS, BREAK_COLUMNS, ESTIMATOR, OK, SERIES_KEYS, BreakRule, break_points, parse_shares, share_reaching,
 )
@@ -43,8 +44,8 @@ from embedeval.defaults import BREAK_SUPPORT, DEFAULT_BREAK_K, DEFAULT_BREAK_MET
 from embedeval.errors import ConfigError, InputError
 from embedeval.grid import HaystackGrid
 from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
-from embedeval.io import refuse_first, read_json, read_table, write_table, write_text_atomic
-from embedeval.labels import NEEDLE_FREE_POOL, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
+from embedeval.io import ROUNDING, RowRule, TableSchema, json_text, refuse_first, read_json, read_table, write_table, write_text_atomic
+from embedeval.labels import METRIC_NAMES, METRIC_RANGES, NEEDLE_FREE_POOL, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.metrics import RETRIEVAL_MEASURES
 from embedeval.options import POOL, Constraint, is_number, is_price, is_whole
 from embedeval.needles import NeedleSet, grid_needle_set
@@ -60,27 +61,105 @@ BREAKS = "breaks.csv"
 TIMINGS = "timings.csv"
 DECISION = "decision.csv"
 CONFIG = "config.json"
-#: The columns of each table a run writes that hold numbers and whole numbers (in that order): checked
-#: when the table is opened, so a hand-edited or damaged cell is one line naming the file, line and
-#: column, not a traceback where it is first used (:func:`~embedeval.io.check_column_kinds`).
 COUNTS = ["length", "n_distractors", "n_needles"]
-TABLE_KINDS: dict[str, tuple[list[str], list[str]]] = {
-    HAYSTACKS: (["depth", "target_depth"], [*COUNTS, "n_tokens", "needle_start", "needle_end", "seed", "distractors_in_zone"]),
-    SIMILARITIES: (["depth", "target_depth", "sim_qh", "sim_qn", "normalized"], [*COUNTS, "n_tokens", "distractors_in_zone", "best_chunk"]),
-    RETRIEVAL: (["depth", "score", *RETRIEVAL_MEASURES], [*COUNTS, "rank", "n_candidates", "ties"]),
-    METRICS: (["value", "ci_lo", "ci_hi"], [*COUNTS, "n"]),
-    BREAKS: (["base_value", "base_ci_lo", "base_ci_hi", "base_p", "best_value", "break_point_share"],
-             ["n_distractors", "n_needles", "break_point", "break_point_lo", "break_point_hi", "recommended_chunk_tokens",
-              "relative_break_point", "absolute_break_point", "best_length", "auc_break_point", "n_groups", "window"]),
-    TIMINGS: (["model_seconds"], ["length", "documents", "document_tokens", "tokens_read", "model_tokens"]),
-    DECISION: (["recall", "recall_lo", "recall_hi", "diff_to_best", "diff_lo", "diff_hi", "seconds_per_million_tokens",
-                "usd_per_million_tokens", "share_read", "needle_visible"], ["length", "vectors_per_document", "n_groups"]),
-}
-#: The columns of each table a run writes that hold true or false (or nothing).
-TABLE_FLAGS: dict[str, list[str]] = {
-    METRICS: ["own_question"], RETRIEVAL: ["own_question"],
-    SIMILARITIES: ["own_question", "truncated", "needle_visible", "windows_exact", "chunk_has_needle"],
-    BREAKS: ["own_question", "at_chance", "break_censored", "chunk_capped"], DECISION: ["tied_with_best", "best"],
+#: A length or a count of tokens: a whole number from 1 to :data:`MAX_TABLE_LENGTH`; a count that may be 0.
+TOKENS, SOME = (1, MAX_TABLE_LENGTH), (0, None)
+SHARE = (0, 1)
+
+
+def _one_best_per_length(frame: pd.DataFrame) -> pd.Series:
+    """The rows of a decision table at a length that names no reading best (all of them) or several
+    (the ones named): a decision names exactly one reading per length."""
+    best = frame["best"].astype(bool)
+    named = best.groupby(frame["length"]).transform("sum")
+    return (named != 1) & (best | (named == 0))
+
+
+def _unknown_same_as(frame: pd.DataFrame) -> pd.Series:
+    """The rows of a decision table whose ``same_as`` names no reading of the same embedder measured
+    at that length (an empty cell: the row's own reading)."""
+    keys = frame[["length", "embedder", "strategy"]].astype(str)
+    same = frame["same_as"].where(frame["same_as"].notna(), frame["strategy"]).astype(str)
+    measured = set(zip(keys["length"], keys["embedder"], keys["strategy"]))
+    return pd.Series([key not in measured for key in zip(keys["length"], keys["embedder"], same)], index=frame.index)
+
+
+def _needle_outside_text(frame: pd.DataFrame) -> pd.Series:
+    """The rows of a haystack table whose needle does not lie in its text: an end before its start,
+    or past the text's last character (a haystack without a needle has neither)."""
+    start, end = frame["needle_start"].astype(float), frame["needle_end"].astype(float)
+    length = frame["text"].map(lambda text: len(text) if isinstance(text, str) else math.nan) if "text" in frame else math.inf
+    return (start.notna() | end.notna()) & ~((start <= end) & (end <= length))
+
+
+def _outside_metric_range(column: str):
+    """The rows of a metrics table whose ``column`` lies outside its metric's range (:data:`METRIC_RANGES`)."""
+    def broken(frame: pd.DataFrame) -> pd.Series:
+        values = frame[column].astype(float)
+        low = frame["metric"].map(lambda m: METRIC_RANGES.get(m, (-math.inf, math.inf))[0]).astype(float)
+        high = frame["metric"].map(lambda m: METRIC_RANGES.get(m, (-math.inf, math.inf))[1]).astype(float)
+        return values.notna() & ((values < low - ROUNDING) | (values > high + ROUNDING))
+    return RowRule(column, "in the range of its metric (from 0 to 1 for a share, a rate or an AUC; from -1 to 1 for a "
+                           "correlation)", broken)
+
+
+#: Each table a run writes, declared once: the kinds, ranges and rules of its columns
+#: (:class:`~embedeval.io.TableSchema`), checked when the table is opened (:func:`read_run_table`), so
+#: a hand-edited or damaged cell is one line naming the file, line and column, not a traceback or a
+#: wrong sentence where it is first used. Recall in ``decision.csv`` is chance-corrected
+#: (``(r - k/n) / (1 - k/n)``): at most 1, below 0 where a reading finds the needle less often than chance.
+TABLE_SCHEMAS: dict[str, TableSchema] = {
+    HAYSTACKS: TableSchema(numbers=("depth", "target_depth"),
+                           integers=(*COUNTS, "n_tokens", "needle_start", "needle_end", "seed", "distractors_in_zone"),
+                           texts=("id", "text"), required=("length",),
+                           ranges={"length": TOKENS, "n_tokens": SOME, "depth": SHARE, "target_depth": SHARE,
+                                   "needle_start": SOME, "needle_end": SOME},
+                           rules=(RowRule("needle_end", "an end of the needle from needle_start to the end of the text",
+                                          _needle_outside_text),)),
+    SIMILARITIES: TableSchema(numbers=("depth", "target_depth", "sim_qh", "sim_qn", "normalized"),
+                              integers=(*COUNTS, "n_tokens", "distractors_in_zone", "best_chunk"),
+                              flags=("own_question", "truncated", "needle_visible", "windows_exact", "chunk_has_needle")),
+    RETRIEVAL: TableSchema(numbers=("depth", "score", *RETRIEVAL_MEASURES), integers=(*COUNTS, "rank", "n_candidates", "ties"),
+                           flags=("own_question",),
+                           ranges={"length": TOKENS, "rank": (1, None), "n_candidates": (1, None), "ties": SOME,
+                                   "score": (None, None), **{measure: SHARE for measure in RETRIEVAL_MEASURES}}),
+    METRICS: TableSchema(numbers=("value", "ci_lo", "ci_hi"), integers=(*COUNTS, "n"), flags=("own_question",),
+                         texts=("metric",), required=("metric", "length", "n"),
+                         ranges={"length": TOKENS, "n": (1, None), "value": (None, None), "ci_lo": (None, None),
+                                 "ci_hi": (None, None)},
+                         unique=(*CELL, "category", "depth_bucket", "metric"),
+                         unique_words="a metric once per cell (the row is there twice)",
+                         values={"metric": (f"a metric a run writes ({', '.join(METRIC_NAMES)})", METRIC_NAMES)},
+                         rules=tuple(_outside_metric_range(column) for column in ("value", "ci_lo", "ci_hi"))),
+    BREAKS: TableSchema(numbers=("base_value", "base_ci_lo", "base_ci_hi", "base_p", "best_value", "break_point_share"),
+                        integers=("n_distractors", "n_needles", "break_point", "break_point_lo", "break_point_hi",
+                                  "recommended_chunk_tokens", "relative_break_point", "absolute_break_point", "best_length",
+                                  "auc_break_point", "n_groups", "window"),
+                        flags=("own_question", "at_chance", "break_censored", "chunk_capped"),
+                        ranges={**{c: (0, MAX_TABLE_LENGTH) for c in ("break_point", "break_point_lo", "break_point_hi",
+                                                                  "recommended_chunk_tokens", "relative_break_point",
+                                                                  "absolute_break_point", "auc_break_point")},
+                                "best_length": TOKENS, "window": TOKENS, "n_groups": SOME, "base_p": SHARE,
+                                "break_point_share": SHARE}),
+    TIMINGS: TableSchema(numbers=("model_seconds",), integers=("length", "documents", "document_tokens", "tokens_read", "model_tokens"),
+                         ranges={"length": TOKENS, "documents": SOME, "document_tokens": SOME, "tokens_read": SOME,
+                                 "model_tokens": SOME, "model_seconds": SOME}),
+    DECISION: TableSchema(numbers=("recall", "recall_lo", "recall_hi", "diff_to_best", "diff_lo", "diff_hi",
+                                   "seconds_per_million_tokens", "usd_per_million_tokens", "share_read", "needle_visible"),
+                          integers=("length", "vectors_per_document", "n_groups"), flags=("tied_with_best", "best"),
+                          texts=("embedder", "strategy"),
+                          required=("length", "embedder", "strategy", "recall", "tied_with_best", "vectors_per_document",
+                                    "best", "n_groups"),
+                          ranges={"length": TOKENS, "vectors_per_document": TOKENS, "n_groups": (1, None),
+                                  **{c: (None, 1) for c in ("recall", "recall_lo", "recall_hi")},
+                                  **{c: (None, None) for c in ("diff_to_best", "diff_lo", "diff_hi")},
+                                  "seconds_per_million_tokens": SOME, "usd_per_million_tokens": SOME,
+                                  "share_read": SHARE, "needle_visible": SHARE},
+                          unique=("length", "embedder", "strategy"),
+                          unique_words="a reading once per length (the row is there twice)",
+                          rules=(RowRule("best", "the one reading named best at its length (a length names none, or several)",
+                                         _one_best_per_length),
+                                 RowRule("same_as", "a reading of the same embedder measured at that length", _unknown_same_as))),
 }
 #: The tables a run's metrics, decision table and report are derived from (their digest decides
 #: whether these stand).
@@ -217,14 +296,12 @@ def check_config_values(config: dict, path: Path) -> None:
         raise InputError(f"{path} is broken: {exc}") from None
 
 
-def read_run_table(path: str | Path, columns: Sequence[str] = (), empty: bool = False) -> pd.DataFrame:
-    """A run's table (by its file name) holding ``columns`` (and rows, unless ``empty``), each
-    column of :data:`TABLE_KINDS` and :data:`TABLE_FLAGS` holding what it should (a haystack's id
-    and text: text)."""
-    name = Path(path).name
-    numbers, integers = TABLE_KINDS.get(name, ((), ()))
-    frame = read_table(path, columns, numbers, integers, empty, TABLE_FLAGS.get(name, ()),
-                       ("id", "text") if name == HAYSTACKS else ())
+def read_run_table(path: str | Path, columns: Sequence[str] = (), empty: bool = False, table: str | None = None) -> pd.DataFrame:
+    """A run's table holding ``columns`` (and rows, unless ``empty``), checked against its schema
+    (:data:`TABLE_SCHEMAS`: the one of ``table``, a file name, else of the file's own name) and its
+    strategy labels."""
+    frame = read_table(path, columns, empty=empty)
+    TABLE_SCHEMAS.get(table or Path(path).name, TableSchema()).check(frame, path)
     if "strategy" in frame.columns:
         check_strategy_labels(frame["strategy"], path)
     return frame
@@ -399,7 +476,7 @@ def read_breaks(path: str | Path, lengths: Sequence[int] | None = None, rule: Br
     ``rule``: the run's break rule, under which a relative rule's break point needs its status ``ok``;
     ``answers``: False for a file an earlier estimator wrote, whose break points are not this one's
     answers, so neither of the last two is asked of it)."""
-    frame = read_run_table(Path(path), [c for c in BREAK_COLUMNS if c not in ADDED_BREAK_COLUMNS])
+    frame = read_run_table(Path(path), [c for c in BREAK_COLUMNS if c not in ADDED_BREAK_COLUMNS], table=BREAKS)
     frame = frame.reindex(columns=BREAK_COLUMNS)  # a file from before the added columns: they read as missing
     twice = frame.duplicated(SERIES_KEYS) & frame[SERIES_KEYS].notna().all(axis=1)  # a series named twice
     if twice.any():
@@ -457,33 +534,21 @@ def _same_table(a: pd.DataFrame, b: pd.DataFrame) -> bool:
 def read_timings(path: str | Path) -> pd.DataFrame:
     """A ``timings.csv`` written by a run (one :class:`~embedeval.errors.InputError` line when it is
     missing, unreadable or lacks a column)."""
-    frame = read_run_table(path, TIMING_COLUMNS)[TIMING_COLUMNS]
+    frame = read_run_table(path, TIMING_COLUMNS, table=TIMINGS)[TIMING_COLUMNS]
     return frame.assign(model_seconds=frame["model_seconds"].astype(float), model_tokens=frame["model_tokens"].astype("Int64"))
 
 
 def read_decision(path: str | Path, lengths: Sequence[int] | None = None) -> pd.DataFrame:
     """A ``decision.csv`` written by a run (one :class:`~embedeval.errors.InputError` line when it is
-    missing, unreadable or lacks a column, or a row says what a run never writes; without rows where
-    the run had nothing to decide: recall@k cannot be corrected for chance in pools of k or fewer
-    candidates). ``lengths``: the run's grid, which its lengths must be of."""
-    frame = read_run_table(path, [c for c in DECISION_COLUMNS if c not in ADDED_DECISION_COLUMNS], empty=True)
+    missing, unreadable or lacks a column, or a row breaks its schema, :data:`TABLE_SCHEMAS`: a
+    value out of its range, a reading twice at a length, a length naming no best reading or several;
+    without rows where the run had nothing to decide: recall@k cannot be corrected for chance in
+    pools of k or fewer candidates). ``lengths``: the run's grid, which its lengths must be of."""
+    frame = read_run_table(path, [c for c in DECISION_COLUMNS if c not in ADDED_DECISION_COLUMNS], empty=True, table=DECISION)
     frame = frame.reindex(columns=DECISION_COLUMNS)  # a file from before the added columns: they read as missing
     if lengths is not None:
         refuse_first(frame["length"], ~frame["length"].isin(list(lengths)), path, "length", "a length of the run")
-    for column in ("share_read", "needle_visible"):  # shares of a document and of haystacks
-        values = frame[column].astype(float)
-        refuse_first(frame[column], values.notna() & ~values.between(0, 1), path, column, "a share from 0 to 1")
-    keys = frame[["length", "embedder", "strategy"]].astype(str)
-    refuse_first(frame["strategy"], keys.duplicated(), path, "strategy", "a reading once per length (the row is there twice)")
-    best = frame["best"].astype(bool)  # one reading named per length (the decision has no rows where it names none)
-    named = best.groupby(frame["length"]).transform("sum")
-    refuse_first(frame["best"], (named != 1) & (best | (named == 0)), path, "best",
-                 "the one reading named best at its length (a length names none, or several)")
     same_as = [strategy if pd.isna(same) else str(same) for strategy, same in zip(frame["strategy"].astype(str), frame["same_as"])]
-    measured = set(zip(keys["length"], keys["embedder"], keys["strategy"]))
-    unknown = pd.Series([(length, embedder, same) not in measured for length, embedder, same
-                         in zip(keys["length"], keys["embedder"], same_as)], index=frame.index)
-    refuse_first(frame["same_as"], unknown, path, "same_as", "a reading of the same embedder measured at that length")
     return frame.assign(same_as=same_as, share_read=frame["share_read"].astype(float), needle_visible=frame["needle_visible"].astype(float),
                         embedder=frame["embedder"].astype(str), strategy=frame["strategy"].astype(str),
                         tied_with_best=frame["tied_with_best"].astype(bool), best=frame["best"].astype(bool))
@@ -512,7 +577,7 @@ class RunWriter:
     def write_haystacks(self, frame: pd.DataFrame, settings: dict) -> None:
         self.unfinish()
         write_table(frame, self.path / HAYSTACKS)
-        write_text_atomic(self.path / HAYSTACK_SETTINGS, json.dumps(settings, indent=2))
+        write_text_atomic(self.path / HAYSTACK_SETTINGS, json_text(settings))
 
     def write_scored(self, similarities: pd.DataFrame, retrieval: pd.DataFrame, timings: pd.DataFrame) -> pd.DataFrame:
         """Write the similarity and rank tables and the timings; returns the timings as written: a
@@ -546,4 +611,4 @@ class RunWriter:
 
     def finish(self, settings: dict) -> None:
         """Last: config.json, so it always describes the tables beside it."""
-        write_text_atomic(self.path / CONFIG, json.dumps(settings, indent=2))
+        write_text_atomic(self.path / CONFIG, json_text(settings))

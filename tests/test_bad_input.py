@@ -276,6 +276,25 @@ def test_a_lock_file_that_is_a_link_is_refused_and_its_target_untouched(tmp_path
     assert (tmp_path / "victim.txt").read_text() == "not embedeval's"
 
 
+@pytest.mark.parametrize("content", ["my notes on this run\n", "", "pid 12 on host since yesterday\n"], ids=["text", "empty", "near-miss"])
+@pytest.mark.parametrize("folder", ["old-run", "new"])
+def test_a_users_file_named_as_the_lock_is_refused_and_kept(tmp_path, monkeypatch, content, folder):
+    """Issue 56, part 5: a file of the user's named `.embedeval.lock` in `--out` was deleted as a killed
+    run's lock. Only a file holding embedeval's holder line (`pid N on HOST since TIME`) is a lock
+    embedeval may remove once nobody holds it; any other is one line naming it, and kept."""
+    (tmp_path / folder).mkdir()
+    if folder == "old-run":
+        (tmp_path / folder / "config.json").write_text(OLD_RUN_CONFIG)
+    (tmp_path / folder / ".embedeval.lock").write_text(content)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["nolima", "--corpus", "dir:no-such-corpus", "--out", folder, "-q"])
+    assert result.exit_code == 1 and result.output == (
+        f"error: run directory {folder}: {folder}/.embedeval.lock is not a lock file embedeval made (it holds no "
+        "`pid N on HOST since TIME` line), so it is not deleted: move it out of the way and run again\n"), result.output
+    assert (tmp_path / folder / ".embedeval.lock").read_text() == content
+    assert {p.name for p in (tmp_path / folder).iterdir()} == {".embedeval.lock", *(["config.json"] if folder == "old-run" else [])}
+
+
 def _closed_port() -> int:
     import socket
 

@@ -163,8 +163,8 @@ def test_an_edited_decision_csv_is_one_error_line_not_a_traceback(tmp_path):
     table = table.assign(share_read=1.0, needle_visible=0.5)
     write_table(table, tmp_path / "decision.csv")
     assert len(read_decision(tmp_path / "decision.csv")) == len(table)
-    edits = {"share_read": (3.5, r"line 3, column share_read: 3.5 is not a share from 0 to 1"),
-             "needle_visible": (-0.5, r"line 3, column needle_visible: -0.5 is not a share from 0 to 1"),
+    edits = {"share_read": (3.5, r"line 3, column share_read: 3.5 is not a number from 0 to 1"),
+             "needle_visible": (-0.5, r"line 3, column needle_visible: -0.5 is not a number from 0 to 1"),
              "same_as": ("late-chunking@128", r"line 3, column same_as: 'late-chunking@128' is not a reading of the same embedder")}
     for column, (value, message) in edits.items():
         edited = table.astype({column: object})
@@ -572,3 +572,141 @@ def test_a_chunk_reading_as_the_base_is_not_said_to_embed_documents_whole():
     assert "whole" not in said
     alone = summary_sentences(table, _breaks("chunks-max@128", 512, None, censored=True), "onehop")[1]
     assert "`--strategy chunks-max@128,truncate,windows-mean,late-chunking`" in alone  # not chunks-max a second time
+
+
+# --- issue 56, part 5: every table `report` reads is checked against its schema ------------------------------------------
+@pytest.fixture(scope="module")
+def lexical_run(tmp_path_factory):
+    """A small bm25 run (no model to load): its decision.csv has a row per length, one reading
+    (full-text), its recall below chance."""
+    from conftest import own_cache
+    from fakes import write_word_books
+
+    books = write_word_books(tmp_path_factory.mktemp("lexical-books"), "harbour lantern meadow orchard bridge river candle "
+                             "window garden market winter morning quiet ancient narrow distant gentle wooden".split(), (8, 20), seed=11)
+    out = tmp_path_factory.mktemp("lexical") / "run"
+    with own_cache(tmp_path_factory):
+        result = CliRunner().invoke(app, _lexical_sweep(f"dir:{books}", out, 50))
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _lexical_sweep(corpus: str, out, n_bootstrap: int) -> list[str]:
+    """The command line of :func:`lexical_run`'s sweep."""
+    return ["nolima", "-e", "bm25", "--groups", "loc-dresden,loc-peru,diet-vegan", "--corpus", corpus, "--lengths", "128,256",
+            "--depths", "2", "--negatives", "8", "--n-bootstrap", str(n_bootstrap), "--variants", "onehop", "--out", str(out), "-q"]
+
+
+def _edit_cell(row: int, column: str, value: str):
+    """An edit of a CSV's text: ``column`` of data row ``row`` (1: the line after the header) set to ``value``."""
+    def edit(lines: list[str]) -> list[str]:
+        import csv
+
+        header = lines[0].split(",")
+        cells = next(csv.reader([lines[row]]))
+        cells[header.index(column)] = value
+        lines[row] = ",".join(f'"{c}"' if "," in c else c for c in cells)
+        return lines
+    return edit
+
+
+def _second_best(lines: list[str]) -> list[str]:
+    """A row for another reading at the first line's length, also named best."""
+    return [lines[0], lines[1], lines[1].replace(",bm25,full-text,", ",bm25,truncate,", 1), *lines[2:]]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("table, edit, says", [
+    ("decision.csv", _edit_cell(1, "best", ""), "decision.csv, line 2, column best: an empty cell is not true or false"),
+    ("decision.csv", _edit_cell(1, "best", "False"),
+     "decision.csv, line 2, column best: False is not the one reading named best at its length (a length names none, or several)"),
+    ("decision.csv", _second_best,
+     "decision.csv, line 2, column best: True is not the one reading named best at its length (a length names none, or several)"),
+    ("decision.csv", lambda lines: [*lines[:2], *lines[1:]],
+     "decision.csv, line 3, column strategy: 'full-text' is not a reading once per length (the row is there twice)"),
+    ("decision.csv", _edit_cell(1, "length", "1e20"), "decision.csv, line 2, column length: 1e+20 is not a whole number from 1 "
+                                                      "to 1,000,000,000"),
+    ("decision.csv", _edit_cell(2, "length", "-256"), "decision.csv, line 3, column length: -256 is not a whole number from 1 "
+                                                      "to 1,000,000,000"),
+    ("decision.csv", _edit_cell(1, "length", ""), "decision.csv, line 2, column length: an empty cell is not a whole number"),
+    ("decision.csv", _edit_cell(2, "n_groups", ""), "decision.csv, line 3, column n_groups: an empty cell is not a whole number"),
+    ("decision.csv", _edit_cell(2, "n_groups", "0"), "decision.csv, line 3, column n_groups: 0 is not a whole number >= 1"),
+    ("decision.csv", _edit_cell(1, "recall", "inf"), "decision.csv, line 2, column recall: inf is not a number <= 1"),
+    ("decision.csv", _edit_cell(1, "recall_hi", "1.5"), "decision.csv, line 2, column recall_hi: 1.5 is not a number <= 1"),
+    ("decision.csv", _edit_cell(1, "diff_lo", "-inf"), "decision.csv, line 2, column diff_lo: -inf is not a finite number"),
+    ("decision.csv", _edit_cell(1, "usd_per_million_tokens", "-2"),
+     "decision.csv, line 2, column usd_per_million_tokens: -2.0 is not a number >= 0"),
+    ("metrics.csv", _edit_cell(1, "metric", "bogus"), "metrics.csv, line 2, column metric: 'bogus' is not a metric a run writes"),
+    ("metrics.csv", lambda lines: [lines[0], *(line.replace(",all,all,", ",all,all,x", 1) for line in lines[1:])],
+     "metrics.csv, line 2, column metric: 'xcomparative_ratio' is not a metric a run writes"),
+    ("metrics.csv", _edit_cell(3, "value", "inf"), "metrics.csv, line 4, column value: inf is not a finite number"),
+    ("metrics.csv", _edit_cell(2, "ci_hi", "1.5"), "metrics.csv, line 3, column ci_hi: 1.5 is not in the range of its metric"),
+    ("metrics.csv", lambda lines: [*lines[:3], lines[2], *lines[3:]],
+     "metrics.csv, line 4, column metric: 'auc' is not a metric once per cell (the row is there twice)"),
+    ("breaks.csv", _edit_cell(1, "break_point", "-64"), "breaks.csv, line 2, column break_point: -64 is not a whole number from 0"),
+])
+def test_report_on_an_edited_table_is_one_error_line_naming_file_line_and_column(lexical_run, tmp_path, table, edit, says):
+    """Issue 56, part 5 (a hostile run): a hand-edited decision.csv was a StopIteration (no best at a
+    length, a length of 1e20), a pandas ValueError (a row twice), 'cannot convert float NaN to
+    integer' (an empty length or n_groups), or taken silently (an empty best as true, two bests at a
+    length, recall=inf, negative lengths); metrics.csv with unknown metric names a max() traceback.
+    Every table `report` reads is checked against its schema (embedeval.run.TABLE_SCHEMAS): one line
+    naming the file, the line as the CSV counts it and the column; nothing in the folder is written."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(lexical_run, run)
+    path = run / table
+    path.write_text("\n".join(edit(path.read_text().splitlines())) + "\n")
+    before = {p: p.stat().st_mtime_ns for p in run.rglob("*")}
+    result = CliRunner().invoke(app, ["report", str(run)])
+    assert result.exit_code == 1 and result.output.startswith(f"error: {path}, ") and says in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    assert {p: p.stat().st_mtime_ns for p in run.rglob("*")} == before
+
+
+@pytest.mark.slow
+def test_a_decision_csv_of_its_header_only_is_said_in_the_report(lexical_run, tmp_path):
+    """Issue 56, part 5: a decision.csv without rows (a run whose pools hold k candidates or fewer
+    writes one; or an edit) dropped "Which to use" from the report without a word; it says that no
+    reading is named and why a run names none."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(lexical_run, run)
+    (run / "decision.csv").write_text((run / "decision.csv").read_text().splitlines()[0] + "\n")
+    result = CliRunner().invoke(app, ["report", str(run)])
+    assert result.exit_code == 0, result.output
+    report = (run / "report.md").read_text()
+    assert "## Which to use\n\nNo reading is named at any length: `decision.csv` has no rows." in report
+    assert "pools hold more than 5 candidates" in report
+
+
+@pytest.mark.slow
+def test_an_edited_report_is_kept_aside_with_a_note_when_report_or_a_run_writes_it_again(lexical_run, tmp_path):
+    """Issue 56, part 5: a report.md edited by hand in a run folder was overwritten without a word by
+    `embedeval report` and by a rerun. The file is compared with what embedeval wrote (derived.json's
+    sha256); the edited one is kept as report.md.edited-TIME, said in one note line, and the report
+    written again; a report embedeval wrote itself is replaced without a copy or a note."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(lexical_run, run)
+    written = (run / "report.md").read_text()
+    (run / "report.md").write_text(written + "\nMy notes on this run.\n")
+    result = CliRunner().invoke(app, ["report", str(run)])
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.output.splitlines() if line.startswith("note: ")]
+    kept = sorted(run.glob("report.md.edited-*"))
+    assert len(kept) == 1 and kept[0].read_text() == written + "\nMy notes on this run.\n"
+    assert notes == [f"note: {run / 'report.md'} was changed since embedeval wrote it; that version is kept as {kept[0].name} "
+                     "before it is written again"], result.output
+    assert (run / "report.md").read_text() == written
+    result = CliRunner().invoke(app, ["report", str(run)])  # what embedeval wrote: replaced, no copy, no note
+    assert result.exit_code == 0 and "note:" not in result.output and len(list(run.glob("report.md.edited-*"))) == 1
+    (run / "report.html").write_text("<p>mine</p>")
+    corpus = json.loads((run / "config.json").read_text())["grid"]["corpus"]
+    result = CliRunner().invoke(app, _lexical_sweep(corpus, run, 60))  # another setting: every output written again
+    assert result.exit_code == 0, result.output
+    assert [p.read_text() for p in run.glob("report.html.edited-*")] == ["<p>mine</p>"]
+    assert sum(line.startswith("note: ") and "report.html" in line for line in result.output.splitlines()) == 1

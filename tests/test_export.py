@@ -5,6 +5,7 @@ equal a direct sentence-transformers computation."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 
@@ -246,6 +247,42 @@ def test_an_mteb_export_folder_embedeval_wrote_is_written_again(run_dir, tmp_pat
     assert not (out / ".embedeval.lock").exists()
 
 
+def _strict_json(text: str):
+    """``text`` parsed as JSON the way any other reader parses it: no NaN or Infinity."""
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.slow
+def test_a_score_the_run_has_none_of_is_exported_as_null_not_nan(run_dir, tmp_path):
+    """Issue 56, part 5: a cell whose ndcg@1 the metrics lack (hand-edited, or an older run) was
+    written ``"main_score": NaN`` (and ``Infinity`` for an infinite value), which no JSON reader takes;
+    it is null, and every file the export writes is strict JSON."""
+    edited = tmp_path / "run"
+    shutil.copytree(run_dir, edited)
+    metrics = pd.read_csv(edited / "metrics.csv")
+    cell = (metrics["strategy"] == "truncate") & (metrics["length"] == 128) & (metrics["variant"] == "onehop")
+    metrics[~(cell & (metrics["metric"] == "ndcg@1"))].to_csv(edited / "metrics.csv", index=False)
+    result = CliRunner().invoke(app, ["export", str(edited), "--format", "mteb", "--out", str(tmp_path / "results")])
+    assert result.exit_code == 0, result.output
+    for path in (tmp_path / "results").rglob("*.json"):
+        _strict_json(path.read_text())
+    folder = tmp_path / "results" / "sentence-transformers__all-MiniLM-L6-v2" / "no_revision_available"
+    entries = _strict_json((folder / "EmbedevalNoLiMa.json").read_text())["scores"]["test_128"]
+    onehop = next(entry for entry in entries if entry["hf_subset"] == "onehop")
+    assert onehop["main_score"] is None and onehop["ndcg_at_1"] is None and onehop["recall_at_5"] is not None
+
+
+def test_output_json_is_strict():
+    from embedeval.io import json_text
+
+    assert _strict_json(json_text({"a": [1.5, None]})) == {"a": [1.5, None]}
+    for value in (math.nan, math.inf, -math.inf):
+        with pytest.raises(ValueError):
+            json_text({"score": value})
+
+
 def test_an_mteb_export_rerun_into_the_folder_a_crashed_export_left_works(run_dir, tmp_path, monkeypatch):
     """Audit 2: an export that dies after writing result files, before its derived.json, leaves a folder
     the rerun writes into (it claimed the folder first); the same files in a folder of the user's stay refused."""
@@ -278,6 +315,10 @@ def test_an_mteb_export_rerun_into_the_folder_a_crashed_export_left_works(run_di
     ("breaks.csv", "own_question", "maybe", "breaks.csv, line 4, column own_question: 'maybe' is not true or false"),
     ("retrieval.parquet", "own_question", "False", "retrieval.parquet, row 1, column own_question: 'True' is not true or false"),
     ("haystacks.parquet", "text", None, "haystacks.parquet, row 3, column text: an empty cell is not a text"),
+    # issue 56, part 5: ranges (embedeval.run.TABLE_SCHEMAS)
+    ("retrieval.parquet", "rank", "0", "retrieval.parquet, row 3, column rank: '0' is not a whole number >= 1"),
+    ("haystacks.parquet", "needle_end", "-1", "haystacks.parquet, row 3, column needle_end: '-1' is not a whole number >= 0"),
+    ("metrics.csv", "metric", "recall@7", "metrics.csv, line 4, column metric: 'recall@7' is not a metric a run writes"),
 ])
 @pytest.mark.slow
 def test_a_run_table_edited_by_hand_is_one_line_naming_file_line_and_column(run_dir, tmp_path, table, column, value, says):

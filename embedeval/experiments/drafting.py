@@ -77,7 +77,7 @@ from embedeval.experiments.themes import (
     MANIFEST, check_themes_files, load_themes, read_manifest, resolve_themes, theme_membership, theme_top_terms, themes_chunks, themes_key,
 )
 from embedeval.io import (
-    atomic_path, check_output_file, output_file_lock, read_json, read_table, replacing_allowed, text_sha256, write_text_atomic,
+    atomic_path, check_output_file, json_text, output_file_lock, read_json, read_table, replacing_allowed, text_sha256, write_text_atomic,
     written_by_embedeval,
 )
 from embedeval.llm import ChatLLM, answer_json, chat_spec_difference, check_temperature, parse_chat_spec
@@ -713,7 +713,7 @@ def save_draft(data: dict, rejected: pd.DataFrame, out: Path) -> None:
         rejected.to_csv(tmp, index=False, quoting=csv.QUOTE_ALL)
     if data["groups"]:
         parse_needle_set(data, str(out))
-        write_text_atomic(out, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+        write_text_atomic(out, json_text(data, 1, ensure_ascii=False) + "\n")
 
 
 def run_draft(config: DraftConfig, llm, progress: bool = False, cache_dir=None, judge=None, max_cost: float | None = None,

@@ -32,7 +32,7 @@ from embedeval.haystacks import build_haystacks
 from embedeval.corpus import load_corpus, source_path
 from embedeval.decision import decision_table, length_summary, timing_table
 from embedeval.embedders.base import Reading
-from embedeval.derived import forget_outputs, fresh_outputs, inputs_digest, record_outputs
+from embedeval.derived import forget_outputs, fresh_outputs, inputs_digest, keep_edited, record_outputs, recorded_files
 from embedeval.breaks import ESTIMATOR, break_points
 from embedeval.needles import NeedleSet
 from embedeval.plan import EmbedderPlan, check_prices_used, plan_of, timed_apart
@@ -207,6 +207,7 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
         if fresh_outputs(out, digest):  # the same tables and settings made them: the bootstrap and figures stand
             metrics, breaks, decision = writer.read_derived()
         else:
+            keep_edited(out, recorded_files(out))  # a report.md edited by hand: kept aside, said in a note
             forget_outputs(out)
             with step(f"metrics and break points with bootstrap intervals ({config.n_bootstrap:,} resamples)", progress):
                 metrics = nolima_metrics(similarities, n_resamples=config.n_bootstrap, seed=config.grid.seed, retrieval=retrieval)

@@ -56,7 +56,7 @@ from embedeval.corpus import check_min_books, load_corpus, require_books
 from embedeval.defaults import DEFAULT_BLEND_THRESHOLD, DEFAULT_MIN_OUTSIDE_PERCENTILE
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import ConfigError, CorpusError, InputError
-from embedeval.io import atomic_path, read_json, read_table, text_sha256, write_table, write_text_atomic
+from embedeval.io import atomic_path, json_text, read_json, read_table, text_sha256, write_table, write_text_atomic
 from embedeval.labels import NOISE
 from embedeval.report.themes import map_figure, themes_report
 from embedeval.report.write import FIGURES
@@ -402,7 +402,7 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
                     "mmr_lambda": config.mmr_lambda, "embedder_fingerprint": model.fingerprint,
                     "packages": package_versions(MODEL_PACKAGES, python=False),
                     "run_seeds": [run.seed for run in runs], "float_noise": FLOAT_NOISE, "timings": timings}
-        write_text_atomic(out / MANIFEST, json.dumps(manifest, indent=2))  # last: a run without it is unfinished
+        write_text_atomic(out / MANIFEST, json_text(manifest))  # last: a run without it is unfinished
     return ThemesResult(config, table, clusters, Path(config.out), timings)
 
 

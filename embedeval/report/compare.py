@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from embedeval.derived import RECORD, recorded_files, record_outputs
+from embedeval.derived import RECORD, record_outputs, record_rewritten, recorded_files
 from embedeval.run import CONFIG, NolimaRun, is_run_directory
 from embedeval.run_folder import run_directory
 from embedeval.report.tables import recall_chance_table
@@ -47,7 +47,9 @@ def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
     target = Path(out) if out is not None else runs[0].path if len(runs) == 1 else DEFAULT_COMPARE_OUT
     with run_directory(target, is_report_folder, REPORT_FOLDER_RECORD):
         names = _write_report(runs, target)
-        if not is_run_directory(target):  # a run's own derived.json says what its tables made
+        if is_run_directory(target):  # a run's own derived.json says what its tables made, and now what was written
+            record_rewritten(target, names)
+        else:
             sources = "\0".join(str(run.path.resolve()) for run in runs)
             record_outputs(target, hashlib.sha256(sources.encode()).hexdigest(), names)
     return target / REPORT_MD

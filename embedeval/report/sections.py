@@ -25,7 +25,9 @@ from embedeval.report.tables import (
     series_label, several_needles_table, summary_table, truncation_lines,
 )
 from embedeval.decision import SAME_SCORE, TIMING_NOISE
-from embedeval.report.which import corpus_sentence, cost_note, standing_words, summary_sentences, which_sentences, which_table
+from embedeval.report.which import (
+    corpus_sentence, cost_note, no_decision_sentence, standing_words, summary_sentences, which_sentences, which_table,
+)
 
 POSITIONS_TEXT = (
     "A needle goes in at the sentence boundary nearest its target depth. In short haystacks of long sentences two depths "
@@ -203,7 +205,8 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
     run's decision table (:func:`~embedeval.decision.decision_table`, ``decision.csv``).
 
     The report leads with "Which to use" (:func:`which_section`: one sentence per length), where
-    there is a decision table; then the answer, one :class:`Callout` per embedder and strategy
+    there is a decision table (one without rows says so:
+    :func:`~embedeval.report.which.no_decision_sentence`); then the answer, one :class:`Callout` per embedder and strategy
     (:func:`~embedeval.report.tables.answers`, each with where it stands in the decision table),
     and the run's settings; then the rules with the narrow break-point table
     (:func:`~embedeval.report.tables.break_table`)."""
@@ -237,7 +240,8 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
                              f"{', '.join(map(str, grid['lengths']))}, {grid['depths']} depths, seed {grid['seed']}, "
                              f"token counts by `{config['tokenizer']}`."))
     other = "absolute" if rule.rule == "relative" else "relative"
-    sections = [which_section(decision, rule, variant, config, bps)] if decision is not None and not decision.empty else []
+    sections = ([] if decision is None else [Section("Which to use", [Text(no_decision_sentence(rule))])] if decision.empty
+                else [which_section(decision, rule, variant, config, bps)])
     sections.append(Section("The answer per embedder and strategy", answered))
     sections += [Section(f"Break point and recommended chunk size ({rule.condition()})", [
         Text(f"The headline break point, the {rule.rule} rule's (the answer above): the rule is read on every bootstrap "

@@ -261,13 +261,25 @@ def summary_sentences(decision: pd.DataFrame, breaks: pd.DataFrame | None = None
     return lines
 
 
+def no_decision_sentence(rule: BreakRule) -> str:
+    """What "Which to use" says for a decision table without rows (a ``decision.csv`` of its header
+    only): that no reading is named, and when a run has nothing to decide."""
+    k = rule.k
+    return (f"No reading is named at any length: `decision.csv` has no rows. A run decides only at lengths whose pools "
+            f"hold more than {k} candidates (chance-corrected {rule.recall_metric} reads nothing in smaller ones: raise "
+            "`--negatives`), from the headline rows (the main variant's needles asked by their own question, one needle per "
+            "haystack); run again to write it anew if the file was edited.")
+
+
 def closing_lines(breaks: pd.DataFrame, decision: pd.DataFrame | None, rule: BreakRule) -> list[str]:
     """What ``embedeval nolima`` prints last, after what it embedded: one line per break-point row of
     the question form (:func:`~embedeval.breaks.break_sentence`), then the summary "Which to use"
     opens with (:func:`summary_sentences`), in the report's words without its bold: the answer last."""
     lines = [f"{row.embedder} [{row.strategy}, {row.variant}{series_note(row)}]: {break_sentence(row, rule)}"
              for row in breaks.itertuples() if row.query_form == QUESTION]
-    if decision is not None and not breaks.empty:
+    if decision is not None and decision.empty:
+        lines.append(f"which to use: {no_decision_sentence(rule)}")
+    elif decision is not None and not breaks.empty:
         summary = summary_sentences(decision, breaks, main_variant(one_needle(breaks)))
         lines += [f"which to use: {line.replace('**', '')}" for line in summary]
     return lines

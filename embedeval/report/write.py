@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from embedeval.breaks import BreakRule
+from embedeval.derived import keep_edited, recorded_files
 from embedeval.io import write_text_atomic
 from embedeval.report.html import render_html
 from embedeval.report.markdown import render_markdown
@@ -28,10 +29,12 @@ def write_report(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, b
                  decision: pd.DataFrame | None = None) -> list[str]:
     """Write ``report.md``, ``report.html`` and ``figures/`` into ``out`` (each file atomically);
     returns the files written, relative to ``out``: :data:`REPORT_FILES`, then the figures (any
-    other file in ``figures/`` is not this report's). The arguments are
+    other file in ``figures/`` is not this report's). Those of them changed since embedeval wrote
+    them are copied aside first (:func:`~embedeval.derived.keep_edited`). The arguments are
     :func:`~embedeval.report.sections.report_document`'s."""
     out = Path(out)
     check_subfolder(out / FIGURES)
+    keep_edited(out, [name for name in recorded_files(out) if name in REPORT_FILES or name.startswith(f"{FIGURES}/")])
     document = report_document(out, metrics, similarities, breaks, rule, title, config, candidates, chance, decision)
     write_text_atomic(out / REPORT_HTML, render_html(document, out))
     write_text_atomic(out / REPORT_MD, render_markdown(document))

@@ -192,9 +192,12 @@ def test_metrics_and_report_are_recomputed_when_what_they_come_from_changes(run,
     figure = tmp_path / "copy" / "figures" / "auc_vs_length.png"
     drawn = figure.read_bytes()
 
-    figure.write_bytes(drawn[:100])  # an altered output: everything derived is made again
+    figure.write_bytes(drawn[:100])  # an altered output: everything derived is made again (the altered one kept aside)
     run_nolima(config, progress=False, cache_dir=cache)
     assert calls == [100, 100] and figure.read_bytes() == drawn
+    (kept,) = figure.parent.glob(f"{figure.name}.edited-*")
+    assert kept.read_bytes() == drawn[:100]
+    kept.unlink()
 
     def broken(*args, **kwargs):
         raise OSError("disk gone while drawing")
