@@ -17,7 +17,9 @@ no flaky CI). A longer local run draws more, and new ones each time, and keeps w
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import os
 import shlex
@@ -356,6 +358,72 @@ def test_side_files_run_or_refuse_in_one_line(worker, inputs, data):
         run_case(worker, ["nolima", "--plan", "-q", "-e", "bm25", "--corpus", "jsonl:corpus.jsonl", "--needles",
                           "needles.json", "--lengths", "64", "--depths", "2", "--out", "run", *options], folder,
                  inputs / "cache")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def finished_run(worker, inputs) -> Path:
+    """A finished BM25 sweep of the small corpus: the run folder whose tables are damaged."""
+    folder = inputs / "finished"
+    folder.mkdir()
+    for name in ("corpus.jsonl", "needles.json"):
+        shutil.copy(inputs / name, folder / name)
+    result = worker.run(["nolima", "-q", "-e", "bm25", "--corpus", "jsonl:corpus.jsonl", "--needles", "needles.json",
+                         "--lengths", "64,128", "--depths", "2", "--n-bootstrap", "50", "--out", "run"], folder,
+                        env={"EMBEDEVAL_CACHE": str(inputs / "cache")}, timeout=CASE_SECONDS)
+    assert result["rc"] == 0, result["stderr"][-3000:]
+    return folder / "run"
+
+
+CELL_TEXTS = ["", " ", "nan", "inf", "-inf", "1e20", "-1", "0", "1", "0.5", "True", "false", "yes", "bm25", "\"x\"", "1e400"]
+
+
+@st.composite
+def damaged_csv(draw, text: str) -> str:
+    """A CSV table damaged one way: a cell replaced by a generated text, a row doubled or removed,
+    the rows or a column removed, the header renamed."""
+    rows = list(csv.reader(io.StringIO(text)))
+    header, body = rows[0], rows[1:]
+    how = draw(st.sampled_from(["cell", "cell", "cell", "double", "remove-row", "header-only", "remove-column", "rename"]))
+    if how == "cell" and body:
+        row, column = draw(st.integers(0, len(body) - 1)), draw(st.integers(0, len(header) - 1))
+        body[row][column] = draw(st.one_of(st.sampled_from(CELL_TEXTS), integers_as_typed(), floats_as_typed(),
+                                           printable_text(20)))
+    elif how == "double" and body:
+        body.insert(0, list(body[draw(st.integers(0, len(body) - 1))]))
+    elif how == "remove-row" and body:
+        del body[draw(st.integers(0, len(body) - 1))]
+    elif how == "header-only":
+        body = []
+    elif how == "remove-column":
+        column = draw(st.integers(0, len(header) - 1))
+        header, body = header[:column] + header[column + 1:], [row[:column] + row[column + 1:] for row in body]
+    else:
+        header = [*header]
+        header[draw(st.integers(0, len(header) - 1))] = draw(printable_text(12))
+    out = io.StringIO()
+    csv.writer(out).writerows([header, *body])
+    return out.getvalue()
+
+
+@fuzz_settings(cases=12)
+@given(data=st.data())
+def test_reports_of_damaged_run_tables_run_or_refuse_in_one_line(worker, inputs, finished_run, data):
+    """``report`` of a run whose ``decision.csv``, ``metrics.csv`` or ``breaks.csv`` was damaged by
+    hand, or whose ``config.json`` was: the report, or one line naming the file, and the run as it was."""
+    folder = Path(tempfile.mkdtemp(prefix="embedeval-fuzz-"))
+    try:
+        shutil.copytree(finished_run, folder / "run")
+        name = data.draw(st.sampled_from(["decision.csv", "metrics.csv", "breaks.csv", "config.json"]))
+        path = folder / "run" / name
+        if name == "config.json":
+            path.write_bytes(data.draw(damaged_json(json.loads(path.read_text()))))
+        else:
+            path.write_text(data.draw(damaged_csv(path.read_text())))
+        result = run_case(worker, ["report", "run"], folder, inputs / "cache")
+        if result["rc"] == 1:
+            assert name in result["stderr"], result["stderr"][-2000:]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
