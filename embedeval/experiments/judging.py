@@ -65,8 +65,8 @@ def _one_line(text: str) -> str:
 class NeedleJudge:
     """The judge of one draft: ``llm`` (a :class:`~embedeval.llm.ChatLLM`) asked about every
     one-hop and inverted needle of the groups that passed the other checks; its requests are
-    counted by ``meter`` (:class:`~embedeval.plan.ChatMeter`) at ``price`` USD per million tokens,
-    and its prompts kept in ``prompts`` (sha256 -> text: the draft's provenance). ``verdicts``:
+    counted by ``meter`` (:class:`~embedeval.plan.ChatMeter`: every attempt, retries included) at
+    ``price`` USD per million tokens, and its prompts kept in ``prompts`` (sha256 -> text: the draft's provenance). ``verdicts``:
     every verdict of this run, in order; ``requests`` and ``usable`` count its answers."""
 
     def __init__(self, llm, meter, price: float | None, prompts: dict[str, str]):
@@ -90,10 +90,8 @@ class NeedleJudge:
                 prompt = judge_prompt(group.question, group.needle(variant, character), character)
                 sha = text_sha256(prompt)
                 self.prompts[sha] = prompt
-                sent = self.meter.before("judge", self.price, prompt, JUDGE_ANSWER_TOKENS,
-                                         f"the judge's request on group {group.id}'s {variant} needle")
-                reply = self.llm.ask(prompt, JUDGE_ANSWER_TOKENS)
-                self.meter.after("judge", self.price, sent, reply)
+                reply = self.meter.ask(self.llm, "judge", self.price, prompt, JUDGE_ANSWER_TOKENS,
+                                       f"the judge's request on group {group.id}'s {variant} needle")
                 self.requests += 1
                 try:
                     answers, reason = parse_verdict(reply)
@@ -105,6 +103,7 @@ class NeedleJudge:
                 record = {"answers": answers, "reason": reason, "prompt_sha256": sha}
                 values[group.id]["needles"][variant]["judge"] = record
                 self.verdicts.append({"group_id": group.id, "character": character, "variant": variant, **record})
+                self.meter.stop_if_over()  # an answer past its max_tokens took the spending past max_cost: no more requests
                 if answers is not True:
                     said = (f"says the {variant} needle does not answer the question: {reason or 'no reason given'}"
                             if answers is False else f"gave no usable verdict on the {variant} needle: {reason}")
