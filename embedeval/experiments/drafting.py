@@ -47,15 +47,21 @@ description says so.
 What the draft spends is bounded as it runs, not only in the plan: an answer is asked for with
 ``max_tokens`` (:func:`answer_tokens`), holds at most the groups asked for (the rest are cut
 before any check), a redraft quotes back only the known fields of the rejected groups, cut
-(:func:`_draft_text`), and with ``max_cost`` every request (of the chat model and of the judge)
-is counted as sent and received (:class:`~embedeval.plan.ChatMeter`) and none is sent that could
-take the spending past it.
+(:func:`_draft_text`), ``attempts`` bounds the requests sent per theme, a retry of a failed one
+included, and with ``max_cost`` every attempt sent (of the chat model and of the judge, retries
+included) is counted (:meth:`~embedeval.plan.ChatMeter.ask`): none is sent that could take the
+spending past it, and an answer longer than its ``max_tokens`` that took it past stops the draft
+once the answer is written. Every answer is written before it is checked (a row of the rejected
+table whose reason begins :data:`UNCHECKED` until its checks end), so a draft stopped, failed or
+killed (SIGTERM, ``kill -9``) while it checks an answer, the judge's requests included, loses
+nothing paid for: a rerun checks that answer first, without asking for it again.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -705,9 +711,12 @@ def _rejected_row(theme: int, attempt: int, raw, reason: str, prompt_sha: str, a
 
 def save_draft(data: dict, rejected: pd.DataFrame, out: Path) -> None:
     """Write the rejected table (every field quoted, so that any text round-trips: CR, LF, quotes,
-    NUL), then the needle set (checked to load as one first), atomically."""
+    NUL; on the disk, fsync'd, before it replaces the last one: it holds the paid answers not yet
+    checked), then the needle set (checked to load as one first), atomically."""
     with atomic_path(rejected_path_of(out)) as tmp:
         rejected.to_csv(tmp, index=False, quoting=csv.QUOTE_ALL)
+        with open(tmp, "rb") as written:
+            os.fsync(written.fileno())
     if data["groups"]:
         parse_needle_set(data, str(out))
         write_text_atomic(out, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
@@ -753,9 +762,13 @@ def run_draft(config: DraftConfig, llm, progress: bool = False, cache_dir=None, 
                 draft.theme(theme)
         except CostCeilingReached as exc:
             draft.save()
-            kept = len(data["groups"])
-            raise CostCeilingReached(f"{exc}; {kept} accepted group(s) are kept in {out}: run the command again to go on (the "
-                                     "ceiling holds per run: a rerun may spend up to `max_cost` more)" if kept else f"{exc}; no group was accepted yet", "max_cost") from None
+            kept, unchecked = len(data["groups"]), sum(map(_unchecked, draft.rows))
+            said = [f"{kept} accepted group(s) are kept in {out}" if kept else "no group was accepted yet"]
+            if unchecked:
+                said.append(f"{unchecked} answer(s) not checked yet are kept in {rejected_path_of(out)}, for a rerun to check "
+                            "without asking again")
+            go_on = ": run the command again to go on (the ceiling holds per run: a rerun may spend up to `max_cost` more)"
+            raise CostCeilingReached(f"{exc}; {'; '.join(said)}{go_on if kept or unchecked else ''}", "max_cost") from None
         except APIError:
             draft.save()  # a judge's request that failed: the answer it was judging is in the rejected table
             raise
