@@ -863,9 +863,11 @@ class _Draft:
         that pass; (kept, refused). ``unchecked``: the answer's row while it is checked, taken out
         when the checks end, else saying why they did not (:data:`UNCHECKED`)."""
         if len(raws) > missing:
-            self.rows.append(_rejected_row(theme, attempt, None, f"the answer held {len(raws)} groups, {missing} asked for: the "
-                                           f"other {len(raws) - missing} were cut unread", sha))
-            self.rejected_now[theme] += len(raws) - missing
+            cut = _rejected_row(theme, attempt, None, f"the answer held {len(raws)} groups, {missing} asked for: the other "
+                                f"{len(raws) - missing} were cut unread", sha)
+            if cut not in self.rows:  # an answer checked again (:data:`UNCHECKED`) is cut once
+                self.rows.append(cut)
+                self.rejected_now[theme] += len(raws) - missing
             raws = raws[:missing]
         heard = len(self.judging.verdicts) if self.judging else 0
         try:

@@ -23,7 +23,6 @@ from embedeval.experiments.judging import parse_verdict
 from embedeval.io import output_file_lock
 from embedeval.llm import ChatLLM, ChatReply, answer_json
 from embedeval.needles import load_needle_set
-from embedeval.plan import ChatMeter
 from embedeval.ownership import written_by_embedeval
 from fakes import without_said_first
 from test_draft import GOOD, KEY, OFF_TOPIC, REDRAFT, SAILING, chat, draft, group, prompts_sent, term_of, theme_of, themes_run  # noqa: F401
@@ -561,15 +560,21 @@ def test_attempts_bound_the_prompts_sent_retries_included_and_each_retry_is_mete
     assert line.startswith("error: chat model fake-model: gave up after 1 attempts (HTTP 500"), line
     assert len(chat.requests) == 1
 
-    # each attempt's worst case (its prompt and 500 tokens of answer) is checked before it is sent, and each refused one
-    # counted at its prompt: at $1 per million tokens, a ceiling one token short of three attempts lets two go
-    prompt = ChatMeter().tokens(prompts_sent(chat)[0])
-    ceiling = f"{(3 * prompt + 500 - 1) / 1e6:.6f}"
-    line = one_line(draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", "1", "--attempts", "10",
-                          "--max-cost", ceiling, "--chat-price", "1"))
-    assert line.startswith(f"error: stopped before request 1 for theme {cooking} (its attempt 3): it could cost up to $0.00"), line
-    assert f"spent so far ({2 * prompt:,} tokens in 2 request(s)) passes --max-cost $" in line, line
-    assert len(chat.requests) == 1 + 2 and not out.exists()
+    # the judge's requests, retried by the network's policy (30 attempts here), are checked before each attempt: its worst
+    # case (prompt and 200 tokens of answer) must fit, and each attempt refused with a status is counted at its prompt
+    chat.requests.clear()
+    chat.script.fail_with = [200] + [500] * 40  # the draft is answered, the judge fails every time
+    chat.script.chat_replies = [json.dumps({"groups": [GOOD]})]
+    options = ("--themes-ids", str(cooking), "--per-theme", "1", "--attempts", "1", "--judge", "j", "--chat-price", "1")
+    planned = draft(themes_run, out, "--plan", *options).output
+    ceiling = f"{float(planned.split('at most $')[1].split(' ')[0]) + 0.0001:.4f}"  # what the plan allows: it passes
+    line = one_line(draft(themes_run, out, *options, "--max-cost", ceiling))
+    judged = [r for r in chat.requests if r["model"] == "j"]
+    assert line.startswith("error: stopped before the judge's request on group theme"), line
+    assert f"(its attempt {len(judged) + 1}): it could cost up to $0.0" in line and 2 < len(judged) < 30, line
+    assert f"passes --max-cost ${ceiling}; nothing more was sent" in line
+    (row,) = _read_rejected(rejected_path_of(out)).to_dict("records")  # the paid answer, for the rerun to check
+    assert row["reason"].startswith("not checked to the end: stopped before the judge's request")
 
 
 def test_an_answer_past_max_tokens_stops_the_draft_at_the_ceiling_and_a_rerun_checks_it_without_asking_again(themes_run, chat,
