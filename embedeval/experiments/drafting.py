@@ -754,7 +754,7 @@ def run_draft(config: DraftConfig, llm, progress: bool = False, cache_dir=None, 
             say_first(plan_draft_embedding(config, cache_dir, calibrate=False, progress=progress))
         meter = ChatMeter(max_cost)
         provenance = data["provenance"]
-        judging = NeedleJudge(judge, meter, judge_price, provenance["prompts"]) if judge else None
+        judging = NeedleJudge(judge, meter, judge_price, provenance["prompts"], cache_dir) if judge else None
         checker = DraftChecker(config, cache_dir=cache_dir, progress=progress, judge=judging)
         draft = _Draft(config, llm, chat_price, meter, checker, judging, data, rejected, out)
         try:

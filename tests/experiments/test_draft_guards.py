@@ -604,7 +604,8 @@ def test_an_answer_past_max_tokens_stops_the_draft_at_the_ceiling_and_a_rerun_ch
 
 def test_a_draft_killed_while_the_judge_works_loses_no_paid_answer(themes_run, chat, tmp_path):
     """The hostile run of issue 56: SIGKILL (or SIGTERM) while the judge worked lost the paid chat
-    answer. It is on disk before the judge is asked; the rerun checks it and pays for nothing again."""
+    answer. It is on disk before the judge is asked, and each verdict as it arrives; the rerun checks
+    the answer and pays for nothing again: not the answer, not the verdict heard before the kill."""
     import os
     import signal
     import subprocess
@@ -617,8 +618,9 @@ def test_a_draft_killed_while_the_judge_works_loses_no_paid_answer(themes_run, c
     def stalling_judge(prompt: str):
         if "Needle: " not in prompt:
             return None
-        stalled.set()
-        time.sleep(20)  # the judge works: killed meanwhile
+        if f"Needle: {GOOD['needles']['inverted']}" in prompt:
+            stalled.set()
+            time.sleep(20)  # the judge works on its second needle: killed meanwhile
         return json.dumps(ANSWERS)
 
     chat.script.chat_reply_for = stalling_judge
@@ -635,8 +637,9 @@ def test_a_draft_killed_while_the_judge_works_loses_no_paid_answer(themes_run, c
     (row,) = _read_rejected(rejected_path_of(out)).to_dict("records")
     assert row["reason"].startswith("not checked to the end") and json.loads(row["answer"]) == {"groups": [GOOD]}
 
-    chat.script.chat_reply_for = judged_by({GOOD["needles"]["onehop"]: ANSWERS, GOOD["needles"]["inverted"]: ANSWERS})
+    chat.script.chat_reply_for = judged_by({GOOD["needles"]["inverted"]: ANSWERS})  # the one-hop needle's verdict: kept
     resumed = draft(themes_run, out, *options)
     assert resumed.exit_code == 0, resumed.output
-    assert [r["model"] for r in chat.requests].count("fake-model") == 1  # the paid answer was not asked for again
+    assert [r["model"] for r in chat.requests] == ["fake-model", "judge-model", "judge-model", "judge-model"]  # nothing twice
+    assert sum(GOOD["needles"]["onehop"] in prompt for prompt in prompts_sent(chat)) == 1
     assert [g.character for g in load_needle_set(out).groups] == ["Yuki"] and _read_rejected(rejected_path_of(out)).empty
