@@ -111,6 +111,12 @@ DEFAULT_REQUEST_DEADLINE = 90.0
 #: the largest real answer (2,048 vectors of text-embedding-3-large's 3,072 floats, ~20 bytes each
 #: as JSON: ~126 MB); a gzip bomb is refused at this size.
 DEFAULT_MAX_ANSWER_MB = 256
+#: Megabytes a chat model's answer may hold once decompressed (with the cap above: the smaller
+#: holds): an answer is asked for with ``max_tokens`` (a needle draft's at most a few thousand
+#: tokens, a few kilobytes), and 16 MB holds 500,000 tokens even at 32 bytes a token (JSON-escaped
+#: text), so only a server that ignores ``max_tokens`` reaches it; a chat answer is read, scrubbed,
+#: parsed and counted whole, which a 256 MB answer would make gigabytes.
+DEFAULT_MAX_CHAT_ANSWER_MB = 16
 #: A plan's margin on the tokens of an API model counted with the reference tokenizer instead of
 #: the provider's: OpenAI's cl100k_base gave 0.91-1.16 times the reference count on 2048-token
 #: windows of the ten Gutenberg books and Shakespeare (docs/costs.md), so +-20%.

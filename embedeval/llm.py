@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from urllib.parse import urlencode
 
 from embedeval.defaults import DEFAULT_TEMPERATURE
@@ -27,7 +28,7 @@ from embedeval.net.errors import MalformedResponseError, openai_errors
 from embedeval.net.keys import endpoint, key_hint, refuse_provider_key, scrub_all
 from embedeval.net.openai_client import OPENAI, openai_client
 from embedeval.net.retry import call_with_retries, retry_policy_from_env
-from embedeval.net.settings import request_timeout_from_env
+from embedeval.net.settings import max_chat_answer_from_env, request_timeout_from_env
 
 #: The API a chat spec names: its prefix (``openai``), key variable (``OPENAI_API_KEY``), base-URL
 #: variable (``OPENAI_BASE_URL``) and URL (``https://api.openai.com/v1``).
@@ -117,7 +118,7 @@ class ChatLLM:
         self._key_hint = key_hint(options, provider.key_env)
         if self.timeout is None:
             self.timeout = request_timeout_from_env()
-        self._client = openai_client(self._key, url, options.own_server, self.timeout)
+        self._client = openai_client(self._key, url, options.own_server, self.timeout, max_chat_answer_from_env())
         self.policy = retry_policy_from_env()
 
     @property
@@ -130,26 +131,46 @@ class ChatLLM:
         (:func:`~embedeval.net.keys.scrub_all`): what is written or sent on of a server's words."""
         return scrub_all(text)
 
-    def ask(self, prompt: str, max_tokens: int | None = None) -> ChatReply:
+    def ask(self, prompt: str, max_tokens: int | None = None, sending: Callable[[int], None] | None = None,
+            failed: Callable[[BaseException], None] | None = None, max_attempts: int | None = None) -> ChatReply:
         """The model's answer to one user message (:class:`ChatReply`), at most ``max_tokens``
-        tokens long when given (the request's ``max_tokens``)."""
+        tokens long when given (the request's ``max_tokens``). Every attempt sent, a retry
+        included, is seen: ``sending(n)`` is called before the n-th is sent (what it raises ends
+        the call, that attempt unsent: a cost ceiling, :meth:`~embedeval.plan.ChatMeter.ask`) and
+        ``failed(error)`` after each that got no usable answer. ``max_attempts``: at most this many
+        attempts (and at most the retry policy's); the ``openai`` client retries nothing itself."""
         limit = {} if max_tokens is None else {"max_tokens": max_tokens}
+        attempts = 0
 
         def request() -> ChatReply:
-            with openai_errors(self._key_hint):
-                response = self._client.chat.completions.create(
-                    model=self.model, messages=[{"role": "user", "content": prompt}], temperature=self.temperature, **limit)
-                try:
-                    choice = response.choices[0]
-                    content = choice.message.content
-                except (AttributeError, IndexError, TypeError) as exc:
-                    said = _error_said(response) or f"{type(exc).__name__}: {exc}"
-                    raise MalformedResponseError(f"malformed response (no answer in the response ({said}))") from None
-                usage = getattr(response, "usage", None)
-                return ChatReply(*self._content(content), _token_count(getattr(usage, "prompt_tokens", None)),
-                                 _token_count(getattr(usage, "completion_tokens", None)), getattr(choice, "finish_reason", None))
+            nonlocal attempts
+            attempts += 1
+            if sending is not None:
+                sending(attempts)
+            try:
+                return self._request(prompt, limit)
+            except BaseException as exc:
+                if failed is not None:
+                    failed(exc)
+                raise
 
-        return call_with_retries(request, self.policy, f"chat model {self.model}", self._key.scrub)
+        policy = self.policy if max_attempts is None else replace(self.policy, max_attempts=min(self.policy.max_attempts, max_attempts))
+        return call_with_retries(request, policy, f"chat model {self.model}", self._key.scrub)
+
+    def _request(self, prompt: str, limit: dict) -> ChatReply:
+        """One attempt of :meth:`ask`."""
+        with openai_errors(self._key_hint):
+            response = self._client.chat.completions.create(
+                model=self.model, messages=[{"role": "user", "content": prompt}], temperature=self.temperature, **limit)
+            try:
+                choice = response.choices[0]
+                content = choice.message.content
+            except (AttributeError, IndexError, TypeError) as exc:
+                said = _error_said(response) or f"{type(exc).__name__}: {exc}"
+                raise MalformedResponseError(f"malformed response (no answer in the response ({said}))") from None
+            usage = getattr(response, "usage", None)
+            return ChatReply(*self._content(content), _token_count(getattr(usage, "prompt_tokens", None)),
+                             _token_count(getattr(usage, "completion_tokens", None)), getattr(choice, "finish_reason", None))
 
     def complete(self, prompt: str) -> str:
         """The model's answer to one user message, as text; an answer whose content is not text

@@ -375,8 +375,8 @@ TEMPERATURE = Option("temperature", "--temperature", "Sampling temperature (reco
 # --- needle drafting (embedeval.experiments.drafting.DraftConfig) ----------------------------------
 
 PER_THEME = Option("per_theme", "--per-theme", "Needle groups to keep per theme.", int, DEFAULT_DRAFT_PER_THEME, whole_at_least(1))
-ATTEMPTS = Option("attempts", "--attempts", "Requests per theme: the first, then redrafts that send the rejected drafts back with their "
-                  "reasons.", int, DEFAULT_DRAFT_ATTEMPTS, whole_at_least(1))
+ATTEMPTS = Option("attempts", "--attempts", "Requests sent per theme, a retry of a failed one included: the first, then redrafts that "
+                  "send the rejected drafts back with their reasons.", int, DEFAULT_DRAFT_ATTEMPTS, whole_at_least(1))
 
 THEME_IDS = Option("theme_ids", "--themes-ids", "Comma-separated themes to draft for, each by its cluster number (0 = the largest) or by "
                    "a term of its top terms in the run's clusters.csv, e.g. writing (default: every theme).", Optional[str])

@@ -56,6 +56,7 @@ from embedeval.embedders.timing import close_early, time_sample, timer_for
 from embedeval.embedders.tokens import load_token_counter
 from embedeval.errors import ConfigError
 from embedeval.io import json_text
+from embedeval.net.errors import refused_by_server
 from embedeval.net.keys import key_is_set
 from embedeval.progress import step
 
@@ -266,19 +267,38 @@ def check_price(price: float | None, parameter: str) -> None:
 
 
 class CostCeilingReached(ConfigError):
-    """A request not sent because it could take the spending past ``max_cost`` (:class:`ChatMeter`)."""
+    """A request not sent because it could take the spending past ``max_cost`` (:class:`ChatMeter`),
+    or a run stopped because an answer took the spending past it."""
+
+
+#: Bytes of a text :meth:`ChatMeter.tokens` tokenises; the rest of a longer text is counted by its
+#: bytes (a server that ignores ``max_tokens`` and answers 30 MB took the tokenizer past 5 GB).
+TOKENIZED_BYTES = 256 * 1024
 
 
 class ChatMeter:
     """The tokens a command sends to chat models and receives from them while it runs, and what
-    they cost, kept under a cost ceiling: :meth:`before` refuses, with one
-    :class:`CostCeilingReached` naming ``max_cost``, a request whose worst case (its
-    prompt and ``max_tokens`` of answer) would take the spending past ``max_cost``; :meth:`after`
-    counts what was sent and received. A text's tokens are the most of the server's own count
-    (its ``usage``), the reference tokenizer's count plus ``margin`` (an estimate of another
-    model's tokens) and a quarter of its UTF-8 bytes (the reference tokenizer reads a long run of
-    characters without spaces as one unknown token). A server that counted a prompt as more tokens
-    than that has the next prompts' estimates raised by the same ratio."""
+    they cost, kept under a cost ceiling. Every attempt sent counts, the retries of a request
+    included (:meth:`ask`):
+
+    - before each attempt, one :class:`CostCeilingReached` naming ``max_cost`` if its worst case
+      (its prompt and ``max_tokens`` of answer) could take the spending past ``max_cost``: that
+      attempt is not sent;
+    - an attempt answered is counted by what arrived: its prompt and its answer, each at least
+      what the server says it counted (its ``usage``), an answer longer than ``max_tokens`` at its
+      whole length; :meth:`stop_if_over` then stops the run when the spending passed ``max_cost``;
+    - an attempt not answered is counted as the provider may bill it: the server refused it with
+      an HTTP status (429, 5xx) or the connection failed: its prompt; it timed out or its answer
+      broke off, was malformed or too large: its worst case, prompt and ``max_tokens`` (the model
+      may have written, and billed, a whole answer that did not arrive).
+
+    A text's tokens are the most of the reference tokenizer's count plus ``margin`` (an estimate of
+    another model's tokens) and a quarter of its UTF-8 bytes (the reference tokenizer reads a long
+    run of characters without spaces as one unknown token); of a text longer than
+    :data:`TOKENIZED_BYTES`, only that many bytes are tokenised and the rest is counted as one
+    token a byte (every token is at least one byte: an upper bound, and no tokenizer's memory is
+    spent on it). A server that counted a prompt as more tokens than that has the next prompts'
+    estimates raised by the same ratio."""
 
     def __init__(self, max_cost: float | None = None, margin: float = API_TOKEN_MARGIN, counter=None):
         check_ceiling(max_cost)
@@ -289,40 +309,80 @@ class ChatMeter:
         self.requests: dict[str, int] = {}
         self.sent: dict[str, int] = {}
         self.received: dict[str, int] = {}
+        self.over: str | None = None  # the last answer that passed its max_tokens, in words
 
     def tokens(self, text: str) -> int:
         """The tokens ``text`` is counted as (the class docstring)."""
-        counted = self.counter.count([text])[0] if text else 0
-        return max(math.ceil(counted * (1 + self.margin)), math.ceil(len(text.encode("utf-8")) / 4))
+        data = text.encode("utf-8", "surrogatepass")
+        head = data[:TOKENIZED_BYTES].decode("utf-8", "ignore")  # a character cut at the bound is counted with the rest
+        counted = self.counter.count([head])[0] if head else 0
+        rest = len(data) - len(head.encode("utf-8", "surrogatepass"))
+        return max(math.ceil(counted * (1 + self.margin)), math.ceil((len(data) - rest) / 4)) + rest
 
-    def before(self, who: str, price: float | None, prompt: str, max_tokens: int, what: str) -> int:
-        """The tokens of ``prompt`` (for :meth:`after`), or :class:`CostCeilingReached` when sending
-        it to ``who`` (``chat``, ``judge``) at ``price`` could take the spending past ``max_cost``;
-        ``what`` names the request in it."""
+    def ask(self, llm, who: str, price: float | None, prompt: str, max_tokens: int, what: str, max_attempts: int | None = None,
+            on_attempt=None):
+        """``llm.ask(prompt, max_tokens)`` (a :class:`~embedeval.llm.ChatLLM`) metered as ``who``
+        (``chat``, ``judge``) at ``price``: every attempt checked before it is sent and counted
+        after (the class docstring); ``what`` names the request in the ceiling's message.
+        ``max_attempts`` bounds the attempts sent (None: the retry policy's); ``on_attempt()`` is
+        called before each one that is sent."""
         sent = self.tokens(prompt)
-        if self.max_cost is not None and price is not None:
-            expected = math.ceil(sent * self.ratio.get(who, 1.0))
-            worst = (expected + max_tokens) / 1e6 * price
-            if self.usd + worst > self.max_cost:
-                total = sum(self.sent.values()) + sum(self.received.values())
-                raise CostCeilingReached(f"stopped before {what}: it could cost up to ${worst:,.4f} ({expected:,} tokens sent, up "
-                                         f"to {max_tokens:,} received), which with the ${self.usd:,.4f} spent so far ({total:,} "
-                                         f"tokens in {sum(self.requests.values())} request(s)) passes `max_cost` "
-                                         f"${self.max_cost:,.4f}; nothing more was sent", "max_cost")
-        return sent
 
-    def after(self, who: str, price: float | None, sent: int, reply) -> None:
-        """Count one request to ``who``: ``sent`` (from :meth:`before`) and ``reply``'s tokens
-        (:class:`~embedeval.llm.ChatReply`), each at least what the server says it counted."""
+        def sending(attempt: int) -> None:
+            self.check(who, price, sent, max_tokens, what if attempt == 1 else f"{what} (its attempt {attempt})")
+            if on_attempt is not None:
+                on_attempt()
+
+        def failed(error: BaseException) -> None:
+            self._count(who, price, sent, 0 if refused_by_server(error) else max_tokens)
+
+        reply = llm.ask(prompt, max_tokens, sending=sending, failed=failed, max_attempts=max_attempts)
+        self.after(who, price, sent, reply, max_tokens, what)
+        return reply
+
+    def check(self, who: str, price: float | None, sent: int, max_tokens: int, what: str) -> None:
+        """One :class:`CostCeilingReached` when sending ``sent`` tokens (:meth:`tokens` of the
+        prompt) to ``who`` at ``price`` for up to ``max_tokens`` of answer could take the spending
+        past ``max_cost``; ``what`` names the request in it."""
+        if self.max_cost is None or price is None:
+            return
+        expected = math.ceil(sent * self.ratio.get(who, 1.0))
+        worst = (expected + max_tokens) / 1e6 * price
+        if self.usd + worst > self.max_cost:
+            raise CostCeilingReached(f"stopped before {what}: it could cost up to ${worst:,.4f} ({expected:,} tokens sent, up "
+                                     f"to {max_tokens:,} received), which with the ${self.usd:,.4f} spent so far "
+                                     f"({self._spent_tokens()}) passes `max_cost` ${self.max_cost:,.4f}; nothing more was sent",
+                                     "max_cost")
+
+    def after(self, who: str, price: float | None, sent: int, reply, max_tokens: int | None = None, what: str = "a request") -> None:
+        """Count one answered attempt of ``who``: ``sent`` (:meth:`tokens` of its prompt) and
+        ``reply``'s tokens (:class:`~embedeval.llm.ChatReply`), each at least what the server says
+        it counted; an answer longer than ``max_tokens`` is noted for :meth:`stop_if_over`."""
         if sent and (reply.prompt_tokens or 0) > sent:
             self.ratio[who] = max(self.ratio.get(who, 1.0), reply.prompt_tokens / sent)
-        sent = max(sent, reply.prompt_tokens or 0)
         received = max(self.tokens(reply.text), reply.completion_tokens or 0)
+        self._count(who, price, max(sent, reply.prompt_tokens or 0), received)
+        if max_tokens is not None and received > max_tokens:
+            self.over = f"the answer to {what} was {received:,} tokens, past its max_tokens of {max_tokens:,} (a server that ignores it)"
+
+    def stop_if_over(self) -> None:
+        """One :class:`CostCeilingReached` when what was counted passed ``max_cost`` (an answer
+        longer than its ``max_tokens``): the run stops here, before another request."""
+        if self.max_cost is not None and self.usd > self.max_cost:
+            said = f"{self.over}: " if self.over else ""
+            raise CostCeilingReached(f"stopped: {said}${self.usd:,.4f} spent ({self._spent_tokens()}) passes `max_cost` "
+                                     f"${self.max_cost:,.4f}; nothing more was sent", "max_cost")
+
+    def _count(self, who: str, price: float | None, sent: int, received: int) -> None:
         self.requests[who] = self.requests.get(who, 0) + 1
         self.sent[who] = self.sent.get(who, 0) + sent
         self.received[who] = self.received.get(who, 0) + received
         if price is not None:
             self.usd += (sent + received) / 1e6 * price
+
+    def _spent_tokens(self) -> str:
+        total = sum(self.sent.values()) + sum(self.received.values())
+        return f"{total:,} tokens in {sum(self.requests.values())} request(s)"
 
     def usage(self, who: str) -> dict:
         """What was sent to ``who`` and received, as a needle draft's provenance records it."""

@@ -359,3 +359,130 @@ def test_a_chat_server_quoting_its_key_url_encoded_never_reaches_the_error_line(
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert result.exit_code == 1 and len(lines) == 1 and "the key *** was refused" in lines[0], result.output
     assert quote(key, safe="") not in lines[0] and key not in lines[0]
+
+
+# ---- every paid attempt counted (issue 56, part 4)
+
+
+class _Words:
+    """A token counter that counts words and records how many characters it was given."""
+
+    name = "words"
+
+    def __init__(self):
+        self.given: list[int] = []
+
+    def count(self, texts):
+        self.given += [len(t) for t in texts]
+        return [len(t.split()) for t in texts]
+
+
+def test_every_retry_is_checked_against_the_ceiling_before_it_is_sent_and_counted_at_its_prompt(chat, monkeypatch):
+    """The hostile run of issue 56: retries were not metered; a failing server got 30 full prompts.
+    Each attempt's worst case (prompt + max_tokens) is checked before it is sent, and each refused
+    attempt (an HTTP error status: no answer written) is counted at its prompt's tokens."""
+    from embedeval.plan import ChatMeter, CostCeilingReached
+
+    monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "30")
+    chat.script.fail_with = [500] * 30
+    prompt = "word " * 1000  # 1,250 tokens (a quarter of its 5,000 bytes); each attempt up to 2,250 with its answer
+    meter = ChatMeter(max_cost=5.0, counter=_Words())  # $1,000 per million tokens: $2.25 an attempt at worst
+    with pytest.raises(CostCeilingReached) as info:
+        meter.ask(ChatLLM("m"), "chat", 1000.0, prompt, 1000, "request 1")
+    assert len(chat.requests) == 3  # $1.25 + $1.25 spent, the third's $2.25 fits; the fourth's does not
+    assert meter.usage("chat") == {"requests": 3, "tokens_sent": 3 * 1250, "tokens_received": 0}
+    assert str(info.value).startswith("stopped before request 1 (its attempt 4): it could cost up to $2.2500")
+    assert "with the $3.7500 spent so far (3,750 tokens in 3 request(s)) passes `max_cost` $5.0000" in str(info.value)
+
+
+def test_max_attempts_bounds_what_is_sent_whatever_the_retry_policy(chat, monkeypatch):
+    """`needles draft --attempts 1` still sent 11 and 30 prompts to a failing server (the chat
+    client's retries): ``max_attempts`` now bounds the attempts sent, the retries included."""
+    monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "30")
+    chat.script.fail_with = [500] * 30
+    with pytest.raises(APIError, match=r"^chat model m: gave up after 1 attempts \(HTTP 500"):
+        ChatLLM("m").ask("Q?", 10, max_attempts=1)
+    assert len(chat.requests) == 1
+
+
+class _Failing:
+    """A chat model whose every attempt fails with ``error`` (what :meth:`ChatLLM.ask` tells its watchers)."""
+
+    def __init__(self, error, attempts: int = 2):
+        self.error, self.attempts = error, attempts
+
+    def ask(self, prompt, max_tokens, sending, failed, max_attempts):
+        for attempt in range(1, self.attempts + 1):
+            sending(attempt)
+            failed(self.error)
+        raise APIError("gave up")
+
+
+@pytest.mark.parametrize("error, received", [
+    (__import__("embedeval.net.errors", fromlist=["x"]).status_error(429, "slow down", "K"), 0),
+    (__import__("embedeval.net.errors", fromlist=["x"]).ConnectionFailedError("refused"), 0),
+    (__import__("embedeval.net.errors", fromlist=["x"]).RetryableError("APITimeoutError: Request timed out."), 100),
+    (__import__("embedeval.net.errors", fromlist=["x"]).MalformedResponseError("malformed response (cut off)"), 100),
+])
+def test_an_attempt_without_an_answer_is_counted_as_the_provider_may_bill_it(error, received):
+    """Refused with a status or never connected: its prompt. Timed out, or an answer that broke
+    off: its worst case, the model may have written (and billed) all of its max_tokens."""
+    from embedeval.plan import ChatMeter
+
+    meter = ChatMeter(counter=_Words())
+    with pytest.raises(APIError):
+        meter.ask(_Failing(error), "judge", 1.0, "one two three four", 100, "a request")
+    assert meter.usage("judge") == {"requests": 2, "tokens_sent": 2 * 5, "tokens_received": 2 * received}
+
+
+def test_an_answer_past_its_max_tokens_is_counted_whole_and_stops_the_run(chat):
+    """The hostile run of issue 56: a server that ignores max_tokens spent $2.51 against a ceiling
+    of $0.05 in one request. Its answer is counted by what arrived (or its usage, if larger), and
+    the run stops at the ceiling before another request."""
+    from embedeval.plan import ChatMeter, CostCeilingReached
+
+    chat.script.chat_replies = ["x" * 400_000]  # 100,000 tokens at a quarter of its bytes (more: TOKENIZED_BYTES), 50 asked for
+    meter = ChatMeter(max_cost=0.05)
+    reply = meter.ask(ChatLLM("m"), "chat", 10.0, "Q?", 50, "request 1 for theme 0")
+    assert reply.text == "x" * 400_000 and meter.usage("chat")["tokens_received"] >= 100_000
+    with pytest.raises(CostCeilingReached, match=r"^stopped: the answer to request 1 for theme 0 was [\d,]+ tokens, past its "
+                                                 r"max_tokens of 50 \(a server that ignores it\): \$[12]\.\d+ spent"):
+        meter.stop_if_over()
+    chat.script.chat_replies, chat.script.chat_usage = ["short"], {"prompt_tokens": 1, "completion_tokens": 900_000}
+    meter = ChatMeter(max_cost=0.05)
+    meter.ask(ChatLLM("m"), "chat", 10.0, "Q?", 50, "request 2")
+    assert meter.usage("chat")["tokens_received"] == 900_000  # its usage, larger than the text
+    with pytest.raises(CostCeilingReached, match=r"^stopped: the answer to request 2 was 900,000 tokens"):
+        meter.stop_if_over()
+    assert len(chat.requests) == 2
+
+
+def test_a_long_answer_is_counted_without_tokenising_all_of_it():
+    """The hostile run of issue 56: a 30 MB answer took the tokenizer past 5.7 GB and aborted the
+    process. Only TOKENIZED_BYTES are tokenised; the rest counts one token a byte, an upper bound."""
+    from embedeval.plan import TOKENIZED_BYTES, ChatMeter
+
+    counter = _Words()
+    meter = ChatMeter(counter=counter, margin=0.0)
+    text = "ab " * 1_000_000 + "é"  # 3 MB
+    tokens = meter.tokens(text)
+    assert counter.given == [TOKENIZED_BYTES]
+    rest = len(text.encode()) - TOKENIZED_BYTES
+    assert tokens == len(text[:TOKENIZED_BYTES].split()) + rest  # the head's words (a quarter of its bytes is fewer), the rest by bytes
+    assert tokens >= len(text.split())  # never fewer than the text holds
+    assert meter.tokens("ab " * 10) == 10 and counter.given[-1] == 30  # a short text as it always was
+
+
+def test_a_chat_answer_has_a_cap_of_its_own_far_below_every_answers(chat, monkeypatch):
+    """A chat answer is read, scrubbed, parsed and counted whole: capped at
+    EMBEDEVAL_MAX_CHAT_ANSWER_MB (16), not at the embeddings' 256 MB; refused with one line that
+    names the variable, and not asked for again."""
+    from embedeval.defaults import DEFAULT_MAX_ANSWER_MB, DEFAULT_MAX_CHAT_ANSWER_MB
+
+    assert DEFAULT_MAX_CHAT_ANSWER_MB * 16 <= DEFAULT_MAX_ANSWER_MB
+    monkeypatch.setenv("EMBEDEVAL_MAX_CHAT_ANSWER_MB", "1")
+    chat.script.chat_replies = ["x" * 2_000_000]
+    with pytest.raises(APIError) as info:
+        ChatLLM("m").complete("Q?")
+    message = str(info.value)
+    assert "larger than 1 MB once decompressed (EMBEDEVAL_MAX_CHAT_ANSWER_MB)" in message and len(chat.requests) == 1, message

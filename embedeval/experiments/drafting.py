@@ -47,15 +47,21 @@ description says so.
 What the draft spends is bounded as it runs, not only in the plan: an answer is asked for with
 ``max_tokens`` (:func:`answer_tokens`), holds at most the groups asked for (the rest are cut
 before any check), a redraft quotes back only the known fields of the rejected groups, cut
-(:func:`_draft_text`), and with ``max_cost`` every request (of the chat model and of the judge)
-is counted as sent and received (:class:`~embedeval.plan.ChatMeter`) and none is sent that could
-take the spending past it.
+(:func:`_draft_text`), ``attempts`` bounds the requests sent per theme, a retry of a failed one
+included, and with ``max_cost`` every attempt sent (of the chat model and of the judge, retries
+included) is counted (:meth:`~embedeval.plan.ChatMeter.ask`): none is sent that could take the
+spending past it, and an answer longer than its ``max_tokens`` that took it past stops the draft
+once the answer is written. Every answer is written before it is checked (a row of the rejected
+table whose reason begins :data:`UNCHECKED` until its checks end), so a draft stopped, failed or
+killed (SIGTERM, ``kill -9``) while it checks an answer, the judge's requests included, loses
+nothing paid for: a rerun checks that answer first, without asking for it again.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -80,7 +86,7 @@ from embedeval.io import (
     atomic_path, check_output_file, json_text, output_file_lock, read_json, read_table, replacing_allowed, text_sha256, write_text_atomic,
     written_by_embedeval,
 )
-from embedeval.llm import ChatLLM, answer_json, chat_spec_difference, check_temperature, parse_chat_spec
+from embedeval.llm import ChatLLM, ChatReply, answer_json, chat_spec_difference, check_temperature, parse_chat_spec
 from embedeval.plan import ChatMeter, CostCeilingReached, EmbedderPlan, check_ceiling, check_price, plan_documents
 from embedeval.metrics import nearest_cosines
 from embedeval.options import (
@@ -112,6 +118,11 @@ SENT_BACK_CHARS = 300
 #: ``category`` (filled in when missing or taken). Any other field a model writes (``distractors``,
 #: ``questions``: texts no check tests; ``notes``) stays out, its name recorded in ``checks.ignored_fields``.
 DRAFT_FIELDS = ("id", "category", *SENT_BACK_FIELDS)
+#: How the rejected table's reason of an answer not checked to the end begins (the draft was stopped,
+#: failed or was killed while checking it: :func:`_unchecked`): a rerun checks it first, without
+#: asking for it again, as :data:`RECHECKED` ends the reason.
+UNCHECKED = "not checked to the end"
+RECHECKED = " (a rerun checks it first, without asking again)"
 #: Characters of a reason a redraft quotes back.
 REASON_SENT_BACK_CHARS = 600
 #: What the description of a needle set drafted without a judge says.
@@ -697,6 +708,11 @@ def _read_rejected(path: Path) -> pd.DataFrame:
     return table.astype({"theme": int, "attempt": int})
 
 
+def _unchecked(row: dict) -> bool:
+    """Whether a rejected row holds an answer not checked to the end (:data:`UNCHECKED`)."""
+    return str(row["reason"]).startswith(UNCHECKED) and bool(row["answer"])
+
+
 def _rejected_row(theme: int, attempt: int, raw, reason: str, prompt_sha: str, answer: str = "") -> dict:
     group = raw if isinstance(raw, dict) else {}
     texts = {k: group.get(k) for k in ("id", "question", "character", "keyword")}
@@ -708,9 +724,12 @@ def _rejected_row(theme: int, attempt: int, raw, reason: str, prompt_sha: str, a
 
 def save_draft(data: dict, rejected: pd.DataFrame, out: Path) -> None:
     """Write the rejected table (every field quoted, so that any text round-trips: CR, LF, quotes,
-    NUL), then the needle set (checked to load as one first), atomically."""
+    NUL; on the disk, fsync'd, before it replaces the last one: it holds the paid answers not yet
+    checked), then the needle set (checked to load as one first), atomically."""
     with atomic_path(rejected_path_of(out)) as tmp:
         rejected.to_csv(tmp, index=False, quoting=csv.QUOTE_ALL)
+        with open(tmp, "rb") as written:
+            os.fsync(written.fileno())
     if data["groups"]:
         parse_needle_set(data, str(out))
         write_text_atomic(out, json_text(data, 1, ensure_ascii=False) + "\n")
@@ -748,7 +767,7 @@ def run_draft(config: DraftConfig, llm, progress: bool = False, cache_dir=None, 
             say_first(plan_draft_embedding(config, cache_dir, calibrate=False, progress=progress))
         meter = ChatMeter(max_cost)
         provenance = data["provenance"]
-        judging = NeedleJudge(judge, meter, judge_price, provenance["prompts"]) if judge else None
+        judging = NeedleJudge(judge, meter, judge_price, provenance["prompts"], cache_dir) if judge else None
         checker = DraftChecker(config, cache_dir=cache_dir, progress=progress, judge=judging)
         draft = _Draft(config, llm, chat_price, meter, checker, judging, data, rejected, out)
         try:
@@ -756,9 +775,13 @@ def run_draft(config: DraftConfig, llm, progress: bool = False, cache_dir=None, 
                 draft.theme(theme)
         except CostCeilingReached as exc:
             draft.save()
-            kept = len(data["groups"])
-            raise CostCeilingReached(f"{exc}; {kept} accepted group(s) are kept in {out}: run the command again to go on (the "
-                                     "ceiling holds per run: a rerun may spend up to `max_cost` more)" if kept else f"{exc}; no group was accepted yet", "max_cost") from None
+            kept, unchecked = len(data["groups"]), sum(map(_unchecked, draft.rows))
+            said = [f"{kept} accepted group(s) are kept in {out}" if kept else "no group was accepted yet"]
+            if unchecked:
+                said.append(f"{unchecked} answer(s) not checked yet are kept in {rejected_path_of(out)}, for a rerun to check "
+                            "without asking again")
+            go_on = ": run the command again to go on (the ceiling holds per run: a rerun may spend up to `max_cost` more)"
+            raise CostCeilingReached(f"{exc}; {'; '.join(said)}{go_on if kept or unchecked else ''}", "max_cost") from None
         except APIError:
             draft.save()  # a judge's request that failed: the answer it was judging is in the rejected table
             raise
@@ -792,55 +815,79 @@ class _Draft:
         self.usage_before = {who: _usage_of(usage.get(who)) for who in ("chat", "judge")}
 
     def theme(self, theme: Theme) -> None:
-        """Ask for ``theme``'s missing groups, up to ``attempts`` requests, each answer checked."""
-        data, config = self.data, self.config
+        """Check the answers for ``theme`` an earlier run left unchecked (:data:`UNCHECKED`), then
+        ask for its missing groups: up to ``attempts`` requests sent, retries included, each
+        answer on disk before it is checked."""
+        data, config, cluster = self.data, self.config, theme.cluster
         prompts = data["provenance"]["prompts"]
-        self.accepted[theme.cluster] = sum(g.get("theme") == theme.cluster for g in data["groups"])
-        self.rejected_now[theme.cluster] = 0
-        missing = config.per_theme - self.accepted[theme.cluster]
+        self.accepted[cluster] = sum(g.get("theme") == cluster for g in data["groups"])
+        self.rejected_now[cluster] = 0
+        missing = config.per_theme - self.accepted[cluster]
         if missing <= 0:
             return
         first = draft_prompt(theme, missing)
-        data["provenance"]["theme_prompts"][str(theme.cluster)] = sha256_text(first)
-        prompt = first
-        for attempt in range(1, config.attempts + 1):
-            sha = sha256_text(prompt)
-            prompts[sha] = prompt
-            limit = answer_tokens(missing)
-            sent = self.meter.before("chat", self.price, prompt, limit, f"request {attempt} for theme {theme.cluster}")
-            reply = self.llm.ask(prompt, limit)  # a network failure ends the draft here: everything accepted is written
-            self.meter.after("chat", self.price, sent, reply)
-            self.requests += 1
-            try:
-                raws = _scrubbed(parse_drafts(reply), self.llm.scrub)
-            except InputError as exc:
-                sent_back = [(_cut(reply.text, SENT_BACK_CHARS), str(exc))]
-                self.rows.append(_rejected_row(theme.cluster, attempt, None, str(exc), sha, reply.text))
-                self.rejected_now[theme.cluster] += 1
-            else:
-                self.usable += 1
-                kept, refused = self._check(raws, theme.cluster, attempt, missing, sha, reply.text)
-                sent_back = [(_draft_text(raw), reason) for raw, reason in refused]
-                missing -= len(kept)
-            self.save()
+        data["provenance"]["theme_prompts"][str(cluster)] = sha256_text(first)
+        prompt, sent = first, 0
+        for row in [r for r in self.rows if r["theme"] == cluster and _unchecked(r)]:
             if missing <= 0:
                 break
+            self.rows = [r for r in self.rows if r is not row]  # paid for in an earlier run: checked now, not asked for again
+            missing, sent_back = self._answer(cluster, row["attempt"], missing, row["prompt_sha256"], ChatReply(row["answer"]))
             prompt = redraft_prompt(first, missing, sent_back)
 
-    def _check(self, raws: list, theme: int, attempt: int, missing: int, sha: str, answer: str):
+        def sending() -> None:
+            nonlocal sent
+            sent += 1
+
+        while missing > 0 and sent < config.attempts:
+            sha = sha256_text(prompt)
+            prompts[sha] = prompt
+            # a network failure ends the draft here: everything accepted is written
+            reply = self.meter.ask(self.llm, "chat", self.price, prompt, answer_tokens(missing), f"request {sent + 1} for theme "
+                                   f"{cluster}", max_attempts=config.attempts - sent, on_attempt=sending)
+            self.requests += 1
+            missing, sent_back = self._answer(cluster, sent, missing, sha, reply)
+            prompt = redraft_prompt(first, missing, sent_back)
+
+    def _answer(self, theme: int, attempt: int, missing: int, sha: str, reply: ChatReply) -> tuple[int, list[tuple[str, str]]]:
+        """Write the answer to request ``attempt`` (its prompt's sha256 ``sha``) to disk, then check
+        it: (the groups still missing, what a redraft sends back). An answer that took the
+        spending past ``max_cost`` (longer than its ``max_tokens``) stops the draft once it is
+        written (:meth:`~embedeval.plan.ChatMeter.stop_if_over`): a rerun checks it."""
+        try:
+            raws = _scrubbed(parse_drafts(reply), self.llm.scrub)
+        except InputError as exc:
+            self.rows.append(_rejected_row(theme, attempt, None, str(exc), sha, reply.text))
+            self.rejected_now[theme] += 1
+            self.save()
+            self.meter.stop_if_over()
+            return missing, [(_cut(reply.text, SENT_BACK_CHARS), str(exc))]
+        self.usable += 1
+        unchecked = _rejected_row(theme, attempt, None, f"{UNCHECKED}: the draft stopped while checking it{RECHECKED}", sha, reply.text)
+        self.rows.append(unchecked)
+        self.save()  # on disk before any check: a kill while the judge works loses nothing paid for
+        self.meter.stop_if_over()
+        kept, refused = self._check(raws, theme, attempt, missing, sha, unchecked)
+        self.save()
+        return missing - len(kept), [(_draft_text(raw), reason) for raw, reason in refused]
+
+    def _check(self, raws: list, theme: int, attempt: int, missing: int, sha: str, unchecked: dict):
         """Check an answer's groups (the first ``missing``: the rest are cut unread) and keep those
-        that pass; (kept, refused)."""
+        that pass; (kept, refused). ``unchecked``: the answer's row while it is checked, taken out
+        when the checks end, else saying why they did not (:data:`UNCHECKED`)."""
         if len(raws) > missing:
-            self.rows.append(_rejected_row(theme, attempt, None, f"the answer held {len(raws)} groups, {missing} asked for: the "
-                                           f"other {len(raws) - missing} were cut unread", sha))
-            self.rejected_now[theme] += len(raws) - missing
+            cut = _rejected_row(theme, attempt, None, f"the answer held {len(raws)} groups, {missing} asked for: the other "
+                                f"{len(raws) - missing} were cut unread", sha)
+            if cut not in self.rows:  # an answer checked again (:data:`UNCHECKED`) is cut once
+                self.rows.append(cut)
+                self.rejected_now[theme] += len(raws) - missing
             raws = raws[:missing]
         heard = len(self.judging.verdicts) if self.judging else 0
         try:
             kept, refused = self.checker.check(raws, theme, self.data["groups"])
         except BaseException as exc:  # the judge was not asked about every group, Ctrl-C, a failure: the paid answer is kept
             said = str(exc) if isinstance(exc, EmbedevalError) else f"interrupted ({type(exc).__name__}{f': {exc}' if str(exc) else ''})"
-            self.rows.append(_rejected_row(theme, attempt, None, f"not checked to the end: {said}", sha, answer))
+            unchecked["reason"] = f"{UNCHECKED}: {said}{RECHECKED}"
             if not isinstance(exc, (CostCeilingReached, APIError)):  # those two are saved by run_draft, with their message
                 self.save()
             raise
@@ -848,6 +895,7 @@ class _Draft:
             if self.judging:
                 self.data["provenance"]["judge"]["verdicts"] += [{"theme": theme, "attempt": attempt, **v}
                                                                  for v in self.judging.verdicts[heard:]]
+        self.rows = [r for r in self.rows if r is not unchecked]
         for group in kept:
             self.data["groups"].append({**group, "theme": theme, "attempt": attempt, "prompt_sha256": sha})
         self.rows += [_rejected_row(theme, attempt, raw, reason, sha) for raw, reason in refused]

@@ -19,15 +19,16 @@ from embedeval.net.redirects import origin_text
 from embedeval.net.settings import MAX_ANSWER_ENV, max_answer_bytes_from_env
 
 
-def capped(pieces: Iterable[bytes], max_bytes: int, url: str) -> Iterator[bytes]:
+def capped(pieces: Iterable[bytes], max_bytes: int, url: str, setting: str = MAX_ANSWER_ENV) -> Iterator[bytes]:
     """The decompressed pieces of an answer from ``url`` while they hold at most ``max_bytes`` in
-    all; past that an :class:`AnswerTooLargeError` naming the URL's origin and the cap."""
+    all; past that an :class:`AnswerTooLargeError` naming the URL's origin, the cap and the
+    variable that sets it (``setting``)."""
     total = 0
     for piece in pieces:
         total += len(piece)
         if total > max_bytes:
             raise AnswerTooLargeError(f"the answer of {origin_text(url)} is larger than {max_bytes / 2**20:g} MB once "
-                                      f"decompressed ({MAX_ANSWER_ENV}); refused, and not read further")
+                                      f"decompressed ({setting}); refused, and not read further")
         yield piece
 
 
@@ -73,11 +74,12 @@ ANSWER_EXTENSION = "embedeval_answer"
 @dataclass(frozen=True)
 class AnswerLimits:
     """How one answer is read: by the monotonic ``deadline`` (``limit`` says what set it) and to at
-    most ``max_bytes`` once decompressed."""
+    most ``max_bytes`` once decompressed (``setting``: the variable that sets it)."""
 
     deadline: float
     limit: str
     max_bytes: int
+    setting: str = MAX_ANSWER_ENV
 
 
 @functools.cache
@@ -97,7 +99,7 @@ def _answer_stream_class(module: ModuleType) -> type:
                                lambda message: module.ReadTimeout(message, request=self._request))
             for encoding in reversed(self._encodings):
                 body = inflate(body, encoding)
-            yield from capped(body, self._limits.max_bytes, str(self._request.url))
+            yield from capped(body, self._limits.max_bytes, str(self._request.url), self._limits.setting)
 
         def close(self) -> None:
             self._stream.close()
@@ -106,7 +108,7 @@ def _answer_stream_class(module: ModuleType) -> type:
 
 
 def answer_hooks(seconds: float, hooks: Mapping[str, Sequence[Callable]] | None = None,
-                 max_bytes: int | None = None) -> dict[str, list[Callable]]:
+                 max_bytes: int | None = None, setting: str = MAX_ANSWER_ENV) -> dict[str, list[Callable]]:
     """``hooks`` (an ``httpx`` client's ``event_hooks``) and the limits of every answer
     (:class:`AnswerLimits`). A deadline on the whole answer: ``httpx`` has no total timeout (its
     ``timeout`` bounds each read), so a request hook stamps ``monotonic() + seconds`` (or what is
@@ -116,7 +118,7 @@ def answer_hooks(seconds: float, hooks: Mapping[str, Sequence[Callable]] | None 
     ``ReadTimeout`` of the response's own ``httpx`` module (``httpx``, or the ``openai`` client's
     ``httpx2``), which the clients report as a timeout. The status line and headers are bounded only
     by the client's read timeout. A cap on the answer's size once decompressed (``max_bytes``,
-    default :func:`max_answer_bytes_from_env`): the request asks for gzip or deflate only
+    default :func:`max_answer_bytes_from_env`; ``setting`` names the variable that sets it): the request asks for gzip or deflate only
     (:data:`ACCEPT_ENCODING`), the response hook inflates them itself, a piece at a time
     (:func:`inflate`, :func:`capped`), and an answer in another encoding is refused. Hooks, not a
     transport: a client given a transport ignores the proxy of the environment (``HTTPS_PROXY``)
@@ -125,7 +127,7 @@ def answer_hooks(seconds: float, hooks: Mapping[str, Sequence[Callable]] | None 
 
     def stamp_limits(request) -> None:
         limit, why = attempt_limit(seconds)
-        request.extensions[ANSWER_EXTENSION] = AnswerLimits(time.monotonic() + limit, why, cap)
+        request.extensions[ANSWER_EXTENSION] = AnswerLimits(time.monotonic() + limit, why, cap, setting)
         timeouts = request.extensions.get("timeout")
         if limit < seconds and isinstance(timeouts, dict):  # the status line, too, within what is left
             request.extensions["timeout"] = {name: limit if value is None else min(value, limit) for name, value in timeouts.items()}

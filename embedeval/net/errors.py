@@ -58,7 +58,22 @@ TRANSIENT_STATUSES = (429, 500, 502, 503, 504)
 
 def status_error(status: int | None, message: str, key_env: str, headers: Mapping[str, str] | None = None) -> Exception:
     """Map an HTTP status to a retryable or fatal error with a readable message; a retryable
-    one carries the response's ``Retry-After`` (from ``headers``)."""
+    one carries the response's ``Retry-After`` (from ``headers``), and one of an error status its
+    ``refused_status`` (the server said no: it wrote no answer, :func:`refused_by_server`)."""
+    error = _status_error(status, message, key_env, headers)
+    if status is not None and not 200 <= status < 300:
+        error.refused_status = status
+    return error
+
+
+def refused_by_server(error: BaseException) -> bool:
+    """Whether a failed request got no answer written: the server refused it with an error status
+    (429, 5xx, 4xx: :func:`status_error`) or the connection failed (:class:`ConnectionFailedError`);
+    not a timeout, nor an answer that broke off, was malformed or too large."""
+    return getattr(error, "refused_status", None) is not None or isinstance(error, ConnectionFailedError)
+
+
+def _status_error(status: int | None, message: str, key_env: str, headers: Mapping[str, str] | None) -> Exception:
     if status in (401, 403):
         return FatalAPIError(f"authentication failed (HTTP {status}); check {key_env}")
     if status is not None and 200 <= status < 300:  # the request went through; its body did not parse

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import os
 
-from embedeval.defaults import DEFAULT_MAX_ANSWER_MB, DEFAULT_REQUEST_TIMEOUT
+from embedeval.defaults import DEFAULT_MAX_ANSWER_MB, DEFAULT_MAX_CHAT_ANSWER_MB, DEFAULT_REQUEST_TIMEOUT
 from embedeval.errors import ConfigError
 
-#: The environment variables of the request deadline (seconds) and of the answer size cap (megabytes).
+#: The environment variables of the request deadline (seconds) and of the answer size caps
+#: (megabytes: every answer's, and a chat model's).
 REQUEST_DEADLINE_ENV = "EMBEDEVAL_REQUEST_DEADLINE"
 MAX_ANSWER_ENV = "EMBEDEVAL_MAX_ANSWER_MB"
+MAX_CHAT_ANSWER_ENV = "EMBEDEVAL_MAX_CHAT_ANSWER_MB"
 
 
 def env_number(name: str, default: float) -> float:
@@ -49,7 +51,21 @@ def request_timeout_from_env() -> float:
 def max_answer_bytes_from_env() -> int:
     """Bytes an answer may hold once decompressed: ``EMBEDEVAL_MAX_ANSWER_MB`` (megabytes, decimals
     allowed) or :data:`~embedeval.defaults.DEFAULT_MAX_ANSWER_MB` (256)."""
-    megabytes = env_number(MAX_ANSWER_ENV, DEFAULT_MAX_ANSWER_MB)
+    return _megabytes(MAX_ANSWER_ENV, DEFAULT_MAX_ANSWER_MB)
+
+
+def max_chat_answer_from_env() -> tuple[int, str]:
+    """(bytes a chat model's answer may hold once decompressed, the variable that says so): the
+    smaller of :func:`max_answer_bytes_from_env` and ``EMBEDEVAL_MAX_CHAT_ANSWER_MB`` (megabytes,
+    decimals allowed; default :data:`~embedeval.defaults.DEFAULT_MAX_CHAT_ANSWER_MB`, 16)."""
+    chat = _megabytes(MAX_CHAT_ANSWER_ENV, DEFAULT_MAX_CHAT_ANSWER_MB)
+    every = max_answer_bytes_from_env()
+    return (chat, MAX_CHAT_ANSWER_ENV) if chat <= every else (every, MAX_ANSWER_ENV)
+
+
+def _megabytes(name: str, default: float) -> int:
+    """Bytes from the environment variable ``name`` in megabytes (a finite positive number), or ``default``."""
+    megabytes = env_number(name, default)
     if megabytes == float("inf"):
-        raise ConfigError(f"{MAX_ANSWER_ENV} must be a finite number of megabytes, not {os.environ[MAX_ANSWER_ENV]!r}")
+        raise ConfigError(f"{name} must be a finite number of megabytes, not {os.environ[name]!r}")
     return int(megabytes * 2**20)

@@ -611,3 +611,102 @@ def test_a_redirect_loop_on_the_same_origin_is_one_line_that_says_so(themes_run,
     line = one_line(draft(themes_run, tmp_path / "n.json", "--themes-ids", str(theme_of(themes_run, "cooking")), "--per-theme", "1"))
     assert line.startswith("error: chat model fake-model: the server redirected too many times (a redirect loop"), line
     assert len(chat.requests) <= 21  # one attempt's redirects, not retried
+
+
+# ---- every paid attempt counted, every paid answer kept (issue 56, part 4)
+
+
+def test_attempts_bound_the_prompts_sent_retries_included_and_each_retry_is_metered(themes_run, chat, tmp_path, monkeypatch):
+    """The hostile run of issue 56: a failing server got 11 and 30 full prompts under --attempts 1
+    (the chat client's own retries), none of them counted against --max-cost."""
+    monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "30")
+    cooking = theme_of(themes_run, "cooking")
+    chat.script.fail_with = [500] * 30
+    out = tmp_path / "n.json"
+    line = one_line(draft(themes_run, out, "--themes-ids", str(cooking), "--per-theme", "1", "--attempts", "1"))
+    assert line.startswith("error: chat model fake-model: gave up after 1 attempts (HTTP 500"), line
+    assert len(chat.requests) == 1
+
+    # the judge's requests, retried by the network's policy (30 attempts here), are checked before each attempt: its worst
+    # case (prompt and 200 tokens of answer) must fit, and each attempt refused with a status is counted at its prompt
+    chat.requests.clear()
+    chat.script.fail_with = [200] + [500] * 40  # the draft is answered, the judge fails every time
+    chat.script.chat_replies = [json.dumps({"groups": [GOOD]})]
+    options = ("--themes-ids", str(cooking), "--per-theme", "1", "--attempts", "1", "--judge", "j", "--chat-price", "1")
+    planned = draft(themes_run, out, "--plan", *options).output
+    ceiling = f"{float(planned.split('at most $')[1].split(' ')[0]) + 0.0001:.4f}"  # what the plan allows: it passes
+    line = one_line(draft(themes_run, out, *options, "--max-cost", ceiling))
+    judged = [r for r in chat.requests if r["model"] == "j"]
+    assert line.startswith("error: stopped before the judge's request on group theme"), line
+    assert f"(its attempt {len(judged) + 1}): it could cost up to $0.0" in line and 2 < len(judged) < 30, line
+    assert f"passes --max-cost ${ceiling}; nothing more was sent" in line
+    (row,) = _read_rejected(rejected_path_of(out)).to_dict("records")  # the paid answer, for the rerun to check
+    assert row["reason"].startswith("not checked to the end: stopped before the judge's request")
+
+
+def test_an_answer_past_max_tokens_stops_the_draft_at_the_ceiling_and_a_rerun_checks_it_without_asking_again(themes_run, chat,
+                                                                                                           tmp_path):
+    """The hostile run of issue 56: a server that ignores max_tokens spent $2.51 against --max-cost
+    $0.05 in one request. Its answer is counted by what arrived, written before any check, and the
+    draft stops at once; the rerun checks that paid answer, and asks for nothing."""
+    cooking = theme_of(themes_run, "cooking")
+    chat.script.chat_replies = [json.dumps({"groups": [{**GOOD, "notes": "n" * 400_000}]})]  # ~200,000 tokens, 500 asked for
+    out = tmp_path / "n.json"
+    options = ("--themes-ids", str(cooking), "--per-theme", "1", "--max-cost", "0.05", "--chat-price", "1")
+    line = one_line(draft(themes_run, out, *options))
+    assert line.startswith(f"error: stopped: the answer to request 1 for theme {cooking} was "), line
+    assert "past its max_tokens of 500 (a server that ignores it): $0.2" in line and "passes --max-cost $0.0500" in line
+    assert line.endswith(f"no group was accepted yet; 1 answer(s) not checked yet are kept in {rejected_path_of(out)}, for a rerun "
+                         "to check without asking again: run the command again to go on (the ceiling holds per run: a rerun may "
+                         "spend up to --max-cost more)"), line
+    (row,) = _read_rejected(rejected_path_of(out)).to_dict("records")
+    assert row["reason"].startswith("not checked to the end") and json.loads(row["answer"])["groups"][0]["character"] == "Yuki"
+    assert len(chat.requests) == 1
+
+    resumed = draft(themes_run, out, *options)
+    assert resumed.exit_code == 0, resumed.output
+    assert [g.character for g in load_needle_set(out).groups] == ["Yuki"] and len(chat.requests) == 1
+    assert _read_rejected(rejected_path_of(out)).empty
+
+
+def test_a_draft_killed_while_the_judge_works_loses_no_paid_answer(themes_run, chat, tmp_path):
+    """The hostile run of issue 56: SIGKILL (or SIGTERM) while the judge worked lost the paid chat
+    answer. It is on disk before the judge is asked, and each verdict as it arrives; the rerun checks
+    the answer and pays for nothing again: not the answer, not the verdict heard before the kill."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    cooking = theme_of(themes_run, "cooking")
+    chat.script.chat_replies = [json.dumps({"groups": [GOOD]})]
+    stalled = threading.Event()
+
+    def stalling_judge(prompt: str):
+        if "Needle: " not in prompt:
+            return None
+        if f"Needle: {GOOD['needles']['inverted']}" in prompt:
+            stalled.set()
+            time.sleep(20)  # the judge works on its second needle: killed meanwhile
+        return json.dumps(ANSWERS)
+
+    chat.script.chat_reply_for = stalling_judge
+    out = tmp_path / "n.json"
+    options = ["--themes-ids", str(cooking), "--per-theme", "1", "--judge", "judge-model"]
+    process = subprocess.Popen([sys.executable, "-c", "from embedeval.cli import main; main()", "needles", "draft", "--themes",
+                                str(themes_run), "--llm", "fake-model", "--out", str(out), "-q", *options],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+    try:
+        assert stalled.wait(120), process.communicate(timeout=5)
+    finally:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+    (row,) = _read_rejected(rejected_path_of(out)).to_dict("records")
+    assert row["reason"].startswith("not checked to the end") and json.loads(row["answer"]) == {"groups": [GOOD]}
+
+    chat.script.chat_reply_for = judged_by({GOOD["needles"]["inverted"]: ANSWERS})  # the one-hop needle's verdict: kept
+    resumed = draft(themes_run, out, *options)
+    assert resumed.exit_code == 0, resumed.output
+    assert [r["model"] for r in chat.requests] == ["fake-model", "judge-model", "judge-model", "judge-model"]  # nothing twice
+    assert sum(GOOD["needles"]["onehop"] in prompt for prompt in prompts_sent(chat)) == 1
+    assert [g.character for g in load_needle_set(out).groups] == ["Yuki"] and _read_rejected(rejected_path_of(out)).empty
