@@ -229,7 +229,10 @@ def strategy_help() -> str:
 CACHE_DIR = Option("cache_dir", "--cache-dir", "Embedding cache folder (default: user cache dir).", Optional[Path],
                    envvar=CACHE_ENV)
 QUIET = Option("quiet", "--quiet", "No progress bars or step lines (on stderr).", bool, False, short="-q")
-SEED = Option("seed", "--seed", "Random seed (recorded).", int, DEFAULT_SEED, whole_at_least(0))  # numpy takes no negative seed
+#: Every seed: numpy takes no negative seed, UMAP's ``random_state`` none past 2**32 - 1, and a run's
+#: tables (Parquet, int64) none past 2**63 - 1; one range for all, so a seed means one thing everywhere.
+SEED_RANGE = Constraint(lambda value: is_whole(value) and 0 <= value < 2**32, "a whole number in [0, 2**32)")
+SEED = Option("seed", "--seed", "Random seed (recorded).", int, DEFAULT_SEED, SEED_RANGE)
 CORPUS = Option("corpus", "--corpus", "shakespeare, pg-essays (the Paul Graham essays of the original needle-in-a-haystack test), "
                 "gutenberg, dir:PATH (its .txt and .md files; dir:PATH/*.txt picks), jsonl:FILE (a text field per line, optional id) "
                 "or parquet:FILE (column text, optional id).", str, DEFAULT_CORPUS)
@@ -354,8 +357,7 @@ MIN_OUTSIDE_PERCENTILE = Option("min_outside_percentile", "--min-outside-percent
                                 "to the target theme: its mean cosine to the theme's nearest chunks at or above this percentile (0-100) of "
                                 "the same statistic over the corpus chunks outside the theme.", float, DEFAULT_MIN_OUTSIDE_PERCENTILE,
                                 number_in(0, 100))
-THEME_SEED = SEED.but(help="UMAP's random_state (the study's 42).", default=DEFAULT_THEME_SEED,
-                      constraint=Constraint(lambda value: is_whole(value) and 0 <= value < 2**32, "a whole number in [0, 2**32)"))
+THEME_SEED = SEED.but(help="UMAP's random_state (the study's 42).", default=DEFAULT_THEME_SEED)
 THEME_RUNS = Option("runs", "--runs", "Clusterings the themes are the consensus of (UMAP seeds and float-noise perturbations of the "
                     "vectors); a theme is kept when it comes back in at least half of them. 1: the study's single run.", int, DEFAULT_THEME_RUNS,
                     whole_between(1, MAX_THEME_RUNS, "clusterings"))
@@ -364,7 +366,7 @@ THEME_NEIGHBOURHOOD = Option("neighbourhood", "--neighbourhood", "With several -
                              "its own votes only.", int, DEFAULT_THEME_NEIGHBOURHOOD, whole_at_least(1))
 CHUNK_SEED = Option("chunk_seed", "--chunk-seed", "Seed the chunk sizes are drawn with: the similarity commands' --seed, whose default "
                     "it shares, so both cut a corpus into the same chunks (cached) and embed them once.", int, DEFAULT_SEED,
-                    whole_at_least(0))
+                    SEED_RANGE)
 
 # --- chat models (embedeval expand, embedeval needles draft; embedeval.llm checks the temperature) --
 

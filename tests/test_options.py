@@ -123,16 +123,18 @@ def test_the_library_and_the_command_line_refuse_a_negative_seed_with_the_same_w
     haystacks (the library took it too); the themes' UMAP seed must be < 2**32, which is what RandomState takes."""
     with pytest.raises(ConfigError) as refused:
         NolimaConfig(grid=HaystackGrid(seed=-1), out=str(tmp_path / "lib"))
-    assert str(refused.value) == "`seed` must be a whole number >= 0, not -1"
+    with pytest.raises(ConfigError, match=r"in \[0, 2\*\*32\), not 100000000000000000000"):  # the fuzz tier: a Parquet OverflowError
+        HaystackGrid(seed=10**20)
+    assert str(refused.value) == "`seed` must be a whole number in [0, 2**32), not -1"
     for seed in (True, "0"):
-        with pytest.raises(ConfigError, match="`seed` must be a whole number >= 0"):
+        with pytest.raises(ConfigError, match=r"`seed` must be a whole number in \[0, 2\*\*32\)"):
             HaystackGrid(seed=seed)
     result = CliRunner().invoke(app, ["nolima", "--seed", "-1", "--embedder", "bm25", "--out", str(tmp_path / "cli"), "-q"])
-    assert result.exit_code == 1 and result.output.strip() == "error: --seed must be a whole number >= 0, not -1"
+    assert result.exit_code == 1 and result.output.strip() == "error: --seed must be a whole number in [0, 2**32), not -1"
     assert not (tmp_path / "lib").exists() and not (tmp_path / "cli").exists()
     with pytest.raises(ConfigError, match=r"^`seed` must be a whole number in \[0, 2\*\*32\), not 4294967296$"):
         ThemesConfig(seed=2**32).validate()
-    with pytest.raises(ConfigError, match=r"^`chunk_seed` must be a whole number >= 0, not -1$"):
+    with pytest.raises(ConfigError, match=r"^`chunk_seed` must be a whole number in \[0, 2\*\*32\), not -1$"):
         ThemesConfig(chunk_seed=-1).validate()
 
 
@@ -195,5 +197,5 @@ def test_a_similarity_command_refuses_a_negative_seed_in_one_line(tmp_path, comm
         (books / f"b{i}.txt").write_text("Ann was there. " * 50)
     result = CliRunner().invoke(app, ["similarity", command, "--pairs", str(tmp_path / "pairs.csv"), "--corpus", f"dir:{books}",
                                       "--seed", "-1", "-e", "bm25", "--out", str(tmp_path / "out.csv")])
-    assert result.exit_code == 1 and result.output.strip() == "error: --seed must be a whole number >= 0, not -1", result.output
+    assert result.exit_code == 1 and result.output.strip() == "error: --seed must be a whole number in [0, 2**32), not -1", result.output
     assert not (tmp_path / "out.csv").exists()
