@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from embedeval.io import file_sha256, json_text, write_text_atomic
-from embedeval.jsonread import loads
+from embedeval.jsonread import load_file
 
 RECORD = "derived.json"
 #: What the copy of an edited output is named after: ``report.md.edited-20261129T072600``
@@ -57,7 +57,7 @@ def fresh_outputs(out: Path, digest: str) -> bool:
     they were written (a missing, altered or unreadable file or record means no)."""
     out = Path(out)
     try:
-        record = loads((out / RECORD).read_text(encoding="utf-8"))
+        record = load_file(out / RECORD)
         files = record["files"]
         return (record["inputs"] == digest and bool(files)
                 and all(file_sha256(out / name) == sha for name, sha in files.items()))
@@ -69,7 +69,7 @@ def recorded_files(out: Path) -> dict[str, str]:
     """The files ``out``'s record lists (name -> sha256): what embedeval wrote there; empty
     without a readable record."""
     try:
-        files = loads((Path(out) / RECORD).read_text(encoding="utf-8"))["files"]
+        files = load_file(Path(out) / RECORD)["files"]
     except (OSError, ValueError, KeyError, TypeError):
         return {}
     return files if isinstance(files, dict) and all(isinstance(v, str) for v in files.values()) else {}
@@ -108,7 +108,7 @@ def record_rewritten(out: Path, names: Iterable[str]) -> None:
     says what embedeval last wrote there (:func:`keep_edited`)."""
     out = Path(out)
     try:
-        record = loads((out / RECORD).read_text(encoding="utf-8"))
+        record = load_file(out / RECORD)
     except (OSError, ValueError):
         return
     files = recorded_files(out)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 
 from embedeval.errors import APIError, InputError
-from embedeval.jsonread import JsonLimitError, loads
+from embedeval.jsonread import JsonLimitError, load_file, loads
 from embedeval.io import json_text, write_text_atomic
 from embedeval.llm import ChatLLM
 from embedeval.needles import NeedleSet
@@ -128,7 +128,7 @@ def build_expansion_file(needle_set: NeedleSet, sizes: Sequence[int], llm: ChatL
 def _read_checkpoint(path: str | os.PathLike, data: dict) -> dict:
     """The finished expansions saved in ``path`` by an earlier call with the same settings, else {}."""
     try:
-        saved = loads(Path(path).read_text(encoding="utf-8"))
+        saved = load_file(Path(path))
     except (OSError, ValueError):
         return {}
     same = isinstance(saved, dict) and all(saved.get(k) == data[k] for k in ("needle_set", "model", "prompt", "temperature"))
@@ -181,7 +181,7 @@ def load_expansions(path: str | os.PathLike, needle_set: NeedleSet | None = None
     """Load and validate an expansion file."""
     source = Path(path)
     try:
-        data = loads(source.read_text(encoding="utf-8"))
+        data = load_file(source)
     except FileNotFoundError:
         raise InputError(f"expansion file {source} does not exist") from None
     except OSError as exc:  # a folder, no permission

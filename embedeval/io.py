@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from embedeval.bounds import MAX_LINE_BYTES, MIB
 from embedeval.errors import InputError, OutputError
-from embedeval.jsonread import JsonLimitError, loads
+from embedeval.jsonread import JsonLimitError, load_file, loads
 from embedeval.locks import LOCK_NAME, OUTPUT_WAIT, hold, release_lock, remove_if_empty, write_holder
 from embedeval.ownership import file_sha256  # noqa: F401  (named here as it always was: the hash of an input file)
 from embedeval.ownership import output_key, record_written, written_by_embedeval
@@ -320,7 +320,7 @@ def read_json(path: str | os.PathLike):
     """The JSON value in a file, or one :class:`InputError` naming the file when it cannot be read
     or parsed."""
     try:
-        return loads(Path(path).read_text(encoding="utf-8"))
+        return load_file(Path(path))
     except (OSError, ValueError) as exc:
         raise InputError(f"{path} is not valid JSON ({exc})") from None
 

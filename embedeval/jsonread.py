@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 
 from embedeval.bounds import MAX_JSON_BYTES, MIB
@@ -59,3 +60,16 @@ def loads(text: str | bytes):
         return json.loads(text, parse_float=_finite_float, parse_int=_bounded_int)
     except RecursionError:
         raise JsonTooDeep(f"nested deeper than the {sys.getrecursionlimit():,} levels a JSON reader follows") from None
+
+
+def load_file(path) -> object:
+    """The JSON value of the file at ``path``, read as UTF-8 and parsed by :func:`loads`, reading
+    no more than :data:`~embedeval.bounds.MAX_JSON_BYTES` + 1 bytes: a longer file is one
+    :class:`JsonTooLong` before the rest of it is read (a 2 GB file was read whole first). Errors
+    are those of ``Path.read_text`` (``OSError``, ``UnicodeDecodeError``) and of :func:`loads`."""
+    with open(path, "rb") as handle:
+        data = handle.read(MAX_JSON_BYTES + 1)
+        if len(data) > MAX_JSON_BYTES:
+            size = os.fstat(handle.fileno()).st_size
+            raise JsonTooLong(f"longer than the {MAX_JSON_BYTES // MIB} MiB a JSON text may hold ({size:,} bytes; docs/scale.md)")
+    return loads(data.decode("utf-8"))

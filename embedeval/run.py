@@ -44,6 +44,7 @@ from embedeval.defaults import BREAK_SUPPORT, DEFAULT_BREAK_K, DEFAULT_BREAK_MET
 from embedeval.errors import ConfigError, InputError
 from embedeval.grid import HaystackGrid
 from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
+from embedeval.jsonread import load_file
 from embedeval.io import ROUNDING, RowRule, TableSchema, json_text, refuse_first, read_json, read_table, write_table, write_text_atomic
 from embedeval.labels import METRIC_NAMES, METRIC_RANGES, NEEDLE_FREE_POOL, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.metrics import RETRIEVAL_MEASURES
@@ -568,7 +569,7 @@ class RunWriter:
     def reusable_haystacks(self, settings: dict) -> pd.DataFrame | None:
         """The haystacks written with exactly these ``settings``, if they read back, else None."""
         try:
-            if json.loads((self.path / HAYSTACK_SETTINGS).read_text(encoding="utf-8")) == settings:
+            if load_file(self.path / HAYSTACK_SETTINGS) == settings:
                 return pd.read_parquet(self.path / HAYSTACKS)
         except Exception:  # missing, or damaged by hand: build them again
             return None

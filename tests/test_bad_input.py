@@ -645,7 +645,7 @@ def _fuzz_found_files(folder):
     (["needles", "check", "groups-null.json"], "'groups' must be a non-empty list"),
     (["needles", "check", "id-list.json"], "field 'id' must be a non-empty string"),
     (["needles", "check", "id-null.json"], "field 'id' must be a non-empty string"),
-    (["needles", "check", "nolima-needle-number.json"], "'needle' must be a string (a template)"),
+    (["needles", "check", "nolima-needle-number.json"], "0101_T01: the needle must be a non-empty text"),
     (["needles", "check", "nolima-names.json"], "'character_set' must be a list of names"),
     (["nolima", "--needles", "needles.json", "--expansions", "expansions.json", "--out", "out", "--plan", "-e", "bm25"],
      "group loc-peru at size 100: term 1 is 5, not a non-empty text"),

@@ -184,3 +184,21 @@ def test_a_line_at_the_bound_is_read(tmp_path):
 
     (tmp_path / "t.txt").write_text("a" * MAX_LINE_BYTES + "\r\nb\n")
     assert [len(text) for text in read_texts(tmp_path / "t.txt")] == [MAX_LINE_BYTES, 1]
+
+
+@pytest.mark.parametrize("args", [["needles", "check", "big.json"], ["nolima", "--plan", "--expansions", "big.json", "--out", "run"]],
+                         ids=["needles", "expansions"])
+def test_a_json_file_past_its_bound_is_refused_without_reading_it_whole(tmp_path, monkeypatch, args):
+    """A 4 GiB JSON file (sparse: no disk) is refused after reading 64 MiB of it: each JSON input
+    goes through :func:`~embedeval.jsonread.load_file`, which reads at most the bound plus a byte
+    (it was read whole by ``Path.read_text`` first: 4 GiB of memory, then 8 as text)."""
+    import resource
+
+    with open(tmp_path / "big.json", "wb") as handle:
+        handle.truncate(4 * 2**30)
+    monkeypatch.chdir(tmp_path)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result = CliRunner().invoke(app, args)
+    grew_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert result.exit_code == 1 and "longer than the 64 MiB a JSON text may hold (4,294,967,296 bytes" in result.output, result.output
+    assert grew_mib < 1024, f"the peak grew by {grew_mib:,.0f} MiB"

@@ -37,7 +37,7 @@ from embedeval.embedders.models import (
     weight_shapes,
 )
 from embedeval.defaults import DEFAULT_BATCH_SIZE, DEFAULT_LONG_PASS_BATCH_TOKENS, MIN_CONTENT_TOKENS
-from embedeval.jsonread import loads
+from embedeval.jsonread import load_file
 from embedeval.embedders import onnx, stretch as stretching
 from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.embedders.requests import LateChunks, ModelServer, StretchedIds, Texts, TokenIds
@@ -77,7 +77,7 @@ def position_limit(path: str) -> tuple[int, str] | None:
     :class:`~embedeval.errors.UnknownEmbedderError`."""
     config = Path(path) / "config.json"
     try:
-        settings = loads(config.read_text(encoding="utf-8"))
+        settings = load_file(config)
     except (OSError, ValueError):
         settings = {}  # no config here (a hub name), or one the loader will name as broken
     if not isinstance(settings, dict):
@@ -128,7 +128,7 @@ def _folder_config(path: str) -> dict:
     """The model folder's ``config.json`` as a dict ({} where there is none or it is not an object:
     :func:`position_limit` names a broken one)."""
     try:
-        settings = loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+        settings = load_file(Path(path) / "config.json")
     except (OSError, ValueError):
         return {}
     return settings if isinstance(settings, dict) else {}
@@ -169,7 +169,7 @@ _PLAIN_MODULES = (("sentence_transformers.models.Transformer", "sentence_transfo
 
 def _folder_json(path: str, name: str):
     try:
-        return loads((Path(path) / name).read_text(encoding="utf-8"))
+        return load_file(Path(path) / name)
     except (OSError, ValueError):
         return None
 

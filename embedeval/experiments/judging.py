@@ -23,7 +23,7 @@ from pathlib import Path
 
 from embedeval.errors import InputError
 from embedeval.io import text_sha256, write_text_atomic
-from embedeval.jsonread import loads
+from embedeval.jsonread import load_file
 from embedeval.llm import ChatReply, answer_json
 from embedeval.needles import NO_OVERLAP_VARIANTS, NeedleSet
 from embedeval.paths import default_cache_dir
@@ -128,7 +128,7 @@ class NeedleJudge:
         a draft killed while the judge works asks again for none of the verdicts it heard."""
         path = kept_answer_path(self.cache_dir, self.name, sha)
         try:
-            kept = loads(path.read_text(encoding="utf-8"))
+            kept = load_file(path)
             return ChatReply(kept["text"], kept["kind"], finish_reason=kept["finish_reason"])
         except (OSError, ValueError, KeyError, TypeError):  # not asked yet, or a damaged file: asked again
             pass

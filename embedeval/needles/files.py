@@ -11,7 +11,7 @@ from pathlib import Path
 
 from embedeval.errors import InputError, NeedleSetError
 from embedeval.io import jsonl_objects, read_text_file
-from embedeval.jsonread import JsonLimitError, loads
+from embedeval.jsonread import JsonLimitError, load_file
 from embedeval.labels import QUESTION
 from embedeval.needles.model import distractor_problems, raw_distractors
 
@@ -20,7 +20,7 @@ def read_needle_json(path: str | os.PathLike) -> dict | list:
     """Raw JSON of a needle file; unreadable or malformed JSON is a :class:`NeedleSetError`."""
     source = Path(path)
     try:
-        return loads(source.read_text(encoding="utf-8"))
+        return load_file(source)
     except FileNotFoundError:
         raise NeedleSetError(str(source), [("-", "file does not exist")]) from None
     except IsADirectoryError:
