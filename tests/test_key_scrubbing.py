@@ -1,5 +1,5 @@
 """Issue 56, part 3: a key is scrubbed in every encoding a server or a client may write it (plain,
-URL-encoded, JSON-escaped, base64 as Basic auth sends it), every key of the run by every scrub, and
+URL-encoded once or twice, HTML character references, JSON-escaped, base64 as Basic auth sends it), every key of the run by every scrub, and
 a key too plain to tell from words (``local``, ``k``) masked where embedeval prints it but never
 replaced inside texts. The encodings here are built by hand with ``urllib.parse``, ``json`` and
 ``base64``, not with the code under test."""
@@ -48,6 +48,10 @@ def encodings(key: str) -> dict[str, str]:
         "quote_plus": quote_plus(key),
         "quote_plus, lower-case hex": lower_hex(quote_plus(key)),
         "every byte percent-escaped": "".join(f"%{b:02X}" for b in raw),
+        "quote twice (a URL in a URL)": quote(quote(key, safe=""), safe=""),
+        "every character a decimal reference": "".join(f"&#{ord(c)};" for c in key),
+        "every character a hex reference": "".join(f"&#x{ord(c):x};" for c in key),
+        "one character a hex reference, upper-case": key.replace("/", "&#X2F;"),
         "json.dumps": json.dumps(key)[1:-1],
         "json.dumps, ensure_ascii=False": json.dumps(key, ensure_ascii=False)[1:-1],
         "json with \\/": json.dumps(key).replace("/", "\\/")[1:-1],

@@ -8,7 +8,8 @@ anything with ``base_url``, ``key_env`` and ``own_server``
 
 The scrubbing rule: text from one server is scrubbed of every key of the run (the chat model's, the
 judge's, the embedders') before it is printed, written or sent to another server. A key is found as
-it is, URL-encoded (``quote`` or ``quote_plus``, upper- or lower-case hex, any of its characters),
+it is, URL-encoded (``quote`` or ``quote_plus``, upper- or lower-case hex, any of its characters,
+once or twice), as HTML numeric character references (``&#47;``, ``&#x2f;``),
 JSON-escaped (``\\uXXXX`` in either case, ``\\/``, any of its characters) and in base64 (standard or
 URL-safe: ``key``, ``:key`` and ``user:key`` as Basic auth sends it), and replaced by ``***``; any
 ``Bearer``/``Basic`` credentials too. A key too short or too common to tell from a text's words
@@ -113,11 +114,19 @@ def _hex(byte: int) -> str:
     return "".join(f"[{d.upper()}{d.lower()}]" if d.isalpha() else d for d in f"{byte:02x}")
 
 
+def _hex_number(number: int) -> str:
+    """A pattern of ``number`` in hex digits of either case (no leading zeros)."""
+    return "".join(f"[{d.upper()}{d.lower()}]" if d.isalpha() else d for d in f"{number:x}")
+
+
 def _char_forms(char: str) -> str:
     """A pattern of ``char`` as any encoding may write it: itself, URL-encoded (each UTF-8 byte
-    ``%XX``; a space as ``+``), JSON-escaped (``\\uXXXX``, a surrogate pair beyond the BMP; ``\\/``,
+    ``%XX``, or twice, ``%25XX``; a space as ``+``), an HTML numeric reference (``&#47;``,
+    ``&#x2F;``), JSON-escaped (``\\uXXXX``, a surrogate pair beyond the BMP; ``\\/``,
     ``\\"``, ``\\\\``)."""
-    forms = [re.escape(char), "".join(f"%{_hex(b)}" for b in char.encode("utf-8"))]
+    forms = [re.escape(char), "".join(f"%{_hex(b)}" for b in char.encode("utf-8")),
+             "".join(f"%25{_hex(b)}" for b in char.encode("utf-8")),  # URL-encoded twice (a URL in a URL)
+             f"&#0*{ord(char)};", f"&#[xX]0*{_hex_number(ord(char))};"]  # an HTML page's numeric character references
     units = char.encode("utf-16-be")
     forms.append("".join(rf"\\u{_hex(units[i])}{_hex(units[i + 1])}" for i in range(0, len(units), 2)))
     forms += {" ": [r"\+"], "/": [r"\\/"], '"': [r'\\"'], "\\": [r"\\\\"]}.get(char, [])
