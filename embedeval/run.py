@@ -109,6 +109,9 @@ def _outside_metric_range(column: str):
 #: a hand-edited or damaged cell is one line naming the file, line and column, not a traceback or a
 #: wrong sentence where it is first used. Recall in ``decision.csv`` is chance-corrected
 #: (``(r - k/n) / (1 - k/n)``): at most 1, below 0 where a reading finds the needle less often than chance.
+#: The columns of a cell (:data:`~embedeval.aggregate.CELL`) that name it in words: never empty in a
+#: table a run wrote (a figure sorts and labels by them).
+CELL_NAMES = ("embedder", "strategy", "query_form", "variant")
 TABLE_SCHEMAS: dict[str, TableSchema] = {
     HAYSTACKS: TableSchema(numbers=("depth", "target_depth"),
                            integers=(*COUNTS, "n_tokens", "needle_start", "needle_end", "seed", "distractors_in_zone"),
@@ -125,7 +128,8 @@ TABLE_SCHEMAS: dict[str, TableSchema] = {
                            ranges={"length": TOKENS, "rank": (1, None), "n_candidates": (1, None), "ties": SOME,
                                    "score": (None, None), **{measure: SHARE for measure in RETRIEVAL_MEASURES}}),
     METRICS: TableSchema(numbers=("value", "ci_lo", "ci_hi"), integers=(*COUNTS, "n"), flags=("own_question",),
-                         texts=("metric",), required=("metric", "length", "n"),
+                         texts=(*CELL_NAMES, "category", "depth_bucket", "metric"),
+                         required=(*CELL, "category", "depth_bucket", "metric", "n"),
                          ranges={"length": TOKENS, "n": (1, None), "value": (None, None), "ci_lo": (None, None),
                                  "ci_hi": (None, None)},
                          unique=(*CELL, "category", "depth_bucket", "metric"),
@@ -137,6 +141,7 @@ TABLE_SCHEMAS: dict[str, TableSchema] = {
                                   "recommended_chunk_tokens", "relative_break_point", "absolute_break_point", "best_length",
                                   "auc_break_point", "n_groups", "window"),
                         flags=("own_question", "at_chance", "break_censored", "chunk_capped"),
+                        texts=CELL_NAMES, required=tuple(column for column in CELL if column != "length"),
                         ranges={**{c: (0, MAX_TABLE_LENGTH) for c in ("break_point", "break_point_lo", "break_point_hi",
                                                                   "recommended_chunk_tokens", "relative_break_point",
                                                                   "absolute_break_point", "auc_break_point")},

@@ -643,6 +643,9 @@ def _second_best(lines: list[str]) -> list[str]:
     ("metrics.csv", _edit_cell(2, "ci_hi", "1.5"), "metrics.csv, line 3, column ci_hi: 1.5 is not in the range of its metric"),
     ("metrics.csv", lambda lines: [*lines[:3], lines[2], *lines[3:]],
      "metrics.csv, line 4, column metric: 'auc' is not a metric once per cell (the row is there twice)"),
+    # the fuzz tier: an empty embedder was a TypeError where the figure sorts the embedders
+    ("metrics.csv", _edit_cell(1, "embedder", ""), "metrics.csv, line 2, column embedder: an empty cell is not a text"),
+    ("breaks.csv", _edit_cell(1, "strategy", ""), "breaks.csv, line 2, column strategy: an empty cell is not a text"),
     ("breaks.csv", _edit_cell(1, "break_point", "-64"), "breaks.csv, line 2, column break_point: -64 is not a whole number from 0"),
 ])
 def test_report_on_an_edited_table_is_one_error_line_naming_file_line_and_column(lexical_run, tmp_path, table, edit, says):
