@@ -127,3 +127,23 @@ def test_drafted_groups_are_scrubbed_text_by_text_not_as_one_json_text():
                quote(JUDGE, safe=""): ["ok", 5, None]}]
     assert _scrubbed(groups, scrub_all) == [{"keyword": "kitchen", "needles": {"onehop": "Kenji baked bread (***).",
                                                                               "inverted": "Bread was baked by Kenji."}, "***": ["ok", 5, None]}]
+
+
+@pytest.mark.parametrize("prose", ["He learned basic arithmetic.", "Noor taught basic first-aid skills.",
+                                   "Yuki cooked a basic three-course meal.", "The standard bearer 1st-class.",
+                                   "Basic first-aid-certified-cooks.", "Bearer instruments"])
+def test_prose_with_basic_or_bearer_is_never_taken_for_credentials_inside_texts(prose):
+    """The audit of issue 56: with no key set, a drafted needle "... in basic cast-iron." was written
+    as "... in basic ***" (any "basic" followed by a word holding a sign was taken for credentials)
+    and passed ``needles check``. Inside texts only a header's shape is credentials."""
+    assert scrub_all(prose) == prose
+
+
+@pytest.mark.parametrize("header", ["Authorization: Bearer sk-abcdef1234567890XYZ",
+                                    "Authorization: Basic " + base64.b64encode(b"user:sk-secret-123456").decode(),
+                                    "Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc123"])
+def test_credentials_a_header_carries_are_scrubbed_whoever_holds_them(header):
+    """Credentials of a key the run does not hold, quoted as a header writes them: scrubbed from
+    texts and from what is printed."""
+    for scrub in (scrub_all, scrub_printed):
+        assert scrub(header).endswith(("Bearer ***", "Basic ***")), scrub(header)

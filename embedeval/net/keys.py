@@ -57,9 +57,16 @@ class ProviderEndpoint:
 
 #: A bearer token or Basic credentials as an ``Authorization`` header carries them: ``Bearer`` (or
 #: ``Basic``, not inside a word: the lookbehind after its first letter keeps the search fast) and a
-#: token of 8 or more token characters holding a digit or a sign (prose such as "Bearer
-#: instruments" stays).
-_CREDENTIALS = re.compile(r"([Bb](?<![A-Za-z0-9_][Bb])(?:earer|asic))\s+(?=[A-Za-z]*[0-9._~+/=-])[A-Za-z0-9._~+/=-]{8,}")
+#: token of 8 or more token characters holding a digit or one of ``_~+/=``, not ending in a full stop
+#: (prose such as "Bearer instruments" or "basic first-aid skills." stays).
+_CREDENTIALS = re.compile(r"([Bb](?<![A-Za-z0-9_][Bb])(?:earer|asic))\s+(?=[A-Za-z.-]*[0-9_~+/=])[A-Za-z0-9._~+/=-]{7,}"
+                          r"[A-Za-z0-9_~+/=-]")
+#: Credentials as only a header writes them, what :func:`scrub_all` replaces inside texts: ``Bearer``
+#: or ``Basic`` capitalised, then a token of 16 or more token characters holding a letter and a digit,
+#: not ending in a full stop. Prose keeps its words ("basic first-aid skills.", "the standard bearer
+#: 1st-class."), which :data:`_CREDENTIALS` would mask wherever embedeval prints them.
+_HEADER_CREDENTIALS = re.compile(r"(?<![A-Za-z0-9_])(Bearer|Basic) (?=[A-Za-z._~+/=-]*[0-9])(?=[0-9._~+/=-]*[A-Za-z])"
+                                 r"[A-Za-z0-9._~+/=-]{15,}[A-Za-z0-9_~+/=-]")
 
 #: A key shorter than this is too short to scrub from texts (:func:`too_plain_to_scrub`).
 MIN_SCRUBBED_KEY = 6
@@ -176,7 +183,8 @@ def _masked(match: re.Match, whole_token: bool) -> str:
 def _scrub(text: str, printed: bool) -> str:
     """``text`` scrubbed of credentials and the run's keys: those too plain to scrub from texts only
     where ``printed``."""
-    text = _CREDENTIALS.sub(lambda m: f"{m.group(1)} {MASK}", text)  # whole, before a key inside leaves a part of it
+    credentials = _CREDENTIALS if printed else _HEADER_CREDENTIALS
+    text = credentials.sub(lambda m: f"{m.group(1)} {MASK}", text)  # whole, before a key inside leaves a part of it
     with _RUN_KEYS_LOCK:
         keys = sorted(_RUN_KEYS, key=len, reverse=True)  # a key holding another is replaced first
     for key in keys:
@@ -190,7 +198,8 @@ def _scrub(text: str, printed: bool) -> str:
 def scrub_all(text: str) -> str:
     """``text`` (anything a server sent: a chat answer, a judge's reason) with every key of the run
     that can be told from words replaced by ``***`` in every encoding, and any bearer token or Basic
-    credentials: what is written, sent to another server or used as content. A key too plain to
+    credentials written as a header writes them (:data:`_HEADER_CREDENTIALS`: prose such as "basic
+    first-aid skills." keeps its words): what is written, sent to another server or used as content. A key too plain to
     scrub (:func:`too_plain_to_scrub`) is left alone here: a needle's words are never mangled."""
     return _scrub(text, printed=False)
 
