@@ -57,6 +57,11 @@ MAX_LINE_BYTES = 8 * MIB
 #: folder's configuration): the shipped needle set is 25 kB and a multilingual tokenizer.json
 #: 17 MB; Python's parsed objects take up to ten times the text.
 MAX_JSON_BYTES = 64 * MIB
+#: Tokens a server may report (its ``usage``) for one chat request: a thousand times the longest
+#: context any chat model takes (about 10**6 tokens). A count past it is taken as this bound: it
+#: still stops a run at its ``--max-cost``, where 10**400 was an ``OverflowError`` in the meter and
+#: an integer no float holds in the needle set's provenance (which embedeval then could not read).
+MAX_REPORTED_TOKENS = 10**9
 
 #: Where a run may be told how much memory it may use (GiB), in place of the machine's physical
 #: memory (:func:`machine_memory`): to allow for swap, or to keep a shared machine's share.

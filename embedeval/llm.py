@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from urllib.parse import urlencode
 
+from embedeval.bounds import MAX_REPORTED_TOKENS
 from embedeval.defaults import DEFAULT_TEMPERATURE
 from embedeval.embedders.options import ServerOptions, split_spec
 from embedeval.errors import APIError, ConfigError, InputError
@@ -227,8 +228,11 @@ def _error_said(response) -> str | None:
 
 
 def _token_count(value) -> int | None:
-    """A token count a server reported, if it is one (a whole number >= 0)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    """A token count a server reported, if it is one (a whole number >= 0), at most
+    :data:`~embedeval.bounds.MAX_REPORTED_TOKENS` (a larger one is taken as that bound)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        return None
+    return min(value, MAX_REPORTED_TOKENS)
 
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)

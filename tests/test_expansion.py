@@ -457,6 +457,24 @@ def test_an_answer_past_its_max_tokens_is_counted_whole_and_stops_the_run(chat):
     assert len(chat.requests) == 2
 
 
+def test_a_usage_past_any_answer_is_taken_at_its_bound_and_still_stops_the_run(chat):
+    """The audit of issue 56: a usage of 10**400 completion tokens was an OverflowError in the meter
+    (the paid answer lost), or, unpriced, an integer no float holds in the needle set's provenance,
+    which embedeval then could not read. It counts as MAX_REPORTED_TOKENS, which stops the run."""
+    import json
+
+    from embedeval.bounds import MAX_REPORTED_TOKENS
+    from embedeval.plan import ChatMeter, CostCeilingReached
+
+    chat.script.chat_replies, chat.script.chat_usage = ["short"], {"prompt_tokens": 1, "completion_tokens": 10**400}
+    meter = ChatMeter(max_cost=0.05)
+    meter.ask(ChatLLM("m"), "chat", 10.0, "Q?", 50, "request 1")
+    assert meter.usage("chat")["tokens_received"] == MAX_REPORTED_TOKENS
+    json.loads(json.dumps(meter.usage("chat")), parse_int=float)  # its provenance holds a number a float holds
+    with pytest.raises(CostCeilingReached, match=r"^stopped: the answer to request 1 was 1,000,000,000 tokens"):
+        meter.stop_if_over()
+
+
 def test_a_long_answer_is_counted_without_tokenising_all_of_it():
     """The hostile run of issue 56: a 30 MB answer took the tokenizer past 5.7 GB and aborted the
     process. Only TOKENIZED_BYTES are tokenised; the rest counts one token a byte, an upper bound."""
