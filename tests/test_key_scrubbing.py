@@ -147,3 +147,17 @@ def test_credentials_a_header_carries_are_scrubbed_whoever_holds_them(header):
     texts and from what is printed."""
     for scrub in (scrub_all, scrub_printed):
         assert scrub(header).endswith(("Bearer ***", "Basic ***")), scrub(header)
+
+
+def test_a_key_an_http_header_cannot_carry_is_one_line_that_does_not_show_it(monkeypatch):
+    """The audit of issue 56: a key beyond ASCII was a UnicodeEncodeError traceback at the first
+    request. It is refused when read, in words that do not show it."""
+    from embedeval.errors import ConfigError
+
+    monkeypatch.setenv("WIDE_KEY", "ключ-секрет-12345")
+    for read in (lambda: APIKey.optional("WIDE_KEY"), lambda: APIKey.from_env("WIDE_KEY", "no key")):
+        with pytest.raises(ConfigError, match="the key in WIDE_KEY holds a character an HTTP header cannot carry") as refused:
+            read()
+        assert "ключ" not in str(refused.value)
+    monkeypatch.setenv("WIDE_KEY", "  sk-plain-ascii-123  ")
+    assert APIKey.optional("WIDE_KEY").value == "sk-plain-ascii-123"

@@ -210,6 +210,18 @@ def scrub_printed(message: str) -> str:
     return _scrub(message, printed=True)
 
 
+def _key_in(env: str) -> str:
+    """The key the environment variable ``env`` holds, blanks stripped ("" when unset); one
+    :class:`~embedeval.errors.ConfigError`, which does not show it, for a key an HTTP header cannot
+    carry (a character that is not printable ASCII: it was a ``UnicodeEncodeError`` traceback at
+    the first request)."""
+    value = os.environ.get(env, "").strip()
+    if value and not (value.isascii() and value.isprintable()):
+        raise ConfigError(f"the key in {env} holds a character an HTTP header cannot carry (keys are printable ASCII); "
+                          "check what the variable holds")
+    return value
+
+
 @dataclass(frozen=True)
 class APIKey:
     """An API key read from the environment variable ``env``; its repr never shows it. Every one
@@ -224,13 +236,13 @@ class APIKey:
     @classmethod
     def optional(cls, env: str | None) -> APIKey:
         """The key in ``env`` if it names a set variable, else no key (a server that wants none)."""
-        return cls(env or "", os.environ.get(env, "").strip() if env else "")
+        return cls(env or "", _key_in(env) if env else "")
 
     @classmethod
     def from_env(cls, env: str, missing: str) -> APIKey:
         """Read ``env``; raise :class:`EmbedderUnavailableError` with the message ``missing``
         when it is unset or blank."""
-        value = os.environ.get(env, "").strip()
+        value = _key_in(env)
         if not value:
             raise EmbedderUnavailableError(missing)
         return cls(env, value)
