@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 import shutil
 import sys
 from collections.abc import Iterable
@@ -90,16 +91,29 @@ def keep_edited(out: Path, names: Iterable[str]) -> list[Path]:
         path = out / name
         if name not in recorded or not path.is_file() or path.is_symlink() or file_sha256(path) == recorded[name]:
             continue
-        copy = path.with_name(f"{path.name}{EDITED}{stamp}")
-        number = 1
-        while copy.exists():
-            number += 1
-            copy = path.with_name(f"{path.name}{EDITED}{stamp}-{number}")
-        shutil.copy2(path, copy)
+        copy = _copy_aside(path, f"{path.name}{EDITED}{stamp}")
         print(f"note: {path} was changed since embedeval wrote it; that version is kept as {copy.name} before it is "
               "written again", file=sys.stderr)
         kept.append(copy)
     return kept
+
+
+def _copy_aside(path: Path, name: str) -> Path:
+    """Copy ``path`` to a new file beside it named ``name`` (``name-2``, ``-3``, ... where a name is
+    taken by anything, a link to nothing included); the copy is created, never opened through a
+    link (``O_EXCL``, ``O_NOFOLLOW``), so nothing is written outside the folder."""
+    number = 1
+    while True:
+        copy = path.with_name(name if number == 1 else f"{name}-{number}")
+        try:
+            handle = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        except FileExistsError:
+            number += 1
+            continue
+        with os.fdopen(handle, "wb") as target, open(path, "rb") as source:
+            shutil.copyfileobj(source, target)
+        shutil.copystat(path, copy)
+        return copy
 
 
 def record_rewritten(out: Path, names: Iterable[str]) -> None:

@@ -713,3 +713,27 @@ def test_an_edited_report_is_kept_aside_with_a_note_when_report_or_a_run_writes_
     assert result.exit_code == 0, result.output
     assert [p.read_text() for p in run.glob("report.html.edited-*")] == ["<p>mine</p>"]
     assert sum(line.startswith("note: ") and "report.html" in line for line in result.output.splitlines()) == 1
+
+
+def test_an_edited_output_is_never_copied_through_a_link_named_as_its_copy(tmp_path, monkeypatch):
+    """The audit of issue 56: a link to nothing named as the copy of an edited report.md
+    (``report.md.edited-TIME``) was written through, outside the run folder. The copy takes the next
+    free name and the link's target is never made."""
+    import datetime as real_dt
+    import types
+
+    from embedeval import derived
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "report.md").write_text("what embedeval wrote\n")
+    derived.record_outputs(run, "digest", ["report.md"])
+    (run / "report.md").write_text("my notes\n")
+    moment = real_dt.datetime(2026, 11, 29, 8, 30, 0)
+    monkeypatch.setattr(derived, "dt", types.SimpleNamespace(datetime=types.SimpleNamespace(now=lambda: moment)))
+    outside = tmp_path / "outside"
+    (run / "report.md.edited-20261129T083000").symlink_to(outside)
+    kept = derived.keep_edited(run, ["report.md"])
+    assert [path.name for path in kept] == ["report.md.edited-20261129T083000-2"]
+    assert kept[0].read_text() == "my notes\n" and not kept[0].is_symlink()
+    assert not outside.exists()
