@@ -57,6 +57,14 @@ MAX_LINE_BYTES = 8 * MIB
 #: folder's configuration): the shipped needle set is 25 kB and a multilingual tokenizer.json
 #: 17 MB; Python's parsed objects take up to ten times the text.
 MAX_JSON_BYTES = 64 * MIB
+#: ``needles draft --per-theme``: needle groups asked of one answer. Its ``max_tokens`` is 300 a
+#: group (``drafting.ANSWER_TOKENS_PER_GROUP``): 50 groups ask for 15,200, about the most a chat
+#: model writes in one answer (16,384 for most); 99,999,999,999 sent a request asking for 3e13.
+MAX_PER_THEME = 50
+#: ``needles draft --attempts``: requests sent per theme, retries and redrafts included. Thirty
+#: times the default; each is paid, and a drafter that keeps answering a duplicate sent 1,791 in
+#: two minutes under 99,999,999,999.
+MAX_DRAFT_ATTEMPTS = 100
 #: Tokens a server may report (its ``usage``) for one chat request: a thousand times the longest
 #: context any chat model takes (about 10**6 tokens). A count past it is taken as this bound: it
 #: still stops a run at its ``--max-cost``, where 10**400 was an ``OverflowError`` in the meter and

@@ -32,7 +32,7 @@ from embedeval.defaults import (
     DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST,
     DEFAULT_UMAP_NEIGHBORS, DEFAULT_VARIANTS, DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS, RAY_ADDRESS_ENV,
 )
-from embedeval.bounds import MAX_N_BOOTSTRAP, MAX_THEME_RUNS
+from embedeval.bounds import MAX_DRAFT_ATTEMPTS, MAX_N_BOOTSTRAP, MAX_PER_THEME, MAX_THEME_RUNS
 from embedeval.embedders.budget import WORKERS_ENV
 from embedeval.errors import ConfigError, InputError
 from embedeval.labels import POOLS
@@ -376,9 +376,11 @@ TEMPERATURE = Option("temperature", "--temperature", "Sampling temperature (reco
 
 # --- needle drafting (embedeval.experiments.drafting.DraftConfig) ----------------------------------
 
-PER_THEME = Option("per_theme", "--per-theme", "Needle groups to keep per theme.", int, DEFAULT_DRAFT_PER_THEME, whole_at_least(1))
+PER_THEME = Option("per_theme", "--per-theme", "Needle groups to keep per theme.", int, DEFAULT_DRAFT_PER_THEME,
+                   whole_between(1, MAX_PER_THEME, "needle groups"))
 ATTEMPTS = Option("attempts", "--attempts", "Requests sent per theme, a retry of a failed one included: the first, then redrafts that "
-                  "send the rejected drafts back with their reasons.", int, DEFAULT_DRAFT_ATTEMPTS, whole_at_least(1))
+                  "send the rejected drafts back with their reasons.", int, DEFAULT_DRAFT_ATTEMPTS,
+                  whole_between(1, MAX_DRAFT_ATTEMPTS, "requests"))
 
 THEME_IDS = Option("theme_ids", "--themes-ids", "Comma-separated themes to draft for, each by its cluster number (0 = the largest) or by "
                    "a term of its top terms in the run's clusters.csv, e.g. writing (default: every theme).", Optional[str])

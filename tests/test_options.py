@@ -90,7 +90,7 @@ def test_the_library_and_the_command_line_refuse_commit_every_with_the_same_word
 def test_a_constraint_names_the_parameter_and_the_value():
     with pytest.raises(ConfigError, match=r"^`n_bootstrap` must be a whole number of resamples from 10 to 100,000, not 3$"):
         NolimaConfig(n_bootstrap=3).check()
-    with pytest.raises(ConfigError, match=r"^`per_theme` must be a whole number >= 1, not True$"):
+    with pytest.raises(ConfigError, match=r"^`per_theme` must be a whole number of needle groups from 1 to 50, not True$"):
         options.PER_THEME.check(True)
     with pytest.raises(ConfigError, match=r"^`pool` must be one of needle-free, all, not 'everything'$"):
         options.POOL.check("everything")
