@@ -487,6 +487,26 @@ def range_words(kind: str, low: float | None, high: float | None) -> str:
     return f"{kind} {'>=' if low is not None else '<='} {shown[0]}"
 
 
+def csv_line(source, row: int) -> int:
+    """The line of the CSV file ``source`` on which its data row ``row`` (from 0, as pandas reads
+    it) starts: the header is line 1, and blank lines (which pandas skips) and cells holding line
+    breaks count as the lines they are; ``row + 2`` when the file cannot be read again."""
+    import csv
+
+    try:
+        with open(source, newline="", encoding="utf-8") as handle:
+            reader, start, seen = csv.reader(handle), 1, -1
+            for record in reader:
+                if record:  # a blank line is [] to csv and skipped by pandas
+                    if seen == row:
+                        return start
+                    seen += 1
+                start = reader.line_num + 1
+    except (OSError, UnicodeDecodeError, csv.Error):
+        pass
+    return row + 2
+
+
 def refuse_first(values, bad, source, column: str, what: str) -> None:
     """One :class:`InputError` naming the first row of ``bad`` (see :func:`check_column_kinds`)."""
     if not bad.any():
@@ -495,7 +515,7 @@ def refuse_first(values, bad, source, column: str, what: str) -> None:
     value = values.iloc[row]
     missing = value is None or (isinstance(value, float) and value != value)  # None or NaN
     shown = "an empty cell" if missing else repr(value) if isinstance(value, str) else str(value)
-    where = f"line {row + 2}" if Path(source).suffix == ".csv" else f"row {row + 1}"  # a CSV's header is line 1
+    where = f"line {csv_line(source, row)}" if Path(source).suffix == ".csv" else f"row {row + 1}"
     raise InputError(f"{source}, {where}, column {column}: {shown} is not {what} "
                      "(the file was edited or damaged; run again to rewrite it)")
 

@@ -643,6 +643,9 @@ def _second_best(lines: list[str]) -> list[str]:
     ("metrics.csv", _edit_cell(2, "ci_hi", "1.5"), "metrics.csv, line 3, column ci_hi: 1.5 is not in the range of its metric"),
     ("metrics.csv", lambda lines: [*lines[:3], lines[2], *lines[3:]],
      "metrics.csv, line 4, column metric: 'auc' is not a metric once per cell (the row is there twice)"),
+    # the audit of issue 56: a blank line (pandas skips it) moved the line named by one
+    ("metrics.csv", lambda lines: _edit_cell(2, "value", "inf")([lines[0], "", *lines[1:]]),
+     "metrics.csv, line 3, column value: inf is not a finite number"),  # line 2 before
     # the fuzz tier: an empty embedder was a TypeError where the figure sorts the embedders
     ("metrics.csv", _edit_cell(1, "embedder", ""), "metrics.csv, line 2, column embedder: an empty cell is not a text"),
     ("breaks.csv", _edit_cell(1, "strategy", ""), "breaks.csv, line 2, column strategy: an empty cell is not a text"),
