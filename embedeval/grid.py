@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from embedeval import options
-from embedeval.bounds import MAX_NEGATIVES, check_at_most
+from embedeval.bounds import MAX_NEGATIVES, MAX_TABLE_LENGTH, check_at_most
 from embedeval.corpus import check_min_books
 from embedeval.errors import ConfigError
 from embedeval.needles import NEEDLE_VARIANTS
@@ -29,7 +29,7 @@ class HaystackGrid:
     """The settings of a haystack grid, validated once, when it is made (one
     :class:`~embedeval.errors.ConfigError` naming the parameter): ``corpus`` (a corpus spec,
     :func:`~embedeval.corpus.load_corpus`) and the fewest books it must hold, how filler is drawn,
-    the ``lengths`` (whole numbers of tokens >= 16, distinct), ``depths`` per length (>= 1), the
+    the ``lengths`` (whole numbers of tokens from 16 to :data:`~embedeval.bounds.MAX_TABLE_LENGTH`, distinct), ``depths`` per length (>= 1), the
     needle ``variants``, ``negatives`` per length (>= 1), the distractor counts ``n_distractors``
     (distinct, >= 0), ``needles_per_haystack`` (distinct, >= 1; above 1 only without
     distractors), the ``seed`` and whether every condition gets a needle-free control. Sequences
@@ -59,8 +59,9 @@ class HaystackGrid:
         if not self.lengths:
             raise ConfigError("`lengths`: no haystack lengths given", "lengths")
         for length in self.lengths:
-            if not isinstance(length, (int, np.integer)) or isinstance(length, bool) or length < 16:
-                raise ConfigError(f"haystack length {length!r} is invalid: each of `lengths` is a whole number of tokens >= 16", "lengths")
+            if not isinstance(length, (int, np.integer)) or isinstance(length, bool) or not 16 <= length <= MAX_TABLE_LENGTH:
+                raise ConfigError(f"haystack length {length!r} is invalid: each of `lengths` is a whole number of tokens from 16 "
+                                  f"to {MAX_TABLE_LENGTH:,}", "lengths")
         repeated = sorted({length for length in self.lengths if self.lengths.count(length) > 1})
         if repeated:
             raise ConfigError(f"haystack length {repeated[0]} is given more than once", "lengths")

@@ -43,6 +43,8 @@ def _long_line_files(folder):
     (["nolima", "--negatives", "99999999999", "--plan", "--out", "run"],
      "--negatives 99,999,999,999 is past the 10,000 needle-free haystacks per length a run can hold (docs/scale.md); use at most 10,000"),
     (["nolima", "--negatives", "2000000", "--out", "run"], "use at most 10,000"),
+    (["nolima", "--lengths", "64,1000000000000000", "--plan", "--out", "run"],  # in config.json, report blamed decision.csv
+     "haystack length 1000000000000000 is invalid: each of --lengths is a whole number of tokens from 16 to 1,000,000,000"),
     (["nolima", "--n-bootstrap", "99999999999", "--plan", "--out", "run"],
      "--n-bootstrap must be a whole number of resamples from 10 to 100,000, not 99999999999"),
     (["nolima", "--n-bootstrap", "30000000", "--out", "run"], "from 10 to 100,000"),
