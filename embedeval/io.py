@@ -415,11 +415,13 @@ ROUNDING = 1e-9
 class RowRule:
     """A rule every row of a table keeps besides its cells' kinds and ranges: ``broken(frame)``
     marks the rows that break it (a boolean Series; the frame's cells already hold their kinds),
-    named at ``column`` as not ``words``."""
+    named at ``column`` as not ``words``; checked where the table has ``column`` and the columns
+    the rule also reads (``needs``)."""
 
     column: str
     words: str
     broken: Callable[[pd.DataFrame], pd.Series]
+    needs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -473,7 +475,7 @@ class TableSchema:
         if keys and len(keys) == len(self.unique):
             refuse_first(frame[keys[-1]], frame[keys].astype(str).duplicated(), source, keys[-1], self.unique_words)
         for rule in self.rules:
-            if rule.column in frame.columns:
+            if {rule.column, *rule.needs} <= set(frame.columns):
                 refuse_first(frame[rule.column], rule.broken(frame), source, rule.column, rule.words)
 
 

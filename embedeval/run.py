@@ -101,17 +101,17 @@ def _outside_metric_range(column: str):
         high = frame["metric"].map(lambda m: METRIC_RANGES.get(m, (-math.inf, math.inf))[1]).astype(float)
         return values.notna() & ((values < low - ROUNDING) | (values > high + ROUNDING))
     return RowRule(column, "in the range of its metric (from 0 to 1 for a share, a rate or an AUC; from -1 to 1 for a "
-                           "correlation)", broken)
+                           "correlation)", broken, needs=("metric",))
 
 
+#: The columns of a cell (:data:`~embedeval.aggregate.CELL`) that name it in words: never empty in a
+#: table a run wrote (a figure sorts and labels by them).
+CELL_NAMES = ("embedder", "strategy", "query_form", "variant")
 #: Each table a run writes, declared once: the kinds, ranges and rules of its columns
 #: (:class:`~embedeval.io.TableSchema`), checked when the table is opened (:func:`read_run_table`), so
 #: a hand-edited or damaged cell is one line naming the file, line and column, not a traceback or a
 #: wrong sentence where it is first used. Recall in ``decision.csv`` is chance-corrected
 #: (``(r - k/n) / (1 - k/n)``): at most 1, below 0 where a reading finds the needle less often than chance.
-#: The columns of a cell (:data:`~embedeval.aggregate.CELL`) that name it in words: never empty in a
-#: table a run wrote (a figure sorts and labels by them).
-CELL_NAMES = ("embedder", "strategy", "query_form", "variant")
 TABLE_SCHEMAS: dict[str, TableSchema] = {
     HAYSTACKS: TableSchema(numbers=("depth", "target_depth"),
                            integers=(*COUNTS, "n_tokens", "needle_start", "needle_end", "seed", "distractors_in_zone"),

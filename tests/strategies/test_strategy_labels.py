@@ -27,8 +27,10 @@ def test_a_hand_edited_label_is_none(label):
     assert not is_written_label(label)
 
 
-@pytest.mark.parametrize("label, shown", [("chunks-max@0", "'chunks-max@0'"), ("extend-gp@1e3", "'extend-gp@1e3'"),
-                                          ("truncate ", "'truncate '"), ("@128", "'@128'"), (None, "an empty cell")])
+@pytest.mark.parametrize("label, shown", [("chunks-max@0", "'chunks-max@0' is not a strategy label"),
+                                          ("extend-gp@1e3", "'extend-gp@1e3' is not a strategy label"),
+                                          ("truncate ", "'truncate ' is not a strategy label"), ("@128", "'@128' is not a strategy label"),
+                                          (None, "an empty cell is not a text")])  # a cell's names are required (TABLE_SCHEMAS)
 def test_a_run_table_with_a_hand_edited_label_is_one_line_naming_file_line_and_label(tmp_path, label, shown):
     """`report` crashed half-way on these (ValueError: cannot convert float NaN to integer, 'float' object has
     no attribute 'split'): the table is refused when it is opened, as a damaged number is."""
@@ -36,7 +38,7 @@ def test_a_run_table_with_a_hand_edited_label_is_one_line_naming_file_line_and_l
     pd.DataFrame({"strategy": ["truncate", "chunks-max@128", label], "value": [0.5, 0.6, 0.7]}).to_csv(path, index=False)
     with pytest.raises(InputError) as caught:
         read_run_table(path)
-    assert str(caught.value).startswith(f"{path}, line 4, column strategy: {shown} is not a strategy label")
+    assert str(caught.value).startswith(f"{path}, line 4, column strategy: {shown}")
     pd.DataFrame({"strategy": ["truncate", "chunks-max@128", "full-text"], "value": [0.5, 0.6, 0.7]}).to_csv(path, index=False)
     assert list(read_run_table(path)["strategy"]) == ["truncate", "chunks-max@128", "full-text"]
 
