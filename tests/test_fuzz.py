@@ -190,7 +190,7 @@ SWEEP_OPTIONS = {
 }
 
 
-@fuzz_settings(cases=40)
+@fuzz_settings(cases=30)
 @given(chosen=st.lists(st.sampled_from(sorted(SWEEP_OPTIONS)), min_size=1, max_size=3, unique=True).flatmap(
     lambda names: st.tuples(*(st.tuples(st.just(name), SWEEP_OPTIONS[name]) for name in names))))
 def test_sweep_options_run_or_refuse_in_one_line(worker, inputs, chosen):
@@ -290,7 +290,7 @@ def damaged_json(draw, valid) -> bytes:
     return json.dumps(draw(json_values())).encode()
 
 
-@fuzz_settings(cases=30)
+@fuzz_settings(cases=25)
 @given(data=st.data())
 def test_needle_files_run_or_refuse_in_one_line(worker, inputs, data):
     """``needles check`` and a ``nolima --plan`` of a damaged needle set: a report or one line."""
@@ -320,7 +320,7 @@ def damaged_jsonl(draw, lines: list[dict]) -> bytes:
     return draw(st.sampled_from([b"", b"\xef\xbb\xbf"])) + body + draw(st.sampled_from([b"", b"\n"]))
 
 
-@fuzz_settings(cases=20)
+@fuzz_settings(cases=15)
 @given(data=st.data())
 def test_corpus_files_run_or_refuse_in_one_line(worker, inputs, data):
     """``nolima --plan`` over a damaged JSON Lines corpus: a plan or one line."""
@@ -347,7 +347,7 @@ def side_files(inputs: Path) -> dict[str, tuple[object, list[str]]]:
             "distractors.json": (distractors, ["--distractors-file", "distractors.json", "--n-distractors", "0,1"])}
 
 
-@fuzz_settings(cases=20)
+@fuzz_settings(cases=15)
 @given(data=st.data())
 def test_side_files_run_or_refuse_in_one_line(worker, inputs, data):
     """``nolima --plan`` with a damaged expansion or distractors file: a plan or one line."""
@@ -407,7 +407,7 @@ def damaged_csv(draw, text: str) -> str:
     return out.getvalue()
 
 
-@fuzz_settings(cases=12)
+@fuzz_settings(cases=10)
 @given(data=st.data())
 def test_reports_of_damaged_run_tables_run_or_refuse_in_one_line(worker, inputs, finished_run, data):
     """``report`` of a run whose ``decision.csv``, ``metrics.csv`` or ``breaks.csv`` was damaged by
