@@ -286,16 +286,35 @@ def read_text_file(path: str | os.PathLike, what: str, error: type[Exception] = 
         raise error(f"{what} {source} cannot be read ({exc.strerror or exc})") from None
 
 
+#: Bytes :func:`_bounded_bytes` reads at a time, and where it looks for line breaks.
+_LINE_BLOCK = 1 << 20
+_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+
+
 def _bounded_bytes(source: Path, what: str, error: type[Exception]) -> bytes:
-    """The bytes of ``source``, read line by line: a line longer than :data:`~embedeval.bounds.MAX_LINE_BYTES`
-    (its ``\n`` or ``\r\n`` aside) is one ``error``, read no further than the bound."""
-    parts = []
+    """The bytes of ``source``, read a block at a time: a line longer than
+    :data:`~embedeval.bounds.MAX_LINE_BYTES` is one ``error``, read no further than a block past
+    the bound. Lines end at ``\n``, ``\r\n`` or ``\r`` (an old Mac's file), as they are then read."""
+    parts, number, current, after_cr = [], 1, 0, False
     with source.open("rb") as handle:
-        for number, line in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 2), b""), start=1):
-            if len(line.removesuffix(b"\n").removesuffix(b"\r")) > MAX_LINE_BYTES:
+        for block in iter(lambda: handle.read(_LINE_BLOCK), b""):
+            parts.append(block)
+            start = 0
+            for end in _LINE_BREAK.finditer(block):
+                if end.start() == 0 and after_cr and end.group() == b"\n":  # the \n of a \r\n cut between blocks
+                    start = 1
+                    after_cr = False
+                    continue
+                current += end.start() - start
+                if current > MAX_LINE_BYTES:
+                    break
+                number, current, start = number + 1, 0, end.end()
+            else:
+                current += len(block) - start
+            after_cr = block.endswith(b"\r")
+            if current > MAX_LINE_BYTES:
                 raise error(f"{what} {source}: line {number} is longer than the {MAX_LINE_BYTES // MIB} MiB a line may hold "
                             "(docs/scale.md)")
-            parts.append(line)
     return b"".join(parts)
 
 

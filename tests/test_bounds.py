@@ -192,6 +192,24 @@ def test_a_line_at_the_bound_is_read(tmp_path):
     assert [len(text) for text in read_texts(tmp_path / "t.txt")] == [MAX_LINE_BYTES, 1]
 
 
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"], ids=["lf", "crlf", "cr"])
+def test_a_line_is_bounded_whatever_ends_it_and_named_by_its_number(tmp_path, newline):
+    """The audit of issue 56: an old Mac's file (lines ending at a lone CR) over 8 MiB was refused
+    as one long line 1, while the same file under 8 MiB was read as many lines. Short lines of any
+    ending are read, however long the file; a long line is named by its number, a CRLF cut between
+    two blocks read counted once."""
+    from embedeval.errors import InputError
+    from embedeval.io import _LINE_BLOCK, read_texts
+
+    short = ["x" * 999] * (MAX_LINE_BYTES // 1000 + 50)  # more than the bound in all
+    (tmp_path / "t.txt").write_text(newline.join(short) + newline, newline="")
+    assert len(read_texts(tmp_path / "t.txt")) == len(short)
+    first = "y" * (_LINE_BLOCK - 1)  # its line break begins at the last byte of the first block
+    (tmp_path / "t.txt").write_text(newline.join([first, "z", "w" * (MAX_LINE_BYTES + 1), "v"]), newline="")
+    with pytest.raises(InputError, match=r"t\.txt: line 3 is longer than the 8 MiB a line may hold"):
+        read_texts(tmp_path / "t.txt")
+
+
 @pytest.mark.parametrize("args", [["needles", "check", "big.json"], ["nolima", "--plan", "--expansions", "big.json", "--out", "run"]],
                          ids=["needles", "expansions"])
 def test_a_json_file_past_its_bound_is_refused_without_reading_it_whole(tmp_path, monkeypatch, args):
