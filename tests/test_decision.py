@@ -646,6 +646,8 @@ def _second_best(lines: list[str]) -> list[str]:
     # the audit of issue 56: a blank line (pandas skips it) moved the line named by one
     ("metrics.csv", lambda lines: _edit_cell(2, "value", "inf")([lines[0], "", *lines[1:]]),
      "metrics.csv, line 3, column value: inf is not a finite number"),  # line 2 before
+    ("metrics.csv", lambda lines: _edit_cell(1, "ci_hi", "0.25")(_edit_cell(1, "ci_lo", "0.5")(lines)),
+     "metrics.csv, line 2, column ci_hi: 0.25 is not at least its ci_lo"),
     # the fuzz tier: an empty embedder was a TypeError where the figure sorts the embedders
     ("metrics.csv", _edit_cell(1, "embedder", ""), "metrics.csv, line 2, column embedder: an empty cell is not a text"),
     ("breaks.csv", _edit_cell(1, "strategy", ""), "breaks.csv, line 2, column strategy: an empty cell is not a text"),
