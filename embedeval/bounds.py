@@ -70,6 +70,12 @@ MAX_DRAFT_ATTEMPTS = 100
 #: still stops a run at its ``--max-cost``, where 10**400 was an ``OverflowError`` in the meter and
 #: an integer no float holds in the needle set's provenance (which embedeval then could not read).
 MAX_REPORTED_TOKENS = 10**9
+#: Bytes of one verdict the judge of ``needles draft --judge`` keeps in the cache folder
+#: (:func:`embedeval.experiments.judging.read_kept_verdict`): a verdict is asked with ``max_tokens``
+#: 200 (about 1 KB of JSON), so 256 KiB holds one from a server that ignored that 200 times over
+#: and costs nothing to read; a file past it is no verdict embedeval kept (a 2 GB file, or a link
+#: to /dev/zero, there was read up to a JSON document's 64 MiB: a MemoryError under a memory limit).
+MAX_VERDICT_BYTES = MIB // 4
 
 #: Where a run may be told how much memory it may use (GiB), in place of the machine's physical
 #: memory (:func:`machine_memory`): to allow for swap, or to keep a shared machine's share.

@@ -12,9 +12,11 @@ is) that says what is past the limit; each reader names its file and line with i
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import stat
 import sys
 
 from embedeval.bounds import MAX_JSON_BYTES, MIB
@@ -34,6 +36,16 @@ class JsonTooDeep(JsonLimitError):
 
 class JsonTooLong(JsonLimitError):
     """A text longer than :data:`~embedeval.bounds.MAX_JSON_BYTES`."""
+
+
+class NotAPlainFile(ValueError):
+    """A path that :func:`plain_file_bytes` does not read: a link, a folder, a pipe, a device or
+    a socket, or a file longer than its reader takes; the message says which."""
+
+
+#: What :func:`plain_file_bytes` calls a path that is no regular file, by its ``stat`` type.
+_FILE_TYPES = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a device"),
+               (stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
 
 
 def _finite_float(text: str) -> float:
@@ -60,6 +72,37 @@ def loads(text: str | bytes):
         return json.loads(text, parse_float=_finite_float, parse_int=_bounded_int)
     except RecursionError:
         raise JsonTooDeep(f"nested deeper than the {sys.getrecursionlimit():,} levels a JSON reader follows") from None
+
+
+def plain_file_bytes(path, most: int) -> bytes:
+    """The bytes of the file at ``path`` if it is a regular file of at most ``most`` bytes, found
+    without reading what it is not: opened without following a link (``O_NOFOLLOW``) or waiting for
+    a writer (``O_NONBLOCK``: a named pipe), its type checked (``fstat``) before a byte is read, and
+    no more than ``most`` + 1 bytes read (a 2 GB file, or a link to ``/dev/zero``, costs nothing).
+    A link, a folder, a pipe, a device, a socket or a longer file is one :class:`NotAPlainFile`
+    saying which; a missing file is ``FileNotFoundError``, other failures ``OSError``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotAPlainFile("a symbolic link, not a file") from None
+        raise
+    try:
+        info = os.fstat(fd)  # before the descriptor becomes a file object: Python refuses a folder's
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = next((name for test, name in _FILE_TYPES if test(info.st_mode)), "not a regular file")
+        raise NotAPlainFile(f"{kind}, not a file")
+    with os.fdopen(fd, "rb") as handle:
+        if info.st_size > most:
+            raise NotAPlainFile(f"{info.st_size:,} bytes, past the {most:,} it may hold")
+        data = handle.read(most + 1)
+    if len(data) > most:  # grown since it was measured
+        raise NotAPlainFile(f"more than the {most:,} bytes it may hold")
+    return data
 
 
 def load_file(path) -> object:

@@ -27,12 +27,11 @@ import hashlib
 import json
 import os
 import re
-import stat
 import sys
 import tempfile
 from pathlib import Path
 
-from embedeval.jsonread import loads
+from embedeval.jsonread import loads, plain_file_bytes
 from embedeval.paths import default_cache_dir
 
 #: The folder of the cache folder that holds the records.
@@ -76,21 +75,8 @@ def _small_file_text(path: Path) -> str | None:
     """The UTF-8 text of ``path`` if it is a plain file (not a link, a pipe, a device or a folder:
     opened without following a link or waiting for a writer) of at most :data:`_MOST` bytes; else None."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-    except (OSError, ValueError):
-        return None
-    try:
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                return None
-            data = handle.read(_MOST + 1)
-    except OSError:
-        return None
-    if len(data) > _MOST:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
+        return plain_file_bytes(path, _MOST).decode("utf-8")
+    except (OSError, ValueError):  # missing, unreadable, no plain file, too long, not UTF-8
         return None
 
 

@@ -13,17 +13,23 @@ Each verdict is recorded: in the accepted group's ``checks`` (per needle) and in
 provenance (every verdict, of rejected groups too). Each usable verdict is also kept in the cache
 folder as it arrives (:func:`kept_answer_path`: the judge, its settings and the prompt), and the
 same prompt to the same judge is answered from there: a draft stopped or killed while the judge
-works pays for none of the verdicts it heard again.
+works pays for none of the verdicts it heard again. Only what embedeval keeps there is read as a
+verdict (:func:`read_kept_verdict`); anything else at a verdict's path (a damaged or foreign file, a
+link, a folder, a pipe, a file past :data:`~embedeval.bounds.MAX_VERDICT_BYTES`) is one ``note:``
+line, left as it is, and the judge asked again; a verdict that cannot be kept (an unwritable cache)
+is one ``note:`` line too, and used for the run all the same.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
-from embedeval.errors import InputError
+from embedeval.bounds import MAX_VERDICT_BYTES
+from embedeval.errors import EmbedevalError, InputError
 from embedeval.io import text_sha256, write_text_atomic
-from embedeval.jsonread import load_file
+from embedeval.jsonread import NotAPlainFile, loads, plain_file_bytes
 from embedeval.llm import ChatReply, answer_json
 from embedeval.needles import NO_OVERLAP_VARIANTS, NeedleSet
 from embedeval.paths import default_cache_dir
@@ -123,23 +129,92 @@ class NeedleJudge:
 
     def _answer(self, prompt: str, sha: str, what: str) -> ChatReply:
         """The judge's answer to ``prompt`` (sha256 ``sha``): the one kept in the cache
-        (:func:`kept_answer_path`) when it was asked before, else asked for (a request, metered as
-        ``what``) and, if it is a usable verdict, kept there at once, before anything else is sent:
-        a draft killed while the judge works asks again for none of the verdicts it heard."""
+        (:func:`kept_answer_path`, read by :func:`read_kept_verdict`) when it was asked before, else
+        asked for (a request, metered as ``what``) and, if it is a usable verdict, kept there at
+        once, before anything else is sent: a draft killed while the judge works asks again for
+        none of the verdicts it heard. Something else at that path is one ``note:`` line and is
+        left as it is (the verdict heard is used, not kept there); a verdict that cannot be
+        written is one ``note:`` line and used all the same."""
         path = kept_answer_path(self.cache_dir, self.name, sha)
         try:
-            kept = load_file(path)
-            return ChatReply(kept["text"], kept["kind"], finish_reason=kept["finish_reason"])
-        except (OSError, ValueError, KeyError, TypeError):  # not asked yet, or a damaged file: asked again
-            pass
+            kept = read_kept_verdict(path)
+        except InputError as exc:
+            kept, foreign = None, True
+            print(f"note: {path} is no verdict embedeval kept ({exc}): it is left as it is and the judge is asked again; its "
+                  "verdict is used for this run but not kept (move that file away to keep verdicts)", file=sys.stderr)
+        else:
+            foreign = False
+        if kept is not None:
+            return kept
         reply = self.meter.ask(self.llm, "judge", self.price, prompt, JUDGE_ANSWER_TOKENS, what)
         self.requests += 1
         try:
             parse_verdict(reply)
         except InputError:
             return reply  # no usable verdict: a rerun asks again
-        write_text_atomic(path, json.dumps({"text": reply.text, "kind": reply.kind, "finish_reason": reply.finish_reason}))
+        if not foreign:
+            _keep_verdict(path, reply)
         return reply
+
+
+def read_kept_verdict(path) -> ChatReply | None:
+    """The judge's answer kept at ``path`` (:func:`kept_answer_path`), or None when nothing is
+    there. What embedeval keeps is a regular file of at most
+    :data:`~embedeval.bounds.MAX_VERDICT_BYTES` holding the JSON object ``{"text": TEXT, "kind":
+    "text", "finish_reason": TEXT or null}`` whose text is a usable verdict (:func:`parse_verdict`);
+    anything else there (a link, a folder, a pipe, a device, a longer file, not JSON, a field of
+    another type, no usable verdict, unreadable) is one :class:`~embedeval.errors.InputError`
+    saying what it is, found without following a link, waiting on a pipe or reading past the bound."""
+    try:
+        kept = loads(plain_file_bytes(path, MAX_VERDICT_BYTES).decode("utf-8"))
+    except FileNotFoundError:
+        return None
+    except NotAPlainFile as exc:
+        raise InputError(str(exc)) from None
+    except OSError as exc:
+        raise InputError(f"it cannot be read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InputError("it is not UTF-8") from None
+    except ValueError as exc:  # a syntax error, or past a JSON limit
+        raise InputError(f"it is not JSON: {exc}") from None
+    if not isinstance(kept, dict):
+        raise InputError("it is not a JSON object")
+    text, kind, finish_reason = kept.get("text"), kept.get("kind"), kept.get("finish_reason")
+    if not isinstance(text, str):
+        raise InputError(f"its text is {_kind_of(text)}, not a string")
+    if kind != "text":
+        raise InputError(f"its kind is {_kind_of(kind)}, not 'text'")
+    if finish_reason is not None and not isinstance(finish_reason, str):
+        raise InputError(f"its finish_reason is {_kind_of(finish_reason)}, not a string or null")
+    reply = ChatReply(text, kind, finish_reason=finish_reason)
+    try:
+        parse_verdict(reply)
+    except InputError as exc:
+        raise InputError(f"its text is no usable verdict: {exc}") from None
+    return reply
+
+
+def _kind_of(value) -> str:
+    """A kept field's value as a note names it: a short string quoted, else its JSON type."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= 40 else f"{value[:40]!r}..."
+    return {type(None): "missing or null", bool: "a boolean", int: "a number", float: "a number", list: "a list",
+            dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def _keep_verdict(path: Path, reply: ChatReply) -> None:
+    """Write ``reply`` (a usable verdict) to ``path`` as :func:`read_kept_verdict` reads it; one
+    that cannot be written (no permission, no space, longer than
+    :data:`~embedeval.bounds.MAX_VERDICT_BYTES`) is one ``note:`` line, and the draft goes on."""
+    text = json.dumps({"text": reply.text, "kind": reply.kind, "finish_reason": reply.finish_reason})
+    try:
+        if len(text.encode("utf-8")) > MAX_VERDICT_BYTES:
+            raise InputError(f"{len(text.encode('utf-8')):,} bytes, past the {MAX_VERDICT_BYTES:,} a kept verdict may hold")
+        write_text_atomic(path, text)
+    except (EmbedevalError, OSError) as exc:  # the cache's folder changed meanwhile: an OSError atomic_path passes on
+        said = exc.strerror or exc if isinstance(exc, OSError) else exc
+        print(f"note: the judge's verdict is used for this run but not kept in {path} ({said}); a rerun asks the judge "
+              "again", file=sys.stderr)
 
 
 def kept_answer_path(cache_dir, judge: str, prompt_sha: str) -> Path:
