@@ -54,7 +54,10 @@ spending past it, and an answer longer than its ``max_tokens`` that took it past
 once the answer is written. Every answer is written before it is checked (a row of the rejected
 table whose reason begins :data:`UNCHECKED` until its checks end), so a draft stopped, failed or
 killed (SIGTERM, ``kill -9``) while it checks an answer, the judge's requests included, loses
-nothing paid for: a rerun checks that answer first, without asking for it again.
+nothing paid for: a rerun checks that answer first, without asking for it again. What was spent
+(``provenance.usage``) is written with the needle set, so it does not count a run that ended before
+any group was accepted (no needle set yet; the rejected table keeps answers, not usage), nor the
+judge's requests on an answer a kill cut short (docs/needles.md).
 """
 
 from __future__ import annotations
