@@ -1,8 +1,8 @@
 """Issue 56, audit finding 6: a file a run writes whose place in its folder is taken by a folder or a
 link was refused only when the run came to write it, after the sweep had rewritten the tables
 before it and removed config.json (a finished run left unfinished). Every output of ``nolima``,
-``themes`` and ``export --format mteb`` is now checked before any work: one ``error:`` line naming
-it, and the folder as it was."""
+``report``, ``themes`` and ``export --format mteb`` is now checked before any work: one ``error:``
+line naming it, and the folder as it was."""
 
 from __future__ import annotations
 
@@ -25,9 +25,11 @@ WORDS = "the walls hung called across children toward under skies ran stone lant
 
 
 def _snapshot(folder: Path) -> dict[str, str]:
-    """Every path under ``folder``: a link's target, "dir", or a file's sha256."""
+    """Every path under ``folder``: a link's target, "dir", or a file's sha256 and modification
+    time (a file written again with the same bytes is written too)."""
     return {str(p.relative_to(folder)): (f"link to {os.readlink(p)}" if p.is_symlink() else "dir" if p.is_dir()
-                                         else hashlib.sha256(p.read_bytes()).hexdigest()) for p in sorted(folder.rglob("*"))}
+                                         else f"{hashlib.sha256(p.read_bytes()).hexdigest()} {p.stat().st_mtime_ns}")
+            for p in sorted(folder.rglob("*"))}
 
 
 def _sweep(folder: Path, out: Path):
@@ -93,6 +95,21 @@ def test_a_run_output_taken_by_a_folder_or_link_is_refused_before_the_sweep(fini
     (run / name).write_bytes(original)
     result = CliRunner().invoke(app, ["report", str(run)])
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("how", ["folder", "link"])
+@pytest.mark.parametrize("name", [*REPORT_FILES, RECORD])
+def test_a_report_output_taken_by_a_folder_or_link_is_refused_before_a_figure_is_drawn(finished, tmp_path, name, how):
+    """`report RUN` into the run's own folder: on main the figures and report.html were drawn again
+    before report.md was found to be a folder."""
+    run = tmp_path / "run"
+    shutil.copytree(finished / "run", run, symlinks=True)
+    (tmp_path / "elsewhere").mkdir()
+    _plant(run / name, how, tmp_path / "elsewhere")
+    before = _snapshot(tmp_path)
+    result = CliRunner().invoke(app, ["report", str(run)])
+    assert result.exit_code == 1 and result.output == _taken_message(run / name, how), result.output
+    assert _snapshot(tmp_path) == before
 
 
 @pytest.mark.parametrize("how", ["folder", "link"])
