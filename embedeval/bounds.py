@@ -80,10 +80,28 @@ MAX_VERDICT_BYTES = MIB // 4
 #: Where a run may be told how much memory it may use (GiB), in place of the machine's physical
 #: memory (:func:`machine_memory`): to allow for swap, or to keep a shared machine's share.
 MEMORY_ENV = "EMBEDEVAL_MEMORY_GB"
+#: The range ``EMBEDEVAL_MEMORY_GB`` takes, in GiB: below 0.1 no sweep runs (its process alone is
+#: :data:`PROCESS_BYTES`), and 1,048,576 GiB (1 PiB) is past any one machine's memory.
+MEMORY_GB_RANGE = (0.1, 1_048_576)
+#: Bytes a sweep's process holds whatever its grid: the interpreter and the libraries every sweep
+#: imports (pandas, pyarrow, matplotlib, bm25s, and transformers for the reference tokenizer): a
+#: bm25 sweep of one length of 64 tokens and 2 depths on a 20-book corpus peaked at 342,952 kB
+#: resident (``/usr/bin/time -v``, 2026-11-29), its tables a few MiB of it.
+PROCESS_BYTES = 335 * MIB
+#: Bytes a sweep with a local (``st:``) model holds besides, once however many models: torch and
+#: sentence-transformers imported (the same bm25 sweep with the two imported first peaked at
+#: 696,132 kB, 345 MiB more).
+LOCAL_RUNTIME_BYTES = 345 * MIB
+#: Resident bytes per byte of a local model's weight files on disk
+#: (:func:`~embedeval.embedders.models.weight_file_bytes`): loading all-MiniLM-L6-v2 (its
+#: model.safetensors: 90,868,376 bytes) and embedding two texts added 89 MiB resident (1.03x);
+#: within a sweep, 47 MiB (0.54x, torch maps the file). Rounded up: 1.1.
+WEIGHT_MEMORY_FACTOR = 1.1
 #: Bytes a haystack's token costs while a run holds it: about 4 bytes of text held twice (the
 #: table and its Arrow copy as it is written), and its token ids (4 bytes each as the model reads
-#: them, 8 while they are counted); the default grid is estimated at 0.77 GiB in all, and its
-#: BM25 plan peaked at 0.79 GB resident (the shipped text is 3.7 characters per token).
+#: them, 8 while they are counted); the default grid's haystacks are estimated at 0.75 GiB, and
+#: its BM25 plan peaked at 0.79 GB resident, the process (:data:`PROCESS_BYTES`) included (the
+#: shipped text is 3.7 characters per token).
 HAYSTACK_BYTES_PER_TOKEN = 24
 #: Float64 copies of ``extend-pi``'s stretched position table alive at once while it is
 #: interpolated (:func:`embedeval.embedders.stretch.table_at`: the rows below, the rows above,
@@ -98,16 +116,18 @@ BOOTSTRAP_DRAW_ARRAYS, BOOTSTRAP_ROW_ARRAYS = 3, 5
 
 
 def machine_memory() -> int:
-    """Bytes of memory a run may use: ``EMBEDEVAL_MEMORY_GB`` GiB where set (a number > 0),
-    else this machine's physical memory (``SC_PHYS_PAGES x SC_PAGE_SIZE``)."""
+    """Bytes of memory a run may use: ``EMBEDEVAL_MEMORY_GB`` GiB where set (a number in
+    :data:`MEMORY_GB_RANGE`; anything else is one :class:`~embedeval.errors.ConfigError`), else
+    this machine's physical memory (``SC_PHYS_PAGES x SC_PAGE_SIZE``)."""
     given = os.environ.get(MEMORY_ENV)
     if given is not None:
         try:
-            value = float(given) if given.strip().isascii() else 0.0
+            value = float(given) if given.strip().isascii() else float("nan")
         except ValueError:
-            value = 0.0
-        if not 0 < value < float("inf"):
-            raise ConfigError(f"{MEMORY_ENV} must be a number of GiB > 0, not {given!r}")
+            value = float("nan")
+        low, high = MEMORY_GB_RANGE
+        if not low <= value <= high:  # NaN too
+            raise ConfigError(f"{MEMORY_ENV} must be a number of GiB from {low:g} to {high:,}, not {given!r}")
         return int(value * GIB)
     return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
@@ -125,6 +145,18 @@ def check_at_most(value: int, bound: int, parameter: str, what: str) -> None:
     VALUE is past the BOUND <what>; use at most BOUND`` (the command line names the flag)."""
     if value > bound:
         raise ConfigError(f"`{parameter}` {value:,} is past the {bound:,} {what}; use at most {bound:,}", parameter)
+
+
+def process_bytes(local_models: int) -> int:
+    """A sweep's process: :data:`PROCESS_BYTES`, plus :data:`LOCAL_RUNTIME_BYTES` when it loads
+    any local model (``local_models`` > 0)."""
+    return PROCESS_BYTES + (LOCAL_RUNTIME_BYTES if local_models else 0)
+
+
+def weights_bytes(weight_file_bytes: int) -> int:
+    """A local model's weights while loaded: its weight files' size on disk x
+    :data:`WEIGHT_MEMORY_FACTOR`."""
+    return int(weight_file_bytes * WEIGHT_MEMORY_FACTOR)
 
 
 def position_table_bytes(read_tokens: int, width: int) -> int:

@@ -161,7 +161,9 @@ def export_mteb(run_dir: str | Path, out: str | Path) -> list[Path]:
     ``out`` follows the rules of a run directory (:func:`~embedeval.run_folder.run_directory`): a new or
     empty folder, or one embedeval exported into before (:func:`is_mteb_folder`: its
     ``derived.json`` lists what it wrote, this export's files added); any other folder is one
-    :class:`~embedeval.errors.InputError` before the run is read."""
+    :class:`~embedeval.errors.InputError` before the run is read, and so is, before any file is
+    written, a result file, ``model_meta.json``, ``derived.json`` or a folder on their way taken by
+    a link or a folder (:func:`~embedeval.run_folder.check_outputs`)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"`out` {out} is a file; MTEB results go into a folder", "out")
@@ -169,12 +171,14 @@ def export_mteb(run_dir: str | Path, out: str | Path) -> list[Path]:
     run = NolimaRun.open(run_dir, (HAYSTACK_SETTINGS,))
     revision = dataset_revision(run)
     results = mteb_results(run.metrics(), revision)
+    places = {key: f"{model_folder(key[0])[1]}/{NO_REVISION}" for key in results}
+    outputs = [RECORD, *(f"{places[key]}/{name}" for key in results for name in (f"{key[1]}.json", MODEL_META))]
     result_files, meta_files = [], []
-    with run_directory(out, is_mteb_folder, MTEB_FOLDER_RECORD):
+    with run_directory(out, is_mteb_folder, MTEB_FOLDER_RECORD, outputs):  # none of them a link or a folder: before any write
         earlier = [name for name in recorded_files(out) if (out / name).is_file()]
         keep_edited(out, earlier)  # a result file edited since: kept aside, said in a note
         for (embedder, task), result in results.items():
-            target = out / model_folder(embedder)[1] / NO_REVISION
+            target = out / places[embedder, task]
             write_text_atomic(target / f"{task}.json", json_text(result) + "\n")
             write_text_atomic(target / MODEL_META, json_text(model_meta(embedder)) + "\n")
             result_files.append(target / f"{task}.json")

@@ -62,6 +62,8 @@ BREAKS = "breaks.csv"
 TIMINGS = "timings.csv"
 DECISION = "decision.csv"
 CONFIG = "config.json"
+#: Every file of a run directory, in the order a run writes them (the module docstring).
+RUN_FILES = (HAYSTACKS, HAYSTACK_SETTINGS, SIMILARITIES, RETRIEVAL, TIMINGS, METRICS, BREAKS, DECISION, CONFIG)
 COUNTS = ["length", "n_distractors", "n_needles"]
 #: A length or a count of tokens: a whole number from 1 to :data:`MAX_TABLE_LENGTH`; a count that may be 0.
 TOKENS, SOME = (1, MAX_TABLE_LENGTH), (0, None)

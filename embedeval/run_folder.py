@@ -7,13 +7,14 @@ Before any work a folder that holds files is refused unless embedeval wrote it
 is refused at once, naming the holder) and, in a folder that was new or empty, a claim
 (:data:`CLAIM_NAME`), so that a run killed before it wrote its record leaves a folder the next run
 of its kind may write into (:func:`run_directory`). A folder inside it that embedeval writes into
-(``figures/``) is never a link (:func:`check_subfolder`)."""
+(``figures/``) is never a link (:func:`check_subfolder`), and every file a run writes there (its
+``outputs``) is a plain file or nothing yet, checked before any work (:func:`check_outputs`)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from embedeval.errors import InputError, OutputError
@@ -54,12 +55,34 @@ def _is_claimed(folder: Path, record: str) -> bool:
         return False
 
 
-def check_run_folder(folder: Path, is_run: Callable[[Path], bool], record: str) -> None:
+def check_outputs(folder: Path, outputs: Iterable[str]) -> None:
+    """Refuse, with one :class:`InputError` naming ``out`` and the first such path, an output of a
+    run (``outputs``: paths relative to ``folder``, ``/``-separated) whose place is taken by
+    something embedeval does not write over: the output itself a link (to anything, or to nothing)
+    or anything but a regular file, or a folder on its way inside ``folder`` a link or not a folder.
+    Missing paths are fine: the run creates them. Called before any work, so that a run refused
+    for it has rewritten nothing (a finished run stays finished)."""
+    for name in outputs:
+        path = folder
+        for part in Path(name).parts:
+            if path != folder and (path.is_symlink() or (path.exists() and not path.is_dir())):
+                raise InputError(f"output {folder / name} cannot be written: {path} is a link or not a folder; embedeval "
+                                 "writes into folders of its own only: remove it (nothing was written)", "out")
+            path = path / part
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            kind = "a link" if path.is_symlink() else "a folder" if path.is_dir() else "not a regular file"
+            raise InputError(f"output {path} is {kind}; embedeval writes no file over or through it: remove it "
+                             "(nothing was written)", "out")
+
+
+def check_run_folder(folder: Path, is_run: Callable[[Path], bool], record: str, outputs: Iterable[str] = ()) -> None:
     """Refuse, with one :class:`InputError` naming ``out``, a ``folder`` that embedeval may not
     write a run into: a file, or a folder holding anything but a run embedeval wrote
     (``is_run(folder)``: its ``record`` says so) or what a killed run leaves (its lock and
     temporary files, or anything beside the claim a run made on the folder when it took it new or
-    empty: :data:`CLAIM_NAME`). A missing or empty folder is fine."""
+    empty: :data:`CLAIM_NAME`), or one where a file the run writes (``outputs``, relative to
+    ``folder``) is a link, a folder or anything but a regular file (:func:`check_outputs`). A
+    missing or empty folder is fine."""
     if not folder.exists():
         return
     if not folder.is_dir():
@@ -69,6 +92,7 @@ def check_run_folder(folder: Path, is_run: Callable[[Path], bool], record: str) 
     except OSError as exc:
         raise InputError(f"cannot read run directory {folder} ({exc.strerror or exc})") from None
     if all(_is_leftover(path) for path in entries) or _is_claimed(folder, record) or is_run(folder):
+        check_outputs(folder, outputs)
         return
     raise InputError(f"`out` {folder} holds files and is not a run folder embedeval wrote (no {record} of an embedeval run in it); "
                      "choose a new or empty folder, so that no file of yours is overwritten or deleted", "out")
@@ -89,11 +113,13 @@ def check_subfolder(folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def run_directory(path: str | os.PathLike, is_run: Callable[[Path], bool], record: str) -> Iterator[Path]:
+def run_directory(path: str | os.PathLike, is_run: Callable[[Path], bool], record: str,
+                  outputs: Iterable[str] = ()) -> Iterator[Path]:
     """Hold ``path`` for one run, creating it (and its parents) if needed.
 
     Before anything is created, a folder that holds files is refused unless embedeval wrote it
-    (:func:`check_run_folder` with ``is_run`` and its ``record``). A second run into the same
+    (:func:`check_run_folder` with ``is_run`` and its ``record``), and so is one where a file the
+    run writes (``outputs``) is taken by a link or a folder (:func:`check_outputs`). A second run into the same
     folder fails at once with an :class:`InputError` naming the holder
     (:data:`~embedeval.locks.OUTPUT_WAIT`). Temporary files of a
     killed run are removed first (:func:`remove_stale_temp_files`). A folder that holds nothing
@@ -103,7 +129,7 @@ def run_directory(path: str | os.PathLike, is_run: Callable[[Path], bool], recor
     file goes; the folders this call created are removed again while they are empty (a run that
     failed before writing anything leaves no folder behind)."""
     folder = Path(path)
-    check_run_folder(folder, is_run, record)
+    check_run_folder(folder, is_run, record, outputs)
     created, fd = hold(folder, folder / LOCK_NAME, f"run directory {folder}", "run",
                        lambda exc: InputError(f"cannot write to run directory {folder} ({exc.strerror or exc})"), OUTPUT_WAIT)
     try:

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from embedeval import bounds
 from embedeval.bounds import (
-    MAX_JSON_BYTES, MAX_LINE_BYTES, MAX_N_BOOTSTRAP, MAX_NEGATIVES, MAX_READ_TOKENS, MAX_THEME_RUNS, MEMORY_ENV, MemoryEstimate,
-    MemoryPart,
+    LOCAL_RUNTIME_BYTES, MAX_JSON_BYTES, MAX_LINE_BYTES, MAX_N_BOOTSTRAP, MAX_NEGATIVES, MAX_READ_TOKENS, MAX_THEME_RUNS, MEMORY_ENV,
+    PROCESS_BYTES, WEIGHT_MEMORY_FACTOR, MemoryEstimate, MemoryPart,
 )
 from embedeval.cli import app
 from embedeval.errors import ConfigError
@@ -112,11 +112,12 @@ def test_a_plan_says_its_peak_memory_and_takes_the_most_resamples(tmp_path, book
     result = _plan(10, MAX_N_BOOTSTRAP)
     assert result.exit_code == 0, result.output
     line = result.output.strip().splitlines()[-1]
-    assert line.startswith("peak memory: about 0.01 GiB (haystacks 0.00 GiB, bootstrap 0.01 GiB) of the ") and MEMORY_ENV in line
+    assert line.startswith("peak memory: about 0.33 GiB (haystacks 0.00 GiB, bootstrap 0.01 GiB, process 0.33 GiB) of the ")
+    assert MEMORY_ENV in line
     found = json.loads(_plan(10, MAX_N_BOOTSTRAP, "--json").output)["peak_memory"]
     # the haystacks: 64 tokens x (2 x 1 group x 2 variants x 1 depth + 10 negatives) x 24 bytes; the bootstrap:
-    # 100,000 resamples x 1 group x 8 bytes x (3 + 5 x 1 row)
-    assert found["parts"] == {"haystacks": 64 * (2 * 2 + 10) * 24, "bootstrap": MAX_N_BOOTSTRAP * 8 * 8}
+    # 100,000 resamples x 1 group x 8 bytes x (3 + 5 x 1 row); the process of a sweep with no local model
+    assert found["parts"] == {"haystacks": 64 * (2 * 2 + 10) * 24, "bootstrap": MAX_N_BOOTSTRAP * 8 * 8, "process": PROCESS_BYTES}
     assert found["bytes"] == sum(found["parts"].values()) and found["machine_bytes"] == bounds.machine_memory()
     assert _files(tmp_path) == books
 
@@ -129,17 +130,72 @@ def test_a_plan_takes_the_most_negatives(books):
 
 def test_a_run_past_the_memory_here_is_refused_naming_what_to_lower(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv(MEMORY_ENV, "0.01")
+    monkeypatch.setenv(MEMORY_ENV, "0.5")
     for extra in ([], ["--plan"]):
         result = CliRunner().invoke(app, ["nolima", "-e", "bm25", "--out", "run", *extra])
         assert result.exit_code == 1, result.output
         assert result.output.strip().splitlines()[-1].startswith(
-            "error: the run would need about 0.77 GiB of memory, more than the 0.01 GiB here (the largest part: haystacks, 0.75 GiB); "
+            "error: the run would need about 1.10 GiB of memory, more than the 0.50 GiB here (the largest part: haystacks, 0.75 GiB); "
             "lower --negatives, --depths or the longest of --lengths, or set EMBEDEVAL_MEMORY_GB to allow more"), result.output
         assert _files(tmp_path) == []
-    monkeypatch.setenv(MEMORY_ENV, "lots")
+
+
+@pytest.mark.parametrize("value", ["lots", "1e300", "inf", "nan", "1048577", "1e-30", "0.05", "0", "-1", "\uff11"])
+def test_a_memory_setting_outside_its_range_is_one_line(tmp_path, monkeypatch, value):
+    """Audit of issue 56, finding 8: 1e300 was an OverflowError traceback, 1e-30 "needs about
+    0.00 GiB ... more than the 0.00 GiB here"."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(MEMORY_ENV, value)
     result = CliRunner().invoke(app, ["nolima", "-e", "bm25", "--plan", "--out", "run"])
-    assert result.output.strip().splitlines()[-1] == "error: EMBEDEVAL_MEMORY_GB must be a number of GiB > 0, not 'lots'"
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception  # no traceback
+    assert result.output.strip().splitlines() == [
+        f"error: EMBEDEVAL_MEMORY_GB must be a number of GiB from 0.1 to 1,048,576, not {value!r}"], result.output
+    assert _files(tmp_path) == []
+
+
+@pytest.mark.parametrize("value, gib", [("0.1", 0.1), ("1048576", 1_048_576), (" 2 ", 2)])
+def test_a_memory_setting_in_its_range_is_taken(monkeypatch, value, gib):
+    monkeypatch.setenv(MEMORY_ENV, value)
+    assert bounds.machine_memory() == int(gib * bounds.GIB)
+
+
+def test_the_estimate_counts_the_process_and_each_local_models_weights():
+    """Audit of issue 56, finding 7: a MiniLM sweep was estimated at 0.01 GiB and peaked at 1.01 GiB.
+    The process is counted for every sweep (with torch's runtime once a local model loads), and
+    each local model's weight files x the measured factor; an API model or bm25 holds none here."""
+    from embedeval.experiments.nolima_config import NolimaConfig
+
+    config = NolimaConfig()
+    needles = config.needle_set()
+    minilm = "st:all-MiniLM-L6-v2"
+    parts = config.memory(needles, ["bm25", "openai:text-embedding-3-small"]).parts
+    assert parts["process"].bytes == PROCESS_BYTES and not any(what.startswith("weights") for what in parts)
+    parts = config.memory(needles, ["bm25", minilm, f"{minilm}?device=cpu"]).parts
+    assert parts["process"].bytes == PROCESS_BYTES + LOCAL_RUNTIME_BYTES  # the runtime once, however many models
+    weights = 90_868_376  # the bundled model's model.safetensors
+    assert parts[f"weights of {minilm}"].bytes == parts[f"weights of {minilm}?device=cpu"].bytes == int(weights * WEIGHT_MEMORY_FACTOR)
+    line = config.memory(needles, [minilm]).line()
+    assert ", process 0.66 GiB, weights of st:all-MiniLM-L6-v2 0.09 GiB) of the " in line, line
+    small = NolimaConfig(grid=HaystackGrid(lengths=(64,), depths=2), n_bootstrap=10)
+    with pytest.raises(ConfigError) as raised:
+        MemoryEstimate(small.memory(needles, [minilm]).parts, machine=bounds.GIB // 5).check()
+    assert str(raised.value) == (
+        "the run would need about 0.76 GiB of memory, more than the 0.20 GiB here (the largest part: process, 0.66 GiB); use a machine "
+        "with more memory (the process is the interpreter and its libraries, torch with a local model: no setting lowers it), or set "
+        "EMBEDEVAL_MEMORY_GB to allow more")
+
+
+def test_a_models_weight_files_are_its_safetensors_or_else_its_bin_files(tmp_path):
+    from embedeval.embedders.models import weight_file_bytes
+
+    (tmp_path / "model.safetensors").write_bytes(b"x" * 1000)
+    (tmp_path / "pytorch_model.bin").write_bytes(b"x" * 3000)  # the same weights in the older format: not loaded
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "other.safetensors").write_bytes(b"x" * 50)  # not at the top: not the model's
+    assert weight_file_bytes(str(tmp_path)) == 1000
+    (tmp_path / "model.safetensors").unlink()
+    assert weight_file_bytes(str(tmp_path)) == 3000
+    assert weight_file_bytes(str(tmp_path / "no-such-folder")) == 0
 
 
 def test_extend_pi_counts_its_position_table_at_the_models_width(monkeypatch):

@@ -96,6 +96,15 @@ def weight_shapes(path: str) -> dict[str, list[int]]:
     return shapes
 
 
+def weight_file_bytes(path: str) -> int:
+    """The size on disk of the weights a local model loads: its ``*.safetensors`` files at the top
+    of the model folder ``path`` or, where it has none, its ``*.bin`` files there (0 for a name
+    passed through to the hub, which is no folder here)."""
+    folder = Path(path)
+    files = (sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin"))) if folder.is_dir() else []
+    return sum(file.stat().st_size for file in files if file.is_file())
+
+
 def folder_fingerprint(model: str) -> str:
     """sha256 over a model folder: every file's relative path, and its content (files up to
     :data:`CONTENT_HASH_LIMIT` bytes: configs, tokenizer, pooling) or its size and stamp (weights).

@@ -32,15 +32,15 @@ from embedeval.haystacks import build_haystacks
 from embedeval.corpus import load_corpus, source_path
 from embedeval.decision import decision_table, length_summary, timing_table
 from embedeval.embedders.base import Reading
-from embedeval.derived import forget_outputs, fresh_outputs, inputs_digest, keep_edited, record_outputs, recorded_files
+from embedeval.derived import RECORD, forget_outputs, fresh_outputs, inputs_digest, keep_edited, record_outputs, recorded_files
 from embedeval.breaks import ESTIMATOR, break_points
 from embedeval.needles import NeedleSet
 from embedeval.plan import EmbedderPlan, check_prices_used, plan_of, timed_apart
 from embedeval.report import pool_size, recall_chance_table, write_report
-from embedeval.report.write import FIGURES
+from embedeval.report.write import FIGURES, REPORT_FILES
 from embedeval.sentences import book_token_counts
 from embedeval.progress import step
-from embedeval.run import CONFIG, SCORED_TABLES, RunWriter, is_run_directory
+from embedeval.run import CONFIG, RUN_FILES, SCORED_TABLES, RunWriter, is_run_directory
 from embedeval.run_folder import check_subfolder, run_directory
 from embedeval.versions import package_versions
 from embedeval.expansion import query_forms
@@ -180,7 +180,8 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
     forms = query_forms(needle_set, list(config.expansions))
     settings = {**config.recorded(), "embedders": embedders, "skipped": skipped, "versions": package_versions(VERSIONED_PACKAGES)}
     strategies = config.strategy_list()
-    with run_directory(config.out, is_run_directory, CONFIG) as out:
+    # every file the run writes is a plain file or none yet, before any work (a finished run stays finished)
+    with run_directory(config.out, is_run_directory, CONFIG, (*RUN_FILES, RECORD, *REPORT_FILES)) as out:
         check_subfolder(out / FIGURES)  # before any work: the report would refuse it at the end
         reference = load_token_counter(config.tokenizer)
         scorers = [scorer for spec in embedders

@@ -11,7 +11,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from embedeval import options
-from embedeval.bounds import HAYSTACK_BYTES_PER_TOKEN, MemoryEstimate, MemoryPart, bootstrap_bytes, position_table_bytes
+from embedeval.bounds import (
+    HAYSTACK_BYTES_PER_TOKEN, MemoryEstimate, MemoryPart, bootstrap_bytes, position_table_bytes, process_bytes, weights_bytes,
+)
 from embedeval.break_rule import BreakRule
 from embedeval.corpus import absolute_source
 from embedeval.defaults import DEFAULT_NEEDLES
@@ -103,12 +105,20 @@ class NolimaConfig:
         - bootstrap: :func:`~embedeval.bounds.bootstrap_bytes` of ``n_bootstrap`` resamples of the
           groups, ``depths`` rows each (a cell of the metrics);
         - position table: the largest ``extend-pi@L``'s :func:`~embedeval.bounds.position_table_bytes`
-          over the ``st:`` ``embedders`` (default: the run's) whose folder names its width.
+          over the ``st:`` ``embedders`` (default: the run's) whose folder names its width;
+        - process: :data:`~embedeval.bounds.PROCESS_BYTES` (the interpreter and the libraries every
+          sweep imports), plus :data:`~embedeval.bounds.LOCAL_RUNTIME_BYTES` (torch) when any of
+          ``embedders`` is a local ``st:`` model (:func:`~embedeval.bounds.process_bytes`);
+        - weights of each local ``st:`` embedder: its weight files' size on disk x
+          :data:`~embedeval.bounds.WEIGHT_MEMORY_FACTOR` (:func:`~embedeval.bounds.weights_bytes`;
+          every model is loaded before the sweep and held to its end). API models and ``bm25``
+          hold none here.
 
-        Not counted: the models' weights and the vectors of one batch (a model's own, bounded by
-        its batch settings)."""
+        Not counted: the vectors of one batch (a model's own, bounded by its batch settings)."""
         groups = max(1, len(needle_set.groups))
         grid = self.grid
+        specs = self.embedders if embedders is None else embedders
+        local = [spec for spec in dict.fromkeys(specs) if spec.partition(":")[0] == "st"]
         needle_haystacks = groups * len(grid.variants) * grid.depths * len(grid.n_distractors) * len(grid.needles_per_haystack)
         parts = {
             "haystacks": MemoryPart(sum(grid.lengths) * (2 * needle_haystacks + grid.negatives) * HAYSTACK_BYTES_PER_TOKEN,
@@ -116,11 +126,15 @@ class NolimaConfig:
             "bootstrap": MemoryPart(bootstrap_bytes(self.n_bootstrap, groups, grid.depths), "lower `n_bootstrap`", ("n_bootstrap",)),
         }
         stretched = [s for s in self.strategy_list() if s.stretch is not None and s.stretch.method in READS_L]
-        widths = [w for w in (ModelFolders.width(spec) for spec in (self.embedders if embedders is None else embedders)
-                              if spec.partition(":")[0] == "st") if w] if stretched else []
+        widths = [w for w in (ModelFolders.width(spec) for spec in local) if w] if stretched else []
         if widths:
             longest = max(s.read_tokens for s in stretched)
             parts["position table"] = MemoryPart(position_table_bytes(longest, max(widths)), f"lower L of extend-pi@{longest}")
+        parts["process"] = MemoryPart(process_bytes(len(local)), "use a machine with more memory (the process is the interpreter "
+                                      "and its libraries, torch with a local model: no setting lowers it)")
+        for spec in local:
+            parts[f"weights of {spec}"] = MemoryPart(weights_bytes(ModelFolders.weight_bytes(spec)),
+                                                     f"use a smaller model than {spec} or fewer local models", ("embedders",))
         return MemoryEstimate(parts)
 
     def check(self, keys: bool = True) -> tuple[list[str], list[tuple[str, str]]]:

@@ -59,7 +59,7 @@ from embedeval.errors import ConfigError, CorpusError, InputError
 from embedeval.io import atomic_path, json_text, read_json, read_table, text_sha256, write_table, write_text_atomic
 from embedeval.labels import NOISE
 from embedeval.report.themes import map_figure, themes_report
-from embedeval.report.write import FIGURES
+from embedeval.report.write import FIGURES, REPORT_MD
 from embedeval.run_folder import check_run_folder, check_subfolder, run_directory
 from embedeval.versions import package_version, package_versions
 from embedeval.options import check_options
@@ -73,6 +73,10 @@ MODEL_PACKAGES = ("umap-learn", "hdbscan", "pynndescent", "numba", "numpy", "sci
 MANIFEST = "themes.json"
 #: Each clustering's points in UMAP's space, labels, and match of each theme (embedeval.consensus.matches).
 RUNS_FILE = "clusterings.npz"
+UMAP_FILE, HDBSCAN_FILE = "umap.joblib", "hdbscan.joblib"  # the fitted UMAP of the first clustering; every clustering's HDBSCAN
+CHUNKS_FILE, CLUSTERS_FILE, MAP_FIGURE = "chunks.parquet", "clusters.csv", f"{FIGURES}/map.png"
+#: Every file a themes run writes into its folder, :data:`MANIFEST` last.
+THEMES_FILES = (UMAP_FILE, HDBSCAN_FILE, RUNS_FILE, CHUNKS_FILE, CLUSTERS_FILE, MAP_FIGURE, REPORT_MD, MANIFEST)
 TOP_TERMS = 8
 #: Cosines of (float32) embeddings closer than this are equal: a placed vector whose cosine to a corpus
 #: chunk is within it of 1 is that chunk (it lands on the chunk's position), and neighbour similarities
@@ -328,8 +332,9 @@ def cut_corpus(config: ThemesConfig, progress: bool = False) -> list[Chunk]:
 
 def check_themes_out(config: ThemesConfig) -> None:
     """Refuse, before the corpus is read and embedded, an ``out`` that a themes run may not write
-    into (:func:`~embedeval.run_folder.check_run_folder`, and its ``figures/``)."""
-    check_run_folder(Path(config.out), is_themes_directory, MANIFEST)
+    into (:func:`~embedeval.run_folder.check_run_folder`, and its ``figures/``), or where one of
+    its files (:data:`THEMES_FILES`) is taken by a link or a folder."""
+    check_run_folder(Path(config.out), is_themes_directory, MANIFEST, THEMES_FILES)
     check_subfolder(Path(config.out) / FIGURES)
 
 
@@ -346,7 +351,7 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
     model = load_embedder(config.embedder, cache_dir=cache_dir, progress=progress)
     texts = [c.text for c in chunks]
     timings: dict[str, float] = {}
-    with run_directory(config.out, is_themes_directory, MANIFEST) as out:
+    with run_directory(config.out, is_themes_directory, MANIFEST, THEMES_FILES) as out:
         timings["chunking"] = time.perf_counter() - clock
         clock = time.perf_counter()
         vectors = model.embed(texts, kind="document")
@@ -384,20 +389,20 @@ def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_
                              "representatives": ";".join(chunks[i].id for i in picks), "top_terms": ";".join(terms[c]),
                              "stability": float(theme_stability[c])})
         clusters = pd.DataFrame(rows, columns=["cluster", "size", "share", "representatives", "top_terms", "stability"])
-        with atomic_path(out / "umap.joblib") as tmp:
+        with atomic_path(out / UMAP_FILE) as tmp:
             joblib.dump(runs[0].reducer, tmp)
-        with atomic_path(out / "hdbscan.joblib") as tmp:
+        with atomic_path(out / HDBSCAN_FILE) as tmp:
             joblib.dump([run.clusterer for run in runs], tmp)
         with atomic_path(out / RUNS_FILE) as tmp:
             with open(tmp, "wb") as handle:
                 np.savez(handle, reduced=np.array([run.reduced for run in runs]), labels=labellings, matches=found)
-        write_table(table, out / "chunks.parquet")
-        write_table(clusters, out / "clusters.csv")
+        write_table(table, out / CHUNKS_FILE)
+        write_table(clusters, out / CLUSTERS_FILE)
         with step("the map and report.md", progress):
             check_subfolder(out / FIGURES)  # again, while the folder is held
-            map_figure(table, out / FIGURES / "map.png", terms=terms,
+            map_figure(table, out / MAP_FIGURE, terms=terms,
                        stability=dict(enumerate(theme_stability.tolist())) if len(runs) > 1 else None)
-            write_text_atomic(out / "report.md", themes_report(config, table, clusters))
+            write_text_atomic(out / REPORT_MD, themes_report(config, table, clusters))
         manifest = {"settings": config.model_settings(), "representatives": config.representatives,
                     "mmr_lambda": config.mmr_lambda, "embedder_fingerprint": model.fingerprint,
                     "packages": package_versions(MODEL_PACKAGES, python=False),
@@ -443,8 +448,8 @@ def themes_key(out: str | Path) -> str:
     the same machine and cache gives the same key (its ``themes.json`` differs in the timings)."""
     folder = Path(out)
     manifest = read_manifest(folder)
-    chunks = read_table(folder / "chunks.parquet", ["chunk_id", "text", "cluster"])
-    clusters = read_table(folder / "clusters.csv", ["cluster", "size", "representatives", "top_terms"])
+    chunks = read_table(folder / CHUNKS_FILE, ["chunk_id", "text", "cluster"])
+    clusters = read_table(folder / CLUSTERS_FILE, ["cluster", "size", "representatives", "top_terms"])
     text_of = dict(zip(chunks["chunk_id"].astype(str), chunks["text"].astype(str)))
     shown = [[str(r.cluster), str(r.size), str(r.representatives), str(r.top_terms),
               [text_of.get(i, "") for i in str(r.representatives).split(";")]] for r in clusters.itertuples(index=False)]
@@ -462,7 +467,7 @@ def theme_top_terms(out: str | Path) -> dict[int, tuple[str, ...]]:
     """Each theme's top terms (cluster number -> its terms, heaviest first), as the finished themes
     run ``out`` wrote them in ``clusters.csv``."""
     read_manifest(out)  # a missing folder or an unfinished run: one line
-    path = Path(out) / "clusters.csv"
+    path = Path(out) / CLUSTERS_FILE
     clusters = read_table(path, ["cluster", "top_terms"])
     found: dict[int, tuple[str, ...]] = {}
     for line, (cluster, terms) in enumerate(zip(clusters["cluster"], clusters["top_terms"]), start=2):
@@ -541,7 +546,7 @@ def themes_chunks(out: str | Path):
     """The chunks of a finished themes run (as :class:`~embedeval.chunking.Chunk`) and where they
     came from (corpus, chunker, seed: what a chroma collection records), for ``similarity absence``."""
     settings = read_manifest(out)["settings"]
-    table = read_table(Path(out) / "chunks.parquet", ["chunk_id", "book", "text"])
+    table = read_table(Path(out) / CHUNKS_FILE, ["chunk_id", "book", "text"])
     chunks = [Chunk(str(i), str(b), str(t)) for i, b, t in zip(table["chunk_id"], table["book"], table["text"])]
     # runs written before chunk_seed was a setting cut their chunks with the one seed
     return chunks, {"corpus": settings["corpus"], "chunker": settings["chunker"], "seed": settings.get("chunk_seed", settings["seed"])}
@@ -564,7 +569,7 @@ def load_themes(out: str | Path) -> tuple[dict, object, list, dict[str, np.ndarr
         name, (then, now) = next(iter(changed.items()))
         raise InputError(f"{folder} was fitted with {name} {then}, {now} is installed now; run embedeval themes again")
     manifest, arrays = check_themes_files(folder)  # before any model is unpickled
-    clusterers = _fitted(folder / "hdbscan.joblib")
+    clusterers = _fitted(folder / HDBSCAN_FILE)
     if not isinstance(clusterers, list):
         raise InputError(f"{folder} was written before themes were a consensus of several clusterings: run embedeval themes again")
     if len(clusterers) != len(arrays["labels"]):
@@ -575,12 +580,12 @@ def load_themes(out: str | Path) -> tuple[dict, object, list, dict[str, np.ndarr
         if not isinstance(clusterer, hdbscan.HDBSCAN) or getattr(clusterer, "prediction_data_", None) is None \
                 or not np.array_equal(np.asarray(getattr(clusterer, "labels_", ())), arrays["labels"][r]) \
                 or fitted_on is None or not np.array_equal(np.asarray(fitted_on, dtype=arrays["reduced"].dtype), arrays["reduced"][r]):
-            raise InputError(f"{folder / 'hdbscan.joblib'}: its model {r + 1} is not the HDBSCAN of clustering {r + 1} of its "
+            raise InputError(f"{folder / HDBSCAN_FILE}: its model {r + 1} is not the HDBSCAN of clustering {r + 1} of its "
                              f"{RUNS_FILE} (files of different runs, or edited): run embedeval themes again")
-    reducer = _fitted(folder / "umap.joblib")
+    reducer = _fitted(folder / UMAP_FILE)
     embedding = getattr(reducer, "embedding_", None)
     if not isinstance(reducer, umap.UMAP) or embedding is None or not np.array_equal(embedding, arrays["reduced"][0]):
-        raise InputError(f"{folder / 'umap.joblib'} is not the UMAP of the first clustering of its {RUNS_FILE} (files of "
+        raise InputError(f"{folder / UMAP_FILE} is not the UMAP of the first clustering of its {RUNS_FILE} (files of "
                          "different runs, or edited): run embedeval themes again")
     return manifest, reducer, clusterers, arrays
 
@@ -620,7 +625,7 @@ def check_themes_files(out: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
         raise InputError(f"{folder}'s {RUNS_FILE}, hdbscan.joblib and {MANIFEST} disagree on the number of clusterings "
                          "(files of different runs): run embedeval themes again")
     n, themes = labels.shape[1], found.shape[1]
-    chunks = read_table(folder / "chunks.parquet", ["cluster"], integers=["cluster"])
+    chunks = read_table(folder / CHUNKS_FILE, ["cluster"], integers=["cluster"])
     clusters = chunks["cluster"].to_numpy()
     if len(chunks) != n or chunks["cluster"].isna().any() or not np.isin(clusters, np.arange(-1, themes)).all():
         raise InputError(f"{folder}'s chunks.parquet ({len(chunks)} chunks) is not of the clusterings of its {RUNS_FILE} ({n} "
@@ -773,7 +778,7 @@ class MembershipCheck:
         top_terms = theme_top_terms(out)
         default = 0 if cluster is None else resolve_theme(cluster, top_terms, out, "cluster")
         targets = _row_targets(rows, default, top_terms, out)
-        chunks = read_table(Path(out) / "chunks.parquet", ["text", "cluster"])
+        chunks = read_table(Path(out) / CHUNKS_FILE, ["text", "cluster"])
         return cls(Path(out), rows, targets, manifest, reducer, clusterers, clusterings, chunks, threshold, min_outside_percentile,
                    len(top_terms))
 

@@ -12,7 +12,7 @@ from embedeval.derived import RECORD, record_outputs, record_rewritten, recorded
 from embedeval.run import CONFIG, NolimaRun, is_run_directory
 from embedeval.run_folder import run_directory
 from embedeval.report.tables import recall_chance_table
-from embedeval.report.write import REPORT_MD, write_report
+from embedeval.report.write import REPORT_FILES, REPORT_MD, write_report
 
 #: Where a combined report goes without ``out``.
 DEFAULT_COMPARE_OUT = Path("runs/compare")
@@ -41,11 +41,12 @@ def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:
     ``out`` (default: the run itself, or ``runs/compare``) follows the rules of a run directory
     (:func:`~embedeval.run_folder.run_directory`): a new or empty folder, a run folder, or one a report
     was written into before (:func:`is_report_folder`); any other folder is one
-    :class:`~embedeval.errors.InputError` before a table is read. A report written outside a run
+    :class:`~embedeval.errors.InputError` before a table is read, and so is a ``report.md``,
+    ``report.html`` or ``derived.json`` there that is a link or a folder. A report written outside a run
     folder lists its files in ``derived.json``, so the next report may replace them."""
     runs = [NolimaRun.open(d) for d in run_dirs]  # reads each config.json only: what is wrong with a run is said first
     target = Path(out) if out is not None else runs[0].path if len(runs) == 1 else DEFAULT_COMPARE_OUT
-    with run_directory(target, is_report_folder, REPORT_FOLDER_RECORD):
+    with run_directory(target, is_report_folder, REPORT_FOLDER_RECORD, (*REPORT_FILES, RECORD)):  # none a link or a folder
         names = _write_report(runs, target)
         if is_run_directory(target):  # a run's own derived.json says what its tables made, and now what was written
             record_rewritten(target, names)

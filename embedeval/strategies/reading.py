@@ -35,7 +35,7 @@ from embedeval.embedders.base import Embedder, Reading, Scores, TokenIdEmbedder,
 from embedeval.embedders.bm25 import BM25Scorer
 from embedeval.embedders.executors import Executor
 from embedeval.embedders.local import folder_stretch_refusal, local_name, position_limit, position_width
-from embedeval.embedders.models import resolve_model_path
+from embedeval.embedders.models import resolve_model_path, weight_file_bytes
 from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.embedders.requests import LateChunks, StretchedIds, TokenIds, innermost, late_chunking_refusal
@@ -115,6 +115,15 @@ class ModelFolders:
         except EmbedevalError:
             return None
         return position_width(path)
+
+    @staticmethod
+    def weight_bytes(spec: str) -> int:
+        """The size on disk of the ``st:`` ``spec``'s weight files
+        (:func:`~embedeval.embedders.models.weight_file_bytes`; 0 for a model that is no folder here)."""
+        try:
+            return weight_file_bytes(resolve_model_path(split_spec(spec.partition(":")[2])[0]))
+        except (EmbedevalError, OSError):
+            return 0
 
 
 def check_strategy_support(specs: Sequence[str], strategies: Sequence[Strategy], executor: str = "local") -> None:
