@@ -295,7 +295,9 @@ def test_base_lengths_read_back_as_written(tmp_path):
     one = pd.DataFrame([{c: None for c in BREAK_COLUMNS}, {c: None for c in BREAK_COLUMNS}])
     one["base_lengths"] = ["128", ""]
     one["relative_status"] = ["ok", "no rank table"]
-    one["strategy"] = "truncate"  # every version writes one (an empty cell is refused as an edited label)
+    # every version writes a cell's names (an empty one is refused as an edited table)
+    one = one.assign(embedder="bm25", strategy="truncate", query_form="question", variant=["onehop", "inverted"], n_distractors=0, n_needles=1,
+                     own_question=True)
     one.to_csv(tmp_path / "breaks.csv", index=False)
     assert read_breaks(tmp_path / "breaks.csv")["base_lengths"].tolist() == ["128", ""]
 

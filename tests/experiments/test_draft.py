@@ -219,7 +219,7 @@ def test_bad_input_is_one_line_before_any_request(themes_run, chat, tmp_path):
     assert "name one by its number or by a term only it has" in refused(shared, tmp_path / "n.json", "--themes-ids", "shared", out=True)
     assert "--nq-band takes LO,HI" in refused("--nq-band", "0.4")
     assert "--nq-band must be LO,HI with -1 <= LO <= HI <= 1" in refused("--nq-band", "0.8,0.2")
-    assert "--per-theme must be a whole number >= 1" in refused("--per-theme", "0")
+    assert "--per-theme must be a whole number of needle groups from 1 to 50" in refused("--per-theme", "0")
     mine = tmp_path / "mine.json"
     mine.write_text('{"name": "my own set"}')
     assert "it is never replaced" in refused(themes_run, mine, out=True)
