@@ -116,14 +116,10 @@ def forget_run_keys() -> None:
         _RUN_KEYS.clear()
 
 
-def _hex(byte: int) -> str:
-    """A pattern of ``byte`` as two hex digits in either case."""
-    return "".join(f"[{d.upper()}{d.lower()}]" if d.isalpha() else d for d in f"{byte:02x}")
-
-
-def _hex_number(number: int) -> str:
-    """A pattern of ``number`` in hex digits of either case (no leading zeros)."""
-    return "".join(f"[{d.upper()}{d.lower()}]" if d.isalpha() else d for d in f"{number:x}")
+def _hex(number: int, digits: int = 2) -> str:
+    """A pattern of ``number`` in hex digits of either case, at least ``digits`` of them (a byte:
+    two; 1: no leading zeros)."""
+    return "".join(f"[{d.upper()}{d.lower()}]" if d.isalpha() else d for d in f"{number:0{digits}x}")
 
 
 def _char_forms(char: str) -> str:
@@ -133,7 +129,7 @@ def _char_forms(char: str) -> str:
     ``\\"``, ``\\\\``)."""
     forms = [re.escape(char), "".join(f"%{_hex(b)}" for b in char.encode("utf-8")),
              "".join(f"%25{_hex(b)}" for b in char.encode("utf-8")),  # URL-encoded twice (a URL in a URL)
-             f"&#0*{ord(char)};", f"&#[xX]0*{_hex_number(ord(char))};"]  # an HTML page's numeric character references
+             f"&#0*{ord(char)};", f"&#[xX]0*{_hex(ord(char), digits=1)};"]  # an HTML page's numeric character references
     units = char.encode("utf-16-be")
     forms.append("".join(rf"\\u{_hex(units[i])}{_hex(units[i + 1])}" for i in range(0, len(units), 2)))
     forms += {" ": [r"\+"], "/": [r"\\/"], '"': [r'\\"'], "\\": [r"\\\\"]}.get(char, [])
