@@ -30,7 +30,8 @@ from embedeval.strategies.base import (
 )
 
 __all__ = [
-    "FAMILIES", "PLAIN", "Family", "Parameter", "Strategy", "families", "family_of_label", "is_written_label", "model_reading_count", "model_reading_rank", "move_words",
+    "FAMILIES", "PLAIN", "Family", "Parameter", "Strategy", "families", "family_of_label", "is_written_label", "model_reading_count",
+    "model_reading_rank", "move_words",
     "glossary", "parse_strategies", "piece_bounds", "reading_mode", "register", "scores_chunks", "setting_help", "strategy_choices",
     "strategy_names",
     "vectors_per_document",
