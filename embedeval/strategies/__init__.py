@@ -32,7 +32,7 @@ from embedeval.strategies.base import (
 __all__ = [
     "FAMILIES", "PLAIN", "Family", "Parameter", "Strategy", "families", "family_of_label", "is_written_label", "model_reading_count",
     "model_reading_rank", "move_words",
-    "glossary", "parse_strategies", "piece_bounds", "reading_mode", "register", "scores_chunks", "setting_help", "strategy_choices",
+    "glossary", "parameter_table", "parse_strategies", "piece_bounds", "reading_mode", "register", "scores_chunks", "setting_help", "strategy_choices",
     "strategy_names",
     "vectors_per_document",
 ]
@@ -59,6 +59,29 @@ def glossary() -> str:
     """What the strategy labels mean, as the report's chunk-size section says it: each family's
     :attr:`~embedeval.strategies.base.Family.glossary`, in the registry's order."""
     return ", ".join(family.glossary for family in families() if family.glossary)
+
+
+#: The run's settings a parameter may be read from (:attr:`~embedeval.strategies.base.Parameter.setting`), by the
+#: option that gives them.
+SETTING_OPTIONS = {"chunk_tokens": "--chunk-tokens", "window": "--window-overlap", "late": "--late-overlap"}
+
+
+def parameter_table() -> str:
+    """The families' parameters as docs/strategies.md lists them, one Markdown row per
+    :class:`~embedeval.strategies.base.Parameter` of each registered family: the names it goes
+    with, how the label writes it, the run setting that gives it otherwise, its default, its
+    bounds and what it is."""
+    rows = ["| strategy | parameter | in the label | else from | default | values | what it is |", "|---|---|---|---|---|---|---|"]
+    for family in families():
+        for parameter in family.parameters:
+            names = ", ".join(f"`{name}`" for name in family.names)
+            written = f"`{parameter.written}`" if parameter.mark else "–"
+            setting = f"`{SETTING_OPTIONS.get(parameter.setting, parameter.setting)}`" if parameter.setting else "–"
+            default = "–" if parameter.default is None else f"`{str(parameter.default).lower()}`"
+            values = ("true, false" if parameter.kind is bool else "any whole number" if parameter.minimum is None else
+                      f"≥ {parameter.minimum:,}" if parameter.maximum is None else f"{parameter.minimum:,} to {parameter.maximum:,}")
+            rows.append(f"| {names} | `{parameter.name}` | {written} | {setting} | {default} | {values} | {parameter.help} |")
+    return "\n".join(rows) + "\n"
 
 
 def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Sequence[int] = DEFAULT_CHUNK_TOKENS,

@@ -1,10 +1,12 @@
 """What a long-text strategy is (docs/strategies.md): :class:`Strategy`, one way of reading long
 texts as a run asks for it (``chunks-max@128``), and :class:`Family`, the class a strategy family's
-module defines to say everything about it — its names and help, how it is parsed and labelled, what
-it needs from an embedder, how it cuts a text into pieces and combines their vectors, what it
-stores per document and what its reading costs. A family registers itself (:func:`register`); the
-command line's help and checks, ``embedeval embedders``, the report's words, the decision table and
-the support checks all ask the registry, so a new strategy is one module in this package.
+module defines to say everything about it — its names and help, its parameters (:class:`Parameter`:
+how a label writes them, their checks), what it needs from an embedder, how it cuts a text into
+pieces and combines their vectors, what it stores per document and what its reading costs. A family
+registers itself (:func:`register`), or another package names it in the ``embedeval.strategies``
+entry points (:func:`families` reads them once); the command line's help and checks, ``embedeval
+embedders``, the report's words, the decision table and the support checks all ask the registry, so
+a new strategy is one module, in this package or another.
 
 This module and the family modules import nothing heavy (the command line builds its help from
 them); the reading itself (numpy, the embedders) is in :mod:`embedeval.strategies.reading`, which
@@ -208,7 +210,8 @@ class Family:
     Class attributes:
 
     - ``names``: what ``--strategy`` takes (before any ``@``); ``choices``: the ``--help`` and
-      ``embedeval embedders`` lines, as written -> what it does; ``hint``: how to write the family
+      ``embedeval embedders`` lines, as written -> what it does (none: :meth:`listed_choices` makes
+      one from the names, the parameters and ``words``); ``hint``: how to write the family
       with its number, for the unknown-name error (``chunks-max@C``).
     - ``one_piece``: a text is read as one piece, its start; ``scores_chunks``: a text's score is
       its best chunk's and its table length is the document's (a chunk-size recommendation reads

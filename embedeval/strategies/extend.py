@@ -109,7 +109,7 @@ class Extend(Family):
     }
     hint = f"context extension as {next(iter(STRETCH_METHODS))}@L"
     one_piece = True
-    parameters = (Parameter("read_tokens", "the tokens read in one pass", minimum=1, mark="@", symbol="L",
+    parameters = (Parameter("read_tokens", f"the tokens read in one pass (a label's at most {MAX_READ_TOKENS:,})", minimum=1, mark="@", symbol="L",
                             example=4096, what="a length to read (@L)", unit="tokens"),
                   Parameter("logscale", "attention logits scaled by log(n)/log(P) past the positions", kind=bool, default=False,
                             mark=LOGSCALE_SUFFIX))

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -17,32 +18,35 @@ import pytest
 
 from embedeval.errors import ConfigError
 from embedeval.strategies import base
-from embedeval.strategies import family_of_label, is_written_label, parse_strategies, strategy_choices
+from embedeval.strategies import family_of_label, is_written_label, parameter_table, parse_strategies, strategy_choices
 from test_fuzz import write_corpus
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-#: The outside package's one module: windows of the model's size over the whole text, a text scored
-#: by its best window among every N-th one (the first, the N+1-th, ...).
-EVERY_OTHER = '''"""``every-other@N``: the model's windows over the whole text, every N-th one kept; a text scores
-as the best window kept."""
-
-import numpy as np
-
-from embedeval.strategies import Family, Parameter
+DEVELOPMENT = (REPO_ROOT / "docs" / "development.md").read_text(encoding="utf-8")
 
 
-class EveryOther(Family):
-    names = ("every-other",)
-    parameters = (Parameter("step", "which windows are kept: every N-th", minimum=1, mark="@", symbol="N", example=2),)
-    words = "keeping every N-th window"
+def recipe_block(language: str) -> str:
+    """The ``language`` code block of docs/development.md's recipe for a family from your own
+    package, as written (its first line a comment naming the file)."""
+    recipe = DEVELOPMENT[DEVELOPMENT.index("- Adding a strategy family from your own package"):]
+    block = recipe[recipe.index(f"```{language}\n") + len(language) + 4:]
+    return textwrap.dedent(block[:block.index("```")])
 
-    def combine(self, strategy, reader, vectors, pieces, n_texts):
-        owner = np.asarray(pieces.owner)
-        rank = np.arange(len(owner)) - np.searchsorted(owner, owner)  # owner is sorted: the window's place in its text
-        keep = rank % strategy.step == 0
-        return vectors[keep], owner[keep], np.asarray(pieces.spans)[keep]
-'''
+
+#: The outside package's one module, as the recipe writes it: the model's windows over the whole
+#: text, a text scored by its best window among every N-th one (the first, the N+1-th, ...).
+EVERY_OTHER = recipe_block("python")
+
+
+def test_the_recipes_entry_point_is_the_one_the_tests_install():
+    assert recipe_block("toml").splitlines()[1:] == [f'[project.entry-points."{base.ENTRY_POINT_GROUP}"]',
+                                                      'every-other = "every_other:EveryOther"']
+    assert EVERY_OTHER.startswith("# every_other.py\n") and "class EveryOther(Family):" in EVERY_OTHER
+
+
+def test_the_parameters_table_of_the_docs_is_the_families_declarations():
+    assert parameter_table() in (REPO_ROOT / "docs" / "strategies.md").read_text(encoding="utf-8")
 
 
 def plugin_package(folder: Path, module: str = EVERY_OTHER, entry: str = "every-other = every_other:EveryOther",
