@@ -439,7 +439,8 @@ FAMILIES: list[Family] = []
 def register(cls: type[Family]) -> type[Family]:
     """Class decorator: add a family to the registry (once; its names must be new, and each a name
     ``--strategy`` can take and a label can start with: letters, digits, ``-``, ``_``, ``.``, no ``@``,
-    ``+``, ``,`` or space, which the labels and the command line read as separators)."""
+    ``+``, ``,`` or space, which the labels and the command line read as separators; its
+    ``parameters`` a tuple of :class:`Parameter` s with distinct names)."""
     if not (isinstance(cls, type) and issubclass(cls, Family)):
         raise TypeError(f"register takes a Family subclass, not {cls!r}")
     names = cls.names
@@ -448,6 +449,10 @@ def register(cls: type[Family]) -> type[Family]:
                          f"(no '@', '+', ',' or space), not {names!r}")
     if len(set(names)) != len(names):
         raise ValueError(f"{cls.__name__}.names repeats a name: {names!r}")
+    parameters = cls.parameters
+    if not (isinstance(parameters, tuple) and all(isinstance(p, Parameter) for p in parameters)
+            and len({p.name for p in parameters}) == len(parameters)):
+        raise ValueError(f"{cls.__name__}.parameters must be a tuple of Parameters with distinct names, not {parameters!r}")
     taken = {name for family in FAMILIES for name in family.names}
     if taken & set(cls.names):
         raise ValueError(f"strategy names registered twice: {sorted(taken & set(cls.names))}")

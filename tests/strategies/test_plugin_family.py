@@ -109,6 +109,9 @@ def test_without_its_entry_point_the_family_is_unknown(tmp_path, monkeypatch, fr
     (EVERY_OTHER.replace('names = ("every-other",)', 'names = ("truncate",)'), "every-other = every_other:EveryOther",
      "strategy plugin 'every-other' (every_other:EveryOther, entry point group embedeval.strategies) is refused: strategy names "
      "registered twice: ['truncate']"),
+    (EVERY_OTHER.replace("parameters = (", "parameters = [").replace('example=2),)', 'example=2)]'), "every-other = every_other:EveryOther",
+     "strategy plugin 'every-other' (every_other:EveryOther, entry point group embedeval.strategies) is refused: EveryOther.parameters "
+     "must be a tuple of Parameters with distinct names"),
     (EVERY_OTHER, "every-other = every_other:np", "strategy plugin 'every-other' (every_other:np, entry point group "
      "embedeval.strategies) is refused: register takes a Family subclass"),
 ])
