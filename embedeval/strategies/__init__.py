@@ -25,9 +25,10 @@ from embedeval.errors import ConfigError
 # each module registers its family; the order is --help's and the model readings' (truncate first)
 from embedeval.strategies import truncate, windows, chunks, late, full_text, extend  # noqa: F401
 from embedeval.strategies.base import (
-    FAMILIES, PLAIN, Family, Parameter, ReadSettings, Strategy, chunking_names, families, family_of_entry, family_of_label, piece_bounds,
+    FAMILIES, PLAIN, Family, Strategy, chunking_names, families, family_of_entry, family_of_label, piece_bounds,
     register, strategy_names,
 )
+from embedeval.strategies.parameters import Parameter, ReadSettings
 
 __all__ = [
     "FAMILIES", "PLAIN", "Family", "Parameter", "Strategy", "families", "family_of_label", "is_written_label", "model_reading_count",

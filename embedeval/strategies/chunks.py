@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 
 from embedeval.errors import ConfigError
-from embedeval.strategies.base import Family, Parameter, Strategy, chunking_names, register, whole_number
+from embedeval.strategies.base import Family, Strategy, chunking_names, register, whole_number
+from embedeval.strategies.parameters import Parameter
 
 CHUNKS_MAX = "chunks-max"
 #: ``strategy`` labels of chunks-max: ``chunks-max@128``.

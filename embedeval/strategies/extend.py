@@ -12,7 +12,8 @@ from dataclasses import dataclass, replace
 
 from embedeval.bounds import MAX_READ_TOKENS
 from embedeval.errors import ConfigError, InputError
-from embedeval.strategies.base import Family, Parameter, Strategy, register
+from embedeval.strategies.base import Family, Strategy, register
+from embedeval.strategies.parameters import Parameter
 
 ABSOLUTE, ROTARY = "absolute", "rotary"
 #: The methods per position type, as strategy names spell them after their prefix (``extend-gp``, ``rope-ntk``).

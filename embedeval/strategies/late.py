@@ -13,8 +13,9 @@ import bisect
 
 from embedeval.defaults import DEFAULT_LATE_CHUNKING_OVERLAP
 from embedeval.errors import ConfigError
-from embedeval.strategies.base import Parameter, Strategy, piece_bounds, register
+from embedeval.strategies.base import Strategy, piece_bounds, register
 from embedeval.strategies.chunks import CHUNK_SIZE, ChunkFamily
+from embedeval.strategies.parameters import Parameter
 
 LATE_CHUNKING = "late-chunking"
 #: Providers whose models late-chunk: local models (token embeddings), Jina (the API's own late chunking).

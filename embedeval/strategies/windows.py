@@ -5,7 +5,8 @@ over the whole text; v = normalise(mean of the window vectors). Score = cos(q, v
 from __future__ import annotations
 
 from embedeval.defaults import DEFAULT_WINDOW_OVERLAP
-from embedeval.strategies.base import Family, Parameter, Strategy, register
+from embedeval.strategies.base import Family, Strategy, register
+from embedeval.strategies.parameters import Parameter
 
 WINDOWS_MEAN = "windows-mean"
 
