@@ -44,7 +44,7 @@ from embedeval.needles import Pair
 from embedeval.plan import EmbedderPlan, plan_work
 from embedeval.run import HAYSTACK_SETTINGS, HAYSTACKS, NolimaRun
 from embedeval.run_folder import check_run_folder, run_directory
-from embedeval.strategies.truncate import TRUNCATE
+from embedeval.strategies import model_reading_rank
 
 MTEB_TASK = "EmbedevalNoLiMa"
 #: What MTEB names each retrieval measure of ``metrics.csv``.
@@ -90,8 +90,10 @@ def model_folder(spec: str) -> tuple[str, str]:
 
 
 def mteb_task_name(strategy: str, query_form: str) -> str:
-    """``EmbedevalNoLiMa`` with the strategy and query form appended where they are not the defaults."""
-    parts = [MTEB_TASK] + ([strategy] if strategy != TRUNCATE else []) + ([query_form] if query_form != QUESTION else [])
+    """``EmbedevalNoLiMa`` with the strategy and query form appended where they are not the defaults:
+    a strategy other than the model's own reading (the registry's most direct, rank 0:
+    ``truncate``), a query form other than the question."""
+    parts = [MTEB_TASK] + ([strategy] if model_reading_rank(strategy) != 0 else []) + ([query_form] if query_form != QUESTION else [])
     return ".".join(parts)
 
 

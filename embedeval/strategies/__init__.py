@@ -25,13 +25,15 @@ from embedeval.errors import ConfigError
 # each module registers its family; the order is --help's and the model readings' (truncate first)
 from embedeval.strategies import truncate, windows, chunks, late, full_text, extend  # noqa: F401
 from embedeval.strategies.base import (
-    FAMILIES, PLAIN, Family, ReadSettings, Strategy, chunking_names, family_of_entry, family_of_label, piece_bounds, register,
-    strategy_names,
+    FAMILIES, PLAIN, Family, Strategy, chunking_names, families, family_of_entry, family_of_label, piece_bounds,
+    register, strategy_names,
 )
+from embedeval.strategies.parameters import Parameter, ReadSettings
 
 __all__ = [
-    "FAMILIES", "PLAIN", "Family", "Strategy", "family_of_label", "is_written_label", "model_reading_count", "model_reading_rank", "move_words",
-    "glossary", "parse_strategies", "piece_bounds", "reading_mode", "register", "scores_chunks", "setting_help", "strategy_choices",
+    "FAMILIES", "PLAIN", "Family", "Parameter", "Strategy", "families", "family_of_label", "is_written_label", "model_reading_count",
+    "model_reading_rank", "move_words",
+    "glossary", "parameter_table", "parse_strategies", "piece_bounds", "reading_mode", "register", "scores_chunks", "setting_help", "strategy_choices",
     "strategy_names",
     "vectors_per_document",
 ]
@@ -39,15 +41,16 @@ __all__ = [
 
 def strategy_choices() -> dict[str, str]:
     """Each strategy as ``--strategy`` takes it and what it does (``embedeval embedders`` and
-    ``--help`` list them), in the registry's order."""
-    return {written: what for family in FAMILIES if family.selectable for written, what in family.choices.items()}
+    ``--help`` list them), in the registry's order: a plugin that cannot be loaded is refused where
+    a strategy is read, not in the help."""
+    return {written: what for family in families(strict=False) if family.selectable for written, what in family.listed_choices().items()}
 
 
 def setting_help(setting: str) -> str:
     """The ``--help`` of a run setting the families read: each family's words for it
     (:attr:`~embedeval.strategies.base.Family.settings_help`); the chunk sizes as one sentence
     ("Comma-separated chunk sizes for chunks-max, in ..., and for late-chunking, in ...")."""
-    words = [family.settings_help[setting] for family in FAMILIES if setting in family.settings_help]
+    words = [family.settings_help[setting] for family in families(strict=False) if setting in family.settings_help]
     if setting == "chunk_tokens":
         return "Comma-separated chunk sizes for " + ", and for ".join(words) + "."
     return " ".join(words)
@@ -56,7 +59,30 @@ def setting_help(setting: str) -> str:
 def glossary() -> str:
     """What the strategy labels mean, as the report's chunk-size section says it: each family's
     :attr:`~embedeval.strategies.base.Family.glossary`, in the registry's order."""
-    return ", ".join(family.glossary for family in FAMILIES if family.glossary)
+    return ", ".join(family.glossary for family in families() if family.glossary)
+
+
+#: The run's settings a parameter may be read from (:attr:`~embedeval.strategies.base.Parameter.setting`), by the
+#: option that gives them.
+SETTING_OPTIONS = {"chunk_tokens": "--chunk-tokens", "window": "--window-overlap", "late": "--late-overlap"}
+
+
+def parameter_table() -> str:
+    """The families' parameters as docs/strategies.md lists them, one Markdown row per
+    :class:`~embedeval.strategies.base.Parameter` of each registered family: the names it goes
+    with, how the label writes it, the run setting that gives it otherwise, its default, its
+    bounds and what it is."""
+    rows = ["| strategy | parameter | in the label | else from | default | values | what it is |", "|---|---|---|---|---|---|---|"]
+    for family in families():
+        for parameter in family.parameters:
+            names = ", ".join(f"`{name}`" for name in family.names)
+            written = f"`{parameter.written}`" if parameter.mark else "–"
+            setting = f"`{SETTING_OPTIONS.get(parameter.setting, parameter.setting)}`" if parameter.setting else "–"
+            default = "–" if parameter.default is None else f"`{str(parameter.default).lower()}`"
+            values = ("true, false" if parameter.kind is bool else "any whole number" if parameter.minimum is None else
+                      f"≥ {parameter.minimum:,}" if parameter.maximum is None else f"{parameter.minimum:,} to {parameter.maximum:,}")
+            rows.append(f"| {names} | `{parameter.name}` | {written} | {setting} | {default} | {values} | {parameter.help} |")
+    return "\n".join(rows) + "\n"
 
 
 def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Sequence[int] = DEFAULT_CHUNK_TOKENS,
@@ -123,7 +149,7 @@ def model_reading_rank(label) -> int | None:
     ``windows-mean``, ``full-text``, the context extensions); None for a strategy that reads short
     texts otherwise (chunks, late chunking) or a label no family writes."""
     label, offset = str(label), 0
-    for family in FAMILIES:
+    for family in families():
         rank = family.model_reading_rank(label) if family.owns_label(label) else None
         if rank is not None:
             return offset + rank
@@ -133,7 +159,7 @@ def model_reading_rank(label) -> int | None:
 
 def model_reading_count() -> int:
     """How many model readings the registry has: a rank past every :func:`model_reading_rank`."""
-    return sum(len(family.model_readings) for family in FAMILIES)
+    return sum(len(family.model_readings) for family in families())
 
 
 def scores_chunks(label) -> bool:

@@ -1,10 +1,12 @@
 """What a long-text strategy is (docs/strategies.md): :class:`Strategy`, one way of reading long
 texts as a run asks for it (``chunks-max@128``), and :class:`Family`, the class a strategy family's
-module defines to say everything about it — its names and help, how it is parsed and labelled, what
-it needs from an embedder, how it cuts a text into pieces and combines their vectors, what it
-stores per document and what its reading costs. A family registers itself (:func:`register`); the
-command line's help and checks, ``embedeval embedders``, the report's words, the decision table and
-the support checks all ask the registry, so a new strategy is one module in this package.
+module defines to say everything about it — its names and help, its parameters (:class:`Parameter`:
+how a label writes them, their checks), what it needs from an embedder, how it cuts a text into
+pieces and combines their vectors, what it stores per document and what its reading costs. A family
+registers itself (:func:`register`), or another package names it in the ``embedeval.strategies``
+entry points (:func:`families` reads them once); the command line's help and checks, ``embedeval
+embedders``, the report's words, the decision table and the support checks all ask the registry, so
+a new strategy is one module, in this package or another.
 
 This module and the family modules import nothing heavy (the command line builds its help from
 them); the reading itself (numpy, the embedders) is in :mod:`embedeval.strategies.reading`, which
@@ -14,13 +16,15 @@ primitives it cuts and embeds with.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from numbers import Integral
+from importlib.metadata import EntryPoint, entry_points
 from typing import ClassVar
 
 from embedeval.errors import ConfigError
+from embedeval.strategies.parameters import NAME, Parameter, ReadSettings
 
 #: :meth:`Family.reading_mode` of a strategy whose inputs are at most the model's window, read as
 #: the model reads them (one speed per model, measured on all of them).
@@ -41,46 +45,43 @@ def whole_number(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-@dataclass(frozen=True)
-class ReadSettings:
-    """The run's settings a family parses its strategies with: the chunk sizes (``--chunk-tokens``)
-    and the window overlaps by :attr:`Family.overlap_setting` (``window``, ``late``)."""
-
-    chunk_tokens: tuple[int, ...]
-    overlaps: dict[str, int]
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Strategy:
-    """One way of reading long texts: a family's name and its parameters. ``label`` is the table's
-    ``strategy`` value (``truncate``, ``windows-mean``, ``chunks-max@128``, ``late-chunking@128``,
+    """One way of reading long texts: a family's name and the values of that family's parameters
+    (:attr:`Family.parameters`), each read as an attribute (``strategy.chunk_tokens``; one the
+    family does not declare is an :class:`AttributeError`). ``label`` is the table's ``strategy``
+    value (``truncate``, ``windows-mean``, ``chunks-max@128``, ``late-chunking@128``,
     ``extend-gp@4096``, ``extend-pi@4096+logscale``); the family (:attr:`family`) checks the
-    parameters and does the reading."""
+    parameters and does the reading.
+
+    ``Strategy("chunks-max", chunk_tokens=128)``: values not given are the declared defaults; a
+    value of None is not given. ``dataclasses.replace(strategy, read_tokens=8192)`` gives a copy
+    with one value changed."""
 
     name: str
-    chunk_tokens: int | None = None  # families that take a chunk size only
-    #: Tokens shared by neighbouring windows (None: the family's default, :attr:`Family.overlap_default`;
-    #: 0 for a family without one).
-    overlap: int | None = None
-    #: Families that read a set length in one pass only: the tokens read (``L``), and whether
-    #: attention logits are scaled past the model's positions.
-    read_tokens: int | None = None
-    logscale: bool = False
+    #: ``(parameter, value)`` in the family's declared order, every declared parameter given.
+    parameters: tuple[tuple[str, int | bool], ...]
 
-    def __post_init__(self) -> None:
-        family = family_named(self.name)
-        if self.overlap is None:
-            object.__setattr__(self, "overlap", family.overlap_default or 0)
-        for field in ("chunk_tokens", "overlap", "read_tokens"):  # 1.5, NaN, True or "128" would be written into labels
-            value = getattr(self, field)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, Integral):
-                raise ConfigError(f"a strategy's {field} is a whole number of tokens, not {value!r}")
-            object.__setattr__(self, field, int(value))
-        if not isinstance(self.logscale, bool):
-            raise ConfigError(f"a strategy's logscale is true or false, not {self.logscale!r}")
-        family.check_parameters(self)
+    def __init__(self, name: str, parameters: Sequence[tuple[str, int | bool]] = (), **values) -> None:
+        family = family_named(name)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "parameters", family.settle(name, {**dict(parameters), **values}))
+
+    def __getattr__(self, attribute: str):
+        """A parameter's value: ``strategy.chunk_tokens``."""
+        if attribute.startswith("_") or attribute in ("name", "parameters"):  # copying and pickling ask before the fields are set
+            raise AttributeError(attribute)
+        values = dict(self.parameters)
+        if attribute in values:
+            return values[attribute]
+        raise AttributeError(f"strategy {self.label} has no parameter {attribute!r} (its family takes "
+                             f"{', '.join(values) or 'none'})")
+
+    @property
+    def overlap(self) -> int:
+        """Tokens shared by neighbouring windows: the family's ``overlap`` parameter, 0 for a family
+        that declares none (its windows, where it reads any, do not overlap)."""
+        return dict(self.parameters).get("overlap", 0)
 
     @property
     def family(self) -> Family:
@@ -122,7 +123,8 @@ class Family:
     Class attributes:
 
     - ``names``: what ``--strategy`` takes (before any ``@``); ``choices``: the ``--help`` and
-      ``embedeval embedders`` lines, as written -> what it does; ``hint``: how to write the family
+      ``embedeval embedders`` lines, as written -> what it does (none: :meth:`listed_choices` makes
+      one from the names, the parameters and ``words``); ``hint``: how to write the family
       with its number, for the unknown-name error (``chunks-max@C``).
     - ``one_piece``: a text is read as one piece, its start; ``scores_chunks``: a text's score is
       its best chunk's and its table length is the document's (a chunk-size recommendation reads
@@ -131,9 +133,8 @@ class Family:
       of an embedder is held to, :mod:`embedeval.breaks`).
     - ``text_margins``: how many :data:`~embedeval.defaults.TEXT_FIT_MARGIN` s a text-fed model's
       inputs keep below its window (1: the embedder's own cut; 2: windows cut apart and re-read).
-    - ``overlap_setting`` / ``overlap_default``: the run setting that gives the family's window
-      overlap (``window``, ``late``) and the overlap when none is given (None: takes none).
-    - ``takes_chunk_size``: one strategy per ``--chunk-tokens`` size, ``name@C`` for one size.
+    - ``parameters``: the :class:`Parameter` s its strategies take (``chunks-max@C``'s chunk size,
+      ``windows-mean``'s overlap): their values, how labels write them, their checks.
     - ``words``: what reading a document by the family does, in the report's sentences;
       ``glossary``: what its labels mean, in the report's chunk-size section ("" : not listed there).
     - ``settings_help``: per run setting the family reads (``window_overlap``, ``late_overlap``,
@@ -149,66 +150,138 @@ class Family:
     scores_chunks: ClassVar[bool] = False
     model_readings: ClassVar[tuple[str, ...]] = ()
     text_margins: ClassVar[int] = 2
-    overlap_setting: ClassVar[str | None] = None
-    overlap_default: ClassVar[int | None] = None
-    takes_chunk_size: ClassVar[bool] = False
+    parameters: ClassVar[tuple[Parameter, ...]] = ()
     words: ClassVar[str] = ""
     glossary: ClassVar[str] = ""
     settings_help: ClassVar[dict[str, str]] = {}
-    reads_length: ClassVar[bool] = False  # context extension: ``name@L`` reads L tokens in one pass
 
-    # -- naming ---------------------------------------------------------------------------------
+    # -- naming: the names and the declared parameters ----------------------------------------
+
+    def parameter(self, name: str) -> Parameter | None:
+        """The declared parameter called ``name``; None where the family takes none of that name."""
+        return next((parameter for parameter in self.parameters if parameter.name == name), None)
 
     def takes(self, entry: str) -> bool:
-        """Whether ``entry`` (a ``--strategy`` value) names this family."""
-        head, at, _ = entry.partition("@")
-        return entry in self.names or (bool(at) and head in self.names and self.takes_chunk_size)
+        """Whether ``entry`` (a ``--strategy`` value) names this family: one of its names, alone or
+        followed by what its first marked parameter writes (``chunks-max@128``; :meth:`parse` checks
+        the rest)."""
+        return entry in self.names or self._marked(entry)
+
+    def _marked(self, entry: str) -> bool:
+        """Whether ``entry`` is one of the names followed by the first marked parameter's mark."""
+        head = _head(entry)
+        first = next((p for p in self.parameters if p.mark), None)
+        return head in self.names and first is not None and entry[len(head):].startswith(first.mark[0] if first.kind is int else first.mark)
 
     def parse(self, entry: str, settings: ReadSettings) -> list[Strategy]:
-        """The strategies ``entry`` asks for: one per chunk size for a family that takes them
-        (``chunks-max``), one for ``name@C``, else one."""
-        head, at, size = entry.partition("@")
-        overlap = settings.overlaps.get(self.overlap_setting) if self.overlap_setting else 0
-        if not self.takes_chunk_size:
-            return [Strategy(entry, overlap=overlap)]
-        if not at:
-            return [Strategy(head, chunk_tokens=int(c), overlap=overlap) for c in settings.chunk_tokens]
-        if not (whole_number(size) and int(size) > 0):
-            raise ConfigError(f"strategy {entry!r}: write {head}@C, C the chunk size in tokens (e.g. {head}@128)", "strategies")
-        return [Strategy(head, chunk_tokens=int(size), overlap=overlap)]
+        """The strategies ``entry`` asks for, by the declared parameters: a value the label writes
+        (``chunks-max@128``, ``+logscale``), else the run's setting for it (one strategy per chunk
+        size for ``chunks-max``), else the default. A label not written as the parameters write it
+        is one :class:`ConfigError` (:meth:`how_to_write`)."""
+        head = _head(entry)
+        written = self._form().fullmatch(entry[len(head):]) if head in self.names else None
+        if written is None:
+            raise ConfigError(self.how_to_write(entry), "strategies")
+        candidates = []
+        for parameter in self.parameters:
+            text = written.groupdict().get(parameter.name)
+            if parameter.kind is bool and parameter.mark:
+                candidates.append((bool(text),))
+            elif text is not None:
+                value = int(text)
+                self.check_written(entry, parameter, value)
+                candidates.append((value,))
+            else:
+                from_run = settings.values(parameter.setting) if parameter.setting else ()
+                candidates.append(tuple(from_run) or ((parameter.default,) if parameter.default is not None else ()))
+        names = [parameter.name for parameter in self.parameters]
+        return [Strategy(head, **dict(zip(names, values))) for values in itertools.product(*candidates)]
+
+    def _form(self) -> re.Pattern:
+        """What the label writes after the name: each marked parameter in the declared order, a
+        number (``@128``, left out where a run setting or a default gives it) or a flag
+        (``+logscale``, left out when false)."""
+        parts = []
+        for parameter in self.parameters:
+            if not parameter.mark:
+                continue
+            if parameter.kind is bool:
+                parts.append(f"(?P<{parameter.name}>{re.escape(parameter.mark)})?")
+            else:
+                optional = "?" if parameter.setting or parameter.default is not None else ""
+                parts.append(f"(?:{re.escape(parameter.mark)}(?P<{parameter.name}>[0-9]+)){optional}")
+        return re.compile("".join(parts))
+
+    def how_to_write(self, entry: str) -> str:
+        """The refusal of an entry not written as the family's parameters write it: ``strategy
+        'chunks-max@': write chunks-max@C, C the chunk size in tokens (e.g. chunks-max@128)``."""
+        head = _head(entry) if _head(entry) in self.names else self.names[0]
+        numbers = [p for p in self.parameters if p.mark and p.kind is int]
+        flags = [p for p in self.parameters if p.mark and p.kind is bool]
+        base = head + "".join(p.written for p in numbers)
+        forms = " or ".join([base] + [base + flag.written for flag in flags])
+        meaning = ", ".join(f"{p.symbol} {p.help}" for p in numbers)
+        example = head + "".join(f"{p.mark}{p.example}" for p in numbers if p.example is not None)
+        return f"strategy {entry!r}: write {forms}" + (f", {meaning}" if meaning else "") + (f" (e.g. {example})" if example != head else "")
+
+    def check_written(self, entry: str, parameter: Parameter, value: int) -> None:
+        """One :class:`ConfigError` for a number a label writes out of the parameter's bounds: how
+        the family is written (:meth:`how_to_write`)."""
+        if (parameter.minimum is not None and value < parameter.minimum) or (parameter.maximum is not None and value > parameter.maximum):
+            raise ConfigError(self.how_to_write(entry), "strategies")
 
     def asks_chunk_sizes(self, entry: str) -> bool:
-        """Whether ``entry`` takes its chunk sizes from the run's ``--chunk-tokens``."""
-        return self.takes_chunk_size and "@" not in entry
+        """Whether ``entry`` takes its chunk sizes from the run's ``--chunk-tokens``: a parameter
+        read from that setting that the entry does not write."""
+        return any(parameter.setting == "chunk_tokens" for parameter in self.parameters) and "@" not in entry
 
-    def check_parameters(self, strategy: Strategy) -> None:
-        """One :class:`ConfigError` for parameters the family does not take or a value out of range."""
-        self.check_length(strategy)
-        if self.takes_chunk_size != (strategy.chunk_tokens is not None):
-            raise ConfigError(f"a chunk size goes with {' and '.join(chunking_names())}, and only with them")
-        if strategy.chunk_tokens is not None and strategy.chunk_tokens < 1:
-            raise ConfigError(f"chunk size must be a positive token count, not {strategy.chunk_tokens}")
-        if strategy.overlap < 0 or (strategy.overlap and self.overlap_default is None):
-            raise ConfigError(f"a window overlap (>= 0 tokens) goes with {' and '.join(overlapping_names())} only, "
-                              f"not {strategy.overlap} for {strategy.name}")
-
-    def check_length(self, strategy: Strategy) -> None:
-        """A length to read in one pass (``@L``, ``+logscale``) goes with context extension only."""
-        if strategy.read_tokens is not None or strategy.logscale:
-            raise ConfigError(f"a length to read (@L) and +logscale go with {', '.join(stretching_names())}, and only "
-                              f"with them (e.g. {stretching_names()[0]}@4096)")
+    def settle(self, name: str, given: dict) -> tuple[tuple[str, int | bool], ...]:
+        """The values of a strategy called ``name`` (:class:`Strategy`), in the declared order: each
+        given one checked (:meth:`Parameter.check`), the default for one not given (None: not
+        given). One :class:`ConfigError` for a parameter the family does not take or a value
+        missing or out of range."""
+        declared = {parameter.name for parameter in self.parameters}
+        odd = next((key for key, value in given.items() if key not in declared and value is not None), None)
+        if odd is not None:
+            holders = names_where(lambda family: family.parameter(odd) is not None)
+            raise ConfigError(f"a strategy's {odd} goes with {' and '.join(holders) or 'no strategy'}, and only with them, not with {name}")
+        values = []
+        for parameter in self.parameters:
+            value = given.get(parameter.name)
+            value = parameter.default if value is None else value
+            if value is None:
+                raise ConfigError(f"{name} needs {parameter.what or parameter.name} ({name}{parameter.written})")
+            values.append((parameter.name, parameter.check(value, name)))
+        return tuple(values)
 
     def label(self, strategy: Strategy) -> str:
-        """The table's ``strategy`` value: the name, ``@C`` for a chunk size."""
-        return strategy.name if strategy.chunk_tokens is None else f"{strategy.name}@{strategy.chunk_tokens}"
+        """The table's ``strategy`` value: the name, then each marked parameter as it is marked
+        (``chunks-max@128``, ``extend-gp@4096+logscale``)."""
+        values = dict(strategy.parameters)
+        marks = [(f"{p.mark}{values[p.name]}" if p.kind is int else (p.mark if values[p.name] else ""))
+                 for p in self.parameters if p.mark]
+        return strategy.name + "".join(marks)
 
     def owns_label(self, label: str) -> bool:
-        """Whether a table's ``strategy`` value was written by this family."""
-        return label in self.names or (self.takes_chunk_size and label.partition("@")[0] in self.names and "@" in label)
+        """Whether a table's ``strategy`` value was written by this family: one of its names (unless
+        a number the label must carry is missing), or a name with what its parameters write
+        (:meth:`parse` checks the rest)."""
+        if label in self.names:
+            return not any(p.mark and p.kind is int and not p.setting and p.default is None for p in self.parameters)
+        return self._marked(label)
 
     def stretch(self, strategy: Strategy):
         """How the model reads past its positions; None: within them."""
         return None
+
+    def listed_choices(self) -> dict[str, str]:
+        """:attr:`choices`, or for a family that declares none, its names as written with their
+        parameters and what it does: ``{"every-other@N": "reads every N-th piece (N: the step)"}``."""
+        if self.choices:
+            return dict(self.choices)
+        forms = ", ".join(name + "".join(p.written for p in self.parameters if p.mark and p.kind is int) for name in self.names)
+        said = "; ".join(f"{p.symbol or p.written or p.name}: {p.help}" for p in self.parameters)
+        return {forms: (self.words or "a strategy family") + (f" ({said})" if said else "")}
 
     # -- what the tables and the report read from a label ------------------------------------
 
@@ -269,9 +342,6 @@ class Family:
         return None
 
 
-#: What a strategy name is (:func:`register`).
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-
 #: The registered families, in the order ``--help`` lists them.
 FAMILIES: list[Family] = []
 
@@ -279,7 +349,8 @@ FAMILIES: list[Family] = []
 def register(cls: type[Family]) -> type[Family]:
     """Class decorator: add a family to the registry (once; its names must be new, and each a name
     ``--strategy`` can take and a label can start with: letters, digits, ``-``, ``_``, ``.``, no ``@``,
-    ``+``, ``,`` or space, which the labels and the command line read as separators)."""
+    ``+``, ``,`` or space, which the labels and the command line read as separators; its
+    ``parameters`` a tuple of :class:`Parameter` s with distinct names)."""
     if not (isinstance(cls, type) and issubclass(cls, Family)):
         raise TypeError(f"register takes a Family subclass, not {cls!r}")
     names = cls.names
@@ -288,6 +359,10 @@ def register(cls: type[Family]) -> type[Family]:
                          f"(no '@', '+', ',' or space), not {names!r}")
     if len(set(names)) != len(names):
         raise ValueError(f"{cls.__name__}.names repeats a name: {names!r}")
+    parameters = cls.parameters
+    if not (isinstance(parameters, tuple) and all(isinstance(p, Parameter) for p in parameters)
+            and len({p.name for p in parameters}) == len(parameters)):
+        raise ValueError(f"{cls.__name__}.parameters must be a tuple of Parameters with distinct names, not {parameters!r}")
     taken = {name for family in FAMILIES for name in family.names}
     if taken & set(cls.names):
         raise ValueError(f"strategy names registered twice: {sorted(taken & set(cls.names))}")
@@ -295,9 +370,61 @@ def register(cls: type[Family]) -> type[Family]:
     return cls
 
 
+#: The entry-point group another package names its families in (``[project.entry-points."embedeval.strategies"]``,
+#: each entry a :class:`Family` subclass: ``every-other = mypackage.family:EveryOther``; docs/development.md).
+ENTRY_POINT_GROUP = "embedeval.strategies"
+
+
+@dataclass
+class _Plugins:
+    """Whether the entry points were read (once per process) and the refusal of one, kept for every
+    later question to the registry."""
+
+    read: bool = False
+    error: ConfigError | None = None
+
+
+_PLUGINS = _Plugins()
+
+
+def families(*, strict: bool = True) -> list[Family]:
+    """The registered families, in the order ``--help`` lists them: the package's own, then those
+    other packages name in :data:`ENTRY_POINT_GROUP`, loaded on the first call. A plugin that cannot
+    be imported or registered is one :class:`ConfigError` naming its entry point, raised by every
+    call (``strict=False``, for the help the command line builds before it runs a command: the
+    families registered without it)."""
+    if not _PLUGINS.read:
+        _PLUGINS.read = True
+        try:
+            for point in entry_points(group=ENTRY_POINT_GROUP):
+                _register_plugin(point)
+        except ConfigError as refused:
+            _PLUGINS.error = refused
+    if strict and _PLUGINS.error is not None:
+        raise _PLUGINS.error
+    return FAMILIES
+
+
+def _register_plugin(point: EntryPoint) -> None:
+    """Register the family an entry point names (nothing more for one its module registered on
+    import); its failure to import, or a value that is no family or whose names are taken, is one
+    :class:`ConfigError` naming the entry point."""
+    where = f"strategy plugin {point.name!r} ({point.value}, entry point group {ENTRY_POINT_GROUP})"
+    try:
+        family = point.load()
+    except Exception as failed:  # anything its import raises: the plugin's, not embedeval's
+        raise ConfigError(f"{where} cannot be loaded: {type(failed).__name__}: {failed}") from None
+    if any(type(registered) is family for registered in FAMILIES):
+        return
+    try:
+        register(family)
+    except (TypeError, ValueError) as refused:
+        raise ConfigError(f"{where} is refused: {refused}") from None
+
+
 def names_where(test: Callable[[Family], bool]) -> tuple[str, ...]:
     """The names of the registered families that pass ``test``, in the registry's order."""
-    return tuple(name for family in FAMILIES if test(family) for name in family.names)
+    return tuple(name for family in families() if test(family) for name in family.names)
 
 
 def strategy_names() -> tuple[str, ...]:
@@ -305,24 +432,20 @@ def strategy_names() -> tuple[str, ...]:
     return names_where(lambda family: family.selectable)
 
 
-def stretching_names() -> tuple[str, ...]:
-    """The names of families that read a set length ``L`` in one pass (context extension)."""
-    return names_where(lambda family: family.reads_length)
-
-
 def chunking_names() -> tuple[str, ...]:
-    """The names of families that take a chunk size (``name@C``)."""
-    return names_where(lambda family: family.takes_chunk_size)
+    """The names of families that take a chunk size (``name@C``): a parameter read from the run's
+    chunk sizes."""
+    return names_where(lambda family: any(parameter.setting == "chunk_tokens" for parameter in family.parameters))
 
 
-def overlapping_names() -> tuple[str, ...]:
-    """The names of families whose windows overlap."""
-    return names_where(lambda family: family.overlap_default is not None)
+def _head(entry: str) -> str:
+    """The name an entry or a label starts with: what comes before any ``@`` or ``+``."""
+    return re.split(r"[@+]", entry, maxsplit=1)[0]
 
 
 def family_named(name: str) -> Family:
     """The family of a strategy name; an unknown one is a :class:`ConfigError`."""
-    family = next((family for family in FAMILIES if name in family.names), None)
+    family = next((family for family in families() if name in family.names), None)
     if family is None:
         raise ConfigError(f"unknown strategy {name!r}; use one of {', '.join(strategy_names())}")
     return family
@@ -331,9 +454,9 @@ def family_named(name: str) -> Family:
 def family_of_entry(entry: str) -> Family:
     """The family a ``--strategy`` value names; an unknown one is a :class:`ConfigError` saying how
     the families are written."""
-    family = next((family for family in FAMILIES if family.selectable and family.takes(entry)), None)
+    family = next((family for family in families() if family.selectable and family.takes(entry)), None)
     if family is None:
-        hints = ", ".join(family.hint for family in FAMILIES if family.hint)
+        hints = ", ".join(family.hint for family in families() if family.hint)
         raise ConfigError(f"unknown strategy {entry!r}; use one of {', '.join(strategy_names())}" + (f" ({hints})" if hints else ""))
     return family
 
@@ -341,4 +464,4 @@ def family_of_entry(entry: str) -> Family:
 def family_of_label(label) -> Family | None:
     """The family that wrote a table's ``strategy`` value; None for a label no family writes."""
     label = str(label)
-    return next((family for family in FAMILIES if family.owns_label(label)), None)
+    return next((family for family in families() if family.owns_label(label)), None)

@@ -11,6 +11,7 @@ import math
 
 from embedeval.errors import ConfigError
 from embedeval.strategies.base import Family, Strategy, chunking_names, register, whole_number
+from embedeval.strategies.parameters import Parameter
 
 CHUNKS_MAX = "chunks-max"
 #: ``strategy`` labels of chunks-max: ``chunks-max@128``.
@@ -24,10 +25,15 @@ def chunk_size(label) -> int | None:
     return int(size) if label.startswith(CHUNKED_PREFIX) and whole_number(size) else None
 
 
+#: The chunk size ``C`` of ``name@C``: written in the label, else one strategy per ``--chunk-tokens`` size.
+CHUNK_SIZE = Parameter("chunk_tokens", "the chunk size in tokens", minimum=1, setting="chunk_tokens", mark="@", symbol="C",
+                       example=128, what="a chunk size", unit="tokens")
+
+
 class ChunkFamily(Family):
     """A family scored by its best chunk, one strategy per chunk size: ``name@C``."""
 
-    takes_chunk_size = True
+    parameters = (CHUNK_SIZE,)
     scores_chunks = True
 
     def content_tokens(self, size: int, frame_tokens: int) -> int:

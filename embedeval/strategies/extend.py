@@ -12,7 +12,8 @@ from dataclasses import dataclass, replace
 
 from embedeval.bounds import MAX_READ_TOKENS
 from embedeval.errors import ConfigError, InputError
-from embedeval.strategies.base import Family, Strategy, register, whole_number
+from embedeval.strategies.base import Family, Strategy, register
+from embedeval.strategies.parameters import Parameter
 
 ABSOLUTE, ROTARY = "absolute", "rotary"
 #: The methods per position type, as strategy names spell them after their prefix (``extend-gp``, ``rope-ntk``).
@@ -109,39 +110,27 @@ class Extend(Family):
     }
     hint = f"context extension as {next(iter(STRETCH_METHODS))}@L"
     one_piece = True
-    reads_length = True
+    parameters = (Parameter("read_tokens", f"the tokens read in one pass (a label's at most {MAX_READ_TOKENS:,})", minimum=1, mark="@", symbol="L",
+                            example=4096, what="a length to read (@L)", unit="tokens"),
+                  Parameter("logscale", "attention logits scaled by log(n)/log(P) past the positions", kind=bool, default=False,
+                            mark=LOGSCALE_SUFFIX))
     model_readings = tuple(name + "@" for name in STRETCH_METHODS)
     words = "stretching the model's positions"
 
-    def takes(self, entry: str) -> bool:
-        return entry.partition("@")[0] in self.names
+    def how_to_write(self, entry: str) -> str:
+        head = entry.partition("@")[0]
+        example = head if head in STRETCH_METHODS else next(iter(STRETCH_METHODS))
+        return (f"strategy {entry!r}: write {example}@L or {example}@L{LOGSCALE_SUFFIX}, L the tokens read in one pass "
+                "(e.g. 4096)")
 
-    def owns_label(self, label: str) -> bool:
-        return "@" in label and label.partition("@")[0] in self.names
-
-    def parse(self, entry: str, settings) -> list[Strategy]:
-        """``extend-gp@4096`` or ``rope-ntk@8192+logscale``, ``L`` at most
-        :data:`~embedeval.bounds.MAX_READ_TOKENS`; anything else is one :class:`ConfigError`."""
-        head, _, tail = entry.partition("@")
-        length, _, scaled = tail.partition("+")
-        if head not in STRETCH_METHODS or not whole_number(length) or scaled not in ("", LOGSCALE_SUFFIX[1:]):
-            example = head if head in STRETCH_METHODS else next(iter(STRETCH_METHODS))
-            raise ConfigError(f"strategy {entry!r}: write {example}@L or {example}@L{LOGSCALE_SUFFIX}, L the tokens read in "
-                              "one pass (e.g. 4096)", "strategies")
-        if int(length) > MAX_READ_TOKENS:  # 1e8 was a 286 GiB position table minutes into a run
-            raise ConfigError(f"strategy {entry!r} reads {int(length):,} tokens in one pass, past the {MAX_READ_TOKENS:,} one pass can "
+    def check_written(self, entry: str, parameter: Parameter, value: int) -> None:
+        """``L`` from 1 to :data:`~embedeval.bounds.MAX_READ_TOKENS` in a label (a copy made to read
+        a longer text, :meth:`shortfall`, may name more)."""
+        if value < 1:
+            raise ConfigError(f"{entry.partition('@')[0]} reads a positive number of tokens, not {value}")
+        if value > MAX_READ_TOKENS:  # 1e8 was a 286 GiB position table minutes into a run
+            raise ConfigError(f"strategy {entry!r} reads {value:,} tokens in one pass, past the {MAX_READ_TOKENS:,} one pass can "
                               f"hold (docs/scale.md); use L at most {MAX_READ_TOKENS:,}", "strategies")
-        return [Strategy(head, read_tokens=int(length), logscale=bool(scaled))]
-
-    def check_length(self, strategy: Strategy) -> None:
-        if strategy.read_tokens is None:
-            raise ConfigError(f"a length to read (@L) and {LOGSCALE_SUFFIX} go with {', '.join(STRETCH_METHODS)}, and only "
-                              f"with them (e.g. {next(iter(STRETCH_METHODS))}@4096)")
-        if strategy.read_tokens < 1:
-            raise ConfigError(f"{strategy.name} reads a positive number of tokens, not {strategy.read_tokens}")
-
-    def label(self, strategy: Strategy) -> str:
-        return f"{strategy.name}@{strategy.read_tokens}" + (LOGSCALE_SUFFIX if strategy.logscale else "")
 
     def stretch(self, strategy: Strategy) -> Stretch:
         method = STRETCH_METHODS[strategy.name]

@@ -14,7 +14,8 @@ import bisect
 from embedeval.defaults import DEFAULT_LATE_CHUNKING_OVERLAP
 from embedeval.errors import ConfigError
 from embedeval.strategies.base import Strategy, piece_bounds, register
-from embedeval.strategies.chunks import ChunkFamily
+from embedeval.strategies.chunks import CHUNK_SIZE, ChunkFamily
+from embedeval.strategies.parameters import Parameter
 
 LATE_CHUNKING = "late-chunking"
 #: Providers whose models late-chunk: local models (token embeddings), Jina (the API's own late chunking).
@@ -45,8 +46,8 @@ def late_layout(n_tokens: int, window: int, overlap: int, chunk: int) -> list[li
 class LateChunking(ChunkFamily):
     names = (LATE_CHUNKING,)
     choices = {LATE_CHUNKING: "best chunk, each pooled from one pass over its window (late-chunking@C: chunks of C tokens)"}
-    overlap_setting = "late"
-    overlap_default = DEFAULT_LATE_CHUNKING_OVERLAP
+    parameters = (CHUNK_SIZE, Parameter("overlap", "tokens shared by neighbouring macro windows", default=DEFAULT_LATE_CHUNKING_OVERLAP,
+                                        minimum=0, setting="late", what="a window overlap", unit="tokens"))
     words = "late chunking"
     glossary = "`late-chunking@C` the best of C-token chunks pooled from one model pass over each window"
     settings_help = {"chunk_tokens": "late-chunking, in content tokens (at most the model's window)",

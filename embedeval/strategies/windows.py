@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from embedeval.defaults import DEFAULT_WINDOW_OVERLAP
 from embedeval.strategies.base import Family, Strategy, register
+from embedeval.strategies.parameters import Parameter
 
 WINDOWS_MEAN = "windows-mean"
 
@@ -15,8 +16,8 @@ class WindowsMean(Family):
     names = (WINDOWS_MEAN,)
     choices = {WINDOWS_MEAN: "mean of window vectors over the whole text, LongEmbed's PCW"}
     model_readings = (WINDOWS_MEAN,)
-    overlap_setting = "window"
-    overlap_default = DEFAULT_WINDOW_OVERLAP
+    parameters = (Parameter("overlap", "tokens shared by neighbouring windows", default=DEFAULT_WINDOW_OVERLAP, minimum=0,
+                            setting="window", what="a window overlap", unit="tokens"),)
     words = "averaging its windows"
     glossary = "`windows-mean` the mean of window vectors over the whole text"
     settings_help = {"window_overlap": "Tokens shared by neighbouring windows of windows-mean."}

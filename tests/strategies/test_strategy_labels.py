@@ -113,3 +113,25 @@ def test_a_family_registered_twice_or_under_a_taken_name_is_refused_and_not_a_fa
     with pytest.raises(TypeError, match="register takes a Family subclass"):
         register(type("NotOne", (), {"names": ("mine",)}))
     assert FAMILIES == before
+
+
+def test_a_strategy_holds_its_familys_declared_parameters_and_no_other():
+    """Strategy is the family's name and the values of the parameters that family declares: no field
+    for every family's parameters, a parameter of another family is an AttributeError."""
+    import dataclasses
+
+    assert [field.name for field in dataclasses.fields(Strategy)] == ["name", "parameters"]
+    late = Strategy("late-chunking", chunk_tokens=128)
+    assert late.parameters == (("chunk_tokens", 128), ("overlap", 64)) and (late.chunk_tokens, late.overlap) == (128, 64)
+    assert [p.name for p in late.family.parameters] == ["chunk_tokens", "overlap"]
+    stretched = Strategy.parse("extend-pi@4096+logscale")
+    assert (stretched.read_tokens, stretched.logscale) == (4096, True)
+    assert dataclasses.replace(stretched, read_tokens=8192).label == "extend-pi@8192+logscale"
+    with pytest.raises(AttributeError, match=r"strategy extend-pi@4096\+logscale has no parameter 'chunk_tokens' "
+                                             r"\(its family takes read_tokens, logscale\)"):
+        stretched.chunk_tokens
+    assert Strategy("truncate").overlap == 0  # no overlap declared: its windows do not overlap
+    with pytest.raises(ConfigError, match="a strategy's chunk_tokens goes with chunks-max and late-chunking, and only with them"):
+        Strategy("truncate", chunk_tokens=128)
+    with pytest.raises(ConfigError, match="chunks-max needs a chunk size"):
+        Strategy("chunks-max")
