@@ -97,7 +97,7 @@ class Strategy:
 
     @property
     def stretch(self):
-        """How the model reads past its positions (:class:`~embedeval.strategies.extend.Stretch`),
+        """How the model reads past its positions (:class:`~embedeval.embedders.stretch.Stretch`),
         None for a strategy that reads within them."""
         return self.family.stretch(self)
 
