@@ -3,7 +3,7 @@
 (rotary positions), each optionally ``+logscale``: one piece, the text's first ``L`` tokens
 (counted as ``max_tokens`` counts them, special tokens and prompt included) read in one pass by a
 model with fewer positions, which are re-used or stretched for it (the model side, with the
-:class:`~embedeval.embedders.stretch.Stretch` settings, is :mod:`embedeval.embedders.stretch`).
+:class:`~embedeval.embedders.stretch_methods.Stretch` settings, is :mod:`embedeval.embedders.stretch`).
 Score = cos(q, v). Offered for a local ``st:`` model on the local executor (its positions)."""
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from embedeval.bounds import MAX_READ_TOKENS
-from embedeval.embedders.stretch import ABSOLUTE, METHODS, READS_L, ROTARY, Stretch, type_refusal
+from embedeval.embedders.stretch_methods import ABSOLUTE, METHODS, READS_L, ROTARY, Stretch, type_refusal
 from embedeval.errors import ConfigError
 from embedeval.strategies.base import Family, Strategy, register, whole_number
+from embedeval.strategies.reader import Pieces, Reader
 
 #: The strategy names' prefix per position type (``extend-gp``, ``rope-ntk``).
 STRATEGY_PREFIX = {ABSOLUTE: "extend-", ROTARY: "rope-"}
@@ -24,7 +25,7 @@ LOGSCALE_SUFFIX = "+logscale"
 
 def _misfit(strategy: Strategy, name: str, why: str) -> ConfigError:
     """``strategy`` does not fit the model ``name`` because ``why`` (the model's words); where its
-    positions are of the other type (:func:`~embedeval.embedders.stretch.type_refusal`), the
+    positions are of the other type (:func:`~embedeval.embedders.stretch_methods.type_refusal`), the
     strategies that fit them are named."""
     stretch = strategy.stretch
     other = next(kind for kind in METHODS if kind != stretch.position_type)
@@ -94,7 +95,7 @@ class Extend(Family):
     def check_support(self, specs, strategies, executor: str, folders) -> None:
         """Context extension changes a local ``st:`` model's positions, on the local executor; a
         length ``L`` not above the folder's positions, or a method the folder rules out, is refused
-        before the model loads (:meth:`~embedeval.strategies.reading.ModelFolders.stretch_refusal`),
+        before the model loads (:meth:`~embedeval.strategies.support.ModelFolders.stretch_refusal`),
         in the words the loaded model's check (:meth:`prepare`) uses."""
         models = [spec for spec in specs if not folders.lexical(spec)]
         for spec in models:
@@ -109,7 +110,7 @@ class Extend(Family):
                 if strategy.read_tokens <= limit:
                     raise _reads_no_further(strategy, name, limit)
 
-    def prepare(self, strategy: Strategy, reader) -> None:
+    def prepare(self, strategy: Strategy, reader: Reader) -> None:
         """Refuse context extension where it is not defined: a model not fed token ids by this
         process, one whose positions the method does not fit, or a length ``L`` the model reads
         without stretching (not above its positions ``P``); then the reader reads ``L`` less the
@@ -125,22 +126,21 @@ class Extend(Family):
         limit = model.positions()
         if strategy.read_tokens <= limit or strategy.read_tokens <= reader.frame_tokens:
             raise _reads_no_further(strategy, name, limit)
-        reader.capacity = strategy.read_tokens - reader.frame_tokens
+        reader.set_capacity(strategy.read_tokens - reader.frame_tokens)
 
-    def cut(self, strategy: Strategy, reader, texts: list[str]):
+    def cut(self, strategy: Strategy, reader: Reader, texts: list[str]) -> Pieces:
         return reader.cut_consecutive(texts, reader.capacity, reader.capacity, limit=reader.capacity, first_only=True)
 
-    def embed(self, strategy: Strategy, reader, inputs: list, texts: list[str]):
+    def embed(self, strategy: Strategy, reader: Reader, inputs: list, texts: list[str]):
         return reader.embed_stretched(inputs, strategy.stretch)
 
-    def shortfall(self, reader, longest: int) -> str | None:
+    def shortfall(self, strategy: Strategy, reader: Reader, longest: int) -> str | None:
         """``L`` counts the model's special tokens and prompt, haystack lengths count content
         tokens, so ``extend-gp@2048`` on all-MiniLM-L6-v2 reads 2,046 of a 2,048-token haystack's
         tokens and ``extend-gp@2050`` reads them all."""
-        spec = reader.strategy_spec
         if reader.window_tokens >= longest:
             return None
-        whole = replace(spec, read_tokens=longest + reader.frame_tokens).label
+        whole = replace(strategy, read_tokens=longest + reader.frame_tokens).label
         return (f"{reader.name} [{reader.strategy}] reads {reader.window_tokens:,} content tokens of a text ({reader.frame_tokens} "
-                f"of its {spec.read_tokens:,} are special tokens or prompt): the {longest:,}-token haystacks lose their last "
+                f"of its {strategy.read_tokens:,} are special tokens or prompt): the {longest:,}-token haystacks lose their last "
                 f"{longest - reader.window_tokens:,}, and a needle there is not read; {whole} reads them whole")

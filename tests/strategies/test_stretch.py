@@ -13,8 +13,9 @@ import torch
 
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.registry import load_embedder
+from embedeval.embedders.stretch_methods import Stretch
 from embedeval.embedders.stretch import (
-    Stretch, grouped_positions, interpolated_table, logscale_factor, longembed_table, recurrent_positions, scaled_inv_freq,
+    grouped_positions, interpolated_table, logscale_factor, longembed_table, recurrent_positions, scaled_inv_freq,
     stretched,
 )
 from embedeval.errors import ConfigError, InputError
@@ -376,7 +377,7 @@ def test_what_the_folder_rules_out_is_refused_before_the_weights_load_in_the_loa
     headers) before any model loads: a length within the positions, a rotary method on a BERT
     table, another backend than torch, a folder without a position limit are refused there with
     the words the loaded model uses; what only the loaded model can tell is left to it."""
-    from embedeval.strategies import reading as strategies
+    from embedeval.strategies import support
 
     spec = f"st:{small_model_folder(tmp_path, 'bert', P, max_seq_length=P)}"
     said_when_loaded = {}
@@ -396,7 +397,7 @@ def test_what_the_folder_rules_out_is_refused_before_the_weights_load_in_the_loa
     with pytest.raises(ConfigError, match=r"extend-gp@1024 does not fit st:.*: context extension runs on the torch backend, not onnx"):
         check_strategy_support([f"{spec}?backend=onnx"], parse_strategies(["extend-gp@1024"]))
     check_strategy_support([spec], parse_strategies(["extend-gp@1024", "extend-pi@64+logscale"]))  # the loaded model decides these
-    monkeypatch.setattr(strategies, "position_limit", lambda path: None)
+    monkeypatch.setattr(support, "position_limit", lambda path: None)
     with pytest.raises(ConfigError, match="names no position limit"):
         check_strategy_support([spec], parse_strategies(["extend-gp@1024"]))
 
