@@ -29,7 +29,7 @@ from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_CORPUS
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.stretch import longembed_factor, longembed_table
-from embedeval.strategies.extend import Stretch
+from embedeval.embedders.stretch_methods import Stretch
 from embedeval.embedders.requests import StretchedIds, TokenIds
 
 LENGTHS_L = (1026, 2050, 8194)

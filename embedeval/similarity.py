@@ -16,13 +16,12 @@ import numpy as np
 import pandas as pd
 
 from embedeval.defaults import DEFAULT_NORMALIZE_BY, DEFAULT_POOL
-from embedeval.embedders.base import Reading, Scores
 from embedeval.haystacks import distractor_columns
 from embedeval.labels import ALL_POOL, BLIND_PREFIX, CONTROL, NEGATIVE, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.options import POOL
 from embedeval.metrics import RETRIEVAL_MEASURES, normalized_similarity, retrieval_measures
 from embedeval.needles import STANDARD_NEEDLE, NeedleSet, check_normalize_by
-from embedeval.strategies.reading import ScoredTexts, Scorer
+from embedeval.strategies.scoring import Reading, ScoredTexts, Scorer, Scores
 
 @dataclass
 class HaystackScores:

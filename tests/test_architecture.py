@@ -16,7 +16,9 @@ from conftest import REPO_ROOT
 def module_graph(package_dir: Path) -> dict[str, set[str]]:
     """{module: modules of the same package it imports}, from every import statement in the file
     (top level and inside functions). ``from a.b import c`` is an edge to ``a.b.c`` when that is a
-    module, else to ``a.b``; implicit imports of parent packages are not edges."""
+    module, else to ``a.b``. Importing a module runs its parent packages' ``__init__`` first, so an
+    import of ``a.b.c`` is an edge to ``a.b`` too, unless ``a.b`` is the importer's own package (or
+    one around it), which is loaded before the importer runs."""
     root = package_dir.name
     modules = {}
     for path in package_dir.rglob("*.py"):
@@ -39,8 +41,15 @@ def module_graph(package_dir: Path) -> dict[str, set[str]]:
                 for alias in node.names:
                     candidate = f"{base}.{alias.name}"
                     edges.add(candidate if candidate in modules else base)
+        edges |= {parent for edge in edges for parent in _parents(edge) if parent not in _parents(name)}
         graph[name] = {e for e in edges if e in modules and e != name and e.split(".")[0] == root}
     return graph
+
+
+def _parents(module: str) -> set[str]:
+    """The packages around ``module``: ``{"a", "a.b"}`` for ``a.b.c``."""
+    parts = module.split(".")
+    return {".".join(parts[:i]) for i in range(1, len(parts))}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -72,6 +81,84 @@ def test_embedeval_has_no_import_cycle():
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
 
 
+#: The layers of embedeval, lowest first: a package (or top-level module) imports its own layer and
+#: those below it, never one above. ``embedeval`` is the package's own ``__init__``.
+LAYERS: list[set[str]] = [
+    {"errors", "labels", "bounds", "defaults", "jsonread", "paths", "versions", "locks", "ownership", "progress", "index",
+     "text", "io", "run_folder", "derived", "consensus", "metrics", "aggregate", "break_rule"},
+    {"net"},
+    {"corpus", "needles"},
+    {"embedders"},
+    {"strategies", "llm", "sentences", "chunking", "plan"},
+    {"options", "grid", "haystacks", "haystack_store", "expansion"},
+    {"breaks", "decision", "similarity", "run"},
+    {"report"},
+    {"experiments"},
+    {"export", "mteb_task", "cli_options", "cli", "embedeval"},
+]
+
+
+def unit_of(module: str) -> str:
+    """The layer unit of a module: its subpackage (``embedeval.strategies.base`` -> ``strategies``),
+    a top-level module itself (``embedeval.run`` -> ``run``), the package's ``__init__`` ``embedeval``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def layer_violations(graph: dict[str, set[str]], layers: list[set[str]]) -> list[str]:
+    """Every import of ``graph`` from a unit to a unit in a higher layer than its own, as
+    ``importer -> imported``; a unit in no layer is one too (every unit must be placed)."""
+    rank = {unit: i for i, layer in enumerate(layers) for unit in layer}
+    unplaced = sorted({unit_of(m) for m in graph} - set(rank))
+    upward = sorted(f"{name} -> {edge}" for name, edges in graph.items() for edge in edges
+                    if unit_of(edge) in rank and unit_of(name) in rank and rank[unit_of(edge)] > rank[unit_of(name)])
+    return [f"{unit} is in no layer" for unit in unplaced] + upward
+
+
+def test_packages_import_only_their_own_layer_and_those_below():
+    graph = module_graph(REPO_ROOT / "embedeval")
+    assert len({unit for layer in LAYERS for unit in layer}) == sum(map(len, LAYERS))  # each unit in one layer
+    assert layer_violations(graph, LAYERS) == []
+
+
+def test_no_embedder_imports_a_strategy():
+    """The embedders are the layer under the strategies: what they need of context extension (the
+    :class:`~embedeval.embedders.stretch_methods.Stretch` settings) is theirs, and they refuse in their own
+    words; scoring (the Scorer protocol, BM25) sits above them. Importing ``embedeval.embedders.base``
+    loads no strategy family."""
+    graph = module_graph(REPO_ROOT / "embedeval")
+    assert "embedeval.embedders.stretch_methods" in graph["embedeval.strategies.extend"]  # the walk sees the arrow that goes up
+    assert sorted(f"{name} -> {edge}" for name, edges in graph.items() if name.startswith("embedeval.embedders")
+                  for edge in edges if edge.startswith("embedeval.strategies")) == []
+    loaded = subprocess.run([sys.executable, "-c", "import sys, embedeval.embedders.base\n"
+                             "print(*sorted(m for m in sys.modules if m.startswith('embedeval.strategies')))"],
+                            cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    assert loaded.stdout.split() == []
+
+
+def test_one_import_that_goes_up_a_layer_is_found(tmp_path):
+    """A parent package imported for its submodule counts as an import of its ``__init__``, and one
+    backwards arrow fails the layer check."""
+    package = tmp_path / "pkg"
+    for sub in ("low", "high"):
+        (package / sub).mkdir(parents=True)
+        (package / sub / "__init__.py").write_text("")
+        (package / sub / "part.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "high" / "part.py").write_text("from pkg.low.part import x\n")
+    layers = [{"low"}, {"high"}, {"pkg"}]
+    graph = module_graph(package)
+    assert graph["pkg.high.part"] == {"pkg.low.part", "pkg.low"}  # the package's __init__ runs first: an arrow too
+    assert graph["pkg.low.part"] == set()  # its own package is loaded before it: no arrow
+    assert layer_violations(graph, layers) == []
+    (package / "low" / "part.py").write_text("def f():\n    import pkg.high\n")
+    assert layer_violations(module_graph(package), layers) == ["pkg.low.part -> pkg.high"]
+    (package / "low" / "part.py").write_text("from pkg.high import part\n")
+    assert layer_violations(module_graph(package), layers) == ["pkg.low.part -> pkg.high", "pkg.low.part -> pkg.high.part"]
+    assert layer_violations(module_graph(package), [{"low"}, {"high"}]) == ["pkg is in no layer", "pkg.low.part -> pkg.high",
+                                                                            "pkg.low.part -> pkg.high.part"]
+
+
 @pytest.mark.slow
 def test_the_network_imports_none_of_its_users():
     """embedeval.net is shared by the API embedders, the chat client and the corpus downloads: its
@@ -92,7 +179,7 @@ def test_a_cycle_hidden_in_a_function_is_found(tmp_path):
     (package / "low.py").write_text("def f():\n    from pkg.sub import high\n")
     (package / "sub" / "high.py").write_text("from .. import low\n")
     graph = module_graph(package)
-    assert graph["pkg.low"] == {"pkg.sub.high"} and graph["pkg.sub.high"] == {"pkg.low"}
+    assert graph["pkg.low"] == {"pkg.sub.high", "pkg.sub"} and graph["pkg.sub.high"] == {"pkg.low"}
     assert find_cycle(graph) in (["pkg.low", "pkg.sub.high", "pkg.low"], ["pkg.sub.high", "pkg.low", "pkg.sub.high"])
     (package / "low.py").write_text("")
     assert find_cycle(module_graph(package)) is None

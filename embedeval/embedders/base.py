@@ -186,43 +186,6 @@ class TokenIdEmbedder(Embedder, Protocol):
     def token_ids(self, texts: Sequence[str], limit: int | None = None) -> list[tuple[list[int], list[tuple[int, int]]]]: ...
 
 
-@dataclass(frozen=True)
-class Reading:
-    """What a scorer's last ``index`` read and what reading it took (the decision table's costs,
-    :mod:`embedeval.decision`). ``tokens_read[t]``: the tokens the model reads of text ``t``, its
-    inputs' tokens (a token in two overlapping windows counted twice; None: every token of every
-    text, as the lexical scorer reads them); ``seconds``: the wall seconds the model spent on what
-    it embedded (cache misses only; None: not measured), ``tokens``: the tokens of those inputs
-    (None: those of every text, ``tokens_read``'s)."""
-
-    tokens_read: np.ndarray | None
-    seconds: float | None
-    tokens: int | None = None
-
-
-@dataclass
-class Scores:
-    """Scores of ``n_queries`` queries against ``n_texts`` indexed texts, each ``(n_queries, n_texts)``.
-
-    ``values[q, t]``: the score (a cosine for embedders, BM25 for the lexical baseline);
-    ``best_piece[q, t]``: the piece of text ``t`` that gave it (its chunk index; 0 when texts are
-    scored whole); ``best_start``/``best_end``: that piece's character span in text ``t``.
-    """
-
-    values: np.ndarray
-    best_piece: np.ndarray
-    best_start: np.ndarray
-    best_end: np.ndarray
-
-    @classmethod
-    def whole(cls, values: np.ndarray, seen_chars: np.ndarray) -> Scores:
-        """Scores of texts read as one piece: piece 0, spanning the characters the scorer read."""
-        values = np.asarray(values, dtype=np.float64)
-        shape = values.shape
-        return cls(values, np.zeros(shape, dtype=np.int64), np.zeros(shape, dtype=np.int64),
-                   np.broadcast_to(np.asarray(seen_chars, dtype=np.int64), shape).copy())
-
-
 class EmbedderWrapper(RequestEmbedder):
     """An embedder around another (``inner``) that passes on what it does not change: ``name``,
     ``dim``, ``max_tokens``, ``fingerprint``, ``count_tokens``, ``check`` and which requests it

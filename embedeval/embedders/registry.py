@@ -127,7 +127,7 @@ PRESETS: dict[str, tuple[str, ...]] = {
 
 
 #: Specs of lexical baseline scorers: no model, no vectors; they score (query, text) pairs in the
-#: NoLiMa sweep only (:func:`embedeval.strategies.reading.load_scorers`).
+#: NoLiMa sweep only (:func:`embedeval.strategies.scorers.load_scorers`).
 LEXICAL_SPECS: tuple[str, ...] = ("bm25",)
 
 

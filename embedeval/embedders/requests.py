@@ -31,7 +31,7 @@ from typing import ClassVar, Literal, Union
 
 import numpy as np
 
-from embedeval.strategies.extend import Stretch
+from embedeval.embedders.stretch_methods import Stretch
 from embedeval.errors import InputError
 
 Kind = Literal["query", "document"]
@@ -230,7 +230,7 @@ class StretchedIds(IdSequences):
     """Content-id sequences of any length, each read in one pass with its positions re-used or
     stretched as ``stretch`` says (:mod:`embedeval.embedders.stretch`). Keyed as :class:`TokenIds`
     with the stretch's key joined to the fingerprint (a vector depends on the method and the ids
-    read, and for ``pi`` on the length read up to: :attr:`~embedeval.strategies.extend.Stretch.key`):
+    read, and for ``pi`` on the length read up to: :attr:`~embedeval.embedders.stretch_methods.Stretch.key`):
 
         sha256(spec \\0 fingerprint|stretch key \\0 kind:ids \\0 ids as little-endian int32)"""
 

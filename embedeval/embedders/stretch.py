@@ -28,7 +28,9 @@ frequencies ``theta_j = base^(-2j/d)`` (``j < d/2``, ``d`` the rotary dimension)
 ``logscale`` (either kind, past the limit): attention logits scaled by ``log(n) / log(P)``
 (LongEmbed's scaling for BERT models read past their limit).
 
-:func:`stretched` applies one of them to a loaded transformers model for one forward pass over
+:class:`~embedeval.embedders.stretch_methods.Stretch` names one of them (its method,
+``logscale`` and, for ``pi``, ``L``) as the model side knows it; the strategy layer (:mod:`embedeval.strategies.extend`) spells it as strategies
+(``extend-gp@L``, ``rope-ntk@L``). :func:`stretched` applies one of them to a loaded transformers model for one forward pass over
 texts of ``n`` tokens: it returns the extra inputs (position ids) and patches the model's own
 modules (the position table, the rotary frequencies, the attention scale) only for that pass; no
 model code is forked.
@@ -42,8 +44,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from embedeval.strategies.extend import ABSOLUTE, METHODS, ROTARY, STRATEGY_PREFIX, Stretch
-
+from embedeval.embedders.stretch_methods import ABSOLUTE, ROTARY, Stretch, type_refusal
 
 def grouped_positions(n: int, limit: int) -> np.ndarray:
     """GP: ``i // ceil(n / P)`` for ``i < n`` (``f = 1`` when ``n <= P``)."""
@@ -138,12 +139,6 @@ def position_type(model) -> str | None:
     if _absolute_table(model) is not None:
         return ABSOLUTE
     return ROTARY if _rotary_buffers(model) else None
-
-
-def type_refusal(kind: str, stretch: Stretch) -> str:
-    """Why ``stretch`` does not fit a model with ``kind`` positions (another position type)."""
-    names = ", ".join(STRATEGY_PREFIX[kind] + m for m in METHODS[kind])
-    return f"it has {kind} positions, and {stretch.method} is for {stretch.position_type} ones; use {names}"
 
 
 def refusal(model, stretch: Stretch) -> str | None:

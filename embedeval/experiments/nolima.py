@@ -31,7 +31,6 @@ from embedeval.haystack_store import haystacks_key, store_haystacks, stored_hays
 from embedeval.haystacks import build_haystacks
 from embedeval.corpus import load_corpus, source_path
 from embedeval.decision import decision_table, length_summary, timing_table
-from embedeval.embedders.base import Reading
 from embedeval.derived import RECORD, forget_outputs, fresh_outputs, inputs_digest, keep_edited, record_outputs, recorded_files
 from embedeval.breaks import ESTIMATOR, break_points
 from embedeval.needles import NeedleSet
@@ -45,7 +44,8 @@ from embedeval.run_folder import check_subfolder, run_directory
 from embedeval.versions import package_versions
 from embedeval.expansion import query_forms
 from embedeval.similarity import HaystackScores, retrieval_rows, score_haystacks, similarity_rows
-from embedeval.strategies.reading import EmbeddingScorer, load_scorers, shortfalls
+from embedeval.strategies.scorers import EmbeddingScorer, load_scorers, shortfalls
+from embedeval.strategies.scoring import Reading
 from embedeval.embedders.tokens import load_token_counter
 
 #: Settings that change where or how a run works but nothing it writes (the tables are the same
@@ -142,14 +142,14 @@ def plan_nolima(config: NolimaConfig, cache_dir=None, prices: dict[str, float] |
 
 def _warn_of_short_reads(scorers: list, config: NolimaConfig) -> None:
     """A warning line on stderr, before any work, per context extension that cannot read the
-    longest haystacks whole (:func:`~embedeval.strategies.reading.shortfalls`)."""
+    longest haystacks whole (:func:`~embedeval.strategies.scorers.shortfalls`)."""
     for line in shortfalls(scorers, max(config.grid.lengths)):
         print(f"warning: {line}", file=sys.stderr)
 
 
 def readings(scored: list[HaystackScores], haystacks: pd.DataFrame) -> list[dict]:
     """What each scorer read of the haystacks, and the model's time on what it embedded
-    (:class:`~embedeval.embedders.base.Reading`), as :func:`~embedeval.decision.timing_table` takes
+    (:class:`~embedeval.strategies.scoring.Reading`), as :func:`~embedeval.decision.timing_table` takes
     them; a haystack's tokens are its ``n_tokens`` (the reference tokenizer's, as its length)."""
     lengths, tokens = haystacks["length"].to_numpy(), haystacks["n_tokens"].to_numpy()
     found = []

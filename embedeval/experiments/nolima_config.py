@@ -19,6 +19,7 @@ from embedeval.corpus import absolute_source
 from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.embedders.executors import Executor
 from embedeval.embedders.registry import LEXICAL_SPECS, embedder_name, select_embedders
+from embedeval.embedders.stretch_methods import READS_L
 from embedeval.embedders.tokens import DEFAULT_REFERENCE
 from embedeval.errors import ConfigError
 from embedeval.grid import HAYSTACK_FORMAT, HaystackGrid
@@ -27,8 +28,7 @@ from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
 from embedeval.options import check_options, is_price
 from embedeval.plan import check_prices_used
 from embedeval.strategies import parse_strategies
-from embedeval.strategies.extend import READS_L
-from embedeval.strategies.reading import ModelFolders, check_strategy_support
+from embedeval.strategies.support import ModelFolders, check_strategy_support
 from embedeval.text import SENTENCE_SPLITTER
 
 #: Settings beside the grid that determine the haystacks; a run directory's haystacks are reused

@@ -10,9 +10,13 @@ decision table, the breaks' base):
 - :mod:`~embedeval.strategies.full_text`: ``full-text``, how a lexical scorer reads (a label only);
 - :mod:`~embedeval.strategies.extend`: context extension, ``extend-*@L`` and ``rope-*@L``.
 
-Importing this package imports nothing heavy. The reading itself (:class:`EmbeddingScorer`,
-:func:`load_scorers`, the :class:`Scorer` protocol, the support checks) is in
-:mod:`embedeval.strategies.reading`, loaded when one of its names is first asked for here.
+What a family reads with is the :class:`~embedeval.strategies.reader.Reader` protocol
+(:mod:`~embedeval.strategies.reader`). Importing this package imports nothing heavy. The reading
+itself is loaded when one of its names is first asked for here: the :class:`Scorer` protocol and
+:class:`Scores` (:mod:`~embedeval.strategies.scoring`), :class:`EmbeddingScorer` and
+:func:`load_scorers` (:mod:`~embedeval.strategies.scorers`), the lexical baseline
+(:mod:`~embedeval.strategies.bm25`), the tokenisation memo (:mod:`~embedeval.strategies.token_memo`)
+and the support checks (:mod:`~embedeval.strategies.support`).
 """
 
 from __future__ import annotations
@@ -198,14 +202,19 @@ def move_words(label) -> str:
     return f"`{label}`" if family is None else family.move_words(str(label))
 
 
-_READING = ("EmbeddedTexts", "EmbeddingScorer", "Pieces", "ScoredTexts", "Scorer", "TokenMemo", "check_strategy_support",
-            "distinct_rows", "load_scorers", "segment_starts", "shortfalls")
+#: The reading's names (numpy and the embedders) -> their module, loaded when first asked for.
+_READING = {
+    **dict.fromkeys(("EmbeddedTexts", "EmbeddingScorer", "distinct_rows", "load_scorers", "segment_starts", "shortfalls"),
+                    "scorers"),
+    **dict.fromkeys(("Reading", "ScoredTexts", "Scorer", "Scores"), "scoring"),
+    "TokenMemo": "token_memo",
+    "check_strategy_support": "support",
+}
 
 
 def __getattr__(name: str):
-    """The reading's names (:mod:`embedeval.strategies.reading`: numpy and the embedders), loaded
-    when first asked for."""
+    """The reading's names (:data:`_READING`: numpy and the embedders), loaded when first asked for."""
     if name not in _READING:
         raise AttributeError(f"module 'embedeval.strategies' has no attribute {name!r}")
-    from embedeval.strategies import reading
-    return getattr(reading, name)
+    from embedeval.strategies import scorers, scoring, support, token_memo
+    return getattr({"scorers": scorers, "scoring": scoring, "support": support, "token_memo": token_memo}[_READING[name]], name)

@@ -9,9 +9,9 @@ embedders``, the report's words, the decision table and the support checks all a
 a new strategy is one module, in this package or another.
 
 This module and the family modules import nothing heavy (the command line builds its help from
-them); the reading itself (numpy, the embedders) is in :mod:`embedeval.strategies.reading`, which
-hands each family a reader (:class:`~embedeval.strategies.reading.EmbeddingScorer`) with the
-primitives it cuts and embeds with.
+them); the reading itself (numpy, the embedders) is in :mod:`embedeval.strategies.scorers`, which
+hands each family a :class:`~embedeval.strategies.reader.Reader` (an
+:class:`~embedeval.strategies.scorers.EmbeddingScorer`) with the primitives it cuts and embeds with.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import ClassVar
 
 from embedeval.errors import ConfigError
 from embedeval.strategies.parameters import NAME, Parameter, ReadSettings
+from embedeval.strategies.reader import Pieces, Reader
 
 #: :meth:`Family.reading_mode` of a strategy whose inputs are at most the model's window, read as
 #: the model reads them (one speed per model, measured on all of them).
@@ -98,7 +99,7 @@ class Strategy:
 
     @property
     def stretch(self):
-        """How the model reads past its positions (:class:`~embedeval.strategies.extend.Stretch`),
+        """How the model reads past its positions (:class:`~embedeval.embedders.stretch_methods.Stretch`),
         None for a strategy that reads within them."""
         return self.family.stretch(self)
 
@@ -312,32 +313,30 @@ class Family:
     def check_support(self, specs: Sequence[str], strategies: Sequence[Strategy], executor: str, folders) -> None:
         """Refuse, before any model loads, an embedder spec that cannot read ``strategies`` (this
         family's) on ``executor``; ``folders`` tells what a local model folder says
-        (:class:`~embedeval.strategies.reading.ModelFolders`). Any spec by default."""
+        (:class:`~embedeval.strategies.support.ModelFolders`). Any spec by default."""
 
-    def prepare(self, strategy: Strategy, reader) -> None:
-        """Refuse, with the model loaded, what the family cannot do with it (``reader`` is the
-        :class:`~embedeval.strategies.reading.EmbeddingScorer`, its ``capacity`` and
-        ``frame_tokens`` set), and set what the family reads per input where it is not the
-        model's own window."""
+    def prepare(self, strategy: Strategy, reader: Reader) -> None:
+        """Refuse, with the model loaded, what the family cannot do with it (``reader``'s
+        ``capacity`` and ``frame_tokens`` are the model's), and set what the family reads per input
+        where it is not the model's own window (:meth:`~embedeval.strategies.reader.Reader.set_capacity`)."""
 
     # -- reading ---------------------------------------------------------------------------------
 
-    def cut(self, strategy: Strategy, reader, texts: list[str]):
-        """The pieces a model reads of ``texts``
-        (:class:`~embedeval.strategies.reading.Pieces`): windows of the reader's capacity."""
+    def cut(self, strategy: Strategy, reader: Reader, texts: list[str]) -> Pieces:
+        """The pieces a model reads of ``texts``: windows of the reader's capacity."""
         return reader.cut_consecutive(texts, reader.capacity, reader.capacity - strategy.overlap, limit=None)
 
-    def embed(self, strategy: Strategy, reader, inputs: list, texts: list[str]):
+    def embed(self, strategy: Strategy, reader: Reader, inputs: list, texts: list[str]):
         """The pieces' vectors, each distinct piece embedded once."""
         return reader.embed_pieces(inputs)
 
-    def combine(self, strategy: Strategy, reader, vectors, pieces, n_texts: int):
+    def combine(self, strategy: Strategy, reader: Reader, vectors, pieces: Pieces, n_texts: int):
         """``(vectors, owner, spans)`` of what is scored: the pieces themselves by default (a
         text's score is its best piece's)."""
         return vectors, pieces.owner, pieces.spans
 
-    def shortfall(self, reader, longest: int) -> str | None:
-        """A line saying the strategy cannot read a ``longest``-token text whole and what would,
+    def shortfall(self, strategy: Strategy, reader: Reader, longest: int) -> str | None:
+        """A line saying ``strategy`` cannot read a ``longest``-token text whole and what would,
         where that is news (context extension's ``@L``); None otherwise."""
         return None
 

@@ -12,6 +12,7 @@ import math
 from embedeval.errors import ConfigError
 from embedeval.strategies.base import Family, Strategy, chunking_names, register, whole_number
 from embedeval.strategies.parameters import Parameter
+from embedeval.strategies.reader import Pieces, Reader
 
 CHUNKS_MAX = "chunks-max"
 #: ``strategy`` labels of chunks-max: ``chunks-max@128``.
@@ -65,9 +66,9 @@ class ChunksMax(ChunkFamily):
     def move_words(self, label: str) -> str:
         return f"taking the best of its {label.removeprefix(CHUNKED_PREFIX)}-token chunks (`{label}`)"
 
-    def prepare(self, strategy: Strategy, reader) -> None:
+    def prepare(self, strategy: Strategy, reader: Reader) -> None:
         """Chunks must hold content and fit the model's input (its special tokens counted)."""
-        largest = reader.embedder.max_tokens if reader.reads_ids else reader.capacity
+        largest = reader.max_tokens if reader.reads_ids else reader.capacity
         if not reader.frame_tokens < strategy.chunk_tokens <= largest:
             raise ConfigError(f"chunks of {strategy.chunk_tokens} tokens do not fit {reader.name}, which reads "
                               f"{largest} tokens per input ({reader.frame_tokens} of them special); "
@@ -78,6 +79,6 @@ class ChunksMax(ChunkFamily):
         ``max_tokens`` does (126 content tokens for ``chunks-max@128`` of all-MiniLM-L6-v2)."""
         return size - frame_tokens
 
-    def cut(self, strategy: Strategy, reader, texts: list[str]):
+    def cut(self, strategy: Strategy, reader: Reader, texts: list[str]) -> Pieces:
         size = self.content_tokens(strategy.chunk_tokens, reader.frame_tokens)
         return reader.cut_consecutive(texts, size, size, limit=None)

@@ -2,94 +2,36 @@
 ``extend-pi@L``, ``extend-pi-dynamic@L`` (absolute positions), ``rope-ntk@L``, ``rope-linear@L``
 (rotary positions), each optionally ``+logscale``: one piece, the text's first ``L`` tokens
 (counted as ``max_tokens`` counts them, special tokens and prompt included) read in one pass by a
-model with fewer positions, which are re-used or stretched for it (:class:`Stretch`; the model side
-is :mod:`embedeval.embedders.stretch`). Score = cos(q, v). Offered for a local ``st:`` model on the
-local executor (its positions)."""
+model with fewer positions, which are re-used or stretched for it (the model side, with the
+:class:`~embedeval.embedders.stretch_methods.Stretch` settings, is :mod:`embedeval.embedders.stretch`).
+Score = cos(q, v). Offered for a local ``st:`` model on the local executor (its positions)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from embedeval.bounds import MAX_READ_TOKENS
-from embedeval.errors import ConfigError, InputError
+from embedeval.embedders.stretch_methods import ABSOLUTE, METHODS, READS_L, ROTARY, Stretch, type_refusal
+from embedeval.errors import ConfigError
 from embedeval.strategies.base import Family, Strategy, register
 from embedeval.strategies.parameters import Parameter
+from embedeval.strategies.reader import Pieces, Reader
 
-ABSOLUTE, ROTARY = "absolute", "rotary"
-#: The methods per position type, as strategy names spell them after their prefix (``extend-gp``, ``rope-ntk``).
-METHODS: dict[str, tuple[str, ...]] = {ABSOLUTE: ("gp", "rp", "pi", "pi-dynamic"), ROTARY: ("ntk", "linear")}
+#: The strategy names' prefix per position type (``extend-gp``, ``rope-ntk``).
 STRATEGY_PREFIX = {ABSOLUTE: "extend-", ROTARY: "rope-"}
-#: Methods whose vectors depend on the length ``L`` a strategy reads (the rows of LongEmbed's
-#: stretched table), not only on the ids read.
-READS_L: tuple[str, ...] = ("pi",)
-#: The cache's name of a method where it is not the method's own: ``pi-dynamic`` was ``pi`` until
-#: ``pi`` became LongEmbed's, and its vectors keep their keys.
-CACHE_NAMES = {"pi-dynamic": "pi"}
 #: Strategy name -> method.
 STRETCH_METHODS: dict[str, str] = {STRATEGY_PREFIX[kind] + method: method for kind, methods in METHODS.items() for method in methods}
 LOGSCALE_SUFFIX = "+logscale"
 
 
-@dataclass(frozen=True)
-class Stretch:
-    """How a model reads past its positions: ``method`` (one of :data:`METHODS`), whether
-    attention logits are scaled by ``log(n) / log(P)`` (``logscale``) and, for the methods in
-    :data:`READS_L` (``pi``), ``length``: the ``L`` the strategy reads, the rows of the stretched
-    table (None for the others, whose vectors do not depend on it; a ``pi`` without it names the
-    method, as refusals do, and reads nothing). ``key`` names what the vectors depend on (the
-    cache keys them on it and the ids read)."""
-
-    method: str
-    logscale: bool = False
-    length: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.method not in self.all_methods():
-            raise ConfigError(f"unknown context extension {self.method!r}; use one of {', '.join(self.all_methods())}")
-        if self.length is not None and (self.method not in READS_L or self.length < 1):
-            raise ConfigError(f"a length L >= 1 goes with {', '.join(READS_L)} only, not {self.length} with {self.method}")
-
-    @staticmethod
-    def all_methods() -> tuple[str, ...]:
-        return tuple(m for methods in METHODS.values() for m in methods)
-
-    @classmethod
-    def every(cls) -> list[Stretch]:
-        """Every method, without and with ``logscale`` (no ``length``: what refusals are about)."""
-        return [cls(method, scaled) for method in cls.all_methods() for scaled in (False, True)]
-
-    @property
-    def position_type(self) -> str:
-        return next(kind for kind, methods in METHODS.items() if self.method in methods)
-
-    @property
-    def name(self) -> str:
-        """The method and ``+logscale``, without ``L``: what a refusal depends on."""
-        return self.method + ("+logscale" if self.logscale else "")
-
-    @property
-    def key(self) -> str:
-        """``stretch:`` + the method's cache name, ``@L`` for the methods in :data:`READS_L`,
-        ``+logscale``: ``stretch:gp``, ``stretch:pi@8194+logscale``; ``pi-dynamic`` keeps the key
-        ``stretch:pi`` its vectors had when it was called ``pi``, which no ``pi@L`` key equals."""
-        self.check_reads(1)  # a pi without its L has no key
-        length = f"@{self.length}" if self.method in READS_L else ""
-        return f"stretch:{CACHE_NAMES.get(self.method, self.method)}{length}" + ("+logscale" if self.logscale else "")
-
-    def check_reads(self, n: int) -> None:
-        """One :class:`InputError` where an input of ``n`` tokens (special tokens counted) is more
-        than the method reads: a :data:`READS_L` method reads the ``L`` rows of its table, and
-        needs its ``L``."""
-        if self.method not in READS_L:
-            return
-        if self.length is None:
-            raise InputError(f"{self.method} reads a table of L rows: give L ({STRATEGY_PREFIX[self.position_type]}{self.method}@L)")
-        if n > self.length:
-            raise InputError(f"{STRATEGY_PREFIX[self.position_type]}{self.method}@{self.length} reads at most {self.length} "
-                             f"tokens in one pass, not {n}")
-
-
 def _misfit(strategy: Strategy, name: str, why: str) -> ConfigError:
+    """``strategy`` does not fit the model ``name`` because ``why`` (the model's words); where its
+    positions are of the other type (:func:`~embedeval.embedders.stretch_methods.type_refusal`), the
+    strategies that fit them are named."""
+    stretch = strategy.stretch
+    other = next(kind for kind in METHODS if kind != stretch.position_type)
+    if why == type_refusal(other, stretch):
+        why += "; use " + ", ".join(STRATEGY_PREFIX[other] + method for method in METHODS[other])
     return ConfigError(f"{strategy.label} does not fit {name}: {why}")
 
 
@@ -142,7 +84,7 @@ class Extend(Family):
     def check_support(self, specs, strategies, executor: str, folders) -> None:
         """Context extension changes a local ``st:`` model's positions, on the local executor; a
         length ``L`` not above the folder's positions, or a method the folder rules out, is refused
-        before the model loads (:meth:`~embedeval.strategies.reading.ModelFolders.stretch_refusal`),
+        before the model loads (:meth:`~embedeval.strategies.support.ModelFolders.stretch_refusal`),
         in the words the loaded model's check (:meth:`prepare`) uses."""
         models = [spec for spec in specs if not folders.lexical(spec)]
         for spec in models:
@@ -157,7 +99,7 @@ class Extend(Family):
                 if strategy.read_tokens <= limit:
                     raise _reads_no_further(strategy, name, limit)
 
-    def prepare(self, strategy: Strategy, reader) -> None:
+    def prepare(self, strategy: Strategy, reader: Reader) -> None:
         """Refuse context extension where it is not defined: a model not fed token ids by this
         process, one whose positions the method does not fit, or a length ``L`` the model reads
         without stretching (not above its positions ``P``); then the reader reads ``L`` less the
@@ -173,22 +115,21 @@ class Extend(Family):
         limit = model.positions()
         if strategy.read_tokens <= limit or strategy.read_tokens <= reader.frame_tokens:
             raise _reads_no_further(strategy, name, limit)
-        reader.capacity = strategy.read_tokens - reader.frame_tokens
+        reader.set_capacity(strategy.read_tokens - reader.frame_tokens)
 
-    def cut(self, strategy: Strategy, reader, texts: list[str]):
+    def cut(self, strategy: Strategy, reader: Reader, texts: list[str]) -> Pieces:
         return reader.cut_consecutive(texts, reader.capacity, reader.capacity, limit=reader.capacity, first_only=True)
 
-    def embed(self, strategy: Strategy, reader, inputs: list, texts: list[str]):
+    def embed(self, strategy: Strategy, reader: Reader, inputs: list, texts: list[str]):
         return reader.embed_stretched(inputs, strategy.stretch)
 
-    def shortfall(self, reader, longest: int) -> str | None:
+    def shortfall(self, strategy: Strategy, reader: Reader, longest: int) -> str | None:
         """``L`` counts the model's special tokens and prompt, haystack lengths count content
         tokens, so ``extend-gp@2048`` on all-MiniLM-L6-v2 reads 2,046 of a 2,048-token haystack's
         tokens and ``extend-gp@2050`` reads them all."""
-        spec = reader.strategy_spec
         if reader.window_tokens >= longest:
             return None
-        whole = replace(spec, read_tokens=longest + reader.frame_tokens).label
+        whole = replace(strategy, read_tokens=longest + reader.frame_tokens).label
         return (f"{reader.name} [{reader.strategy}] reads {reader.window_tokens:,} content tokens of a text ({reader.frame_tokens} "
-                f"of its {spec.read_tokens:,} are special tokens or prompt): the {longest:,}-token haystacks lose their last "
+                f"of its {strategy.read_tokens:,} are special tokens or prompt): the {longest:,}-token haystacks lose their last "
                 f"{longest - reader.window_tokens:,}, and a needle there is not read; {whole} reads them whole")

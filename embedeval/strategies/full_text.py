@@ -1,5 +1,5 @@
 """``full-text``: the label of a scorer that reads whole texts, as the lexical baseline does
-(:class:`~embedeval.embedders.bm25.BM25Scorer`). Not a ``--strategy``: it is the only way such a
+(:class:`~embedeval.strategies.bm25.BM25Scorer`). Not a ``--strategy``: it is the only way such a
 scorer reads."""
 
 from __future__ import annotations

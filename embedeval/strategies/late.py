@@ -16,6 +16,7 @@ from embedeval.errors import ConfigError
 from embedeval.strategies.base import Strategy, piece_bounds, register
 from embedeval.strategies.chunks import CHUNK_SIZE, ChunkFamily
 from embedeval.strategies.parameters import Parameter
+from embedeval.strategies.reader import Pieces, Reader
 
 LATE_CHUNKING = "late-chunking"
 #: Providers whose models late-chunk: local models (token embeddings), Jina (the API's own late chunking).
@@ -71,7 +72,7 @@ class LateChunking(ChunkFamily):
                 raise ConfigError(f"late-chunking of {spec} runs on the local executor only (the Ray actors return pooled "
                                   "vectors, not token embeddings); use `executor` local", "executor")
 
-    def prepare(self, strategy: Strategy, reader) -> None:
+    def prepare(self, strategy: Strategy, reader: Reader) -> None:
         """Refuse late chunking where it is not defined: a model without token embeddings, one whose
         own vector is not the normalised mean of them (pooling other than mean, or a module other than
         Normalize after it), or chunks longer than the model's window."""
@@ -86,7 +87,7 @@ class LateChunking(ChunkFamily):
             raise ConfigError(f"late-chunking@{chunk} does not fit {name}, which reads {reader.capacity} content "
                               f"tokens per window; use `chunk_tokens` up to {reader.capacity}", "chunk_tokens")
 
-    def cut(self, strategy: Strategy, reader, texts: list[str]):
+    def cut(self, strategy: Strategy, reader: Reader, texts: list[str]) -> Pieces:
         """Consecutive chunks of ``chunk_tokens`` content tokens (the last one shorter), each a tuple
         of parts ``(window, (start, end))``: a window the model reads whole and the chunk's unit
         range in it. For a model fed ids windows are token ids (int32 bytes) that overlap and a chunk
@@ -125,7 +126,7 @@ class LateChunking(ChunkFamily):
             for k, chunk in enumerate(chunks):
                 yield ((window, (k, k + 1)),), chunk
 
-    def embed(self, strategy: Strategy, reader, inputs: list, texts: list[str]):
+    def embed(self, strategy: Strategy, reader: Reader, inputs: list, texts: list[str]):
         """Each distinct window runs once (through the cache), each distinct chunk is pooled once."""
         windows: dict = {}
         chunks: dict = {}

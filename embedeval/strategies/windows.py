@@ -7,6 +7,7 @@ from __future__ import annotations
 from embedeval.defaults import DEFAULT_WINDOW_OVERLAP
 from embedeval.strategies.base import Family, Strategy, register
 from embedeval.strategies.parameters import Parameter
+from embedeval.strategies.reader import Pieces, Reader
 
 WINDOWS_MEAN = "windows-mean"
 
@@ -22,6 +23,6 @@ class WindowsMean(Family):
     glossary = "`windows-mean` the mean of window vectors over the whole text"
     settings_help = {"window_overlap": "Tokens shared by neighbouring windows of windows-mean."}
 
-    def combine(self, strategy: Strategy, reader, vectors, pieces, n_texts: int):
+    def combine(self, strategy: Strategy, reader: Reader, vectors, pieces: Pieces, n_texts: int):
         """One vector per text: the normalised mean of its windows' vectors, spanning what was read."""
         return reader.mean_per_text(vectors, pieces, n_texts)

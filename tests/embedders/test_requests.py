@@ -13,7 +13,7 @@ import pytest
 from embedeval.embedders.requests import (
     LateChunks, StretchedIds, Texts, TokenIds, joined, request_from_json,
 )
-from embedeval.strategies.extend import Stretch
+from embedeval.embedders.stretch_methods import Stretch
 from embedeval.errors import InputError
 
 SPEC, FINGERPRINT = "st:all-MiniLM-L6-v2?dtype=float16", "0f1e2d3c"

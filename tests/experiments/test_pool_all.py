@@ -19,7 +19,7 @@ from fakes import write_word_books
 from embedeval.cli import app
 from fakes import MatrixScorer
 from embedeval.defaults import DEFAULT_NEEDLES
-from embedeval.embedders.base import Scores
+from embedeval.strategies.scoring import Scores
 from embedeval.needles import load_needle_set
 from embedeval.export import dataset_revision
 from embedeval.run import NolimaRun

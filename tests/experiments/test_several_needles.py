@@ -15,7 +15,7 @@ from embedeval.cli import app
 from fakes import MatrixScorer
 from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_NEEDLES
-from embedeval.embedders.base import Scores
+from embedeval.strategies.scoring import Scores
 from embedeval.haystacks import HaystackGrid, build_haystacks
 from embedeval.labels import CONTROL, NEGATIVE, is_blind
 from embedeval.needles import load_needle_set

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from embedeval.cli import app
 from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_NEEDLES
-from embedeval.embedders.base import Scores
+from embedeval.strategies.scoring import Scores
 from embedeval.haystacks import DISTRACTOR_ZONE, HaystackGrid, build_haystacks
 from embedeval.labels import CONTROL, NEGATIVE
 from embedeval.needles import load_needle_set

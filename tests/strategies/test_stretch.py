@@ -13,7 +13,7 @@ import torch
 
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.registry import load_embedder
-from embedeval.strategies.extend import Stretch
+from embedeval.embedders.stretch_methods import Stretch
 from embedeval.embedders.stretch import (
     grouped_positions, interpolated_table, logscale_factor, longembed_table, recurrent_positions, scaled_inv_freq,
     stretched,
@@ -108,7 +108,7 @@ def test_the_cache_key_names_L_for_pi_only_and_keeps_pi_dynamics_old_key():
     assert keys["extend-pi-dynamic@1026+logscale"] == "stretch:pi+logscale" != keys["extend-pi@1026+logscale"]
     assert keys["extend-gp@1026"] == keys["extend-gp@2050"] == "stretch:gp"
     assert len({keys[n] for n in keys if "-gp" not in n}) == 5
-    with pytest.raises(InputError, match=r"give L \(extend-pi@L\)"):
+    with pytest.raises(InputError, match=r"give L \(its length\)"):
         Stretch("pi").key
     with pytest.raises(ConfigError, match="goes with pi only"):
         Stretch("gp", length=1024)
@@ -164,7 +164,7 @@ def test_pi_reads_an_interpolated_copy_of_the_table_and_restores_it(bert, stretc
 
 
 def test_pi_reads_at_most_its_L(bert):
-    with pytest.raises(InputError, match=f"extend-pi@{2 * P} reads at most {2 * P} tokens in one pass, not {2 * P + 1}"):
+    with pytest.raises(InputError, match=f"pi with L = {2 * P} reads at most {2 * P} tokens in one pass, not {2 * P + 1}"):
         bert.embed_request(StretchedIds.of([_ids(bert, TEXT, 2 * P - 1)], Stretch("pi", length=2 * P)))
     with pytest.raises(InputError, match=f"reads at most {2 * P} tokens"):
         with stretched(bert._transformer(), Stretch("pi", length=2 * P), 2 * P + 1, 1, P):
@@ -274,8 +274,14 @@ def test_long_texts_change_with_the_method_and_not_with_their_batch(which, reque
 
 
 def test_a_method_that_does_not_fit_the_positions_is_refused(bert, modernbert):
-    assert "absolute positions" in bert.stretch_refusal(Stretch("ntk")) and "extend-gp" in bert.stretch_refusal(Stretch("ntk"))
-    assert "rotary positions" in modernbert.stretch_refusal(Stretch("rp")) and "rope-ntk" in modernbert.stretch_refusal(Stretch("rp"))
+    # the model says it in its own words, the strategy layer names the strategies that fit it
+    assert bert.stretch_refusal(Stretch("ntk")) == "it has absolute positions, and ntk is for rotary ones"
+    assert modernbert.stretch_refusal(Stretch("rp")) == "it has rotary positions, and rp is for absolute ones"
+    with pytest.raises(ConfigError, match=f"rope-ntk@{2 * P} does not fit .*: it has absolute positions, and ntk is for rotary ones; "
+                                          "use extend-gp, extend-rp, extend-pi, extend-pi-dynamic$"):
+        EmbeddingScorer(bert, Strategy.stretched(f"rope-ntk@{2 * P}"))
+    with pytest.raises(ConfigError, match="it has rotary positions, and rp is for absolute ones; use rope-ntk, rope-linear$"):
+        EmbeddingScorer(modernbert, Strategy.stretched(f"extend-rp@{4 * P}"))
     assert bert.stretch_refusal(Stretch("pi", logscale=True)) is None and modernbert.stretch_refusal(Stretch("ntk")) is None
     assert "logit scale" in modernbert.stretch_refusal(Stretch("ntk", logscale=True))  # ModernBERT computes its scale inline
     assert len(_every_stretch(bert)) == 8 and len(_every_stretch(modernbert)) == 2
@@ -371,7 +377,7 @@ def test_what_the_folder_rules_out_is_refused_before_the_weights_load_in_the_loa
     headers) before any model loads: a length within the positions, a rotary method on a BERT
     table, another backend than torch, a folder without a position limit are refused there with
     the words the loaded model uses; what only the loaded model can tell is left to it."""
-    from embedeval.strategies import reading as strategies
+    from embedeval.strategies import support
 
     spec = f"st:{small_model_folder(tmp_path, 'bert', P, max_seq_length=P)}"
     said_when_loaded = {}
@@ -391,7 +397,7 @@ def test_what_the_folder_rules_out_is_refused_before_the_weights_load_in_the_loa
     with pytest.raises(ConfigError, match=r"extend-gp@1024 does not fit st:.*: context extension runs on the torch backend, not onnx"):
         check_strategy_support([f"{spec}?backend=onnx"], parse_strategies(["extend-gp@1024"]))
     check_strategy_support([spec], parse_strategies(["extend-gp@1024", "extend-pi@64+logscale"]))  # the loaded model decides these
-    monkeypatch.setattr(strategies, "position_limit", lambda path: None)
+    monkeypatch.setattr(support, "position_limit", lambda path: None)
     with pytest.raises(ConfigError, match="names no position limit"):
         check_strategy_support([spec], parse_strategies(["extend-gp@1024"]))
 

@@ -1,8 +1,8 @@
-"""How a long text is scored against a query: the :class:`Scorer` protocol the similarity and rank
-tables read, its implementation for embedders (:class:`EmbeddingScorer`, an embedder read through
-a :class:`~embedeval.strategies.base.Strategy`; the lexical baseline's is
-:class:`~embedeval.embedders.bm25.BM25Scorer`), the checks of a run's strategies against its
-embedders, and the spec -> scorers step of the sweep.
+"""An embedder read through a strategy: :class:`EmbeddingScorer`, the
+:class:`~embedeval.strategies.scoring.Scorer` of an embedder (the lexical baseline's is
+:class:`~embedeval.strategies.bm25.BM25Scorer`) and the
+:class:`~embedeval.strategies.reader.Reader` its strategy's family reads with; what it read
+(:class:`EmbeddedTexts`), and the spec -> scorers step of the sweep (:func:`load_scorers`).
 
 A strategy cuts each text into the pieces a model reads, embeds every distinct piece once, and
 scores a text from its pieces' vectors (by default its best piece: max over chunks); what each
@@ -22,138 +22,29 @@ same prefix cost one request), windows keep a further margin below that cut.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from embedeval.defaults import DEFAULT_COMMIT_EVERY, TEXT_FIT_MARGIN
-from embedeval.embedders.base import Embedder, Reading, Scores, TokenIdEmbedder, check_texts, l2_normalize
-from embedeval.embedders.bm25 import BM25Scorer
+from embedeval.embedders.base import Embedder, TokenIdEmbedder, check_texts, l2_normalize
 from embedeval.embedders.executors import Executor
-from embedeval.embedders.local import folder_stretch_refusal, local_name, position_limit, position_width
-from embedeval.embedders.models import resolve_model_path, weight_file_bytes
-from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.embedders.requests import LateChunks, StretchedIds, TokenIds, innermost, late_chunking_refusal
+from embedeval.embedders.stretch_methods import Stretch
 from embedeval.embedders.tokens import TokenCounter
-from embedeval.errors import ConfigError, EmbedevalError, InputError
-from embedeval.strategies.base import FAMILIES, Strategy, piece_bounds
-
-#: Texts tokenised at a time when cutting pieces (token offsets of 8k-token texts add up).
-TOKENIZE_BATCH = 256
-
-
-class ScoredTexts(Protocol):
-    """Texts a :class:`Scorer` has read, ready to be scored against queries.
-
-    ``seen_chars[t]``: how many characters of text ``t`` (from its start) the scorer read:
-    ``len(text)`` unless the model truncated it. ``scores(queries)`` -> :class:`Scores`.
-    """
-
-    seen_chars: np.ndarray
-
-    def scores(self, queries: Sequence[str]) -> Scores: ...
-
-
-@runtime_checkable
-class Scorer(Protocol):
-    """Scores (query, text) pairs: an embedder read through a long-text strategy, or a lexical
-    baseline. What the similarity and rank tables are computed from.
-
-    - ``name``: the ``embedder`` column; ``strategy``: the ``strategy`` column.
-    - ``windows_exact``: whether the text was cut on the model's own token ids (False: windows or
-      truncation estimated with a reference tokenizer, as for API models).
-    - ``normalizable``: whether sim(query, bare needle) is on the same scale as sim(query,
-      haystack), so that ``normalized`` means something (not for BM25, whose scores depend on
-      the corpus and the document length).
-    - ``index(texts, partition)``: read the texts. Texts with equal ``partition`` values form one
-      corpus (the lexical scorer's IDF comes from it; embedders ignore it).
-    """
-
-    name: str
-    strategy: str
-    windows_exact: bool
-    normalizable: bool
-
-    def index(self, texts: Sequence[str], partition: Sequence | None = None) -> ScoredTexts: ...
-
-
-class ModelFolders:
-    """What a spec's model says before it loads, for the support checks of
-    :meth:`~embedeval.strategies.base.Family.check_support`."""
-
-    @staticmethod
-    def lexical(spec: str) -> bool:
-        """Whether ``spec`` is a lexical scorer (it reads whole texts, every strategy aside)."""
-        return spec in LEXICAL_SPECS
-
-    @staticmethod
-    def stretch_refusal(spec: str, stretch) -> tuple[str, str | None, int | None]:
-        """``(name, why, P)`` of the ``st:`` ``spec``'s model folder: the model's name as refusals
-        give it, why ``stretch`` does not fit it (a folder that names no positions, a backend other
-        than torch, a method for another position type where the folder says which it has:
-        :func:`~embedeval.embedders.local.folder_stretch_refusal`; None: nothing known against it)
-        and, where nothing is, its positions ``P`` (:func:`~embedeval.embedders.local.position_limit`)."""
-        name, query = split_spec(spec.partition(":")[2])
-        options = LocalOptions.parse(query)
-        path = resolve_model_path(name)
-        limit = position_limit(path)
-        why = folder_stretch_refusal(path, options, stretch, limit)
-        return local_name(name, options), why, None if why else limit[0]
-
-    @staticmethod
-    def width(spec: str) -> int | None:
-        """The width of the ``st:`` ``spec``'s position vectors as its folder says it
-        (:func:`~embedeval.embedders.local.position_width`; None where it does not, or for a model
-        that is no folder here)."""
-        try:
-            path = resolve_model_path(split_spec(spec.partition(":")[2])[0])
-        except EmbedevalError:
-            return None
-        return position_width(path)
-
-    @staticmethod
-    def weight_bytes(spec: str) -> int:
-        """The size on disk of the ``st:`` ``spec``'s weight files
-        (:func:`~embedeval.embedders.models.weight_file_bytes`; 0 for a model that is no folder here)."""
-        try:
-            return weight_file_bytes(resolve_model_path(split_spec(spec.partition(":")[2])[0]))
-        except (EmbedevalError, OSError):
-            return 0
-
-
-def check_strategy_support(specs: Sequence[str], strategies: Sequence[Strategy], executor: str = "local") -> None:
-    """Refuse, before any model is loaded, a strategy an embedder cannot do (each family's
-    :meth:`~embedeval.strategies.base.Family.check_support`: late chunking needs a local ``st:``
-    model on the local executor or a ``jina:`` model; context extension a local ``st:`` model on
-    the local executor, whose folder does not rule the method or length out)."""
-    for family in FAMILIES:
-        own = [strategy for strategy in strategies if strategy.family is family]
-        if own:
-            family.check_support(list(specs), own, executor, ModelFolders)
+from embedeval.errors import ConfigError, InputError
+from embedeval.strategies.base import Strategy, piece_bounds
+from embedeval.strategies.bm25 import BM25Scorer
+from embedeval.strategies.reader import Pieces, PositionedModel
+from embedeval.strategies.scoring import Reading, Scores
+from embedeval.strategies.token_memo import TokenMemo
 
 
 def segment_starts(owner: np.ndarray) -> np.ndarray:
     """Where each text's pieces begin in a sorted ``owner`` array (for ``np.ufunc.reduceat``)."""
     return np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]) if owner.size else np.zeros(0, dtype=np.int64)
-
-
-@dataclass
-class Pieces:
-    """What a model reads of a list of texts: ``inputs[i]`` (token ids as int32 bytes, or text) of
-    text ``owner[i]`` spanning characters ``spans[i]``; ``owner`` is sorted. ``seen_chars[t]``:
-    characters of text ``t`` read from its start; ``tokens_read[t]``: the tokens the model reads of
-    it (its inputs' tokens; for late chunking its windows', overlaps counted again)."""
-
-    inputs: list
-    owner: np.ndarray
-    spans: np.ndarray
-    seen_chars: np.ndarray
-    tokens_read: np.ndarray
 
 
 def _takes_document_ids(embedder: Embedder) -> bool:
@@ -169,48 +60,17 @@ def _takes_document_ids(embedder: Embedder) -> bool:
     return True
 
 
-class TokenMemo:
-    """The token ids and character offsets (int32 arrays) of the last texts one model read, shared
-    by its strategies: tokenising thousands of 8k-token haystacks costs about a minute, once.
-
-    ``encode(texts, tokenize, limit)`` returns per text ``(ids, offsets)``, at least the first
-    ``limit`` tokens (all with ``limit=None``); a stored encoding of the same texts by the same
-    tokenizer that reaches as far serves again (so windows and chunks after a full tokenisation,
-    and truncation after either, cost nothing more). ``tokenize`` is the model's ``token_ids``
-    (or the reference ``ids``).
-    """
-
-    def __init__(self):
-        self._key: tuple | None = None
-        self._limit: int | None = None
-        self._encoded: list[tuple[np.ndarray, np.ndarray]] = []
-
-    def encode(self, texts: list[str], tokenize, limit: int | None) -> list[tuple[np.ndarray, np.ndarray]]:
-        digest = hashlib.blake2b(digest_size=16)
-        for text in texts:
-            digest.update(text.encode("utf-8", "surrogatepass") + b"\0")
-        key = (id(getattr(tokenize, "__self__", tokenize)), len(texts), digest.digest())  # which tokenizer, which texts
-        if key == self._key and (self._limit is None or (limit is not None and limit <= self._limit)):
-            return self._encoded
-        encoded = []
-        for first in range(0, len(texts), TOKENIZE_BATCH):  # the tokenizer's Python offsets are large: a batch at a time
-            for ids, offsets in tokenize(texts[first : first + TOKENIZE_BATCH], limit):
-                encoded.append((np.asarray(ids, dtype=np.int32), np.asarray(offsets, dtype=np.int32).reshape(-1, 2)))
-        self._key, self._limit, self._encoded = key, limit, encoded
-        return encoded
-
-
 class EmbeddingScorer:
     """An :class:`~embedeval.embedders.base.Embedder` read through a
-    :class:`~embedeval.strategies.base.Strategy`: a :class:`Scorer`. The strategy's family
-    (:attr:`~embedeval.strategies.base.Strategy.family`) checks it against the model, cuts, embeds
-    and combines; this class holds what the model reads per input and the primitives it does that
-    with.
+    :class:`~embedeval.strategies.base.Strategy`: a :class:`~embedeval.strategies.scoring.Scorer`.
+    The strategy's family (:attr:`~embedeval.strategies.base.Strategy.family`) checks it against the
+    model, cuts, embeds and combines; this class is the :class:`~embedeval.strategies.reader.Reader`
+    it is handed: what the model reads per input and the primitives it does that with.
 
     ``reference`` cuts texts for models that cannot be fed token ids (API models).
     ``dedupe=False`` sends every text to ``embed`` whole, as before token-id keying (``truncate``
     only; a check that the two give the same tables). Scorers of one model share a
-    :class:`TokenMemo`, so the texts are tokenised once for all strategies.
+    :class:`~embedeval.strategies.token_memo.TokenMemo`, so the texts are tokenised once for all strategies.
     """
 
     normalizable = True
@@ -230,7 +90,7 @@ class EmbeddingScorer:
         if not self.reads_ids and reference is None and self.family.text_margins > 1:  # windows cut apart
             raise ConfigError(f"{strategy.label} for {embedder.name} needs a reference tokenizer to cut windows")
         self.reference = reference
-        self.capacity = self._capacity()
+        self._capacity = self._model_capacity()
         # Tokens of a model input that are not the text's (special tokens, prompt): chunk sizes count them.
         self.frame_tokens = embedder.max_tokens - self.capacity if self.reads_ids else 0
         self.family.prepare(strategy, self)
@@ -249,9 +109,29 @@ class EmbeddingScorer:
     def offers_stretching(self) -> bool:
         return self.embedder.serves(StretchedIds)
 
-    def model(self):
+    def model(self) -> PositionedModel:
         """The model under the cache and other wrappers (its positions and refusals)."""
         return innermost(self.embedder)
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        """Tokens per text as the model consumes them, special tokens included, before truncation."""
+        return self.embedder.count_tokens(texts)
+
+    @property
+    def max_tokens(self) -> int:
+        """The model's window: the tokens it reads per input, special tokens and prompt included."""
+        return self.embedder.max_tokens
+
+    @property
+    def capacity(self) -> int:
+        """Content tokens the model reads per input: the model's (:meth:`_model_capacity`) unless the
+        family set its own (:meth:`set_capacity`)."""
+        return self._capacity
+
+    def set_capacity(self, tokens: int) -> None:
+        """Read ``tokens`` content tokens per input instead of the model's window (context extension's
+        ``L`` less the model's special tokens and prompt)."""
+        self._capacity = tokens
 
     @property
     def window_tokens(self) -> int | None:
@@ -268,7 +148,7 @@ class EmbeddingScorer:
         (:func:`~embedeval.breaks.break_points`)."""
         return self.embedder.id_capacity("document") if self.reads_ids else self.embedder.max_tokens - TEXT_FIT_MARGIN
 
-    def _capacity(self) -> int:
+    def _model_capacity(self) -> int:
         """Content tokens the model reads per input. A model fed text (an API model) is cut
         :data:`~embedeval.defaults.TEXT_FIT_MARGIN` reference tokens below its window, as the
         embedder cuts it itself; a family whose windows are cut apart and re-read keeps a second
@@ -325,16 +205,6 @@ class EmbeddingScorer:
         return Pieces(inputs, np.asarray(owner, dtype=np.int64), np.asarray(spans, dtype=np.int64).reshape(-1, 2),
                       np.asarray(seen, dtype=np.int64), np.asarray(read, dtype=np.int64))
 
-    def cut_prefixes(self, texts: list[str]) -> Pieces:
-        """One piece per text as a model fed text cuts it itself: the word-aligned prefix of the
-        reader's capacity in reference tokens (the whole text without a reference)."""
-        read = self.reference.prefixes(texts, self.capacity) if self.reference else list(texts)
-        seen = np.array([len(t) for t in read], dtype=np.int64)
-        tokens = (self.reference.count(read) if self.reference else
-                  [min(n, self.embedder.max_tokens) for n in self.embedder.count_tokens(read)])
-        return Pieces(read, np.arange(len(texts)), np.stack([np.zeros(len(texts), dtype=np.int64), seen], axis=1), seen,
-                      np.asarray(tokens, dtype=np.int64))
-
     def cut_consecutive(self, texts: list[str], size: int, step: int, limit: int | None, first_only: bool = False) -> Pieces:
         """Consecutive pieces of ``size`` tokens, each ``step`` after the previous
         (:func:`~embedeval.strategies.base.piece_bounds`), as token id bytes for a model fed ids,
@@ -366,7 +236,7 @@ class EmbeddingScorer:
             return self._embed_distinct(inputs, lambda ids: self.embedder.embed_request(TokenIds.of(ids, "document")))
         return self._embed_distinct(inputs, lambda texts: self.embedder.embed(texts, kind="document"), as_ids=False)
 
-    def embed_stretched(self, inputs: list, stretch) -> np.ndarray:
+    def embed_stretched(self, inputs: list, stretch: Stretch) -> np.ndarray:
         """Vectors of id-byte ``inputs`` read past the model's positions, each distinct input once."""
         return self._embed_distinct(inputs, lambda ids: self.embedder.embed_request(StretchedIds.of(ids, stretch, "document")))
 
@@ -458,4 +328,4 @@ def shortfalls(scorers: Sequence, longest: int) -> list[str]:
     is news (:meth:`~embedeval.strategies.base.Family.shortfall`: a context extension's ``@L``
     below it), naming what would."""
     return [line for scorer in scorers if isinstance(scorer, EmbeddingScorer)
-            for line in [scorer.family.shortfall(scorer, longest)] if line]
+            for line in [scorer.family.shortfall(scorer.strategy_spec, scorer, longest)] if line]

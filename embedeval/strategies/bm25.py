@@ -1,4 +1,4 @@
-"""BM25, the lexical baseline: a :class:`~embedeval.strategies.reading.Scorer` that ranks texts by the
+"""BM25, the lexical baseline: a :class:`~embedeval.strategies.scoring.Scorer` that ranks texts by the
 query words they contain, through the ``bm25s`` library (numbers are the library's own).
 
 Texts and queries are tokenised the same way, by ``bm25s.tokenize``: lower-cased words of two or
@@ -33,9 +33,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from embedeval.embedders.base import Reading, Scores, check_texts
+from embedeval.embedders.base import check_texts
 from embedeval.errors import ConfigError, InputError
 from embedeval.strategies.full_text import FULL_TEXT
+from embedeval.strategies.scoring import Reading, Scores
 
 #: BM25 term-frequency saturation and length normalisation: ``bm25s``'s defaults.
 DEFAULT_K1 = 1.5

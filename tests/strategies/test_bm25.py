@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import Stemmer
 
-from embedeval.embedders.base import Scores
+from embedeval.strategies.scoring import Scores
 from embedeval.strategies import Scorer
-from embedeval.embedders.bm25 import DEFAULT_B, DEFAULT_K1, METHOD, BM25Scorer
+from embedeval.strategies.bm25 import DEFAULT_B, DEFAULT_K1, METHOD, BM25Scorer
 from embedeval.errors import ConfigError, InputError
 
 HARBOUR = [
