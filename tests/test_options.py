@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from embedeval import options
 from embedeval.cli import app
-from embedeval.cli_options import flag_of, in_flag_words
+from embedeval.cli.options import flag_of, in_flag_words
 from embedeval.errors import ConfigError
 from embedeval.experiments.drafting import DraftConfig
 from embedeval.experiments.nolima_config import NolimaConfig
@@ -108,7 +108,7 @@ def test_the_library_and_the_command_line_refuse_expansion_sizes_with_the_same_w
 
 
 def test_nolimas_sweep_flags_are_built_from_their_declarations():
-    from embedeval.cli_options import SweepOptions, literal
+    from embedeval.cli.options import SweepOptions, literal
 
     nolima = typer.main.get_command(app).commands["nolima"]
     flags = _command_options(nolima)
