@@ -93,6 +93,16 @@ def is_price(value) -> bool:
     return is_number(value) and 0 <= value < math.inf
 
 
+def is_text(value) -> bool:
+    """A string that is not empty."""
+    return isinstance(value, str) and bool(value)
+
+
+def are_texts(value) -> bool:
+    """A list of strings, none empty."""
+    return isinstance(value, list) and all(is_text(item) for item in value)
+
+
 @dataclass(frozen=True)
 class Constraint:
     """What an option's value must hold (``holds``) and how a refusal says so (``words``): a
@@ -169,6 +179,10 @@ class Option:
     unset: bool = False
     #: The flag that turns a true-or-false option off (``--no-controls``); None: the option alone turns it on.
     off: str | None = None
+    #: What its value must hold where a run's config.json records it, read back (:mod:`embedeval.run`):
+    #: looser than :attr:`constraint` where an older run may hold less, a type where the value is
+    #: checked with others; None: config.json does not record it, or its value is not checked there.
+    recorded: Constraint | None = None
 
     @property
     def cli_default(self):
@@ -306,10 +320,10 @@ QUIET = Option("quiet", "--quiet", "No progress bars or step lines (on stderr)."
 #: Every seed: numpy takes no negative seed, UMAP's ``random_state`` none past 2**32 - 1, and a run's
 #: tables (Parquet, int64) none past 2**63 - 1; one range for all, so a seed means one thing everywhere.
 SEED_RANGE = Constraint(lambda value: is_whole(value) and 0 <= value < 2**32, "a whole number in [0, 2**32)")
-SEED = Option("seed", "--seed", "Random seed (recorded).", int, DEFAULT_SEED, SEED_RANGE)
+SEED = Option("seed", "--seed", "Random seed (recorded).", int, DEFAULT_SEED, SEED_RANGE, recorded=Constraint(is_whole, "a whole number"))
 CORPUS = Option("corpus", "--corpus", "shakespeare, pg-essays (the Paul Graham essays of the original needle-in-a-haystack test), "
                 "gutenberg, dir:PATH (its .txt and .md files; dir:PATH/*.txt picks), jsonl:FILE (a text field per line, optional id) "
-                "or parquet:FILE (column text, optional id).", str, DEFAULT_CORPUS)
+                "or parquet:FILE (column text, optional id).", str, DEFAULT_CORPUS, recorded=Constraint(is_text, "a corpus spec"))
 MIN_BOOKS = Option("min_books", "--min-books", "Fewest books (files, JSONL lines, Parquet rows) the corpus must hold.", int,
                    DEFAULT_MIN_BOOKS)
 CHUNKER = Option("chunker", "--chunker", "sentences:N, sentences:A-B or tokens:N.", str, DEFAULT_CHUNKER)
@@ -325,7 +339,8 @@ MEMBERSHIP_EMBEDDER = EMBEDDER.but(cli_type=Optional[str], default=None,
 DRAFT_EMBEDDER = EMBEDDER.but(cli_type=Optional[str], default=None, help="Embedder of the needle-question similarity recorded for "
                               "every needle (default: the themes run's).")
 EMBEDDERS = Option("embedders", "--embedder", f"Embedder spec or preset (e.g. context-rot-5); repeat for several (default: {DEFAULT_EMBEDDER}).",
-                   Optional[list[str]], (DEFAULT_EMBEDDER,), short="-e", repeat=True)
+                   Optional[list[str]], (DEFAULT_EMBEDDER,), short="-e", repeat=True,
+                   recorded=Constraint(lambda v: isinstance(v, list) and bool(v) and all(isinstance(s, str) for s in v), "a list of embedder specs"))
 SKIP_UNAVAILABLE = Option("skip_unavailable", "--skip-unavailable", "Run the embedders that can run here; list the others.", bool, False,
                           Constraint(lambda value: isinstance(value, bool), "true or false"))
 #: ``literal`` in the command line escapes its square brackets for rich (``embedeval[ray]``).
@@ -336,10 +351,12 @@ WORKERS = Option("workers", "--workers", "Ray actors, each holding the model onc
 RAY_ADDRESS = Option("ray_address", "--ray-address", "Ray cluster to join: auto (a running cluster), ray://HOST:PORT; unset: start a local Ray.",
                      Optional[str], envvar=RAY_ADDRESS_ENV)
 NEEDLES = Option("needles", "--needles", "Needle set JSON (default: the shipped queries/nolima-onehop.json).", Optional[Path],
-                 DEFAULT_NEEDLES, unset=True)
-GROUPS = Option("groups", "--groups", "Comma-separated group ids to use (default: every group).", Optional[str], read=lenient_names)
+                 DEFAULT_NEEDLES, unset=True, recorded=Constraint(is_text, "the needle file's path"))
+GROUPS = Option("groups", "--groups", "Comma-separated group ids to use (default: every group).", Optional[str], read=lenient_names,
+                recorded=Constraint(lambda v: v is None or are_texts(v), "null or a list of group ids"))
 DISTRACTORS_FILE = Option("distractors_file", "--distractors-file", "Distractors by group, replacing the needle file's: .json ({group id: "
-                          "[texts]}) or .csv/.jsonl/.parquet (columns group_id, distractor, optional query_form).", Optional[Path])
+                          "[texts]}) or .csv/.jsonl/.parquet (columns group_id, distractor, optional query_form).", Optional[Path],
+                          recorded=Constraint(lambda v: v is None or is_text(v), "null or the distractors file's path"))
 LLM = Option("llm", "--llm", "Chat model: openai:MODEL (OPENAI_API_KEY; OPENAI_BASE_URL or OpenAI), or openai:MODEL?base_url=URL&key_env=VAR "
              "for a server of your own (only VAR's key goes there); a bare MODEL is openai:MODEL.", str)
 INDEX = Option("index", "--index", "faiss or chroma.", str, DEFAULT_INDEX)
@@ -351,7 +368,9 @@ ABSENCE_THEMES = Option("themes", "--themes", "Search the chunks of this embedev
 CHROMA_URL = Option("chroma_url", "--chroma-url", "A chroma server (http://HOST:PORT, e.g. from `chroma run`) holding the chunk vectors: "
                     "one collection per embedder and chunk set, reused by later runs (needs --index chroma).", Optional[str])
 PRICES = Option("prices", "--price", "SPEC=USD per million tokens, for a model without a listed price or to override it; repeat for several.",
-                Optional[list[str]], (), repeat=True)
+                Optional[list[str]], (), repeat=True,
+                recorded=Constraint(lambda v: isinstance(v, dict) and all(isinstance(k, str) and is_price(p) for k, p in v.items()),
+                                    "an object of embedder: USD per million tokens >= 0"))
 #: ``embedeval nolima``'s ``--price`` also goes into the run (config.json, decision.csv).
 RUN_PRICES = PRICES.but(help="SPEC=USD per million tokens: the price of a model for --plan and --max-cost (for a model without a listed "
                         "price, or to override it) and for decision.csv's usd_per_million_tokens (only prices given here: none is "
@@ -398,25 +417,29 @@ NEEDLES_PER_HAYSTACK = Option("needles_per_haystack", "--needles-per-haystack", 
 BREAK_RULE = Option("break_rule", "--break-rule", "The headline break point: relative (the largest length whose chance-corrected "
                     "recall@k stays >= 0.85 x the model's own mean over the shortest lengths, one base for every strategy of an "
                     "embedder; none for a scorer at chance) or absolute (--break-metric >= --break-threshold). Both are in the report "
-                    "and breaks.csv.", str, DEFAULT_BREAK_RULE)
-BREAK_K = Option("break_k", "--break-k", "The relative rule's recall@k: 1, 5 or 10.", int, DEFAULT_BREAK_K)
+                    "and breaks.csv.", str, DEFAULT_BREAK_RULE, recorded=Constraint(lambda v: isinstance(v, str), "a break rule's name"))
+BREAK_K = Option("break_k", "--break-k", "The relative rule's recall@k: 1, 5 or 10.", int, DEFAULT_BREAK_K,
+                 recorded=Constraint(is_whole, "a whole number"))
 BREAK_METRIC = Option("break_metric", "--break-metric", "The absolute rule's metric: recall@1, recall@5, recall@10, mrr, ndcg@10, "
-                      "query_auc, auc or comparative_ratio.", str, DEFAULT_BREAK_METRIC)
+                      "query_auc, auc or comparative_ratio.", str, DEFAULT_BREAK_METRIC,
+                      recorded=Constraint(lambda v: isinstance(v, str), "a metric's name"))
 BREAK_THRESHOLD = Option("break_threshold", "--break-threshold", "The value the absolute rule's metric must keep for a length to "
-                         "count as working.", float, DEFAULT_BREAK_THRESHOLD)
+                         "count as working.", float, DEFAULT_BREAK_THRESHOLD, recorded=Constraint(is_number, "a number"))
 COMMIT_EVERY = Option("commit_every", "--commit-every", "Texts per cache commit (what an interruption can lose).", int,
                       DEFAULT_COMMIT_EVERY, whole_at_least(1))
+#: An older run may have taken fewer resamples than a new run takes.
 N_BOOTSTRAP = Option("n_bootstrap", "--n-bootstrap", "Cluster-bootstrap resamples behind every confidence interval.", int,
-                     DEFAULT_N_BOOTSTRAP, whole_between(10, MAX_N_BOOTSTRAP, "resamples"))
+                     DEFAULT_N_BOOTSTRAP, whole_between(10, MAX_N_BOOTSTRAP, "resamples"),
+                     recorded=Constraint(lambda v: is_whole(v) and 1 <= v <= MAX_N_BOOTSTRAP, f"a whole number from 1 to {MAX_N_BOOTSTRAP:,}"))
 #: Checked by :func:`embedeval.needles.check_normalize_by` (its words are pinned by the tests).
 NORMALIZE_BY = Option("normalize_by", "--normalize-by", "Divide sim(q, haystack) by sim(q, the standard needle of the variant's family), "
                       "as the Jina study does (standard), or by the haystack's own needle (own).", str, DEFAULT_NORMALIZE_BY)
 POOL = Option("pool", "--pool", "What each needle haystack is ranked among: needle-free (the needle-free haystacks of its length: "
               "controls and negatives) or all (every haystack of its length and depth that does not answer its question, other "
               "questions' needle haystacks included, as LongEmbed ranks among all documents of a split).", str, DEFAULT_POOL,
-              one_of(POOLS))
+              one_of(POOLS), recorded=one_of(POOLS))
 EXPANSIONS = Option("expansions", "--expansions", "Comma-separated expansion files: adds query forms expanded-N.", Optional[str], (),
-                    read=lenient_names)
+                    read=lenient_names, recorded=Constraint(are_texts, "a list of expansion file paths"))
 # The strategy options' words and checks come from the strategy code (the registry's choices; parse_strategies
 # checks them together, with the chunk sizes and overlaps): declared here for their flags and defaults.
 STRATEGIES = Option("strategies", "--strategy", strategy_help, Optional[list[str]], DEFAULT_STRATEGIES, short="-s",
