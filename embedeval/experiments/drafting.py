@@ -752,8 +752,8 @@ def run_draft(config: DraftConfig, llm, progress: bool = False, cache_dir=None, 
     Everything a user can get wrong (settings, themes run, theme ids, the output, a second draft
     writing it) is refused before the first request; then ``say_first``, if given, is called with
     :func:`plan_draft_embedding`'s plans (what the draft embeds first), before anything is embedded
-    or sent; ``force`` (``embedeval --force``) lets the draft replace an output it did not write. A chat model (or judge) that answers no usable
-    JSON at all, or a draft in which no group passes, is one :class:`~embedeval.errors.APIError` /
+    or sent; ``force`` (``embedeval --force``) lets the draft replace an output it did not write. A
+    chat model (or judge) that answers no usable JSON at all, or a draft in which no group passes, is one :class:`~embedeval.errors.APIError` /
     :class:`~embedeval.errors.InputError` after the rejected table is written."""
     config.validate()
     check_ceiling(max_cost)
