@@ -13,7 +13,7 @@ class EmbedevalError(Exception):
     A message that names the library's parameters writes them in backquotes (`` `umap.min_dist`
     must be in [0, 1], not 2.0``, as scikit-learn's errors name theirs) and lists them in
     ``parameters``; the command line says the same in the words of its flags
-    (:func:`embedeval.cli_options.in_flag_words`: ``--umap-min-dist must be ...``)."""
+    (:func:`embedeval.cli.options.in_flag_words`: ``--umap-min-dist must be ...``)."""
 
     def __init__(self, message: str = "", *parameters: str):
         super().__init__(message)

@@ -38,7 +38,7 @@ from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.errors import InputError
 from embedeval.experiments.context_rot import needle_haystack_similarity, needle_question_similarity
 from embedeval.derived import RECORD, keep_edited, record_outputs, recorded_files
-from embedeval.io import check_output_file, json_text, write_table, write_text_atomic
+from embedeval.io import Force, check_output_file, json_text, write_table, write_text_atomic
 from embedeval.labels import ALL, CONTROL, NEGATIVE, QUESTION, is_blind
 from embedeval.needles import Pair
 from embedeval.plan import EmbedderPlan, plan_work
@@ -230,9 +230,10 @@ class PromptSet:
 
     @classmethod
     def read(cls, run_dir: str | Path, out: str | Path, template_file: str | Path | None = None,
-             chunker: str = DEFAULT_CHUNKER) -> PromptSet:
-        """The output, the template and the run checked (one error line each), the prompts made."""
-        out = check_output_file(out, (".csv", ".parquet"))
+             chunker: str = DEFAULT_CHUNKER, force: Force | bool = False) -> PromptSet:
+        """The output, the template and the run checked (one error line each), the prompts made;
+        ``force`` (``embedeval --force``): the output may replace a file embedeval did not write."""
+        out = check_output_file(out, (".csv", ".parquet"), force)
         template = DEFAULT_TEMPLATE
         if template_file is not None:
             path = Path(template_file)
@@ -282,9 +283,10 @@ class PromptSet:
 
 
 def export_prompts(run_dir: str | Path, out: str | Path, template_file: str | Path | None = None, *, cache_dir=None,
-                   index: str = DEFAULT_INDEX, chunker: str = DEFAULT_CHUNKER, progress: bool = False) -> pd.DataFrame:
+                   index: str = DEFAULT_INDEX, chunker: str = DEFAULT_CHUNKER, progress: bool = False,
+                   force: Force | bool = False) -> pd.DataFrame:
     """Write the run's prompt set to ``out`` (.csv or .parquet) and return it (see the module
     docstring). The covariates are computed for each distinct (question, needle) with the run's
     embedders (lexical scorers have none) through the cache; ``needle_haystack_sim`` searches the
-    run's corpus cut by ``chunker`` (:class:`PromptSet`)."""
-    return PromptSet.read(run_dir, out, template_file, chunker).write(cache_dir, index, progress)
+    run's corpus cut by ``chunker`` (:class:`PromptSet`); ``force``: ``out`` may replace a file embedeval did not write."""
+    return PromptSet.read(run_dir, out, template_file, chunker, force).write(cache_dir, index, progress)

@@ -47,32 +47,39 @@ EMBEDDING_COLUMNS = ("text", "embedding")
 #: writes (:func:`atomic_path`) are recorded as embedeval's (:func:`~embedeval.ownership.record_written`)
 #: and sweep their stale temporary files.
 _OUTPUT_TARGETS: set[str] = set()
-#: Whether an existing file embedeval did not write may be replaced (``embedeval --force``).
-_force = False
-#: The files already named in a ``--force`` note (each is said once).
-_forced: set[str] = set()
 
 
-def allow_replacing(force: bool) -> None:
-    """Let :func:`check_output_file` pass (``True``) or refuse (``False``) an existing output file
-    that embedeval did not write: ``embedeval --force``."""
-    global _force
-    _force = force
-    _forced.clear()
+@dataclass
+class Force:
+    """``embedeval --force`` for one command: whether an existing output file that embedeval did not
+    write may be replaced (``on``; the object is as true as it), and the files already named in the
+    note that says so (``noted``: each file is named once however often its writers check it).
+    Made once per command and given to every writer of that command as its ``force``."""
+
+    on: bool = False
+    noted: set[str] = field(default_factory=set)
+
+    def __bool__(self) -> bool:
+        return self.on
+
+    def note(self, target: Path, key: str, what: str = "which embedeval did not write") -> None:
+        """Say on stderr, once per file, that ``target`` (``key``: its :func:`output_key`) is replaced."""
+        if key not in self.noted:
+            self.noted.add(key)
+            print(f"note: replacing {target}, {what} (--force)", file=sys.stderr)
 
 
-def replacing_allowed() -> bool:
-    """Whether ``embedeval --force`` lets an existing file embedeval did not write be replaced
-    (:func:`allow_replacing`)."""
-    return _force
+def as_force(force: Force | bool) -> Force:
+    """A writer's ``force`` as a :class:`Force` (``True``: a note per call, nothing shared)."""
+    return force if isinstance(force, Force) else Force(bool(force))
 
 
-def check_output_file(path: str | os.PathLike, suffixes: Sequence[str]) -> Path:
+def check_output_file(path: str | os.PathLike, suffixes: Sequence[str], force: Force | bool = False) -> Path:
     """Refuse, before any work, an output that cannot become a file of one of ``suffixes``: a
     wrong suffix, an existing folder, a parent that is a file, a link, or an existing file that
     embedeval did not write (:func:`~embedeval.ownership.written_by_embedeval`: never judged by its
-    content, so a file of the user's is never replaced on a guess), unless ``--force``
-    (:func:`allow_replacing`) allows it, said in one note. The target is registered, so that its
+    content, so a file of the user's is never replaced on a guess), unless ``force``
+    (``embedeval --force``, a :class:`Force`) allows it, said in one note. The target is registered, so that its
     write is recorded as embedeval's (:func:`atomic_path`). Returns the path."""
     target = Path(path)
     if target.suffix not in suffixes:
@@ -89,12 +96,10 @@ def check_output_file(path: str | os.PathLike, suffixes: Sequence[str]) -> Path:
         raise InputError(f"output {target} cannot be created: {parent} is a file")
     key = output_key(target)
     if target.exists() and not written_by_embedeval(target):
-        if not _force:
+        if not force:
             raise InputError(f"output {target} exists and is not a file embedeval wrote (or was changed since); it is "
                              "never replaced: choose another path, remove it, or give `force` to replace it anyway", "force")
-        if key not in _forced:
-            _forced.add(key)
-            print(f"note: replacing {target}, which embedeval did not write (--force)", file=sys.stderr)
+        as_force(force).note(target, key)
     check_writable(target, parent)
     _OUTPUT_TARGETS.add(key)
     return target
@@ -373,13 +378,14 @@ def read_texts(path: str | os.PathLike) -> list[str]:
     return texts
 
 
-def write_embeddings(path: str | os.PathLike, texts: list[str], vectors) -> None:
-    """Write vectors atomically: ``.npy`` (the array) or ``.parquet`` (text, embedding columns)."""
+def write_embeddings(path: str | os.PathLike, texts: list[str], vectors, force: Force | bool = False) -> None:
+    """Write vectors atomically: ``.npy`` (the array) or ``.parquet`` (text, embedding columns);
+    ``force``: replace a file embedeval did not write (:func:`check_output_file`)."""
     import numpy as np
     import pandas as pd
 
     target = Path(path)
-    check_output_file(target, (".npy", ".parquet"))
+    check_output_file(target, (".npy", ".parquet"), force)
     if target.suffix == ".npy":
         with atomic_path(target) as tmp:
             with open(tmp, "wb") as handle:

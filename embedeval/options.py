@@ -5,7 +5,7 @@ hold (a :class:`Constraint`).
 
 The library checks a setting with its option (:func:`check_options`, run by
 :meth:`~embedeval.experiments.nolima_config.NolimaConfig.check`), the command line builds its flags
-from the same options (``embedeval.cli_options``) and says a library error in its flags' words
+from the same options (``embedeval.cli.options``) and says a library error in its flags' words
 (:func:`flag_of`): so a command and a library call refuse the same values with the same words.
 
 Light on purpose (the command line imports it before answering ``--help``): only the defaults, the
@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from embedeval.defaults import (
-    DEFAULT_BLEND_THRESHOLD, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNKER,
+    DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNKER,
     DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_DRAFT_ATTEMPTS, DEFAULT_DRAFT_PER_THEME, DEFAULT_EMBEDDER,
-    DEFAULT_EXECUTOR, DEFAULT_EXPANSION_SIZES, DEFAULT_FILLER, DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS,
+    DEFAULT_EXECUTOR, DEFAULT_EXPANSION_SIZES, DEFAULT_FILLER, DEFAULT_INDEX, DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS,
     DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_MIN_SAMPLES, DEFAULT_MMR_LAMBDA, DEFAULT_NEEDLES, DEFAULT_NEEDLES_PER_HAYSTACK,
     DEFAULT_NEGATIVES, DEFAULT_NOLIMA_OUT, DEFAULT_NORMALIZE_BY, DEFAULT_N_BOOTSTRAP, DEFAULT_N_DISTRACTORS, DEFAULT_POOL, DEFAULT_REPRESENTATIVES,
     DEFAULT_SEED, DEFAULT_STRATEGIES, DEFAULT_TEMPERATURE, DEFAULT_THEME_CHUNKER, DEFAULT_THEME_NEIGHBOURHOOD, DEFAULT_THEME_RUNS,
-    DEFAULT_THEME_SEED, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST,
+    DEFAULT_THEME_SEED, DEFAULT_TOP_K, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST,
     DEFAULT_UMAP_NEIGHBORS, DEFAULT_VARIANTS, DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS, RAY_ADDRESS_ENV,
 )
 from embedeval.bounds import MAX_DRAFT_ATTEMPTS, MAX_N_BOOTSTRAP, MAX_PER_THEME, MAX_THEME_RUNS
@@ -91,6 +91,16 @@ def is_number(value) -> bool:
 def is_price(value) -> bool:
     """A price: USD per million tokens, a finite number >= 0."""
     return is_number(value) and 0 <= value < math.inf
+
+
+def is_text(value) -> bool:
+    """A string that is not empty."""
+    return isinstance(value, str) and bool(value)
+
+
+def are_texts(value) -> bool:
+    """A list of strings, none empty."""
+    return isinstance(value, list) and all(is_text(item) for item in value)
 
 
 @dataclass(frozen=True)
@@ -167,6 +177,12 @@ class Option:
     repeat: bool = False
     #: Unset on the command line unless given (its help names the default in words): then it takes :attr:`default`.
     unset: bool = False
+    #: The flag that turns a true-or-false option off (``--no-controls``); None: the option alone turns it on.
+    off: str | None = None
+    #: What its value must hold where a run's config.json records it, read back (:mod:`embedeval.run`):
+    #: looser than :attr:`constraint` where an older run may hold less, a type where the value is
+    #: checked with others; None: config.json does not record it, or its value is not checked there.
+    recorded: Constraint | None = None
 
     @property
     def cli_default(self):
@@ -224,6 +240,78 @@ def strategy_help() -> str:
             + ". Repeat or comma-separate for several (default: truncate).")
 
 
+# --- the command line's own options (``embedeval --version``, ``embedeval --force``) ----------------
+
+VERSION = Option("version", "--version", "Print the version and exit.", bool, False)
+FORCE = Option("force", "--force", "Replace an existing output file that embedeval did not write (or that was changed since), saying "
+               "so in one note per file; without it such a file is never replaced. Give it before the command: embedeval --force "
+               "COMMAND ... (embedeval knows the files it wrote by a record in its cache folder, outputs/, named by each file's path: "
+               "nothing is written beside them; a run folder keeps its own record inside it)", bool, False)
+
+# --- where a command writes: one --out, its words and the files it takes per command ---------------
+
+OUT = Option("out", "--out", "Where to write.", Path)
+
+
+@dataclass(frozen=True)
+class Output:
+    """What one command's ``--out`` names: its help, the suffixes the file it writes must end in
+    (none: a folder, or a file the library checks as it reads the other options), and how the
+    command line takes it (``changes`` to :data:`OUT`: a short flag, a type, a default). With
+    ``not_input``, an ``--out`` that is the command's input argument of that name is refused first,
+    in the words given (``--out X is <words>``)."""
+
+    help: str
+    suffixes: tuple[str, ...] = ()
+    changes: tuple[tuple[str, Any], ...] = ()
+    not_input: tuple[str, str] | None = None
+
+    @property
+    def option(self) -> Option:
+        """:data:`OUT` with this command's words and changes."""
+        return OUT.but(help=self.help, **dict(self.changes))
+
+
+#: Each command's ``--out``, by the command's words (``similarity absence``): the one place its
+#: help and the file it takes are said.
+TABLE_OUT = Output("Output .csv or .parquet.", (".csv", ".parquet"))
+OUTPUTS: dict[str, Output] = {
+    "embed": Output("Output .npy or .parquet.", (".npy", ".parquet"), (("short", "-o"),)),
+    "needles convert": Output("Where to write the needle set in embedeval's format (.json).", (".json",),
+                              not_input=("file", "the NoLiMa file itself; write the converted set elsewhere")),
+    "needles draft": Output("The needle set to write (.json); an earlier draft there, from the same themes, chat model and judge, is "
+                            "resumed; a second draft into it while one runs is refused. Rejected drafts go to NAME.rejected.csv beside it.",
+                            (".json",)),
+    "haystacks build": Output("Output .parquet (e.g. runs/NAME/haystacks.parquet).", (".parquet",)),
+    "nolima": Output("Run directory.", changes=(("default", DEFAULT_NOLIMA_OUT),)),
+    "report": Output("Where to write (default: the run dir, or runs/compare): a new or empty folder, a run folder, or one a report "
+                     "was written into; any other folder is refused.", changes=(("cli_type", Optional[Path]),)),
+    "export": Output("A folder for mteb (new, empty, or one exported into before); a .csv or .parquet file for prompts (new, or a "
+                     "prompt set written before). Anything else is refused."),
+    "expand": Output("Expansion file to write (queries/expansions/<set>.json).", (".json",)),
+    "similarity needle-question": TABLE_OUT,
+    "similarity distractor-question": TABLE_OUT,
+    "similarity needle-haystack": TABLE_OUT,
+    "similarity absence": TABLE_OUT,
+    "themes": Output("Run directory for chunks.parquet, clusters.csv, report.md, figures/map.png and the fitted models.",
+                     changes=(("cli_type", Optional[Path]),)),
+    "themes membership": TABLE_OUT,
+}
+NOLIMA_OUT = OUTPUTS["nolima"].option
+
+# --- what a command reads, and how ---------------------------------------------------------------
+
+INPUT = Option("input", "--input", "One text per line, or .jsonl with a \"text\" field.", Path, short="-i")
+KIND = Option("kind", "--kind", "query or document.", str, "document")
+HAYSTACK_ID = Option("id", "--id", "Haystack id, e.g. loc-dresden:onehop:512:d03.", str)
+CONTROLS = Option("controls", "--controls", "One needle-free control per condition.", bool, True, off="--no-controls")
+PAIRS = Option("pairs", "--pairs", "Question-needle pair file instead of a needle set: .csv, .jsonl or .parquet with columns question, "
+               "needle and optional id, topic (not with --needles or --groups).", Optional[Path])
+EXPORT_FORMAT = Option("format", "--format", "mteb (MTEB result files under --out, a folder) or prompts (an LLM prompt set with "
+                       "similarity covariates, --out .csv or .parquet).", str)
+TEMPLATE = Option("template", "--template", "prompts: a text file with {haystack} and {question} (default: NoLiMa's task template).",
+                  Optional[Path])
+
 # --- options several commands share ---------------------------------------------------------------
 
 CACHE_DIR = Option("cache_dir", "--cache-dir", "Embedding cache folder (default: user cache dir).", Optional[Path],
@@ -232,17 +320,27 @@ QUIET = Option("quiet", "--quiet", "No progress bars or step lines (on stderr)."
 #: Every seed: numpy takes no negative seed, UMAP's ``random_state`` none past 2**32 - 1, and a run's
 #: tables (Parquet, int64) none past 2**63 - 1; one range for all, so a seed means one thing everywhere.
 SEED_RANGE = Constraint(lambda value: is_whole(value) and 0 <= value < 2**32, "a whole number in [0, 2**32)")
-SEED = Option("seed", "--seed", "Random seed (recorded).", int, DEFAULT_SEED, SEED_RANGE)
+SEED = Option("seed", "--seed", "Random seed (recorded).", int, DEFAULT_SEED, SEED_RANGE, recorded=Constraint(is_whole, "a whole number"))
 CORPUS = Option("corpus", "--corpus", "shakespeare, pg-essays (the Paul Graham essays of the original needle-in-a-haystack test), "
                 "gutenberg, dir:PATH (its .txt and .md files; dir:PATH/*.txt picks), jsonl:FILE (a text field per line, optional id) "
-                "or parquet:FILE (column text, optional id).", str, DEFAULT_CORPUS)
+                "or parquet:FILE (column text, optional id).", str, DEFAULT_CORPUS, recorded=Constraint(is_text, "a corpus spec"))
 MIN_BOOKS = Option("min_books", "--min-books", "Fewest books (files, JSONL lines, Parquet rows) the corpus must hold.", int,
                    DEFAULT_MIN_BOOKS)
 CHUNKER = Option("chunker", "--chunker", "sentences:N, sentences:A-B or tokens:N.", str, DEFAULT_CHUNKER)
 #: One embedder (``embed``, ``themes``, ``similarity absence``); :data:`EMBEDDERS` is the repeatable one.
 EMBEDDER = Option("embedder", "--embedder", "Embedder spec.", str, DEFAULT_EMBEDDER, short="-e")
+#: ``embedeval cache clear``'s: the vectors of one embedder only.
+CLEARED_EMBEDDER = EMBEDDER.but(cli_type=Optional[str], default=None,
+                                help="Remove only this embedder's vectors (its name as the cache lists it).")
+#: ``embedeval themes membership``'s: the themes run's (checked against it).
+MEMBERSHIP_EMBEDDER = EMBEDDER.but(cli_type=Optional[str], default=None,
+                                   help="Must be the run's embedder if given (the default is the run's).")
+#: ``embedeval needles draft``'s: the needle-question similarity's.
+DRAFT_EMBEDDER = EMBEDDER.but(cli_type=Optional[str], default=None, help="Embedder of the needle-question similarity recorded for "
+                              "every needle (default: the themes run's).")
 EMBEDDERS = Option("embedders", "--embedder", f"Embedder spec or preset (e.g. context-rot-5); repeat for several (default: {DEFAULT_EMBEDDER}).",
-                   Optional[list[str]], (DEFAULT_EMBEDDER,), short="-e", repeat=True)
+                   Optional[list[str]], (DEFAULT_EMBEDDER,), short="-e", repeat=True,
+                   recorded=Constraint(lambda v: isinstance(v, list) and bool(v) and all(isinstance(s, str) for s in v), "a list of embedder specs"))
 SKIP_UNAVAILABLE = Option("skip_unavailable", "--skip-unavailable", "Run the embedders that can run here; list the others.", bool, False,
                           Constraint(lambda value: isinstance(value, bool), "true or false"))
 #: ``literal`` in the command line escapes its square brackets for rich (``embedeval[ray]``).
@@ -253,16 +351,26 @@ WORKERS = Option("workers", "--workers", "Ray actors, each holding the model onc
 RAY_ADDRESS = Option("ray_address", "--ray-address", "Ray cluster to join: auto (a running cluster), ray://HOST:PORT; unset: start a local Ray.",
                      Optional[str], envvar=RAY_ADDRESS_ENV)
 NEEDLES = Option("needles", "--needles", "Needle set JSON (default: the shipped queries/nolima-onehop.json).", Optional[Path],
-                 DEFAULT_NEEDLES, unset=True)
-GROUPS = Option("groups", "--groups", "Comma-separated group ids to use (default: every group).", Optional[str], read=lenient_names)
+                 DEFAULT_NEEDLES, unset=True, recorded=Constraint(is_text, "the needle file's path"))
+GROUPS = Option("groups", "--groups", "Comma-separated group ids to use (default: every group).", Optional[str], read=lenient_names,
+                recorded=Constraint(lambda v: v is None or are_texts(v), "null or a list of group ids"))
 DISTRACTORS_FILE = Option("distractors_file", "--distractors-file", "Distractors by group, replacing the needle file's: .json ({group id: "
-                          "[texts]}) or .csv/.jsonl/.parquet (columns group_id, distractor, optional query_form).", Optional[Path])
+                          "[texts]}) or .csv/.jsonl/.parquet (columns group_id, distractor, optional query_form).", Optional[Path],
+                          recorded=Constraint(lambda v: v is None or is_text(v), "null or the distractors file's path"))
 LLM = Option("llm", "--llm", "Chat model: openai:MODEL (OPENAI_API_KEY; OPENAI_BASE_URL or OpenAI), or openai:MODEL?base_url=URL&key_env=VAR "
              "for a server of your own (only VAR's key goes there); a bare MODEL is openai:MODEL.", str)
+INDEX = Option("index", "--index", "faiss or chroma.", str, DEFAULT_INDEX)
+TOP_K = Option("top_k", "--top-k", "Chunks averaged per needle.", int, DEFAULT_TOP_K)
+ABSENCE_TOP_K = TOP_K.but(help="Chunks listed per question.", default=DEFAULT_ABSENCE_TOP_K)
+CHROMA_PATH = Option("chroma_path", "--chroma-path", "Keep the chromadb index here (default: temporary).", Optional[Path])
+ABSENCE_THEMES = Option("themes", "--themes", "Search the chunks of this embedeval themes run directory instead of cutting --corpus "
+                        "again.", Optional[Path])
 CHROMA_URL = Option("chroma_url", "--chroma-url", "A chroma server (http://HOST:PORT, e.g. from `chroma run`) holding the chunk vectors: "
                     "one collection per embedder and chunk set, reused by later runs (needs --index chroma).", Optional[str])
 PRICES = Option("prices", "--price", "SPEC=USD per million tokens, for a model without a listed price or to override it; repeat for several.",
-                Optional[list[str]], (), repeat=True)
+                Optional[list[str]], (), repeat=True,
+                recorded=Constraint(lambda v: isinstance(v, dict) and all(isinstance(k, str) and is_price(p) for k, p in v.items()),
+                                    "an object of embedder: USD per million tokens >= 0"))
 #: ``embedeval nolima``'s ``--price`` also goes into the run (config.json, decision.csv).
 RUN_PRICES = PRICES.but(help="SPEC=USD per million tokens: the price of a model for --plan and --max-cost (for a model without a listed "
                         "price, or to override it) and for decision.csv's usd_per_million_tokens (only prices given here: none is "
@@ -306,29 +414,32 @@ NEEDLES_PER_HAYSTACK = Option("needles_per_haystack", "--needles-per-haystack", 
 
 # --- a NoLiMa sweep (embedeval.experiments.nolima_config.NolimaConfig) -----------------------------
 
-NOLIMA_OUT = Option("out", "--out", "Run directory.", Path, DEFAULT_NOLIMA_OUT)
 BREAK_RULE = Option("break_rule", "--break-rule", "The headline break point: relative (the largest length whose chance-corrected "
                     "recall@k stays >= 0.85 x the model's own mean over the shortest lengths, one base for every strategy of an "
                     "embedder; none for a scorer at chance) or absolute (--break-metric >= --break-threshold). Both are in the report "
-                    "and breaks.csv.", str, DEFAULT_BREAK_RULE)
-BREAK_K = Option("break_k", "--break-k", "The relative rule's recall@k: 1, 5 or 10.", int, DEFAULT_BREAK_K)
+                    "and breaks.csv.", str, DEFAULT_BREAK_RULE, recorded=Constraint(lambda v: isinstance(v, str), "a break rule's name"))
+BREAK_K = Option("break_k", "--break-k", "The relative rule's recall@k: 1, 5 or 10.", int, DEFAULT_BREAK_K,
+                 recorded=Constraint(is_whole, "a whole number"))
 BREAK_METRIC = Option("break_metric", "--break-metric", "The absolute rule's metric: recall@1, recall@5, recall@10, mrr, ndcg@10, "
-                      "query_auc, auc or comparative_ratio.", str, DEFAULT_BREAK_METRIC)
+                      "query_auc, auc or comparative_ratio.", str, DEFAULT_BREAK_METRIC,
+                      recorded=Constraint(lambda v: isinstance(v, str), "a metric's name"))
 BREAK_THRESHOLD = Option("break_threshold", "--break-threshold", "The value the absolute rule's metric must keep for a length to "
-                         "count as working.", float, DEFAULT_BREAK_THRESHOLD)
+                         "count as working.", float, DEFAULT_BREAK_THRESHOLD, recorded=Constraint(is_number, "a number"))
 COMMIT_EVERY = Option("commit_every", "--commit-every", "Texts per cache commit (what an interruption can lose).", int,
                       DEFAULT_COMMIT_EVERY, whole_at_least(1))
+#: An older run may have taken fewer resamples than a new run takes.
 N_BOOTSTRAP = Option("n_bootstrap", "--n-bootstrap", "Cluster-bootstrap resamples behind every confidence interval.", int,
-                     DEFAULT_N_BOOTSTRAP, whole_between(10, MAX_N_BOOTSTRAP, "resamples"))
+                     DEFAULT_N_BOOTSTRAP, whole_between(10, MAX_N_BOOTSTRAP, "resamples"),
+                     recorded=Constraint(lambda v: is_whole(v) and 1 <= v <= MAX_N_BOOTSTRAP, f"a whole number from 1 to {MAX_N_BOOTSTRAP:,}"))
 #: Checked by :func:`embedeval.needles.check_normalize_by` (its words are pinned by the tests).
 NORMALIZE_BY = Option("normalize_by", "--normalize-by", "Divide sim(q, haystack) by sim(q, the standard needle of the variant's family), "
                       "as the Jina study does (standard), or by the haystack's own needle (own).", str, DEFAULT_NORMALIZE_BY)
 POOL = Option("pool", "--pool", "What each needle haystack is ranked among: needle-free (the needle-free haystacks of its length: "
               "controls and negatives) or all (every haystack of its length and depth that does not answer its question, other "
               "questions' needle haystacks included, as LongEmbed ranks among all documents of a split).", str, DEFAULT_POOL,
-              one_of(POOLS))
+              one_of(POOLS), recorded=one_of(POOLS))
 EXPANSIONS = Option("expansions", "--expansions", "Comma-separated expansion files: adds query forms expanded-N.", Optional[str], (),
-                    read=lenient_names)
+                    read=lenient_names, recorded=Constraint(are_texts, "a list of expansion file paths"))
 # The strategy options' words and checks come from the strategy code (the registry's choices; parse_strategies
 # checks them together, with the chunk sizes and overlaps): declared here for their flags and defaults.
 STRATEGIES = Option("strategies", "--strategy", strategy_help, Optional[list[str]], DEFAULT_STRATEGIES, short="-s",
@@ -357,6 +468,8 @@ MIN_OUTSIDE_PERCENTILE = Option("min_outside_percentile", "--min-outside-percent
                                 "to the target theme: its mean cosine to the theme's nearest chunks at or above this percentile (0-100) of "
                                 "the same statistic over the corpus chunks outside the theme.", float, DEFAULT_MIN_OUTSIDE_PERCENTILE,
                                 number_in(0, 100))
+CLUSTER = Option("cluster", "--cluster", "The target theme of every needle whose pair file row names none in a cluster (or theme) "
+                 "column, by its number or by a term of its top terms, e.g. writing (default 0: the largest cluster).", Optional[str])
 THEME_SEED = SEED.but(help="UMAP's random_state (the study's 42).", default=DEFAULT_THEME_SEED)
 THEME_RUNS = Option("runs", "--runs", "Clusterings the themes are the consensus of (UMAP seeds and float-noise perturbations of the "
                     "vectors); a theme is kept when it comes back in at least half of them. 1: the study's single run.", int, DEFAULT_THEME_RUNS,
@@ -373,6 +486,8 @@ CHUNK_SEED = Option("chunk_seed", "--chunk-seed", "Seed the chunk sizes are draw
 EXPANSION_SIZES = Option("sizes", "--sizes", "Comma-separated numbers of terms.", str, DEFAULT_EXPANSION_SIZES,
                          whole_numbers_at_least(1, "positive whole numbers"), read=int_list)
 TEMPERATURE = Option("temperature", "--temperature", "Sampling temperature (recorded).", float, DEFAULT_TEMPERATURE)
+BASE_URL = Option("base_url", "--base-url", "Deprecated: use --llm 'openai:MODEL?base_url=URL'. The same: a server of your own, sent "
+                  "no OPENAI_API_KEY.", Optional[str])
 
 # --- needle drafting (embedeval.experiments.drafting.DraftConfig) ----------------------------------
 
@@ -382,6 +497,21 @@ ATTEMPTS = Option("attempts", "--attempts", "Requests sent per theme, a retry of
                   "send the rejected drafts back with their reasons.", int, DEFAULT_DRAFT_ATTEMPTS,
                   whole_between(1, MAX_DRAFT_ATTEMPTS, "requests"))
 
+DRAFT_THEMES = Option("themes", "--themes", "A directory written by embedeval themes: the themes to draft needles for.", Path)
+NQ_BAND = Option("nq_band", "--nq-band", "LO,HI: keep only groups whose one-hop and inverted needles' needle-question similarity lies in "
+                 "[LO, HI] (Context Rot's needles: 0.445-0.775; default: no band).", Optional[str])
+JUDGE = Option("judge", "--judge", "A chat model, named as --llm names one (it may be the same), asked per one-hop and inverted needle "
+               "whether the needle alone lets a careful reader answer the question with the character; a needle it says does not "
+               "answer is rejected with its reason, and its verdicts are recorded. Default: no judge, and then no check tests whether "
+               "a needle answers its question.", Optional[str])
+CHAT_PRICE = Option("chat_price", "--chat-price", "The chat model's price in USD per million tokens (sent and received), for --plan and "
+                    "--max-cost.", Optional[str], metavar="<float>")
+JUDGE_PRICE = Option("judge_price", "--judge-price", "The judge's price in USD per million tokens (default: --chat-price).",
+                     Optional[str], metavar="<float>")
+DRAFT_PLAN = PLAN.but(help="Print the chat requests and tokens the draft would send and what it would embed first (the themes run's "
+                      "chunks), and stop: nothing is sent or written.")
+DRAFT_MAX_COST = MAX_COST.but(help="Refuse to start when the draft could cost more than this many USD, and stop before any request "
+                              "that could take it past this while it runs (needs --chat-price).")
 THEME_IDS = Option("theme_ids", "--themes-ids", "Comma-separated themes to draft for, each by its cluster number (0 = the largest) or by "
                    "a term of its top terms in the run's clusters.csv, e.g. writing (default: every theme).", Optional[str])
 

@@ -35,7 +35,7 @@ import pandas as pd
 
 from embedeval.aggregate import CELL, METRIC_COLUMNS
 from embedeval.corpus import source_path
-from embedeval.bounds import MAX_N_BOOTSTRAP, MAX_TABLE_LENGTH
+from embedeval.bounds import MAX_TABLE_LENGTH
 from embedeval.breaks import (
     ADDED_BREAK_COLUMNS, BREAK_COLUMNS, ESTIMATOR, OK, SERIES_KEYS, BreakRule, break_points, parse_shares, share_reaching,
 )
@@ -48,7 +48,10 @@ from embedeval.jsonread import load_file
 from embedeval.io import ROUNDING, RowRule, TableSchema, json_text, refuse_first, read_json, read_table, write_table, write_text_atomic
 from embedeval.labels import METRIC_NAMES, METRIC_RANGES, NEEDLE_FREE_POOL, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.metrics import RETRIEVAL_MEASURES
-from embedeval.options import POOL, Constraint, is_number, is_price, is_whole
+from embedeval.options import (
+    BREAK_K, BREAK_METRIC, BREAK_RULE, BREAK_THRESHOLD, CORPUS, DISTRACTORS_FILE, EMBEDDERS, EXPANSIONS, GROUPS, N_BOOTSTRAP, NEEDLES, POOL,
+    PRICES, SEED, Constraint, Option, is_number, is_text, is_whole,
+)
 from embedeval.needles import NeedleSet, grid_needle_set
 from embedeval.strategies import family_of_label, is_written_label, model_reading_rank
 from embedeval.strategies.truncate import TRUNCATE
@@ -179,37 +182,30 @@ SCORED_TABLES = (SIMILARITIES, RETRIEVAL, TIMINGS)
 #: its ``grid`` must hold.
 CONFIG_KEYS = ("embedders", "needles", "tokenizer", "grid")
 GRID_KEYS = ("corpus", "lengths", "depths", "seed")
+
+
+def recorded(*options: Option) -> dict[str, Constraint]:
+    """What each option's value must hold where config.json records it (its
+    :attr:`~embedeval.options.Option.recorded`), by its parameter: the one place it is declared."""
+    return {option.parameter: option.recorded for option in options}
+
+
 #: What each of :data:`CONFIG_KEYS` must hold (a :class:`~embedeval.options.Constraint`: a check,
-#: and its words for the message).
+#: and its words for the message): an option's as it declares it, the others' here.
 CONFIG_VALUES = {
-    "embedders": Constraint(lambda v: isinstance(v, list) and bool(v) and all(isinstance(s, str) for s in v), "a list of embedder specs"),
-    "needles": Constraint(lambda v: isinstance(v, str) and bool(v), "the needle file's path"),
-    "tokenizer": Constraint(lambda v: isinstance(v, str) and bool(v), "a tokenizer spec"),
+    **recorded(EMBEDDERS, NEEDLES),
+    "tokenizer": Constraint(is_text, "a tokenizer spec"),
     "grid": Constraint(lambda v: isinstance(v, dict), "an object of the grid's settings"),
 }
-
-
-def _strings(value) -> bool:
-    return isinstance(value, list) and all(isinstance(item, str) and item for item in value)
-
-
 #: What each field of config.json that only some runs have must hold where it is there (the
 #: report, ``compare`` and ``export`` read them; the break rule's values are checked by
-#: :meth:`~embedeval.breaks.BreakRule.check` besides). The pool holds what its option does
-#: (:data:`embedeval.options.POOL`); the resamples of an older run may be fewer than a new run takes.
+#: :meth:`~embedeval.breaks.BreakRule.check` besides): an option's as it declares it (the pool holds
+#: what its option does; the resamples of an older run may be fewer than a new run takes), the
+#: fields no option sets here.
 OPTIONAL_CONFIG_VALUES = {
-    POOL.parameter: POOL.constraint,
-    "groups": Constraint(lambda v: v is None or _strings(v), "null or a list of group ids"),
-    "distractors_file": Constraint(lambda v: v is None or (isinstance(v, str) and bool(v)), "null or the distractors file's path"),
-    "expansions": Constraint(_strings, "a list of expansion file paths"),
-    "n_bootstrap": Constraint(lambda v: is_whole(v) and 1 <= v <= MAX_N_BOOTSTRAP, f"a whole number from 1 to {MAX_N_BOOTSTRAP:,}"),
-    "break_rule": Constraint(lambda v: isinstance(v, str), "a break rule's name"),
-    "break_k": Constraint(is_whole, "a whole number"),
-    "break_metric": Constraint(lambda v: isinstance(v, str), "a metric's name"),
-    "break_threshold": Constraint(is_number, "a number"),
+    **recorded(POOL, GROUPS, DISTRACTORS_FILE, EXPANSIONS, N_BOOTSTRAP, BREAK_RULE, BREAK_K, BREAK_METRIC, BREAK_THRESHOLD),
     "auc_threshold": Constraint(is_number, "a number"),
-    "prices": Constraint(lambda v: isinstance(v, dict) and all(isinstance(k, str) and is_price(p) for k, p in v.items()),
-                         "an object of embedder: USD per million tokens >= 0"),
+    **recorded(PRICES),
     "frame_tokens": Constraint(lambda v: isinstance(v, dict) and all(isinstance(k, str) and is_whole(n) and n >= 0 for k, n in v.items()),
                                "an object of embedder: its special tokens per input (a whole number >= 0)"),
     "break_estimator": Constraint(lambda v: isinstance(v, str), "the break-point estimator's name"),
@@ -218,11 +214,8 @@ OPTIONAL_CONFIG_VALUES = {
     "corpus_lengths": Constraint(lambda v: isinstance(v, dict) and all(is_whole(v.get(k)) and v[k] >= 0 for k in ("documents", "median", "p90")),
                                  "an object of the corpus's documents and their median and 90th percentile token counts"),
 }
-#: What the grid's fields that :class:`~embedeval.grid.HaystackGrid` does not check must hold.
-GRID_VALUES = {
-    "corpus": Constraint(lambda v: isinstance(v, str) and bool(v), "a corpus spec"),
-    "seed": Constraint(is_whole, "a whole number"),
-}
+#: What the grid's fields that :class:`~embedeval.grid.HaystackGrid` does not check must hold (as their options declare it).
+GRID_VALUES = recorded(CORPUS, SEED)
 #: The settings a config.json of a version before ``HaystackGrid`` keeps at its top level.
 FLAT_GRID_KEYS = ("corpus", "lengths", "depths", "variants", "negatives", "n_distractors", "needles_per_haystack", "filler",
                   "min_books", "seed")

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from embedeval import options
 from embedeval.cli import app
-from embedeval.cli_options import flag_of, in_flag_words
+from embedeval.cli.options import flag_of, in_flag_words
 from embedeval.errors import ConfigError
 from embedeval.experiments.drafting import DraftConfig
 from embedeval.experiments.nolima_config import NolimaConfig
@@ -43,6 +43,56 @@ def test_a_parameter_has_one_flag():
     for option in options.OPTIONS:
         flags.setdefault(option.parameter, set()).add(option.flag)
     assert {parameter: found for parameter, found in flags.items() if len(found) > 1} == {}
+
+
+def test_the_command_line_declares_no_option_by_hand():
+    """Every typer option comes from a declared one (cli.options.as_typer): no module of the command
+    line calls typer.Option itself."""
+    import ast
+    from pathlib import Path
+
+    import embedeval.cli
+
+    calls = []
+    for path in Path(embedeval.cli.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "Option":
+                calls.append(f"{path.name}:{node.lineno}")
+    assert [call.split(":")[0] for call in calls] == ["options.py"]  # as_typer's one call
+
+
+def test_each_out_is_the_one_declared_out_with_its_commands_words():
+    """``--out`` is declared once (options.OUT); each command's words and files are data (options.OUTPUTS)."""
+    def outs(command, path=()):
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from outs(sub, (*path, name))
+        for param in getattr(command, "params", ()):
+            if "--out" in param.opts:
+                yield " ".join(path), param
+
+    found = dict(outs(typer.main.get_command(app)))
+    assert sorted(found) == sorted(options.OUTPUTS)
+    for command, param in found.items():
+        assert param.name == options.OUT.parameter and options.OUTPUTS[command].help in param.help
+
+
+@pytest.mark.parametrize("written", [[], ["--force"]])
+def test_a_forced_output_is_said_once_however_often_it_is_checked(tmp_path, capsys, written):
+    """A Force is given to every writer of a command: an output checked twice is noted once."""
+    from embedeval.errors import InputError
+    from embedeval.io import Force, check_output_file
+
+    mine = tmp_path / "mine.parquet"
+    mine.write_text("the user's")
+    force = Force(bool(written))
+    for _ in range(2):
+        if not written:
+            with pytest.raises(InputError, match="give `force` to replace it anyway"):
+                check_output_file(mine, (".parquet",), force)
+        else:
+            check_output_file(mine, (".parquet",), force)
+    said = capsys.readouterr().err
+    assert said.count("note: replacing") == (1 if written else 0)
 
 
 @pytest.mark.parametrize("parameter, flag", [
@@ -108,7 +158,7 @@ def test_the_library_and_the_command_line_refuse_expansion_sizes_with_the_same_w
 
 
 def test_nolimas_sweep_flags_are_built_from_their_declarations():
-    from embedeval.cli_options import SweepOptions, literal
+    from embedeval.cli.options import SweepOptions, literal
 
     nolima = typer.main.get_command(app).commands["nolima"]
     flags = _command_options(nolima)

@@ -86,7 +86,7 @@ from embedeval.experiments.themes import (
     MANIFEST, check_themes_files, load_themes, read_manifest, resolve_themes, theme_membership, theme_top_terms, themes_chunks, themes_key,
 )
 from embedeval.io import (
-    atomic_path, check_output_file, json_text, output_file_lock, read_json, read_table, replacing_allowed, text_sha256, write_text_atomic,
+    Force, atomic_path, check_output_file, json_text, output_file_lock, read_json, read_table, text_sha256, write_text_atomic,
     written_by_embedeval,
 )
 from embedeval.llm import ChatLLM, ChatReply, answer_json, chat_spec_difference, check_temperature, parse_chat_spec
@@ -622,26 +622,28 @@ def _usage_of(record) -> dict:
     return {k: v if isinstance(v := record.get(k), int) and not isinstance(v, bool) else 0 for k in _no_usage()}
 
 
-def open_draft(config: DraftConfig, chat_model: str, embedder: str, judge: str | None = None) -> tuple[dict, pd.DataFrame]:
+def open_draft(config: DraftConfig, chat_model: str, embedder: str, judge: str | None = None,
+               force: Force | bool = False) -> tuple[dict, pd.DataFrame]:
     """The draft to continue and its rejected table: a new one when ``config.out`` does not exist,
     else the one there, if an earlier draft from the same themes (:func:`~embedeval.experiments.themes.themes_key`)
     with the same chat model and judge wrote it. Any other file there, or a draft edited by hand
-    into one that cannot be resumed, is refused with one line (it is never overwritten)."""
-    out = check_output_file(config.out, (".json",))
-    rejected_path = check_output_file(rejected_path_of(out), (".csv",))
+    into one that cannot be resumed, is refused with one line (it is never overwritten), unless
+    ``force`` (``embedeval --force``) lets a new draft replace it."""
+    out = check_output_file(config.out, (".json",), force)
+    rejected_path = check_output_file(rejected_path_of(out), (".csv",), force)
     fresh = new_draft(config, chat_model, embedder, judge)
-    rejected = _read_rejected(rejected_path)
+    rejected = _read_rejected(rejected_path, force)
     if not out.exists():
         return fresh, rejected
     try:
         data = read_json(out)
     except InputError:
-        if not replacing_allowed():
+        if not force:
             raise
         data = None  # --force: a file that is not even JSON is replaced too
     provenance = data.get("provenance") if isinstance(data, dict) else None
     if not isinstance(provenance, dict) or provenance.get("tool") != DRAFT_TOOL or not isinstance(data.get("groups"), list):
-        if replacing_allowed():  # --force: replaced by a new draft, as the note of check_output_file said (or this one)
+        if force:  # --force: replaced by a new draft, as the note of check_output_file said (or this one)
             if written_by_embedeval(out):  # another command's output: no note was given for it yet
                 print(f"note: replacing {out}, which is no needle draft (--force)", file=sys.stderr)
             return fresh, rejected
@@ -688,10 +690,11 @@ def _check_draft_file(data: dict, out: Path) -> None:
             raise InputError(f"{exc} {fix}") from None
 
 
-def _read_rejected(path: Path) -> pd.DataFrame:
+def _read_rejected(path: Path, force: Force | bool = False) -> pd.DataFrame:
     """The rejected table an earlier draft wrote at ``path`` (empty if there is none); a file there
     that is not one (other columns), or one whose ``theme`` or ``attempt`` is not a whole number
-    (edited by hand), is refused with one line, never overwritten."""
+    (edited by hand), is refused with one line, never overwritten (``force``: a file that is no such
+    table is replaced)."""
     if not path.exists():
         return pd.DataFrame(columns=REJECTED_COLUMNS)
     try:
@@ -699,7 +702,7 @@ def _read_rejected(path: Path) -> pd.DataFrame:
     except Exception:  # pandas raises many types for a file that is not a table
         table = None
     if table is None or list(table.columns) != REJECTED_COLUMNS:
-        if replacing_allowed():  # --force: a file embedeval did not write is replaced, as its note said
+        if force:  # --force: a file embedeval did not write is replaced, as its note said
             return pd.DataFrame(columns=REJECTED_COLUMNS)
         raise InputError(f"{path} exists and is not a rejected-drafts table of embedeval: it is never overwritten; "
                          "move it or choose another output")
@@ -739,7 +742,8 @@ def save_draft(data: dict, rejected: pd.DataFrame, out: Path) -> None:
 
 
 def run_draft(config: DraftConfig, llm, progress: bool = False, cache_dir=None, judge=None, max_cost: float | None = None,
-              chat_price: float | None = None, judge_price: float | None = None, say_first=None) -> DraftResult:
+              chat_price: float | None = None, judge_price: float | None = None, say_first=None,
+              force: Force | bool = False) -> DraftResult:
     """Draft, check and keep needles per theme (the module docstring); ``llm``: a
     :class:`~embedeval.llm.ChatLLM`; ``judge``: the judge's (default: ``config.judge``'s, None: no
     judge). ``max_cost`` (USD) holds while the draft runs, counted at ``chat_price`` and
@@ -748,8 +752,8 @@ def run_draft(config: DraftConfig, llm, progress: bool = False, cache_dir=None, 
     Everything a user can get wrong (settings, themes run, theme ids, the output, a second draft
     writing it) is refused before the first request; then ``say_first``, if given, is called with
     :func:`plan_draft_embedding`'s plans (what the draft embeds first), before anything is embedded
-    or sent. A chat model (or judge) that answers no usable
-    JSON at all, or a draft in which no group passes, is one :class:`~embedeval.errors.APIError` /
+    or sent; ``force`` (``embedeval --force``) lets the draft replace an output it did not write. A
+    chat model (or judge) that answers no usable JSON at all, or a draft in which no group passes, is one :class:`~embedeval.errors.APIError` /
     :class:`~embedeval.errors.InputError` after the rejected table is written."""
     config.validate()
     check_ceiling(max_cost)
@@ -763,9 +767,9 @@ def run_draft(config: DraftConfig, llm, progress: bool = False, cache_dir=None, 
         judge = ChatLLM(config.judge, temperature=JUDGE_TEMPERATURE)  # a missing key: one line before any work
     themes = read_themes(config.themes, config.theme_ids, config.prompt_chunks)
     embedder = read_manifest(config.themes)["settings"]["embedder"]
-    out = check_output_file(config.out, (".json",))
+    out = check_output_file(config.out, (".json",), force)
     with output_file_lock(out):
-        data, rejected = open_draft(config, llm.chat.name, embedder, judge.chat.name if judge else None)
+        data, rejected = open_draft(config, llm.chat.name, embedder, judge.chat.name if judge else None, force)
         if say_first is not None:
             say_first(plan_draft_embedding(config, cache_dir, calibrate=False, progress=progress))
         meter = ChatMeter(max_cost)
@@ -931,17 +935,17 @@ def plan_draft_embedding(config: DraftConfig, cache_dir=None, prices: dict[str, 
 
 
 def plan_draft(config: DraftConfig, chat_model: str, usd_per_million: float | None = None,
-               judge_usd_per_million: float | None = None) -> DraftPlan:
+               judge_usd_per_million: float | None = None, force: Force | bool = False) -> DraftPlan:
     """What :func:`run_draft` would send (:class:`DraftPlan`), without sending or writing anything:
-    the groups an existing draft at ``config.out`` already holds are not asked for again. The
-    judge's price defaults to the chat model's."""
+    the groups an existing draft at ``config.out`` already holds are not asked for again (``force``:
+    an output it may replace, as :func:`open_draft`). The judge's price defaults to the chat model's."""
     config.validate()
     check_price(usd_per_million, "chat_price")
     check_price(judge_usd_per_million, "judge_price")
     themes = read_themes(config.themes, config.theme_ids, config.prompt_chunks)
     embedder = read_manifest(config.themes)["settings"]["embedder"]
     judge = parse_chat_spec(config.judge).name if config.judge else None
-    data, _ = open_draft(config, chat_model, embedder, judge)
+    data, _ = open_draft(config, chat_model, embedder, judge, force)
     counter = load_token_counter()
     judge_request = counter.count([JUDGE_PROMPT.format(question="", needle="", character="")])[0] + JUDGE_TEXT_TOKENS + JUDGE_ANSWER_TOKENS
     rows, sent_max, judge_requests = [], 0, 0

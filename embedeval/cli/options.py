@@ -9,6 +9,10 @@ sees the group's fields as the command's own options, and the command receives t
 from them. So ``--needles``/``--groups``, the haystack grid, the embedder list and the corpus
 chunking are used by every command that needs them and parsed in one place; a group may also be
 made from a list of options alone (:func:`option_group`: ``embedeval nolima``'s sweep settings).
+
+A command decorated so also receives the command's :class:`~embedeval.io.Force` (``embedeval
+--force``) in a parameter annotated with it, and has its ``--out`` checked before it runs
+(:func:`out_option`: the file the command's :class:`~embedeval.options.Output` takes).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import inspect
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, ClassVar, Optional
+from typing import TYPE_CHECKING, Annotated, ClassVar
 
 import typer
 from rich.markup import escape
@@ -27,9 +31,10 @@ from rich.markup import escape
 from embedeval import options as declared
 from embedeval.embedders import budget
 from embedeval.errors import InputError
+from embedeval.io import Force, check_output_file
 from embedeval.options import (
-    CACHE_DIR, CHROMA_URL, CHUNKER, CORPUS, DISTRACTORS_FILE, EMBEDDER, EMBEDDERS, EXECUTOR, GROUPS, LLM, MIN_BOOKS, NEEDLES, QUIET,
-    PRICES, RAY_ADDRESS, SEED, SKIP_UNAVAILABLE, WORKERS, Option,
+    CACHE_DIR, CHROMA_URL, CHUNKER, CORPUS, DISTRACTORS_FILE, EMBEDDER, EMBEDDERS, EXECUTOR, GROUPS, LLM, MIN_BOOKS, NEEDLES, OUTPUTS,
+    PAIRS, QUIET, PRICES, RAY_ADDRESS, SEED, SKIP_UNAVAILABLE, WORKERS, Option, Output,
 )
 
 if TYPE_CHECKING:
@@ -47,14 +52,38 @@ def literal(text: str) -> str:
     return escape(text)
 
 
-def as_typer(option: Option, **changes):
-    """The typer parameter of a declared option (:mod:`embedeval.options`; ``changes``: its words or
-    type for one command): its command-line type annotated with ``typer.Option``, whose flag, help
-    (shown as written: :func:`literal`), environment variable and metavar all come from the one
-    declaration. Its default is ``option.cli_default``, given where the parameter is."""
-    option = option.but(**changes) if changes else option
-    names = [option.flag, option.short] if option.short else [option.flag]
-    return Annotated[option.cli_type, typer.Option(*names, help=literal(option.help_text), envvar=option.envvar, metavar=option.metavar)]
+def as_typer(option: Option, *extra, callback=None, is_eager: bool = False):
+    """The typer parameter of a declared option (:mod:`embedeval.options`): its command-line type
+    annotated with ``typer.Option``, whose flag (and its ``off`` flag), help (shown as written:
+    :func:`literal`), environment variable and metavar all come from the one declaration; ``extra``:
+    more metadata (an :class:`~embedeval.options.Output`, read by :func:`with_option_groups`);
+    ``callback``, ``is_eager``: typer's, for an option acted on as it is parsed (``--version``). Its
+    default is ``option.cli_default``, given where the parameter is."""
+    flag = f"{option.flag}/{option.off}" if option.off else option.flag
+    names = [flag, option.short] if option.short else [flag]
+    typer_option = typer.Option(*names, help=literal(option.help_text), envvar=option.envvar, metavar=option.metavar,
+                                callback=callback, is_eager=is_eager)
+    return Annotated[(option.cli_type, typer_option, *extra)]
+
+
+def out_option(command: str):
+    """``--out`` of ``command`` (its words in :data:`embedeval.options.OUTPUTS`) as a typer
+    parameter; :func:`with_option_groups` checks a file output before the command runs."""
+    output = OUTPUTS[command]
+    return as_typer(output.option, output)
+
+
+def check_out(output: Output, options: dict, force: Force) -> None:
+    """Refuse, before the command's work, an ``--out`` that cannot become the file ``output`` takes
+    (:func:`~embedeval.io.check_output_file`; ``force``: the command's ``embedeval --force``), or
+    one that is the input it names in ``not_input``. A folder output is its writer's to check."""
+    out = options["out"]
+    if output.not_input is not None:
+        name, words = output.not_input
+        if out.resolve() == options[name].resolve():
+            raise InputError(f"--out {out} is {words}")
+    if output.suffixes:
+        check_output_file(out, output.suffixes, force)
 
 
 CacheDir = as_typer(CACHE_DIR)
@@ -95,7 +124,7 @@ class NeedleOptions:
 class PairOptions:
     """``--pairs FILE``: question-needle pairs instead of a needle set (the similarity commands)."""
 
-    pairs: Annotated[Optional[Path], typer.Option("--pairs", help="Question-needle pair file instead of a needle set: .csv, .jsonl or .parquet with columns question, needle and optional id, topic (not with --needles or --groups).")] = None
+    pairs: as_typer(PAIRS) = PAIRS.cli_default
 
     def load(self, needles: NeedleOptions):
         """The pairs of ``--pairs`` if given (then ``--needles``/``--groups`` must not be), else
@@ -416,26 +445,44 @@ SweepOptions = option_group("SweepOptions", (
     declared.LATE_OVERLAP), "The settings of a NoLiMa sweep besides its embedders, needles and grid (NolimaConfig's), and its cache commits.")
 
 
+#: The name under which :func:`with_option_groups` asks typer for the command's context.
+_CONTEXT = "_embedeval_context"
+
+
 def with_option_groups(command):
     """Let ``command`` take option groups: each parameter annotated with a dataclass is replaced,
-    in the signature typer reads, by that dataclass's fields, and rebuilt from them on each call."""
+    in the signature typer reads, by that dataclass's fields, and rebuilt from them on each call.
+    A parameter annotated :class:`~embedeval.io.Force` is no option: it receives the command's
+    ``embedeval --force`` (made by the ``embedeval`` callback, the root context's ``obj``); an
+    ``--out`` of :func:`out_option` is checked (:func:`check_out`) before the command runs."""
     hints = typing.get_type_hints(command, include_extras=True)
     groups: dict[str, type] = {}
     params: list[inspect.Parameter] = []
+    forced = [name for name, kind in hints.items() if kind is Force]
+    output = next((meta for meta in getattr(hints.get("out"), "__metadata__", ()) if isinstance(meta, Output)), None)
     for param in inspect.signature(command).parameters.values():
         kind = hints[param.name]
+        if param.name in forced:
+            continue
         if dataclasses.is_dataclass(kind):
             groups[param.name] = kind
             fields = inspect.signature(kind, eval_str=True).parameters.values()
             params += [field.replace(kind=inspect.Parameter.KEYWORD_ONLY) for field in fields]
         else:
             params.append(param.replace(annotation=kind, kind=inspect.Parameter.KEYWORD_ONLY))
+    own_context = next((name for name, kind in hints.items() if kind is typer.Context), None)  # the command's own, if it takes it
+    if own_context is None:
+        params.append(inspect.Parameter(_CONTEXT, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context))
 
     @functools.wraps(command)
     def run(**options):
+        root = (options[own_context] if own_context else options.pop(_CONTEXT)).find_root()
+        force = root.obj if isinstance(root.obj, Force) else Force()
         for name, kind in groups.items():
             options[name] = kind(**{f.name: options.pop(f.name) for f in dataclasses.fields(kind)})
-        return command(**options)
+        if output is not None:
+            check_out(output, options, force)
+        return command(**options, **{name: force for name in forced})
 
     names = [p.name for p in params]
     if len(set(names)) < len(names):
