@@ -9,7 +9,7 @@ distractor count x needle count x own question) and shown side by side:
                         embedder's base: the mean over the shortest lengths the model reads whole
                         (inside its window, the needle visible in >= 95% of the needle haystacks; up
                         to three, never more than the shorter half of the grid;
-                        :func:`~embedeval.metrics.visible_base_count`), read from the model's own
+                        :func:`~embedeval.metrics.break_estimators.visible_base_count`), read from the model's own
                         reading of them (``truncate``, or a strategy that reads such a haystack as
                         it does). **Every strategy of an embedder is held to that one base**
                         (:func:`break_points`), so their break points compare; none where the
@@ -24,7 +24,7 @@ distractor count x needle count x own question) and shown side by side:
                         only where the interval reaches 0 with enough question groups (10, a t-test
                         that could have told); else the series "cannot be told from chance".
 ``absolute``            the largest length whose ``metric`` (default ``query_auc``) stays >= a fixed
-                        ``threshold`` (default 0.8; :func:`~embedeval.metrics.break_point`): on average
+                        ``threshold`` (default 0.8; :func:`~embedeval.metrics.break_estimators.break_point`): on average
                         the needle's haystack outscores that share of its same-length candidates,
                         which says nothing about whether it makes the top k.
 
@@ -59,14 +59,14 @@ import pandas as pd
 from embedeval.aggregate import metric_series
 from embedeval.break_rule import BREAK_KS, BREAK_RULES, BreakRule  # noqa: F401  (named here as they always were)
 from embedeval.defaults import BASE_VISIBLE_SHARE, BREAK_SUPPORT, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
-from embedeval.labels import BLIND_PREFIX, is_blind
+from embedeval.labels import BLIND_PREFIX, RETRIEVAL_MEASURES, is_blind
 from embedeval.strategies import model_reading_rank, scores_chunks
-from embedeval.metrics import (
-    RETRIEVAL_MEASURES, break_lengths, break_point, chance_corrected_recall, cluster_resamples,
-    chance_corrected, groups_for_chance_test, monotone_fit, recommended_chunk_tokens, relative_break_lengths, supported_break,
-    t_test_greater,
-    visible_base_count,
+from embedeval.metrics.bootstrap import cluster_resamples
+from embedeval.metrics.break_estimators import (
+    break_lengths, break_point, groups_for_chance_test, monotone_fit, recommended_chunk_tokens, relative_break_lengths, supported_break,
+    t_test_greater, visible_base_count,
 )
+from embedeval.metrics.ranking import chance_corrected, chance_corrected_recall
 
 SERIES_KEYS = ["embedder", "strategy", "query_form", "variant", "n_distractors", "n_needles", "own_question"]
 #: Columns added after breaks.csv was first written (an older file reads them as missing):
@@ -108,7 +108,7 @@ BASE_CONFIDENCE = 0.95
 @functools.cache
 def chance_test_groups() -> int:
     """The question groups a base must have before "at chance" is said of it
-    (:func:`~embedeval.metrics.groups_for_chance_test`: 10), worked out once, when first needed
+    (:func:`~embedeval.metrics.break_estimators.groups_for_chance_test`: 10), worked out once, when first needed
     (scipy's t distributions take a second to import)."""
     return groups_for_chance_test()
 
@@ -142,7 +142,7 @@ def _group_table(rows: pd.DataFrame, values: np.ndarray, groups: np.ndarray | No
 
 def _resampled_means(sums: np.ndarray, counts: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
     """The per-length means on every cluster-bootstrap resample of the groups
-    (:func:`~embedeval.metrics.cluster_resamples`; one draw of groups serves every length):
+    (:func:`~embedeval.metrics.bootstrap.cluster_resamples`; one draw of groups serves every length):
     (n_resamples, L), NaN where a resample drew no value at a length."""
     return _resampled(sums, counts, n_resamples, seed)[0]
 
@@ -152,9 +152,9 @@ def break_resamples(lengths: np.ndarray, sums: np.ndarray, counts: np.ndarray, b
     """The relative break point on every cluster-bootstrap resample b of the question groups, from
     a series' group table (sorted ``lengths``; ``sums``, ``counts``: (G, L) per group and length,
     :func:`_group_table`) held to ``bases`` (the base on the same resamples, one per resample, or
-    one for all): the rule of :func:`~embedeval.metrics.relative_break_lengths` on the resampled
+    one for all): the rule of :func:`~embedeval.metrics.break_estimators.relative_break_lengths` on the resampled
     means m_b = w_b . S / w_b . N, read through their non-increasing fit weighted by the values
-    behind each mean (``monotone``, :func:`~embedeval.metrics.monotone_fit`; without it, as
+    behind each mean (``monotone``, :func:`~embedeval.metrics.break_estimators.monotone_fit`; without it, as
     before the estimator was chosen by simulation: the means themselves). 0: no break point."""
     means, drawn = _resampled(sums, counts, n_resamples, seed)
     return relative_break_lengths(lengths, means, fraction, base=bases, monotone=monotone, weights=drawn)
@@ -171,7 +171,7 @@ def _resampled(sums: np.ndarray, counts: np.ndarray, n_resamples: int, seed: int
 def headline_break(points: np.ndarray) -> int | None:
     """The headline break point of a series from its resampled break points ``points`` (0: none;
     :func:`break_resamples`): the longest length at least :data:`BREAK_SUPPORT` of them reach
-    (:func:`~embedeval.metrics.supported_break`), so the length most resamples give where one has a
+    (:func:`~embedeval.metrics.break_estimators.supported_break`), so the length most resamples give where one has a
     clear majority and the safer, shorter one where they split; None where that is none."""
     return supported_break(points, BREAK_SUPPORT) or None
 
@@ -228,7 +228,7 @@ def _interval(points: np.ndarray) -> tuple[int | None, int | None]:
 
 def _corrected_recall(rows: pd.DataFrame, rule: BreakRule, blind: pd.Series | None) -> np.ndarray:
     """Chance-corrected recall@k of each rank row: against k/n
-    (:func:`~embedeval.metrics.chance_corrected_recall`), or against ``blind``, the needle-blind
+    (:func:`~embedeval.metrics.ranking.chance_corrected_recall`), or against ``blind``, the needle-blind
     level per length (NaN where a length has none)."""
     recall = rows[rule.recall_metric].to_numpy(float)
     if blind is None:
@@ -246,7 +246,7 @@ def reading_base(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT
     """The relative rule's base read from one series' rank rows (``length``, ``group_id``,
     ``recall@k``, ``n_candidates``): chance-corrected recall@k (:func:`_corrected_recall`) averaged
     over the base lengths, the shortest lengths of the rows (at most
-    :func:`~embedeval.metrics.base_length_count`) where the scorer sees the needle in at least 95%
+    :func:`~embedeval.metrics.break_estimators.base_length_count`) where the scorer sees the needle in at least 95%
     of the needle haystacks (``visible``: the share per length; None: every length) and that fit
     ``window`` (the content tokens the model reads whole; None: any length),
 
@@ -349,7 +349,7 @@ def absolute_resamples(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = D
     """One series' absolute break point on every cluster-bootstrap resample of its question groups
     (0: none), from its rank rows, when the rule reads a per-query retrieval measure (else no
     resamples: an empty array), read as the relative rule is: on the non-increasing fit of each
-    resample's means (:func:`~embedeval.metrics.monotone_fit`), so :func:`headline_break` gives its
+    resample's means (:func:`~embedeval.metrics.break_estimators.monotone_fit`), so :func:`headline_break` gives its
     headline the same way."""
     if rule.metric not in RETRIEVAL_MEASURES or rows.empty:
         return np.zeros(0, dtype=np.int64)

@@ -12,10 +12,9 @@ from embedeval.aggregate import retrieval_metrics
 from embedeval.breaks import BREAK_COLUMNS, BreakRule, break_points, break_sentence, interval_text, parse_shares
 from embedeval.errors import InputError
 from embedeval.run import read_breaks
-from embedeval.metrics import (
-    base_length_count, break_lengths, break_point, chance_corrected_recall, cluster_resamples, relative_break_lengths,
-    relative_break_point,
-)
+from embedeval.metrics.bootstrap import cluster_resamples
+from embedeval.metrics.break_estimators import base_length_count, break_lengths, break_point, relative_break_lengths, relative_break_point
+from embedeval.metrics.ranking import chance_corrected_recall
 
 LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192)
 N_CANDIDATES = 125  # 24 controls + 100 negatives + the needle haystack
@@ -353,7 +352,7 @@ def test_the_base_reads_only_lengths_where_the_needle_is_visible():
 
 def test_two_groups_get_no_headline_and_at_chance_needs_enough_groups():
     from embedeval.breaks import CHANCE_TEST_GROUPS
-    from embedeval.metrics import groups_for_chance_test
+    from embedeval.metrics.break_estimators import groups_for_chance_test
 
     assert CHANCE_TEST_GROUPS == groups_for_chance_test() == 10
     # two groups: one found every time, one found in 2 of 10: p = 0.19 with 1 degree of freedom
