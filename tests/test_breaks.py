@@ -9,7 +9,8 @@ import pytest
 from sklearn.isotonic import IsotonicRegression
 
 from embedeval.aggregate import retrieval_metrics
-from embedeval.breaks import BREAK_COLUMNS, BreakRule, break_points, break_sentence, interval_text, parse_shares
+from embedeval.breaks import BREAK_COLUMNS, BreakRule, break_points, parse_shares
+from embedeval.report.break_words import break_sentence, interval_text
 from embedeval.errors import InputError
 from embedeval.run import read_breaks
 from embedeval.metrics.bootstrap import cluster_resamples
@@ -509,7 +510,7 @@ def test_a_relative_break_point_beside_a_status_without_a_headline_is_one_error_
 
 
 def test_a_share_under_the_support_a_headline_needs_never_reads_as_reaching_it():
-    from embedeval.breaks import percent, support_words
+    from embedeval.report.break_words import percent, support_words
 
     assert [percent(s) for s in (0.595, 0.5999, 0.594, 0.6, 0.775, 0.004, 0.0)] == ["59.5%", "59.9%", "59%", "60%", "78%", "<1%", "0%"]
     row = next(pd.DataFrame([{"break_point": 128, "break_shares": "128:0.405;512:0.595"}]).itertuples())

@@ -7,10 +7,8 @@ import numpy as np
 import pandas as pd
 
 from embedeval.aggregate import fewest_distractors, main_variant, metric_series, one_needle, pair_with_controls
-from embedeval.breaks import (
-    SERIES_KEYS, BreakAnswer, BreakRule, break_answer, interval_text, likely_words, parse_shares, percent, shares_words, support_words,
-    tokens_text, why_no_break,
-)
+from embedeval.breaks import SERIES_KEYS, BreakAnswer, BreakRule, break_answer, parse_shares
+from embedeval.report.break_words import interval_text, likely_words, percent, shares_words, support_words, tokens_text, why_no_break
 from embedeval.defaults import BREAK_SUPPORT, CHUNK_FACTOR
 from embedeval.labels import ALL, BLIND_PREFIX, CONTROL, NEGATIVE, QUESTION, is_blind
 from embedeval.strategies import scores_chunks

@@ -524,7 +524,8 @@ def test_retrieval_metrics_are_the_means_of_the_rank_table(run):
 
 
 def test_break_points_name_the_best_length_when_none_reaches_the_threshold():
-    from embedeval.breaks import BreakRule, break_points, break_sentence
+    from embedeval.breaks import BreakRule, break_points
+    from embedeval.report.break_words import break_sentence
 
     rows = [{"embedder": "m", "strategy": "truncate", "query_form": "question", "variant": "onehop", "n_distractors": 0, "n_needles": 1,
              "own_question": True, "length": length, "category": "all",
