@@ -27,9 +27,9 @@ of the three shortest lengths. Curves (``c(l)`` over the grid, the break at posi
 (the latent curve c is solved for, so the population mean has that shape).
 
 Candidates: ``point`` (the rule on the group means: the estimator before this benchmark);
-``monotone`` (the rule on the means' non-increasing fit, :func:`embedeval.metrics.monotone_fit`);
+``monotone`` (the rule on the means' non-increasing fit, :func:`embedeval.metrics.break_estimators.monotone_fit`);
 ``mode`` (the break length most resamples give); ``median`` / ``60% support`` (the longest
-length that 50% / 60% of the resamples reach, :func:`embedeval.metrics.supported_break`); each
+length that 50% / 60% of the resamples reach, :func:`embedeval.metrics.break_estimators.supported_break`); each
 over the plain or the monotone rule. ``library`` is what embedeval reports
 (:func:`embedeval.breaks.break_resamples` and :func:`~embedeval.breaks.headline_break`), so the
 table measures the code, not a copy of it.
@@ -58,7 +58,8 @@ import numpy as np
 
 from embedeval.breaks import _group_table, break_resamples, headline_break
 from embedeval.defaults import DEFAULT_LENGTHS, DEFAULT_SEED, RELATIVE_BREAK_FRACTION
-from embedeval.metrics import base_length_count, cluster_resamples, relative_break_lengths, supported_break
+from embedeval.metrics.bootstrap import cluster_resamples
+from embedeval.metrics.break_estimators import base_length_count, relative_break_lengths, supported_break
 
 K, CANDIDATES = 5, 125  # recall@5 among a needle haystack and its 124 needle-free candidates (the default pool)
 CHANCE = K / CANDIDATES

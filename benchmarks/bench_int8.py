@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embedeval.breaks import interval_text, tokens_text
+from embedeval.report.break_words import interval_text, tokens_text
 import torch
 
 from embedeval.embedders import onnx

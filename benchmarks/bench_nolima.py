@@ -75,7 +75,8 @@ import numpy as np
 from sentence_transformers import SentenceTransformer
 
 from embedeval import sentences
-from embedeval.breaks import break_points, break_sentence
+from embedeval.breaks import break_points
+from embedeval.report.break_words import break_sentence
 from embedeval.defaults import DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_LENGTHS, DEFAULT_NEGATIVES, DEFAULT_VARIANTS
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.expansion import query_forms

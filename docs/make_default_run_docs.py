@@ -39,10 +39,11 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # doc_blocks, beside this script, however it is loaded
 from doc_blocks import read_blocks, write_blocks  # noqa: E402
 
-from embedeval.breaks import parse_shares, support_words  # noqa: E402
+from embedeval.breaks import parse_shares  # noqa: E402
+from embedeval.report.break_words import support_words  # noqa: E402
 from embedeval.defaults import DEFAULT_EMBEDDER, DEFAULT_LENGTHS, DEFAULT_NEEDLES  # noqa: E402
 from embedeval.labels import ALL, QUESTION  # noqa: E402
-from embedeval.metrics import monotone_fit  # noqa: E402
+from embedeval.metrics.break_estimators import monotone_fit  # noqa: E402
 from embedeval.report.markdown import markdown_block  # noqa: E402
 from embedeval.report.sections import answer_callouts, run_recall_figure  # noqa: E402
 from embedeval.report.tables import recall_chance_table  # noqa: E402

@@ -19,23 +19,11 @@ import numpy as np
 import pandas as pd
 
 from embedeval.defaults import DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
-from embedeval.labels import ALL, CONTROL
-from embedeval.metrics import (
-    RETRIEVAL_MEASURES,
-    auc_score,
-    bucket_names,
-    cluster_bootstrap_ci,
-    cohens_d,
-    comparative_ratio,
-    depth_bucket_index,
-    mean_difference,
-    pearson_r,
-    position_effects,
-    regression_intercept,
-    regression_slope,
-    spearman_rho,
-    win_scores,
-)
+from embedeval.labels import ALL, CONTROL, RETRIEVAL_MEASURES
+from embedeval.metrics.bootstrap import cluster_bootstrap_ci
+from embedeval.metrics.moments import cohens_d, mean_difference, pearson_r, regression_intercept, regression_slope, spearman_rho
+from embedeval.metrics.position import bucket_names, depth_bucket_index, position_effects
+from embedeval.metrics.separation import auc_score, comparative_ratio, win_scores
 
 CELL = ["embedder", "strategy", "query_form", "variant", "length", "n_distractors", "n_needles", "own_question"]
 METRIC_COLUMNS = CELL + ["category", "depth_bucket", "metric", "value", "n", "ci_lo", "ci_hi"]
@@ -87,7 +75,7 @@ class _Rows:
         self.rows.append({**self.labels, "metric": metric, "value": float(value), "n": int(n), "ci_lo": ci[0], "ci_hi": ci[1]})
 
     def ci(self, stat, samples: tuple, groups: tuple) -> tuple[float, float]:
-        """Cluster bootstrap over question groups (:func:`~embedeval.metrics.cluster_bootstrap_ci`)."""
+        """Cluster bootstrap over question groups (:func:`~embedeval.metrics.bootstrap.cluster_bootstrap_ci`)."""
         return cluster_bootstrap_ci(stat, samples, groups, self.n_resamples, self.seed)
 
     def mean(self, metric: str, values: np.ndarray, groups: np.ndarray) -> None:
@@ -151,7 +139,7 @@ def _depth_buckets(depth: pd.Series, n_buckets: int) -> np.ndarray:
 def retrieval_metrics(retrieval: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED,
                       n_buckets: int = 3) -> pd.DataFrame:
     """Long metrics rows (columns :data:`METRIC_COLUMNS`) from a rank table: the mean of every
-    per-query measure (:data:`~embedeval.metrics.RETRIEVAL_MEASURES`) per cell, per category
+    per-query measure (:data:`~embedeval.labels.RETRIEVAL_MEASURES`) per cell, per category
     and per depth bucket."""
     retrieval = retrieval.assign(depth_bucket=_depth_buckets(retrieval["depth"], n_buckets))
     out: list[dict] = []

@@ -108,7 +108,7 @@ HAYSTACK_BYTES_PER_TOKEN = 24
 #: their weighted sum): 131,072 rows of all-MiniLM-L6-v2's 384 peaked at 1.13 GiB, estimated 1.125.
 PI_TABLE_COPIES = 3
 #: (resamples x groups) arrays of 8 bytes a cluster bootstrap holds at once while it draws
-#: (:func:`embedeval.metrics.cluster_resamples`: the draws, their bincount, the weights), and
+#: (:func:`embedeval.metrics.bootstrap.cluster_resamples`: the draws, their bincount, the weights), and
 #: per row of a group the (resamples x rows) arrays of 8 bytes a statistic of two samples reads
 #: at once (their rows' weights or indices and values): 100,000 resamples of 48 groups of 10 rows
 #: peaked at 1.95 GB for Cohen's d, estimated 2.03 GB.

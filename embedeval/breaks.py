@@ -9,7 +9,7 @@ distractor count x needle count x own question) and shown side by side:
                         embedder's base: the mean over the shortest lengths the model reads whole
                         (inside its window, the needle visible in >= 95% of the needle haystacks; up
                         to three, never more than the shorter half of the grid;
-                        :func:`~embedeval.metrics.visible_base_count`), read from the model's own
+                        :func:`~embedeval.metrics.break_estimators.visible_base_count`), read from the model's own
                         reading of them (``truncate``, or a strategy that reads such a haystack as
                         it does). **Every strategy of an embedder is held to that one base**
                         (:func:`break_points`), so their break points compare; none where the
@@ -24,7 +24,7 @@ distractor count x needle count x own question) and shown side by side:
                         only where the interval reaches 0 with enough question groups (10, a t-test
                         that could have told); else the series "cannot be told from chance".
 ``absolute``            the largest length whose ``metric`` (default ``query_auc``) stays >= a fixed
-                        ``threshold`` (default 0.8; :func:`~embedeval.metrics.break_point`): on average
+                        ``threshold`` (default 0.8; :func:`~embedeval.metrics.break_estimators.break_point`): on average
                         the needle's haystack outscores that share of its same-length candidates,
                         which says nothing about whether it makes the top k.
 
@@ -34,8 +34,8 @@ groups), through the non-increasing fit of the resample's means (:func:`break_re
 headline is the longest length at least ``BREAK_SUPPORT`` (60%) of the resamples reach
 (:func:`headline_break`): the length a clear majority gives, else the safer one. Its interval
 (``break_point_lo``, ``break_point_hi``) is the 5th and 95th percentile of the same resamples, their
-spread ``break_shares``; :func:`break_answer` and :func:`support_words` are what every place that
-says the answer reads. Below 10 question groups there is no headline. :func:`break_points` writes
+spread ``break_shares``; :func:`break_answer` is what every place that says the answer reads (in
+the words of :mod:`embedeval.report.break_words`). Below 10 question groups there is no headline. :func:`break_points` writes
 one row per series; a run keeps them in ``breaks.csv``.
 
 A break point at the longest length of the grid is censored (``break_censored``): the series never
@@ -58,15 +58,15 @@ import pandas as pd
 
 from embedeval.aggregate import metric_series
 from embedeval.break_rule import BREAK_KS, BREAK_RULES, BreakRule  # noqa: F401  (named here as they always were)
-from embedeval.defaults import BASE_VISIBLE_SHARE, BREAK_SUPPORT, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
-from embedeval.labels import BLIND_PREFIX, is_blind
+from embedeval.defaults import BREAK_SUPPORT, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
+from embedeval.labels import BLIND_PREFIX, RETRIEVAL_MEASURES, is_blind
 from embedeval.strategies import model_reading_rank, scores_chunks
-from embedeval.metrics import (
-    RETRIEVAL_MEASURES, break_lengths, break_point, chance_corrected_recall, cluster_resamples,
-    chance_corrected, groups_for_chance_test, monotone_fit, recommended_chunk_tokens, relative_break_lengths, supported_break,
-    t_test_greater,
-    visible_base_count,
+from embedeval.metrics.bootstrap import cluster_resamples
+from embedeval.metrics.break_estimators import (
+    break_lengths, break_point, groups_for_chance_test, monotone_fit, recommended_chunk_tokens, relative_break_lengths, supported_break,
+    t_test_greater, visible_base_count,
 )
+from embedeval.metrics.ranking import chance_corrected, chance_corrected_recall
 
 SERIES_KEYS = ["embedder", "strategy", "query_form", "variant", "n_distractors", "n_needles", "own_question"]
 #: Columns added after breaks.csv was first written (an older file reads them as missing):
@@ -108,7 +108,7 @@ BASE_CONFIDENCE = 0.95
 @functools.cache
 def chance_test_groups() -> int:
     """The question groups a base must have before "at chance" is said of it
-    (:func:`~embedeval.metrics.groups_for_chance_test`: 10), worked out once, when first needed
+    (:func:`~embedeval.metrics.break_estimators.groups_for_chance_test`: 10), worked out once, when first needed
     (scipy's t distributions take a second to import)."""
     return groups_for_chance_test()
 
@@ -142,7 +142,7 @@ def _group_table(rows: pd.DataFrame, values: np.ndarray, groups: np.ndarray | No
 
 def _resampled_means(sums: np.ndarray, counts: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
     """The per-length means on every cluster-bootstrap resample of the groups
-    (:func:`~embedeval.metrics.cluster_resamples`; one draw of groups serves every length):
+    (:func:`~embedeval.metrics.bootstrap.cluster_resamples`; one draw of groups serves every length):
     (n_resamples, L), NaN where a resample drew no value at a length."""
     return _resampled(sums, counts, n_resamples, seed)[0]
 
@@ -152,9 +152,9 @@ def break_resamples(lengths: np.ndarray, sums: np.ndarray, counts: np.ndarray, b
     """The relative break point on every cluster-bootstrap resample b of the question groups, from
     a series' group table (sorted ``lengths``; ``sums``, ``counts``: (G, L) per group and length,
     :func:`_group_table`) held to ``bases`` (the base on the same resamples, one per resample, or
-    one for all): the rule of :func:`~embedeval.metrics.relative_break_lengths` on the resampled
+    one for all): the rule of :func:`~embedeval.metrics.break_estimators.relative_break_lengths` on the resampled
     means m_b = w_b . S / w_b . N, read through their non-increasing fit weighted by the values
-    behind each mean (``monotone``, :func:`~embedeval.metrics.monotone_fit`; without it, as
+    behind each mean (``monotone``, :func:`~embedeval.metrics.break_estimators.monotone_fit`; without it, as
     before the estimator was chosen by simulation: the means themselves). 0: no break point."""
     means, drawn = _resampled(sums, counts, n_resamples, seed)
     return relative_break_lengths(lengths, means, fraction, base=bases, monotone=monotone, weights=drawn)
@@ -171,7 +171,7 @@ def _resampled(sums: np.ndarray, counts: np.ndarray, n_resamples: int, seed: int
 def headline_break(points: np.ndarray) -> int | None:
     """The headline break point of a series from its resampled break points ``points`` (0: none;
     :func:`break_resamples`): the longest length at least :data:`BREAK_SUPPORT` of them reach
-    (:func:`~embedeval.metrics.supported_break`), so the length most resamples give where one has a
+    (:func:`~embedeval.metrics.break_estimators.supported_break`), so the length most resamples give where one has a
     clear majority and the safer, shorter one where they split; None where that is none."""
     return supported_break(points, BREAK_SUPPORT) or None
 
@@ -228,7 +228,7 @@ def _interval(points: np.ndarray) -> tuple[int | None, int | None]:
 
 def _corrected_recall(rows: pd.DataFrame, rule: BreakRule, blind: pd.Series | None) -> np.ndarray:
     """Chance-corrected recall@k of each rank row: against k/n
-    (:func:`~embedeval.metrics.chance_corrected_recall`), or against ``blind``, the needle-blind
+    (:func:`~embedeval.metrics.ranking.chance_corrected_recall`), or against ``blind``, the needle-blind
     level per length (NaN where a length has none)."""
     recall = rows[rule.recall_metric].to_numpy(float)
     if blind is None:
@@ -246,7 +246,7 @@ def reading_base(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT
     """The relative rule's base read from one series' rank rows (``length``, ``group_id``,
     ``recall@k``, ``n_candidates``): chance-corrected recall@k (:func:`_corrected_recall`) averaged
     over the base lengths, the shortest lengths of the rows (at most
-    :func:`~embedeval.metrics.base_length_count`) where the scorer sees the needle in at least 95%
+    :func:`~embedeval.metrics.break_estimators.base_length_count`) where the scorer sees the needle in at least 95%
     of the needle haystacks (``visible``: the share per length; None: every length) and that fit
     ``window`` (the content tokens the model reads whole; None: any length),
 
@@ -349,7 +349,7 @@ def absolute_resamples(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = D
     """One series' absolute break point on every cluster-bootstrap resample of its question groups
     (0: none), from its rank rows, when the rule reads a per-query retrieval measure (else no
     resamples: an empty array), read as the relative rule is: on the non-increasing fit of each
-    resample's means (:func:`~embedeval.metrics.monotone_fit`), so :func:`headline_break` gives its
+    resample's means (:func:`~embedeval.metrics.break_estimators.monotone_fit`), so :func:`headline_break` gives its
     headline the same way."""
     if rule.metric not in RETRIEVAL_MEASURES or rows.empty:
         return np.zeros(0, dtype=np.int64)
@@ -494,123 +494,6 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
     return table.assign(at_chance=table["at_chance"].astype("boolean"))  # true, false or unknown (cannot tell)
 
 
-def _missing(value) -> bool:
-    return value is None or pd.isna(value)
-
-
-def tokens_text(value) -> str:
-    """A length in words: "256 tokens", or "none"."""
-    return "none" if _missing(value) else f"{int(value)} tokens"
-
-
-def _censored(row) -> bool:
-    """Whether a row's break point is only a lower bound (older breaks.csv files do not say: no)."""
-    flag = getattr(row, "break_censored", None)
-    return not _missing(flag) and bool(flag)
-
-
-def interval_text(row) -> str:
-    """A break point with its interval, as the report's table shows it: "256 tokens (128-512)";
-    "≥ 2048 tokens (1024-2048)" when the series kept its bar to the longest length measured (censored,
-    as RULER writes ">128K"); "(no interval)" when none was computed, and "none" for an end of the
-    interval that fell on no break point."""
-    if _missing(row.break_point):
-        return "none"
-    point = f"{'≥ ' if _censored(row) else ''}{int(row.break_point)} tokens"
-    if _missing(row.break_point_lo) and _missing(row.break_point_hi):
-        return f"{point} (no interval)"
-    def end(value) -> str:
-        return "none" if _missing(value) else str(int(value))
-    return f"{point} ({end(row.break_point_lo)}-{end(row.break_point_hi)})"
-
-
-def chunk_text(row) -> str:
-    """The recommended chunk of a row in words, saying when it was capped at the model's window."""
-    chunk = row.recommended_chunk_tokens
-    if _missing(chunk):
-        return ""
-    capped = getattr(row, "chunk_capped", None)
-    if not _missing(capped) and bool(capped):
-        return f", recommended chunk {int(chunk)} tokens (capped at the {int(row.window)}-token window the model reads)"
-    return f", recommended chunk {'at least ' if _censored(row) else ''}{int(chunk)} tokens"
-
-
-def _base_text(row, rule: BreakRule) -> str:
-    """The relative rule's base of a row in words ("" when it has none)."""
-    if _missing(row.base_value):
-        return ""
-    test = "every group's base alike (no t-test)" if _missing(row.base_p) else f"groups' t-test p = {row.base_p:.3g}"
-    return (f"chance-corrected {rule.recall_metric} {row.base_value:.3f} [{row.base_ci_lo:.3f}, {row.base_ci_hi:.3f}] "
-            f"over {row.base_lengths} tokens, {test}")
-
-
-def why_no_break(row, rule: BreakRule | None = None) -> str | None:
-    """Why a row of :func:`break_points` has no headline break point, in words (None when it has
-    one): under the relative rule, what kept the rule from being read (at chance, too few question
-    groups, the needle not visible, a pool too small to correct for chance, no rank table); when
-    no length keeps the rule, the best length."""
-    rule = rule or BreakRule()
-    text = _base_text(row, rule)
-    base = f" ({text})" if text else ""  # an edited breaks.csv may have lost the base: no empty brackets
-    if rule.rule == "relative":
-        status = row.relative_status
-        if status == AT_CHANCE:
-            return f"at chance from the shortest length: this scorer does not find these needles{base}"
-        if status == CANNOT_TELL:
-            groups = getattr(row, "n_groups", None)
-            count = "these" if _missing(groups) else str(int(groups))
-            return (f"not shown above chance with {count} question groups{base}: the base's interval or its t-test "
-                    "reaches chance")
-        if status == NOT_VISIBLE:
-            return (f"no break point: the model reads none of the shortest haystacks whole (they are longer than its window, or "
-                    f"the needle is past it in more than {1 - BASE_VISIBLE_SHARE:.0%} of them), so there is no base to hold it to; "
-                    "add lengths inside the window")
-        if status == TOO_FEW_GROUPS:
-            groups = getattr(row, "n_groups", None)
-            count = "" if _missing(groups) else f" ({int(groups)})"
-            return (f"too few question groups{count}{base}: a headline needs at least {chance_test_groups()}, whatever the "
-                    "p-value (add questions, or read the per-length table)")
-        if status == UNCORRECTABLE:
-            return (f"{rule.recall_metric} cannot be corrected for chance: no pool has more than {rule.k} candidates "
-                    "(add negatives)")
-        if status == NO_RANKS:
-            return "no rank table: the relative rule reads each question's ranks"
-    if _missing(row.break_point):
-        shares = parse_shares(getattr(row, "break_shares", None))
-        if any(length is not None for length in shares):
-            return (f"no length is reached by {BREAK_SUPPORT:.0%} of the resamples of the question groups (they give "
-                    f"{shares_words(row)})")
-        if _missing(row.best_length):
-            return f"no {rule.headline_metric} measured"
-        return f"no length keeps {rule.condition()} (best: {int(row.best_length)} tokens at {row.best_value:.3f})"
-    return None
-
-
-def _length_words(length: int | None) -> str:
-    return "none" if length is None else f"{length} tokens"
-
-
-def percent(share: float) -> str:
-    """A share of resamples in whole percent, "<1%" for a share that rounds to 0 but is not, and to
-    a tenth, rounded down, where whole percent would round it up to :data:`BREAK_SUPPORT` (0.595:
-    "59.5%", not "60%", which a headline needs)."""
-    if share > 0 and f"{share:.0%}" == "0%":
-        return "<1%"
-    whole = f"{share:.0%}"
-    return f"{math.floor(share * 1000) / 10:.1f}%" if share < BREAK_SUPPORT <= float(whole[:-1]) / 100 else whole
-
-
-def shares_words(row) -> str | None:
-    """How the resamples of the question groups spread a row's break point (``break_shares``), in
-    words, shortest first: "128 tokens in 50%, 256 tokens in 50%, 512 tokens in <1%"; None where
-    the row has none (no break point, or a breaks.csv from before the column)."""
-    shares = parse_shares(getattr(row, "break_shares", None))
-    if not shares:
-        return None
-    ordered = sorted(shares.items(), key=lambda item: item[0] or 0)
-    return ", ".join(f"{_length_words(length)} in {percent(share)}" for length, share in ordered)
-
-
 class BreakAnswer(NamedTuple):
     """What a row of :func:`break_points` answers, as every place that says it reads it
     (:func:`break_answer`): the headline ``length`` (None: none), the share of resamples of the
@@ -637,7 +520,7 @@ def share_reaching(shares: dict, length: int | None) -> float:
 
 def break_answer(row) -> BreakAnswer:
     """A row's answer (:class:`BreakAnswer`), from its ``break_point`` and ``break_shares``."""
-    length = None if _missing(row.break_point) else int(row.break_point)
+    length = None if pd.isna(row.break_point) else int(row.break_point)
     shares = parse_shares(getattr(row, "break_shares", None))
     if not shares:
         return BreakAnswer(length, None, None, ())
@@ -645,51 +528,3 @@ def break_answer(row) -> BreakAnswer:
     reach = share_reaching(shares, length)
     likely = tuple(sorted(((found, value) for found, value in shares.items() if value >= RIVAL_SHARE), key=lambda item: item[0] or 0))
     return BreakAnswer(length, share, reach, likely if share < BREAK_SUPPORT - 1e-9 and len(likely) > 1 else ())
-
-
-def lengths_or(lengths) -> str:
-    """Lengths (None: none) as one reads them out: "128 or 512 tokens", "none or 128 tokens"."""
-    names = ["none" if length is None else f"{length:,}" for length in lengths]
-    words = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
-    return words if names[-1] == "none" else f"{words} tokens"
-
-
-def support_words(row) -> str:
-    """How the resamples of the question groups back a row's break point, in the words every place
-    uses: "given by 66% of resamples of the question groups"; where they split, the likely lengths
-    with their shares and how often the headline, the safer answer, is reached ("split between 128
-    or 512 tokens (40% / 38% of resamples of the question groups); 128 tokens is the longest that
-    78% of them reach"); "" for a row without shares."""
-    said = break_answer(row)
-    if said.share is None:
-        return ""
-    if said.settled:
-        return f"given by {percent(said.share)} of resamples of the question groups"
-    if said.length is None:
-        return f"no clear majority: {likely_words(said)}; no length is reached by {BREAK_SUPPORT:.0%} of them"
-    return f"split between {likely_words(said)}; {said.length:,} tokens is the longest that {percent(said.reach)} of them reach"
-
-
-def likely_words(said: BreakAnswer) -> str:
-    """The likely lengths of an answer with no clear majority, with their shares: "128 or 512
-    tokens (40% / 38% of resamples of the question groups)"."""
-    split = " / ".join(percent(share) for _, share in said.likely)
-    return f"{lengths_or([length for length, _ in said.likely])} ({split} of resamples of the question groups)"
-
-
-def break_sentence(row, rule: BreakRule | None = None) -> str:
-    """One line about a row of :func:`break_points`: the headline break point with its interval,
-    or why there is none (:func:`why_no_break`); then the other rule's break point and the
-    pooled-AUC one."""
-    rule = rule or BreakRule()
-    other = (f"absolute rule ({rule.absolute_condition()}): {tokens_text(row.absolute_break_point)}" if rule.rule == "relative"
-             else f"relative rule: {tokens_text(row.relative_break_point)}")
-    tail = f"; {other}; pooled-AUC break point {tokens_text(row.auc_break_point)}"
-    why = why_no_break(row, rule)
-    if why is not None:
-        return f"{why}{tail}"
-    base = _base_text(row, rule)
-    reading = f" ({base})" if rule.rule == "relative" and base else ""
-    support = support_words(row)
-    support = f", {support}," if support else ""
-    return f"break point {interval_text(row)}{support} by {rule.condition()}{reading}{chunk_text(row)}{tail}"

@@ -10,13 +10,13 @@ answers read), :func:`decision_table` gives one row:
     chance-corrected recall@k (k: the break rule's, default 5) of the series' rows at ``L`` and
     its 95% cluster-bootstrap percentile interval::
 
-        r_cc = (1[rank <= k] - k/n) / (1 - k/n)        (:func:`~embedeval.metrics.chance_corrected_recall`)
+        r_cc = (1[rank <= k] - k/n) / (1 - k/n)        (:func:`~embedeval.metrics.ranking.chance_corrected_recall`)
         recall = sum_g S_g / sum_g N_g                    S_g, N_g: sum and count of r_cc in question group g
         recall_b = w_b . S / w_b . N                      w_b: how often resample b drew each group
 
     the mean breaks.csv reads (its ``best_value`` is this at its ``best_length``; the group table
     and resampled means are :mod:`embedeval.breaks`'), over resamples drawn once for every series
-    and length (:func:`~embedeval.metrics.cluster_resamples`: the run's resamples and seed); the
+    and length (:func:`~embedeval.metrics.bootstrap.cluster_resamples`: the run's resamples and seed); the
     interval is the 2.5th and 97.5th percentile of ``recall_b``;
 ``diff_to_best``, ``diff_lo``, ``diff_hi``
     ``recall - recall(best)`` and the percentile interval of ``recall_b - recall_b(best)``: paired,
@@ -55,7 +55,7 @@ from embedeval.defaults import DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.labels import QUESTION, is_blind
 from embedeval import strategies
 from embedeval.strategies import model_reading_count, model_reading_rank
-from embedeval.metrics import chance_corrected_recall
+from embedeval.metrics.ranking import chance_corrected_recall
 
 #: The columns of ``decision.csv``: the issue's, then which series is the best and the groups, then
 #: (:data:`ADDED_DECISION_COLUMNS`) which reading it is the same as, what it reads of a document and

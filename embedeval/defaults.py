@@ -59,7 +59,7 @@ DEFAULT_BREAK_THRESHOLD = 0.8
 BASE_VISIBLE_SHARE = 0.95
 #: "At chance" needs a test that could have told: with this many question groups a one-sided
 #: t-test at 0.025 finds group bases one standard deviation above chance 80% of the time
-#: (:func:`embedeval.metrics.groups_for_chance_test`).
+#: (:func:`embedeval.metrics.break_estimators.groups_for_chance_test`).
 CHANCE_TEST_EFFECT, CHANCE_TEST_POWER = 1.0, 0.8
 #: How long texts are read (embedeval.strategies): the model's own truncation by default; chunk
 #: sizes of chunks-max in model input tokens (special tokens included, as max_tokens counts them);

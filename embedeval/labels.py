@@ -17,7 +17,7 @@ ALL = "all"
 NEEDLE_FREE_POOL = "needle-free"
 ALL_POOL = "all"
 POOLS = (NEEDLE_FREE_POOL, ALL_POOL)
-#: The per-query retrieval measures of :func:`embedeval.metrics.retrieval_measures`, in this order.
+#: The per-query retrieval measures of :func:`embedeval.metrics.ranking.retrieval_measures`, in this order.
 RETRIEVAL_MEASURES = ("recall@1", "recall@5", "recall@10", "mrr", "mrr@10", "ndcg@1", "ndcg@10", "query_auc")
 #: Metrics a break point may be read from (``--break-metric``): the retrieval measures and the
 #: study's pooled AUC and comparative ratio.
@@ -34,7 +34,7 @@ METRIC_RANGES = {**{name: (0.0, 1.0) for name in (*RETRIEVAL_MEASURES, "comparat
                                                    "truncated_share", "chunk_has_needle_share")},
                  "pearson_r": (-1.0, 1.0), "spearman_rho": (-1.0, 1.0)}
 #: Columns of the rank table (one row per embedder x strategy x query form x needle haystack), then the
-#: per-query measures of :func:`embedeval.metrics.retrieval_measures`.
+#: per-query measures of :func:`embedeval.metrics.ranking.retrieval_measures`.
 RETRIEVAL_COLUMNS = [
     "embedder", "strategy", "query_form", "group_id", "category", "variant", "length", "n_distractors", "n_needles",
     "own_question", "depth", "haystack_id", "score", "rank", "n_candidates", "ties",

@@ -46,8 +46,7 @@ from embedeval.grid import HaystackGrid
 from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
 from embedeval.jsonread import load_file
 from embedeval.io import ROUNDING, RowRule, TableSchema, json_text, refuse_first, read_json, read_table, write_table, write_text_atomic
-from embedeval.labels import METRIC_NAMES, METRIC_RANGES, NEEDLE_FREE_POOL, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
-from embedeval.metrics import RETRIEVAL_MEASURES
+from embedeval.labels import METRIC_NAMES, METRIC_RANGES, NEEDLE_FREE_POOL, RETRIEVAL_COLUMNS, RETRIEVAL_MEASURES, SIMILARITY_COLUMNS
 from embedeval.options import (
     BREAK_K, BREAK_METRIC, BREAK_RULE, BREAK_THRESHOLD, CORPUS, DISTRACTORS_FILE, EMBEDDERS, EXPANSIONS, GROUPS, N_BOOTSTRAP, NEEDLES, POOL,
     PRICES, SEED, Constraint, Option, is_number, is_text, is_whole,
@@ -515,7 +514,7 @@ def read_breaks(path: str | Path, lengths: Sequence[int] | None = None, rule: Br
 
 def _supported_length(shares: dict) -> tuple[int, int] | None:
     """The headline break point ``shares`` (:func:`~embedeval.breaks.parse_shares`) give, 0 for
-    none (:func:`~embedeval.metrics.supported_break`), as the lowest and highest it can be with
+    none (:func:`~embedeval.metrics.break_estimators.supported_break`), as the lowest and highest it can be with
     each share written to 3 decimals; None without shares."""
     if not shares:
         return None

@@ -17,9 +17,10 @@ import pandas as pd
 
 from embedeval.defaults import DEFAULT_NORMALIZE_BY, DEFAULT_POOL
 from embedeval.haystacks import distractor_columns
-from embedeval.labels import ALL_POOL, BLIND_PREFIX, CONTROL, NEGATIVE, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
+from embedeval.labels import ALL_POOL, BLIND_PREFIX, CONTROL, NEGATIVE, RETRIEVAL_COLUMNS, RETRIEVAL_MEASURES, SIMILARITY_COLUMNS
 from embedeval.options import POOL
-from embedeval.metrics import RETRIEVAL_MEASURES, normalized_similarity, retrieval_measures
+from embedeval.metrics.ranking import retrieval_measures
+from embedeval.metrics.separation import normalized_similarity
 from embedeval.needles import STANDARD_NEEDLE, NeedleSet, check_normalize_by
 from embedeval.strategies.scoring import Reading, ScoredTexts, Scorer, Scores
 
@@ -202,7 +203,7 @@ def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet, pool: str = DE
     """The rank table of one scorer (docs/metrics.md): every needle haystack p ranked, by the score of
     each question q whose needle it holds (:func:`asks_of`: one row per question, ``own_question``
     true for its own group's), among a pool of haystacks that do not answer q, with the per-query
-    measures of :func:`~embedeval.metrics.retrieval_measures`. Columns:
+    measures of :func:`~embedeval.metrics.ranking.retrieval_measures`. Columns:
     :data:`~embedeval.labels.RETRIEVAL_COLUMNS` and then the measures.
 
     ``pool="needle-free"`` (the default): p's pool is needle-free haystacks of its length: without

@@ -234,7 +234,7 @@ def test_a_json_text_past_its_bound_is_refused_before_it_is_parsed(tmp_path, mon
 
 
 def test_the_bootstrap_itself_refuses_more_resamples_than_a_run_can_hold():
-    from embedeval.metrics import cluster_resamples
+    from embedeval.metrics.bootstrap import cluster_resamples
 
     with pytest.raises(ValueError, match="99,999,999,999 resamples is past the 100,000 a run can hold"):
         cluster_resamples(48, 99_999_999_999)

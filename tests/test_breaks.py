@@ -9,13 +9,13 @@ import pytest
 from sklearn.isotonic import IsotonicRegression
 
 from embedeval.aggregate import retrieval_metrics
-from embedeval.breaks import BREAK_COLUMNS, BreakRule, break_points, break_sentence, interval_text, parse_shares
+from embedeval.breaks import BREAK_COLUMNS, BreakRule, break_points, parse_shares
+from embedeval.report.break_words import break_sentence, interval_text
 from embedeval.errors import InputError
 from embedeval.run import read_breaks
-from embedeval.metrics import (
-    base_length_count, break_lengths, break_point, chance_corrected_recall, cluster_resamples, relative_break_lengths,
-    relative_break_point,
-)
+from embedeval.metrics.bootstrap import cluster_resamples
+from embedeval.metrics.break_estimators import base_length_count, break_lengths, break_point, relative_break_lengths, relative_break_point
+from embedeval.metrics.ranking import chance_corrected_recall
 
 LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192)
 N_CANDIDATES = 125  # 24 controls + 100 negatives + the needle haystack
@@ -353,7 +353,7 @@ def test_the_base_reads_only_lengths_where_the_needle_is_visible():
 
 def test_two_groups_get_no_headline_and_at_chance_needs_enough_groups():
     from embedeval.breaks import CHANCE_TEST_GROUPS
-    from embedeval.metrics import groups_for_chance_test
+    from embedeval.metrics.break_estimators import groups_for_chance_test
 
     assert CHANCE_TEST_GROUPS == groups_for_chance_test() == 10
     # two groups: one found every time, one found in 2 of 10: p = 0.19 with 1 degree of freedom
@@ -510,7 +510,7 @@ def test_a_relative_break_point_beside_a_status_without_a_headline_is_one_error_
 
 
 def test_a_share_under_the_support_a_headline_needs_never_reads_as_reaching_it():
-    from embedeval.breaks import percent, support_words
+    from embedeval.report.break_words import percent, support_words
 
     assert [percent(s) for s in (0.595, 0.5999, 0.594, 0.6, 0.775, 0.004, 0.0)] == ["59.5%", "59.9%", "59%", "60%", "78%", "<1%", "0%"]
     row = next(pd.DataFrame([{"break_point": 128, "break_shares": "128:0.405;512:0.595"}]).itertuples())

@@ -21,7 +21,7 @@ from embedeval.decision import (
     DECISION_COLUMNS, TIMING_COLUMNS, bracketing_lengths, decision_table, dominated_recommendations, dominates, length_summary,
     about_the_same_time, reading_costs, reading_mode, same_readings, timing_table, vectors_per_document, with_earlier_speeds,
 )
-from embedeval.metrics import cluster_resamples
+from embedeval.metrics.bootstrap import cluster_resamples
 from embedeval.run import read_breaks, read_decision
 from test_breaks import _rank_rows
 

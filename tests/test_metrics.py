@@ -6,16 +6,11 @@ import pytest
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
-from embedeval.metrics import (
-    bootstrap_ci,
-    break_point,
-    cohens_d,
-    comparative_ratio,
-    normalized_similarity,
-    position_effects,
-    recommended_chunk_tokens,
-    separation,
-)
+from embedeval.metrics.bootstrap import bootstrap_ci
+from embedeval.metrics.break_estimators import break_point, recommended_chunk_tokens
+from embedeval.metrics.moments import cohens_d
+from embedeval.metrics.position import position_effects
+from embedeval.metrics.separation import comparative_ratio, normalized_similarity, separation
 
 rng = np.random.default_rng(42)
 
@@ -131,7 +126,7 @@ def test_bad_input_raises_value_error_saying_what(call, message):
 def test_one_implementation_serves_a_sample_and_a_stack_of_resamples():
     from scipy import stats as st
 
-    from embedeval.metrics import cohens_d, mean_difference, pearson_r, regression_intercept, regression_slope, spearman_rho
+    from embedeval.metrics.moments import cohens_d, mean_difference, pearson_r, regression_intercept, regression_slope, spearman_rho
 
     rng = np.random.default_rng(3)
     x, y = rng.random((5, 40)), rng.random((5, 40))
@@ -146,7 +141,7 @@ def test_one_implementation_serves_a_sample_and_a_stack_of_resamples():
 
 
 def test_retrieval_measures_on_hand_worked_ranks_with_ties():
-    from embedeval.metrics import retrieval_measures
+    from embedeval.metrics.ranking import retrieval_measures
 
     pos = [0.5, 0.9, 0.3, 0.2]
     pool = [[0.6, 0.5, 0.1, 0.0],   # one above, one tie -> rank 3 (ties count against the positive)
@@ -170,7 +165,7 @@ def test_retrieval_measures_on_hand_worked_ranks_with_ties():
 
 
 def test_retrieval_measures_agree_with_a_direct_ranking():
-    from embedeval.metrics import retrieval_measures
+    from embedeval.metrics.ranking import retrieval_measures
 
     rng = np.random.default_rng(0)
     pos, pool = rng.random(50).round(2), rng.random((50, 30)).round(2)  # rounding makes ties
@@ -186,7 +181,8 @@ def test_retrieval_measures_agree_with_a_direct_ranking():
 
 
 def test_cluster_bootstrap_widens_for_correlated_groups_and_matches_a_direct_loop():
-    from embedeval.metrics import auc_score, bootstrap_ci, cluster_bootstrap_ci
+    from embedeval.metrics.bootstrap import bootstrap_ci, cluster_bootstrap_ci
+    from embedeval.metrics.separation import auc_score
 
     rng = np.random.default_rng(7)
     groups = np.repeat(np.arange(24), 10)  # 24 questions x 10 depths, strongly correlated within a question
@@ -211,7 +207,8 @@ def test_cluster_bootstrap_widens_for_correlated_groups_and_matches_a_direct_loo
 
 
 def test_cluster_bootstrap_stacks_equal_clusters_with_the_same_result_as_the_loop():
-    from embedeval.metrics import cluster_bootstrap_ci, cohens_d, spearman_rho
+    from embedeval.metrics.bootstrap import cluster_bootstrap_ci
+    from embedeval.metrics.moments import cohens_d, spearman_rho
 
     rng = np.random.default_rng(11)
     groups = np.repeat(np.arange(12), 10)
@@ -229,9 +226,7 @@ def test_weighted_statistics_equal_their_value_on_the_sample_that_repeats_each_r
     scipy or numpy, on the sample that holds row i w_i times: ties, zero weights, one row."""
     from scipy import stats
 
-    from embedeval.metrics import (
-        cohens_d, mean_difference, pearson_r, regression_intercept, regression_slope, spearman_rho, weighted_ranks,
-    )
+    from embedeval.metrics.moments import cohens_d, mean_difference, pearson_r, regression_intercept, regression_slope, spearman_rho, weighted_ranks
 
     rng = np.random.default_rng(21)
     for size in (2, 5, 13, 40):
@@ -265,9 +260,8 @@ def test_cluster_bootstrap_of_unequal_clusters_weighted_equals_the_loop_over_res
     """Clusters of unequal sizes (a dropped NaN, a byte-identical haystack counted once): the
     statistics that take frequency weights give every resample at once; the plain loop (the same
     statistic hidden behind a lambda) recomputes each resample from its rows. Same draws, same interval."""
-    from embedeval.metrics import (
-        cluster_bootstrap_ci, cohens_d, mean_difference, pearson_r, regression_intercept, regression_slope, spearman_rho,
-    )
+    from embedeval.metrics.bootstrap import cluster_bootstrap_ci
+    from embedeval.metrics.moments import cohens_d, mean_difference, pearson_r, regression_intercept, regression_slope, spearman_rho
 
     rng = np.random.default_rng(5)
     groups = np.repeat(np.arange(15), rng.integers(1, 9, 15))  # 1 to 8 rows per question
@@ -288,7 +282,7 @@ def test_cluster_bootstrap_of_unequal_clusters_weighted_equals_the_loop_over_res
 def test_monotone_fit_is_scikit_learns_isotonic_regression_row_by_row():
     from sklearn.isotonic import IsotonicRegression
 
-    from embedeval.metrics import monotone_fit
+    from embedeval.metrics.break_estimators import monotone_fit
 
     rng = np.random.default_rng(11)
     for size in (1, 2, 3, 7, 10, 13):
@@ -308,7 +302,7 @@ def test_monotone_fit_is_scikit_learns_isotonic_regression_row_by_row():
 
 
 def test_supported_break_is_the_longest_length_the_share_reaches():
-    from embedeval.metrics import supported_break
+    from embedeval.metrics.break_estimators import supported_break
 
     split = [128] * 40 + [512] * 38 + [0] * 22  # the issue's 40 / 38: neither alone, 128 is reached by 78%
     assert supported_break(split, 0.6) == 128 and supported_break(split, 0.38) == 512 and supported_break(split, 0.39) == 128
@@ -327,7 +321,7 @@ def test_supported_break_is_the_longest_length_the_share_reaches():
 
 
 def test_relative_break_lengths_reads_the_monotone_fit_against_a_bar_from_the_scores():
-    from embedeval.metrics import relative_break_lengths
+    from embedeval.metrics.break_estimators import relative_break_lengths
 
     lengths = [64, 128, 256, 512]
     # 64 alone dips under 0.85 x the base (0.6): the plain rule gives none, the fit pools it with 128
@@ -341,7 +335,8 @@ def test_weighted_forms_refuse_bad_weights_and_keep_nan_and_other_statistics_as_
     """The review's cases: NaN in a rank correlation is NaN (as scipy); a statistic with a
     ``weights`` of its own (np.average) or none to inspect (max) is resampled as before, not
     weighted; weights of the wrong shape, negative or NaN, or not a pair are one ValueError."""
-    from embedeval.metrics import cluster_bootstrap_ci, cluster_resamples, pearson_r, spearman_rho
+    from embedeval.metrics.bootstrap import cluster_bootstrap_ci, cluster_resamples
+    from embedeval.metrics.moments import pearson_r, spearman_rho
 
     assert np.isnan(spearman_rho([1, 2, np.nan, 4, 5], [2, 1, 3, 5, 4]))
     groups = np.array([0, 0, 1, 2, 2, 2, 3])
@@ -366,7 +361,7 @@ def test_the_t_test_and_the_group_count_are_scipy_stats_bit_for_bit():
     chance test's group count is the one scipy.stats' t and nct distributions give."""
     from scipy import stats
 
-    from embedeval.metrics import groups_for_chance_test, t_test_greater
+    from embedeval.metrics.break_estimators import groups_for_chance_test, t_test_greater
 
     rng = np.random.default_rng(4)
     for _ in range(500):

@@ -91,7 +91,7 @@ from embedeval.io import (
 )
 from embedeval.llm import ChatLLM, ChatReply, answer_json, chat_spec_difference, check_temperature, parse_chat_spec
 from embedeval.plan import ChatMeter, CostCeilingReached, EmbedderPlan, check_ceiling, check_price, plan_documents
-from embedeval.metrics import nearest_cosines
+from embedeval.metrics.neighbours import nearest_cosines
 from embedeval.options import (
     ATTEMPTS, MIN_OUTSIDE_PERCENTILE, PER_THEME, TEMPERATURE, THRESHOLD, check_options, number_in, whole_at_least,
 )

@@ -4,7 +4,7 @@
 reduced with UMAP (``umap-learn``: 30 neighbours, min_dist 0.05, 50 dimensions, cosine metric,
 random_state 42) and clustered with HDBSCAN (``hdbscan``: min_cluster_size 10, min_samples 15,
 ``prediction_data=True``). Per cluster: its size and share, its representative chunks by maximal
-marginal relevance (:func:`~embedeval.metrics.mmr` over the chunk vectors, relevance = cosine to the
+marginal relevance (:func:`~embedeval.metrics.neighbours.mmr` over the chunk vectors, relevance = cosine to the
 cluster's normalised mean vector) and its top terms (class-based TF-IDF: a cluster's chunks as one
 document). Writes into ``out``: ``chunks.parquet`` (chunk_id, book, text, cluster (-1 = noise),
 probability, x, y of a second, 2-D UMAP for the map), ``clusters.csv``, ``report.md``,
@@ -63,7 +63,7 @@ from embedeval.report.write import FIGURES, REPORT_MD
 from embedeval.run_folder import check_run_folder, check_subfolder, run_directory
 from embedeval.versions import package_version, package_versions
 from embedeval.options import check_options
-from embedeval.metrics import mmr, nearest_cosines, neighbour_similarity, percentile_rank
+from embedeval.metrics.neighbours import mmr, nearest_cosines, neighbour_similarity, percentile_rank
 from embedeval.plan import EmbedderPlan, plan_documents, plan_work
 from embedeval.progress import bar, bar_options, step
 from embedeval.text import topic_terms
@@ -298,7 +298,7 @@ def top_terms(texts: list[str], labels: np.ndarray, clusters: list[int], n: int 
 
 
 def representatives(vectors: np.ndarray, members: np.ndarray, k: int, lam: float) -> list[int]:
-    """Indices (into ``vectors``) of ``k`` representatives of a cluster by :func:`~embedeval.metrics.mmr`:
+    """Indices (into ``vectors``) of ``k`` representatives of a cluster by :func:`~embedeval.metrics.neighbours.mmr`:
     relevance = cosine to the cluster's normalised mean vector, similarity = pairwise cosine."""
     cluster = vectors[members]
     centroid = cluster.mean(axis=0)
@@ -713,9 +713,9 @@ def theme_distances(vectors: np.ndarray, corpus: np.ndarray, labels: np.ndarray,
     corpus (``corpus`` (n, d) with cluster ``labels`` (n,)): per needle
 
     - ``neighbour_similarity``: s = its mean cosine to its k nearest chunks of the theme
-      (:func:`~embedeval.metrics.neighbour_similarity`; all of them when the theme has fewer than k);
+      (:func:`~embedeval.metrics.neighbours.neighbour_similarity`; all of them when the theme has fewer than k);
     - ``outside_percentile``: P(s) among the same statistic of every chunk outside the theme (other
-      clusters and noise), ties (within 1e-6) counted half (:func:`~embedeval.metrics.percentile_rank`:
+      clusters and noise), ties (within 1e-6) counted half (:func:`~embedeval.metrics.neighbours.percentile_rank`:
       100 * (#{outside < s} + 0.5 * #{outside = s}) / #outside): "closer to this theme than P% of
       the corpus outside it";
     - ``inside_percentile``: P(s) among the theme's own chunks, each leaving itself out of its k
@@ -739,7 +739,7 @@ def theme_distances(vectors: np.ndarray, corpus: np.ndarray, labels: np.ndarray,
 def nearest_theme(vectors: np.ndarray, corpus: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Each vector's nearest theme in the embedding space: the cluster (of ``labels``, noise left
     out) whose k nearest chunks it is most alike on average (the largest
-    :func:`~embedeval.metrics.neighbour_similarity`; ties to the smaller cluster number), and
+    :func:`~embedeval.metrics.neighbours.neighbour_similarity`; ties to the smaller cluster number), and
     that similarity."""
     clusters = sorted(set(labels.tolist()) - {NOISE})
     similarities = np.column_stack([neighbour_similarity(vectors, corpus[labels == c], k) for c in clusters])

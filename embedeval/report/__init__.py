@@ -2,7 +2,8 @@
 :mod:`~embedeval.report.tables` and the figures of :mod:`~embedeval.report.figures`), rendered as
 Markdown and as one self-contained HTML page (:mod:`~embedeval.report.markdown`,
 :mod:`~embedeval.report.html`) by :func:`write_report`; run directories read back and compared
-(:mod:`~embedeval.report.compare`). The break point itself is a statistic: :mod:`embedeval.breaks`.
+(:mod:`~embedeval.report.compare`). The break point itself is a statistic, :mod:`embedeval.breaks`;
+its words, the same everywhere, are :mod:`~embedeval.report.break_words`.
 
 ``write_report(out, metrics, similarities)`` writes ``report.md``, ``report.html`` and
 ``figures/*.png``; ``compare_runs(run_dirs, out)`` does the same over several run directories,

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from embedeval.aggregate import metric_series
-from embedeval.breaks import interval_text
+from embedeval.report.break_words import interval_text
 from embedeval.io import atomic_path
 from embedeval.labels import ALL, QUESTION
 

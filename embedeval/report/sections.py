@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from embedeval.breaks import BASE_CONFIDENCE, BREAK_INTERVAL, BreakRule, break_sentence, chance_test_groups
+from embedeval.breaks import BASE_CONFIDENCE, BREAK_INTERVAL, BreakRule, chance_test_groups
+from embedeval.report.break_words import break_sentence
 from embedeval.corpus import source_path
 from embedeval.defaults import BREAK_SUPPORT, CHUNK_FACTOR, DEFAULT_N_BOOTSTRAP
 from embedeval.labels import ALL_POOL, NEEDLE_FREE_POOL, QUESTION

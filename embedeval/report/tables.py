@@ -7,15 +7,13 @@ import numpy as np
 import pandas as pd
 
 from embedeval.aggregate import fewest_distractors, main_variant, metric_series, one_needle, pair_with_controls
-from embedeval.breaks import (
-    SERIES_KEYS, BreakAnswer, BreakRule, break_answer, interval_text, likely_words, parse_shares, percent, shares_words, support_words,
-    tokens_text, why_no_break,
-)
+from embedeval.breaks import SERIES_KEYS, BreakAnswer, BreakRule, break_answer, parse_shares
+from embedeval.report.break_words import interval_text, likely_words, percent, shares_words, support_words, tokens_text, why_no_break
 from embedeval.defaults import BREAK_SUPPORT, CHUNK_FACTOR
 from embedeval.labels import ALL, BLIND_PREFIX, CONTROL, NEGATIVE, QUESTION, is_blind
 from embedeval.strategies import scores_chunks
 from embedeval.strategies.chunks import chunk_size
-from embedeval.metrics import recall_chance
+from embedeval.metrics.ranking import recall_chance
 
 
 def best_query_form(metrics: pd.DataFrame, variant: str) -> pd.DataFrame:
@@ -139,7 +137,7 @@ RECALL_CHANCE_KEYS = ["embedder", "strategy", "query_form", "variant", "n_distra
 
 def recall_chance_table(retrieval: pd.DataFrame, ks=(1, 5, 10)) -> pd.DataFrame:
     """Per series and length of a rank table, the recall@k of a random ranking for each k: the mean
-    over its rows of min(k / n_candidates, 1) (:func:`~embedeval.metrics.recall_chance`). Columns:
+    over its rows of min(k / n_candidates, 1) (:func:`~embedeval.metrics.ranking.recall_chance`). Columns:
     :data:`RECALL_CHANCE_KEYS`, ``k``, ``chance``. A pool of 17 candidates gives 10/17 = 0.59 at k = 10,
     one of 12 (one distractor: its negatives and its control) 10/12 = 0.83."""
     frames = [retrieval[RECALL_CHANCE_KEYS].assign(k=k, chance=recall_chance(k, retrieval["n_candidates"])) for k in ks]

@@ -13,7 +13,8 @@ import math
 
 import pandas as pd
 
-from embedeval.breaks import BreakRule, break_sentence
+from embedeval.breaks import BreakRule
+from embedeval.report.break_words import break_sentence
 from embedeval.decision import about_the_same_time, bracketing_lengths
 from embedeval.defaults import BASE_VISIBLE_SHARE
 from embedeval.labels import QUESTION
@@ -273,7 +274,7 @@ def no_decision_sentence(rule: BreakRule) -> str:
 
 def closing_lines(breaks: pd.DataFrame, decision: pd.DataFrame | None, rule: BreakRule) -> list[str]:
     """What ``embedeval nolima`` prints last, after what it embedded: one line per break-point row of
-    the question form (:func:`~embedeval.breaks.break_sentence`), then the summary "Which to use"
+    the question form (:func:`~embedeval.report.break_words.break_sentence`), then the summary "Which to use"
     opens with (:func:`summary_sentences`), in the report's words without its bold: the answer last."""
     lines = [f"{row.embedder} [{row.strategy}, {row.variant}{series_note(row)}]: {break_sentence(row, rule)}"
              for row in breaks.itertuples() if row.query_form == QUESTION]

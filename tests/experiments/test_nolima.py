@@ -524,7 +524,8 @@ def test_retrieval_metrics_are_the_means_of_the_rank_table(run):
 
 
 def test_break_points_name_the_best_length_when_none_reaches_the_threshold():
-    from embedeval.breaks import BreakRule, break_points, break_sentence
+    from embedeval.breaks import BreakRule, break_points
+    from embedeval.report.break_words import break_sentence
 
     rows = [{"embedder": "m", "strategy": "truncate", "query_form": "question", "variant": "onehop", "n_distractors": 0, "n_needles": 1,
              "own_question": True, "length": length, "category": "all",
@@ -562,7 +563,7 @@ def test_the_fast_metrics_give_the_tables_of_the_plain_resampling_loop(tmp_path,
     statistics of unequal groups) against the plain reference, one resample at a time (the weighted
     path switched off): the same rows, the same values to the last digit, the same intervals to
     float rounding (sums in another order), and the same break points."""
-    from embedeval import metrics as metric_functions
+    from embedeval.metrics import bootstrap, moments
     from embedeval.aggregate import nolima_metrics
     from embedeval.breaks import break_points
 
@@ -572,11 +573,11 @@ def test_the_fast_metrics_give_the_tables_of_the_plain_resampling_loop(tmp_path,
                           grid=HaystackGrid(corpus=f"dir:{books_dir}", lengths=[64, 128], depths=8, negatives=4))
     run = run_nolima(config, progress=False, cache_dir=tmp_path / "cache")
     weighted = []
-    along = metric_functions._weights_along
-    monkeypatch.setattr(metric_functions, "_weights_along", lambda *args: weighted.append(1) or along(*args))
+    along = moments._weights_along
+    monkeypatch.setattr(moments, "_weights_along", lambda *args: weighted.append(1) or along(*args))
     fast = nolima_metrics(run.similarities, n_resamples=200, seed=0, retrieval=run.retrieval)
     assert weighted  # the grid has groups of unequal rows (merged depths): the weighted path ran
-    monkeypatch.setattr(metric_functions, "WEIGHTED_STATISTICS", frozenset())
+    monkeypatch.setattr(bootstrap, "WEIGHTED_STATISTICS", frozenset())
     plain = nolima_metrics(run.similarities, n_resamples=200, seed=0, retrieval=run.retrieval)
     pd.testing.assert_frame_equal(fast.drop(columns=["ci_lo", "ci_hi"]), plain.drop(columns=["ci_lo", "ci_hi"]), check_exact=True)
     np.testing.assert_allclose(fast[["ci_lo", "ci_hi"]].to_numpy(float), plain[["ci_lo", "ci_hi"]].to_numpy(float), rtol=1e-12, atol=1e-15)

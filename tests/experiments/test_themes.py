@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from conftest import own_cache
 from embedeval.cli import app
-from embedeval.metrics import mmr
+from embedeval.metrics.neighbours import mmr
 from fakes import said_first
 
 #: Most tests here need a themes run (chunks embedded, UMAP and HDBSCAN): the module is the slow tier.
@@ -373,8 +373,8 @@ def test_the_percentiles_by_hand(themes_run, tmp_path):
 
 
 def test_nearest_cosines_and_percentile_rank_by_hand(monkeypatch):
-    from embedeval import metrics
-    from embedeval.metrics import nearest_cosines, neighbour_similarity, percentile_rank
+    from embedeval.metrics import neighbours
+    from embedeval.metrics.neighbours import nearest_cosines, neighbour_similarity, percentile_rank
 
     reference = np.array([[1.0, 0.0], [0.6, 0.8], [0.0, 2.0], [-1.0, 0.0]])  # cosines to (1, 0): 1, .6, 0, -1
     cosines, rows = nearest_cosines([[3.0, 0.0], [0.0, 1.0]], reference, 2)
@@ -388,7 +388,7 @@ def test_nearest_cosines_and_percentile_rank_by_hand(monkeypatch):
     rng = np.random.default_rng(0)
     queries, many = rng.normal(size=(50, 8)), rng.normal(size=(40, 8))
     whole = nearest_cosines(queries, many, 5)
-    monkeypatch.setattr(metrics, "_BLOCK_BYTES", 8 * 40 * 3)  # three queries a block
+    monkeypatch.setattr(neighbours, "_BLOCK_BYTES", 8 * 40 * 3)  # three queries a block
     blocked = nearest_cosines(queries, many, 5)
     # The same neighbours; the cosines to float64 rounding only: BLAS picks its kernel by the
     # shape of the product, so a block of three rows and the whole may add in other orders

@@ -303,7 +303,8 @@ def _answers(hits: dict[int, float], visible: dict[int, float], windows=None, se
 
 
 def test_the_answer_says_the_break_point_the_chunk_the_groups_and_what_the_model_saw():
-    from embedeval.breaks import interval_text, parse_shares
+    from embedeval.breaks import parse_shares
+    from embedeval.report.break_words import interval_text
 
     visible = {128: 1.0, 512: 1.0, 2048: 0.5}
     ((headline, items),), table, row = _answers({128: 0.9, 512: 0.88, 2048: 0.2}, visible)
@@ -371,7 +372,8 @@ def test_the_answer_names_every_length_the_resamples_give_and_says_one_chunk():
     "act on this one" about either alone: one chunk, of the longest length 60% of the resamples reach."""
     import pandas as pd
 
-    from embedeval.breaks import BreakRule, break_sentence
+    from embedeval.breaks import BreakRule
+    from embedeval.report.break_words import break_sentence
     from embedeval.report.tables import answer
 
     shares = pd.Series({128: 1.0, 256: 0.9, 512: 0.5})
