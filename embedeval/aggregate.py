@@ -1,7 +1,7 @@
 """Similarity table -> metrics table: every metric of :mod:`embedeval.metrics` per condition.
 
-Cells are (embedder, strategy, query_form, variant, length, n_distractors, n_needles, own_question),
-each also split by category and by depth bucket. Positives are the haystacks holding the question's
+Cells are :data:`~embedeval.schema.CELL` (embedder, strategy, query form, variant, length, distractor
+count, needle count, own question), each also split by category and by depth bucket. Positives are the haystacks holding the question's
 needle; negatives (for AUC, Cohen's d, the comparative ratio) are the controls of the same length,
 distractor count and needle count (a K-needle haystack's control holds its K - 1 other needles, so
 the separation measures its own needle alone; a category's or depth bucket's slice, the controls
@@ -36,13 +36,13 @@ from embedeval.metrics import (
     spearman_rho,
     win_scores,
 )
+from embedeval.schema import CELL, CONDITION, METRIC_COLUMNS, N_DISTRACTORS, SCORER
 
-CELL = ["embedder", "strategy", "query_form", "variant", "length", "n_distractors", "n_needles", "own_question"]
-METRIC_COLUMNS = CELL + ["category", "depth_bucket", "metric", "value", "n", "ci_lo", "ci_hi"]
+
 def pair_with_controls(
     table: pd.DataFrame,
     score: str = "sim_qh",
-    condition: Sequence[str] = ("embedder", "strategy", "query_form", "group_id", "length", "n_distractors"),
+    condition: Sequence[str] = CONDITION,
 ) -> pd.DataFrame:
     """The needle rows of ``table`` with their control's score in column ``neg``.
 
@@ -53,7 +53,7 @@ def pair_with_controls(
     """
     is_control = table["variant"] == CONTROL
     if "control_id" in table.columns and "haystack_id" in table.columns and table["control_id"].notna().any():
-        keys = [c for c in ("embedder", "strategy", "query_form") if c in table.columns] + ["control_id"]
+        keys = [c for c in SCORER if c in table.columns] + ["control_id"]
         controls = table.loc[is_control, keys[:-1] + ["haystack_id", score]].rename(columns={"haystack_id": "control_id"})
     else:
         keys = [c for c in condition if c in table.columns]
@@ -140,7 +140,7 @@ def cell_control_rows(controls: pd.DataFrame, cell: pd.DataFrame) -> pd.DataFram
     ids, every control of the cell's length and distractor count."""
     if "control_id" in cell.columns and cell["control_id"].notna().all():
         return controls[controls["haystack_id"].isin(set(cell["control_id"]))]
-    same = (controls["length"] == cell["length"].iloc[0]) & (controls["n_distractors"] == cell["n_distractors"].iloc[0])
+    same = (controls["length"] == cell["length"].iloc[0]) & (controls[N_DISTRACTORS] == cell[N_DISTRACTORS].iloc[0])
     return controls[same]
 
 
@@ -178,7 +178,7 @@ def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOT
     pairs["win"] = win_scores(pairs["sim_qh"], pairs["neg"])
     pairs["depth_bucket"] = _depth_buckets(pairs["depth"], n_buckets)
     controls = similarities[similarities["variant"] == CONTROL]
-    scorer_controls = {key: g for key, g in controls.groupby(["embedder", "strategy", "query_form"])}
+    scorer_controls = {key: g for key, g in controls.groupby(SCORER)}
     out: list[dict] = []
     for key, cell in pairs.groupby(CELL, sort=True):
         cell_controls = cell_control_rows(scorer_controls[key[:3]], cell)
@@ -220,6 +220,6 @@ def one_needle(frame: pd.DataFrame) -> pd.DataFrame:
 def fewest_distractors(metrics: pd.DataFrame) -> pd.DataFrame:
     """The rows of ``metrics`` with the smallest distractor count of the run (all rows of a run
     without distractors)."""
-    if "n_distractors" not in metrics.columns:
+    if N_DISTRACTORS not in metrics.columns:
         return metrics
-    return metrics[metrics["n_distractors"] == metrics["n_distractors"].min()]
+    return metrics[metrics[N_DISTRACTORS] == metrics[N_DISTRACTORS].min()]

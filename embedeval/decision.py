@@ -50,26 +50,18 @@ import numpy as np
 import pandas as pd
 
 from embedeval.aggregate import fewest_distractors, main_variant, one_needle
-from embedeval.breaks import BASE_CONFIDENCE, BreakRule, _group_table, _means, _resampled_means
+from embedeval.breaks import BASE_CONFIDENCE, BreakRule
 from embedeval.defaults import DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
+from embedeval.group_means import group_means, group_table, resampled_means
 from embedeval.labels import QUESTION, is_blind
 from embedeval import strategies
 from embedeval.strategies import model_reading_count, model_reading_rank
 from embedeval.metrics import chance_corrected_recall
+from embedeval.schema import DECISION_COLUMNS, N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, QUERY_FORM, SCORER, TIMING_COLUMNS
 
-#: The columns of ``decision.csv``: the issue's, then which series is the best and the groups, then
-#: (:data:`ADDED_DECISION_COLUMNS`) which reading it is the same as, what it reads of a document and
-#: how often the needle is in what it reads.
-DECISION_COLUMNS = ["length", "embedder", "strategy", "recall", "recall_lo", "recall_hi", "diff_to_best", "diff_lo", "diff_hi",
-                    "tied_with_best", "vectors_per_document", "seconds_per_million_tokens", "usd_per_million_tokens",
-                    "best", "n_groups", "same_as", "share_read", "needle_visible"]
-#: The columns a ``decision.csv`` written before issue 53 lacks (read back as missing).
-ADDED_DECISION_COLUMNS = ["same_as", "share_read", "needle_visible"]
-#: The columns of ``timings.csv`` (:func:`timing_table`).
-TIMING_COLUMNS = ["embedder", "strategy", "length", "documents", "document_tokens", "tokens_read", "model_seconds", "model_tokens"]
 #: What a decision reads of the rank table, besides recall@k.
-RANK_COLUMNS = ("embedder", "strategy", "query_form", "variant", "length", "group_id", "n_distractors", "n_needles",
-                "own_question", "n_candidates", "haystack_id", "score", "rank")
+RANK_COLUMNS = (*SCORER, "variant", "length", "group_id", N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, "n_candidates", "haystack_id",
+                "score", "rank")
 #: Recall values this close are equal (the same rows summed in another order).
 EQUAL = 1e-12
 #: Two readings of one embedder whose scores of every needle haystack at a length differ by at most
@@ -110,7 +102,7 @@ def headline_ranks(retrieval: pd.DataFrame) -> pd.DataFrame:
     the run's fewest distractors: the series of the report's answers
     (:func:`~embedeval.report.tables.headline_breaks`)."""
     rows = one_needle(retrieval)
-    rows = rows[(rows["query_form"] == QUESTION) & ~rows["variant"].map(is_blind)]
+    rows = rows[(rows[QUERY_FORM] == QUESTION) & ~rows["variant"].map(is_blind)]
     return rows if rows.empty else fewest_distractors(rows[rows["variant"] == main_variant(rows)])
 
 
@@ -124,7 +116,7 @@ def simplicity(label) -> tuple[int, str]:
 
 
 #: What identifies a row of a rank table within one series (its haystack, question and form).
-ROW_KEYS = ("query_form", "variant", "group_id", "haystack_id", "own_question", "n_distractors", "n_needles", "depth")
+ROW_KEYS = (QUERY_FORM, "variant", "group_id", "haystack_id", OWN_QUESTION, N_DISTRACTORS, N_NEEDLES, "depth")
 
 
 def same_readings(retrieval: pd.DataFrame, tolerance: float = SAME_SCORE) -> pd.DataFrame:
@@ -254,9 +246,9 @@ def decision_table(retrieval: pd.DataFrame, rule: BreakRule | None = None, n_res
     names = sorted(set(zip(embedders, strategies)))
     means, resampled, groups = [], [], []
     for embedder, strategy in names:  # every series on every group and length of the rows: one draw of groups for all
-        lengths, sums, counts = _group_table(rows, np.where((embedders == embedder) & (strategies == strategy), corrected, np.nan))
-        means.append(_means(sums, counts))
-        resampled.append(_resampled_means(sums, counts, int(n_resamples), seed))
+        lengths, sums, counts = group_table(rows, np.where((embedders == embedder) & (strategies == strategy), corrected, np.nan))
+        means.append(group_means(sums, counts))
+        resampled.append(resampled_means(sums, counts, int(n_resamples), seed)[0])
         groups.append((counts > 0).sum(axis=0))
     means, resampled, groups = np.array(means), np.array(resampled), np.array(groups)
     costs = reading_costs(timings, prices).set_index(["embedder", "strategy", "length"])
@@ -321,26 +313,6 @@ def visible_shares(similarities: pd.DataFrame | None) -> pd.DataFrame:
     rows = headline_ranks(similarities)
     rows = rows.assign(seen=rows["needle_visible"].astype(float), length=rows["length"].astype(int))
     return rows.groupby(["embedder", "strategy", "length"], as_index=False)["seen"].mean().rename(columns={"seen": "needle_visible"})
-
-
-def dominated_recommendations(decision: pd.DataFrame) -> pd.DataFrame:
-    """The rows of a decision table recommended (``best``) at their length although another
-    series of the table dominates them (:func:`dominates`: at least as good at every length, better
-    at one), with that series (``by_embedder``, ``by_strategy``): empty for a table made by
-    :func:`decision_table`. A series that is the same reading as the recommended one at its length
-    (``same_as``) is not another reading there."""
-    wide = decision.pivot_table(index=["embedder", "strategy"], columns="length", values="recall", aggfunc="first")
-    same = decision.set_index(["embedder", "strategy", "length"])["same_as"] if "same_as" in decision.columns else pd.Series(dtype=str)
-    found = []
-    for row in decision[decision["best"].astype(bool)].itertuples():
-        mine = wide.loc[(row.embedder, row.strategy)].to_numpy(float)
-        for (embedder, strategy), other in wide.iterrows():
-            if embedder == row.embedder and same.get((embedder, strategy, row.length)) == row.strategy:
-                continue
-            if (embedder, strategy) != (row.embedder, row.strategy) and dominates(other.to_numpy(float), mine):
-                found.append({"length": row.length, "embedder": row.embedder, "strategy": row.strategy,
-                              "by_embedder": embedder, "by_strategy": strategy})
-    return pd.DataFrame(found, columns=["length", "embedder", "strategy", "by_embedder", "by_strategy"])
 
 
 def timing_table(readings: Sequence[Mapping]) -> pd.DataFrame:
