@@ -36,7 +36,7 @@ from embedeval.metrics import (
     spearman_rho,
     win_scores,
 )
-from embedeval.schema import CELL, CONDITION, METRIC_COLUMNS, N_DISTRACTORS, SCORER
+from embedeval.schema import CELL, CONDITION, METRIC_COLUMNS, N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, SCORER
 
 
 def pair_with_controls(
@@ -150,7 +150,7 @@ def _depth_buckets(depth: pd.Series, n_buckets: int) -> np.ndarray:
 
 def retrieval_metrics(retrieval: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED,
                       n_buckets: int = 3) -> pd.DataFrame:
-    """Long metrics rows (columns :data:`METRIC_COLUMNS`) from a rank table: the mean of every
+    """Long metrics rows (columns :data:`~embedeval.schema.METRIC_COLUMNS`) from a rank table: the mean of every
     per-query measure (:data:`~embedeval.metrics.RETRIEVAL_MEASURES`) per cell, per category
     and per depth bucket."""
     retrieval = retrieval.assign(depth_bucket=_depth_buckets(retrieval["depth"], n_buckets))
@@ -170,7 +170,7 @@ def retrieval_metrics(retrieval: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOT
 
 def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED, n_buckets: int = 3,
                    retrieval: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Long metrics table (columns :data:`METRIC_COLUMNS`) from a similarity table and, if given,
+    """Long metrics table (columns :data:`~embedeval.schema.METRIC_COLUMNS`) from a similarity table and, if given,
     the rank table (:func:`retrieval_metrics`). The separation metrics need a control, so they
     come from the haystacks' own questions only; with several needles per haystack the other
     questions' rows are in the rank table's cells (``own_question`` false)."""
@@ -214,7 +214,7 @@ def main_variant(metrics: pd.DataFrame) -> str:
 def one_needle(frame: pd.DataFrame) -> pd.DataFrame:
     """The rows of ``frame`` (metrics, similarities, a rank table or break points) of haystacks with
     one needle, asked their own question."""
-    return frame[(frame["n_needles"] <= 1) & frame["own_question"].astype(bool)]
+    return frame[(frame[N_NEEDLES] <= 1) & frame[OWN_QUESTION].astype(bool)]
 
 
 def fewest_distractors(metrics: pd.DataFrame) -> pd.DataFrame:

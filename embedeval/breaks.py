@@ -298,13 +298,13 @@ def absolute_resamples(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = D
 
 
 def _visible_shares(metrics: pd.DataFrame) -> dict:
-    """Per series key (:data:`SERIES_KEYS`), the share of needle haystacks whose needle the scorer
+    """Per series key (:data:`~embedeval.schema.SERIES_KEYS`), the share of needle haystacks whose needle the scorer
     read, per length (``needle_visible_share`` of ``metrics``)."""
     return {key: s.set_index("length")["value"] for key, s in metric_series(metrics, "needle_visible_share").groupby(SERIES_KEYS)}
 
 
 def _family(key: tuple) -> tuple:
-    """A series key (:data:`SERIES_KEYS`) less its strategy: the series one base serves."""
+    """A series key (:data:`~embedeval.schema.SERIES_KEYS`) less its strategy: the series one base serves."""
     return (key[0], *key[2:])
 
 
@@ -326,8 +326,9 @@ def base_series(keys) -> dict[tuple, tuple]:
 def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: BreakRule | None = None,
                  n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED,
                  windows: dict[tuple[str, str], int] | None = None, model_windows: dict[str, int] | None = None) -> pd.DataFrame:
-    """Per series (:data:`SERIES_KEYS`, columns :data:`BREAK_COLUMNS`): the relative break point
-    (from the rank table ``retrieval``: without one, none) and the absolute one (from ``metrics``),
+    """Per series (:data:`~embedeval.schema.SERIES_KEYS`, columns
+    :data:`~embedeval.schema.BREAK_COLUMNS`): the relative break point (from the rank table
+    ``retrieval``: without one, none) and the absolute one (from ``metrics``),
     the headline one (``break_point``, by ``rule.rule``) with its interval, the recommended chunk
     size, the relative rule's base (chance-corrected recall@k over ``base_lengths``, with its 95%
     interval, the p-value of the groups' t-test and ``at_chance``; ``relative_status``: what the

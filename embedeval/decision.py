@@ -220,7 +220,7 @@ def decision_table(retrieval: pd.DataFrame, rule: BreakRule | None = None, n_res
                    prices: Mapping[str, float] | None = None, similarities: pd.DataFrame | None = None,
                    frame_tokens: Mapping[str, int] | None = None) -> pd.DataFrame:
     """The decision table of a rank table (see the module docstring): one row per length and
-    (embedder, strategy) series of :func:`headline_ranks`, columns :data:`DECISION_COLUMNS`, by
+    (embedder, strategy) series of :func:`headline_ranks`, columns :data:`~embedeval.schema.DECISION_COLUMNS`, by
     length, embedder and strategy. ``rule``: the break rule whose k recall@k reads; ``n_resamples``
     and ``seed``: the cluster bootstrap's (a run's); ``timings``: the run's ``timings.csv``
     (:func:`timing_table`) and ``prices``: USD per million tokens per embedder (``--price``), for
@@ -316,7 +316,7 @@ def visible_shares(similarities: pd.DataFrame | None) -> pd.DataFrame:
 
 
 def timing_table(readings: Sequence[Mapping]) -> pd.DataFrame:
-    """A run's ``timings.csv`` (:data:`TIMING_COLUMNS`) from what its scorers read: one mapping per
+    """A run's ``timings.csv`` (:data:`~embedeval.schema.TIMING_COLUMNS`) from what its scorers read: one mapping per
     scorer with its ``embedder`` and ``strategy``, arrays over the texts it read (``length``,
     ``document_tokens``: each document's tokens, ``tokens_read``: the tokens the model read of it),
     and ``seconds`` and ``tokens``: the model's wall seconds on the inputs it embedded in the run

@@ -292,7 +292,7 @@ def build_haystacks(
     cache_dir: str | Path | None = None,
 ) -> pd.DataFrame:
     """Every haystack of ``grid`` (:class:`HaystackGrid`, default: the default grid) as a
-    DataFrame with the columns of :data:`HAYSTACK_COLUMNS`, from ``corpus`` (default: the grid's
+    DataFrame with the columns of :data:`~embedeval.schema.HAYSTACK_COLUMNS`, from ``corpus`` (default: the grid's
     corpus, loaded) split into ``pool`` (default: from the corpus, cached in ``cache_dir``).
 
     Same inputs and seed -> identical rows. ``depth`` is the needle's token offset / n_tokens.
@@ -504,7 +504,7 @@ class _Builder:
                         control = _needle_free_row({**base, **marks, "distractors_in_zone": in_zone}, control_id, CONTROL,
                                                    control_pieces, list(zip(places, extra)), sum(extra_tokens))[0]
                         inserted = control["distractor_starts"]
-                        control.update({"n_needles": n_needles if n_needles > 1 else 0, "distractor_starts": inserted[len(others):],
+                        control.update({N_NEEDLES: n_needles if n_needles > 1 else 0, "distractor_starts": inserted[len(others):],
                                         "needle_groups": [g for g, _, _ in others], "needle_characters": [c for _, c, _ in others],
                                         "needle_starts": inserted[:len(others)],
                                         "needles_before": inserts_tokens_before(control_pieces, places, extra_tokens)[:len(others)]})
@@ -541,7 +541,7 @@ def _needle_free_row(base: dict, haystack_id: str, variant: str, pieces: list[Pi
     """A haystack of filler alone (a control or a negative) with ``decoys`` (boundary,
     distractor; ``decoy_tokens`` tokens in all) put in, as a one-row list."""
     text, starts = assemble(pieces, decoys)
-    return [{"distractors_in_zone": 0, **base, "n_needles": 0, "needle_groups": [], "needle_characters": [], "needle_starts": [],
+    return [{"distractors_in_zone": 0, **base, N_NEEDLES: 0, "needle_groups": [], "needle_characters": [], "needle_starts": [],
              "id": haystack_id, "variant": variant, "target_depth": None, "text": text,
              "needle_start": None, "needle_end": None, "character": None, "needles_before": [],
              "parts_tokens": _tokens_of(pieces) + decoy_tokens,

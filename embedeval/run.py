@@ -128,7 +128,7 @@ FLAT_GRID_KEYS = ("corpus", "lengths", "depths", "variants", "negatives", N_DIST
 
 
 def upgraded(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with the columns of :data:`LATER_DEFAULTS` it lacks filled in (a table of an
+    """``frame`` with the columns of :data:`~embedeval.schema.LATER_DEFAULTS` it lacks filled in (a table of an
     older version, or one made by hand)."""
     return frame.assign(**{column: value for column, value in LATER_DEFAULTS.items() if column not in frame.columns})
 

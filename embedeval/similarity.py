@@ -205,7 +205,7 @@ def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet, pool: str = DE
     each question q whose needle it holds (:func:`asks_of`: one row per question, ``own_question``
     true for its own group's), among a pool of haystacks that do not answer q, with the per-query
     measures of :func:`~embedeval.metrics.retrieval_measures`. Columns:
-    :data:`~embedeval.labels.RETRIEVAL_COLUMNS` and then the measures.
+    :data:`~embedeval.schema.RETRIEVAL_COLUMNS` and then the measures.
 
     ``pool="needle-free"`` (the default): p's pool is needle-free haystacks of its length: without
     distractors, every group's control and the ``negative`` pool; with K distractors, the

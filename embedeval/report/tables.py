@@ -16,7 +16,7 @@ from embedeval.labels import ALL, BLIND_PREFIX, CONTROL, NEGATIVE, QUESTION, is_
 from embedeval.strategies import scores_chunks
 from embedeval.strategies.chunks import chunk_size
 from embedeval.metrics import recall_chance
-from embedeval.schema import N_DISTRACTORS, QUERY_FORM, SERIES_KEYS
+from embedeval.schema import N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, QUERY_FORM, SERIES_KEYS
 
 
 #: The column of :func:`best_form_table` naming each embedder's best query form at a length.
@@ -69,15 +69,15 @@ def several_needles_table(metrics: pd.DataFrame) -> pd.DataFrame:
     and question (own or other, and the own question's needle-blind level: its haystack's control,
     which holds the other needles alone, ranked in its place) and haystack length; empty for a run
     with one needle per haystack."""
-    if metrics["n_needles"].max() <= 1:
+    if metrics[N_NEEDLES].max() <= 1:
         return pd.DataFrame()
     variant = main_variant(one_needle(metrics))
     data = metrics[metrics["metric"].isin(SEVERAL_METRICS) & (metrics["category"] == ALL) & (metrics["depth_bucket"] == ALL)
                    & metrics["variant"].isin([variant, BLIND_PREFIX + variant]) & (metrics[QUERY_FORM] == QUESTION)
                    & (metrics[N_DISTRACTORS] == 0)]
     data = data.assign(question=np.where(data["variant"].map(is_blind), "own control (needle-blind)",
-                                         np.where(data["own_question"].astype(bool), "own", "other")))
-    return data.pivot_table(index=["embedder", "strategy", "n_needles", "question", "metric"], columns="length",
+                                         np.where(data[OWN_QUESTION].astype(bool), "own", "other")))
+    return data.pivot_table(index=["embedder", "strategy", N_NEEDLES, "question", "metric"], columns="length",
                             values="value").reset_index()
 
 
@@ -216,7 +216,8 @@ def distractor_note(count) -> str:
 def series_note(row) -> str:
     """What sets a break-point row apart besides embedder, strategy and variant: its distractors,
     and with several needles their number and whose question ranks the haystack."""
-    needles = "" if row.n_needles <= 1 else f", {int(row.n_needles)} needles, {'own' if row.own_question else 'other'} questions"
+    n_needles, own = getattr(row, N_NEEDLES), getattr(row, OWN_QUESTION)
+    needles = "" if n_needles <= 1 else f", {int(n_needles)} needles, {'own' if own else 'other'} questions"
     return distractor_note(getattr(row, N_DISTRACTORS)) + needles
 
 
