@@ -34,9 +34,7 @@ import pandas as pd
 
 from embedeval.corpus import source_path
 from embedeval.bounds import MAX_N_BOOTSTRAP
-from embedeval.breaks import (
-    ESTIMATOR, OK, BreakRule, break_points, parse_shares, share_reaching,
-)
+from embedeval.breaks import ESTIMATOR, OK, BreakRule, break_points, parse_shares, share_reaching
 from embedeval.decision import decision_table, with_earlier_speeds
 from embedeval.defaults import BREAK_SUPPORT, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.errors import ConfigError, InputError

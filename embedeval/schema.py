@@ -73,7 +73,8 @@ METRIC_COLUMNS = CELL + ["category", "depth_bucket", "metric", "value", "n", "ci
 #: whether the break point is censored (the series kept its bar to the grid's longest length: "≥ L"),
 #: the question groups, the window the model reads when the strategy reads one (``truncate``) and
 #: whether the recommended chunk was capped at it,
-#: and the chance level the relative rule corrects for (``chance_level``),
+#: and the chance level the relative rule corrects for (``chance_level``: a random ranking's k/n, or
+#: the needle-blind control's recall@k),
 #: and how the resamples of the question groups spread the break point: the share of resamples per
 #: break length (``break_shares``, "128:0.524;256:0.471;none:0.005") and the share that gives the
 #: reported one (``break_point_share``),
@@ -84,7 +85,8 @@ ADDED_BREAK_COLUMNS = ["break_censored", "n_groups", "window", "chunk_capped", "
 BREAK_COLUMNS = [*SERIES_KEYS, "break_point", "break_point_lo", "break_point_hi", "recommended_chunk_tokens",
                  "relative_break_point", "absolute_break_point", "relative_status", "base_value", "base_ci_lo", "base_ci_hi",
                  "base_p", "base_lengths", "at_chance", "best_length", "best_value", "auc_break_point", *ADDED_BREAK_COLUMNS]
-#: ``decision.csv``: the issue's columns, then which series is the best and the groups, then
+#: ``decision.csv``: per length and reading, its recall and distance to the best with their intervals
+#: and its costs, then whether it is the best and the groups, then
 #: (:data:`ADDED_DECISION_COLUMNS`) which reading it is the same as, what it reads of a document and
 #: how often the needle is in what it reads.
 DECISION_COLUMNS = ["length", "embedder", "strategy", "recall", "recall_lo", "recall_hi", "diff_to_best", "diff_lo", "diff_hi",
