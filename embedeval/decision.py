@@ -57,7 +57,9 @@ from embedeval.labels import QUESTION, is_blind
 from embedeval import strategies
 from embedeval.strategies import model_reading_count, model_reading_rank
 from embedeval.metrics import chance_corrected_recall
-from embedeval.schema import DECISION_COLUMNS, N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, QUERY_FORM, SCORER, TIMING_COLUMNS
+from embedeval.schema import (
+    DECISION_COLUMNS, N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, QUERY_FORM, READING, READING_AT_LENGTH, SCORER, TIMING_COLUMNS,
+)
 
 #: What a decision reads of the rank table, besides recall@k.
 RANK_COLUMNS = (*SCORER, "variant", "length", "group_id", N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, "n_candidates", "haystack_id",
@@ -140,7 +142,7 @@ def same_readings(retrieval: pd.DataFrame, tolerance: float = SAME_SCORE) -> pd.
             if found is None:
                 seen.append((strategy, mine))
             out.append({"embedder": embedder, "strategy": strategy, "length": int(length), "same_as": found or strategy})
-    return pd.DataFrame(out, columns=["embedder", "strategy", "length", "same_as"])
+    return pd.DataFrame(out, columns=[*READING_AT_LENGTH, "same_as"])
 
 
 def _same_rows(a: pd.DataFrame, b: pd.DataFrame, keys: list[str], tolerance: float) -> bool:
@@ -251,10 +253,10 @@ def decision_table(retrieval: pd.DataFrame, rule: BreakRule | None = None, n_res
         resampled.append(resampled_means(sums, counts, int(n_resamples), seed)[0])
         groups.append((counts > 0).sum(axis=0))
     means, resampled, groups = np.array(means), np.array(resampled), np.array(groups)
-    costs = reading_costs(timings, prices).set_index(["embedder", "strategy", "length"])
-    shares = read_shares(timings).set_index(["embedder", "strategy", "length"])["share_read"]
-    visible = visible_shares(similarities).set_index(["embedder", "strategy", "length"])["needle_visible"]
-    same_as = same_readings(retrieval[retrieval["length"].isin(lengths)]).set_index(["embedder", "strategy", "length"])["same_as"]
+    costs = reading_costs(timings, prices).set_index(READING_AT_LENGTH)
+    shares = read_shares(timings).set_index(READING_AT_LENGTH)["share_read"]
+    visible = visible_shares(similarities).set_index(READING_AT_LENGTH)["needle_visible"]
+    same_as = same_readings(retrieval[retrieval["length"].isin(lengths)]).set_index(READING_AT_LENGTH)["same_as"]
     frames = dict(frame_tokens or {})
     out = []
     for j, length in enumerate(lengths):
@@ -295,7 +297,7 @@ def read_shares(timings: pd.DataFrame | None) -> pd.DataFrame:
     ``truncate`` 254 / 2,048 = 0.12 of 2,048-token documents; 1 for a reading that reads every token
     (``windows-mean``, ``chunks-max``; late chunking's overlapping windows read some twice, still
     every token once). Empty without timings."""
-    columns = ["embedder", "strategy", "length", "share_read"]
+    columns = [*READING_AT_LENGTH, "share_read"]
     if timings is None or timings.empty:
         return pd.DataFrame(columns=columns)
     share = np.minimum(1.0, timings["tokens_read"].to_numpy(float) / timings["document_tokens"].to_numpy(float))
@@ -307,12 +309,12 @@ def visible_shares(similarities: pd.DataFrame | None) -> pd.DataFrame:
     haystacks (:func:`headline_ranks`: the rows the decision reads) whose needle the reading saw
     (``needle_visible``): 0.20 for ``truncate``'s 254 tokens of 2,048-token haystacks. Empty without
     a similarity table."""
-    columns = ["embedder", "strategy", "length", "needle_visible"]
+    columns = [*READING_AT_LENGTH, "needle_visible"]
     if similarities is None or similarities.empty or "needle_visible" not in similarities.columns:
         return pd.DataFrame(columns=columns)
     rows = headline_ranks(similarities)
     rows = rows.assign(seen=rows["needle_visible"].astype(float), length=rows["length"].astype(int))
-    return rows.groupby(["embedder", "strategy", "length"], as_index=False)["seen"].mean().rename(columns={"seen": "needle_visible"})
+    return rows.groupby(READING_AT_LENGTH, as_index=False)["seen"].mean().rename(columns={"seen": "needle_visible"})
 
 
 def timing_table(readings: Sequence[Mapping]) -> pd.DataFrame:
@@ -355,7 +357,7 @@ def with_earlier_speeds(timings: pd.DataFrame, earlier: pd.DataFrame | None) -> 
     if earlier is None or earlier.empty or not timings["model_tokens"].isna().any():
         return timings
     measured = earlier.dropna(subset=["model_seconds", "model_tokens"])
-    found = measured.drop_duplicates(["embedder", "strategy"]).set_index(["embedder", "strategy"])
+    found = measured.drop_duplicates(READING).set_index(READING)
     out = timings.copy()
     for i, row in out[out["model_tokens"].isna()].iterrows():
         if (row["embedder"], row["strategy"]) in found.index:
@@ -376,7 +378,7 @@ def reading_costs(timings: pd.DataFrame | None, prices: Mapping[str, float] | No
     254 of 2,048 tokens; ``windows-mean`` and ``chunks-max`` every token; a strategy whose windows
     overlap, the overlaps again), and the embedder's ``price``, USD per million tokens it is sent
     (``--price``). Empty where there is no measured speed, or no price."""
-    columns = ["embedder", "strategy", "length", "seconds_per_million_tokens", "usd_per_million_tokens"]
+    columns = [*READING_AT_LENGTH, "seconds_per_million_tokens", "usd_per_million_tokens"]
     prices = dict(prices or {})
     for name, price in prices.items():
         if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0 <= price < math.inf:

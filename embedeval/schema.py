@@ -28,8 +28,12 @@ N_DISTRACTORS = "n_distractors"
 N_NEEDLES = "n_needles"
 #: Whether a row's question is its haystack's own needle's.
 OWN_QUESTION = "own_question"
-#: The scorer of a row: an embedder, the strategy it reads a long text by, and the query form.
-SCORER = ["embedder", "strategy", QUERY_FORM]
+#: A reading: an embedder and the strategy it reads a long text by.
+READING = ["embedder", "strategy"]
+#: What names a row of the decision table's inputs (costs, shares read, needles seen): a reading at a length.
+READING_AT_LENGTH = [*READING, "length"]
+#: The scorer of a row: a reading, and the query form it is asked in.
+SCORER = [*READING, QUERY_FORM]
 #: The columns that name one series (one row of ``breaks.csv``).
 SERIES_KEYS = [*SCORER, "variant", N_DISTRACTORS, N_NEEDLES, OWN_QUESTION]
 #: The columns that name one cell of the metrics table: a series at one length.

@@ -31,10 +31,10 @@ N = 25  # candidates per ranking: k/n = 5/25 = 0.2 at recall@5
 
 def dominated_recommendations(decision: pd.DataFrame) -> pd.DataFrame:
     """The rows of a decision table recommended (``best``) at their length although another
-    series of the table dominates them (:func:`~embedeval.decision.dominates`: at least as good at every length, better
-    at one), with that series (``by_embedder``, ``by_strategy``): empty for a table made by
-    :func:`~embedeval.decision.decision_table`. A series that is the same reading as the recommended one at its length
-    (``same_as``) is not another reading there."""
+    series of the table dominates them (:func:`~embedeval.decision.dominates`: at least as good at
+    every length, better at one), with that series (``by_embedder``, ``by_strategy``): empty for a
+    table made by :func:`~embedeval.decision.decision_table`. A series that is the same reading as
+    the recommended one at its length (``same_as``) is not another reading there."""
     wide = decision.pivot_table(index=["embedder", "strategy"], columns="length", values="recall", aggfunc="first")
     same = decision.set_index(["embedder", "strategy", "length"])["same_as"] if "same_as" in decision.columns else pd.Series(dtype=str)
     found = []
