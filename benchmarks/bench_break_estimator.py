@@ -56,8 +56,9 @@ from pathlib import Path
 
 import numpy as np
 
-from embedeval.breaks import _group_table, break_resamples, headline_break
+from embedeval.breaks import break_resamples, headline_break
 from embedeval.defaults import DEFAULT_LENGTHS, DEFAULT_SEED, RELATIVE_BREAK_FRACTION
+from embedeval.group_means import group_table
 from embedeval.metrics.bootstrap import cluster_resamples
 from embedeval.metrics.break_estimators import base_length_count, relative_break_lengths, supported_break
 
@@ -184,7 +185,7 @@ def fit_spread(run_dir: Path, variant: str = "onehop") -> tuple[Spread, np.ndarr
     ranks = pd.read_parquet(run_dir / "retrieval.parquet")
     ranks = ranks[(ranks["variant"] == variant) & (ranks["query_form"] == "question") & (ranks["strategy"] == "truncate")]
     corrected = (ranks["recall@5"].to_numpy(float) - K / ranks["n_candidates"].to_numpy(float)) / (1 - K / ranks["n_candidates"].to_numpy(float))
-    lengths, sums, counts = _group_table(ranks, corrected)
+    lengths, sums, counts = group_table(ranks, corrected)
     means = sums / counts
     observed = moments(means)
     depths = np.round(counts.mean(axis=0)).astype(int)

@@ -79,7 +79,7 @@ from embedeval.breaks import break_points
 from embedeval.report.break_words import break_sentence
 from embedeval.defaults import DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_LENGTHS, DEFAULT_NEGATIVES, DEFAULT_VARIANTS
 from embedeval.embedders.local import SentenceTransformerEmbedder
-from embedeval.expansion import query_forms
+from embedeval.expansion import query_texts
 from embedeval.experiments import nolima
 from embedeval.experiments.nolima import NolimaConfig, load_or_build_haystacks, run_nolima
 from embedeval.haystacks import HaystackGrid
@@ -135,7 +135,7 @@ def prepare(config: NolimaConfig):
     build = time.perf_counter() - start
     texts = list(dict.fromkeys(haystacks["text"]))
     needles = sorted({g.needles[STANDARD_NEEDLE[v]] for g in needle_set.groups for v in config.grid.variants})
-    queries = [q for form in query_forms(needle_set, list(config.expansions)).values() for q in form]
+    queries = [q for form in query_texts(needle_set, list(config.expansions)).values() for q in form]
     return haystacks, build, texts, needles, list(dict.fromkeys(queries))
 
 
@@ -328,7 +328,7 @@ def part_grid(model: SentenceTransformerEmbedder, folder: Path, args) -> None:
         second_split = split["split"] - first_split
     texts = list(dict.fromkeys(haystacks["text"]))
     needles = sorted({g.needles[STANDARD_NEEDLE[v]] for g in needle_set.groups for v in DEFAULT_VARIANTS})
-    queries = list(dict.fromkeys(q for form in query_forms(needle_set, []).values() for q in form))
+    queries = list(dict.fromkeys(q for form in query_texts(needle_set, []).values() for q in form))
     documents = list(dict.fromkeys(texts + needles))
     st = model.model
     start = time.perf_counter()

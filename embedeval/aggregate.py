@@ -1,7 +1,7 @@
 """Similarity table -> metrics table: every metric of :mod:`embedeval.metrics` per condition.
 
-Cells are (embedder, strategy, query_form, variant, length, n_distractors, n_needles, own_question),
-each also split by category and by depth bucket. Positives are the haystacks holding the question's
+Cells are :data:`~embedeval.schema.CELL` (embedder, strategy, query form, variant, length, distractor
+count, needle count, own question), each also split by category and by depth bucket. Positives are the haystacks holding the question's
 needle; negatives (for AUC, Cohen's d, the comparative ratio) are the controls of the same length,
 distractor count and needle count (a K-needle haystack's control holds its K - 1 other needles, so
 the separation measures its own needle alone; a category's or depth bucket's slice, the controls
@@ -24,13 +24,12 @@ from embedeval.metrics.bootstrap import cluster_bootstrap_ci
 from embedeval.metrics.moments import cohens_d, mean_difference, pearson_r, regression_intercept, regression_slope, spearman_rho
 from embedeval.metrics.position import bucket_names, depth_bucket_index, position_effects
 from embedeval.metrics.separation import auc_score, comparative_ratio, win_scores
+from embedeval.schema import CELL, CONDITION, METRIC_COLUMNS, N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, SCORER
 
-CELL = ["embedder", "strategy", "query_form", "variant", "length", "n_distractors", "n_needles", "own_question"]
-METRIC_COLUMNS = CELL + ["category", "depth_bucket", "metric", "value", "n", "ci_lo", "ci_hi"]
 def pair_with_controls(
     table: pd.DataFrame,
     score: str = "sim_qh",
-    condition: Sequence[str] = ("embedder", "strategy", "query_form", "group_id", "length", "n_distractors"),
+    condition: Sequence[str] = CONDITION,
 ) -> pd.DataFrame:
     """The needle rows of ``table`` with their control's score in column ``neg``.
 
@@ -41,7 +40,7 @@ def pair_with_controls(
     """
     is_control = table["variant"] == CONTROL
     if "control_id" in table.columns and "haystack_id" in table.columns and table["control_id"].notna().any():
-        keys = [c for c in ("embedder", "strategy", "query_form") if c in table.columns] + ["control_id"]
+        keys = [c for c in SCORER if c in table.columns] + ["control_id"]
         controls = table.loc[is_control, keys[:-1] + ["haystack_id", score]].rename(columns={"haystack_id": "control_id"})
     else:
         keys = [c for c in condition if c in table.columns]
@@ -128,7 +127,7 @@ def cell_control_rows(controls: pd.DataFrame, cell: pd.DataFrame) -> pd.DataFram
     ids, every control of the cell's length and distractor count."""
     if "control_id" in cell.columns and cell["control_id"].notna().all():
         return controls[controls["haystack_id"].isin(set(cell["control_id"]))]
-    same = (controls["length"] == cell["length"].iloc[0]) & (controls["n_distractors"] == cell["n_distractors"].iloc[0])
+    same = (controls["length"] == cell["length"].iloc[0]) & (controls[N_DISTRACTORS] == cell[N_DISTRACTORS].iloc[0])
     return controls[same]
 
 
@@ -138,7 +137,7 @@ def _depth_buckets(depth: pd.Series, n_buckets: int) -> np.ndarray:
 
 def retrieval_metrics(retrieval: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED,
                       n_buckets: int = 3) -> pd.DataFrame:
-    """Long metrics rows (columns :data:`METRIC_COLUMNS`) from a rank table: the mean of every
+    """Long metrics rows (columns :data:`~embedeval.schema.METRIC_COLUMNS`) from a rank table: the mean of every
     per-query measure (:data:`~embedeval.labels.RETRIEVAL_MEASURES`) per cell, per category
     and per depth bucket."""
     retrieval = retrieval.assign(depth_bucket=_depth_buckets(retrieval["depth"], n_buckets))
@@ -158,7 +157,7 @@ def retrieval_metrics(retrieval: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOT
 
 def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED, n_buckets: int = 3,
                    retrieval: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Long metrics table (columns :data:`METRIC_COLUMNS`) from a similarity table and, if given,
+    """Long metrics table (columns :data:`~embedeval.schema.METRIC_COLUMNS`) from a similarity table and, if given,
     the rank table (:func:`retrieval_metrics`). The separation metrics need a control, so they
     come from the haystacks' own questions only; with several needles per haystack the other
     questions' rows are in the rank table's cells (``own_question`` false)."""
@@ -166,7 +165,7 @@ def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOT
     pairs["win"] = win_scores(pairs["sim_qh"], pairs["neg"])
     pairs["depth_bucket"] = _depth_buckets(pairs["depth"], n_buckets)
     controls = similarities[similarities["variant"] == CONTROL]
-    scorer_controls = {key: g for key, g in controls.groupby(["embedder", "strategy", "query_form"])}
+    scorer_controls = {key: g for key, g in controls.groupby(SCORER)}
     out: list[dict] = []
     for key, cell in pairs.groupby(CELL, sort=True):
         cell_controls = cell_control_rows(scorer_controls[key[:3]], cell)
@@ -202,12 +201,12 @@ def main_variant(metrics: pd.DataFrame) -> str:
 def one_needle(frame: pd.DataFrame) -> pd.DataFrame:
     """The rows of ``frame`` (metrics, similarities, a rank table or break points) of haystacks with
     one needle, asked their own question."""
-    return frame[(frame["n_needles"] <= 1) & frame["own_question"].astype(bool)]
+    return frame[(frame[N_NEEDLES] <= 1) & frame[OWN_QUESTION].astype(bool)]
 
 
 def fewest_distractors(metrics: pd.DataFrame) -> pd.DataFrame:
     """The rows of ``metrics`` with the smallest distractor count of the run (all rows of a run
     without distractors)."""
-    if "n_distractors" not in metrics.columns:
+    if N_DISTRACTORS not in metrics.columns:
         return metrics
-    return metrics[metrics["n_distractors"] == metrics["n_distractors"].min()]
+    return metrics[metrics[N_DISTRACTORS] == metrics[N_DISTRACTORS].min()]

@@ -59,30 +59,16 @@ import pandas as pd
 from embedeval.aggregate import metric_series
 from embedeval.break_rule import BREAK_KS, BREAK_RULES, BreakRule  # noqa: F401  (named here as they always were)
 from embedeval.defaults import BREAK_SUPPORT, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
+from embedeval.group_means import group_means, group_table, resampled_means
 from embedeval.labels import BLIND_PREFIX, RETRIEVAL_MEASURES, is_blind
-from embedeval.strategies import model_reading_rank, scores_chunks
-from embedeval.metrics.bootstrap import cluster_resamples
 from embedeval.metrics.break_estimators import (
     break_lengths, break_point, groups_for_chance_test, monotone_fit, recommended_chunk_tokens, relative_break_lengths, supported_break,
     t_test_greater, visible_base_count,
 )
 from embedeval.metrics.ranking import chance_corrected, chance_corrected_recall
+from embedeval.schema import BREAK_COLUMNS, SERIES_KEYS
+from embedeval.strategies import model_reading_rank, scores_chunks
 
-SERIES_KEYS = ["embedder", "strategy", "query_form", "variant", "n_distractors", "n_needles", "own_question"]
-#: Columns added after breaks.csv was first written (an older file reads them as missing):
-#: whether the break point is censored (the series kept its bar to the grid's longest length: "≥ L"),
-#: the question groups, the window the model reads when the strategy reads one (``truncate``) and
-#: whether the recommended chunk was capped at it.
-#: and the chance level the relative rule corrects for (``chance_level``: :data:`CHANCE_LEVELS`).
-#: and how the resamples of the question groups spread the break point: the share of resamples per
-#: break length (``break_shares``, "128:0.524;256:0.471;none:0.005") and the share that gives the
-#: reported one (``break_point_share``).
-#: and the strategy whose readings gave the base (``base_strategy``: one base per embedder).
-ADDED_BREAK_COLUMNS = ["break_censored", "n_groups", "window", "chunk_capped", "chance_level", "break_shares", "break_point_share",
-                       "base_strategy"]
-BREAK_COLUMNS = [*SERIES_KEYS, "break_point", "break_point_lo", "break_point_hi", "recommended_chunk_tokens",
-                 "relative_break_point", "absolute_break_point", "relative_status", "base_value", "base_ci_lo", "base_ci_hi",
-                 "base_p", "base_lengths", "at_chance", "best_length", "best_value", "auc_break_point", *ADDED_BREAK_COLUMNS]
 #: What a series' relative rule could read (``relative_status``; see :func:`relative_break`).
 OK, AT_CHANCE, TOO_FEW_GROUPS, UNCORRECTABLE, NO_RANKS = ("ok", "at chance", "too few groups", "cannot correct for chance",
                                                          "no rank table")
@@ -91,7 +77,6 @@ CANNOT_TELL, NOT_VISIBLE = "cannot tell from chance", "needle not visible"
 #: several-needle haystack's own question, its own control's recall@k (the needle-blind level: the
 #: other needles alone pull that control up, 17-22% in a top 5 where k/n is 8%).
 RANDOM_RANKING, NEEDLE_BLIND = "k/n", "needle-blind control"
-CHANCE_LEVELS = (RANDOM_RANKING, NEEDLE_BLIND)
 #: The percentiles of the bootstrapped break points that bound a break point's interval.
 BREAK_INTERVAL = (0.05, 0.95)
 #: The estimator a run's break points were read with, recorded in its config.json
@@ -113,59 +98,17 @@ def chance_test_groups() -> int:
     return groups_for_chance_test()
 
 
-def __getattr__(name: str):
-    if name == "CHANCE_TEST_GROUPS":  # the constant it was: worked out when asked for
-        return chance_test_groups()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _group_table(rows: pd.DataFrame, values: np.ndarray, groups: np.ndarray | None = None
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per question group (``group_id``) and length (``length``) of a series' rows, the sum and
-    the count of the finite ``values``: (sorted lengths, sums (G, L), counts (G, L)). Every length
-    of the rows has a column, so a length where no value is defined (recall@k that cannot be
-    corrected for chance) is there with a count of 0. ``groups``: the sorted group ids the rows
-    are coded against (several series resampled together), by default the rows' own."""
-    lengths, length_codes = np.unique(rows["length"].to_numpy(np.int64), return_inverse=True)
-    names = rows["group_id"].astype(str).to_numpy()
-    if groups is None:
-        groups, group_codes = np.unique(names, return_inverse=True)
-    else:
-        group_codes = np.searchsorted(groups, names)
-    shape = (len(groups), lengths.size)
-    defined = np.isfinite(values)
-    sums, counts = np.zeros(shape), np.zeros(shape)
-    np.add.at(sums, (group_codes[defined], length_codes[defined]), values[defined])
-    np.add.at(counts, (group_codes[defined], length_codes[defined]), 1.0)
-    return lengths, sums, counts
-
-
-def _resampled_means(sums: np.ndarray, counts: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
-    """The per-length means on every cluster-bootstrap resample of the groups
-    (:func:`~embedeval.metrics.bootstrap.cluster_resamples`; one draw of groups serves every length):
-    (n_resamples, L), NaN where a resample drew no value at a length."""
-    return _resampled(sums, counts, n_resamples, seed)[0]
-
-
 def break_resamples(lengths: np.ndarray, sums: np.ndarray, counts: np.ndarray, bases, fraction: float,
                     n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED, monotone: bool = True) -> np.ndarray:
     """The relative break point on every cluster-bootstrap resample b of the question groups, from
     a series' group table (sorted ``lengths``; ``sums``, ``counts``: (G, L) per group and length,
-    :func:`_group_table`) held to ``bases`` (the base on the same resamples, one per resample, or
-    one for all): the rule of :func:`~embedeval.metrics.break_estimators.relative_break_lengths` on the resampled
+    :func:`~embedeval.group_means.group_table`) held to ``bases`` (the base on the same resamples,
+    one per resample, or one for all): the rule of :func:`~embedeval.metrics.break_estimators.relative_break_lengths` on the resampled
     means m_b = w_b . S / w_b . N, read through their non-increasing fit weighted by the values
     behind each mean (``monotone``, :func:`~embedeval.metrics.break_estimators.monotone_fit`; without it, as
     before the estimator was chosen by simulation: the means themselves). 0: no break point."""
-    means, drawn = _resampled(sums, counts, n_resamples, seed)
+    means, drawn = resampled_means(sums, counts, n_resamples, seed)
     return relative_break_lengths(lengths, means, fraction, base=bases, monotone=monotone, weights=drawn)
-
-
-def _resampled(sums: np.ndarray, counts: np.ndarray, n_resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every cluster-bootstrap resample's per-length means and the values behind them: (B, L) each."""
-    _, weights = cluster_resamples(sums.shape[0], n_resamples, seed)
-    drawn = weights @ counts
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return (weights @ sums) / drawn, drawn
 
 
 def headline_break(points: np.ndarray) -> int | None:
@@ -174,11 +117,6 @@ def headline_break(points: np.ndarray) -> int | None:
     (:func:`~embedeval.metrics.break_estimators.supported_break`), so the length most resamples give where one has a
     clear majority and the safer, shorter one where they split; None where that is none."""
     return supported_break(points, BREAK_SUPPORT) or None
-
-
-def _means(sums: np.ndarray, counts: np.ndarray, axis: int = 0) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return sums.sum(axis) / counts.sum(axis)
 
 
 def shares_text(points: np.ndarray) -> str | None:
@@ -272,8 +210,8 @@ def reading_base(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT
              "at_chance": pd.NA, "relative_status": NO_RANKS, "bases": None}
     if rows.empty:
         return found
-    lengths, sums, counts = _group_table(rows, _corrected_recall(rows, rule, blind), groups)
-    means = _means(sums, counts)
+    lengths, sums, counts = group_table(rows, _corrected_recall(rows, rule, blind), groups)
+    means = group_means(sums, counts)
     if not np.isfinite(means).any():
         return {**found, "relative_status": UNCORRECTABLE}
     shares = np.ones(lengths.size) if visible is None else visible.reindex(lengths).fillna(0.0).to_numpy(float)
@@ -288,7 +226,7 @@ def reading_base(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAULT
     group_bases = group_bases[np.isfinite(group_bases)]
     if group_bases.size < 2:
         return {**found, "relative_status": TOO_FEW_GROUPS}
-    bases = _resampled_means(sums, counts, n_resamples, seed)[:, :n_base].mean(axis=1)  # NaN: a resample drew no value there
+    bases = resampled_means(sums, counts, n_resamples, seed)[0][:, :n_base].mean(axis=1)  # NaN: a resample drew no value there
     tail = (1 - BASE_CONFIDENCE) / 2
     base_lo, base_hi = (float(np.nanquantile(bases, q)) if np.isfinite(bases).any() else np.nan for q in (tail, 1 - tail))
     base = float(means[:n_base].mean())
@@ -327,8 +265,8 @@ def relative_break(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = DEFAU
              "relative_best": None, "n_groups": 0, "relative_points": np.zeros(0, dtype=np.int64)}
     if rows.empty:
         return empty
-    lengths, sums, counts = _group_table(rows, _corrected_recall(rows, rule, blind), groups)
-    means = _means(sums, counts)
+    lengths, sums, counts = group_table(rows, _corrected_recall(rows, rule, blind), groups)
+    means = group_means(sums, counts)
     found = {**empty, "n_groups": int(rows["group_id"].astype(str).nunique())}
     if not np.isfinite(means).any():
         return {**found, "relative_status": UNCORRECTABLE}
@@ -353,19 +291,19 @@ def absolute_resamples(rows: pd.DataFrame, rule: BreakRule, n_resamples: int = D
     headline the same way."""
     if rule.metric not in RETRIEVAL_MEASURES or rows.empty:
         return np.zeros(0, dtype=np.int64)
-    lengths, sums, counts = _group_table(rows, rows[rule.metric].to_numpy(float))
-    means, drawn = _resampled(sums, counts, n_resamples, seed)
+    lengths, sums, counts = group_table(rows, rows[rule.metric].to_numpy(float))
+    means, drawn = resampled_means(sums, counts, n_resamples, seed)
     return break_lengths(lengths, monotone_fit(means, drawn), rule.threshold)
 
 
 def _visible_shares(metrics: pd.DataFrame) -> dict:
-    """Per series key (:data:`SERIES_KEYS`), the share of needle haystacks whose needle the scorer
+    """Per series key (:data:`~embedeval.schema.SERIES_KEYS`), the share of needle haystacks whose needle the scorer
     read, per length (``needle_visible_share`` of ``metrics``)."""
     return {key: s.set_index("length")["value"] for key, s in metric_series(metrics, "needle_visible_share").groupby(SERIES_KEYS)}
 
 
 def _family(key: tuple) -> tuple:
-    """A series key (:data:`SERIES_KEYS`) less its strategy: the series one base serves."""
+    """A series key (:data:`~embedeval.schema.SERIES_KEYS`) less its strategy: the series one base serves."""
     return (key[0], *key[2:])
 
 
@@ -387,8 +325,9 @@ def base_series(keys) -> dict[tuple, tuple]:
 def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: BreakRule | None = None,
                  n_resamples: int = DEFAULT_N_BOOTSTRAP, seed: int = DEFAULT_SEED,
                  windows: dict[tuple[str, str], int] | None = None, model_windows: dict[str, int] | None = None) -> pd.DataFrame:
-    """Per series (:data:`SERIES_KEYS`, columns :data:`BREAK_COLUMNS`): the relative break point
-    (from the rank table ``retrieval``: without one, none) and the absolute one (from ``metrics``),
+    """Per series (:data:`~embedeval.schema.SERIES_KEYS`, columns
+    :data:`~embedeval.schema.BREAK_COLUMNS`): the relative break point (from the rank table
+    ``retrieval``: without one, none) and the absolute one (from ``metrics``),
     the headline one (``break_point``, by ``rule.rule``) with its interval, the recommended chunk
     size, the relative rule's base (chance-corrected recall@k over ``base_lengths``, with its 95%
     interval, the p-value of the groups' t-test and ``at_chance``; ``relative_status``: what the

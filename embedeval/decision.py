@@ -50,26 +50,20 @@ import numpy as np
 import pandas as pd
 
 from embedeval.aggregate import fewest_distractors, main_variant, one_needle
-from embedeval.breaks import BASE_CONFIDENCE, BreakRule, _group_table, _means, _resampled_means
+from embedeval.breaks import BASE_CONFIDENCE, BreakRule
 from embedeval.defaults import DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
+from embedeval.group_means import group_means, group_table, resampled_means
 from embedeval.labels import QUESTION, is_blind
 from embedeval import strategies
 from embedeval.strategies import model_reading_count, model_reading_rank
 from embedeval.metrics.ranking import chance_corrected_recall
+from embedeval.schema import (
+    DECISION_COLUMNS, N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, QUERY_FORM, READING, READING_AT_LENGTH, SCORER, TIMING_COLUMNS,
+)
 
-#: The columns of ``decision.csv``: the issue's, then which series is the best and the groups, then
-#: (:data:`ADDED_DECISION_COLUMNS`) which reading it is the same as, what it reads of a document and
-#: how often the needle is in what it reads.
-DECISION_COLUMNS = ["length", "embedder", "strategy", "recall", "recall_lo", "recall_hi", "diff_to_best", "diff_lo", "diff_hi",
-                    "tied_with_best", "vectors_per_document", "seconds_per_million_tokens", "usd_per_million_tokens",
-                    "best", "n_groups", "same_as", "share_read", "needle_visible"]
-#: The columns a ``decision.csv`` written before issue 53 lacks (read back as missing).
-ADDED_DECISION_COLUMNS = ["same_as", "share_read", "needle_visible"]
-#: The columns of ``timings.csv`` (:func:`timing_table`).
-TIMING_COLUMNS = ["embedder", "strategy", "length", "documents", "document_tokens", "tokens_read", "model_seconds", "model_tokens"]
 #: What a decision reads of the rank table, besides recall@k.
-RANK_COLUMNS = ("embedder", "strategy", "query_form", "variant", "length", "group_id", "n_distractors", "n_needles",
-                "own_question", "n_candidates", "haystack_id", "score", "rank")
+RANK_COLUMNS = (*SCORER, "variant", "length", "group_id", N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, "n_candidates", "haystack_id",
+                "score", "rank")
 #: Recall values this close are equal (the same rows summed in another order).
 EQUAL = 1e-12
 #: Two readings of one embedder whose scores of every needle haystack at a length differ by at most
@@ -110,7 +104,7 @@ def headline_ranks(retrieval: pd.DataFrame) -> pd.DataFrame:
     the run's fewest distractors: the series of the report's answers
     (:func:`~embedeval.report.tables.headline_breaks`)."""
     rows = one_needle(retrieval)
-    rows = rows[(rows["query_form"] == QUESTION) & ~rows["variant"].map(is_blind)]
+    rows = rows[(rows[QUERY_FORM] == QUESTION) & ~rows["variant"].map(is_blind)]
     return rows if rows.empty else fewest_distractors(rows[rows["variant"] == main_variant(rows)])
 
 
@@ -124,7 +118,7 @@ def simplicity(label) -> tuple[int, str]:
 
 
 #: What identifies a row of a rank table within one series (its haystack, question and form).
-ROW_KEYS = ("query_form", "variant", "group_id", "haystack_id", "own_question", "n_distractors", "n_needles", "depth")
+ROW_KEYS = (QUERY_FORM, "variant", "group_id", "haystack_id", OWN_QUESTION, N_DISTRACTORS, N_NEEDLES, "depth")
 
 
 def same_readings(retrieval: pd.DataFrame, tolerance: float = SAME_SCORE) -> pd.DataFrame:
@@ -148,7 +142,7 @@ def same_readings(retrieval: pd.DataFrame, tolerance: float = SAME_SCORE) -> pd.
             if found is None:
                 seen.append((strategy, mine))
             out.append({"embedder": embedder, "strategy": strategy, "length": int(length), "same_as": found or strategy})
-    return pd.DataFrame(out, columns=["embedder", "strategy", "length", "same_as"])
+    return pd.DataFrame(out, columns=[*READING_AT_LENGTH, "same_as"])
 
 
 def _same_rows(a: pd.DataFrame, b: pd.DataFrame, keys: list[str], tolerance: float) -> bool:
@@ -228,7 +222,7 @@ def decision_table(retrieval: pd.DataFrame, rule: BreakRule | None = None, n_res
                    prices: Mapping[str, float] | None = None, similarities: pd.DataFrame | None = None,
                    frame_tokens: Mapping[str, int] | None = None) -> pd.DataFrame:
     """The decision table of a rank table (see the module docstring): one row per length and
-    (embedder, strategy) series of :func:`headline_ranks`, columns :data:`DECISION_COLUMNS`, by
+    (embedder, strategy) series of :func:`headline_ranks`, columns :data:`~embedeval.schema.DECISION_COLUMNS`, by
     length, embedder and strategy. ``rule``: the break rule whose k recall@k reads; ``n_resamples``
     and ``seed``: the cluster bootstrap's (a run's); ``timings``: the run's ``timings.csv``
     (:func:`timing_table`) and ``prices``: USD per million tokens per embedder (``--price``), for
@@ -254,15 +248,15 @@ def decision_table(retrieval: pd.DataFrame, rule: BreakRule | None = None, n_res
     names = sorted(set(zip(embedders, strategies)))
     means, resampled, groups = [], [], []
     for embedder, strategy in names:  # every series on every group and length of the rows: one draw of groups for all
-        lengths, sums, counts = _group_table(rows, np.where((embedders == embedder) & (strategies == strategy), corrected, np.nan))
-        means.append(_means(sums, counts))
-        resampled.append(_resampled_means(sums, counts, int(n_resamples), seed))
+        lengths, sums, counts = group_table(rows, np.where((embedders == embedder) & (strategies == strategy), corrected, np.nan))
+        means.append(group_means(sums, counts))
+        resampled.append(resampled_means(sums, counts, int(n_resamples), seed)[0])
         groups.append((counts > 0).sum(axis=0))
     means, resampled, groups = np.array(means), np.array(resampled), np.array(groups)
-    costs = reading_costs(timings, prices).set_index(["embedder", "strategy", "length"])
-    shares = read_shares(timings).set_index(["embedder", "strategy", "length"])["share_read"]
-    visible = visible_shares(similarities).set_index(["embedder", "strategy", "length"])["needle_visible"]
-    same_as = same_readings(retrieval[retrieval["length"].isin(lengths)]).set_index(["embedder", "strategy", "length"])["same_as"]
+    costs = reading_costs(timings, prices).set_index(READING_AT_LENGTH)
+    shares = read_shares(timings).set_index(READING_AT_LENGTH)["share_read"]
+    visible = visible_shares(similarities).set_index(READING_AT_LENGTH)["needle_visible"]
+    same_as = same_readings(retrieval[retrieval["length"].isin(lengths)]).set_index(READING_AT_LENGTH)["same_as"]
     frames = dict(frame_tokens or {})
     out = []
     for j, length in enumerate(lengths):
@@ -303,7 +297,7 @@ def read_shares(timings: pd.DataFrame | None) -> pd.DataFrame:
     ``truncate`` 254 / 2,048 = 0.12 of 2,048-token documents; 1 for a reading that reads every token
     (``windows-mean``, ``chunks-max``; late chunking's overlapping windows read some twice, still
     every token once). Empty without timings."""
-    columns = ["embedder", "strategy", "length", "share_read"]
+    columns = [*READING_AT_LENGTH, "share_read"]
     if timings is None or timings.empty:
         return pd.DataFrame(columns=columns)
     share = np.minimum(1.0, timings["tokens_read"].to_numpy(float) / timings["document_tokens"].to_numpy(float))
@@ -315,36 +309,16 @@ def visible_shares(similarities: pd.DataFrame | None) -> pd.DataFrame:
     haystacks (:func:`headline_ranks`: the rows the decision reads) whose needle the reading saw
     (``needle_visible``): 0.20 for ``truncate``'s 254 tokens of 2,048-token haystacks. Empty without
     a similarity table."""
-    columns = ["embedder", "strategy", "length", "needle_visible"]
+    columns = [*READING_AT_LENGTH, "needle_visible"]
     if similarities is None or similarities.empty or "needle_visible" not in similarities.columns:
         return pd.DataFrame(columns=columns)
     rows = headline_ranks(similarities)
     rows = rows.assign(seen=rows["needle_visible"].astype(float), length=rows["length"].astype(int))
-    return rows.groupby(["embedder", "strategy", "length"], as_index=False)["seen"].mean().rename(columns={"seen": "needle_visible"})
-
-
-def dominated_recommendations(decision: pd.DataFrame) -> pd.DataFrame:
-    """The rows of a decision table recommended (``best``) at their length although another
-    series of the table dominates them (:func:`dominates`: at least as good at every length, better
-    at one), with that series (``by_embedder``, ``by_strategy``): empty for a table made by
-    :func:`decision_table`. A series that is the same reading as the recommended one at its length
-    (``same_as``) is not another reading there."""
-    wide = decision.pivot_table(index=["embedder", "strategy"], columns="length", values="recall", aggfunc="first")
-    same = decision.set_index(["embedder", "strategy", "length"])["same_as"] if "same_as" in decision.columns else pd.Series(dtype=str)
-    found = []
-    for row in decision[decision["best"].astype(bool)].itertuples():
-        mine = wide.loc[(row.embedder, row.strategy)].to_numpy(float)
-        for (embedder, strategy), other in wide.iterrows():
-            if embedder == row.embedder and same.get((embedder, strategy, row.length)) == row.strategy:
-                continue
-            if (embedder, strategy) != (row.embedder, row.strategy) and dominates(other.to_numpy(float), mine):
-                found.append({"length": row.length, "embedder": row.embedder, "strategy": row.strategy,
-                              "by_embedder": embedder, "by_strategy": strategy})
-    return pd.DataFrame(found, columns=["length", "embedder", "strategy", "by_embedder", "by_strategy"])
+    return rows.groupby(READING_AT_LENGTH, as_index=False)["seen"].mean().rename(columns={"seen": "needle_visible"})
 
 
 def timing_table(readings: Sequence[Mapping]) -> pd.DataFrame:
-    """A run's ``timings.csv`` (:data:`TIMING_COLUMNS`) from what its scorers read: one mapping per
+    """A run's ``timings.csv`` (:data:`~embedeval.schema.TIMING_COLUMNS`) from what its scorers read: one mapping per
     scorer with its ``embedder`` and ``strategy``, arrays over the texts it read (``length``,
     ``document_tokens``: each document's tokens, ``tokens_read``: the tokens the model read of it),
     and ``seconds`` and ``tokens``: the model's wall seconds on the inputs it embedded in the run
@@ -383,7 +357,7 @@ def with_earlier_speeds(timings: pd.DataFrame, earlier: pd.DataFrame | None) -> 
     if earlier is None or earlier.empty or not timings["model_tokens"].isna().any():
         return timings
     measured = earlier.dropna(subset=["model_seconds", "model_tokens"])
-    found = measured.drop_duplicates(["embedder", "strategy"]).set_index(["embedder", "strategy"])
+    found = measured.drop_duplicates(READING).set_index(READING)
     out = timings.copy()
     for i, row in out[out["model_tokens"].isna()].iterrows():
         if (row["embedder"], row["strategy"]) in found.index:
@@ -404,7 +378,7 @@ def reading_costs(timings: pd.DataFrame | None, prices: Mapping[str, float] | No
     254 of 2,048 tokens; ``windows-mean`` and ``chunks-max`` every token; a strategy whose windows
     overlap, the overlaps again), and the embedder's ``price``, USD per million tokens it is sent
     (``--price``). Empty where there is no measured speed, or no price."""
-    columns = ["embedder", "strategy", "length", "seconds_per_million_tokens", "usd_per_million_tokens"]
+    columns = [*READING_AT_LENGTH, "seconds_per_million_tokens", "usd_per_million_tokens"]
     prices = dict(prices or {})
     for name, price in prices.items():
         if isinstance(price, bool) or not isinstance(price, (int, float)) or not 0 <= price < math.inf:

@@ -198,15 +198,15 @@ def write_expansions(data: dict, path: str | os.PathLike) -> None:
     write_text_atomic(path, json_text(data, 1, ensure_ascii=False) + "\n")
 
 
-def query_forms(needle_set: NeedleSet, expansion_files: Sequence[str] = ()) -> dict[str, list[str | None]]:
+def query_texts(needle_set: NeedleSet, expansion_files: Sequence[str] = ()) -> dict[str, list[str | None]]:
     """Query texts per form, one per group in needle-set order: the question, the set's other
     question forms (``twohop``, ...; None for a group without that form), then ``expanded-N``
     (question + N terms) for every size of every expansion file."""
     forms = {form: [g.query(form) for g in needle_set.groups] for form in needle_set.question_forms}
-    return {**forms, **expanded_query_forms(expansion_files, needle_set)}
+    return {**forms, **expanded_query_texts(expansion_files, needle_set)}
 
 
-def expanded_query_forms(files: Sequence[str], needle_set: NeedleSet) -> dict[str, list[str]]:
+def expanded_query_texts(files: Sequence[str], needle_set: NeedleSet) -> dict[str, list[str]]:
     """``{"expanded-N": [question + " " + terms, ...]}`` for every size of every file."""
     forms: dict[str, list[str]] = {}
     for path in files:

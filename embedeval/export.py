@@ -14,8 +14,8 @@ distractors and ``-n<K>-own``/``-n<K>-other`` with K needles per haystack. Score
 
 ``export_prompts(run, out)``: an LLM prompt set in Context Rot's columns (``token_count,
 approximate_input_length, needle_depth, prompt, question, answer``, then ``haystack_id, needle,
-variant, n_distractors``), one row per needle haystack and query form, with the similarity
-covariates of Chroma's study beside each prompt: ``needle_question_sim`` and
+variant`` and the distractor count: :data:`PROMPT_COLUMNS`), one row per needle haystack and query
+form, with the similarity covariates of Chroma's study beside each prompt: ``needle_question_sim`` and
 ``needle_haystack_sim`` (mean cosine of the needle with its top-5 corpus chunks, as
 ``similarity needle-haystack``), each the mean across the run's embedders, and per embedder as
 ``needle_question_sim:<spec>``, ``needle_haystack_sim:<spec>``.
@@ -44,6 +44,7 @@ from embedeval.needles import Pair
 from embedeval.plan import EmbedderPlan, plan_work
 from embedeval.run import HAYSTACK_SETTINGS, HAYSTACKS, NolimaRun
 from embedeval.run_folder import check_run_folder, run_directory
+from embedeval.schema import N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, QUERY_FORM, SCORER
 from embedeval.strategies import model_reading_rank
 
 MTEB_TASK = "EmbedevalNoLiMa"
@@ -63,7 +64,7 @@ DEFAULT_TEMPLATE = ("You will answer a question based on the following book snip
                     "short and based on either explicitly stated facts or strong, logical inferences.\n\n"
                     "Question: {question}\n\nReturn only the final answer with no additional explanation or reasoning.")
 PROMPT_COLUMNS = ["token_count", "approximate_input_length", "needle_depth", "prompt", "question", "answer",
-                  "haystack_id", "needle", "variant", "n_distractors"]
+                  "haystack_id", "needle", "variant", N_DISTRACTORS]
 FORMATS = ("mteb", "prompts")
 #: The file beside each model's result files; its listing in ``derived.json`` marks an MTEB export.
 MODEL_META = "model_meta.json"
@@ -89,17 +90,17 @@ def model_folder(spec: str) -> tuple[str, str]:
     return name, re.sub(r"[^A-Za-z0-9_.@-]", "_", name.replace("/", "__"))
 
 
-def mteb_task_name(strategy: str, query_form: str) -> str:
+def mteb_task_name(strategy: str, form: str) -> str:
     """``EmbedevalNoLiMa`` with the strategy and query form appended where they are not the defaults:
     a strategy other than the model's own reading (the registry's most direct, rank 0:
     ``truncate``), a query form other than the question."""
-    parts = [MTEB_TASK] + ([strategy] if model_reading_rank(strategy) != 0 else []) + ([query_form] if query_form != QUESTION else [])
+    parts = [MTEB_TASK] + ([strategy] if model_reading_rank(strategy) != 0 else []) + ([form] if form != QUESTION else [])
     return ".".join(parts)
 
 
-def mteb_subset(variant: str, n_distractors: int, n_needles: int, own: bool) -> str:
+def mteb_subset(variant: str, distractors: int, n_needles: int, own: bool) -> str:
     """The ``hf_subset`` of a metrics cell (see the module docstring)."""
-    subset = variant + (f"-x{int(n_distractors)}" if n_distractors else "")
+    subset = variant + (f"-x{int(distractors)}" if distractors else "")
     return subset + (f"-n{int(n_needles)}-{'own' if own else 'other'}" if n_needles > 1 else "")
 
 
@@ -116,16 +117,16 @@ def mteb_results(metrics: pd.DataFrame, dataset_revision: str) -> dict[tuple[str
                     & ~metrics["variant"].map(is_blind)]  # needle-blind control rows are a level, not a retrieval task
     if cells.empty:
         raise InputError("the run's metrics.csv has no retrieval measures to export (ndcg@1, recall@k, mrr@10)")
-    wide = cells.pivot_table(index=["embedder", "strategy", "query_form", "length", "variant", "n_distractors", "n_needles",
-                                    "own_question"], columns="metric", values="value").reset_index()
+    wide = cells.pivot_table(index=[*SCORER, "length", "variant", N_DISTRACTORS, N_NEEDLES, OWN_QUESTION],
+                             columns="metric", values="value").reset_index()
     results: dict[tuple[str, str], dict] = {}
-    for (embedder, strategy, form), task_rows in wide.groupby(["embedder", "strategy", "query_form"], sort=True):
+    for (embedder, strategy, form), task_rows in wide.groupby(SCORER, sort=True):
         scores: dict[str, list[dict]] = {}
-        for row in task_rows.sort_values(["length", "variant", "n_distractors", "n_needles"]).to_dict("records"):
+        for row in task_rows.sort_values(["length", "variant", N_DISTRACTORS, N_NEEDLES]).to_dict("records"):
             values = {name: _score(row[measure]) for name, measure in MTEB_SCORES.items()}
             scores.setdefault(f"test_{int(row['length'])}", []).append(
                 {**values, "main_score": values[MTEB_MAIN_SCORE], "languages": LANGUAGES,
-                 "hf_subset": mteb_subset(row["variant"], row["n_distractors"], row["n_needles"], row["own_question"])})
+                 "hf_subset": mteb_subset(row["variant"], row[N_DISTRACTORS], row[N_NEEDLES], row[OWN_QUESTION])})
         results[(embedder, mteb_task_name(strategy, form))] = {
             "dataset_revision": dataset_revision, "task_name": mteb_task_name(strategy, form),
             "mteb_version": MTEB_FORMAT_VERSION, "scores": scores, "evaluation_time": None, "kg_co2_emissions": None}
@@ -205,8 +206,8 @@ def prompt_rows(haystacks: pd.DataFrame, needle_set, template: str) -> pd.DataFr
                          "needle_depth": float(row.depth), "prompt": template.replace("{haystack}", row.text).replace("{question}", question),
                          "question": question, "answer": character, "haystack_id": row.id,
                          "needle": group.needle(row.variant, character), "variant": row.variant,
-                         "n_distractors": int(getattr(row, "n_distractors", 0) or 0), "query_form": form})
-    return pd.DataFrame(rows, columns=[*PROMPT_COLUMNS, "query_form"])
+                         N_DISTRACTORS: int(getattr(row, N_DISTRACTORS, 0) or 0), QUERY_FORM: form})
+    return pd.DataFrame(rows, columns=[*PROMPT_COLUMNS, QUERY_FORM])
 
 
 def check_template(template: str, where: str) -> str:

@@ -91,6 +91,11 @@ class HaystackGrid:
             raise ConfigError("`needles_per_haystack` above 1 goes with `n_distractors` 0 (a haystack holds several needles "
                               "or distractors, not both)", "needles_per_haystack", "n_distractors")
 
+    @property
+    def distractor_counts(self) -> tuple[int, ...]:
+        """The distractor counts K the grid is built with (its ``n_distractors`` setting)."""
+        return self.n_distractors
+
     def haystack_settings(self) -> dict:
         """The grid's settings without ``controls`` (a run always builds them)."""
         return {k: v for k, v in asdict(self).items() if k != "controls"}

@@ -26,7 +26,8 @@ import pandas as pd
 from embedeval.corpus import Corpus
 from embedeval.embedders.tokens import TokenCounter
 from embedeval.errors import InputError, OutputError
-from embedeval.haystacks import BUILD_NOTES, HAYSTACK_COLUMNS
+from embedeval.haystacks import BUILD_NOTES
+from embedeval.schema import HAYSTACK_COLUMNS
 from embedeval.io import write_table
 from embedeval.paths import default_cache_dir
 from embedeval.versions import package_version

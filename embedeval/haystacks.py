@@ -11,7 +11,7 @@ Two ways to draw a filler (``filler=``):
                 sentence drawn with the seed, then consecutive sentences, on into the next book
                 when one ends (after the last book, the first).
 
-Distractors (``n_distractors``, a list of K values; 0 = none): for each K > 0 every needle
+Distractors (the grid's distractor counts, a list of K values; 0 = none): for each K > 0 every needle
 haystack gets the first K distractors of its group at sentence boundaries outside a +-0.2 depth
 zone around its needle (NoLiMa's rule), chosen with a stream of its own; it then has a control of
 its own: the same filler with the same distractors at the same boundaries and no needle, topped
@@ -48,21 +48,13 @@ from embedeval.defaults import DEFAULT_FILLER
 from embedeval.grid import FILLERS, HAYSTACK_FORMAT, HaystackGrid  # noqa: F401  (named here as they always were)
 from embedeval.labels import CONTROL, NEGATIVE
 from embedeval.needles import NeedleGroup, NeedleSet
+from embedeval.schema import HAYSTACK_COLUMNS, N_DISTRACTORS, N_NEEDLES
 from embedeval.sentences import books_sentences
 from embedeval.embedders.tokens import TokenCounter, load_token_counter
 from embedeval.progress import bar
 
 MAX_SNIPPET_TOKENS = 250  # snippets are strictly shorter
 MIN_SNIPPET_TOKENS = 40
-HAYSTACK_COLUMNS = [
-    "id", "group_id", "category", "variant", "length", "n_tokens", "depth", "target_depth",
-    "text", "needle_start", "needle_end", "character", "sources", "seed",
-    "n_distractors", "distractors_of", "distractor_starts", "distractors_in_zone", "control_id",
-    "n_needles", "needle_groups", "needle_characters", "needle_starts", "needle_depths",
-]
-#: Columns that haystack files of older versions lack (``character``, then the distractors').
-LATER_HAYSTACK_COLUMNS = ("character", "n_distractors", "distractors_of", "distractor_starts", "control_id", "distractors_in_zone",
-                          "n_needles", "needle_groups", "needle_characters", "needle_starts", "needle_depths")
 #: Distractors go at sentence boundaries whose depth differs from the needle's by more than this.
 DISTRACTOR_ZONE = 0.2
 
@@ -273,10 +265,10 @@ def distractor_columns(haystacks: pd.DataFrame) -> tuple[np.ndarray, np.ndarray,
     """Each haystack's distractor count, the group whose distractors it holds ("" for none) and
     its control's id (None for needle-free haystacks); 0, "" and None for tables built before
     distractors existed."""
-    if "n_distractors" not in haystacks.columns:
+    if N_DISTRACTORS not in haystacks.columns:
         return (np.zeros(len(haystacks), dtype=np.int64), np.full(len(haystacks), "", dtype=object),
                 np.full(len(haystacks), None, dtype=object))
-    return (haystacks["n_distractors"].to_numpy(dtype=np.int64), haystacks["distractors_of"].fillna("").to_numpy(dtype=object),
+    return (haystacks[N_DISTRACTORS].to_numpy(dtype=np.int64), haystacks["distractors_of"].fillna("").to_numpy(dtype=object),
             haystacks["control_id"].to_numpy(dtype=object))
 
 
@@ -300,7 +292,7 @@ def build_haystacks(
     cache_dir: str | Path | None = None,
 ) -> pd.DataFrame:
     """Every haystack of ``grid`` (:class:`HaystackGrid`, default: the default grid) as a
-    DataFrame with the columns of :data:`HAYSTACK_COLUMNS`, from ``corpus`` (default: the grid's
+    DataFrame with the columns of :data:`~embedeval.schema.HAYSTACK_COLUMNS`, from ``corpus`` (default: the grid's
     corpus, loaded) split into ``pool`` (default: from the corpus, cached in ``cache_dir``).
 
     Same inputs and seed -> identical rows. ``depth`` is the needle's token offset / n_tokens.
@@ -308,7 +300,7 @@ def build_haystacks(
     needle-free haystacks built like the controls (variant ``negative``, no group): with the
     controls they are the pool each needle haystack is ranked in. ``filler`` is how fillers are
     drawn (see the module docstring); the corpus must hold at least ``min_books`` books either way
-    (a single haystack need not span them). Each K of ``n_distractors`` builds the grid with K
+    (a single haystack need not span them). Each K of the distractor counts builds the grid with K
     distractors (see the module docstring; K = 0 is the grid without them, its rows and ids as
     they always were); every group must have K distinct distractors, and every length must hold a
     group's needle and its K distractors. Where no sentence boundary lies outside a needle's
@@ -324,14 +316,14 @@ def build_haystacks(
     """
     grid = grid or HaystackGrid()
     needle_set.check_variants(grid.variants)
-    needle_set.check_distractors(grid.n_distractors)
+    needle_set.check_distractors(grid.distractor_counts)
     tokenizer = tokenizer or load_token_counter()
     corpus = corpus or load_corpus(grid.corpus, progress=progress)  # a first download says so
     require_books(corpus, grid.min_books)
     needles = [(g, v, name) for g in needle_set.groups for v in grid.variants for name in g.characters]
     counts = tokenizer.count([g.needle(v, name) for g, v, name in needles])
     needle_tokens = {(g.id, v, name): n for (g, v, name), n in zip(needles, counts)}
-    decoys = sorted({text for g in needle_set.groups for text in g.distractor_texts[:max(grid.n_distractors)]})
+    decoys = sorted({text for g in needle_set.groups for text in g.distractor_texts[:max(grid.distractor_counts)]})
     decoy_tokens = dict(zip(decoys, tokenizer.count(decoys)))
     builder = _Builder(grid, depth_grid(grid.depths), needle_tokens, decoy_tokens, tokenizer, needle_set.groups)
     builder.check_room(needle_set.groups, grid.lengths)
@@ -403,7 +395,7 @@ class _Builder:
     def kinds(self) -> list[tuple[int, int]]:
         """The (distractor count, needle count) of each kind of needle haystack: every distractor
         count with one needle, then every needle count above one without distractors."""
-        return [(count, 1) for count in self.grid.n_distractors] + [(0, k) for k in self.grid.needles_per_haystack if k > 1]
+        return [(count, 1) for count in self.grid.distractor_counts] + [(0, k) for k in self.grid.needles_per_haystack if k > 1]
 
     def other_needles(self, group: NeedleGroup, variant: str, character: str, n: int,
                       haystack_id: str) -> list[tuple[str, str, str]]:
@@ -431,7 +423,7 @@ class _Builder:
         group's longest needle and its K distractors, or K of the set's longest needles."""
         for group in groups:
             needle = max(n for (g, _, _), n in self.needle_tokens.items() if g == group.id)
-            for count in (c for c in self.grid.n_distractors if c):
+            for count in (c for c in self.grid.distractor_counts if c):
                 taken = needle + self._decoys(group, count)[1]
                 short = [length for length in lengths if length < taken]
                 if short:
@@ -466,7 +458,7 @@ class _Builder:
         for count, n_needles in self.kinds():
             decoys, decoy_tokens = self._decoys(group, count)
             suffix = (f":x{count}" if count else "") + (f":n{n_needles}" if n_needles > 1 else "")
-            marks = {"n_distractors": count, "distractors_of": group.id if count else "", "n_needles": n_needles}
+            marks = {N_DISTRACTORS: count, "distractors_of": group.id if count else "", N_NEEDLES: n_needles}
             own_controls = bool(count or n_needles > 1) and controls  # one control per needle haystack
             trimmed: dict[int, list[Piece]] = {}  # the filler of those controls, by the tokens put in
             for variant in self.grid.variants:
@@ -512,7 +504,7 @@ class _Builder:
                         control = _needle_free_row({**base, **marks, "distractors_in_zone": in_zone}, control_id, CONTROL,
                                                    control_pieces, list(zip(places, extra)), sum(extra_tokens))[0]
                         inserted = control["distractor_starts"]
-                        control.update({"n_needles": n_needles if n_needles > 1 else 0, "distractor_starts": inserted[len(others):],
+                        control.update({N_NEEDLES: n_needles if n_needles > 1 else 0, "distractor_starts": inserted[len(others):],
                                         "needle_groups": [g for g, _, _ in others], "needle_characters": [c for _, c, _ in others],
                                         "needle_starts": inserted[:len(others)],
                                         "needles_before": inserts_tokens_before(control_pieces, places, extra_tokens)[:len(others)]})
@@ -527,9 +519,9 @@ class _Builder:
         base = {"group_id": "", "category": "", "length": length, "seed": self.grid.seed}
         rows = []
         trimmed: dict[int, list[Piece]] = {}  # the filler trimmed for each distractor total
-        for count in self.grid.n_distractors:
+        for count in self.grid.distractor_counts:
             if not count:
-                rows += _needle_free_row({**base, "n_distractors": 0, "distractors_of": ""}, f"{NEGATIVE}:{length}:{k:03d}",
+                rows += _needle_free_row({**base, N_DISTRACTORS: 0, "distractors_of": ""}, f"{NEGATIVE}:{length}:{k:03d}",
                                          NEGATIVE, trim(filler, length, self.tokenizer))
                 continue
             for group in groups:
@@ -539,7 +531,7 @@ class _Builder:
                     trimmed[decoy_tokens] = trim(filler, length - decoy_tokens, self.tokenizer)
                 pieces = trimmed[decoy_tokens]
                 places, _ = distractor_boundaries(pieces, count, self._rng(haystack_id))
-                rows += _needle_free_row({**base, "n_distractors": count, "distractors_of": group.id}, haystack_id, NEGATIVE,
+                rows += _needle_free_row({**base, N_DISTRACTORS: count, "distractors_of": group.id}, haystack_id, NEGATIVE,
                                          pieces, list(zip(places, decoys)), decoy_tokens)
         return _counted(rows, length, self.tokenizer)
 
@@ -549,7 +541,7 @@ def _needle_free_row(base: dict, haystack_id: str, variant: str, pieces: list[Pi
     """A haystack of filler alone (a control or a negative) with ``decoys`` (boundary,
     distractor; ``decoy_tokens`` tokens in all) put in, as a one-row list."""
     text, starts = assemble(pieces, decoys)
-    return [{"distractors_in_zone": 0, **base, "n_needles": 0, "needle_groups": [], "needle_characters": [], "needle_starts": [],
+    return [{"distractors_in_zone": 0, **base, N_NEEDLES: 0, "needle_groups": [], "needle_characters": [], "needle_starts": [],
              "id": haystack_id, "variant": variant, "target_depth": None, "text": text,
              "needle_start": None, "needle_end": None, "character": None, "needles_before": [],
              "parts_tokens": _tokens_of(pieces) + decoy_tokens,

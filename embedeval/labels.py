@@ -6,7 +6,7 @@ report all match on (a run's pool is checked against :data:`POOLS` by its option
 CONTROL = "control"
 #: ``variant`` of a needle-free haystack of a length's shared retrieval pool (``--negatives``).
 NEGATIVE = "negative"
-#: ``query_form`` of the plain question (expanded forms are ``expanded-N``).
+#: The query form of the plain question (expanded forms are ``expanded-N``).
 QUESTION = "question"
 #: ``category`` / ``depth_bucket`` of a metric computed over every category or depth.
 ALL = "all"
@@ -33,19 +33,6 @@ METRIC_NAMES = SEPARATION_METRICS + RETRIEVAL_MEASURES
 METRIC_RANGES = {**{name: (0.0, 1.0) for name in (*RETRIEVAL_MEASURES, "comparative_ratio", "auc", "needle_visible_share",
                                                    "truncated_share", "chunk_has_needle_share")},
                  "pearson_r": (-1.0, 1.0), "spearman_rho": (-1.0, 1.0)}
-#: Columns of the rank table (one row per embedder x strategy x query form x needle haystack), then the
-#: per-query measures of :func:`embedeval.metrics.ranking.retrieval_measures`.
-RETRIEVAL_COLUMNS = [
-    "embedder", "strategy", "query_form", "group_id", "category", "variant", "length", "n_distractors", "n_needles",
-    "own_question", "depth", "haystack_id", "score", "rank", "n_candidates", "ties",
-]
-#: Columns of the similarity table (one row per embedder x strategy x haystack x query form).
-SIMILARITY_COLUMNS = [
-    "embedder", "strategy", "haystack_id", "control_id", "group_id", "category", "variant", "length", "n_distractors",
-    "distractors_in_zone", "n_needles", "own_question", "depth", "target_depth",
-    "query_form", "sim_qh", "sim_qn", "normalized", "normalized_by", "n_tokens", "truncated", "needle_visible",
-    "windows_exact", "best_chunk", "chunk_has_needle",
-]
 #: ``variant`` of a rank-table row that ranks a K-needle haystack's own control (its K - 1 other
 #: needles, not its own) by the haystack's question in the haystack's pool: the needle-blind level of
 #: that question's rows, ``blind:<variant>`` (only for K > 1; a one-needle control holds no needle).

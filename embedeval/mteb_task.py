@@ -48,11 +48,12 @@ from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
 from mteb.abstasks.task_metadata import TaskMetadata
 
 from embedeval.errors import InputError
-from embedeval.expansion import query_forms
+from embedeval.expansion import query_texts
 from embedeval.export import LANGUAGES, MTEB_MAIN_SCORE, MTEB_TASK, dataset_revision, mteb_subset, mteb_task_name
 from embedeval.haystacks import distractor_columns
 from embedeval.labels import ALL_POOL, CONTROL, NEGATIVE, QUESTION
 from embedeval.run import HAYSTACK_SETTINGS, HAYSTACKS, NolimaRun
+from embedeval.schema import N_NEEDLES
 from embedeval.strategies.truncate import TRUNCATE
 
 #: Where the task's documents come from, for MTEB's metadata.
@@ -69,9 +70,9 @@ def corpus_id(haystack_id: str, needle_free: bool) -> str:
     return f"{FREE_PREFIX if needle_free else ANSWER_PREFIX}{haystack_id}"
 
 
-def depth_subset(variant: str, n_distractors: int, depth: float) -> str:
+def depth_subset(variant: str, distractors: int, depth: float) -> str:
     """The ``hf_subset`` of a needle condition and target depth (see the module docstring)."""
-    return f"{mteb_subset(variant, n_distractors, 1, True)}-d{depth:.4g}"
+    return f"{mteb_subset(variant, distractors, 1, True)}-d{depth:.4g}"
 
 
 def task_data(haystacks: pd.DataFrame, questions: list[str | None], group_ids: list[str]) -> dict[str, dict[str, RetrievalSplitData]]:
@@ -80,8 +81,8 @@ def task_data(haystacks: pd.DataFrame, questions: list[str | None], group_ids: l
     haystacks are no query's answer but stay in the corpus)."""
     query_of = dict(zip(group_ids, questions))
     variants = haystacks["variant"].to_numpy()
-    n_distractors, _, _ = distractor_columns(haystacks)
-    n_needles = (haystacks["n_needles"].to_numpy(dtype=np.int64) if "n_needles" in haystacks.columns
+    distractors, _, _ = distractor_columns(haystacks)
+    n_needles = (haystacks[N_NEEDLES].to_numpy(dtype=np.int64) if N_NEEDLES in haystacks.columns
                  else (~np.isin(variants, [CONTROL, NEGATIVE])).astype(np.int64))
     needled = ~np.isin(variants, [CONTROL, NEGATIVE])
     free = ~needled & (n_needles == 0)
@@ -89,10 +90,10 @@ def task_data(haystacks: pd.DataFrame, questions: list[str | None], group_ids: l
     lengths = haystacks["length"].to_numpy()
     data: dict[str, dict[str, RetrievalSplitData]] = {}
     conditions = sorted({(int(length), variant, int(count), float(d))
-                         for length, variant, count, d, one in zip(lengths, variants, n_distractors, depth, needled & (n_needles == 1)) if one})
+                         for length, variant, count, d, one in zip(lengths, variants, distractors, depth, needled & (n_needles == 1)) if one})
     for length, variant, count, d in conditions:
-        answers = needled & (n_needles == 1) & (lengths == length) & (variants == variant) & (n_distractors == count) & (depth == d)
-        in_corpus = (free & (lengths == length) & (n_distractors == count)) | answers
+        answers = needled & (n_needles == 1) & (lengths == length) & (variants == variant) & (distractors == count) & (depth == d)
+        in_corpus = (free & (lengths == length) & (distractors == count)) | answers
         corpus = haystacks[in_corpus]
         ids = [corpus_id(h, f) for h, f in zip(corpus["id"], free[in_corpus])]
         asked = haystacks[answers & np.array([query_of.get(g) is not None for g in haystacks["group_id"]], dtype=bool)]
@@ -123,20 +124,20 @@ class NolimaTask(AbsTaskRetrieval):
         self.data_loaded = True
 
 
-def nolima_task(run_dir: str | Path, query_form: str = QUESTION) -> NolimaTask:
-    """The run at ``run_dir`` as an MTEB retrieval task for ``query_form`` (``question``, or a form
+def nolima_task(run_dir: str | Path, form: str = QUESTION) -> NolimaTask:
+    """The run at ``run_dir`` as an MTEB retrieval task for the query form ``form`` (``question``, or a form
     the run has: ``twohop``, ``expanded-N``); one :class:`~embedeval.errors.InputError` line when the
     run lacks the form or holds no one-needle haystack."""
     run = NolimaRun.open(run_dir, (HAYSTACKS, HAYSTACK_SETTINGS))
     needle_set = run.needle_set()
-    forms = query_forms(needle_set, list(run.config.get("expansions", ())))
-    if query_form not in forms:
-        raise InputError(f"the run at {run.path} has no query form {query_form!r} (it has {', '.join(forms)})", "query_form")
-    data = task_data(run.haystacks(), forms[query_form], [g.id for g in needle_set.groups])
+    forms = query_texts(needle_set, list(run.config.get("expansions", ())))
+    if form not in forms:
+        raise InputError(f"the run at {run.path} has no query form {form!r} (it has {', '.join(forms)})", "form")
+    data = task_data(run.haystacks(), forms[form], [g.id for g in needle_set.groups])
     if not data:
         raise InputError(f"the run at {run.path} has no one-needle haystack to make an MTEB task of")
     splits = sorted({split for splits in data.values() for split in splits}, key=lambda s: int(s.removeprefix("test_")))
-    name = mteb_task_name(TRUNCATE, query_form)
+    name = mteb_task_name(TRUNCATE, form)
     metadata = TaskMetadata(
         name=name, type="Retrieval", category="t2t", modalities=["text"], main_score=MTEB_MAIN_SCORE,
         description=(f"{MTEB_TASK}: the NoLiMa-style haystacks of the embedeval run {run.path.name}, each needle haystack "

@@ -25,7 +25,6 @@ new) is :mod:`embedeval.run_folder`'s: ``run_nolima`` holds it with
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -33,27 +32,26 @@ from pathlib import Path
 
 import pandas as pd
 
-from embedeval.aggregate import CELL, METRIC_COLUMNS
 from embedeval.corpus import source_path
-from embedeval.bounds import MAX_TABLE_LENGTH
-from embedeval.breaks import (
-    ADDED_BREAK_COLUMNS, BREAK_COLUMNS, ESTIMATOR, OK, SERIES_KEYS, BreakRule, break_points, parse_shares, share_reaching,
-)
-from embedeval.decision import ADDED_DECISION_COLUMNS, DECISION_COLUMNS, TIMING_COLUMNS, decision_table, with_earlier_speeds
+from embedeval.breaks import ESTIMATOR, OK, BreakRule, break_points, parse_shares, share_reaching
+from embedeval.decision import decision_table, with_earlier_speeds
 from embedeval.defaults import BREAK_SUPPORT, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.errors import ConfigError, InputError
 from embedeval.grid import HaystackGrid
-from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
 from embedeval.jsonread import load_file
-from embedeval.io import ROUNDING, RowRule, TableSchema, json_text, refuse_first, read_json, read_table, write_table, write_text_atomic
-from embedeval.labels import METRIC_NAMES, METRIC_RANGES, NEEDLE_FREE_POOL, RETRIEVAL_COLUMNS, RETRIEVAL_MEASURES, SIMILARITY_COLUMNS
+from embedeval.io import TableSchema, json_text, refuse_first, read_json, read_table, write_table, write_text_atomic
+from embedeval.labels import NEEDLE_FREE_POOL
 from embedeval.options import (
     BREAK_K, BREAK_METRIC, BREAK_RULE, BREAK_THRESHOLD, CORPUS, DISTRACTORS_FILE, EMBEDDERS, EXPANSIONS, GROUPS, N_BOOTSTRAP, NEEDLES, POOL,
     PRICES, SEED, Constraint, Option, is_number, is_text, is_whole,
 )
 from embedeval.needles import NeedleSet, grid_needle_set
 from embedeval.strategies import family_of_label, is_written_label, model_reading_rank
-from embedeval.strategies.truncate import TRUNCATE
+from embedeval.schema import (
+    ADDED_BREAK_COLUMNS, ADDED_DECISION_COLUMNS, BREAK_COLUMNS, BREAK_SCHEMA, DECISION_COLUMNS, DECISION_SCHEMA, HAYSTACK_COLUMNS,
+    HAYSTACK_SCHEMA, LATER_COLUMNS, LATER_DEFAULTS, METRIC_COLUMNS, METRIC_SCHEMA, N_DISTRACTORS, RETRIEVAL_COLUMNS, RETRIEVAL_SCHEMA,
+    SERIES_KEYS, SIMILARITY_COLUMNS, SIMILARITY_SCHEMA, TIMING_COLUMNS, TIMING_SCHEMA,
+)
 
 HAYSTACKS = "haystacks.parquet"
 HAYSTACK_SETTINGS = "haystacks.json"
@@ -66,113 +64,11 @@ DECISION = "decision.csv"
 CONFIG = "config.json"
 #: Every file of a run directory, in the order a run writes them (the module docstring).
 RUN_FILES = (HAYSTACKS, HAYSTACK_SETTINGS, SIMILARITIES, RETRIEVAL, TIMINGS, METRICS, BREAKS, DECISION, CONFIG)
-COUNTS = ["length", "n_distractors", "n_needles"]
-#: A length or a count of tokens: a whole number from 1 to :data:`MAX_TABLE_LENGTH`; a count that may be 0.
-TOKENS, SOME = (1, MAX_TABLE_LENGTH), (0, None)
-SHARE = (0, 1)
-
-
-def _one_best_per_length(frame: pd.DataFrame) -> pd.Series:
-    """The rows of a decision table at a length that names no reading best (all of them) or several
-    (the ones named): a decision names exactly one reading per length."""
-    best = frame["best"].astype(bool)
-    named = best.groupby(frame["length"]).transform("sum")
-    return (named != 1) & (best | (named == 0))
-
-
-def _unknown_same_as(frame: pd.DataFrame) -> pd.Series:
-    """The rows of a decision table whose ``same_as`` names no reading of the same embedder measured
-    at that length (an empty cell: the row's own reading)."""
-    keys = frame[["length", "embedder", "strategy"]].astype(str)
-    same = frame["same_as"].where(frame["same_as"].notna(), frame["strategy"]).astype(str)
-    measured = set(zip(keys["length"], keys["embedder"], keys["strategy"]))
-    return pd.Series([key not in measured for key in zip(keys["length"], keys["embedder"], same)], index=frame.index)
-
-
-def _needle_outside_text(frame: pd.DataFrame) -> pd.Series:
-    """The rows of a haystack table whose needle does not lie in its text: an end before its start,
-    or past the text's last character (a haystack without a needle has neither)."""
-    start, end = frame["needle_start"].astype(float), frame["needle_end"].astype(float)
-    length = frame["text"].map(lambda text: len(text) if isinstance(text, str) else math.nan) if "text" in frame else math.inf
-    return (start.notna() | end.notna()) & ~((start <= end) & (end <= length))
-
-
-def _outside_metric_range(column: str):
-    """The rows of a metrics table whose ``column`` lies outside its metric's range (:data:`METRIC_RANGES`)."""
-    def broken(frame: pd.DataFrame) -> pd.Series:
-        values = frame[column].astype(float)
-        low = frame["metric"].map(lambda m: METRIC_RANGES.get(m, (-math.inf, math.inf))[0]).astype(float)
-        high = frame["metric"].map(lambda m: METRIC_RANGES.get(m, (-math.inf, math.inf))[1]).astype(float)
-        return values.notna() & ((values < low - ROUNDING) | (values > high + ROUNDING))
-    return RowRule(column, "in the range of its metric (from 0 to 1 for a share, a rate or an AUC; from -1 to 1 for a "
-                           "correlation)", broken, needs=("metric",))
-
-
-#: The columns of a cell (:data:`~embedeval.aggregate.CELL`) that name it in words: never empty in a
-#: table a run wrote (a figure sorts and labels by them).
-CELL_NAMES = ("embedder", "strategy", "query_form", "variant")
-#: Each table a run writes, declared once: the kinds, ranges and rules of its columns
-#: (:class:`~embedeval.io.TableSchema`), checked when the table is opened (:func:`read_run_table`), so
-#: a hand-edited or damaged cell is one line naming the file, line and column, not a traceback or a
-#: wrong sentence where it is first used. Recall in ``decision.csv`` is chance-corrected
-#: (``(r - k/n) / (1 - k/n)``): at most 1, below 0 where a reading finds the needle less often than chance.
+#: Each table a run writes, by its file: the kinds, ranges and rules of its columns
+#: (:mod:`embedeval.schema`), checked when the table is opened (:func:`read_run_table`).
 TABLE_SCHEMAS: dict[str, TableSchema] = {
-    HAYSTACKS: TableSchema(numbers=("depth", "target_depth"),
-                           integers=(*COUNTS, "n_tokens", "needle_start", "needle_end", "seed", "distractors_in_zone"),
-                           texts=("id", "text"), required=("length",),
-                           ranges={"length": TOKENS, "n_tokens": SOME, "depth": SHARE, "target_depth": SHARE,
-                                   "needle_start": SOME, "needle_end": SOME},
-                           rules=(RowRule("needle_end", "an end of the needle from needle_start to the end of the text",
-                                          _needle_outside_text),)),
-    SIMILARITIES: TableSchema(numbers=("depth", "target_depth", "sim_qh", "sim_qn", "normalized"),
-                              integers=(*COUNTS, "n_tokens", "distractors_in_zone", "best_chunk"),
-                              flags=("own_question", "truncated", "needle_visible", "windows_exact", "chunk_has_needle")),
-    RETRIEVAL: TableSchema(numbers=("depth", "score", *RETRIEVAL_MEASURES), integers=(*COUNTS, "rank", "n_candidates", "ties"),
-                           flags=("own_question",),
-                           ranges={"length": TOKENS, "rank": (1, None), "n_candidates": (1, None), "ties": SOME,
-                                   "score": (None, None), **{measure: SHARE for measure in RETRIEVAL_MEASURES}}),
-    METRICS: TableSchema(numbers=("value", "ci_lo", "ci_hi"), integers=(*COUNTS, "n"), flags=("own_question",),
-                         texts=(*CELL_NAMES, "category", "depth_bucket", "metric"),
-                         required=(*CELL, "category", "depth_bucket", "metric", "n"),
-                         ranges={"length": TOKENS, "n": (1, None), "value": (None, None), "ci_lo": (None, None),
-                                 "ci_hi": (None, None)},
-                         unique=(*CELL, "category", "depth_bucket", "metric"),
-                         unique_words="a metric once per cell (the row is there twice)",
-                         values={"metric": (f"a metric a run writes ({', '.join(METRIC_NAMES)})", METRIC_NAMES)},
-                         rules=(*(_outside_metric_range(column) for column in ("value", "ci_lo", "ci_hi")),
-                                RowRule("ci_hi", "at least its ci_lo (an interval's upper end)",
-                                        lambda frame: frame["ci_hi"].astype(float) < frame["ci_lo"].astype(float) - ROUNDING,
-                                        needs=("ci_lo",)))),
-    BREAKS: TableSchema(numbers=("base_value", "base_ci_lo", "base_ci_hi", "base_p", "best_value", "break_point_share"),
-                        integers=("n_distractors", "n_needles", "break_point", "break_point_lo", "break_point_hi",
-                                  "recommended_chunk_tokens", "relative_break_point", "absolute_break_point", "best_length",
-                                  "auc_break_point", "n_groups", "window"),
-                        flags=("own_question", "at_chance", "break_censored", "chunk_capped"),
-                        texts=CELL_NAMES, required=tuple(column for column in CELL if column != "length"),
-                        ranges={**{c: (0, MAX_TABLE_LENGTH) for c in ("break_point", "break_point_lo", "break_point_hi",
-                                                                  "recommended_chunk_tokens", "relative_break_point",
-                                                                  "absolute_break_point", "auc_break_point")},
-                                "best_length": TOKENS, "window": TOKENS, "n_groups": SOME, "base_p": SHARE,
-                                "break_point_share": SHARE}),
-    TIMINGS: TableSchema(numbers=("model_seconds",), integers=("length", "documents", "document_tokens", "tokens_read", "model_tokens"),
-                         ranges={"length": TOKENS, "documents": SOME, "document_tokens": SOME, "tokens_read": SOME,
-                                 "model_tokens": SOME, "model_seconds": SOME}),
-    DECISION: TableSchema(numbers=("recall", "recall_lo", "recall_hi", "diff_to_best", "diff_lo", "diff_hi",
-                                   "seconds_per_million_tokens", "usd_per_million_tokens", "share_read", "needle_visible"),
-                          integers=("length", "vectors_per_document", "n_groups"), flags=("tied_with_best", "best"),
-                          texts=("embedder", "strategy"),
-                          required=("length", "embedder", "strategy", "recall", "tied_with_best", "vectors_per_document",
-                                    "best", "n_groups"),
-                          ranges={"length": TOKENS, "vectors_per_document": TOKENS, "n_groups": (1, None),
-                                  **{c: (None, 1) for c in ("recall", "recall_lo", "recall_hi")},
-                                  **{c: (None, None) for c in ("diff_to_best", "diff_lo", "diff_hi")},
-                                  "seconds_per_million_tokens": SOME, "usd_per_million_tokens": SOME,
-                                  "share_read": SHARE, "needle_visible": SHARE},
-                          unique=("length", "embedder", "strategy"),
-                          unique_words="a reading once per length (the row is there twice)",
-                          rules=(RowRule("best", "the one reading named best at its length (a length names none, or several)",
-                                         _one_best_per_length),
-                                 RowRule("same_as", "a reading of the same embedder measured at that length", _unknown_same_as))),
+    HAYSTACKS: HAYSTACK_SCHEMA, SIMILARITIES: SIMILARITY_SCHEMA, RETRIEVAL: RETRIEVAL_SCHEMA, METRICS: METRIC_SCHEMA,
+    BREAKS: BREAK_SCHEMA, TIMINGS: TIMING_SCHEMA, DECISION: DECISION_SCHEMA,
 }
 #: The tables a run's metrics, decision table and report are derived from (their digest decides
 #: whether these stand).
@@ -216,19 +112,13 @@ OPTIONAL_CONFIG_VALUES = {
 #: What the grid's fields that :class:`~embedeval.grid.HaystackGrid` does not check must hold (as their options declare it).
 GRID_VALUES = recorded(CORPUS, SEED)
 #: The settings a config.json of a version before ``HaystackGrid`` keeps at its top level.
-FLAT_GRID_KEYS = ("corpus", "lengths", "depths", "variants", "negatives", "n_distractors", "needles_per_haystack", "filler",
+FLAT_GRID_KEYS = ("corpus", "lengths", "depths", "variants", "negatives", N_DISTRACTORS, "needles_per_haystack", "filler",
                   "min_books", "seed")
 
-#: Columns that tables of older versions lack, with the value they stand for there: every haystack
-#: read through the model's own window, no distractors, one needle asked its own question.
-LATER_DEFAULTS = {"strategy": TRUNCATE, "n_distractors": 0, "distractors_in_zone": 0, "n_needles": 1, "own_question": True}
-#: Columns that came with later versions (long-text strategies, distractors, several needles):
-#: a table read back may lack them.
-LATER_COLUMNS = (*LATER_HAYSTACK_COLUMNS, "strategy", "windows_exact", "best_chunk", "chunk_has_needle", "own_question")
 
 
 def upgraded(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with the columns of :data:`LATER_DEFAULTS` it lacks filled in (a table of an
+    """``frame`` with the columns of :data:`~embedeval.schema.LATER_DEFAULTS` it lacks filled in (a table of an
     older version, or one made by hand)."""
     return frame.assign(**{column: value for column, value in LATER_DEFAULTS.items() if column not in frame.columns})
 
@@ -430,7 +320,7 @@ class NolimaRun:
         config, grid = self.config, self.config["grid"]
         distractors = config.get("distractors_file")
         return grid_needle_set(self.recorded_path(config["needles"], "needle file"), config.get("groups"), grid.get("variants", ()),
-                               grid.get("n_distractors", (0,)), distractors and self.recorded_path(distractors, "distractors file"))
+                               grid.get(N_DISTRACTORS, (0,)), distractors and self.recorded_path(distractors, "distractors file"))
 
     def timings(self) -> pd.DataFrame | None:
         """What each reading read and the model's time on it (None for a run from before it)."""

@@ -17,11 +17,12 @@ import pandas as pd
 
 from embedeval.defaults import DEFAULT_NORMALIZE_BY, DEFAULT_POOL
 from embedeval.haystacks import distractor_columns
-from embedeval.labels import ALL_POOL, BLIND_PREFIX, CONTROL, NEGATIVE, RETRIEVAL_COLUMNS, RETRIEVAL_MEASURES, SIMILARITY_COLUMNS
+from embedeval.labels import ALL_POOL, BLIND_PREFIX, CONTROL, NEGATIVE, RETRIEVAL_MEASURES
 from embedeval.options import POOL
 from embedeval.metrics.ranking import retrieval_measures
 from embedeval.metrics.separation import normalized_similarity
 from embedeval.needles import STANDARD_NEEDLE, NeedleSet, check_normalize_by
+from embedeval.schema import N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, QUERY_FORM, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.strategies.scoring import Reading, ScoredTexts, Scorer, Scores
 
 @dataclass
@@ -129,7 +130,7 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
     ``truncated``: the scorer read less than the whole haystack; ``needle_visible``: it read the
     asked question's needle (NA for controls); ``best_chunk``: the chunk that gave the score
     (chunks-max; 0 where the text is scored as one piece); ``chunk_has_needle``: that piece holds
-    the whole needle (NA for controls); ``n_distractors``: distractors in the haystack
+    the whole needle (NA for controls); :data:`~embedeval.schema.N_DISTRACTORS`: distractors in the haystack
     (``distractors_in_zone`` of them inside the needle's ±0.2 zone, where no boundary lay outside
     it); ``n_needles``: needles in a needle haystack (its control's row carries the same K when K >
     1: that control holds the K - 1 other needles; other controls 0); ``depth``: the depth of the
@@ -157,11 +158,11 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
         needle_column = np.array([column_of[t] for t in needle_texts], dtype=np.int64)
         needle_scores = scorer.index(unique_needles)
 
-    n_distractors, _, control_ids = distractor_columns(haystacks)
+    distractors, _, control_ids = distractor_columns(haystacks)
     control_ids = np.where(asks.own, control_ids, None)
     in_zone = (haystacks["distractors_in_zone"].fillna(0).to_numpy(dtype=np.int64) if "distractors_in_zone" in haystacks.columns
                else np.zeros(len(haystacks), dtype=np.int64))
-    n_needles = (haystacks["n_needles"].to_numpy(dtype=np.int64) if "n_needles" in haystacks.columns
+    n_needles = (haystacks[N_NEEDLES].to_numpy(dtype=np.int64) if N_NEEDLES in haystacks.columns
                  else positive.astype(np.int64))
     group_ids = np.array([g.id for g in needle_set.groups], dtype=object)[asks.group]
     categories = np.array([g.category for g in needle_set.groups], dtype=object)[asks.group]
@@ -186,11 +187,11 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
         frames.append(pd.DataFrame({
             "embedder": scorer.name, "strategy": scorer.strategy, "haystack_id": haystacks["id"].to_numpy(),
             "group_id": group_ids, "category": categories,
-            "variant": variants, "length": haystacks["length"].to_numpy(), "n_distractors": n_distractors,
-            "distractors_in_zone": in_zone, "n_needles": n_needles, "own_question": asks.own, "control_id": control_ids,
+            "variant": variants, "length": haystacks["length"].to_numpy(), N_DISTRACTORS: distractors,
+            "distractors_in_zone": in_zone, N_NEEDLES: n_needles, OWN_QUESTION: asks.own, "control_id": control_ids,
             "depth": asks.depth,
             "target_depth": haystacks["target_depth"].to_numpy(dtype=float, na_value=np.nan),
-            "query_form": form, "sim_qh": sim_qh.astype(float), "sim_qn": sim_qn, "normalized": normalized,
+            QUERY_FORM: form, "sim_qh": sim_qh.astype(float), "sim_qn": sim_qn, "normalized": normalized,
             "normalized_by": normalize_by if scorer.normalizable else "", "n_tokens": haystacks["n_tokens"].to_numpy(),
             "truncated": seen < haystacks["text"].str.len().to_numpy(), "needle_visible": visible, "windows_exact": scorer.windows_exact,
             "best_chunk": scores.best_piece[asks.group, asks.haystack], "chunk_has_needle": has_needle,
@@ -204,7 +205,7 @@ def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet, pool: str = DE
     each question q whose needle it holds (:func:`asks_of`: one row per question, ``own_question``
     true for its own group's), among a pool of haystacks that do not answer q, with the per-query
     measures of :func:`~embedeval.metrics.ranking.retrieval_measures`. Columns:
-    :data:`~embedeval.labels.RETRIEVAL_COLUMNS` and then the measures.
+    :data:`~embedeval.schema.RETRIEVAL_COLUMNS` and then the measures.
 
     ``pool="needle-free"`` (the default): p's pool is needle-free haystacks of its length: without
     distractors, every group's control and the ``negative`` pool; with K distractors, the
@@ -233,8 +234,8 @@ def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet, pool: str = DE
     variants = haystacks["variant"].to_numpy()
     positive = (variants != CONTROL) & (variants != NEGATIVE)
     lengths = haystacks["length"].to_numpy()
-    n_distractors, distractors_of, control_ids = distractor_columns(haystacks)
-    n_needles = haystacks["n_needles"].to_numpy(dtype=np.int64) if "n_needles" in haystacks.columns else positive.astype(np.int64)
+    distractors, distractors_of, control_ids = distractor_columns(haystacks)
+    n_needles = haystacks[N_NEEDLES].to_numpy(dtype=np.int64) if N_NEEDLES in haystacks.columns else positive.astype(np.int64)
     free = ~positive & (n_needles == 0)  # a control of a K-needle haystack holds K - 1 needles: no candidate
     everything = pool == ALL_POOL
     if everything:  # needle haystacks pooled by condition and target depth, needle-free ones by length and distractor count
@@ -242,9 +243,9 @@ def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet, pool: str = DE
         target = haystacks[depth_column].to_numpy(dtype=float, na_value=np.nan)
         pool_keys = [(length, count, variant if hit else "", needles if hit else 0, depth if hit else -1.0)
                      for length, count, variant, needles, depth, hit in
-                     zip(lengths.tolist(), n_distractors.tolist(), variants.tolist(), n_needles.tolist(), target.tolist(), positive.tolist())]
+                     zip(lengths.tolist(), distractors.tolist(), variants.tolist(), n_needles.tolist(), target.tolist(), positive.tolist())]
     else:
-        pool_keys = list(zip(lengths.tolist(), n_distractors.tolist(), distractors_of.tolist()))
+        pool_keys = list(zip(lengths.tolist(), distractors.tolist(), distractors_of.tolist()))
     keys = sorted(set(pool_keys))
     code_of = {key: code for code, key in enumerate(keys)}
     codes = np.array([code_of[key] for key in pool_keys], dtype=np.int64)
@@ -264,7 +265,7 @@ def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet, pool: str = DE
             rows, query_rows, own, depths = ask_rows[chosen], ask_groups[chosen], ask_own[chosen], ask_depths[chosen]
             in_pool = None
             if everything:
-                candidates = np.flatnonzero((free & (lengths == length) & (n_distractors == count)) | (codes == code))
+                candidates = np.flatnonzero((free & (lengths == length) & (distractors == count)) | (codes == code))
                 candidate_scores = scores.values[query_rows][:, candidates]
                 in_pool = ~answers[query_rows][:, candidates]
                 kept = in_pool.any(axis=1)  # a row with nothing to rank against (one group, no needle-free haystacks) has no rank
@@ -284,9 +285,9 @@ def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet, pool: str = DE
             def ranked(rows, query_rows, own, depths, candidate_scores, in_pool, variants) -> pd.DataFrame:
                 measures = retrieval_measures(scores.values[query_rows, rows], candidate_scores, in_pool)
                 frame = pd.DataFrame({
-                    "embedder": scored.scorer.name, "strategy": scored.scorer.strategy, "query_form": form,
+                    "embedder": scored.scorer.name, "strategy": scored.scorer.strategy, QUERY_FORM: form,
                     "group_id": group_ids[query_rows], "category": categories[query_rows], "variant": variants,
-                    "length": length, "n_distractors": count, "n_needles": n_needles[rows], "own_question": own,
+                    "length": length, N_DISTRACTORS: count, N_NEEDLES: n_needles[rows], OWN_QUESTION: own,
                     "depth": depths, "haystack_id": haystacks["id"].to_numpy()[rows], "score": scores.values[query_rows, rows].astype(float),
                 })
                 return pd.concat([frame, pd.DataFrame(measures)], axis=1)
@@ -297,5 +298,5 @@ def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet, pool: str = DE
             if blind.any():  # each K-needle haystack's own control, ranked in its pool: the needle-blind level
                 frame = ranked(controls[blind], query_rows[blind], own[blind], depths[blind], candidate_scores[blind],
                                None if in_pool is None else in_pool[blind], BLIND_PREFIX + variants[rows[blind]].astype(object))
-                frames.append(frame.assign(n_needles=n_needles[rows[blind]]))
+                frames.append(frame.assign(**{N_NEEDLES: n_needles[rows[blind]]}))
     return pd.concat(frames, ignore_index=True)[RETRIEVAL_COLUMNS + list(RETRIEVAL_MEASURES)]

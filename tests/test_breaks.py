@@ -9,8 +9,9 @@ import pytest
 from sklearn.isotonic import IsotonicRegression
 
 from embedeval.aggregate import retrieval_metrics
-from embedeval.breaks import BREAK_COLUMNS, BreakRule, break_points, parse_shares
+from embedeval.breaks import BreakRule, break_points, parse_shares
 from embedeval.report.break_words import break_sentence, interval_text
+from embedeval.schema import BREAK_COLUMNS
 from embedeval.errors import InputError
 from embedeval.run import read_breaks
 from embedeval.metrics.bootstrap import cluster_resamples
@@ -352,10 +353,10 @@ def test_the_base_reads_only_lengths_where_the_needle_is_visible():
 
 
 def test_two_groups_get_no_headline_and_at_chance_needs_enough_groups():
-    from embedeval.breaks import CHANCE_TEST_GROUPS
+    from embedeval.breaks import chance_test_groups
     from embedeval.metrics.break_estimators import groups_for_chance_test
 
-    assert CHANCE_TEST_GROUPS == groups_for_chance_test() == 10
+    assert chance_test_groups() == groups_for_chance_test() == 10
     # two groups: one found every time, one found in 2 of 10: p = 0.19 with 1 degree of freedom
     ranks = {length: np.array([[1] * DEPTHS, [1, 1] + [50] * (DEPTHS - 2)]) for length in (128, 512)}
     row = _breaks(ranks, n_resamples=200)

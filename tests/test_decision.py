@@ -18,14 +18,35 @@ from embedeval.aggregate import retrieval_metrics
 from embedeval.cli import app
 from embedeval.errors import InputError
 from embedeval.decision import (
-    DECISION_COLUMNS, TIMING_COLUMNS, bracketing_lengths, decision_table, dominated_recommendations, dominates, length_summary,
+    bracketing_lengths, decision_table, dominates, length_summary,
     about_the_same_time, reading_costs, reading_mode, same_readings, timing_table, vectors_per_document, with_earlier_speeds,
 )
 from embedeval.metrics.bootstrap import cluster_resamples
 from embedeval.run import read_breaks, read_decision
+from embedeval.schema import DECISION_COLUMNS, TIMING_COLUMNS
 from test_breaks import _rank_rows
 
 N = 25  # candidates per ranking: k/n = 5/25 = 0.2 at recall@5
+
+
+def dominated_recommendations(decision: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a decision table recommended (``best``) at their length although another
+    series of the table dominates them (:func:`~embedeval.decision.dominates`: at least as good at
+    every length, better at one), with that series (``by_embedder``, ``by_strategy``): empty for a
+    table made by :func:`~embedeval.decision.decision_table`. A series that is the same reading as
+    the recommended one at its length (``same_as``) is not another reading there."""
+    wide = decision.pivot_table(index=["embedder", "strategy"], columns="length", values="recall", aggfunc="first")
+    same = decision.set_index(["embedder", "strategy", "length"])["same_as"] if "same_as" in decision.columns else pd.Series(dtype=str)
+    found = []
+    for row in decision[decision["best"].astype(bool)].itertuples():
+        mine = wide.loc[(row.embedder, row.strategy)].to_numpy(float)
+        for (embedder, strategy), other in wide.iterrows():
+            if embedder == row.embedder and same.get((embedder, strategy, row.length)) == row.strategy:
+                continue
+            if (embedder, strategy) != (row.embedder, row.strategy) and dominates(other.to_numpy(float), mine):
+                found.append({"length": row.length, "embedder": row.embedder, "strategy": row.strategy,
+                              "by_embedder": embedder, "by_strategy": strategy})
+    return pd.DataFrame(found, columns=["length", "embedder", "strategy", "by_embedder", "by_strategy"])
 
 
 def _ranks(series: dict[tuple[str, str], dict[int, list[list[int]]]], n_candidates: int = N,

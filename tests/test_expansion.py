@@ -11,7 +11,7 @@ from embedeval.errors import APIError, ConfigError, InputError
 from embedeval.llm import ChatLLM, parse_chat_spec
 from embedeval.expansion import (
     expand_question,
-    expanded_query_forms,
+    expanded_query_texts,
     load_expansions,
     parse_terms,
     validate_expansions,
@@ -145,9 +145,9 @@ def test_validation_errors_name_file_and_problem(tmp_path):
         load_expansions(path)
 
 
-def test_expanded_query_forms():
+def test_expanded_query_texts():
     needle_set = load_needle_set(DEFAULT_NEEDLES)
-    forms = expanded_query_forms([str(SHIPPED)], needle_set)
+    forms = expanded_query_texts([str(SHIPPED)], needle_set)
     assert list(forms) == ["expanded-100", "expanded-150", "expanded-250"]
     first = forms["expanded-100"][0]
     assert first.startswith(needle_set.groups[0].question + " ") and len(first.split(", ")) == 1

@@ -42,7 +42,7 @@ def haystacks_show(
     """Print one haystack with its needle highlighted as [[...]]."""
     import pandas as pd
 
-    from embedeval.haystacks import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
+    from embedeval.schema import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
     from embedeval.run import HAYSTACKS, read_run_table
 
     # older files lack the later columns; a file of any name is checked as a run's haystacks.parquet

@@ -28,6 +28,7 @@ from embedeval.defaults import DEFAULT_ABSENCE_INDEX, DEFAULT_ABSENCE_TOP_K, DEF
 from embedeval.index import collection_identity, top_k
 from embedeval.errors import InputError
 from embedeval.needles import NEEDLE_VARIANTS, NeedleSet, Pair
+from embedeval.schema import QUERY_FORM
 from embedeval.text import holds_words, lexical_overlap, words
 
 KEYS = ["group_id", "category", "variant"]
@@ -116,7 +117,7 @@ def distractor_question_similarity(needle_set: NeedleSet, embedders: Sequence) -
     """cos(question as query, distractor as document) for every distractor of the set (the
     Context Rot analysis: how close a keyword-sharing distractor comes to its question), per
     embedder. A distractor is paired with the question of its query form."""
-    rows = [{"group_id": g.id, "category": g.category, "query_form": form, "distractor_id": k,
+    rows = [{"group_id": g.id, "category": g.category, QUERY_FORM: form, "distractor_id": k,
              "question": g.query(form) or g.question, "distractor": text}
             for g in needle_set.groups for k, (form, text) in enumerate(g.distractors)]
     if not rows:

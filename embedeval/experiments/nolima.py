@@ -42,7 +42,7 @@ from embedeval.progress import step
 from embedeval.run import CONFIG, RUN_FILES, SCORED_TABLES, RunWriter, is_run_directory
 from embedeval.run_folder import check_subfolder, run_directory
 from embedeval.versions import package_versions
-from embedeval.expansion import query_forms
+from embedeval.expansion import query_texts
 from embedeval.similarity import HaystackScores, retrieval_rows, score_haystacks, similarity_rows
 from embedeval.strategies.scorers import EmbeddingScorer, load_scorers, shortfalls
 from embedeval.strategies.scoring import Reading
@@ -121,7 +121,7 @@ def plan_nolima(config: NolimaConfig, cache_dir=None, prices: dict[str, float] |
     needle_set, embedders, _ = config.validated(keys)
     if (prices or {}) != config.prices:  # the config's own were checked with it
         check_prices_used([embedder_name(spec) for spec in embedders if spec not in LEXICAL_SPECS], prices or {})
-    forms = query_forms(needle_set, list(config.expansions))
+    forms = query_texts(needle_set, list(config.expansions))
     strategies = config.strategy_list()
     reference = load_token_counter(config.tokenizer)
     by_spec = {spec: load_scorers(spec, strategies, reference, cache_dir=cache_dir, dedupe=config.dedupe, plan=True,
@@ -177,7 +177,7 @@ def run_nolima(config: NolimaConfig | None = None, progress: bool = True, cache_
     config = config or NolimaConfig()
     COMMIT_EVERY.check(commit_every)
     needle_set, embedders, skipped = config.validated()
-    forms = query_forms(needle_set, list(config.expansions))
+    forms = query_texts(needle_set, list(config.expansions))
     settings = {**config.recorded(), "embedders": embedders, "skipped": skipped, "versions": package_versions(VERSIONED_PACKAGES)}
     strategies = config.strategy_list()
     # every file the run writes is a plain file or none yet, before any work (a finished run stays finished)

@@ -93,7 +93,7 @@ class NolimaConfig:
 
     def needle_set(self) -> NeedleSet:
         """The needle set the grid is built from (:func:`~embedeval.needles.grid_needle_set`)."""
-        return grid_needle_set(self.needles, self.groups, self.grid.variants, self.grid.n_distractors, self.distractors_file)
+        return grid_needle_set(self.needles, self.groups, self.grid.variants, self.grid.distractor_counts, self.distractors_file)
 
     def memory(self, needle_set: NeedleSet, embedders: list[str] | None = None) -> MemoryEstimate:
         """The run's peak memory, estimated from its settings before it starts (``--plan`` prints
@@ -119,7 +119,7 @@ class NolimaConfig:
         grid = self.grid
         specs = self.embedders if embedders is None else embedders
         local = [spec for spec in dict.fromkeys(specs) if spec.partition(":")[0] == "st"]
-        needle_haystacks = groups * len(grid.variants) * grid.depths * len(grid.n_distractors) * len(grid.needles_per_haystack)
+        needle_haystacks = groups * len(grid.variants) * grid.depths * len(grid.distractor_counts) * len(grid.needles_per_haystack)
         parts = {
             "haystacks": MemoryPart(sum(grid.lengths) * (2 * needle_haystacks + grid.negatives) * HAYSTACK_BYTES_PER_TOKEN,
                                     "lower `negatives`, `depths` or the longest of `lengths`", ("negatives", "depths", "lengths")),

@@ -14,6 +14,7 @@ from embedeval.io import jsonl_objects, read_text_file
 from embedeval.jsonread import JsonLimitError, load_file
 from embedeval.labels import QUESTION
 from embedeval.needles.model import distractor_problems, raw_distractors
+from embedeval.schema import QUERY_FORM
 
 
 def read_needle_json(path: str | os.PathLike) -> dict | list:
@@ -200,9 +201,10 @@ def load_distractors(path: str | os.PathLike) -> dict[str, tuple[tuple[str, str]
 
     ``.json``: an object mapping group ids to what a group's ``distractors`` field holds (a list of
     texts, or an object mapping query forms to a text or a list). ``.csv``/``.jsonl``/``.parquet``:
-    columns ``group_id`` and ``distractor``, optional ``query_form`` (default ``question``), one
-    distractor per row. A file that cannot be read, a missing column, an empty text, a placeholder
-    in a text, or no distractors at all is one :class:`~embedeval.errors.InputError`.
+    columns ``group_id`` and ``distractor``, optional :data:`~embedeval.schema.QUERY_FORM` (the query
+    form, default ``question``), one distractor per row. A file that cannot be read, a missing
+    column, an empty text, a placeholder in a text, or no distractors at all is one
+    :class:`~embedeval.errors.InputError`.
     """
     source = Path(path)
     what = "distractors file"
@@ -222,11 +224,11 @@ def load_distractors(path: str | os.PathLike) -> dict[str, tuple[tuple[str, str]
             if not found[group_id]:
                 problems.append(f"group {group_id!r}: no distractors")
     else:
-        records, place = _read_records(source, what, DISTRACTOR_COLUMNS, ("query_form",))
+        records, place = _read_records(source, what, DISTRACTOR_COLUMNS, (QUERY_FORM,))
         for number, record in enumerate(records, start=1):
             where = f"{place} {record.pop('_place', number)}"
             group_id, text = (_text_field(record, column, where, problems) for column in DISTRACTOR_COLUMNS)
-            form = _cell_text(record.get("query_form")) or QUESTION
+            form = _cell_text(record.get(QUERY_FORM)) or QUESTION
             if group_id and text:
                 found.setdefault(group_id, []).append((form, text))
     problems += [f"group {group_id!r}: {reason}" for group_id, pairs in found.items() for reason in distractor_problems(pairs)]

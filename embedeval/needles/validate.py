@@ -163,17 +163,17 @@ def load_needle_set(path: str | os.PathLike) -> NeedleSet:
     return parse_needle_set(read_needle_json(path), str(path))
 
 
-def grid_needle_set(path: str | os.PathLike, groups=None, variants=(), n_distractors=(0,),
+def grid_needle_set(path: str | os.PathLike, groups=None, variants=(), distractor_counts=(0,),
                     distractors_file: str | os.PathLike | None = None) -> NeedleSet:
     """The needle set a haystack grid is built from: loaded, restricted to ``groups`` (None: all),
     its distractors replaced by those of ``distractors_file`` for the groups it names, and
-    checked to serve ``variants`` and the largest of ``n_distractors``."""
+    checked to serve ``variants`` and the largest of the ``distractor_counts``."""
     needle_set = load_needle_set(path)
     if distractors_file:
         needle_set = needle_set.with_distractors(load_distractors(distractors_file), f"distractors file {distractors_file}")
     needle_set = needle_set if groups is None else needle_set.subset(groups)
     needle_set.check_variants(variants)
-    needle_set.check_distractors(n_distractors)
+    needle_set.check_distractors(distractor_counts)
     return needle_set
 
 

@@ -13,6 +13,7 @@ from embedeval.run import CONFIG, NolimaRun, is_run_directory
 from embedeval.run_folder import run_directory
 from embedeval.report.tables import recall_chance_table
 from embedeval.report.write import REPORT_FILES, REPORT_MD, write_report
+from embedeval.schema import N_DISTRACTORS
 
 #: Where a combined report goes without ``out``.
 DEFAULT_COMPARE_OUT = Path("runs/compare")
@@ -31,7 +32,7 @@ def pool_size(retrieval: pd.DataFrame) -> int:
     (without distractors and with the needle-free pool: every group's control and the negatives;
     with the ``all`` pool, the other questions' needle haystacks at the depth too); the chance
     level of recall@k is k / this."""
-    return int(retrieval.loc[retrieval["n_distractors"] == retrieval["n_distractors"].min(), "n_candidates"].max())
+    return int(retrieval.loc[retrieval[N_DISTRACTORS] == retrieval[N_DISTRACTORS].min(), "n_candidates"].max())
 
 
 def compare_runs(run_dirs: list[Path], out: Path | None = None) -> Path:

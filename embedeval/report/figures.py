@@ -14,6 +14,7 @@ from embedeval.aggregate import metric_series
 from embedeval.report.break_words import interval_text
 from embedeval.io import atomic_path
 from embedeval.labels import ALL, QUESTION
+from embedeval.schema import QUERY_FORM
 
 LINE_FIGURES = (
     ("normalized_mean", "normalized_vs_length.png", "normalized similarity  sim(q,h) / sim(q,needle)", None),
@@ -184,10 +185,10 @@ def line_figure(metrics: pd.DataFrame, metric: str, ylabel: str, path: Path, hli
 
     data = metric_series(metrics, metric)
     variants = sorted(data["variant"].unique())
-    forms = sorted(data["query_form"].unique())
+    forms = sorted(data[QUERY_FORM].unique())
     fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 4), squeeze=False, sharey=True, layout="constrained", dpi=SAVE_DPI)
     for ax, variant in zip(axes[0], variants):
-        for (embedder, form), series in data[data["variant"] == variant].groupby(["embedder", "query_form"]):
+        for (embedder, form), series in data[data["variant"] == variant].groupby(["embedder", QUERY_FORM]):
             series = series.sort_values("length")
             ax.plot(series["length"], series["value"], marker="o", label=_series_label(embedder, form, forms))
             ax.fill_between(series["length"], series["ci_lo"], series["ci_hi"], alpha=0.15)
@@ -242,7 +243,7 @@ def recall_figure(metrics: pd.DataFrame, path: Path, chance: pd.DataFrame | None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    data = metrics[(metrics["query_form"] == QUESTION) & (metrics["category"] == ALL) & (metrics["depth_bucket"] == ALL)]
+    data = metrics[(metrics[QUERY_FORM] == QUESTION) & (metrics["category"] == ALL) & (metrics["depth_bucket"] == ALL)]
     variants = sorted(data["variant"].unique())
     names = sorted(data["embedder"].unique())
     styles = {name: series_style(i) for i, name in enumerate(names)}
@@ -335,7 +336,7 @@ def expansion_figure(metrics: pd.DataFrame, variant: str, path: Path) -> None:
     for ax, metric, title in zip(axes[0], ("comparative_ratio", "auc"), ("comparative ratio", "ROC AUC")):
         data = metric_series(metrics, metric)
         data = data[data["variant"] == variant]
-        for (embedder, form), series in data.groupby(["embedder", "query_form"]):
+        for (embedder, form), series in data.groupby(["embedder", QUERY_FORM]):
             series = series.sort_values("length")
             label = form if len(embedders) == 1 else f"{embedder} [{form}]"
             ax.plot(series["length"], series["value"], marker="o", label=label)

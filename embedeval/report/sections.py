@@ -18,10 +18,11 @@ from embedeval.report.break_words import break_sentence
 from embedeval.corpus import source_path
 from embedeval.defaults import BREAK_SUPPORT, CHUNK_FACTOR, DEFAULT_N_BOOTSTRAP
 from embedeval.labels import ALL_POOL, NEEDLE_FREE_POOL, QUESTION
+from embedeval.schema import N_DISTRACTORS, QUERY_FORM
 from embedeval.strategies import glossary
 from embedeval.report.figures import LINE_FIGURES, expansion_figure, heatmap_figure, line_figure, recall_figure
 from embedeval.report.tables import (
-    answers, best_query_form, break_table, category_tables, chunk_size_lines, chunk_size_table, control_tie_table, depth_tables,
+    answers, best_form_table, break_table, category_tables, chunk_size_lines, chunk_size_table, control_tie_table, depth_tables,
     distractor_note, distractor_table, fewest_distractors, headline_breaks, main_variant, one_needle, position_table, scorer_view,
     series_label, several_needles_table, summary_table, truncation_lines,
 )
@@ -189,8 +190,8 @@ def run_recall_figure(metrics: pd.DataFrame, breaks: pd.DataFrame, chance: pd.Da
 
     own_chance = None if chance is None else shown(chance)
     shown_breaks = shown(breaks)
-    recall_figure(shown(metrics), path, None if own_chance is None else own_chance[own_chance["query_form"] == QUESTION],
-                  shown_breaks[shown_breaks["query_form"] == QUESTION])
+    recall_figure(shown(metrics), path, None if own_chance is None else own_chance[own_chance[QUERY_FORM] == QUESTION],
+                  shown_breaks[shown_breaks[QUERY_FORM] == QUESTION])
 
 
 def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame, breaks: pd.DataFrame,
@@ -270,20 +271,20 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
         sections.append(Section("Needle positions", [
             Text(POSITIONS_TEXT),
             Table(positions, digits=1)]))
-    if decoy_table["n_distractors"].nunique() > 1:
+    if decoy_table[N_DISTRACTORS].nunique() > 1:
         sections.append(Section("Distractors", [
             Text(f"{break_metric} ({variant} needles, question form) per distractor count and haystack length. {DISTRACTORS_TEXT}"),
             Table(decoy_table)]))
     if chunk_table["strategy"].nunique() > 1:
         sections.append(Section("Chunk size", [
-            Text(f"{break_metric} ({variant} needles, question form{distractor_note(decoy_table['n_distractors'].min())}) "
+            Text(f"{break_metric} ({variant} needles, question form{distractor_note(decoy_table[N_DISTRACTORS].min())}) "
                  f"per strategy and haystack length: {glossary()}."),
             Bullets(tuple(line.removeprefix("- ") for line in chunk_lines)),
             Table(chunk_table)]))
     if "recall@5" in set(metrics["metric"]):
         run_recall_figure(tables, bps, chance, figures / "recall_vs_length.png")
         in_all = f"; {candidates} candidates in all" if candidates else ""
-        decoys = decoy_table["n_distractors"].nunique() > 1 and pool == NEEDLE_FREE_POOL
+        decoys = decoy_table[N_DISTRACTORS].nunique() > 1 and pool == NEEDLE_FREE_POOL
         sections.append(Section("Retrieval among same-length candidates", [
             Text(f"Each needle haystack ranked by its question's score among {pool_words(pool)}{in_all}"
                  f"{'; with distractors, the pool of the Distractors section' if decoys else ''}; "
@@ -299,13 +300,13 @@ def report_document(out: Path, metrics: pd.DataFrame, similarities: pd.DataFrame
         Table(control_tie_table(similarities))]))
     for metric, name, ylabel, _ in shown:
         sections.append(Section(ylabel, [Figure(f"figures/{name}", metric), Table(summary_table(metrics, metric))]))
-    if metrics["query_form"].nunique() > 1:
+    if metrics[QUERY_FORM].nunique() > 1:
         expansion_figure(metrics, variant, figures / "query_expansion.png")
         sections.append(Section("Query expansion", [
             Text("Expanded query = question + N terms. Comparative ratio above 0.5 means the haystack with the needle "
                  f"wins more often than its needle-free control ({variant} needles)."),
             Figure("figures/query_expansion.png", "query expansion"),
-            Table(best_query_form(metrics, variant))]))
+            Table(best_form_table(metrics, variant))]))
     sections.append(Section("By category and by needle depth", [
         Figure("figures/category_heatmap.png", "category"),
         *([Figure("figures/depth_heatmap.png", "depth")] if depth else []),

@@ -7,36 +7,41 @@ import numpy as np
 import pandas as pd
 
 from embedeval.aggregate import fewest_distractors, main_variant, metric_series, one_needle, pair_with_controls
-from embedeval.breaks import SERIES_KEYS, BreakAnswer, BreakRule, break_answer, parse_shares
+from embedeval.breaks import BreakAnswer, BreakRule, break_answer, parse_shares
 from embedeval.report.break_words import interval_text, likely_words, percent, shares_words, support_words, tokens_text, why_no_break
 from embedeval.defaults import BREAK_SUPPORT, CHUNK_FACTOR
 from embedeval.labels import ALL, BLIND_PREFIX, CONTROL, NEGATIVE, QUESTION, is_blind
 from embedeval.strategies import scores_chunks
 from embedeval.strategies.chunks import chunk_size
 from embedeval.metrics.ranking import recall_chance
+from embedeval.schema import N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, QUERY_FORM, SERIES_KEYS
 
 
-def best_query_form(metrics: pd.DataFrame, variant: str) -> pd.DataFrame:
+#: The column of :func:`best_form_table` naming each embedder's best query form at a length.
+BEST_FORM = f"best_{QUERY_FORM}"
+
+
+def best_form_table(metrics: pd.DataFrame, variant: str) -> pd.DataFrame:
     """Per embedder and length: the query form with the highest comparative ratio (AUC breaks ties)."""
     ratio = metric_series(metrics, "comparative_ratio")
-    auc = metric_series(metrics, "auc")[["embedder", "query_form", "variant", "length", "value"]]
-    data = ratio[ratio["variant"] == variant].merge(auc, on=["embedder", "query_form", "variant", "length"], suffixes=("", "_auc"))
+    auc = metric_series(metrics, "auc")[["embedder", QUERY_FORM, "variant", "length", "value"]]
+    data = ratio[ratio["variant"] == variant].merge(auc, on=["embedder", QUERY_FORM, "variant", "length"], suffixes=("", "_auc"))
     data = data.sort_values(["embedder", "length", "value", "value_auc"], ascending=[True, True, False, False])
     best = data.groupby(["embedder", "length"], as_index=False).first()
-    return best.rename(columns={"query_form": "best_query_form", "value": "comparative_ratio", "value_auc": "auc"})[
-        ["embedder", "length", "best_query_form", "comparative_ratio", "auc"]]
+    return best.rename(columns={QUERY_FORM: BEST_FORM, "value": "comparative_ratio", "value_auc": "auc"})[
+        ["embedder", "length", BEST_FORM, "comparative_ratio", "auc"]]
 
 
 def category_tables(metrics: pd.DataFrame, variant: str) -> dict[str, pd.DataFrame]:
     """Comparative ratio, category x length, per embedder (question form)."""
     data = metrics[(metrics["metric"] == "comparative_ratio") & (metrics["category"] != ALL)
-                   & (metrics["variant"] == variant) & (metrics["query_form"] == QUESTION)]
+                   & (metrics["variant"] == variant) & (metrics[QUERY_FORM] == QUESTION)]
     return {e: g.pivot_table(index="category", columns="length", values="value") for e, g in data.groupby("embedder")}
 
 
 def depth_tables(similarities: pd.DataFrame, variant: str) -> dict[str, pd.DataFrame]:
     """Mean normalized similarity, target depth x length, per embedder (question form)."""
-    data = similarities[(similarities["variant"] == variant) & (similarities["query_form"] == QUESTION)
+    data = similarities[(similarities["variant"] == variant) & (similarities[QUERY_FORM] == QUESTION)
                         & similarities["normalized"].notna()]  # a lexical scorer has no normalized similarity
     data = data.assign(depth_label=data["target_depth"].round(2))
     return {e: g.pivot_table(index="depth_label", columns="length", values="normalized") for e, g in data.groupby("embedder")}
@@ -49,8 +54,8 @@ def scorer_view(frame: pd.DataFrame) -> pd.DataFrame:
     label = frame["embedder"]
     if "strategy" in frame.columns and frame["strategy"].nunique() > 1:
         label = label + " · " + frame["strategy"]
-    if "n_distractors" in frame.columns and frame["n_distractors"].nunique() > 1:
-        label = label + " · " + frame["n_distractors"].astype(str) + " distractors"
+    if N_DISTRACTORS in frame.columns and frame[N_DISTRACTORS].nunique() > 1:
+        label = label + " · " + frame[N_DISTRACTORS].astype(str) + " distractors"
     return frame.assign(embedder=label)
 
 
@@ -62,22 +67,22 @@ def several_needles_table(metrics: pd.DataFrame) -> pd.DataFrame:
     and question (own or other, and the own question's needle-blind level: its haystack's control,
     which holds the other needles alone, ranked in its place) and haystack length; empty for a run
     with one needle per haystack."""
-    if metrics["n_needles"].max() <= 1:
+    if metrics[N_NEEDLES].max() <= 1:
         return pd.DataFrame()
     variant = main_variant(one_needle(metrics))
     data = metrics[metrics["metric"].isin(SEVERAL_METRICS) & (metrics["category"] == ALL) & (metrics["depth_bucket"] == ALL)
-                   & metrics["variant"].isin([variant, BLIND_PREFIX + variant]) & (metrics["query_form"] == QUESTION)
-                   & (metrics["n_distractors"] == 0)]
+                   & metrics["variant"].isin([variant, BLIND_PREFIX + variant]) & (metrics[QUERY_FORM] == QUESTION)
+                   & (metrics[N_DISTRACTORS] == 0)]
     data = data.assign(question=np.where(data["variant"].map(is_blind), "own control (needle-blind)",
-                                         np.where(data["own_question"].astype(bool), "own", "other")))
-    return data.pivot_table(index=["embedder", "strategy", "n_needles", "question", "metric"], columns="length",
+                                         np.where(data[OWN_QUESTION].astype(bool), "own", "other")))
+    return data.pivot_table(index=["embedder", "strategy", N_NEEDLES, "question", "metric"], columns="length",
                             values="value").reset_index()
 
 
 def distractor_table(metrics: pd.DataFrame, metric: str, variant: str) -> pd.DataFrame:
     """``metric`` (question form, ``variant``) per embedder, strategy and distractor count (rows)
     and haystack length (columns)."""
-    return chunk_size_table(metrics, metric, variant, rows=("embedder", "strategy", "n_distractors"))
+    return chunk_size_table(metrics, metric, variant, rows=("embedder", "strategy", N_DISTRACTORS))
 
 
 def chunk_size_table(metrics: pd.DataFrame, metric: str, variant: str,
@@ -86,7 +91,7 @@ def chunk_size_table(metrics: pd.DataFrame, metric: str, variant: str,
     length (columns): whole documents of each length (truncate, windows-mean, bm25), and for
     chunks-max each chunk size's row."""
     data = metric_series(metrics, metric)
-    data = data[(data["variant"] == variant) & (data["query_form"] == QUESTION)]
+    data = data[(data["variant"] == variant) & (data[QUERY_FORM] == QUESTION)]
     return data.pivot_table(index=list(rows), columns="length", values="value").reset_index()
 
 
@@ -96,7 +101,7 @@ def chunk_size_lines(metrics: pd.DataFrame, breaks: pd.DataFrame, rule: BreakRul
     best chunk size beats the best whole-document strategy at the longest length (with both 95% CIs)."""
     metric = rule.headline_metric
     data = metric_series(metrics, metric)
-    data = data[(data["variant"] == variant) & (data["query_form"] == QUESTION) & data["value"].notna()]
+    data = data[(data["variant"] == variant) & (data[QUERY_FORM] == QUESTION) & data["value"].notna()]
     lines = []
     for embedder, rows in data.groupby("embedder"):
         is_chunked = rows["strategy"].map(chunk_size).notna()
@@ -104,8 +109,8 @@ def chunk_size_lines(metrics: pd.DataFrame, breaks: pd.DataFrame, rule: BreakRul
             continue
         longest = int(rows["length"].max())
         sizes = {chunk_size(s): s for s in rows.loc[is_chunked, "strategy"].unique()}
-        kept = breaks[(breaks["embedder"] == embedder) & (breaks["variant"] == variant) & (breaks["query_form"] == QUESTION)
-                      & (breaks["n_distractors"] == rows["n_distractors"].min()) & (breaks["break_point"] == longest)]
+        kept = breaks[(breaks["embedder"] == embedder) & (breaks["variant"] == variant) & (breaks[QUERY_FORM] == QUESTION)
+                      & (breaks[N_DISTRACTORS] == rows[N_DISTRACTORS].min()) & (breaks["break_point"] == longest)]
         holding = [c for c, label in sizes.items() if label in set(kept["strategy"])]
         tried = ", ".join(map(str, sorted(sizes)))
         if holding:
@@ -132,7 +137,7 @@ def chunk_size_lines(metrics: pd.DataFrame, breaks: pd.DataFrame, rule: BreakRul
     return lines
 
 
-RECALL_CHANCE_KEYS = ["embedder", "strategy", "query_form", "variant", "n_distractors", "n_needles", "own_question", "length"]
+RECALL_CHANCE_KEYS = [*SERIES_KEYS, "length"]
 
 
 def recall_chance_table(retrieval: pd.DataFrame, ks=(1, 5, 10)) -> pd.DataFrame:
@@ -148,7 +153,7 @@ def truncation_lines(metrics: pd.DataFrame) -> list[str]:
     """One sentence per embedder (and strategy) on where its window hides the needle."""
     lines = []
     visible = metric_series(metrics, "needle_visible_share")
-    for embedder, series in visible[visible["query_form"] == QUESTION].groupby("embedder"):
+    for embedder, series in visible[visible[QUERY_FORM] == QUESTION].groupby("embedder"):
         per_length = series.groupby("length")["value"].mean()
         hidden = [f"{length}: {share:.0%}" for length, share in per_length.items() if share < 1]
         if hidden:
@@ -164,8 +169,8 @@ def control_tie_table(similarities: pd.DataFrame) -> pd.DataFrame:
     (question form) whose score equals their own control's. Past a model's window the needle is cut
     off and the haystack reads exactly as its control; such ties count against the needle in every
     rank (and 1/2 in the comparative ratio). Rows repeated (a run compared with itself) count once."""
-    rows = similarities[similarities["query_form"] == QUESTION]
-    pairs = pair_with_controls(rows.drop_duplicates(["embedder", "strategy", "query_form", "haystack_id", "group_id"]))
+    rows = similarities[similarities[QUERY_FORM] == QUESTION]
+    pairs = pair_with_controls(rows.drop_duplicates(["embedder", "strategy", QUERY_FORM, "haystack_id", "group_id"]))
     pairs = pairs.assign(tied=(pairs["sim_qh"] == pairs["neg"]).astype(float),
                          series=pairs["embedder"] + " " + pairs["variant"])
     return pairs.pivot_table(index="length", columns="series", values="tied").reset_index()
@@ -178,13 +183,13 @@ def position_table(similarities: pd.DataFrame, depths: int | None = None) -> pd.
     rows."""
     first = similarities[["embedder", "strategy"]].drop_duplicates().iloc[:1]
     rows = similarities.merge(first, on=["embedder", "strategy"])
-    rows = rows[(rows["query_form"] == QUESTION) & ~rows["variant"].isin([CONTROL, NEGATIVE])]
+    rows = rows[(rows[QUERY_FORM] == QUESTION) & ~rows["variant"].isin([CONTROL, NEGATIVE])]
     if rows.empty:
         return pd.DataFrame()
     rows = rows.assign(position=rows["depth"].round(2))
-    per_question = rows.groupby(["length", "n_distractors", "group_id", "variant"]).agg(
+    per_question = rows.groupby(["length", N_DISTRACTORS, "group_id", "variant"]).agg(
         positions=("position", "nunique"), in_zone=("distractors_in_zone", lambda v: int((v > 0).sum())))
-    table = per_question.groupby(["length", "n_distractors"]).agg(
+    table = per_question.groupby(["length", N_DISTRACTORS]).agg(
         positions_mean=("positions", "mean"), positions_min=("positions", "min"), positions_max=("positions", "max"),
         in_zone=("in_zone", "sum")).reset_index()
     table = table.rename(columns={"positions_mean": "distinct positions (mean)", "positions_min": "min", "positions_max": "max",
@@ -197,7 +202,7 @@ def position_table(similarities: pd.DataFrame, depths: int | None = None) -> pd.
 def summary_table(metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
     """``metric`` per length (rows) for each embedder/form/variant (columns)."""
     data = metric_series(metrics, metric)
-    data = data.assign(series=data["embedder"] + " " + data["query_form"] + " " + data["variant"])
+    data = data.assign(series=data["embedder"] + " " + data[QUERY_FORM] + " " + data["variant"])
     return data.pivot_table(index="length", columns="series", values="value").reset_index()
 
 
@@ -209,14 +214,15 @@ def distractor_note(count) -> str:
 def series_note(row) -> str:
     """What sets a break-point row apart besides embedder, strategy and variant: its distractors,
     and with several needles their number and whose question ranks the haystack."""
-    needles = "" if row.n_needles <= 1 else f", {int(row.n_needles)} needles, {'own' if row.own_question else 'other'} questions"
-    return distractor_note(row.n_distractors) + needles
+    n_needles, own = getattr(row, N_NEEDLES), getattr(row, OWN_QUESTION)
+    needles = "" if n_needles <= 1 else f", {int(n_needles)} needles, {'own' if own else 'other'} questions"
+    return distractor_note(getattr(row, N_DISTRACTORS)) + needles
 
 
 def series_label(row) -> str:
     """A break-point row's series in words: ``st:all-MiniLM-L6-v2 [truncate, onehop, question]``,
     with its distractors and needles (:func:`series_note`)."""
-    return f"{row.embedder} [{row.strategy}, {row.variant}, {row.query_form}{series_note(row)}]"
+    return f"{row.embedder} [{row.strategy}, {row.variant}, {getattr(row, QUERY_FORM)}{series_note(row)}]"
 
 
 def _flag(row, name: str) -> bool:
@@ -236,7 +242,7 @@ def headline_breaks(breaks: pd.DataFrame, variant: str) -> pd.DataFrame:
     ``variant`` needles (:func:`main_variant`) asked in the question form, one needle per haystack,
     at the run's fewest distractors."""
     rows = one_needle(breaks)
-    return fewest_distractors(rows[(rows["query_form"] == QUESTION) & (rows["variant"] == variant)])
+    return fewest_distractors(rows[(rows[QUERY_FORM] == QUESTION) & (rows["variant"] == variant)])
 
 
 def rule_in_words(rule: BreakRule, variant: str) -> str:

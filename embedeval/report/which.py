@@ -20,6 +20,7 @@ from embedeval.defaults import BASE_VISIBLE_SHARE
 from embedeval.labels import QUESTION
 from embedeval import strategies
 from embedeval.report.tables import headline_breaks, main_variant, one_needle, series_note
+from embedeval.schema import QUERY_FORM
 
 #: A needle visible in fewer of the haystacks than this is said beside the reading that reads them:
 #: the share a length needs to be read whole (the base's).
@@ -277,7 +278,7 @@ def closing_lines(breaks: pd.DataFrame, decision: pd.DataFrame | None, rule: Bre
     the question form (:func:`~embedeval.report.break_words.break_sentence`), then the summary "Which to use"
     opens with (:func:`summary_sentences`), in the report's words without its bold: the answer last."""
     lines = [f"{row.embedder} [{row.strategy}, {row.variant}{series_note(row)}]: {break_sentence(row, rule)}"
-             for row in breaks.itertuples() if row.query_form == QUESTION]
+             for row in breaks.itertuples() if getattr(row, QUERY_FORM) == QUESTION]
     if decision is not None and decision.empty:
         lines.append(f"which to use: {no_decision_sentence(rule)}")
     elif decision is not None and not breaks.empty:

@@ -273,7 +273,7 @@ def test_report_reads_runs_made_before_strategies_and_distractors(run, tmp_path)
     import shutil
 
     from embedeval.report import compare_runs
-    from embedeval.run import LATER_COLUMNS
+    from embedeval.schema import LATER_COLUMNS
 
     old = tmp_path / "old"
     shutil.copytree(run.out, old)

@@ -245,12 +245,12 @@ def test_distractors_file_replaces_the_needle_files(needle_file, tmp_path):
 
     table = tmp_path / "decoys.csv"
     pd.DataFrame({"group_id": ["loc-peru"] * 2, "distractor": ["Peru, said the map.", "Peru again."]}).to_csv(table, index=False)
-    needle_set = grid_needle_set(needle_file, n_distractors=[2], distractors_file=table)
+    needle_set = grid_needle_set(needle_file, distractor_counts=[2], distractors_file=table)
     assert needle_set.group("loc-peru").distractor_texts == ("Peru, said the map.", "Peru again.")
     assert needle_set.group("loc-dresden").distractor_texts == tuple(DISTRACTORS["loc-dresden"])
     as_json = tmp_path / "decoys.json"
     as_json.write_text(json.dumps({"loc-dresden": ["Dresden, once."]}))
-    assert grid_needle_set(needle_file, n_distractors=[1], distractors_file=as_json).group("loc-dresden").distractor_texts == ("Dresden, once.",)
+    assert grid_needle_set(needle_file, distractor_counts=[1], distractors_file=as_json).group("loc-dresden").distractor_texts == ("Dresden, once.",)
 
 
 @pytest.mark.parametrize("extra, files, says", [
@@ -298,7 +298,7 @@ def test_distractor_question_reads_a_distractors_file(needle_file, tmp_path, min
 
 
 def test_haystacks_show_reads_files_made_before_distractors(grid, tmp_path):
-    from embedeval.haystacks import LATER_HAYSTACK_COLUMNS
+    from embedeval.schema import LATER_HAYSTACK_COLUMNS
 
     _, frame = grid
     old = tmp_path / "old.parquet"

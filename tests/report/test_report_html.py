@@ -359,7 +359,7 @@ def _row(**fields):
     """One breaks.csv row as the report reads it (a named tuple), every column given or empty."""
     import pandas as pd
 
-    from embedeval.breaks import BREAK_COLUMNS
+    from embedeval.schema import BREAK_COLUMNS
 
     base = {"embedder": "m", "strategy": "truncate", "query_form": "question", "variant": "onehop", "n_distractors": 0,
             "n_needles": 1, "own_question": True, "relative_status": "ok", "n_groups": 24}
