@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 from embedeval.corpus import load_corpus
-from embedeval.haystacks import HaystackGrid, SentencePool, build_haystacks
+from embedeval.grid import HaystackGrid
+from embedeval.haystacks import SentencePool, build_haystacks
 from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.needles import load_needle_set
 from embedeval.embedders.tokens import load_token_counter

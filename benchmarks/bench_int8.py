@@ -46,7 +46,7 @@ from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.options import LocalOptions
 from embedeval.experiments import NolimaConfig, run_nolima
 from embedeval.experiments.nolima import load_or_build_haystacks
-from embedeval.haystacks import HaystackGrid
+from embedeval.grid import HaystackGrid
 from embedeval.labels import ALL, QUESTION
 from embedeval.strategies import EmbeddingScorer, parse_strategies
 from embedeval.embedders.requests import TokenIds

@@ -82,7 +82,7 @@ from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.expansion import query_texts
 from embedeval.experiments import nolima
 from embedeval.experiments.nolima import NolimaConfig, load_or_build_haystacks, run_nolima
-from embedeval.haystacks import HaystackGrid
+from embedeval.grid import HaystackGrid
 from embedeval.run import RunWriter
 from embedeval.needles import STANDARD_NEEDLE
 from embedeval.strategies import EmbeddingScorer, parse_strategies

@@ -45,7 +45,8 @@ import time
 from pathlib import Path
 
 from embedeval.defaults import DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_EMBEDDER, DEFAULT_LENGTHS, DEFAULT_NEEDLES, DEFAULT_NEGATIVES
-from embedeval.haystacks import HaystackGrid, build_haystacks
+from embedeval.grid import HaystackGrid
+from embedeval.haystacks import build_haystacks
 from embedeval.needles import grid_needle_set
 
 CEILING = 0.1

@@ -22,6 +22,7 @@ import embedeval.haystacks as haystacks
 import embedeval.text as text
 from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_CORPUS, DEFAULT_NEEDLES
+from embedeval.grid import HaystackGrid
 from embedeval.needles import load_needle_set
 from embedeval.embedders.tokens import load_token_counter
 
@@ -78,7 +79,7 @@ def main() -> None:
             start = time.perf_counter()
             pool = haystacks.SentencePool.from_corpus(corpus, tokenizer, banned=banned)  # split + tokenise each book
             prepared = time.perf_counter()
-            frame = haystacks.build_haystacks(needle_set, haystacks.HaystackGrid(), corpus, tokenizer=tokenizer, pool=pool)
+            frame = haystacks.build_haystacks(needle_set, HaystackGrid(), corpus, tokenizer=tokenizer, pool=pool)
             runs[name].append((prepared - start, time.perf_counter() - prepared))
     haystacks.split_sentences = text.split_sentences
     best = {name: min(sum(run) for run in times) for name, times in runs.items()}

@@ -57,7 +57,7 @@ import numpy as np
 import pandas as pd
 
 from embedeval.aggregate import metric_series
-from embedeval.break_rule import BREAK_KS, BREAK_RULES, BreakRule  # noqa: F401  (named here as they always were)
+from embedeval.break_rule import BreakRule
 from embedeval.defaults import BREAK_SUPPORT, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.group_means import group_means, group_table, resampled_means
 from embedeval.labels import BLIND_PREFIX, RETRIEVAL_MEASURES, is_blind

@@ -45,7 +45,7 @@ import pandas as pd
 from embedeval.corpus import Corpus, load_corpus, require_books
 from embedeval.errors import ConfigError, CorpusError
 from embedeval.defaults import DEFAULT_FILLER
-from embedeval.grid import FILLERS, HAYSTACK_FORMAT, HaystackGrid  # noqa: F401  (named here as they always were)
+from embedeval.grid import HaystackGrid
 from embedeval.labels import CONTROL, NEGATIVE
 from embedeval.needles import NeedleGroup, NeedleSet
 from embedeval.schema import HAYSTACK_COLUMNS, N_DISTRACTORS, N_NEEDLES
@@ -157,7 +157,7 @@ def draw_sequential(pool: SentencePool, n_tokens: int, rng: np.random.Generator)
 
 
 def fill(pool: SentencePool, n_tokens: int, rng: np.random.Generator, filler: str = DEFAULT_FILLER) -> list[Piece]:
-    """A filler of at least ``n_tokens`` drawn the ``filler`` way (one of :data:`FILLERS`)."""
+    """A filler of at least ``n_tokens`` drawn the ``filler`` way (one of :data:`~embedeval.grid.FILLERS`)."""
     return draw_sequential(pool, n_tokens, rng) if filler == "sequential" else draw_filler(pool, n_tokens, rng)
 
 

@@ -8,7 +8,8 @@ from typer.testing import CliRunner
 from embedeval.cli import app
 from embedeval.corpus import Book, Corpus, load_corpus
 from embedeval.errors import ConfigError, CorpusError
-from embedeval.haystacks import MAX_SNIPPET_TOKENS, HaystackGrid, SentencePool, build_haystacks, draw_sequential
+from embedeval.grid import HaystackGrid
+from embedeval.haystacks import MAX_SNIPPET_TOKENS, SentencePool, build_haystacks, draw_sequential
 from embedeval.text import split_sentences
 from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.needles import load_needle_set

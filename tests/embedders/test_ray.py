@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from embedeval.cli import app
 from embedeval.experiments.nolima import NolimaConfig, run_nolima
-from embedeval.haystacks import HaystackGrid
+from embedeval.grid import HaystackGrid
 from embedeval.embedders.requests import TokenIds
 from fakes import cache_vectors, kill_cli_run, newly_embedded
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from embedeval.cli import app
 from embedeval.experiments import NolimaConfig, run_nolima
-from embedeval.haystacks import HaystackGrid
+from embedeval.grid import HaystackGrid
 from embedeval.defaults import DEFAULT_NEEDLES
 from fakes import kill_cli_run, killed_mid_write, newly_embedded
 

@@ -16,7 +16,8 @@ from fakes import MatrixScorer
 from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.strategies.scoring import Scores
-from embedeval.haystacks import HaystackGrid, build_haystacks
+from embedeval.grid import HaystackGrid
+from embedeval.haystacks import build_haystacks
 from embedeval.labels import CONTROL, NEGATIVE, is_blind
 from embedeval.needles import load_needle_set
 from embedeval.similarity import HaystackScores, retrieval_rows, similarity_rows

@@ -15,7 +15,8 @@ from embedeval.cli import app
 from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.strategies.scoring import Scores
-from embedeval.haystacks import DISTRACTOR_ZONE, HaystackGrid, build_haystacks
+from embedeval.grid import HaystackGrid
+from embedeval.haystacks import DISTRACTOR_ZONE, build_haystacks
 from embedeval.labels import CONTROL, NEGATIVE
 from embedeval.needles import load_needle_set
 from embedeval.similarity import HaystackScores, retrieval_rows
@@ -220,7 +221,7 @@ def test_haystacks_build_and_nolima_build_identical_haystacks(needle_file, books
 def test_similarity_rows_pair_each_needle_haystack_with_its_own_control(needle_file, books_dir, tmp_path):
     from embedeval.aggregate import pair_with_controls
     from embedeval.experiments.nolima import NolimaConfig, run_nolima
-    from embedeval.haystacks import HaystackGrid
+    from embedeval.grid import HaystackGrid
 
     config = NolimaConfig(needles=str(needle_file), out=str(tmp_path / "run"), n_bootstrap=50, grid=HaystackGrid(corpus=f"dir:{books_dir}",
             lengths=[256, 512], depths=3, variants=["onehop"], negatives=3, n_distractors=[0, 2]))

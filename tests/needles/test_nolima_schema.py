@@ -64,7 +64,8 @@ def test_conversion_makes_a_group_per_entry_and_test(nolima_file, tmp_path):
 
 def test_each_haystack_holds_its_drawn_character_and_the_same_seed_draws_the_same(nolima_file, books_dir):
     from embedeval.corpus import load_corpus
-    from embedeval.haystacks import HaystackGrid, build_haystacks
+    from embedeval.grid import HaystackGrid
+    from embedeval.haystacks import build_haystacks
 
     needle_set = load_needle_set(nolima_file)
     corpus = load_corpus(f"dir:{books_dir}")
@@ -86,7 +87,7 @@ def test_each_haystack_holds_its_drawn_character_and_the_same_seed_draws_the_sam
 @pytest.mark.slow
 def test_a_sweep_scores_every_question_form_and_normalises_with_the_drawn_character(nolima_file, books_dir, tmp_path):
     from embedeval.experiments.nolima import NolimaConfig, run_nolima
-    from embedeval.haystacks import HaystackGrid
+    from embedeval.grid import HaystackGrid
     from embedeval.similarity import score_haystacks, similarity_rows
     from embedeval.strategies import EmbeddingScorer, Strategy
     from fakes import CountingEmbedder
@@ -206,7 +207,8 @@ def test_distractor_question_similarity_equals_sentence_transformers(nolima_file
 def test_nolima_distractors_go_into_the_haystacks_of_their_entry(nolima_file, books_dir):
     from embedeval.corpus import load_corpus
     from embedeval.errors import ConfigError
-    from embedeval.haystacks import HaystackGrid, build_haystacks
+    from embedeval.grid import HaystackGrid
+    from embedeval.haystacks import build_haystacks
 
     needle_set = load_needle_set(nolima_file)
     with pytest.raises(ConfigError, match=r"1 distractors per haystack asked for, but .* 0202_T01 \(0\), 0202_T02 \(0\), 0202_T03 \(0\)"):

@@ -136,7 +136,7 @@ def test_late_chunking_and_several_needles_give_the_same_tables_with_dedupe_on_a
     import pandas as pd
 
     from embedeval.experiments.nolima import NolimaConfig, run_nolima
-    from embedeval.haystacks import HaystackGrid
+    from embedeval.grid import HaystackGrid
 
     def sweep(name: str, dedupe: bool):
         config = NolimaConfig(groups=["loc-dresden", "diet-vegan", "loc-peru"], n_bootstrap=20, dedupe=dedupe, out=str(tmp_path / name),

@@ -182,7 +182,7 @@ def test_texts_the_model_reads_alike_get_one_vector_and_the_same_score_in_every_
 @pytest.mark.slow
 def test_dedupe_embeds_fewer_texts_and_gives_the_same_tables(tmp_path, books_dir):
     from embedeval.experiments.nolima import NolimaConfig, run_nolima
-    from embedeval.haystacks import HaystackGrid
+    from embedeval.grid import HaystackGrid
 
     def sweep(name: str, dedupe: bool):
         config = NolimaConfig(groups=["loc-dresden", "diet-vegan"], n_bootstrap=20, dedupe=dedupe, out=str(tmp_path / name),
