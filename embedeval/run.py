@@ -47,9 +47,10 @@ from embedeval.options import (
 )
 from embedeval.needles import NeedleSet, grid_needle_set
 from embedeval.strategies import family_of_label, is_written_label, model_reading_rank
+from embedeval.strategies.truncate import TRUNCATE
 from embedeval.schema import (
     ADDED_BREAK_COLUMNS, ADDED_DECISION_COLUMNS, BREAK_COLUMNS, BREAK_SCHEMA, DECISION_COLUMNS, DECISION_SCHEMA, HAYSTACK_COLUMNS,
-    HAYSTACK_SCHEMA, LATER_COLUMNS, LATER_DEFAULTS, METRIC_COLUMNS, METRIC_SCHEMA, N_DISTRACTORS, RETRIEVAL_COLUMNS, RETRIEVAL_SCHEMA,
+    HAYSTACK_SCHEMA, LATER_COLUMNS, METRIC_COLUMNS, METRIC_SCHEMA, N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, RETRIEVAL_COLUMNS, RETRIEVAL_SCHEMA,
     SERIES_KEYS, SIMILARITY_COLUMNS, SIMILARITY_SCHEMA, TIMING_COLUMNS, TIMING_SCHEMA,
 )
 
@@ -117,8 +118,13 @@ FLAT_GRID_KEYS = ("corpus", "lengths", "depths", "variants", "negatives", N_DIST
 
 
 
+#: Columns that tables of older versions lack, with the value they stand for there: every haystack
+#: read through the model's own window, no distractors, one needle asked its own question.
+LATER_DEFAULTS = {"strategy": TRUNCATE, N_DISTRACTORS: 0, "distractors_in_zone": 0, N_NEEDLES: 1, OWN_QUESTION: True}
+
+
 def upgraded(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with the columns of :data:`~embedeval.schema.LATER_DEFAULTS` it lacks filled in (a table of an
+    """``frame`` with the columns of :data:`LATER_DEFAULTS` it lacks filled in (a table of an
     older version, or one made by hand)."""
     return frame.assign(**{column: value for column, value in LATER_DEFAULTS.items() if column not in frame.columns})
 

@@ -17,7 +17,6 @@ import math
 from embedeval.bounds import MAX_TABLE_LENGTH
 from embedeval.io import ROUNDING, RowRule, TableSchema
 from embedeval.labels import METRIC_NAMES, METRIC_RANGES, RETRIEVAL_MEASURES
-from embedeval.strategies.truncate import TRUNCATE
 
 # --- the key columns: what names a condition ---------------------------------------------------------------------------
 #: The query form a row's question was asked in (``question``, or ``expanded-N``).
@@ -102,9 +101,6 @@ ADDED_DECISION_COLUMNS = ["same_as", "share_read", "needle_visible"]
 TIMING_COLUMNS = ["embedder", "strategy", "length", "documents", "document_tokens", "tokens_read", "model_seconds", "model_tokens"]
 
 # --- what older versions lack ------------------------------------------------------------------------------------------
-#: Columns that tables of older versions lack, with the value they stand for there: every haystack
-#: read through the model's own window, no distractors, one needle asked its own question.
-LATER_DEFAULTS = {"strategy": TRUNCATE, N_DISTRACTORS: 0, "distractors_in_zone": 0, N_NEEDLES: 1, OWN_QUESTION: True}
 #: Columns that came with later versions (long-text strategies, distractors, several needles):
 #: a table read back may lack them.
 LATER_COLUMNS = (*LATER_HAYSTACK_COLUMNS, "strategy", "windows_exact", "best_chunk", "chunk_has_needle", OWN_QUESTION)

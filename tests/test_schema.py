@@ -7,7 +7,7 @@ import pytest
 
 from embedeval import schema
 from embedeval.labels import RETRIEVAL_MEASURES
-from embedeval.run import BREAKS, DECISION, HAYSTACKS, METRICS, RETRIEVAL, SIMILARITIES, TABLE_SCHEMAS, TIMINGS
+from embedeval.run import BREAKS, DECISION, HAYSTACKS, LATER_DEFAULTS, METRICS, RETRIEVAL, SIMILARITIES, TABLE_SCHEMAS, TIMINGS
 
 COLUMNS = {HAYSTACKS: schema.HAYSTACK_COLUMNS, SIMILARITIES: schema.SIMILARITY_COLUMNS,
            RETRIEVAL: [*schema.RETRIEVAL_COLUMNS, *RETRIEVAL_MEASURES], METRICS: schema.METRIC_COLUMNS,
@@ -29,7 +29,7 @@ def test_the_keys_are_columns_of_the_tables_they_group():
     assert schema.METRIC_COLUMNS[:len(schema.CELL)] == schema.CELL
     for columns in (schema.SIMILARITY_COLUMNS, schema.RETRIEVAL_COLUMNS):
         assert set(schema.CELL) | set(schema.CONDITION) <= set(columns)
-    assert set(schema.LATER_DEFAULTS) <= set(schema.SIMILARITY_COLUMNS) | set(schema.HAYSTACK_COLUMNS)
+    assert set(LATER_DEFAULTS) <= set(schema.SIMILARITY_COLUMNS) | set(schema.HAYSTACK_COLUMNS)
     assert set(schema.LATER_HAYSTACK_COLUMNS) <= set(schema.HAYSTACK_COLUMNS)
     assert set(schema.ADDED_BREAK_COLUMNS) <= set(schema.BREAK_COLUMNS)
     assert set(schema.ADDED_DECISION_COLUMNS) <= set(schema.DECISION_COLUMNS)
