@@ -339,9 +339,9 @@ def needles_draft(
     --nq-band if given, not a near-duplicate, and with --judge, said by the judge to answer its question.
     Without --judge no check tests whether a needle answers its question (the needle set's description
     says so). Rejected drafts are sent back with their reasons."""
-    from embedeval.experiments.drafting import (
-        EMBEDDED_FIRST, DraftConfig, check_draft_cost, format_draft_plan, plan_draft, plan_draft_embedding, run_draft,
-    )
+    from embedeval.experiments.drafting.config import DraftConfig
+    from embedeval.experiments.drafting.loop import run_draft
+    from embedeval.experiments.drafting.planning import EMBEDDED_FIRST, check_draft_cost, format_draft_plan, plan_draft, plan_draft_embedding
     from embedeval.experiments.judging import JUDGE_TEMPERATURE
     from embedeval.llm import ChatLLM, parse_chat_spec
     from embedeval.plan import forecast_line, parse_ceiling, parse_price
@@ -684,7 +684,7 @@ def similarity_absence(
     chunking.check()
     source = pairs.load(needles)
     if themes is not None:  # the chunks the themes were found in: the Context Rot flow in one place
-        from embedeval.experiments.themes import themes_chunks
+        from embedeval.experiments.themes.chunks import themes_chunks
 
         chunks, origin = themes_chunks(themes)
     else:
@@ -721,7 +721,8 @@ def themes(
     needles against them."""
     if ctx.invoked_subcommand is not None:
         return
-    from embedeval.experiments.themes import check_themes_out, cut_corpus, plan_themes, run_themes
+    from embedeval.experiments.themes.chunks import cut_corpus
+    from embedeval.experiments.themes.run import check_themes_out, plan_themes, run_themes
 
     if out is None:
         raise InputError("--out is required: the run directory for the themes")
@@ -768,7 +769,7 @@ def themes_membership(
     terms (writing): a term names one theme, and keeps naming it when another machine numbers the
     clusters otherwise."""
     from embedeval.experiments.context_rot import pair_rows
-    from embedeval.experiments.themes import MembershipCheck
+    from embedeval.experiments.themes.membership import MembershipCheck
 
     check_output_file(out, TABLE_SUFFIXES)
     source = pairs.load(needles)

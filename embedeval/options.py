@@ -339,7 +339,7 @@ WINDOW_OVERLAP = Option("window_overlap", "--window-overlap", functools.partial(
                         DEFAULT_WINDOW_OVERLAP)
 LATE_OVERLAP = Option("late_overlap", "--late-overlap", functools.partial(setting_help, "late_overlap"), int, DEFAULT_LATE_CHUNKING_OVERLAP)
 
-# --- corpus themes (embedeval.experiments.themes.ThemesConfig; its counts are checked there) -------
+# --- corpus themes (embedeval.experiments.themes.config.ThemesConfig; its counts are checked there)
 
 THEME_CHUNKER = CHUNKER.but(default=DEFAULT_THEME_CHUNKER)
 UMAP_NEIGHBORS = Option("umap.neighbors", "--umap-neighbors", "UMAP n_neighbors.", int, DEFAULT_UMAP_NEIGHBORS)
@@ -374,7 +374,7 @@ EXPANSION_SIZES = Option("sizes", "--sizes", "Comma-separated numbers of terms."
                          whole_numbers_at_least(1, "positive whole numbers"), read=int_list)
 TEMPERATURE = Option("temperature", "--temperature", "Sampling temperature (recorded).", float, DEFAULT_TEMPERATURE)
 
-# --- needle drafting (embedeval.experiments.drafting.DraftConfig) ----------------------------------
+# --- needle drafting (embedeval.experiments.drafting.config.DraftConfig) ---------------------------
 
 PER_THEME = Option("per_theme", "--per-theme", "Needle groups to keep per theme.", int, DEFAULT_DRAFT_PER_THEME,
                    whole_between(1, MAX_PER_THEME, "needle groups"))
