@@ -50,7 +50,7 @@ def run_draft(config: DraftConfig, llm, progress: bool = False, cache_dir=None, 
     could pass it is not sent (one :class:`~embedeval.plan.CostCeilingReached`, all accepted kept).
     Everything a user can get wrong (settings, themes run, theme ids, the output, a second draft
     writing it) is refused before the first request; then ``say_first``, if given, is called with
-    :func:`plan_draft_embedding`'s plans (what the draft embeds first), before anything is embedded
+    :func:`~embedeval.experiments.drafting.planning.plan_draft_embedding`'s plans (what the draft embeds first), before anything is embedded
     or sent. A chat model (or judge) that answers no usable
     JSON at all, or a draft in which no group passes, is one :class:`~embedeval.errors.APIError` /
     :class:`~embedeval.errors.InputError` after the rejected table is written."""
@@ -121,7 +121,7 @@ class _Draft:
         self.usage_before = {who: usage_of(usage.get(who)) for who in ("chat", "judge")}
 
     def theme(self, theme: Theme) -> None:
-        """Check the answers for ``theme`` an earlier run left unchecked (:data:`UNCHECKED`), then
+        """Check the answers for ``theme`` an earlier run left unchecked (:data:`~embedeval.experiments.drafting.storage.UNCHECKED`), then
         ask for its missing groups: up to ``attempts`` requests sent, retries included, each
         answer on disk before it is checked."""
         data, config, cluster = self.data, self.config, theme.cluster
@@ -180,7 +180,7 @@ class _Draft:
     def _check(self, raws: list, theme: int, attempt: int, missing: int, sha: str, unchecked: dict):
         """Check an answer's groups (the first ``missing``: the rest are cut unread) and keep those
         that pass; (kept, refused). ``unchecked``: the answer's row while it is checked, taken out
-        when the checks end, else saying why they did not (:data:`UNCHECKED`)."""
+        when the checks end, else saying why they did not (:data:`~embedeval.experiments.drafting.storage.UNCHECKED`)."""
         if len(raws) > missing:
             cut = rejected_row(theme, attempt, None, f"the answer held {len(raws)} groups, {missing} asked for: the other "
                                 f"{len(raws) - missing} were cut unread", sha)

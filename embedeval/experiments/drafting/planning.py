@@ -34,7 +34,7 @@ GROUP_TOKENS_ESTIMATE = 150
 class DraftPlan:
     """What a draft would send to the chat model (``--plan``): per theme the prompt's tokens, and
     in all the requests (one per theme at least, ``attempts`` at most) and the tokens sent and
-    received at most (answers at most their ``max_tokens``, :func:`answer_tokens`; redrafts carry
+    received at most (answers at most their ``max_tokens``, :func:`~embedeval.experiments.drafting.prompts.answer_tokens`; redrafts carry
     the rejected groups back, estimated at :data:`GROUP_TOKENS_ESTIMATE` each), counted with the
     reference tokenizer: an estimate within ``token_margin``. With a judge, ``judge_requests_max`` and ``judge_tokens_max`` (two
     needles of every group an answer may hold, each a prompt and up to
@@ -72,7 +72,7 @@ def plan_draft_embedding(config: DraftConfig, cache_dir=None, prices: dict[str, 
 
 def plan_draft(config: DraftConfig, chat_model: str, usd_per_million: float | None = None,
                judge_usd_per_million: float | None = None) -> DraftPlan:
-    """What :func:`run_draft` would send (:class:`DraftPlan`), without sending or writing anything:
+    """What :func:`~embedeval.experiments.drafting.loop.run_draft` would send (:class:`DraftPlan`), without sending or writing anything:
     the groups an existing draft at ``config.out`` already holds are not asked for again. The
     judge's price defaults to the chat model's."""
     config.validate()

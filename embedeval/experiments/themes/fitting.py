@@ -67,7 +67,7 @@ def run_seeds(seed: int, runs: int) -> list[int]:
 class Clustering:
     """One clustering of the consensus: the points in UMAP's space (``reduced``), HDBSCAN's labels
     and membership probabilities, the fitted HDBSCAN, and the fitted UMAP (kept for the first
-    clustering only: it places needles, :func:`placement`)."""
+    clustering only: it places needles, :func:`~embedeval.experiments.themes.placement.placement`)."""
 
     seed: int
     reduced: np.ndarray

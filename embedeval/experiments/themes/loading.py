@@ -37,7 +37,7 @@ def themes_key(out: str | Path) -> str:
 
 def load_themes(out: str | Path) -> tuple[dict, object, list, dict[str, np.ndarray]]:
     """(manifest, UMAP, HDBSCANs, clusterings) of a themes run directory: the first clustering's
-    fitted UMAP, each clustering's fitted HDBSCAN, and :data:`RUNS_FILE`'s arrays (``reduced``,
+    fitted UMAP, each clustering's fitted HDBSCAN, and :data:`~embedeval.experiments.themes.files.RUNS_FILE`'s arrays (``reduced``,
     ``labels``, ``matches``). Refused with one line if the folder is missing or unfinished, was
     written before themes were a consensus, if the installed packages differ from those that
     fitted the models, or if its files do not belong together (:func:`check_themes_files`; each
@@ -74,7 +74,7 @@ def load_themes(out: str | Path) -> tuple[dict, object, list, dict[str, np.ndarr
 
 
 def check_themes_files(out: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
-    """(manifest, :data:`RUNS_FILE`'s arrays) of a finished themes run whose files belong together,
+    """(manifest, :data:`~embedeval.experiments.themes.files.RUNS_FILE`'s arrays) of a finished themes run whose files belong together,
     checked without unpickling a model (so ``needles draft --plan`` refuses what the draft would):
     ``themes.json``'s ``run_seeds`` (R whole numbers; none: written before themes were a consensus),
     ``reduced`` (R, n, d) finite numbers, ``labels`` (R, n) labels, ``matches`` (R, T) each a
@@ -121,7 +121,7 @@ def check_themes_files(out: str | Path) -> tuple[dict, dict[str, np.ndarray]]:
 
 
 def _clusterings(path: Path) -> dict[str, np.ndarray]:
-    """:data:`RUNS_FILE`'s arrays; a missing or damaged file is one :class:`~embedeval.errors.InputError`."""
+    """:data:`~embedeval.experiments.themes.files.RUNS_FILE`'s arrays; a missing or damaged file is one :class:`~embedeval.errors.InputError`."""
     if not path.is_file():
         raise InputError(f"{path} is missing: run embedeval themes again")
     try:

@@ -150,10 +150,10 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | str | N
                      progress: bool = False, embedder: str | None = None) -> pd.DataFrame:
     """``rows`` (with a ``needle`` column, and optionally ``target_cluster``: each needle's own
     target theme, empty for the default) plus ``predicted_cluster`` (the theme of the highest
-    probability, :func:`predicted_themes`; -1 when no clustering predicts the needle into a theme:
+    probability, :func:`~embedeval.experiments.themes.placement.predicted_themes`; -1 when no clustering predicts the needle into a theme:
     each calls it noise or puts it in a cluster of its own that matches no theme) and its ``probability`` (per
-    theme, :func:`theme_probabilities`: HDBSCAN's approximate-prediction strength of the needle
-    placed by :func:`placement`, averaged over the consensus's clusterings, 0 in those that put
+    theme, :func:`~embedeval.experiments.themes.placement.theme_probabilities`: HDBSCAN's approximate-prediction strength of the needle
+    placed by :func:`~embedeval.experiments.themes.placement.placement`, averaged over the consensus's clusterings, 0 in those that put
     it elsewhere), ``target_cluster`` (the row's own, else ``cluster``, default 0: the largest),
     ``target_probability`` (the probability in the target) and ``target_stability`` (the share of
     the clusterings that predict it into the target), the distance test in the embedding space
@@ -173,13 +173,13 @@ def theme_membership(out: str | Path, rows: pd.DataFrame, cluster: int | str | N
     given, must be the run's (its themes live in that model's space); the run's embedder is used.
 
     ``cluster`` and each row's ``target_cluster`` name a theme by its number or by a term of its top
-    terms (:func:`resolve_theme`: ``6`` or ``"writing"``); the table holds the numbers."""
+    terms (:func:`~embedeval.experiments.themes.names.resolve_theme`: ``6`` or ``"writing"``); the table holds the numbers."""
     return MembershipCheck.read(out, rows, cluster, threshold, min_outside_percentile, embedder).table(cache_dir, progress)
 
 
 def _row_targets(rows: pd.DataFrame, default: int, top_terms: dict[int, tuple[str, ...]], out) -> np.ndarray:
     """Each row's target cluster: its ``target_cluster`` where given (a number or a term,
-    :func:`resolve_theme`), else ``default``. Numbers that are no cluster of the run are one error
+    :func:`~embedeval.experiments.themes.names.resolve_theme`), else ``default``. Numbers that are no cluster of the run are one error
     naming the rows; so is a term that names no theme or several (the rows that gave it)."""
     if "target_cluster" not in rows.columns:
         return np.full(len(rows), default, dtype=int)

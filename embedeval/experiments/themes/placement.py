@@ -35,7 +35,7 @@ def placement(reducer, vectors: np.ndarray, corpus: np.ndarray):
     probability about 1 to 0.6-0.8, and the result depends on the other texts placed with it).
     Here each text is placed on its own. The weights are rescaled per text, so how far the
     neighbours are is lost: a text about none of the corpus's topics still lands amid some
-    neighbourhood (:func:`theme_membership` measures that distance in the embedding space)."""
+    neighbourhood (:func:`~embedeval.experiments.themes.membership.theme_membership` measures that distance in the embedding space)."""
     from sklearn.preprocessing import normalize
 
     if len(corpus) != len(reducer.embedding_):

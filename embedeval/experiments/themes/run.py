@@ -44,7 +44,7 @@ class ThemesResult:
 def plan_themes(config: ThemesConfig, cache_dir=None, prices: dict[str, float] | None = None, calibrate: bool = True,
                 progress: bool = False, chunks: list[Chunk] | None = None) -> list[EmbedderPlan]:
     """What :func:`run_themes` would embed, send, cost and take (:mod:`embedeval.plan`): the corpus
-    cut into chunks (or ``chunks``, cut by :func:`cut_corpus` already), their embedding recorded;
+    cut into chunks (or ``chunks``, cut by :func:`~embedeval.experiments.themes.chunks.cut_corpus` already), their embedding recorded;
     nothing sent or written."""
     config.validate()
     texts = [c.text for c in (chunks if chunks is not None else cut_corpus(config, progress))]
@@ -54,14 +54,14 @@ def plan_themes(config: ThemesConfig, cache_dir=None, prices: dict[str, float] |
 def check_themes_out(config: ThemesConfig) -> None:
     """Refuse, before the corpus is read and embedded, an ``out`` that a themes run may not write
     into (:func:`~embedeval.run_folder.check_run_folder`, and its ``figures/``), or where one of
-    its files (:data:`THEMES_FILES`) is taken by a link or a folder."""
+    its files (:data:`~embedeval.experiments.themes.files.THEMES_FILES`) is taken by a link or a folder."""
     check_run_folder(Path(config.out), is_themes_directory, MANIFEST, THEMES_FILES)
     check_subfolder(Path(config.out) / FIGURES)
 
 
 def run_themes(config: ThemesConfig | None = None, progress: bool = True, cache_dir=None, chunks: list[Chunk] | None = None) -> ThemesResult:
     """Run the recipe of :mod:`embedeval.experiments.themes` and write ``config.out`` (``chunks``: the corpus cut
-    by :func:`cut_corpus` already, as for its plan)."""
+    by :func:`~embedeval.experiments.themes.chunks.cut_corpus` already, as for its plan)."""
     import joblib
 
     config = config or ThemesConfig()
