@@ -5,8 +5,8 @@ The same corpus, embedder, seed and cache give the same themes on one machine; o
 embedder's vectors can differ in their last bits (other BLAS kernels, other batch shapes), and
 UMAP and HDBSCAN turn such differences into other clusters. For each number of clusterings in
 ``--runs`` (1 is the study's single run) this benchmark finds the themes of the cached chunk
-vectors as ``embedeval themes`` does (:func:`~embedeval.experiments.themes.cluster_runs` and
-:func:`~embedeval.experiments.themes.consensus_themes`), then again on the same vectors plus
+vectors as ``embedeval themes`` does (:func:`~embedeval.experiments.themes.fitting.cluster_runs` and
+:func:`~embedeval.experiments.themes.fitting.consensus_themes`), then again on the same vectors plus
 Gaussian noise of standard deviation ``--noise`` (default 1e-7: some tens of float32 units in the
 last place of a typical component of a unit vector of 384 dimensions) for ``--seeds`` noise seeds,
 and with ``--seed`` + 1 (``--other-seed``), and prints per pair the adjusted Rand index (sklearn's
@@ -33,7 +33,11 @@ from sklearn.metrics import adjusted_rand_score
 
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import InputError
-from embedeval.experiments.themes import ThemesConfig, cluster_runs, consensus_themes, cut_corpus, resolve_theme, top_terms
+from embedeval.experiments.themes.chunks import cut_corpus
+from embedeval.experiments.themes.config import ThemesConfig
+from embedeval.experiments.themes.describing import top_terms
+from embedeval.experiments.themes.fitting import cluster_runs, consensus_themes
+from embedeval.experiments.themes.names import resolve_theme
 from embedeval.labels import NOISE
 from embedeval.options import int_list
 

@@ -19,7 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from embedeval.experiments.themes import ThemesConfig, UmapSettings, fit_umap, run_themes
+from embedeval.experiments.themes.config import ThemesConfig, UmapSettings
+from embedeval.experiments.themes.fitting import fit_umap
+from embedeval.experiments.themes.run import run_themes
 
 BOOKS = Path(__file__).resolve().parent.parent.parent / "shared" / "haystacks" / "gutenberg"
 

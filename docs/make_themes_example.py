@@ -122,7 +122,7 @@ class Example:
 
 def clusters_table(themes: Path, n: int = 10) -> str:
     """The ``n`` largest themes with their top terms, and which theme each of :data:`THEMES` names."""
-    from embedeval.experiments.themes import resolve_theme, theme_top_terms
+    from embedeval.experiments.themes.names import resolve_theme, theme_top_terms
 
     clusters = pd.read_csv(themes / "clusters.csv")
     rows = ["| cluster | chunks | top terms |", "|---|---|---|"]
@@ -189,7 +189,7 @@ def recall_table(sweep: Path) -> str:
 def outcomes(work: Path) -> tuple[str, list[str]]:
     """What the example states must come back on any machine (docs/themes.md, "What comes back"),
     checked on this run: each statement with ``yes`` or ``NO``, and the statements that failed."""
-    from embedeval.experiments.themes import resolve_theme, theme_top_terms
+    from embedeval.experiments.themes.names import resolve_theme, theme_top_terms
 
     themes = work / "runs/pg-themes"
     terms = theme_top_terms(themes)

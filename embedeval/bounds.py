@@ -58,7 +58,7 @@ MAX_LINE_BYTES = 8 * MIB
 #: 17 MB; Python's parsed objects take up to ten times the text.
 MAX_JSON_BYTES = 64 * MIB
 #: ``needles draft --per-theme``: needle groups asked of one answer. Its ``max_tokens`` is 300 a
-#: group (``drafting.ANSWER_TOKENS_PER_GROUP``): 50 groups ask for 15,200, about the most a chat
+#: group (``drafting.prompts.ANSWER_TOKENS_PER_GROUP``): 50 groups ask for 15,200, about the most a chat
 #: model writes in one answer (16,384 for most); 99,999,999,999 sent a request asking for 3e13.
 MAX_PER_THEME = 50
 #: ``needles draft --attempts``: requests sent per theme, retries and redrafts included. Thirty

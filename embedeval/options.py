@@ -450,7 +450,7 @@ WINDOW_OVERLAP = Option("window_overlap", "--window-overlap", functools.partial(
                         DEFAULT_WINDOW_OVERLAP)
 LATE_OVERLAP = Option("late_overlap", "--late-overlap", functools.partial(setting_help, "late_overlap"), int, DEFAULT_LATE_CHUNKING_OVERLAP)
 
-# --- corpus themes (embedeval.experiments.themes.ThemesConfig; its counts are checked there) -------
+# --- corpus themes (embedeval.experiments.themes.config.ThemesConfig; its counts are checked there)
 
 THEME_CHUNKER = CHUNKER.but(default=DEFAULT_THEME_CHUNKER)
 UMAP_NEIGHBORS = Option("umap.neighbors", "--umap-neighbors", "UMAP n_neighbors.", int, DEFAULT_UMAP_NEIGHBORS)
@@ -489,7 +489,7 @@ TEMPERATURE = Option("temperature", "--temperature", "Sampling temperature (reco
 BASE_URL = Option("base_url", "--base-url", "Deprecated: use --llm 'openai:MODEL?base_url=URL'. The same: a server of your own, sent "
                   "no OPENAI_API_KEY.", Optional[str])
 
-# --- needle drafting (embedeval.experiments.drafting.DraftConfig) ----------------------------------
+# --- needle drafting (embedeval.experiments.drafting.config.DraftConfig) ---------------------------
 
 PER_THEME = Option("per_theme", "--per-theme", "Needle groups to keep per theme.", int, DEFAULT_DRAFT_PER_THEME,
                    whole_between(1, MAX_PER_THEME, "needle groups"))

@@ -79,7 +79,7 @@ def test_the_largest_values_allowed_are_taken():
     with pytest.raises(ConfigError, match="use at most 10,000"):
         HaystackGrid(negatives=MAX_NEGATIVES + 1)
     from embedeval.experiments.nolima_config import NolimaConfig
-    from embedeval.experiments.themes import ThemesConfig
+    from embedeval.experiments.themes.config import ThemesConfig
 
     NolimaConfig(embedders=("bm25",), n_bootstrap=MAX_N_BOOTSTRAP).check()
     with pytest.raises(ConfigError, match="from 10 to 100,000"):

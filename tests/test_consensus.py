@@ -204,14 +204,15 @@ def test_one_labelling_numbers_clusters_of_one_size_as_a_single_clustering_alway
 def test_a_single_clustering_is_the_studys_run_its_probabilities_unrounded(monkeypatch):
     from types import SimpleNamespace
 
-    from embedeval.experiments import themes
-    from embedeval.experiments.themes import HdbscanSettings, ThemesConfig, cluster_runs, consensus_themes
+    from embedeval.experiments.themes import fitting
+    from embedeval.experiments.themes.config import HdbscanSettings, ThemesConfig
+    from embedeval.experiments.themes.fitting import cluster_runs, consensus_themes
 
     labels = np.array([1, 1, 0, 0, -1, 0])
     probabilities = np.array([0.123456789012345, 1.0, 0.987654321098765, 1.0, 0.0, 0.31415926535897931])
     fitted = SimpleNamespace(labels_=labels, probabilities_=probabilities)
-    monkeypatch.setattr(themes, "fit_umap", lambda vectors, *a, **k: ("umap", np.zeros((len(vectors), 2), np.float32)))
-    monkeypatch.setattr(themes, "fit_hdbscan", lambda *a, **k: fitted)
+    monkeypatch.setattr(fitting, "fit_umap", lambda vectors, *a, **k: ("umap", np.zeros((len(vectors), 2), np.float32)))
+    monkeypatch.setattr(fitting, "fit_hdbscan", lambda *a, **k: fitted)
     config = ThemesConfig(runs=1, hdbscan=HdbscanSettings(min_cluster_size=2, min_samples=2))
     themed = consensus_themes(cluster_runs(np.eye(6, dtype=np.float32), config), np.eye(6, dtype=np.float32), config)
     assert themed.labels.tolist() == [1, 1, 0, 0, -1, 0]  # by size, the tie to HDBSCAN's smaller label
@@ -226,7 +227,7 @@ def test_a_needle_is_predicted_into_a_theme_when_a_clustering_puts_it_there(monk
     strength 0 is in that theme; the probability is the mean strength, 0 where it is elsewhere."""
     import hdbscan
 
-    from embedeval.experiments.themes import predicted_themes, theme_probabilities
+    from embedeval.experiments.themes.placement import predicted_themes, theme_probabilities
 
     # per clustering, per needle: (cluster, strength); theme 0 is cluster 5, 2, 0 and theme 1 -, 3, 1 in the three
     said = [[(7, 0.9), (5, 0.0), (5, 1.0), (-1, 0.0), (5, 0.5)],

@@ -118,14 +118,14 @@ def test_drafted_groups_are_scrubbed_text_by_text_not_as_one_json_text():
     """The drafted groups are scrubbed as read, each text on its own: a key holding a quote (which
     the JSON text writes as ``\\"``) is found, a name holding a key (written among a group's
     ``ignored_fields``) too, and a key that is a word mangles neither ``keyword`` nor a needle."""
-    from embedeval.experiments.drafting import _scrubbed
+    from embedeval.experiments.drafting.prompts import scrubbed
 
     APIKey("LOCALKEY", "k")
     APIKey("JUDGE_KEY", JUDGE)
     quoted = APIKey("QUOTED_KEY", 'sk-"quoted"-56').value
     groups = [{"keyword": "kitchen", "needles": {"onehop": f"Kenji baked bread ({quoted}).", "inverted": "Bread was baked by Kenji."},
                quote(JUDGE, safe=""): ["ok", 5, None]}]
-    assert _scrubbed(groups, scrub_all) == [{"keyword": "kitchen", "needles": {"onehop": "Kenji baked bread (***).",
+    assert scrubbed(groups, scrub_all) == [{"keyword": "kitchen", "needles": {"onehop": "Kenji baked bread (***).",
                                                                               "inverted": "Bread was baked by Kenji."}, "***": ["ok", 5, None]}]
 
 

@@ -15,9 +15,9 @@ from embedeval import options
 from embedeval.cli import app
 from embedeval.cli.options import flag_of, in_flag_words
 from embedeval.errors import ConfigError
-from embedeval.experiments.drafting import DraftConfig
+from embedeval.experiments.drafting.config import DraftConfig
 from embedeval.experiments.nolima_config import NolimaConfig
-from embedeval.experiments.themes import ThemesConfig
+from embedeval.experiments.themes.config import ThemesConfig
 from embedeval.grid import HaystackGrid
 
 

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from embedeval.cli import app
 from embedeval.derived import RECORD
-from embedeval.experiments.themes import MANIFEST, THEMES_FILES
+from embedeval.experiments.themes.files import MANIFEST, THEMES_FILES
 from embedeval.report.write import REPORT_FILES
 from embedeval.run import RUN_FILES, is_run_directory
 

@@ -90,9 +90,9 @@ def needles_draft(
     --nq-band if given, not a near-duplicate, and with --judge, said by the judge to answer its question.
     Without --judge no check tests whether a needle answers its question (the needle set's description
     says so). Rejected drafts are sent back with their reasons."""
-    from embedeval.experiments.drafting import (
-        EMBEDDED_FIRST, DraftConfig, check_draft_cost, format_draft_plan, plan_draft, plan_draft_embedding, run_draft,
-    )
+    from embedeval.experiments.drafting.config import DraftConfig
+    from embedeval.experiments.drafting.loop import run_draft
+    from embedeval.experiments.drafting.planning import EMBEDDED_FIRST, check_draft_cost, format_draft_plan, plan_draft, plan_draft_embedding
     from embedeval.experiments.judging import JUDGE_TEMPERATURE
     from embedeval.llm import ChatLLM, parse_chat_spec
     from embedeval.plan import forecast_line, parse_ceiling, parse_price

@@ -417,8 +417,8 @@ class ThemeOptions:
     chunk_seed: as_typer(declared.CHUNK_SEED) = declared.CHUNK_SEED.cli_default
 
     def config(self, out):
-        """The :class:`~embedeval.experiments.themes.ThemesConfig` of these options, writing to ``out``."""
-        from embedeval.experiments.themes import HdbscanSettings, ThemesConfig, UmapSettings
+        """The :class:`~embedeval.experiments.themes.config.ThemesConfig` of these options, writing to ``out``."""
+        from embedeval.experiments.themes.config import HdbscanSettings, ThemesConfig, UmapSettings
 
         return ThemesConfig(self.corpus, self.min_books, self.chunker, self.embedder,
                             UmapSettings(self.umap_neighbors, self.umap_min_dist, self.umap_components),

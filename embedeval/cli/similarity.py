@@ -129,7 +129,7 @@ def similarity_absence(
     chunking.check()
     source = pairs.load(needles)
     if themes is not None:  # the chunks the themes were found in: the Context Rot flow in one place
-        from embedeval.experiments.themes import themes_chunks
+        from embedeval.experiments.themes.chunks import themes_chunks
 
         chunks, origin = themes_chunks(themes)
     else:

@@ -30,7 +30,8 @@ def themes(
     needles against them."""
     if ctx.invoked_subcommand is not None:
         return
-    from embedeval.experiments.themes import check_themes_out, cut_corpus, plan_themes, run_themes
+    from embedeval.experiments.themes.chunks import cut_corpus
+    from embedeval.experiments.themes.run import check_themes_out, plan_themes, run_themes
 
     if out is None:
         raise InputError("--out is required: the run directory for the themes")
@@ -77,7 +78,7 @@ def themes_membership(
     terms (writing): a term names one theme, and keeps naming it when another machine numbers the
     clusters otherwise."""
     from embedeval.experiments.context_rot import pair_rows
-    from embedeval.experiments.themes import MembershipCheck
+    from embedeval.experiments.themes.membership import MembershipCheck
 
     source = pairs.load(needles)
     rows = pair_rows(source)

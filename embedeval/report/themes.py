@@ -1,6 +1,6 @@
 """The corpus themes' report: the 2-D map of the chunks (:func:`map_figure`, coloured by
 :func:`cluster_colours`) and ``report.md`` (:func:`themes_report`), from the tables
-:func:`~embedeval.experiments.themes.run_themes` makes."""
+:func:`~embedeval.experiments.themes.run.run_themes` makes."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def consensus_words(runs: int, neighbourhood: int) -> str:
 
 
 def themes_report(config, table: pd.DataFrame, clusters: pd.DataFrame, shown: int = 5) -> str:
-    """report.md of a themes run (``config``: its :class:`~embedeval.experiments.themes.ThemesConfig`):
+    """report.md of a themes run (``config``: its :class:`~embedeval.experiments.themes.config.ThemesConfig`):
     settings, noise share, and the largest clusters with their stability and representatives."""
     noise = float((table["cluster"] == NOISE).mean())
     text_of = dict(zip(table["chunk_id"], table["text"]))

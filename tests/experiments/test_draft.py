@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from conftest import REPO_ROOT
 from embedeval.cli import app
 from embedeval.errors import InputError
-from embedeval.experiments.drafting import parse_drafts
+from embedeval.experiments.drafting.prompts import parse_drafts
 from embedeval.needles import group_problems, load_needle_set
 from fake_api import serving
 from fakes import said_first, without_said_first

@@ -19,7 +19,9 @@ from typer.testing import CliRunner
 from conftest import REPO_ROOT
 from embedeval.cli import app
 from embedeval.errors import InputError
-from embedeval.experiments.drafting import DraftConfig, _read_rejected, rejected_path_of, run_draft
+from embedeval.experiments.drafting.config import DraftConfig
+from embedeval.experiments.drafting.loop import run_draft
+from embedeval.experiments.drafting.storage import _read_rejected, rejected_path_of
 from embedeval.experiments.judging import parse_verdict
 from embedeval.io import output_file_lock
 from embedeval.llm import ChatLLM, ChatReply, answer_json
@@ -516,7 +518,7 @@ def test_a_clusters_table_with_a_theme_twice_a_huge_number_or_a_negative_size_is
 def test_an_answer_whose_checks_are_interrupted_is_kept_in_the_rejected_table(themes_run, chat, tmp_path, monkeypatch, failure):
     """The hostile audit of issue 44: Ctrl-C (or any failure) while a paid answer was being checked
     lost it: the tables were written only after the checks. Now the answer is a rejected row."""
-    from embedeval.experiments.drafting import DraftChecker
+    from embedeval.experiments.drafting.checks import DraftChecker
 
     cooking = theme_of(themes_run, "cooking")
     chat.script.chat_replies = [json.dumps({"groups": [GOOD]})]

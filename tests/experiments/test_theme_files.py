@@ -86,7 +86,7 @@ def _one_error(result) -> str:
 
 @pytest.mark.parametrize("damage", list(DAMAGES) + list(MODEL_DAMAGES))
 def test_a_folder_whose_files_do_not_belong_together_is_one_line(themes_run, tmp_path, monkeypatch, damage):
-    from embedeval.experiments import themes
+    from embedeval.experiments.themes import membership
 
     edit, says = {**DAMAGES, **MODEL_DAMAGES}[damage]
     folder = tmp_path / "themes"
@@ -98,7 +98,7 @@ def test_a_folder_whose_files_do_not_belong_together_is_one_line(themes_run, tmp
     def no_embedder(*args, **kwargs):
         raise AssertionError("the embedder was loaded before the folder was refused")
 
-    monkeypatch.setattr(themes, "load_embedder", no_embedder)
+    monkeypatch.setattr(membership, "load_embedder", no_embedder)
     result = CliRunner().invoke(app, ["themes", "membership", str(folder), "--pairs", str(pairs), "--out", str(tmp_path / "m.csv"), "-q"])
     assert says in _one_error(result)
     assert not (tmp_path / "m.csv").exists()
@@ -126,7 +126,7 @@ def test_an_old_folder_is_refused_by_a_drafts_plan_too(themes_run, tmp_path):
 
 
 def test_the_folder_as_written_passes(themes_run, tmp_path):
-    from embedeval.experiments.themes import check_themes_files, load_themes
+    from embedeval.experiments.themes.loading import check_themes_files, load_themes
 
     manifest, arrays = check_themes_files(themes_run)
     assert len(manifest["run_seeds"]) == len(arrays["labels"]) == 3

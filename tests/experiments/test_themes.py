@@ -246,7 +246,7 @@ def test_a_theme_is_named_by_its_number_or_by_a_term_of_its_top_terms():
     """Issue 47: cluster numbers follow sizes, which can change between machines; a term names the
     subject. Resolved once, in the library, for --themes-ids, --cluster and a pair file's column."""
     from embedeval.errors import InputError
-    from embedeval.experiments.themes import resolve_theme
+    from embedeval.experiments.themes.names import resolve_theme
 
     assert [resolve_theme(name, NAMED, "runs/t") for name in (2, "2", " 2 ", "2.0", np.int64(1))] == [2, 2, 2, 2, 1]
     assert [resolve_theme(name, NAMED, "runs/t") for name in ("writing", " Writing ", "lisp", "languages")] == [2, 2, 0, 1]
@@ -277,13 +277,13 @@ def test_theme_terms_are_read_from_clusters_csv_checked(tmp_path, monkeypatch):
     the file and line (was a traceback, or the second row's terms silently replacing the first's);
     a term written in capitals in the file is still named in any case."""
     from embedeval.errors import InputError
-    from embedeval.experiments import themes
-    from embedeval.experiments.themes import resolve_themes
+    from embedeval.experiments.themes import names
+    from embedeval.experiments.themes.names import resolve_themes
 
     def with_clusters(clusters: list[str], terms: list[str]):
         (tmp_path / "clusters.csv").write_text("cluster,top_terms\n" + "".join(f"{c},{t}\n" for c, t in zip(clusters, terms)))
 
-    monkeypatch.setattr(themes, "read_manifest", lambda out: {})  # a finished run's record: not what is tested here
+    monkeypatch.setattr(names, "read_manifest", lambda out: {})  # a finished run's record: not what is tested here
     with_clusters(["0", "1"], ["Kitchen;bread", "sea;Navigator"])
     assert resolve_themes(tmp_path, ["kitchen", "1"]) == [0, 1] and resolve_themes(tmp_path, ["NAVIGATOR"]) == [1]
     for clusters, says in ((["0", "one"], "line 3: cluster 'one' is not a theme number"),
@@ -412,7 +412,8 @@ def test_corpus_chunks_placed_again_land_on_their_own_position_and_a_text_is_pla
     import joblib
 
     from embedeval.embedders.registry import load_embedder
-    from embedeval.experiments.themes import place, theme_membership
+    from embedeval.experiments.themes.membership import theme_membership
+    from embedeval.experiments.themes.placement import place
 
     chunks = pd.read_parquet(themes_run / "chunks.parquet")
     core = chunks[chunks["probability"] >= 0.95].groupby("cluster").head(3)  # in their theme at about 1 in every clustering
@@ -605,7 +606,7 @@ def test_theme_terms_hold_no_contraction_fragments_and_no_stop_words():
     """Issue 38, part 3: "don't", "they've", "aren't" were cut into the terms "don", "ve", "aren"."""
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-    from embedeval.experiments.themes import top_terms
+    from embedeval.experiments.themes.describing import top_terms
 
     texts = ["You don't need a startup to be rich, they've said.", "Founders aren't investors; we'll see what they'd do.",
              "I'm sure it's the founders' startup that won't fail.", "Graham's essays: you can't write well unless you rewrite.",
@@ -713,13 +714,13 @@ def test_themes_out_into_a_foreign_folder_or_through_a_link_is_one_line_before_a
 def test_a_themes_rerun_into_the_folder_a_crashed_run_left_works(topic_books, tmp_path, monkeypatch):
     """Audit 2: a themes run that dies after writing its tables and map, before themes.json, leaves a
     folder the rerun writes into (it claimed the folder first); the same files in a folder of the user's stay refused."""
-    import embedeval.experiments.themes as themes
+    from embedeval.experiments.themes import run
 
     def crash(*args):
         raise RuntimeError("crashed before the manifest")
     out = tmp_path / "out"
     args = ["themes", "--corpus", f"dir:{topic_books}", *SMALL, "-q", "--out"]
-    monkeypatch.setattr(themes, "themes_report", crash)
+    monkeypatch.setattr(run, "themes_report", crash)
     assert isinstance(CliRunner().invoke(app, [*args, str(out)]).exception, RuntimeError)
     monkeypatch.undo()
     assert (out / "chunks.parquet").is_file() and (out / "figures" / "map.png").is_file() and not (out / "themes.json").exists()
