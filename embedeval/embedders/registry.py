@@ -15,7 +15,8 @@ from embedeval.embedders.base import Embedder, TokenIdEmbedder
 from embedeval.embedders.cache import CachedEmbedder, CachedTokenIdEmbedder, EmbeddingCache, ReadOnlyFacts
 from embedeval.embedders.api import APIEmbedder
 from embedeval.embedders.jina import JinaEmbedder
-from embedeval.embedders.local import SentenceTransformerEmbedder, check_window, from_spec_model, local_name
+from embedeval.embedders.local import SentenceTransformerEmbedder, from_spec_model, local_name
+from embedeval.embedders.local_folder import check_window
 from embedeval.embedders.models import BUNDLED_MODELS, bundled_model_installed, bundled_name, canonical_model, resolve_model_path
 from embedeval.embedders.onnx import check_installed
 from embedeval.embedders.options import APISpecOptions, LocalOptions, split_spec
