@@ -148,7 +148,9 @@ def main_options(
 ) -> None:
     """Evaluate embedding models for retrieval over long contexts."""
     from embedeval.io import allow_replacing
+    from embedeval.messages import show_on_stderr
 
+    show_on_stderr()  # the library's warnings and notes, as the lines they were
     allow_replacing(force)
 
 

@@ -9,7 +9,6 @@ that do not answer its question: the needle-free ones, or all of them).
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +22,7 @@ from embedeval.options import POOL
 from embedeval.metrics import RETRIEVAL_MEASURES, normalized_similarity, retrieval_measures
 from embedeval.needles import STANDARD_NEEDLE, NeedleSet, check_normalize_by
 from embedeval.strategies.reading import ScoredTexts, Scorer
+from embedeval.messages import warn
 
 @dataclass
 class HaystackScores:
@@ -177,8 +177,8 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
                 normalized[defined] = normalized_similarity(sim_qh[defined], sim_qn[defined])
             undefined = sorted(set(group_ids[positive & ~defined & np.isfinite(sim_qh)]))
             if undefined:
-                print(f"warning: {scorer.name} [{form}]: sim(query, needle) is 0 for {', '.join(undefined)}; "
-                      "their normalized similarity is left empty", file=sys.stderr)
+                warn(f"{scorer.name} [{form}]: sim(query, needle) is 0 for {', '.join(undefined)}; "
+                     "their normalized similarity is left empty")
         best_start, best_end = scores.best_start[asks.group, asks.haystack], scores.best_end[asks.group, asks.haystack]
         has_needle = pd.array([pd.NA] * len(haystacks), dtype="boolean")
         has_needle[positive_idx] = ((best_start[positive_idx] <= asks.needle_start[positive_idx])

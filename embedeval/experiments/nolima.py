@@ -16,7 +16,6 @@ from (:mod:`embedeval.derived`, recorded in ``derived.json``), these are kept as
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +46,7 @@ from embedeval.expansion import query_forms
 from embedeval.similarity import HaystackScores, retrieval_rows, score_haystacks, similarity_rows
 from embedeval.strategies.reading import EmbeddingScorer, load_scorers, shortfalls
 from embedeval.embedders.tokens import load_token_counter
+from embedeval.messages import warn
 
 #: Settings that change where or how a run works but nothing it writes (the tables are the same
 #: for every executor): a rerun differing only in them reuses the metrics and the report.
@@ -144,7 +144,7 @@ def _warn_of_short_reads(scorers: list, config: NolimaConfig) -> None:
     """A warning line on stderr, before any work, per context extension that cannot read the
     longest haystacks whole (:func:`~embedeval.strategies.reading.shortfalls`)."""
     for line in shortfalls(scorers, max(config.grid.lengths)):
-        print(f"warning: {line}", file=sys.stderr)
+        warn(line)
 
 
 def readings(scored: list[HaystackScores], haystacks: pd.DataFrame) -> list[dict]:
