@@ -28,12 +28,10 @@ after every chunk, so a crash loses at most the chunk in flight.
 Every row of every table carries a checksum of its key and value, verified on every read; a
 damaged row is dropped and recomputed.
 
-Caches written by embedeval 0.1 (format 1, keys without a fingerprint) are upgraded in place:
-their vectors move to a side table; those of the bundled all-MiniLM-L6-v2 are reused (checked,
-re-keyed and given a checksum) as texts are read (:meth:`CachedEmbedder.embed_request`); others, and
-inputs now keyed on their token ids (haystack windows), are embedded again. Format 2 files (no
-token prefixes, no model facts) gain the two tables and keep every vector; format 3 files gain
-``embedder_dims``, filled from the vectors they hold.
+A cache written by embedeval 0.1 (format 1, keys without a fingerprint, rows without a checksum)
+has its vectors dropped when it is opened, with one note: they are embedded again as they are
+asked for. Format 2 files (no token prefixes, no model facts) gain the two tables and keep every
+vector; format 3 files gain ``embedder_dims``, filled from the vectors they hold.
 """
 
 from __future__ import annotations
@@ -44,7 +42,6 @@ import hashlib
 import json
 import os
 import sqlite3
-import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -59,18 +56,19 @@ from embedeval.embedders import onnx
 from embedeval.embedders.base import KIND_WORDS, Embedder, EmbedderWrapper, EmbedStats, TokenIdWrapper, check_texts, check_vectors
 from embedeval.embedders.requests import Request
 from embedeval.embedders.speed import device_setting, remember_speed
-from embedeval.embedders.models import bundled_name
 from embedeval.embedders.options import split_spec
 from embedeval.errors import CacheError, InvalidVectorsError
 from embedeval.locks import CACHE_BUSY_SECONDS
+from embedeval.messages import note, warn
 from embedeval.paths import CACHE_ENV, default_cache_dir
 from embedeval.progress import bar
 
 CACHE_FILENAME = "embeddings.sqlite"
 CACHE_FORMAT = 4
-#: The first format whose vector keys include the model's fingerprint (older tables move aside).
+#: The first format whose vector keys include the model's fingerprint (an older vector table is dropped).
 KEYED_FORMAT = 2
-LEGACY_TABLE = "embeddings_v1"
+#: Where an earlier embedeval kept a format-1 file's vectors after upgrading it (dropped on opening).
+FORMAT_1_TABLE = "embeddings_v1"
 #: Seconds a writer waits for another process's write lock before giving up (SQLite's busy timeout:
 #: :data:`~embedeval.locks.CACHE_BUSY_SECONDS`, beside the waits of the other locks).
 LOCK_TIMEOUT = CACHE_BUSY_SECONDS
@@ -129,15 +127,6 @@ def _is_busy(exc: Exception) -> bool:
     return "locked" in text or "busy" in text
 
 
-def legacy_vectors_trusted(spec: str) -> bool:
-    """Whether format-1 vectors of ``spec`` may be reused: only a bundled model's, whose spec named
-    exactly one set of weights. Not an ``st:`` folder's (other weights may have had its name), nor
-    an API model's (format 1 did not check responses, and put some Voyage vectors on the wrong
-    texts)."""
-    prefix, _, model = spec.partition(":")
-    return prefix == "st" and bundled_name(model) is not None
-
-
 #: Bytes per page of a new cache file (SQLite's default is 4,096): see :class:`EmbeddingCache`.
 PAGE_SIZE = 16_384
 
@@ -169,7 +158,6 @@ class EmbeddingCache:
             self._enter_wal()
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._upgrade()
-            self.has_legacy = self._table_exists(LEGACY_TABLE)
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -210,13 +198,14 @@ class EmbeddingCache:
 
     def _upgrade(self) -> None:
         """Create the tables that are missing (a format-2 file gains the token prefixes and model
-        facts), moving a format-1 vector table aside first (one message)."""
+        facts), dropping a format-1 file's vectors first (one note: they are embedded again)."""
         with self._transaction() as conn:
             found = conn.execute("PRAGMA user_version").fetchone()[0]
-            moved = 0
-            if found < KEYED_FORMAT and self._table_exists("embeddings"):
-                conn.execute(f"ALTER TABLE embeddings RENAME TO {LEGACY_TABLE}")
-                moved = conn.execute(f"SELECT COUNT(*) FROM {LEGACY_TABLE}").fetchone()[0]
+            dropped = 0
+            old_tables = [FORMAT_1_TABLE] + (["embeddings"] if found < KEYED_FORMAT else [])
+            for table in filter(self._table_exists, old_tables):
+                dropped += conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+                conn.execute(f"DROP TABLE {table}")
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS embeddings ("
                 " key BLOB PRIMARY KEY, spec TEXT NOT NULL, dim INTEGER NOT NULL,"
@@ -236,10 +225,9 @@ class EmbeddingCache:
                 self._record_dims(conn)
             if found < CACHE_FORMAT:  # a newer format (a later embedeval) keeps its number
                 conn.execute(f"PRAGMA user_version = {CACHE_FORMAT}")
-        if moved:
-            print(f"note: embedding cache {self.path} upgraded to format {CACHE_FORMAT} (keys include the model's "
-                  f"fingerprint); of its {moved} older vectors, those of the bundled model are reused, "
-                  f"the others are embedded again", file=sys.stderr)
+        if dropped:
+            note(f"embedding cache {self.path} upgraded to format {CACHE_FORMAT} (keys include the model's fingerprint); "
+                 f"its {dropped} vectors of embedeval 0.1 are embedded again as they are asked for")
 
     @staticmethod
     def _record_dims(conn: sqlite3.Connection) -> None:
@@ -304,8 +292,7 @@ class EmbeddingCache:
             for row in self._select_in(f"SELECT key, {values}, checksum FROM {table} WHERE key IN", keys):
                 (good if intact(row) else damaged).append(row)
         if damaged:
-            print(f"warning: {len(damaged)} cached {what} in {self.path} failed their checksum; "
-                  "they are computed again", file=sys.stderr)
+            warn(f"{len(damaged)} cached {what} in {self.path} failed their checksum; they are computed again")
             with contextlib.suppress(sqlite3.Error), self._lock, self._transaction() as conn:
                 # Only the damaged version: a row another process has repaired meanwhile stays.
                 conn.executemany(f"DELETE FROM {table} WHERE key = ? AND checksum = ?", [(r[0], r[-1]) for r in damaged])
@@ -349,27 +336,6 @@ class EmbeddingCache:
         with self._guard(), self._lock, self._transaction() as conn:
             conn.execute("INSERT OR REPLACE INTO model_facts (key, facts, checksum) VALUES (?, ?, ?)",
                          (key, text, row_checksum(key, text.encode())))
-
-    def take_legacy(self, keys: Sequence[bytes], dim: int) -> dict[bytes, np.ndarray]:
-        """Remove and return the format-1 vectors (no checksum) stored under ``keys`` that can be
-        trusted: ``dim`` float32 values, finite, of unit length (they were stored L2-normalised, so
-        a flipped byte shows). The side table is dropped once it is empty."""
-        found: dict[bytes, np.ndarray] = {}
-        if not self.has_legacy:
-            return found
-        with self._guard(), self._lock:
-            rows = list(self._select_in(f"SELECT key, vector FROM {LEGACY_TABLE} WHERE key IN", keys))
-            for key, blob in rows:
-                if len(blob) == 4 * dim:
-                    vector = np.frombuffer(blob, dtype=np.float32)
-                    if np.isfinite(vector).all() and abs(float(np.linalg.norm(vector.astype(np.float64))) - 1.0) < 1e-3:
-                        found[key] = vector
-            with self._transaction() as conn:
-                conn.executemany(f"DELETE FROM {LEGACY_TABLE} WHERE key = ?", [(key,) for key, _ in rows])
-                if conn.execute(f"SELECT 1 FROM {LEGACY_TABLE} LIMIT 1").fetchone() is None:
-                    conn.execute(f"DROP TABLE {LEGACY_TABLE}")
-                    self.has_legacy = False
-        return found
 
     def put_many(self, spec: str, keys: Sequence[bytes], vectors: np.ndarray) -> None:
         """Store vectors with their checksums (one transaction; existing keys are kept). The first
@@ -419,15 +385,13 @@ class EmbeddingCache:
         return {"integrity": "; ".join(findings), "rows": rows, "bad_checksums": bad, "mixed_sizes": mixed, "bad_graphs": graphs}
 
     def info(self) -> dict[str, object]:
-        """Path, size on disk, vector counts per embedder spec, format-1 vectors not yet re-keyed,
-        and stored token prefixes."""
+        """Path, size on disk, vector counts per embedder spec, and stored token prefixes."""
         with self._guard(), self._lock:
             per_spec = dict(self._conn.execute("SELECT spec, COUNT(*) FROM embeddings GROUP BY spec ORDER BY spec"))
-            legacy = self._conn.execute(f"SELECT COUNT(*) FROM {LEGACY_TABLE}").fetchone()[0] if self.has_legacy else 0
             prefixes = self._conn.execute("SELECT COUNT(*) FROM token_prefixes").fetchone()[0]
         size = sum(p.stat().st_size for p in self.directory.glob(CACHE_FILENAME + "*") if p.is_file())
         return {"path": str(self.path), "bytes": size, "vectors": sum(per_spec.values()), "per_spec": per_spec,
-                "legacy_vectors": legacy, "token_prefixes": prefixes}
+                "token_prefixes": prefixes}
 
     def close(self) -> None:
         self._conn.close()
@@ -515,19 +479,13 @@ class CachedEmbedder(EmbedderWrapper):
     def embed_request(self, request: Request) -> np.ndarray:
         """The vectors of ``request``: the cached ones read, the distinct others (each key once, in
         first-asked order) sent to the model ``commit_every`` at a time, each such part of the
-        request (its ``subset``) committed before the next is sent. Texts that cache format 1 held
-        are moved under their new keys first (:meth:`_reuse_legacy`)."""
+        request (its ``subset``) committed before the next is sent."""
         keys = request.cache_keys(self.key_spec, self.inner.fingerprint)
         found = self._lookup(keys)
         first_row: dict[bytes, int] = {}
         for row, key in enumerate(keys):
             first_row.setdefault(key, row)
         todo = [row for key, row in first_row.items() if key not in found]
-        if todo and not self.read_only and self.cache.has_legacy and legacy_vectors_trusted(self.name):
-            old_keys = request.format1_keys(self.name)
-            if old_keys is not None:
-                found.update(self._reuse_legacy({keys[row]: old_keys[row] for row in todo}))
-                todo = [row for row in todo if keys[row] not in found]
         self.stats.requested += len(keys)
         self.stats.cache_hits += sum(key in found for key in keys)
         if todo:
@@ -554,16 +512,6 @@ class CachedEmbedder(EmbedderWrapper):
         dim, fixed = self.inner.dim, self.cache.fixed_dim(self.name)
         if dim and fixed is not None and dim != fixed:
             raise InvalidVectorsError(size_refusal(self.name, dim, fixed), "embedder")
-
-    def _reuse_legacy(self, legacy_of: dict[bytes, bytes]) -> dict[bytes, np.ndarray]:
-        """The format-1 vectors of ``legacy_of`` ({new key: format-1 key}), moved under their new keys."""
-        legacy = {old: key for key, old in legacy_of.items()}
-        old = self.cache.take_legacy(list(legacy), self.dim)
-        if not old:
-            return {}
-        moved = {legacy[k]: vector for k, vector in old.items()}
-        self.cache.put_many(self.key_spec, list(moved), np.stack(list(moved.values())))
-        return moved
 
     @contextlib.contextmanager
     def _timed(self, request: Request) -> Iterator[None]:
