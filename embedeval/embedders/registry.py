@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from embedeval.defaults import DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER
 from embedeval.embedders.base import Embedder, TokenIdEmbedder
-from embedeval.embedders.cache import CachedEmbedder, CachedTokenIdEmbedder, EmbeddingCache, ReadOnlyFacts
+from embedeval.embedders.cached import CachedEmbedder, CachedTokenIdEmbedder
+from embedeval.embedders.cache import EmbeddingCache, ReadOnlyFacts
 from embedeval.embedders.api import APIEmbedder
 from embedeval.embedders.jina import JinaEmbedder
 from embedeval.embedders.local import SentenceTransformerEmbedder, from_spec_model, local_name
@@ -263,7 +264,7 @@ def load_embedder(
     ``progress``: progress bars (texts embedded; for API models also tokens sent and tokens per
     minute). ``verify`` calls the model's ``check()`` first (API embedders send one tiny request), so a bad
     key or model fails here, and a model whose vectors now have another size than those cached for it
-    (:meth:`~embedeval.embedders.cache.CachedEmbedder.check_size`).
+    (:meth:`~embedeval.embedders.cached.CachedEmbedder.check_size`).
     The cache commits new vectors every ``commit_every`` texts (what an interruption can lose).
     ``plan``: the model is wrapped in a :class:`~embedeval.embedders.recorder.Recorder` behind a
     read-only cache, so a run's steps record what they would send and nothing is sent or stored

@@ -71,7 +71,7 @@ class NolimaResult:
     out: Path
     newly_embedded: dict[str, int]  # per embedder, the texts this run sent to the model
     #: per embedder, the distinct texts (vectors) the run needs, found in the cache or newly
-    #: embedded: the plan's ``texts`` (:attr:`~embedeval.embedders.cache.CachedEmbedder.distinct_texts`)
+    #: embedded: the plan's ``texts`` (:attr:`~embedeval.embedders.cached.CachedEmbedder.distinct_texts`)
     texts: dict[str, int] = field(default_factory=dict)
     #: which reading to use at every length (embedeval.decision), as in decision.csv
     decision: pd.DataFrame | None = None

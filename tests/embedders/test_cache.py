@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from embedeval.embedders.base import Embedder, EmbedStats
-from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache, clear_cache
+from embedeval.embedders.cached import CachedEmbedder
+from embedeval.embedders.cache import EmbeddingCache, clear_cache
 from embedeval.embedders.requests import Texts
 from embedeval.errors import CacheError
 from embedeval.messages import EmbedevalWarning
@@ -134,7 +135,8 @@ def test_a_second_process_reads_what_the_first_wrote(tmp_path):
         import sys, numpy as np
         sys.path.insert(0, {str(TESTS_DIR)!r})
         from fakes import CountingEmbedder
-        from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache
+        from embedeval.embedders.cached import CachedEmbedder
+        from embedeval.embedders.cache import EmbeddingCache
         model = CachedEmbedder(CountingEmbedder(fail_on_call=True), EmbeddingCache({str(tmp_path)!r}))
         np.save(sys.stdout.buffer, model.embed({texts!r}))
         """
@@ -151,7 +153,8 @@ def test_concurrent_writers_leave_a_complete_readable_cache(tmp_path):
         import sys
         sys.path.insert(0, {str(TESTS_DIR)!r})
         from fakes import CountingEmbedder
-        from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache
+        from embedeval.embedders.cached import CachedEmbedder
+        from embedeval.embedders.cache import EmbeddingCache
         worker = int(sys.argv[1])
         model = CachedEmbedder(CountingEmbedder(), EmbeddingCache({str(tmp_path)!r}), commit_every=50)
         for round in range(20):
@@ -314,7 +317,7 @@ def test_a_format_2_cache_keeps_its_vectors_and_gains_the_new_tables(tmp_path, c
 
 
 def test_token_prefixes_are_keyed_on_tokenizer_limit_and_text(tmp_path, minilm):
-    from embedeval.embedders.cache import CachedTokenIdEmbedder
+    from embedeval.embedders.cached import CachedTokenIdEmbedder
 
     texts = ["word " * 400, "a short text", "word " * 400 + "with another ending"]
     cached = CachedTokenIdEmbedder(minilm, EmbeddingCache(tmp_path))
