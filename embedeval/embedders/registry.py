@@ -38,10 +38,8 @@ class Backend:
     prefix: str
     factory: Callable[[str], Embedder]
     known_models: tuple[str, ...]
-    description: str
     availability: Callable[[str], tuple[bool, str]]
     validate: Callable[[str], None]  # the model part (name and ?options) checked without work: one error for a bad one
-    open_ended: bool = False  # any model name may follow the prefix (e.g. a local folder)
 
 
 def _local_availability(model: str) -> tuple[bool, str]:
@@ -75,10 +73,8 @@ BACKENDS: dict[str, Backend] = {
         prefix="st",
         factory=from_spec_model,
         known_models=tuple(BUNDLED_MODELS),
-        description="sentence-transformers (model name or local folder; options: ?device=&dtype=&max_seq_length=&trust_remote_code=&max_batch_tokens=)",
         availability=_local_availability,
         validate=_local_validate,
-        open_ended=True,
     ),
 }
 
@@ -109,9 +105,6 @@ for _provider, _cls in API_EMBEDDERS.items():
         prefix=_provider,
         factory=_cls,
         known_models=tuple(_cls.models),
-        description=f"{_provider} embeddings API (key from {_cls.key_env}, base URL from {_cls.base_url_env}"
-                    + ("; any model on a server of your own: ?base_url=&max_tokens=&tokenizer=&key_env=)" if _cls.serves_any_model
-                       else "; options: ?max_tokens=&tokenizer=)"),
         availability=_api_availability(_provider),
         validate=_api_validate(_provider),
     )
