@@ -121,7 +121,8 @@ def test_drafted_groups_are_scrubbed_text_by_text_not_as_one_json_text():
     ``ignored_fields``) too, and a key that is a word mangles neither ``keyword`` nor a needle."""
     from embedeval.experiments.drafting import _scrubbed
 
-    APIKey("LOCALKEY", "k")
+    with pytest.warns(EmbedevalWarning, match="too short to scrub"):
+        APIKey("LOCALKEY", "k")
     APIKey("JUDGE_KEY", JUDGE)
     quoted = APIKey("QUOTED_KEY", 'sk-"quoted"-56').value
     groups = [{"keyword": "kitchen", "needles": {"onehop": f"Kenji baked bread ({quoted}).", "inverted": "Bread was baked by Kenji."},
