@@ -38,7 +38,8 @@ from pathlib import Path
 import numpy as np
 
 from embedeval.corpus import load_corpus
-from embedeval.embedders.cache import CachedTokenIdEmbedder, EmbeddingCache
+from embedeval.embedders.cached import CachedTokenIdEmbedder
+from embedeval.embedders.cache import EmbeddingCache
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.executors import Executor, RayEmbedder
 from embedeval.embedders.requests import TokenIds

@@ -3,7 +3,7 @@
 Every comparison is measured side by side in one run, in turns (A, B, A, B: the median of each),
 each setting warmed up on the same inputs before it is timed, and with both attention settings:
 
-- ``no cuDNN``: what embedeval runs on CUDA (:func:`embedeval.embedders.local.attention_kernels`:
+- ``no cuDNN``: what embedeval runs on CUDA (:func:`embedeval.embedders.batching.attention_kernels`:
   flash, memory-efficient and math kernels; cuDNN's attention left out, since it builds a plan per
   input shape);
 - ``cuDNN allowed``: PyTorch's own choice (cuDNN's attention kernel included), as before that fix.
@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from embedeval.embedders import local
+from embedeval.embedders import batching
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.options import LocalOptions
 from embedeval.embedders.requests import TokenIds
@@ -50,16 +50,16 @@ ATTENTION = {"no-cudnn": NO_CUDNN, "cudnn": CUDNN}
 @contextlib.contextmanager
 def attention(setting: str):
     """Forward passes inside the block use embedeval's kernels (``no cuDNN``) or PyTorch's own
-    choice (``cuDNN allowed``: :func:`local.attention_kernels` patched to leave the choice alone)."""
+    choice (``cuDNN allowed``: :func:`batching.attention_kernels` patched to leave the choice alone)."""
     if setting == NO_CUDNN:
         yield
         return
-    original = local.attention_kernels
-    local.attention_kernels = lambda device: contextlib.nullcontext()
+    original = batching.attention_kernels
+    batching.attention_kernels = lambda device: contextlib.nullcontext()
     try:
         yield
     finally:
-        local.attention_kernels = original
+        batching.attention_kernels = original
 
 
 def default_windows(folder: Path) -> list[list[int]]:
@@ -138,7 +138,7 @@ def part_minilm(folder: Path, settings: list[str]) -> None:
         transformer = half.model
         torch.cuda.synchronize()
         start = time.perf_counter()
-        with torch.inference_mode(), local.attention_kernels("cuda"):
+        with torch.inference_mode(), batching.attention_kernels("cuda"):
             for first in range(0, len(windows), batch):
                 rows = [[101, *w, 102] for w in windows[first : first + batch]]
                 width = max(map(len, rows))

@@ -37,7 +37,8 @@ import tomllib
 
 from embedeval.defaults import DEFAULT_MIN_BOOKS
 from embedeval.errors import APIError, ConfigError, CorpusError
-from embedeval.io import absolute_path, file_sha256, jsonl_objects, read_text_file, write_text_atomic
+from embedeval.io import absolute_path, jsonl_objects, read_text_file, write_text_atomic
+from embedeval.ownership import file_sha256
 from embedeval.net.fetch import fetch
 from embedeval.paths import default_cache_dir
 from embedeval.progress import step

@@ -21,12 +21,13 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from embedeval.io import file_sha256, json_text, write_text_atomic
+from embedeval.io import json_text, write_text_atomic
+from embedeval.ownership import file_sha256
 from embedeval.jsonread import load_file
+from embedeval.messages import note
 
 RECORD = "derived.json"
 #: What the copy of an edited output is named after: ``report.md.edited-20261129T072600``
@@ -92,8 +93,8 @@ def keep_edited(out: Path, names: Iterable[str]) -> list[Path]:
         if name not in recorded or not path.is_file() or path.is_symlink() or file_sha256(path) == recorded[name]:
             continue
         copy = _copy_aside(path, f"{path.name}{EDITED}{stamp}")
-        print(f"note: {path} was changed since embedeval wrote it; that version is kept as {copy.name} before it is "
-              "written again", file=sys.stderr)
+        note(f"{path} was changed since embedeval wrote it; that version is kept as {copy.name} before it is "
+             "written again")
         kept.append(copy)
     return kept
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -31,6 +30,7 @@ from embedeval.schema import HAYSTACK_COLUMNS
 from embedeval.io import write_table
 from embedeval.paths import default_cache_dir
 from embedeval.versions import package_version
+from embedeval import messages
 
 #: The cache's sub-folder that holds built haystacks.
 HAYSTACKS_FOLDER = "haystacks"
@@ -70,7 +70,7 @@ def stored_haystacks(key: str, cache_dir: str | Path | None = None, say: bool = 
         return None
     if say:
         for line in frame.attrs.get(BUILD_NOTES, []):
-            print(line, file=sys.stderr)
+            messages.say(line)
     return frame
 
 

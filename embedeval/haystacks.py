@@ -33,7 +33,6 @@ of the needle set, or of 250 tokens or more, are left out, so controls never men
 from __future__ import annotations
 
 import re
-import sys
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ from embedeval.schema import HAYSTACK_COLUMNS, N_DISTRACTORS, N_NEEDLES
 from embedeval.sentences import books_sentences
 from embedeval.embedders.tokens import TokenCounter, load_token_counter
 from embedeval.progress import bar
+from embedeval.messages import say
 
 MAX_SNIPPET_TOKENS = 250  # snippets are strictly shorter
 MIN_SNIPPET_TOKENS = 40
@@ -345,7 +345,7 @@ def build_haystacks(
             rows += builder.negative_rows(needle_set.groups, length, k, pieces)
     notes = builder.what_moved()
     for line in notes:
-        print(line, file=sys.stderr)
+        say(line)
     frame = pd.DataFrame(rows, columns=HAYSTACK_COLUMNS).astype(
         {"needle_start": "Int64", "needle_end": "Int64", "depth": "Float64", "target_depth": "Float64"}
     )

@@ -11,7 +11,6 @@ import hashlib
 import json
 import os
 import re
-import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,8 +20,8 @@ from typing import TYPE_CHECKING
 from embedeval.bounds import MAX_LINE_BYTES, MIB
 from embedeval.errors import InputError, OutputError
 from embedeval.jsonread import JsonLimitError, load_file, loads
+from embedeval.messages import note
 from embedeval.locks import LOCK_NAME, OUTPUT_WAIT, hold, release_lock, remove_if_empty, write_holder
-from embedeval.ownership import file_sha256  # noqa: F401  (named here as it always was: the hash of an input file)
 from embedeval.ownership import output_key, record_written, written_by_embedeval
 
 if TYPE_CHECKING:  # numpy and pandas are imported where used: the command line imports this module
@@ -63,10 +62,10 @@ class Force:
         return self.on
 
     def note(self, target: Path, key: str, what: str = "which embedeval did not write") -> None:
-        """Say on stderr, once per file, that ``target`` (``key``: its :func:`output_key`) is replaced."""
+        """Note once per file (:func:`~embedeval.messages.note`) that ``target`` (``key``: its :func:`output_key`) is replaced."""
         if key not in self.noted:
             self.noted.add(key)
-            print(f"note: replacing {target}, {what} (--force)", file=sys.stderr)
+            note(f"replacing {target}, {what} (--force)")
 
 
 def as_force(force: Force | bool) -> Force:

@@ -27,12 +27,12 @@ import hashlib
 import json
 import os
 import re
-import sys
 import tempfile
 from pathlib import Path
 
 from embedeval.jsonread import loads, plain_file_bytes
 from embedeval.paths import default_cache_dir
+from embedeval.messages import warn
 
 #: The folder of the cache folder that holds the records.
 RECORDS = "outputs"
@@ -133,8 +133,8 @@ def record_written(target: str | os.PathLike) -> None:
         finally:
             Path(tmp).unlink(missing_ok=True)
     except OSError as exc:
-        print(f"warning: cannot keep the record that embedeval wrote {target} in {record.parent} ({exc.strerror or exc}); "
-              "a later run replaces it only with --force", file=sys.stderr)
+        warn(f"cannot keep the record that embedeval wrote {target} in {record.parent} ({exc.strerror or exc}); "
+             "a later run replaces it only with --force")
         return
     if _legacy_sha256(target) is not None:
         legacy_marker(target).unlink(missing_ok=True)

@@ -9,7 +9,6 @@ that do not answer its question: the needle-free ones, or all of them).
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +21,7 @@ from embedeval.options import POOL
 from embedeval.metrics.ranking import retrieval_measures
 from embedeval.metrics.separation import normalized_similarity
 from embedeval.needles import STANDARD_NEEDLE, NeedleSet, check_normalize_by
+from embedeval.messages import warn
 from embedeval.schema import N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, QUERY_FORM, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.strategies.scoring import Reading, ScoredTexts, Scorer, Scores
 
@@ -178,8 +178,8 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
                 normalized[defined] = normalized_similarity(sim_qh[defined], sim_qn[defined])
             undefined = sorted(set(group_ids[positive & ~defined & np.isfinite(sim_qh)]))
             if undefined:
-                print(f"warning: {scorer.name} [{form}]: sim(query, needle) is 0 for {', '.join(undefined)}; "
-                      "their normalized similarity is left empty", file=sys.stderr)
+                warn(f"{scorer.name} [{form}]: sim(query, needle) is 0 for {', '.join(undefined)}; "
+                     "their normalized similarity is left empty")
         best_start, best_end = scores.best_start[asks.group, asks.haystack], scores.best_end[asks.group, asks.haystack]
         has_needle = pd.array([pd.NA] * len(haystacks), dtype="boolean")
         has_needle[positive_idx] = ((best_start[positive_idx] <= asks.needle_start[positive_idx])

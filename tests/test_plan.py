@@ -73,10 +73,11 @@ def test_a_plan_leaves_no_cache_file_where_there_was_none(books_dir, tmp_path, i
 @pytest.mark.parametrize("options", ["", "?max_seq_length=128"])
 def test_the_bundled_models_facts_read_from_its_folder_are_the_loaded_models(options):
     """A plan of the bundled model counts with facts read from its folder and tokenizer
-    (:func:`~embedeval.embedders.local.folder_facts`): they must be the ones the loaded model gives,
+    (:func:`~embedeval.embedders.local_folder.folder_facts`): they must be the ones the loaded model gives,
     its fingerprint aside (a plan uses it only to find cached vectors, and uses these only when
     there are none)."""
-    from embedeval.embedders.local import folder_facts, from_spec_model
+    from embedeval.embedders.local import from_spec_model
+    from embedeval.embedders.local_folder import folder_facts
 
     model = from_spec_model(f"all-MiniLM-L6-v2{options}")
     planned = folder_facts(model.path, model.options, load_token_counter(), model.name)

@@ -22,8 +22,6 @@ def cache_info(cache_dir: CacheDir = CACHE_DIR.cli_default) -> None:
     typer.echo(f"vectors: {info['vectors']}")
     for spec, count in info["per_spec"].items():
         typer.echo(f"  {spec}: {count}")
-    if info["legacy_vectors"]:
-        typer.echo(f"older:   {info['legacy_vectors']} vectors of cache format 1: the bundled model's texts are reused as they are read, the rest embedded again")
     typer.echo(f"check:   integrity {check['integrity']}, {check['bad_checksums']} vector(s) failing their checksum")
     _echo_damage(check)
 

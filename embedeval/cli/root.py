@@ -112,6 +112,9 @@ def main_options(
     force: as_typer(FORCE) = FORCE.cli_default,
 ) -> None:
     """Evaluate embedding models for retrieval over long contexts."""
+    from embedeval.messages import show_on_stderr
+
+    show_on_stderr()  # the library's warnings and notes, as the lines they were
     ctx.obj = Force(force)  # the command's writers replace a file embedeval did not write only so (cli.options.with_option_groups)
 
 

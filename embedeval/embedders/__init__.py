@@ -6,7 +6,7 @@ command line does) must not pull in every backend."""
 
 _WHERE = {
     "Embedder": "base", "l2_normalize": "base",
-    "CachedEmbedder": "cache", "EmbeddingCache": "cache", "clear_cache": "cache",
+    "CachedEmbedder": "cached", "EmbeddingCache": "cache", "clear_cache": "cache",
     "DEFAULT_EMBEDDER": "registry", "expand_specs": "registry", "known_specs": "registry", "load_embedder": "registry",
 }
 
@@ -20,6 +20,8 @@ def __getattr__(name: str):
         from embedeval.embedders import base as module
     elif _WHERE[name] == "cache":
         from embedeval.embedders import cache as module
+    elif _WHERE[name] == "cached":
+        from embedeval.embedders import cached as module
     else:
         from embedeval.embedders import registry as module
     return getattr(module, name)

@@ -24,7 +24,6 @@ estimates. A server of one's own (``?base_url=``, see
 from __future__ import annotations
 
 import hashlib
-import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -47,6 +46,7 @@ from embedeval.net.keys import endpoint, key_hint, refuse_provider_key, request_
 from embedeval.net.retry import RetryPolicy, call_with_retries, retry_policy_from_env
 from embedeval.net.settings import request_timeout_from_env
 from embedeval.progress import bar
+from embedeval.messages import note
 
 #: The one text :meth:`APIEmbedder.check` sends before any real work.
 CHECK_TEXT = "embedeval connection check"
@@ -285,8 +285,8 @@ class APIEmbedder(ModelServer):
                 self._replied = served
                 self._remember_reply(served)
                 if served != self.model:
-                    print(f"note: {self.name}: the server answers as model {served!r}, not {self.model!r} as asked; its "
-                          f"vectors are cached as {served!r}'s, apart from {self.model!r}'s", file=sys.stderr)
+                    note(f"{self.name}: the server answers as model {served!r}, not {self.model!r} as asked; its "
+                         f"vectors are cached as {served!r}'s, apart from {self.model!r}'s")
 
     def server_model(self) -> str:
         """What a server of one's own says it serves under this model's name, asked once."""

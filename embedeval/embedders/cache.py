@@ -1,4 +1,5 @@
-"""Persistent embedding cache (SQLite, WAL) and the embedder wrapper that uses it.
+"""Persistent embedding cache (SQLite, WAL): the store. The embedder wrapper that reads and fills
+it is :mod:`embedeval.embedders.cached`.
 
 The file holds four tables:
 
@@ -21,19 +22,15 @@ written without ``key_env`` (:func:`cache_spec`: which variable holds a key chan
 fingerprint is the model's own (:attr:`Embedder.fingerprint`: weights, ``max_seq_length``,
 prompts, pooling, API dimensions and task), so an edited model folder never gets stale vectors;
 value: the float32 vector as a blob with a checksum of key and vector, verified on every read.
-Vectors are checked (shape, finite, non-zero) before they are stored. Texts seen before are never sent to the model again, in this
-process or the next; duplicates within one call are embedded once. New vectors are committed
-after every chunk, so a crash loses at most the chunk in flight.
+Vectors are checked (shape, finite, non-zero) before they are stored (:mod:`embedeval.embedders.cached`).
 
 Every row of every table carries a checksum of its key and value, verified on every read; a
 damaged row is dropped and recomputed.
 
-Caches written by embedeval 0.1 (format 1, keys without a fingerprint) are upgraded in place:
-their vectors move to a side table; those of the bundled all-MiniLM-L6-v2 are reused (checked,
-re-keyed and given a checksum) as texts are read (:meth:`CachedEmbedder.embed_request`); others, and
-inputs now keyed on their token ids (haystack windows), are embedded again. Format 2 files (no
-token prefixes, no model facts) gain the two tables and keep every vector; format 3 files gain
-``embedder_dims``, filled from the vectors they hold.
+A cache written by embedeval 0.1 (format 1, keys without a fingerprint, rows without a checksum)
+has its vectors dropped when it is opened, with one note: they are embedded again as they are
+asked for. Format 2 files (no token prefixes, no model facts) gain the two tables and keep every
+vector; format 3 files gain ``embedder_dims``, filled from the vectors they hold.
 """
 
 from __future__ import annotations
@@ -44,33 +41,26 @@ import hashlib
 import json
 import os
 import sqlite3
-import sys
 import threading
-import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_random_exponential
 
-from embedeval.defaults import DEFAULT_COMMIT_EVERY
 from embedeval.embedders import onnx
-from embedeval.embedders.base import KIND_WORDS, Embedder, EmbedderWrapper, EmbedStats, TokenIdWrapper, check_texts, check_vectors
-from embedeval.embedders.requests import Request
-from embedeval.embedders.speed import device_setting, remember_speed
-from embedeval.embedders.models import bundled_name
 from embedeval.embedders.options import split_spec
 from embedeval.errors import CacheError, InvalidVectorsError
 from embedeval.locks import CACHE_BUSY_SECONDS
+from embedeval.messages import note, warn
 from embedeval.paths import CACHE_ENV, default_cache_dir
-from embedeval.progress import bar
 
 CACHE_FILENAME = "embeddings.sqlite"
 CACHE_FORMAT = 4
-#: The first format whose vector keys include the model's fingerprint (older tables move aside).
+#: The first format whose vector keys include the model's fingerprint (an older vector table is dropped).
 KEYED_FORMAT = 2
-LEGACY_TABLE = "embeddings_v1"
+#: Where an earlier embedeval kept a format-1 file's vectors after upgrading it (dropped on opening).
+FORMAT_1_TABLE = "embeddings_v1"
 #: Seconds a writer waits for another process's write lock before giving up (SQLite's busy timeout:
 #: :data:`~embedeval.locks.CACHE_BUSY_SECONDS`, beside the waits of the other locks).
 LOCK_TIMEOUT = CACHE_BUSY_SECONDS
@@ -129,15 +119,6 @@ def _is_busy(exc: Exception) -> bool:
     return "locked" in text or "busy" in text
 
 
-def legacy_vectors_trusted(spec: str) -> bool:
-    """Whether format-1 vectors of ``spec`` may be reused: only a bundled model's, whose spec named
-    exactly one set of weights. Not an ``st:`` folder's (other weights may have had its name), nor
-    an API model's (format 1 did not check responses, and put some Voyage vectors on the wrong
-    texts)."""
-    prefix, _, model = spec.partition(":")
-    return prefix == "st" and bundled_name(model) is not None
-
-
 #: Bytes per page of a new cache file (SQLite's default is 4,096): see :class:`EmbeddingCache`.
 PAGE_SIZE = 16_384
 
@@ -169,7 +150,6 @@ class EmbeddingCache:
             self._enter_wal()
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._upgrade()
-            self.has_legacy = self._table_exists(LEGACY_TABLE)
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -210,13 +190,14 @@ class EmbeddingCache:
 
     def _upgrade(self) -> None:
         """Create the tables that are missing (a format-2 file gains the token prefixes and model
-        facts), moving a format-1 vector table aside first (one message)."""
+        facts), dropping a format-1 file's vectors first (one note: they are embedded again)."""
         with self._transaction() as conn:
             found = conn.execute("PRAGMA user_version").fetchone()[0]
-            moved = 0
-            if found < KEYED_FORMAT and self._table_exists("embeddings"):
-                conn.execute(f"ALTER TABLE embeddings RENAME TO {LEGACY_TABLE}")
-                moved = conn.execute(f"SELECT COUNT(*) FROM {LEGACY_TABLE}").fetchone()[0]
+            dropped = 0
+            old_tables = [FORMAT_1_TABLE] + (["embeddings"] if found < KEYED_FORMAT else [])
+            for table in filter(self._table_exists, old_tables):
+                dropped += conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+                conn.execute(f"DROP TABLE {table}")
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS embeddings ("
                 " key BLOB PRIMARY KEY, spec TEXT NOT NULL, dim INTEGER NOT NULL,"
@@ -236,10 +217,9 @@ class EmbeddingCache:
                 self._record_dims(conn)
             if found < CACHE_FORMAT:  # a newer format (a later embedeval) keeps its number
                 conn.execute(f"PRAGMA user_version = {CACHE_FORMAT}")
-        if moved:
-            print(f"note: embedding cache {self.path} upgraded to format {CACHE_FORMAT} (keys include the model's "
-                  f"fingerprint); of its {moved} older vectors, those of the bundled model are reused, "
-                  f"the others are embedded again", file=sys.stderr)
+        if dropped:
+            note(f"embedding cache {self.path} upgraded to format {CACHE_FORMAT} (keys include the model's fingerprint); "
+                 f"its {dropped} vectors of embedeval 0.1 are embedded again as they are asked for")
 
     @staticmethod
     def _record_dims(conn: sqlite3.Connection) -> None:
@@ -304,8 +284,7 @@ class EmbeddingCache:
             for row in self._select_in(f"SELECT key, {values}, checksum FROM {table} WHERE key IN", keys):
                 (good if intact(row) else damaged).append(row)
         if damaged:
-            print(f"warning: {len(damaged)} cached {what} in {self.path} failed their checksum; "
-                  "they are computed again", file=sys.stderr)
+            warn(f"{len(damaged)} cached {what} in {self.path} failed their checksum; they are computed again")
             with contextlib.suppress(sqlite3.Error), self._lock, self._transaction() as conn:
                 # Only the damaged version: a row another process has repaired meanwhile stays.
                 conn.executemany(f"DELETE FROM {table} WHERE key = ? AND checksum = ?", [(r[0], r[-1]) for r in damaged])
@@ -349,27 +328,6 @@ class EmbeddingCache:
         with self._guard(), self._lock, self._transaction() as conn:
             conn.execute("INSERT OR REPLACE INTO model_facts (key, facts, checksum) VALUES (?, ?, ?)",
                          (key, text, row_checksum(key, text.encode())))
-
-    def take_legacy(self, keys: Sequence[bytes], dim: int) -> dict[bytes, np.ndarray]:
-        """Remove and return the format-1 vectors (no checksum) stored under ``keys`` that can be
-        trusted: ``dim`` float32 values, finite, of unit length (they were stored L2-normalised, so
-        a flipped byte shows). The side table is dropped once it is empty."""
-        found: dict[bytes, np.ndarray] = {}
-        if not self.has_legacy:
-            return found
-        with self._guard(), self._lock:
-            rows = list(self._select_in(f"SELECT key, vector FROM {LEGACY_TABLE} WHERE key IN", keys))
-            for key, blob in rows:
-                if len(blob) == 4 * dim:
-                    vector = np.frombuffer(blob, dtype=np.float32)
-                    if np.isfinite(vector).all() and abs(float(np.linalg.norm(vector.astype(np.float64))) - 1.0) < 1e-3:
-                        found[key] = vector
-            with self._transaction() as conn:
-                conn.executemany(f"DELETE FROM {LEGACY_TABLE} WHERE key = ?", [(key,) for key, _ in rows])
-                if conn.execute(f"SELECT 1 FROM {LEGACY_TABLE} LIMIT 1").fetchone() is None:
-                    conn.execute(f"DROP TABLE {LEGACY_TABLE}")
-                    self.has_legacy = False
-        return found
 
     def put_many(self, spec: str, keys: Sequence[bytes], vectors: np.ndarray) -> None:
         """Store vectors with their checksums (one transaction; existing keys are kept). The first
@@ -419,15 +377,13 @@ class EmbeddingCache:
         return {"integrity": "; ".join(findings), "rows": rows, "bad_checksums": bad, "mixed_sizes": mixed, "bad_graphs": graphs}
 
     def info(self) -> dict[str, object]:
-        """Path, size on disk, vector counts per embedder spec, format-1 vectors not yet re-keyed,
-        and stored token prefixes."""
+        """Path, size on disk, vector counts per embedder spec, and stored token prefixes."""
         with self._guard(), self._lock:
             per_spec = dict(self._conn.execute("SELECT spec, COUNT(*) FROM embeddings GROUP BY spec ORDER BY spec"))
-            legacy = self._conn.execute(f"SELECT COUNT(*) FROM {LEGACY_TABLE}").fetchone()[0] if self.has_legacy else 0
             prefixes = self._conn.execute("SELECT COUNT(*) FROM token_prefixes").fetchone()[0]
         size = sum(p.stat().st_size for p in self.directory.glob(CACHE_FILENAME + "*") if p.is_file())
         return {"path": str(self.path), "bytes": size, "vectors": sum(per_spec.values()), "per_spec": per_spec,
-                "legacy_vectors": legacy, "token_prefixes": prefixes}
+                "token_prefixes": prefixes}
 
     def close(self) -> None:
         self._conn.close()
@@ -460,192 +416,3 @@ class ReadOnlyFacts:
     def holds_vectors(self, spec: str) -> bool:
         """Whether the cache holds any vector of the embedder ``spec`` (its fixed size says so)."""
         return self.cache.fixed_dim(cache_spec(spec)) is not None
-
-
-class CachedEmbedder(EmbedderWrapper):
-    """An :class:`Embedder` whose every vector goes through an :class:`EmbeddingCache`.
-
-    It is an Embedder itself (the protocol, nothing more): ``name``, ``dim``, ``max_tokens``,
-    ``fingerprint``, ``count_tokens`` and ``check`` are the wrapped model's. Misses are
-    de-duplicated and sent to the model in chunks of ``commit_every`` texts, each chunk committed
-    before the next is sent, with a progress bar if ``progress``. ``stats`` counts what happened.
-
-    ``read_only`` (a plan, around a :class:`~embedeval.embedders.recorder.Recorder`): nothing is
-    stored; what the model was asked for is kept in memory instead, so later calls find it as a run
-    would find it stored; ``found_keys`` holds the distinct keys found in the cache itself.
-    ``seen_keys`` holds the distinct keys asked for, plan or run: :attr:`distinct_texts`, the one
-    count of "texts" a plan, a run's last line and README give.
-    """
-
-    def __init__(self, embedder: Embedder, cache: EmbeddingCache, commit_every: int = DEFAULT_COMMIT_EVERY, progress: bool = False,
-                 read_only: bool = False):
-        super().__init__(embedder)
-        self.cache = cache
-        self.commit_every = commit_every
-        self.progress = progress
-        self.stats = EmbedStats()
-        self.read_only = read_only
-        self.key_spec = cache_spec(self.name)  # the spec as vector keys hold it
-        self.seen_keys: set[bytes] = set()
-        self.found_keys: set[bytes] = set()
-        self._planned: dict[bytes, np.ndarray] = {}  # read_only: what was "stored"
-
-    def _lookup(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
-        """The cached vectors of ``keys`` (a plan also finds what it recorded, and counts the keys)."""
-        found = self.cache.get_many(list(dict.fromkeys(keys)))
-        self.seen_keys.update(keys)
-        if self.read_only:
-            self.found_keys.update(found)
-            found.update((k, self._planned[k]) for k in keys if k in self._planned)
-        return found
-
-    @property
-    def distinct_texts(self) -> int:
-        """The distinct texts (vectors: texts, token-id windows, chunks) asked for so far, each
-        counted once however often and in however many calls it was asked for: those found in the
-        cache plus those newly embedded."""
-        return len(self.seen_keys)
-
-    def _store(self, keys: Sequence[bytes], vectors: np.ndarray) -> None:
-        if self.read_only:
-            self._planned.update(zip(keys, vectors))
-        else:
-            self.cache.put_many(self.key_spec, keys, vectors)
-
-    def embed_request(self, request: Request) -> np.ndarray:
-        """The vectors of ``request``: the cached ones read, the distinct others (each key once, in
-        first-asked order) sent to the model ``commit_every`` at a time, each such part of the
-        request (its ``subset``) committed before the next is sent. Texts that cache format 1 held
-        are moved under their new keys first (:meth:`_reuse_legacy`)."""
-        keys = request.cache_keys(self.key_spec, self.inner.fingerprint)
-        found = self._lookup(keys)
-        first_row: dict[bytes, int] = {}
-        for row, key in enumerate(keys):
-            first_row.setdefault(key, row)
-        todo = [row for key, row in first_row.items() if key not in found]
-        if todo and not self.read_only and self.cache.has_legacy and legacy_vectors_trusted(self.name):
-            old_keys = request.format1_keys(self.name)
-            if old_keys is not None:
-                found.update(self._reuse_legacy({keys[row]: old_keys[row] for row in todo}))
-                todo = [row for row in todo if keys[row] not in found]
-        self.stats.requested += len(keys)
-        self.stats.cache_hits += sum(key in found for key in keys)
-        if todo:
-            found.update(self._embed_missing(request, keys, todo))
-        return self._stacked(found, keys)
-
-    def _stacked(self, found: dict[bytes, np.ndarray], keys: Sequence[bytes]) -> np.ndarray:
-        """The vectors of ``keys`` as one ``(len(keys), dim)`` array; vectors of more than one size
-        (a cache written before sizes were fixed) are one :class:`~embedeval.errors.CacheError`
-        saying how to mend it."""
-        if not keys:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        sizes = sorted({found[k].shape[0] for k in keys})
-        if len(sizes) > 1:
-            raise CacheError(f"embedding cache {self.cache.path} holds vectors of {' and '.join(map(str, sizes))} values "
-                             f"for {self.name} (`embedeval cache verify` lists them); remove them with "
-                             f"`embedeval cache clear` and `embedder` {self.name}", "embedder")
-        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
-
-    def check_size(self) -> None:
-        """One :class:`~embedeval.errors.InvalidVectorsError` (:func:`size_refusal`), before any work,
-        when the model's vectors (once it knows their size: an API model of a server of one's own
-        after its check) have another size than those cached for it."""
-        dim, fixed = self.inner.dim, self.cache.fixed_dim(self.name)
-        if dim and fixed is not None and dim != fixed:
-            raise InvalidVectorsError(size_refusal(self.name, dim, fixed), "embedder")
-
-    def _reuse_legacy(self, legacy_of: dict[bytes, bytes]) -> dict[bytes, np.ndarray]:
-        """The format-1 vectors of ``legacy_of`` ({new key: format-1 key}), moved under their new keys."""
-        legacy = {old: key for key, old in legacy_of.items()}
-        old = self.cache.take_legacy(list(legacy), self.dim)
-        if not old:
-            return {}
-        moved = {legacy[k]: vector for k, vector in old.items()}
-        self.cache.put_many(self.key_spec, list(moved), np.stack(list(moved.values())))
-        return moved
-
-    @contextlib.contextmanager
-    def _timed(self, request: Request) -> Iterator[None]:
-        """Time one model call for documents into ``stats`` (``document_seconds``, and the request's
-        tokens in ``document_tokens``: a token-id sequence's length, a text's tokens as the model
-        counts them, at most its window): a local model's weights are loaded first, outside the
-        clock (loading is not embedding). A plan (``read_only``) times nothing."""
-        if request.kind != "document" or self.read_only:
-            yield
-            return
-        if getattr(self.inner, "loaded", True) is False:
-            self.inner.model  # loads the weights (the property has that effect)
-        start = time.perf_counter()
-        yield
-        self.stats.document_seconds += time.perf_counter() - start
-        self.stats.document_tokens += request.tokens(lambda texts: [min(n, self.max_tokens) for n in self.inner.count_tokens(texts)])
-
-    @property
-    def _local(self) -> bool:
-        """Whether the model runs here (a local model, with a device setting), not behind a paid API."""
-        return hasattr(getattr(self.inner, "options", None), "device")
-
-    def _embed_missing(self, request: Request, keys: list[bytes], todo: list[int]) -> dict[bytes, np.ndarray]:
-        """The vectors of ``request``'s rows ``todo`` from the model, ``commit_every`` rows a call,
-        each call's vectors checked, then stored on a thread of their own while the next call
-        runs (a local model is not kept waiting for the disk; an API model's next, paid, call
-        waits for the commit). A call's vectors are committed before
-        the next call's are stored, and a pending commit is finished on any error: a killed run
-        loses at most the call in flight and the one being committed; a failed commit stops the
-        run at the next call's end."""
-        out: dict[bytes, np.ndarray] = {}
-        step = self.commit_every
-        with bar(total=len(todo), desc=f"embedding {KIND_WORDS[request.kind]} ({self.name})", unit=request.unit,
-                 enabled=self.progress, delay=0.5) as shown, ThreadPoolExecutor(max_workers=1) as writer:
-            committing = None
-            for start in range(0, len(todo), step):
-                rows = todo[start : start + step]
-                part = request.subset(rows)
-                with self._timed(part):
-                    vectors = check_vectors(self.inner.embed_request(part), len(rows), self.dim, self.name)
-                chunk_keys = [keys[row] for row in rows]
-                self.stats.model_calls += 1
-                self.stats.embedded += len(chunk_keys)
-                if committing is not None:
-                    committing.result()  # the previous call's commit, its failure raised here
-                committing = writer.submit(self._store, chunk_keys, vectors)
-                if not self._local:  # a paid call is not sent while its predecessor's commit may still fail
-                    committing.result()
-                out.update(zip(chunk_keys, vectors))
-                shown.update(len(chunk_keys))
-            if committing is not None:
-                committing.result()
-        if request.kind == "document" and not self.read_only and self._local:
-            # a local model's pace on this machine, for a later plan (embedeval.embedders.speed)
-            remember_speed(self.cache, self.name, device_setting(self.inner), self.stats.document_seconds, self.stats.document_tokens)
-        return out
-
-
-class CachedTokenIdEmbedder(CachedEmbedder, TokenIdWrapper):
-    """A :class:`CachedEmbedder` of a :class:`~embedeval.embedders.base.TokenIdEmbedder`, whose
-    token-id requests are keyed on exactly the ids the model read (two texts whose windows hold the
-    same ids share a vector); also ``token_ids`` with a limit, whose prefixes are cached under
-    :func:`token_prefix_key`, so a rerun finds the ids (and with them the vectors) of long texts
-    without tokenising them again."""
-
-    def token_ids(self, texts: Sequence[str], limit: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
-        """The model's ``token_ids``; with a ``limit``, per text its first ``limit + 1`` ids and
-        offsets (all of them when it has no more: so whether a text exceeds ``limit`` still shows),
-        read from the cache where this tokenizer met the same text with the same limit before,
-        else tokenised (counted in ``stats.tokenized``) and stored."""
-        if limit is None:
-            return self.inner.token_ids(texts, None)
-        texts = check_texts(texts, "document")
-        tokenizer = self.inner.token_fingerprint
-        keys = [token_prefix_key(tokenizer, limit, text) for text in texts]
-        found = self.cache.get_token_prefixes(list(dict.fromkeys(keys)))
-        missing = {key: text for key, text in zip(keys, texts) if key not in found}
-        if missing:
-            fresh = {key: (np.asarray(ids[: limit + 1], dtype=np.int32), np.asarray(offsets[: limit + 1], dtype=np.int32).reshape(-1, 2))
-                     for key, (ids, offsets) in zip(missing, self.inner.token_ids(list(missing.values()), limit))}
-            if not self.read_only:
-                self.cache.put_token_prefixes(fresh)
-            self.stats.tokenized += len(fresh)
-            found.update(fresh)
-        return [found[key] for key in keys]

@@ -2,7 +2,7 @@
 forward passes run in a pool of Ray actors, each holding the model once.
 
 Ray actors directly, not Ray Data: the work is already cut into cache chunks by
-:class:`~embedeval.embedders.cache.CachedEmbedder` (``commit_every`` inputs, committed before the
+:class:`~embedeval.embedders.cached.CachedEmbedder` (``commit_every`` inputs, committed before the
 next chunk is sent, so a killed run resumes with nothing lost), and a chunk must come back as
 vectors in the order it went out. Within a chunk, a request is cut into the batches the local
 model forms for it (:meth:`~embedeval.embedders.local.SentenceTransformerEmbedder.request_batches`:

@@ -14,12 +14,11 @@ tokenizer alone is loaded when a text must be tokenised (checked against the rem
 tokenizer fingerprint), the weights when something must be embedded. Once the model is loaded
 every fact is read from it live (so a changed ``max_seq_length`` shows at once). A plan of the
 bundled model whose vectors are not cached reads its facts from its folder instead
-(:func:`folder_facts`): it counts without the weights.
+(:func:`~embedeval.embedders.local_folder.folder_facts`): it counts without the weights.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 from collections.abc import Sequence
@@ -28,24 +27,19 @@ from pathlib import Path
 
 import numpy as np
 
-from embedeval.embedders.base import KINDS, Kind, check_texts, l2_normalize
-from embedeval.embedders.models import (
-    bundled_name,
-    canonical_model,
-    folder_fingerprint,
-    resolve_model_path,
-    weight_shapes,
-)
 from embedeval.defaults import DEFAULT_BATCH_SIZE, DEFAULT_LONG_PASS_BATCH_TOKENS, MIN_CONTENT_TOKENS
-from embedeval.jsonread import load_file
-from embedeval.embedders import onnx, stretch as stretching
+from embedeval.embedders import batching, onnx, stretch as stretching
+from embedeval.embedders.base import KINDS, Kind, check_texts, l2_normalize
+from embedeval.embedders.local_folder import check_window, folder_facts, folder_stretch_refusal, prompt_ids, special_ids
+from embedeval.embedders.models import bundled_name, canonical_model, folder_fingerprint, resolve_model_path
 from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.embedders.requests import LateChunks, ModelServer, StretchedIds, Texts, TokenIds
-from embedeval.errors import ConfigError, InputError, UnknownEmbedderError
 from embedeval.embedders.tokens import TokenCounter, load_token_counter, quiet_transformers
+from embedeval.errors import ConfigError, InputError, UnknownEmbedderError
 from embedeval.paths import default_cache_dir
 from embedeval.progress import step
 from embedeval.versions import package_version
+
 
 #: Bump when the facts change shape or meaning (older remembered facts are then ignored).
 FACTS_FORMAT = 5
@@ -64,189 +58,12 @@ def _pooling_mode(module) -> str | None:
     return mode if isinstance(mode, str) else None
 
 
-#: The end of the name of a transformer's table of absolute positions (BERT, RoBERTa, ...).
-POSITION_TABLE = "position_embeddings.weight"
-
-
-def position_limit(path: str) -> tuple[int, str] | None:
-    """The longest input a model folder's positions allow, and where that was read: the rows of its
-    table of absolute positions (:data:`POSITION_TABLE`, from the weights' headers: the table
-    that fails on a longer input), else its transformer config's ``max_position_embeddings``;
-    None when the folder says neither (rotary positions with no config value, a hub name). A
-    ``config.json`` that is not a JSON object, or weights that do not open, is one
-    :class:`~embedeval.errors.UnknownEmbedderError`."""
-    config = Path(path) / "config.json"
-    try:
-        settings = load_file(config)
-    except (OSError, ValueError):
-        settings = {}  # no config here (a hub name), or one the loader will name as broken
-    if not isinstance(settings, dict):
-        raise UnknownEmbedderError(f"cannot load local model {path!r}: {config} holds a JSON {type(settings).__name__}, not an object")
-    tables = [(shape[0], name) for name, shape in weight_shapes(path).items() if name.endswith(POSITION_TABLE) and shape]
-    limit = settings.get("max_position_embeddings")
-    if tables:
-        rows, name = min(tables)
-        if isinstance(limit, int) and not isinstance(limit, bool) and limit != rows:
-            raise UnknownEmbedderError(f"cannot load local model {path!r}: its {config} says max_position_embeddings {limit}, "
-                                       f"but its weights' position table {name} has {rows} rows; set max_position_embeddings "
-                                       f"to {rows} in {config} (the weights decide)")
-        return rows, f"the rows of its position table {name}"
-    return (limit, f"max_position_embeddings in {config}") if isinstance(limit, int) and not isinstance(limit, bool) else None
-
-
-def position_width(path: str) -> int | None:
-    """The width of a model folder's position vectors: the columns of its table of absolute
-    positions (:data:`POSITION_TABLE`, from the weights' headers), else its config's
-    ``hidden_size``; None when the folder says neither (what ``extend-pi@L``'s stretched table is
-    as wide as: :func:`embedeval.bounds.position_table_bytes`)."""
-    widths = [shape[1] for name, shape in weight_shapes(path).items() if name.endswith(POSITION_TABLE) and len(shape) == 2]
-    if widths:
-        return max(widths)
-    hidden = _folder_config(path).get("hidden_size")
-    return hidden if isinstance(hidden, int) and not isinstance(hidden, bool) and hidden > 0 else None
-
-
-def check_window(path: str, max_seq_length: int | None) -> tuple[int, str] | None:
-    """One :class:`~embedeval.errors.ConfigError` when ``max_seq_length`` exceeds the model's
-    position limit (:func:`position_limit`), before any weights are loaded (a broken config or
-    weights file: one :class:`~embedeval.errors.UnknownEmbedderError`). Returns the limit it read,
-    so that the caller checks and stretches against this one reading."""
-    limit = position_limit(path)
-    if max_seq_length is not None and limit is not None and max_seq_length > limit[0]:
-        raise ConfigError(f"`max_seq_length` {max_seq_length} is over the model's position limit of {limit[0]} tokens "
-                          f"({limit[1]})", "max_seq_length")
-    return limit
-
-
-#: Transformer configs (``model_type`` in config.json) whose table of absolute positions counts
-#: from 0, so that a table in the weights means BERT-style absolute positions
-#: (:func:`embedeval.embedders.stretch.position_type` says ``absolute`` once the model is loaded).
-ABSOLUTE_TABLE_MODEL_TYPES = ("bert",)
-
-
-def _folder_config(path: str) -> dict:
-    """The model folder's ``config.json`` as a dict ({} where there is none or it is not an object:
-    :func:`position_limit` names a broken one)."""
-    try:
-        settings = load_file(Path(path) / "config.json")
-    except (OSError, ValueError):
-        return {}
-    return settings if isinstance(settings, dict) else {}
-
-
-def folder_stretch_refusal(path: str, options: LocalOptions, stretch: stretching.Stretch,
-                           limit: tuple[int, str] | None) -> str | None:
-    """Why ``stretch`` cannot read the model folder ``path`` past its positions, as far as the
-    folder says without loading any weights (its config.json and the headers of its weights), or
-    None where it does not say (the loaded model decides then: :meth:`SentenceTransformerEmbedder.stretch_refusal`).
-    ``limit``: the folder's :func:`position_limit`. A folder that names no position limit, a
-    backend other than torch, and a rotary method on a BERT-type model whose weights hold a table
-    of absolute positions are refused here, with the words the loaded model would use."""
-    if limit is None:
-        return ("its folder names no position limit (no position table in its weights, no max_position_embeddings "
-                "in its config), so there is nothing to stretch past")
-    if options.backend != "torch":
-        return f"context extension runs on the torch backend, not {options.backend}"
-    if stretch.position_type == stretching.ABSOLUTE:
-        return None  # whether the positions are BERT-style (a table counting from 0) is the loaded model's to say
-    config = _folder_config(path)
-    if (config.get("model_type") in ABSOLUTE_TABLE_MODEL_TYPES
-            and config.get("position_embedding_type", stretching.ABSOLUTE) in (None, stretching.ABSOLUTE)
-            and any(name.endswith(POSITION_TABLE) for name in weight_shapes(path))):
-        return stretching.type_refusal(stretching.ABSOLUTE, stretch)
-    return None
-
-
-#: The fingerprint of a plan's model whose facts are read from its folder (:func:`folder_facts`):
-#: the cache's keys need the loaded model's own only to find its vectors, and none is cached.
-PLANNED_FINGERPRINT = "planned: no vector of it is cached"
-#: The modules of a folder whose facts :func:`folder_facts` reads: a transformer, mean pooling,
-#: and a normalisation or nothing after it (all-MiniLM-L6-v2's).
-_PLAIN_MODULES = (("sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling"),
-                  ("sentence_transformers.models.Transformer", "sentence_transformers.models.Pooling",
-                   "sentence_transformers.models.Normalize"))
-
-
-def _folder_json(path: str, name: str):
-    try:
-        return load_file(Path(path) / name)
-    except (OSError, ValueError):
-        return None
-
-
-def special_ids(counter: TokenCounter, framed: list[int]) -> tuple[list[int], list[int]]:
-    """The special tokens a tokenizer puts before and after a single text ([CLS] / [SEP], <s> /
-    </s>): around the content ids of "a" (``counter``'s) in ``framed``, "a" tokenised with them."""
-    probe = counter.ids(["a"])[0][0]
-    at = next(i for i in range(len(framed)) if framed[i : i + len(probe)] == probe)
-    return framed[:at], framed[at + len(probe):]
-
-
-def prompt_ids(counter: TokenCounter, prompt: str, kind: Kind, name: str) -> list[int]:
-    """Content ids of a model's ``prompt`` for ``kind`` as they come out when the prompt is
-    tokenised together with a text (as ``encode`` does): the tokens that start inside the prompt.
-    Checked on a probe text: if prompt ids + text ids differ from the joint tokenisation, ids cannot
-    reproduce ``encode`` for the model (``name``) and an :class:`InputError` says so."""
-    if not prompt:
-        return []
-    probe = "The probe sentence checks how the prompt joins the text."
-    (joint, offsets), = counter.ids([prompt + probe])
-    ids = [i for i, (start, _) in zip(joint, offsets) if start < len(prompt)]
-    if ids + counter.ids([probe])[0][0] != joint:
-        raise InputError(f"{name}'s {kind} prompt {prompt!r} does not tokenise apart from the text, "
-                         "so windows on token ids cannot match the model's own encode; use `strategies` truncate", "strategies")
-    return ids
-
-
-def folder_facts(path: str, options: LocalOptions, counter: TokenCounter, name: str) -> dict | None:
-    """A model's facts (:meth:`SentenceTransformerEmbedder._live_facts`) but its fingerprint, read
-    from its folder and its tokenizer (``counter``) without loading the weights, where the folder is
-    plain enough to say them (:data:`_PLAIN_MODULES`, a ``max_seq_length`` of its own, no
-    lowercasing or default prompt of sentence-transformers' own, one pooling mode); None where it is
-    not. A plan of the bundled model uses them while none of its vectors is cached; a test checks
-    them against the loaded model's."""
-    modules, bert_config = _folder_json(path, "modules.json"), _folder_json(path, "sentence_bert_config.json") or {}
-    pooling = _folder_json(path, "1_Pooling/config.json") or {}
-    settings = _folder_json(path, "config_sentence_transformers.json") or {}
-    kinds = tuple(m.get("type") for m in modules) if isinstance(modules, list) and all(isinstance(m, dict) for m in modules) else ()
-    window = options.max_seq_length or bert_config.get("max_seq_length")
-    modes = [key for key, on in pooling.items() if key.startswith("pooling_mode_") and on is True]
-    prompts = settings.get("prompts") or {}
-    if (kinds not in _PLAIN_MODULES or not isinstance(window, int) or bert_config.get("do_lower_case")
-            or modes != ["pooling_mode_mean_tokens"] or settings.get("default_prompt_name") or not isinstance(prompts, dict)):
-        return None
-    by_kind: dict[str, list[int] | str] = {}
-    for kind in KINDS:
-        try:
-            by_kind[kind] = prompt_ids(counter, prompts.get(kind) or "", kind, name)
-        except InputError as exc:
-            by_kind[kind] = str(exc)
-    limit = position_limit(path)
-    return {"dim": int(pooling["word_embedding_dimension"]), "max_tokens": window,
-            "special_ids": list(special_ids(counter, counter.framed_ids("a"))), "prompt_ids": by_kind, "tokenizer": counter.fingerprint,
-            "pooling": {"mode": "mean", "after": ["Normalize"] if len(kinds) == 3 else []},
-            "stretch_refusals": {stretch.name: folder_stretch_refusal(path, options, stretch, limit) for stretch in stretching.Stretch.every()}}
-
-
 def local_name(model: str, options: LocalOptions) -> str:
     """The name a local model goes by (in tables, the cache and a plan): ``st:`` + the bundled
     model's name or the folder's absolute path, + the options that change a vector
     (:meth:`~embedeval.embedders.options.LocalOptions.name_query`)."""
     query = options.name_query()
     return f"st:{canonical_model(model)}" + (f"?{query}" if query else "")
-
-
-def attention_kernels(device: str):
-    """The attention kernels a forward pass on ``device`` may use: on CUDA every kernel PyTorch has
-    except cuDNN's, which builds a plan for each new input shape and so is slow on texts of many
-    lengths (measured on an H200: float16 MiniLM over 4,096 windows of 60-254 random lengths ran at
-    2,445 windows/s on a first pass with it allowed, 7,263 without; ``benchmarks/bench_gpu.py``);
-    elsewhere PyTorch's own choice, untouched."""
-    if not device.startswith("cuda"):
-        return contextlib.nullcontext()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
 
 
 def from_spec_model(model: str, **kwargs) -> SentenceTransformerEmbedder:
@@ -256,62 +73,9 @@ def from_spec_model(model: str, **kwargs) -> SentenceTransformerEmbedder:
     return SentenceTransformerEmbedder(name, options=LocalOptions.parse(query), **kwargs)
 
 
-def cut_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int, budget: int | None = None) -> list[np.ndarray]:
-    """``order`` (rows sorted longest first, ``lengths[i]`` the padded length of ``order[i]``)
-    cut into batches: ``batch_size`` rows at a time without a ``budget``; with one, each batch as
-    many rows as fit ``rows x its longest <= budget`` (at least one):
-
-        batch = order[i : i + max(1, budget // lengths[i])]
-
-    so long inputs go a few at a time and short ones many at a time."""
-    order = np.asarray(order)
-    batches, start = [], 0
-    while start < len(order):
-        size = batch_rows(lengths[start], batch_size, budget)
-        batches.append(order[start:start + size])
-        start += size
-    return batches
-
-
-def _longest_first(ids: Sequence[Sequence[int]], frame: int) -> tuple[np.ndarray, list[int]]:
-    """The rows of ``ids`` longest first (a stable sort, like ``encode``'s: batches of similar
-    length pad little) and each one's padded length (``frame`` tokens besides its ids)."""
-    order = np.argsort([-len(seq) for seq in ids], kind="stable")
-    return order, [len(ids[i]) + frame for i in order]
-
-
-def frame_batch(batch: Sequence[Sequence[int]], head: Sequence[int], tail: Sequence[int], pad_id: int,
-                side: str = "right") -> tuple[np.ndarray, np.ndarray]:
-    """``input_ids`` and ``attention_mask`` (int64, rows x the longest framed row) of the id
-    sequences of ``batch``, each framed as ``head + ids + tail`` and padded with ``pad_id`` on
-    ``side`` (a tokenizer's ``padding_side``), as a tokenizer's ``pad`` returns them: filled with
-    array operations, not row by row (at a GPU's pace the per-row work set the time)."""
-    if side not in ("right", "left"):
-        raise ValueError(f"padding side {side!r} is neither right nor left")
-    rows = [np.asarray(seq, dtype=np.int64).ravel() for seq in batch]
-    content = np.array([seq.size for seq in rows], dtype=np.int64)
-    head, tail = np.asarray(head, dtype=np.int64), np.asarray(tail, dtype=np.int64)
-    lengths = head.size + content + tail.size
-    width = int(lengths.max(initial=0))
-    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
-    starts = np.zeros(len(rows), dtype=np.int64) if side == "right" else width - lengths  # where each framed row begins
-    at = starts[:, None]
-    row = np.arange(len(rows))[:, None]
-    ids[row, at + np.arange(head.size)] = head
-    if content.sum():
-        owner = np.repeat(np.arange(len(rows)), content)
-        offset = np.arange(content.sum()) - np.repeat(np.cumsum(content) - content, content)
-        ids[owner, starts[owner] + head.size + offset] = np.concatenate(rows)
-    ids[row, at + head.size + content[:, None] + np.arange(tail.size)] = tail
-    columns = np.arange(width)
-    mask = ((columns >= at) & (columns < at + lengths[:, None])).astype(np.int64)
-    return ids, mask
-
-
-def batch_rows(longest: int, batch_size: int, budget: int | None) -> int:
-    """Rows in a batch whose longest input is ``longest`` tokens: ``batch_size`` without a
-    budget, else ``max(1, budget // longest)``."""
-    return batch_size if budget is None else max(1, budget // max(1, longest))
+#: The fingerprint of a plan's model whose facts are read from its folder (:func:`~embedeval.embedders.local_folder.folder_facts`):
+#: the cache's keys need the loaded model's own only to find its vectors, and none is cached.
+PLANNED_FINGERPRINT = "planned: no vector of it is cached"
 
 
 class SentenceTransformerEmbedder(ModelServer):
@@ -452,7 +216,7 @@ class SentenceTransformerEmbedder(ModelServer):
 
     def _planned_facts(self) -> dict | None:
         """For a plan (a read-only facts store, which can say whether it holds vectors) of a bundled
-        model none of whose vectors is cached: its facts read from its folder (:func:`folder_facts`),
+        model none of whose vectors is cached: its facts read from its folder (:func:`~embedeval.embedders.local_folder.folder_facts`),
         its fingerprint :data:`PLANNED_FINGERPRINT`, so that a plan never loads its weights but to
         time it. None elsewhere (the model loads when its facts are asked for)."""
         holds_vectors = getattr(self.facts_store, "holds_vectors", None)
@@ -533,7 +297,7 @@ class SentenceTransformerEmbedder(ModelServer):
 
     def _embed_texts(self, request: Texts) -> np.ndarray:
         encode = self.model.encode_query if request.kind == "query" else self.model.encode_document
-        with attention_kernels(self.device):
+        with batching.attention_kernels(self.device):
             vectors = encode(
                 list(request.texts),
                 batch_size=self.batch_size,
@@ -589,38 +353,20 @@ class SentenceTransformerEmbedder(ModelServer):
     def id_batches(self, ids: Sequence[Sequence[int]], frame: int = 0) -> list[np.ndarray]:
         """The rows of ``ids`` in the batches :meth:`_embed_ids` forms: longest first (a stable
         sort, like ``encode``'s: batches of similar length pad little), then cut by
-        :func:`cut_batches` (``batch_size`` at a time, or by the ``max_batch_tokens`` budget;
+        :func:`~embedeval.embedders.batching.cut_batches` (``batch_size`` at a time, or by the ``max_batch_tokens`` budget;
         ``frame``: the tokens each input gets besides its ids, special tokens and prompt)."""
-        order, lengths = _longest_first(ids, frame)
-        return cut_batches(order, lengths, self.batch_size, self.max_batch_tokens)
+        order, lengths = batching.longest_first(ids, frame)
+        return batching.cut_batches(order, lengths, self.batch_size, self.max_batch_tokens)
 
     def _in_batches(self, ids: Sequence[Sequence[int]], frame: int, run, budget: int | None = None) -> None:
-        """``run(rows)`` for every batch of :meth:`id_batches`; when CUDA runs out of memory, the
-        batch is halved and retried, and the rest of the run keeps that smaller budget (in padded
-        tokens, so shorter inputs still go more at a time). A single input that does not fit is
-        one :class:`~embedeval.errors.InputError` naming its length. ``run`` writes its results
-        itself, so nothing done before a retry is lost or done twice. ``budget``: padded tokens
-        per batch when the spec sets no ``max_batch_tokens``."""
-        import torch
+        """``run(rows)`` for every batch of :meth:`id_batches`, a batch halved when CUDA runs out of
+        memory (:func:`~embedeval.embedders.batching.run_in_batches`, each halving counted in
+        ``backoffs``). ``budget``: padded tokens per batch when the spec sets no ``max_batch_tokens``."""
+        batching.run_in_batches(ids, frame, run, self.batch_size, self.max_batch_tokens or budget, self.device, self.name,
+                                self._backed_off)
 
-        order, lengths = _longest_first(ids, frame)
-        budget = self.max_batch_tokens or budget
-        done = 0
-        while done < len(order):
-            rows = order[done:done + batch_rows(lengths[done], self.batch_size, budget)]
-            try:
-                with attention_kernels(self.device):
-                    run(rows)
-            except torch.cuda.OutOfMemoryError:
-                if len(rows) == 1:
-                    raise InputError(f"one input of {lengths[done]} tokens does not fit in the memory of {self.device} for "
-                                     f"{self.name}; lower `max_seq_length` or use a larger device", "max_seq_length") from None
-                if torch.cuda.is_available():
-                    torch.cuda.empty_cache()
-                budget = (len(rows) // 2) * lengths[done]  # this batch's longest input, half as many
-                self.backoffs += 1
-                continue
-            done += len(rows)
+    def _backed_off(self) -> None:
+        self.backoffs += 1
 
     def _embed_ids(self, request: TokenIds) -> np.ndarray:
         """Embed content-id sequences: each gets the special tokens and the kind's prompt, as
@@ -651,13 +397,13 @@ class SentenceTransformerEmbedder(ModelServer):
 
     def _framed(self, batch: Sequence[Sequence[int]], head: list[int], tail: list[int]) -> dict:
         """A batch of content ids framed as ``encode`` frames them (``head``: special tokens and
-        prompt before, ``tail`` after), padded as the tokenizer pads (:func:`frame_batch`), on the
+        prompt before, ``tail`` after), padded as the tokenizer pads (:func:`~embedeval.embedders.batching.frame_batch`), on the
         model's device."""
         import torch
 
         model = self.model
         tokenizer = model.tokenizer
-        ids, mask = frame_batch(batch, head, tail, tokenizer.pad_token_id, tokenizer.padding_side)
+        ids, mask = batching.frame_batch(batch, head, tail, tokenizer.pad_token_id, tokenizer.padding_side)
         return {"input_ids": torch.from_numpy(ids).to(model.device), "attention_mask": torch.from_numpy(mask).to(model.device)}
 
     def stretch_refusal(self, stretch: stretching.Stretch) -> str | None:
@@ -686,7 +432,7 @@ class SentenceTransformerEmbedder(ModelServer):
         return getattr(self.model[0], "auto_model", None)
 
     def positions(self) -> int | None:
-        """``P``: the positions the model has (:func:`position_limit`: its position table's rows,
+        """``P``: the positions the model has (:func:`~embedeval.embedders.local_folder.position_limit`: its position table's rows,
         else ``max_position_embeddings``), None when the folder does not say. Read once, from the
         folder before the weights load; the same ``P`` refuses an ``L`` that reads no further and
         sets every stretch factor (:meth:`_embed_stretched`)."""

@@ -35,7 +35,6 @@ import hashlib
 import logging
 import os
 import shutil
-import sys
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -45,6 +44,7 @@ import numpy as np
 from embedeval.errors import CacheError, ConfigError
 from embedeval.io import atomic_path, remove_stale_temp_files, write_text_atomic
 from embedeval.locks import ONNX_GRAPHS_WAIT, release_lock, take_lock, write_holder
+from embedeval.messages import warn
 
 #: The backends of a local model: its own torch modules, or the transformer in ONNX Runtime.
 BACKENDS = ("torch", "onnx", "onnx-int8")
@@ -195,7 +195,7 @@ def _made(path: Path, make: Callable[[Path], object]) -> Path:
     if record.exists() and not record.is_file():  # not ours to remove: one line instead of a write that fails
         raise CacheError(f"ONNX graph {path} {problem}")
     if path.exists():
-        print(f"warning: ONNX graph {path} {problem}; making it again", file=sys.stderr)
+        warn(f"ONNX graph {path} {problem}; making it again")
     make(path)
     write_text_atomic(_checksum_path(path), file_sha256(path) + "\n")
     return path

@@ -9,7 +9,7 @@ configuration. :class:`LocalOptions` are an ``st:`` model's, :class:`APISpecOpti
 ``dtype``             ``float32`` (the default), ``float16`` or ``bfloat16`` (half precision: GPU only)
 ``max_seq_length``    the model's window in tokens, leaving at least
                       :data:`~embedeval.defaults.MIN_CONTENT_TOKENS` content tokens, up to its
-                      position limit (:func:`~embedeval.embedders.local.position_limit`);
+                      position limit (:func:`~embedeval.embedders.local_folder.position_limit`);
                       default: the model's own ``max_seq_length``
 ``trust_remote_code`` ``true`` to run the model folder's own code (off unless asked)
 ``backend``           ``torch`` (the default), ``onnx`` or ``onnx-int8``: the transformer in ONNX

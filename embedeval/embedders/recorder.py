@@ -4,7 +4,7 @@
 run takes (strategies, the cache's look-ups, de-duplication, the cache's chunks of
 ``commit_every`` texts), while every miss is written down instead of embedded. Its vectors are
 stand-ins (a unit vector drawn from a hash of the input), never stored: the cache wrapper around a
-recorder is read-only (:class:`~embedeval.embedders.cache.CachedEmbedder` with ``read_only``).
+recorder is read-only (:class:`~embedeval.embedders.cached.CachedEmbedder` with ``read_only``).
 
 What is recorded, per model call as a real run would make it:
 

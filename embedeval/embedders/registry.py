@@ -12,10 +12,12 @@ from dataclasses import dataclass
 
 from embedeval.defaults import DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER
 from embedeval.embedders.base import Embedder, TokenIdEmbedder
-from embedeval.embedders.cache import CachedEmbedder, CachedTokenIdEmbedder, EmbeddingCache, ReadOnlyFacts
+from embedeval.embedders.cached import CachedEmbedder, CachedTokenIdEmbedder
+from embedeval.embedders.cache import EmbeddingCache, ReadOnlyFacts
 from embedeval.embedders.api import APIEmbedder
 from embedeval.embedders.jina import JinaEmbedder
-from embedeval.embedders.local import SentenceTransformerEmbedder, check_window, from_spec_model, local_name
+from embedeval.embedders.local import SentenceTransformerEmbedder, from_spec_model, local_name
+from embedeval.embedders.local_folder import check_window
 from embedeval.embedders.models import BUNDLED_MODELS, bundled_model_installed, bundled_name, canonical_model, resolve_model_path
 from embedeval.embedders.onnx import check_installed
 from embedeval.embedders.options import APISpecOptions, LocalOptions, split_spec
@@ -36,10 +38,8 @@ class Backend:
     prefix: str
     factory: Callable[[str], Embedder]
     known_models: tuple[str, ...]
-    description: str
     availability: Callable[[str], tuple[bool, str]]
     validate: Callable[[str], None]  # the model part (name and ?options) checked without work: one error for a bad one
-    open_ended: bool = False  # any model name may follow the prefix (e.g. a local folder)
 
 
 def _local_availability(model: str) -> tuple[bool, str]:
@@ -73,10 +73,8 @@ BACKENDS: dict[str, Backend] = {
         prefix="st",
         factory=from_spec_model,
         known_models=tuple(BUNDLED_MODELS),
-        description="sentence-transformers (model name or local folder; options: ?device=&dtype=&max_seq_length=&trust_remote_code=&max_batch_tokens=)",
         availability=_local_availability,
         validate=_local_validate,
-        open_ended=True,
     ),
 }
 
@@ -107,9 +105,6 @@ for _provider, _cls in API_EMBEDDERS.items():
         prefix=_provider,
         factory=_cls,
         known_models=tuple(_cls.models),
-        description=f"{_provider} embeddings API (key from {_cls.key_env}, base URL from {_cls.base_url_env}"
-                    + ("; any model on a server of your own: ?base_url=&max_tokens=&tokenizer=&key_env=)" if _cls.serves_any_model
-                       else "; options: ?max_tokens=&tokenizer=)"),
         availability=_api_availability(_provider),
         validate=_api_validate(_provider),
     )
@@ -262,7 +257,7 @@ def load_embedder(
     ``progress``: progress bars (texts embedded; for API models also tokens sent and tokens per
     minute). ``verify`` calls the model's ``check()`` first (API embedders send one tiny request), so a bad
     key or model fails here, and a model whose vectors now have another size than those cached for it
-    (:meth:`~embedeval.embedders.cache.CachedEmbedder.check_size`).
+    (:meth:`~embedeval.embedders.cached.CachedEmbedder.check_size`).
     The cache commits new vectors every ``commit_every`` texts (what an interruption can lose).
     ``plan``: the model is wrapped in a :class:`~embedeval.embedders.recorder.Recorder` behind a
     read-only cache, so a run's steps record what they would send and nothing is sent or stored

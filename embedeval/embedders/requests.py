@@ -116,10 +116,6 @@ class Texts:
     def cache_keys(self, spec: str, fingerprint: str) -> list[bytes]:
         return [hashlib.sha256(f"{spec}\0{fingerprint}\0{self.kind}\0{text}".encode("utf-8")).digest() for text in self.texts]
 
-    def format1_keys(self, spec: str) -> list[bytes] | None:
-        """The keys cache format 1 gave these texts' vectors: ``sha256(spec \\0 kind \\0 text)``."""
-        return [hashlib.sha256(f"{spec}\0{self.kind}\0{text}".encode("utf-8")).digest() for text in self.texts]
-
     def subset(self, rows: Sequence[int]) -> Texts:
         return Texts(tuple(self.texts[i] for i in rows), self.kind)
 
@@ -171,10 +167,6 @@ class IdSequences:
     def cache_keys(self, spec: str, fingerprint: str) -> list[bytes]:
         head = _key_head(spec, self._fingerprint(fingerprint), f"{self.kind}:ids")
         return [_sha256(head, raw) for raw in self.ids]
-
-    def format1_keys(self, spec: str) -> list[bytes] | None:
-        """None: cache format 1 held no vector of token ids."""
-        return None
 
     def tokens(self, count_texts: TextCounter) -> int:
         """The ids (``count_texts`` is for texts: none here)."""
@@ -341,10 +333,6 @@ class LateChunks:
                 digest.update(f"{start}:{end}:{len(window_keys[w])}\0".encode("utf-8") + window_keys[w])
             keys.append(digest.digest())
         return keys
-
-    def format1_keys(self, spec: str) -> list[bytes] | None:
-        """None: cache format 1 held no late-chunked vector."""
-        return None
 
     def subset(self, rows: Sequence[int]) -> LateChunks:
         """The chunks ``rows`` with the windows they read (in window order), re-numbered."""

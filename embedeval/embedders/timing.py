@@ -5,7 +5,7 @@ A plan says how long a local model would take: a random sample of the inputs it 
 embedded for real (after two to warm up) and timed (:func:`~embedeval.plan.plan_of`). Loading the
 model for that (importing PyTorch and sentence-transformers, reading the weights) takes seconds the
 plan's counting does not need, and a plan of the bundled model counts without its weights
-(:func:`~embedeval.embedders.local.folder_facts`). :class:`SampleTimer` starts ``python -m
+(:func:`~embedeval.embedders.local_folder.folder_facts`). :class:`SampleTimer` starts ``python -m
 embedeval.embedders.timing SPEC`` as the plan starts: that process loads the model while the plan
 counts (on another core, where there is one), then embeds the sample it is sent and answers the
 seconds it took. Nothing is stored: the model is loaded without the cache.
@@ -125,7 +125,7 @@ def start_early(specs: Sequence[str], cache_dir=None) -> None:
     options, so that PyTorch and the weights load while the command imports its libraries and
     builds the haystacks; :func:`timer_for` hands it to the plan, :func:`close_early` ends those no
     plan took. Only a bundled model's: the plan counts without its weights
-    (:func:`~embedeval.embedders.local.folder_facts`), while a folder's model is loaded by the plan
+    (:func:`~embedeval.embedders.local_folder.folder_facts`), while a folder's model is loaded by the plan
     itself, which then times it there, so an early process would load a second copy of the weights
     (on a GPU, twice the memory) only to be ended unused (the audit); :func:`timer_for` still
     starts one for a folder whose facts the cache remembers. None for a model whose pace the cache

@@ -23,7 +23,6 @@ is one ``note:`` line too, and used for the run all the same.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from embedeval.bounds import MAX_VERDICT_BYTES
@@ -33,6 +32,7 @@ from embedeval.jsonread import NotAPlainFile, loads, plain_file_bytes
 from embedeval.llm import ChatReply, answer_json
 from embedeval.needles import NO_OVERLAP_VARIANTS, NeedleSet
 from embedeval.paths import default_cache_dir
+from embedeval.messages import note
 
 #: The judge's sampling temperature: a verdict, not a draft.
 JUDGE_TEMPERATURE = 0.0
@@ -140,8 +140,8 @@ class NeedleJudge:
             kept = read_kept_verdict(path)
         except InputError as exc:
             kept, foreign = None, True
-            print(f"note: {path} is no verdict embedeval kept ({exc}): it is left as it is and the judge is asked again; its "
-                  "verdict is used for this run but not kept (move that file away to keep verdicts)", file=sys.stderr)
+            note(f"{path} is no verdict embedeval kept ({exc}): it is left as it is and the judge is asked again; its "
+                 "verdict is used for this run but not kept (move that file away to keep verdicts)")
         else:
             foreign = False
         if kept is not None:
@@ -213,8 +213,8 @@ def _keep_verdict(path: Path, reply: ChatReply) -> None:
         write_text_atomic(path, text)
     except (EmbedevalError, OSError) as exc:  # the cache's folder changed meanwhile: an OSError atomic_path passes on
         said = exc.strerror or exc if isinstance(exc, OSError) else exc
-        print(f"note: the judge's verdict is used for this run but not kept in {path} ({said}); a rerun asks the judge "
-              "again", file=sys.stderr)
+        note(f"the judge's verdict is used for this run but not kept in {path} ({said}); a rerun asks the judge "
+             "again")
 
 
 def kept_answer_path(cache_dir, judge: str, prompt_sha: str) -> Path:

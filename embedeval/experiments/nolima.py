@@ -16,7 +16,6 @@ from (:mod:`embedeval.derived`, recorded in ``derived.json``), these are kept as
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from embedeval.aggregate import nolima_metrics
 from embedeval.defaults import DEFAULT_COMMIT_EVERY
 from embedeval.options import COMMIT_EVERY
 from embedeval.embedders.registry import LEXICAL_SPECS, embedder_name
-from embedeval.experiments.nolima_config import HAYSTACK_KEYS, NolimaConfig  # noqa: F401  (named here as they always were)
+from embedeval.experiments.nolima_config import NolimaConfig
 from embedeval.haystack_store import haystacks_key, store_haystacks, stored_haystacks
 from embedeval.haystacks import build_haystacks
 from embedeval.corpus import load_corpus, source_path
@@ -47,6 +46,7 @@ from embedeval.similarity import HaystackScores, retrieval_rows, score_haystacks
 from embedeval.strategies.scorers import EmbeddingScorer, load_scorers, shortfalls
 from embedeval.strategies.scoring import Reading
 from embedeval.embedders.tokens import load_token_counter
+from embedeval.messages import warn
 
 #: Settings that change where or how a run works but nothing it writes (the tables are the same
 #: for every executor): a rerun differing only in them reuses the metrics and the report.
@@ -71,7 +71,7 @@ class NolimaResult:
     out: Path
     newly_embedded: dict[str, int]  # per embedder, the texts this run sent to the model
     #: per embedder, the distinct texts (vectors) the run needs, found in the cache or newly
-    #: embedded: the plan's ``texts`` (:attr:`~embedeval.embedders.cache.CachedEmbedder.distinct_texts`)
+    #: embedded: the plan's ``texts`` (:attr:`~embedeval.embedders.cached.CachedEmbedder.distinct_texts`)
     texts: dict[str, int] = field(default_factory=dict)
     #: which reading to use at every length (embedeval.decision), as in decision.csv
     decision: pd.DataFrame | None = None
@@ -144,7 +144,7 @@ def _warn_of_short_reads(scorers: list, config: NolimaConfig) -> None:
     """A warning line on stderr, before any work, per context extension that cannot read the
     longest haystacks whole (:func:`~embedeval.strategies.scorers.shortfalls`)."""
     for line in shortfalls(scorers, max(config.grid.lengths)):
-        print(f"warning: {line}", file=sys.stderr)
+        warn(line)
 
 
 def readings(scored: list[HaystackScores], haystacks: pd.DataFrame) -> list[dict]:

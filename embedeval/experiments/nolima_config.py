@@ -23,7 +23,8 @@ from embedeval.embedders.stretch_methods import READS_L
 from embedeval.embedders.tokens import DEFAULT_REFERENCE
 from embedeval.errors import ConfigError
 from embedeval.grid import HAYSTACK_FORMAT, HaystackGrid
-from embedeval.io import absolute_path, file_sha256
+from embedeval.io import absolute_path
+from embedeval.ownership import file_sha256
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
 from embedeval.options import check_options, is_price
 from embedeval.plan import check_prices_used

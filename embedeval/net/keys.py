@@ -23,13 +23,13 @@ from __future__ import annotations
 import base64
 import os
 import re
-import sys
 import threading
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Protocol
 
 from embedeval.errors import ConfigError, EmbedderUnavailableError
+from embedeval.messages import warn
 
 
 class ServerPlace(Protocol):
@@ -106,8 +106,8 @@ def remember_key(env: str, value: str) -> None:
         _RUN_KEYS[value] = env
     why = too_plain_to_scrub(value)
     if why:
-        print(f"warning: the key in {env or 'a variable'} is {why}; it is masked where embedeval prints it, never replaced "
-              "inside texts", file=sys.stderr)
+        warn(f"the key in {env or 'a variable'} is {why}; it is masked where embedeval prints it, never replaced "
+             "inside texts")
 
 
 def forget_run_keys() -> None:

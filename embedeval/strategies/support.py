@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from embedeval.embedders.local import folder_stretch_refusal, local_name, position_limit, position_width
+from embedeval.embedders.local import local_name
+from embedeval.embedders.local_folder import folder_stretch_refusal, position_limit, position_width
 from embedeval.embedders.models import resolve_model_path, weight_file_bytes
 from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.embedders.registry import LEXICAL_SPECS
@@ -29,8 +30,8 @@ class ModelFolders:
         """``(name, why, P)`` of the ``st:`` ``spec``'s model folder: the model's name as refusals
         give it, why ``stretch`` does not fit it (a folder that names no positions, a backend other
         than torch, a method for another position type where the folder says which it has:
-        :func:`~embedeval.embedders.local.folder_stretch_refusal`; None: nothing known against it)
-        and, where nothing is, its positions ``P`` (:func:`~embedeval.embedders.local.position_limit`)."""
+        :func:`~embedeval.embedders.local_folder.folder_stretch_refusal`; None: nothing known against it)
+        and, where nothing is, its positions ``P`` (:func:`~embedeval.embedders.local_folder.position_limit`)."""
         name, query = split_spec(spec.partition(":")[2])
         options = LocalOptions.parse(query)
         path = resolve_model_path(name)
@@ -41,7 +42,7 @@ class ModelFolders:
     @staticmethod
     def width(spec: str) -> int | None:
         """The width of the ``st:`` ``spec``'s position vectors as its folder says it
-        (:func:`~embedeval.embedders.local.position_width`; None where it does not, or for a model
+        (:func:`~embedeval.embedders.local_folder.position_width`; None where it does not, or for a model
         that is no folder here)."""
         try:
             path = resolve_model_path(split_spec(spec.partition(":")[2])[0])

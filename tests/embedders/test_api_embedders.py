@@ -1,4 +1,5 @@
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -543,32 +544,34 @@ def test_the_norm_is_safe_for_any_float32():
 
 
 @pytest.mark.parametrize("spec", SPECS[1:])
-def test_a_reply_naming_the_key_as_its_model_never_prints_or_stores_the_key(fake, spec, tmp_path, capsys):
+def test_a_reply_naming_the_key_as_its_model_never_prints_or_stores_the_key(fake, spec, tmp_path, capsys, caplog):
     """The model name an answer gives is the server's text: the key is scrubbed out of it before
     the note prints it and the cache keys vectors under it (the audit: the note printed the key)."""
     from embedeval.embedders.cache import EmbeddingCache
 
     key = KEYS[spec.split(":")[0].upper()]
     fake.script.reply_model = f"proxy-{key}"
+    caplog.set_level(logging.INFO, logger="embedeval")
     model = load_embedder(spec, cache_dir=tmp_path)
     model.embed(["alpha", "beta"])
-    err = capsys.readouterr().err
-    assert "note:" in err and "'proxy-***'" in err and key not in err
+    notes = [record.getMessage() for record in caplog.records if record.name == "embedeval"]
+    assert len(notes) == 1 and "'proxy-***'" in notes[0] and key not in caplog.text and key not in capsys.readouterr().err
     assert key not in model.fingerprint
     EmbeddingCache(tmp_path).close()
     assert not any(key.encode() in path.read_bytes() for path in tmp_path.rglob("*") if path.is_file())  # names, facts, WAL
 
 
 @pytest.mark.parametrize("spec", SPECS[1:])
-def test_a_reply_naming_another_model_is_said_once_keyed_apart_and_never_mixed(fake, spec, tmp_path, capsys):
+def test_a_reply_naming_another_model_is_said_once_keyed_apart_and_never_mixed(fake, spec, tmp_path, caplog):
     from embedeval.embedders.cache import EmbeddingCache
 
     asked = spec.split(":")[1]
     fake.script.reply_model = "some-other-model"
+    caplog.set_level(logging.INFO, logger="embedeval")
     model = load_embedder(spec, cache_dir=tmp_path)
     model.embed(["alpha", "beta"])
     model.embed(["gamma"])
-    notes = [line for line in capsys.readouterr().err.splitlines() if "some-other-model" in line]
+    notes = [record.getMessage() for record in caplog.records if "some-other-model" in record.getMessage()]
     assert len(notes) == 1 and repr(asked) in notes[0] and "'some-other-model'" in notes[0], notes
     assert "replied=some-other-model" in model.fingerprint
     stored = EmbeddingCache(tmp_path).info()["vectors"]

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 
 from embedeval.embedders.base import Embedder, EmbedStats
-from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache, clear_cache
+from embedeval.embedders.cached import CachedEmbedder
+from embedeval.embedders.cache import EmbeddingCache, clear_cache
 from embedeval.embedders.requests import Texts
 from embedeval.errors import CacheError
+from embedeval.messages import EmbedevalWarning
 from fakes import CountingEmbedder
 from conftest import TESTS_DIR
 
@@ -75,34 +77,45 @@ def test_the_wrapper_is_an_embedder_and_counts_its_work(tmp_path):
         cached.calls  # no passthrough of the model's own attributes
 
 
-def test_format_1_cache_is_upgraded_and_only_the_bundled_models_checked_vectors_reused(tmp_path, capsys):
+def test_a_format_1_cache_has_its_vectors_dropped_with_one_note_and_embedded_again(tmp_path, caplog):
     import hashlib
-    import sqlite3
+    import logging
 
-    specs = ("st:all-MiniLM-L6-v2", "st:model", "voyage:voyage-3-large")
-    old = {spec: CountingEmbedder.vector_for(spec) for spec in specs}
-    flipped = bytearray(CountingEmbedder.vector_for("other").tobytes())
-    flipped[3] ^= 0x40  # a flipped byte in the exponent: finite, but no longer of unit length
+    spec = "st:all-MiniLM-L6-v2"
     with sqlite3.connect(tmp_path / "embeddings.sqlite") as conn:  # what embedeval 0.1 wrote
         conn.execute("CREATE TABLE embeddings (key BLOB PRIMARY KEY, spec TEXT NOT NULL, dim INTEGER NOT NULL,"
                      " vector BLOB NOT NULL) WITHOUT ROWID")
-        rows = [(f"{spec}\0document\0hello", spec, old[spec].tobytes()) for spec in specs]
-        rows.append(("st:all-MiniLM-L6-v2\0document\0damaged", "st:all-MiniLM-L6-v2", bytes(flipped)))
-        for text, spec, blob in rows:
-            conn.execute("INSERT INTO embeddings VALUES (?, ?, 8, ?)", (hashlib.sha256(text.encode()).digest(), spec, blob))
+        for text in ("hello", "world"):
+            conn.execute("INSERT INTO embeddings VALUES (?, ?, 8, ?)", (hashlib.sha256(f"{spec}\0document\0{text}".encode()).digest(),
+                                                                       spec, CountingEmbedder.vector_for(text).tobytes()))
+    caplog.set_level(logging.INFO, logger="embedeval")
     cache = EmbeddingCache(tmp_path)
-    assert "upgraded to format 4" in capsys.readouterr().err and cache.info()["legacy_vectors"] == 4
-    bundled = CachedEmbedder(CountingEmbedder(name="st:all-MiniLM-L6-v2"), cache)
-    np.testing.assert_array_equal(bundled.embed(["hello"])[0], old["st:all-MiniLM-L6-v2"])  # reused, not re-embedded
-    bundled.embed(["damaged"])
-    assert bundled.inner.calls == [["damaged"]]  # the damaged one is embedded again
-    for spec in specs[1:]:  # a folder may have meant other weights; format 1 did not check API responses
-        other = CountingEmbedder(name=spec)
-        CachedEmbedder(other, cache).embed(["hello"])
-        assert other.calls == [["hello"]]
-    assert cache.info()["legacy_vectors"] == 2 and cache.verify()["bad_checksums"] == 0
+    assert [record.getMessage() for record in caplog.records] == [
+        f"embedding cache {cache.path} upgraded to format 4 (keys include the model's fingerprint); "
+        "its 2 vectors of embedeval 0.1 are embedded again as they are asked for"]
+    assert cache.info()["vectors"] == 0 and cache.verify()["bad_checksums"] == 0
+    fake = CountingEmbedder(name=spec)
+    np.testing.assert_array_equal(CachedEmbedder(fake, cache).embed(["hello"])[0], CountingEmbedder.vector_for("hello"))
+    assert fake.calls == [["hello"]]  # embedded again
+    caplog.clear()
     EmbeddingCache(tmp_path)
-    assert capsys.readouterr().err == ""  # the message comes once
+    assert caplog.records == []  # the note comes once
+
+
+def test_the_format_1_vectors_an_earlier_upgrade_kept_aside_are_dropped(tmp_path, caplog):
+    import logging
+
+    CachedEmbedder(CountingEmbedder(), EmbeddingCache(tmp_path)).embed(["a"])
+    with sqlite3.connect(tmp_path / "embeddings.sqlite") as conn:  # where embedeval 0.2 kept a format-1 file's vectors
+        conn.execute("CREATE TABLE embeddings_v1 (key BLOB PRIMARY KEY, spec TEXT NOT NULL, dim INTEGER NOT NULL,"
+                     " vector BLOB NOT NULL) WITHOUT ROWID")
+        conn.execute("INSERT INTO embeddings_v1 VALUES (x'00', 'st:all-MiniLM-L6-v2', 8, zeroblob(32))")
+    caplog.set_level(logging.INFO, logger="embedeval")
+    cache = EmbeddingCache(tmp_path)
+    assert "its 1 vectors of embedeval 0.1 are embedded again" in caplog.text
+    assert cache.info()["vectors"] == 1  # the file's own vectors stay
+    with sqlite3.connect(tmp_path / "embeddings.sqlite") as conn:
+        assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'embeddings_v1'").fetchone() is None
 
 
 def test_only_missing_texts_are_sent_in_chunks(tmp_path):
@@ -122,7 +135,8 @@ def test_a_second_process_reads_what_the_first_wrote(tmp_path):
         import sys, numpy as np
         sys.path.insert(0, {str(TESTS_DIR)!r})
         from fakes import CountingEmbedder
-        from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache
+        from embedeval.embedders.cached import CachedEmbedder
+        from embedeval.embedders.cache import EmbeddingCache
         model = CachedEmbedder(CountingEmbedder(fail_on_call=True), EmbeddingCache({str(tmp_path)!r}))
         np.save(sys.stdout.buffer, model.embed({texts!r}))
         """
@@ -139,7 +153,8 @@ def test_concurrent_writers_leave_a_complete_readable_cache(tmp_path):
         import sys
         sys.path.insert(0, {str(TESTS_DIR)!r})
         from fakes import CountingEmbedder
-        from embedeval.embedders.cache import CachedEmbedder, EmbeddingCache
+        from embedeval.embedders.cached import CachedEmbedder
+        from embedeval.embedders.cache import EmbeddingCache
         worker = int(sys.argv[1])
         model = CachedEmbedder(CountingEmbedder(), EmbeddingCache({str(tmp_path)!r}), commit_every=50)
         for round in range(20):
@@ -207,16 +222,16 @@ def _flip_a_byte_of_a_stored_vector(path):
         conn.execute("UPDATE embeddings SET vector = ? WHERE key = ?", (bytes(damaged), key))
 
 
-def test_a_damaged_vector_is_dropped_and_embedded_again(tmp_path, capsys):
+def test_a_damaged_vector_is_dropped_and_embedded_again(tmp_path):
     fake = CountingEmbedder()
     CachedEmbedder(fake, EmbeddingCache(tmp_path)).embed(["a"])
     _flip_a_byte_of_a_stored_vector(tmp_path / "embeddings.sqlite")
     assert EmbeddingCache(tmp_path).verify() == {"integrity": "ok", "rows": 1, "bad_checksums": 1, "mixed_sizes": {},
                                                  "bad_graphs": {}}
-    again = CachedEmbedder(fake, EmbeddingCache(tmp_path)).embed(["a"])
+    with pytest.warns(EmbedevalWarning, match=r"^1 cached vector\(s\) in .* failed their checksum; they are computed again$"):
+        again = CachedEmbedder(fake, EmbeddingCache(tmp_path)).embed(["a"])
     np.testing.assert_array_equal(again[0], CountingEmbedder.vector_for("a"))
     assert fake.calls == [["a"], ["a"]]
-    assert "1 cached vector(s)" in capsys.readouterr().err
     assert EmbeddingCache(tmp_path).verify()["bad_checksums"] == 0
 
 
@@ -280,7 +295,7 @@ def test_cache_errors_say_what_is_true(tmp_path, error, says):
     assert ("cache clear" in message) == (says == "is corrupt or unreadable")  # only corruption is cured by clearing
 
 
-def test_a_format_2_cache_keeps_its_vectors_and_gains_the_new_tables(tmp_path, capsys):
+def test_a_format_2_cache_keeps_its_vectors_and_gains_the_new_tables(tmp_path, caplog):
     fake = CountingEmbedder()
     CachedEmbedder(fake, EmbeddingCache(tmp_path)).embed(["a", "b"])
     with sqlite3.connect(tmp_path / "embeddings.sqlite") as conn:  # what embedeval wrote before token prefixes
@@ -288,9 +303,9 @@ def test_a_format_2_cache_keeps_its_vectors_and_gains_the_new_tables(tmp_path, c
         conn.execute("DROP TABLE model_facts")
         conn.execute("DROP TABLE embedder_dims")
         conn.execute("PRAGMA user_version = 2")
-    capsys.readouterr()
+    caplog.set_level("INFO", logger="embedeval")
     cache = EmbeddingCache(tmp_path)
-    assert capsys.readouterr().err == ""  # nothing moved aside
+    assert caplog.records == []  # nothing dropped
     CachedEmbedder(fake, cache).embed(["a", "b"])
     assert fake.calls == [["a", "b"]]  # served from the format-2 vectors
     with sqlite3.connect(tmp_path / "embeddings.sqlite") as conn:
@@ -301,8 +316,8 @@ def test_a_format_2_cache_keeps_its_vectors_and_gains_the_new_tables(tmp_path, c
     assert cache.fixed_dim("fake:counting") == 8 and cache.fixed_dim("fake:never-stored") is None  # from the vectors it held
 
 
-def test_token_prefixes_are_keyed_on_tokenizer_limit_and_text(tmp_path, minilm, capsys):
-    from embedeval.embedders.cache import CachedTokenIdEmbedder
+def test_token_prefixes_are_keyed_on_tokenizer_limit_and_text(tmp_path, minilm):
+    from embedeval.embedders.cached import CachedTokenIdEmbedder
 
     texts = ["word " * 400, "a short text", "word " * 400 + "with another ending"]
     cached = CachedTokenIdEmbedder(minilm, EmbeddingCache(tmp_path))
@@ -333,8 +348,9 @@ def test_token_prefixes_are_keyed_on_tokenizer_limit_and_text(tmp_path, minilm, 
     with sqlite3.connect(tmp_path / "embeddings.sqlite") as conn:  # a damaged prefix is tokenised again
         conn.execute("UPDATE token_prefixes SET ids = zeroblob(length(ids))")
     damaged = CachedTokenIdEmbedder(minilm, EmbeddingCache(tmp_path))
-    third = damaged.token_ids(texts, 254)
-    assert damaged.stats.tokenized == 3 and "failed their checksum" in capsys.readouterr().err
+    with pytest.warns(EmbedevalWarning, match="3 cached token prefix"):
+        third = damaged.token_ids(texts, 254)
+    assert damaged.stats.tokenized == 3
     np.testing.assert_array_equal(third[0][0], first[0][0])
 
 

@@ -172,7 +172,7 @@ def test_frame_batch_pads_as_the_tokenizer_pads(minilm):
     sequences, with and without a head and tail, padded right and left, one row, equal rows."""
     import torch
 
-    from embedeval.embedders.local import frame_batch
+    from embedeval.embedders.batching import frame_batch
 
     tokenizer = minilm.model.tokenizer
     rng = np.random.default_rng(3)

@@ -10,8 +10,9 @@ import torch
 from typer.testing import CliRunner
 
 from embedeval.cli import app
-from embedeval.embedders import local
-from embedeval.embedders.local import SentenceTransformerEmbedder, cut_batches
+from embedeval.embedders import batching
+from embedeval.embedders.batching import cut_batches
+from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.options import LocalOptions
 from embedeval.embedders.registry import canonical_spec, load_embedder, select_embedders
 from embedeval.errors import ConfigError, InputError, UnknownEmbedderError
@@ -118,10 +119,10 @@ def test_cuda_forwards_leave_out_cudnn_attention_and_other_devices_keep_pytorch_
     on CUDA every forward pass runs without it, the other kernels still allowed; on the CPU nothing changes."""
     before = cudnn_sdp_flags()
     assert before[0], "PyTorch allows cuDNN attention by default"
-    with local.attention_kernels("cuda:0"):
+    with batching.attention_kernels("cuda:0"):
         assert cudnn_sdp_flags() == (False, True, True, True)
     assert cudnn_sdp_flags() == before
-    with local.attention_kernels("cpu"):
+    with batching.attention_kernels("cpu"):
         assert cudnn_sdp_flags() == before
     seen = []
     forward = minilm.model.forward
@@ -186,7 +187,7 @@ def test_a_window_that_leaves_too_few_content_tokens_beside_special_tokens_is_re
 def test_the_position_limit_is_read_from_the_position_table(tmp_path):
     """A config without ``max_position_embeddings`` does not let a window past the table's rows (a
     tensor-size crash on the first long text); one that claims more than the weights hold is refused."""
-    from embedeval.embedders.local import check_window, position_limit
+    from embedeval.embedders.local_folder import check_window, position_limit
     from test_bad_input import copied_model_folder
 
     silent = copied_model_folder(tmp_path / "silent", config=lambda c: {k: v for k, v in c.items() if k != "max_position_embeddings"})

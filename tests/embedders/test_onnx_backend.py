@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from embedeval.messages import EmbedevalWarning
 from embedeval.embedders import onnx
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import ConfigError
@@ -137,7 +138,7 @@ def test_int8_tables_do_not_depend_on_how_the_work_was_cut(tmp_path, books_dir):
 
 
 @pytest.mark.slow
-def test_a_damaged_graph_is_made_again_verify_finds_it_and_clear_removes_it(tmp_path, capsys):
+def test_a_damaged_graph_is_made_again_verify_finds_it_and_clear_removes_it(tmp_path):
     """A truncated model.onnx and a random-bytes model-int8.onnx crashed every run with
     InvalidProtobuf, unseen by `cache verify` and left by `cache clear` (issue 36, item 3)."""
     from typer.testing import CliRunner
@@ -159,13 +160,13 @@ def test_a_damaged_graph_is_made_again_verify_finds_it_and_clear_removes_it(tmp_
     assert f"ONNX graph {int8} does not match" in verify.output
     assert "error: 2 exported ONNX graph(s) are damaged; each is exported again when next used" in verify.output
 
-    capsys.readouterr()
-    again = load_embedder(spec, cache_dir=tmp_path, verify=False)
-    np.testing.assert_allclose(again.inner.embed(TEXTS[:3]), expected, atol=1e-6)  # uncached: from the graphs made again
-    warnings = [line for line in capsys.readouterr().err.splitlines() if line]
-    assert warnings == [f"warning: ONNX graph {int8} does not match the sha256 recorded at its export (truncated or overwritten); "
+    with pytest.warns(EmbedevalWarning) as caught:
+        again = load_embedder(spec, cache_dir=tmp_path, verify=False)
+        np.testing.assert_allclose(again.inner.embed(TEXTS[:3]), expected, atol=1e-6)  # uncached: from the graphs made again
+    warnings = [str(w.message) for w in caught if w.category is EmbedevalWarning]
+    assert warnings == [f"ONNX graph {int8} does not match the sha256 recorded at its export (truncated or overwritten); "
                         "making it again",
-                        f"warning: ONNX graph {fp32} does not match the sha256 recorded at its export (truncated or overwritten); "
+                        f"ONNX graph {fp32} does not match the sha256 recorded at its export (truncated or overwritten); "
                         "making it again"]
     assert not stale.exists()
     assert runner.invoke(app, ["cache", "verify", "--cache-dir", str(tmp_path)]).exit_code == 0

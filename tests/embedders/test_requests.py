@@ -46,10 +46,6 @@ def old_window_bytes(window) -> bytes:
     return np.asarray(items, dtype="<i4").tobytes()
 
 
-def old_legacy_cache_key(spec: str, kind: str, text: str) -> bytes:
-    return hashlib.sha256(f"{spec}\0{kind}\0{text}".encode("utf-8")).digest()
-
-
 def old_late_keys(windows, chunks, kind):
     window_keys = [old_window_bytes(w) for w in windows]
     return [old_late_chunk_key(SPEC, FINGERPRINT, kind, [(window_keys[w], (start, end)) for w, start, end in parts])
@@ -64,14 +60,12 @@ IDS = [np.array([101, 2023, 2003], dtype=np.int32), [7, 8, 9, 10, 11], np.arange
 def test_text_keys_are_the_old_keys_byte_for_byte(kind):
     request = Texts.of(TEXTS, kind)
     assert request.cache_keys(SPEC, FINGERPRINT) == [old_cache_key(SPEC, FINGERPRINT, kind, t) for t in TEXTS]
-    assert request.format1_keys(SPEC) == [old_legacy_cache_key(SPEC, kind, t) for t in TEXTS]
 
 
 @pytest.mark.parametrize("kind", ["query", "document"])
 def test_token_id_keys_are_the_old_keys_byte_for_byte(kind):
     request = TokenIds.of(IDS, kind)
     assert request.cache_keys(SPEC, FINGERPRINT) == [old_ids_cache_key(SPEC, FINGERPRINT, kind, seq) for seq in IDS]
-    assert request.format1_keys(SPEC) is None
 
 
 @pytest.mark.parametrize("stretch", [Stretch("gp"), Stretch("rp", logscale=True), Stretch("pi", length=1024),

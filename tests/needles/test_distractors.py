@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from embedeval.messages import EmbedevalWarning
 from embedeval.cli import app
 from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_NEEDLES
@@ -88,7 +89,7 @@ def test_each_needle_haystack_holds_k_distractors_outside_the_needle_zone(grid):
 
 
 @pytest.mark.slow
-def test_short_haystacks_keep_the_zone_where_they_can_and_refuse_what_cannot_hold_the_distractors(needle_file, books_dir, capsys):
+def test_short_haystacks_keep_the_zone_where_they_can_and_refuse_what_cannot_hold_the_distractors(needle_file, books_dir):
     from embedeval.errors import ConfigError
 
     needle_set = load_needle_set(needle_file)
@@ -101,13 +102,14 @@ def test_short_haystacks_keep_the_zone_where_they_can_and_refuse_what_cannot_hol
         assert len(row.distractor_starts) == 4
         _assert_outside_zone(row, counter)
     # 100 tokens: the needle and 4 distractors leave few boundaries; what cannot keep the zone is placed and counted
-    frame = build_haystacks(needle_set, HaystackGrid(lengths=[100, 256], depths=5, variants=["onehop"], negatives=1, n_distractors=[0, 4]), corpus)
+    with pytest.warns(EmbedevalWarning) as caught:
+        frame = build_haystacks(needle_set, HaystackGrid(lengths=[100, 256], depths=5, variants=["onehop"], negatives=1, n_distractors=[0, 4]), corpus)
     short = frame[(frame["variant"] == "onehop") & (frame["length"] == 100) & (frame["n_distractors"] == 4)]
     assert len(short) and (short["n_tokens"] <= 100).all()
     assert all(len(starts) == 4 for starts in short["distractor_starts"])
     missed = int((frame.loc[frame["variant"] == "onehop", "distractors_in_zone"] > 0).sum())
     assert missed > 0 and set(short["distractors_in_zone"]) <= {0, 4}
-    assert f"warning: {missed} of {len(short) + 5 * 2} needle haystacks with distractors have no sentence boundary" in capsys.readouterr().err
+    assert str(caught.pop(EmbedevalWarning).message).startswith(f"{missed} of {len(short) + 5 * 2} needle haystacks with distractors have no sentence boundary")
     for row in short[short["distractors_in_zone"] == 0].itertuples():
         _assert_outside_zone(row, counter)
     taken = max(counter.count([g.needle("onehop", c) for g in needle_set.groups for c in g.characters]))

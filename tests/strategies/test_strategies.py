@@ -143,7 +143,8 @@ def test_api_models_get_windows_from_the_reference_tokenizer_flagged_as_estimate
 
 
 def test_each_distinct_window_is_embedded_once(minilm, tmp_path):
-    from embedeval.embedders.cache import CachedTokenIdEmbedder, EmbeddingCache
+    from embedeval.embedders.cached import CachedTokenIdEmbedder
+    from embedeval.embedders.cache import EmbeddingCache
 
     cached = CachedTokenIdEmbedder(minilm, EmbeddingCache(tmp_path))
     head = long_text(30)  # > 254 tokens: what follows is past the window

@@ -294,7 +294,7 @@ def test_the_factors_use_the_limit_the_checks_read(bert, monkeypatch):
     """``P`` is read once, from the folder before the weights load, and that one reading both
     checks the strategy and sets the factors: a folder reading of P / 2 (told by the test) gives
     grouped positions ``i // ceil(n / (P / 2))``, not the loaded table's ``i // ceil(n / P)``."""
-    import embedeval.embedders.local as local
+    import embedeval.embedders.local_folder as local_folder
 
     reads = []
 
@@ -302,7 +302,7 @@ def test_the_factors_use_the_limit_the_checks_read(bert, monkeypatch):
         reads.append(path)
         return P // 2, "a limit the test tells"
 
-    monkeypatch.setattr(local, "position_limit", told)
+    monkeypatch.setattr(local_folder, "position_limit", told)
     model = SentenceTransformerEmbedder(bert.path)
     with pytest.raises(ConfigError, match=f"it has {P // 2} positions"):  # the check reads P / 2 ...
         EmbeddingScorer(model, Strategy.stretched(f"extend-gp@{P // 2}"))
@@ -319,9 +319,9 @@ def test_the_factors_use_the_limit_the_checks_read(bert, monkeypatch):
 
 
 def test_a_folder_that_names_no_position_limit_is_refused_not_a_crash(bert, monkeypatch):
-    import embedeval.embedders.local as local
+    import embedeval.embedders.local_folder as local_folder
 
-    monkeypatch.setattr(local, "position_limit", lambda path: None)
+    monkeypatch.setattr(local_folder, "position_limit", lambda path: None)
     model = SentenceTransformerEmbedder(bert.path)
     with pytest.raises(ConfigError, match="names no position limit"):
         EmbeddingScorer(model, Strategy.stretched("extend-gp@1024"))

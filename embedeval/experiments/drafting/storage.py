@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import csv
 import os
-import sys
 from pathlib import Path
 
 import pandas as pd
 
-from embedeval.derived import file_sha256
+from embedeval.ownership import file_sha256
 from embedeval.errors import EmbedevalError, InputError
 from embedeval.experiments.drafting.config import DraftConfig
 from embedeval.experiments.drafting.prompts import json_or_kind
@@ -21,6 +20,7 @@ from embedeval.experiments.themes.files import MANIFEST
 from embedeval.experiments.themes.loading import themes_key
 from embedeval.io import Force, atomic_path, check_output_file, json_text, read_json, write_text_atomic, written_by_embedeval
 from embedeval.llm import chat_spec_difference
+from embedeval.messages import note
 from embedeval.needles import parse_needle_set
 
 #: ``provenance.tool`` of a needle set this module wrote: only such a file is resumed (or replaced).
@@ -95,7 +95,7 @@ def open_draft(config: DraftConfig, chat_model: str, embedder: str, judge: str |
     if not isinstance(provenance, dict) or provenance.get("tool") != DRAFT_TOOL or not isinstance(data.get("groups"), list):
         if force:  # --force: replaced by a new draft, as the note of check_output_file said (or this one)
             if written_by_embedeval(out):  # another command's output: no note was given for it yet
-                print(f"note: replacing {out}, which is no needle draft (--force)", file=sys.stderr)
+                note(f"replacing {out}, which is no needle draft (--force)")
             return fresh, rejected
         raise InputError(f"{out} exists and is not a needle draft of embedeval: it is never overwritten; choose another output")
     _check_draft_file(data, out)
