@@ -1,6 +1,6 @@
 """The warm default sweep by the code of an earlier commit and by this checkout, in turns, in one
 run, and the tables they write compared: what a change to the tool's own work bought, and that it
-changed no number (issue 55).
+changed no number.
 
 Every vector must already be in the cache (run ``embedeval nolima`` once first): both codes then
 embed nothing, and what is timed is the tool. The earlier commit is checked out into a temporary

@@ -1,4 +1,4 @@
-"""The default sweep's wall time, cold: README's first command as a user types it (issue 54).
+"""The default sweep's wall time, cold: README's first command as a user types it.
 
 For the default needle set's 48 question groups and then the earlier 24 (the first 24 groups of the
 same file, ``--groups``), back to back, ``embedeval nolima --out DIR`` runs in a process of its own

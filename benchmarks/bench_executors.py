@@ -1,4 +1,4 @@
-"""Local vs Ray executors on the same texts (issue 17): what Ray costs on one machine.
+"""Local vs Ray executors on the same texts: what Ray costs on one machine.
 
 In one process, side by side, each into an empty embedding cache, all-MiniLM-L6-v2 embeds the
 same ``--texts`` token-id inputs (haystack-like passages of the Shakespeare corpus, cut to the

@@ -1,4 +1,4 @@
-"""Local models on a GPU (issues 30 and 45); without CUDA it says so and exits 0.
+"""Local models on a GPU; without CUDA it says so and exits 0.
 
 Every comparison is measured side by side in one run, in turns (A, B, A, B: the median of each),
 each setting warmed up on the same inputs before it is timed, and with both attention settings:

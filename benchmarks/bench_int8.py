@@ -1,4 +1,4 @@
-"""The int8 CPU backend of local models against float32 torch (issue 30, item 3), all-MiniLM-L6-v2.
+"""The int8 CPU backend of local models against float32 torch, all-MiniLM-L6-v2.
 
 Part 1, speed and closeness: the default sweep's distinct truncated windows (what a cold default
 run embeds; ``--windows N``: the first N), embedded uncached by the float32 torch model, by
@@ -14,7 +14,7 @@ first command): recall@5 per length and variant, and the largest difference (tar
 how many needle rankings moved into or out of the top 5 (a difference of one ranking is 1/240 at a
 length: the largest difference is a handful of them).
 
-Part 3, fidelity on what int8 reads (issue 37, item 8): under ``truncate`` the model reads at most
+Part 3, fidelity on what int8 reads: under ``truncate`` the model reads at most
 254 tokens of a haystack, so parts 1 and 2 say little about the long haystacks. One sweep runs
 both embedders side by side with ``truncate`` and ``windows-mean`` (the whole text, in consecutive
 full windows) over 128..8192 tokens on a 12-group grid (two groups per category, one-hop needles,

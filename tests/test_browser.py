@@ -1,4 +1,4 @@
-"""Issue 31, part 4: the browser of the HTML report's test (tests/browser.py) is found as Chromium,
+"""The browser of the HTML report's test (tests/browser.py) is found as Chromium,
 Chrome or Edge on PATH or in CHROME_PATH; none found is one line saying what to install (a failure,
 not a skip); README's test command installs Chromium with apt-get when none is found. Fake
 executables in temporary folders stand in for the browsers, apt-get and sudo."""

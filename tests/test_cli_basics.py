@@ -144,7 +144,7 @@ def test_help_and_a_mistyped_option_import_no_heavy_library(args):
 ])
 def test_a_setting_the_folder_refuses_is_refused_before_the_tables_libraries_are_imported(strategy, says, tmp_path):
     """`nolima -s extend-gp@512` on all-MiniLM-L6-v2 (512 positions) took a second to refuse, most
-    of it importing pandas with the sweep (issue 47): the settings are checked first (numpy and the
+    of it importing pandas with the sweep: the settings are checked first (numpy and the
     tokenizers may load, the libraries of the tables and the models may not)."""
     result = _run_cli_reporting_imports("nolima", "-s", strategy, "--out", str(tmp_path / "run"))
     assert result.returncode == 1 and result.stderr.startswith(says), result.stderr
@@ -220,7 +220,7 @@ def test_a_context_extension_the_model_folder_rules_out_is_refused_before_the_mo
 
 @pytest.mark.parametrize("out", ["/sys/embedeval-test.npy", "/sys/embedeval-test/new/vectors.parquet"])
 def test_an_unwritable_embed_output_is_refused_before_any_text_is_embedded(tmp_path, monkeypatch, out):
-    """Issue 44: an output no one may write (under /sys, root included) was found after the work."""
+    """An output no one may write (under /sys, root included) was found after the work."""
     import embedeval.embedders
 
     def never(*args, **kwargs):

@@ -1,4 +1,4 @@
-"""Which to use, at every length (issue 43, part 3): the decision table on hand-made rank tables,
+"""Which to use, at every length: the decision table on hand-made rank tables,
 worked by hand and by an independent bootstrap loop; its costs; ``--price``; and runs of two local
 models and of a scripted API server whose decision.csv and "Which to use" agree with the tables."""
 
@@ -441,8 +441,8 @@ def test_readings_that_tie_at_equal_cost_recommend_the_models_own_reading():
 
 
 def test_a_length_where_no_reading_is_above_chance_recommends_nothing():
-    """A scorer at chance gets no recommendation, only the best's recall and its interval (issue 43:
-    a rule that gives its best answer to a useless input is wrong)."""
+    """A scorer at chance gets no recommendation, only the best's recall and its interval (a
+    rule that gives its best answer to a useless input is wrong)."""
     from embedeval.report.which import which_sentences
 
     rng = np.random.default_rng(4)
@@ -455,7 +455,7 @@ def test_a_length_where_no_reading_is_above_chance_recommends_nothing():
     assert "read them with" not in sentences[1] and "read them with" in sentences[0]
 
 
-# --- issue 53: one reading per length, content tokens per chunk, costs that noise does not decide ---------------------------
+# --- one reading per length, content tokens per chunk, costs that noise does not decide ---------------------------
 @pytest.mark.slow
 def test_vectors_per_document_is_the_chunks_the_reader_cuts_counted_by_the_real_tokenizer(minilm):
     """chunks-max@128 keeps a vector per 126 content tokens of all-MiniLM-L6-v2 ([CLS] and [SEP] count
@@ -595,7 +595,7 @@ def test_a_chunk_reading_as_the_base_is_not_said_to_embed_documents_whole():
     assert "`--strategy chunks-max@128,truncate,windows-mean,late-chunking`" in alone  # not chunks-max a second time
 
 
-# --- issue 56, part 5: every table `report` reads is checked against its schema ------------------------------------------
+# --- every table `report` reads is checked against its schema ------------------------------------------
 @pytest.fixture(scope="module")
 def lexical_run(tmp_path_factory):
     """A small bm25 run (no model to load): its decision.csv has a row per length, one reading
@@ -664,7 +664,7 @@ def _second_best(lines: list[str]) -> list[str]:
     ("metrics.csv", _edit_cell(2, "ci_hi", "1.5"), "metrics.csv, line 3, column ci_hi: 1.5 is not in the range of its metric"),
     ("metrics.csv", lambda lines: [*lines[:3], lines[2], *lines[3:]],
      "metrics.csv, line 4, column metric: 'auc' is not a metric once per cell (the row is there twice)"),
-    # the audit of issue 56: a blank line (pandas skips it) moved the line named by one
+    # a blank line (pandas skips it) moved the line named by one
     ("metrics.csv", lambda lines: _edit_cell(2, "value", "inf")([lines[0], "", *lines[1:]]),
      "metrics.csv, line 3, column value: inf is not a finite number"),  # line 2 before
     ("metrics.csv", lambda lines: _edit_cell(1, "ci_hi", "0.25")(_edit_cell(1, "ci_lo", "0.5")(lines)),
@@ -675,7 +675,7 @@ def _second_best(lines: list[str]) -> list[str]:
     ("breaks.csv", _edit_cell(1, "break_point", "-64"), "breaks.csv, line 2, column break_point: -64 is not a whole number from 0"),
 ])
 def test_report_on_an_edited_table_is_one_error_line_naming_file_line_and_column(lexical_run, tmp_path, table, edit, says):
-    """Issue 56, part 5 (a hostile run): a hand-edited decision.csv was a StopIteration (no best at a
+    """Part 5 (a hostile run): a hand-edited decision.csv was a StopIteration (no best at a
     length, a length of 1e20), a pandas ValueError (a row twice), 'cannot convert float NaN to
     integer' (an empty length or n_groups), or taken silently (an empty best as true, two bests at a
     length, recall=inf, negative lengths); metrics.csv with unknown metric names a max() traceback.
@@ -696,7 +696,7 @@ def test_report_on_an_edited_table_is_one_error_line_naming_file_line_and_column
 
 @pytest.mark.slow
 def test_a_decision_csv_of_its_header_only_is_said_in_the_report(lexical_run, tmp_path):
-    """Issue 56, part 5: a decision.csv without rows (a run whose pools hold k candidates or fewer
+    """A decision.csv without rows (a run whose pools hold k candidates or fewer
     writes one; or an edit) dropped "Which to use" from the report without a word; it says that no
     reading is named and why a run names none."""
     import shutil
@@ -713,7 +713,7 @@ def test_a_decision_csv_of_its_header_only_is_said_in_the_report(lexical_run, tm
 
 @pytest.mark.slow
 def test_an_edited_report_is_kept_aside_with_a_note_when_report_or_a_run_writes_it_again(lexical_run, tmp_path):
-    """Issue 56, part 5: a report.md edited by hand in a run folder was overwritten without a word by
+    """A report.md edited by hand in a run folder was overwritten without a word by
     `embedeval report` and by a rerun. The file is compared with what embedeval wrote (derived.json's
     sha256); the edited one is kept as report.md.edited-TIME, said in one note line, and the report
     written again; a report embedeval wrote itself is replaced without a copy or a note."""
@@ -742,7 +742,7 @@ def test_an_edited_report_is_kept_aside_with_a_note_when_report_or_a_run_writes_
 
 
 def test_an_edited_output_is_never_copied_through_a_link_named_as_its_copy(tmp_path, monkeypatch):
-    """The audit of issue 56: a link to nothing named as the copy of an edited report.md
+    """A link to nothing named as the copy of an edited report.md
     (``report.md.edited-TIME``) was written through, outside the run folder. The copy takes the next
     free name and the link's target is never made."""
     import datetime as real_dt

@@ -33,7 +33,7 @@ def test_readme_is_short_starts_with_the_two_commands_and_links_to_files_that_ex
 
 
 def test_ci_runs_the_readmes_test_command_step_by_step_and_it_installs_a_browser():
-    """Issue 31, part 4: README's command 2 works as written on a fresh machine (tests/browser.py
+    """README's command 2 works as written on a fresh machine (tests/browser.py
     installs Chromium when no browser is found), and .ci/run runs exactly its steps, in order."""
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     first_block = readme.split("```bash\n", 1)[1].split("```", 1)[0]
@@ -53,7 +53,7 @@ def _user_docs():
 
 
 def test_no_doc_points_at_the_project_workspace_and_every_test_command_is_the_readmes():
-    """Issue 47, part 4: a user's clone has no ../shared beside it, and a doc that gives its own
+    """A user's clone has no ../shared beside it, and a doc that gives its own
     test command drifts from README's (getting-started.md had no tests/browser.py)."""
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     first_block = readme.split("```bash\n", 1)[1].split("```", 1)[0]
@@ -77,7 +77,7 @@ def _themes_example_script():
 
 
 def test_the_themes_examples_printed_outputs_are_written_by_the_script_that_reruns_it():
-    """Issue 47, part 2: the worked example's outputs in docs/themes.md had gone stale (recall, the
+    """The worked example's outputs in docs/themes.md had gone stale (recall, the
     progress label); now every output block of the example lies between the markers that
     docs/make_themes_example.py fills from a rerun, in its order, each filled, and the page says when."""
     script = _themes_example_script()
@@ -126,7 +126,7 @@ def _sections(text: str) -> list[str]:
 
 
 def test_every_measured_number_in_readme_and_docs_names_the_script_that_printed_it():
-    """Issue 45, part 4: a paragraph that says it measured something names its source (a script in
+    """A paragraph that says it measured something names its source (a script in
     benchmarks/, docs/ or tests/, or an embedeval command) in the paragraph or its section, and
     every script the docs name exists. A claim without a source fails here."""
     pages = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
@@ -171,7 +171,7 @@ def test_the_block_markers_are_read_and_written_in_one_place_and_a_broken_pair_i
 
 
 def test_every_block_quoting_the_default_run_is_what_its_script_writes_from_the_committed_snapshot():
-    """Issue 54, part 2: what README and the docs say of the default run (its counts, time, break
+    """What README and the docs say of the default run (its counts, time, break
     point, box, answer, worked example and the estimator simulation's table) is rendered from
     docs/assets/ by docs/make_default_run_docs.py; a page whose block differs from what the
     script renders now (a number edited by hand, or the code or the snapshot changed since) fails."""
@@ -238,7 +238,7 @@ def test_the_estimator_benchmarks_output_file_is_what_the_docs_script_reads(tmp_
 
 
 def test_the_themes_stability_numbers_are_the_benchmarks_committed_output():
-    """Issue 54, part 2: docs/themes.md's "Determinism" shows what benchmarks/bench_theme_stability.py
+    """Docs/themes.md's "Determinism" shows what benchmarks/bench_theme_stability.py
     printed, as committed in docs/assets/benchmarks/ (the command line, then its output), and every
     ARI-like number its prose quotes (0.xxx) is one those outputs print."""
     page = (REPO_ROOT / "docs" / "themes.md").read_text(encoding="utf-8")
@@ -257,7 +257,7 @@ def test_the_themes_stability_numbers_are_the_benchmarks_committed_output():
 
 
 def test_the_overhead_numbers_are_the_benchmarks_committed_output():
-    """Issue 55: docs/scale.md's "Where a sweep's time goes" shows what benchmarks/bench_overhead.py
+    """Docs/scale.md's "Where a sweep's time goes" shows what benchmarks/bench_overhead.py
     printed, as committed in docs/assets/benchmarks/bench_overhead.txt (the command line, then its
     output), and every rate, seconds figure and ratio its prose and the estimate after it quote
     (13,643 vectors/s, 238.2 s, 0.047) is one that output prints."""
@@ -272,7 +272,7 @@ def test_the_overhead_numbers_are_the_benchmarks_committed_output():
     text = printed_all
     prose = re.sub(r"```text\n.*?```", "", section, flags=re.S)
     pattern = r"\d[\d,]*(?= (?:tokens|windows|vectors)/s)|\d+\.\d(?= s\b)|0\.0\d\d(?!\d)"
-    elsewhere = {"16,918", "20,266", "5,772", "6,678", "16,260"}  # issue 55's H200 runs, and the arithmetic the page shows on them
+    elsewhere = {"16,918", "20,266", "5,772", "6,678", "16,260"}  # the H200 runs of 2026-11-27/28, and the arithmetic the page shows on them
     quoted = set(re.findall(pattern, prose)) - elsewhere
     printed = set(re.findall(r"\d[\d,]*\.?\d*", text))
     assert quoted and quoted <= printed, sorted(quoted - printed)

@@ -1,4 +1,4 @@
-"""Users' own material at the edges (issue 22): NoLiMa-schema sets with distractors in short
+"""Users' own material at the edges: NoLiMa-schema sets with distractors in short
 haystacks of long sentences, depths that meet at one sentence boundary, books split once, token
 counts added up from the parts, and the two break-point rules on hand-made tables."""
 

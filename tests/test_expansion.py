@@ -346,7 +346,7 @@ def test_a_chat_answer_past_the_size_cap_is_refused_with_one_line(chat, monkeypa
 
 @pytest.mark.parametrize("status", [400, 500])
 def test_a_chat_server_quoting_its_key_url_encoded_never_reaches_the_error_line(monkeypatch, tmp_path, status):
-    """Issue 56: a chat server's 400/500 body holding its key URL-encoded was printed in the ``error:`` line."""
+    """A chat server's 400/500 body holding its key URL-encoded was printed in the ``error:`` line."""
     from urllib.parse import quote
 
     key = "sk-chat/key+56="
@@ -361,7 +361,7 @@ def test_a_chat_server_quoting_its_key_url_encoded_never_reaches_the_error_line(
     assert quote(key, safe="") not in lines[0] and key not in lines[0]
 
 
-# ---- every paid attempt counted (issue 56, part 4)
+# ---- every paid attempt counted
 
 
 class _Words:
@@ -378,7 +378,7 @@ class _Words:
 
 
 def test_every_retry_is_checked_against_the_ceiling_before_it_is_sent_and_counted_at_its_prompt(chat, monkeypatch):
-    """The hostile run of issue 56: retries were not metered; a failing server got 30 full prompts.
+    """The hostile run of retries were not metered; a failing server got 30 full prompts.
     Each attempt's worst case (prompt + max_tokens) is checked before it is sent, and each refused
     attempt (an HTTP error status: no answer written) is counted at its prompt's tokens."""
     from embedeval.plan import ChatMeter, CostCeilingReached
@@ -436,7 +436,7 @@ def test_an_attempt_without_an_answer_is_counted_as_the_provider_may_bill_it(err
 
 
 def test_an_answer_past_its_max_tokens_is_counted_whole_and_stops_the_run(chat):
-    """The hostile run of issue 56: a server that ignores max_tokens spent $2.51 against a ceiling
+    """The hostile run of a server that ignores max_tokens spent $2.51 against a ceiling
     of $0.05 in one request. Its answer is counted by what arrived (or its usage, if larger), and
     the run stops at the ceiling before another request."""
     from embedeval.plan import ChatMeter, CostCeilingReached
@@ -458,7 +458,7 @@ def test_an_answer_past_its_max_tokens_is_counted_whole_and_stops_the_run(chat):
 
 
 def test_a_usage_past_any_answer_is_taken_at_its_bound_and_still_stops_the_run(chat):
-    """The audit of issue 56: a usage of 10**400 completion tokens was an OverflowError in the meter
+    """A usage of 10**400 completion tokens was an OverflowError in the meter
     (the paid answer lost), or, unpriced, an integer no float holds in the needle set's provenance,
     which embedeval then could not read. It counts as MAX_REPORTED_TOKENS, which stops the run."""
     import json
@@ -476,7 +476,7 @@ def test_a_usage_past_any_answer_is_taken_at_its_bound_and_still_stops_the_run(c
 
 
 def test_a_long_answer_is_counted_without_tokenising_all_of_it():
-    """The hostile run of issue 56: a 30 MB answer took the tokenizer past 5.7 GB and aborted the
+    """The hostile run of a 30 MB answer took the tokenizer past 5.7 GB and aborted the
     process. Only TOKENIZED_BYTES are tokenised; the rest counts one token a byte, an upper bound."""
     from embedeval.plan import TOKENIZED_BYTES, ChatMeter
 

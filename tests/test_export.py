@@ -1,4 +1,4 @@
-"""Exports (issue 25, items 1 and 2): MTEB result files read back by the mteb package's own result
+"""Exports: MTEB result files read back by the mteb package's own result
 classes with metrics.csv's numbers, and a prompt set in Context Rot's columns whose covariates
 equal a direct sentence-transformers computation."""
 
@@ -33,7 +33,7 @@ def small_books(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory, small_books):
-    """A run made in the corpus's parent folder with a relative `dir:` corpus and needle file (issue 36): the exports
+    """A run made in the corpus's parent folder with a relative `dir:` corpus and needle file: the exports
     read it from the tests' own working directory."""
     out = tmp_path_factory.mktemp("export") / "run"
     here = os.getcwd()
@@ -140,7 +140,7 @@ def test_the_prompt_set_has_context_rots_columns_and_covariates_a_direct_computa
 
 @pytest.mark.slow
 def test_a_prompt_set_says_first_what_its_covariates_embed_and_its_plan_stops_there(run_dir, small_books, tmp_path, isolated_cache):
-    """Issue 54: `export --format prompts` embedded 31,923 corpus chunks without saying so first. Its
+    """`export --format prompts` embedded 31,923 corpus chunks without saying so first. Its
     covariates embed each distinct question (a query), needle (a document, and a query for the
     chunk search) and chunk of the run's corpus (a document): counted here from the prompt set."""
     from embedeval.chunking import chunk_corpus
@@ -172,7 +172,7 @@ def test_bad_export_requests_are_one_line(run_dir, args, message, tmp_path, monk
 
 
 def test_an_unwritable_prompt_set_is_refused_before_the_run_is_read(run_dir, monkeypatch):
-    """Issue 44: `export --format prompts` did all its work, then found it could not write."""
+    """`export --format prompts` did all its work, then found it could not write."""
     import embedeval.export
 
     def never(*args, **kwargs):
@@ -187,7 +187,7 @@ def test_an_unwritable_prompt_set_is_refused_before_the_run_is_read(run_dir, mon
 
 def test_exports_refuse_what_is_not_a_run_or_a_template(tmp_path):
     (tmp_path / "t.txt").write_text("no slots here")
-    (tmp_path / "latin1.txt").write_bytes("Caf\xe9 {haystack} {question}".encode("latin-1"))  # issue 45: not UTF-8
+    (tmp_path / "latin1.txt").write_bytes("Caf\xe9 {haystack} {question}".encode("latin-1"))  # not UTF-8
     for args, message in ((["--format", "mteb", "--out", str(tmp_path / "r")], f"error: run directory {tmp_path / 'nope'} does not exist"),
                           (["--format", "prompts", "--out", str(tmp_path / "p.csv"), "--template", str(tmp_path / "t.txt")],
                            "lacks {haystack} and {question}"),
@@ -202,7 +202,7 @@ def test_exports_refuse_what_is_not_a_run_or_a_template(tmp_path):
 
 
 def test_exports_never_overwrite_a_file_or_folder_embedeval_did_not_write(run_dir, tmp_path):
-    """Issue 36: an existing prompts file that is not a prompt set of embedeval's, a link, and an
+    """An existing prompts file that is not a prompt set of embedeval's, a link, and an
     MTEB folder holding files of the user's are each one error line, and nothing is touched."""
     mine = tmp_path / "mine.csv"
     mine.write_text("a,b\n1,2\n")
@@ -222,7 +222,7 @@ def test_exports_never_overwrite_a_file_or_folder_embedeval_did_not_write(run_di
 
 @pytest.mark.slow
 def test_a_users_csv_with_the_prompt_columns_is_not_overwritten_but_a_prompts_file_embedeval_wrote_is(run_dir, tmp_path):
-    """Issue 45: the header is no proof of whose a file is; embedeval's marker beside the file is."""
+    """The header is no proof of whose a file is; embedeval's marker beside the file is."""
     mine = tmp_path / "mine.csv"
     text = ",".join(PROMPT_COLUMNS) + "\n" + ",".join(["1"] * len(PROMPT_COLUMNS)) + "\n"
     mine.write_text(text)
@@ -256,7 +256,7 @@ def _strict_json(text: str):
 
 @pytest.mark.slow
 def test_a_score_the_run_has_none_of_is_exported_as_null_not_nan(run_dir, tmp_path):
-    """Issue 56, part 5: a cell whose ndcg@1 the metrics lack (hand-edited, or an older run) was
+    """A cell whose ndcg@1 the metrics lack (hand-edited, or an older run) was
     written ``"main_score": NaN`` (and ``Infinity`` for an infinite value), which no JSON reader takes;
     it is null, and every file the export writes is strict JSON."""
     edited = tmp_path / "run"
@@ -315,14 +315,14 @@ def test_an_mteb_export_rerun_into_the_folder_a_crashed_export_left_works(run_di
     ("breaks.csv", "own_question", "maybe", "breaks.csv, line 4, column own_question: 'maybe' is not true or false"),
     ("retrieval.parquet", "own_question", "False", "retrieval.parquet, row 1, column own_question: 'True' is not true or false"),
     ("haystacks.parquet", "text", None, "haystacks.parquet, row 3, column text: an empty cell is not a text"),
-    # issue 56, part 5: ranges (embedeval.run.TABLE_SCHEMAS)
+    # ranges (embedeval.run.TABLE_SCHEMAS)
     ("retrieval.parquet", "rank", "0", "retrieval.parquet, row 3, column rank: '0' is not a whole number >= 1"),
     ("haystacks.parquet", "needle_end", "-1", "haystacks.parquet, row 3, column needle_end: '-1' is not a whole number >= 0"),
     ("metrics.csv", "metric", "recall@7", "metrics.csv, line 4, column metric: 'recall@7' is not a metric a run writes"),
 ])
 @pytest.mark.slow
 def test_a_run_table_edited_by_hand_is_one_line_naming_file_line_and_column(run_dir, tmp_path, table, column, value, says):
-    """Issue 45, part 1: each table a command reads is checked against the kinds the run wrote
+    """Each table a command reads is checked against the kinds the run wrote
     when it is opened: report and both exports say what is wrong in one line, write nothing."""
     edited = tmp_path / "run"
     shutil.copytree(run_dir, edited)

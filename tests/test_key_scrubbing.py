@@ -1,4 +1,4 @@
-"""Issue 56, part 3: a key is scrubbed in every encoding a server or a client may write it (plain,
+"""A key is scrubbed in every encoding a server or a client may write it (plain,
 URL-encoded once or twice, HTML character references, JSON-escaped, base64 as Basic auth sends it), every key of the run by every scrub, and
 a key too plain to tell from words (``local``, ``k``) masked where embedeval prints it but never
 replaced inside texts. The encodings here are built by hand with ``urllib.parse``, ``json`` and
@@ -135,7 +135,7 @@ def test_drafted_groups_are_scrubbed_text_by_text_not_as_one_json_text():
                                    "Yuki cooked a basic three-course meal.", "The standard bearer 1st-class.",
                                    "Basic first-aid-certified-cooks.", "Bearer instruments"])
 def test_prose_with_basic_or_bearer_is_never_taken_for_credentials_inside_texts(prose):
-    """The audit of issue 56: with no key set, a drafted needle "... in basic cast-iron." was written
+    """With no key set, a drafted needle "... in basic cast-iron." was written
     as "... in basic ***" (any "basic" followed by a word holding a sign was taken for credentials)
     and passed ``needles check``. Inside texts only a header's shape is credentials."""
     assert scrub_all(prose) == prose
@@ -152,7 +152,7 @@ def test_credentials_a_header_carries_are_scrubbed_whoever_holds_them(header):
 
 
 def test_a_key_an_http_header_cannot_carry_is_one_line_that_does_not_show_it(monkeypatch):
-    """The audit of issue 56: a key beyond ASCII was a UnicodeEncodeError traceback at the first
+    """A key beyond ASCII was a UnicodeEncodeError traceback at the first
     request. It is refused when read, in words that do not show it."""
     from embedeval.errors import ConfigError
 

@@ -84,7 +84,7 @@ def test_a_killed_holders_lock_file_is_taken_over(tmp_path):
 
 @pytest.mark.parametrize("wait", [OUTPUT_WAIT, ONNX_GRAPHS_WAIT], ids=["refuses-at-once", "waits"])
 def test_a_lock_its_holder_removes_while_another_opens_it_is_taken_not_refused_as_foreign(tmp_path, monkeypatch, wait):
-    """The audit of issue 46: the holder removes its lock file when it lets go, so a taker may open the file just
+    """The holder removes its lock file when it lets go, so a taker may open the file just
     before it goes; its link count is then 0, and take_lock refused it as 'not a lock file embedeval made (a link
     or not a plain file); remove it' (six processes taking one lock: ~2% of takes). It is a hand-over: taken."""
     from embedeval import locks

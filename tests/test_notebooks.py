@@ -92,7 +92,7 @@ def test_04_themes(tmp_path):
     127.0.0.1 answers the requests with one group each, the three topics in turn, so each theme
     keeps the group written for it within its three requests (and refuses the others as off-topic
     or their characters as taken), and as the judge says that each of those needles answers its
-    question (issue 44); the drafted set is swept by nolima."""
+    question; the drafted set is swept by nolima."""
     import json
 
     from test_draft import GOOD, SAILING, group

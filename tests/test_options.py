@@ -169,7 +169,7 @@ def test_nolimas_sweep_flags_are_built_from_their_declarations():
 
 
 def test_the_library_and_the_command_line_refuse_a_negative_seed_with_the_same_words_before_anything_is_written(tmp_path):
-    """The audit of issue 46: --seed -1 was numpy's 'expected non-negative integer' traceback half-way through building
+    """--seed -1 was numpy's 'expected non-negative integer' traceback half-way through building
     haystacks (the library took it too); the themes' UMAP seed must be < 2**32, which is what RandomState takes."""
     with pytest.raises(ConfigError) as refused:
         NolimaConfig(grid=HaystackGrid(seed=-1), out=str(tmp_path / "lib"))
@@ -203,7 +203,7 @@ def test_the_library_and_the_command_line_refuse_a_negative_seed_with_the_same_w
     ({"tokenizer": 3}, "`tokenizer` must be a tokenizer's name, not 3"),
 ])
 def test_the_library_refuses_settings_of_the_wrong_kind_with_one_config_error_before_any_work(tmp_path, settings, says):
-    """The audit of issue 46: what the command line cannot give (a bool, NaN, None, a number where a list of names
+    """What the command line cannot give (a bool, NaN, None, a number where a list of names
     goes) was taken, or a TypeError/AttributeError of run_nolima's, not one error naming the setting."""
     from embedeval.experiments.nolima import run_nolima
 
@@ -238,7 +238,7 @@ def test_more_depths_than_the_shortest_haystack_has_tokens_is_refused_at_once(tm
 
 @pytest.mark.parametrize("command", ["needle-haystack", "absence"])
 def test_a_similarity_command_refuses_a_negative_seed_in_one_line(tmp_path, command):
-    """The audit of issue 46: `similarity needle-haystack --seed -1` was numpy's 'expected non-negative integer'
+    """`similarity needle-haystack --seed -1` was numpy's 'expected non-negative integer'
     traceback while cutting the corpus into chunks."""
     (tmp_path / "pairs.csv").write_text("question,needle\nWho?,Ann was there.\n")
     books = tmp_path / "books"

@@ -1,7 +1,7 @@
-"""Issue 45 §3: a file the user owns is never replaced on a guess. An existing output file is
+"""A file the user owns is never replaced on a guess. An existing output file is
 replaced only when embedeval wrote it (its record in the cache folder holds the file's sha256),
 never because its keys or header look like embedeval's; ``embedeval --force`` replaces any file,
-said in one note; temporary files of killed writes beside an output are swept. Issue 54: the record
+said in one note; temporary files of killed writes beside an output are swept. the record
 is kept in the cache folder, not beside the file, so the user's folder (and ``git status``) holds
 only the files asked for; a marker an earlier version left beside a file still counts, and goes."""
 

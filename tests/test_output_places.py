@@ -1,4 +1,4 @@
-"""Issue 56, audit finding 6: a file a run writes whose place in its folder is taken by a folder or a
+"""Audit finding 6: a file a run writes whose place in its folder is taken by a folder or a
 link was refused only when the run came to write it, after the sweep had rewritten the tables
 before it and removed config.json (a finished run left unfinished). Every output of ``nolima``,
 ``report``, ``themes`` and ``export --format mteb`` is now checked before any work: one ``error:``

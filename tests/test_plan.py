@@ -89,7 +89,7 @@ def test_the_bundled_models_facts_read_from_its_folder_are_the_loaded_models(opt
 def test_a_plan_counts_without_the_weights_and_times_them_in_a_process_of_their_own(books_dir, tmp_path, isolated_cache,
                                                                                      monkeypatch):
     """Loading all-MiniLM-L6-v2 (PyTorch, sentence-transformers, the weights) was most of a plan's
-    fixed cost (issue 47): the plan's own process counts without them, and the model loads to be
+    fixed cost: the plan's own process counts without them, and the model loads to be
     timed in a process of its own; the counts are those of the plan made with the model loaded."""
     import subprocess
     import sys
@@ -368,7 +368,7 @@ def test_a_plan_needs_no_api_key_and_names_the_keys_the_run_will_need(keyless, b
 @pytest.mark.slow
 def test_a_plan_counted_from_sentences_is_the_plan_counted_text_by_text(keyless, books_dir, tmp_path, monkeypatch):
     """The plan counts and cuts each haystack from its sentences, each tokenised once for every
-    API model (issue 47: 4-5 minutes per API model on the default grid, tokenising every haystack
+    API model (4-5 minutes per API model on the default grid, tokenising every haystack
     whole two or three times); its numbers are those of counting every text whole. Windows of 300
     tokens make the models cut the 512-token haystacks (the reference tokenizer where a strategy
     cuts, OpenAI's own where the model fits its inputs)."""

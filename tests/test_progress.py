@@ -1,4 +1,4 @@
-"""Issue 54, part 4: progress where stderr is no terminal (a CI log, ``2> file``) is a line per step,
+"""Progress where stderr is no terminal (a CI log, ``2> file``) is a line per step,
 written once when it ends, with no cursor movement and no carriage return; a bar that is kept writes
 one line when it closes, one that is cleared writes nothing. In a terminal, today's live tqdm lines
 stay. A real command's stderr is read through a pipe and through a pseudo-terminal."""

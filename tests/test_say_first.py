@@ -1,4 +1,4 @@
-"""Issue 54, part 4: a command that embeds a corpus says on stderr, before it embeds, how many texts
+"""A command that embeds a corpus says on stderr, before it embeds, how many texts
 it will embed and how many the cache holds already (its plan, a line per embedder); ``--plan`` prints
 the plan and stops, embedding and writing nothing. The counts are checked against a count made here
 of the distinct texts the command needs that the cache does not hold, and against what the cache

@@ -521,7 +521,7 @@ def test_a_connection_reset_after_429s_longer_than_the_connect_budget_is_retried
     assert len(fake.requests) - before == 5
 
 
-# -- what a server sends is checked before it is cached (issue 45, part 2) ---------------------------
+# -- what a server sends is checked before it is cached ---------------------------
 
 
 @pytest.mark.parametrize("spec", SPECS[1:])
@@ -743,7 +743,7 @@ QUOTED_FORMS = ["quote, nothing safe", "quote_plus, lower-case hex", "every char
 @pytest.mark.parametrize("status", [400, 500])
 @pytest.mark.parametrize("form", QUOTED_FORMS)
 def test_a_key_a_server_quotes_in_any_encoding_never_reaches_the_error_line(monkeypatch, tmp_path, form, status):
-    """Issue 56: an embedding server's 400/500 body holding the URL-encoded key (or any encoding of
+    """An embedding server's 400/500 body holding the URL-encoded key (or any encoding of
     it) was printed in the ``error:`` line."""
     from test_key_scrubbing import encodings
 
@@ -762,7 +762,7 @@ def test_a_key_a_server_quotes_in_any_encoding_never_reaches_the_error_line(monk
 
 
 def test_a_key_that_is_a_word_is_masked_in_the_error_line_and_said_once(monkeypatch, tmp_path):
-    """Issue 56: a key too plain to scrub from texts (``LOCALKEY=local``) is still masked where
+    """A key too plain to scrub from texts (``LOCALKEY=local``) is still masked where
     embedeval prints it, where it stands alone (not inside ``localhost``), with one warning line."""
     monkeypatch.setenv("LOCALKEY", "local")
     (tmp_path / "texts.txt").write_text("one text\n")

@@ -363,7 +363,7 @@ def _served_spec(server) -> str:
 
 @pytest.mark.slow
 def test_a_server_that_changes_its_vector_size_is_refused_and_nothing_of_it_is_stored(tmp_path, monkeypatch):
-    """8-d vectors cached, then the same model id answers 16-d (issue 36, item 3): one line, before
+    """8-d vectors cached, then the same model id answers 16-d: one line, before
     any work when the check request shows it, else when the answer comes; nothing of it is stored,
     and the cached vectors stay usable."""
     from typer.testing import CliRunner

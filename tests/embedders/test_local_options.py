@@ -1,4 +1,4 @@
-"""Local models as people run them (issue 30, items 1 and 2): options in the spec, batches cut by
+"""Local models as people run them: options in the spec, batches cut by
 a token budget, the batch halved when CUDA runs out of memory, and long-context models read whole."""
 
 from __future__ import annotations

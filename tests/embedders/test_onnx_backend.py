@@ -1,4 +1,4 @@
-"""The ONNX Runtime backend of local models (issue 30, item 3): the transformer exported once into
+"""The ONNX Runtime backend of local models: the transformer exported once into
 the cache, float32 equal to torch, int8 close to it, the model's own pooling kept."""
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def test_int8_quantizes_the_weighted_products_only(tmp_path):
 def test_an_int8_vector_does_not_depend_on_the_texts_beside_it(tmp_path):
     """ONNX Runtime quantizes int8 activations with one scale per input tensor: a batch shared it,
     padding included (cosine 0.993 between a text alone and beside a long one). Each text now runs
-    alone (issue 36, item 3)."""
+    alone."""
     int8 = load_embedder(f"{MINILM}?backend=onnx-int8", cache=False, cache_dir=tmp_path, verify=False)
     text = "The cat sat on the mat near the window."
     long = "A much longer unrelated text about sea voyages, storms, kings and treaties. " * 10
@@ -140,7 +140,7 @@ def test_int8_tables_do_not_depend_on_how_the_work_was_cut(tmp_path, books_dir):
 @pytest.mark.slow
 def test_a_damaged_graph_is_made_again_verify_finds_it_and_clear_removes_it(tmp_path):
     """A truncated model.onnx and a random-bytes model-int8.onnx crashed every run with
-    InvalidProtobuf, unseen by `cache verify` and left by `cache clear` (issue 36, item 3)."""
+    InvalidProtobuf, unseen by `cache verify` and left by `cache clear`."""
     from typer.testing import CliRunner
 
     from embedeval.cli import app
@@ -179,7 +179,7 @@ def test_a_damaged_graph_is_made_again_verify_finds_it_and_clear_removes_it(tmp_
 
 @pytest.mark.slow
 def test_garbage_in_a_sha256_record_is_mended_and_a_record_that_is_a_folder_is_one_line(tmp_path):
-    """Issue 36 audit: a sha256 record of random bytes reads as no record (the graph is made again);
+    """A sha256 record of random bytes reads as no record (the graph is made again);
     one that is a folder was 'exported again when next used' by verify's word, yet every run then
     failed writing the record: now it is one line naming it, for verify and a run alike."""
     from typer.testing import CliRunner

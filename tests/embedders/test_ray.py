@@ -1,4 +1,4 @@
-"""The Ray executor (issue 17, item 1): a sweep whose cache misses go to Ray actors on a local
+"""The Ray executor: a sweep whose cache misses go to Ray actors on a local
 2-CPU Ray gives the local executor's tables bit for bit, and a killed driver resumes from the
 cache with nothing embedded twice."""
 

@@ -178,7 +178,7 @@ def test_stand_in_vectors_are_drawn_from_the_bytes_the_recorder_used_before():
     ([[(0, 0, 1)], []], "late chunk #1 has no part"),
 ])
 def test_a_late_chunk_outside_its_windows_is_refused_when_the_request_is_made(chunks, says):
-    """The audit of issue 46: a late-chunk request with a part outside its windows was keyed by the cache before any
+    """A late-chunk request with a part outside its windows was keyed by the cache before any
     model looked at it (an IndexError for a window that is not there); it is one InputError when made."""
     from embedeval.embedders.requests import LateChunks
     from embedeval.errors import InputError
@@ -191,7 +191,7 @@ def test_a_late_chunk_outside_its_windows_is_refused_when_the_request_is_made(ch
 
 @pytest.mark.parametrize("ids", [[1.5], [2**40], [True], ["3"]])
 def test_token_ids_that_are_no_int32_whole_numbers_are_refused_not_cut(ids):
-    """The audit of issue 46: TokenIds.of([[1.5]]) read id 1 (and keyed its vector so), 2**40 was numpy's OverflowError."""
+    """TokenIds.of([[1.5]]) read id 1 (and keyed its vector so), 2**40 was numpy's OverflowError."""
     from embedeval.embedders.requests import TokenIds
 
     with pytest.raises(InputError, match="token ids are whole numbers within int32"):

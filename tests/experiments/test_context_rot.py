@@ -235,7 +235,7 @@ def test_absence_lists_each_distinct_question_once(needle_set, tmp_path):
 
 
 def test_absence_flags_compare_words_as_the_needle_checks_do():
-    """Issue 44: a keyword or name is found whatever its case, accents or invisible characters,
+    """A keyword or name is found whatever its case, accents or invisible characters,
     and only as whole words ("rich" is not in "Zürich")."""
     groups = [{"id": "cafe", "category": "t", "question": "Which character runs a cafe?", "character": "Yuki", "keyword": "cafe",
                "needles": {"onehop": "Yuki pours espresso at dawn."}},
@@ -249,7 +249,7 @@ def test_absence_flags_compare_words_as_the_needle_checks_do():
 
 
 def test_needle_haystack_prints_the_mean_per_topic_and_leaves_std_empty_with_one_embedder(tmp_path):
-    """Issue 38, part 3: the command printed only "wrote 4 rows", and std was NaN with one embedder."""
+    """The command printed only "wrote 4 rows", and std was NaN with one embedder."""
     books = tmp_path / "books"
     books.mkdir()
     for name, text in (("a", "Ana writes novels at night. Her book deal is with Penguin."), ("b", "Cleo studied Latin in Rome."),

@@ -1,4 +1,4 @@
-"""`embedeval needles draft` (issue 38): needles drafted by a chat model (a scripted server on
+"""`embedeval needles draft`: needles drafted by a chat model (a scripted server on
 127.0.0.1) for the themes of a small themes run, each draft kept only when every check passes, each
 rejected one for its own reason; bad input, a garbage answer and a network failure as one line
 that loses no accepted draft, and a rerun that resumes."""
@@ -92,7 +92,7 @@ def prompts_sent(server) -> list[str]:
 def test_scripted_drafts_each_rejected_for_its_reason_and_redrafts_accepted(themes_run, chat, tmp_path):
     cooking, sailing = theme_of(themes_run, "cooking"), theme_of(themes_run, "sailing")
     chat.script.chat_replies = [
-        # five groups where three are asked for: the first three are checked, the other two cut unread (issue 44)
+        # five groups where three are asked for: the first three are checked, the other two cut unread
         "Here you are:\n```json\n" + json.dumps({"groups": [GOOD, SHARES_A_WORD, ANSWERED, OFF_TOPIC, DUPLICATE]}) + "\n```",
         '{"groups": [{"question": "Which character',  # malformed JSON
         json.dumps({"groups": [OFF_TOPIC, DUPLICATE]}),
@@ -104,7 +104,7 @@ def test_scripted_drafts_each_rejected_for_its_reason_and_redrafts_accepted(them
     result = draft(themes_run, out, "--themes-ids", f"{term_of(themes_run, cooking)},{sailing}", "--per-theme", "3",
                    "--attempts", "4")  # a term, a number
     assert result.exit_code == 0, result.output
-    chunks = pd.read_parquet(themes_run / "chunks.parquet")["text"].nunique()  # issue 54: what it embeds first, said first
+    chunks = pd.read_parquet(themes_run / "chunks.parquet")["text"].nunique()  # what it embeds first, said first
     assert said_first(result.stderr) == (chunks, 0, chunks)  # the themes run's chunks, none in this test's cache
     assert "distinct chunks of the themes run (the drafted needles are embedded as they are drafted)" in result.stderr.splitlines()[0]
     assert f"theme {cooking}: 2 of 3 groups accepted, 7 draft(s) rejected" in result.output
@@ -274,7 +274,7 @@ def test_drafts_are_read_from_a_bare_object_or_a_fence(answer, groups):
     ("", "the answer is empty"),
     ("I cannot help with that.", "holds no JSON (a refusal?)"),
     ('{"groups": [', "malformed JSON"),
-    ('Here they are: {"groups": [', "malformed JSON"),  # cut off amid prose: not "the answer is empty" (issue 44)
+    ('Here they are: {"groups": [', "malformed JSON"),  # cut off amid prose: not "the answer is empty"
     ('Here they are:\n```json\n{"groups": [{"question": "Q?"', "malformed JSON"),  # an unclosed fence too
     ("[" * 100_000 + "]" * 100_000, "nests its JSON too deep to read"),  # a RecursionError before
     ('{"needles": []}', 'not a JSON object {"groups": [...]}'),
@@ -340,7 +340,7 @@ def test_the_example_chat_server_drives_a_draft_through_the_cli_until_its_replie
 
 
 def test_the_example_chat_server_answers_each_theme_from_its_own_replies_named_by_a_term(themes_run, tmp_path, monkeypatch):
-    """Issue 47: replies scripted per theme, the theme named by a term of its top terms, so the
+    """Replies scripted per theme, the theme named by a term of its top terms, so the
     script holds whatever numbers the clusters get; asked in either order, each theme gets its own."""
     monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", "1")
     cooking, sailing, stars = (theme_of(themes_run, topic) for topic in ("cooking", "sailing", "astronomy"))
@@ -379,7 +379,7 @@ def test_the_shipped_pg_essays_drafts_are_well_formed_and_show_a_rejection_and_i
                            "inverted needle shares content words with the question: write"]
     assert redraft["character"] == rejected["character"] and redraft["needles"] == rejected["needles"]
     assert len(replies[0]) == 2 and len(groups) == 9 and [i for i in range(len(groups)) if problems(i)] == [1]
-    verdicts = scripted_chat.load_verdicts(EXAMPLES / "pg-essays-drafts.json")  # the judge (issue 44): a verdict on every needle it may be asked about
+    verdicts = scripted_chat.load_verdicts(EXAMPLES / "pg-essays-drafts.json")  # the judge: a verdict on every needle it may be asked about
     asked = {(g["question"], text) for i, g in enumerate(groups) if not problems(i) for text in g["needles"].values()}
     assert asked == set(verdicts)
     said = {needle: json.loads(verdict)["answers"] for (_, needle), verdict in verdicts.items() if _ == "Which character has been to Munich?"}
@@ -426,7 +426,7 @@ def test_the_scripted_servers_help_says_a_resumable_draft_needs_a_fixed_port():
     assert "a draft that is to be resumed needs a fixed port" in " ".join(shown.split()), shown
 
 
-# --- issue 44: checks that spelling cannot fool (section 1) over the whole corpus (section 2) -----
+# --- checks that spelling cannot fool (section 1) over the whole corpus (section 2) -----
 
 def no_nan(constant):
     raise ValueError(f"{constant} in the needle set: not valid JSON")

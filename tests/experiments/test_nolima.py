@@ -215,7 +215,7 @@ def test_metrics_and_report_are_recomputed_when_what_they_come_from_changes(run,
 
 
 def test_derived_json_lists_only_what_the_run_wrote(run, tmp_path):
-    """Issue 36: a file of the user's in the run's figures/ is neither recorded as derived nor touched."""
+    """A file of the user's in the run's figures/ is neither recorded as derived nor touched."""
     shutil.copytree(run.out, tmp_path / "copy")
     mine = tmp_path / "copy" / "figures" / "mine.png"
     mine.write_bytes(PNG_MAGIC + b"the user's")
@@ -227,7 +227,7 @@ def test_derived_json_lists_only_what_the_run_wrote(run, tmp_path):
 
 
 def test_the_bootstrap_and_the_figures_say_what_they_do_on_stderr_unless_quiet(run, tmp_path, capsys):
-    """Issue 31, part 5: the two long steps after the embedding bars show a step line with the time."""
+    """The two long steps after the embedding bars show a step line with the time."""
     shutil.copytree(run.out, tmp_path / "copy")
     config = replace(run.config, out=str(tmp_path / "copy"), n_bootstrap=120)  # the intervals and the report made again
     run_nolima(config, progress=True, cache_dir=run.out.parent / "cache")
@@ -369,7 +369,7 @@ def test_killed_run_resumes_without_losing_or_repeating_work(tmp_path, books_dir
     for name in ("similarities.parquet", "retrieval.parquet", "metrics.csv", "breaks.csv"):
         # Every count and rank the same, and every float to float32 rounding: the resumed run
         # embedded its texts in other batches, and BLAS may pick another kernel for another batch
-        # shape (the same bytes on most machines, not on every one: issue 47).
+        # shape (the same bytes on most machines, not on every one).
         read = pd.read_parquet if name.endswith(".parquet") else pd.read_csv
         pd.testing.assert_frame_equal(read(tmp_path / "run" / name), read(tmp_path / "fresh" / name),
                                       check_exact=False, rtol=1e-5, atol=1e-7, obj=name)
@@ -395,7 +395,7 @@ def test_out_onto_an_existing_file_is_one_line(tmp_path, isolated_cache):
 
 
 def test_only_temp_files_of_killed_runs_are_removed(tmp_path):
-    """Issue 36: the sweep takes the temporary files atomic_path names (prefix, pid, random part)
+    """The sweep takes the temporary files atomic_path names (prefix, pid, random part)
     of processes that no longer run, never a user's ``.*.tmp`` or one of a running process."""
     from embedeval.run_folder import run_directory
 
@@ -417,7 +417,7 @@ def test_only_temp_files_of_killed_runs_are_removed(tmp_path):
 
 
 def test_a_lock_left_by_a_killed_run_is_replaced_never_rewritten(tmp_path):
-    """Issue 36: the lock a run writes its pid into is always a file it created; a killed run's is
+    """The lock a run writes its pid into is always a file it created; a killed run's is
     removed (once held) and a new one made, its bytes untouched."""
     from embedeval.locks import LOCK_NAME
     from embedeval.run_folder import run_directory
@@ -436,7 +436,7 @@ def test_a_lock_left_by_a_killed_run_is_replaced_never_rewritten(tmp_path):
 
 
 def test_a_failed_run_removes_the_folders_it_created_and_only_those(tmp_path):
-    """Issue 36: a run that fails before writing anything leaves no empty parent behind; folders that
+    """A run that fails before writing anything leaves no empty parent behind; folders that
     were there before, or that hold anything, stay."""
     from embedeval.run_folder import run_directory
 
@@ -544,7 +544,7 @@ def test_break_points_name_the_best_length_when_none_reaches_the_threshold():
     assert break_sentence(row).startswith("no rank table: the relative rule reads each question's ranks")
 
 def test_a_run_folder_whose_figures_is_a_link_is_refused_before_any_work(tmp_path, isolated_cache):
-    """Issue 36: the run refuses a figures/ that links to a folder of the user's before it builds or
+    """The run refuses a figures/ that links to a folder of the user's before it builds or
     embeds anything (not only when the report is written at the end, after the tables)."""
     victims = tmp_path / "mine"
     victims.mkdir()
@@ -559,7 +559,7 @@ def test_a_run_folder_whose_figures_is_a_link_is_refused_before_any_work(tmp_pat
 
 
 def test_the_fast_metrics_give_the_tables_of_the_plain_resampling_loop(tmp_path, books_dir, monkeypatch):
-    """Issue 55: the sweep's metrics computed with every resample at once (frequency weights for the
+    """The sweep's metrics computed with every resample at once (frequency weights for the
     statistics of unequal groups) against the plain reference, one resample at a time (the weighted
     path switched off): the same rows, the same values to the last digit, the same intervals to
     float rounding (sums in another order), and the same break points."""

@@ -1,4 +1,4 @@
-"""The ``all`` retrieval pool (issue 31, part 3): each needle haystack ranked among every haystack of
+"""The ``all`` retrieval pool: each needle haystack ranked among every haystack of
 its length and depth that does not answer its question, checked by hand on a score matrix, and by
 another project's evaluator: MTEB's, run on the same haystacks with the bundled model through
 :mod:`embedeval.mteb_task`, gives the numbers of the run's rank table and metrics.csv."""
@@ -196,7 +196,7 @@ def test_the_pool_is_part_of_the_mteb_dataset_revision(all_run):
     assert dataset_revision(run) != dataset_revision(needle_free)  # the same haystacks ranked among other candidates
     by_hand = hashlib.sha256(run.haystack_settings_bytes() + b"\0pool=needle-free").hexdigest()[:16]
     assert dataset_revision(needle_free) == by_hand
-    # the MTEB task always ranks the `all` pool: its revision is an --pool all run's, never a default run's (issue 45)
+    # the MTEB task always ranks the `all` pool: its revision is an --pool all run's, never a default run's
     assert dataset_revision(needle_free, "all") == dataset_revision(run) != dataset_revision(needle_free)
 
 

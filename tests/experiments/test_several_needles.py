@@ -1,4 +1,4 @@
-"""Several needles per haystack (issue 24, item 1): what a K-needle haystack holds, its rank rows
+"""Several needles per haystack: what a K-needle haystack holds, its rank rows
 (one per question whose needle it holds, recomputed here from the score matrix), and the K = 1
 grid unchanged beside it."""
 

@@ -1,4 +1,4 @@
-"""A themes run folder whose files do not belong together (the audit of issue 54): a
+"""A themes run folder whose files do not belong together: a
 clusterings.npz of other shapes, of another run or edited, a chunks.parquet or clusters.csv of
 another run, a themes.json whose run_seeds is no list, models of other clusterings. `themes
 membership` and `needles draft --plan` each refuse it with one `error:` line, membership before the

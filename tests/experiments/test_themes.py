@@ -1,5 +1,5 @@
-"""Corpus themes (issue 23): three topics written here recovered by UMAP + HDBSCAN, MMR by hand,
-needles that blend in and needles that do not (issue 28: also judged by their distance to the theme
+"""Corpus themes: three topics written here recovered by UMAP + HDBSCAN, MMR by hand,
+needles that blend in and needles that do not (also judged by their distance to the theme
 in the embedding space, percentiles by hand), reruns, and bad input as one line."""
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ def test_needles_of_a_topic_blend_into_its_theme_and_needles_about_another_subje
 
 
 def test_a_pair_file_names_each_needles_target_and_every_needle_gets_its_best_theme(themes_run, tmp_path):
-    """Issue 38, part 3: needles of several themes were all compared with the largest cluster unless
+    """Needles of several themes were all compared with the largest cluster unless
     one run per --cluster; now a cluster (or theme) column names each needle's target, and each row
     shows the theme the needle is nearest beside its target's."""
     chunks = pd.read_parquet(themes_run / "chunks.parquet")
@@ -205,7 +205,7 @@ def test_a_pair_file_names_each_needles_target_and_every_needle_gets_its_best_th
     (plan,) = json.loads(planned.stdout)["embedders"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
-    # issue 54: what it embeds, said first: the run's chunks and the needles, as documents (this test's cache holds none)
+    # what it embeds, said first: the run's chunks and the needles, as documents (this test's cache holds none)
     distinct = len(set(pd.read_parquet(themes_run / "chunks.parquet")["text"]) | set(needles))
     assert said_first(result.stderr) == (distinct, 0, distinct) == (plan["to_embed"], plan["cached"], plan["texts"])
     table = pd.read_csv(out)
@@ -243,7 +243,7 @@ NAMED = {0: ("lisp", "language", "syntax", "macros"), 1: ("language", "languages
 
 
 def test_a_theme_is_named_by_its_number_or_by_a_term_of_its_top_terms():
-    """Issue 47: cluster numbers follow sizes, which can change between machines; a term names the
+    """Cluster numbers follow sizes, which can change between machines; a term names the
     subject. Resolved once, in the library, for --themes-ids, --cluster and a pair file's column."""
     from embedeval.errors import InputError
     from embedeval.experiments.themes.names import resolve_theme
@@ -392,7 +392,7 @@ def test_nearest_cosines_and_percentile_rank_by_hand(monkeypatch):
     blocked = nearest_cosines(queries, many, 5)
     # The same neighbours; the cosines to float64 rounding only: BLAS picks its kernel by the
     # shape of the product, so a block of three rows and the whole may add in other orders
-    # (1.1e-16 apart in 36 of 250 cosines with OpenBLAS 0.3.31, issue 47).
+    # (1.1e-16 apart in 36 of 250 cosines with OpenBLAS 0.3.31).
     np.testing.assert_array_equal(blocked[1], whole[1])
     np.testing.assert_allclose(blocked[0], whole[0], rtol=0, atol=1e-12)
     unit = many / np.linalg.norm(many, axis=1, keepdims=True)
@@ -448,8 +448,8 @@ def test_a_rerun_gives_the_same_clusters_and_tables(themes_run, quiet_rerun):
 
 
 def test_each_long_step_says_what_it_does_on_stderr_and_quiet_silences_it(themes_cli, quiet_rerun):
-    """Issue 31, part 5: after the embedding bar, UMAP, HDBSCAN, the 2-D map and the figure each show
-    a step line with the time it took; --quiet shows none; stdout is the same. Issue 54: without a
+    """After the embedding bar, UMAP, HDBSCAN, the 2-D map and the figure each show
+    a step line with the time it took; --quiet shows none; stdout is the same. without a
     terminal (as here) each step is one line, once, with no cursor movement, and umap-learn's epoch
     bars (cleared in a terminal) are not shown; what the run embeds is said first, even with --quiet."""
     out, loud = themes_cli
@@ -519,7 +519,7 @@ def test_bad_theme_inputs_are_one_line(themes_run, topic_books, tmp_path):
     assert result.exit_code != 0 and "was fitted with hdbscan 0.0.1" in result.output
     result = run("membership", str(themes_run), "--pairs", str(pairs), "--min-outside-percentile", "101", "--out", str(tmp_path / "m.csv"))
     assert result.exit_code != 0 and "--min-outside-percentile must be in [0, 100], not 101.0" in result.output
-    # issue 45, part 1: a themes run edited or damaged by hand is one line each, not a traceback
+    # a themes run edited or damaged by hand is one line each, not a traceback
     (tampered / "themes.json").write_text(json.dumps(manifest))
     for damage, says in ((lambda: (tampered / "themes.json").write_text("[1, 2]"), "themes.json is not a themes run's manifest (it is not a JSON object"),
                          (lambda: (tampered / "themes.json").write_text(json.dumps({k: v for k, v in manifest.items() if k != "settings"})),
@@ -549,7 +549,7 @@ BY_SIZE = [8, 17, 7, 16, 6, 15, 24, 5, 14, 23, 4, 13, 22, 3, 12, 21, 2, 11, 20, 
 
 
 def test_the_largest_clusters_get_the_palettes_colours_and_the_rest_grey():
-    """Issue 31, part 5: 198 clusters no longer cycle through 20 colours."""
+    """198 clusters no longer cycle through 20 colours."""
     from embedeval.report.themes import NOISE_COLOUR, OTHER_COLOUR, cluster_colours, palette_colours
 
     palette = palette_colours("tab20")
@@ -603,7 +603,7 @@ def test_a_themes_plan_counts_the_chunks_the_run_embeds_and_writes_nothing(theme
 
 
 def test_theme_terms_hold_no_contraction_fragments_and_no_stop_words():
-    """Issue 38, part 3: "don't", "they've", "aren't" were cut into the terms "don", "ve", "aren"."""
+    """"Don't", "they've", "aren't" were cut into the terms "don", "ve", "aren"."""
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
     from embedeval.experiments.themes.describing import top_terms
@@ -619,7 +619,7 @@ def test_theme_terms_hold_no_contraction_fragments_and_no_stop_words():
 
 
 def test_the_legend_names_each_coloured_theme_by_its_top_terms():
-    """Issue 38, part 3: the legend showed only sizes."""
+    """The legend showed only sizes."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -640,7 +640,7 @@ def test_the_legend_names_each_coloured_theme_by_its_top_terms():
 
 
 def test_themes_and_the_similarity_commands_cut_a_corpus_alike_and_embed_its_chunks_once(tmp_path):
-    """Issue 38, part 3: themes drew chunk sizes with seed 42 and the similarity commands with 0, so
+    """Themes drew chunk sizes with seed 42 and the similarity commands with 0, so
     one corpus was cut twice and its chunks embedded twice. Now one chunking (the chunk cache), and
     a needle-haystack run after themes finds every chunk in the embedding cache."""
     rng = np.random.default_rng(11)
@@ -688,7 +688,7 @@ def test_a_cut_corpus_is_read_back_from_the_chunk_cache(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("place", ["foreign", "link", "figures-link"])
 def test_themes_out_into_a_foreign_folder_or_through_a_link_is_one_line_before_any_work(topic_books, tmp_path, place):
-    """Issue 36: `themes --out` writes only into a folder of its own: a folder of the user's, a link
+    """`themes --out` writes only into a folder of its own: a folder of the user's, a link
     to one, and a themes folder whose figures/ links to the user's folder are each one error line
     before the corpus is read, and nothing is written."""
     victims = tmp_path / "mine"

@@ -1,4 +1,4 @@
-"""The judge's verdict cache of `needles draft --judge` (issue 56): only what embedeval keeps in
+"""The judge's verdict cache of `needles draft --judge`: only what embedeval keeps in
 `<cache>/verdicts/` is read as a verdict. A damaged or foreign file there (a text that is no
 string, a kind that is not 'text', a named pipe, a link to /dev/zero, a 2 GB file, a folder) was a
 traceback, a MemoryError, a hang, an abort after the judge was paid, or a good group rejected

@@ -1,4 +1,4 @@
-"""Distractors in haystacks (issue 16, item 5): where they go, the controls and negatives that
+"""Distractors in haystacks: where they go, the controls and negatives that
 carry them, the tables split by their count, and the CLI's grid options."""
 
 from __future__ import annotations

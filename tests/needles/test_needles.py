@@ -139,7 +139,7 @@ def test_malformed_json_is_one_line(tmp_path):
     assert len(lines) == 1 and lines[0].startswith(f"error: needle set {path} is invalid: group -: not valid JSON")
 
 
-# --- issue 44, section 1: the overlap check reads words as the model reads them -----------------
+# --- section 1: the overlap check reads words as the model reads them -----------------
 
 def one_group(question, onehop, inverted=None, **fields):
     """A group of our format with the given question and needles (character Yuki, keyword none)."""
@@ -202,7 +202,7 @@ def test_invisible_characters_are_refused_in_the_question_and_keyword_too():
 
 
 def test_an_invisible_control_character_is_named_as_one_not_as_unassigned():
-    """The hostile audit of issue 44: a NUL in a drafted question was 'U+0000 (unassigned)'."""
+    """The hostile a NUL in a drafted question was 'U+0000 (unassigned)'."""
     assert problems_of(one_group("Which character has been to Norway?\x00", "Yuki climbed a fjord.")) == [
         "the question holds an invisible character U+0000 (a control character), which a tokenizer drops: write the text without it"]
 
@@ -245,7 +245,7 @@ def test_a_keyword_and_a_character_are_found_after_normalisation():
                                                      ("Which character works in IT?", "IT", "'it'"),
                                                      ("Which character has been to the sea?", "to the", "'to', 'the'")])
 def test_a_keyword_of_function_words_only_is_refused(question, keyword, read):
-    """The hostile audit of issue 44 (a known gap): the overlap check skips function words, so a
+    """A known gap, found by a hostile audit: the overlap check skips function words, so a
     keyword such as US or IT (read as us, it) was never tested and passed ``needles check``."""
     group = one_group(question, "Yuki has a flat near the lake.", keyword=keyword)
     assert problems_of(group) == [f"keyword {keyword!r} is only function words (as the checks read it: {read}), which the overlap "

@@ -1,4 +1,4 @@
-"""The report's figures read cleanly (issue 54, part 3): no two texts of a figure collide
+"""The report's figures read cleanly: no two texts of a figure collide
 (:func:`~embedeval.report.figures.colliding_texts`: the tick labels of one axis, the texts in one
 panel) on the metric and recall vs length figures and the heatmaps, for the default length grid and
 denser ones, with one strategy or several. Before, ``192`` and ``256`` ran together on every length

@@ -1,8 +1,8 @@
-"""report.html (issue 25, item 3): one self-contained file with the sections of report.md, checked in
+"""report.html: one self-contained file with the sections of report.md, checked in
 a real headless browser (Chromium, Chrome or Edge: tests/browser.py finds one, or installs Chromium
 for README's test command and .ci/run): every image loads, nothing
 comes from outside the file, the page fits a 1280 px and a phone-sized viewport, and no two texts of
-its contents overlap there (issue 54, part 3)."""
+its contents overlap there."""
 
 from __future__ import annotations
 
@@ -166,7 +166,7 @@ def test_the_html_report_is_self_contained_and_holds_the_markdown_sections(run_d
 def test_the_report_leads_with_which_to_use_then_one_answer_per_embedder_and_strategy(run_dir):
     markdown = (run_dir / "report.md").read_text(encoding="utf-8")
     blocks = markdown.split("\n\n")
-    assert blocks[:2] == ["# NoLiMa sweep", "## Which to use"]  # issue 43, part 3: one sentence per length first
+    assert blocks[:2] == ["# NoLiMa sweep", "## Which to use"]  # one sentence per length first
     assert blocks[2].startswith("Your corpus `dir:") and "at the 90th percentile" in blocks[2]
     assert blocks[3].startswith("- Documents of every length measured: read them with ")  # the summary: 3 groups, no break point
     assert blocks[4] == "Length by length:"
@@ -248,7 +248,7 @@ def test_embedeval_report_writes_both_formats(run_dir, tmp_path):
 
 
 def test_a_figures_folder_that_is_a_link_is_refused_and_nothing_written_through_it(run_dir, tmp_path):
-    """Issue 36: `report --out X` where X/figures links to a folder of the user's writes nothing there."""
+    """`report --out X` where X/figures links to a folder of the user's writes nothing there."""
     victims = tmp_path / "mine"
     victims.mkdir()
     (victims / "recall_vs_length.png").write_text("MINE")
@@ -266,7 +266,7 @@ def test_a_figures_folder_that_is_a_link_is_refused_and_nothing_written_through_
 
 @pytest.mark.parametrize("mine", ["report.md", "figures/recall_vs_length.png", "notes.txt"])
 def test_report_out_into_a_folder_embedeval_did_not_write_is_one_line_and_touches_nothing(run_dir, tmp_path, mine):
-    """Issue 36: `report --out DIR` writes only into a new or empty folder, a run folder, or a
+    """`report --out DIR` writes only into a new or empty folder, a run folder, or a
     report folder of its own (derived.json lists its report.md)."""
     out = tmp_path / "mine"
     (out / mine).parent.mkdir(parents=True, exist_ok=True)
@@ -288,7 +288,7 @@ def test_a_report_folder_embedeval_wrote_is_written_again(run_dir, tmp_path):
     assert not (out / ".embedeval.lock").exists()
 
 
-# --- issue 37: the report leads with the answer ------------------------------------------------------------------
+# --- the report leads with the answer ------------------------------------------------------------------
 def _answers(hits: dict[int, float], visible: dict[int, float], windows=None, seed: int = 4):
     """The report's answers and break-point table for one synthetic series (``m``, truncate, 24
     question groups) whose top-1 hit rate per length is ``hits``."""

@@ -20,7 +20,7 @@ ROW = {"embedder": "st:all-MiniLM-L6-v2", "strategy": "chunks-max@128", "query_f
 
 
 def test_a_chunk_scorer_of_a_family_not_registered_now_gets_its_answer_not_a_traceback():
-    """The audit of issue 46: a user's chunk family (mine@128, its breaks without a recommended chunk) reported by a
+    """A user's chunk family (mine@128, its breaks without a recommended chunk) reported by a
     process that has not imported it was `int(nan)`'s ValueError half-way through the report."""
     rule = BreakRule("relative")
     shares = pd.Series([1.0, 1.0], index=[128, 512])

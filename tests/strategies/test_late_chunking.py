@@ -1,4 +1,4 @@
-"""Late chunking (issue 24, item 2): chunk vectors pooled from one pass over each window, against
+"""Late chunking: chunk vectors pooled from one pass over each window, against
 sentence-transformers' own token embeddings; the windows of windows-mean; the cache; Jina's API
 flag; embedders that cannot do it refused with one line."""
 

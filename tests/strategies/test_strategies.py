@@ -73,7 +73,7 @@ def test_truncate_on_token_ids_equals_sentence_transformers_encode(minilm):
 def test_the_window_a_one_piece_strategy_reads_counts_content_tokens(minilm):
     """The recommended chunk of a strategy that reads one window of a text is capped at the
     content tokens of that window: lengths count content tokens, so 254 for all-MiniLM-L6-v2's 256
-    with [CLS] and [SEP] (issue 43), L - 2 for extend-*@L; None for strategies that read it all."""
+    with [CLS] and [SEP], L - 2 for extend-*@L; None for strategies that read it all."""
     special = len(minilm.model.tokenizer("x")["input_ids"]) - len(minilm.token_ids(["x"])[0][0])  # [CLS] and [SEP]
     assert special == 2
     assert EmbeddingScorer(minilm, Strategy("truncate")).window_tokens == minilm.max_tokens - special == 254
@@ -158,7 +158,7 @@ def test_each_distinct_window_is_embedded_once(minilm, tmp_path):
 
 @pytest.mark.slow
 def test_texts_the_model_reads_alike_get_one_vector_and_the_same_score_in_every_strategy(minilm):
-    """Issue 43: a needle haystack whose window is its control's shares the control's vector and
+    """A needle haystack whose window is its control's shares the control's vector and
     score to the last bit (a tie), in a batch of other texts and whatever strategy reads it."""
     from embedeval.strategies import distinct_rows
 
@@ -278,7 +278,7 @@ def test_strategies_of_one_model_tokenise_the_texts_once(minilm):
 
 
 def test_the_strategies_named_model_readings_read_a_text_inside_the_window_as_truncate_does(minilm):
-    """The one base of an embedder (issue 43) is read from any strategy of
+    """The one base of an embedder is read from any strategy of
     :func:`embedeval.strategies.model_reading_rank`: each must give a text inside the window truncate's
     vector, and the strategies left out must not."""
     from embedeval.strategies import model_reading_rank
@@ -296,7 +296,7 @@ def test_the_strategies_named_model_readings_read_a_text_inside_the_window_as_tr
 
 @pytest.mark.slow
 def test_a_scorer_says_what_it_read_and_the_models_time_on_what_it_embedded(tmp_path):
-    """Issue 43, part 3: the decision table's costs. Per text, the tokens the model reads (windows
+    """The decision table's costs. Per text, the tokens the model reads (windows
     that overlap count their shared tokens again; late chunking its overlapping macro windows);
     the seconds and tokens of the inputs the model embedded, cache misses only."""
     from embedeval.embedders.tokens import load_token_counter

@@ -1,4 +1,4 @@
-"""A run's ``strategy`` labels as the tables hold them, and strategies made by hand (the audit of issue 46)."""
+"""A run's ``strategy`` labels as the tables hold them, and strategies made by hand."""
 
 from __future__ import annotations
 

@@ -508,7 +508,7 @@ def test_a_model_without_a_transformer_module_is_refused_not_a_crash(tmp_path):
 
 
 def test_an_extension_that_cannot_read_the_longest_haystack_whole_names_the_length_that_would(minilm):
-    """Issue 43: extend-gp@2048 on 2,048-token haystacks silently lost their last two tokens ([CLS]
+    """Extend-gp@2048 on 2,048-token haystacks silently lost their last two tokens ([CLS]
     and [SEP] count in L, the lengths are content tokens): a warning names extend-gp@2050."""
     from embedeval.strategies import shortfalls
 
