@@ -112,8 +112,6 @@ class Strategy:
             raise ConfigError(f"strategy {text!r} names no chunk size: write {text}@C", "strategies")
         return strategies[0]
 
-    stretched = parse  # ``Strategy.stretched("extend-gp@4096")``, as the context-extension code reads
-
 
 class Family:
     """A strategy family: everything the rest of embedeval asks about a way of reading long texts.

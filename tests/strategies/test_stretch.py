@@ -100,7 +100,7 @@ def test_the_cache_key_names_L_for_pi_only_and_keeps_pi_dynamics_old_key():
     """extend-pi's vectors depend on L (s = L // P), so its key names L; extend-pi-dynamic's do not,
     and keep the key ``stretch:pi`` its vectors were stored under while it was called extend-pi:
     no extend-pi@L key ever finds them."""
-    keys = {name: Strategy.stretched(name).stretch.key for name in
+    keys = {name: Strategy.parse(name).stretch.key for name in
             ("extend-pi@1026", "extend-pi@2050", "extend-pi-dynamic@1026", "extend-pi-dynamic@2050", "extend-pi@1026+logscale",
              "extend-pi-dynamic@1026+logscale", "extend-gp@1026", "extend-gp@2050")}
     assert keys["extend-pi@1026"] == "stretch:pi@1026" and keys["extend-pi@2050"] == "stretch:pi@2050"
@@ -279,9 +279,9 @@ def test_a_method_that_does_not_fit_the_positions_is_refused(bert, modernbert):
     assert modernbert.stretch_refusal(Stretch("rp")) == "it has rotary positions, and rp is for absolute ones"
     with pytest.raises(ConfigError, match=f"rope-ntk@{2 * P} does not fit .*: it has absolute positions, and ntk is for rotary ones; "
                                           "use extend-gp, extend-rp, extend-pi, extend-pi-dynamic$"):
-        EmbeddingScorer(bert, Strategy.stretched(f"rope-ntk@{2 * P}"))
+        EmbeddingScorer(bert, Strategy.parse(f"rope-ntk@{2 * P}"))
     with pytest.raises(ConfigError, match="it has rotary positions, and rp is for absolute ones; use rope-ntk, rope-linear$"):
-        EmbeddingScorer(modernbert, Strategy.stretched(f"extend-rp@{4 * P}"))
+        EmbeddingScorer(modernbert, Strategy.parse(f"extend-rp@{4 * P}"))
     assert bert.stretch_refusal(Stretch("pi", logscale=True)) is None and modernbert.stretch_refusal(Stretch("ntk")) is None
     assert "logit scale" in modernbert.stretch_refusal(Stretch("ntk", logscale=True))  # ModernBERT computes its scale inline
     assert len(_every_stretch(bert)) == 8 and len(_every_stretch(modernbert)) == 2
@@ -305,7 +305,7 @@ def test_the_factors_use_the_limit_the_checks_read(bert, monkeypatch):
     monkeypatch.setattr(local_folder, "position_limit", told)
     model = SentenceTransformerEmbedder(bert.path)
     with pytest.raises(ConfigError, match=f"it has {P // 2} positions"):  # the check reads P / 2 ...
-        EmbeddingScorer(model, Strategy.stretched(f"extend-gp@{P // 2}"))
+        EmbeddingScorer(model, Strategy.parse(f"extend-gp@{P // 2}"))
     seen = []
     handle = model._transformer().embeddings.position_embeddings.register_forward_hook(
         lambda module, args, output: seen.append(args[0].clone()))
@@ -324,7 +324,7 @@ def test_a_folder_that_names_no_position_limit_is_refused_not_a_crash(bert, monk
     monkeypatch.setattr(local_folder, "position_limit", lambda path: None)
     model = SentenceTransformerEmbedder(bert.path)
     with pytest.raises(ConfigError, match="names no position limit"):
-        EmbeddingScorer(model, Strategy.stretched("extend-gp@1024"))
+        EmbeddingScorer(model, Strategy.parse("extend-gp@1024"))
     with pytest.raises(ConfigError, match="names no position limit"):
         model.embed_request(StretchedIds.of([[1000, 1001]], Stretch("gp")))
 
@@ -359,12 +359,12 @@ def test_lengths_within_the_positions_and_other_models_are_refused(tmp_path):
     spec = f"st:{small_model_folder(tmp_path, 'bert', P, max_seq_length=P)}"
     model = load_embedder(spec, cache_dir=tmp_path / "cache")
     with pytest.raises(ConfigError, match=f"it has {P} positions; use @L with L above {P}"):
-        EmbeddingScorer(model, Strategy.stretched(f"extend-gp@{P}"))
+        EmbeddingScorer(model, Strategy.parse(f"extend-gp@{P}"))
     with pytest.raises(ConfigError, match="absolute positions"):
-        EmbeddingScorer(model, Strategy.stretched("rope-ntk@1024"))
+        EmbeddingScorer(model, Strategy.parse("rope-ntk@1024"))
     onnx = load_embedder(f"{spec}?backend=onnx", cache_dir=tmp_path / "cache")
     with pytest.raises(ConfigError, match="torch backend"):
-        EmbeddingScorer(onnx, Strategy.stretched("extend-gp@1024"))
+        EmbeddingScorer(onnx, Strategy.parse("extend-gp@1024"))
     with pytest.raises(ConfigError, match="on the local executor"):
         check_strategy_support(["openai:text-embedding-3-small"], parse_strategies(["extend-gp@1024"]))
     with pytest.raises(ConfigError, match="on the local executor"):
@@ -383,7 +383,7 @@ def test_what_the_folder_rules_out_is_refused_before_the_weights_load_in_the_loa
     said_when_loaded = {}
     for name in (f"extend-gp@{P}", "rope-ntk@1024", "rope-linear@64+logscale"):
         with pytest.raises(ConfigError) as refused:
-            EmbeddingScorer(load_embedder(spec, cache_dir=tmp_path / "cache"), Strategy.stretched(name))
+            EmbeddingScorer(load_embedder(spec, cache_dir=tmp_path / "cache"), Strategy.parse(name))
         said_when_loaded[name] = str(refused.value)
 
     def no_weights(self):
@@ -427,19 +427,19 @@ def test_the_scorer_reads_up_to_L_tokens_and_the_cache_shares_lengths(tmp_path, 
     spec = f"st:{small_model_folder(tmp_path, 'bert', P, max_seq_length=P)}"
     texts = [TEXT, TEXT[:60], "A short line."]
     model = load_embedder(spec, cache_dir=tmp_path / "cache")
-    short = EmbeddingScorer(model, Strategy.stretched("extend-gp@64")).index(texts)
+    short = EmbeddingScorer(model, Strategy.parse("extend-gp@64")).index(texts)
     n_tokens = [len(ids) for ids, _ in model.token_ids(texts)]
     assert n_tokens[0] > 96 and n_tokens[1] <= 62 and model.stats.embedded == 3
     assert short.seen_chars[0] < len(TEXT) and short.seen_chars[1:].tolist() == [len(t) for t in texts[1:]]
-    wide = EmbeddingScorer(model, Strategy.stretched("extend-gp@96")).index(texts)
+    wide = EmbeddingScorer(model, Strategy.parse("extend-gp@96")).index(texts)
     assert model.stats.embedded == 4  # only the long text is read again, further
     assert short.seen_chars[0] < wide.seen_chars[0] < len(TEXT)
     np.testing.assert_allclose(wide.vectors[1:], short.vectors[1:])
-    other = EmbeddingScorer(model, Strategy.stretched("extend-rp@64")).index(texts)
+    other = EmbeddingScorer(model, Strategy.parse("extend-rp@64")).index(texts)
     assert model.stats.embedded == 7  # another method: other vectors
     assert not np.allclose(other.vectors[0], short.vectors[0], atol=1e-4)
     again = load_embedder(spec, cache_dir=tmp_path / "cache")
-    EmbeddingScorer(again, Strategy.stretched("extend-gp@64")).index(texts)
+    EmbeddingScorer(again, Strategy.parse("extend-gp@64")).index(texts)
     assert again.stats.embedded == 0 and not again.inner.loaded  # cached vectors, remembered facts: no weights loaded
 
 
@@ -449,15 +449,15 @@ def test_the_cache_keeps_extend_pi_apart_per_L_and_from_extend_pi_dynamic(tmp_pa
     spec = f"st:{small_model_folder(tmp_path, 'bert', P, max_seq_length=P)}"
     texts = [TEXT, TEXT[:60], "A short line."]
     model = load_embedder(spec, cache_dir=tmp_path / "cache")
-    dynamic = EmbeddingScorer(model, Strategy.stretched("extend-pi-dynamic@64")).index(texts)
+    dynamic = EmbeddingScorer(model, Strategy.parse("extend-pi-dynamic@64")).index(texts)
     assert model.stats.embedded == 3
-    fixed = EmbeddingScorer(model, Strategy.stretched("extend-pi@64")).index(texts)
+    fixed = EmbeddingScorer(model, Strategy.parse("extend-pi@64")).index(texts)
     assert model.stats.embedded == 6  # nothing shared with extend-pi-dynamic
     assert np.abs(fixed.vectors[0] - dynamic.vectors[0]).max() > 1e-4  # 64 tokens at s = 2, not 63 / 31
     np.testing.assert_allclose(fixed.vectors[1:], dynamic.vectors[1:], atol=1e-6)  # within P: the model's own reading
-    EmbeddingScorer(model, Strategy.stretched("extend-pi@96")).index(texts)
+    EmbeddingScorer(model, Strategy.parse("extend-pi@96")).index(texts)
     assert model.stats.embedded == 9  # another L, another table: every text read again
-    EmbeddingScorer(model, Strategy.stretched("extend-pi-dynamic@96")).index(texts)
+    EmbeddingScorer(model, Strategy.parse("extend-pi-dynamic@96")).index(texts)
     assert model.stats.embedded == 10  # PI-dynamic's vectors depend on the ids only: the long text, read further
 
 
@@ -512,9 +512,9 @@ def test_an_extension_that_cannot_read_the_longest_haystack_whole_names_the_leng
     and [SEP] count in L, the lengths are content tokens): a warning names extend-gp@2050."""
     from embedeval.strategies import shortfalls
 
-    scorers = [EmbeddingScorer(minilm, Strategy("truncate")), EmbeddingScorer(minilm, Strategy.stretched("extend-gp@2048")),
-               EmbeddingScorer(minilm, Strategy.stretched("extend-pi@2048+logscale")),
-               EmbeddingScorer(minilm, Strategy.stretched("extend-rp@2050"))]
+    scorers = [EmbeddingScorer(minilm, Strategy("truncate")), EmbeddingScorer(minilm, Strategy.parse("extend-gp@2048")),
+               EmbeddingScorer(minilm, Strategy.parse("extend-pi@2048+logscale")),
+               EmbeddingScorer(minilm, Strategy.parse("extend-rp@2050"))]
     lines = shortfalls(scorers, 2048)
     assert len(lines) == 2 and lines[0] == (
         "st:all-MiniLM-L6-v2 [extend-gp@2048] reads 2,046 content tokens of a text (2 of its 2,048 are special tokens or "
