@@ -26,6 +26,7 @@ from embedeval.metrics.position import bucket_names, depth_bucket_index, positio
 from embedeval.metrics.separation import auc_score, comparative_ratio, win_scores
 from embedeval.schema import CELL, CONDITION, METRIC_COLUMNS, N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, SCORER
 
+
 def pair_with_controls(
     table: pd.DataFrame,
     score: str = "sim_qh",

@@ -62,8 +62,15 @@ from embedeval.defaults import BREAK_SUPPORT, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.group_means import group_means, group_table, resampled_means
 from embedeval.labels import BLIND_PREFIX, RETRIEVAL_MEASURES, is_blind
 from embedeval.metrics.break_estimators import (
-    break_lengths, break_point, groups_for_chance_test, monotone_fit, recommended_chunk_tokens, relative_break_lengths, supported_break,
-    t_test_greater, visible_base_count,
+    break_lengths,
+    break_point,
+    groups_for_chance_test,
+    monotone_fit,
+    recommended_chunk_tokens,
+    relative_break_lengths,
+    supported_break,
+    t_test_greater,
+    visible_base_count,
 )
 from embedeval.metrics.ranking import chance_corrected, chance_corrected_recall
 from embedeval.schema import BREAK_COLUMNS, SERIES_KEYS

@@ -22,11 +22,11 @@ import pyarrow.feather as feather
 
 from embedeval.corpus import Corpus
 from embedeval.defaults import DEFAULT_CHUNKER, DEFAULT_SEED
+from embedeval.embedders.tokens import TokenCounter, load_token_counter
 from embedeval.errors import ConfigError, OutputError
 from embedeval.io import atomic_path
 from embedeval.paths import default_cache_dir
 from embedeval.text import SENTENCE_SPLITTER, split_sentences
-from embedeval.embedders.tokens import TokenCounter, load_token_counter
 
 #: The cache's sub-folder that holds cut corpora.
 CHUNKS_FOLDER = "chunks"

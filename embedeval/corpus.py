@@ -29,17 +29,16 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import tomllib
-
 from embedeval.defaults import DEFAULT_MIN_BOOKS
 from embedeval.errors import APIError, ConfigError, CorpusError
 from embedeval.io import absolute_path, jsonl_objects, read_text_file, write_text_atomic
-from embedeval.ownership import file_sha256
 from embedeval.net.fetch import fetch
+from embedeval.ownership import file_sha256
 from embedeval.paths import default_cache_dir
 from embedeval.progress import step
 

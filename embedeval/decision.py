@@ -49,17 +49,15 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from embedeval import strategies
 from embedeval.aggregate import fewest_distractors, main_variant, one_needle
 from embedeval.breaks import BASE_CONFIDENCE, BreakRule
 from embedeval.defaults import DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.group_means import group_means, group_table, resampled_means
 from embedeval.labels import QUESTION, is_blind
-from embedeval import strategies
-from embedeval.strategies import model_reading_count, model_reading_rank
 from embedeval.metrics.ranking import chance_corrected_recall
-from embedeval.schema import (
-    DECISION_COLUMNS, N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, QUERY_FORM, READING, READING_AT_LENGTH, SCORER, TIMING_COLUMNS,
-)
+from embedeval.schema import DECISION_COLUMNS, N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, QUERY_FORM, READING, READING_AT_LENGTH, SCORER, TIMING_COLUMNS
+from embedeval.strategies import model_reading_count, model_reading_rank
 
 #: What a decision reads of the rank table, besides recall@k.
 RANK_COLUMNS = (*SCORER, "variant", "length", "group_id", N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, "n_candidates", "haystack_id",

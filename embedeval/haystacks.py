@@ -42,16 +42,16 @@ import numpy as np
 import pandas as pd
 
 from embedeval.corpus import Corpus, load_corpus, require_books
-from embedeval.errors import ConfigError, CorpusError
 from embedeval.defaults import DEFAULT_FILLER
+from embedeval.embedders.tokens import TokenCounter, load_token_counter
+from embedeval.errors import ConfigError, CorpusError
 from embedeval.grid import HaystackGrid
 from embedeval.labels import CONTROL, NEGATIVE
+from embedeval.messages import say
 from embedeval.needles import NeedleGroup, NeedleSet
+from embedeval.progress import bar
 from embedeval.schema import HAYSTACK_COLUMNS, N_DISTRACTORS, N_NEEDLES
 from embedeval.sentences import books_sentences
-from embedeval.embedders.tokens import TokenCounter, load_token_counter
-from embedeval.progress import bar
-from embedeval.messages import say
 
 MAX_SNIPPET_TOKENS = 250  # snippets are strictly shorter
 MIN_SNIPPET_TOKENS = 40

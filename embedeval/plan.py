@@ -47,8 +47,8 @@ import numpy as np
 
 from embedeval.bounds import MemoryEstimate
 from embedeval.defaults import API_TOKEN_MARGIN, DEFAULT_PLAN_CALIBRATION_TEXTS, DEFAULT_SEED
-from embedeval.embedders.cached import CachedEmbedder
 from embedeval.embedders.api import CHECK_TEXT
+from embedeval.embedders.cached import CachedEmbedder
 from embedeval.embedders.recorder import Recorder
 from embedeval.embedders.registry import embedder_name, load_embedder
 from embedeval.embedders.speed import device_setting, known_speed

@@ -32,27 +32,62 @@ from pathlib import Path
 
 import pandas as pd
 
-from embedeval.corpus import source_path
 from embedeval.breaks import ESTIMATOR, OK, BreakRule, break_points, parse_shares, share_reaching
+from embedeval.corpus import source_path
 from embedeval.decision import decision_table, with_earlier_speeds
 from embedeval.defaults import BREAK_SUPPORT, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.errors import ConfigError, InputError
 from embedeval.grid import HaystackGrid
+from embedeval.io import TableSchema, json_text, read_json, read_table, refuse_first, write_table, write_text_atomic
 from embedeval.jsonread import load_file
-from embedeval.io import TableSchema, json_text, refuse_first, read_json, read_table, write_table, write_text_atomic
 from embedeval.labels import NEEDLE_FREE_POOL
-from embedeval.options import (
-    BREAK_K, BREAK_METRIC, BREAK_RULE, BREAK_THRESHOLD, CORPUS, DISTRACTORS_FILE, EMBEDDERS, EXPANSIONS, GROUPS, N_BOOTSTRAP, NEEDLES, POOL,
-    PRICES, SEED, Constraint, Option, is_number, is_text, is_whole,
-)
 from embedeval.needles import NeedleSet, grid_needle_set
+from embedeval.options import (
+    BREAK_K,
+    BREAK_METRIC,
+    BREAK_RULE,
+    BREAK_THRESHOLD,
+    CORPUS,
+    DISTRACTORS_FILE,
+    EMBEDDERS,
+    EXPANSIONS,
+    GROUPS,
+    N_BOOTSTRAP,
+    NEEDLES,
+    POOL,
+    PRICES,
+    SEED,
+    Constraint,
+    Option,
+    is_number,
+    is_text,
+    is_whole,
+)
+from embedeval.schema import (
+    ADDED_BREAK_COLUMNS,
+    ADDED_DECISION_COLUMNS,
+    BREAK_COLUMNS,
+    BREAK_SCHEMA,
+    DECISION_COLUMNS,
+    DECISION_SCHEMA,
+    HAYSTACK_COLUMNS,
+    HAYSTACK_SCHEMA,
+    LATER_COLUMNS,
+    METRIC_COLUMNS,
+    METRIC_SCHEMA,
+    N_DISTRACTORS,
+    N_NEEDLES,
+    OWN_QUESTION,
+    RETRIEVAL_COLUMNS,
+    RETRIEVAL_SCHEMA,
+    SERIES_KEYS,
+    SIMILARITY_COLUMNS,
+    SIMILARITY_SCHEMA,
+    TIMING_COLUMNS,
+    TIMING_SCHEMA,
+)
 from embedeval.strategies import family_of_label, is_written_label, model_reading_rank
 from embedeval.strategies.truncate import TRUNCATE
-from embedeval.schema import (
-    ADDED_BREAK_COLUMNS, ADDED_DECISION_COLUMNS, BREAK_COLUMNS, BREAK_SCHEMA, DECISION_COLUMNS, DECISION_SCHEMA, HAYSTACK_COLUMNS,
-    HAYSTACK_SCHEMA, LATER_COLUMNS, METRIC_COLUMNS, METRIC_SCHEMA, N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, RETRIEVAL_COLUMNS, RETRIEVAL_SCHEMA,
-    SERIES_KEYS, SIMILARITY_COLUMNS, SIMILARITY_SCHEMA, TIMING_COLUMNS, TIMING_SCHEMA,
-)
 
 HAYSTACKS = "haystacks.parquet"
 HAYSTACK_SETTINGS = "haystacks.json"

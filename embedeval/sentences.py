@@ -23,11 +23,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.feather as feather
 
+from embedeval.embedders.tokens import TokenCounter
 from embedeval.errors import OutputError
 from embedeval.io import atomic_path
 from embedeval.paths import default_cache_dir
 from embedeval.text import SENTENCE_SPLITTER, split_sentences
-from embedeval.embedders.tokens import TokenCounter
 
 #: The cache's sub-folder that holds split books.
 SENTENCES_FOLDER = "sentences"

@@ -17,13 +17,14 @@ import pandas as pd
 from embedeval.defaults import DEFAULT_NORMALIZE_BY, DEFAULT_POOL
 from embedeval.haystacks import distractor_columns
 from embedeval.labels import ALL_POOL, BLIND_PREFIX, CONTROL, NEGATIVE, RETRIEVAL_MEASURES
-from embedeval.options import POOL
+from embedeval.messages import warn
 from embedeval.metrics.ranking import retrieval_measures
 from embedeval.metrics.separation import normalized_similarity
 from embedeval.needles import STANDARD_NEEDLE, NeedleSet, check_normalize_by
-from embedeval.messages import warn
+from embedeval.options import POOL
 from embedeval.schema import N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, QUERY_FORM, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.strategies.scoring import Reading, ScoredTexts, Scorer, Scores
+
 
 @dataclass
 class HaystackScores:

@@ -10,13 +10,13 @@ from sklearn.isotonic import IsotonicRegression
 
 from embedeval.aggregate import retrieval_metrics
 from embedeval.breaks import BreakRule, break_points, parse_shares
-from embedeval.report.break_words import break_sentence, interval_text
-from embedeval.schema import BREAK_COLUMNS
 from embedeval.errors import InputError
-from embedeval.run import read_breaks
 from embedeval.metrics.bootstrap import cluster_resamples
 from embedeval.metrics.break_estimators import base_length_count, break_lengths, break_point, relative_break_lengths, relative_break_point
 from embedeval.metrics.ranking import chance_corrected_recall
+from embedeval.report.break_words import break_sentence, interval_text
+from embedeval.run import read_breaks
+from embedeval.schema import BREAK_COLUMNS
 
 LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192)
 N_CANDIDATES = 125  # 24 controls + 100 negatives + the needle haystack

@@ -13,17 +13,27 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from embedeval.breaks import BreakRule, break_points
 from embedeval.aggregate import retrieval_metrics
+from embedeval.breaks import BreakRule, break_points
 from embedeval.cli import app
-from embedeval.errors import InputError
 from embedeval.decision import (
-    bracketing_lengths, decision_table, dominates, length_summary,
-    about_the_same_time, reading_costs, reading_mode, same_readings, timing_table, vectors_per_document, with_earlier_speeds,
+    about_the_same_time,
+    bracketing_lengths,
+    decision_table,
+    dominates,
+    length_summary,
+    reading_costs,
+    reading_mode,
+    same_readings,
+    timing_table,
+    vectors_per_document,
+    with_earlier_speeds,
 )
+from embedeval.errors import InputError
 from embedeval.metrics.bootstrap import cluster_resamples
 from embedeval.run import read_breaks, read_decision
 from embedeval.schema import DECISION_COLUMNS, TIMING_COLUMNS
+
 from test_breaks import _rank_rows
 
 N = 25  # candidates per ranking: k/n = 5/25 = 0.2 at recall@5

@@ -13,11 +13,12 @@ from typer.testing import CliRunner
 
 from embedeval.cli import app
 from embedeval.corpus import load_corpus
+from embedeval.embedders.tokens import load_token_counter
 from embedeval.grid import HaystackGrid
 from embedeval.haystacks import Piece, SentencePool, build_haystacks, distractor_boundaries
 from embedeval.labels import CONTROL, NEGATIVE
 from embedeval.needles import load_needle_set
-from embedeval.embedders.tokens import load_token_counter
+
 from fakes import write_word_books
 from test_nolima_schema import FIXTURE, NAMES
 

@@ -5,16 +5,16 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from embedeval.messages import EmbedevalWarning
 from embedeval.cli import app
 from embedeval.corpus import Book, Corpus, load_corpus
+from embedeval.defaults import DEFAULT_NEEDLES
+from embedeval.embedders.tokens import load_token_counter
 from embedeval.errors import ConfigError, CorpusError
 from embedeval.grid import HaystackGrid
 from embedeval.haystacks import MAX_SNIPPET_TOKENS, SentencePool, build_haystacks, draw_sequential
-from embedeval.text import split_sentences
-from embedeval.defaults import DEFAULT_NEEDLES
+from embedeval.messages import EmbedevalWarning
 from embedeval.needles import load_needle_set
-from embedeval.embedders.tokens import load_token_counter
+from embedeval.text import split_sentences
 
 LENGTHS = [128, 512, 2048]
 DEPTHS = 4
@@ -363,7 +363,6 @@ def test_cli_corpus_mistakes_are_one_line_and_write_nothing(tmp_path, monkeypatc
 
 def test_run_directories_reuse_haystacks_only_with_the_same_corpus_settings(tmp_path):
     import json
-
     from dataclasses import replace
 
     from embedeval.experiments.nolima import NolimaConfig

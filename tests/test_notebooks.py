@@ -1,8 +1,8 @@
 """Execute every notebook on a reduced grid (the parameters cell is overridden) so none can rot."""
 
-import pytest
 import nbformat
 import pandas as pd
+import pytest
 from nbclient import NotebookClient
 
 from conftest import REPO_ROOT
@@ -95,10 +95,10 @@ def test_04_themes(tmp_path):
     question (issue 44); the drafted set is swept by nolima."""
     import json
 
+    import numpy as np
+
     from test_draft import GOOD, SAILING, group
     from test_themes import TOPICS, sentences
-
-    import numpy as np
 
     corpus = tmp_path / "topics"
     corpus.mkdir()

@@ -39,6 +39,7 @@ from embedeval.embedders.options import APISpecOptions, split_spec
 from embedeval.embedders.requests import ModelServer, Texts
 from embedeval.embedders.tokens import DEFAULT_REFERENCE, TokenCounter, load_provider_counter, load_token_counter
 from embedeval.errors import APIError, ConfigError, InvalidVectorsError, UnknownEmbedderError
+from embedeval.messages import note
 from embedeval.net.deadlines import AnswerClock
 from embedeval.net.errors import FatalAPIError, MalformedResponseError, PayloadTooLargeError, RetryableError
 from embedeval.net.errors import one_line as _one_line
@@ -46,7 +47,6 @@ from embedeval.net.keys import endpoint, key_hint, refuse_provider_key, request_
 from embedeval.net.retry import RetryPolicy, call_with_retries, retry_policy_from_env
 from embedeval.net.settings import request_timeout_from_env
 from embedeval.progress import bar
-from embedeval.messages import note
 
 #: The one text :meth:`APIEmbedder.check` sends before any real work.
 CHECK_TEXT = "embedeval connection check"

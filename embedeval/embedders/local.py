@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from embedeval.defaults import DEFAULT_BATCH_SIZE, DEFAULT_LONG_PASS_BATCH_TOKENS, MIN_CONTENT_TOKENS
-from embedeval.embedders import batching, onnx, stretch as stretching
+from embedeval.embedders import batching, onnx
+from embedeval.embedders import stretch as stretching
 from embedeval.embedders.base import KINDS, Kind, check_texts, l2_normalize
 from embedeval.embedders.local_folder import check_window, folder_facts, folder_stretch_refusal, prompt_ids, special_ids
 from embedeval.embedders.models import bundled_name, canonical_model, folder_fingerprint, resolve_model_path
@@ -39,7 +40,6 @@ from embedeval.errors import ConfigError, InputError, UnknownEmbedderError
 from embedeval.paths import default_cache_dir
 from embedeval.progress import step
 from embedeval.versions import package_version
-
 
 #: Bump when the facts change shape or meaning (older remembered facts are then ignored).
 FACTS_FORMAT = 5

@@ -19,7 +19,6 @@ from embedeval.embedders.tokens import TokenCounter
 from embedeval.errors import ConfigError, InputError, UnknownEmbedderError
 from embedeval.jsonread import load_file
 
-
 #: The end of the name of a transformer's table of absolute positions (BERT, RoBERTa, ...).
 POSITION_TABLE = "position_embeddings.weight"
 

@@ -35,8 +35,8 @@ from embedeval.embedders.cache import EmbeddingCache
 from embedeval.embedders.models import bundled_name
 from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.embedders.registry import LEXICAL_SPECS, embedder_name, load_embedder, parse_spec
-from embedeval.embedders.speed import known_speed
 from embedeval.embedders.requests import Request, joined, request_from_json
+from embedeval.embedders.speed import known_speed
 from embedeval.embedders.tokens import quiet_transformers
 
 

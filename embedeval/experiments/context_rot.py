@@ -25,8 +25,8 @@ import pandas as pd
 
 from embedeval.chunking import Chunk
 from embedeval.defaults import DEFAULT_ABSENCE_INDEX, DEFAULT_ABSENCE_TOP_K, DEFAULT_INDEX, DEFAULT_TOP_K
-from embedeval.index import collection_identity, top_k
 from embedeval.errors import InputError
+from embedeval.index import collection_identity, top_k
 from embedeval.needles import NEEDLE_VARIANTS, NeedleSet, Pair
 from embedeval.schema import QUERY_FORM
 from embedeval.text import holds_words, lexical_overlap, words

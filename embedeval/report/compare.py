@@ -9,10 +9,10 @@ from pathlib import Path
 import pandas as pd
 
 from embedeval.derived import RECORD, record_outputs, record_rewritten, recorded_files
-from embedeval.run import CONFIG, NolimaRun, is_run_directory
-from embedeval.run_folder import run_directory
 from embedeval.report.tables import recall_chance_table
 from embedeval.report.write import REPORT_FILES, REPORT_MD, write_report
+from embedeval.run import CONFIG, NolimaRun, is_run_directory
+from embedeval.run_folder import run_directory
 from embedeval.schema import N_DISTRACTORS
 
 #: Where a combined report goes without ``out``.

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 
 from embedeval.aggregate import metric_series
-from embedeval.report.break_words import interval_text
 from embedeval.io import atomic_path
 from embedeval.labels import ALL, QUESTION
+from embedeval.report.break_words import interval_text
 from embedeval.schema import QUERY_FORM
 
 LINE_FIGURES = (

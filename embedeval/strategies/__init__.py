@@ -26,11 +26,21 @@ from numbers import Integral
 
 from embedeval.defaults import DEFAULT_CHUNK_TOKENS, DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_STRATEGIES, DEFAULT_WINDOW_OVERLAP
 from embedeval.errors import ConfigError
+
 # each module registers its family; the order is --help's and the model readings' (truncate first)
-from embedeval.strategies import truncate, windows, chunks, late, full_text, extend  # noqa: F401
+from embedeval.strategies import truncate, windows, chunks, late, full_text, extend  # noqa: F401  # isort: skip
 from embedeval.strategies.base import (
-    FAMILIES, PLAIN, Family, Strategy, chunking_names, families, family_of_entry, family_of_label, piece_bounds,
-    register, strategy_names,
+    FAMILIES,
+    PLAIN,
+    Family,
+    Strategy,
+    chunking_names,
+    families,
+    family_of_entry,
+    family_of_label,
+    piece_bounds,
+    register,
+    strategy_names,
 )
 from embedeval.strategies.parameters import Parameter, ReadSettings
 

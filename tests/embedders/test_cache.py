@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 
 from embedeval.embedders.base import Embedder, EmbedStats
-from embedeval.embedders.cached import CachedEmbedder
 from embedeval.embedders.cache import EmbeddingCache, clear_cache
+from embedeval.embedders.cached import CachedEmbedder
 from embedeval.embedders.requests import Texts
 from embedeval.errors import CacheError
 from embedeval.messages import EmbedevalWarning
-from fakes import CountingEmbedder
+
 from conftest import TESTS_DIR
+from fakes import CountingEmbedder
 
 
 def test_second_call_does_not_reach_the_model(tmp_path):
@@ -372,6 +373,7 @@ def test_a_server_that_changes_its_vector_size_is_refused_and_nothing_of_it_is_s
     from embedeval.embedders import budget
     from embedeval.embedders.registry import load_embedder
     from embedeval.errors import InvalidVectorsError
+
     from fake_api import FakeEmbeddingServer
 
     budget.reset()

@@ -10,9 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from embedeval.embedders.requests import (
-    LateChunks, StretchedIds, Texts, TokenIds, joined, request_from_json,
-)
+from embedeval.embedders.requests import LateChunks, StretchedIds, Texts, TokenIds, joined, request_from_json
 from embedeval.embedders.stretch_methods import Stretch
 from embedeval.errors import InputError
 

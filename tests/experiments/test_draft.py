@@ -20,11 +20,12 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from conftest import REPO_ROOT
 from embedeval.cli import app
 from embedeval.errors import InputError
 from embedeval.experiments.drafting.prompts import parse_drafts
 from embedeval.needles import group_problems, load_needle_set
+
+from conftest import REPO_ROOT
 from fake_api import serving
 from fakes import said_first, without_said_first
 from test_themes import small_themes_run

@@ -12,9 +12,10 @@ from sklearn.metrics import roc_auc_score
 from typer.testing import CliRunner
 
 from embedeval.cli import app
+from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.experiments import NolimaConfig, run_nolima
 from embedeval.grid import HaystackGrid
-from embedeval.defaults import DEFAULT_NEEDLES
+
 from fakes import kill_cli_run, killed_mid_write, newly_embedded
 
 #: The tests here read sweeps the module runs (a sweep each): the slow tier.
@@ -376,8 +377,8 @@ def test_killed_run_resumes_without_losing_or_repeating_work(tmp_path, books_dir
 
 
 def test_a_second_run_into_a_held_run_directory_fails_at_once(tmp_path, isolated_cache):
-    from embedeval.run_folder import run_directory
     from embedeval.run import CONFIG, is_run_directory
+    from embedeval.run_folder import run_directory
 
     with run_directory(tmp_path / "run", is_run_directory, CONFIG):
         result = CliRunner().invoke(app, ["nolima", "--out", str(tmp_path / "run"), "-q"])
@@ -468,6 +469,7 @@ def test_a_failed_rerun_leaves_the_finished_run_untouched(run, tmp_path, books_d
 
 def test_normalize_by_standard_or_own_needle(run):
     from embedeval.needles import load_needle_set
+
     from fakes import CountingEmbedder, similarity_table
 
     needle_set = load_needle_set(DEFAULT_NEEDLES).subset(SMALL_GROUPS)
@@ -563,9 +565,9 @@ def test_the_fast_metrics_give_the_tables_of_the_plain_resampling_loop(tmp_path,
     statistics of unequal groups) against the plain reference, one resample at a time (the weighted
     path switched off): the same rows, the same values to the last digit, the same intervals to
     float rounding (sums in another order), and the same break points."""
-    from embedeval.metrics import bootstrap, moments
     from embedeval.aggregate import nolima_metrics
     from embedeval.breaks import break_points
+    from embedeval.metrics import bootstrap, moments
 
     # short haystacks at many depths: some depths meet at one sentence boundary and are kept once,
     # so the question groups hold unequal numbers of rows

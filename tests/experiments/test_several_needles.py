@@ -4,7 +4,6 @@ grid unchanged beside it."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,16 +11,17 @@ from typer.testing import CliRunner
 
 from embedeval.aggregate import nolima_metrics
 from embedeval.cli import app
-from fakes import MatrixScorer
 from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_NEEDLES
-from embedeval.strategies.scoring import Scores
+from embedeval.embedders.tokens import load_token_counter
 from embedeval.grid import HaystackGrid
 from embedeval.haystacks import build_haystacks
 from embedeval.labels import CONTROL, NEGATIVE, is_blind
 from embedeval.needles import load_needle_set
 from embedeval.similarity import HaystackScores, retrieval_rows, similarity_rows
-from embedeval.embedders.tokens import load_token_counter
+from embedeval.strategies.scoring import Scores
+
+from fakes import MatrixScorer
 
 
 @pytest.fixture(scope="module")

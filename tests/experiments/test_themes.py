@@ -14,9 +14,10 @@ import pytest
 from sklearn.metrics import adjusted_rand_score
 from typer.testing import CliRunner
 
-from conftest import own_cache
 from embedeval.cli import app
 from embedeval.metrics.neighbours import mmr
+
+from conftest import own_cache
 from fakes import said_first
 
 #: Most tests here need a themes run (chunks embedded, UMAP and HDBSCAN): the module is the slow tier.
@@ -734,8 +735,8 @@ def test_a_themes_rerun_into_the_folder_a_crashed_run_left_works(topic_books, tm
     # a folder another command claimed (a report killed half-way) is not the themes run's to take
     claimed = tmp_path / "claimed"
     shutil.copytree(mine, claimed)
-    from embedeval.run_folder import _claim_text
     from embedeval.report.compare import REPORT_FOLDER_RECORD
+    from embedeval.run_folder import _claim_text
 
     (claimed / ".embedeval-claim").write_text(_claim_text(REPORT_FOLDER_RECORD))
     result = CliRunner().invoke(app, [*args, str(claimed)])

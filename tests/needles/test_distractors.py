@@ -11,17 +11,17 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from embedeval.messages import EmbedevalWarning
 from embedeval.cli import app
 from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_NEEDLES
-from embedeval.strategies.scoring import Scores
+from embedeval.embedders.tokens import load_token_counter
 from embedeval.grid import HaystackGrid
 from embedeval.haystacks import DISTRACTOR_ZONE, build_haystacks
 from embedeval.labels import CONTROL, NEGATIVE
+from embedeval.messages import EmbedevalWarning
 from embedeval.needles import load_needle_set
 from embedeval.similarity import HaystackScores, retrieval_rows
-from embedeval.embedders.tokens import load_token_counter
+from embedeval.strategies.scoring import Scores
 
 GROUPS = ["loc-dresden", "loc-peru"]
 # Distractors written for these tests: each shares its question's keyword and names no character.

@@ -9,12 +9,13 @@ import pytest
 from typer.testing import CliRunner
 
 from embedeval.cli import app
-from embedeval.embedders.registry import load_embedder
 from embedeval.defaults import DEFAULT_LATE_CHUNKING_OVERLAP
+from embedeval.embedders.registry import load_embedder
+from embedeval.embedders.requests import TokenIds
 from embedeval.errors import ConfigError
 from embedeval.strategies import EmbeddingScorer, Strategy, parse_strategies
 from embedeval.strategies.late import late_layout
-from embedeval.embedders.requests import TokenIds
+
 from fake_api import serving
 
 SHORT = ("Actually, Yuki lives next to the Semper Opera House. The river was quiet that morning, and the bridges "

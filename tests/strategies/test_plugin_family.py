@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 
 from embedeval.errors import ConfigError
-from embedeval.strategies import base
-from embedeval.strategies import family_of_label, is_written_label, parameter_table, parse_strategies, strategy_choices
+from embedeval.strategies import base, family_of_label, is_written_label, parameter_table, parse_strategies, strategy_choices
+
 from test_fuzz import write_corpus
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -11,9 +11,10 @@ import torch
 from typer.testing import CliRunner
 
 from embedeval.cli import app
+from embedeval.embedders.requests import TokenIds
 from embedeval.errors import ConfigError
 from embedeval.strategies import EmbeddingScorer, Strategy, parse_strategies, piece_bounds
-from embedeval.embedders.requests import TokenIds
+
 from fakes import CountingEmbedder, copy_minilm
 
 SENTENCES = [
@@ -143,8 +144,8 @@ def test_api_models_get_windows_from_the_reference_tokenizer_flagged_as_estimate
 
 
 def test_each_distinct_window_is_embedded_once(minilm, tmp_path):
-    from embedeval.embedders.cached import CachedTokenIdEmbedder
     from embedeval.embedders.cache import EmbeddingCache
+    from embedeval.embedders.cached import CachedTokenIdEmbedder
 
     cached = CachedTokenIdEmbedder(minilm, EmbeddingCache(tmp_path))
     head = long_text(30)  # > 254 tokens: what follows is past the window

@@ -13,14 +13,11 @@ import torch
 
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.registry import load_embedder
+from embedeval.embedders.requests import StretchedIds, TokenIds
+from embedeval.embedders.stretch import grouped_positions, interpolated_table, logscale_factor, longembed_table, recurrent_positions, scaled_inv_freq, stretched
 from embedeval.embedders.stretch_methods import Stretch
-from embedeval.embedders.stretch import (
-    grouped_positions, interpolated_table, logscale_factor, longembed_table, recurrent_positions, scaled_inv_freq,
-    stretched,
-)
 from embedeval.errors import ConfigError, InputError
 from embedeval.strategies import EmbeddingScorer, Strategy, check_strategy_support, parse_strategies
-from embedeval.embedders.requests import StretchedIds, TokenIds
 
 from fakes import small_model_folder
 
