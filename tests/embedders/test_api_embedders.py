@@ -130,7 +130,7 @@ def test_retry_after_replaces_the_backoff_capped_by_max_delay_and_time_left():
 def test_parse_retry_after_reads_seconds_and_http_dates():
     import datetime as dt
 
-    now = dt.datetime(2025, 3, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2025, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
     assert parse_retry_after("7") == 7.0 and parse_retry_after(" 1.5 ") == 1.5
     assert parse_retry_after("Sat, 01 Mar 2025 12:00:30 GMT", now=now) == 30.0
     assert parse_retry_after("Sat, 01 Mar 2025 11:00:00 GMT", now=now) == 0.0  # in the past: no wait
