@@ -96,7 +96,7 @@ def part_speed(folder: Path, turns: int = TURNS, sample: int | None = None) -> N
     models = {"float32 torch": fp32, "onnx-int8": int8, "int8 batched": batched}
     vectors: dict[str, np.ndarray] = {}
     seconds: dict[str, list[float]] = {name: [] for name in models}
-    for name, model in models.items():  # a warm-up pass of each, outside the clock
+    for model in models.values():  # a warm-up pass of each, outside the clock
         model.embed_request(TokenIds.of(windows[: min(64, len(windows))]))
     for _ in range(turns):
         for name, model in models.items():

@@ -415,7 +415,7 @@ def main() -> None:
     started = time.perf_counter()
     load = time.perf_counter()
     model = SentenceTransformerEmbedder(MODEL)
-    model.model  # loaded when first needed: here, timed
+    _ = model.model  # loaded when first needed: here, timed
     load = time.perf_counter() - load
     print(f"machine          {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), {platform.machine()}, "
           f"torch threads {__import__('torch').get_num_threads()}; model {MODEL} loaded in {load:.1f} s "

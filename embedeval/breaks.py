@@ -134,7 +134,7 @@ def shares_text(points: np.ndarray) -> str | None:
     if points.size == 0:
         return None
     found, counts = np.unique(points, return_counts=True)
-    return ";".join(f"{int(length) or 'none'}:{count / points.size:.3f}" for length, count in zip(found, counts))
+    return ";".join(f"{int(length) or 'none'}:{count / points.size:.3f}" for length, count in zip(found, counts, strict=True))
 
 
 def parse_shares(text) -> dict[int | None, float]:
@@ -388,7 +388,7 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
     rows = []
     keys = (set(series[rule.recall_metric]) | set(series[rule.metric]) | set(ranks)) - set(blind_ranks)
     for key in sorted((key for key in keys if not is_blind(key[3])), key=str):
-        def point(name: str, threshold: float) -> int | None:
+        def point(name: str, threshold: float, *, key=key) -> int | None:
             found = series[name].get(key)
             return None if found is None or found.empty else break_point(found["length"], found["value"], threshold)
 
@@ -423,7 +423,7 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
         capped = None if chunk is None else recommended_chunk_tokens(headline, window)
         read = ranked if rule.rule == "relative" else series[rule.metric].get(key)
         longest = None if read is None or read.empty else int(read["length"].max())
-        rows.append({**dict(zip(SERIES_KEYS, key)), "break_point": headline, "break_point_lo": lo, "break_point_hi": hi,
+        rows.append({**dict(zip(SERIES_KEYS, key, strict=True)), "break_point": headline, "break_point_lo": lo, "break_point_hi": hi,
                      "break_censored": headline is not None and headline == longest,
                      "n_groups": relative["n_groups"], "window": window,
                      "chance_level": RANDOM_RANKING if blind is None else NEEDLE_BLIND,

@@ -104,7 +104,7 @@ def corpus_chunks(corpus: Corpus, spec: str = DEFAULT_CHUNKER, seed: int = DEFAU
     path = (Path(cache_dir) if cache_dir else default_cache_dir()) / CHUNKS_FOLDER / f"{chunks_key(corpus, spec, seed, tokenizer)}.arrow"
     try:
         table = feather.read_table(path)
-        return [Chunk(*row) for row in zip(*(table.column(c).to_pylist() for c in ("id", "book", "text")))]
+        return [Chunk(*row) for row in zip(*(table.column(c).to_pylist() for c in ("id", "book", "text")), strict=True)]
     except (OSError, KeyError, pa.ArrowException):  # not cut yet, or a damaged file: cut again
         pass
     chunks = chunk_corpus(corpus, spec, seed, tokenizer)

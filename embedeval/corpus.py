@@ -91,7 +91,7 @@ def load_corpus(source: str, cache_dir: str | Path | None = None, progress: bool
         return Corpus(source, tuple(pg_essay_books(cache_dir, progress=progress)))
     if source == "gutenberg":
         return Corpus(source, tuple(gutenberg_books(cache_dir=cache_dir, progress=progress)))
-    for prefix, reader in zip(PATH_SOURCES, (directory_books, jsonl_books, parquet_books)):
+    for prefix, reader in zip(PATH_SOURCES, (directory_books, jsonl_books, parquet_books), strict=True):
         if source.startswith(prefix):
             return Corpus(source, tuple(reader(Path(source[len(prefix):]).expanduser())))
     raise CorpusError(f"unknown corpus source {source!r}; use one of {', '.join(SOURCES)}")
@@ -217,7 +217,7 @@ def parquet_books(path: Path) -> list[Book]:
     texts = table.column("text").to_pylist()
     ids = table.column("id").to_pylist() if "id" in names else [None] * len(texts)
     books = [_record_book(text, book_id, str(row), f"{path}: row {row}")
-             for row, (text, book_id) in enumerate(zip(texts, ids), start=1)]
+             for row, (text, book_id) in enumerate(zip(texts, ids, strict=True), start=1)]
     return _unique(books, str(path))
 
 

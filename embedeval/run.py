@@ -421,7 +421,7 @@ def read_breaks(path: str | Path, lengths: Sequence[int] | None = None, rule: Br
         unread = frame["break_point"].notna() & frame["relative_status"].notna() & (frame["relative_status"] != OK)
         refuse_first(frame["relative_status"], unread, path, "relative_status",
                      "the status of a relative break point (ok), beside the break_point of its line")
-    for row, (value, point) in enumerate(zip(frame["break_shares"], frame["break_point"]), start=2):
+    for row, (value, point) in enumerate(zip(frame["break_shares"], frame["break_point"], strict=True), start=2):
         try:
             shares = parse_shares(value if isinstance(value, str) or pd.isna(value) else f"{value}")
         except ValueError as exc:
@@ -482,7 +482,7 @@ def read_decision(path: str | Path, lengths: Sequence[int] | None = None) -> pd.
     frame = frame.reindex(columns=DECISION_COLUMNS)  # a file from before the added columns: they read as missing
     if lengths is not None:
         refuse_first(frame["length"], ~frame["length"].isin(list(lengths)), path, "length", "a length of the run")
-    same_as = [strategy if pd.isna(same) else str(same) for strategy, same in zip(frame["strategy"].astype(str), frame["same_as"])]
+    same_as = [strategy if pd.isna(same) else str(same) for strategy, same in zip(frame["strategy"].astype(str), frame["same_as"], strict=True)]
     return frame.assign(same_as=same_as, share_read=frame["share_read"].astype(float), needle_visible=frame["needle_visible"].astype(float),
                         embedder=frame["embedder"].astype(str), strategy=frame["strategy"].astype(str),
                         tied_with_best=frame["tied_with_best"].astype(bool), best=frame["best"].astype(bool))

@@ -81,7 +81,7 @@ def books_sentences(texts: list[str], tokenizer: TokenCounter, cache_dir: str | 
         splits = Parallel(n_jobs=jobs)(delayed(split_sentences)(texts[i]) for i in missing)
     else:
         splits = [split_sentences(texts[i]) for i in missing]
-    for i, sentences in zip(missing, splits):
+    for i, sentences in zip(missing, splits, strict=True):
         counts = np.asarray(tokenizer.count(sentences), dtype=np.int64)
         try:
             with atomic_path(paths[i]) as tmp:

@@ -195,12 +195,12 @@ def test_the_interval_is_the_break_point_on_resampled_groups():
     assert interval_text(row.to_frame().T.itertuples().__next__()) == f"{int(row['break_point'])} tokens ({lo}-{hi})"
     # the spread over the same resamples, counted by hand
     found, counts = np.unique(points, return_counts=True)
-    assert parse_shares(row["break_shares"]) == {(int(p) or None): round(c / 300, 3) for p, c in zip(found, counts)}
-    assert row["break_shares"] == ";".join(f"{int(p) or 'none'}:{c / 300:.3f}" for p, c in zip(found, counts))
+    assert parse_shares(row["break_shares"]) == {(int(p) or None): round(c / 300, 3) for p, c in zip(found, counts, strict=True)}
+    assert row["break_shares"] == ";".join(f"{int(p) or 'none'}:{c / 300:.3f}" for p, c in zip(found, counts, strict=True))
     assert row["break_point_share"] == pytest.approx(np.mean(np.asarray(points) == row["break_point"]))
     assert len(found) > 1  # this curve's resamples do disagree
     said = break_sentence(row.to_frame().T.itertuples().__next__())
-    likely = [(p, c / 300) for p, c in zip(found, counts) if c / 300 >= 0.2]
+    likely = [(p, c / 300) for p, c in zip(found, counts, strict=True) if c / 300 >= 0.2]
     assert row["break_point_share"] < 0.6 and len(likely) > 1  # no clear majority: the likely lengths, and the one reached by 60%
     assert (f", split between {', '.join(f'{p:,}' for p, _ in likely[:-1])} or {likely[-1][0]:,} tokens ("
             + " / ".join(f"{share:.0%}" for _, share in likely) + " of resamples of the question groups); "

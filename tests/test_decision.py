@@ -356,7 +356,7 @@ def test_two_local_models_the_bundled_one_and_a_random_weight_copy(tmp_path, boo
     decision = _check_run(out, ["st:all-MiniLM-L6-v2", other], {"st:all-MiniLM-L6-v2": 0.01, other: 0.002})
     assert set(decision["strategy"]) == {"truncate", "chunks-max@128"}
     chunked = decision[decision["strategy"] == "chunks-max@128"]
-    assert set(zip(chunked["length"], chunked["vectors_per_document"])) == {(128, 2), (256, 3)}  # 126 content tokens a chunk
+    assert set(zip(chunked["length"], chunked["vectors_per_document"], strict=True)) == {(128, 2), (256, 3)}  # 126 content tokens a chunk
     assert json.loads((out / "config.json").read_text())["frame_tokens"] == {"st:all-MiniLM-L6-v2": 2, other: 2}
     similarities = pd.read_parquet(out / "similarities.parquet")
     won = similarities[similarities["strategy"] == "chunks-max@128"].groupby(["embedder", "length"])["best_chunk"].max()

@@ -37,7 +37,7 @@ def test_01_nolima_sweep(tmp_path, books_dir):
                                                        "GROUPS": GROUPS, "CHUNK_TOKENS": [128], "NEGATIVES": 10,
                                                        "EXTEND_LENGTHS": [128, 512], "OUT": str(out)})
     sims = pd.read_parquet(out / "similarities.parquet")
-    scorers = set(zip(sims["embedder"], sims["strategy"]))
+    scorers = set(zip(sims["embedder"], sims["strategy"], strict=True))
     assert scorers == {("st:all-MiniLM-L6-v2", "truncate"), ("st:all-MiniLM-L6-v2", "windows-mean"),
                        ("st:all-MiniLM-L6-v2", "chunks-max@128"), ("st:all-MiniLM-L6-v2", "late-chunking@128"), ("bm25", "full-text")}
     assert set(sims["variant"]) == {"onehop", "literal", "control"}

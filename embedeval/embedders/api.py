@@ -162,7 +162,7 @@ class APIEmbedder(ModelServer):
         self._tokens = None
         self._lock = threading.Lock()
         if options.tokenizer:
-            self.token_counter  # loaded now: a tokenizer folder whose files do not load is refused before any work
+            _ = self.token_counter  # loaded now: a tokenizer folder whose files do not load is refused before any work
 
     @classmethod
     def limits_for(cls, model: str, options: APISpecOptions) -> ModelLimits:
@@ -341,7 +341,7 @@ class APIEmbedder(ModelServer):
         they are sent and their token counts."""
         counts = self.token_counter.count(texts)
         limit = self.limits.max_tokens - self.fit_margin
-        fitted = [t if n <= limit else self.token_counter.prefix(t, limit) for t, n in zip(texts, counts)]
+        fitted = [t if n <= limit else self.token_counter.prefix(t, limit) for t, n in zip(texts, counts, strict=True)]
         return fitted, [min(n, limit) for n in counts]
 
     def batches(self, counts: Sequence[int]) -> list[list[int]]:
@@ -386,7 +386,7 @@ class APIEmbedder(ModelServer):
             with ThreadPoolExecutor(max_workers=min(self.max_workers, len(batches))) as pool:
                 results = list(pool.map(run, batches))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for batch, vectors in zip(batches, results):
+        for batch, vectors in zip(batches, results, strict=True):
             out[batch] = vectors
         return l2_normalize(out)
 

@@ -336,7 +336,7 @@ class EmbeddingCache:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         dim = vectors.shape[1]
         rows = []
-        for key, vector in zip(keys, vectors):
+        for key, vector in zip(keys, vectors, strict=True):
             blob = vector.tobytes()
             rows.append((key, spec, dim, blob, row_checksum(key, blob)))
         with self._guard(), self._lock, self._transaction() as conn:

@@ -250,7 +250,7 @@ class SentenceTransformerEmbedder(ModelServer):
                 if alone.fingerprint == facts["tokenizer"]:
                     self._token_counter = alone
                     return alone
-            self.model
+            _ = self.model  # loads the model, which sets the token counter
         return self._token_counter
 
     # -- facts -----------------------------------------------------------------------------------
@@ -549,7 +549,7 @@ class SentenceTransformerEmbedder(ModelServer):
         """Nothing to reach; the model's facts are remembered or the model loads (a broken folder
         fails here), and its window is checked to leave enough content tokens (:meth:`check_capacity`)."""
         if self._recalled() is None:
-            self.model
+            _ = self.model  # loads the model (a broken folder fails here)
         self.check_capacity()
 
     def check_capacity(self) -> None:

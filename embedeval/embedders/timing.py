@@ -167,7 +167,7 @@ def main(spec: str) -> None:
     try:
         quiet_transformers()
         model = load_embedder(spec, cache=False, verify=False)
-        model.model  # the weights, while the plan counts
+        _ = model.model  # the weights, while the plan counts
         model.embed([WARM_UP_TEXT], kind="document")  # the first pass's one-time set-up, while the plan counts
         request = json.loads(lines.get())
         reply = {"seconds": time_sample(model, [request_from_json(row) for row in request["warm"]],

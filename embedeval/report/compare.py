@@ -70,8 +70,8 @@ def _write_report(runs: list[NolimaRun], target: Path) -> list[str]:
     all_embedders = [e for metrics, _, _ in tables for e in metrics["embedder"].unique()]
     relabel = len(all_embedders) != len(set(all_embedders))
     frames: list[list[pd.DataFrame]] = [[], [], []]
-    for run, run_tables in zip(runs, tables):
-        for kept, table in zip(frames, run_tables):
+    for run, run_tables in zip(runs, tables, strict=True):
+        for kept, table in zip(frames, run_tables, strict=True):
             kept.append(table.assign(embedder=f"{run.path.name}/" + table["embedder"]) if relabel else table)
     return write_report(target, *(pd.concat(f, ignore_index=True) for f in frames), runs[0].rule(),
                         title="NoLiMa sweep: " + " vs ".join(run.path.name for run in runs))

@@ -191,7 +191,7 @@ def answer_callouts(breaks: pd.DataFrame, metrics: pd.DataFrame, rule: BreakRule
     variant = main_variant(metrics)
     standings = [standing_words(decision, row.embedder, row.strategy) for row in headline_breaks(breaks, variant).itertuples()]
     return [Callout(headline, items + ((standing,) if standing else ()))
-            for (headline, items), standing in zip(answers(breaks, metrics, rule, variant), standings)]
+            for (headline, items), standing in zip(answers(breaks, metrics, rule, variant), standings, strict=True)]
 
 
 def run_recall_figure(metrics: pd.DataFrame, breaks: pd.DataFrame, chance: pd.DataFrame | None, path: Path) -> None:

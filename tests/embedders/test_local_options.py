@@ -217,8 +217,8 @@ def test_only_a_load_error_about_mismatched_sizes_is_blamed_on_the_folder(messag
     model = SentenceTransformerEmbedder("all-MiniLM-L6-v2", options=LocalOptions(device="cpu"))
     if one_line:
         with pytest.raises(UnknownEmbedderError, match=r"its weights do not fit its config \(Error\(s\) in loading state_dict: size mismatch"):
-            model.model
+            _ = model.model
     else:
         with pytest.raises(RuntimeError, match="illegal memory access") as caught:
-            model.model
+            _ = model.model
         assert not isinstance(caught.value, UnknownEmbedderError)

@@ -122,7 +122,7 @@ def test_metrics_recomputed_independently_from_similarities(run):
             neg = sims[(sims["variant"] == "control") & (sims["length"] == length)]
             assert value("normalized_mean", variant, length)["value"] == pytest.approx((pos["sim_qh"] / pos["sim_qn"]).mean())
             wins = [1.0 if p > c else 0.5 if p == c else 0.0
-                    for p, c in zip(pos["sim_qh"], pos["group_id"].map(neg.set_index("group_id")["sim_qh"]))]
+                    for p, c in zip(pos["sim_qh"], pos["group_id"].map(neg.set_index("group_id")["sim_qh"]), strict=True)]
             ratio = value("comparative_ratio", variant, length)
             assert ratio["value"] == pytest.approx(np.mean(wins)) and ratio["n"] == len(pos)
             assert ratio["ci_lo"] <= ratio["value"] <= ratio["ci_hi"]
@@ -533,7 +533,7 @@ def test_break_points_name_the_best_length_when_none_reaches_the_threshold():
              "own_question": True, "length": length, "category": "all",
              "depth_bucket": "all", "metric": metric, "value": value, "n": 10, "ci_lo": 0, "ci_hi": 1}
             for metric, values in (("query_auc", (0.75, 0.79, 0.6)), ("auc", (0.9, 0.85, 0.7)), ("recall@5", (0.0, 0.0, 0.0)))
-            for length, value in zip((128, 256, 512), values)]
+            for length, value in zip((128, 256, 512), values, strict=True)]
     rule = BreakRule("absolute", metric="query_auc", threshold=0.8)
     table = break_points(pd.DataFrame(rows), None, rule)
     row = next(table.itertuples())

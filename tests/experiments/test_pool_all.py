@@ -176,7 +176,7 @@ def test_mtebs_evaluator_gives_the_all_pools_numbers(all_run):
 
 def target_depth(run: NolimaRun) -> dict:
     haystacks = run.haystacks()
-    return dict(zip(haystacks["id"], haystacks["target_depth"].astype(float)))
+    return dict(zip(haystacks["id"], haystacks["target_depth"].astype(float), strict=True))
 
 
 def test_a_run_from_before_the_pool_choice_reads_as_needle_free(all_run, tmp_path):

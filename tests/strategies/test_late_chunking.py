@@ -53,7 +53,7 @@ def _one_token_words(minilm, books_dir, n_words: int) -> str:
     words = (books_dir / sorted(p.name for p in books_dir.glob("*.txt"))[0]).read_text().split()
     alphabetic = [w for w in words if w.isalpha()]
     ids = minilm.token_ids(alphabetic)
-    return " ".join([w for w, (i, _) in zip(alphabetic, ids) if len(i) == 1][:n_words])
+    return " ".join([w for w, (i, _) in zip(alphabetic, ids, strict=True) if len(i) == 1][:n_words])
 
 
 @pytest.mark.slow
