@@ -167,7 +167,7 @@ def run(n_groups_list, shapes, repeats: int, n_resamples: int, spread: Spread, l
                 continue  # the population curve does not put the break where it was drawn: not a fair test
             step = {int(length): i for i, length in enumerate(lengths)}
             for n_groups in n_groups_list:
-                for r in range(repeats):
+                for _ in range(repeats):
                     sums, counts = simulate_groups(rng, corrected, n_groups, spread, depths)
                     for name, (said, (lo, hi)) in estimates(lengths, sums, counts, n_resamples, int(rng.integers(2**31))).items():
                         row = tally.setdefault((name, n_groups), np.zeros(5))

@@ -13,8 +13,8 @@ import random
 import tempfile
 import time
 
-from embedeval.embedders.cached import CachedEmbedder
 from embedeval.embedders.cache import EmbeddingCache
+from embedeval.embedders.cached import CachedEmbedder
 from embedeval.embedders.local import SentenceTransformerEmbedder
 
 WORDS = (

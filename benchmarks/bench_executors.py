@@ -38,10 +38,10 @@ from pathlib import Path
 import numpy as np
 
 from embedeval.corpus import load_corpus
-from embedeval.embedders.cached import CachedTokenIdEmbedder
 from embedeval.embedders.cache import EmbeddingCache
-from embedeval.embedders.local import SentenceTransformerEmbedder
+from embedeval.embedders.cached import CachedTokenIdEmbedder
 from embedeval.embedders.executors import Executor, RayEmbedder
+from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.requests import TokenIds
 
 MODEL = "all-MiniLM-L6-v2"
@@ -69,10 +69,10 @@ def api_at_budget(texts: list[str], tpm: int, period: float) -> None:
     """Embed ``texts`` with a fake OpenAI model at ``tpm`` tokens per ``period`` seconds and
     print how close the sweep ran to its budget."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from fake_api import FakeEmbeddingServer
-
     from embedeval.embedders import budget
     from embedeval.embedders.registry import load_embedder
+
+    from fake_api import FakeEmbeddingServer
 
     with FakeEmbeddingServer() as server, tempfile.TemporaryDirectory() as folder:
         os.environ.update({"OPENAI_API_KEY": "sk-fake-bench", "OPENAI_BASE_URL": f"{server.url}/v1",

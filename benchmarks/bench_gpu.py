@@ -185,7 +185,7 @@ def part_long(folder: Path, settings: list[str]) -> None:
     for length, ids in inputs.items():
         peaks: dict[str, float] = {}
 
-        def pass_of(setting: str):
+        def pass_of(setting: str, ids=ids, peaks=peaks):
             def run() -> float:
                 shapes.clear()
                 torch.cuda.reset_peak_memory_stats()

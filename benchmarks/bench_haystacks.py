@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 
 from embedeval.corpus import load_corpus
+from embedeval.defaults import DEFAULT_NEEDLES
+from embedeval.embedders.tokens import load_token_counter
 from embedeval.grid import HaystackGrid
 from embedeval.haystacks import SentencePool, build_haystacks
-from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.needles import load_needle_set
-from embedeval.embedders.tokens import load_token_counter
 
 BOOKS = Path(__file__).resolve().parent.parent.parent / "shared" / "haystacks" / "gutenberg"
 

@@ -36,20 +36,19 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-from embedeval.report.break_words import interval_text, tokens_text
 import torch
 
 from embedeval.embedders import onnx
 from embedeval.embedders.cache import EmbeddingCache
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.options import LocalOptions
+from embedeval.embedders.requests import TokenIds
 from embedeval.experiments import NolimaConfig, run_nolima
 from embedeval.experiments.nolima import load_or_build_haystacks
 from embedeval.grid import HaystackGrid
 from embedeval.labels import ALL, QUESTION
+from embedeval.report.break_words import interval_text, tokens_text
 from embedeval.strategies import EmbeddingScorer, parse_strategies
-from embedeval.embedders.requests import TokenIds
 
 MODEL = "all-MiniLM-L6-v2"
 INT8 = f"st:{MODEL}?backend=onnx-int8"
@@ -97,7 +96,7 @@ def part_speed(folder: Path, turns: int = TURNS, sample: int | None = None) -> N
     models = {"float32 torch": fp32, "onnx-int8": int8, "int8 batched": batched}
     vectors: dict[str, np.ndarray] = {}
     seconds: dict[str, list[float]] = {name: [] for name in models}
-    for name, model in models.items():  # a warm-up pass of each, outside the clock
+    for model in models.values():  # a warm-up pass of each, outside the clock
         model.embed_request(TokenIds.of(windows[: min(64, len(windows))]))
     for _ in range(turns):
         for name, model in models.items():

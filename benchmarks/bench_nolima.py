@@ -67,8 +67,8 @@ import platform
 import resource
 import tempfile
 import time
-from dataclasses import replace
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -76,17 +76,17 @@ from sentence_transformers import SentenceTransformer
 
 from embedeval import sentences
 from embedeval.breaks import break_points
-from embedeval.report.break_words import break_sentence
 from embedeval.defaults import DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_LENGTHS, DEFAULT_NEGATIVES, DEFAULT_VARIANTS
 from embedeval.embedders.local import SentenceTransformerEmbedder
+from embedeval.embedders.requests import TokenIds
 from embedeval.expansion import query_texts
 from embedeval.experiments import nolima
 from embedeval.experiments.nolima import NolimaConfig, load_or_build_haystacks, run_nolima
 from embedeval.grid import HaystackGrid
-from embedeval.run import RunWriter
 from embedeval.needles import STANDARD_NEEDLE
+from embedeval.report.break_words import break_sentence
+from embedeval.run import RunWriter
 from embedeval.strategies import EmbeddingScorer, parse_strategies
-from embedeval.embedders.requests import TokenIds
 
 MODEL = "all-MiniLM-L6-v2"
 TRUNCATE_CEILING, WARM_CEILING, WINDOWS_CEILING, BREAKS_CEILING = 0.6, 0.03, 1.15, 0.05
@@ -415,7 +415,7 @@ def main() -> None:
     started = time.perf_counter()
     load = time.perf_counter()
     model = SentenceTransformerEmbedder(MODEL)
-    model.model  # loaded when first needed: here, timed
+    _ = model.model  # loaded when first needed: here, timed
     load = time.perf_counter() - load
     print(f"machine          {os.cpu_count()} cores ({len(os.sched_getaffinity(0))} usable), {platform.machine()}, "
           f"torch threads {__import__('torch').get_num_threads()}; model {MODEL} loaded in {load:.1f} s "

@@ -130,8 +130,8 @@ def driver_rates(windows: int = 20_000) -> None:
 
     from embedeval.corpus import load_corpus
     from embedeval.embedders import tokens
-    from embedeval.embedders.cached import CachedTokenIdEmbedder
     from embedeval.embedders.cache import EmbeddingCache
+    from embedeval.embedders.cached import CachedTokenIdEmbedder
     from embedeval.embedders.local import SentenceTransformerEmbedder
     from embedeval.embedders.requests import TokenIds
 

@@ -28,9 +28,9 @@ import numpy as np
 from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_CORPUS
 from embedeval.embedders.local import SentenceTransformerEmbedder
+from embedeval.embedders.requests import StretchedIds, TokenIds
 from embedeval.embedders.stretch import longembed_factor, longembed_table
 from embedeval.embedders.stretch_methods import Stretch
-from embedeval.embedders.requests import StretchedIds, TokenIds
 
 LENGTHS_L = (1026, 2050, 8194)
 SHORT = (64, 128, 254)

@@ -22,9 +22,9 @@ import embedeval.haystacks as haystacks
 import embedeval.text as text
 from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_CORPUS, DEFAULT_NEEDLES
+from embedeval.embedders.tokens import load_token_counter
 from embedeval.grid import HaystackGrid
 from embedeval.needles import load_needle_set
-from embedeval.embedders.tokens import load_token_counter
 
 _OLD = re.compile(r"(?<=[.!?])\s+|(?<=[.!?][\"'’”)\]])\s+|\n\s*\n")  # embedeval's splitter before syntok
 

@@ -66,7 +66,7 @@ def main() -> None:
     args = parser.parse_args()
     lengths = [int(x) for x in args.lengths.split(",")]
     model = SentenceTransformerEmbedder("all-MiniLM-L6-v2", device="cpu")
-    model.model  # loaded before the children fork
+    _ = model.model  # loaded before the children fork
     with tempfile.TemporaryDirectory() as folder:
         config = NolimaConfig(out=folder, groups=["loc-dresden"], grid=HaystackGrid(lengths=lengths, depths=args.texts,
                                                                                     variants=["onehop"], negatives=1))

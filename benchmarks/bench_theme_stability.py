@@ -89,7 +89,7 @@ def main() -> None:
         settings = dataclasses.replace(config, runs=runs)
         reference, seconds = themes_of(vectors, settings)
 
-        def report(name: str, labels: np.ndarray, took: float) -> float:
+        def report(name: str, labels: np.ndarray, took: float, *, reference=reference, runs=runs) -> float:
             ari = adjusted_rand_score(reference, labels)
             both = (reference != NOISE) & (labels != NOISE)
             themed = adjusted_rand_score(reference[both], labels[both]) if both.any() else float("nan")

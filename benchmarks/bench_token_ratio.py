@@ -18,7 +18,6 @@ import argparse
 import numpy as np
 
 from embedeval.corpus import load_corpus
-
 from embedeval.embedders.tokens import DEFAULT_REFERENCE, load_provider_counter, load_token_counter
 
 WINDOW = 2048  # reference tokens a window

@@ -51,7 +51,7 @@ def main() -> None:
         parser.error("give at least one run directory and the PNG to write")
     runs, out = args.paths[:-1], args.paths[-1]
     fig, axes = plt.subplots(len(runs), 2, figsize=(13, 4.6 * len(runs)), squeeze=False, sharey=True)
-    for row, path in zip(axes, runs):
+    for row, path in zip(axes, runs, strict=True):
         # the two tables alone (a run's tables copied back from another machine will do)
         metrics = read_run_table(Path(path) / METRICS)
         rows = metrics[(metrics["metric"] == f"recall@{args.k}") & (metrics["category"] == ALL)
@@ -68,7 +68,7 @@ def main() -> None:
             if label.startswith(REFERENCES):
                 draw(row[1], series, label, faint=True)
         groups = ranks.loc[ranks["variant"] == args.variant, "group_id"].nunique()
-        for ax, title in zip(row, ("readings without stretching", "context extension (one pass over L tokens)")):
+        for ax, title in zip(row, ("readings without stretching", "context extension (one pass over L tokens)"), strict=True):
             ax.plot(pool.index, args.k / pool.to_numpy(), color="grey", linewidth=3, alpha=0.3, label=f"chance ({args.k}/n)")
             ax.set_xscale("log", base=2)
             ax.set_xticks(lengths, [str(x) for x in lengths])

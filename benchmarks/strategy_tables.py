@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embedeval.report.break_words import interval_text, shares_words
 from embedeval.labels import ALL, QUESTION
+from embedeval.report.break_words import interval_text, shares_words
 from embedeval.run import BREAKS, METRICS, read_breaks, read_run_table
 
 

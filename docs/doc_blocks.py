@@ -47,7 +47,7 @@ def write_blocks(page: str, blocks: dict[str, str], where: str = "the page") -> 
         pattern = re.compile(rf"^({re.escape(opening)}\n).*?\n?^({re.escape(closing)})$", re.S | re.M)
         if not pattern.search(page):
             raise ValueError(f"{where} has no {opening} ... {closing} markers")
-        page = pattern.sub(lambda m: m[1] + (text + "\n" if text else "") + m[2], page, count=1)
+        page = pattern.sub(lambda m, text=text: m[1] + (text + "\n" if text else "") + m[2], page, count=1)
     return page
 
 

@@ -37,19 +37,18 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # doc_blocks, beside this script, however it is loaded
-from doc_blocks import read_blocks, write_blocks  # noqa: E402
-
 from embedeval.breaks import parse_shares  # noqa: E402
-from embedeval.report.break_words import support_words  # noqa: E402
 from embedeval.defaults import DEFAULT_EMBEDDER, DEFAULT_LENGTHS, DEFAULT_NEEDLES  # noqa: E402
 from embedeval.labels import ALL, QUESTION  # noqa: E402
 from embedeval.metrics.break_estimators import monotone_fit  # noqa: E402
+from embedeval.report.break_words import support_words  # noqa: E402
 from embedeval.report.markdown import markdown_block  # noqa: E402
 from embedeval.report.sections import answer_callouts, run_recall_figure  # noqa: E402
 from embedeval.report.tables import recall_chance_table  # noqa: E402
 from embedeval.report.which import closing_lines  # noqa: E402
-from embedeval.run import BREAKS, CONFIG, DECISION, METRICS, NolimaRun, break_rule_of, read_breaks, read_decision  # noqa: E402
-from embedeval.run import read_run_table, upgraded  # noqa: E402
+from embedeval.run import BREAKS, CONFIG, DECISION, METRICS, NolimaRun, break_rule_of, read_breaks, read_decision, read_run_table, upgraded  # noqa: E402  # noqa: E402
+
+from doc_blocks import read_blocks, write_blocks  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SNAPSHOT = REPO / "docs" / "assets" / "default-run"

@@ -26,6 +26,7 @@ from embedeval.metrics.position import bucket_names, depth_bucket_index, positio
 from embedeval.metrics.separation import auc_score, comparative_ratio, win_scores
 from embedeval.schema import CELL, CONDITION, METRIC_COLUMNS, N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, SCORER
 
+
 def pair_with_controls(
     table: pd.DataFrame,
     score: str = "sim_qh",
@@ -58,7 +59,7 @@ def comparative_ratio_table(table: pd.DataFrame, by: Sequence[str] = ("length", 
     """Comparative ratio per group of ``by`` (see :func:`pair_with_controls`): ``by`` + ratio + n."""
     pairs = pair_with_controls(table, score)
     rows = [
-        {**dict(zip(by, key if isinstance(key, tuple) else (key,))), "ratio": comparative_ratio(g[score], g["neg"]), "n": len(g)}
+        {**dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)), "ratio": comparative_ratio(g[score], g["neg"]), "n": len(g)}
         for key, g in pairs.groupby(list(by), sort=True)
     ]
     return pd.DataFrame(rows)
@@ -143,7 +144,7 @@ def retrieval_metrics(retrieval: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOT
     retrieval = retrieval.assign(depth_bucket=_depth_buckets(retrieval["depth"], n_buckets))
     out: list[dict] = []
     for key, cell in retrieval.groupby(CELL, sort=True):
-        labels = dict(zip(CELL, key))
+        labels = dict(zip(CELL, key, strict=True))
         rows = _Rows(labels, n_resamples, seed)
         slices = [(ALL, ALL, cell)] + [(category, ALL, sub) for category, sub in cell.groupby("category", sort=True)]
         slices += [(ALL, bucket, sub) for bucket, sub in cell.groupby("depth_bucket", sort=False)]
@@ -169,7 +170,7 @@ def nolima_metrics(similarities: pd.DataFrame, n_resamples: int = DEFAULT_N_BOOT
     out: list[dict] = []
     for key, cell in pairs.groupby(CELL, sort=True):
         cell_controls = cell_control_rows(scorer_controls[key[:3]], cell)
-        labels = dict(zip(CELL, key))
+        labels = dict(zip(CELL, key, strict=True))
         rows = _Rows({**labels, "category": ALL, "depth_bucket": ALL}, n_resamples, seed)
         _separation_rows(rows, cell, cell_controls, full=True)
         for category, sub in cell.groupby("category", sort=True):

@@ -7,9 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from numbers import Real
 
-from embedeval.defaults import (
-    BASE_VISIBLE_SHARE, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, RELATIVE_BREAK_FRACTION,
-)
+from embedeval.defaults import BASE_VISIBLE_SHARE, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, RELATIVE_BREAK_FRACTION
 from embedeval.errors import ConfigError
 from embedeval.labels import BREAK_METRICS, RETRIEVAL_MEASURES
 

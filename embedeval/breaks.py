@@ -62,8 +62,15 @@ from embedeval.defaults import BREAK_SUPPORT, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.group_means import group_means, group_table, resampled_means
 from embedeval.labels import BLIND_PREFIX, RETRIEVAL_MEASURES, is_blind
 from embedeval.metrics.break_estimators import (
-    break_lengths, break_point, groups_for_chance_test, monotone_fit, recommended_chunk_tokens, relative_break_lengths, supported_break,
-    t_test_greater, visible_base_count,
+    break_lengths,
+    break_point,
+    groups_for_chance_test,
+    monotone_fit,
+    recommended_chunk_tokens,
+    relative_break_lengths,
+    supported_break,
+    t_test_greater,
+    visible_base_count,
 )
 from embedeval.metrics.ranking import chance_corrected, chance_corrected_recall
 from embedeval.schema import BREAK_COLUMNS, SERIES_KEYS
@@ -127,7 +134,7 @@ def shares_text(points: np.ndarray) -> str | None:
     if points.size == 0:
         return None
     found, counts = np.unique(points, return_counts=True)
-    return ";".join(f"{int(length) or 'none'}:{count / points.size:.3f}" for length, count in zip(found, counts))
+    return ";".join(f"{int(length) or 'none'}:{count / points.size:.3f}" for length, count in zip(found, counts, strict=True))
 
 
 def parse_shares(text) -> dict[int | None, float]:
@@ -381,7 +388,7 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
     rows = []
     keys = (set(series[rule.recall_metric]) | set(series[rule.metric]) | set(ranks)) - set(blind_ranks)
     for key in sorted((key for key in keys if not is_blind(key[3])), key=str):
-        def point(name: str, threshold: float) -> int | None:
+        def point(name: str, threshold: float, *, key=key) -> int | None:
             found = series[name].get(key)
             return None if found is None or found.empty else break_point(found["length"], found["value"], threshold)
 
@@ -416,7 +423,7 @@ def break_points(metrics: pd.DataFrame, retrieval: pd.DataFrame | None, rule: Br
         capped = None if chunk is None else recommended_chunk_tokens(headline, window)
         read = ranked if rule.rule == "relative" else series[rule.metric].get(key)
         longest = None if read is None or read.empty else int(read["length"].max())
-        rows.append({**dict(zip(SERIES_KEYS, key)), "break_point": headline, "break_point_lo": lo, "break_point_hi": hi,
+        rows.append({**dict(zip(SERIES_KEYS, key, strict=True)), "break_point": headline, "break_point_lo": lo, "break_point_hi": hi,
                      "break_censored": headline is not None and headline == longest,
                      "n_groups": relative["n_groups"], "window": window,
                      "chance_level": RANDOM_RANKING if blind is None else NEEDLE_BLIND,

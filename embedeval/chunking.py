@@ -22,11 +22,11 @@ import pyarrow.feather as feather
 
 from embedeval.corpus import Corpus
 from embedeval.defaults import DEFAULT_CHUNKER, DEFAULT_SEED
+from embedeval.embedders.tokens import TokenCounter, load_token_counter
 from embedeval.errors import ConfigError, OutputError
 from embedeval.io import atomic_path
 from embedeval.paths import default_cache_dir
 from embedeval.text import SENTENCE_SPLITTER, split_sentences
-from embedeval.embedders.tokens import TokenCounter, load_token_counter
 
 #: The cache's sub-folder that holds cut corpora.
 CHUNKS_FOLDER = "chunks"
@@ -104,7 +104,7 @@ def corpus_chunks(corpus: Corpus, spec: str = DEFAULT_CHUNKER, seed: int = DEFAU
     path = (Path(cache_dir) if cache_dir else default_cache_dir()) / CHUNKS_FOLDER / f"{chunks_key(corpus, spec, seed, tokenizer)}.arrow"
     try:
         table = feather.read_table(path)
-        return [Chunk(*row) for row in zip(*(table.column(c).to_pylist() for c in ("id", "book", "text")))]
+        return [Chunk(*row) for row in zip(*(table.column(c).to_pylist() for c in ("id", "book", "text")), strict=True)]
     except (OSError, KeyError, pa.ArrowException):  # not cut yet, or a damaged file: cut again
         pass
     chunks = chunk_corpus(corpus, spec, seed, tokenizer)

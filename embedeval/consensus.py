@@ -188,7 +188,7 @@ def _kept(groups: list[np.ndarray], labellings: np.ndarray) -> np.ndarray:
     n = labellings.shape[1]
     order = _size_order(labellings)
     candidates = _numbered(groups, n, order)
-    kept = [g for g, share in zip(sorted(groups, key=order), stability(candidates, labellings)) if share >= MAJORITY]
+    kept = [g for g, share in zip(sorted(groups, key=order), stability(candidates, labellings), strict=True) if share >= MAJORITY]
     return _numbered(kept, n, order)
 
 
@@ -254,7 +254,7 @@ def theme_shares(consensus: np.ndarray, labellings, weights=None, found: np.ndar
         raise InputError("weights must be finite and >= 0 (membership probabilities)")
     found = matches(consensus, array) if found is None else found
     shares = np.zeros((array.shape[1], found.shape[1]))
-    for labels, row, weight in zip(array, found, weights):
+    for labels, row, weight in zip(array, found, weights, strict=True):
         theme = run_cluster_themes(row, labels)
         inside = np.flatnonzero(theme != NOISE)
         shares[inside, theme[inside]] += weight[inside] / len(array)

@@ -29,17 +29,16 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import tomllib
-
 from embedeval.defaults import DEFAULT_MIN_BOOKS
 from embedeval.errors import APIError, ConfigError, CorpusError
 from embedeval.io import absolute_path, jsonl_objects, read_text_file, write_text_atomic
-from embedeval.ownership import file_sha256
 from embedeval.net.fetch import fetch
+from embedeval.ownership import file_sha256
 from embedeval.paths import default_cache_dir
 from embedeval.progress import step
 
@@ -92,7 +91,7 @@ def load_corpus(source: str, cache_dir: str | Path | None = None, progress: bool
         return Corpus(source, tuple(pg_essay_books(cache_dir, progress=progress)))
     if source == "gutenberg":
         return Corpus(source, tuple(gutenberg_books(cache_dir=cache_dir, progress=progress)))
-    for prefix, reader in zip(PATH_SOURCES, (directory_books, jsonl_books, parquet_books)):
+    for prefix, reader in zip(PATH_SOURCES, (directory_books, jsonl_books, parquet_books), strict=True):
         if source.startswith(prefix):
             return Corpus(source, tuple(reader(Path(source[len(prefix):]).expanduser())))
     raise CorpusError(f"unknown corpus source {source!r}; use one of {', '.join(SOURCES)}")
@@ -218,7 +217,7 @@ def parquet_books(path: Path) -> list[Book]:
     texts = table.column("text").to_pylist()
     ids = table.column("id").to_pylist() if "id" in names else [None] * len(texts)
     books = [_record_book(text, book_id, str(row), f"{path}: row {row}")
-             for row, (text, book_id) in enumerate(zip(texts, ids), start=1)]
+             for row, (text, book_id) in enumerate(zip(texts, ids, strict=True), start=1)]
     return _unique(books, str(path))
 
 

@@ -49,17 +49,15 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from embedeval import strategies
 from embedeval.aggregate import fewest_distractors, main_variant, one_needle
 from embedeval.breaks import BASE_CONFIDENCE, BreakRule
 from embedeval.defaults import DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.group_means import group_means, group_table, resampled_means
 from embedeval.labels import QUESTION, is_blind
-from embedeval import strategies
-from embedeval.strategies import model_reading_count, model_reading_rank
 from embedeval.metrics.ranking import chance_corrected_recall
-from embedeval.schema import (
-    DECISION_COLUMNS, N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, QUERY_FORM, READING, READING_AT_LENGTH, SCORER, TIMING_COLUMNS,
-)
+from embedeval.schema import DECISION_COLUMNS, N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, QUERY_FORM, READING, READING_AT_LENGTH, SCORER, TIMING_COLUMNS
+from embedeval.strategies import model_reading_count, model_reading_rank
 
 #: What a decision reads of the rank table, besides recall@k.
 RANK_COLUMNS = (*SCORER, "variant", "length", "group_id", N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, "n_candidates", "haystack_id",
@@ -177,9 +175,9 @@ def cheapest(costs: np.ndarray, pool: list[int]) -> list[int]:
     fastest too (the timings' noise decides nothing), else all of ``pool``."""
     usd, seconds = costs[pool, 1], costs[pool, 0]
     if np.isfinite(usd).all():
-        return [i for i, cost in zip(pool, usd) if cost <= usd.min() + EQUAL]
+        return [i for i, cost in zip(pool, usd, strict=True) if cost <= usd.min() + EQUAL]
     if np.isfinite(seconds).all():
-        return [i for i, cost in zip(pool, seconds) if cost <= seconds.min() or about_the_same_time(cost, seconds.min())]
+        return [i for i, cost in zip(pool, seconds, strict=True) if cost <= seconds.min() or about_the_same_time(cost, seconds.min())]
     return list(pool)
 
 
@@ -245,7 +243,7 @@ def decision_table(retrieval: pd.DataFrame, rule: BreakRule | None = None, n_res
         return pd.DataFrame(columns=DECISION_COLUMNS)
     corrected = chance_corrected_recall(rows[rule.recall_metric].to_numpy(float), rule.k, rows["n_candidates"].to_numpy(float))
     embedders, strategies = rows["embedder"].astype(str).to_numpy(), rows["strategy"].astype(str).to_numpy()
-    names = sorted(set(zip(embedders, strategies)))
+    names = sorted(set(zip(embedders, strategies, strict=True)))
     means, resampled, groups = [], [], []
     for embedder, strategy in names:  # every series on every group and length of the rows: one draw of groups for all
         lengths, sums, counts = group_table(rows, np.where((embedders == embedder) & (strategies == strategy), corrected, np.nan))
@@ -262,7 +260,7 @@ def decision_table(retrieval: pd.DataFrame, rule: BreakRule | None = None, n_res
     for j, length in enumerate(lengths):
         length = int(length)
         simplest = [same_as.get((e, s, length), s) for e, s in names]
-        same = [names.index((e, label)) if (e, label) in names else i for i, ((e, _), label) in enumerate(zip(names, simplest))]
+        same = [names.index((e, label)) if (e, label) in names else i for i, ((e, _), label) in enumerate(zip(names, simplest, strict=True))]
         cost = np.array([[costs[c].get((e, s, length), math.nan) for c in ("seconds_per_million_tokens", "usd_per_million_tokens")]
                          for e, s in names], dtype=float)[same]  # one reading, one cost: the simplest's
         best = pick_best(means, j, cost, names, same)

@@ -25,9 +25,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from embedeval.io import json_text, write_text_atomic
-from embedeval.ownership import file_sha256
 from embedeval.jsonread import load_file
 from embedeval.messages import note
+from embedeval.ownership import file_sha256
 
 RECORD = "derived.json"
 #: What the copy of an edited output is named after: ``report.md.edited-20261129T072600``

@@ -16,10 +16,9 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-
 from embedeval.errors import APIError, InputError
-from embedeval.jsonread import JsonLimitError, load_file, loads
 from embedeval.io import json_text, write_text_atomic
+from embedeval.jsonread import JsonLimitError, load_file, loads
 from embedeval.llm import ChatLLM
 from embedeval.needles import NeedleSet
 from embedeval.options import EXPANSION_SIZES

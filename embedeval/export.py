@@ -34,10 +34,10 @@ import pandas as pd
 from embedeval.chunking import corpus_chunks
 from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_CHUNKER, DEFAULT_INDEX, DEFAULT_POOL, DEFAULT_TOP_K
+from embedeval.derived import RECORD, keep_edited, record_outputs, recorded_files
 from embedeval.embedders.registry import LEXICAL_SPECS, load_embedder
 from embedeval.errors import InputError
 from embedeval.experiments.context_rot import needle_haystack_similarity, needle_question_similarity
-from embedeval.derived import RECORD, keep_edited, record_outputs, recorded_files
 from embedeval.io import Force, check_output_file, json_text, write_table, write_text_atomic
 from embedeval.labels import ALL, CONTROL, NEGATIVE, QUESTION, is_blind
 from embedeval.needles import Pair

@@ -22,15 +22,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from embedeval import messages
 from embedeval.corpus import Corpus
 from embedeval.embedders.tokens import TokenCounter
 from embedeval.errors import InputError, OutputError
 from embedeval.haystacks import BUILD_NOTES
-from embedeval.schema import HAYSTACK_COLUMNS
 from embedeval.io import write_table
 from embedeval.paths import default_cache_dir
+from embedeval.schema import HAYSTACK_COLUMNS
 from embedeval.versions import package_version
-from embedeval import messages
 
 #: The cache's sub-folder that holds built haystacks.
 HAYSTACKS_FOLDER = "haystacks"

@@ -42,16 +42,16 @@ import numpy as np
 import pandas as pd
 
 from embedeval.corpus import Corpus, load_corpus, require_books
-from embedeval.errors import ConfigError, CorpusError
 from embedeval.defaults import DEFAULT_FILLER
+from embedeval.embedders.tokens import TokenCounter, load_token_counter
+from embedeval.errors import ConfigError, CorpusError
 from embedeval.grid import HaystackGrid
 from embedeval.labels import CONTROL, NEGATIVE
+from embedeval.messages import say
 from embedeval.needles import NeedleGroup, NeedleSet
+from embedeval.progress import bar
 from embedeval.schema import HAYSTACK_COLUMNS, N_DISTRACTORS, N_NEEDLES
 from embedeval.sentences import books_sentences
-from embedeval.embedders.tokens import TokenCounter, load_token_counter
-from embedeval.progress import bar
-from embedeval.messages import say
 
 MAX_SNIPPET_TOKENS = 250  # snippets are strictly shorter
 MIN_SNIPPET_TOKENS = 40
@@ -74,13 +74,13 @@ class SentencePool:
         sentences of >= 250 tokens or matching ``banned`` (the needle set's
         :meth:`~embedeval.needles.NeedleSet.character_pattern`)."""
         book_ids, sentences, tokens = [], [], []
-        for book, (split, counts) in zip(corpus.books, books_sentences([book.text for book in corpus.books], tokenizer, cache_dir)):
+        for book, (split, counts) in zip(corpus.books, books_sentences([book.text for book in corpus.books], tokenizer, cache_dir), strict=True):
             keep = (counts > 0) & (counts < MAX_SNIPPET_TOKENS)
             if banned:
                 keep &= np.fromiter((not banned.search(s) for s in split), dtype=bool, count=len(split))
             if keep.any():
                 book_ids.append(book.id)
-                sentences.append([s for s, k in zip(split, keep) if k])
+                sentences.append([s for s, k in zip(split, keep, strict=True) if k])
                 tokens.append(counts[keep])
         return cls(book_ids, sentences, tokens)
 
@@ -204,7 +204,7 @@ def inserts_tokens_before(pieces: list[Piece], places: Sequence[int], tokens: Se
     ``tokens[i]`` tokens): the filler's tokens before its boundary, plus the inserts at earlier
     boundaries and those before it at its own (inserts at one boundary keep their order)."""
     boundaries = boundary_tokens(pieces)
-    return [int(boundaries[k]) + sum(n for j, (other, n) in enumerate(zip(places, tokens)) if other < k or (other == k and j < i))
+    return [int(boundaries[k]) + sum(n for j, (other, n) in enumerate(zip(places, tokens, strict=True)) if other < k or (other == k and j < i))
             for i, k in enumerate(places)]
 
 
@@ -322,9 +322,9 @@ def build_haystacks(
     require_books(corpus, grid.min_books)
     needles = [(g, v, name) for g in needle_set.groups for v in grid.variants for name in g.characters]
     counts = tokenizer.count([g.needle(v, name) for g, v, name in needles])
-    needle_tokens = {(g.id, v, name): n for (g, v, name), n in zip(needles, counts)}
+    needle_tokens = {(g.id, v, name): n for (g, v, name), n in zip(needles, counts, strict=True)}
     decoys = sorted({text for g in needle_set.groups for text in g.distractor_texts[:max(grid.distractor_counts)]})
-    decoy_tokens = dict(zip(decoys, tokenizer.count(decoys)))
+    decoy_tokens = dict(zip(decoys, tokenizer.count(decoys), strict=True))
     builder = _Builder(grid, depth_grid(grid.depths), needle_tokens, decoy_tokens, tokenizer, needle_set.groups)
     builder.check_room(needle_set.groups, grid.lengths)
     pool = pool or SentencePool.from_corpus(corpus, tokenizer, banned=needle_set.character_pattern(), cache_dir=cache_dir)
@@ -475,7 +475,7 @@ class _Builder:
                     needle_at = needle_boundary(pieces, float(target))
                     places, in_zone = (distractor_boundaries(pieces, len(extra), self._rng(haystack_id), needle_at, length)
                                        if extra else ([], 0))
-                    inserts = [(needle_at, needle), *zip(places, extra)]
+                    inserts = [(needle_at, needle), *zip(places, extra, strict=True)]
                     text, starts = assemble(pieces, inserts)
                     if text in built:
                         self.merged += 1
@@ -502,7 +502,7 @@ class _Builder:
                             trimmed[sum(extra_tokens)] = trim(filler, length - sum(extra_tokens), self.tokenizer)
                         control_pieces = trimmed[sum(extra_tokens)]
                         control = _needle_free_row({**base, **marks, "distractors_in_zone": in_zone}, control_id, CONTROL,
-                                                   control_pieces, list(zip(places, extra)), sum(extra_tokens))[0]
+                                                   control_pieces, list(zip(places, extra, strict=True)), sum(extra_tokens))[0]
                         inserted = control["distractor_starts"]
                         control.update({N_NEEDLES: n_needles if n_needles > 1 else 0, "distractor_starts": inserted[len(others):],
                                         "needle_groups": [g for g, _, _ in others], "needle_characters": [c for _, c, _ in others],
@@ -532,7 +532,7 @@ class _Builder:
                 pieces = trimmed[decoy_tokens]
                 places, _ = distractor_boundaries(pieces, count, self._rng(haystack_id))
                 rows += _needle_free_row({**base, N_DISTRACTORS: count, "distractors_of": group.id}, haystack_id, NEGATIVE,
-                                         pieces, list(zip(places, decoys)), decoy_tokens)
+                                         pieces, list(zip(places, decoys, strict=True)), decoy_tokens)
         return _counted(rows, length, self.tokenizer)
 
 
@@ -566,7 +566,7 @@ def _counted(rows: list[dict], length: int, tokenizer: TokenCounter) -> list[dic
         tokenizer.note_counts([r["text"] for r in rows], counts)  # cutting a haystack later need not split it again
     else:
         counts = tokenizer.count([r["text"] for r in rows])
-    for row, n in zip(rows, counts):
+    for row, n in zip(rows, counts, strict=True):
         if n > length:
             raise CorpusError(f"haystack {row['id']} came out at {n} tokens, over its target {length}")
         row["n_tokens"] = n

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 from embedeval.bounds import MAX_LINE_BYTES, MIB
 from embedeval.errors import InputError, OutputError
 from embedeval.jsonread import JsonLimitError, load_file, loads
-from embedeval.messages import note
 from embedeval.locks import LOCK_NAME, OUTPUT_WAIT, hold, release_lock, remove_if_empty, write_holder
+from embedeval.messages import note
 from embedeval.ownership import output_key, record_written, written_by_embedeval
 
 if TYPE_CHECKING:  # numpy and pandas are imported where used: the command line imports this module

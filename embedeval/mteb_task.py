@@ -79,7 +79,7 @@ def task_data(haystacks: pd.DataFrame, questions: list[str | None], group_ids: l
     """``{hf_subset: {split: RetrievalSplitData}}`` of a haystack table (see the module docstring);
     ``questions[i]`` is the query of group ``group_ids[i]`` (None: the group has no such query, its
     haystacks are no query's answer but stay in the corpus)."""
-    query_of = dict(zip(group_ids, questions))
+    query_of = dict(zip(group_ids, questions, strict=True))
     variants = haystacks["variant"].to_numpy()
     distractors, _, _ = distractor_columns(haystacks)
     n_needles = (haystacks[N_NEEDLES].to_numpy(dtype=np.int64) if N_NEEDLES in haystacks.columns
@@ -90,12 +90,12 @@ def task_data(haystacks: pd.DataFrame, questions: list[str | None], group_ids: l
     lengths = haystacks["length"].to_numpy()
     data: dict[str, dict[str, RetrievalSplitData]] = {}
     conditions = sorted({(int(length), variant, int(count), float(d))
-                         for length, variant, count, d, one in zip(lengths, variants, distractors, depth, needled & (n_needles == 1)) if one})
+                         for length, variant, count, d, one in zip(lengths, variants, distractors, depth, needled & (n_needles == 1), strict=True) if one})
     for length, variant, count, d in conditions:
         answers = needled & (n_needles == 1) & (lengths == length) & (variants == variant) & (distractors == count) & (depth == d)
         in_corpus = (free & (lengths == length) & (distractors == count)) | answers
         corpus = haystacks[in_corpus]
-        ids = [corpus_id(h, f) for h, f in zip(corpus["id"], free[in_corpus])]
+        ids = [corpus_id(h, f) for h, f in zip(corpus["id"], free[in_corpus], strict=True)]
         asked = haystacks[answers & np.array([query_of.get(g) is not None for g in haystacks["group_id"]], dtype=bool)]
         if asked.empty:
             continue

@@ -17,28 +17,69 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from numbers import Integral, Real
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
-from embedeval.defaults import (
-    DEFAULT_ABSENCE_TOP_K, DEFAULT_BLEND_THRESHOLD, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_RULE, DEFAULT_BREAK_THRESHOLD, DEFAULT_CHUNKER,
-    DEFAULT_CHUNK_TOKENS, DEFAULT_COMMIT_EVERY, DEFAULT_CORPUS, DEFAULT_DEPTHS, DEFAULT_DRAFT_ATTEMPTS, DEFAULT_DRAFT_PER_THEME, DEFAULT_EMBEDDER,
-    DEFAULT_EXECUTOR, DEFAULT_EXPANSION_SIZES, DEFAULT_FILLER, DEFAULT_INDEX, DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_LENGTHS, DEFAULT_MIN_BOOKS,
-    DEFAULT_MIN_CLUSTER_SIZE, DEFAULT_MIN_OUTSIDE_PERCENTILE, DEFAULT_MIN_SAMPLES, DEFAULT_MMR_LAMBDA, DEFAULT_NEEDLES, DEFAULT_NEEDLES_PER_HAYSTACK,
-    DEFAULT_NEGATIVES, DEFAULT_NOLIMA_OUT, DEFAULT_NORMALIZE_BY, DEFAULT_N_BOOTSTRAP, DEFAULT_N_DISTRACTORS, DEFAULT_POOL, DEFAULT_REPRESENTATIVES,
-    DEFAULT_SEED, DEFAULT_STRATEGIES, DEFAULT_TEMPERATURE, DEFAULT_THEME_CHUNKER, DEFAULT_THEME_NEIGHBOURHOOD, DEFAULT_THEME_RUNS,
-    DEFAULT_THEME_SEED, DEFAULT_TOP_K, DEFAULT_UMAP_COMPONENTS, DEFAULT_UMAP_MIN_DIST,
-    DEFAULT_UMAP_NEIGHBORS, DEFAULT_VARIANTS, DEFAULT_WINDOW_OVERLAP, DEFAULT_WORKERS, RAY_ADDRESS_ENV,
-)
 from embedeval.bounds import MAX_DRAFT_ATTEMPTS, MAX_N_BOOTSTRAP, MAX_PER_THEME, MAX_THEME_RUNS
+from embedeval.defaults import (
+    DEFAULT_ABSENCE_TOP_K,
+    DEFAULT_BLEND_THRESHOLD,
+    DEFAULT_BREAK_K,
+    DEFAULT_BREAK_METRIC,
+    DEFAULT_BREAK_RULE,
+    DEFAULT_BREAK_THRESHOLD,
+    DEFAULT_CHUNK_TOKENS,
+    DEFAULT_CHUNKER,
+    DEFAULT_COMMIT_EVERY,
+    DEFAULT_CORPUS,
+    DEFAULT_DEPTHS,
+    DEFAULT_DRAFT_ATTEMPTS,
+    DEFAULT_DRAFT_PER_THEME,
+    DEFAULT_EMBEDDER,
+    DEFAULT_EXECUTOR,
+    DEFAULT_EXPANSION_SIZES,
+    DEFAULT_FILLER,
+    DEFAULT_INDEX,
+    DEFAULT_LATE_CHUNKING_OVERLAP,
+    DEFAULT_LENGTHS,
+    DEFAULT_MIN_BOOKS,
+    DEFAULT_MIN_CLUSTER_SIZE,
+    DEFAULT_MIN_OUTSIDE_PERCENTILE,
+    DEFAULT_MIN_SAMPLES,
+    DEFAULT_MMR_LAMBDA,
+    DEFAULT_N_BOOTSTRAP,
+    DEFAULT_N_DISTRACTORS,
+    DEFAULT_NEEDLES,
+    DEFAULT_NEEDLES_PER_HAYSTACK,
+    DEFAULT_NEGATIVES,
+    DEFAULT_NOLIMA_OUT,
+    DEFAULT_NORMALIZE_BY,
+    DEFAULT_POOL,
+    DEFAULT_REPRESENTATIVES,
+    DEFAULT_SEED,
+    DEFAULT_STRATEGIES,
+    DEFAULT_TEMPERATURE,
+    DEFAULT_THEME_CHUNKER,
+    DEFAULT_THEME_NEIGHBOURHOOD,
+    DEFAULT_THEME_RUNS,
+    DEFAULT_THEME_SEED,
+    DEFAULT_TOP_K,
+    DEFAULT_UMAP_COMPONENTS,
+    DEFAULT_UMAP_MIN_DIST,
+    DEFAULT_UMAP_NEIGHBORS,
+    DEFAULT_VARIANTS,
+    DEFAULT_WINDOW_OVERLAP,
+    DEFAULT_WORKERS,
+    RAY_ADDRESS_ENV,
+)
 from embedeval.embedders.budget import WORKERS_ENV
 from embedeval.errors import ConfigError, InputError
 from embedeval.labels import POOLS
 from embedeval.paths import CACHE_ENV
 from embedeval.strategies import setting_help, strategy_choices
-
 
 # --- how the command line writes a list ----------------------------------------------------------
 
@@ -285,7 +326,7 @@ OUTPUTS: dict[str, Output] = {
     "haystacks build": Output("Output .parquet (e.g. runs/NAME/haystacks.parquet).", (".parquet",)),
     "nolima": Output("Run directory.", changes=(("default", DEFAULT_NOLIMA_OUT),)),
     "report": Output("Where to write (default: the run dir, or runs/compare): a new or empty folder, a run folder, or one a report "
-                     "was written into; any other folder is refused.", changes=(("cli_type", Optional[Path]),)),
+                     "was written into; any other folder is refused.", changes=(("cli_type", Path | None),)),
     "export": Output("A folder for mteb (new, empty, or one exported into before); a .csv or .parquet file for prompts (new, or a "
                      "prompt set written before). Anything else is refused."),
     "expand": Output("Expansion file to write (queries/expansions/<set>.json).", (".json",)),
@@ -294,7 +335,7 @@ OUTPUTS: dict[str, Output] = {
     "similarity needle-haystack": TABLE_OUT,
     "similarity absence": TABLE_OUT,
     "themes": Output("Run directory for chunks.parquet, clusters.csv, report.md, figures/map.png and the fitted models.",
-                     changes=(("cli_type", Optional[Path]),)),
+                     changes=(("cli_type", Path | None),)),
     "themes membership": TABLE_OUT,
 }
 NOLIMA_OUT = OUTPUTS["nolima"].option
@@ -306,15 +347,15 @@ KIND = Option("kind", "--kind", "query or document.", str, "document")
 HAYSTACK_ID = Option("id", "--id", "Haystack id, e.g. loc-dresden:onehop:512:d03.", str)
 CONTROLS = Option("controls", "--controls", "One needle-free control per condition.", bool, True, off="--no-controls")
 PAIRS = Option("pairs", "--pairs", "Question-needle pair file instead of a needle set: .csv, .jsonl or .parquet with columns question, "
-               "needle and optional id, topic (not with --needles or --groups).", Optional[Path])
+               "needle and optional id, topic (not with --needles or --groups).", Path | None)
 EXPORT_FORMAT = Option("format", "--format", "mteb (MTEB result files under --out, a folder) or prompts (an LLM prompt set with "
                        "similarity covariates, --out .csv or .parquet).", str)
 TEMPLATE = Option("template", "--template", "prompts: a text file with {haystack} and {question} (default: NoLiMa's task template).",
-                  Optional[Path])
+                  Path | None)
 
 # --- options several commands share ---------------------------------------------------------------
 
-CACHE_DIR = Option("cache_dir", "--cache-dir", "Embedding cache folder (default: user cache dir).", Optional[Path],
+CACHE_DIR = Option("cache_dir", "--cache-dir", "Embedding cache folder (default: user cache dir).", Path | None,
                    envvar=CACHE_ENV)
 QUIET = Option("quiet", "--quiet", "No progress bars or step lines (on stderr).", bool, False, short="-q")
 #: Every seed: numpy takes no negative seed, UMAP's ``random_state`` none past 2**32 - 1, and a run's
@@ -330,16 +371,16 @@ CHUNKER = Option("chunker", "--chunker", "sentences:N, sentences:A-B or tokens:N
 #: One embedder (``embed``, ``themes``, ``similarity absence``); :data:`EMBEDDERS` is the repeatable one.
 EMBEDDER = Option("embedder", "--embedder", "Embedder spec.", str, DEFAULT_EMBEDDER, short="-e")
 #: ``embedeval cache clear``'s: the vectors of one embedder only.
-CLEARED_EMBEDDER = EMBEDDER.but(cli_type=Optional[str], default=None,
+CLEARED_EMBEDDER = EMBEDDER.but(cli_type=str | None, default=None,
                                 help="Remove only this embedder's vectors (its name as the cache lists it).")
 #: ``embedeval themes membership``'s: the themes run's (checked against it).
-MEMBERSHIP_EMBEDDER = EMBEDDER.but(cli_type=Optional[str], default=None,
+MEMBERSHIP_EMBEDDER = EMBEDDER.but(cli_type=str | None, default=None,
                                    help="Must be the run's embedder if given (the default is the run's).")
 #: ``embedeval needles draft``'s: the needle-question similarity's.
-DRAFT_EMBEDDER = EMBEDDER.but(cli_type=Optional[str], default=None, help="Embedder of the needle-question similarity recorded for "
+DRAFT_EMBEDDER = EMBEDDER.but(cli_type=str | None, default=None, help="Embedder of the needle-question similarity recorded for "
                               "every needle (default: the themes run's).")
 EMBEDDERS = Option("embedders", "--embedder", f"Embedder spec or preset (e.g. context-rot-5); repeat for several (default: {DEFAULT_EMBEDDER}).",
-                   Optional[list[str]], (DEFAULT_EMBEDDER,), short="-e", repeat=True,
+                   list[str] | None, (DEFAULT_EMBEDDER,), short="-e", repeat=True,
                    recorded=Constraint(lambda v: isinstance(v, list) and bool(v) and all(isinstance(s, str) for s in v), "a list of embedder specs"))
 SKIP_UNAVAILABLE = Option("skip_unavailable", "--skip-unavailable", "Run the embedders that can run here; list the others.", bool, False,
                           Constraint(lambda value: isinstance(value, bool), "true or false"))
@@ -349,26 +390,26 @@ EXECUTOR = Option("executor", "--executor", "Where cache misses of local (st:) m
 WORKERS = Option("workers", "--workers", "Ray actors, each holding the model once (one GPU each where the cluster has GPUs).", int,
                  DEFAULT_WORKERS)
 RAY_ADDRESS = Option("ray_address", "--ray-address", "Ray cluster to join: auto (a running cluster), ray://HOST:PORT; unset: start a local Ray.",
-                     Optional[str], envvar=RAY_ADDRESS_ENV)
-NEEDLES = Option("needles", "--needles", "Needle set JSON (default: the shipped queries/nolima-onehop.json).", Optional[Path],
+                     str | None, envvar=RAY_ADDRESS_ENV)
+NEEDLES = Option("needles", "--needles", "Needle set JSON (default: the shipped queries/nolima-onehop.json).", Path | None,
                  DEFAULT_NEEDLES, unset=True, recorded=Constraint(is_text, "the needle file's path"))
-GROUPS = Option("groups", "--groups", "Comma-separated group ids to use (default: every group).", Optional[str], read=lenient_names,
+GROUPS = Option("groups", "--groups", "Comma-separated group ids to use (default: every group).", str | None, read=lenient_names,
                 recorded=Constraint(lambda v: v is None or are_texts(v), "null or a list of group ids"))
 DISTRACTORS_FILE = Option("distractors_file", "--distractors-file", "Distractors by group, replacing the needle file's: .json ({group id: "
-                          "[texts]}) or .csv/.jsonl/.parquet (columns group_id, distractor, optional query_form).", Optional[Path],
+                          "[texts]}) or .csv/.jsonl/.parquet (columns group_id, distractor, optional query_form).", Path | None,
                           recorded=Constraint(lambda v: v is None or is_text(v), "null or the distractors file's path"))
 LLM = Option("llm", "--llm", "Chat model: openai:MODEL (OPENAI_API_KEY; OPENAI_BASE_URL or OpenAI), or openai:MODEL?base_url=URL&key_env=VAR "
              "for a server of your own (only VAR's key goes there); a bare MODEL is openai:MODEL.", str)
 INDEX = Option("index", "--index", "faiss or chroma.", str, DEFAULT_INDEX)
 TOP_K = Option("top_k", "--top-k", "Chunks averaged per needle.", int, DEFAULT_TOP_K)
 ABSENCE_TOP_K = TOP_K.but(help="Chunks listed per question.", default=DEFAULT_ABSENCE_TOP_K)
-CHROMA_PATH = Option("chroma_path", "--chroma-path", "Keep the chromadb index here (default: temporary).", Optional[Path])
+CHROMA_PATH = Option("chroma_path", "--chroma-path", "Keep the chromadb index here (default: temporary).", Path | None)
 ABSENCE_THEMES = Option("themes", "--themes", "Search the chunks of this embedeval themes run directory instead of cutting --corpus "
-                        "again.", Optional[Path])
+                        "again.", Path | None)
 CHROMA_URL = Option("chroma_url", "--chroma-url", "A chroma server (http://HOST:PORT, e.g. from `chroma run`) holding the chunk vectors: "
-                    "one collection per embedder and chunk set, reused by later runs (needs --index chroma).", Optional[str])
+                    "one collection per embedder and chunk set, reused by later runs (needs --index chroma).", str | None)
 PRICES = Option("prices", "--price", "SPEC=USD per million tokens, for a model without a listed price or to override it; repeat for several.",
-                Optional[list[str]], (), repeat=True,
+                list[str] | None, (), repeat=True,
                 recorded=Constraint(lambda v: isinstance(v, dict) and all(isinstance(k, str) and is_price(p) for k, p in v.items()),
                                     "an object of embedder: USD per million tokens >= 0"))
 #: ``embedeval nolima``'s ``--price`` also goes into the run (config.json, decision.csv).
@@ -378,11 +419,11 @@ RUN_PRICES = PRICES.but(help="SPEC=USD per million tokens: the price of a model 
 
 # --- how API embedders send their requests (embedeval.embedders.budget checks them) ----------------
 
-API_WORKERS = Option("api_workers", "--api-workers", "Concurrent requests per API embedder (default: 4).", Optional[int], envvar=WORKERS_ENV)
+API_WORKERS = Option("api_workers", "--api-workers", "Concurrent requests per API embedder (default: 4).", int | None, envvar=WORKERS_ENV)
 RPM = Option("rpm", "--rpm", "Requests-per-minute budget of the API providers: N for each, or provider=N,... (default: "
-             "EMBEDEVAL_<PROVIDER>_RPM, else the provider's tier-1 limit).", Optional[str])
+             "EMBEDEVAL_<PROVIDER>_RPM, else the provider's tier-1 limit).", str | None)
 TPM = Option("tpm", "--tpm", "Tokens-per-minute budget of the API providers: N for each, or provider=N,... (default: "
-             "EMBEDEVAL_<PROVIDER>_TPM, else the provider's tier-1 limit).", Optional[str])
+             "EMBEDEVAL_<PROVIDER>_TPM, else the provider's tier-1 limit).", str | None)
 
 # --- a plan before a run (embedeval.plan) ---------------------------------------------------------
 
@@ -392,7 +433,7 @@ PLAN = Option("plan", "--plan", "Print what the run would embed, send, cost and 
 AS_JSON = Option("as_json", "--json", "With --plan: the plan as JSON.", bool, False)
 #: Read as text: embedeval.plan.parse_ceiling takes a number >= 0 in ASCII digits only (typer's float would take "nan").
 MAX_COST = Option("max_cost", "--max-cost", "Refuse to start when the plan's high cost estimate exceeds this many USD (an API model "
-                  "without a price then needs --price).", Optional[str], metavar="<float>")
+                  "without a price then needs --price).", str | None, metavar="<float>")
 
 # --- the haystack grid (embedeval.grid.HaystackGrid checks its values) ----------------------------
 
@@ -438,11 +479,11 @@ POOL = Option("pool", "--pool", "What each needle haystack is ranked among: need
               "controls and negatives) or all (every haystack of its length and depth that does not answer its question, other "
               "questions' needle haystacks included, as LongEmbed ranks among all documents of a split).", str, DEFAULT_POOL,
               one_of(POOLS), recorded=one_of(POOLS))
-EXPANSIONS = Option("expansions", "--expansions", "Comma-separated expansion files: adds query forms expanded-N.", Optional[str], (),
+EXPANSIONS = Option("expansions", "--expansions", "Comma-separated expansion files: adds query forms expanded-N.", str | None, (),
                     read=lenient_names, recorded=Constraint(are_texts, "a list of expansion file paths"))
 # The strategy options' words and checks come from the strategy code (the registry's choices; parse_strategies
 # checks them together, with the chunk sizes and overlaps): declared here for their flags and defaults.
-STRATEGIES = Option("strategies", "--strategy", strategy_help, Optional[list[str]], DEFAULT_STRATEGIES, short="-s",
+STRATEGIES = Option("strategies", "--strategy", strategy_help, list[str] | None, DEFAULT_STRATEGIES, short="-s",
                     read=names_of_repeats, repeat=True)
 CHUNK_TOKENS = Option("chunk_tokens", "--chunk-tokens", functools.partial(setting_help, "chunk_tokens"), str, DEFAULT_CHUNK_TOKENS,
                       read=int_list)
@@ -469,7 +510,7 @@ MIN_OUTSIDE_PERCENTILE = Option("min_outside_percentile", "--min-outside-percent
                                 "the same statistic over the corpus chunks outside the theme.", float, DEFAULT_MIN_OUTSIDE_PERCENTILE,
                                 number_in(0, 100))
 CLUSTER = Option("cluster", "--cluster", "The target theme of every needle whose pair file row names none in a cluster (or theme) "
-                 "column, by its number or by a term of its top terms, e.g. writing (default 0: the largest cluster).", Optional[str])
+                 "column, by its number or by a term of its top terms, e.g. writing (default 0: the largest cluster).", str | None)
 THEME_SEED = SEED.but(help="UMAP's random_state (the study's 42).", default=DEFAULT_THEME_SEED)
 THEME_RUNS = Option("runs", "--runs", "Clusterings the themes are the consensus of (UMAP seeds and float-noise perturbations of the "
                     "vectors); a theme is kept when it comes back in at least half of them. 1: the study's single run.", int, DEFAULT_THEME_RUNS,
@@ -487,7 +528,7 @@ EXPANSION_SIZES = Option("sizes", "--sizes", "Comma-separated numbers of terms."
                          whole_numbers_at_least(1, "positive whole numbers"), read=int_list)
 TEMPERATURE = Option("temperature", "--temperature", "Sampling temperature (recorded).", float, DEFAULT_TEMPERATURE)
 BASE_URL = Option("base_url", "--base-url", "Deprecated: use --llm 'openai:MODEL?base_url=URL'. The same: a server of your own, sent "
-                  "no OPENAI_API_KEY.", Optional[str])
+                  "no OPENAI_API_KEY.", str | None)
 
 # --- needle drafting (embedeval.experiments.drafting.config.DraftConfig) ---------------------------
 
@@ -499,21 +540,21 @@ ATTEMPTS = Option("attempts", "--attempts", "Requests sent per theme, a retry of
 
 DRAFT_THEMES = Option("themes", "--themes", "A directory written by embedeval themes: the themes to draft needles for.", Path)
 NQ_BAND = Option("nq_band", "--nq-band", "LO,HI: keep only groups whose one-hop and inverted needles' needle-question similarity lies in "
-                 "[LO, HI] (Context Rot's needles: 0.445-0.775; default: no band).", Optional[str])
+                 "[LO, HI] (Context Rot's needles: 0.445-0.775; default: no band).", str | None)
 JUDGE = Option("judge", "--judge", "A chat model, named as --llm names one (it may be the same), asked per one-hop and inverted needle "
                "whether the needle alone lets a careful reader answer the question with the character; a needle it says does not "
                "answer is rejected with its reason, and its verdicts are recorded. Default: no judge, and then no check tests whether "
-               "a needle answers its question.", Optional[str])
+               "a needle answers its question.", str | None)
 CHAT_PRICE = Option("chat_price", "--chat-price", "The chat model's price in USD per million tokens (sent and received), for --plan and "
-                    "--max-cost.", Optional[str], metavar="<float>")
+                    "--max-cost.", str | None, metavar="<float>")
 JUDGE_PRICE = Option("judge_price", "--judge-price", "The judge's price in USD per million tokens (default: --chat-price).",
-                     Optional[str], metavar="<float>")
+                     str | None, metavar="<float>")
 DRAFT_PLAN = PLAN.but(help="Print the chat requests and tokens the draft would send and what it would embed first (the themes run's "
                       "chunks), and stop: nothing is sent or written.")
 DRAFT_MAX_COST = MAX_COST.but(help="Refuse to start when the draft could cost more than this many USD, and stop before any request "
                               "that could take it past this while it runs (needs --chat-price).")
 THEME_IDS = Option("theme_ids", "--themes-ids", "Comma-separated themes to draft for, each by its cluster number (0 = the largest) or by "
-                   "a term of its top terms in the run's clusters.csv, e.g. writing (default: every theme).", Optional[str])
+                   "a term of its top terms in the run's clusters.csv, e.g. writing (default: every theme).", str | None)
 
 #: Every option declared here: the one place a library parameter's flag is found (:func:`flag_of`).
 OPTIONS: tuple[Option, ...] = tuple(value for value in dict(globals()).values() if isinstance(value, Option))

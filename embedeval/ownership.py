@@ -31,8 +31,8 @@ import tempfile
 from pathlib import Path
 
 from embedeval.jsonread import loads, plain_file_bytes
-from embedeval.paths import default_cache_dir
 from embedeval.messages import warn
+from embedeval.paths import default_cache_dir
 
 #: The folder of the cache folder that holds the records.
 RECORDS = "outputs"

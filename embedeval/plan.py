@@ -47,8 +47,8 @@ import numpy as np
 
 from embedeval.bounds import MemoryEstimate
 from embedeval.defaults import API_TOKEN_MARGIN, DEFAULT_PLAN_CALIBRATION_TEXTS, DEFAULT_SEED
-from embedeval.embedders.cached import CachedEmbedder
 from embedeval.embedders.api import CHECK_TEXT
+from embedeval.embedders.cached import CachedEmbedder
 from embedeval.embedders.recorder import Recorder
 from embedeval.embedders.registry import embedder_name, load_embedder
 from embedeval.embedders.speed import device_setting, known_speed
@@ -132,7 +132,7 @@ def timed_apart(models: dict[str, object], calibrate: bool = True):
     recorders = [model.inner if isinstance(model, CachedEmbedder) else model for model in models.values()] if calibrate else []
     started = []
     try:
-        for (spec, model), recorder in zip(models.items(), recorders):
+        for (spec, model), recorder in zip(models.items(), recorders, strict=False):  # no recorders (nothing timed) without calibrate
             if recorder.api is None and getattr(recorder.inner, "loaded", True) is False \
                     and known_speed(getattr(model, "cache", None), model.name, device_setting(recorder.inner)) is None:
                 recorder.timer = timer_for(spec)
@@ -469,7 +469,7 @@ def format_plans(plans: list[EmbedderPlan], memory: MemoryEstimate | None = None
         rows.append((p.embedder, f"{p.texts:,}", "?" if p.cached is None else f"{p.cached:,}", f"{p.to_embed:,}", tokens,
                      "-" if p.requests is None else f"{p.requests:,}", _duration(p.seconds), cost))
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows]]
+    lines = ["  ".join(str(cell).ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
     lines.append("")
     for p in plans:
         price = p.price_source if p.usd_per_million is None else f"${p.usd_per_million:g} per million tokens ({p.price_source})"

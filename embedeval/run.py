@@ -32,27 +32,62 @@ from pathlib import Path
 
 import pandas as pd
 
-from embedeval.corpus import source_path
 from embedeval.breaks import ESTIMATOR, OK, BreakRule, break_points, parse_shares, share_reaching
+from embedeval.corpus import source_path
 from embedeval.decision import decision_table, with_earlier_speeds
 from embedeval.defaults import BREAK_SUPPORT, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.errors import ConfigError, InputError
 from embedeval.grid import HaystackGrid
+from embedeval.io import TableSchema, json_text, read_json, read_table, refuse_first, write_table, write_text_atomic
 from embedeval.jsonread import load_file
-from embedeval.io import TableSchema, json_text, refuse_first, read_json, read_table, write_table, write_text_atomic
 from embedeval.labels import NEEDLE_FREE_POOL
-from embedeval.options import (
-    BREAK_K, BREAK_METRIC, BREAK_RULE, BREAK_THRESHOLD, CORPUS, DISTRACTORS_FILE, EMBEDDERS, EXPANSIONS, GROUPS, N_BOOTSTRAP, NEEDLES, POOL,
-    PRICES, SEED, Constraint, Option, is_number, is_text, is_whole,
-)
 from embedeval.needles import NeedleSet, grid_needle_set
+from embedeval.options import (
+    BREAK_K,
+    BREAK_METRIC,
+    BREAK_RULE,
+    BREAK_THRESHOLD,
+    CORPUS,
+    DISTRACTORS_FILE,
+    EMBEDDERS,
+    EXPANSIONS,
+    GROUPS,
+    N_BOOTSTRAP,
+    NEEDLES,
+    POOL,
+    PRICES,
+    SEED,
+    Constraint,
+    Option,
+    is_number,
+    is_text,
+    is_whole,
+)
+from embedeval.schema import (
+    ADDED_BREAK_COLUMNS,
+    ADDED_DECISION_COLUMNS,
+    BREAK_COLUMNS,
+    BREAK_SCHEMA,
+    DECISION_COLUMNS,
+    DECISION_SCHEMA,
+    HAYSTACK_COLUMNS,
+    HAYSTACK_SCHEMA,
+    LATER_COLUMNS,
+    METRIC_COLUMNS,
+    METRIC_SCHEMA,
+    N_DISTRACTORS,
+    N_NEEDLES,
+    OWN_QUESTION,
+    RETRIEVAL_COLUMNS,
+    RETRIEVAL_SCHEMA,
+    SERIES_KEYS,
+    SIMILARITY_COLUMNS,
+    SIMILARITY_SCHEMA,
+    TIMING_COLUMNS,
+    TIMING_SCHEMA,
+)
 from embedeval.strategies import family_of_label, is_written_label, model_reading_rank
 from embedeval.strategies.truncate import TRUNCATE
-from embedeval.schema import (
-    ADDED_BREAK_COLUMNS, ADDED_DECISION_COLUMNS, BREAK_COLUMNS, BREAK_SCHEMA, DECISION_COLUMNS, DECISION_SCHEMA, HAYSTACK_COLUMNS,
-    HAYSTACK_SCHEMA, LATER_COLUMNS, METRIC_COLUMNS, METRIC_SCHEMA, N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, RETRIEVAL_COLUMNS, RETRIEVAL_SCHEMA,
-    SERIES_KEYS, SIMILARITY_COLUMNS, SIMILARITY_SCHEMA, TIMING_COLUMNS, TIMING_SCHEMA,
-)
 
 HAYSTACKS = "haystacks.parquet"
 HAYSTACK_SETTINGS = "haystacks.json"
@@ -386,7 +421,7 @@ def read_breaks(path: str | Path, lengths: Sequence[int] | None = None, rule: Br
         unread = frame["break_point"].notna() & frame["relative_status"].notna() & (frame["relative_status"] != OK)
         refuse_first(frame["relative_status"], unread, path, "relative_status",
                      "the status of a relative break point (ok), beside the break_point of its line")
-    for row, (value, point) in enumerate(zip(frame["break_shares"], frame["break_point"]), start=2):
+    for row, (value, point) in enumerate(zip(frame["break_shares"], frame["break_point"], strict=True), start=2):
         try:
             shares = parse_shares(value if isinstance(value, str) or pd.isna(value) else f"{value}")
         except ValueError as exc:
@@ -447,7 +482,7 @@ def read_decision(path: str | Path, lengths: Sequence[int] | None = None) -> pd.
     frame = frame.reindex(columns=DECISION_COLUMNS)  # a file from before the added columns: they read as missing
     if lengths is not None:
         refuse_first(frame["length"], ~frame["length"].isin(list(lengths)), path, "length", "a length of the run")
-    same_as = [strategy if pd.isna(same) else str(same) for strategy, same in zip(frame["strategy"].astype(str), frame["same_as"])]
+    same_as = [strategy if pd.isna(same) else str(same) for strategy, same in zip(frame["strategy"].astype(str), frame["same_as"], strict=True)]
     return frame.assign(same_as=same_as, share_read=frame["share_read"].astype(float), needle_visible=frame["needle_visible"].astype(float),
                         embedder=frame["embedder"].astype(str), strategy=frame["strategy"].astype(str),
                         tied_with_best=frame["tied_with_best"].astype(bool), best=frame["best"].astype(bool))

@@ -125,10 +125,10 @@ def _unknown_same_as(frame):
     at that length (an empty cell: the row's own reading)."""
     keys = frame[["length", "embedder", "strategy"]].astype(str)
     same = frame["same_as"].where(frame["same_as"].notna(), frame["strategy"]).astype(str)
-    measured = set(zip(keys["length"], keys["embedder"], keys["strategy"]))
+    measured = set(zip(keys["length"], keys["embedder"], keys["strategy"], strict=True))
     import pandas as pd
 
-    return pd.Series([key not in measured for key in zip(keys["length"], keys["embedder"], same)], index=frame.index)
+    return pd.Series([key not in measured for key in zip(keys["length"], keys["embedder"], same, strict=True)], index=frame.index)
 
 
 def _needle_outside_text(frame):

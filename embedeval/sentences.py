@@ -23,11 +23,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.feather as feather
 
+from embedeval.embedders.tokens import TokenCounter
 from embedeval.errors import OutputError
 from embedeval.io import atomic_path
 from embedeval.paths import default_cache_dir
 from embedeval.text import SENTENCE_SPLITTER, split_sentences
-from embedeval.embedders.tokens import TokenCounter
 
 #: The cache's sub-folder that holds split books.
 SENTENCES_FOLDER = "sentences"
@@ -81,7 +81,7 @@ def books_sentences(texts: list[str], tokenizer: TokenCounter, cache_dir: str | 
         splits = Parallel(n_jobs=jobs)(delayed(split_sentences)(texts[i]) for i in missing)
     else:
         splits = [split_sentences(texts[i]) for i in missing]
-    for i, sentences in zip(missing, splits):
+    for i, sentences in zip(missing, splits, strict=True):
         counts = np.asarray(tokenizer.count(sentences), dtype=np.int64)
         try:
             with atomic_path(paths[i]) as tmp:

@@ -17,13 +17,14 @@ import pandas as pd
 from embedeval.defaults import DEFAULT_NORMALIZE_BY, DEFAULT_POOL
 from embedeval.haystacks import distractor_columns
 from embedeval.labels import ALL_POOL, BLIND_PREFIX, CONTROL, NEGATIVE, RETRIEVAL_MEASURES
-from embedeval.options import POOL
+from embedeval.messages import warn
 from embedeval.metrics.ranking import retrieval_measures
 from embedeval.metrics.separation import normalized_similarity
 from embedeval.needles import STANDARD_NEEDLE, NeedleSet, check_normalize_by
-from embedeval.messages import warn
+from embedeval.options import POOL
 from embedeval.schema import N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, QUERY_FORM, RETRIEVAL_COLUMNS, SIMILARITY_COLUMNS
 from embedeval.strategies.scoring import Reading, ScoredTexts, Scorer, Scores
+
 
 @dataclass
 class HaystackScores:
@@ -94,7 +95,7 @@ def asks_of(haystacks: pd.DataFrame, needle_set: NeedleSet) -> Asks:
              else [None] * 3)
     depths = haystacks["needle_depths"].to_numpy() if "needle_depths" in haystacks.columns else None
     entries = []
-    for row, (variant, group_id, character, start, depth) in enumerate(zip(*columns)):
+    for row, (variant, group_id, character, start, depth) in enumerate(zip(*columns, strict=True)):
         if variant == NEGATIVE:
             continue
         if variant == CONTROL or not several or len(lists[0][row]) == 0:
@@ -102,13 +103,13 @@ def asks_of(haystacks: pd.DataFrame, needle_set: NeedleSet) -> Asks:
             entries.append((row, group_index[group_id], True, own_character, np.nan if pd.isna(start) else float(start),
                             np.nan if pd.isna(depth) else float(depth)))
             continue
-        for k, (asked, name, at) in enumerate(zip(lists[0][row], lists[1][row], lists[2][row])):
+        for k, (asked, name, at) in enumerate(zip(lists[0][row], lists[1][row], lists[2][row], strict=True)):
             # the depth of the needle that answers this question (tables before needle_depths: the own one's)
             entries.append((row, group_index[asked], k == 0, name, float(at), float(depths[row][k] if depths is not None else depth)))
-    haystack, group, own, character, start, depth = (np.array(x) for x in zip(*entries)) if entries else [np.array([])] * 6
+    haystack, group, own, character, start, depth = (np.array(x) for x in zip(*entries, strict=True)) if entries else [np.array([])] * 6
     variants = haystacks["variant"].to_numpy()
     length = np.array([np.nan if variants[h] == CONTROL else len(needle_set.groups[g].needle(variants[h], c))
-                       for h, g, c in zip(haystack, group, character)], dtype=float)
+                       for h, g, c in zip(haystack, group, character, strict=True)], dtype=float)
     return Asks(haystack.astype(np.int64), group.astype(np.int64), own.astype(bool), character.astype(object),
                 start.astype(float), start.astype(float) + length, depth.astype(float))
 
@@ -152,7 +153,7 @@ def similarity_rows(scored: HaystackScores, needle_set: NeedleSet, normalize_by:
     needle_scores = None
     if scorer.normalizable:
         divisors = [STANDARD_NEEDLE[variants[i]] if normalize_by == "standard" else variants[i] for i in positive_idx]
-        needle_texts = [needle_set.groups[asks.group[i]].needle(v, asks.character[i]) for i, v in zip(positive_idx, divisors)]
+        needle_texts = [needle_set.groups[asks.group[i]].needle(v, asks.character[i]) for i, v in zip(positive_idx, divisors, strict=True)]
         unique_needles = sorted(set(needle_texts))
         column_of = {text: c for c, text in enumerate(unique_needles)}
         needle_column = np.array([column_of[t] for t in needle_texts], dtype=np.int64)
@@ -243,9 +244,9 @@ def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet, pool: str = DE
         target = haystacks[depth_column].to_numpy(dtype=float, na_value=np.nan)
         pool_keys = [(length, count, variant if hit else "", needles if hit else 0, depth if hit else -1.0)
                      for length, count, variant, needles, depth, hit in
-                     zip(lengths.tolist(), distractors.tolist(), variants.tolist(), n_needles.tolist(), target.tolist(), positive.tolist())]
+                     zip(lengths.tolist(), distractors.tolist(), variants.tolist(), n_needles.tolist(), target.tolist(), positive.tolist(), strict=True)]
     else:
-        pool_keys = list(zip(lengths.tolist(), distractors.tolist(), distractors_of.tolist()))
+        pool_keys = list(zip(lengths.tolist(), distractors.tolist(), distractors_of.tolist(), strict=True))
     keys = sorted(set(pool_keys))
     code_of = {key: code for code, key in enumerate(keys)}
     codes = np.array([code_of[key] for key in pool_keys], dtype=np.int64)
@@ -282,7 +283,8 @@ def retrieval_rows(scored: HaystackScores, needle_set: NeedleSet, pool: str = DE
                     candidate_scores = np.concatenate([candidate_scores, scores.values[query_rows, mine][:, None]], axis=1)
             if not rows.size or not candidate_scores.shape[1]:
                 continue
-            def ranked(rows, query_rows, own, depths, candidate_scores, in_pool, variants) -> pd.DataFrame:
+            def ranked(rows, query_rows, own, depths, candidate_scores, in_pool, variants, *, scores=scores, form=form, length=length,
+                       count=count) -> pd.DataFrame:
                 measures = retrieval_measures(scores.values[query_rows, rows], candidate_scores, in_pool)
                 frame = pd.DataFrame({
                     "embedder": scored.scorer.name, "strategy": scored.scorer.strategy, QUERY_FORM: form,

@@ -16,7 +16,6 @@ from functools import lru_cache
 import regex
 from fontTools import unicodedata as unicode_scripts
 from lemminflect import getAllLemmas, getAllLemmasOOV
-
 from syntok.segmenter import segment as _syntok_segment
 from syntok.tokenizer import Tokenizer as _SyntokTokenizer
 

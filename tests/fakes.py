@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from embedeval.embedders.base import check_texts, l2_normalize
-from embedeval.embedders.requests import ModelServer, Texts
 from embedeval.embedders.models import resolve_model_path
+from embedeval.embedders.requests import ModelServer, Texts
 
 
 @dataclass

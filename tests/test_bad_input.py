@@ -81,6 +81,7 @@ def test_a_question_orthogonal_to_its_needle_leaves_normalized_empty():
     from embedeval.aggregate import nolima_metrics
     from embedeval.messages import EmbedevalWarning
     from embedeval.needles import NeedleGroup, NeedleSet
+
     from fakes import CountingEmbedder, similarity_table
 
     class Orthogonal(CountingEmbedder):
@@ -136,8 +137,8 @@ def test_a_full_disk_while_writing_is_one_line_and_leaves_the_old_file(tmp_path,
 
 @pytest.mark.parametrize("value", ["abc", "0", "-3"])
 def test_a_bad_retry_setting_is_one_clear_error(monkeypatch, value):
-    from embedeval.net.retry import retry_policy_from_env
     from embedeval.errors import ConfigError
+    from embedeval.net.retry import retry_policy_from_env
 
     monkeypatch.setenv("EMBEDEVAL_RETRY_MAX_SECONDS", value)
     with pytest.raises(ConfigError, match=f"EMBEDEVAL_RETRY_MAX_SECONDS must be a positive number, not '{value}'"):
@@ -147,8 +148,8 @@ def test_a_bad_retry_setting_is_one_clear_error(monkeypatch, value):
 @pytest.mark.parametrize("value", ["inf", "2.5", "1e3", "0", "-1", "abc"])
 def test_a_retry_count_that_is_no_whole_number_is_one_clear_error(monkeypatch, value):
     """EMBEDEVAL_MAX_ATTEMPTS=inf was int()'s OverflowError, 2.5 ran as 2 attempts."""
-    from embedeval.net.retry import retry_policy_from_env
     from embedeval.errors import ConfigError
+    from embedeval.net.retry import retry_policy_from_env
 
     monkeypatch.setenv("EMBEDEVAL_MAX_ATTEMPTS", value)
     with pytest.raises(ConfigError, match=f"^EMBEDEVAL_MAX_ATTEMPTS must be a whole number >= 1, not '{value}'$"):
@@ -385,6 +386,7 @@ def test_a_bad_spec_is_one_line_before_any_work(tmp_path, monkeypatch, spec, say
     """Spec numbers in ASCII digits only, windows that leave too few content tokens, and model
     folders whose config or weights are broken or say no position limit."""
     from embedeval.embedders import budget
+
     from fake_api import FakeEmbeddingServer
 
     _spec_setup(tmp_path)
@@ -406,6 +408,7 @@ def test_a_bad_spec_is_one_line_before_any_work(tmp_path, monkeypatch, spec, say
 
 def test_a_served_models_tokenizer_that_does_not_load_is_one_line_before_any_request(tmp_path, monkeypatch):
     from embedeval.embedders import budget
+
     from fake_api import FakeEmbeddingServer
 
     (tmp_path / "texts.txt").write_text("one text\n")

@@ -13,8 +13,18 @@ from typer.testing import CliRunner
 
 from embedeval import bounds
 from embedeval.bounds import (
-    LOCAL_RUNTIME_BYTES, MAX_JSON_BYTES, MAX_LINE_BYTES, MAX_N_BOOTSTRAP, MAX_NEGATIVES, MAX_READ_TOKENS, MAX_THEME_RUNS, MEMORY_ENV,
-    PROCESS_BYTES, WEIGHT_MEMORY_FACTOR, MemoryEstimate, MemoryPart,
+    LOCAL_RUNTIME_BYTES,
+    MAX_JSON_BYTES,
+    MAX_LINE_BYTES,
+    MAX_N_BOOTSTRAP,
+    MAX_NEGATIVES,
+    MAX_READ_TOKENS,
+    MAX_THEME_RUNS,
+    MEMORY_ENV,
+    PROCESS_BYTES,
+    WEIGHT_MEMORY_FACTOR,
+    MemoryEstimate,
+    MemoryPart,
 )
 from embedeval.cli import app
 from embedeval.errors import ConfigError

@@ -10,13 +10,13 @@ from sklearn.isotonic import IsotonicRegression
 
 from embedeval.aggregate import retrieval_metrics
 from embedeval.breaks import BreakRule, break_points, parse_shares
-from embedeval.report.break_words import break_sentence, interval_text
-from embedeval.schema import BREAK_COLUMNS
 from embedeval.errors import InputError
-from embedeval.run import read_breaks
 from embedeval.metrics.bootstrap import cluster_resamples
 from embedeval.metrics.break_estimators import base_length_count, break_lengths, break_point, relative_break_lengths, relative_break_point
 from embedeval.metrics.ranking import chance_corrected_recall
+from embedeval.report.break_words import break_sentence, interval_text
+from embedeval.run import read_breaks
+from embedeval.schema import BREAK_COLUMNS
 
 LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192)
 N_CANDIDATES = 125  # 24 controls + 100 negatives + the needle haystack
@@ -195,12 +195,12 @@ def test_the_interval_is_the_break_point_on_resampled_groups():
     assert interval_text(row.to_frame().T.itertuples().__next__()) == f"{int(row['break_point'])} tokens ({lo}-{hi})"
     # the spread over the same resamples, counted by hand
     found, counts = np.unique(points, return_counts=True)
-    assert parse_shares(row["break_shares"]) == {(int(p) or None): round(c / 300, 3) for p, c in zip(found, counts)}
-    assert row["break_shares"] == ";".join(f"{int(p) or 'none'}:{c / 300:.3f}" for p, c in zip(found, counts))
+    assert parse_shares(row["break_shares"]) == {(int(p) or None): round(c / 300, 3) for p, c in zip(found, counts, strict=True)}
+    assert row["break_shares"] == ";".join(f"{int(p) or 'none'}:{c / 300:.3f}" for p, c in zip(found, counts, strict=True))
     assert row["break_point_share"] == pytest.approx(np.mean(np.asarray(points) == row["break_point"]))
     assert len(found) > 1  # this curve's resamples do disagree
     said = break_sentence(row.to_frame().T.itertuples().__next__())
-    likely = [(p, c / 300) for p, c in zip(found, counts) if c / 300 >= 0.2]
+    likely = [(p, c / 300) for p, c in zip(found, counts, strict=True) if c / 300 >= 0.2]
     assert row["break_point_share"] < 0.6 and len(likely) > 1  # no clear majority: the likely lengths, and the one reached by 60%
     assert (f", split between {', '.join(f'{p:,}' for p, _ in likely[:-1])} or {likely[-1][0]:,} tokens ("
             + " / ".join(f"{share:.0%}" for _, share in likely) + " of resamples of the question groups); "

@@ -21,6 +21,7 @@ from embedeval.errors import ConfigError
 from embedeval.experiments.context_rot import needle_haystack_similarity
 from embedeval.index import chroma_client, collection_identity, collection_name, top_k
 from embedeval.needles import load_needle_set
+
 from fakes import CountingEmbedder
 
 

@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from embedeval import __version__
 from embedeval.cli import app
-from embedeval.io import read_texts
 from embedeval.defaults import DEFAULT_LENGTHS
+from embedeval.io import read_texts
 
 runner = CliRunner()
 

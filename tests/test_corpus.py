@@ -7,6 +7,7 @@ import pytest
 
 from embedeval.corpus import load_corpus, pg_essay_books, require_books, shakespeare_books, strip_gutenberg_boilerplate
 from embedeval.errors import CorpusError
+
 from fake_api import SHUTDOWN_POLL
 
 GUTENBERG_FILE = """\ufeffThe Project Gutenberg eBook of A Test Book\r

@@ -13,17 +13,27 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from embedeval.breaks import BreakRule, break_points
 from embedeval.aggregate import retrieval_metrics
+from embedeval.breaks import BreakRule, break_points
 from embedeval.cli import app
-from embedeval.errors import InputError
 from embedeval.decision import (
-    bracketing_lengths, decision_table, dominates, length_summary,
-    about_the_same_time, reading_costs, reading_mode, same_readings, timing_table, vectors_per_document, with_earlier_speeds,
+    about_the_same_time,
+    bracketing_lengths,
+    decision_table,
+    dominates,
+    length_summary,
+    reading_costs,
+    reading_mode,
+    same_readings,
+    timing_table,
+    vectors_per_document,
+    with_earlier_speeds,
 )
+from embedeval.errors import InputError
 from embedeval.metrics.bootstrap import cluster_resamples
 from embedeval.run import read_breaks, read_decision
 from embedeval.schema import DECISION_COLUMNS, TIMING_COLUMNS
+
 from test_breaks import _rank_rows
 
 N = 25  # candidates per ranking: k/n = 5/25 = 0.2 at recall@5
@@ -346,7 +356,7 @@ def test_two_local_models_the_bundled_one_and_a_random_weight_copy(tmp_path, boo
     decision = _check_run(out, ["st:all-MiniLM-L6-v2", other], {"st:all-MiniLM-L6-v2": 0.01, other: 0.002})
     assert set(decision["strategy"]) == {"truncate", "chunks-max@128"}
     chunked = decision[decision["strategy"] == "chunks-max@128"]
-    assert set(zip(chunked["length"], chunked["vectors_per_document"])) == {(128, 2), (256, 3)}  # 126 content tokens a chunk
+    assert set(zip(chunked["length"], chunked["vectors_per_document"], strict=True)) == {(128, 2), (256, 3)}  # 126 content tokens a chunk
     assert json.loads((out / "config.json").read_text())["frame_tokens"] == {"st:all-MiniLM-L6-v2": 2, other: 2}
     similarities = pd.read_parquet(out / "similarities.parquet")
     won = similarities[similarities["strategy"] == "chunks-max@128"].groupby(["embedder", "length"])["best_chunk"].max()

@@ -13,11 +13,12 @@ from typer.testing import CliRunner
 
 from embedeval.cli import app
 from embedeval.corpus import load_corpus
+from embedeval.embedders.tokens import load_token_counter
 from embedeval.grid import HaystackGrid
 from embedeval.haystacks import Piece, SentencePool, build_haystacks, distractor_boundaries
 from embedeval.labels import CONTROL, NEGATIVE
 from embedeval.needles import load_needle_set
-from embedeval.embedders.tokens import load_token_counter
+
 from fakes import write_word_books
 from test_nolima_schema import FIXTURE, NAMES
 
@@ -180,7 +181,7 @@ def test_counts_and_prefixes_from_a_texts_parts_are_the_whole_texts(provider, bo
         assert counter.count(prefixes) == whole.count(prefixes), n  # a cut's count, where remembered, is its own
     if counter.counts_add_up:  # ids by parts, up to a limit: the whole text's first ids and offsets
         for limit in (1, 7, 128, 254, 699):
-            for (ids, offsets), (whole_ids, whole_offsets) in zip(counter.ids(texts, limit), whole.ids(texts)):
+            for (ids, offsets), (whole_ids, whole_offsets) in zip(counter.ids(texts, limit), whole.ids(texts), strict=True):
                 assert len(ids) > limit or len(ids) == len(whole_ids)
                 assert list(ids[: limit + 1]) == whole_ids[: limit + 1] and offsets[: limit + 1].tolist() == [
                     list(pair) for pair in whole_offsets[: limit + 1]], limit

@@ -7,17 +7,12 @@ import pytest
 from typer.testing import CliRunner
 
 from embedeval.cli import app
-from embedeval.errors import APIError, ConfigError, InputError
-from embedeval.llm import ChatLLM, parse_chat_spec
-from embedeval.expansion import (
-    expand_question,
-    expanded_query_texts,
-    load_expansions,
-    parse_terms,
-    validate_expansions,
-)
 from embedeval.defaults import DEFAULT_NEEDLES
+from embedeval.errors import APIError, ConfigError, InputError
+from embedeval.expansion import expand_question, expanded_query_texts, load_expansions, parse_terms, validate_expansions
+from embedeval.llm import ChatLLM, parse_chat_spec
 from embedeval.needles import load_needle_set
+
 from fake_api import FakeEmbeddingServer, finishes_within, serving
 
 SHIPPED = DEFAULT_NEEDLES.parent / "expansions" / "nolima-onehop.json"

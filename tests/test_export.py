@@ -14,11 +14,12 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from conftest import own_cache
-from fakes import said_first, write_word_books
 from embedeval.cli import app
 from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.export import DEFAULT_TEMPLATE, MTEB_SCORES, PROMPT_COLUMNS
+
+from conftest import own_cache
+from fakes import said_first, write_word_books
 
 GROUPS = "loc-dresden,loc-peru,diet-vegan"
 WORDS = ("harbour lantern meadow orchard bridge river candle window garden market winter morning quiet ancient "
@@ -145,6 +146,7 @@ def test_a_prompt_set_says_first_what_its_covariates_embed_and_its_plan_stops_th
     chunk search) and chunk of the run's corpus (a document): counted here from the prompt set."""
     from embedeval.chunking import chunk_corpus
     from embedeval.corpus import load_corpus
+
     from test_say_first import plan_and_run
 
     out = tmp_path / "prompts.csv"

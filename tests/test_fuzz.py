@@ -28,9 +28,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from cli_worker import CLIWorker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from cli_worker import CLIWorker
 
 pytestmark = [pytest.mark.fuzz, pytest.mark.slow]
 

@@ -5,16 +5,16 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from embedeval.messages import EmbedevalWarning
 from embedeval.cli import app
 from embedeval.corpus import Book, Corpus, load_corpus
+from embedeval.defaults import DEFAULT_NEEDLES
+from embedeval.embedders.tokens import load_token_counter
 from embedeval.errors import ConfigError, CorpusError
 from embedeval.grid import HaystackGrid
 from embedeval.haystacks import MAX_SNIPPET_TOKENS, SentencePool, build_haystacks, draw_sequential
-from embedeval.text import split_sentences
-from embedeval.defaults import DEFAULT_NEEDLES
+from embedeval.messages import EmbedevalWarning
 from embedeval.needles import load_needle_set
-from embedeval.embedders.tokens import load_token_counter
+from embedeval.text import split_sentences
 
 LENGTHS = [128, 512, 2048]
 DEPTHS = 4
@@ -110,7 +110,7 @@ def test_same_seed_identical_other_seed_different(haystacks, needle_set, corpus,
     again = build_haystacks(needle_set, HaystackGrid(lengths=LENGTHS, depths=DEPTHS, variants=VARIANTS, seed=7, negatives=NEGATIVES), corpus,
             tokenizer=tokenizer)
     pd.testing.assert_frame_equal(again, haystacks)
-    assert all(a.encode() == b.encode() for a, b in zip(again["text"], haystacks["text"]))
+    assert all(a.encode() == b.encode() for a, b in zip(again["text"], haystacks["text"], strict=True))
     other = build_haystacks(needle_set, HaystackGrid(lengths=LENGTHS, depths=DEPTHS, variants=VARIANTS, seed=8, negatives=NEGATIVES), corpus,
             tokenizer=tokenizer)
     assert (other["text"] != haystacks["text"]).mean() > 0.9
@@ -266,7 +266,7 @@ def test_sequential_filler_is_contiguous_and_paired(needle_set, tokenizer):
             filler = " ".join(part for part in (row.text[: row.needle_start].rstrip(" "), row.text[row.needle_end :].lstrip(" ")) if part)
             assert control.startswith(filler), (group, length, row.id)
     again = build_haystacks(needle_set, HaystackGrid(filler="sequential", **build), corpus, tokenizer=tokenizer)
-    assert all(a.encode() == b.encode() for a, b in zip(again["text"], frame["text"]))
+    assert all(a.encode() == b.encode() for a, b in zip(again["text"], frame["text"], strict=True))
     pd.testing.assert_frame_equal(again, frame)
     random_mode = build_haystacks(needle_set, HaystackGrid(**build), corpus, tokenizer=tokenizer)
     assert (random_mode["text"] != frame["text"]).mean() > 0.9
@@ -363,7 +363,6 @@ def test_cli_corpus_mistakes_are_one_line_and_write_nothing(tmp_path, monkeypatc
 
 def test_run_directories_reuse_haystacks_only_with_the_same_corpus_settings(tmp_path):
     import json
-
     from dataclasses import replace
 
     from embedeval.experiments.nolima import NolimaConfig
@@ -450,7 +449,7 @@ def test_books_are_split_in_worker_processes_as_in_one(books_dir, tmp_path, monk
     monkeypatch.setattr(sentences, "PARALLEL_SPLIT_CHARS", 0)
     parallel = sentences.books_sentences(texts, tokenizer, tmp_path / "parallel")
     again = sentences.books_sentences(texts, tokenizer, tmp_path / "parallel")
-    for (split, counts), (other, other_counts), (read, read_counts) in zip(one_by_one, parallel, again):
+    for (split, counts), (other, other_counts), (read, read_counts) in zip(one_by_one, parallel, again, strict=True):
         assert split == other == read and len(split) > 10
         assert counts.tolist() == other_counts.tolist() == read_counts.tolist() == tokenizer.count(split)
     stored = sorted((tmp_path / "parallel" / sentences.SENTENCES_FOLDER).iterdir())

@@ -35,5 +35,5 @@ def test_the_command_line_display_prints_each_line_every_time_and_leaves_other_w
         warn("the data is odd")
         note("the cache was upgraded")
     assert capsys.readouterr().err.splitlines() == ["warning: the data is odd", "note: the cache was upgraded"] * 2
-    warnings.warn("another library's", UserWarning)  # passed on to the display it replaced (here pytest's record)
+    warnings.warn("another library's", UserWarning, stacklevel=1)  # passed on to the display it replaced (here pytest's record)
     assert capsys.readouterr().err == "" and [str(w.message) for w in recwarn.list] == ["another library's"]

@@ -131,11 +131,11 @@ def test_one_implementation_serves_a_sample_and_a_stack_of_resamples():
     rng = np.random.default_rng(3)
     x, y = rng.random((5, 40)), rng.random((5, 40))
     y[:, :10] = np.round(y[:, :10], 1)  # some ties for the ranks
-    np.testing.assert_allclose(pearson_r(x, y), [st.pearsonr(a, b)[0] for a, b in zip(x, y)])
-    np.testing.assert_allclose(spearman_rho(x, y), [st.spearmanr(a, b)[0] for a, b in zip(x, y)])
-    np.testing.assert_allclose(regression_slope(x, y), [st.linregress(a, b).slope for a, b in zip(x, y)])
-    np.testing.assert_allclose(regression_intercept(x, y), [st.linregress(a, b).intercept for a, b in zip(x, y)])
-    np.testing.assert_allclose(cohens_d(x, y), [cohens_d(a, b) for a, b in zip(x, y)])
+    np.testing.assert_allclose(pearson_r(x, y), [st.pearsonr(a, b)[0] for a, b in zip(x, y, strict=True)])
+    np.testing.assert_allclose(spearman_rho(x, y), [st.spearmanr(a, b)[0] for a, b in zip(x, y, strict=True)])
+    np.testing.assert_allclose(regression_slope(x, y), [st.linregress(a, b).slope for a, b in zip(x, y, strict=True)])
+    np.testing.assert_allclose(regression_intercept(x, y), [st.linregress(a, b).intercept for a, b in zip(x, y, strict=True)])
+    np.testing.assert_allclose(cohens_d(x, y), [cohens_d(a, b) for a, b in zip(x, y, strict=True)])
     np.testing.assert_allclose(mean_difference(x.T, y.T, axis=0), x.mean(1) - y.mean(1))
     assert isinstance(pearson_r(x[0], y[0]), float) and isinstance(cohens_d(x[0], y[0]), float)
 
@@ -289,7 +289,7 @@ def test_monotone_fit_is_scikit_learns_isotonic_regression_row_by_row():
         scores = rng.normal(size=(40, size)).round(1)  # rounded: ties, and blocks of equal values
         weights = rng.uniform(0.1, 4, size=(40, size))
         fitted = monotone_fit(scores, weights)
-        for row, w, f in zip(scores, weights, fitted):
+        for row, w, f in zip(scores, weights, fitted, strict=True):
             np.testing.assert_allclose(f, IsotonicRegression(increasing=False).fit_transform(np.arange(size), row, sample_weight=w))
     np.testing.assert_allclose(monotone_fit([0.54, 0.52, 0.51, 0.31, 0.43]), [0.54, 0.52, 0.51, 0.37, 0.37])  # the docstring's
     np.testing.assert_allclose(monotone_fit([0.2, 0.4, 0.6]), [0.4, 0.4, 0.4])  # a rising curve is one block

@@ -1,8 +1,8 @@
 """Execute every notebook on a reduced grid (the parameters cell is overridden) so none can rot."""
 
-import pytest
 import nbformat
 import pandas as pd
+import pytest
 from nbclient import NotebookClient
 
 from conftest import REPO_ROOT
@@ -37,7 +37,7 @@ def test_01_nolima_sweep(tmp_path, books_dir):
                                                        "GROUPS": GROUPS, "CHUNK_TOKENS": [128], "NEGATIVES": 10,
                                                        "EXTEND_LENGTHS": [128, 512], "OUT": str(out)})
     sims = pd.read_parquet(out / "similarities.parquet")
-    scorers = set(zip(sims["embedder"], sims["strategy"]))
+    scorers = set(zip(sims["embedder"], sims["strategy"], strict=True))
     assert scorers == {("st:all-MiniLM-L6-v2", "truncate"), ("st:all-MiniLM-L6-v2", "windows-mean"),
                        ("st:all-MiniLM-L6-v2", "chunks-max@128"), ("st:all-MiniLM-L6-v2", "late-chunking@128"), ("bm25", "full-text")}
     assert set(sims["variant"]) == {"onehop", "literal", "control"}
@@ -95,10 +95,10 @@ def test_04_themes(tmp_path):
     question; the drafted set is swept by nolima."""
     import json
 
+    import numpy as np
+
     from test_draft import GOOD, SAILING, group
     from test_themes import TOPICS, sentences
-
-    import numpy as np
 
     corpus = tmp_path / "topics"
     corpus.mkdir()

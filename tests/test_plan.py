@@ -11,11 +11,13 @@ from typer.testing import CliRunner
 from embedeval.cli import app
 from embedeval.embedders import budget
 from embedeval.embedders.cache import EmbeddingCache
+from embedeval.embedders.registry import load_embedder
 from embedeval.embedders.requests import Texts
 from embedeval.embedders.tokens import load_provider_counter, load_token_counter
 from embedeval.errors import ConfigError
-from embedeval.embedders.registry import load_embedder
-from embedeval.plan import EmbedderPlan, check_max_cost, format_plans, parse_prices, plan_of as plan_of_model, plans_json
+from embedeval.plan import EmbedderPlan, check_max_cost, format_plans, parse_prices, plans_json
+from embedeval.plan import plan_of as plan_of_model
+
 from fake_api import FakeEmbeddingServer
 from test_nolima import SMALL_GROUPS
 

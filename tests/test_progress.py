@@ -17,6 +17,7 @@ import termios
 import pytest
 
 from embedeval.progress import bar, bar_options, step
+
 from fakes import write_word_books
 
 DONE = r" \.\.\. done in \d+\.\d s"

@@ -19,6 +19,7 @@ from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_CHUNKER
 from embedeval.embedders.cache import EmbeddingCache
 from embedeval.embedders.registry import load_embedder
+
 from fakes import said_first, write_word_books
 
 SPEC = "st:all-MiniLM-L6-v2"

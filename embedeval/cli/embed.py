@@ -3,7 +3,6 @@ embed`` (a file's texts embedded)."""
 
 from __future__ import annotations
 
-
 import typer
 
 from embedeval.cli.options import APIOptions, CacheDir, EmbedderOpt, Quiet, as_typer, out_option, with_option_groups

@@ -20,7 +20,7 @@ def expand_command(
     out: out_option("expand"),
     llm: ChatModelOpt,
     needles: NeedleOptions,
-    asked: ExpandOptions = ExpandOptions(),
+    asked: ExpandOptions = ExpandOptions(),  # noqa: B008 - an option group (pyproject.toml: extend-immutable-calls)
     quiet: Quiet = QUIET.cli_default,
 ) -> None:
     """Ask a chat model for N search terms per question and store them for offline sweeps."""

@@ -42,8 +42,8 @@ def haystacks_show(
     """Print one haystack with its needle highlighted as [[...]]."""
     import pandas as pd
 
-    from embedeval.schema import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
     from embedeval.run import HAYSTACKS, read_run_table
+    from embedeval.schema import HAYSTACK_COLUMNS, LATER_HAYSTACK_COLUMNS
 
     # older files lack the later columns; a file of any name is checked as a run's haystacks.parquet
     frame = read_run_table(file, [c for c in HAYSTACK_COLUMNS if c not in LATER_HAYSTACK_COLUMNS], table=HAYSTACKS)

@@ -12,8 +12,21 @@ from embedeval.cli.options import CacheDir, ChatModelOpt, Quiet, as_typer, out_o
 from embedeval.errors import InputError
 from embedeval.io import Force
 from embedeval.options import (
-    ATTEMPTS, CACHE_DIR, CHAT_PRICE, DRAFT_EMBEDDER, DRAFT_MAX_COST, DRAFT_PLAN, DRAFT_THEMES, JUDGE, JUDGE_PRICE, NQ_BAND, PER_THEME,
-    QUIET, TEMPERATURE, THEME_IDS, split_list,
+    ATTEMPTS,
+    CACHE_DIR,
+    CHAT_PRICE,
+    DRAFT_EMBEDDER,
+    DRAFT_MAX_COST,
+    DRAFT_PLAN,
+    DRAFT_THEMES,
+    JUDGE,
+    JUDGE_PRICE,
+    NQ_BAND,
+    PER_THEME,
+    QUIET,
+    TEMPERATURE,
+    THEME_IDS,
+    split_list,
 )
 
 group = typer.Typer(no_args_is_help=True, help="Check, convert and draft needle sets.")

@@ -9,7 +9,16 @@ from typing import Annotated
 import typer
 
 from embedeval.cli.options import (
-    CacheDir, EmbedderOptions, GridOptions, NeedleOptions, PlanOptions, Quiet, RunPlanOptions, SweepOptions, as_typer, out_option,
+    CacheDir,
+    EmbedderOptions,
+    GridOptions,
+    NeedleOptions,
+    PlanOptions,
+    Quiet,
+    RunPlanOptions,
+    SweepOptions,
+    as_typer,
+    out_option,
     with_option_groups,
 )
 from embedeval.errors import InputError

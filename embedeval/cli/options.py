@@ -33,8 +33,28 @@ from embedeval.embedders import budget
 from embedeval.errors import InputError
 from embedeval.io import Force, check_output_file
 from embedeval.options import (
-    CACHE_DIR, CHROMA_URL, CHUNKER, CORPUS, DISTRACTORS_FILE, EMBEDDER, EMBEDDERS, EXECUTOR, GROUPS, LLM, MIN_BOOKS, NEEDLES, OUTPUTS,
-    PAIRS, QUIET, PRICES, RAY_ADDRESS, SEED, SKIP_UNAVAILABLE, WORKERS, Option, Output,
+    CACHE_DIR,
+    CHROMA_URL,
+    CHUNKER,
+    CORPUS,
+    DISTRACTORS_FILE,
+    EMBEDDER,
+    EMBEDDERS,
+    EXECUTOR,
+    GROUPS,
+    LLM,
+    MIN_BOOKS,
+    NEEDLES,
+    OUTPUTS,
+    PAIRS,
+    PRICES,
+    QUIET,
+    RAY_ADDRESS,
+    SEED,
+    SKIP_UNAVAILABLE,
+    WORKERS,
+    Option,
+    Output,
 )
 
 if TYPE_CHECKING:

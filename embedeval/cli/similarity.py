@@ -8,8 +8,20 @@ from pathlib import Path
 import typer
 
 from embedeval.cli.options import (
-    APIOptions, CacheDir, ChromaUrlOpt, ChunkOptions, DistractorsFileOpt, EmbedderOptions, EmbedderOpt, NeedleOptions, PairOptions,
-    PlanOptions, Quiet, as_typer, out_option, with_option_groups,
+    APIOptions,
+    CacheDir,
+    ChromaUrlOpt,
+    ChunkOptions,
+    DistractorsFileOpt,
+    EmbedderOpt,
+    EmbedderOptions,
+    NeedleOptions,
+    PairOptions,
+    PlanOptions,
+    Quiet,
+    as_typer,
+    out_option,
+    with_option_groups,
 )
 from embedeval.errors import InputError
 from embedeval.options import ABSENCE_THEMES, ABSENCE_TOP_K, CACHE_DIR, CHROMA_PATH, EMBEDDER, INDEX, QUIET, TOP_K

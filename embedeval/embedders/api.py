@@ -39,6 +39,7 @@ from embedeval.embedders.options import APISpecOptions, split_spec
 from embedeval.embedders.requests import ModelServer, Texts
 from embedeval.embedders.tokens import DEFAULT_REFERENCE, TokenCounter, load_provider_counter, load_token_counter
 from embedeval.errors import APIError, ConfigError, InvalidVectorsError, UnknownEmbedderError
+from embedeval.messages import note
 from embedeval.net.deadlines import AnswerClock
 from embedeval.net.errors import FatalAPIError, MalformedResponseError, PayloadTooLargeError, RetryableError
 from embedeval.net.errors import one_line as _one_line
@@ -46,7 +47,6 @@ from embedeval.net.keys import endpoint, key_hint, refuse_provider_key, request_
 from embedeval.net.retry import RetryPolicy, call_with_retries, retry_policy_from_env
 from embedeval.net.settings import request_timeout_from_env
 from embedeval.progress import bar
-from embedeval.messages import note
 
 #: The one text :meth:`APIEmbedder.check` sends before any real work.
 CHECK_TEXT = "embedeval connection check"
@@ -162,7 +162,7 @@ class APIEmbedder(ModelServer):
         self._tokens = None
         self._lock = threading.Lock()
         if options.tokenizer:
-            self.token_counter  # loaded now: a tokenizer folder whose files do not load is refused before any work
+            _ = self.token_counter  # loaded now: a tokenizer folder whose files do not load is refused before any work
 
     @classmethod
     def limits_for(cls, model: str, options: APISpecOptions) -> ModelLimits:
@@ -341,7 +341,7 @@ class APIEmbedder(ModelServer):
         they are sent and their token counts."""
         counts = self.token_counter.count(texts)
         limit = self.limits.max_tokens - self.fit_margin
-        fitted = [t if n <= limit else self.token_counter.prefix(t, limit) for t, n in zip(texts, counts)]
+        fitted = [t if n <= limit else self.token_counter.prefix(t, limit) for t, n in zip(texts, counts, strict=True)]
         return fitted, [min(n, limit) for n in counts]
 
     def batches(self, counts: Sequence[int]) -> list[list[int]]:
@@ -386,7 +386,7 @@ class APIEmbedder(ModelServer):
             with ThreadPoolExecutor(max_workers=min(self.max_workers, len(batches))) as pool:
                 results = list(pool.map(run, batches))
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        for batch, vectors in zip(batches, results):
+        for batch, vectors in zip(batches, results, strict=True):
             out[batch] = vectors
         return l2_normalize(out)
 

@@ -86,7 +86,7 @@ def configure(rpm: Mapping[str, int] | None = None, tpm: Mapping[str, int] | Non
     per API embedder. ``None`` or empty: back to the environment and the defaults. Applies to
     embedders built afterwards."""
     for name, given in (("rpm", rpm), ("tpm", tpm)):
-        for provider, value in (given or {}).items():
+        for value in (given or {}).values():
             Budget(**{"rpm": 1, "tpm": 1, name: value})  # validates
     if workers is not None and (not isinstance(workers, int) or workers < 1):
         raise ConfigError(f"`api_workers` must be >= 1 (a whole number), not {workers!r}", "api_workers")

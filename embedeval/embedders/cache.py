@@ -83,7 +83,7 @@ def cache_spec(spec: str) -> str:
 def token_prefix_key(tokenizer: str, limit: int, text: str) -> bytes:
     """blake2b (32 bytes) over a tokenizer's fingerprint, a token limit and a text: the key of the
     text's first ``limit + 1`` token ids by that tokenizer."""
-    digest = hashlib.blake2b(f"{tokenizer}\0{limit}\0".encode("utf-8"), digest_size=32)
+    digest = hashlib.blake2b(f"{tokenizer}\0{limit}\0".encode(), digest_size=32)
     digest.update(text.encode("utf-8", "surrogatepass"))
     return digest.digest()
 
@@ -336,7 +336,7 @@ class EmbeddingCache:
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         dim = vectors.shape[1]
         rows = []
-        for key, vector in zip(keys, vectors):
+        for key, vector in zip(keys, vectors, strict=True):
             blob = vector.tobytes()
             rows.append((key, spec, dim, blob, row_checksum(key, blob)))
         with self._guard(), self._lock, self._transaction() as conn:

@@ -72,7 +72,7 @@ class CachedEmbedder(EmbedderWrapper):
 
     def _store(self, keys: Sequence[bytes], vectors: np.ndarray) -> None:
         if self.read_only:
-            self._planned.update(zip(keys, vectors))
+            self._planned.update(zip(keys, vectors, strict=True))
         else:
             self.cache.put_many(self.key_spec, keys, vectors)
 
@@ -123,7 +123,7 @@ class CachedEmbedder(EmbedderWrapper):
             yield
             return
         if getattr(self.inner, "loaded", True) is False:
-            self.inner.model  # loads the weights (the property has that effect)
+            _ = self.inner.model  # loads the weights (the property has that effect)
         start = time.perf_counter()
         yield
         self.stats.document_seconds += time.perf_counter() - start
@@ -160,7 +160,7 @@ class CachedEmbedder(EmbedderWrapper):
                 committing = writer.submit(self._store, chunk_keys, vectors)
                 if not self._local:  # a paid call is not sent while its predecessor's commit may still fail
                     committing.result()
-                out.update(zip(chunk_keys, vectors))
+                out.update(zip(chunk_keys, vectors, strict=True))
                 shown.update(len(chunk_keys))
             if committing is not None:
                 committing.result()
@@ -188,10 +188,10 @@ class CachedTokenIdEmbedder(CachedEmbedder, TokenIdWrapper):
         tokenizer = self.inner.token_fingerprint
         keys = [token_prefix_key(tokenizer, limit, text) for text in texts]
         found = self.cache.get_token_prefixes(list(dict.fromkeys(keys)))
-        missing = {key: text for key, text in zip(keys, texts) if key not in found}
+        missing = {key: text for key, text in zip(keys, texts, strict=True) if key not in found}
         if missing:
             fresh = {key: (np.asarray(ids[: limit + 1], dtype=np.int32), np.asarray(offsets[: limit + 1], dtype=np.int32).reshape(-1, 2))
-                     for key, (ids, offsets) in zip(missing, self.inner.token_ids(list(missing.values()), limit))}
+                     for key, (ids, offsets) in zip(missing, self.inner.token_ids(list(missing.values()), limit), strict=True)}
             if not self.read_only:
                 self.cache.put_token_prefixes(fresh)
             self.stats.tokenized += len(fresh)

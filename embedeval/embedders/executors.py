@@ -150,10 +150,10 @@ class RayEmbedder(TokenIdWrapper):
         actors = self.actors()
         dealt = [list(range(a, len(batches), len(actors))) for a in range(len(actors))]
         pending = [actor.embed_requests.remote([request.subset(batches[b]) for b in mine])
-                   for actor, mine in zip(actors, dealt) if mine]
+                   for actor, mine in zip(actors, dealt, strict=True) if mine]
         out = np.zeros((len(request), self.dim), dtype=np.float32)
-        for mine, vectors in zip([m for m in dealt if m], ray.get(pending)):
-            for b, block in zip(mine, vectors):
+        for mine, vectors in zip([m for m in dealt if m], ray.get(pending), strict=True):
+            for b, block in zip(mine, vectors, strict=True):
                 out[batches[b]] = block
         return out
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import httpx
 import numpy as np
 
+from embedeval.embedders.api import APIEmbedder, ModelLimits, Reply
 from embedeval.embedders.base import check_texts, l2_normalize
 from embedeval.embedders.budget import Budget
-from embedeval.embedders.api import APIEmbedder, ModelLimits, Reply
 from embedeval.embedders.requests import LateChunks, Texts
 from embedeval.errors import InputError
 from embedeval.net.answers import answer_hooks

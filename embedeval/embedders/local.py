@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from embedeval.defaults import DEFAULT_BATCH_SIZE, DEFAULT_LONG_PASS_BATCH_TOKENS, MIN_CONTENT_TOKENS
-from embedeval.embedders import batching, onnx, stretch as stretching
+from embedeval.embedders import batching, onnx
+from embedeval.embedders import stretch as stretching
 from embedeval.embedders.base import KINDS, Kind, check_texts, l2_normalize
 from embedeval.embedders.local_folder import check_window, folder_facts, folder_stretch_refusal, prompt_ids, special_ids
 from embedeval.embedders.models import bundled_name, canonical_model, folder_fingerprint, resolve_model_path
@@ -39,7 +40,6 @@ from embedeval.errors import ConfigError, InputError, UnknownEmbedderError
 from embedeval.paths import default_cache_dir
 from embedeval.progress import step
 from embedeval.versions import package_version
-
 
 #: Bump when the facts change shape or meaning (older remembered facts are then ignored).
 FACTS_FORMAT = 5
@@ -250,7 +250,7 @@ class SentenceTransformerEmbedder(ModelServer):
                 if alone.fingerprint == facts["tokenizer"]:
                     self._token_counter = alone
                     return alone
-            self.model
+            _ = self.model  # loads the model, which sets the token counter
         return self._token_counter
 
     # -- facts -----------------------------------------------------------------------------------
@@ -549,7 +549,7 @@ class SentenceTransformerEmbedder(ModelServer):
         """Nothing to reach; the model's facts are remembered or the model loads (a broken folder
         fails here), and its window is checked to leave enough content tokens (:meth:`check_capacity`)."""
         if self._recalled() is None:
-            self.model
+            _ = self.model  # loads the model (a broken folder fails here)
         self.check_capacity()
 
     def check_capacity(self) -> None:

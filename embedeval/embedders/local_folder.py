@@ -19,7 +19,6 @@ from embedeval.embedders.tokens import TokenCounter
 from embedeval.errors import ConfigError, InputError, UnknownEmbedderError
 from embedeval.jsonread import load_file
 
-
 #: The end of the name of a transformer's table of absolute positions (BERT, RoBERTa, ...).
 POSITION_TABLE = "position_embeddings.weight"
 
@@ -144,7 +143,7 @@ def prompt_ids(counter: TokenCounter, prompt: str, kind: Kind, name: str) -> lis
         return []
     probe = "The probe sentence checks how the prompt joins the text."
     (joint, offsets), = counter.ids([prompt + probe])
-    ids = [i for i, (start, _) in zip(joint, offsets) if start < len(prompt)]
+    ids = [i for i, (start, _) in zip(joint, offsets, strict=True) if start < len(prompt)]
     if ids + counter.ids([probe])[0][0] != joint:
         raise InputError(f"{name}'s {kind} prompt {prompt!r} does not tokenise apart from the text, "
                          "so windows on token ids cannot match the model's own encode; use `strategies` truncate", "strategies")

@@ -122,7 +122,7 @@ def export(model, path: Path) -> Path:
             self.inner = auto_model
 
         def forward(self, *inputs):
-            return self.inner(**dict(zip(names, inputs))).last_hidden_state
+            return self.inner(**dict(zip(names, inputs, strict=True))).last_hidden_state
 
     sample = _features(model, ["an example sentence to trace the graph with", "and a second"])
     args = tuple(sample[name].to("cpu") for name in names)

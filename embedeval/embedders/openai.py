@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import threading
 
-from embedeval.embedders.budget import Budget
 from embedeval.embedders.api import APIEmbedder, ModelLimits, Reply
+from embedeval.embedders.budget import Budget
 from embedeval.net.errors import TRANSIENT_STATUSES, FatalAPIError, MalformedResponseError, openai_errors
 from embedeval.net.openai_client import OPENAI, openai_client
 

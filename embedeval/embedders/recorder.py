@@ -26,8 +26,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from embedeval.embedders.base import EmbedderWrapper, Kind, TokenIdWrapper, l2_normalize
 from embedeval.embedders.api import APIEmbedder
+from embedeval.embedders.base import EmbedderWrapper, Kind, TokenIdWrapper, l2_normalize
 from embedeval.embedders.requests import Request, TokenIds
 from embedeval.errors import InputError
 

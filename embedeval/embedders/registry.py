@@ -11,19 +11,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from embedeval.defaults import DEFAULT_COMMIT_EVERY, DEFAULT_EMBEDDER
-from embedeval.embedders.base import Embedder, TokenIdEmbedder
-from embedeval.embedders.cached import CachedEmbedder, CachedTokenIdEmbedder
-from embedeval.embedders.cache import EmbeddingCache, ReadOnlyFacts
 from embedeval.embedders.api import APIEmbedder
+from embedeval.embedders.base import Embedder, TokenIdEmbedder
+from embedeval.embedders.cache import EmbeddingCache, ReadOnlyFacts
+from embedeval.embedders.cached import CachedEmbedder, CachedTokenIdEmbedder
+from embedeval.embedders.executors import Executor, RayEmbedder
 from embedeval.embedders.jina import JinaEmbedder
 from embedeval.embedders.local import SentenceTransformerEmbedder, from_spec_model, local_name
 from embedeval.embedders.local_folder import check_window
 from embedeval.embedders.models import BUNDLED_MODELS, bundled_model_installed, bundled_name, canonical_model, resolve_model_path
 from embedeval.embedders.onnx import check_installed
-from embedeval.embedders.options import APISpecOptions, LocalOptions, split_spec
 from embedeval.embedders.openai import OpenAIEmbedder
+from embedeval.embedders.options import APISpecOptions, LocalOptions, split_spec
 from embedeval.embedders.recorder import recording
-from embedeval.embedders.executors import Executor, RayEmbedder
 from embedeval.embedders.voyage import VoyageEmbedder
 from embedeval.errors import ConfigError, EmbedderUnavailableError, UnknownEmbedderError
 from embedeval.net.keys import key_is_set, request_key_env

@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Union
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -82,7 +82,7 @@ def _sha256(*parts: bytes) -> bytes:
 
 def _key_head(spec: str, fingerprint: str, kind_part: str) -> bytes:
     """``spec \\0 fingerprint \\0 kind_part \\0`` as UTF-8: what every vector key starts with."""
-    return f"{spec}\0{fingerprint}\0{kind_part}\0".encode("utf-8")
+    return f"{spec}\0{fingerprint}\0{kind_part}\0".encode()
 
 
 def _stand_in_ids(raw: bytes) -> bytes:
@@ -114,7 +114,7 @@ class Texts:
         return len(self.texts)
 
     def cache_keys(self, spec: str, fingerprint: str) -> list[bytes]:
-        return [hashlib.sha256(f"{spec}\0{fingerprint}\0{self.kind}\0{text}".encode("utf-8")).digest() for text in self.texts]
+        return [hashlib.sha256(f"{spec}\0{fingerprint}\0{self.kind}\0{text}".encode()).digest() for text in self.texts]
 
     def subset(self, rows: Sequence[int]) -> Texts:
         return Texts(tuple(self.texts[i] for i in rows), self.kind)
@@ -263,7 +263,7 @@ class StretchedIds(IdSequences):
 
 
 #: A late-chunking window: token ids (:func:`id_bytes`) or its chunk texts.
-Window = Union[bytes, tuple[str, ...]]
+Window = bytes | tuple[str, ...]
 
 
 def _window_bytes(window: Window) -> bytes:
@@ -325,12 +325,12 @@ class LateChunks:
         for parts in self.chunks:
             if len(parts) == 1:
                 (w, start, end), = parts
-                keys.append(_sha256(_key_head(spec, fingerprint, f"{self.kind}:late"), f"{start}:{end}\0".encode("utf-8"),
+                keys.append(_sha256(_key_head(spec, fingerprint, f"{self.kind}:late"), f"{start}:{end}\0".encode(),
                                     window_keys[w]))
                 continue
             digest = hashlib.sha256(_key_head(spec, fingerprint, f"{self.kind}:late:{len(parts)}"))
             for w, start, end in parts:
-                digest.update(f"{start}:{end}:{len(window_keys[w])}\0".encode("utf-8") + window_keys[w])
+                digest.update(f"{start}:{end}:{len(window_keys[w])}\0".encode() + window_keys[w])
             keys.append(digest.digest())
         return keys
 
@@ -378,7 +378,7 @@ class LateChunks:
         return cls.of(row["windows"], row["chunks"], row["kind"])
 
 
-Request = Union[Texts, TokenIds, StretchedIds, LateChunks]
+Request = Texts | TokenIds | StretchedIds | LateChunks
 REQUEST_TYPES: dict[str, type] = {cls.label: cls for cls in (Texts, TokenIds, StretchedIds, LateChunks)}
 
 

@@ -46,6 +46,7 @@ import numpy as np
 
 from embedeval.embedders.stretch_methods import ABSOLUTE, ROTARY, Stretch, type_refusal
 
+
 def grouped_positions(n: int, limit: int) -> np.ndarray:
     """GP: ``i // ceil(n / P)`` for ``i < n`` (``f = 1`` when ``n <= P``)."""
     return np.arange(n) // max(1, math.ceil(n / limit))

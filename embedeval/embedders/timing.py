@@ -35,8 +35,8 @@ from embedeval.embedders.cache import EmbeddingCache
 from embedeval.embedders.models import bundled_name
 from embedeval.embedders.options import LocalOptions, split_spec
 from embedeval.embedders.registry import LEXICAL_SPECS, embedder_name, load_embedder, parse_spec
-from embedeval.embedders.speed import known_speed
 from embedeval.embedders.requests import Request, joined, request_from_json
+from embedeval.embedders.speed import known_speed
 from embedeval.embedders.tokens import quiet_transformers
 
 
@@ -167,7 +167,7 @@ def main(spec: str) -> None:
     try:
         quiet_transformers()
         model = load_embedder(spec, cache=False, verify=False)
-        model.model  # the weights, while the plan counts
+        _ = model.model  # the weights, while the plan counts
         model.embed([WARM_UP_TEXT], kind="document")  # the first pass's one-time set-up, while the plan counts
         request = json.loads(lines.get())
         reply = {"seconds": time_sample(model, [request_from_json(row) for row in request["warm"]],

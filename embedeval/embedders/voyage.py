@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from embedeval.embedders.budget import Budget
 import time
 
 from embedeval.embedders.api import APIEmbedder, ModelLimits, Reply
+from embedeval.embedders.budget import Budget
 from embedeval.net.answers import capped
 from embedeval.net.deadlines import attempt_limit, read_within
 from embedeval.net.errors import ConnectionFailedError, MalformedResponseError, RetryableError, status_error

@@ -25,8 +25,8 @@ import pandas as pd
 
 from embedeval.chunking import Chunk
 from embedeval.defaults import DEFAULT_ABSENCE_INDEX, DEFAULT_ABSENCE_TOP_K, DEFAULT_INDEX, DEFAULT_TOP_K
-from embedeval.index import collection_identity, top_k
 from embedeval.errors import InputError
+from embedeval.index import collection_identity, top_k
 from embedeval.needles import NEEDLE_VARIANTS, NeedleSet, Pair
 from embedeval.schema import QUERY_FORM
 from embedeval.text import holds_words, lexical_overlap, words
@@ -52,7 +52,7 @@ def pair_rows(source: Source, variants: Sequence[str] = NEEDLE_VARIANTS) -> pd.D
         rows = [{"id": p.id, "topic": p.topic, "question": p.question, "needle": p.needle} for p in source]
         columns = PAIR_KEYS
     table = pd.DataFrame(rows, columns=[*columns, "question", "needle"])
-    table["shared_words"] = [";".join(lexical_overlap(q, n)) for q, n in zip(table["question"], table["needle"])]
+    table["shared_words"] = [";".join(lexical_overlap(q, n)) for q, n in zip(table["question"], table["needle"], strict=True)]
     return table
 
 
@@ -183,7 +183,7 @@ def answer_absence(source: Source, chunks: list[Chunk], embedder, top: int = DEF
     rows = []
     for q, question in enumerate(questions.itertuples(index=False)):
         keywords = [words(k) for k in question.keyword.split(";") if k]
-        for rank, (score, i) in enumerate(zip(scores[q], ids[q]), start=1):
+        for rank, (score, i) in enumerate(zip(scores[q], ids[q], strict=True), start=1):
             chunk = chunks[int(i)]
             held = words(chunk.text)
             rows.append({"question": question.question, "needles": question.needles, "n_needles": question.n_needles,

@@ -30,9 +30,9 @@ from embedeval.errors import EmbedevalError, InputError
 from embedeval.io import text_sha256, write_text_atomic
 from embedeval.jsonread import NotAPlainFile, loads, plain_file_bytes
 from embedeval.llm import ChatReply, answer_json
+from embedeval.messages import note
 from embedeval.needles import NO_OVERLAP_VARIANTS, NeedleSet
 from embedeval.paths import default_cache_dir
-from embedeval.messages import note
 
 #: The judge's sampling temperature: a verdict, not a draft.
 JUDGE_TEMPERATURE = 0.0

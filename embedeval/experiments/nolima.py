@@ -22,31 +22,31 @@ from pathlib import Path
 import pandas as pd
 
 from embedeval.aggregate import nolima_metrics
+from embedeval.breaks import ESTIMATOR, break_points
+from embedeval.corpus import load_corpus, source_path
+from embedeval.decision import decision_table, length_summary, timing_table
 from embedeval.defaults import DEFAULT_COMMIT_EVERY
-from embedeval.options import COMMIT_EVERY
+from embedeval.derived import RECORD, forget_outputs, fresh_outputs, inputs_digest, keep_edited, record_outputs, recorded_files
 from embedeval.embedders.registry import LEXICAL_SPECS, embedder_name
+from embedeval.embedders.tokens import load_token_counter
+from embedeval.expansion import query_texts
 from embedeval.experiments.nolima_config import NolimaConfig
 from embedeval.haystack_store import haystacks_key, store_haystacks, stored_haystacks
 from embedeval.haystacks import build_haystacks
-from embedeval.corpus import load_corpus, source_path
-from embedeval.decision import decision_table, length_summary, timing_table
-from embedeval.derived import RECORD, forget_outputs, fresh_outputs, inputs_digest, keep_edited, record_outputs, recorded_files
-from embedeval.breaks import ESTIMATOR, break_points
+from embedeval.messages import warn
 from embedeval.needles import NeedleSet
+from embedeval.options import COMMIT_EVERY
 from embedeval.plan import EmbedderPlan, check_prices_used, plan_of, timed_apart
+from embedeval.progress import step
 from embedeval.report import pool_size, recall_chance_table, write_report
 from embedeval.report.write import FIGURES, REPORT_FILES
-from embedeval.sentences import book_token_counts
-from embedeval.progress import step
 from embedeval.run import CONFIG, RUN_FILES, SCORED_TABLES, RunWriter, is_run_directory
 from embedeval.run_folder import check_subfolder, run_directory
-from embedeval.versions import package_versions
-from embedeval.expansion import query_texts
+from embedeval.sentences import book_token_counts
 from embedeval.similarity import HaystackScores, retrieval_rows, score_haystacks, similarity_rows
 from embedeval.strategies.scorers import EmbeddingScorer, load_scorers, shortfalls
 from embedeval.strategies.scoring import Reading
-from embedeval.embedders.tokens import load_token_counter
-from embedeval.messages import warn
+from embedeval.versions import package_versions
 
 #: Settings that change where or how a run works but nothing it writes (the tables are the same
 #: for every executor): a rerun differing only in them reuses the metrics and the report.

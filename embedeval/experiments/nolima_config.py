@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from numbers import Integral
 from dataclasses import asdict, dataclass, field
+from numbers import Integral
 from pathlib import Path
 
 from embedeval import options
-from embedeval.bounds import (
-    HAYSTACK_BYTES_PER_TOKEN, MemoryEstimate, MemoryPart, bootstrap_bytes, position_table_bytes, process_bytes, weights_bytes,
-)
+from embedeval.bounds import HAYSTACK_BYTES_PER_TOKEN, MemoryEstimate, MemoryPart, bootstrap_bytes, position_table_bytes, process_bytes, weights_bytes
 from embedeval.break_rule import BreakRule
 from embedeval.corpus import absolute_source
 from embedeval.defaults import DEFAULT_NEEDLES
@@ -24,9 +22,9 @@ from embedeval.embedders.tokens import DEFAULT_REFERENCE
 from embedeval.errors import ConfigError
 from embedeval.grid import HAYSTACK_FORMAT, HaystackGrid
 from embedeval.io import absolute_path
-from embedeval.ownership import file_sha256
 from embedeval.needles import NeedleSet, check_normalize_by, grid_needle_set
 from embedeval.options import check_options, is_price
+from embedeval.ownership import file_sha256
 from embedeval.plan import check_prices_used
 from embedeval.strategies import parse_strategies
 from embedeval.strategies.support import ModelFolders, check_strategy_support

@@ -95,7 +95,7 @@ def cluster_bootstrap_ci(
     """
     samples = tuple(as_array(s, "values") for s in samples)
     clusters = tuple(np.asarray(c) for c in clusters)
-    if len(samples) != len(clusters) or any(s.size != c.size for s, c in zip(samples, clusters)):
+    if len(samples) != len(clusters) or any(s.size != c.size for s, c in zip(samples, clusters, strict=True)):
         raise ValueError("every sample needs one cluster label per value")
     labels = np.unique(np.concatenate([c.astype(str) for c in clusters]))
     codes = [np.searchsorted(labels, c.astype(str)) for c in clusters]
@@ -118,7 +118,7 @@ def cluster_bootstrap_ci(
             if all(len(size) == 1 and size != {0} for size in sizes) and "axis" in inspect.signature(stat).parameters:
                 # Every cluster has as many rows as the others: stack all resamples, one vectorised call.
                 parts = [np.stack(sample_members)[draws].reshape(n_resamples, -1) for sample_members in members]
-                values = np.asarray(stat(*(s[p] for s, p in zip(samples, parts)), axis=-1), dtype=float)
+                values = np.asarray(stat(*(s[p] for s, p in zip(samples, parts, strict=True)), axis=-1), dtype=float)
             elif stat in WEIGHTED_STATISTICS:  # by name: another function's ``weights`` may mean something else (np.average)
                 # A resample holds each row as many times as its cluster was drawn: the statistic of
                 # every resample at once, from the rows weighted by those counts (blocks of resamples
@@ -133,7 +133,7 @@ def cluster_bootstrap_ci(
                 for b, row in enumerate(draws):
                     parts = [np.concatenate([rows[c] for c in row]) for rows in members]
                     if all(p.size for p in parts):
-                        values[b] = stat(*(s[p] for s, p in zip(samples, parts)))
+                        values[b] = stat(*(s[p] for s, p in zip(samples, parts, strict=True)))
     values = values[np.isfinite(values)]
     if not values.size:
         return float("nan"), float("nan")

@@ -10,9 +10,7 @@ import math
 
 import numpy as np
 
-from embedeval.defaults import (
-    BASE_VISIBLE_SHARE, CHANCE_TEST_EFFECT, CHANCE_TEST_POWER, CHUNK_FACTOR, DEFAULT_BREAK_THRESHOLD, RELATIVE_BREAK_FRACTION,
-)
+from embedeval.defaults import BASE_VISIBLE_SHARE, CHANCE_TEST_EFFECT, CHANCE_TEST_POWER, CHUNK_FACTOR, DEFAULT_BREAK_THRESHOLD, RELATIVE_BREAK_FRACTION
 from embedeval.metrics.arrays import as_array, paired
 
 

@@ -8,7 +8,6 @@ import numpy as np
 from embedeval.labels import RETRIEVAL_MEASURES
 from embedeval.metrics.arrays import as_array
 
-
 #: trec_eval's names for the retrieval measures (:data:`~embedeval.labels.RETRIEVAL_MEASURES`,
 #: computed by pytrec_eval).
 _TREC_MEASURES = {"recall@1": "recall_1", "recall@5": "recall_5", "recall@10": "recall_10", "mrr": "recip_rank",

@@ -9,12 +9,7 @@ from pathlib import Path
 
 from embedeval.errors import NeedleSetError
 from embedeval.labels import QUESTION
-from embedeval.needles.model import (
-    CHAR,
-    PLACEHOLDER,
-    REQUIRED_VARIANT,
-    non_empty_string,
-)
+from embedeval.needles.model import CHAR, PLACEHOLDER, REQUIRED_VARIANT, non_empty_string
 
 # --- NoLiMa's needle-set schema ------------------------------------------------------------------
 

@@ -11,7 +11,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 
-
 #: The thread's :class:`AnswerClock` while an attempt is timed (the clients of that thread read it).
 _attempts = threading.local()
 

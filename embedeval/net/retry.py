@@ -21,9 +21,7 @@ from tenacity.wait import wait_base, wait_random_exponential
 from embedeval.defaults import DEFAULT_REQUEST_DEADLINE
 from embedeval.errors import APIError
 from embedeval.net.deadlines import AnswerClock
-from embedeval.net.errors import (
-    ConnectionFailedError, FatalAPIError, MalformedResponseError, PayloadTooLargeError, RetryableError, one_line,
-)
+from embedeval.net.errors import ConnectionFailedError, FatalAPIError, MalformedResponseError, PayloadTooLargeError, RetryableError, one_line
 from embedeval.net.settings import REQUEST_DEADLINE_ENV, env_number, env_whole, request_timeout_from_env
 
 _T = TypeVar("_T")

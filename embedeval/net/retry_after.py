@@ -22,8 +22,8 @@ def parse_retry_after(value: str | None, now: dt.datetime | None = None) -> floa
         except (TypeError, ValueError):
             return None
         if when.tzinfo is None:
-            when = when.replace(tzinfo=dt.timezone.utc)
-        seconds = (when - (now or dt.datetime.now(dt.timezone.utc))).total_seconds()
+            when = when.replace(tzinfo=dt.UTC)
+        seconds = (when - (now or dt.datetime.now(dt.UTC))).total_seconds()
     return max(0.0, seconds) if seconds == seconds else None  # NaN -> None
 
 

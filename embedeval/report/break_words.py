@@ -12,7 +12,15 @@ import pandas as pd
 
 from embedeval.break_rule import BreakRule
 from embedeval.breaks import (
-    AT_CHANCE, CANNOT_TELL, NO_RANKS, NOT_VISIBLE, TOO_FEW_GROUPS, UNCORRECTABLE, BreakAnswer, break_answer, chance_test_groups,
+    AT_CHANCE,
+    CANNOT_TELL,
+    NO_RANKS,
+    NOT_VISIBLE,
+    TOO_FEW_GROUPS,
+    UNCORRECTABLE,
+    BreakAnswer,
+    break_answer,
+    chance_test_groups,
     parse_shares,
 )
 from embedeval.defaults import BASE_VISIBLE_SHARE, BREAK_SUPPORT

@@ -9,10 +9,10 @@ from pathlib import Path
 import pandas as pd
 
 from embedeval.derived import RECORD, record_outputs, record_rewritten, recorded_files
-from embedeval.run import CONFIG, NolimaRun, is_run_directory
-from embedeval.run_folder import run_directory
 from embedeval.report.tables import recall_chance_table
 from embedeval.report.write import REPORT_FILES, REPORT_MD, write_report
+from embedeval.run import CONFIG, NolimaRun, is_run_directory
+from embedeval.run_folder import run_directory
 from embedeval.schema import N_DISTRACTORS
 
 #: Where a combined report goes without ``out``.
@@ -70,8 +70,8 @@ def _write_report(runs: list[NolimaRun], target: Path) -> list[str]:
     all_embedders = [e for metrics, _, _ in tables for e in metrics["embedder"].unique()]
     relabel = len(all_embedders) != len(set(all_embedders))
     frames: list[list[pd.DataFrame]] = [[], [], []]
-    for run, run_tables in zip(runs, tables):
-        for kept, table in zip(frames, run_tables):
+    for run, run_tables in zip(runs, tables, strict=True):
+        for kept, table in zip(frames, run_tables, strict=True):
             kept.append(table.assign(embedder=f"{run.path.name}/" + table["embedder"]) if relabel else table)
     return write_report(target, *(pd.concat(f, ignore_index=True) for f in frames), runs[0].rule(),
                         title="NoLiMa sweep: " + " vs ".join(run.path.name for run in runs))

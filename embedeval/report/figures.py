@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 
 from embedeval.aggregate import metric_series
-from embedeval.report.break_words import interval_text
 from embedeval.io import atomic_path
 from embedeval.labels import ALL, QUESTION
+from embedeval.report.break_words import interval_text
 from embedeval.schema import QUERY_FORM
 
 LINE_FIGURES = (
@@ -71,7 +71,7 @@ def legend_below(fig, axes, fontsize: float) -> None:
     once (panels repeat them). ``fig`` must use the constrained layout, which makes room for it."""
     entries = {}
     for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             entries.setdefault(label, handle)
     if not entries:
         return
@@ -187,7 +187,7 @@ def line_figure(metrics: pd.DataFrame, metric: str, ylabel: str, path: Path, hli
     variants = sorted(data["variant"].unique())
     forms = sorted(data[QUERY_FORM].unique())
     fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 4), squeeze=False, sharey=True, layout="constrained", dpi=SAVE_DPI)
-    for ax, variant in zip(axes[0], variants):
+    for ax, variant in zip(axes[0], variants, strict=True):
         for (embedder, form), series in data[data["variant"] == variant].groupby(["embedder", QUERY_FORM]):
             series = series.sort_values("length")
             ax.plot(series["length"], series["value"], marker="o", label=_series_label(embedder, form, forms))
@@ -248,7 +248,7 @@ def recall_figure(metrics: pd.DataFrame, path: Path, chance: pd.DataFrame | None
     names = sorted(data["embedder"].unique())
     styles = {name: series_style(i) for i, name in enumerate(names)}
     fig, axes = plt.subplots(1, len(variants), figsize=(5.2 * len(variants), 4), squeeze=False, sharey=True, layout="constrained", dpi=SAVE_DPI)
-    for ax, variant in zip(axes[0], variants):
+    for ax, variant in zip(axes[0], variants, strict=True):
         for k in RECALL_KS:
             cell = data[(data["variant"] == variant) & (data["metric"] == f"recall@{k}")]
             for (embedder,), series in cell.groupby(["embedder"]):
@@ -309,7 +309,7 @@ def heatmap_figure(tables: dict[str, pd.DataFrame], title: str, path: Path, cmap
     fig, axes = plt.subplots(rows, across, figsize=(width * across, height * rows), squeeze=False, layout="constrained", dpi=SAVE_DPI)
     for ax in axes.flat[len(tables):]:
         ax.remove()
-    for ax, (name, table) in zip(axes.flat, tables.items()):
+    for ax, (name, table) in zip(axes.flat, tables.items(), strict=False):  # the grid may hold more axes (removed above)
         image = ax.imshow(table.to_numpy(float), aspect="auto", cmap=cmap)
         ax.set_xticks(range(table.shape[1]), [str(c) for c in table.columns])
         ax.set_yticks(range(table.shape[0]), [str(i) for i in table.index])
@@ -333,7 +333,7 @@ def expansion_figure(metrics: pd.DataFrame, variant: str, path: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), squeeze=False, dpi=SAVE_DPI)
     embedders = metrics["embedder"].unique()
-    for ax, metric, title in zip(axes[0], ("comparative_ratio", "auc"), ("comparative ratio", "ROC AUC")):
+    for ax, metric, title in zip(axes[0], ("comparative_ratio", "auc"), ("comparative ratio", "ROC AUC"), strict=True):
         data = metric_series(metrics, metric)
         data = data[data["variant"] == variant]
         for (embedder, form), series in data.groupby(["embedder", QUERY_FORM]):

@@ -14,22 +14,37 @@ import numpy as np
 import pandas as pd
 
 from embedeval.breaks import BASE_CONFIDENCE, BREAK_INTERVAL, BreakRule, chance_test_groups
-from embedeval.report.break_words import break_sentence
 from embedeval.corpus import source_path
+from embedeval.decision import SAME_SCORE, TIMING_NOISE
 from embedeval.defaults import BREAK_SUPPORT, CHUNK_FACTOR, DEFAULT_N_BOOTSTRAP
 from embedeval.labels import ALL_POOL, NEEDLE_FREE_POOL, QUESTION
-from embedeval.schema import N_DISTRACTORS, QUERY_FORM
-from embedeval.strategies import glossary
+from embedeval.report.break_words import break_sentence
 from embedeval.report.figures import LINE_FIGURES, expansion_figure, heatmap_figure, line_figure, recall_figure
 from embedeval.report.tables import (
-    answers, best_form_table, break_table, category_tables, chunk_size_lines, chunk_size_table, control_tie_table, depth_tables,
-    distractor_note, distractor_table, fewest_distractors, headline_breaks, main_variant, one_needle, position_table, scorer_view,
-    series_label, several_needles_table, summary_table, truncation_lines,
+    answers,
+    best_form_table,
+    break_table,
+    category_tables,
+    chunk_size_lines,
+    chunk_size_table,
+    control_tie_table,
+    depth_tables,
+    distractor_note,
+    distractor_table,
+    fewest_distractors,
+    headline_breaks,
+    main_variant,
+    one_needle,
+    position_table,
+    scorer_view,
+    series_label,
+    several_needles_table,
+    summary_table,
+    truncation_lines,
 )
-from embedeval.decision import SAME_SCORE, TIMING_NOISE
-from embedeval.report.which import (
-    corpus_sentence, cost_note, no_decision_sentence, standing_words, summary_sentences, which_sentences, which_table,
-)
+from embedeval.report.which import corpus_sentence, cost_note, no_decision_sentence, standing_words, summary_sentences, which_sentences, which_table
+from embedeval.schema import N_DISTRACTORS, QUERY_FORM
+from embedeval.strategies import glossary
 
 POSITIONS_TEXT = (
     "A needle goes in at the sentence boundary nearest its target depth. In short haystacks of long sentences two depths "
@@ -176,7 +191,7 @@ def answer_callouts(breaks: pd.DataFrame, metrics: pd.DataFrame, rule: BreakRule
     variant = main_variant(metrics)
     standings = [standing_words(decision, row.embedder, row.strategy) for row in headline_breaks(breaks, variant).itertuples()]
     return [Callout(headline, items + ((standing,) if standing else ()))
-            for (headline, items), standing in zip(answers(breaks, metrics, rule, variant), standings)]
+            for (headline, items), standing in zip(answers(breaks, metrics, rule, variant), standings, strict=True)]
 
 
 def run_recall_figure(metrics: pd.DataFrame, breaks: pd.DataFrame, chance: pd.DataFrame | None, path: Path) -> None:

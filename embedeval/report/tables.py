@@ -8,14 +8,13 @@ import pandas as pd
 
 from embedeval.aggregate import fewest_distractors, main_variant, metric_series, one_needle, pair_with_controls
 from embedeval.breaks import BreakAnswer, BreakRule, break_answer, parse_shares
-from embedeval.report.break_words import interval_text, likely_words, percent, shares_words, support_words, tokens_text, why_no_break
 from embedeval.defaults import BREAK_SUPPORT, CHUNK_FACTOR
 from embedeval.labels import ALL, BLIND_PREFIX, CONTROL, NEGATIVE, QUESTION, is_blind
+from embedeval.metrics.ranking import recall_chance
+from embedeval.report.break_words import interval_text, likely_words, percent, shares_words, support_words, tokens_text, why_no_break
+from embedeval.schema import N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, QUERY_FORM, SERIES_KEYS
 from embedeval.strategies import scores_chunks
 from embedeval.strategies.chunks import chunk_size
-from embedeval.metrics.ranking import recall_chance
-from embedeval.schema import N_DISTRACTORS, N_NEEDLES, OWN_QUESTION, QUERY_FORM, SERIES_KEYS
-
 
 #: The column of :func:`best_form_table` naming each embedder's best query form at a length.
 BEST_FORM = f"best_{QUERY_FORM}"

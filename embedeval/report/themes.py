@@ -106,7 +106,7 @@ def themes_report(config, table: pd.DataFrame, clusters: pd.DataFrame, shown: in
     """report.md of a themes run (``config``: its :class:`~embedeval.experiments.themes.config.ThemesConfig`):
     settings, noise share, and the largest clusters with their stability and representatives."""
     noise = float((table["cluster"] == NOISE).mean())
-    text_of = dict(zip(table["chunk_id"], table["text"]))
+    text_of = dict(zip(table["chunk_id"], table["text"], strict=True))
     lines = ["# Corpus themes", "",
              f"Corpus `{config.corpus}` cut `{config.chunker}` (chunk seed {config.chunk_seed}) into {len(table)} chunks, "
              f"embedded by `{config.embedder}`; "

@@ -13,12 +13,12 @@ import math
 
 import pandas as pd
 
+from embedeval import strategies
 from embedeval.breaks import BreakRule
-from embedeval.report.break_words import break_sentence
 from embedeval.decision import about_the_same_time, bracketing_lengths
 from embedeval.defaults import BASE_VISIBLE_SHARE
 from embedeval.labels import QUESTION
-from embedeval import strategies
+from embedeval.report.break_words import break_sentence
 from embedeval.report.tables import headline_breaks, main_variant, one_needle, series_note
 from embedeval.schema import QUERY_FORM
 

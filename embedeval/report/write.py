@@ -12,8 +12,8 @@ from embedeval.derived import keep_edited, recorded_files
 from embedeval.io import write_text_atomic
 from embedeval.report.html import render_html
 from embedeval.report.markdown import render_markdown
-from embedeval.run_folder import check_subfolder
 from embedeval.report.sections import report_document
+from embedeval.run_folder import check_subfolder
 
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"

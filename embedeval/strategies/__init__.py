@@ -26,11 +26,21 @@ from numbers import Integral
 
 from embedeval.defaults import DEFAULT_CHUNK_TOKENS, DEFAULT_LATE_CHUNKING_OVERLAP, DEFAULT_STRATEGIES, DEFAULT_WINDOW_OVERLAP
 from embedeval.errors import ConfigError
+
 # each module registers its family; the order is --help's and the model readings' (truncate first)
-from embedeval.strategies import truncate, windows, chunks, late, full_text, extend  # noqa: F401
+from embedeval.strategies import truncate, windows, chunks, late, full_text, extend  # noqa: F401  # isort: skip
 from embedeval.strategies.base import (
-    FAMILIES, PLAIN, Family, Strategy, chunking_names, families, family_of_entry, family_of_label, piece_bounds,
-    register, strategy_names,
+    FAMILIES,
+    PLAIN,
+    Family,
+    Strategy,
+    chunking_names,
+    families,
+    family_of_entry,
+    family_of_label,
+    piece_bounds,
+    register,
+    strategy_names,
 )
 from embedeval.strategies.parameters import Parameter, ReadSettings
 
@@ -111,7 +121,7 @@ def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Se
             raise ConfigError(f"{option} overlap must be >= 0 tokens, not {overlap}")
     sizes = list(chunk_tokens)
     whole = all(isinstance(c, Integral) and not isinstance(c, bool) for c in sizes)
-    if any(family.asks_chunk_sizes(name) for family, name in zip(families, names)):
+    if any(family.asks_chunk_sizes(name) for family, name in zip(families, names, strict=True)):
         if not sizes:
             raise ConfigError(f"{' and '.join(chunking_names())} need at least one chunk size (`chunk_tokens`)", "chunk_tokens")
         if not (whole and all(c >= 1 for c in sizes)) or len(set(sizes)) != len(sizes):
@@ -119,7 +129,7 @@ def parse_strategies(names: Sequence[str] = DEFAULT_STRATEGIES, chunk_tokens: Se
     elif not whole:  # unread, but no token count either (NaN was int()'s ValueError), as --chunk-tokens refuses it
         raise ConfigError(f"chunk sizes are whole numbers of tokens, not {sizes}", "chunk_tokens")
     settings = ReadSettings(tuple(int(c) for c in sizes), {"window": window_overlap, "late": late_overlap})
-    out = [strategy for family, name in zip(families, names) for strategy in family.parse(name, settings)]
+    out = [strategy for family, name in zip(families, names, strict=True) for strategy in family.parse(name, settings)]
     # repeats compared by label, so that two spellings of one strategy (extend-gp@1024, extend-gp@01024) are one
     labels = [strategy.label for strategy in out]
     if len(set(labels)) != len(labels):

@@ -194,7 +194,7 @@ class Family:
                 from_run = settings.values(parameter.setting) if parameter.setting else ()
                 candidates.append(tuple(from_run) or ((parameter.default,) if parameter.default is not None else ()))
         names = [parameter.name for parameter in self.parameters]
-        return [Strategy(head, **dict(zip(names, values))) for values in itertools.product(*candidates)]
+        return [Strategy(head, **dict(zip(names, values, strict=True))) for values in itertools.product(*candidates)]
 
     def _form(self) -> re.Pattern:
         """What the label writes after the name: each marked parameter in the declared order, a

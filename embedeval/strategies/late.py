@@ -94,7 +94,7 @@ class LateChunking(ChunkFamily):
         may span two of them; for an API windows are chunk texts and a chunk is one of them."""
         parts_of = self._parts_ids if reader.reads_ids else self._parts_text
         inputs, owner, spans, read = [], [], [], []
-        for t, (text, (ids, offsets)) in enumerate(zip(texts, reader.encode(texts, None))):
+        for t, (text, (ids, offsets)) in enumerate(zip(texts, reader.encode(texts, None), strict=True)):
             reader.check_tokens(t, text, ids)
             # the windows the model reads: overlapping for a model fed ids, side by side for an API
             step = reader.capacity - (strategy.overlap if reader.reads_ids else 0)

@@ -211,7 +211,7 @@ class EmbeddingScorer:
         else as text; ``first_only``: the first piece (tokenised only as far as ``limit``)."""
         inputs, owner, spans, seen = [], [], [], np.zeros(len(texts), dtype=np.int64)
         read = np.zeros(len(texts), dtype=np.int64)
-        for t, (text, (ids, offsets)) in enumerate(zip(texts, self.encode(texts, limit))):
+        for t, (text, (ids, offsets)) in enumerate(zip(texts, self.encode(texts, limit), strict=True)):
             self.check_tokens(t, text, ids)
             bounds = piece_bounds(len(ids), size, step)[: 1 if first_only else None]
             read[t] = sum(end - start for start, end in bounds)

@@ -19,6 +19,7 @@ from embedeval.embedders.openai import OpenAIEmbedder
 from embedeval.embedders.registry import load_embedder
 from embedeval.embedders.voyage import VoyageEmbedder
 from embedeval.errors import ConfigError
+
 from fake_api import serving
 
 KEYS = {"OPENAI": "sk-test-SECRET-openai", "VOYAGE": "pa-SECRET-voyage", "JINA": "jina_SECRET_key"}

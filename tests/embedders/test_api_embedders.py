@@ -7,11 +7,12 @@ from typer.testing import CliRunner
 
 from embedeval.cli import app
 from embedeval.embedders.base import l2_normalize
+from embedeval.embedders.registry import load_embedder
+from embedeval.errors import APIError, EmbedderUnavailableError, UnknownEmbedderError
 from embedeval.net.errors import RetryableError
 from embedeval.net.retry import RetryPolicy
 from embedeval.net.retry_after import parse_retry_after
-from embedeval.embedders.registry import load_embedder
-from embedeval.errors import APIError, EmbedderUnavailableError, UnknownEmbedderError
+
 from fake_api import DIM, FAULTS, FakeEmbeddingServer, fake_vector, finishes_within, serving
 
 KEYS = {"OPENAI": "sk-test-SECRET-openai", "VOYAGE": "pa-SECRET-voyage", "JINA": "jina_SECRET_key"}
@@ -129,7 +130,7 @@ def test_retry_after_replaces_the_backoff_capped_by_max_delay_and_time_left():
 def test_parse_retry_after_reads_seconds_and_http_dates():
     import datetime as dt
 
-    now = dt.datetime(2025, 3, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2025, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
     assert parse_retry_after("7") == 7.0 and parse_retry_after(" 1.5 ") == 1.5
     assert parse_retry_after("Sat, 01 Mar 2025 12:00:30 GMT", now=now) == 30.0
     assert parse_retry_after("Sat, 01 Mar 2025 11:00:00 GMT", now=now) == 0.0  # in the past: no wait
@@ -473,8 +474,8 @@ def test_the_clients_keep_the_proxy_of_the_environment_and_their_connection_limi
     the APIs."""
     from openai._constants import DEFAULT_CONNECTION_LIMITS
 
-    from embedeval.net.keys import APIKey
     from embedeval.embedders.jina import JinaEmbedder
+    from embedeval.net.keys import APIKey
     from embedeval.net.openai_client import openai_client
 
     for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
@@ -697,8 +698,8 @@ def test_answers_are_inflated_a_piece_at_a_time(encoding, compress):
 
 @pytest.mark.parametrize("value", ["inf", "-1", "lots"])
 def test_a_bad_answer_cap_is_one_config_error(monkeypatch, value):
-    from embedeval.net.settings import max_answer_bytes_from_env
     from embedeval.errors import ConfigError
+    from embedeval.net.settings import max_answer_bytes_from_env
 
     monkeypatch.setenv("EMBEDEVAL_MAX_ANSWER_MB", value)
     with pytest.raises(ConfigError, match="EMBEDEVAL_MAX_ANSWER_MB must be a"):
@@ -709,8 +710,8 @@ def test_one_error_tree_and_a_valueerror_of_our_own_is_a_bug_not_a_malformed_ans
     """Retryable and fatal API errors are EmbedevalErrors (the command line says them in one line);
     inside :func:`openai_errors` only what the server's body causes (its JSON, its text, the client's
     validation) is a malformed answer: a ValueError raised by our own code goes up as it is."""
-    from embedeval.net.errors import FatalAPIError, MalformedResponseError, openai_errors
     from embedeval.errors import EmbedevalError
+    from embedeval.net.errors import FatalAPIError, MalformedResponseError, openai_errors
 
     assert issubclass(RetryableError, EmbedevalError) and issubclass(FatalAPIError, EmbedevalError)
     with pytest.raises(ValueError, match="our own bug") as caught, openai_errors("OPENAI_API_KEY"):

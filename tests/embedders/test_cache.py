@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 
 from embedeval.embedders.base import Embedder, EmbedStats
-from embedeval.embedders.cached import CachedEmbedder
 from embedeval.embedders.cache import EmbeddingCache, clear_cache
+from embedeval.embedders.cached import CachedEmbedder
 from embedeval.embedders.requests import Texts
 from embedeval.errors import CacheError
 from embedeval.messages import EmbedevalWarning
-from fakes import CountingEmbedder
+
 from conftest import TESTS_DIR
+from fakes import CountingEmbedder
 
 
 def test_second_call_does_not_reach_the_model(tmp_path):
@@ -74,7 +75,7 @@ def test_the_wrapper_is_an_embedder_and_counts_its_work(tmp_path):
     cached.embed(["a question"], kind="query")
     assert cached.stats.document_tokens == 12  # queries are not what a decision's reading costs
     with pytest.raises(AttributeError):
-        cached.calls  # no passthrough of the model's own attributes
+        _ = cached.calls  # no passthrough of the model's own attributes
 
 
 def test_a_format_1_cache_has_its_vectors_dropped_with_one_note_and_embedded_again(tmp_path, caplog):
@@ -323,13 +324,13 @@ def test_token_prefixes_are_keyed_on_tokenizer_limit_and_text(tmp_path, minilm):
     cached = CachedTokenIdEmbedder(minilm, EmbeddingCache(tmp_path))
     first = cached.token_ids(texts, 254)
     assert cached.stats.tokenized == 3
-    for (ids, offsets), (full_ids, full_offsets) in zip(first, minilm.token_ids(texts)):
+    for (ids, offsets), (full_ids, full_offsets) in zip(first, minilm.token_ids(texts), strict=True):
         np.testing.assert_array_equal(ids, full_ids[:255])  # one past the limit: a longer text shows
         np.testing.assert_array_equal(offsets, np.asarray(full_offsets)[:255])
     again = CachedTokenIdEmbedder(minilm, EmbeddingCache(tmp_path))
     second = again.token_ids(texts, 254)
     assert again.stats.tokenized == 0 and EmbeddingCache(tmp_path).info()["token_prefixes"] == 3
-    for (a, b), (c, d) in zip(first, second):
+    for (a, b), (c, d) in zip(first, second, strict=True):
         np.testing.assert_array_equal(a, c)
         np.testing.assert_array_equal(b, d)
     again.token_ids(texts, 128)  # another limit is another prefix
@@ -372,6 +373,7 @@ def test_a_server_that_changes_its_vector_size_is_refused_and_nothing_of_it_is_s
     from embedeval.embedders import budget
     from embedeval.embedders.registry import load_embedder
     from embedeval.errors import InvalidVectorsError
+
     from fake_api import FakeEmbeddingServer
 
     budget.reset()

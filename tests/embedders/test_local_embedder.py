@@ -7,8 +7,9 @@ from sentence_transformers import SentenceTransformer
 
 from embedeval.embedders.models import resolve_model_path
 from embedeval.embedders.registry import expand_specs, load_embedder
-from embedeval.errors import InputError, UnknownEmbedderError
 from embedeval.embedders.requests import TokenIds
+from embedeval.errors import InputError, UnknownEmbedderError
+
 from fakes import copy_minilm
 
 TEXTS = [

@@ -15,8 +15,9 @@ from embedeval.embedders.batching import cut_batches
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.options import LocalOptions
 from embedeval.embedders.registry import canonical_spec, load_embedder, select_embedders
-from embedeval.errors import ConfigError, InputError, UnknownEmbedderError
 from embedeval.embedders.requests import TokenIds
+from embedeval.errors import ConfigError, InputError, UnknownEmbedderError
+
 from fakes import small_model_folder
 
 MINILM = "st:all-MiniLM-L6-v2"
@@ -188,6 +189,7 @@ def test_the_position_limit_is_read_from_the_position_table(tmp_path):
     """A config without ``max_position_embeddings`` does not let a window past the table's rows (a
     tensor-size crash on the first long text); one that claims more than the weights hold is refused."""
     from embedeval.embedders.local_folder import check_window, position_limit
+
     from test_bad_input import copied_model_folder
 
     silent = copied_model_folder(tmp_path / "silent", config=lambda c: {k: v for k, v in c.items() if k != "max_position_embeddings"})
@@ -215,8 +217,8 @@ def test_only_a_load_error_about_mismatched_sizes_is_blamed_on_the_folder(messag
     model = SentenceTransformerEmbedder("all-MiniLM-L6-v2", options=LocalOptions(device="cpu"))
     if one_line:
         with pytest.raises(UnknownEmbedderError, match=r"its weights do not fit its config \(Error\(s\) in loading state_dict: size mismatch"):
-            model.model
+            _ = model.model
     else:
         with pytest.raises(RuntimeError, match="illegal memory access") as caught:
-            model.model
+            _ = model.model
         assert not isinstance(caught.value, UnknownEmbedderError)

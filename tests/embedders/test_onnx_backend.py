@@ -7,12 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from embedeval.messages import EmbedevalWarning
 from embedeval.embedders import onnx
 from embedeval.embedders.registry import load_embedder
+from embedeval.embedders.requests import TokenIds
 from embedeval.errors import ConfigError
 from embedeval.experiments import HaystackGrid, NolimaConfig, run_nolima
-from embedeval.embedders.requests import TokenIds
+from embedeval.messages import EmbedevalWarning
+
 from fakes import killed_mid_write
 
 MINILM = "st:all-MiniLM-L6-v2"

@@ -16,6 +16,7 @@ from embedeval.embedders.models import resolve_model_path
 from embedeval.embedders.registry import PRESETS, availability, canonical_spec, load_embedder
 from embedeval.embedders.tokens import load_token_counter
 from embedeval.errors import APIError, ConfigError, UnknownEmbedderError
+
 from fake_api import FakeEmbeddingServer, fake_vector
 
 TOKENIZER = f"st:{resolve_model_path('all-MiniLM-L6-v2')}"

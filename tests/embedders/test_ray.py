@@ -11,9 +11,10 @@ import ray
 from typer.testing import CliRunner
 
 from embedeval.cli import app
+from embedeval.embedders.requests import TokenIds
 from embedeval.experiments.nolima import NolimaConfig, run_nolima
 from embedeval.grid import HaystackGrid
-from embedeval.embedders.requests import TokenIds
+
 from fakes import cache_vectors, kill_cli_run, newly_embedded
 
 GROUPS = ["loc-dresden", "diet-vegan"]

@@ -10,9 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from embedeval.embedders.requests import (
-    LateChunks, StretchedIds, Texts, TokenIds, joined, request_from_json,
-)
+from embedeval.embedders.requests import LateChunks, StretchedIds, Texts, TokenIds, joined, request_from_json
 from embedeval.embedders.stretch_methods import Stretch
 from embedeval.errors import InputError
 
@@ -21,21 +19,21 @@ SPEC, FINGERPRINT = "st:all-MiniLM-L6-v2?dtype=float16", "0f1e2d3c"
 
 # The key functions as embedeval.embedders.cache wrote them before the requests (copied, not imported).
 def old_cache_key(spec: str, fingerprint: str, kind: str, text: str) -> bytes:
-    return hashlib.sha256(f"{spec}\0{fingerprint}\0{kind}\0{text}".encode("utf-8")).digest()
+    return hashlib.sha256(f"{spec}\0{fingerprint}\0{kind}\0{text}".encode()).digest()
 
 
 def old_ids_cache_key(spec: str, fingerprint: str, kind: str, ids) -> bytes:
-    head = f"{spec}\0{fingerprint}\0{kind}:ids\0".encode("utf-8")
+    head = f"{spec}\0{fingerprint}\0{kind}:ids\0".encode()
     return hashlib.sha256(head + np.asarray(ids, dtype="<i4").tobytes()).digest()
 
 
 def old_late_chunk_key(spec: str, fingerprint: str, kind: str, parts) -> bytes:
     if len(parts) == 1:
         (window, (start, end)), = parts
-        return hashlib.sha256(f"{spec}\0{fingerprint}\0{kind}:late\0{int(start)}:{int(end)}\0".encode("utf-8") + window).digest()
-    digest = hashlib.sha256(f"{spec}\0{fingerprint}\0{kind}:late:{len(parts)}\0".encode("utf-8"))
+        return hashlib.sha256(f"{spec}\0{fingerprint}\0{kind}:late\0{int(start)}:{int(end)}\0".encode() + window).digest()
+    digest = hashlib.sha256(f"{spec}\0{fingerprint}\0{kind}:late:{len(parts)}\0".encode())
     for window, (start, end) in parts:
-        digest.update(f"{int(start)}:{int(end)}:{len(window)}\0".encode("utf-8") + window)
+        digest.update(f"{int(start)}:{int(end)}:{len(window)}\0".encode() + window)
     return digest.digest()
 
 

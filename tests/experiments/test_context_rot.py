@@ -6,13 +6,14 @@ from typer.testing import CliRunner
 from embedeval.chunking import Chunk, chunk_corpus, parse_chunker
 from embedeval.cli import app
 from embedeval.corpus import Book, Corpus, load_corpus
+from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.embedders.registry import load_embedder
 from embedeval.errors import ConfigError
 from embedeval.experiments.context_rot import answer_absence, needle_haystack_similarity, needle_question_similarity
-from embedeval.text import split_sentences
 from embedeval.index import top_k
-from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.needles import load_needle_set, load_pairs, parse_needle_set
+from embedeval.text import split_sentences
+
 from fake_api import serving
 from fakes import CountingEmbedder
 

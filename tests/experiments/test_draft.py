@@ -20,11 +20,12 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from conftest import REPO_ROOT
 from embedeval.cli import app
 from embedeval.errors import InputError
 from embedeval.experiments.drafting.prompts import parse_drafts
 from embedeval.needles import group_problems, load_needle_set
+
+from conftest import REPO_ROOT
 from fake_api import serving
 from fakes import said_first, without_said_first
 from test_themes import small_themes_run
@@ -117,7 +118,7 @@ def test_scripted_drafts_each_rejected_for_its_reason_and_redrafts_accepted(them
     assert CliRunner().invoke(app, ["needles", "check", str(out)]).exit_code == 0
 
     rejected = pd.read_csv(tmp_path / "needles.rejected.csv", keep_default_na=False)
-    reason = dict(zip(rejected["character"], rejected["reason"]))
+    reason = dict(zip(rejected["character"], rejected["reason"], strict=True))
     assert reason["Ana"].startswith("onehop needle shares content words with the question: wedding")
     assert reason["Marco"].startswith("the corpus may already answer it: chunk cooking:") and "holds its keyword 'dough'" in reason["Marco"]
     assert reason["Lena"].startswith(f"onehop needle does not blend into theme {cooking}")
@@ -125,7 +126,7 @@ def test_scripted_drafts_each_rejected_for_its_reason_and_redrafts_accepted(them
     answers = rejected[rejected["character"] == ""]
     said = ["the answer held 5 groups, 3 asked for", "the answer is malformed JSON (Unterminated string", "the answer holds no JSON (a refusal?)",
             'the answer is not a JSON object {"groups"', 'the answer is not a JSON object {"groups"']
-    assert len(answers) == len(said) and all(r.startswith(s) for r, s in zip(answers["reason"], said)), answers["reason"].tolist()
+    assert len(answers) == len(said) and all(r.startswith(s) for r, s in zip(answers["reason"], said, strict=True)), answers["reason"].tolist()
     assert answers["reason"].iloc[0] == "the answer held 5 groups, 3 asked for: the other 2 were cut unread"
     assert answers["attempt"].tolist() == [1, 2, 1, 3, 4] and answers["theme"].tolist() == [cooking, cooking, sailing, sailing, sailing]
     assert "I'm sorry" in answers["answer"].iloc[2]
@@ -151,7 +152,7 @@ def test_scripted_drafts_each_rejected_for_its_reason_and_redrafts_accepted(them
     assert all(g["prompt_sha256"] in provenance["prompts"] for g in data["groups"])
     assert provenance["theme_prompts"][str(cooking)] == data["groups"][0]["prompt_sha256"]
     for g in data["groups"]:
-        for variant, values in g["checks"]["needles"].items():
+        for values in g["checks"]["needles"].values():
             assert values["shared_words"] == [] and values["blends_in"] and values["target_probability"] > 0.9
             assert 0 < values["nq_similarity"]["st:all-MiniLM-L6-v2"] < 1
         assert g["checks"]["absence"]["flagged_chunks"] == []
@@ -459,7 +460,7 @@ def test_every_draft_is_checked_on_its_own_words_and_against_the_whole_corpus(th
     assert kept["character"] == "Yuki" and 0 < kept["checks"]["absence"]["top_similarity"] < 1
     assert kept["checks"]["absence"]["corpus_chunks"] == {}
     rejected = pd.read_csv(tmp_path / "needles.rejected.csv", keep_default_na=False)
-    reason = dict(zip(rejected["character"], rejected["reason"]))
+    reason = dict(zip(rejected["character"], rejected["reason"], strict=True))
     reasons = {name: text.split("; ") for name, text in reason.items()}
     assert any(r.startswith("the corpus may already answer it: chunk cooking:") and r.endswith("holds its keyword 'dough'")
                for r in reasons["Noor"]), reason["Noor"]

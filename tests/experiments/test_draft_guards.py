@@ -16,7 +16,6 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from conftest import REPO_ROOT
 from embedeval.cli import app
 from embedeval.errors import InputError
 from embedeval.experiments.drafting.config import DraftConfig
@@ -27,6 +26,8 @@ from embedeval.io import output_file_lock
 from embedeval.llm import ChatLLM, ChatReply, answer_json
 from embedeval.needles import load_needle_set
 from embedeval.ownership import written_by_embedeval
+
+from conftest import REPO_ROOT
 from fake_api import serving
 from fakes import without_said_first
 from test_draft import GOOD, KEY, OFF_TOPIC, REDRAFT, SAILING, chat, draft, group, prompts_sent, term_of, theme_of, themes_run  # noqa: F401

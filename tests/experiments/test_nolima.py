@@ -12,9 +12,10 @@ from sklearn.metrics import roc_auc_score
 from typer.testing import CliRunner
 
 from embedeval.cli import app
+from embedeval.defaults import DEFAULT_NEEDLES
 from embedeval.experiments import NolimaConfig, run_nolima
 from embedeval.grid import HaystackGrid
-from embedeval.defaults import DEFAULT_NEEDLES
+
 from fakes import kill_cli_run, killed_mid_write, newly_embedded
 
 #: The tests here read sweeps the module runs (a sweep each): the slow tier.
@@ -121,7 +122,7 @@ def test_metrics_recomputed_independently_from_similarities(run):
             neg = sims[(sims["variant"] == "control") & (sims["length"] == length)]
             assert value("normalized_mean", variant, length)["value"] == pytest.approx((pos["sim_qh"] / pos["sim_qn"]).mean())
             wins = [1.0 if p > c else 0.5 if p == c else 0.0
-                    for p, c in zip(pos["sim_qh"], pos["group_id"].map(neg.set_index("group_id")["sim_qh"]))]
+                    for p, c in zip(pos["sim_qh"], pos["group_id"].map(neg.set_index("group_id")["sim_qh"]), strict=True)]
             ratio = value("comparative_ratio", variant, length)
             assert ratio["value"] == pytest.approx(np.mean(wins)) and ratio["n"] == len(pos)
             assert ratio["ci_lo"] <= ratio["value"] <= ratio["ci_hi"]
@@ -376,8 +377,8 @@ def test_killed_run_resumes_without_losing_or_repeating_work(tmp_path, books_dir
 
 
 def test_a_second_run_into_a_held_run_directory_fails_at_once(tmp_path, isolated_cache):
-    from embedeval.run_folder import run_directory
     from embedeval.run import CONFIG, is_run_directory
+    from embedeval.run_folder import run_directory
 
     with run_directory(tmp_path / "run", is_run_directory, CONFIG):
         result = CliRunner().invoke(app, ["nolima", "--out", str(tmp_path / "run"), "-q"])
@@ -468,6 +469,7 @@ def test_a_failed_rerun_leaves_the_finished_run_untouched(run, tmp_path, books_d
 
 def test_normalize_by_standard_or_own_needle(run):
     from embedeval.needles import load_needle_set
+
     from fakes import CountingEmbedder, similarity_table
 
     needle_set = load_needle_set(DEFAULT_NEEDLES).subset(SMALL_GROUPS)
@@ -531,7 +533,7 @@ def test_break_points_name_the_best_length_when_none_reaches_the_threshold():
              "own_question": True, "length": length, "category": "all",
              "depth_bucket": "all", "metric": metric, "value": value, "n": 10, "ci_lo": 0, "ci_hi": 1}
             for metric, values in (("query_auc", (0.75, 0.79, 0.6)), ("auc", (0.9, 0.85, 0.7)), ("recall@5", (0.0, 0.0, 0.0)))
-            for length, value in zip((128, 256, 512), values)]
+            for length, value in zip((128, 256, 512), values, strict=True)]
     rule = BreakRule("absolute", metric="query_auc", threshold=0.8)
     table = break_points(pd.DataFrame(rows), None, rule)
     row = next(table.itertuples())
@@ -563,9 +565,9 @@ def test_the_fast_metrics_give_the_tables_of_the_plain_resampling_loop(tmp_path,
     statistics of unequal groups) against the plain reference, one resample at a time (the weighted
     path switched off): the same rows, the same values to the last digit, the same intervals to
     float rounding (sums in another order), and the same break points."""
-    from embedeval.metrics import bootstrap, moments
     from embedeval.aggregate import nolima_metrics
     from embedeval.breaks import break_points
+    from embedeval.metrics import bootstrap, moments
 
     # short haystacks at many depths: some depths meet at one sentence boundary and are kept once,
     # so the question groups hold unequal numbers of rows

@@ -14,16 +14,16 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from conftest import own_cache
-from fakes import write_word_books
 from embedeval.cli import app
-from fakes import MatrixScorer
 from embedeval.defaults import DEFAULT_NEEDLES
-from embedeval.strategies.scoring import Scores
-from embedeval.needles import load_needle_set
 from embedeval.export import dataset_revision
+from embedeval.needles import load_needle_set
 from embedeval.run import NolimaRun
 from embedeval.similarity import HaystackScores, retrieval_rows
+from embedeval.strategies.scoring import Scores
+
+from conftest import own_cache
+from fakes import MatrixScorer, write_word_books
 
 #: The tests here read sweeps of both pools (a sweep each): the slow tier.
 pytestmark = pytest.mark.slow
@@ -176,7 +176,7 @@ def test_mtebs_evaluator_gives_the_all_pools_numbers(all_run):
 
 def target_depth(run: NolimaRun) -> dict:
     haystacks = run.haystacks()
-    return dict(zip(haystacks["id"], haystacks["target_depth"].astype(float)))
+    return dict(zip(haystacks["id"], haystacks["target_depth"].astype(float), strict=True))
 
 
 def test_a_run_from_before_the_pool_choice_reads_as_needle_free(all_run, tmp_path):

@@ -4,7 +4,6 @@ grid unchanged beside it."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,16 +11,17 @@ from typer.testing import CliRunner
 
 from embedeval.aggregate import nolima_metrics
 from embedeval.cli import app
-from fakes import MatrixScorer
 from embedeval.corpus import load_corpus
 from embedeval.defaults import DEFAULT_NEEDLES
-from embedeval.strategies.scoring import Scores
+from embedeval.embedders.tokens import load_token_counter
 from embedeval.grid import HaystackGrid
 from embedeval.haystacks import build_haystacks
 from embedeval.labels import CONTROL, NEGATIVE, is_blind
 from embedeval.needles import load_needle_set
 from embedeval.similarity import HaystackScores, retrieval_rows, similarity_rows
-from embedeval.embedders.tokens import load_token_counter
+from embedeval.strategies.scoring import Scores
+
+from fakes import MatrixScorer
 
 
 @pytest.fixture(scope="module")
@@ -45,11 +45,11 @@ def test_each_three_needle_haystack_holds_three_groups_needles_own_first(needle_
     for row in three.itertuples():
         assert len(row.needle_groups) == len(set(row.needle_groups)) == 3 and row.needle_groups[0] == row.group_id
         assert row.needle_characters[0] == row.character and len(set(row.needle_characters)) == 3
-        for group_id, name, start in zip(row.needle_groups, row.needle_characters, row.needle_starts):
+        for group_id, name, start in zip(row.needle_groups, row.needle_characters, row.needle_starts, strict=True):
             needle = needle_set.group(group_id).needle(row.variant, name)
             assert row.text[start:start + len(needle)] == needle and row.text.count(needle) == 1
         assert row.needle_starts[0] == row.needle_start and row.depth == row.needle_depths[0]
-        for start, depth in zip(row.needle_starts, row.needle_depths):  # every needle's depth, counted here
+        for start, depth in zip(row.needle_starts, row.needle_depths, strict=True):  # every needle's depth, counted here
             before = counter.count([row.text[:start].strip()])[0]
             assert depth == pytest.approx(before / row.n_tokens, abs=2 / row.n_tokens)
         assert row.n_tokens <= row.length
@@ -71,7 +71,7 @@ def test_a_three_needle_haystack_has_a_control_with_the_other_two_needles_where_
         own = needle_set.group(row.group_id).needle(row.variant, row.character)
         assert own not in control["text"]
         own_tokens = counter.count([own])[0]
-        for k, (group_id, name) in enumerate(zip(row.needle_groups[1:], row.needle_characters[1:])):
+        for k, (group_id, name) in enumerate(zip(row.needle_groups[1:], row.needle_characters[1:], strict=True)):
             needle = needle_set.group(group_id).needle(row.variant, name)
             start = control["needle_starts"][k]
             assert control["text"][start:start + len(needle)] == needle and control["text"].count(needle) == 1
@@ -189,7 +189,7 @@ def test_the_separation_uses_the_controls_of_the_cells_own_variant(needle_set, g
     # separation must still be the own needle's 1.0, not mixed with the other variant's controls
     inverted = (grid["variant"] == "inverted") | grid["id"].str.contains(":inverted:")
     values = np.array([[(1.0 if g.id in held else 0.0) + (0.5 * len(held - {g.id}) if inv else 0.0)
-                        for held, inv in zip(map(set, grid["needle_groups"]), inverted)] for g in needle_set.groups])
+                        for held, inv in zip(map(set, grid["needle_groups"]), inverted, strict=True)] for g in needle_set.groups])
     cells = _overall(nolima_metrics(similarity_rows(_scored(needle_set, grid, values), needle_set), n_resamples=20), 3)
     np.testing.assert_allclose(cells[cells["metric"] == "mean_diff"]["value"], 1.0)
     np.testing.assert_allclose(cells[cells["metric"] == "auc"]["value"], 1.0)
@@ -204,7 +204,7 @@ def test_the_sweep_reports_several_needles(needle_set, books_dir, tmp_path):
                                       "--variants", "onehop", "--n-bootstrap", "50", "--out", str(out), "-q"])
     assert result.exit_code == 0, result.output
     metrics = pd.read_csv(out / "metrics.csv")
-    assert {(1, True), (3, True), (3, False)} <= set(zip(metrics["n_needles"], metrics["own_question"]))
+    assert {(1, True), (3, True), (3, False)} <= set(zip(metrics["n_needles"], metrics["own_question"], strict=True))
     report = (out / "report.md").read_text()
     assert "## Several needles" in report and "3 needles, other questions" in report
     assert "own control (needle-blind)" in report  # the level the own question's break point is read against

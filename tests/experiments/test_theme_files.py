@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from embedeval.cli import app
+
 from test_themes import small_themes_run
 
 #: A themes run (chunks embedded, UMAP and HDBSCAN three times): the slow tier.

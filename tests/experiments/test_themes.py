@@ -14,9 +14,10 @@ import pytest
 from sklearn.metrics import adjusted_rand_score
 from typer.testing import CliRunner
 
-from conftest import own_cache
 from embedeval.cli import app
 from embedeval.metrics.neighbours import mmr
+
+from conftest import own_cache
 from fakes import said_first
 
 #: Most tests here need a themes run (chunks embedded, UMAP and HDBSCAN): the module is the slow tier.
@@ -109,7 +110,7 @@ def test_three_written_topics_come_back_as_three_clusters_with_representatives_o
     clusters = pd.read_csv(themes_run / "clusters.csv")
     assert len(clusters) == 3 and clusters["size"].is_monotonic_decreasing and clusters["cluster"].tolist() == [0, 1, 2]
     assert clusters["share"].sum() == pytest.approx(len(clustered) / len(chunks))
-    book_of = dict(zip(chunks["chunk_id"], chunks["book"]))
+    book_of = dict(zip(chunks["chunk_id"], chunks["book"], strict=True))
     for row in clusters.itertuples():
         picks = row.representatives.split(";")
         assert len(picks) == len(set(picks)) == 5 and len({book_of[p] for p in picks}) == 1
@@ -281,7 +282,7 @@ def test_theme_terms_are_read_from_clusters_csv_checked(tmp_path, monkeypatch):
     from embedeval.experiments.themes.names import resolve_themes
 
     def with_clusters(clusters: list[str], terms: list[str]):
-        (tmp_path / "clusters.csv").write_text("cluster,top_terms\n" + "".join(f"{c},{t}\n" for c, t in zip(clusters, terms)))
+        (tmp_path / "clusters.csv").write_text("cluster,top_terms\n" + "".join(f"{c},{t}\n" for c, t in zip(clusters, terms, strict=True)))
 
     monkeypatch.setattr(names, "read_manifest", lambda out: {})  # a finished run's record: not what is tested here
     with_clusters(["0", "1"], ["Kitchen;bread", "sea;Navigator"])
@@ -337,7 +338,7 @@ def test_membership_takes_terms_for_the_target_theme_and_refuses_no_match_and_am
                          "(see its clusters.csv)")
     shared = tmp_path / "shared-term"  # the run with a term two themes share
     shutil.copytree(themes_run, shared)
-    doctored = clusters.assign(top_terms=[f"{t};shared" if c < 2 else t for c, t in zip(clusters["cluster"], clusters["top_terms"])])
+    doctored = clusters.assign(top_terms=[f"{t};shared" if c < 2 else t for c, t in zip(clusters["cluster"], clusters["top_terms"], strict=True)])
     doctored.to_csv(shared / "clusters.csv", index=False)
     assert refused("--cluster", "shared", run=shared) == (
         f"error: --cluster: 'shared' is a top term of 2 themes of {shared}: 0 ({', '.join(terms[0][:4])}); "
@@ -587,7 +588,7 @@ def test_the_map_draws_and_names_only_the_coloured_clusters():
     assert drawn.pop("noise (40 chunks)") == (NOISE_COLOUR, 40)
     assert sum(TIED_SIZES[c] for c in grey) == 75
     assert drawn.pop("7 smaller clusters (75 chunks)") == (OTHER_COLOUR, 75)
-    assert drawn == {f"{c}: {TIED_SIZES[c]} chunks": (colour, TIED_SIZES[c]) for c, colour in zip(BY_SIZE, palette_colours("tab20"))}
+    assert drawn == {f"{c}: {TIED_SIZES[c]} chunks": (colour, TIED_SIZES[c]) for c, colour in zip(BY_SIZE, palette_colours("tab20"), strict=True)}
     assert legend == ["noise (40 chunks)", "7 smaller clusters (75 chunks)", *(f"{c}: {TIED_SIZES[c]} chunks" for c in BY_SIZE[:18])]
     assert numbers == [str(c) for c in BY_SIZE[:18]]  # only the coloured clusters are numbered on the map
 
@@ -734,8 +735,8 @@ def test_a_themes_rerun_into_the_folder_a_crashed_run_left_works(topic_books, tm
     # a folder another command claimed (a report killed half-way) is not the themes run's to take
     claimed = tmp_path / "claimed"
     shutil.copytree(mine, claimed)
-    from embedeval.run_folder import _claim_text
     from embedeval.report.compare import REPORT_FOLDER_RECORD
+    from embedeval.run_folder import _claim_text
 
     (claimed / ".embedeval-claim").write_text(_claim_text(REPORT_FOLDER_RECORD))
     result = CliRunner().invoke(app, [*args, str(claimed)])

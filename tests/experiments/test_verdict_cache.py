@@ -20,6 +20,7 @@ from embedeval.errors import InputError
 from embedeval.experiments.judging import judge_prompt, kept_answer_path, read_kept_verdict
 from embedeval.io import text_sha256
 from embedeval.needles import load_needle_set
+
 from test_draft import GOOD, chat, draft, theme_of, themes_run  # noqa: F401
 from test_draft_guards import ANSWERS, judged_by
 

@@ -7,8 +7,8 @@ from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 from typer.testing import CliRunner
 
 from embedeval.cli import app
-from embedeval.errors import NeedleSetError
 from embedeval.defaults import DEFAULT_NEEDLES
+from embedeval.errors import NeedleSetError
 from embedeval.needles import load_needle_set, parse_needle_set
 from embedeval.text import lemmas, lexical_overlap
 

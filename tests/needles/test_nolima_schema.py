@@ -90,6 +90,7 @@ def test_a_sweep_scores_every_question_form_and_normalises_with_the_drawn_charac
     from embedeval.grid import HaystackGrid
     from embedeval.similarity import score_haystacks, similarity_rows
     from embedeval.strategies import EmbeddingScorer, Strategy
+
     from fakes import CountingEmbedder
 
     config = NolimaConfig(needles=str(nolima_file), n_bootstrap=20, out=str(tmp_path / "run"), grid=HaystackGrid(corpus=f"dir:{books_dir}",

@@ -82,7 +82,7 @@ def test_no_two_texts_of_a_figure_collide(monkeypatch, tmp_path, figure, lengths
     seen = drawn_figure(monkeypatch, tmp_path, figure, lengths, strategies)
     assert seen["panels"] == (2 if figure in ("recall", "metric") else len(strategies))
     assert seen["crowded"] == []  # before: [("192", "256"), ..., ("break point 512 tokens (256-1024)", ...)]
-    for labelled, ticks in zip(seen["labelled"], seen["ticks"]):
+    for labelled, ticks in zip(seen["labelled"], seen["ticks"], strict=True):
         if "heatmap" in figure:  # a column each: every one keeps its label
             assert labelled == [str(length) for length in lengths]
         else:  # a tick at every length; every power of two labelled, the lengths between where there is room

@@ -21,11 +21,12 @@ import pytest
 from matplotlib.transforms import Bbox
 from typer.testing import CliRunner
 
+from embedeval.cli import app
+from embedeval.report.figures import crowded
+
 from browser import NoBrowser, find_browser
 from conftest import own_cache
 from fake_api import SHUTDOWN_POLL
-from embedeval.cli import app
-from embedeval.report.figures import crowded
 
 #: Every test here reads a sweep the module runs first (a sweep): the slow tier.
 pytestmark = pytest.mark.slow
@@ -294,6 +295,7 @@ def _answers(hits: dict[int, float], visible: dict[int, float], windows=None, se
     question groups) whose top-1 hit rate per length is ``hits``."""
     from embedeval.breaks import BreakRule, break_points
     from embedeval.report.tables import answers, break_table
+
     from test_breaks import _rank_rows, _with_hits, _with_visibility
 
     retrieval = _rank_rows(_with_hits(hits, seed=seed))

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import Stemmer
 
-from embedeval.strategies.scoring import Scores
+from embedeval.errors import ConfigError, InputError
 from embedeval.strategies import Scorer
 from embedeval.strategies.bm25 import DEFAULT_B, DEFAULT_K1, METHOD, BM25Scorer
-from embedeval.errors import ConfigError, InputError
+from embedeval.strategies.scoring import Scores
 
 HARBOUR = [
     "The harbour town woke slowly under a grey sky.",

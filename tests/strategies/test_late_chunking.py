@@ -9,12 +9,13 @@ import pytest
 from typer.testing import CliRunner
 
 from embedeval.cli import app
-from embedeval.embedders.registry import load_embedder
 from embedeval.defaults import DEFAULT_LATE_CHUNKING_OVERLAP
+from embedeval.embedders.registry import load_embedder
+from embedeval.embedders.requests import TokenIds
 from embedeval.errors import ConfigError
 from embedeval.strategies import EmbeddingScorer, Strategy, parse_strategies
 from embedeval.strategies.late import late_layout
-from embedeval.embedders.requests import TokenIds
+
 from fake_api import serving
 
 SHORT = ("Actually, Yuki lives next to the Semper Opera House. The river was quiet that morning, and the bridges "
@@ -52,7 +53,7 @@ def _one_token_words(minilm, books_dir, n_words: int) -> str:
     words = (books_dir / sorted(p.name for p in books_dir.glob("*.txt"))[0]).read_text().split()
     alphabetic = [w for w in words if w.isalpha()]
     ids = minilm.token_ids(alphabetic)
-    return " ".join([w for w, (i, _) in zip(alphabetic, ids) if len(i) == 1][:n_words])
+    return " ".join([w for w, (i, _) in zip(alphabetic, ids, strict=True) if len(i) == 1][:n_words])
 
 
 @pytest.mark.slow

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 
 from embedeval.errors import ConfigError
-from embedeval.strategies import base
-from embedeval.strategies import family_of_label, is_written_label, parameter_table, parse_strategies, strategy_choices
+from embedeval.strategies import base, family_of_label, is_written_label, parameter_table, parse_strategies, strategy_choices
+
 from test_fuzz import write_corpus
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -89,7 +89,7 @@ def test_a_family_named_by_an_entry_point_is_registered_with_its_parameter(tmp_p
     assert is_written_label("every-other@3") and not is_written_label("every-other@03")
     assert type(family_of_label("every-other@3")).__name__ == "EveryOther"
     with pytest.raises(AttributeError, match="has no parameter 'chunk_tokens'"):
-        strategy.chunk_tokens
+        _ = strategy.chunk_tokens
     with pytest.raises(ConfigError, match=r"strategy 'every-other@0': write every-other@N, N which windows are kept: every N-th "
                                           r"\(e\.g\. every-other@2\)"):
         parse_strategies(["every-other@0"])

@@ -7,11 +7,11 @@ from __future__ import annotations
 import ast
 import inspect
 
-from conftest import REPO_ROOT
-from fakes import CountingEmbedder
-
 from embedeval.strategies import EmbeddingScorer, Strategy
 from embedeval.strategies.reader import Reader
+
+from conftest import REPO_ROOT
+from fakes import CountingEmbedder
 
 FAMILY_MODULES = sorted((REPO_ROOT / "embedeval" / "strategies").glob("*.py"))
 

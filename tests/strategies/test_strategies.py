@@ -11,9 +11,10 @@ import torch
 from typer.testing import CliRunner
 
 from embedeval.cli import app
+from embedeval.embedders.requests import TokenIds
 from embedeval.errors import ConfigError
 from embedeval.strategies import EmbeddingScorer, Strategy, parse_strategies, piece_bounds
-from embedeval.embedders.requests import TokenIds
+
 from fakes import CountingEmbedder, copy_minilm
 
 SENTENCES = [
@@ -57,7 +58,7 @@ def test_piece_bounds_cover_the_text_with_the_given_step():
     for n, size, step in [(1000, 254, 254), (1000, 254, 200), (255, 254, 254)]:
         bounds = piece_bounds(n, size, step)
         assert bounds[0][0] == 0 and bounds[-1][1] == n and all(e - s <= size for s, e in bounds)
-        assert all(b[0] - a[0] == step for a, b in zip(bounds, bounds[1:]))
+        assert all(b[0] - a[0] == step for a, b in zip(bounds, bounds[1:], strict=False))  # neighbours
 
 
 @pytest.mark.slow
@@ -87,7 +88,7 @@ def test_the_window_a_one_piece_strategy_reads_counts_content_tokens(minilm):
 def test_windows_mean_equals_a_direct_computation(minilm, overlap):
     scorer = EmbeddingScorer(minilm, Strategy("windows-mean", overlap=overlap))
     indexed = scorer.index(TEXTS)
-    for text, vector in zip(TEXTS, indexed.vectors):
+    for text, vector in zip(TEXTS, indexed.vectors, strict=True):
         ids = content_ids(minilm, text)
         windows = [ids[s : s + 254] for s in range(0, max(len(ids) - overlap, 1), 254 - overlap)]
         mean = direct_vectors(minilm, windows).mean(axis=0)
@@ -135,7 +136,7 @@ def test_api_models_get_windows_from_the_reference_tokenizer_flagged_as_estimate
     scorer = EmbeddingScorer(fake, Strategy("windows-mean"), reference)
     assert not scorer.windows_exact and not EmbeddingScorer(fake, Strategy("truncate"), reference).windows_exact
     indexed = scorer.index(TEXTS[:2])
-    for text, vector in zip(TEXTS[:2], indexed.vectors):
+    for text, vector in zip(TEXTS[:2], indexed.vectors, strict=True):
         offsets = reference.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
         pieces = [text[offsets[s][0] : offsets[min(s + 64, len(offsets)) - 1][1]] for s in range(0, len(offsets), 64)]
         mean = np.stack([CountingEmbedder.vector_for(p) for p in pieces]).mean(axis=0)
@@ -143,8 +144,8 @@ def test_api_models_get_windows_from_the_reference_tokenizer_flagged_as_estimate
 
 
 def test_each_distinct_window_is_embedded_once(minilm, tmp_path):
-    from embedeval.embedders.cached import CachedTokenIdEmbedder
     from embedeval.embedders.cache import EmbeddingCache
+    from embedeval.embedders.cached import CachedTokenIdEmbedder
 
     cached = CachedTokenIdEmbedder(minilm, EmbeddingCache(tmp_path))
     head = long_text(30)  # > 254 tokens: what follows is past the window
@@ -238,7 +239,7 @@ def test_bm25_and_three_strategies_in_one_sweep(tmp_path, books_dir):
         "--variants", "onehop,literal", "--n-bootstrap", "20", "--out", str(tmp_path / "run"), "-q"])
     assert result.exit_code == 0, result.output
     sims = pd.read_parquet(tmp_path / "run" / "similarities.parquet")
-    pairs = set(zip(sims["embedder"], sims["strategy"]))
+    pairs = set(zip(sims["embedder"], sims["strategy"], strict=True))
     assert pairs == {("st:all-MiniLM-L6-v2", s) for s in ("truncate", "windows-mean", "chunks-max@128")} | {("bm25", "full-text")}
     bm25 = sims[sims["embedder"] == "bm25"]
     assert bm25["normalized"].isna().all() and bm25["sim_qn"].isna().all() and bm25["needle_visible"].dropna().all()

@@ -129,7 +129,7 @@ def test_a_strategy_holds_its_familys_declared_parameters_and_no_other():
     assert dataclasses.replace(stretched, read_tokens=8192).label == "extend-pi@8192+logscale"
     with pytest.raises(AttributeError, match=r"strategy extend-pi@4096\+logscale has no parameter 'chunk_tokens' "
                                              r"\(its family takes read_tokens, logscale\)"):
-        stretched.chunk_tokens
+        _ = stretched.chunk_tokens
     assert Strategy("truncate").overlap == 0  # no overlap declared: its windows do not overlap
     with pytest.raises(ConfigError, match="a strategy's chunk_tokens goes with chunks-max and late-chunking, and only with them"):
         Strategy("truncate", chunk_tokens=128)

@@ -13,14 +13,11 @@ import torch
 
 from embedeval.embedders.local import SentenceTransformerEmbedder
 from embedeval.embedders.registry import load_embedder
+from embedeval.embedders.requests import StretchedIds, TokenIds
+from embedeval.embedders.stretch import grouped_positions, interpolated_table, logscale_factor, longembed_table, recurrent_positions, scaled_inv_freq, stretched
 from embedeval.embedders.stretch_methods import Stretch
-from embedeval.embedders.stretch import (
-    grouped_positions, interpolated_table, logscale_factor, longembed_table, recurrent_positions, scaled_inv_freq,
-    stretched,
-)
 from embedeval.errors import ConfigError, InputError
 from embedeval.strategies import EmbeddingScorer, Strategy, check_strategy_support, parse_strategies
-from embedeval.embedders.requests import StretchedIds, TokenIds
 
 from fakes import small_model_folder
 
@@ -109,7 +106,7 @@ def test_the_cache_key_names_L_for_pi_only_and_keeps_pi_dynamics_old_key():
     assert keys["extend-gp@1026"] == keys["extend-gp@2050"] == "stretch:gp"
     assert len({keys[n] for n in keys if "-gp" not in n}) == 5
     with pytest.raises(InputError, match=r"give L \(its length\)"):
-        Stretch("pi").key
+        _ = Stretch("pi").key
     with pytest.raises(ConfigError, match="goes with pi only"):
         Stretch("gp", length=1024)
 
@@ -490,7 +487,7 @@ def test_a_sweep_plans_reads_and_reports_what_L_lets_the_model_see(tmp_path, boo
     counter = load_token_counter(spec)
     extended = sims[(sims["strategy"] == "extend-gp@128") & sims["variant"].isin(["onehop"])].drop_duplicates("haystack_id")
     ends = haystacks.loc[extended["haystack_id"], ["text", "needle_end"]]
-    within = [counter.count([text[:end]], special_tokens=False)[0] <= 128 - 2 for text, end in zip(ends["text"], ends["needle_end"])]
+    within = [counter.count([text[:end]], special_tokens=False)[0] <= 128 - 2 for text, end in zip(ends["text"], ends["needle_end"], strict=True)]
     assert extended["needle_visible"].tolist() == within and 0 < sum(within) < len(within)
     truncated = sims[(sims["strategy"] == "truncate") & (sims["variant"] == "onehop")]
     assert truncated["needle_visible"].mean() < extended["needle_visible"].mean()

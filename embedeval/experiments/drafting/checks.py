@@ -151,7 +151,7 @@ class DraftChecker:
         asked = absence["question"].map(question_key)
         for group in needle_set.groups:  # each group on its own: its question's rows, its keyword, its names
             values[group.id]["absence"], reasons[group.id] = self._absence(group, absence[asked == question_key(group.question)])
-        for row, nq, shared in zip(member.itertuples(index=False), similarity[self.nq_model.name], rows["shared_words"]):
+        for row, nq, shared in zip(member.itertuples(index=False), similarity[self.nq_model.name], rows["shared_words"], strict=True):
             record = {"shared_words": [w for w in shared.split(";") if w], "predicted_cluster": int(row.predicted_cluster),
                       "target_probability": _finite(row.target_probability), "outside_percentile": _finite(row.outside_percentile),
                       "blends_in": bool(row.blends_in), "nq_similarity": {self.nq_model.name: _finite(nq)}}
@@ -171,7 +171,7 @@ class DraftChecker:
         record and one reason per term some chunk holds, naming the best-ranked such chunk of the
         top k, else the corpus's first."""
         k = self.config.absence_top_k
-        ranked = list(zip(top["rank"].astype(int), top["chunk_id"].astype(str)))
+        ranked = list(zip(top["rank"].astype(int), top["chunk_id"].astype(str), strict=True))
         terms = [("its keyword", group.keyword)] * bool(group.keyword) + [("its character name", n) for n in group.characters]
         held, reasons = {}, []
         for what, term in terms:
@@ -208,7 +208,7 @@ class DraftChecker:
             vectors = self.model.embed([anonymous(group.needles[v], raw) for v in variants], kind="document")
             if reference is not None:
                 cosines, rows = nearest_cosines(vectors, reference, 1)
-                for variant, cosine, row in zip(variants, cosines[:, 0], rows[:, 0]):
+                for variant, cosine, row in zip(variants, cosines[:, 0], rows[:, 0], strict=True):
                     other_id, other_variant = labels[row]
                     values[group.id]["needles"][variant].update(nearest_accepted=f"{other_id}:{other_variant}", nearest_cosine=_finite(cosine))
                     if cosine >= self.config.duplicate_cosine:

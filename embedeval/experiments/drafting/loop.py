@@ -14,10 +14,28 @@ from embedeval.experiments.drafting.checks import DraftChecker
 from embedeval.experiments.drafting.config import DraftConfig
 from embedeval.experiments.drafting.planning import plan_draft_embedding
 from embedeval.experiments.drafting.prompts import (
-    SENT_BACK_CHARS, Theme, answer_tokens, cut_text, draft_prompt, draft_text, parse_drafts, read_themes, redraft_prompt, scrubbed, sha256_text,
+    SENT_BACK_CHARS,
+    Theme,
+    answer_tokens,
+    cut_text,
+    draft_prompt,
+    draft_text,
+    parse_drafts,
+    read_themes,
+    redraft_prompt,
+    scrubbed,
+    sha256_text,
 )
 from embedeval.experiments.drafting.storage import (
-    RECHECKED, REJECTED_COLUMNS, UNCHECKED, is_unchecked, open_draft, rejected_path_of, rejected_row, save_draft, usage_of,
+    RECHECKED,
+    REJECTED_COLUMNS,
+    UNCHECKED,
+    is_unchecked,
+    open_draft,
+    rejected_path_of,
+    rejected_row,
+    save_draft,
+    usage_of,
 )
 from embedeval.experiments.judging import JUDGE_TEMPERATURE, NeedleJudge
 from embedeval.experiments.themes.files import read_manifest

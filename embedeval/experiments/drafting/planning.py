@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from embedeval.defaults import API_TOKEN_MARGIN
 from embedeval.embedders.tokens import load_token_counter
 from embedeval.errors import ConfigError
-from embedeval.io import Force
 from embedeval.experiments.drafting.config import DraftConfig
 from embedeval.experiments.drafting.prompts import ANSWER_TOKENS_BASE, ANSWER_TOKENS_PER_GROUP, answer_tokens, draft_prompt, read_themes
 from embedeval.experiments.drafting.storage import open_draft
 from embedeval.experiments.judging import JUDGE_ANSWER_TOKENS, JUDGE_PROMPT, JUDGE_TEXT_TOKENS
 from embedeval.experiments.themes.chunks import themes_chunks
 from embedeval.experiments.themes.files import read_manifest
+from embedeval.io import Force
 from embedeval.llm import parse_chat_spec
 from embedeval.needles import NO_OVERLAP_VARIANTS
 from embedeval.plan import EmbedderPlan, check_ceiling, check_price, plan_documents

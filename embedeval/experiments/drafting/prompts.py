@@ -86,7 +86,7 @@ def read_themes(run: str | Path, theme_ids=None, prompt_chunks: int = DEFAULT_DR
         raise InputError(f"{folder / 'clusters.csv'} has a theme without its number or size (the file was edited or damaged): "
                          "run embedeval themes again")
     chunks = read_table(folder / "chunks.parquet", ["chunk_id", "text"])
-    text_of = dict(zip(chunks["chunk_id"].astype(str), chunks["text"]))
+    text_of = dict(zip(chunks["chunk_id"].astype(str), chunks["text"], strict=True))
     wanted = known if theme_ids is None else resolve_themes(folder, theme_ids, "theme_ids")
     themes = []
     for cluster in wanted:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from embedeval.ownership import file_sha256
 from embedeval.errors import EmbedevalError, InputError
 from embedeval.experiments.drafting.config import DraftConfig
 from embedeval.experiments.drafting.prompts import json_or_kind
@@ -22,6 +21,7 @@ from embedeval.io import Force, atomic_path, check_output_file, json_text, read_
 from embedeval.llm import chat_spec_difference
 from embedeval.messages import note
 from embedeval.needles import parse_needle_set
+from embedeval.ownership import file_sha256
 
 #: ``provenance.tool`` of a needle set this module wrote: only such a file is resumed (or replaced).
 DRAFT_TOOL = "embedeval needles draft"

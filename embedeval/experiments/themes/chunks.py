@@ -33,6 +33,6 @@ def themes_chunks(out: str | Path):
     came from (corpus, chunker, seed: what a chroma collection records), for ``similarity absence``."""
     settings = read_manifest(out)["settings"]
     table = read_table(Path(out) / CHUNKS_FILE, ["chunk_id", "book", "text"])
-    chunks = [Chunk(str(i), str(b), str(t)) for i, b, t in zip(table["chunk_id"], table["book"], table["text"])]
+    chunks = [Chunk(str(i), str(b), str(t)) for i, b, t in zip(table["chunk_id"], table["book"], table["text"], strict=True)]
     # runs written before chunk_seed was a setting cut their chunks with the one seed
     return chunks, {"corpus": settings["corpus"], "chunker": settings["chunker"], "seed": settings.get("chunk_seed", settings["seed"])}

@@ -21,7 +21,7 @@ def top_terms(texts: list[str], labels: np.ndarray, clusters: list[int], n: int 
 
     if not clusters:
         return {}
-    documents = [" ".join(t for t, label in zip(texts, labels) if label == c) for c in clusters]
+    documents = [" ".join(t for t, label in zip(texts, labels, strict=True) if label == c) for c in clusters]
     vectorizer = CountVectorizer(analyzer=topic_terms)
     counts = vectorizer.fit_transform(documents).toarray().astype(float)
     if not counts.size:

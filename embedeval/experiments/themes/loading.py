@@ -26,11 +26,11 @@ def themes_key(out: str | Path) -> str:
     manifest = read_manifest(folder)
     chunks = read_table(folder / CHUNKS_FILE, ["chunk_id", "text", "cluster"])
     clusters = read_table(folder / CLUSTERS_FILE, ["cluster", "size", "representatives", "top_terms"])
-    text_of = dict(zip(chunks["chunk_id"].astype(str), chunks["text"].astype(str)))
+    text_of = dict(zip(chunks["chunk_id"].astype(str), chunks["text"].astype(str), strict=True))
     shown = [[str(r.cluster), str(r.size), str(r.representatives), str(r.top_terms),
               [text_of.get(i, "") for i in str(r.representatives).split(";")]] for r in clusters.itertuples(index=False)]
     defining = {"settings": {k: v for k, v in manifest.items() if k != "timings"} if isinstance(manifest, dict) else manifest,
-                "assignments": [[i, int(c)] for i, c in zip(chunks["chunk_id"].astype(str), chunks["cluster"])],
+                "assignments": [[i, int(c)] for i, c in zip(chunks["chunk_id"].astype(str), chunks["cluster"], strict=True)],
                 "clusters": shown}
     return text_sha256(json.dumps(defining, sort_keys=True, ensure_ascii=False, default=str))
 

@@ -25,7 +25,7 @@ def theme_top_terms(out: str | Path) -> dict[int, tuple[str, ...]]:
     path = Path(out) / CLUSTERS_FILE
     clusters = read_table(path, ["cluster", "top_terms"])
     found: dict[int, tuple[str, ...]] = {}
-    for line, (cluster, terms) in enumerate(zip(clusters["cluster"], clusters["top_terms"]), start=2):
+    for line, (cluster, terms) in enumerate(zip(clusters["cluster"], clusters["top_terms"], strict=True), start=2):
         text = str(cluster).strip()
         if not THEME_NUMBER.fullmatch(text) or not 0 <= (number := int(float(text))) < 2**31:
             raise InputError(f"{path}, line {line}: cluster {text!r} is not a theme number (a whole number >= 0, "
@@ -81,7 +81,7 @@ def resolve_themes(run: str | Path, names, parameter: str | None = None) -> list
     top_terms = theme_top_terms(run)
     numbers = [resolve_theme(name, top_terms, run, parameter) for name in names]
     for number in numbers:
-        same = [str(n) for n, c in zip(names, numbers) if c == number]
+        same = [str(n) for n, c in zip(names, numbers, strict=True) if c == number]
         if len(same) > 1:
             raise InputError(f"{f'`{parameter}`' if parameter else 'the list'} names theme {number} twice ({', '.join(same)}): "
                              "name each theme once", *((parameter,) if parameter else ()))

@@ -96,6 +96,6 @@ def predicted_themes(probabilities: np.ndarray, shares: np.ndarray) -> np.ndarra
     if not probabilities.shape[1]:
         return np.full(len(probabilities), NOISE, dtype=np.int64)
     themes = np.arange(probabilities.shape[1])
-    best = np.array([np.lexsort((themes, -share, -probability))[0] for probability, share in zip(probabilities, shares)],
+    best = np.array([np.lexsort((themes, -share, -probability))[0] for probability, share in zip(probabilities, shares, strict=True)],
                     dtype=np.int64)
     return np.where(shares.max(axis=1) > 0, best, NOISE)

@@ -18,7 +18,16 @@ from embedeval.experiments.themes.chunks import cut_corpus
 from embedeval.experiments.themes.config import ThemesConfig, UmapSettings
 from embedeval.experiments.themes.describing import representatives, top_terms
 from embedeval.experiments.themes.files import (
-    CHUNKS_FILE, CLUSTERS_FILE, HDBSCAN_FILE, MANIFEST, MAP_FIGURE, MODEL_PACKAGES, RUNS_FILE, THEMES_FILES, UMAP_FILE, is_themes_directory,
+    CHUNKS_FILE,
+    CLUSTERS_FILE,
+    HDBSCAN_FILE,
+    MANIFEST,
+    MAP_FIGURE,
+    MODEL_PACKAGES,
+    RUNS_FILE,
+    THEMES_FILES,
+    UMAP_FILE,
+    is_themes_directory,
 )
 from embedeval.experiments.themes.fitting import FLOAT_NOISE, cluster_runs, consensus_themes, fit_umap
 from embedeval.io import atomic_path, json_text, write_table, write_text_atomic
