@@ -78,7 +78,7 @@ def test_the_window_a_one_piece_strategy_reads_counts_content_tokens(minilm):
     special = len(minilm.model.tokenizer("x")["input_ids"]) - len(minilm.token_ids(["x"])[0][0])  # [CLS] and [SEP]
     assert special == 2
     assert EmbeddingScorer(minilm, Strategy("truncate")).window_tokens == minilm.max_tokens - special == 254
-    assert EmbeddingScorer(minilm, Strategy.stretched("extend-gp@1024")).window_tokens == 1024 - special
+    assert EmbeddingScorer(minilm, Strategy.parse("extend-gp@1024")).window_tokens == 1024 - special
     for strategy in (Strategy("windows-mean"), Strategy("chunks-max", chunk_tokens=64)):
         assert EmbeddingScorer(minilm, strategy).window_tokens is None
 
@@ -170,7 +170,7 @@ def test_texts_the_model_reads_alike_get_one_vector_and_the_same_score_in_every_
     assert (indexed.vectors[1] == indexed.vectors[-1]).all()
     assert (indexed.scores(queries).values[:, 1] == indexed.scores(queries).values[:, -1]).all()
     again = [*texts, texts[1]]  # read whole: the same text twice
-    for strategy in (Strategy("windows-mean"), Strategy.stretched("extend-gp@1026"), Strategy("chunks-max", chunk_tokens=64)):
+    for strategy in (Strategy("windows-mean"), Strategy.parse("extend-gp@1026"), Strategy("chunks-max", chunk_tokens=64)):
         scores = EmbeddingScorer(minilm, strategy).index(again).scores(queries)
         assert (scores.values[:, 1] == scores.values[:, -1]).all(), strategy.label
     rng = np.random.default_rng(0)
