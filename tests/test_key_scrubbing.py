@@ -163,3 +163,19 @@ def test_a_key_an_http_header_cannot_carry_is_one_line_that_does_not_show_it(mon
         assert "ключ" not in str(refused.value)
     monkeypatch.setenv("WIDE_KEY", "  sk-plain-ascii-123  ")
     assert APIKey.optional("WIDE_KEY").value == "sk-plain-ascii-123"
+
+
+def test_a_caller_whose_warnings_raise_is_told_of_a_plain_key_on_every_read():
+    """With warnings turned into errors, reading a key too plain to scrub raises each time it is
+    read, not once and then silently (the key is kept only after the warning was said)."""
+    import warnings
+
+    forget_run_keys()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EmbedevalWarning)
+        for _ in range(2):
+            with pytest.raises(EmbedevalWarning, match="too short to scrub"):
+                APIKey("PLAIN_KEY", "k2")
+    with pytest.warns(EmbedevalWarning, match="too short to scrub"):
+        APIKey("PLAIN_KEY", "k2")
+    forget_run_keys()

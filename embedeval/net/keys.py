@@ -103,11 +103,12 @@ def remember_key(env: str, value: str) -> None:
     with _RUN_KEYS_LOCK:
         if value in _RUN_KEYS:
             return
-        _RUN_KEYS[value] = env
     why = too_plain_to_scrub(value)
-    if why:
+    if why:  # said before the key is kept: a caller whose warnings raise is told again on the next read
         warn(f"the key in {env or 'a variable'} is {why}; it is masked where embedeval prints it, never replaced "
              "inside texts")
+    with _RUN_KEYS_LOCK:
+        _RUN_KEYS[value] = env
 
 
 def forget_run_keys() -> None:
