@@ -262,9 +262,15 @@ def check_strategy_labels(values: pd.Series, source) -> None:
     refuse_first(values, bad, source, "strategy", "a strategy label as a run writes it (e.g. truncate, chunks-max@128)")
 
 
-def _read(path: Path, columns: Sequence[str]) -> pd.DataFrame:
-    """A run's table holding ``columns`` less those of later versions, upgraded."""
-    return upgraded(read_run_table(path, [c for c in columns if c not in LATER_COLUMNS]))
+def _read(path: Path, columns: Sequence[str], strategies: Sequence[str] = ()) -> pd.DataFrame:
+    """A run's table holding ``columns`` less those of later versions, upgraded. A run of several
+    ``strategies`` (its config.json's) wrote a ``strategy`` column: a table of it without one was
+    edited, and would read as one strategy's (its rows averaged together), so it is refused."""
+    frame = read_run_table(path, [c for c in columns if c not in LATER_COLUMNS])
+    if "strategy" in columns and "strategy" not in frame.columns and len(strategies) > 1:
+        raise InputError(f"{path} lacks the column strategy, which a run of {len(strategies)} strategies writes "
+                         "(the file was edited or damaged; run again to rewrite it)")
+    return upgraded(frame)
 
 
 def break_rule_of(config: dict) -> BreakRule:
@@ -318,17 +324,17 @@ class NolimaRun:
         return self.file(name).is_file()
 
     def metrics(self) -> pd.DataFrame:
-        return _read(self.file(METRICS), METRIC_COLUMNS)
+        return _read(self.file(METRICS), METRIC_COLUMNS, self.config.get("strategies", ()))
 
     def similarities(self) -> pd.DataFrame:
-        return _read(self.file(SIMILARITIES), SIMILARITY_COLUMNS)
+        return _read(self.file(SIMILARITIES), SIMILARITY_COLUMNS, self.config.get("strategies", ()))
 
     def retrieval(self) -> pd.DataFrame | None:
         """The rank table (None for a run from before it)."""
-        return _read(self.file(RETRIEVAL), RETRIEVAL_COLUMNS) if self.has(RETRIEVAL) else None
+        return _read(self.file(RETRIEVAL), RETRIEVAL_COLUMNS, self.config.get("strategies", ())) if self.has(RETRIEVAL) else None
 
     def haystacks(self) -> pd.DataFrame:
-        return _read(self.file(HAYSTACKS), HAYSTACK_COLUMNS)
+        return _read(self.file(HAYSTACKS), HAYSTACK_COLUMNS, self.config.get("strategies", ()))
 
     def haystack_settings_bytes(self) -> bytes:
         return self.file(HAYSTACK_SETTINGS).read_bytes()

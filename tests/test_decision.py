@@ -705,6 +705,26 @@ def test_report_on_an_edited_table_is_one_error_line_naming_file_line_and_column
 
 
 @pytest.mark.slow
+def test_a_table_of_a_run_of_several_strategies_without_its_strategy_column_is_refused(lexical_run, tmp_path):
+    """A run of several strategies writes a strategy column; its metrics.csv edited without one
+    read as one strategy's (the strategies' rows averaged in the report, exit 0): one error line."""
+    import shutil
+
+    from embedeval.run import NolimaRun
+
+    run = tmp_path / "run"
+    shutil.copytree(lexical_run, run)
+    metrics = pd.read_csv(run / "metrics.csv").drop(columns="strategy")
+    metrics.to_csv(run / "metrics.csv", index=False)
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**config, "strategies": ["truncate", "windows-mean"]}))
+    with pytest.raises(InputError, match=r"metrics\.csv lacks the column strategy, which a run of 2 strategies writes"):
+        NolimaRun.open(run).metrics()
+    result = CliRunner().invoke(app, ["report", str(run)])
+    assert result.exit_code == 1 and result.output.startswith("error: ") and "lacks the column strategy" in result.output, result.output
+
+
+@pytest.mark.slow
 def test_a_decision_csv_of_its_header_only_is_said_in_the_report(lexical_run, tmp_path):
     """A decision.csv without rows (a run whose pools hold k candidates or fewer
     writes one; or an edit) dropped "Which to use" from the report without a word; it says that no
