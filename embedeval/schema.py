@@ -109,6 +109,8 @@ LATER_COLUMNS = (*LATER_HAYSTACK_COLUMNS, "strategy", "windows_exact", "best_chu
 # --- what each table's cells hold ----------------------------------------------------------------------------------------
 #: A length or a count of tokens: a whole number from 1 to :data:`MAX_TABLE_LENGTH`; a count that may be 0.
 TOKENS, SOME = (1, MAX_TABLE_LENGTH), (0, None)
+#: The ranges of a haystack's counts (a needle-free control holds no needle).
+COUNT_RANGES = {N_DISTRACTORS: (0, MAX_TABLE_LENGTH), N_NEEDLES: (0, MAX_TABLE_LENGTH)}
 SHARE = (0, 1)
 
 
@@ -156,21 +158,22 @@ def _outside_metric_range(column: str) -> RowRule:
 HAYSTACK_SCHEMA = TableSchema(numbers=("depth", "target_depth"),
                               integers=(*COUNTS, "n_tokens", "needle_start", "needle_end", "seed", "distractors_in_zone"),
                               texts=("id", "text"), required=("length",),
-                              ranges={"length": TOKENS, "n_tokens": SOME, "depth": SHARE, "target_depth": SHARE,
+                              ranges={**COUNT_RANGES, "length": TOKENS, "n_tokens": SOME, "depth": SHARE, "target_depth": SHARE,
                                       "needle_start": SOME, "needle_end": SOME},
                               rules=(RowRule("needle_end", "an end of the needle from needle_start to the end of the text",
                                              _needle_outside_text),))
 SIMILARITY_SCHEMA = TableSchema(numbers=("depth", "target_depth", "sim_qh", "sim_qn", "normalized"),
                                 integers=(*COUNTS, "n_tokens", "distractors_in_zone", "best_chunk"),
-                                flags=(OWN_QUESTION, "truncated", "needle_visible", "windows_exact", "chunk_has_needle"))
+                                flags=(OWN_QUESTION, "truncated", "needle_visible", "windows_exact", "chunk_has_needle"),
+                                ranges={**COUNT_RANGES, "length": TOKENS})
 RETRIEVAL_SCHEMA = TableSchema(numbers=("depth", "score", *RETRIEVAL_MEASURES), integers=(*COUNTS, "rank", "n_candidates", "ties"),
                                flags=(OWN_QUESTION,),
-                               ranges={"length": TOKENS, "rank": (1, None), "n_candidates": (1, None), "ties": SOME,
+                               ranges={**COUNT_RANGES, "length": TOKENS, "rank": (1, None), "n_candidates": (1, None), "ties": SOME,
                                        "score": (None, None), **{measure: SHARE for measure in RETRIEVAL_MEASURES}})
 METRIC_SCHEMA = TableSchema(numbers=("value", "ci_lo", "ci_hi"), integers=(*COUNTS, "n"), flags=(OWN_QUESTION,),
                             texts=(*CELL_NAMES, "category", "depth_bucket", "metric"),
                             required=(*CELL, "category", "depth_bucket", "metric", "n"),
-                            ranges={"length": TOKENS, "n": (1, None), "value": (None, None), "ci_lo": (None, None),
+                            ranges={**COUNT_RANGES, "length": TOKENS, "n": (1, None), "value": (None, None), "ci_lo": (None, None),
                                     "ci_hi": (None, None)},
                             unique=(*CELL, "category", "depth_bucket", "metric"),
                             unique_words="a metric once per cell (the row is there twice)",
@@ -185,7 +188,7 @@ BREAK_SCHEMA = TableSchema(numbers=("base_value", "base_ci_lo", "base_ci_hi", "b
                                      "auc_break_point", "n_groups", "window"),
                            flags=(OWN_QUESTION, "at_chance", "break_censored", "chunk_capped"),
                            texts=CELL_NAMES, required=tuple(column for column in CELL if column != "length"),
-                           ranges={**{c: (0, MAX_TABLE_LENGTH) for c in ("break_point", "break_point_lo", "break_point_hi",
+                           ranges={**COUNT_RANGES, **{c: (0, MAX_TABLE_LENGTH) for c in ("break_point", "break_point_lo", "break_point_hi",
                                                                      "recommended_chunk_tokens", "relative_break_point",
                                                                      "absolute_break_point", "auc_break_point")},
                                    "best_length": TOKENS, "window": TOKENS, "n_groups": SOME, "base_p": SHARE,

@@ -671,6 +671,8 @@ def _second_best(lines: list[str]) -> list[str]:
     ("metrics.csv", lambda lines: [lines[0], *(line.replace(",all,all,", ",all,all,x", 1) for line in lines[1:])],
      "metrics.csv, line 2, column metric: 'xcomparative_ratio' is not a metric a run writes"),
     ("metrics.csv", _edit_cell(3, "value", "inf"), "metrics.csv, line 4, column value: inf is not a finite number"),
+    ("metrics.csv", _edit_cell(2, "n_distractors", "-3"), "metrics.csv, line 3, column n_distractors: -3 is not a whole number from 0 to"),
+    ("breaks.csv", _edit_cell(1, "n_needles", "-1"), "breaks.csv, line 2, column n_needles: -1 is not a whole number from 0 to"),
     ("metrics.csv", _edit_cell(2, "ci_hi", "1.5"), "metrics.csv, line 3, column ci_hi: 1.5 is not in the range of its metric"),
     ("metrics.csv", lambda lines: [*lines[:3], lines[2], *lines[3:]],
      "metrics.csv, line 4, column metric: 'auc' is not a metric once per cell (the row is there twice)"),
