@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -341,3 +342,25 @@ def test_what_a_plugin_prints_on_import_goes_to_stderr(tmp_path, monkeypatch, fr
     printed = capsys.readouterr()
     assert printed.out == "" and printed.err == "hello from the plugin\n"
 
+
+def test_a_table_label_no_installed_family_reads_may_be_a_plugins(tmp_path, monkeypatch, fresh_registry):
+    """The refusal said only that the file was edited or damaged; a run made with a plugin is read where it is not installed."""
+    from embedeval.errors import InputError
+    from embedeval.run import read_run_table
+
+    path = tmp_path / "metrics.csv"
+    plugin = ("the file was edited or damaged, or the label is a strategy plugin's that is not installed now or has changed since "
+              "the run: install the plugin the run used, or run again to rewrite it)")
+    for label, cause in [("every-other@3+fast", plugin), ("every-other@0", plugin), ("chunks-max@0", "the file was edited or damaged; run again "
+                         "to rewrite it)"), ("@128", "the file was edited or damaged; run again to rewrite it)")]:
+        pd.DataFrame({"strategy": ["truncate", label], "value": [0.5, 0.6]}).to_csv(path, index=False)
+        with pytest.raises(InputError) as refused:
+            read_run_table(path)
+        assert str(refused.value) == (f"{path}, line 3, column strategy: {label!r} is not a strategy label as a run writes it "
+                                      f"(e.g. truncate, chunks-max@128) ({cause}"), label
+    monkeypatch.syspath_prepend(str(plugin_package(tmp_path / "site")))  # installed: its own label that it would not write
+    monkeypatch.setattr(base, "_PLUGINS", base._Plugins())
+    assert type(family_of_label("every-other@0")).__name__ == "EveryOther"
+    pd.DataFrame({"strategy": ["truncate", "every-other@0"], "value": [0.5, 0.6]}).to_csv(path, index=False)
+    with pytest.raises(InputError, match=re.escape(plugin)):
+        read_run_table(path)
