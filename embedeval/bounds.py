@@ -25,6 +25,11 @@ GIB = 2**30
 #: against the run's besides, where a command has the run's config): no run of this machine's
 #: memory holds a haystack near it (:class:`MemoryEstimate`), so past it a length is an edit.
 MAX_TABLE_LENGTH = 10**9
+#: The largest number a strategy family's parameter takes where it declares no ``maximum`` of its
+#: own (:class:`~embedeval.strategies.parameters.Parameter`; a plugin's ``every-other@N``): a count
+#: of tokens or pieces past a run's longest haystack (:data:`MAX_TABLE_LENGTH`) reads nothing more,
+#: and 10**20 overflowed numpy's int64 in the family's own arrays, a traceback mid-run.
+MAX_PARAMETER_VALUE = MAX_TABLE_LENGTH
 #: ``extend-*@L``, ``rope-*@L``: the most tokens one pass may read. Four times the longest context
 #: LongEmbed stretches a model to (32,768), 16 times the longest default haystack; one pass attends
 #: L² token pairs per head (1.7e10 here), and ``extend-pi``'s stretched table holds L rows of the

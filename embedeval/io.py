@@ -533,8 +533,13 @@ def csv_line(source, row: int) -> int:
     return row + 2
 
 
-def refuse_first(values, bad, source, column: str, what: str) -> None:
-    """One :class:`InputError` naming the first row of ``bad`` (see :func:`check_column_kinds`)."""
+#: Why a run's table holds a value its run would not write, as a refusal says it.
+EDITED = "the file was edited or damaged; run again to rewrite it"
+
+
+def refuse_first(values, bad, source, column: str, what: str, cause: Callable[[object], str] | None = None) -> None:
+    """One :class:`InputError` naming the first row of ``bad`` (see :func:`check_column_kinds`),
+    ending with why such a value is there (``cause`` of the value: :data:`EDITED` by default)."""
     if not bad.any():
         return
     row = int(bad.to_numpy().nonzero()[0][0])
@@ -542,8 +547,7 @@ def refuse_first(values, bad, source, column: str, what: str) -> None:
     missing = value is None or (isinstance(value, float) and value != value)  # None or NaN
     shown = "an empty cell" if missing else repr(value) if isinstance(value, str) else str(value)
     where = f"line {csv_line(source, row)}" if Path(source).suffix == ".csv" else f"row {row + 1}"
-    raise InputError(f"{source}, {where}, column {column}: {shown} is not {what} "
-                     "(the file was edited or damaged; run again to rewrite it)")
+    raise InputError(f"{source}, {where}, column {column}: {shown} is not {what} ({cause(value) if cause else EDITED})")
 
 
 def read_table(path: str | os.PathLike, columns: Sequence[str] = (), numbers: Sequence[str] = (),

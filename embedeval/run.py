@@ -38,7 +38,7 @@ from embedeval.decision import decision_table, with_earlier_speeds
 from embedeval.defaults import BREAK_SUPPORT, DEFAULT_BREAK_K, DEFAULT_BREAK_METRIC, DEFAULT_BREAK_THRESHOLD, DEFAULT_N_BOOTSTRAP, DEFAULT_SEED
 from embedeval.errors import ConfigError, InputError
 from embedeval.grid import HaystackGrid
-from embedeval.io import TableSchema, json_text, read_json, read_table, refuse_first, write_table, write_text_atomic
+from embedeval.io import EDITED, TableSchema, json_text, read_json, read_table, refuse_first, write_table, write_text_atomic
 from embedeval.jsonread import load_file
 from embedeval.labels import NEEDLE_FREE_POOL
 from embedeval.needles import NeedleSet, grid_needle_set
@@ -87,6 +87,7 @@ from embedeval.schema import (
     TIMING_SCHEMA,
 )
 from embedeval.strategies import family_of_label, is_written_label, model_reading_rank
+from embedeval.strategies.parameters import NAME
 from embedeval.strategies.truncate import TRUNCATE
 
 HAYSTACKS = "haystacks.parquet"
@@ -259,7 +260,20 @@ def check_strategy_labels(values: pd.Series, source) -> None:
     says a damaged number; a label of a family not registered now (:func:`unregistered_label`) is read."""
     known = {label: is_written_label(label) or unregistered_label(label) for label in values.drop_duplicates()}
     bad = ~values.map(known)
-    refuse_first(values, bad, source, "strategy", "a strategy label as a run writes it (e.g. truncate, chunks-max@128)")
+    refuse_first(values, bad, source, "strategy", "a strategy label as a run writes it (e.g. truncate, chunks-max@128)", label_cause)
+
+
+def label_cause(label) -> str:
+    """Why a table holds a label no installed family reads: edited or damaged, or, for one a plugin
+    could have written (a name no built-in family reads it by), a strategy plugin's that is not
+    installed now or has changed since the run."""
+    family = family_of_label(label) if isinstance(label, str) else None
+    plugin = (isinstance(label, str) and NAME.fullmatch(re.split(r"[@+]", label, maxsplit=1)[0]) is not None
+              and (family is None or not type(family).__module__.startswith("embedeval.")))
+    if not plugin:
+        return EDITED
+    return ("the file was edited or damaged, or the label is a strategy plugin's that is not installed now or has changed "
+            "since the run: install the plugin the run used, or run again to rewrite it")
 
 
 def _read(path: Path, columns: Sequence[str], strategies: Sequence[str] = ()) -> pd.DataFrame:

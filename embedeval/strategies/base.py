@@ -16,11 +16,13 @@ hands each family a :class:`~embedeval.strategies.reader.Reader` (an
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint, distributions, entry_points
 from typing import ClassVar
 
 from embedeval.errors import ConfigError
@@ -162,15 +164,16 @@ class Family:
 
     def takes(self, entry: str) -> bool:
         """Whether ``entry`` (a ``--strategy`` value) names this family: one of its names, alone or
-        followed by what its first marked parameter writes (``chunks-max@128``; :meth:`parse` checks
+        followed by what one of its marked parameters writes (``chunks-max@128``; :meth:`parse` checks
         the rest)."""
         return entry in self.names or self._marked(entry)
 
     def _marked(self, entry: str) -> bool:
-        """Whether ``entry`` is one of the names followed by the first marked parameter's mark."""
+        """Whether ``entry`` is one of the names followed by a marked parameter's mark (``@`` of a
+        number, ``+word`` of a flag: whichever the family declares first, the label writes first)."""
         head = _head(entry)
-        first = next((p for p in self.parameters if p.mark), None)
-        return head in self.names and first is not None and entry[len(head):].startswith(first.mark[0] if first.kind is int else first.mark)
+        rest = entry[len(head):]
+        return head in self.names and any(rest.startswith(p.mark[0] if p.kind is int else p.mark) for p in self.parameters if p.mark)
 
     def parse(self, entry: str, settings: ReadSettings) -> list[Strategy]:
         """The strategies ``entry`` asks for, by the declared parameters: a value the label writes
@@ -187,7 +190,8 @@ class Family:
             if parameter.kind is bool and parameter.mark:
                 candidates.append((bool(text),))
             elif text is not None:
-                value = int(text)
+                digits = text.lstrip("0") or "0"  # one past every bound is read without int's digit limit
+                value = int(digits) if len(digits) <= len(str(parameter.upper)) else parameter.upper + 1
                 self.check_written(entry, parameter, value)
                 candidates.append((value,))
             else:
@@ -217,8 +221,8 @@ class Family:
         head = _head(entry) if _head(entry) in self.names else self.names[0]
         numbers = [p for p in self.parameters if p.mark and p.kind is int]
         flags = [p for p in self.parameters if p.mark and p.kind is bool]
-        base = head + "".join(p.written for p in numbers)
-        forms = " or ".join([base] + [base + flag.written for flag in flags])
+        forms = " or ".join(head + "".join(p.written for p in self.parameters if p.mark and (p.kind is int or p is flag))
+                            for flag in [None, *flags])  # in the declared order, as the label writes them
         meaning = ", ".join(f"{p.symbol} {p.help}" for p in numbers)
         example = head + "".join(f"{p.mark}{p.example}" for p in numbers if p.example is not None)
         return f"strategy {entry!r}: write {forms}" + (f", {meaning}" if meaning else "") + (f" (e.g. {example})" if example != head else "")
@@ -226,7 +230,7 @@ class Family:
     def check_written(self, entry: str, parameter: Parameter, value: int) -> None:
         """One :class:`ConfigError` for a number a label writes out of the parameter's bounds: how
         the family is written (:meth:`how_to_write`)."""
-        if (parameter.minimum is not None and value < parameter.minimum) or (parameter.maximum is not None and value > parameter.maximum):
+        if (parameter.minimum is not None and value < parameter.minimum) or value > parameter.upper:
             raise ConfigError(self.how_to_write(entry), "strategies")
 
     def asks_chunk_sizes(self, entry: str) -> bool:
@@ -343,11 +347,49 @@ class Family:
 FAMILIES: list[Family] = []
 
 
+#: The class attributes :func:`register` checks, with the type each must be of (``choices`` and
+#: ``settings_help``: text to text; ``model_readings``: texts).
+ATTRIBUTE_TYPES = {"hint": str, "words": str, "glossary": str, "selectable": bool, "one_piece": bool, "scores_chunks": bool,
+                   "text_margins": int, "model_readings": tuple, "choices": dict, "settings_help": dict}
+#: The run settings a family may word (:attr:`Family.settings_help`): the options' names.
+HELPED_SETTINGS = ("chunk_tokens", "window_overlap", "late_overlap")
+
+
+def _text_map(value) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+def declaration_problem(cls: type[Family]) -> str | None:
+    """What :func:`register` refuses in a family's class attributes, as one sentence; None for none."""
+    for attribute, kind in ATTRIBUTE_TYPES.items():
+        value = getattr(cls, attribute)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            return f"{cls.__name__}.{attribute} must be a {kind.__name__}, not {value!r}"
+    if not all(isinstance(reading, str) for reading in cls.model_readings):
+        return f"{cls.__name__}.model_readings must be a tuple of labels, not {cls.model_readings!r}"
+    if not _text_map(cls.choices):
+        return f"{cls.__name__}.choices must map each name as written to what it does (text to text), not {cls.choices!r}"
+    if not (_text_map(cls.settings_help) and set(cls.settings_help) <= set(HELPED_SETTINGS)):
+        return (f"{cls.__name__}.settings_help must map settings ({', '.join(HELPED_SETTINGS)}) to their help (text), "
+                f"not {cls.settings_help!r}")
+    for parameter in cls.parameters:
+        problem = parameter.declaration_problem()
+        if problem is not None:
+            return f"{cls.__name__}.parameters: parameter {parameter.name}: {problem}"
+    marks = [p.mark for p in cls.parameters if p.mark]
+    if len(set(marks)) != len(marks):
+        twice = sorted({mark for mark in marks if marks.count(mark) > 1})
+        return f"{cls.__name__}.parameters: two parameters marked {' and '.join(repr(m) for m in twice)} (a label could not tell them apart)"
+    return None
+
+
 def register(cls: type[Family]) -> type[Family]:
     """Class decorator: add a family to the registry (once; its names must be new, and each a name
     ``--strategy`` can take and a label can start with: letters, digits, ``-``, ``_``, ``.``, no ``@``,
     ``+``, ``,`` or space, which the labels and the command line read as separators; its
-    ``parameters`` a tuple of :class:`Parameter` s with distinct names)."""
+    ``parameters`` a tuple of :class:`Parameter` s with distinct names and marks, each sound
+    (:meth:`Parameter.declaration_problem`); its other attributes of their types
+    (:data:`ATTRIBUTE_TYPES`); its constructor and :meth:`Family.listed_choices` working)."""
     if not (isinstance(cls, type) and issubclass(cls, Family)):
         raise TypeError(f"register takes a Family subclass, not {cls!r}")
     names = cls.names
@@ -360,11 +402,28 @@ def register(cls: type[Family]) -> type[Family]:
     if not (isinstance(parameters, tuple) and all(isinstance(p, Parameter) for p in parameters)
             and len({p.name for p in parameters}) == len(parameters)):
         raise ValueError(f"{cls.__name__}.parameters must be a tuple of Parameters with distinct names, not {parameters!r}")
-    taken = {name for family in FAMILIES for name in family.names}
-    if taken & set(cls.names):
-        raise ValueError(f"strategy names registered twice: {sorted(taken & set(cls.names))}")
-    FAMILIES.append(cls())
+    problem = declaration_problem(cls)
+    if problem is not None:
+        raise ValueError(problem)
+    holders = {name: family for family in FAMILIES for name in family.names}
+    if holders.keys() & set(cls.names):
+        twice = sorted(holders.keys() & set(cls.names))
+        held = ", ".join(f"{name!r} by {type(holders[name]).__module__}.{type(holders[name]).__name__}" for name in twice)
+        raise ValueError(f"strategy names registered twice: {twice} (held already: {held})")
+    try:
+        family = cls()
+        choices = family.listed_choices()
+    except Exception as failed:  # the family's own code: one refusal, not a traceback where the help is built
+        raise ValueError(f"{cls.__name__} fails when it is made and listed: {_failure(failed)}") from None
+    if not _text_map(choices):
+        raise ValueError(f"{cls.__name__}.listed_choices() must map each name as written to what it does, not {choices!r}")
+    FAMILIES.append(family)
     return cls
+
+
+def _failure(failed: BaseException) -> str:
+    """An exception as one line: its type and, where it says any, its words."""
+    return f"{type(failed).__name__}: {failed}" if str(failed) else type(failed).__name__
 
 
 #: The entry-point group another package names its families in (``[project.entry-points."embedeval.strategies"]``,
@@ -374,8 +433,8 @@ ENTRY_POINT_GROUP = "embedeval.strategies"
 
 @dataclass
 class _Plugins:
-    """Whether the entry points were read (once per process) and the refusal of one, kept for every
-    later question to the registry."""
+    """Whether the entry points were read (once per process) and the refusal of the plugins that
+    failed (the first, with a count of the others), kept for every later question to the registry."""
 
     read: bool = False
     error: ConfigError | None = None
@@ -386,37 +445,78 @@ _PLUGINS = _Plugins()
 
 def families(*, strict: bool = True) -> list[Family]:
     """The registered families, in the order ``--help`` lists them: the package's own, then those
-    other packages name in :data:`ENTRY_POINT_GROUP`, loaded on the first call. A plugin that cannot
-    be imported or registered is one :class:`ConfigError` naming its entry point, raised by every
-    call (``strict=False``, for the help the command line builds before it runs a command: the
-    families registered without it)."""
+    other packages name in :data:`ENTRY_POINT_GROUP`, loaded on the first call, every one of them. A
+    plugin that cannot be imported or registered (or a package whose entry points cannot be read)
+    is one :class:`ConfigError` naming its entry point, the first such with a count of the others,
+    raised by every call (``strict=False``, for the help the command line builds before it runs a
+    command: the families that did register)."""
     if not _PLUGINS.read:
         _PLUGINS.read = True
-        try:
-            for point in entry_points(group=ENTRY_POINT_GROUP):
+        failures = []
+        for point in _entry_points(failures):
+            try:
                 _register_plugin(point)
-        except ConfigError as refused:
-            _PLUGINS.error = refused
+            except ConfigError as refused:
+                failures.append(str(refused))
+        if failures:
+            others = len(failures) - 1
+            more = f" (and {others} more strategy plugin failure{'s' if others > 1 else ''})" if others else ""
+            _PLUGINS.error = ConfigError(failures[0] + more)
     if strict and _PLUGINS.error is not None:
         raise _PLUGINS.error
     return FAMILIES
 
 
+def _entry_points(failures: list[str]) -> list[EntryPoint]:
+    """The entry points of :data:`ENTRY_POINT_GROUP`, as :func:`importlib.metadata.entry_points`
+    finds them; where a package's entry points cannot be read (its ``entry_points.txt`` malformed,
+    or not text: that call fails for every group), the other packages' read one by one and a line
+    in ``failures`` naming the package."""
+    try:
+        return list(entry_points(group=ENTRY_POINT_GROUP))
+    except Exception:  # any package's file, read for every group: not embedeval's
+        pass
+    points, seen = [], set()
+    for dist in distributions():
+        name = None
+        try:
+            name = dist.name
+            key = re.sub(r"[-_.]+", "-", name or "").lower()
+            if key and key in seen:  # the first of a name on the path, as entry_points() takes it
+                continue
+            seen.add(key)
+            points.extend(dist.entry_points.select(group=ENTRY_POINT_GROUP))
+        except Exception as failed:
+            failures.append(f"strategy plugins cannot all be found: the entry points of package {name or dist!r} cannot be read "
+                            f"(its entry_points.txt is malformed: {_failure(failed)})")
+    return points
+
+
 def _register_plugin(point: EntryPoint) -> None:
     """Register the family an entry point names (nothing more for one its module registered on
-    import); its failure to import, or a value that is no family or whose names are taken, is one
-    :class:`ConfigError` naming the entry point."""
-    where = f"strategy plugin {point.name!r} ({point.value}, entry point group {ENTRY_POINT_GROUP})"
+    import), its module imported with what it prints sent to stderr (a command's output is
+    stdout's); its failure to import (an exception or an exit), or a value that is no family, is
+    declared amiss or whose names are taken, is one :class:`ConfigError` naming the entry point and
+    its package."""
+    package = getattr(getattr(point, "dist", None), "name", None)
+    where = (f"strategy plugin {point.name!r} ({point.value or 'no value'}, " + (f"package {package}, " if package else "")
+             + f"entry point group {ENTRY_POINT_GROUP})")
+    if not point.value.strip():
+        raise ConfigError(f"{where} is refused: its entry point names no class (write {point.name} = module:Class)")
     try:
-        family = point.load()
-    except Exception as failed:  # anything its import raises: the plugin's, not embedeval's
-        raise ConfigError(f"{where} cannot be loaded: {type(failed).__name__}: {failed}") from None
+        with contextlib.redirect_stdout(sys.stderr):
+            family = point.load()
+    except (Exception, SystemExit) as failed:  # anything its import raises, or an exit: the plugin's, not embedeval's
+        raise ConfigError(f"{where} cannot be loaded: {_failure(failed)}") from None
     if any(type(registered) is family for registered in FAMILIES):
         return
     try:
-        register(family)
+        with contextlib.redirect_stdout(sys.stderr):
+            register(family)
     except (TypeError, ValueError) as refused:
         raise ConfigError(f"{where} is refused: {refused}") from None
+    except SystemExit as failed:
+        raise ConfigError(f"{where} is refused: {_failure(failed)}") from None
 
 
 def names_where(test: Callable[[Family], bool]) -> tuple[str, ...]:
