@@ -27,10 +27,15 @@ Vectors are checked (shape, finite, non-zero) before they are stored (:mod:`embe
 Every row of every table carries a checksum of its key and value, verified on every read; a
 damaged row is dropped and recomputed.
 
-A cache written by embedeval 0.1 (format 1, keys without a fingerprint, rows without a checksum)
-has its vectors dropped when it is opened, with one note: they are embedded again as they are
-asked for. Format 2 files (no token prefixes, no model facts) gain the two tables and keep every
-vector; format 3 files gain ``embedder_dims``, filled from the vectors they hold.
+A file's format is read from its tables, not from SQLite's ``user_version`` alone (a copy made with
+``sqlite3 .dump`` or :meth:`sqlite3.Connection.iterdump` has it reset to 0). A vector table without a
+``checksum`` column is format 1, written by embedeval 0.1 (keys without a fingerprint): this version
+does not read it and refuses the file with one :class:`~embedeval.errors.CacheError`
+(:meth:`EmbeddingCache._refuse_format_1`), before anything is written to it, for every command, so
+its vectors are never dropped unasked. Format 2 files (no token prefixes, no model facts) gain the
+two tables and keep every vector; format 3 files gain ``embedder_dims``, filled from the vectors
+they hold. The side table :data:`FORMAT_1_TABLE` an earlier embedeval left beside a format-2 table
+is neither read nor removed.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import errno
 import hashlib
 import json
 import os
+import shlex
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -52,14 +58,12 @@ from embedeval.embedders import onnx
 from embedeval.embedders.options import split_spec
 from embedeval.errors import CacheError, InvalidVectorsError
 from embedeval.locks import CACHE_BUSY_SECONDS
-from embedeval.messages import note, warn
+from embedeval.messages import warn
 from embedeval.paths import CACHE_ENV, default_cache_dir
 
 CACHE_FILENAME = "embeddings.sqlite"
 CACHE_FORMAT = 4
-#: The first format whose vector keys include the model's fingerprint (an older vector table is dropped).
-KEYED_FORMAT = 2
-#: Where an earlier embedeval kept a format-1 file's vectors after upgrading it (dropped on opening).
+#: Where an earlier embedeval kept a format-1 file's vectors after upgrading it (left as it is, never read).
 FORMAT_1_TABLE = "embeddings_v1"
 #: Seconds a writer waits for another process's write lock before giving up (SQLite's busy timeout:
 #: :data:`~embedeval.locks.CACHE_BUSY_SECONDS`, beside the waits of the other locks).
@@ -147,6 +151,7 @@ class EmbeddingCache:
             # a new file's pages hold a 1,024-d vector's row whole (a 4 KB page spills a 384-d one onto
             # overflow pages: 4,691 bytes per vector, not 1,909); an existing file keeps its own
             self._conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
+            self._refuse_format_1()  # before the first write (the switch to WAL, the upgrade)
             self._enter_wal()
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._upgrade()
@@ -188,16 +193,27 @@ class EmbeddingCache:
         query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
         return self._conn.execute(query, (name,)).fetchone() is not None
 
+    def _refuse_format_1(self) -> None:
+        """Refuse a file written by embedeval 0.1 (format 1): its vector table has no ``checksum``
+        column. Told by the table's shape, not by ``user_version``, which a copy made with
+        ``.dump`` or ``iterdump()`` resets to 0 (such a copy of a current file reads as current).
+        Nothing is written to the file: the connection is closed and one :class:`CacheError` says
+        how to remove it or where to keep it."""
+        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(embeddings)")}
+        if not columns or "checksum" in columns:
+            return
+        self._conn.close()
+        raise CacheError(f"embedding cache {self.path} was written by embedeval 0.1 (format 1: keys without the model's "
+                         f"fingerprint, rows without a checksum), which this version no longer reads; nothing in it was "
+                         f"changed: remove it with `embedeval cache clear --cache-dir {shlex.quote(str(self.directory))}` "
+                         f"(its vectors are embedded again as they are asked for) or move it away to keep it")
+
     def _upgrade(self) -> None:
         """Create the tables that are missing (a format-2 file gains the token prefixes and model
-        facts), dropping a format-1 file's vectors first (one note: they are embedded again)."""
+        facts, a format-3 file ``embedder_dims``) and record the format in ``user_version`` (a
+        copy made with ``.dump`` has it 0). A format-1 file never gets here (:meth:`_refuse_format_1`)."""
         with self._transaction() as conn:
             found = conn.execute("PRAGMA user_version").fetchone()[0]
-            dropped = 0
-            old_tables = [FORMAT_1_TABLE] + (["embeddings"] if found < KEYED_FORMAT else [])
-            for table in filter(self._table_exists, old_tables):
-                dropped += conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
-                conn.execute(f"DROP TABLE {table}")
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS embeddings ("
                 " key BLOB PRIMARY KEY, spec TEXT NOT NULL, dim INTEGER NOT NULL,"
@@ -217,9 +233,6 @@ class EmbeddingCache:
                 self._record_dims(conn)
             if found < CACHE_FORMAT:  # a newer format (a later embedeval) keeps its number
                 conn.execute(f"PRAGMA user_version = {CACHE_FORMAT}")
-        if dropped:
-            note(f"embedding cache {self.path} upgraded to format {CACHE_FORMAT} (keys include the model's fingerprint); "
-                 f"its {dropped} vectors of embedeval 0.1 are embedded again as they are asked for")
 
     @staticmethod
     def _record_dims(conn: sqlite3.Connection) -> None:

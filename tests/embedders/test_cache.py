@@ -1,9 +1,12 @@
+import contextlib
 import errno
+import shlex
 import sqlite3
 import subprocess
 import sys
 import textwrap
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -78,45 +81,114 @@ def test_the_wrapper_is_an_embedder_and_counts_its_work(tmp_path):
         _ = cached.calls  # no passthrough of the model's own attributes
 
 
-def test_a_format_1_cache_has_its_vectors_dropped_with_one_note_and_embedded_again(tmp_path, caplog):
+def _write_a_format_1_cache(folder) -> Path:
+    """A cache file as embedeval 0.1 wrote it: WAL, ``user_version`` 0, a vector table of keys
+    without a fingerprint and rows without a checksum."""
     import hashlib
-    import logging
 
     spec = "st:all-MiniLM-L6-v2"
-    with sqlite3.connect(tmp_path / "embeddings.sqlite") as conn:  # what embedeval 0.1 wrote
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "embeddings.sqlite"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("CREATE TABLE embeddings (key BLOB PRIMARY KEY, spec TEXT NOT NULL, dim INTEGER NOT NULL,"
                      " vector BLOB NOT NULL) WITHOUT ROWID")
         for text in ("hello", "world"):
             conn.execute("INSERT INTO embeddings VALUES (?, ?, 8, ?)", (hashlib.sha256(f"{spec}\0document\0{text}".encode()).digest(),
                                                                        spec, CountingEmbedder.vector_for(text).tobytes()))
-    caplog.set_level(logging.INFO, logger="embedeval")
-    cache = EmbeddingCache(tmp_path)
-    assert [record.getMessage() for record in caplog.records] == [
-        f"embedding cache {cache.path} upgraded to format 4 (keys include the model's fingerprint); "
-        "its 2 vectors of embedeval 0.1 are embedded again as they are asked for"]
-    assert cache.info()["vectors"] == 0 and cache.verify()["bad_checksums"] == 0
-    fake = CountingEmbedder(name=spec)
-    np.testing.assert_array_equal(CachedEmbedder(fake, cache).embed(["hello"])[0], CountingEmbedder.vector_for("hello"))
-    assert fake.calls == [["hello"]]  # embedded again
-    caplog.clear()
-    EmbeddingCache(tmp_path)
-    assert caplog.records == []  # the note comes once
+        conn.commit()
+    return path
 
 
-def test_the_format_1_vectors_an_earlier_upgrade_kept_aside_are_dropped(tmp_path, caplog):
-    import logging
+def _format_1_refusal(folder) -> str:
+    return (f"embedding cache {folder / 'embeddings.sqlite'} was written by embedeval 0.1 (format 1: keys without the model's "
+            "fingerprint, rows without a checksum), which this version no longer reads; nothing in it was changed: remove it "
+            f"with `embedeval cache clear --cache-dir {shlex.quote(str(folder))}` (its vectors are embedded again as they are asked for) "
+            "or move it away to keep it")
 
+
+@pytest.mark.parametrize("user_version", [0, 1, 4, 99])
+def test_a_format_1_cache_is_refused_with_one_error_and_left_as_it_was(tmp_path, caplog, user_version):
+    """Told by its table's shape (no checksum column), whatever ``user_version`` says."""
+    path = _write_a_format_1_cache(tmp_path)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute(f"PRAGMA user_version = {user_version}")
+    before = path.read_bytes()
+    caplog.set_level("INFO", logger="embedeval")
+    for create in (True, False):
+        with pytest.raises(CacheError) as refused:
+            EmbeddingCache(tmp_path, create=create)
+        assert str(refused.value) == _format_1_refusal(tmp_path)
+    assert caplog.records == []
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["embeddings.sqlite"]
+
+
+@pytest.mark.parametrize("args", [
+    ["cache", "info"],
+    ["cache", "verify"],
+    ["cache", "clear", "--embedder", "st:all-MiniLM-L6-v2"],
+    ["embed", "--input", "{texts}", "--out", "{out}/v.npy"],
+    ["nolima", "--plan", "--out", "{out}/run", "-q"],
+], ids=["info", "verify", "clear-embedder", "embed", "plan"])
+def test_every_command_refuses_a_format_1_cache_with_one_line_and_changes_nothing(tmp_path, args):
+    """Inspections (info, verify, a plan) and runs alike: one `error:` line naming the file and the
+    way out; the file is the same byte for byte and nothing is made beside it."""
+    from typer.testing import CliRunner
+
+    from embedeval.cli import app
+
+    folder = tmp_path / "cache"
+    path = _write_a_format_1_cache(folder)
+    before = path.read_bytes()
+    texts = tmp_path / "texts.txt"
+    texts.write_text("hello\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, [a.format(texts=texts, out=out) for a in args] + ["--cache-dir", str(folder)])
+    assert result.exit_code == 1
+    assert [line for line in result.output.splitlines() if line] == [f"error: {_format_1_refusal(folder)}"]
+    assert path.read_bytes() == before and sorted(p.name for p in folder.iterdir()) == ["embeddings.sqlite"]
+    assert not out.exists()
+    cleared = CliRunner().invoke(app, ["cache", "clear", "--cache-dir", str(folder)])  # the way out the line names
+    assert cleared.exit_code == 0 and not path.exists()
+    assert EmbeddingCache(folder).info()["vectors"] == 0
+
+
+def test_a_dumped_copy_of_a_current_cache_keeps_its_vectors(tmp_path, caplog):
+    """``sqlite3 .dump`` / ``iterdump()`` reset ``user_version`` to 0: the copy is read by its
+    tables' shape, as current, with every vector; opening it records its format again."""
+    fake = CountingEmbedder()
+    CachedEmbedder(fake, EmbeddingCache(tmp_path / "c")).embed(["a", "b", "c"])
+    (tmp_path / "copy").mkdir()
+    with contextlib.closing(sqlite3.connect(tmp_path / "c" / "embeddings.sqlite")) as source, \
+            contextlib.closing(sqlite3.connect(tmp_path / "copy" / "embeddings.sqlite")) as copy:
+        copy.executescript("\n".join(source.iterdump()))
+        assert copy.execute("PRAGMA user_version").fetchone()[0] == 0
+    caplog.set_level("INFO", logger="embedeval")
+    copied = EmbeddingCache(tmp_path / "copy")
+    assert caplog.records == []
+    assert copied.info()["vectors"] == 3 and copied.verify()["bad_checksums"] == 0
+    CachedEmbedder(fake, copied).embed(["a", "b", "c"])
+    assert fake.calls == [["a", "b", "c"]]  # served from the copy
+    with contextlib.closing(sqlite3.connect(tmp_path / "copy" / "embeddings.sqlite")) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+
+
+def test_the_format_1_vectors_an_earlier_upgrade_kept_aside_are_left_alone(tmp_path, caplog):
+    """The side table embedeval 0.2 moved a format-1 file's vectors to is neither read nor dropped:
+    the file's own vectors serve, and only `embedeval cache clear` removes it."""
     CachedEmbedder(CountingEmbedder(), EmbeddingCache(tmp_path)).embed(["a"])
-    with sqlite3.connect(tmp_path / "embeddings.sqlite") as conn:  # where embedeval 0.2 kept a format-1 file's vectors
+    with contextlib.closing(sqlite3.connect(tmp_path / "embeddings.sqlite")) as conn:  # where embedeval 0.2 kept them
         conn.execute("CREATE TABLE embeddings_v1 (key BLOB PRIMARY KEY, spec TEXT NOT NULL, dim INTEGER NOT NULL,"
                      " vector BLOB NOT NULL) WITHOUT ROWID")
         conn.execute("INSERT INTO embeddings_v1 VALUES (x'00', 'st:all-MiniLM-L6-v2', 8, zeroblob(32))")
-    caplog.set_level(logging.INFO, logger="embedeval")
+        conn.commit()
+    caplog.set_level("INFO", logger="embedeval")
     cache = EmbeddingCache(tmp_path)
-    assert "its 1 vectors of embedeval 0.1 are embedded again" in caplog.text
-    assert cache.info()["vectors"] == 1  # the file's own vectors stay
-    with sqlite3.connect(tmp_path / "embeddings.sqlite") as conn:
-        assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'embeddings_v1'").fetchone() is None
+    assert caplog.records == []
+    assert cache.info()["vectors"] == 1 and cache.verify()["rows"] == 1  # the file's own vectors stay
+    cache.close()
+    with contextlib.closing(sqlite3.connect(tmp_path / "embeddings.sqlite")) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM embeddings_v1").fetchone()[0] == 1
 
 
 def test_only_missing_texts_are_sent_in_chunks(tmp_path):
