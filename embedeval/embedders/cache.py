@@ -205,8 +205,8 @@ class EmbeddingCache:
         self._conn.close()
         raise CacheError(f"embedding cache {self.path} was written by embedeval 0.1 (format 1: keys without the model's "
                          f"fingerprint, rows without a checksum), which this version no longer reads; nothing in it was "
-                         f"changed: remove it with `embedeval cache clear --cache-dir {shlex.quote(str(self.directory))}` "
-                         f"(its vectors are embedded again as they are asked for) or move it away to keep it")
+                         f"changed: remove it (embedeval cache clear, given this cache folder, {shlex.quote(str(self.directory))}; "
+                         f"its vectors are embedded again as they are asked for) or move it away to keep it")
 
     def _upgrade(self) -> None:
         """Create the tables that are missing (a format-2 file gains the token prefixes and model

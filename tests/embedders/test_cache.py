@@ -103,8 +103,8 @@ def _write_a_format_1_cache(folder) -> Path:
 def _format_1_refusal(folder) -> str:
     return (f"embedding cache {folder / 'embeddings.sqlite'} was written by embedeval 0.1 (format 1: keys without the model's "
             "fingerprint, rows without a checksum), which this version no longer reads; nothing in it was changed: remove it "
-            f"with `embedeval cache clear --cache-dir {shlex.quote(str(folder))}` (its vectors are embedded again as they are asked for) "
-            "or move it away to keep it")
+            f"(embedeval cache clear, given this cache folder, {shlex.quote(str(folder))}; its vectors are embedded again as they are asked "
+            "for) or move it away to keep it")
 
 
 @pytest.mark.parametrize("user_version", [0, 1, 4, 99])
